@@ -1,0 +1,39 @@
+// Package statemachine is the engagement state machine of the WhatsApp bot.
+//
+// Every user is in exactly one [State]. A [Trigger] — fired either by a
+// scheduler job (inactivity, goodbye timeout, due reminder) or by the bot
+// (the user wrote, or answered the goodbye message) — moves the user along
+// one row of the transition table, which [Transitions] lists and [Next]
+// looks up. [Fire] applies a trigger at an instant and reports the
+// timestamps the transition sets on the user's row.
+//
+// The table is:
+//
+//	active        -inactivity_14d->              goodbye_sent (queues the goodbye message)
+//	goodbye_sent  -goodbye_timeout->             dormant
+//	goodbye_sent  -goodbye_answer_help->         help_flow
+//	goodbye_sent  -goodbye_answer_remind_later-> remind_later (remind_at = now + 14 days)
+//	goodbye_sent  -goodbye_answer_dormant->      dormant
+//	remind_later  -reminder_due->                dormant
+//	any state     -user_message->                active
+//
+// Any other (state, trigger) pair is invalid and yields an error wrapping
+// [ErrInvalidTransition]. The package never panics and depends on the
+// standard library only.
+package statemachine
+
+import "time"
+
+// Durations of the engagement contract.
+const (
+	// InactivityPeriod is how long an active user may stay silent: users
+	// whose last_activity_at is before now minus this get a goodbye.
+	InactivityPeriod = 14 * 24 * time.Hour
+	// GoodbyeWindow is how long a goodbye may stay unanswered before it
+	// times out.
+	GoodbyeWindow = 48 * time.Hour
+	// RemindLaterPeriod is how far ahead "remind me later" sets remind_at.
+	RemindLaterPeriod = 14 * 24 * time.Hour
+	// WeeklyWindow is the span the weekly review looks at: (now - WeeklyWindow, now].
+	WeeklyWindow = 7 * 24 * time.Hour
+)

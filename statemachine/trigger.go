@@ -1,0 +1,69 @@
+package statemachine
+
+import "fmt"
+
+// Trigger is an event that may move a user from one state to another. Its
+// string form is a public contract, stored in the trigger column.
+type Trigger string
+
+// Triggers driven by the scheduler jobs.
+const (
+	// Inactivity14d fires when an active user has been silent for
+	// InactivityPeriod; it moves active to goodbye_sent and queues the
+	// goodbye message.
+	Inactivity14d Trigger = "inactivity_14d"
+	// GoodbyeTimeout fires when a goodbye stayed unanswered for
+	// GoodbyeWindow; it moves goodbye_sent to dormant.
+	GoodbyeTimeout Trigger = "goodbye_timeout"
+	// ReminderDue fires when remind_at is due; it moves remind_later to
+	// dormant.
+	ReminderDue Trigger = "reminder_due"
+)
+
+// Triggers driven by the bot.
+const (
+	// UserMessage fires when the user writes; it moves any state to active
+	// (from active it is a valid self-transition).
+	UserMessage Trigger = "user_message"
+	// GoodbyeAnswerHelp fires when the user answers the goodbye asking for
+	// help; it moves goodbye_sent to help_flow.
+	GoodbyeAnswerHelp Trigger = "goodbye_answer_help"
+	// GoodbyeAnswerRemindLater fires when the user answers the goodbye
+	// asking to be reminded later; it moves goodbye_sent to remind_later
+	// and sets remind_at to now + RemindLaterPeriod.
+	GoodbyeAnswerRemindLater Trigger = "goodbye_answer_remind_later"
+	// GoodbyeAnswerDormant fires when the user answers the goodbye asking
+	// to be left alone; it moves goodbye_sent to dormant.
+	GoodbyeAnswerDormant Trigger = "goodbye_answer_dormant"
+)
+
+// Triggers returns all triggers in a fixed order: the scheduler triggers
+// first, then the bot triggers. The slice is a fresh copy.
+func Triggers() []Trigger {
+	return []Trigger{
+		Inactivity14d, GoodbyeTimeout, ReminderDue,
+		UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant,
+	}
+}
+
+// ParseTrigger returns the Trigger named by s, or an error wrapping
+// ErrUnknownTrigger that names s if it is not a known trigger.
+func ParseTrigger(s string) (Trigger, error) {
+	if t := Trigger(s); t.Valid() {
+		return t, nil
+	}
+	return "", fmt.Errorf("%w %q", ErrUnknownTrigger, s)
+}
+
+// Valid reports whether t is one of the known triggers.
+func (t Trigger) Valid() bool {
+	switch t {
+	case Inactivity14d, GoodbyeTimeout, ReminderDue,
+		UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant:
+		return true
+	}
+	return false
+}
+
+// String returns the stored form of t, e.g. "inactivity_14d".
+func (t Trigger) String() string { return string(t) }
