@@ -1,0 +1,518 @@
+// Package pgtest gives tests (and the demo and benchmarks) real PostgreSQL
+// databases. There is no mock: every database it hands out lives on a real
+// server, found or started as follows, once per process (ServerURL):
+//
+//  1. TEST_DATABASE_URL if set, else DATABASE_URL if set, used as-is. The
+//     role must be allowed to CREATE and DROP DATABASE.
+//  2. Else PGTEST_PROBE_URL (default
+//     postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable), if a
+//     connection and ping succeed within about 2 seconds and the role may
+//     create databases. Set PGTEST_PROBE_URL=none to skip the probe.
+//  3. Else a throwaway cluster that this package starts itself: data
+//     directory PGTEST_DIR (default $TMPDIR/engagement-pgtest, e.g.
+//     /tmp/engagement-pgtest), port PGTEST_PORT (default 54329), listening on
+//     127.0.0.1 only with trust authentication for the user postgres, and
+//     tuned for speed over durability (fsync=off). pg_ctl and initdb are taken
+//     from PATH or the newest /usr/lib/postgresql/*/bin; when missing, the
+//     postgresql package is installed with apt-get (as root, or through
+//     sudo -n). As root, initdb and the server run as the postgres system
+//     user. The cluster is left running so the next run reuses it; stop it
+//     with `go run ./internal/pgtest/devdb --stop` (or pg_ctl -D DIR stop).
+//     Its log is DIR.log, and DIR.lock serializes test processes that race to
+//     start it.
+//
+// Each NewDatabase call copies a template database (engagement_tmpl_<hash>)
+// that is created and migrated once per server and migration set; parallel
+// test binaries coordinate its creation with an advisory lock. Test
+// databases are named engagement_test_<hex> and dropped in t.Cleanup; ones
+// leaked by killed test runs are swept after a day.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/migrations"
+)
+
+// schemaRevision is part of the template database's name. Bump it to force
+// every server to rebuild its template (for example after editing an
+// already-applied migration file in a way the hash below cannot see).
+const schemaRevision = "1"
+
+const (
+	defaultProbeURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+	templatePrefix = "engagement_tmpl_"
+	buildPrefix    = "engagement_building_"
+	testPrefix     = "engagement_test_"
+
+	// templateLockKey is the pg_advisory_lock key that serializes template
+	// creation across test processes ("engagemt").
+	templateLockKey int64 = 0x656e676167656d74
+
+	// setupTimeout bounds finding or starting the server (which may include
+	// installing PostgreSQL) plus creating a database.
+	setupTimeout = 10 * time.Minute
+
+	// staleTestDatabase is the age after which a leaked test database is
+	// dropped by the next process that prepares the template.
+	staleTestDatabase = 24 * time.Hour
+)
+
+var server = struct {
+	once sync.Once
+	done chan struct{}
+	url  string
+	err  error
+}{done: make(chan struct{})}
+
+// ServerURL returns the URL of a PostgreSQL server on which the caller may
+// CREATE and DROP DATABASE; see the package comment for how it is found. The
+// answer (or error) is computed once per process. Cancelling ctx abandons the
+// wait without spoiling the cached answer.
+func ServerURL(ctx context.Context) (string, error) {
+	server.once.Do(func() {
+		go func() {
+			defer close(server.done)
+			ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+			defer cancel()
+			server.url, server.err = resolveServer(ctx)
+		}()
+	})
+	select {
+	case <-server.done:
+		return server.url, server.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func resolveServer(ctx context.Context) (string, error) {
+	for _, env := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if u := os.Getenv(env); u != "" {
+			return u, nil
+		}
+	}
+	probe := os.Getenv("PGTEST_PROBE_URL")
+	if probe == "" {
+		probe = defaultProbeURL
+	}
+	var probeErr error
+	if probe == "none" {
+		probeErr = errors.New("skipped (PGTEST_PROBE_URL=none)")
+	} else if probeErr = probeServer(ctx, probe); probeErr == nil {
+		return probe, nil
+	}
+	dir, port, err := throwawayConfig()
+	if err != nil {
+		return "", err
+	}
+	u, err := startThrowaway(ctx, dir, port)
+	if err != nil {
+		return "", fmt.Errorf("TEST_DATABASE_URL and DATABASE_URL are unset, the probe of %s failed (%v), "+
+			"and starting a throwaway cluster in %s failed: %w\n"+
+			"Install the postgresql package or set DATABASE_URL to a server where this user may create databases",
+			redact(probe), probeErr, dir, err)
+	}
+	fmt.Fprintf(os.Stderr, "pgtest: using the throwaway PostgreSQL cluster in %s on 127.0.0.1:%d (log %s.log); "+
+		"it stays running for the next run; stop it with `go run ./internal/pgtest/devdb --stop` (pg_ctl -D %s stop)\n",
+		dir, port, dir, dir)
+	return u, nil
+}
+
+// probeServer checks that url answers within about 2 seconds and that its
+// role may create databases.
+func probeServer(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	cfg.ConnectTimeout = 2 * time.Second
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var canCreate bool
+	err = conn.QueryRow(ctx, `SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user`).Scan(&canCreate)
+	if err != nil {
+		return err
+	}
+	if !canCreate {
+		return errors.New("the role may not create databases")
+	}
+	return nil
+}
+
+// NewDatabase creates a fresh, migrated database for one test and returns its
+// URL. The database is dropped in t.Cleanup. Any failure is fatal.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	return newTestDatabase(t, true)
+}
+
+// NewEmptyDatabase is NewDatabase without migrations: the database has no
+// schema at all.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	return newTestDatabase(t, false)
+}
+
+// NewPool returns a pool on a fresh migrated database (see NewDatabase) and
+// that database's URL. The pool is closed in t.Cleanup before the database is
+// dropped.
+func NewPool(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	dbURL := NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: open pool on %s: %v", redact(dbURL), err)
+	}
+	t.Cleanup(pool.Close) // registered after NewDatabase's drop, so it runs first
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("pgtest: ping %s: %v", redact(dbURL), err)
+	}
+	return pool, dbURL
+}
+
+func newTestDatabase(t testing.TB, migrated bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	srv, err := ServerURL(ctx)
+	if err != nil {
+		t.Fatalf("pgtest: no PostgreSQL server for tests: %v", err)
+	}
+	tmpl := "template0"
+	if migrated {
+		if tmpl, err = ensureTemplate(ctx, srv); err != nil {
+			t.Fatalf("pgtest: prepare the migrated template database on %s: %v", redact(srv), err)
+		}
+	}
+	name := testPrefix + fmt.Sprintf("%08x", uint32(time.Now().Unix())) + randomHex(4)
+	dbURL, err := createDatabase(ctx, srv, name, tmpl, false)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dropDatabase(ctx, srv, name); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return dbURL
+}
+
+// CreateDatabase creates a migrated database called name on the server
+// (dropping any existing database of that name first) and returns its URL.
+func CreateDatabase(ctx context.Context, name string) (string, error) {
+	srv, err := ServerURL(ctx)
+	if err != nil {
+		return "", err
+	}
+	tmpl, err := ensureTemplate(ctx, srv)
+	if err != nil {
+		return "", fmt.Errorf("prepare the migrated template database on %s: %w", redact(srv), err)
+	}
+	return createDatabase(ctx, srv, name, tmpl, true)
+}
+
+// CloneDatabase creates database dst as a copy of database src (dropping dst
+// first) and returns dst's URL. Other sessions connected to src are
+// terminated, since PostgreSQL can only copy a database nobody is using.
+func CloneDatabase(ctx context.Context, src, dst string) (string, error) {
+	srv, err := ServerURL(ctx)
+	if err != nil {
+		return "", err
+	}
+	conn, err := connect(ctx, srv)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(dst)+` WITH (FORCE)`); err != nil {
+		return "", fmt.Errorf("drop database %s: %w", dst, err)
+	}
+	for attempt := 1; ; attempt++ {
+		_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, src)
+		if err != nil {
+			return "", fmt.Errorf("disconnect the users of database %s: %w", src, err)
+		}
+		_, err = conn.Exec(ctx, `CREATE DATABASE `+quote(dst)+` TEMPLATE `+quote(src))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" && attempt < 5 { // object_in_use: someone reconnected
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("create database %s as a copy of %s: %w", dst, src, err)
+		}
+		return WithDatabase(srv, dst)
+	}
+}
+
+// DropDatabase drops database name (WITH (FORCE), disconnecting its users) if
+// it exists.
+func DropDatabase(ctx context.Context, name string) error {
+	srv, err := ServerURL(ctx)
+	if err != nil {
+		return err
+	}
+	return dropDatabase(ctx, srv, name)
+}
+
+func createDatabase(ctx context.Context, srv, name, tmpl string, replace bool) (string, error) {
+	conn, err := connect(ctx, srv)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	if replace {
+		if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(name)+` WITH (FORCE)`); err != nil {
+			return "", fmt.Errorf("drop database %s: %w", name, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+quote(name)+` TEMPLATE `+quote(tmpl)); err != nil {
+		return "", fmt.Errorf("create database %s from template %s on %s: %w", name, tmpl, redact(srv), err)
+	}
+	return WithDatabase(srv, name)
+}
+
+func dropDatabase(ctx context.Context, srv, name string) error {
+	conn, err := connect(ctx, srv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(name)+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+var templates = struct {
+	sync.Mutex
+	ready map[string]bool // server URL -> template known to exist
+}{ready: map[string]bool{}}
+
+// templateName names the migrated template database after the migration set.
+func templateName() string {
+	return templatePrefix + migrationsHash()
+}
+
+// migrationsHash hashes migrations.Latest, schemaRevision and, when the
+// source tree is at hand (it is under go test), the names and contents of the
+// migration files, so editing a migration in place also yields a new template.
+func migrationsHash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "latest=%d\nrevision=%s\n", migrations.Latest, schemaRevision)
+	if _, file, _, ok := runtime.Caller(0); ok {
+		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "migrations", "*.sql"))
+		sort.Strings(paths)
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				fmt.Fprintf(h, "%s %d\n%s\n", filepath.Base(p), len(b), b)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// ensureTemplate makes sure the migrated template database exists on srv and
+// returns its name. Concurrent processes serialize on an advisory lock; the
+// template is built under a temporary name and renamed when complete, so a
+// half-built template is never copied.
+func ensureTemplate(ctx context.Context, srv string) (string, error) {
+	name := templateName()
+	templates.Lock()
+	defer templates.Unlock()
+	if templates.ready[srv] {
+		return name, nil
+	}
+	conn, err := connect(ctx, srv)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, templateLockKey); err != nil {
+		return "", fmt.Errorf("take the template lock: %w", err)
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, templateLockKey) //nolint:errcheck // closing the connection releases it anyway
+
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look for template %s: %w", name, err)
+	}
+	if !exists {
+		// Builds left behind by killed processes: nobody else builds while we hold the lock.
+		for _, leftover := range databasesLike(ctx, conn, buildPrefix) {
+			conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(leftover)+` WITH (FORCE)`) //nolint:errcheck // best effort
+		}
+		build := buildPrefix + strings.TrimPrefix(name, templatePrefix) + "_" + randomHex(4)
+		if _, err := conn.Exec(ctx, `CREATE DATABASE `+quote(build)+` TEMPLATE template0`); err != nil {
+			return "", fmt.Errorf("create database %s: %w", build, err)
+		}
+		buildURL, err := WithDatabase(srv, build)
+		if err == nil {
+			err = migrations.Up(ctx, buildURL)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, `ALTER DATABASE `+quote(build)+` RENAME TO `+quote(name))
+		}
+		if err != nil {
+			conn.Exec(context.Background(), `DROP DATABASE IF EXISTS `+quote(build)+` WITH (FORCE)`) //nolint:errcheck // best effort
+			return "", fmt.Errorf("build template %s (migrating %s): %w", name, build, err)
+		}
+	}
+	sweepStaleTestDatabases(ctx, conn)
+	templates.ready[srv] = true
+	return name, nil
+}
+
+// sweepStaleTestDatabases drops test databases whose creation time (the first
+// 8 hex digits after the prefix) is over a day old: leftovers of test runs that
+// were killed before their cleanup ran. Databases still in use are left alone.
+func sweepStaleTestDatabases(ctx context.Context, conn *pgx.Conn) {
+	for _, name := range databasesLike(ctx, conn, testPrefix) {
+		suffix := strings.TrimPrefix(name, testPrefix)
+		if len(suffix) < 8 {
+			continue
+		}
+		created, err := strconv.ParseUint(suffix[:8], 16, 32)
+		if err != nil || time.Since(time.Unix(int64(created), 0)) < staleTestDatabase {
+			continue
+		}
+		conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(name)) //nolint:errcheck // best effort
+	}
+}
+
+func databasesLike(ctx context.Context, conn *pgx.Conn, prefix string) []string {
+	pattern := strings.ReplaceAll(prefix, "_", `\_`) + "%"
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, pattern)
+	if err != nil {
+		return nil
+	}
+	names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names
+}
+
+func connect(ctx context.Context, srv string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, srv)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(srv), err)
+	}
+	return conn, nil
+}
+
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// redact hides the password of a URL for error messages.
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil && strings.Contains(s, "://") {
+		return u.Redacted()
+	}
+	return s
+}
+
+// WithDatabase returns dbURL with its database name replaced by name, keeping
+// the user, host, port and query parameters (sslmode, host=/socket/dir, ...).
+// Both postgres:// URLs and keyword=value connection strings are accepted.
+func WithDatabase(dbURL, name string) (string, error) {
+	if strings.HasPrefix(dbURL, "postgres://") || strings.HasPrefix(dbURL, "postgresql://") {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", fmt.Errorf("parse database URL: %w", err)
+		}
+		u.Path, u.RawPath = "/"+name, ""
+		if q := u.Query(); q.Has("dbname") {
+			q.Set("dbname", name)
+			u.RawQuery = q.Encode()
+		}
+		return u.String(), nil
+	}
+	if strings.Contains(dbURL, "://") {
+		return "", fmt.Errorf("database URL %q: scheme is not postgres:// or postgresql://", redact(dbURL))
+	}
+	pairs, err := splitConnString(dbURL)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, p := range pairs {
+		if p[0] != "dbname" {
+			out = append(out, p[0]+"="+p[1])
+		}
+	}
+	esc := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(name)
+	return strings.Join(append(out, "dbname='"+esc+"'"), " "), nil
+}
+
+// splitConnString splits a keyword=value connection string into keywords and
+// raw (still quoted) values.
+func splitConnString(s string) ([][2]string, error) {
+	var pairs [][2]string
+	for {
+		s = strings.TrimLeft(s, " \t\n\r\v\f")
+		if s == "" {
+			return pairs, nil
+		}
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return nil, fmt.Errorf("connection string: missing = after %q", s)
+		}
+		key := strings.TrimSpace(s[:eq])
+		s = strings.TrimLeft(s[eq+1:], " \t\n\r\v\f")
+		end, quoted := 0, strings.HasPrefix(s, "'")
+		if quoted {
+			end = 1
+		}
+		for ; end < len(s); end++ {
+			c := s[end]
+			if c == '\\' {
+				end++
+				continue
+			}
+			if quoted && c == '\'' {
+				end++
+				break
+			}
+			if !quoted && strings.IndexByte(" \t\n\r\v\f", c) >= 0 {
+				break
+			}
+		}
+		if end > len(s) {
+			end = len(s)
+		}
+		pairs = append(pairs, [2]string{key, s[:end]})
+		s = s[end:]
+	}
+}

@@ -1,0 +1,269 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/migrations"
+)
+
+func connectT(t *testing.T, dbURL string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dbURL, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func currentDatabase(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var name string
+	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func TestNewDatabase(t *testing.T) {
+	t.Parallel()
+	a, b := NewDatabase(t), NewDatabase(t)
+	if a == b {
+		t.Fatalf("two calls gave the same database %s", a)
+	}
+	names := map[string]bool{}
+	for _, dbURL := range []string{a, b} {
+		conn := connectT(t, dbURL)
+		name := currentDatabase(t, conn)
+		if !strings.HasPrefix(name, testPrefix) {
+			t.Errorf("database %q lacks the prefix %q", name, testPrefix)
+		}
+		names[name] = true
+		var n int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil {
+			t.Fatalf("user_profiles in %s: %v", name, err)
+		}
+		if n != 0 {
+			t.Errorf("fresh database has %d user_profiles rows", n)
+		}
+		if err := migrations.Check(t.Context(), conn); err != nil {
+			t.Errorf("schema of %s: %v", name, err)
+		}
+	}
+	if len(names) != 2 {
+		t.Errorf("two calls connect to the same database: %v", names)
+	}
+
+	// A row written in one database is not visible in the other.
+	ca, cb := connectT(t, a), connectT(t, b)
+	if _, err := ca.Exec(t.Context(), `INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid())`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := cb.QueryRow(t.Context(), `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("other database sees %d rows (err %v), want 0", n, err)
+	}
+}
+
+func TestNewDatabaseDroppedInCleanup(t *testing.T) {
+	t.Parallel()
+	var name string
+	t.Run("inner", func(t *testing.T) {
+		name = currentDatabase(t, connectT(t, NewDatabase(t)))
+	})
+	srv, err := ServerURL(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exists bool
+	err = connectT(t, srv).QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+	if err != nil || exists {
+		t.Errorf("database %s still exists after its test ended (err %v)", name, err)
+	}
+}
+
+func TestNewEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	conn := connectT(t, NewEmptyDatabase(t))
+	_, err := conn.Exec(t.Context(), `SELECT count(*) FROM user_profiles`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
+		t.Errorf("user_profiles in an empty database: err = %v, want undefined_table", err)
+	}
+	if err := migrations.Check(t.Context(), conn); !errors.Is(err, migrations.ErrSchemaOutdated) {
+		t.Errorf("Check = %v, want ErrSchemaOutdated", err)
+	}
+}
+
+func TestNewPool(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := NewPool(t)
+	var n int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM user_engagement_states`).Scan(&n); err != nil {
+		t.Fatalf("query through the pool on %s: %v", dbURL, err)
+	}
+}
+
+func TestCreateCloneDropDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	suffix := randomHex(4)
+	src, dst := "engagement_pgtest_src_"+suffix, "engagement_pgtest_dst_"+suffix
+	t.Cleanup(func() {
+		for _, name := range []string{src, dst} {
+			if err := DropDatabase(context.Background(), name); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	srcURL, err := CreateDatabase(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connectT(t, srcURL)
+	if _, err := conn.Exec(ctx, `INSERT INTO user_profiles (user_id) SELECT gen_random_uuid() FROM generate_series(1, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	// The open connection to src is terminated by CloneDatabase.
+	dstURL, err := CloneDatabase(ctx, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := connectT(t, dstURL).QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("clone has %d user_profiles rows (err %v), want 3", n, err)
+	}
+	// Cloning again replaces dst.
+	if _, err := CloneDatabase(ctx, src, dst); err != nil {
+		t.Fatalf("second clone: %v", err)
+	}
+	// CreateDatabase replaces an existing database with an empty migrated one.
+	if srcURL, err = CreateDatabase(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := connectT(t, srcURL).QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("re-created database has %d rows (err %v), want 0", n, err)
+	}
+	if err := DropDatabase(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := DropDatabase(ctx, dst); err != nil {
+		t.Errorf("dropping a missing database: %v", err)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	for _, tc := range []struct{ in, name, want string }{
+		{"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "x", "postgres://postgres@127.0.0.1:5432/x?sslmode=disable"},
+		{"postgresql://u:p%40ss@db.example:6432/app?sslmode=require&application_name=t", "engagement_test_ab",
+			"postgresql://u:p%40ss@db.example:6432/engagement_test_ab?sslmode=require&application_name=t"},
+		{"postgres:///app?host=/var/run/postgresql&user=me", "y", "postgres:///y?host=/var/run/postgresql&user=me"},
+		{"postgres://h", "z", "postgres://h/z"},
+		{"postgres://h/app?dbname=app&sslmode=disable", "z", "postgres://h/z?dbname=z&sslmode=disable"},
+		{"host=/tmp port=5433 dbname=app user=me sslmode=disable", "n", "host=/tmp port=5433 user=me sslmode=disable dbname='n'"},
+		{"host=h password='a b\\'c' dbname = 'x y'", "it's", `host=h password='a b\'c' dbname='it\'s'`},
+	} {
+		got, err := WithDatabase(tc.in, tc.name)
+		if err != nil || got != tc.want {
+			t.Errorf("WithDatabase(%q, %q) = %q, %v; want %q", tc.in, tc.name, got, err, tc.want)
+		}
+		if _, err := pgx.ParseConfig(got); err != nil {
+			t.Errorf("pgx cannot parse %q: %v", got, err)
+		} else if cfg, _ := pgx.ParseConfig(got); cfg.Database != tc.name {
+			t.Errorf("pgx reads database %q from %q, want %q", cfg.Database, got, tc.name)
+		}
+	}
+	if _, err := WithDatabase("mysql://h/db", "x"); err == nil {
+		t.Error("WithDatabase accepted a mysql:// URL")
+	}
+}
+
+// TestThrowawayCluster runs the third resolution step for real: initdb, start,
+// reuse while running, stop, and restart from the existing data directory.
+func TestThrowawayCluster(t *testing.T) {
+	if _, err := findPostgres(); err != nil && (os.Getenv("TEST_DATABASE_URL") != "" || os.Getenv("DATABASE_URL") != "") {
+		// The environment supplies the server and has no PostgreSQL binaries;
+		// do not install a server just for this test.
+		t.Skipf("no PostgreSQL binaries here (%v) and the server comes from the environment", err)
+	}
+	t.Parallel()
+	base, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil { // as root, the cluster runs as postgres and must reach it
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "data")
+	const port = 54339
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		if err := stopThrowaway(context.Background(), dir); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		os.RemoveAll(base)
+	})
+
+	check := func(step string) {
+		t.Helper()
+		start := time.Now()
+		dbURL, err := startThrowaway(ctx, dir, port)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		t.Logf("%s: %s in %v", step, dbURL, time.Since(start).Round(time.Millisecond))
+		if want := throwawayURL(port); dbURL != want {
+			t.Errorf("%s: URL %q, want %q", step, dbURL, want)
+		}
+		conn := connectT(t, dbURL)
+		var fsync string
+		if err := conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync); err != nil || fsync != "off" {
+			t.Errorf("%s: fsync = %q (err %v), want off", step, fsync, err)
+		}
+		conn.Close(ctx)
+	}
+
+	check("initdb and start")
+	if _, err := os.Stat(filepath.Join(dir, markerConf)); err != nil {
+		t.Errorf("marker config missing: %v", err)
+	}
+	if _, err := os.Stat(dir + ".init"); !os.IsNotExist(err) {
+		t.Errorf("initdb work directory left behind: %v", err)
+	}
+	check("reuse the running cluster")
+	if err := stopThrowaway(ctx, dir); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if ping(ctx, throwawayURL(port)) == nil {
+		t.Fatal("the cluster still answers after stopThrowaway")
+	}
+	if err := stopThrowaway(ctx, dir); err != nil {
+		t.Errorf("stopping a stopped cluster: %v", err)
+	}
+	check("restart the existing data directory")
+}
+
+func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("15\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := stopThrowaway(t.Context(), dir); err != nil {
+		t.Errorf("stopThrowaway on a directory pgtest did not create: %v", err)
+	}
+	if err := stopThrowaway(t.Context(), filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("stopThrowaway on a missing directory: %v", err)
+	}
+}

@@ -1,0 +1,447 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	defaultPort = 54329
+
+	// markerConf is written into every data directory this package creates
+	// (and included from its postgresql.conf); its presence is what makes a
+	// directory "ours" to stop or re-create.
+	markerConf = "engagement-pgtest.conf"
+)
+
+// throwawayConfig returns the data directory and port of the throwaway
+// cluster, from PGTEST_DIR and PGTEST_PORT or the defaults.
+func throwawayConfig() (dir string, port int, err error) {
+	dir = os.Getenv("PGTEST_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "engagement-pgtest")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", 0, err
+	}
+	port = defaultPort
+	if p := os.Getenv("PGTEST_PORT"); p != "" {
+		if port, err = strconv.Atoi(p); err != nil || port <= 0 || port > 65535 {
+			return "", 0, fmt.Errorf("PGTEST_PORT=%q is not a port number", p)
+		}
+	}
+	return dir, port, nil
+}
+
+// StopThrowaway stops the throwaway cluster (PGTEST_DIR, or the default data
+// directory) if this package created it and it is running; otherwise it does
+// nothing.
+func StopThrowaway() error {
+	dir, _, err := throwawayConfig()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return stopThrowaway(ctx, dir)
+}
+
+func throwawayURL(port int) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+}
+
+// startThrowaway makes sure a PostgreSQL cluster with data directory dir
+// answers on 127.0.0.1:port, creating and starting it if needed, and returns
+// its URL (user postgres, database postgres).
+func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	dbURL := throwawayURL(port)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(ctx, dir+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+
+	if ping(ctx, dbURL) == nil {
+		return dbURL, nil // already running (started by an earlier run or a racing process)
+	}
+	bins, err := findOrInstallPostgres(ctx)
+	if err != nil {
+		return "", err
+	}
+	owner, err := clusterOwner(ctx)
+	if err != nil {
+		return "", err
+	}
+
+	if err := prepareDataDir(ctx, bins, owner, dir); err != nil {
+		return "", err
+	}
+	if err := writeConf(dir, port, owner); err != nil {
+		return "", err
+	}
+	logPath := dir + ".log"
+	if owner != nil {
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		f.Close()
+		if err := owner.chown(logPath); err != nil {
+			return "", err
+		}
+	}
+	_, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-l", logPath, "-w", "-t", "120", "-o", "-p "+strconv.Itoa(port), "start")
+	if err != nil {
+		return "", fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, tail(logPath, 20), port)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := ping(ctx, dbURL)
+		if err == nil {
+			return dbURL, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("the cluster in %s started but %s does not answer: %w\nlast lines of %s:\n%s", dir, dbURL, err, logPath, tail(logPath, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// prepareDataDir runs initdb unless dir already holds a cluster of the
+// installed major version. initdb works in a side directory that is renamed
+// into place when complete, so an interrupted initdb never leaves a broken dir.
+func prepareDataDir(ctx context.Context, bins pgBinaries, owner *osUser, dir string) error {
+	if v, err := os.ReadFile(filepath.Join(dir, "PG_VERSION")); err == nil {
+		have := strings.TrimSpace(string(v))
+		if have == bins.major || bins.major == "" {
+			return nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, markerConf)); err != nil {
+			return fmt.Errorf("%s holds a PostgreSQL %s cluster that pgtest did not create, but the installed binaries are version %s; remove it or set PGTEST_DIR", dir, have, bins.major)
+		}
+		// Our own throwaway cluster from an older PostgreSQL: start afresh.
+		runPG(ctx, owner, bins.pgCtl, "-D", dir, "stop", "-m", "immediate") //nolint:errcheck // usually not running
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	} else if entries, err := os.ReadDir(dir); err == nil {
+		if len(entries) > 0 {
+			return fmt.Errorf("%s exists but is not a PostgreSQL data directory; remove it or set PGTEST_DIR", dir)
+		}
+		if err := os.Remove(dir); err != nil {
+			return err
+		}
+	}
+
+	tmp := dir + ".init"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	if owner != nil {
+		if err := owner.chown(tmp); err != nil {
+			return err
+		}
+	}
+	locale := "C"
+	if _, err := os.Stat("/usr/lib/locale/C.utf8"); err == nil {
+		locale = "C.UTF-8" // C sort order, but Unicode-aware lower()/upper()
+	}
+	if _, err := runPG(ctx, owner, bins.initdb, "-D", tmp, "--auth=trust", "-U", "postgres",
+		"--encoding=UTF8", "--locale="+locale, "--no-sync"); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	conf, err := os.OpenFile(filepath.Join(tmp, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = fmt.Fprintf(conf, "\n# Settings of the engagement test cluster (internal/pgtest), rewritten at every start.\ninclude_if_exists '%s'\n", markerConf)
+		if cerr := conf.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+// writeConf (re)writes the included settings file: address, port, socket and
+// the speed-over-durability settings.
+func writeConf(dir string, port int, owner *osUser) error {
+	socketDir := dir
+	if len(dir)+len("/.s.PGSQL.")+len(strconv.Itoa(port)) >= 107 { // sun_path is 108 bytes with its NUL
+		socketDir = "" // path too long for a unix socket: TCP only
+	}
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	content := fmt.Sprintf(`# Written by the engagement scheduler's internal/pgtest at every start; edits are lost.
+listen_addresses = '127.0.0.1'
+port = %d
+unix_socket_directories = %s
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 200
+shared_buffers = 256MB
+`, port, q(socketDir))
+	path := filepath.Join(dir, markerConf)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return err
+	}
+	if owner != nil {
+		return owner.chown(path)
+	}
+	return nil
+}
+
+// stopThrowaway stops the cluster in dir if pgtest created it and it runs.
+func stopThrowaway(ctx context.Context, dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"PG_VERSION", markerConf} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return nil // no cluster of ours there
+		}
+	}
+	unlock, err := lockFile(ctx, dir+".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	bins, err := findPostgres()
+	if err != nil {
+		return err
+	}
+	var owner *osUser
+	if os.Geteuid() == 0 {
+		if owner, err = lookupUser("postgres"); err != nil {
+			return err
+		}
+	}
+	if _, err := runPG(ctx, owner, bins.pgCtl, "-D", dir, "status"); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 3 {
+			return nil // not running
+		}
+		return err
+	}
+	_, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-w", "-t", "60", "-m", "fast", "stop")
+	return err
+}
+
+type pgBinaries struct {
+	pgCtl, initdb string
+	major         string // e.g. "15"; empty when unknown
+}
+
+// findPostgres finds pg_ctl and initdb in PATH, else in the newest
+// /usr/lib/postgresql/*/bin.
+func findPostgres() (pgBinaries, error) {
+	var b pgBinaries
+	if ctl, err := exec.LookPath("pg_ctl"); err == nil {
+		b.pgCtl = ctl
+		if sibling := filepath.Join(filepath.Dir(ctl), "initdb"); isExecutable(sibling) {
+			b.initdb = sibling
+		} else if initdb, err := exec.LookPath("initdb"); err == nil {
+			b.initdb = initdb
+		}
+	}
+	if b.pgCtl == "" || b.initdb == "" {
+		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+		sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+		for _, d := range dirs {
+			if isExecutable(filepath.Join(d, "pg_ctl")) && isExecutable(filepath.Join(d, "initdb")) {
+				b.pgCtl, b.initdb = filepath.Join(d, "pg_ctl"), filepath.Join(d, "initdb")
+				break
+			}
+		}
+	}
+	if b.pgCtl == "" || b.initdb == "" {
+		return b, errors.New("pg_ctl and initdb are neither in PATH nor in /usr/lib/postgresql/*/bin")
+	}
+	// "pg_ctl (PostgreSQL) 15.20 (Debian 15.20-0+deb12u1)" -> "15"
+	if out, err := exec.Command(b.pgCtl, "--version").Output(); err == nil {
+		if f := strings.Fields(string(out)); len(f) >= 3 {
+			b.major, _, _ = strings.Cut(f[2], ".")
+		}
+	}
+	return b, nil
+}
+
+func versionOf(binDir string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(binDir)), 64)
+	return v
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// findOrInstallPostgres finds the server binaries, installing the Debian
+// postgresql package (apt-get, as root or through sudo -n) when they are
+// missing.
+func findOrInstallPostgres(ctx context.Context) (pgBinaries, error) {
+	b, err := findPostgres()
+	if err == nil {
+		return b, nil
+	}
+	hint := fmt.Sprintf("%v; install the postgresql package (apt-get install postgresql) or set DATABASE_URL", err)
+	if _, lerr := exec.LookPath("apt-get"); lerr != nil {
+		return b, errors.New(hint)
+	}
+	var prefix []string
+	if os.Geteuid() != 0 {
+		if _, lerr := exec.LookPath("sudo"); lerr != nil {
+			return b, fmt.Errorf("%s (not root and no sudo to install it)", hint)
+		}
+		prefix = []string{"sudo", "-n"}
+	}
+	fmt.Fprintln(os.Stderr, "pgtest: PostgreSQL server binaries not found; installing the postgresql package with apt-get")
+	for _, args := range [][]string{
+		{"apt-get", "update"},
+		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "postgresql"},
+	} {
+		if _, err := run(ctx, append(append([]string{}, prefix...), args...)...); err != nil {
+			return b, fmt.Errorf("%s; installing it failed: %w", hint, err)
+		}
+	}
+	if b, err = findPostgres(); err != nil {
+		return b, fmt.Errorf("%v even after installing the postgresql package", err)
+	}
+	return b, nil
+}
+
+// osUser is the system user the cluster runs as when we are root.
+type osUser struct{ uid, gid int }
+
+func (u *osUser) chown(path string) error { return os.Chown(path, u.uid, u.gid) }
+
+// clusterOwner returns nil when not root (the cluster runs as us), else the
+// postgres system user, created if missing: initdb and postgres refuse root.
+func clusterOwner(ctx context.Context) (*osUser, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	if _, err := run(ctx, "id", "postgres"); err != nil {
+		if _, err := run(ctx, "useradd", "--system", "--home-dir", "/var/lib/postgresql", "--shell", "/bin/bash", "postgres"); err != nil {
+			return nil, fmt.Errorf("create the postgres system user (initdb and postgres refuse to run as root): %w", err)
+		}
+	}
+	return lookupUser("postgres")
+}
+
+func lookupUser(name string) (*osUser, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return nil, err
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return nil, err
+	}
+	return &osUser{uid: uid, gid: gid}, nil
+}
+
+// runPG runs a PostgreSQL program, as the postgres user when owner is set.
+func runPG(ctx context.Context, owner *osUser, args ...string) (string, error) {
+	if owner != nil {
+		args = append([]string{"runuser", "-u", "postgres", "--"}, args...)
+	}
+	return run(ctx, args...)
+}
+
+// run runs a command from / with no stdin and returns its combined output; a
+// failure's error includes the command line and the (trimmed) output.
+func run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = "/" // the postgres user may not be able to enter our working directory
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	text := strings.TrimSpace(out.String())
+	if err != nil {
+		if len(text) > 4000 {
+			text = "..." + text[len(text)-4000:]
+		}
+		return text, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, text)
+	}
+	return text, nil
+}
+
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// lockFile takes an exclusive flock on path, waiting (politely to ctx) while
+// another process holds it, and returns the function that releases it.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		if f, err = os.Open(path); err != nil { // flock works on a read-only descriptor too
+			return nil, fmt.Errorf("open lock file: %w", err)
+		}
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ping connects to dbURL and pings it, giving up after about 2 seconds.
+func ping(ctx context.Context, dbURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
+}
