@@ -1,0 +1,140 @@
+// Package postgres opens the connection pool every engagement binary uses and
+// translates connection errors into one safe line.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults applied when the database URL does not set them.
+const (
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultStatementTimeout = 5 * time.Minute
+)
+
+// Open connects a pool to databaseURL, names the connections after app (so
+// they show in pg_stat_activity), bounds connects and statements, and pings.
+// Errors never contain the password.
+func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
+	config, err := ParseConfig(databaseURL, app)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
+	}
+	return pool, nil
+}
+
+// ParseConfig parses databaseURL into a pool configuration with the defaults
+// Open applies.
+func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
+	config, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, Redact(fmt.Errorf("invalid database URL: %w", err), databaseURL)
+	}
+	cc := config.ConnConfig
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = DefaultConnectTimeout
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = app
+	}
+	if _, ok := cc.RuntimeParams["statement_timeout"]; !ok {
+		cc.RuntimeParams["statement_timeout"] = fmt.Sprint(DefaultStatementTimeout.Milliseconds())
+	}
+	if config.MaxConns > 8 {
+		config.MaxConns = 8 // a batch job needs few; leave the server's slots to the bot
+	}
+	return config, nil
+}
+
+// Connect opens a single connection with the same settings as Open; jobs hold
+// their session advisory lock on one, so the lock dies with the process.
+func Connect(ctx context.Context, databaseURL, app string) (*pgx.Conn, error) {
+	config, err := ParseConfig(databaseURL, app)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, config.ConnConfig)
+	if err != nil {
+		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
+	}
+	return conn, nil
+}
+
+// Redact returns err as a single line with databaseURL's password, if any,
+// replaced. pgx already leaves passwords out of its messages; this makes sure.
+func Redact(err error, databaseURL string) error {
+	if err == nil {
+		return nil
+	}
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	for _, secret := range passwords(databaseURL) {
+		msg = strings.ReplaceAll(msg, secret, "xxxxx")
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// passwords finds the password in a URL or keyword/value connection string.
+func passwords(databaseURL string) []string {
+	var out []string
+	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			out = append(out, p, url.QueryEscape(p))
+		}
+	}
+	if config, err := pgconn.ParseConfig(databaseURL); err == nil && config.Password != "" {
+		out = append(out, config.Password)
+	}
+	for _, field := range strings.Fields(databaseURL) {
+		if v, ok := strings.CutPrefix(field, "password="); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// IsConnectionError reports whether err means the connection or server is
+// gone (as opposed to a statement the server rejected), so retrying the same
+// work row by row is pointless.
+func IsConnectionError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true // no server verdict: network, protocol or client error
+	}
+	switch pgErr.Code[:2] {
+	case "08", // connection exception
+		"53", // insufficient resources
+		"57", // operator intervention: admin shutdown, crash, cancel
+		"58", // system error
+		"XX": // internal error
+		return pgErr.Code != "57014" // query_canceled by statement_timeout is about the statement
+	}
+	return false
+}
