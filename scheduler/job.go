@@ -1,0 +1,229 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+)
+
+// DefaultBatchSize is how many users one statement moves unless configured.
+const DefaultBatchSize = 5000
+
+// Config configures a job run.
+type Config struct {
+	// AsOf is the instant the run treats as now; required. Day and week keys
+	// use its UTC date and ISO week.
+	AsOf time.Time
+	// DryRun computes the counters from a read-only snapshot and writes nothing.
+	DryRun bool
+	// BatchSize is how many users one statement moves (DefaultBatchSize when 0).
+	BatchSize int
+	// Logger receives one line per step and per run; per-user failures at error level.
+	Logger zerolog.Logger
+}
+
+// Validate reports a configuration the job cannot run with.
+func (c Config) Validate() error {
+	if c.AsOf.IsZero() {
+		return errors.New("as-of instant is required")
+	}
+	if c.BatchSize < 0 {
+		return fmt.Errorf("batch size must be positive, got %d", c.BatchSize)
+	}
+	return nil
+}
+
+// step is one set-based move of a job. selectSQL lists the users who qualify,
+// each with a skip reason ("" when the step acts on them); moveSQL acts on a
+// batch of them (@user_ids) in one statement, re-checking that each still
+// qualifies, and returns how many users it moved and how many messages it
+// queued. existingSQL, for steps that queue, counts the batch's idempotency
+// keys already taken (dry runs report them as duplicates).
+type step struct {
+	name        string
+	args        pgx.NamedArgs // the step's own arguments, over the job's
+	selectSQL   string
+	moveSQL     string
+	existingSQL string
+}
+
+// candidates are the users a step's selection found.
+type candidates struct {
+	ids     []pgtype.UUID
+	skipped map[string]int
+}
+
+// runJob runs steps in order, each to completion, and sums their counters.
+// args are the job-wide named arguments (as_of and friends); @run_id and
+// @user_ids are added here.
+func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, args pgx.NamedArgs, cfg Config, sum *Summary) (err error) {
+	start := time.Now()
+	log := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun).Logger()
+	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
+
+	var r *run
+	if !cfg.DryRun {
+		if r, err = startRun(ctx, pool, job, cfg.AsOf, log); err != nil {
+			return err
+		}
+		defer r.release()
+		sum.RunID = r.id
+		log = log.With().Int64("run_id", r.id).Logger()
+		args = withArgs(args, pgx.NamedArgs{"run_id": r.id})
+	}
+	log.Info().Msg("job started")
+
+	for _, st := range steps {
+		stepStart := time.Now()
+		stepArgs := withArgs(args, st.args)
+		var (
+			counts Counts
+			errs   []UserError
+		)
+		if cfg.DryRun {
+			counts, err = dryRunStep(ctx, pool, st, stepArgs, batchSize)
+		} else {
+			counts, errs, err = runStep(ctx, pool, st, stepArgs, batchSize, log)
+		}
+		if err != nil {
+			err = fmt.Errorf("step %s: %w", st.name, err)
+			break
+		}
+		sum.addStep(Step{Name: st.name, Counts: counts}, errs)
+		log.Info().Str("step", st.name).
+			Int("processed", counts.Processed).Int("succeeded", counts.Succeeded).
+			Int("failed", counts.Failed).Int("skipped", counts.Skipped).
+			Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).
+			Int64("duration_ms", time.Since(stepStart).Milliseconds()).
+			Msg("step finished")
+	}
+	sum.DurationMS = time.Since(start).Milliseconds()
+
+	if r != nil {
+		if finishErr := r.finish(ctx, sum, err); err == nil {
+			err = finishErr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	log.Info().
+		Int("processed", sum.Processed).Int("succeeded", sum.Succeeded).
+		Int("failed", sum.Failed).Int("skipped", sum.Skipped).
+		Int("queued", sum.Queued).Int("duplicates", sum.Duplicates).
+		Int64("duration_ms", sum.DurationMS).
+		Msg("job finished")
+	return nil
+}
+
+// runStep selects the step's users once, then moves them batch by batch,
+// each batch one statement committed on its own: a run killed half-way keeps
+// the batches it finished, and the next run's selection finds only the rest.
+func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs, batchSize int, log zerolog.Logger) (Counts, []UserError, error) {
+	cands, err := selectCandidates(ctx, pool, st, args)
+	if err != nil {
+		return Counts{}, nil, err
+	}
+	var counts Counts
+	for reason, n := range cands.skipped {
+		counts.skip(reason, n)
+	}
+	b := batcher{
+		move: func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
+			err = pool.QueryRow(ctx, st.moveSQL, withArgs(args, pgx.NamedArgs{"user_ids": ids})).Scan(&moved, &queued)
+			return moved, queued, err
+		},
+	}
+	for batch := range slices.Chunk(cands.ids, batchSize) {
+		if err := b.moveIsolating(ctx, batch); err != nil {
+			return Counts{}, nil, err
+		}
+	}
+	var errs []UserError
+	for _, f := range b.failures {
+		id := f.userID.String()
+		log.Error().Str("step", st.name).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
+		errs = append(errs, UserError{UserID: id, Step: st.name, Error: f.err.Error()})
+	}
+	counts.Succeeded = b.moved
+	counts.Failed = len(b.failures)
+	counts.Processed = counts.Succeeded + counts.Failed
+	counts.Queued = b.queued
+	if st.existingSQL != "" {
+		counts.Duplicates = b.moved - b.queued // moved users whose message key was already taken
+	}
+	counts.skip(SkipStateChanged, len(cands.ids)-counts.Processed)
+	return counts, errs, nil
+}
+
+// dryRunStep counts what runStep would do, from the same selection, writing
+// nothing: every selected user counts as succeeded, and for steps that queue,
+// keys already taken count as duplicates.
+func dryRunStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs, batchSize int) (Counts, error) {
+	cands, err := selectCandidates(ctx, pool, st, args)
+	if err != nil {
+		return Counts{}, err
+	}
+	var counts Counts
+	for reason, n := range cands.skipped {
+		counts.skip(reason, n)
+	}
+	counts.Succeeded = len(cands.ids)
+	counts.Processed = counts.Succeeded
+	if st.existingSQL != "" {
+		for batch := range slices.Chunk(cands.ids, batchSize) {
+			var existing int
+			if err := pool.QueryRow(ctx, st.existingSQL, withArgs(args, pgx.NamedArgs{"user_ids": batch})).Scan(&existing); err != nil {
+				return Counts{}, fmt.Errorf("count existing keys: %w", err)
+			}
+			counts.Duplicates += existing
+		}
+		counts.Queued = counts.Succeeded - counts.Duplicates
+	}
+	return counts, nil
+}
+
+// selectCandidates runs the step's selection: the ids it will act on (kept in
+// memory: 17 bytes a user) and the count of users skipped per reason.
+func selectCandidates(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs) (candidates, error) {
+	rows, err := pool.Query(ctx, st.selectSQL, args)
+	if err != nil {
+		return candidates{}, fmt.Errorf("select users: %w", err)
+	}
+	c := candidates{skipped: make(map[string]int)}
+	var (
+		id     pgtype.UUID
+		reason string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
+		if reason == "" {
+			c.ids = append(c.ids, id)
+		} else {
+			c.skipped[reason]++
+		}
+		return nil
+	})
+	if err != nil {
+		return candidates{}, fmt.Errorf("select users: %w", err)
+	}
+	return c, nil
+}
+
+// withArgs returns base overlaid with extra, leaving both unchanged.
+func withArgs(base, extra pgx.NamedArgs) pgx.NamedArgs {
+	out := maps.Clone(base)
+	if out == nil {
+		out = pgx.NamedArgs{}
+	}
+	maps.Copy(out, extra)
+	return out
+}
