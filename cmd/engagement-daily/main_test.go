@@ -1,0 +1,279 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+)
+
+const asOf = "2026-11-22T06:00:00Z"
+
+var lastWeekOfOctober = time.Date(2026, 10, 25, 12, 0, 0, 0, time.UTC)
+
+func binary(t *testing.T) string { return cmdtest.Build(t, "./cmd/engagement-daily") }
+
+func TestConfigurationErrors(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	migrated := pgtest.NewDatabase(t)
+	empty := pgtest.NewEmptyDatabase(t)
+
+	tests := []struct {
+		name       string
+		env        []string
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		{"no database URL", nil, nil, 2, "DATABASE_URL"},
+		{"unknown flag", []string{"DATABASE_URL=" + migrated}, []string{"--no-such-flag"}, 2, "unknown flag"},
+		{"unparsable as-of", []string{"DATABASE_URL=" + migrated}, []string{"--as-of", "yesterday"}, 2, "--as-of"},
+		{"unparsable as-of from the environment", []string{"DATABASE_URL=" + migrated, "ENGAGEMENT_AS_OF=22/11/2026"}, nil, 2, "--as-of"},
+		{"unknown output", []string{"DATABASE_URL=" + migrated}, []string{"--output", "xml"}, 2, "--output"},
+		{"unexpected argument", []string{"DATABASE_URL=" + migrated}, []string{"now"}, 2, "unknown command"},
+		{"unreachable database", []string{"DATABASE_URL=postgres://scheduler:s3cr3t-pw@127.0.0.1:1/engagement?connect_timeout=2"}, nil, 1, "connect to database"},
+		{"unmigrated database", []string{"DATABASE_URL=" + empty}, []string{"--as-of", asOf}, 1, "engagementctl migrate up"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := cmdtest.Run(t, bin, cmdtest.Env(tt.env...), tt.args...)
+			if res.Code != tt.wantCode {
+				t.Errorf("exit code %d, want %d; stderr: %s", res.Code, tt.wantCode, res.Stderr)
+			}
+			lines := cmdtest.Lines(res.Stderr)
+			if len(lines) != 1 {
+				t.Errorf("stderr has %d lines, want one clear line: %q", len(lines), res.Stderr)
+			}
+			if !strings.Contains(res.Stderr, tt.wantStderr) {
+				t.Errorf("stderr %q does not mention %q", res.Stderr, tt.wantStderr)
+			}
+			for _, leak := range []string{"s3cr3t-pw", "goroutine ", "panic"} {
+				if strings.Contains(res.Stderr, leak) {
+					t.Errorf("stderr contains %q: %s", leak, res.Stderr)
+				}
+			}
+			if res.Stdout != "" {
+				t.Errorf("stdout = %q, want nothing", res.Stdout)
+			}
+		})
+	}
+}
+
+func TestJSONSummaryIsTheOnlyOutputOnStdout(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
+
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	dec := json.NewDecoder(strings.NewReader(res.Stdout))
+	var sum struct {
+		Job        string         `json:"job"`
+		AsOf       string         `json:"as_of"`
+		DryRun     *bool          `json:"dry_run"`
+		Processed  *int           `json:"processed"`
+		Succeeded  *int           `json:"succeeded"`
+		Failed     *int           `json:"failed"`
+		Skipped    *int           `json:"skipped"`
+		Queued     *int           `json:"queued"`
+		Duplicates *int           `json:"duplicates"`
+		DurationMS *int           `json:"duration_ms"`
+		Steps      map[string]any `json:"steps"`
+		Errors     []any          `json:"errors"`
+	}
+	if err := dec.Decode(&sum); err != nil {
+		t.Fatalf("stdout is not a JSON object: %v\n%s", err, res.Stdout)
+	}
+	if dec.More() {
+		t.Errorf("stdout holds more than one JSON value: %s", res.Stdout)
+	}
+	if sum.Job != "engagement-daily" || sum.AsOf != asOf || sum.DryRun == nil || *sum.DryRun {
+		t.Errorf("job %q as_of %q dry_run %v", sum.Job, sum.AsOf, sum.DryRun)
+	}
+	for name, v := range map[string]*int{"processed": sum.Processed, "succeeded": sum.Succeeded, "failed": sum.Failed,
+		"skipped": sum.Skipped, "queued": sum.Queued, "duplicates": sum.Duplicates, "duration_ms": sum.DurationMS} {
+		if v == nil {
+			t.Errorf("summary lacks %q", name)
+		}
+	}
+	if *sum.Processed != 25 || *sum.Queued != 25 {
+		t.Errorf("processed %d queued %d, want 25 each", *sum.Processed, *sum.Queued)
+	}
+	for _, step := range []string{"inactivity_14d", "goodbye_timeout", "reminder_due"} {
+		if _, ok := sum.Steps[step]; !ok {
+			t.Errorf("steps lack %q: %v", step, sum.Steps)
+		}
+	}
+	if sum.Errors == nil {
+		t.Error(`"errors" is missing or null, want an array`)
+	}
+	for _, line := range cmdtest.Lines(res.Stderr) {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("log line is not JSON: %q", line)
+		}
+		if strings.Contains(line, "@s.whatsapp.net") {
+			t.Errorf("log line contains a JID: %q", line)
+		}
+	}
+}
+
+func TestFailOnPartial(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 10, lastWeekOfOctober)
+	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: lastWeekOfOctober})
+	_, err := pool.Exec(context.Background(), fmt.Sprintf(`
+		CREATE FUNCTION refuse_user() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.user_id = '%s' THEN RAISE EXCEPTION 'refusing this user'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER refuse_user BEFORE UPDATE ON user_engagement_states FOR EACH ROW EXECUTE FUNCTION refuse_user();`, bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Without the flag, a run with a failed user has completed: exit 0.
+	if res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {
+		t.Errorf("exit %d without --fail-on-partial, want 0; stderr: %s", res.Code, res.Stderr)
+	}
+
+	// The bad user is still due, and still fails.
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--fail-on-partial")
+	if res.Code != 3 {
+		t.Fatalf("exit %d with --fail-on-partial and a failing user, want 3; stderr: %s", res.Code, res.Stderr)
+	}
+	var sum struct {
+		Failed int `json:"failed"`
+		Errors []struct {
+			UserID string `json:"user_id"`
+			Error  string `json:"error"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	if sum.Failed != 1 || len(sum.Errors) != 1 || sum.Errors[0].UserID != bad || !strings.Contains(sum.Errors[0].Error, "refusing this user") {
+		t.Errorf("summary failed %d errors %+v, want the bad user with its reason", sum.Failed, sum.Errors)
+	}
+	if !strings.Contains(res.Stderr, `"user_id":"`+bad+`"`) || !strings.Contains(res.Stderr, `"level":"error"`) {
+		t.Errorf("the failure is not logged at error level with the user id: %s", res.Stderr)
+	}
+}
+
+func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	const users = 6000
+	fixture.InactiveUsers(t, pool, users, lastWeekOfOctober)
+
+	// Small batches make the run long enough to be killed in the middle.
+	cmd, _, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--batch-size", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`) < 500 {
+		if ctx.Err() != nil {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the run did not get going: %s", stderr)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for progress, not waiting for time to pass
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// The server finishes (and commits) the statement in flight when the
+	// client dies; count once its backend is gone.
+	for fixture.Count(t, pool, `SELECT count(*) FROM pg_stat_activity
+	        WHERE datname = current_database() AND application_name = 'engagement-daily'`) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the killed run's connections did not go away")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	moved := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = 'goodbye_sent'`)
+	if moved == 0 || moved == users {
+		t.Fatalf("%d of %d users moved when killed; the test needs a run killed half-way", moved, users)
+	}
+	if v := fixture.DailyInvariantViolations(t, pool); v != 0 {
+		t.Fatalf("after SIGKILL, %d users are half-moved", v)
+	}
+
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	if res.Code != 0 {
+		t.Fatalf("re-run exit %d: %s", res.Code, res.Stderr)
+	}
+	var sum struct{ Processed, Queued, Duplicates int }
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Processed != users-moved || sum.Queued != users-moved || sum.Duplicates != 0 {
+		t.Errorf("re-run processed %d queued %d duplicates %d, want exactly the %d left", sum.Processed, sum.Queued, sum.Duplicates, users-moved)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != users {
+		t.Errorf("%d goodbyes in all, want one per user (%d)", n, users)
+	}
+	if v := fixture.DailyInvariantViolations(t, pool); v != 0 {
+		t.Errorf("%d users violate the daily invariants", v)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'abandoned'`); n != 1 {
+		t.Errorf("%d runs marked abandoned, want the killed one", n)
+	}
+}
+
+func TestConcurrentProcessesQueueOneGoodbyeEach(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	const users = 5000
+	fixture.InactiveUsers(t, pool, users, lastWeekOfOctober)
+
+	var wg sync.WaitGroup
+	results := make([]cmdtest.Result, 3)
+	for i := range results {
+		wg.Go(func() {
+			results[i] = cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--batch-size", "500")
+		})
+	}
+	wg.Wait()
+	processed := 0
+	for i, res := range results {
+		if res.Code != 0 {
+			t.Fatalf("run %d exit %d: %s", i, res.Code, res.Stderr)
+		}
+		var sum struct{ Processed int }
+		if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+			t.Fatal(err)
+		}
+		processed += sum.Processed
+	}
+	if processed != users {
+		t.Errorf("the three runs processed %d users together, want %d", processed, users)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye'`); n != users {
+		t.Errorf("%d goodbyes, want one per user (%d)", n, users)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`); n != users {
+		t.Errorf("%d transitions, want one per user (%d)", n, users)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 3 {
+		t.Errorf("%d runs recorded as succeeded, want 3", n)
+	}
+}

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envAnnotation names the environment variable a flag falls back to.
+const envAnnotation = "engagement_env"
+
+// bindEnv makes flag fall back to the environment variable env when it is not
+// given on the command line (the flag wins), and says so in --help. The
+// variable's value never appears in the help text.
+func bindEnv(fs *pflag.FlagSet, flag, env string) {
+	f := fs.Lookup(flag)
+	f.Usage += fmt.Sprintf(" (env %s)", env)
+	_ = fs.SetAnnotation(flag, envAnnotation, []string{env})
+}
+
+// applyEnv fills every flag of cmd that was not set on the command line from
+// its environment variable, if that is set.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		envs := f.Annotations[envAnnotation]
+		if err != nil || f.Changed || len(envs) == 0 {
+			return
+		}
+		v, ok := os.LookupEnv(envs[0])
+		if !ok || v == "" {
+			return
+		}
+		if setErr := f.Value.Set(v); setErr != nil {
+			err = usagef("invalid %s: %v", envs[0], setErr)
+		}
+	})
+	return err
+}
+
+// jobFlags are the flags every job binary (daily, weekly) takes.
+type jobFlags struct {
+	databaseURL   string
+	asOf          string
+	dryRun        bool
+	output        string
+	failOnPartial bool
+	skipSend      bool
+	batchSize     int
+	log           logFlags
+}
+
+func (f *jobFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	registerDatabaseURL(fs, &f.databaseURL)
+	fs.StringVar(&f.asOf, "as-of", "", "the instant the job treats as now, RFC3339 (default: the database clock)")
+	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "compute and report what would change; write nothing")
+	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
+	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
+	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
+	fs.IntVar(&f.batchSize, "batch-size", 5000, "users moved per statement")
+	f.log.register(fs)
+}
+
+// validate checks everything that can be checked before any work and parses
+// --as-of (zero when not given).
+func (f *jobFlags) validate() (asOf time.Time, err error) {
+	if err := requireDatabaseURL(f.databaseURL); err != nil {
+		return time.Time{}, err
+	}
+	if err := validateOutput(f.output); err != nil {
+		return time.Time{}, err
+	}
+	if f.batchSize < 1 {
+		return time.Time{}, usagef("--batch-size must be at least 1, got %d", f.batchSize)
+	}
+	if f.asOf != "" {
+		if asOf, err = parseAsOf(f.asOf); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return asOf, nil
+}
+
+func registerDatabaseURL(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "database-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db")
+	bindEnv(fs, "database-url", "DATABASE_URL")
+}
+
+func requireDatabaseURL(u string) error {
+	if strings.TrimSpace(u) == "" {
+		return usagef("no database: set DATABASE_URL or pass --database-url")
+	}
+	return nil
+}
+
+func validateOutput(o string) error {
+	if o != "text" && o != "json" {
+		return usagef("--output must be text or json, got %q", o)
+	}
+	return nil
+}
+
+// parseAsOf parses an RFC3339 instant; the job works in UTC.
+func parseAsOf(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
+	if err != nil {
+		return time.Time{}, usagef("--as-of %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", s)
+	}
+	return t.UTC(), nil
+}

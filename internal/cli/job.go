@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/migrations"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// jobFunc is a job's entry point in package scheduler.
+type jobFunc func(context.Context, *pgxpool.Pool, scheduler.Config) (*scheduler.Summary, error)
+
+// NewDailyCommand builds the engagement-daily command.
+func NewDailyCommand() *cobra.Command {
+	return newJobCommand(scheduler.DailyJob, scheduler.RunDaily,
+		"Move inactive users through the engagement state machine",
+		`Runs the daily engagement steps, in order:
+
+  inactivity_14d   active users silent for 14 days get a goodbye queued -> goodbye_sent
+  goodbye_timeout  goodbyes unanswered for 48 h -> dormant
+  reminder_due     remind_later users whose remind_at has come -> dormant
+
+Opted-out users are never touched. Re-running is always safe: a second run
+of the same day changes nothing. Re-run a missed day with --as-of.`)
+}
+
+func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
+	var f jobFlags
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			asOf, err := f.validate()
+			if err != nil {
+				return err
+			}
+			log, err := f.log.logger(cmd.ErrOrStderr(), name)
+			if err != nil {
+				return err
+			}
+			return runJobCommand(cmd.Context(), cmd.OutOrStdout(), log, name, job, f, asOf)
+		}),
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, name string, job jobFunc, f jobFlags, asOf time.Time) error {
+	pool, err := openChecked(ctx, f.databaseURL, name)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if asOf.IsZero() {
+		if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&asOf); err != nil {
+			return postgres.Redact(fmt.Errorf("read the database clock: %w", err), f.databaseURL)
+		}
+	}
+
+	sum, runErr := job(ctx, pool, scheduler.Config{
+		AsOf:      asOf,
+		DryRun:    f.dryRun,
+		BatchSize: f.batchSize,
+		Logger:    log,
+	})
+	if runErr != nil {
+		return postgres.Redact(runErr, f.databaseURL)
+	}
+	if !f.dryRun && !f.skipSend && sum.Queued > 0 {
+		log.Info().Int("queued", sum.Queued).Msg("messages wait for queue-process to deliver them")
+	}
+	if err := writeSummary(stdout, f.output, sum); err != nil {
+		return err
+	}
+	if f.failOnPartial && sum.Partial() {
+		return errPartial
+	}
+	return nil
+}
+
+// openChecked opens the pool and checks the schema is migrated.
+func openChecked(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
+	pool, err := postgres.Open(ctx, databaseURL, app)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrations.Check(ctx, pool); err != nil {
+		pool.Close()
+		return nil, postgres.Redact(err, databaseURL)
+	}
+	return pool, nil
+}
+
+// writeSummary prints the summary: exactly one JSON object with --output
+// json, a small table otherwise.
+func writeSummary(w io.Writer, format string, sum *scheduler.Summary) error {
+	if format == "json" {
+		if err := json.NewEncoder(w).Encode(sum); err != nil {
+			return fmt.Errorf("write summary: %w", err)
+		}
+		return nil
+	}
+	title := fmt.Sprintf("%s as of %s", sum.Job, sum.AsOf.Format(time.RFC3339))
+	if sum.ISOWeek != "" {
+		title += " (" + sum.ISOWeek + ")"
+	}
+	if sum.DryRun {
+		title += " — dry run, nothing written"
+	} else if sum.RunID != 0 {
+		title += fmt.Sprintf(" — run %d", sum.RunID)
+	}
+	fmt.Fprintln(w, title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "step\tprocessed\tsucceeded\tfailed\tskipped\tqueued\tduplicates\t")
+	row := func(name string, c scheduler.Counts) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, c.Processed, c.Succeeded, c.Failed, c.Skipped, c.Queued, c.Duplicates)
+	}
+	for _, st := range sum.Steps {
+		row(st.Name, st.Counts)
+	}
+	row("total", sum.Counts)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	for _, reason := range slices.Sorted(maps.Keys(sum.SkipReasons)) {
+		fmt.Fprintf(w, "skipped %s: %d\n", reason, sum.SkipReasons[reason])
+	}
+	for _, e := range sum.Errors {
+		fmt.Fprintf(w, "failed %s (%s): %s\n", e.UserID, e.Step, e.Error)
+	}
+	if sum.ErrorsTruncated {
+		fmt.Fprintf(w, "… %d failures in all; the log lists each\n", sum.Failed)
+	}
+	fmt.Fprintf(w, "took %s\n", (time.Duration(sum.DurationMS) * time.Millisecond).String())
+	return nil
+}
