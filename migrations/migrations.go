@@ -87,6 +87,9 @@ func (mg *Migrator) Down(n int) error {
 	if n <= 0 {
 		return fmt.Errorf("migrate down: steps must be positive, got %d", n)
 	}
+	if _, _, err := mg.m.Version(); errors.Is(err, migrate.ErrNilVersion) {
+		return nil // nothing applied, nothing to roll back
+	}
 	if err := mg.m.Steps(-n); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		var short migrate.ErrShortLimit
 		if errors.As(err, &short) {

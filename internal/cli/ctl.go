@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,9 @@ func NewCtlCommand() *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd)
 		},
+		RunE: missingSubcommand,
 	}
+	root.CompletionOptions.HiddenDefaultCmd = true
 	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
 	root.AddCommand(newMigrateCommand(&databaseURL))
 	return root
@@ -31,6 +34,7 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply or roll back the database schema (up, down [N], version)",
 		Args:  cobra.NoArgs,
+		RunE:  missingSubcommand,
 	}
 	open := func(cmd *cobra.Command) (*migrations.Migrator, error) {
 		if err := requireDatabaseURL(*databaseURL); err != nil {
@@ -123,4 +127,17 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 
 	cmd.AddCommand(up, down, version)
 	return cmd
+}
+
+// missingSubcommand is the RunE of commands that only group others, so that
+// a missing or unknown subcommand is a usage error (exit 2), not help text
+// and success.
+func missingSubcommand(cmd *cobra.Command, _ []string) error {
+	names := []string{}
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return usagef("%s needs a command: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
 }
