@@ -246,17 +246,7 @@ func TestDailyFailingUserFailsAlone(t *testing.T) {
 	ctx := context.Background()
 	fixture.InactiveUsers(t, pool, 40, asOf.Add(-20*24*time.Hour))
 	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
-	_, err := pool.Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION refuse_user() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-		    IF NEW.user_id = '%s' THEN RAISE EXCEPTION 'refusing this user'; END IF;
-		    RETURN NEW;
-		END $$;
-		CREATE TRIGGER refuse_user BEFORE UPDATE ON user_engagement_states
-		    FOR EACH ROW EXECUTE FUNCTION refuse_user();`, bad))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture.RefuseUpdates(t, pool, bad)
 
 	// One batch holds everyone, so the bad user shares a statement with all 40.
 	sum := runDaily(t, pool, scheduler.Config{Logger: zerolog.Nop(), BatchSize: 1000})

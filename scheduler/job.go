@@ -56,6 +56,12 @@ type step struct {
 	existingSQL string
 }
 
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // candidates are the users a step's selection found.
 type candidates struct {
 	ids     []pgtype.UUID
@@ -82,6 +88,17 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 	}
 	log.Info().Msg("job started")
 
+	// A dry run reads every step's users from one read-only snapshot: the
+	// database refuses any write, and the counters describe one instant.
+	var snapshot pgx.Tx
+	if cfg.DryRun {
+		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return fmt.Errorf("begin the dry run's snapshot: %w", err)
+		}
+		defer snapshot.Rollback(context.WithoutCancel(ctx))
+	}
+
 	for _, st := range steps {
 		stepStart := time.Now()
 		stepArgs := withArgs(args, st.args)
@@ -90,7 +107,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 			errs   []UserError
 		)
 		if cfg.DryRun {
-			counts, err = dryRunStep(ctx, pool, st, stepArgs, batchSize)
+			counts, err = dryRunStep(ctx, snapshot, st, stepArgs, batchSize)
 		} else {
 			counts, errs, err = runStep(ctx, pool, st, stepArgs, batchSize, log)
 		}
@@ -168,8 +185,8 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 // dryRunStep counts what runStep would do, from the same selection, writing
 // nothing: every selected user counts as succeeded, and for steps that queue,
 // keys already taken count as duplicates.
-func dryRunStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs, batchSize int) (Counts, error) {
-	cands, err := selectCandidates(ctx, pool, st, args)
+func dryRunStep(ctx context.Context, db querier, st step, args pgx.NamedArgs, batchSize int) (Counts, error) {
+	cands, err := selectCandidates(ctx, db, st, args)
 	if err != nil {
 		return Counts{}, err
 	}
@@ -182,7 +199,7 @@ func dryRunStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.Named
 	if st.existingSQL != "" {
 		for batch := range slices.Chunk(cands.ids, batchSize) {
 			var existing int
-			if err := pool.QueryRow(ctx, st.existingSQL, withArgs(args, pgx.NamedArgs{"user_ids": batch})).Scan(&existing); err != nil {
+			if err := db.QueryRow(ctx, st.existingSQL, withArgs(args, pgx.NamedArgs{"user_ids": batch})).Scan(&existing); err != nil {
 				return Counts{}, fmt.Errorf("count existing keys: %w", err)
 			}
 			counts.Duplicates += existing
@@ -194,8 +211,8 @@ func dryRunStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.Named
 
 // selectCandidates runs the step's selection: the ids it will act on (kept in
 // memory: 17 bytes a user) and the count of users skipped per reason.
-func selectCandidates(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs) (candidates, error) {
-	rows, err := pool.Query(ctx, st.selectSQL, args)
+func selectCandidates(ctx context.Context, db querier, st step, args pgx.NamedArgs) (candidates, error) {
+	rows, err := db.Query(ctx, st.selectSQL, args)
 	if err != nil {
 		return candidates{}, fmt.Errorf("select users: %w", err)
 	}

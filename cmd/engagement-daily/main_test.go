@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,13 +136,7 @@ func TestFailOnPartial(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 10, lastWeekOfOctober)
 	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: lastWeekOfOctober})
-	_, err := pool.Exec(context.Background(), fmt.Sprintf(`
-		CREATE FUNCTION refuse_user() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.user_id = '%s' THEN RAISE EXCEPTION 'refusing this user'; END IF; RETURN NEW; END $$;
-		CREATE TRIGGER refuse_user BEFORE UPDATE ON user_engagement_states FOR EACH ROW EXECUTE FUNCTION refuse_user();`, bad))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture.RefuseUpdates(t, pool, bad)
 
 	// Without the flag, a run with a failed user has completed: exit 0.
 	if res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {

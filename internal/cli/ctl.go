@@ -36,44 +36,39 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  missingSubcommand,
 	}
-	open := func(cmd *cobra.Command) (*migrations.Migrator, error) {
-		if err := requireDatabaseURL(*databaseURL); err != nil {
-			return nil, err
-		}
-		m, err := migrations.Open(cmd.Context(), *databaseURL)
-		if err != nil {
-			return nil, postgres.Redact(err, *databaseURL)
-		}
-		return m, nil
-	}
-	report := func(cmd *cobra.Command, m *migrations.Migrator) error {
-		version, dirty, err := m.Version()
-		if err != nil {
-			return err
-		}
-		state := ""
-		if dirty {
-			state = " (dirty: the last migration failed half-way)"
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "schema version %d of %d%s\n", version, migrations.Latest, state)
-		return nil
+	// migrating runs fn on the database's migrator, then prints the schema
+	// version it left.
+	migrating := func(fn func(*migrations.Migrator) error) func(*cobra.Command, []string) error {
+		return runE(func(cmd *cobra.Command, _ []string) error {
+			if err := requireDatabaseURL(*databaseURL); err != nil {
+				return err
+			}
+			m, err := migrations.Open(cmd.Context(), *databaseURL)
+			if err != nil {
+				return postgres.Redact(err, *databaseURL)
+			}
+			defer m.Close()
+			if err := fn(m); err != nil {
+				return postgres.Redact(err, *databaseURL)
+			}
+			version, dirty, err := m.Version()
+			if err != nil {
+				return err
+			}
+			state := ""
+			if dirty {
+				state = " (dirty: the last migration failed half-way)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schema version %d of %d%s\n", version, migrations.Latest, state)
+			return nil
+		})
 	}
 
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Apply every pending migration (a no-op when up to date)",
 		Args:  cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			m, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			if err := m.Up(); err != nil {
-				return postgres.Redact(err, *databaseURL)
-			}
-			return report(cmd, m)
-		}),
+		RunE:  migrating((*migrations.Migrator).Up),
 	}
 
 	var all bool
@@ -81,7 +76,7 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 		Use:   "down [N]",
 		Short: "Roll back the last N migrations (default 1; --all for every one)",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			steps := 1
 			if len(args) == 1 {
 				n, err := strconv.Atoi(args[0])
@@ -93,21 +88,13 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 				}
 				steps = n
 			}
-			m, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			if all {
-				err = m.DownAll()
-			} else {
-				err = m.Down(steps)
-			}
-			if err != nil {
-				return postgres.Redact(err, *databaseURL)
-			}
-			return report(cmd, m)
-		}),
+			return migrating(func(m *migrations.Migrator) error {
+				if all {
+					return m.DownAll()
+				}
+				return m.Down(steps)
+			})(cmd, args)
+		},
 	}
 	down.Flags().BoolVar(&all, "all", false, "roll back every migration (drops all the scheduler's tables)")
 
@@ -115,14 +102,7 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 		Use:   "version",
 		Short: "Print the applied schema version",
 		Args:  cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			m, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			return report(cmd, m)
-		}),
+		RunE:  migrating(func(*migrations.Migrator) error { return nil }),
 	}
 
 	cmd.AddCommand(up, down, version)

@@ -1,0 +1,19 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Run runs cmd as the process: with the process's arguments, a context
+// cancelled by SIGINT or SIGTERM, and errors on stderr. It returns the exit
+// code for main to pass to os.Exit.
+func Run(cmd *cobra.Command) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Main(ctx, cmd, os.Args[1:], os.Stderr)
+}
