@@ -1,0 +1,158 @@
+// Command demo shows the engagement scheduler on a throwaway database: it
+// seeds a few hundred sample users, then runs the real engagement-daily
+// binary over three days and prints how the users move. `make demo` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/seed"
+)
+
+func main() {
+	bin := flag.String("bin", "bin", "directory holding the built binaries")
+	users := flag.Int("users", 300, "sample users to seed")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *bin, *users); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, bin string, users int) error {
+	day1 := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
+
+	step("A throwaway database")
+	url, err := pgtest.CreateDatabase(ctx, "engagement_demo")
+	if err != nil {
+		return err
+	}
+	fmt.Println("created database engagement_demo")
+
+	step("engagementctl migrate up (already applied: a no-op)")
+	if err := runBinary(ctx, bin, url, "engagementctl", "migrate", "up"); err != nil {
+		return err
+	}
+
+	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: 42, AsOf: day1}); err != nil {
+		return err
+	}
+	if err := printStates(ctx, pool); err != nil {
+		return err
+	}
+
+	days := []struct {
+		title string
+		asOf  time.Time
+	}{
+		{"Day 1: inactive users get a goodbye, expired goodbyes and due reminders go dormant", day1},
+		{"Day 1 again: re-running the same day changes nothing", day1},
+		{"Day 3: day 1's goodbyes went 48 h unanswered: dormant; newly inactive users get theirs", day1.Add(48 * time.Hour)},
+	}
+	for _, d := range days {
+		step(d.title)
+		args := []string{"--as-of", d.asOf.Format(time.RFC3339), "--log-level", "warn"}
+		if err := runBinary(ctx, bin, url, "engagement-daily", args...); err != nil {
+			return err
+		}
+		fmt.Println()
+		if err := printStates(ctx, pool); err != nil {
+			return err
+		}
+	}
+
+	step("What was queued")
+	if err := printQueue(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Printf("\nThe messages wait for queue-process. Look around with:\n  psql '%s'\n", url)
+	fmt.Println("Stop the throwaway PostgreSQL (if the demo started one) with: make pg-stop")
+	return nil
+}
+
+func step(title string) {
+	fmt.Printf("\n== %s\n", title)
+}
+
+func runBinary(ctx context.Context, bin, url, name string, args ...string) error {
+	path := filepath.Join(bin, name)
+	fmt.Printf("$ %s %s\n", name, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "LOG_FORMAT=console")
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func printStates(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+		SELECT state, count(*), count(*) FILTER (WHERE p.reengagement_opt_out)
+		  FROM user_engagement_states s JOIN user_profiles p USING (user_id)
+		 GROUP BY state
+		 ORDER BY array_position(ARRAY['active','goodbye_sent','help_flow','remind_later','dormant'], state)`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "state\tusers\topted out\t")
+	for rows.Next() {
+		var state string
+		var n, optedOut int
+		if err := rows.Scan(&state, &n, &optedOut); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", state, n, optedOut)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return tw.Flush()
+}
+
+func printQueue(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+		SELECT message_type, destination, status, count(*), count(DISTINCT idempotency_key)
+		  FROM engagement_message_queue GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "type\tdestination\tstatus\tmessages\tdistinct keys\t")
+	for rows.Next() {
+		var typ, dest, status string
+		var n, keys int
+		if err := rows.Scan(&typ, &dest, &status, &n, &keys); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", typ, dest, status, n, keys)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return tw.Flush()
+}
