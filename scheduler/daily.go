@@ -48,7 +48,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		"inactive_before":     asOf.Add(-sm.InactivityPeriod),
 		"goodbye_sent_before": asOf.Add(-sm.GoodbyeWindow),
 		"goodbye_expires_at":  asOf.Add(sm.GoodbyeWindow),
-		"goodbye_key_suffix":  sender.GoodbyeKeySuffix(asOf),
+		"key_suffix":          sender.GoodbyeKeySuffix(asOf),
 	}
 	steps, err := dailySteps()
 	if err != nil {
@@ -83,16 +83,6 @@ func dailySteps() ([]step, error) {
 	return []step{inactivity, timeout, reminder}, nil
 }
 
-// Routing, as the contract has it: destination 'group' uses group_jid when
-// set, else falls back to 'individual' and whatsapp_jid. A user with neither
-// has no destination.
-const (
-	routesToGroup  = `(p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')`
-	hasDestination = `(` + routesToGroup + ` OR coalesce(btrim(p.whatsapp_jid), '') <> '')`
-	destination    = `CASE WHEN ` + routesToGroup + ` THEN 'group' ELSE 'individual' END`
-	destinationJID = `btrim(CASE WHEN ` + routesToGroup + ` THEN p.group_jid ELSE p.whatsapp_jid END)`
-)
-
 // transitionStep is the step that fires trigger on users in state from who
 // satisfy qualifies (a predicate on s, their user_engagement_states row).
 // The move sets state, plus set (extra assignments, may be empty); when the
@@ -112,8 +102,8 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 	skipReason := `WHEN p.reengagement_opt_out THEN '` + SkipOptedOut + `'`
 	guard := `NOT p.reengagement_opt_out`
 	if queues {
-		skipReason += ` WHEN NOT ` + hasDestination + ` THEN '` + SkipNoDestination + `'`
-		guard += ` AND ` + hasDestination
+		skipReason += ` WHEN NOT ` + sender.HasDestinationSQL + ` THEN '` + SkipNoDestination + `'`
+		guard += ` AND ` + sender.HasDestinationSQL
 	}
 	selectSQL := `
 		SELECT s.user_id, CASE ` + skipReason + ` ELSE '' END
@@ -135,7 +125,7 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 		       AND p.user_id = s.user_id
 		       AND s.state = @from_state AND ` + qualifies + `
 		       AND ` + guard + `
-		 RETURNING s.user_id, ` + destination + ` AS destination, ` + destinationJID + ` AS destination_jid
+		 RETURNING s.user_id, ` + sender.DestinationSQL + ` AS destination, ` + sender.DestinationJIDSQL + ` AS destination_jid
 		)`
 	logged := `
 		logged AS (
@@ -154,17 +144,14 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 		           (user_id, message_type, message_key, destination, destination_jid,
 		            scheduled_for, idempotency_key)
 		    SELECT user_id, @message_type, @message_key, destination, destination_jid,
-		           least(@as_of::timestamptz, now()), user_id::text || @goodbye_key_suffix::text
+		           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text
 		      FROM moved
 		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		    RETURNING 1
 		)`
 		moveSQL = `WITH` + moved + `,` + queued + `,` + logged + `
 		SELECT (SELECT count(*) FROM moved)::int, (SELECT count(*) FROM queued)::int`
-		existingSQL = `
-		SELECT count(*)::int FROM engagement_message_queue
-		 WHERE idempotency_key = ANY(
-		       SELECT id::text || @goodbye_key_suffix::text FROM unnest(@user_ids::uuid[]) AS id)`
+		existingSQL = existingKeysSQL
 	}
 
 	return step{

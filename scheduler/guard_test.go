@@ -30,7 +30,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		"as_of":              asOf,
 		"inactive_before":    asOf.Add(-14 * 24 * time.Hour),
 		"goodbye_expires_at": asOf.Add(48 * time.Hour),
-		"goodbye_key_suffix": ":goodbye_sent:2026-11-22",
+		"key_suffix":         ":goodbye_sent:2026-11-22",
 		"run_id":             int64(0),
 	}, inactivity.args)
 	cands, err := selectCandidates(ctx, pool, inactivity, args)

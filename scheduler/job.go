@@ -62,6 +62,12 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// existingKeysSQL counts the batch's idempotency keys (user id followed by
+// @key_suffix) that are already taken.
+const existingKeysSQL = `
+	SELECT count(*)::int FROM engagement_message_queue
+	 WHERE idempotency_key = ANY(SELECT id::text || @key_suffix::text FROM unnest(@user_ids::uuid[]) AS id)`
+
 // candidates are the users a step's selection found.
 type candidates struct {
 	ids     []pgtype.UUID

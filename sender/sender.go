@@ -67,6 +67,20 @@ func ReminderKey(userID string, remindAt time.Time) string {
 	return userID + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
 }
 
+// Routing, as SQL over a user_profiles row aliased p, so set-based queries
+// route exactly as the contract says: destination 'group' uses group_jid
+// when set, else falls back to 'individual' and whatsapp_jid. A user with
+// neither has no destination and gets no message.
+const (
+	routesToGroupSQL = `(p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')`
+	// HasDestinationSQL is true when the user can be sent a message.
+	HasDestinationSQL = `(` + routesToGroupSQL + ` OR coalesce(btrim(p.whatsapp_jid), '') <> '')`
+	// DestinationSQL is the destination column's value.
+	DestinationSQL = `CASE WHEN ` + routesToGroupSQL + ` THEN 'group' ELSE 'individual' END`
+	// DestinationJIDSQL is the destination_jid column's value.
+	DestinationJIDSQL = `btrim(CASE WHEN ` + routesToGroupSQL + ` THEN p.group_jid ELSE p.whatsapp_jid END)`
+)
+
 // Message is one row to queue.
 type Message struct {
 	UserID         string
