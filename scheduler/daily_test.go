@@ -246,7 +246,7 @@ func TestDailyFailingUserFailsAlone(t *testing.T) {
 	ctx := context.Background()
 	fixture.InactiveUsers(t, pool, 40, asOf.Add(-20*24*time.Hour))
 	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
-	fixture.RefuseUpdates(t, pool, bad)
+	fixture.Refuse(t, pool, "user_engagement_states", bad)
 
 	// One batch holds everyone, so the bad user shares a statement with all 40.
 	sum := runDaily(t, pool, scheduler.Config{Logger: zerolog.Nop(), BatchSize: 1000})

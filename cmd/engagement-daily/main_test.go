@@ -136,7 +136,7 @@ func TestFailOnPartial(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 10, lastWeekOfOctober)
 	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: lastWeekOfOctober})
-	fixture.RefuseUpdates(t, pool, bad)
+	fixture.Refuse(t, pool, "user_engagement_states", bad)
 
 	// Without the flag, a run with a failed user has completed: exit 0.
 	if res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {

@@ -36,6 +36,18 @@ Opted-out users are never touched. Re-running is always safe: a second run
 of the same day changes nothing. Re-run a missed day with --as-of.`)
 }
 
+// NewWeeklyCommand builds the engagement-weekly command.
+func NewWeeklyCommand() *cobra.Command {
+	return newJobCommand(scheduler.WeeklyJob, scheduler.RunWeekly,
+		"Queue a weekly review for every user active in the last 7 days",
+		`Queues one celebratory weekly review (engagement.weekly_review.celebration,
+params {"count":"<transactions in the 7 days>"}) for every user in state
+active or help_flow with a transaction or bot activity in the 7 days up to
+the as-of instant. One review per user per ISO week: re-running the same
+week queues nothing and counts the reviews already queued as duplicates.
+States are not changed; opted-out users are never touched.`)
+}
+
 func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
 	var f jobFlags
 	cmd := &cobra.Command{
