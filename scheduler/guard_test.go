@@ -44,7 +44,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	}
 	b := batcher{move: func(ctx context.Context, ids []pgtype.UUID) (int, int, error) {
 		var moved, queued int
-		err := pool.QueryRow(ctx, inactivity.moveSQL, withArgs(args, pgx.NamedArgs{"user_ids": ids})).Scan(&moved, &queued)
+		err := pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"user_ids": ids})).Scan(&moved, &queued)
 		return moved, queued, err
 	}}
 	if err := b.moveIsolating(ctx, cands.ids); err != nil {
