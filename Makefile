@@ -35,11 +35,11 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: demo
-demo: build ## Seed sample users in a throwaway database and run the daily job over three days
+demo: build ## Seed sample users in a throwaway database and run the daily and weekly jobs
 	$(GO) run ./internal/demo -bin $(BIN)
 
 .PHONY: bench
-bench: ## Benchmark the daily job against single set-based statements (BENCH_USERS=200000)
+bench: ## Benchmark the daily and weekly jobs against single set-based statements (BENCH_USERS=200000)
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./scheduler
 
 .PHONY: pg-stop

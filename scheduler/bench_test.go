@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,12 +77,49 @@ var referenceDaily = []string{
 	SELECT count(*) FROM moved`,
 }
 
-// BenchmarkDaily compares the daily job with referenceDaily on identical
-// copies of one seeded database, alternating the two each iteration. Users:
-// BENCH_USERS (default 200,000). Run it with `make bench`. The figures are
-// the custom metrics (job-s/op, reference-s/op, job/reference); ns/op also
-// counts copying the database.
-func BenchmarkDaily(b *testing.B) {
+// referenceWeekly is the weekly job's work as one statement.
+const referenceWeekly = `
+	WITH window_transactions AS (
+	    SELECT user_id, count(*) AS n FROM transactions
+	     WHERE created_at > @as_of::timestamptz - interval '7 days' AND created_at <= @as_of
+	     GROUP BY user_id
+	)
+	INSERT INTO engagement_message_queue
+	       (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key)
+	SELECT s.user_id, 'weekly_review', 'engagement.weekly_review.celebration',
+	       jsonb_build_object('count', coalesce(w.n, 0)::text),
+	       CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+	            THEN 'group' ELSE 'individual' END,
+	       btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+	            THEN p.group_jid ELSE p.whatsapp_jid END),
+	       least(@as_of::timestamptz, now()), s.user_id::text || ':weekly_review:' || @week::text
+	  FROM user_engagement_states s
+	  JOIN user_profiles p ON p.user_id = s.user_id
+	  LEFT JOIN window_transactions w ON w.user_id = s.user_id
+	 WHERE s.state IN ('active', 'help_flow') AND NOT p.reengagement_opt_out
+	   AND ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
+	        OR coalesce(btrim(p.whatsapp_jid), '') <> '')
+	   AND (w.user_id IS NOT NULL
+	        OR (s.last_activity_at > @as_of::timestamptz - interval '7 days' AND s.last_activity_at <= @as_of))
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+
+// bench holds what every benchmark of a process shares: one seeded source
+// database per size, copied for each contender.
+var bench struct {
+	sync.Mutex
+	sources map[int]string
+}
+
+// TestMain drops the benchmarks' source databases when the run ends.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, src := range bench.sources {
+		_ = pgtest.DropDatabase(context.Background(), src)
+	}
+	os.Exit(code)
+}
+
+func benchUsers(b *testing.B) int {
 	users := 200_000
 	if v := os.Getenv("BENCH_USERS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -90,83 +128,171 @@ func BenchmarkDaily(b *testing.B) {
 		}
 		users = n
 	}
-	batchSize := scheduler.DefaultBatchSize
-	if v := os.Getenv("BENCH_BATCH_SIZE"); v != "" {
-		batchSize, _ = strconv.Atoi(v)
+	return users
+}
+
+func benchBatchSize() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_BATCH_SIZE")); err == nil && n > 0 {
+		return n
+	}
+	return scheduler.DefaultBatchSize
+}
+
+// benchSource seeds (once per process) a database of users and returns its
+// name.
+func benchSource(b *testing.B, users int) string {
+	bench.Lock()
+	defer bench.Unlock()
+	if src, ok := bench.sources[users]; ok {
+		return src
 	}
 	ctx := context.Background()
 	src := fmt.Sprintf("engagement_bench_%d", users)
-	srcURL, err := pgtest.CreateDatabase(ctx, src)
+	url, err := pgtest.CreateDatabase(ctx, src)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool, err := pgxpool.New(ctx, srcURL)
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer pool.Close()
 	start := time.Now()
 	if _, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: 1, AsOf: benchAsOf}); err != nil {
 		b.Fatal(err)
 	}
-	pool.Close()
 	b.Logf("seeded %d users in %s", users, time.Since(start).Round(time.Millisecond))
-	b.Cleanup(func() { _ = pgtest.DropDatabase(ctx, src) })
-
-	copyOf := func(name string) *pgxpool.Pool {
-		b.Helper()
-		url, err := pgtest.CloneDatabase(ctx, src, name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := pgxpool.New(ctx, url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Start both contenders from the same place: a checkpoint, so
-		// neither pays for the other's dirty buffers.
-		if _, err := p.Exec(ctx, `CHECKPOINT`); err != nil {
-			b.Fatal(err)
-		}
-		return p
+	if bench.sources == nil {
+		bench.sources = map[int]string{}
 	}
+	bench.sources[users] = src
+	return src
+}
 
+// benchCopy makes database name a fresh copy of src, checkpointed so that
+// no contender pays for another's dirty buffers, and connects to it.
+func benchCopy(b *testing.B, src, name string) *pgxpool.Pool {
+	ctx := context.Background()
+	url, err := pgtest.CloneDatabase(ctx, src, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := pgxpool.New(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Exec(ctx, `CHECKPOINT`); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = pgtest.DropDatabase(ctx, name) })
+	return p
+}
+
+// timed runs fn and adds its duration to total.
+func timed(b *testing.B, total *time.Duration, fn func() error) {
+	t0 := time.Now()
+	if err := fn(); err != nil {
+		b.Fatal(err)
+	}
+	*total += time.Since(t0)
+}
+
+// BenchmarkDaily compares the daily job with referenceDaily on identical
+// copies of one seeded database, alternating the two each iteration. Users:
+// BENCH_USERS (default 200,000). Run it with `make bench`. The figures are
+// the custom metrics (job-s/op, reference-s/op, job/reference); ns/op also
+// counts copying the database.
+func BenchmarkDaily(b *testing.B) {
+	ctx := context.Background()
+	src := benchSource(b, benchUsers(b))
 	var refTotal, jobTotal time.Duration
-	var refMoved, jobMoved int
-	rounds := 0
+	var refMoved, jobMoved, rounds int
 	for b.Loop() {
 		rounds++
-		ref := copyOf(src + "_ref")
-		t0 := time.Now()
+		ref := benchCopy(b, src, src+"_ref")
 		refMoved = 0
-		for _, sql := range referenceDaily {
-			var n int
-			if err := ref.QueryRow(ctx, sql, pgx.NamedArgs{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly)}).Scan(&n); err != nil {
-				b.Fatal(err)
+		timed(b, &refTotal, func() error {
+			for _, sql := range referenceDaily {
+				var n int
+				if err := ref.QueryRow(ctx, sql, pgx.NamedArgs{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly)}).Scan(&n); err != nil {
+					return err
+				}
+				refMoved += n
 			}
-			refMoved += n
-		}
-		refTotal += time.Since(t0)
+			return nil
+		})
 		ref.Close()
 
-		job := copyOf(src + "_job")
-		t0 = time.Now()
-		sum, err := scheduler.RunDaily(ctx, job, scheduler.Config{AsOf: benchAsOf, BatchSize: batchSize, Logger: zerolog.Nop()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		jobTotal += time.Since(t0)
-		jobMoved = sum.Succeeded
+		job := benchCopy(b, src, src+"_job")
+		timed(b, &jobTotal, func() error {
+			sum, err := scheduler.RunDaily(ctx, job, scheduler.Config{AsOf: benchAsOf, BatchSize: benchBatchSize(), Logger: zerolog.Nop()})
+			if err == nil {
+				jobMoved = sum.Succeeded
+			}
+			return err
+		})
 		job.Close()
 	}
 	if refMoved != jobMoved {
 		b.Fatalf("the reference moved %d users, the job %d: they did not do the same work", refMoved, jobMoved)
 	}
-	_ = pgtest.DropDatabase(ctx, src+"_ref")
-	_ = pgtest.DropDatabase(ctx, src+"_job")
 	n := float64(rounds)
 	b.ReportMetric(refTotal.Seconds()/n, "reference-s/op")
 	b.ReportMetric(jobTotal.Seconds()/n, "job-s/op")
 	b.ReportMetric(jobTotal.Seconds()/refTotal.Seconds(), "job/reference")
 	b.ReportMetric(float64(jobMoved), "users-moved")
-	b.ReportMetric(float64(jobMoved)/(jobTotal.Seconds()/n), "users/s")
+}
+
+// BenchmarkWeekly compares the weekly job with referenceWeekly, first run
+// and all-duplicates re-run, on identical copies of one seeded database.
+func BenchmarkWeekly(b *testing.B) {
+	ctx := context.Background()
+	src := benchSource(b, benchUsers(b))
+	args := pgx.NamedArgs{"as_of": benchAsOf, "week": "2026-W48"}
+	var refFirst, refRerun, jobFirst, jobRerun time.Duration
+	var refQueued, jobQueued int64
+	rounds := 0
+	for b.Loop() {
+		rounds++
+		ref := benchCopy(b, src, src+"_ref")
+		timed(b, &refFirst, func() error {
+			tag, err := ref.Exec(ctx, referenceWeekly, args)
+			refQueued = tag.RowsAffected()
+			return err
+		})
+		timed(b, &refRerun, func() error {
+			_, err := ref.Exec(ctx, referenceWeekly, args)
+			return err
+		})
+		ref.Close()
+
+		job := benchCopy(b, src, src+"_job")
+		cfg := scheduler.Config{AsOf: benchAsOf, BatchSize: benchBatchSize(), Logger: zerolog.Nop()}
+		timed(b, &jobFirst, func() error {
+			sum, err := scheduler.RunWeekly(ctx, job, cfg)
+			if err == nil {
+				jobQueued = int64(sum.Queued)
+			}
+			return err
+		})
+		timed(b, &jobRerun, func() error {
+			sum, err := scheduler.RunWeekly(ctx, job, cfg)
+			if err == nil && (sum.Queued != 0 || int64(sum.Duplicates) != jobQueued) {
+				return fmt.Errorf("re-run queued %d with %d duplicates, want 0 and %d", sum.Queued, sum.Duplicates, jobQueued)
+			}
+			return err
+		})
+		job.Close()
+	}
+	if refQueued != jobQueued {
+		b.Fatalf("the reference queued %d reviews, the job %d: they did not do the same work", refQueued, jobQueued)
+	}
+	n := float64(rounds)
+	b.ReportMetric(refFirst.Seconds()/n, "reference-s/op")
+	b.ReportMetric(jobFirst.Seconds()/n, "job-s/op")
+	b.ReportMetric(jobFirst.Seconds()/refFirst.Seconds(), "job/reference")
+	b.ReportMetric(refRerun.Seconds()/n, "reference-rerun-s/op")
+	b.ReportMetric(jobRerun.Seconds()/n, "job-rerun-s/op")
+	b.ReportMetric(jobRerun.Seconds()/refRerun.Seconds(), "rerun-job/reference")
+	b.ReportMetric(float64(jobQueued), "reviews")
 }

@@ -1,6 +1,7 @@
 // Command demo shows the engagement scheduler on a throwaway database: it
-// seeds a few hundred sample users, then runs the real engagement-daily
-// binary over three days and prints how the users move. `make demo` runs it.
+// seeds a few hundred sample users, runs the real engagement-daily binary
+// over three days and engagement-weekly twice, and prints how the users move
+// and what was queued. `make demo` runs it.
 package main
 
 import (
@@ -77,6 +78,15 @@ func run(ctx context.Context, bin string, users int) error {
 		}
 		fmt.Println()
 		if err := printStates(ctx, pool); err != nil {
+			return err
+		}
+	}
+
+	weekly := []string{"Weekly review, day 3: users active in the last 7 days get one", "Weekly review again: one review per user per ISO week"}
+	for _, title := range weekly {
+		step(title)
+		args := []string{"--as-of", day1.Add(48 * time.Hour).Format(time.RFC3339), "--log-level", "warn"}
+		if err := runBinary(ctx, bin, url, "engagement-weekly", args...); err != nil {
 			return err
 		}
 	}
