@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -10,8 +11,10 @@ import (
 
 // batcher moves users with one statement per batch and, when a statement
 // fails, isolates the users that make it fail.
+// Its methods may run concurrently.
 type batcher struct {
 	move     func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error)
+	mu       sync.Mutex // guards the counters below
 	moved    int
 	queued   int
 	failures []failure
@@ -25,21 +28,26 @@ type failure struct {
 // moveIsolating moves ids in one statement. When the database rejects it,
 // the batch is split in halves and each is retried, down to single users, so
 // one bad row fails alone (in about 2·log2(n) statements) and every other
-// user commits. Errors that are about the connection, not the rows, stop the
-// run instead: retrying them row by row would only fail n times.
+// user commits. Errors that have nothing to do with the rows (the connection
+// is gone, the statement is wrong) stop the run instead: retrying them row
+// by row would only fail n times.
 func (b *batcher) moveIsolating(ctx context.Context, ids []pgtype.UUID) error {
 	moved, queued, err := b.move(ctx, ids)
 	switch {
 	case err == nil:
+		b.mu.Lock()
 		b.moved += moved
 		b.queued += queued
+		b.mu.Unlock()
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case postgres.IsConnectionError(err):
+	case postgres.IsRowIndependent(err):
 		return err
 	case len(ids) == 1:
+		b.mu.Lock()
 		b.failures = append(b.failures, failure{userID: ids[0], err: err})
+		b.mu.Unlock()
 		return nil
 	}
 	half := len(ids) / 2

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -13,10 +14,17 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 )
 
-// DefaultBatchSize is how many users one statement moves unless configured.
-const DefaultBatchSize = 5000
+// Defaults of Config.
+const (
+	// DefaultBatchSize is how many users one statement moves.
+	DefaultBatchSize = 5000
+	// DefaultConcurrency is how many batches run at once, each on its own
+	// connection: two keep a small database server's cores busy.
+	DefaultConcurrency = 2
+)
 
 // Config configures a job run.
 type Config struct {
@@ -27,6 +35,10 @@ type Config struct {
 	DryRun bool
 	// BatchSize is how many users one statement moves (DefaultBatchSize when 0).
 	BatchSize int
+	// Concurrency is how many batches run at once, each on its own pooled
+	// connection (DefaultConcurrency when 0). The pool needs one connection
+	// more, for the job's lock.
+	Concurrency int
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
 }
@@ -38,6 +50,9 @@ func (c Config) Validate() error {
 	}
 	if c.BatchSize < 0 {
 		return fmt.Errorf("batch size must be positive, got %d", c.BatchSize)
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("concurrency must be positive, got %d", c.Concurrency)
 	}
 	return nil
 }
@@ -73,7 +88,7 @@ const batchExecMode = pgx.QueryExecModeDescribeExec
 // @key_suffix) that are already taken.
 const existingKeysSQL = `
 	SELECT count(*)::int FROM engagement_message_queue
-	 WHERE idempotency_key = ANY(SELECT id::text || @key_suffix::text FROM unnest(@user_ids::uuid[]) AS id)`
+	 WHERE idempotency_key = ANY(SELECT u.user_id::text || @key_suffix::text FROM unnest(@user_ids::uuid[]) AS u (user_id))`
 
 // candidates are the users a step's selection found.
 type candidates struct {
@@ -88,6 +103,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 	start := time.Now()
 	log := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun).Logger()
 	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	concurrency := cmp.Or(cfg.Concurrency, DefaultConcurrency)
 
 	var r *run
 	if !cfg.DryRun {
@@ -122,7 +138,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 		if cfg.DryRun {
 			counts, err = dryRunStep(ctx, snapshot, st, stepArgs, batchSize)
 		} else {
-			counts, errs, err = runStep(ctx, pool, st, stepArgs, batchSize, log)
+			counts, errs, err = runStep(ctx, pool, st, stepArgs, batchSize, concurrency, log)
 		}
 		if err != nil {
 			err = fmt.Errorf("step %s: %w", st.name, err)
@@ -158,7 +174,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 // runStep selects the step's users once, then moves them batch by batch,
 // each batch one statement committed on its own: a run killed half-way keeps
 // the batches it finished, and the next run's selection finds only the rest.
-func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs, batchSize int, log zerolog.Logger) (Counts, []UserError, error) {
+func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
 	cands, err := selectCandidates(ctx, pool, st, args)
 	if err != nil {
 		return Counts{}, nil, err
@@ -173,11 +189,21 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 			return moved, queued, err
 		},
 	}
+	// Batches hold disjoint users, so they can run side by side without
+	// waiting on each other's rows; the first error that stops the run
+	// cancels the rest, and whatever committed stays committed.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
 	for batch := range slices.Chunk(cands.ids, batchSize) {
-		if err := b.moveIsolating(ctx, batch); err != nil {
-			return Counts{}, nil, err
+		if gctx.Err() != nil {
+			break
 		}
+		g.Go(func() error { return b.moveIsolating(gctx, batch) })
 	}
+	if err := g.Wait(); err != nil {
+		return Counts{}, nil, err
+	}
+	slices.SortFunc(b.failures, func(x, y failure) int { return bytes.Compare(x.userID.Bytes[:], y.userID.Bytes[:]) })
 	var errs []UserError
 	for _, f := range b.failures {
 		id := f.userID.String()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // envAnnotation names the environment variable a flag falls back to.
@@ -51,6 +53,7 @@ type jobFlags struct {
 	failOnPartial bool
 	skipSend      bool
 	batchSize     int
+	concurrency   int
 	log           logFlags
 }
 
@@ -63,7 +66,8 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
 	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
 	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
-	fs.IntVar(&f.batchSize, "batch-size", 5000, "users moved per statement")
+	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
+	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
 	f.log.register(fs)
 }
 
@@ -78,6 +82,9 @@ func (f *jobFlags) validate() (asOf time.Time, err error) {
 	}
 	if f.batchSize < 1 {
 		return time.Time{}, usagef("--batch-size must be at least 1, got %d", f.batchSize)
+	}
+	if f.concurrency < 1 || f.concurrency > 8 {
+		return time.Time{}, usagef("--concurrency must be from 1 to 8, got %d", f.concurrency)
 	}
 	if f.asOf != "" {
 		if asOf, err = parseAsOf(f.asOf); err != nil {

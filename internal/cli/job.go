@@ -87,10 +87,11 @@ func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, na
 	}
 
 	sum, runErr := job(ctx, pool, scheduler.Config{
-		AsOf:      asOf,
-		DryRun:    f.dryRun,
-		BatchSize: f.batchSize,
-		Logger:    log,
+		AsOf:        asOf,
+		DryRun:      f.dryRun,
+		BatchSize:   f.batchSize,
+		Concurrency: f.concurrency,
+		Logger:      log,
 	})
 	if runErr != nil {
 		return postgres.Redact(runErr, f.databaseURL)

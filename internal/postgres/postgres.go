@@ -117,9 +117,27 @@ func passwords(databaseURL string) []string {
 	return out
 }
 
+// IsRowIndependent reports whether err has nothing to do with the rows a
+// statement touched: the connection or server is gone, or the statement
+// itself is wrong (a syntax error, an undefined column, a missing
+// privilege). Retrying the same work row by row would only fail row by row.
+func IsRowIndependent(err error) bool {
+	if IsConnectionError(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "42", // syntax error or access rule violation
+			"0A": // feature not supported
+			return true
+		}
+	}
+	return false
+}
+
 // IsConnectionError reports whether err means the connection or server is
-// gone (as opposed to a statement the server rejected), so retrying the same
-// work row by row is pointless.
+// gone (as opposed to a statement the server rejected).
 func IsConnectionError(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
