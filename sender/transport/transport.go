@@ -1,0 +1,469 @@
+// Package transport delivers queued engagement messages to their receiver:
+// the bot's webhook, Meta's WhatsApp Cloud API, or a log (for dry runs).
+//
+// A transport makes one attempt per Send and classifies its failure with an
+// *Error; retries, backoff, pacing and the delivery ledger are the caller's.
+// Errors never carry the destination JID, the message text or any secret, so
+// the caller may store and log them.
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Delivery is one attempt to deliver one queued message.
+type Delivery struct {
+	ID             string            // the queue row's id (uuid string)
+	UserID         string            //
+	Type           string            // message_type, e.g. "goodbye", "weekly_review"
+	Key            string            // message_key, e.g. "engagement.goodbye.self_select"
+	Params         map[string]string // message_params
+	Locale         string            // e.g. "pt-BR"
+	Text           string            // rendered in the user's locale
+	Destination    string            // "individual" | "group"
+	DestinationJID string            //
+	IdempotencyKey string            // the row's idempotency_key, or the row id when it has none
+	Attempt        int               // counts from 1
+}
+
+// Result is what a successful send returns.
+type Result struct {
+	ProviderMessageID string // e.g. the WhatsApp "wamid..." id; "" when the transport has none
+}
+
+// Error classifies a failed send for the caller's retry logic.
+type Error struct {
+	Err        error
+	Permanent  bool          // retrying cannot help (e.g. HTTP 400, invalid recipient): fail the message now
+	RetryAfter time.Duration // > 0 when the receiver asked for a delay (HTTP Retry-After, throttling)
+	StatusCode int           // HTTP status when there was one
+
+	transport string // prefix of Error(), e.g. "webhook"
+}
+
+// maxErrorLen bounds Error(): a stored error message stays short.
+const maxErrorLen = 400
+
+// Error returns a short, single-line description. It never includes the
+// destination JID, the message text or secrets: transports build Err from
+// sanitized parts only.
+func (e *Error) Error() string {
+	msg := "transport error"
+	if e.Err != nil {
+		msg = e.Err.Error()
+	}
+	if e.transport != "" {
+		msg = e.transport + ": " + msg
+	}
+	return clip(oneLine(msg), maxErrorLen)
+}
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Transport delivers messages.
+type Transport interface {
+	Name() string
+	// Deduplicates reports whether the receiver drops a repeated delivery with the same
+	// idempotency key, so an attempt whose outcome is unknown may be sent again.
+	Deduplicates() bool
+	Send(ctx context.Context, d Delivery) (Result, error) // error is *Error (use errors.As) for classified failures
+}
+
+// Compile-time checks.
+var (
+	_ Transport = (*Webhook)(nil)
+	_ Transport = (*WhatsApp)(nil)
+	_ Transport = (*Log)(nil)
+)
+
+const (
+	defaultTimeout = 10 * time.Second
+	maxBody        = 64 << 10 // bytes of a response body read
+	maxSnippet     = 200      // chars of a response body quoted in an error
+	maxRetryAfter  = time.Hour
+)
+
+// sanitizedError carries a message built from sanitized parts while still
+// unwrapping to its cause (whose own text may not be sanitized).
+type sanitizedError struct {
+	msg   string
+	cause error
+}
+
+func (e *sanitizedError) Error() string { return e.msg }
+func (e *sanitizedError) Unwrap() error { return e.cause }
+
+// timeoutError is a request that outlived the transport's per-request
+// Timeout. It is a net.Error with Timeout() true, and deliberately not
+// context.DeadlineExceeded, which callers may take for their own shutdown.
+type timeoutError struct{ after time.Duration }
+
+func (e *timeoutError) Error() string {
+	return "request timed out after " + e.after.String() + " (transient)"
+}
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+// transientStatus reports whether an HTTP status is worth retrying.
+func transientStatus(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
+}
+
+// permanentStatus classifies a non-2xx status: true when retrying cannot
+// help (other 4xx, and 3xx since redirects are never followed).
+func permanentStatus(status int) bool { return !transientStatus(status) }
+
+func successStatus(status int) bool { return status >= 200 && status <= 299 }
+
+func classWord(permanent bool) string {
+	if permanent {
+		return "permanent"
+	}
+	return "transient"
+}
+
+// parseRetryAfter parses a Retry-After header, in delay-seconds or as an
+// HTTP-date, into a delay capped at maxRetryAfter. Garbage, negative values
+// and past dates give 0.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if isDigits(v) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > int64(maxRetryAfter/time.Second) { // overflow: all digits, so huge
+			return maxRetryAfter
+		}
+		return time.Duration(n) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return min(d, maxRetryAfter)
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// noRedirect stops the client at a redirect: following one would turn a
+// POST into a GET (301/302/303) or send credentials elsewhere.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// newClient returns a client that never follows redirects: a copy of c, or a
+// fresh client when c is nil.
+func newClient(c *http.Client) *http.Client {
+	var out http.Client
+	if c != nil {
+		out = *c
+	}
+	out.CheckRedirect = noRedirect
+	return &out
+}
+
+// validateEndpoint checks that raw is an absolute http(s) URL. Its errors
+// never quote raw, which may carry credentials.
+func validateEndpoint(raw string) error {
+	if strings.TrimSpace(raw) == "" {
+		return errors.New("URL is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("URL does not parse")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("URL must be absolute, with scheme http or https")
+	}
+	if u.Host == "" || u.Opaque != "" {
+		return errors.New("URL has no host")
+	}
+	return nil
+}
+
+// httpCaller makes one POST with a per-request timeout and turns transport
+// failures into *Error.
+type httpCaller struct {
+	name    string // the transport's name, prefixing errors
+	client  *http.Client
+	timeout time.Duration
+}
+
+// response is what came back: status, headers and at most maxBody bytes.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// post sends body to endpoint. Failures before a response are *Error: the
+// caller's ctx ending gives Err = ctx.Err(); anything else is transient.
+func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Header, body []byte, red *redactor) (response, error) {
+	if err := ctx.Err(); err != nil {
+		return response{}, &Error{Err: err, transport: c.name}
+	}
+	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		// The URL was validated at construction; don't quote it.
+		return response{}, &Error{Err: &sanitizedError{msg: "cannot build request (permanent)", cause: err}, Permanent: true, transport: c.name}
+	}
+	req.Header = header
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return response{}, c.requestError(ctx, reqCtx, err, red)
+	}
+	defer resp.Body.Close()
+	// The status decides the outcome; a body cut short (even by a timeout)
+	// only loses detail, so read errors are ignored.
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	_, _ = io.CopyN(io.Discard, resp.Body, maxBody) // let the connection be reused
+	return response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+func (c *httpCaller) requestError(ctx, reqCtx context.Context, err error, red *redactor) *Error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &Error{Err: ctxErr, transport: c.name}
+	}
+	if errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
+		return &Error{Err: &timeoutError{after: c.timeout}, transport: c.name}
+	}
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		cause = ue.Err // url.Error quotes the URL, which may hold credentials
+	}
+	return &Error{
+		Err:       &sanitizedError{msg: "request failed (transient): " + red.apply(cause.Error()), cause: cause},
+		transport: c.name,
+	}
+}
+
+// redactor removes sensitive values (JIDs, text, secrets) from strings that
+// came from the network before they go into an error, and recognizes an
+// echo of the request, which is never quoted.
+type redactor struct {
+	values []string
+	echoes []string // a string containing one of these echoes the request
+}
+
+// withEchoes sets the strings that mark an echo of the request: the request
+// body itself and field names only a request has. Returns r.
+func (r *redactor) withEchoes(markers ...string) *redactor {
+	for _, m := range markers {
+		if m != "" {
+			r.echoes = append(r.echoes, m)
+		}
+	}
+	return r
+}
+
+func (r *redactor) echoesRequest(s string) bool {
+	if r == nil {
+		return false
+	}
+	for _, m := range r.echoes {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// minRedact is the shortest value redacted: shorter ones are too common to
+// identify anything, and redacting them would mangle the rest.
+const minRedact = 3
+
+func newRedactor(values ...string) *redactor {
+	seen := map[string]bool{}
+	var out []string
+	add := func(s string) {
+		if len(s) >= minRedact && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, v := range values {
+		add(v)
+		add(strings.TrimSpace(v))
+		// The forms an echo of v takes in a JSON or form-encoded body.
+		if b, err := json.Marshal(v); err == nil {
+			add(string(b[1 : len(b)-1])) // HTML-escaped, as Go writes it
+		}
+		plain := jsonInner(v)
+		add(plain)
+		ascii := asciiEscape(plain) // as Python's json.dumps writes it
+		add(ascii)
+		add(upperEscapes(ascii))
+		add(url.QueryEscape(v))
+	}
+	// Longest first, so a value containing another goes whole.
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return &redactor{values: out}
+}
+
+// jsonInner is v as the inside of a JSON string, without HTML escaping.
+func jsonInner(v string) string {
+	b, err := marshalJSON(v)
+	if err != nil || len(b) < 2 {
+		return v
+	}
+	return string(b[1 : len(b)-1])
+}
+
+// asciiEscape escapes every non-ASCII character of s as \uxxxx (a
+// surrogate pair beyond the BMP).
+func asciiEscape(s string) string {
+	var out strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			out.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+	}
+	return out.String()
+}
+
+// upperEscapes upper-cases the hex digits of the \uxxxx escapes of s.
+func upperEscapes(s string) string {
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+6 <= len(s) && s[i+1] == 'u' {
+			out.WriteString(`\u` + strings.ToUpper(s[i+2:i+6]))
+			i += 5
+			continue
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
+func (r *redactor) apply(s string) string {
+	if r == nil {
+		return s
+	}
+	for _, v := range r.values {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s
+}
+
+// snippet turns (part of) a response body into a short, single-line,
+// redacted excerpt for an error message; "" when nothing is left.
+func snippet(s string, red *redactor) string {
+	if red.echoesRequest(s) {
+		return "[response echoes the request; omitted]"
+	}
+	s = strings.ToValidUTF8(s, "?")
+	s = red.apply(s)
+	s = oneLine(s)
+	return clip(s, maxSnippet)
+}
+
+// bodyMessage extracts a human message from a response body: the usual
+// error fields of a JSON body, else the body itself.
+func bodyMessage(body []byte) string {
+	var obj map[string]any
+	if json.Unmarshal(body, &obj) == nil {
+		for _, k := range []string{"error_description", "message", "detail", "title", "error"} {
+			switch v := obj[k].(type) {
+			case string:
+				if strings.TrimSpace(v) != "" {
+					return v
+				}
+			case map[string]any:
+				if m, ok := v["message"].(string); ok && strings.TrimSpace(m) != "" {
+					return m
+				}
+			}
+		}
+		return "" // JSON without a message: don't quote arbitrary fields
+	}
+	return string(body)
+}
+
+// oneLine replaces control characters and runs of white space with single
+// spaces.
+func oneLine(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// clip cuts s to at most n characters, marking the cut with "...".
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	runes := []rune(s)
+	return string(runes[:n-3]) + "..."
+}
+
+// httpError builds the *Error of a non-2xx response without a more specific
+// classification: "HTTP 503 (transient, retry after 7s): <snippet>".
+func httpError(name string, resp response, red *redactor) *Error {
+	perm := permanentStatus(resp.status)
+	e := &Error{Permanent: perm, StatusCode: resp.status, transport: name}
+	if !perm {
+		e.RetryAfter = parseRetryAfter(resp.header.Get("Retry-After"), time.Now())
+	}
+	msg := fmt.Sprintf("HTTP %d (%s", resp.status, classWord(perm))
+	if e.RetryAfter > 0 {
+		msg += ", retry after " + e.RetryAfter.String()
+	}
+	msg += ")"
+	if s := snippet(bodyMessage(resp.body), red); s != "" {
+		msg += ": " + s
+	}
+	e.Err = errors.New(msg)
+	return e
+}
