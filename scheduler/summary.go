@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+
+	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // Skip reasons, the keys of Counts.SkipReasons.
@@ -100,6 +102,8 @@ type Summary struct {
 	Errors     []UserError `json:"errors"`
 	// ErrorsTruncated is set when more users failed than Errors lists.
 	ErrorsTruncated bool `json:"errors_truncated,omitempty"`
+	// Delivery is the trailing queue step's summary, when it ran.
+	Delivery *sender.ProcessSummary `json:"delivery,omitempty"`
 }
 
 // Partial reports whether any user failed.

@@ -270,3 +270,41 @@ func TestConcurrentProcessesQueueOneGoodbyeEach(t *testing.T) {
 		t.Errorf("%d runs recorded as succeeded, want 3", n)
 	}
 }
+
+func TestQueueStepRunsWithATransport(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
+
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--transport", "log", "--send-interval", "0")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	var sum struct {
+		Queued   int `json:"queued"`
+		Delivery *struct {
+			Transport string `json:"transport"`
+			Sent      int    `json:"sent"`
+		} `json:"delivery"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Queued != 5 || sum.Delivery == nil || sum.Delivery.Sent != 5 || sum.Delivery.Transport != "log" {
+		t.Errorf("summary queued %d delivery %+v, want 5 queued and 5 sent via log", sum.Queued, sum.Delivery)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); n != 5 {
+		t.Errorf("%d messages sent, want 5", n)
+	}
+	if strings.Contains(res.Stderr, "@s.whatsapp.net") {
+		t.Error("the log transport wrote a JID to the log")
+	}
+
+	// Without a transport, or with --skip-send, messages wait for queue-process.
+	fixture.InactiveUsers(t, pool, 2, lastWeekOfOctober)
+	res = cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
+	if res.Code != 0 || fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`) != 2 {
+		t.Errorf("--skip-send: exit %d; want the 2 new goodbyes left pending", res.Code)
+	}
+}

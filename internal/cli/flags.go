@@ -54,6 +54,7 @@ type jobFlags struct {
 	skipSend      bool
 	batchSize     int
 	concurrency   int
+	delivery      deliveryFlags
 	log           logFlags
 }
 
@@ -68,6 +69,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
+	f.delivery.register(fs)
 	f.log.register(fs)
 }
 

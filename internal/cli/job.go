@@ -17,6 +17,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/migrations"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // jobFunc is a job's entry point in package scheduler.
@@ -67,14 +68,25 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 			if err != nil {
 				return err
 			}
-			return runJobCommand(cmd.Context(), cmd.OutOrStdout(), log, name, job, f, asOf)
+			// The trailing queue step runs only with a transport; its
+			// configuration is checked before any work, like the rest.
+			var delivery *sender.ProcessorConfig
+			if f.delivery.transport != "" && !f.skipSend && !f.dryRun {
+				cfg, err := f.delivery.processorConfig(cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				cfg.Logger = log
+				delivery = &cfg
+			}
+			return runJobCommand(cmd.Context(), cmd.OutOrStdout(), log, name, job, f, asOf, delivery)
 		}),
 	}
 	f.register(cmd)
 	return cmd
 }
 
-func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, name string, job jobFunc, f jobFlags, asOf time.Time) error {
+func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, name string, job jobFunc, f jobFlags, asOf time.Time, delivery *sender.ProcessorConfig) error {
 	pool, err := openChecked(ctx, f.databaseURL, name)
 	if err != nil {
 		return err
@@ -96,16 +108,44 @@ func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, na
 	if runErr != nil {
 		return postgres.Redact(runErr, f.databaseURL)
 	}
-	if !f.dryRun && !f.skipSend && sum.Queued > 0 {
-		log.Info().Int("queued", sum.Queued).Msg("messages wait for queue-process to deliver them")
+	delivered, err := sendQueued(ctx, pool, log, sum, delivery, f)
+	if err != nil {
+		return postgres.Redact(err, f.databaseURL)
 	}
 	if err := writeSummary(stdout, f.output, sum); err != nil {
 		return err
 	}
-	if f.failOnPartial && sum.Partial() {
+	if f.failOnPartial && (sum.Partial() || delivered.Failed > 0) {
 		return errPartial
 	}
 	return nil
+}
+
+// sendQueued is the jobs' trailing queue step: with a transport (and no
+// --skip-send) it delivers what is due, as queue-process would; without one
+// the messages wait for queue-process.
+func sendQueued(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, delivery *sender.ProcessorConfig, f jobFlags) (sender.ProcessSummary, error) {
+	switch {
+	case f.dryRun:
+		return sender.ProcessSummary{}, nil
+	case delivery == nil:
+		if !f.skipSend && sum.Queued > 0 {
+			log.Info().Int("queued", sum.Queued).Msg("no transport configured: messages wait for queue-process to deliver them")
+		}
+		return sender.ProcessSummary{}, nil
+	}
+	p, err := sender.NewProcessor(pool, *delivery)
+	if err != nil {
+		return sender.ProcessSummary{}, err
+	}
+	delivered, err := p.Run(ctx)
+	if err != nil {
+		return delivered, fmt.Errorf("queue step: %w", err)
+	}
+	log.Info().Str("transport", delivered.Transport).Int("processed", delivered.Processed).Int("sent", delivered.Sent).
+		Int("retried", delivered.Retried).Int("failed", delivered.Failed).Msg("queue step finished")
+	sum.Delivery = &delivered
+	return delivered, nil
 }
 
 // openChecked opens the pool and checks the schema is migrated.
@@ -160,6 +200,9 @@ func writeSummary(w io.Writer, format string, sum *scheduler.Summary) error {
 	}
 	if sum.ErrorsTruncated {
 		fmt.Fprintf(w, "… %d failures in all; the log lists each\n", sum.Failed)
+	}
+	if d := sum.Delivery; d != nil {
+		fmt.Fprintf(w, "queue step via %s: %d sent, %d retried, %d failed\n", d.Transport, d.Sent, d.Retried, d.Failed)
 	}
 	fmt.Fprintf(w, "took %s\n", (time.Duration(sum.DurationMS) * time.Millisecond).String())
 	return nil

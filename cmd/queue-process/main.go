@@ -1,0 +1,14 @@
+// Command queue-process delivers due queued messages through a transport
+// (the bot's webhook, the WhatsApp Cloud API, or a log), with retries,
+// exponential backoff and a pace shared by every running process.
+package main
+
+import (
+	"os"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Run(cli.NewQueueCommand()))
+}

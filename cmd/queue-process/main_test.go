@@ -1,0 +1,233 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+)
+
+func binary(t *testing.T) string { return cmdtest.Build(t, "./cmd/queue-process") }
+
+// bot is a fake bot webhook. Requests block while hold is set.
+type bot struct {
+	mu       sync.Mutex
+	times    []time.Time
+	keys     []string
+	arrived  chan struct{}
+	hold     chan struct{}
+	server   *httptest.Server
+	holdNext bool
+}
+
+func newBot(t *testing.T, holdNext bool) *bot {
+	b := &bot{arrived: make(chan struct{}, 100), hold: make(chan struct{}), holdNext: holdNext}
+	b.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.times = append(b.times, time.Now())
+		b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
+		hold := b.holdNext
+		b.holdNext = false
+		b.mu.Unlock()
+		b.arrived <- struct{}{}
+		if hold {
+			select {
+			case <-b.hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(func() {
+		b.server.CloseClientConnections()
+		b.server.Close()
+	})
+	return b
+}
+
+func (b *bot) received() ([]time.Time, []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]time.Time(nil), b.times...), append([]string(nil), b.keys...)
+}
+
+func queueMessages(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2 || i
+		  FROM generate_series(1, $3) AS i`, user, user+":weekly_review:test-", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statusCounts(t *testing.T, pool *pgxpool.Pool) map[string]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT status, count(*) FROM engagement_message_queue GROUP BY status`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[s] = n
+	}
+	return out
+}
+
+func TestConfigurationErrors(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	url := pgtest.NewDatabase(t)
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no database", nil, []string{"--transport", "log"}, "DATABASE_URL"},
+		{"no transport", []string{"DATABASE_URL=" + url}, nil, "transport"},
+		{"unknown transport", []string{"DATABASE_URL=" + url}, []string{"--transport", "carrier-pigeon"}, "carrier-pigeon"},
+		{"webhook without URL", []string{"DATABASE_URL=" + url}, []string{"--transport", "webhook"}, "--webhook-url"},
+		{"bad interval", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--send-interval", "soon"}, "send-interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := cmdtest.Run(t, bin, cmdtest.Env(tt.env...), tt.args...)
+			if res.Code != 2 || !strings.Contains(res.Stderr, tt.want) || len(cmdtest.Lines(res.Stderr)) != 1 {
+				t.Errorf("exit %d stderr %q; want exit 2 and one line mentioning %q", res.Code, res.Stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaultPacingAndJSONSummary(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	b := newBot(t, false)
+	queueMessages(t, pool, 3)
+
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL, "ENGAGEMENT_WEBHOOK_SECRET=topsecret"), "--output", "json")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	var sum struct {
+		Job                              string
+		Processed, Sent, Retried, Failed int
+		DurationMS                       *int `json:"duration_ms"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+		t.Fatalf("stdout is not the JSON summary: %v: %s", err, res.Stdout)
+	}
+	if sum.Job != "queue-process" || sum.Processed != 3 || sum.Sent != 3 || sum.DurationMS == nil {
+		t.Errorf("summary %+v, want 3 processed and sent", sum)
+	}
+	times, _ := b.received()
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < 490*time.Millisecond {
+			t.Errorf("sends %d and %d were %s apart, want the default 500 ms", i, i+1, gap)
+		}
+	}
+	for _, leak := range []string{"topsecret", "5511999990000", "Transações"} {
+		if strings.Contains(res.Stderr, leak) {
+			t.Errorf("the log contains %q", leak)
+		}
+	}
+}
+
+func TestKilledMidSendIsFinishedUnderTheSameKey(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	b := newBot(t, true) // the first request hangs
+	queueMessages(t, pool, 1)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
+
+	cmd, _, _ := cmdtest.Command(bin, env, "--send-interval", "0", "--claim-timeout", "1h")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.arrived
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	close(b.hold)
+
+	if got := statusCounts(t, pool); got["processing"] != 1 {
+		t.Fatalf("after SIGKILL: %v, want the message still claimed", got)
+	}
+	// A run now finds the claim alive and leaves it alone.
+	if res := cmdtest.Run(t, bin, env, "--send-interval", "0"); res.Code != 0 || statusCounts(t, pool)["processing"] != 1 {
+		t.Fatalf("a run during the claim: exit %d, %v; want the claim respected", res.Code, statusCounts(t, pool))
+	}
+	// Time passes (the clock is the database's): the claim expires.
+	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	res := cmdtest.Run(t, bin, env, "--send-interval", "0")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	if got := statusCounts(t, pool); got["sent"] != 1 || len(got) != 1 {
+		t.Errorf("after the next run: %v, want the message sent and nothing claimed", got)
+	}
+	_, keys := b.received()
+	if len(keys) != 2 || keys[0] != keys[1] {
+		t.Errorf("requests carried keys %v, want the resend under the same Idempotency-Key", keys)
+	}
+}
+
+func TestSIGTERMDuringADrain(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	b := newBot(t, false)
+	queueMessages(t, pool, 40)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
+
+	cmd, _, stderr := cmdtest.Command(bin, env, "--send-interval", "100ms")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-b.arrived
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("exit took %s after SIGTERM, want prompt", took)
+	}
+	if err != nil {
+		t.Errorf("exit after SIGTERM: %v (%s)", err, stderr)
+	}
+	got := statusCounts(t, pool)
+	times, _ := b.received()
+	if got["processing"] != 0 {
+		t.Errorf("%d messages left claimed after SIGTERM", got["processing"])
+	}
+	if got["sent"] != len(times) || got["sent"]+got["pending"] != 40 {
+		t.Errorf("statuses %v with %d received, want every received message sent and the rest pending", got, len(times))
+	}
+}

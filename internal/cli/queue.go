@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// deliveryFlags configure the transport and the pace of delivery; the
+// daily and weekly jobs take them too, for their trailing queue step.
+type deliveryFlags struct {
+	transport     string
+	webhookURL    string
+	webhookSecret string
+	sendInterval  time.Duration
+	maxRetries    int
+	retryBase     time.Duration
+	claimTimeout  time.Duration
+	maxDuration   time.Duration
+	catalog       string
+	waPhoneID     string
+	waToken       string
+	waTemplates   string
+	waBaseURL     string
+}
+
+func (f *deliveryFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.transport, "transport", "", "webhook, whatsapp-cloud or log")
+	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "the bot's endpoint, for --transport webhook")
+	bindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
+	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC-SHA256 key signing webhook bodies")
+	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
+	fs.DurationVar(&f.sendInterval, "send-interval", sender.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
+	fs.IntVar(&f.maxRetries, "max-retries", sender.DefaultMaxRetries, "retries after the first attempt")
+	fs.DurationVar(&f.retryBase, "retry-base", sender.DefaultRetryBase, "first retry's delay, doubled for each next")
+	fs.DurationVar(&f.claimTimeout, "claim-timeout", sender.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
+	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop claiming after this long (0: until the queue is drained)")
+	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
+	bindEnv(fs, "catalog", "ENGAGEMENT_CATALOG")
+	fs.StringVar(&f.waPhoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
+	bindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
+	fs.StringVar(&f.waToken, "whatsapp-token", "", "Cloud API access token")
+	bindEnv(fs, "whatsapp-token", "WHATSAPP_ACCESS_TOKEN")
+	fs.StringVar(&f.waTemplates, "whatsapp-templates", "", "JSON file mapping message keys to approved templates")
+	bindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
+	fs.StringVar(&f.waBaseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
+	bindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
+}
+
+// processorConfig validates the flags and builds the processor's
+// configuration. Every error is a usage error: found before any work.
+func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfig, error) {
+	var cfg sender.ProcessorConfig
+	var err error
+	switch f.transport {
+	case "":
+		return cfg, usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to webhook, whatsapp-cloud or log")
+	case "webhook":
+		if f.webhookURL == "" {
+			return cfg, usagef("--transport webhook needs --webhook-url (or ENGAGEMENT_WEBHOOK_URL)")
+		}
+		cfg.Transport, err = transport.NewWebhook(transport.WebhookConfig{URL: f.webhookURL, Secret: f.webhookSecret})
+	case "whatsapp-cloud":
+		if f.waPhoneID == "" || f.waToken == "" || f.waTemplates == "" {
+			return cfg, usagef("--transport whatsapp-cloud needs --whatsapp-phone-number-id, --whatsapp-token and --whatsapp-templates")
+		}
+		var templates map[string]transport.WhatsAppTemplate
+		if templates, err = transport.LoadWhatsAppTemplates(f.waTemplates); err == nil {
+			cfg.Transport, err = transport.NewWhatsApp(transport.WhatsAppConfig{
+				BaseURL: f.waBaseURL, PhoneNumberID: f.waPhoneID, AccessToken: f.waToken, Templates: templates})
+		}
+	case "log":
+		cfg.Transport = transport.NewLog(stderr)
+	default:
+		return cfg, usagef("unknown transport %q: use webhook, whatsapp-cloud or log", f.transport)
+	}
+	if err != nil {
+		return cfg, usageError(err)
+	}
+	if f.sendInterval < 0 || f.maxRetries < 0 || f.retryBase <= 0 || f.claimTimeout <= 0 || f.maxDuration < 0 {
+		return cfg, usagef("--send-interval, --max-retries and --max-duration must not be negative; --retry-base and --claim-timeout must be positive")
+	}
+	cfg.Catalog = sender.DefaultCatalog()
+	if f.catalog != "" {
+		if cfg.Catalog, err = sender.LoadCatalog(f.catalog); err != nil {
+			return cfg, usageError(err)
+		}
+	}
+	cfg.SendInterval = f.sendInterval
+	cfg.MaxRetries = f.maxRetries
+	if f.maxRetries == 0 {
+		cfg.MaxRetries = -1 // none (0 means the default to the library)
+	}
+	cfg.RetryBase = f.retryBase
+	cfg.ClaimTimeout = f.claimTimeout
+	if f.maxDuration > 0 {
+		cfg.Deadline = time.Now().Add(f.maxDuration)
+	}
+	return cfg, nil
+}
+
+// NewQueueCommand builds the queue-process command.
+func NewQueueCommand() *cobra.Command {
+	var (
+		databaseURL   string
+		output        string
+		failOnPartial bool
+		delivery      deliveryFlags
+		logs          logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "queue-process",
+		Short: "Deliver due queued messages through a transport",
+		Long: `Claims due pending messages (any number of queue-process instances can run at
+once), renders each in the user's locale, and delivers it through the
+transport: webhook (the running bot), whatsapp-cloud (Meta's Cloud API,
+template messages) or log. Failures are retried with exponential backoff;
+the pace holds across every running process. SIGTERM stops claiming,
+finishes the send in flight and releases the rest.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			if err := requireDatabaseURL(databaseURL); err != nil {
+				return err
+			}
+			if err := validateOutput(output); err != nil {
+				return err
+			}
+			log, err := logs.logger(cmd.ErrOrStderr(), "queue-process")
+			if err != nil {
+				return err
+			}
+			cfg, err := delivery.processorConfig(os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			ctx := cmd.Context()
+			pool, err := openChecked(ctx, databaseURL, "queue-process")
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			p, err := sender.NewProcessor(pool, cfg)
+			if err != nil {
+				return err
+			}
+			log.Info().Str("transport", cfg.Transport.Name()).Msg("queue-process started")
+			sum, err := p.Run(ctx)
+			if err != nil {
+				return postgres.Redact(err, databaseURL)
+			}
+			log.Info().Int("processed", sum.Processed).Int("sent", sum.Sent).Int("retried", sum.Retried).
+				Int("failed", sum.Failed).Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
+			if err := writeQueueSummary(cmd.OutOrStdout(), output, sum); err != nil {
+				return err
+			}
+			if failOnPartial && sum.Failed > 0 {
+				return errPartial
+			}
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	registerDatabaseURL(fs, &databaseURL)
+	fs.StringVar(&output, "output", "text", "summary format on stdout: text or json")
+	fs.BoolVar(&failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
+	delivery.register(fs)
+	logs.register(fs)
+	return cmd
+}
+
+func writeQueueSummary(w io.Writer, format string, sum sender.ProcessSummary) error {
+	var err error
+	if format == "json" {
+		err = json.NewEncoder(w).Encode(sum)
+	} else {
+		_, err = fmt.Fprintf(w, "queue-process via %s: %d processed, %d sent, %d retried, %d failed in %s\n",
+			sum.Transport, sum.Processed, sum.Sent, sum.Retried, sum.Failed, time.Duration(sum.DurationMS)*time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
