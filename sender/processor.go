@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
 	"github.com/engagement-scheduler/engagement/sender/transport"
@@ -24,6 +26,7 @@ const (
 	DefaultRetryBase    = time.Second
 	DefaultClaimTimeout = 2 * time.Minute
 	DefaultClaimBatch   = 10
+	DefaultWorkers      = 4
 )
 
 // ErrOutcomeUnknown is the error of a message whose worker died mid-send on
@@ -42,6 +45,7 @@ type ProcessorConfig struct {
 	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
 	ClaimTimeout time.Duration // how long a claim lives before it counts as abandoned (default 2 min)
 	ClaimBatch   int           // messages claimed at a time (default 10)
+	Workers      int           // messages in flight at once without pacing (default 4; 1 when paced)
 	// Deadline, when set, is when the run stops claiming; retries due after
 	// it are left for the next run.
 	Deadline time.Time
@@ -88,6 +92,12 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, DefaultRetryBase)
 	cfg.ClaimTimeout = cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout)
 	cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultClaimBatch)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	if cfg.SendInterval > 0 {
+		// The pace is the limit, not the workers; one keeps the sends of
+		// this process in a steady line behind their reserved slots.
+		cfg.Workers = 1
+	}
 	limiter := rate.NewLimiter(rate.Inf, 1)
 	if cfg.SendInterval > 0 {
 		limiter = rate.NewLimiter(rate.Every(cfg.SendInterval), 1)
@@ -125,39 +135,61 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		log.Warn().Int("messages", recovered).Msg("settled messages whose worker died mid-send")
 	}
 
-	for ctx.Err() == nil && !p.pastDeadline() {
-		batch, err := p.claim(ctx)
+	// Workers claim and deliver side by side, like separate processes: SKIP
+	// LOCKED hands each message to one of them, and the shared pace (when
+	// set) keeps them to one send per interval together.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for range p.cfg.Workers {
+		g.Go(func() error {
+			var mine ProcessSummary
+			err := p.work(ctx, gctx, &mine, log)
+			mu.Lock()
+			sum.add(mine)
+			mu.Unlock()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return sum, err
+	}
+	sum.DurationMS = time.Since(start).Milliseconds()
+	return sum, nil
+}
+
+// work is one worker's loop: claim, deliver, until nothing is due. ctx is
+// the run's (a shutdown); gctx also ends when another worker fails.
+func (p *Processor) work(ctx, gctx context.Context, sum *ProcessSummary, log zerolog.Logger) error {
+	for gctx.Err() == nil && !p.pastDeadline() {
+		batch, err := p.claim(gctx)
 		if err != nil {
-			return sum, err
+			return err
 		}
 		if len(batch) == 0 {
-			wait, ok, err := p.nextRetry(ctx)
-			if err != nil {
-				return sum, err
-			}
-			if !ok {
-				break
-			}
-			if !sleep(ctx, wait) {
-				break
+			wait, ok, err := p.nextRetry(gctx)
+			if err != nil || !ok || !sleep(gctx, wait) {
+				return err
 			}
 			continue
 		}
 		for i, m := range batch {
-			if ctx.Err() != nil || p.pastDeadline() {
-				if err := p.release(batch[i:]); err != nil {
-					return sum, err
-				}
-				break
+			if gctx.Err() != nil || p.pastDeadline() {
+				return p.release(batch[i:])
 			}
-			if err := p.deliver(ctx, m, &sum, log); err != nil {
+			if err := p.deliver(ctx, m, sum, log); err != nil {
 				_ = p.release(batch[i+1:])
-				return sum, err
+				return err
 			}
 		}
 	}
-	sum.DurationMS = time.Since(start).Milliseconds()
-	return sum, nil
+	return nil
+}
+
+func (s *ProcessSummary) add(o ProcessSummary) {
+	s.Processed += o.Processed
+	s.Sent += o.Sent
+	s.Retried += o.Retried
+	s.Failed += o.Failed
 }
 
 func (p *Processor) pastDeadline() bool {
@@ -286,41 +318,36 @@ func (p *Processor) settle(ctx context.Context, m claimed, o outcome) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			UPDATE engagement_message_queue
-			   SET status = @status,
-			       sent_at = CASE WHEN @status = 'sent' THEN now() END,
-			       provider_message_id = coalesce(@provider_id, provider_message_id),
-			       retry_count = retry_count + CASE WHEN @status = 'pending' THEN 1 ELSE 0 END,
-			       scheduled_for = CASE WHEN @status = 'pending' THEN now() + @retry_in::interval ELSE scheduled_for END,
-			       error_message = @error,
-			       claimed_until = NULL, claimed_by = NULL
-			 WHERE id = @id`,
-			pgx.NamedArgs{"id": m.ID, "status": o.status, "provider_id": nullIfEmpty(o.providerID),
-				"retry_in": o.retryIn, "error": errText})
-		if err != nil {
-			return fmt.Errorf("record delivery of %s: %w", m.ID, err)
-		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
-			VALUES (@id, @transport, @status, 0, @provider_id, @error)
-			ON CONFLICT (message_id, transport) DO UPDATE
-			   SET status = EXCLUDED.status, last_attempt_at = now(),
-			       provider_message_id = coalesce(EXCLUDED.provider_message_id, l.provider_message_id),
-			       error = EXCLUDED.error`,
-			pgx.NamedArgs{"id": m.ID, "transport": p.cfg.Transport.Name(), "status": ledgerStatus,
-				"provider_id": nullIfEmpty(o.providerID), "error": errText})
-		if err != nil {
-			return fmt.Errorf("record delivery of %s: %w", m.ID, err)
-		}
-		return nil
-	})
+	// One statement, so the message and its ledger row change together.
+	err := p.record(ctx, `
+		WITH message AS (
+		    UPDATE engagement_message_queue
+		       SET status = @status,
+		           sent_at = CASE WHEN @status = 'sent' THEN now() END,
+		           provider_message_id = coalesce(@provider_id, provider_message_id),
+		           retry_count = retry_count + CASE WHEN @status = 'pending' THEN 1 ELSE 0 END,
+		           scheduled_for = CASE WHEN @status = 'pending' THEN now() + @retry_in::interval ELSE scheduled_for END,
+		           error_message = @error,
+		           claimed_until = NULL, claimed_by = NULL
+		     WHERE id = @id
+		)
+		INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
+		VALUES (@id, @transport, @ledger_status, 0, @provider_id, @error)
+		ON CONFLICT (message_id, transport) DO UPDATE
+		   SET status = EXCLUDED.status, last_attempt_at = now(),
+		       provider_message_id = coalesce(EXCLUDED.provider_message_id, l.provider_message_id),
+		       error = EXCLUDED.error`,
+		pgx.NamedArgs{"id": m.ID, "status": o.status, "ledger_status": ledgerStatus, "transport": p.cfg.Transport.Name(),
+			"provider_id": nullIfEmpty(o.providerID), "retry_in": o.retryIn, "error": errText})
+	if err != nil {
+		return fmt.Errorf("record delivery of %s: %w", m.ID, err)
+	}
+	return nil
 }
 
 // ledgerStart writes the attempt to the ledger before the external call.
 func (p *Processor) ledgerStart(ctx context.Context, m claimed) error {
-	_, err := p.pool.Exec(ctx, `
+	err := p.record(ctx, `
 		INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts)
 		VALUES ($1, $2, 'processing', 1)
 		ON CONFLICT (message_id, transport) DO UPDATE
@@ -330,6 +357,22 @@ func (p *Processor) ledgerStart(ctx context.Context, m claimed) error {
 		return fmt.Errorf("write the send ledger: %w", err)
 	}
 	return nil
+}
+
+// record writes a delivery record (ledger start or outcome). On a transport
+// that de-duplicates, it commits without waiting for the disk: a record lost
+// to a database crash leaves the message claimed with an unknown outcome,
+// and such a message is resent under its same idempotency key, which the
+// receiver drops. On any other transport every record is durable first.
+func (p *Processor) record(ctx context.Context, sql string, args ...any) error {
+	if !p.cfg.Transport.Deduplicates() {
+		_, err := p.pool.Exec(ctx, sql, args...)
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(sql, args...)
+	return p.pool.SendBatch(ctx, b).Close()
 }
 
 // pace waits for this process's limiter, then reserves the transport's next

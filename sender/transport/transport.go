@@ -183,12 +183,21 @@ func isDigits(s string) bool {
 // POST into a GET (301/302/303) or send credentials elsewhere.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// newClient returns a client that never follows redirects: a copy of c, or a
-// fresh client when c is nil.
+// newClient returns a client that never follows redirects and keeps enough
+// idle connections for concurrent workers: a copy of c, or a fresh client
+// when c is nil.
 func newClient(c *http.Client) *http.Client {
 	var out http.Client
 	if c != nil {
 		out = *c
+	}
+	if out.Transport == nil {
+		// The default keeps 2 idle connections per host; a queue-process
+		// sends from several workers to one host and would reconnect for
+		// nearly every message.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		out.Transport = t
 	}
 	out.CheckRedirect = noRedirect
 	return &out
