@@ -35,12 +35,13 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: demo
-demo: build ## Seed sample users in a throwaway database and run the daily and weekly jobs
+demo: build ## Seed sample users in a throwaway database, run the jobs and deliver the messages
 	$(GO) run ./internal/demo -bin $(BIN)
 
 .PHONY: bench
-bench: ## Benchmark the daily and weekly jobs against single set-based statements (BENCH_USERS=200000)
+bench: ## Benchmark the jobs against single statements (BENCH_USERS=200000) and queue throughput
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./scheduler
+	$(GO) test -run '^$$' -bench Queue -benchtime 2x -timeout 30m ./sender
 
 .PHONY: pg-stop
 pg-stop: ## Stop the throwaway PostgreSQL the tests or the demo started, if any

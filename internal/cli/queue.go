@@ -27,6 +27,7 @@ type deliveryFlags struct {
 	claimTimeout  time.Duration
 	maxDuration   time.Duration
 	catalog       string
+	workers       int
 	waPhoneID     string
 	waToken       string
 	waTemplates   string
@@ -45,6 +46,7 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.retryBase, "retry-base", sender.DefaultRetryBase, "first retry's delay, doubled for each next")
 	fs.DurationVar(&f.claimTimeout, "claim-timeout", sender.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
 	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop claiming after this long (0: until the queue is drained)")
+	fs.IntVar(&f.workers, "workers", sender.DefaultWorkers, "messages in flight at once when pacing is off (1-64)")
 	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
 	bindEnv(fs, "catalog", "ENGAGEMENT_CATALOG")
 	fs.StringVar(&f.waPhoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
@@ -87,6 +89,10 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	if err != nil {
 		return cfg, usageError(err)
 	}
+	if f.workers < 1 || f.workers > 64 {
+		return cfg, usagef("--workers must be from 1 to 64, got %d", f.workers)
+	}
+	cfg.Workers = f.workers
 	if f.sendInterval < 0 || f.maxRetries < 0 || f.retryBase <= 0 || f.claimTimeout <= 0 || f.maxDuration < 0 {
 		return cfg, usagef("--send-interval, --max-retries and --max-duration must not be negative; --retry-base and --claim-timeout must be positive")
 	}

@@ -1,13 +1,15 @@
 // Command demo shows the engagement scheduler on a throwaway database: it
 // seeds a few hundred sample users, runs the real engagement-daily binary
-// over three days and engagement-weekly twice, and prints how the users move
-// and what was queued. `make demo` runs it.
+// over three days and engagement-weekly twice, delivers the messages with
+// queue-process, and prints how the users move and what was queued and
+// sent. `make demo` runs it.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -95,7 +97,16 @@ func run(ctx context.Context, bin string, users int) error {
 	if err := printQueue(ctx, pool); err != nil {
 		return err
 	}
-	fmt.Printf("\nThe messages wait for queue-process. Look around with:\n  psql '%s'\n", url)
+
+	step("queue-process delivers them (the log transport; its lines go to stderr, here discarded)")
+	if err := runBinary(ctx, bin, url, "queue-process", "--transport", "log", "--send-interval", "0", "--log-level", "warn"); err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := printQueue(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Printf("\nLook around with:\n  psql '%s'\n", url)
 	fmt.Println("Stop the throwaway PostgreSQL (if the demo started one) with: make pg-stop")
 	return nil
 }
@@ -111,6 +122,9 @@ func runBinary(ctx context.Context, bin, url, name string, args ...string) error
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "LOG_FORMAT=console")
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
+	if name == "queue-process" {
+		cmd.Stderr = io.Discard // the log transport writes a line per message
+	}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
