@@ -231,3 +231,65 @@ func TestSIGTERMDuringADrain(t *testing.T) {
 		t.Errorf("statuses %v with %d received, want every received message sent and the rest pending", got, len(times))
 	}
 }
+
+func TestTwoProcessesKeepThePaceTogether(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	b := newBot(t, false)
+	queueMessages(t, pool, 4)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
+
+	var wg sync.WaitGroup
+	results := make([]cmdtest.Result, 2)
+	for i := range results {
+		wg.Go(func() { results[i] = cmdtest.Run(t, bin, env, "--output", "json") }) // default pace: 500 ms
+	}
+	wg.Wait()
+	sent := 0
+	for i, res := range results {
+		if res.Code != 0 {
+			t.Fatalf("process %d: exit %d: %s", i, res.Code, res.Stderr)
+		}
+		var sum struct{ Sent int }
+		if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+			t.Fatal(err)
+		}
+		sent += sum.Sent
+	}
+	times, keys := b.received()
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k] {
+			t.Errorf("message %s sent twice", k)
+		}
+		seen[k] = true
+	}
+	if sent != 4 || len(keys) != 4 {
+		t.Errorf("the processes sent %d and the bot got %d, want each of the 4 messages once", sent, len(keys))
+	}
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < 490*time.Millisecond {
+			t.Errorf("sends %d and %d were %s apart; two processes together must keep 500 ms", i, i+1, gap)
+		}
+	}
+}
+
+func TestMaxDurationStopsClaiming(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	b := newBot(t, false)
+	queueMessages(t, pool, 20)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
+
+	res := cmdtest.Run(t, bin, env, "--send-interval", "200ms", "--max-duration", "700ms")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	got := statusCounts(t, pool)
+	_, keys := b.received()
+	if got["processing"] != 0 || got["sent"] != len(keys) || got["sent"] == 0 || got["sent"] >= 20 || got["sent"]+got["pending"] != 20 {
+		t.Errorf("after --max-duration: %v with %d received; want some sent, the rest pending, none claimed", got, len(keys))
+	}
+}
