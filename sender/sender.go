@@ -11,11 +11,16 @@ package sender
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Message types (the engagement_message_queue.message_type column).
@@ -81,22 +86,46 @@ const (
 	DestinationJIDSQL = `btrim(CASE WHEN ` + routesToGroupSQL + ` THEN p.group_jid ELSE p.whatsapp_jid END)`
 )
 
+// MaxKeyLength is the longest idempotency key Enqueue accepts, in characters.
+const MaxKeyLength = 128
+
+// ErrKeyTooLong is wrapped by NormalizeKey and Enqueue for a key over
+// MaxKeyLength characters.
+var ErrKeyTooLong = fmt.Errorf("idempotency key is longer than %d characters", MaxKeyLength)
+
+// ErrNoDestination is returned by Enqueue when no JID was given and the
+// user's profile has none to route to.
+var ErrNoDestination = errors.New("no destination: the user's profile has no JID to route to, and none was given")
+
+// NormalizeKey trims an idempotency key; an empty result means no key.
+func NormalizeKey(key string) (string, error) {
+	key = strings.TrimSpace(key)
+	if n := utf8.RuneCountInString(key); n > MaxKeyLength {
+		return "", fmt.Errorf("%w (got %d)", ErrKeyTooLong, n)
+	}
+	return key, nil
+}
+
 // Message is one row to queue.
 type Message struct {
 	UserID         string
 	Type           string
 	Key            string            // catalog key; empty for none
 	Params         map[string]string // rendered into the text at send time; nil for none
-	Destination    string            // DestinationIndividual or DestinationGroup
-	DestinationJID string
-	ScheduledFor   time.Time // zero means now (the database clock)
-	IdempotencyKey string    // empty means none: every call queues a new row
+	Destination    string            // DestinationIndividual or DestinationGroup; empty: the profile's routing
+	DestinationJID string            // empty: the profile's routing
+	ScheduledFor   time.Time         // zero means now (the database clock)
+	IdempotencyKey string            // trimmed; empty means none: every call queues a new row
 }
 
 // Queued reports the outcome of Enqueue.
 type Queued struct {
 	ID        string // the queued message, or the one already queued under the key
 	Duplicate bool   // the key was already taken; nothing was written
+	// PayloadDiffers is set on a duplicate whose stored message differs from
+	// the one given (type, catalog key, params or explicit destination): a
+	// client replaying a key with new content, which is worth a warning.
+	PayloadDiffers bool
 }
 
 // Querier is the part of a pgx pool, connection or transaction Enqueue needs,
@@ -106,26 +135,35 @@ type Querier interface {
 }
 
 // enqueueSQL inserts a message or, when its idempotency key is taken, returns
-// the existing row: one round trip, atomic under concurrent callers. The
+// the existing row: one statement, atomic under concurrent callers. The
 // conflict arm rewrites the key with itself so that RETURNING yields the
 // existing row (DO NOTHING would return nothing); no column changes value.
-// xmax is non-zero exactly when the row was not freshly inserted.
+// xmax is non-zero exactly when the row was not freshly inserted. Omitted
+// destinations are routed from the user's profile, as the jobs route them.
 const enqueueSQL = `
 INSERT INTO engagement_message_queue
        (user_id, message_type, message_key, message_params, destination, destination_jid,
         scheduled_for, idempotency_key)
-VALUES ($1, $2, NULLIF($3, ''), coalesce($4::jsonb, '{}'), $5, $6,
-        coalesce($7, now()), NULLIF($8, ''))
+SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::jsonb, '{}'),
+       coalesce(NULLIF(@destination, ''), ` + DestinationSQL + `, 'individual'),
+       coalesce(NULLIF(btrim(@jid), ''), NULLIF(` + DestinationJIDSQL + `, '')),
+       coalesce(@scheduled_for, now()), NULLIF(@idempotency_key, '')
+  FROM (SELECT) AS one
+  LEFT JOIN user_profiles p ON p.user_id = @user_id
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
 DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
-RETURNING id::text, (xmax <> 0) AS duplicate`
+RETURNING id::text, (xmax <> 0) AS duplicate,
+          message_type, coalesce(message_key, ''), message_params, destination, destination_jid`
 
 // Enqueue queues m unless a message with its idempotency key exists, in which
 // case it returns that message's id with Duplicate set and changes nothing.
 func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
+	key, err := NormalizeKey(m.IdempotencyKey)
+	if err != nil {
+		return Queued{}, err
+	}
 	var params []byte
 	if m.Params != nil {
-		var err error
 		if params, err = json.Marshal(m.Params); err != nil {
 			return Queued{}, fmt.Errorf("encode params: %w", err)
 		}
@@ -134,12 +172,27 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	if !m.ScheduledFor.IsZero() {
 		scheduledFor = &m.ScheduledFor
 	}
-	var out Queued
-	err := q.QueryRow(ctx, enqueueSQL,
-		m.UserID, m.Type, m.Key, params, m.Destination, m.DestinationJID, scheduledFor, m.IdempotencyKey,
-	).Scan(&out.ID, &out.Duplicate)
+	var (
+		out    Queued
+		stored Message
+	)
+	err = q.QueryRow(ctx, enqueueSQL, pgx.NamedArgs{
+		"user_id": m.UserID, "type": m.Type, "key": m.Key, "params": params,
+		"destination": m.Destination, "jid": m.DestinationJID,
+		"scheduled_for": scheduledFor, "idempotency_key": key,
+	}).Scan(&out.ID, &out.Duplicate, &stored.Type, &stored.Key, &stored.Params, &stored.Destination, &stored.DestinationJID)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "destination_jid" {
+		return Queued{}, ErrNoDestination
+	}
 	if err != nil {
 		return Queued{}, fmt.Errorf("enqueue %s message: %w", m.Type, err)
+	}
+	if out.Duplicate {
+		out.PayloadDiffers = stored.Type != m.Type || stored.Key != m.Key ||
+			!maps.Equal(stored.Params, m.Params) && !(len(stored.Params) == 0 && len(m.Params) == 0) ||
+			m.Destination != "" && stored.Destination != m.Destination ||
+			m.DestinationJID != "" && stored.DestinationJID != strings.TrimSpace(m.DestinationJID)
 	}
 	return out, nil
 }

@@ -2,13 +2,16 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -93,3 +96,71 @@ func TestCtlUsageErrors(t *testing.T) {
 }
 
 func itoa(v uint) string { return strconv.FormatUint(uint64(v), 10) }
+
+func TestEnqueue(t *testing.T) {
+	t.Parallel()
+	bin := cmdtest.Build(t, "./cmd/engagementctl")
+	pool, url := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	enqueue := func(args ...string) (cmdtest.Result, struct {
+		ID      string `json:"id"`
+		Created bool   `json:"created"`
+	}) {
+		t.Helper()
+		res := cmdtest.Run(t, bin, env, append([]string{"enqueue", "--user-id", user, "--type", "weekly_review",
+			"--key", "engagement.weekly_review.celebration", "--output", "json"}, args...)...)
+		var out struct {
+			ID      string `json:"id"`
+			Created bool   `json:"created"`
+		}
+		if res.Code == 0 {
+			if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+				t.Fatalf("stdout %q: %v", res.Stdout, err)
+			}
+		}
+		return res, out
+	}
+
+	res, first := enqueue("--params", `{"count":"3"}`, "--idempotency-key", " week-48 ")
+	if res.Code != 0 || !first.Created || first.ID == "" {
+		t.Fatalf("first enqueue: exit %d %+v %s", res.Code, first, res.Stderr)
+	}
+	res, again := enqueue("--params", `{"count":"9"}`, "--idempotency-key", "week-48")
+	if res.Code != 0 || again.Created || again.ID != first.ID {
+		t.Errorf("replay: exit %d %+v, want the same id, created false", res.Code, again)
+	}
+	if !strings.Contains(res.Stderr, `"level":"warn"`) || !strings.Contains(res.Stderr, "week-48") || strings.Contains(res.Stderr, `"9"`) {
+		t.Errorf("replay with other params: log %q, want a warning naming the key and not the payload", res.Stderr)
+	}
+	if msgs := fixture.MessagesOf(t, pool, user); len(msgs) != 1 || msgs[0].Params["count"] != "3" {
+		t.Errorf("queue %+v, want one message with its first params", msgs)
+	}
+
+	for _, bad := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"key too long", []string{"--idempotency-key", strings.Repeat("k", 129)}, "128"},
+		{"params not JSON", []string{"--params", "count=3"}, "--params"},
+		{"bad schedule", []string{"--scheduled-for", "tomorrow"}, "--scheduled-for"},
+		{"bad destination", []string{"--destination", "channel"}, "--destination"},
+	} {
+		if res, _ := enqueue(bad.args...); res.Code != 2 || !strings.Contains(res.Stderr, bad.want) {
+			t.Errorf("%s: exit %d stderr %q, want 2 mentioning %q", bad.name, res.Code, res.Stderr, bad.want)
+		}
+	}
+	if res := cmdtest.Run(t, bin, env, "enqueue", "--user-id", "nope", "--type", "x"); res.Code != 2 {
+		t.Errorf("bad user id: exit %d, want 2", res.Code)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 1 {
+		t.Errorf("%d messages after the rejected calls, want still 1", n)
+	}
+	// No key: every call creates a message.
+	_, a := enqueue()
+	_, b := enqueue()
+	if !a.Created || !b.Created || a.ID == b.ID {
+		t.Errorf("keyless enqueues %+v %+v, want two new messages", a, b)
+	}
+}

@@ -16,7 +16,7 @@ func NewCtlCommand() *cobra.Command {
 	var databaseURL string
 	root := &cobra.Command{
 		Use:   "engagementctl",
-		Short: "Operate the engagement scheduler: schema migrations and more",
+		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup",
 		Args:  cobra.NoArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd)
@@ -25,7 +25,7 @@ func NewCtlCommand() *cobra.Command {
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
-	root.AddCommand(newMigrateCommand(&databaseURL))
+	root.AddCommand(newMigrateCommand(&databaseURL), newEnqueueCommand(&databaseURL))
 	return root
 }
 
