@@ -164,3 +164,37 @@ func TestEnqueue(t *testing.T) {
 		t.Errorf("keyless enqueues %+v %+v, want two new messages", a, b)
 	}
 }
+
+func TestCleanupCommand(t *testing.T) {
+	t.Parallel()
+	bin := cmdtest.Build(t, "./cmd/engagementctl")
+	pool, url := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, created_at)
+		SELECT $1, 'reminder', 'individual', 'x@s.whatsapp.net', s, '2026-01-01T00:00:00Z'
+		  FROM unnest(ARRAY['sent', 'failed', 'cancelled', 'pending', 'processing']) AS s`, user); err != nil {
+		t.Fatal(err)
+	}
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	for _, c := range []struct {
+		args []string
+		want string
+		left int
+	}{
+		{[]string{"--dry-run"}, `"messages":3`, 5},
+		{nil, `"messages":3`, 2},
+		{nil, `"messages":0`, 2},
+	} {
+		res := cmdtest.Run(t, bin, env, append([]string{"cleanup", "--older-than", "720h", "--as-of", "2026-11-22T00:00:00Z", "--output", "json"}, c.args...)...)
+		if res.Code != 0 || !strings.Contains(res.Stdout, c.want) {
+			t.Errorf("cleanup %v: exit %d stdout %q, want %s", c.args, res.Code, res.Stdout, c.want)
+		}
+		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != c.left {
+			t.Errorf("cleanup %v left %d messages, want %d", c.args, n, c.left)
+		}
+	}
+	if res := cmdtest.Run(t, bin, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {
+		t.Errorf("negative retention: exit %d, want 2", res.Code)
+	}
+}

@@ -25,7 +25,7 @@ func NewCtlCommand() *cobra.Command {
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
-	root.AddCommand(newMigrateCommand(&databaseURL), newEnqueueCommand(&databaseURL))
+	root.AddCommand(newMigrateCommand(&databaseURL), newEnqueueCommand(&databaseURL), newCleanupCommand(&databaseURL))
 	return root
 }
 

@@ -1,0 +1,98 @@
+package sender
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultRetention is how long settled messages are kept by default.
+const DefaultRetention = 720 * time.Hour
+
+// CleanupConfig configures Cleanup.
+type CleanupConfig struct {
+	OlderThan time.Duration // required: keep everything younger
+	AsOf      time.Time     // "now"; required
+	DryRun    bool          // count, delete nothing
+	BatchSize int           // rows deleted per statement (default 5,000)
+}
+
+// CleanupSummary counts what Cleanup deleted (or, in a dry run, would).
+type CleanupSummary struct {
+	Cutoff   time.Time `json:"cutoff"`
+	DryRun   bool      `json:"dry_run"`
+	Messages int64     `json:"messages"`
+	Ledger   int64     `json:"ledger"`
+}
+
+// replayHorizonSQL is the last instant a message's idempotency key could be
+// produced again by a job run: the end of the goodbye's day, the end of the
+// review's ISO week, the reminder's instant. Keys of other shapes, and
+// messages without a key, count from when they were queued.
+const replayHorizonSQL = `
+	CASE
+	    WHEN q.idempotency_key ~ ':goodbye_sent:\d{4}-\d{2}-\d{2}$'
+	        THEN (right(q.idempotency_key, 10)::date + 1)::timestamp AT TIME ZONE 'UTC'
+	    WHEN q.idempotency_key ~ ':weekly_review:\d{4}-W\d{2}$'
+	        THEN (to_date(replace(right(q.idempotency_key, 8), '-W', '-'), 'IYYY-IW') + 7)::timestamp AT TIME ZONE 'UTC'
+	    WHEN q.idempotency_key ~ ':reminder:\d{1,15}$'
+	        THEN to_timestamp(substring(q.idempotency_key FROM ':reminder:(\d+)$')::bigint / 1000.0)
+	    ELSE q.created_at
+	END`
+
+// deletableSQL selects settled messages past the retention whose keys can no
+// longer be produced again: a job re-run with any --as-of inside the
+// retention window finds its key still there and queues nothing.
+const deletableSQL = `
+	SELECT q.id FROM engagement_message_queue q
+	 WHERE q.status IN ('sent', 'failed', 'cancelled')
+	   AND q.created_at < @cutoff
+	   AND ` + replayHorizonSQL + ` < @cutoff`
+
+// Cleanup deletes, in batches, sent, failed and cancelled messages queued
+// before AsOf − OlderThan, with their ledger rows, keeping any message
+// whose idempotency key a job could still produce within that window.
+// Pending and in-flight messages are never touched.
+func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (CleanupSummary, error) {
+	if cfg.OlderThan <= 0 || cfg.AsOf.IsZero() {
+		return CleanupSummary{}, errors.New("cleanup needs a positive retention and an as-of instant")
+	}
+	sum := CleanupSummary{Cutoff: cfg.AsOf.Add(-cfg.OlderThan).UTC(), DryRun: cfg.DryRun}
+	args := pgx.NamedArgs{"cutoff": sum.Cutoff, "n": cmp.Or(cfg.BatchSize, 5000)}
+	if cfg.DryRun {
+		err := pool.QueryRow(ctx, `
+			WITH doomed AS (`+deletableSQL+`)
+			SELECT (SELECT count(*) FROM doomed),
+			       (SELECT count(*) FROM engagement_processed_messages l WHERE l.message_id IN (SELECT id FROM doomed))`,
+			args).Scan(&sum.Messages, &sum.Ledger)
+		if err != nil {
+			return sum, fmt.Errorf("count old messages: %w", err)
+		}
+		return sum, nil
+	}
+	for {
+		var messages, ledger int64
+		err := pool.QueryRow(ctx, `
+			WITH doomed AS (`+deletableSQL+` LIMIT @n FOR UPDATE SKIP LOCKED),
+			ledger AS (
+			    DELETE FROM engagement_processed_messages l USING doomed WHERE l.message_id = doomed.id RETURNING 1
+			),
+			gone AS (
+			    DELETE FROM engagement_message_queue q USING doomed WHERE q.id = doomed.id RETURNING 1
+			)
+			SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM ledger)`, args).Scan(&messages, &ledger)
+		if err != nil {
+			return sum, fmt.Errorf("delete old messages: %w", err)
+		}
+		sum.Messages += messages
+		sum.Ledger += ledger
+		if messages < int64(cmp.Or(cfg.BatchSize, 5000)) {
+			return sum, nil
+		}
+	}
+}
