@@ -154,8 +154,13 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 		existingSQL = existingKeysSQL
 	}
 
+	messageType := ""
+	if queues {
+		messageType = sender.TypeGoodbye
+	}
 	return step{
-		name: string(trigger),
+		name:        string(trigger),
+		messageType: messageType,
 		args: pgx.NamedArgs{
 			"from_state":   string(t.From),
 			"to_state":     string(t.To),

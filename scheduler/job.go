@@ -65,6 +65,7 @@ func (c Config) Validate() error {
 // keys already taken (dry runs report them as duplicates).
 type step struct {
 	name        string
+	messageType string        // the type of message the step queues, if any
 	args        pgx.NamedArgs // the step's own arguments, over the job's
 	selectSQL   string
 	moveSQL     string
@@ -145,7 +146,10 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 			break
 		}
 		sum.addStep(Step{Name: st.name, Counts: counts}, errs)
-		log.Info().Str("step", st.name).
+		if st.messageType != "" {
+			sum.addMessages(st.messageType, counts)
+		}
+		log.Info().Str("step", st.name).Str("message_type", st.messageType).
 			Int("processed", counts.Processed).Int("succeeded", counts.Succeeded).
 			Int("failed", counts.Failed).Int("skipped", counts.Skipped).
 			Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).

@@ -102,8 +102,31 @@ type Summary struct {
 	Errors     []UserError `json:"errors"`
 	// ErrorsTruncated is set when more users failed than Errors lists.
 	ErrorsTruncated bool `json:"errors_truncated,omitempty"`
+	// Messages counts, per message type, the rows queued and the inserts
+	// that hit an existing idempotency key: the effectiveness of
+	// idempotency at a glance.
+	Messages map[string]*MessageCounts `json:"messages,omitempty"`
 	// Delivery is the trailing queue step's summary, when it ran.
 	Delivery *sender.ProcessSummary `json:"delivery,omitempty"`
+}
+
+// MessageCounts are the queue inserts of one message type.
+type MessageCounts struct {
+	Queued     int `json:"queued"`
+	Duplicates int `json:"duplicates"`
+}
+
+func (s *Summary) addMessages(messageType string, c Counts) {
+	if s.Messages == nil {
+		s.Messages = make(map[string]*MessageCounts)
+	}
+	m := s.Messages[messageType]
+	if m == nil {
+		m = &MessageCounts{}
+		s.Messages[messageType] = m
+	}
+	m.Queued += c.Queued
+	m.Duplicates += c.Duplicates
 }
 
 // Partial reports whether any user failed.

@@ -44,7 +44,8 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 // after one index probe, so a same-week re-run costs little more than
 // finding the week's users.
 var weeklyReviewStep = step{
-	name: "weekly_review",
+	name:        "weekly_review",
+	messageType: sender.TypeWeeklyReview,
 	selectSQL: `
 		SELECT user_id,
 		       CASE WHEN opted_out THEN '` + SkipOptedOut + `'

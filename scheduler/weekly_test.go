@@ -173,6 +173,9 @@ func TestWeeklyRerunSameWeekQueuesNothingAndNextWeekQueuesAgain(t *testing.T) {
 	if again.Queued != 0 || again.Duplicates != 12 || again.Failed != 0 {
 		t.Errorf("same-week re-run queued %d duplicates %d, want 0 and 12", again.Queued, again.Duplicates)
 	}
+	if m := again.Messages["weekly_review"]; m == nil || m.Queued != 0 || m.Duplicates != 12 {
+		t.Errorf("per-type counters %+v, want weekly_review queued 0, duplicates 12", again.Messages)
+	}
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 12 {
 		t.Errorf("%d reviews after the re-run, want one per user (12)", n)
 	}
