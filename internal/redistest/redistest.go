@@ -1,0 +1,343 @@
+// Package redistest gives tests real Redis: like pgtest for PostgreSQL, there
+// is no mock. The server is found or started once per process (ServerURL):
+//
+//  1. TEST_REDIS_URL if set, else REDIS_URL if set, used as-is (a go-redis
+//     URL, redis://host:port/db).
+//  2. Else REDISTEST_PROBE_ADDR (default 127.0.0.1:6379) if it answers PING
+//     within about a second. Set REDISTEST_PROBE_ADDR=none to skip the probe.
+//  3. Else a throwaway server that this package starts itself: redis-server
+//     on 127.0.0.1, port REDISTEST_PORT (default 63790), without persistence
+//     (--save "" --appendonly no), daemonized, working directory
+//     $TMPDIR/engagement-redistest (its log is redis.log there). The binary is
+//     taken from PATH; when missing, the redis-server package is installed
+//     with apt-get (as root, or through sudo -n). The server is left running
+//     so the next run reuses it; stop it with
+//     `redis-cli -p 63790 shutdown nosave`. A lock file next to the
+//     directory serializes test processes that race to start it.
+//
+// Each New call returns a client on that server and a random key prefix
+// ("redistest:<hex>:"); the test's keys must start with it. They are deleted
+// (SCAN prefix* + DEL) and the client closed in t.Cleanup.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	defaultProbeAddr = "127.0.0.1:6379"
+	defaultPort      = 63790
+
+	// setupTimeout bounds finding or starting the server, which may include
+	// installing redis-server.
+	setupTimeout = 10 * time.Minute
+)
+
+var server = struct {
+	once sync.Once
+	done chan struct{}
+	url  string
+	err  error
+}{done: make(chan struct{})}
+
+// ServerURL returns the URL of the Redis server tests use; see the package
+// comment for how it is found. The answer (or error) is computed once per
+// process. Cancelling ctx abandons the wait without spoiling the cached
+// answer.
+func ServerURL(ctx context.Context) (string, error) {
+	server.once.Do(func() {
+		go func() {
+			defer close(server.done)
+			ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+			defer cancel()
+			server.url, server.err = resolveServer(ctx)
+		}()
+	})
+	select {
+	case <-server.done:
+		return server.url, server.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// New returns a client on the test server and a fresh random key prefix
+// ("redistest:<16 hex>:"). In t.Cleanup, the keys starting with the prefix
+// are deleted and the client is closed. Any failure is fatal.
+func New(t testing.TB) (client *redis.Client, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	u, err := ServerURL(ctx)
+	if err != nil {
+		t.Fatalf("redistest: no Redis server for tests: %v", err)
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("redistest: parse %s: %v", redact(u), err)
+	}
+	client = redis.NewClient(opts)
+	prefix = "redistest:" + randomHex(8) + ":"
+	t.Cleanup(func() {
+		defer client.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := deletePrefix(ctx, client, prefix); err != nil {
+			t.Errorf("redistest: delete the keys %s*: %v", prefix, err)
+		}
+	})
+	pingCtx, pingCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer pingCancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		t.Fatalf("redistest: ping %s: %v", redact(u), err)
+	}
+	return client, prefix
+}
+
+// deletePrefix deletes every key starting with prefix (which holds no glob
+// characters).
+func deletePrefix(ctx context.Context, client *redis.Client, prefix string) error {
+	var cursor uint64
+	for {
+		keys, next, err := client.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := client.Del(ctx, keys...).Err(); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+func resolveServer(ctx context.Context) (string, error) {
+	for _, env := range []string{"TEST_REDIS_URL", "REDIS_URL"} {
+		if u := os.Getenv(env); u != "" {
+			return u, nil
+		}
+	}
+	probe := os.Getenv("REDISTEST_PROBE_ADDR")
+	if probe == "" {
+		probe = defaultProbeAddr
+	}
+	var probeErr error
+	if probe == "none" {
+		probeErr = errors.New("skipped (REDISTEST_PROBE_ADDR=none)")
+	} else if probeErr = ping(ctx, probe); probeErr == nil {
+		return "redis://" + probe, nil
+	}
+	port := defaultPort
+	if p := os.Getenv("REDISTEST_PORT"); p != "" {
+		var err error
+		if port, err = strconv.Atoi(p); err != nil || port <= 0 || port > 65535 {
+			return "", fmt.Errorf("REDISTEST_PORT=%q is not a port number", p)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), "engagement-redistest")
+	u, err := startThrowaway(ctx, dir, port)
+	if err != nil {
+		return "", fmt.Errorf("TEST_REDIS_URL and REDIS_URL are unset, %s does not answer (%v), "+
+			"and starting redis-server on port %d failed: %w\n"+
+			"Install the redis-server package or set REDIS_URL", probe, probeErr, port, err)
+	}
+	return u, nil
+}
+
+// startThrowaway makes sure a redis-server answers on 127.0.0.1:port,
+// starting one (daemonized, working in dir) if needed, and returns its URL.
+func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	u := "redis://" + addr + "/0"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(ctx, dir+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if ping(ctx, addr) == nil {
+		return u, nil // started by an earlier run or a racing process
+	}
+	bin, err := findOrInstallRedis(ctx)
+	if err != nil {
+		return "", err
+	}
+	logPath := filepath.Join(dir, "redis.log")
+	if _, err := run(ctx, dir, bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--daemonize", "yes", "--dir", dir, "--logfile", logPath); err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := ping(ctx, addr)
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "redistest: started redis-server on 127.0.0.1:%d (log %s); "+
+				"it stays running for the next run; stop it with `redis-cli -p %d shutdown nosave`\n", port, logPath, port)
+			return u, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("redis-server started but 127.0.0.1:%d does not answer: %w\nlast lines of %s:\n%s\n(is the port taken by another program? set REDISTEST_PORT)",
+				port, err, logPath, tail(logPath, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// findOrInstallRedis finds redis-server in PATH, installing the Debian
+// redis-server package (apt-get, as root or through sudo -n) when missing.
+func findOrInstallRedis(ctx context.Context) (string, error) {
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		return bin, nil
+	}
+	hint := "redis-server is not in PATH; install the redis-server package (apt-get install redis-server) or set REDIS_URL"
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", errors.New(hint)
+	}
+	var prefix []string
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("sudo"); err != nil {
+			return "", fmt.Errorf("%s (not root and no sudo to install it)", hint)
+		}
+		prefix = []string{"sudo", "-n"}
+	}
+	fmt.Fprintln(os.Stderr, "redistest: redis-server not found; installing the redis-server package with apt-get")
+	for _, args := range [][]string{
+		{"apt-get", "update"},
+		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "redis-server"},
+	} {
+		if _, err := run(ctx, "/", append(append([]string{}, prefix...), args...)...); err != nil {
+			return "", fmt.Errorf("%s; installing it failed: %w", hint, err)
+		}
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", errors.New("redis-server is not in PATH even after installing the redis-server package")
+	}
+	return bin, nil
+}
+
+// ping sends PING to the server at addr (host:port) and expects PONG,
+// giving up after about a second. It speaks the protocol itself so that a
+// probe that fails is not logged by go-redis.
+func ping(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// run runs a command in dir with no stdin and returns its combined output;
+// a failure's error includes the command line and the (trimmed) output.
+func run(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second // a daemon that kept our output pipe open must not hang us
+	err := cmd.Run()
+	text := strings.TrimSpace(out.String())
+	if err != nil {
+		if len(text) > 4000 {
+			text = "..." + text[len(text)-4000:]
+		}
+		return text, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, text)
+	}
+	return text, nil
+}
+
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// lockFile takes an exclusive flock on path, waiting (politely to ctx) while
+// another process holds it, and returns the function that releases it.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		if f, err = os.Open(path); err != nil {
+			return nil, fmt.Errorf("open lock file: %w", err)
+		}
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// redact hides the password of a URL for error messages.
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil && strings.Contains(s, "://") {
+		return u.Redacted()
+	}
+	return s
+}
