@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
+	"github.com/engagement-scheduler/engagement/idempotency"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -49,19 +50,27 @@ type ProcessorConfig struct {
 	// Deadline, when set, is when the run stops claiming; retries due after
 	// it are left for the next run.
 	Deadline time.Time
-	Logger   zerolog.Logger
+	// Dedupe, when set, is an extra send guard: a message whose idempotency
+	// key the store has seen on this transport within DedupeTTL is not sent
+	// again but marked sent. A failed send forgets its key, so retries go
+	// through.
+	Dedupe    idempotency.Store
+	DedupeTTL time.Duration // default idempotency.DefaultTTL
+	Logger    zerolog.Logger
 }
 
 // ProcessSummary is what a run of the processor did.
 type ProcessSummary struct {
-	Job        string `json:"job"`
-	Transport  string `json:"transport"`
-	Processed  int    `json:"processed"` // delivery attempts settled: sent + retried + failed
-	Sent       int    `json:"sent"`
-	Retried    int    `json:"retried"` // attempts that failed and were rescheduled
-	Failed     int    `json:"failed"`  // messages that ended failed
-	Recovered  int    `json:"recovered"`
-	DurationMS int64  `json:"duration_ms"`
+	Job       string `json:"job"`
+	Transport string `json:"transport"`
+	Processed int    `json:"processed"` // delivery attempts settled: sent + retried + failed
+	Sent      int    `json:"sent"`
+	Retried   int    `json:"retried"` // attempts that failed and were rescheduled
+	Failed    int    `json:"failed"`  // messages that ended failed
+	Recovered int    `json:"recovered"`
+	// Deduplicated counts messages the dedupe store stopped (marked sent).
+	Deduplicated int   `json:"deduplicated,omitempty"`
+	DurationMS   int64 `json:"duration_ms"`
 }
 
 // Processor delivers due queued messages through one transport.
@@ -190,6 +199,7 @@ func (s *ProcessSummary) add(o ProcessSummary) {
 	s.Sent += o.Sent
 	s.Retried += o.Retried
 	s.Failed += o.Failed
+	s.Deduplicated += o.Deduplicated
 }
 
 func (p *Processor) pastDeadline() bool {
@@ -252,6 +262,19 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 		}
 		return err
 	}
+	if p.cfg.Dedupe != nil {
+		isNew, err := p.cfg.Dedupe.Check(ctx, p.dedupeKey(m), p.cfg.DedupeTTL)
+		if err != nil {
+			_ = p.release([]claimed{m})
+			return fmt.Errorf("dedupe store: %w", err)
+		}
+		if !isNew {
+			sum.Processed++
+			sum.Deduplicated++
+			log.Warn().Str("message_id", m.ID).Msg("the dedupe store has seen this message's key: marked sent, not sent again")
+			return p.settle(ctx, m, outcome{status: "sent", err: errDeduplicated})
+		}
+	}
 	if err := p.ledgerStart(ctx, m); err != nil {
 		return err
 	}
@@ -261,6 +284,13 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 	sendCtx := context.WithoutCancel(ctx)
 	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
 	sum.Processed++
+	if sendErr != nil && p.cfg.Dedupe != nil {
+		if f, ok := p.cfg.Dedupe.(idempotency.Forgetter); ok {
+			if err := f.Forget(sendCtx, p.dedupeKey(m)); err != nil {
+				log.Warn().Str("message_id", m.ID).Str("error", err.Error()).Msg("could not forget a failed send's dedupe key")
+			}
+		}
+	}
 	switch o := p.classify(m, res, sendErr); o.status {
 	case "sent":
 		sum.Sent++
@@ -275,6 +305,14 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 		log.Error().Str("message_id", m.ID).Int("attempt", m.Attempt).Str("error", sendErr.Error()).Msg("message failed")
 		return p.settle(sendCtx, m, o)
 	}
+}
+
+// errDeduplicated is the note left on a message the dedupe store stopped.
+var errDeduplicated = errors.New("not sent again: the dedupe store has seen its idempotency key on this transport")
+
+// dedupeKey is the message's key in the dedupe store, per transport.
+func (p *Processor) dedupeKey(m claimed) string {
+	return "send:" + p.cfg.Transport.Name() + ":" + m.IdempotencyKey
 }
 
 // outcome is how an attempt ended.

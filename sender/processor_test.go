@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/idempotency"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
@@ -355,3 +356,36 @@ func TestProcessorPaceHoldsAcrossProcessors(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	rcv := newReceiver(t, 500, 200) // the first request fails, the next succeed
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	seen := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(-time.Minute))
+	fresh := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(time.Millisecond))
+	store := idempotency.NewPostgres(pool, idempotency.Options{})
+	var seenKey string
+	if err := pool.QueryRow(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, seen).Scan(&seenKey); err != nil {
+		t.Fatal(err)
+	}
+	if isNew, err := store.Check(ctx, "send:webhook:"+seenKey, time.Hour); err != nil || !isNew {
+		t.Fatalf("recording the key: %v %v", isNew, err)
+	}
+
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+		RetryBase: 10 * time.Millisecond, Dedupe: store})
+
+	if r := rowOf(t, pool, seen); r.Status != "sent" || r.Error == nil || !strings.Contains(*r.Error, "dedupe store") {
+		t.Errorf("message with a seen key: %+v, want marked sent without a send, with a note", r)
+	}
+	// The fresh message's first send fails (500): its key is forgotten, so
+	// the retry goes through.
+	if r := rowOf(t, pool, fresh); r.Status != "sent" || r.RetryCount != 1 {
+		t.Errorf("fresh message: %+v, want sent after one retry", r)
+	}
+	if n := len(rcv.got()); n != 2 || sum.Deduplicated != 1 {
+		t.Errorf("receiver got %d requests, deduplicated %d; want 2 (the fresh message twice) and 1", n, sum.Deduplicated)
+	}
+}

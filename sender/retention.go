@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/idempotency"
 )
 
 // DefaultRetention is how long settled messages are kept by default.
@@ -28,6 +30,8 @@ type CleanupSummary struct {
 	DryRun   bool      `json:"dry_run"`
 	Messages int64     `json:"messages"`
 	Ledger   int64     `json:"ledger"`
+	// IdempotencyKeys counts expired keys of the PostgreSQL dedupe store.
+	IdempotencyKeys int64 `json:"idempotency_keys"`
 }
 
 // replayHorizonSQL is the last instant a message's idempotency key could be
@@ -56,8 +60,9 @@ const deletableSQL = `
 
 // Cleanup deletes, in batches, sent, failed and cancelled messages queued
 // before AsOf − OlderThan, with their ledger rows, keeping any message
-// whose idempotency key a job could still produce within that window.
-// Pending and in-flight messages are never touched.
+// whose idempotency key a job could still produce within that window, and
+// the PostgreSQL dedupe store's keys expired by AsOf. Pending and in-flight
+// messages are never touched.
 func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (CleanupSummary, error) {
 	if cfg.OlderThan <= 0 || cfg.AsOf.IsZero() {
 		return CleanupSummary{}, errors.New("cleanup needs a positive retention and an as-of instant")
@@ -73,8 +78,17 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		if err != nil {
 			return sum, fmt.Errorf("count old messages: %w", err)
 		}
+		err = pool.QueryRow(ctx, `SELECT count(*) FROM engagement_idempotency_keys WHERE expires_at <= $1`, cfg.AsOf).Scan(&sum.IdempotencyKeys)
+		if err != nil {
+			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
+		}
 		return sum, nil
 	}
+	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, cmp.Or(cfg.BatchSize, 5000))
+	if err != nil {
+		return sum, fmt.Errorf("delete expired idempotency keys: %w", err)
+	}
+	sum.IdempotencyKeys = keys
 	for {
 		var messages, ledger int64
 		err := pool.QueryRow(ctx, `

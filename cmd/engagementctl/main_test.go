@@ -176,15 +176,20 @@ func TestCleanupCommand(t *testing.T) {
 		  FROM unnest(ARRAY['sent', 'failed', 'cancelled', 'pending', 'processing']) AS s`, user); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO engagement_idempotency_keys (key, expires_at)
+		VALUES ('idempotency:old', '2026-11-01T00:00:00Z'), ('idempotency:live', '2026-12-01T00:00:00Z')`); err != nil {
+		t.Fatal(err)
+	}
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	for _, c := range []struct {
 		args []string
 		want string
 		left int
 	}{
-		{[]string{"--dry-run"}, `"messages":3`, 5},
-		{nil, `"messages":3`, 2},
-		{nil, `"messages":0`, 2},
+		{[]string{"--dry-run"}, `"messages":3,"ledger":0,"idempotency_keys":1`, 5},
+		{nil, `"messages":3,"ledger":0,"idempotency_keys":1`, 2},
+		{nil, `"messages":0,"ledger":0,"idempotency_keys":0`, 2},
 	} {
 		res := cmdtest.Run(t, bin, env, append([]string{"cleanup", "--older-than", "720h", "--as-of", "2026-11-22T00:00:00Z", "--output", "json"}, c.args...)...)
 		if res.Code != 0 || !strings.Contains(res.Stdout, c.want) {
@@ -193,6 +198,9 @@ func TestCleanupCommand(t *testing.T) {
 		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != c.left {
 			t.Errorf("cleanup %v left %d messages, want %d", c.args, n, c.left)
 		}
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_idempotency_keys`); n != 1 {
+		t.Errorf("%d idempotency keys left, want the live one", n)
 	}
 	if res := cmdtest.Run(t, bin, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {
 		t.Errorf("negative retention: exit %d, want 2", res.Code)

@@ -70,8 +70,8 @@ than the retention window is therefore not protected against duplicates.
 			if sum.DryRun {
 				verb = "would delete"
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "cleanup before %s: %s %d messages and %d ledger rows\n",
-				sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "cleanup before %s: %s %d messages, %d ledger rows and %d expired idempotency keys\n",
+				sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger, sum.IdempotencyKeys)
 			return err
 		}),
 	}

@@ -134,6 +134,9 @@ func sendQueued(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum
 		}
 		return sender.ProcessSummary{}, nil
 	}
+	if err := f.delivery.attachDedupe(delivery, pool, log); err != nil {
+		return sender.ProcessSummary{}, err
+	}
 	p, err := sender.NewProcessor(pool, *delivery)
 	if err != nil {
 		return sender.ProcessSummary{}, err

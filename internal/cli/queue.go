@@ -7,8 +7,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/idempotency"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
@@ -28,6 +32,9 @@ type deliveryFlags struct {
 	maxDuration   time.Duration
 	catalog       string
 	workers       int
+	dedupeStore   string
+	dedupeTTL     time.Duration
+	dedupeOpen    bool
 	waPhoneID     string
 	waToken       string
 	waTemplates   string
@@ -48,6 +55,10 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop claiming after this long (0: until the queue is drained)")
 	fs.IntVar(&f.workers, "workers", sender.DefaultWorkers, "messages in flight at once when pacing is off (1-64)")
 	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
+	fs.StringVar(&f.dedupeStore, "dedupe-store", "", `extra send guard: "postgres" or a redis:// URL`)
+	bindEnv(fs, "dedupe-store", "ENGAGEMENT_DEDUPE_STORE")
+	fs.DurationVar(&f.dedupeTTL, "dedupe-ttl", idempotency.DefaultTTL, "how long the dedupe store remembers a sent key")
+	fs.BoolVar(&f.dedupeOpen, "dedupe-fail-open", false, "send anyway (and warn) when the dedupe store is down; default: stop")
 	bindEnv(fs, "catalog", "ENGAGEMENT_CATALOG")
 	fs.StringVar(&f.waPhoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
 	bindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
@@ -96,6 +107,16 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	if f.sendInterval < 0 || f.maxRetries < 0 || f.retryBase <= 0 || f.claimTimeout <= 0 || f.maxDuration < 0 {
 		return cfg, usagef("--send-interval, --max-retries and --max-duration must not be negative; --retry-base and --claim-timeout must be positive")
 	}
+	if f.dedupeStore != "" {
+		// Checked now, opened once the database is (the postgres store uses its pool).
+		if _, err := idempotency.ParseStore(f.dedupeStore, nil, idempotency.Options{}); err != nil && f.dedupeStore != "postgres" {
+			return cfg, usageError(err)
+		}
+		if f.dedupeTTL <= 0 {
+			return cfg, usagef("--dedupe-ttl must be positive")
+		}
+		cfg.DedupeTTL = f.dedupeTTL
+	}
 	cfg.Catalog = sender.DefaultCatalog()
 	if f.catalog != "" {
 		if cfg.Catalog, err = sender.LoadCatalog(f.catalog); err != nil {
@@ -113,6 +134,23 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 		cfg.Deadline = time.Now().Add(f.maxDuration)
 	}
 	return cfg, nil
+}
+
+// attachDedupe opens the --dedupe-store, if any, on pool.
+func (f *deliveryFlags) attachDedupe(cfg *sender.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
+	if f.dedupeStore == "" {
+		return nil
+	}
+	mode := idempotency.FailClosed
+	if f.dedupeOpen {
+		mode = idempotency.FailOpen
+	}
+	store, err := idempotency.ParseStore(f.dedupeStore, pool, idempotency.Options{FailMode: mode, Logger: log})
+	if err != nil {
+		return usageError(err)
+	}
+	cfg.Dedupe = store
+	return nil
 }
 
 // NewQueueCommand builds the queue-process command.
@@ -159,6 +197,9 @@ finishes the send in flight and releases the rest.`,
 				return err
 			}
 			defer pool.Close()
+			if err := delivery.attachDedupe(&cfg, pool, log); err != nil {
+				return err
+			}
 			p, err := sender.NewProcessor(pool, cfg)
 			if err != nil {
 				return err
