@@ -255,13 +255,15 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 	}
 	m.Text = text
 
-	if err := p.pace(ctx); err != nil {
+	turn, err := p.pace(ctx)
+	if err != nil {
 		_ = p.release([]claimed{m})
 		if ctx.Err() != nil {
 			return nil // shutting down: released, not failed
 		}
 		return err
 	}
+	defer turn.done()
 	if p.cfg.Dedupe != nil {
 		isNew, err := p.cfg.Dedupe.Check(ctx, p.dedupeKey(m), p.cfg.DedupeTTL)
 		if err != nil {
@@ -283,6 +285,7 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
 	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
+	turn.done()
 	sum.Processed++
 	if sendErr != nil && p.cfg.Dedupe != nil {
 		if f, ok := p.cfg.Dedupe.(idempotency.Forgetter); ok {
@@ -413,31 +416,61 @@ func (p *Processor) record(ctx context.Context, sql string, args ...any) error {
 	return p.pool.SendBatch(ctx, b).Close()
 }
 
-// pace waits for this process's limiter, then reserves the transport's next
-// send slot in PostgreSQL and waits for it, so that all processes together
-// keep one send per SendInterval.
-func (p *Processor) pace(ctx context.Context) error {
+// turn is this process's turn to send on a paced transport: while it is
+// held, no other process sends on the transport. done ends it.
+type turn struct {
+	tx       pgx.Tx
+	interval time.Duration
+	ended    bool
+}
+
+// done records when the next send may start, one interval after this one
+// ended, and lets the next process have its turn. It may be called again.
+func (t *turn) done() {
+	if t == nil || t.ended {
+		return
+	}
+	t.ended = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = t.tx.Exec(ctx, `UPDATE engagement_transport_pacing SET next_send_at = clock_timestamp() + $1::interval`, t.interval)
+	_ = t.tx.Commit(ctx)
+}
+
+// pace waits for this process's limiter, then for the transport's turn:
+// the transport's row in engagement_transport_pacing is locked until the
+// send has finished, and the next send may start one SendInterval after
+// that. Sends on the transport thus never overlap and keep the interval
+// between them, however many processes run. Without pacing it returns nil.
+func (p *Processor) pace(ctx context.Context) (*turn, error) {
 	if p.cfg.SendInterval == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := p.limiter.Wait(ctx); err != nil {
-		return err
+		return nil, err
+	}
+	if _, err := p.pool.Exec(ctx, `
+		INSERT INTO engagement_transport_pacing (transport, next_send_at) VALUES ($1, clock_timestamp())
+		ON CONFLICT (transport) DO NOTHING`, p.cfg.Transport.Name()); err != nil {
+		return nil, fmt.Errorf("reserve a send slot: %w", err)
+	}
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reserve a send slot: %w", err)
 	}
 	var wait time.Duration
-	err := p.pool.QueryRow(ctx, `
-		INSERT INTO engagement_transport_pacing AS t (transport, next_send_at)
-		VALUES (@transport, clock_timestamp() + @interval::interval)
-		ON CONFLICT (transport) DO UPDATE
-		   SET next_send_at = greatest(t.next_send_at, clock_timestamp()) + @interval::interval
-		RETURNING greatest(t.next_send_at - @interval::interval - clock_timestamp(), interval '0')`,
-		pgx.NamedArgs{"transport": p.cfg.Transport.Name(), "interval": p.cfg.SendInterval}).Scan(&wait)
+	err = tx.QueryRow(ctx, `
+		SELECT greatest(next_send_at - clock_timestamp(), interval '0')
+		  FROM engagement_transport_pacing WHERE transport = $1 FOR UPDATE`, p.cfg.Transport.Name()).Scan(&wait)
 	if err != nil {
-		return fmt.Errorf("reserve a send slot: %w", err)
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("reserve a send slot: %w", err)
 	}
 	if !sleep(ctx, wait) {
-		return ctx.Err()
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, ctx.Err()
 	}
-	return nil
+	return &turn{tx: tx, interval: p.cfg.SendInterval}, nil
 }
 
 // release hands messages this process claimed back to the queue untouched.
