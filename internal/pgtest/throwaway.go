@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/localsvc"
 )
 
 const (
@@ -73,7 +73,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(ctx, dir+".lock")
+	unlock, err := localsvc.LockFile(ctx, dir+".lock")
 	if err != nil {
 		return "", err
 	}
@@ -110,7 +110,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 	}
 	_, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-l", logPath, "-w", "-t", "120", "-o", "-p "+strconv.Itoa(port), "start")
 	if err != nil {
-		return "", fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, tail(logPath, 20), port)
+		return "", fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, localsvc.Tail(logPath, 20), port)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -119,7 +119,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 			return dbURL, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return "", fmt.Errorf("the cluster in %s started but %s does not answer: %w\nlast lines of %s:\n%s", dir, dbURL, err, logPath, tail(logPath, 20))
+			return "", fmt.Errorf("the cluster in %s started but %s does not answer: %w\nlast lines of %s:\n%s", dir, dbURL, err, logPath, localsvc.Tail(logPath, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -225,7 +225,7 @@ func stopThrowaway(ctx context.Context, dir string) error {
 			return nil // no cluster of ours there
 		}
 	}
-	unlock, err := lockFile(ctx, dir+".lock")
+	unlock, err := localsvc.LockFile(ctx, dir+".lock")
 	if err != nil {
 		return err
 	}
@@ -309,24 +309,8 @@ func findOrInstallPostgres(ctx context.Context) (pgBinaries, error) {
 		return b, nil
 	}
 	hint := fmt.Sprintf("%v; install the postgresql package (apt-get install postgresql) or set DATABASE_URL", err)
-	if _, lerr := exec.LookPath("apt-get"); lerr != nil {
-		return b, errors.New(hint)
-	}
-	var prefix []string
-	if os.Geteuid() != 0 {
-		if _, lerr := exec.LookPath("sudo"); lerr != nil {
-			return b, fmt.Errorf("%s (not root and no sudo to install it)", hint)
-		}
-		prefix = []string{"sudo", "-n"}
-	}
-	fmt.Fprintln(os.Stderr, "pgtest: PostgreSQL server binaries not found; installing the postgresql package with apt-get")
-	for _, args := range [][]string{
-		{"apt-get", "update"},
-		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "postgresql"},
-	} {
-		if _, err := run(ctx, append(append([]string{}, prefix...), args...)...); err != nil {
-			return b, fmt.Errorf("%s; installing it failed: %w", hint, err)
-		}
+	if err := localsvc.AptInstall(ctx, "pgtest", "postgresql", hint); err != nil {
+		return b, err
 	}
 	if b, err = findPostgres(); err != nil {
 		return b, fmt.Errorf("%v even after installing the postgresql package", err)
@@ -345,8 +329,8 @@ func clusterOwner(ctx context.Context) (*osUser, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	if _, err := run(ctx, "id", "postgres"); err != nil {
-		if _, err := run(ctx, "useradd", "--system", "--home-dir", "/var/lib/postgresql", "--shell", "/bin/bash", "postgres"); err != nil {
+	if _, err := localsvc.Run(ctx, "/", "id", "postgres"); err != nil {
+		if _, err := localsvc.Run(ctx, "/", "useradd", "--system", "--home-dir", "/var/lib/postgresql", "--shell", "/bin/bash", "postgres"); err != nil {
 			return nil, fmt.Errorf("create the postgres system user (initdb and postgres refuse to run as root): %w", err)
 		}
 	}
@@ -374,64 +358,7 @@ func runPG(ctx context.Context, owner *osUser, args ...string) (string, error) {
 	if owner != nil {
 		args = append([]string{"runuser", "-u", "postgres", "--"}, args...)
 	}
-	return run(ctx, args...)
-}
-
-// run runs a command from / with no stdin and returns its combined output; a
-// failure's error includes the command line and the (trimmed) output.
-func run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir = "/" // the postgres user may not be able to enter our working directory
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	text := strings.TrimSpace(out.String())
-	if err != nil {
-		if len(text) > 4000 {
-			text = "..." + text[len(text)-4000:]
-		}
-		return text, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, text)
-	}
-	return text, nil
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-// lockFile takes an exclusive flock on path, waiting (politely to ctx) while
-// another process holds it, and returns the function that releases it.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		if f, err = os.Open(path); err != nil { // flock works on a read-only descriptor too
-			return nil, fmt.Errorf("open lock file: %w", err)
-		}
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil // closing releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return localsvc.Run(ctx, "/", args...)
 }
 
 // ping connects to dbURL and pings it, giving up after about 2 seconds.

@@ -22,7 +22,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -36,11 +35,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/engagement-scheduler/engagement/internal/localsvc"
 )
 
 const (
@@ -174,7 +174,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(ctx, dir+".lock")
+	unlock, err := localsvc.LockFile(ctx, dir+".lock")
 	if err != nil {
 		return "", err
 	}
@@ -187,7 +187,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 		return "", err
 	}
 	logPath := filepath.Join(dir, "redis.log")
-	if _, err := run(ctx, dir, bin,
+	if _, err := localsvc.Run(ctx, dir, bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
 		"--daemonize", "yes", "--dir", dir, "--logfile", logPath); err != nil {
@@ -203,7 +203,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return "", fmt.Errorf("redis-server started but 127.0.0.1:%d does not answer: %w\nlast lines of %s:\n%s\n(is the port taken by another program? set REDISTEST_PORT)",
-				port, err, logPath, tail(logPath, 20))
+				port, err, logPath, localsvc.Tail(logPath, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -216,24 +216,8 @@ func findOrInstallRedis(ctx context.Context) (string, error) {
 		return bin, nil
 	}
 	hint := "redis-server is not in PATH; install the redis-server package (apt-get install redis-server) or set REDIS_URL"
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", errors.New(hint)
-	}
-	var prefix []string
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("sudo"); err != nil {
-			return "", fmt.Errorf("%s (not root and no sudo to install it)", hint)
-		}
-		prefix = []string{"sudo", "-n"}
-	}
-	fmt.Fprintln(os.Stderr, "redistest: redis-server not found; installing the redis-server package with apt-get")
-	for _, args := range [][]string{
-		{"apt-get", "update"},
-		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "redis-server"},
-	} {
-		if _, err := run(ctx, "/", append(append([]string{}, prefix...), args...)...); err != nil {
-			return "", fmt.Errorf("%s; installing it failed: %w", hint, err)
-		}
+	if err := localsvc.AptInstall(ctx, "redistest", "redis-server", hint); err != nil {
+		return "", err
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -268,64 +252,6 @@ func ping(ctx context.Context, addr string) error {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
-}
-
-// run runs a command in dir with no stdin and returns its combined output;
-// a failure's error includes the command line and the (trimmed) output.
-func run(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 5 * time.Second // a daemon that kept our output pipe open must not hang us
-	err := cmd.Run()
-	text := strings.TrimSpace(out.String())
-	if err != nil {
-		if len(text) > 4000 {
-			text = "..." + text[len(text)-4000:]
-		}
-		return text, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, text)
-	}
-	return text, nil
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-// lockFile takes an exclusive flock on path, waiting (politely to ctx) while
-// another process holds it, and returns the function that releases it.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		if f, err = os.Open(path); err != nil {
-			return nil, fmt.Errorf("open lock file: %w", err)
-		}
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil // closing releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 func randomHex(n int) string {
