@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -97,5 +98,37 @@ func LockFile(ctx context.Context, path string) (func(), error) {
 			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// Resolver finds a local service once per process. The search runs in the
+// background under its own time limit, so a caller whose context ends stops
+// waiting without spoiling the answer (or error) for the others.
+type Resolver struct {
+	Timeout time.Duration                             // the search's time limit
+	Find    func(ctx context.Context) (string, error) // the search
+
+	once sync.Once
+	done chan struct{}
+	url  string
+	err  error
+}
+
+// URL returns the service's URL, searching for it on the first call.
+func (r *Resolver) URL(ctx context.Context) (string, error) {
+	r.once.Do(func() {
+		r.done = make(chan struct{})
+		go func() {
+			defer close(r.done)
+			ctx, cancel := context.WithTimeout(context.Background(), r.Timeout)
+			defer cancel()
+			r.url, r.err = r.Find(ctx)
+		}()
+	})
+	select {
+	case <-r.done:
+		return r.url, r.err
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
 }

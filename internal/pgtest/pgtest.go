@@ -51,6 +51,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/migrations"
+
+	"github.com/engagement-scheduler/engagement/internal/localsvc"
 )
 
 // schemaRevision is part of the template database's name. Bump it to force
@@ -78,33 +80,13 @@ const (
 	staleTestDatabase = 24 * time.Hour
 )
 
-var server = struct {
-	once sync.Once
-	done chan struct{}
-	url  string
-	err  error
-}{done: make(chan struct{})}
+var server = localsvc.Resolver{Timeout: setupTimeout, Find: resolveServer}
 
 // ServerURL returns the URL of a PostgreSQL server on which the caller may
 // CREATE and DROP DATABASE; see the package comment for how it is found. The
 // answer (or error) is computed once per process. Cancelling ctx abandons the
 // wait without spoiling the cached answer.
-func ServerURL(ctx context.Context) (string, error) {
-	server.once.Do(func() {
-		go func() {
-			defer close(server.done)
-			ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-			defer cancel()
-			server.url, server.err = resolveServer(ctx)
-		}()
-	})
-	select {
-	case <-server.done:
-		return server.url, server.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
+func ServerURL(ctx context.Context) (string, error) { return server.URL(ctx) }
 
 func resolveServer(ctx context.Context) (string, error) {
 	for _, env := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {

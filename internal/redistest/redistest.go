@@ -34,7 +34,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,33 +51,13 @@ const (
 	setupTimeout = 10 * time.Minute
 )
 
-var server = struct {
-	once sync.Once
-	done chan struct{}
-	url  string
-	err  error
-}{done: make(chan struct{})}
+var server = localsvc.Resolver{Timeout: setupTimeout, Find: resolveServer}
 
 // ServerURL returns the URL of the Redis server tests use; see the package
 // comment for how it is found. The answer (or error) is computed once per
 // process. Cancelling ctx abandons the wait without spoiling the cached
 // answer.
-func ServerURL(ctx context.Context) (string, error) {
-	server.once.Do(func() {
-		go func() {
-			defer close(server.done)
-			ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-			defer cancel()
-			server.url, server.err = resolveServer(ctx)
-		}()
-	})
-	select {
-	case <-server.done:
-		return server.url, server.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
+func ServerURL(ctx context.Context) (string, error) { return server.URL(ctx) }
 
 // New returns a client on the test server and a fresh random key prefix
 // ("redistest:<16 hex>:"). In t.Cleanup, the keys starting with the prefix
