@@ -214,23 +214,40 @@ func Unreachable(err error) bool {
 // ("rediss://" for TLS, "unix://" for a socket). A Redis store built here
 // owns its client: close it with Close (the Store implements io.Closer).
 func ParseStore(spec string, pool *pgxpool.Pool, opts Options) (Store, error) {
+	if err := CheckSpec(spec); err != nil {
+		return nil, err
+	}
 	switch s := strings.TrimSpace(spec); {
-	case s == "postgres" || s == "postgresql":
+	case isPostgresSpec(s):
 		if pool == nil {
 			return nil, errors.New(`idempotency: store "postgres" needs a database pool`)
 		}
 		return NewPostgres(pool, opts), nil
-	case strings.HasPrefix(s, "redis://") || strings.HasPrefix(s, "rediss://") || strings.HasPrefix(s, "unix://"):
-		o, err := redis.ParseURL(s)
-		if err != nil {
-			return nil, fmt.Errorf("idempotency: store %s: %w", redact(s), err)
-		}
+	default:
+		o, _ := redis.ParseURL(s) // CheckSpec parsed it
 		r := NewRedis(redis.NewClient(o), opts)
 		r.owned = true
 		return r, nil
 	}
-	return nil, fmt.Errorf(`idempotency: unknown store %q: want "postgres" or a redis:// URL`, redact(spec))
 }
+
+// CheckSpec reports whether ParseStore would accept spec, without opening
+// anything: a command line can be checked before any connection is made.
+func CheckSpec(spec string) error {
+	s := strings.TrimSpace(spec)
+	switch {
+	case isPostgresSpec(s):
+		return nil
+	case strings.HasPrefix(s, "redis://") || strings.HasPrefix(s, "rediss://") || strings.HasPrefix(s, "unix://"):
+		if _, err := redis.ParseURL(s); err != nil {
+			return fmt.Errorf("idempotency: store %s: %w", redact(s), err)
+		}
+		return nil
+	}
+	return fmt.Errorf(`idempotency: unknown store %q: want "postgres" or a redis:// URL`, redact(spec))
+}
+
+func isPostgresSpec(s string) bool { return s == "postgres" || s == "postgresql" }
 
 // redact hides the password of a URL for error messages.
 func redact(s string) string {

@@ -669,3 +669,15 @@ func TestParseStore(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckSpec(t *testing.T) {
+	t.Parallel()
+	for spec, ok := range map[string]bool{
+		"postgres": true, " postgresql ": true, "redis://127.0.0.1:6379/0": true, "rediss://h:6380": true,
+		"mongo://x": false, "": false, "redis://h:notaport": false,
+	} {
+		if err := idempotency.CheckSpec(spec); (err == nil) != ok {
+			t.Errorf("CheckSpec(%q) = %v, want ok=%v", spec, err, ok)
+		}
+	}
+}

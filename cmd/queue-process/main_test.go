@@ -111,6 +111,7 @@ func TestConfigurationErrors(t *testing.T) {
 		{"unknown transport", []string{"DATABASE_URL=" + url}, []string{"--transport", "carrier-pigeon"}, "carrier-pigeon"},
 		{"webhook without URL", []string{"DATABASE_URL=" + url}, []string{"--transport", "webhook"}, "--webhook-url"},
 		{"bad interval", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--send-interval", "soon"}, "send-interval"},
+		{"unknown dedupe store", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--dedupe-store", "mongo://x"}, "unknown store"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

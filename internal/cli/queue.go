@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -109,7 +108,7 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	}
 	if f.dedupeStore != "" {
 		// Checked now, opened once the database is (the postgres store uses its pool).
-		if _, err := idempotency.ParseStore(f.dedupeStore, nil, idempotency.Options{}); err != nil && f.dedupeStore != "postgres" {
+		if err := idempotency.CheckSpec(f.dedupeStore); err != nil {
 			return cfg, usageError(err)
 		}
 		if f.dedupeTTL <= 0 {
@@ -186,7 +185,7 @@ finishes the send in flight and releases the rest.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := delivery.processorConfig(os.Stderr)
+			cfg, err := delivery.processorConfig(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
