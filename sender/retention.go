@@ -68,7 +68,8 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		return CleanupSummary{}, errors.New("cleanup needs a positive retention and an as-of instant")
 	}
 	sum := CleanupSummary{Cutoff: cfg.AsOf.Add(-cfg.OlderThan).UTC(), DryRun: cfg.DryRun}
-	args := pgx.NamedArgs{"cutoff": sum.Cutoff, "n": cmp.Or(cfg.BatchSize, 5000)}
+	batch := cmp.Or(cfg.BatchSize, 5000)
+	args := pgx.NamedArgs{"cutoff": sum.Cutoff, "n": batch}
 	if cfg.DryRun {
 		err := pool.QueryRow(ctx, `
 			WITH doomed AS (`+deletableSQL+`)
@@ -84,7 +85,7 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		}
 		return sum, nil
 	}
-	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, cmp.Or(cfg.BatchSize, 5000))
+	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, batch)
 	if err != nil {
 		return sum, fmt.Errorf("delete expired idempotency keys: %w", err)
 	}
@@ -105,7 +106,7 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		}
 		sum.Messages += messages
 		sum.Ledger += ledger
-		if messages < int64(cmp.Or(cfg.BatchSize, 5000)) {
+		if messages < int64(batch) {
 			return sum, nil
 		}
 	}

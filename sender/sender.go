@@ -190,7 +190,7 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	}
 	if out.Duplicate {
 		out.PayloadDiffers = stored.Type != m.Type || stored.Key != m.Key ||
-			!maps.Equal(stored.Params, m.Params) && !(len(stored.Params) == 0 && len(m.Params) == 0) ||
+			!maps.Equal(stored.Params, m.Params) || // a nil and an empty map are equal
 			m.Destination != "" && stored.Destination != m.Destination ||
 			m.DestinationJID != "" && stored.DestinationJID != strings.TrimSpace(m.DestinationJID)
 	}
