@@ -135,6 +135,15 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
 	log := p.cfg.Logger.With().Str("transport", sum.Transport).Logger()
 
+	if p.cfg.SendInterval > 0 {
+		// The transport's pacing row, which every paced send locks.
+		if _, err := p.pool.Exec(ctx, `
+			INSERT INTO engagement_transport_pacing (transport, next_send_at) VALUES ($1, clock_timestamp())
+			ON CONFLICT (transport) DO NOTHING`, sum.Transport); err != nil {
+			return sum, fmt.Errorf("prepare pacing: %w", err)
+		}
+	}
+
 	recovered, err := p.recoverAbandoned(ctx)
 	if err != nil {
 		return sum, err
@@ -448,11 +457,6 @@ func (p *Processor) pace(ctx context.Context) (*turn, error) {
 	}
 	if err := p.limiter.Wait(ctx); err != nil {
 		return nil, err
-	}
-	if _, err := p.pool.Exec(ctx, `
-		INSERT INTO engagement_transport_pacing (transport, next_send_at) VALUES ($1, clock_timestamp())
-		ON CONFLICT (transport) DO NOTHING`, p.cfg.Transport.Name()); err != nil {
-		return nil, fmt.Errorf("reserve a send slot: %w", err)
 	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
