@@ -22,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 //go:embed *.sql
@@ -46,10 +48,17 @@ type Migrator struct {
 }
 
 // Open connects to the database and prepares the embedded migrations.
+// Unless the URL sets connect_timeout, connecting gives up after
+// postgres.DefaultConnectTimeout, as every other connection does.
 func Open(ctx context.Context, databaseURL string) (*Migrator, error) {
 	config, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, err
+	}
+	if config.ConnectTimeout == 0 {
+		// Without it, a server that accepts and never answers hangs
+		// engagementctl migrate forever.
+		config.ConnectTimeout = postgres.DefaultConnectTimeout
 	}
 	db := stdlib.OpenDB(*config)
 	if err := db.PingContext(ctx); err != nil {

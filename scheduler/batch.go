@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -9,11 +10,21 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
+// batchAttempts is how many times a batch is tried while its connection
+// keeps being lost (pg_terminate_backend, a failover, a restart). A batch is
+// one statement that re-checks every user and queues under idempotency keys,
+// so running it again is safe: if the lost attempt did commit, the retry
+// finds those users moved (or their keys taken) and changes nothing.
+const batchAttempts = 3
+
 // batcher moves users with one statement per batch and, when a statement
 // fails, isolates the users that make it fail.
 // Its methods may run concurrently.
 type batcher struct {
-	move     func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error)
+	move func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error)
+	// lost, when set, is called before a batch whose connection was lost is
+	// tried again (attempt is the one that failed).
+	lost     func(attempt int, err error)
 	mu       sync.Mutex // guards the counters below
 	moved    int
 	queued   int
@@ -32,7 +43,7 @@ type failure struct {
 // is gone, the statement is wrong) stop the run instead: retrying them row
 // by row would only fail n times.
 func (b *batcher) moveIsolating(ctx context.Context, ids []pgtype.UUID) error {
-	moved, queued, err := b.move(ctx, ids)
+	moved, queued, err := b.moveRetrying(ctx, ids)
 	switch {
 	case err == nil:
 		b.mu.Lock()
@@ -55,4 +66,21 @@ func (b *batcher) moveIsolating(ctx context.Context, ids []pgtype.UUID) error {
 		return err
 	}
 	return b.moveIsolating(ctx, ids[half:])
+}
+
+// moveRetrying moves ids, trying again (up to batchAttempts in all) while
+// the statement's connection is lost; any other outcome is returned as is.
+func (b *batcher) moveRetrying(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
+	for attempt := 1; ; attempt++ {
+		moved, queued, err = b.move(ctx, ids)
+		if err == nil || ctx.Err() != nil || !postgres.IsConnectionLost(err) {
+			return moved, queued, err
+		}
+		if attempt == batchAttempts {
+			return 0, 0, fmt.Errorf("the database connection was lost %d times in a row: %w", attempt, err)
+		}
+		if b.lost != nil {
+			b.lost(attempt, err)
+		}
+	}
 }

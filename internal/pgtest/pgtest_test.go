@@ -190,12 +190,11 @@ func TestWithDatabase(t *testing.T) {
 
 // TestThrowawayCluster runs the third resolution step for real: initdb, start,
 // reuse while running, stop, and restart from the existing data directory.
+//
+// Where the environment supplies the server and no PostgreSQL binaries are
+// installed, startThrowaway installs them as it would for any test run:
+// the test never skips.
 func TestThrowawayCluster(t *testing.T) {
-	if _, err := findPostgres(); err != nil && (os.Getenv("TEST_DATABASE_URL") != "" || os.Getenv("DATABASE_URL") != "") {
-		// The environment supplies the server and has no PostgreSQL binaries;
-		// do not install a server just for this test.
-		t.Skipf("no PostgreSQL binaries here (%v) and the server comes from the environment", err)
-	}
 	t.Parallel()
 	base, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
@@ -235,6 +234,9 @@ func TestThrowawayCluster(t *testing.T) {
 	}
 
 	check("initdb and start")
+	if !StartedThrowaway() {
+		t.Error("StartedThrowaway() = false after this process started a cluster")
+	}
 	if _, err := os.Stat(filepath.Join(dir, markerConf)); err != nil {
 		t.Errorf("marker config missing: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/localsvc"
@@ -43,6 +44,15 @@ func throwawayConfig() (dir string, port int, err error) {
 	}
 	return dir, port, nil
 }
+
+// startedHere is set once this process has started the throwaway cluster
+// (rather than found it running).
+var startedHere atomic.Bool
+
+// StartedThrowaway reports whether this process started the throwaway
+// cluster, so that a program like the demo can stop what it started and
+// leave alone what it found.
+func StartedThrowaway() bool { return startedHere.Load() }
 
 // StopThrowaway stops the throwaway cluster (PGTEST_DIR, or the default data
 // directory) if this package created it and it is running; otherwise it does
@@ -112,6 +122,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, localsvc.Tail(logPath, 20), port)
 	}
+	startedHere.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := ping(ctx, dbURL)
@@ -313,7 +324,7 @@ func findOrInstallPostgres(ctx context.Context) (pgBinaries, error) {
 		return b, err
 	}
 	if b, err = findPostgres(); err != nil {
-		return b, fmt.Errorf("%v even after installing the postgresql package", err)
+		return b, fmt.Errorf("%w even after installing the postgresql package", err)
 	}
 	return b, nil
 }

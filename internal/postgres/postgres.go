@@ -136,6 +136,29 @@ func IsRowIndependent(err error) bool {
 	return false
 }
 
+// IsConnectionLost reports whether err means the connection under a
+// statement was lost (terminated by an administrator or a failover, the
+// server restarting, the network): a fresh connection may well work, so an
+// idempotent statement can be run again. Errors with no server verdict
+// (network, protocol) count; cancellations, timeouts and the statement's
+// own errors do not.
+func IsConnectionLost(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code {
+	case "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown
+		"57P02", // crash_shutdown
+		"57P03": // cannot_connect_now: the server is starting or stopping
+		return true
+	}
+	return pgErr.Code[:2] == "08" // connection exception
+}
+
 // IsConnectionError reports whether err means the connection or server is
 // gone (as opposed to a statement the server rejected).
 func IsConnectionError(err error) bool {
