@@ -142,9 +142,9 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 		queued AS (
 		    INSERT INTO engagement_message_queue
 		           (user_id, message_type, message_key, destination, destination_jid,
-		            scheduled_for, idempotency_key)
+		            scheduled_for, idempotency_key, job_run_id)
 		    SELECT user_id, @message_type, @message_key, destination, destination_jid,
-		           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text
+		           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text, @run_id::bigint
 		      FROM moved
 		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		    RETURNING 1

@@ -202,6 +202,9 @@ func TestDailyScenarios(t *testing.T) {
 		if err != nil || status != "succeeded" || processed != 9 {
 			t.Errorf("job run record: status %q processed %d err %v; want succeeded, 9", status, processed, err)
 		}
+		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, sum.RunID); n != 4 {
+			t.Errorf("%d goodbyes carry the run's id, want all 4 it queued", n)
+		}
 	})
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	// connection (DefaultConcurrency when 0). The pool needs one connection
 	// more, for the job's lock.
 	Concurrency int
+	// Shard limits the run to the users whose id hashes to it (the zero
+	// Shard: every user). Runs of different shards of a job run side by side.
+	Shard Shard
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
 }
@@ -53,6 +56,11 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("concurrency must be positive, got %d", c.Concurrency)
+	}
+	if c.Shard != (Shard{}) {
+		if _, err := NewShard(c.Shard.Index, c.Shard.Count); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -102,13 +110,22 @@ type candidates struct {
 // @user_ids are added here.
 func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, args pgx.NamedArgs, cfg Config, sum *Summary) (err error) {
 	start := time.Now()
-	log := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun).Logger()
+	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
+	if cfg.Shard.Sharded() {
+		sum.Shard = cfg.Shard.String()
+		logCtx = logCtx.Str("shard", sum.Shard)
+		args = withArgs(args, pgx.NamedArgs{"shard_index": cfg.Shard.Index, "shard_count": cfg.Shard.Count})
+		for i := range steps {
+			steps[i] = steps[i].sharded()
+		}
+	}
+	log := logCtx.Logger()
 	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
 	concurrency := cmp.Or(cfg.Concurrency, DefaultConcurrency)
 
 	var r *run
 	if !cfg.DryRun {
-		if r, err = startRun(ctx, pool, job, cfg.AsOf, log); err != nil {
+		if r, err = startRun(ctx, pool, job, cfg.Shard, cfg.AsOf, log); err != nil {
 			return err
 		}
 		defer r.release()
@@ -191,6 +208,14 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 		move: func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
 			err = pool.QueryRow(ctx, st.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"user_ids": ids})).Scan(&moved, &queued)
 			return moved, queued, err
+		},
+		lost: func(attempt int, err error) {
+			log.Warn().Str("step", st.name).Int("attempt", attempt).Str("error", err.Error()).
+				Msg("a batch lost its database connection; retrying it on a new one")
+			// The pool's idle connections most likely went with it (a
+			// failover, a restart, an administrator ending the job's
+			// sessions): the retry dials afresh.
+			pool.Reset()
 		},
 	}
 	// Batches hold disjoint users, so they can run side by side without

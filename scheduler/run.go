@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Job run statuses (engagement_job_runs.status).
@@ -26,13 +28,18 @@ const (
 type run struct {
 	id   int64
 	lock *pgxpool.Conn
+	pool *pgxpool.Pool // records the outcome if the lock's connection was lost
 }
 
-// lockKey is the advisory lock key of a job: stable across releases and
-// processes, distinct per job.
-func lockKey(job string) int64 {
+// lockKey is the advisory lock key of a job's shard: stable across
+// releases and processes, distinct per job and shard, so runs of one shard
+// take turns while different shards run side by side.
+func lockKey(job string, shard Shard) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("engagement-scheduler:" + job))
+	if shard.Sharded() {
+		h.Write([]byte(":shard:" + shard.String()))
+	}
 	return int64(h.Sum64())
 }
 
@@ -42,14 +49,16 @@ func lockKey(job string) int64 {
 // The lock is a session lock on a connection held for the whole run: it is
 // released when the run ends or when its process dies, so a killed run never
 // blocks the next. A run that finds another in progress waits for it, then
-// does only what is left (usually nothing).
-func startRun(ctx context.Context, pool *pgxpool.Pool, job string, asOf time.Time, log zerolog.Logger) (*run, error) {
+// does only what is left (usually nothing). All of this is per shard: a
+// sharded run waits only for runs of its own shard, and marks only its own
+// shard's dead runs abandoned.
+func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, asOf time.Time, log zerolog.Logger) (*run, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
 	}
-	r := &run{lock: conn}
-	key := lockKey(job)
+	r := &run{lock: conn, pool: pool}
+	key := lockKey(job, shard)
 	var locked bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&locked); err != nil {
 		r.release()
@@ -75,12 +84,12 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, asOf time.Tim
 		    UPDATE engagement_job_runs
 		       SET status = 'abandoned', finished_at = now(),
 		           error = 'the run ended without recording an outcome (killed?)'
-		     WHERE job = $1 AND status = 'running'
+		     WHERE job = $1 AND status = 'running' AND shard IS NOT DISTINCT FROM $5
 		)
-		INSERT INTO engagement_job_runs (job, as_of, hostname, pid)
-		VALUES ($1, $2, $3, $4)
+		INSERT INTO engagement_job_runs (job, as_of, hostname, pid, shard)
+		VALUES ($1, $2, $3, $4, $5)
 		RETURNING id`,
-		job, asOf, hostname, os.Getpid(),
+		job, asOf, hostname, os.Getpid(), shardColumn(shard),
 	).Scan(&r.id)
 	if err != nil {
 		r.release()
@@ -108,11 +117,18 @@ func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, err = r.lock.Exec(ctx, `
+	const record = `
 		UPDATE engagement_job_runs
 		   SET finished_at = now(), status = $2, counters = $3, error = $4
-		 WHERE id = $1`,
-		r.id, status, counters, errText)
+		 WHERE id = $1`
+	_, err = r.lock.Exec(ctx, record, r.id, status, counters, errText)
+	if err != nil && postgres.IsConnectionLost(err) {
+		// The lock's session was ended (an administrator, a failover) while
+		// the batches went on; what they did is committed, so record it
+		// through a new connection.
+		r.pool.Reset()
+		_, err = r.pool.Exec(ctx, record, r.id, status, counters, errText)
+	}
 	if err != nil {
 		return fmt.Errorf("record the run's outcome: %w", err)
 	}
@@ -126,4 +142,13 @@ func (r *run) release() {
 	defer cancel()
 	conn := r.lock.Hijack()
 	_ = conn.Close(ctx)
+}
+
+// shardColumn is engagement_job_runs.shard: "i/N", or NULL when unsharded.
+func shardColumn(s Shard) *string {
+	if !s.Sharded() {
+		return nil
+	}
+	v := s.String()
+	return &v
 }

@@ -94,8 +94,10 @@ type Summary struct {
 	Job     string    `json:"job"`
 	AsOf    time.Time `json:"as_of"`
 	ISOWeek string    `json:"iso_week,omitempty"`
-	DryRun  bool      `json:"dry_run"`
-	RunID   int64     `json:"run_id,omitempty"`
+	// Shard is "i/N" when the run handled one shard of the users.
+	Shard  string `json:"shard,omitempty"`
+	DryRun bool   `json:"dry_run"`
+	RunID  int64  `json:"run_id,omitempty"`
 	Counts
 	DurationMS int64       `json:"duration_ms"`
 	Steps      Steps       `json:"steps"`

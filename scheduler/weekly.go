@@ -72,11 +72,11 @@ var weeklyReviewStep = step{
 		), queued AS (
 		    INSERT INTO engagement_message_queue
 		           (user_id, message_type, message_key, message_params, destination, destination_jid,
-		            scheduled_for, idempotency_key)
+		            scheduled_for, idempotency_key, job_run_id)
 		    SELECT r.user_id, @message_type, @message_key,
 		           jsonb_build_object('count', c.transactions::text),
 		           r.destination, r.destination_jid,
-		           least(@as_of::timestamptz, now()), r.idempotency_key
+		           least(@as_of::timestamptz, now()), r.idempotency_key, @run_id::bigint
 		      FROM reviewed r
 		      CROSS JOIN LATERAL (
 		          SELECT count(*) AS transactions FROM transactions t

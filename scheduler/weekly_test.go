@@ -179,6 +179,9 @@ func TestWeeklyRerunSameWeekQueuesNothingAndNextWeekQueuesAgain(t *testing.T) {
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 12 {
 		t.Errorf("%d reviews after the re-run, want one per user (12)", n)
 	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, first.RunID); n != 12 {
+		t.Errorf("%d reviews carry the first run's id, want the 12 it queued", n)
+	}
 	next := runWeekly(t, pool, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) // Monday: 2026-W49
 	if next.Queued != 12 || next.Duplicates != 0 || next.ISOWeek != "2026-W49" {
 		t.Errorf("next week: queued %d duplicates %d week %s, want 12, 0, 2026-W49", next.Queued, next.Duplicates, next.ISOWeek)

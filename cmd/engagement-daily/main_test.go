@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,11 @@ func TestConfigurationErrors(t *testing.T) {
 		{"unexpected argument", []string{"DATABASE_URL=" + migrated}, []string{"now"}, 2, "unknown command"},
 		{"unreachable database", []string{"DATABASE_URL=postgres://scheduler:s3cr3t-pw@127.0.0.1:1/engagement?connect_timeout=2"}, nil, 1, "connect to database"},
 		{"unmigrated database", []string{"DATABASE_URL=" + empty}, []string{"--as-of", asOf}, 1, "engagementctl migrate up"},
+		{"shard out of range", []string{"DATABASE_URL=" + migrated}, []string{"--shard", "3/3"}, 2, "--shard"},
+		{"shard not i/N", []string{"DATABASE_URL=" + migrated, "ENGAGEMENT_SHARD=half"}, nil, 2, "--shard"},
+		{"shard and shards", []string{"DATABASE_URL=" + migrated, "JOB_COMPLETION_INDEX=0"}, []string{"--shard", "0/3", "--shards", "3"}, 2, "not both"},
+		{"shards without an index", []string{"DATABASE_URL=" + migrated}, []string{"--shards", "3"}, 2, "JOB_COMPLETION_INDEX"},
+		{"shards with an index past the count", []string{"DATABASE_URL=" + migrated, "JOB_COMPLETION_INDEX=3"}, []string{"--shards", "3"}, 2, "JOB_COMPLETION_INDEX=3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -306,5 +312,41 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 	res = cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
 	if res.Code != 0 || fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`) != 2 {
 		t.Errorf("--skip-send: exit %d; want the 2 new goodbyes left pending", res.Code)
+	}
+}
+
+// TestIndexedJobShards runs the binary the way a Kubernetes Indexed Job
+// does: --shards 3 and each pod's JOB_COMPLETION_INDEX. Together the three
+// pods move every inactive user exactly once.
+func TestIndexedJobShards(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 60, lastWeekOfOctober)
+
+	total := 0
+	for i, want := range []string{"0/3", "1/3", "2/3"} {
+		res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url, "JOB_COMPLETION_INDEX="+strconv.Itoa(i)),
+			"--shards", "3", "--as-of", asOf, "--output", "json")
+		if res.Code != 0 {
+			t.Fatalf("pod %d: exit %d: %s", i, res.Code, res.Stderr)
+		}
+		var sum struct {
+			Shard  string `json:"shard"`
+			Queued int    `json:"queued"`
+		}
+		if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+			t.Fatalf("pod %d: stdout is not the JSON summary: %v\n%s", i, err, res.Stdout)
+		}
+		if sum.Shard != want || sum.Queued == 0 || sum.Queued == 60 {
+			t.Errorf("pod %d: shard %q queued %d; want shard %s with a real part of the 60 goodbyes", i, sum.Shard, sum.Queued, want)
+		}
+		total += sum.Queued
+	}
+	if total != 60 {
+		t.Errorf("the three pods queued %d goodbyes, want each of the 60 users' exactly once", total)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = 'goodbye_sent'`); n != 60 {
+		t.Errorf("%d users in goodbye_sent, want 60", n)
 	}
 }

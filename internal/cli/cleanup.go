@@ -13,8 +13,8 @@ import (
 
 func newCleanupCommand(databaseURL *string) *cobra.Command {
 	var (
-		cfg          sender.CleanupConfig
-		asOf, output string
+		cfg   sender.CleanupConfig
+		flags timeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "cleanup",
@@ -29,12 +29,6 @@ than the retention window is therefore not protected against duplicates.
 --dry-run reports the counts and deletes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := requireDatabaseURL(*databaseURL); err != nil {
-				return err
-			}
-			if err := validateOutput(output); err != nil {
-				return err
-			}
 			if cfg.OlderThan <= 0 {
 				return usagef("--older-than must be positive, like 720h")
 			}
@@ -42,18 +36,12 @@ than the retention window is therefore not protected against duplicates.
 				return usagef("--batch-size must be at least 1")
 			}
 			ctx := cmd.Context()
-			if asOf != "" {
-				t, err := parseAsOf(asOf)
-				if err != nil {
-					return err
-				}
-				cfg.AsOf = t
-			}
-			pool, err := openChecked(ctx, *databaseURL, "engagementctl")
+			pool, asOf, err := flags.open(cmd, *databaseURL)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
+			cfg.AsOf = asOf
 			if cfg.AsOf.IsZero() {
 				if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&cfg.AsOf); err != nil {
 					return postgres.Redact(err, *databaseURL)
@@ -63,7 +51,7 @@ than the retention window is therefore not protected against duplicates.
 			if err != nil {
 				return postgres.Redact(err, *databaseURL)
 			}
-			if output == "json" {
+			if flags.output == "json" {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(sum)
 			}
 			verb := "deleted"
@@ -75,11 +63,10 @@ than the retention window is therefore not protected against duplicates.
 			return err
 		}),
 	}
+	flags.register(cmd)
 	fs := cmd.Flags()
 	fs.DurationVar(&cfg.OlderThan, "older-than", sender.DefaultRetention, "retention: keep everything younger")
-	fs.StringVar(&asOf, "as-of", "", "the instant treated as now, RFC3339 (default: the database clock)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "count, delete nothing")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 5000, "rows deleted per statement")
-	fs.StringVar(&output, "output", "text", "text or json")
 	return cmd
 }

@@ -16,7 +16,7 @@ func NewCtlCommand() *cobra.Command {
 	var databaseURL string
 	root := &cobra.Command{
 		Use:   "engagementctl",
-		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup",
+		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup, status, verify",
 		Args:  cobra.NoArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd)
@@ -26,6 +26,8 @@ func NewCtlCommand() *cobra.Command {
 	root.CompletionOptions.HiddenDefaultCmd = true
 	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
 	root.AddCommand(newMigrateCommand(&databaseURL), newEnqueueCommand(&databaseURL), newCleanupCommand(&databaseURL))
+	root.AddCommand(newStatusCommand(&databaseURL), newVerifyCommand(&databaseURL))
+	root.AddCommand(newSeedCommand(&databaseURL))
 	return root
 }
 

@@ -19,6 +19,9 @@ const (
 	ExitFatal   = 1 // fatal at run time: database, schema, lock or I/O
 	ExitUsage   = 2 // usage or configuration error found before any work
 	ExitPartial = 3 // completed with failures, only with --fail-on-partial
+	// ExitInvariant is engagementctl verify's: the checks ran and an
+	// invariant is broken (the report says which). 1 stays "could not check".
+	ExitInvariant = 4
 )
 
 // ExitError carries the exit code an error maps to.

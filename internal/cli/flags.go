@@ -6,9 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -54,8 +56,11 @@ type jobFlags struct {
 	skipSend      bool
 	batchSize     int
 	concurrency   int
+	shard         shardFlags
 	delivery      deliveryFlags
 	log           logFlags
+	metrics       metricsFlags
+	analytics     analyticsFlags
 }
 
 func (f *jobFlags) register(cmd *cobra.Command) {
@@ -69,31 +74,37 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
+	f.shard.register(fs)
 	f.delivery.register(fs)
 	f.log.register(fs)
+	f.metrics.register(fs)
+	f.analytics.register(fs)
 }
 
-// validate checks everything that can be checked before any work and parses
-// --as-of (zero when not given).
-func (f *jobFlags) validate() (asOf time.Time, err error) {
+// validate checks everything that can be checked before any work, parses
+// --as-of (zero when not given) and resolves the shard.
+func (f *jobFlags) validate() (asOf time.Time, shard scheduler.Shard, err error) {
 	if err := requireDatabaseURL(f.databaseURL); err != nil {
-		return time.Time{}, err
+		return time.Time{}, shard, err
 	}
 	if err := validateOutput(f.output); err != nil {
-		return time.Time{}, err
+		return time.Time{}, shard, err
 	}
 	if f.batchSize < 1 {
-		return time.Time{}, usagef("--batch-size must be at least 1, got %d", f.batchSize)
+		return time.Time{}, shard, usagef("--batch-size must be at least 1, got %d", f.batchSize)
 	}
 	if f.concurrency < 1 || f.concurrency > 8 {
-		return time.Time{}, usagef("--concurrency must be from 1 to 8, got %d", f.concurrency)
+		return time.Time{}, shard, usagef("--concurrency must be from 1 to 8, got %d", f.concurrency)
 	}
 	if f.asOf != "" {
 		if asOf, err = parseAsOf(f.asOf); err != nil {
-			return time.Time{}, err
+			return time.Time{}, shard, err
 		}
 	}
-	return asOf, nil
+	if shard, err = f.shard.resolve(); err != nil {
+		return time.Time{}, shard, err
+	}
+	return asOf, shard, nil
 }
 
 func registerDatabaseURL(fs *pflag.FlagSet, p *string) {
@@ -101,9 +112,16 @@ func registerDatabaseURL(fs *pflag.FlagSet, p *string) {
 	bindEnv(fs, "database-url", "DATABASE_URL")
 }
 
+// requireDatabaseURL checks that a database URL is given and parses, so a
+// malformed one is a configuration error (exit 2, which a cron platform
+// need not retry) found before any work. The message never shows the
+// password.
 func requireDatabaseURL(u string) error {
 	if strings.TrimSpace(u) == "" {
 		return usagef("no database: set DATABASE_URL or pass --database-url")
+	}
+	if _, err := pgx.ParseConfig(u); err != nil {
+		return usageError(postgres.Redact(fmt.Errorf("invalid database URL: %w", err), u))
 	}
 	return nil
 }

@@ -60,8 +60,11 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
-			asOf, err := f.validate()
+			asOf, shard, err := f.validate()
 			if err != nil {
+				return err
+			}
+			if err := f.metrics.validate(); err != nil {
 				return err
 			}
 			log, err := f.log.logger(cmd.ErrOrStderr(), name)
@@ -79,14 +82,17 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 				cfg.Logger = log
 				delivery = &cfg
 			}
-			return runJobCommand(cmd.Context(), cmd.OutOrStdout(), log, name, job, f, asOf, delivery)
+			return runJobCommand(cmd.Context(), cmd.OutOrStdout(), log, name, job, f, asOf, shard, delivery)
 		}),
 	}
 	f.register(cmd)
 	return cmd
 }
 
-func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, name string, job jobFunc, f jobFlags, asOf time.Time, delivery *sender.ProcessorConfig) error {
+func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, name string, job jobFunc, f jobFlags, asOf time.Time, shard scheduler.Shard, delivery *sender.ProcessorConfig) (err error) {
+	// The run's metrics are pushed however it ends, a failure included.
+	var sum *scheduler.Summary
+	defer func(start time.Time) { f.metrics.pushJob(ctx, log, name, shard, start, f.dryRun, sum, err) }(time.Now())
 	pool, err := openChecked(ctx, f.databaseURL, name)
 	if err != nil {
 		return err
@@ -103,11 +109,15 @@ func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, na
 		DryRun:      f.dryRun,
 		BatchSize:   f.batchSize,
 		Concurrency: f.concurrency,
+		Shard:       shard,
 		Logger:      log,
 	})
 	if runErr != nil {
 		return postgres.Redact(runErr, f.databaseURL)
 	}
+	// The run's batches have committed: report them (with an API key only;
+	// bounded, and never an error of the job's).
+	publishAnalytics(ctx, pool, log, sum, f)
 	delivered, err := sendQueued(ctx, pool, log, sum, delivery, f)
 	if err != nil {
 		return postgres.Redact(err, f.databaseURL)
@@ -176,6 +186,9 @@ func writeSummary(w io.Writer, format string, sum *scheduler.Summary) error {
 	title := fmt.Sprintf("%s as of %s", sum.Job, sum.AsOf.Format(time.RFC3339))
 	if sum.ISOWeek != "" {
 		title += " (" + sum.ISOWeek + ")"
+	}
+	if sum.Shard != "" {
+		title += ", shard " + sum.Shard
 	}
 	if sum.DryRun {
 		title += " — dry run, nothing written"

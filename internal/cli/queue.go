@@ -160,6 +160,7 @@ func NewQueueCommand() *cobra.Command {
 		failOnPartial bool
 		delivery      deliveryFlags
 		logs          logFlags
+		pushMetrics   metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "queue-process",
@@ -171,7 +172,7 @@ template messages) or log. Failures are retried with exponential backoff;
 the pace holds across every running process. SIGTERM stops claiming,
 finishes the send in flight and releases the rest.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: runE(func(cmd *cobra.Command, _ []string) (err error) {
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
@@ -179,6 +180,9 @@ finishes the send in flight and releases the rest.`,
 				return err
 			}
 			if err := validateOutput(output); err != nil {
+				return err
+			}
+			if err := pushMetrics.validate(); err != nil {
 				return err
 			}
 			log, err := logs.logger(cmd.ErrOrStderr(), "queue-process")
@@ -191,6 +195,9 @@ finishes the send in flight and releases the rest.`,
 			}
 			cfg.Logger = log
 			ctx := cmd.Context()
+			// The run's metrics are pushed however it ends, a failure included.
+			var sum sender.ProcessSummary
+			defer func(start time.Time) { pushMetrics.pushQueue(ctx, log, start, sum, err) }(time.Now())
 			pool, err := openChecked(ctx, databaseURL, "queue-process")
 			if err != nil {
 				return err
@@ -204,7 +211,7 @@ finishes the send in flight and releases the rest.`,
 				return err
 			}
 			log.Info().Str("transport", cfg.Transport.Name()).Msg("queue-process started")
-			sum, err := p.Run(ctx)
+			sum, err = p.Run(ctx)
 			if err != nil {
 				return postgres.Redact(err, databaseURL)
 			}
@@ -225,6 +232,7 @@ finishes the send in flight and releases the rest.`,
 	fs.BoolVar(&failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
 	delivery.register(fs)
 	logs.register(fs)
+	pushMetrics.register(fs)
 	return cmd
 }
 

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/metrics"
+	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
+)
+
+// metricsFlags configure the Pushgateway every run pushes its metrics to.
+type metricsFlags struct {
+	pushgatewayURL string
+	pusher         *metrics.Pusher // nil: no pushgateway, no HTTP at all
+}
+
+func (f *metricsFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.pushgatewayURL, "pushgateway-url", "", "Prometheus Pushgateway to push the run's metrics to, e.g. http://pushgateway:9091")
+	bindEnv(fs, "pushgateway-url", "PUSHGATEWAY_URL")
+}
+
+// validate checks the URL before any work (a usage error otherwise) and
+// prepares the pusher. The message never repeats the URL: it may hold a
+// password.
+func (f *metricsFlags) validate() error {
+	if f.pushgatewayURL == "" {
+		return nil
+	}
+	p, err := metrics.NewPusher(f.pushgatewayURL)
+	if err != nil {
+		return usagef("--pushgateway-url (or PUSHGATEWAY_URL): %v", err)
+	}
+	f.pusher = p
+	return nil
+}
+
+// pushJob pushes a daily or weekly run's metrics; see push.
+func (f *metricsFlags) pushJob(ctx context.Context, log zerolog.Logger, job string, shard scheduler.Shard, start time.Time, dryRun bool, sum *scheduler.Summary, err error) {
+	if f.pusher == nil {
+		return
+	}
+	if dryRun {
+		log.Info().Msg("dry run: no metrics pushed")
+		return
+	}
+	r := metrics.Run{Job: job, Summary: sum}
+	if shard.Sharded() {
+		r.Shard = shard.String()
+	}
+	if sum != nil {
+		r.Delivery = sum.Delivery
+	}
+	f.push(ctx, log, start, r, err)
+}
+
+// pushQueue pushes a queue-process run's metrics; see push.
+func (f *metricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start time.Time, sum sender.ProcessSummary, err error) {
+	if f.pusher == nil {
+		return
+	}
+	f.push(ctx, log, start, metrics.Run{Job: "queue-process", Delivery: &sum}, err)
+}
+
+// push pushes the run that started at start and ends now with err (nil or
+// --fail-on-partial's exit 3: completed; anything else: failed). It never
+// changes the run's outcome: a failed push is a warning. It runs even when
+// ctx was cancelled (SIGTERM), within the push's own timeout.
+func (f *metricsFlags) push(ctx context.Context, log zerolog.Logger, start time.Time, r metrics.Run, err error) {
+	r.End = time.Now()
+	r.Duration = r.End.Sub(start)
+	var exit *ExitError
+	r.Failed = err != nil && !(errors.As(err, &exit) && exit.Code == ExitPartial)
+	if r.Failed {
+		r.Summary, r.Delivery = nil, nil
+	}
+	if pushErr := f.pusher.Push(context.WithoutCancel(ctx), r); pushErr != nil {
+		log.Warn().Err(pushErr).Str("pushgateway", f.pusher.URL()).Msg("could not push metrics; the run's outcome stands")
+		return
+	}
+	log.Info().Str("pushgateway", f.pusher.URL()).Bool("run_failed", r.Failed).Msg("metrics pushed")
+}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/seed"
+)
+
+// seedResult is what engagementctl seed prints with --output json.
+type seedResult struct {
+	Users      int            `json:"users"`
+	Seed       int64          `json:"seed"`
+	AsOf       time.Time      `json:"as_of"`
+	DurationMS int64          `json:"duration_ms"`
+	Stats      seedStatsJSON  `json:"stats"`
+	ByState    map[string]int `json:"by_state"`
+}
+
+type seedStatsJSON struct {
+	Users        int            `json:"users"`
+	OptedOut     int            `json:"opted_out"`
+	Transactions int            `json:"transactions"`
+	ByCategory   map[string]int `json:"by_category"`
+}
+
+// newSeedCommand builds the hidden `engagementctl seed`: the benchmarks'
+// data generator (package seed), for a database made for measuring.
+func newSeedCommand(databaseURL *string) *cobra.Command {
+	var (
+		users  int
+		seedN  int64
+		asOf   string
+		force  bool
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:    "seed",
+		Short:  "Fill an empty database with generated users (for benchmarks)",
+		Hidden: true,
+		Long: `Generates --users users with the benchmarks' mix (package internal/seed:
+30% inactive 14+ days, 10% expired goodbyes, 5% due reminders, 5% opted
+out, 40% with transactions in the week), relative to --as-of, in one
+set-based statement. The same --seed and --as-of give identical rows.
+It refuses a database that already holds users (exit 2) unless --force;
+a different --seed then adds disjoint users, the same one fails on the
+primary key (exit 1). Never point it at a production database.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := requireDatabaseURL(*databaseURL); err != nil {
+				return err
+			}
+			if err := validateOutput(output); err != nil {
+				return err
+			}
+			if users < 1 || users > seed.MaxUsers {
+				return usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, users)
+			}
+			if asOf == "" {
+				return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
+			}
+			at, err := parseAsOf(asOf)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			pool, err := openChecked(ctx, *databaseURL, "engagementctl")
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			var existing int64
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {
+				return postgres.Redact(fmt.Errorf("count existing users: %w", err), *databaseURL)
+			}
+			if existing > 0 && !force {
+				return usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
+			}
+			start := time.Now()
+			st, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: seedN, AsOf: at})
+			if err != nil {
+				return postgres.Redact(err, *databaseURL)
+			}
+			took := time.Since(start)
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(seedResult{
+					Users: users, Seed: seedN, AsOf: at, DurationMS: took.Milliseconds(), ByState: st.ByState,
+					Stats: seedStatsJSON{Users: st.Users, OptedOut: st.OptedOut, Transactions: st.Transactions, ByCategory: st.ByCategory},
+				})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "seeded %d users (seed %d, as of %s) in %s; the database now has %d users, %d transactions\n",
+				users, seedN, at.Format(time.RFC3339), took.Round(time.Millisecond), st.Users, st.Transactions)
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&users, "users", 0, "how many users to generate (required)")
+	fs.Int64Var(&seedN, "seed", 1, "the generator's seed: the same seed gives the same rows")
+	fs.StringVar(&asOf, "as-of", "", "the instant the mix is relative to, RFC3339 (required)")
+	fs.BoolVar(&force, "force", false, "add users to a database that already has some")
+	fs.StringVar(&output, "output", "text", "text or json")
+	return cmd
+}

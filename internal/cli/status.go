@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// timeFlags are what status, verify and cleanup share: the output format and the
+// instant treated as now.
+type timeFlags struct {
+	asOf, output string
+}
+
+func (f *timeFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.asOf, "as-of", "", "the instant treated as now, RFC3339 (default: the database clock)")
+	fs.StringVar(&f.output, "output", "text", "text or json")
+}
+
+// open validates the flags and opens the checked pool; asOf is zero when
+// --as-of was not given (the database clock then).
+func (f *timeFlags) open(cmd *cobra.Command, databaseURL string) (pool *pgxpool.Pool, asOf time.Time, err error) {
+	if err := requireDatabaseURL(databaseURL); err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := validateOutput(f.output); err != nil {
+		return nil, time.Time{}, err
+	}
+	if f.asOf != "" {
+		if asOf, err = parseAsOf(f.asOf); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	pool, err = openChecked(cmd.Context(), databaseURL, "engagementctl")
+	return pool, asOf, err
+}
+
+func newStatusCommand(databaseURL *string) *cobra.Command {
+	var (
+		flags timeFlags
+		runs  int
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the queue, users by state and the latest job runs",
+		Long: `Shows, from one consistent snapshot: queued messages by status and type,
+how many pending messages are due and how long the oldest has waited,
+in-flight claims past their deadline, users by state (with opt-outs), and
+the latest --runs runs of each job and shard with their outcome and
+counters. --output json prints the same as one JSON object. Read-only.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if runs < 1 {
+				return usagef("--runs must be at least 1, got %d", runs)
+			}
+			pool, asOf, err := flags.open(cmd, *databaseURL)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			st, err := scheduler.ReadStatus(cmd.Context(), pool, asOf, runs)
+			if err != nil {
+				return postgres.Redact(err, *databaseURL)
+			}
+			if flags.output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
+			}
+			return writeStatus(cmd.OutOrStdout(), st)
+		}),
+	}
+	flags.register(cmd)
+	cmd.Flags().IntVar(&runs, "runs", scheduler.DefaultStatusRuns, "latest runs shown per job and shard")
+	return cmd
+}
+
+// writeStatus prints the status as three tables: queue, users, runs.
+func writeStatus(w io.Writer, st *scheduler.Status) error {
+	fmt.Fprintf(w, "engagement status as of %s\n\n", st.AsOf.Format(time.RFC3339))
+
+	// The queue: one row per message type, one column per status.
+	statuses := scheduler.MessageStatuses()
+	var types []string
+	counts := map[[2]string]int64{}
+	for _, c := range st.Queue.Counts {
+		if !slices.Contains(types, c.MessageType) {
+			types = append(types, c.MessageType)
+		}
+		if !slices.Contains(statuses, c.Status) {
+			statuses = append(statuses, c.Status)
+		}
+		counts[[2]string{c.MessageType, c.Status}] = c.Messages
+	}
+	slices.Sort(types)
+	fmt.Fprintf(w, "queue: %d messages\n", st.Queue.Total)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "type\t")
+	for _, s := range statuses {
+		fmt.Fprintf(tw, "%s\t", s)
+	}
+	fmt.Fprintln(tw, "total\t")
+	queueRow := func(name string, typ func(string) bool) {
+		fmt.Fprintf(tw, "%s\t", name)
+		var total int64
+		for _, s := range statuses {
+			var n int64
+			for k, c := range counts {
+				if k[1] == s && typ(k[0]) {
+					n += c
+				}
+			}
+			total += n
+			fmt.Fprintf(tw, "%d\t", n)
+		}
+		fmt.Fprintf(tw, "%d\t\n", total)
+	}
+	for _, t := range types {
+		queueRow(t, func(x string) bool { return x == t })
+	}
+	queueRow("total", func(string) bool { return true })
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	if st.Queue.OldestDuePendingAt != nil {
+		age := time.Duration(*st.Queue.OldestDuePendingAgeSeconds) * time.Second
+		fmt.Fprintf(w, "due now: %d pending; the oldest waits since %s (%s)\n",
+			st.Queue.DuePending, st.Queue.OldestDuePendingAt.Format(time.RFC3339), age)
+	} else {
+		fmt.Fprintln(w, "due now: nothing pending is due")
+	}
+	fmt.Fprintf(w, "in flight past the claim deadline: %d\n\n", st.Queue.ExpiredClaims)
+
+	fmt.Fprintf(w, "users: %d (%d opted out)\n", st.Users.Total, st.Users.OptedOut)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "state\tusers\topted_out\t")
+	for _, s := range st.Users.ByState {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", s.State, s.Users, s.OptedOut)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t\n", st.Users.Total, st.Users.OptedOut)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+
+	fmt.Fprintf(w, "\nruns: the latest %d per job and shard\n", st.RunsPerJob)
+	if len(st.Runs) == 0 {
+		fmt.Fprintln(w, "no job has run yet")
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "id\tjob\tshard\tas_of\tstarted\ttook\tstatus\tprocessed\tsucceeded\tfailed\tskipped\tqueued\tduplicates\tsent/retried/failed\t")
+	var errs []scheduler.RunStatus
+	for _, r := range st.Runs {
+		shard, took := "-", "-"
+		if r.Shard != "" {
+			shard = r.Shard
+		}
+		if r.FinishedAt != nil {
+			took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Job, shard,
+			r.AsOf.Format(time.RFC3339), r.StartedAt.Format(time.RFC3339), took, r.Status)
+		if c := r.Counters; c != nil {
+			delivery := "-"
+			if d := c.Delivery; d != nil {
+				delivery = fmt.Sprintf("%d/%d/%d", d.Sent, d.Retried, d.Failed)
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", c.Processed, c.Succeeded, c.Failed, c.Skipped, c.Queued, c.Duplicates, delivery)
+		} else {
+			fmt.Fprint(tw, "-\t-\t-\t-\t-\t-\t-\t\n")
+		}
+		if r.Error != "" {
+			errs = append(errs, r)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	for _, r := range errs {
+		fmt.Fprintf(w, "run %d (%s): %s\n", r.ID, r.Status, oneLine(r.Error))
+	}
+	return nil
+}

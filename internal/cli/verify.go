@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
+)
+
+func newVerifyCommand(databaseURL *string) *cobra.Command {
+	var (
+		flags     timeFlags
+		retention time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Check the scheduler's invariants; exit 4 when one is broken",
+		Long: `Checks, from one consistent snapshot, that:
+  goodbye_queued       every goodbye_sent user the scheduler put there has its goodbye queued
+  one_goodbye_per_day  no user has two goodbyes for one UTC day
+  one_review_per_week  no user has two weekly reviews for one ISO week
+  no_expired_claims    nothing is in flight past its claim deadline
+  transitions_allowed  every logged transition is in the state machine's table
+  log_matches_state    each user's latest logged transition agrees with their state
+  state_timestamps     goodbye_sent and remind_later users have the timestamps the daily job needs
+and prints a report of every check (--output json: one JSON object). Exits 0
+when all hold, 4 when one is broken, 1 when the checks could not run.
+--retention should match cleanup's --older-than: a goodbye older than that
+may have been deleted, and is not required. Read-only.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if retention <= 0 {
+				return usagef("--retention must be positive, like 720h")
+			}
+			pool, asOf, err := flags.open(cmd, *databaseURL)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			rep, err := scheduler.Verify(cmd.Context(), pool, scheduler.VerifyConfig{AsOf: asOf, Retention: retention})
+			if err != nil {
+				return postgres.Redact(err, *databaseURL)
+			}
+			if flags.output == "json" {
+				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			} else {
+				err = writeReport(cmd.OutOrStdout(), rep)
+			}
+			if err != nil {
+				return fmt.Errorf("write report: %w", err)
+			}
+			if !rep.OK {
+				return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("verify: %d of %d invariants broken: %s",
+					len(rep.Broken), len(rep.Checks), strings.Join(rep.Broken, ", "))}
+			}
+			return nil
+		}),
+	}
+	flags.register(cmd)
+	cmd.Flags().DurationVar(&retention, "retention", sender.DefaultRetention, "cleanup's retention (its --older-than)")
+	return cmd
+}
+
+// writeReport prints one line per check, then each broken check's examples.
+func writeReport(w io.Writer, rep *scheduler.Report) error {
+	fmt.Fprintf(w, "engagement invariants as of %s\n", rep.AsOf.Format(time.RFC3339))
+	for _, c := range rep.Checks {
+		verdict := "ok"
+		if !c.OK {
+			verdict = fmt.Sprintf("FAILED (%d)", c.Violations)
+		}
+		exempt := ""
+		if c.Exempt > 0 {
+			exempt = fmt.Sprintf("  [%d exempt]", c.Exempt)
+		}
+		fmt.Fprintf(w, "%-20s %s%s\n", c.Name, verdict, exempt)
+	}
+	for _, c := range rep.Checks {
+		if c.OK {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: %s\n", c.Name, c.Rule)
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+		if more := c.Violations - int64(len(c.Examples)); more > 0 {
+			fmt.Fprintf(w, "  … and %d more\n", more)
+		}
+	}
+	if rep.OK {
+		_, err := fmt.Fprintln(w, "all invariants hold")
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%d of %d invariants broken\n", len(rep.Broken), len(rep.Checks))
+	return err
+}

@@ -1,0 +1,194 @@
+// Package metrics turns what one run of a batch binary did into Prometheus
+// metrics and pushes them to a Pushgateway, the standard for batch jobs
+// that are gone before anything could scrape them.
+//
+// Every run builds a fresh registry: the metrics are gauges holding that
+// run's values, and the Pushgateway group (grouping label job = the binary;
+// shard = "k/n" for a sharded run) holds the last run's. The metrics carry no
+// job or shard label of their own: the Pushgateway adds the group's.
+//
+//	engagement_job_duration_seconds                    run-level: the whole run, queue step included
+//	engagement_job_last_success_timestamp_seconds      run-level: end of the last run that completed (exit 0 or 3)
+//	engagement_job_last_failure_timestamp_seconds      run-level: end of the last run, present only while it failed (exit 1)
+//	engagement_job_last_run_failed                     run-level: 1 when the last run failed, else 0
+//	engagement_job_users{step,outcome}                 outcome succeeded | failed | skipped (they partition the users a step considered)
+//	engagement_job_users_processed{step}               users acted on: succeeded + failed
+//	engagement_job_messages{step,result}               result queued | duplicates (new queue rows, inserts that hit an existing key)
+//	engagement_delivery_messages{transport,result}     result sent | retried | failed (queue-process, or the jobs' queue step)
+//	engagement_delivery_recovered_messages{transport}  abandoned claims the run settled
+//
+// A run that completed replaces its group (HTTP PUT): the group is exactly
+// that run. A run that failed adds only the run-level failure metrics to it
+// (HTTP POST), so the last success's timestamp and counters survive for the
+// alert `time() - engagement_job_last_success_timestamp_seconds > …`.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/push"
+
+	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
+)
+
+// Metric names, the documented contract of the dashboards and alerts.
+const (
+	JobDuration        = "engagement_job_duration_seconds"
+	JobLastSuccess     = "engagement_job_last_success_timestamp_seconds"
+	JobLastFailure     = "engagement_job_last_failure_timestamp_seconds"
+	JobLastRunFailed   = "engagement_job_last_run_failed"
+	JobUsers           = "engagement_job_users"
+	JobUsersProcessed  = "engagement_job_users_processed"
+	JobMessages        = "engagement_job_messages"
+	DeliveryMessages   = "engagement_delivery_messages"
+	DeliveryRecovered  = "engagement_delivery_recovered_messages"
+	DefaultPushTimeout = 10 * time.Second
+)
+
+// Run is one run of a binary: what gets pushed.
+type Run struct {
+	Job      string        // the binary: the Pushgateway's job grouping label
+	Shard    string        // "k/n" for a sharded run: a shard grouping label; "" for none
+	Duration time.Duration // the whole run
+	End      time.Time     // when it ended: the value of the timestamp metrics
+	// Failed says the run ended fatally (exit 1): only the run-level
+	// failure metrics are pushed, and the last success is kept.
+	Failed bool
+	// Summary is a daily or weekly job's summary (nil for queue-process).
+	Summary *scheduler.Summary
+	// Delivery is queue-process's summary or the jobs' queue step's (nil
+	// when no queue step ran).
+	Delivery *sender.ProcessSummary
+}
+
+// Gatherer builds a fresh registry holding the run's metrics: every metric
+// for a completed run, the run-level failure metrics for a failed one.
+func Gatherer(r Run) prometheus.Gatherer {
+	reg := prometheus.NewRegistry()
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		reg.MustRegister(g)
+		return g
+	}
+	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+		reg.MustRegister(g)
+		return g
+	}
+
+	gauge(JobDuration, "How long the last run took, queue step included.").Set(r.Duration.Seconds())
+	failed := gauge(JobLastRunFailed, "1 when the last run failed (exit 1), else 0.")
+	end := float64(r.End.UnixNano()) / 1e9
+	if r.Failed {
+		failed.Set(1)
+		gauge(JobLastFailure, "Unix time the last run ended, while it failed (exit 1).").Set(end)
+		return reg
+	}
+	gauge(JobLastSuccess, "Unix time the last run that completed (exit 0 or 3) ended.").Set(end)
+
+	if s := r.Summary; s != nil {
+		users := vec(JobUsers, "Users a step considered in the last completed run, by outcome: succeeded, failed or skipped.", "step", "outcome")
+		processed := vec(JobUsersProcessed, "Users a step acted on in the last completed run (succeeded + failed).", "step")
+		messages := vec(JobMessages, "Queue inserts of a step in the last completed run, by result: queued (new rows) or duplicates (the idempotency key existed).", "step", "result")
+		for _, st := range s.Steps {
+			users.WithLabelValues(st.Name, "succeeded").Set(float64(st.Succeeded))
+			users.WithLabelValues(st.Name, "failed").Set(float64(st.Failed))
+			users.WithLabelValues(st.Name, "skipped").Set(float64(st.Skipped))
+			processed.WithLabelValues(st.Name).Set(float64(st.Processed))
+			messages.WithLabelValues(st.Name, "queued").Set(float64(st.Queued))
+			messages.WithLabelValues(st.Name, "duplicates").Set(float64(st.Duplicates))
+		}
+	}
+	if d := r.Delivery; d != nil {
+		delivered := vec(DeliveryMessages, "Delivery attempts settled in the last completed run, by transport and result: sent, retried or failed.", "transport", "result")
+		delivered.WithLabelValues(d.Transport, "sent").Set(float64(d.Sent))
+		delivered.WithLabelValues(d.Transport, "retried").Set(float64(d.Retried))
+		delivered.WithLabelValues(d.Transport, "failed").Set(float64(d.Failed))
+		vec(DeliveryRecovered, "Abandoned claims (a worker died mid-send) the last completed run settled.", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.Recovered))
+	}
+	return reg
+}
+
+// Pusher pushes runs to one Pushgateway.
+type Pusher struct {
+	base     string // the URL without its user info
+	redacted string
+	user     *url.Userinfo
+	client   *http.Client
+	timeout  time.Duration
+}
+
+// ErrInvalidURL is returned by NewPusher for a URL it cannot use.
+var ErrInvalidURL = errors.New("not an http(s) URL with a host, like http://pushgateway:9091")
+
+// NewPusher checks rawURL (http or https, with a host; user info, if any,
+// is sent as basic auth) and returns a Pusher for it. The error never
+// repeats rawURL, which may hold a password.
+func NewPusher(rawURL string) (*Pusher, error) {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return nil, ErrInvalidURL
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w (without a query or fragment)", ErrInvalidURL)
+	}
+	p := &Pusher{user: u.User, client: &http.Client{}, timeout: DefaultPushTimeout}
+	u.User = nil
+	p.base = strings.TrimSuffix(u.String(), "/")
+	if p.user != nil {
+		u.User = url.UserPassword("xxxxx", "xxxxx")
+	}
+	p.redacted = strings.TrimSuffix(u.String(), "/")
+	return p, nil
+}
+
+// URL returns the Pushgateway's URL fit for a log line: user info masked.
+func (p *Pusher) URL() string { return p.redacted }
+
+// Push pushes the run within the push timeout: a completed run replaces its
+// group (PUT), a failed run adds the failure metrics to it (POST). The error
+// never holds the URL's user info.
+func (p *Pusher) Push(ctx context.Context, r Run) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	pusher := push.New(p.base, r.Job).Gatherer(Gatherer(r)).Client(p.client)
+	if r.Shard != "" {
+		pusher = pusher.Grouping("shard", r.Shard)
+	}
+	if p.user != nil {
+		password, _ := p.user.Password()
+		pusher = pusher.BasicAuth(p.user.Username(), password)
+	}
+	var err error
+	if r.Failed {
+		err = pusher.AddContext(ctx)
+	} else {
+		err = pusher.PushContext(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("push metrics to %s: %w", p.redacted, p.redact(err))
+	}
+	return nil
+}
+
+// redact strips the user info from err's text, should anything have put it
+// there.
+func (p *Pusher) redact(err error) error {
+	if p.user == nil {
+		return err
+	}
+	password, ok := p.user.Password()
+	if !ok || password == "" || !strings.Contains(err.Error(), password) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
+}

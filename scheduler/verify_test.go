@@ -1,0 +1,230 @@
+package scheduler_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// seededAsOf is a Monday morning: the daily and weekly jobs of seeded
+// databases run as of it (ISO week 2026-W10).
+var seededAsOf = time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)
+
+// seededPool is a database holding a realistic mix of users on which the
+// daily and the weekly job ran as of seededAsOf: real queued goodbyes and
+// reviews, transition log rows and run records.
+func seededPool(t *testing.T) (*pgxpool.Pool, *scheduler.Summary, *scheduler.Summary) {
+	t.Helper()
+	ctx := context.Background()
+	pool, _ := pgtest.NewPool(t)
+	if _, err := seed.Generate(ctx, pool, seed.Options{Users: 2000, Seed: 6, AsOf: seededAsOf}); err != nil {
+		t.Fatal(err)
+	}
+	daily, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: seededAsOf})
+	if err != nil {
+		t.Fatalf("RunDaily: %v", err)
+	}
+	weekly, err := scheduler.RunWeekly(ctx, pool, scheduler.Config{AsOf: seededAsOf})
+	if err != nil {
+		t.Fatalf("RunWeekly: %v", err)
+	}
+	if daily.Queued == 0 || weekly.Queued == 0 || stepCounts(daily, "goodbye_timeout").Succeeded == 0 {
+		t.Fatalf("the seeded database should hold goodbyes, reviews and timeouts: daily %+v, weekly %+v", daily.Counts, weekly.Counts)
+	}
+	return pool, daily, weekly
+}
+
+func stepCounts(sum *scheduler.Summary, name string) scheduler.Counts {
+	for _, s := range sum.Steps {
+		if s.Name == name {
+			return s.Counts
+		}
+	}
+	return scheduler.Counts{}
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func queryID(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) string {
+	t.Helper()
+	var id string
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&id); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return id
+}
+
+func verify(t *testing.T, pool *pgxpool.Pool, asOf time.Time) *scheduler.Report {
+	t.Helper()
+	rep, err := scheduler.Verify(context.Background(), pool, scheduler.VerifyConfig{AsOf: asOf})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return rep
+}
+
+func checkOf(t *testing.T, rep *scheduler.Report, name string) scheduler.Check {
+	t.Helper()
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("the report has no check %q", name)
+	return scheduler.Check{}
+}
+
+// movedToGoodbyeSent is a user the daily job moved to goodbye_sent.
+const movedToGoodbyeSent = `
+	SELECT s.user_id::text FROM user_engagement_states s
+	  JOIN engagement_state_transitions l ON l.user_id = s.user_id AND l.trigger = 'inactivity_14d'
+	 WHERE s.state = 'goodbye_sent' ORDER BY s.user_id LIMIT 1`
+
+func TestVerifyHoldsOnSeededData(t *testing.T) {
+	t.Parallel()
+	pool, _, _ := seededPool(t)
+	rep := verify(t, pool, seededAsOf.Add(time.Hour))
+	if !rep.OK || len(rep.Broken) != 0 {
+		t.Fatalf("verify on a database only the jobs wrote to: broken %v, report %+v", rep.Broken, rep.Checks)
+	}
+	var names []string
+	for _, c := range rep.Checks {
+		names = append(names, c.Name)
+		if !c.OK || c.Violations != 0 || len(c.Examples) != 0 || c.Rule == "" {
+			t.Errorf("check %s: %+v, want ok with a rule and no examples", c.Name, c)
+		}
+	}
+	want := []string{scheduler.CheckGoodbyeQueued, scheduler.CheckOneGoodbyePerDay, scheduler.CheckOneReviewPerWeek,
+		scheduler.CheckNoExpiredClaims, scheduler.CheckTransitionsAllowed, scheduler.CheckLogMatchesState, scheduler.CheckStateTimestamps}
+	if !slices.Equal(names, want) {
+		t.Errorf("checks %v, want %v", names, want)
+	}
+	// The seed puts users in goodbye_sent without a goodbye or a log row
+	// (the bot did it): the rule excuses exactly those.
+	unlogged := fixture.Count(t, pool, `
+		SELECT count(*) FROM user_engagement_states s
+		 WHERE s.state = 'goodbye_sent'
+		   AND NOT EXISTS (SELECT 1 FROM engagement_state_transitions l WHERE l.user_id = s.user_id)`)
+	if got := checkOf(t, rep, scheduler.CheckGoodbyeQueued).Exempt; unlogged == 0 || got != int64(unlogged) {
+		t.Errorf("goodbye_queued exempt %d, want the %d goodbye_sent users with no log row (and more than 0)", got, unlogged)
+	}
+}
+
+// Each deliberate breakage makes verify report exactly its check, with the
+// offending id among the examples.
+func TestVerifyReportsEachBrokenInvariant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		check string
+		// breakIt breaks the database and returns the text the check's
+		// example must contain.
+		breakIt func(t *testing.T, pool *pgxpool.Pool) string
+	}{
+		{scheduler.CheckGoodbyeQueued, func(t *testing.T, pool *pgxpool.Pool) string {
+			user := queryID(t, pool, movedToGoodbyeSent)
+			exec(t, pool, `DELETE FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'goodbye'`, user)
+			return user
+		}},
+		{scheduler.CheckOneGoodbyePerDay, func(t *testing.T, pool *pgxpool.Pool) string {
+			// Without the unique index, a second goodbye under the same key.
+			exec(t, pool, `DROP INDEX engagement_message_queue_idempotency_key_idx`)
+			user := queryID(t, pool, movedToGoodbyeSent)
+			exec(t, pool, `
+				INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
+				SELECT user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key
+				  FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'goodbye'`, user)
+			return user + " 2026-03-02 (2 goodbyes)"
+		}},
+		{scheduler.CheckOneReviewPerWeek, func(t *testing.T, pool *pgxpool.Pool) string {
+			// A key-less review later the same ISO week: the index cannot see it.
+			user := queryID(t, pool, `SELECT user_id::text FROM engagement_message_queue WHERE message_type = 'weekly_review' ORDER BY user_id LIMIT 1`)
+			exec(t, pool, `
+				INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, scheduled_for)
+				SELECT user_id, message_type, message_key, destination, destination_jid, $2
+				  FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'weekly_review'`, user, seededAsOf.Add(4*24*time.Hour))
+			return user + " 2026-W10 (2 reviews)"
+		}},
+		{scheduler.CheckNoExpiredClaims, func(t *testing.T, pool *pgxpool.Pool) string {
+			id := queryID(t, pool, `SELECT id::text FROM engagement_message_queue WHERE status = 'pending' ORDER BY id LIMIT 1`)
+			exec(t, pool, `UPDATE engagement_message_queue SET status = 'processing', claimed_by = 'test', claimed_until = $2 WHERE id = $1`,
+				id, seededAsOf.Add(-time.Minute))
+			// A claim still within its deadline is fine.
+			exec(t, pool, `UPDATE engagement_message_queue SET status = 'processing', claimed_by = 'test', claimed_until = $1
+				WHERE id = (SELECT id FROM engagement_message_queue WHERE status = 'pending' ORDER BY id LIMIT 1)`,
+				seededAsOf.Add(24*time.Hour))
+			return id
+		}},
+		{scheduler.CheckTransitionsAllowed, func(t *testing.T, pool *pgxpool.Pool) string {
+			// active -goodbye_timeout-> dormant is not in the table; the
+			// user is dormant, so the log still agrees with the state.
+			user := queryID(t, pool, `SELECT user_id::text FROM engagement_state_transitions WHERE trigger = 'goodbye_timeout' ORDER BY user_id LIMIT 1`)
+			id := queryID(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger)
+				VALUES ($1, 'active', 'dormant', 'goodbye_timeout') RETURNING id::text`, user)
+			return "transition " + id + " of " + user + ": active -goodbye_timeout-> dormant"
+		}},
+		{scheduler.CheckLogMatchesState, func(t *testing.T, pool *pgxpool.Pool) string {
+			user := queryID(t, pool, movedToGoodbyeSent)
+			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', updated_at = '2001-01-01' WHERE user_id = $1`, user)
+			// Moved by the bot after the log row: not a disagreement.
+			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', updated_at = now() + interval '1 hour'
+				WHERE user_id = (SELECT l.user_id FROM engagement_state_transitions l JOIN user_engagement_states s USING (user_id)
+				                  WHERE s.state = 'dormant' ORDER BY l.user_id LIMIT 1)`)
+			return user + " (state active, log says goodbye_sent)"
+		}},
+		{scheduler.CheckStateTimestamps, func(t *testing.T, pool *pgxpool.Pool) string {
+			user := queryID(t, pool, `SELECT user_id::text FROM user_engagement_states WHERE state = 'remind_later' ORDER BY user_id LIMIT 1`)
+			exec(t, pool, `UPDATE user_engagement_states SET remind_at = NULL WHERE user_id = $1`, user)
+			return user + " (remind_later without remind_at)"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.check, func(t *testing.T) {
+			t.Parallel()
+			pool, _, _ := seededPool(t)
+			want := tt.breakIt(t, pool)
+			rep := verify(t, pool, seededAsOf.Add(time.Hour))
+			if rep.OK || !slices.Equal(rep.Broken, []string{tt.check}) {
+				t.Fatalf("broken %v (ok %v), want exactly [%s]", rep.Broken, rep.OK, tt.check)
+			}
+			c := checkOf(t, rep, tt.check)
+			if c.OK || c.Violations != 1 || len(c.Examples) != 1 || !strings.Contains(c.Examples[0], want) {
+				t.Fatalf("check %s: ok %v, %d violations, examples %q; want 1 violation, example containing %q",
+					tt.check, c.OK, c.Violations, c.Examples, want)
+			}
+		})
+	}
+
+	// A missing goodbye whose day is past cleanup's retention may have
+	// been deleted: it is exempt, not a violation.
+	t.Run("goodbye past the retention", func(t *testing.T) {
+		t.Parallel()
+		pool, _, _ := seededPool(t)
+		user := queryID(t, pool, movedToGoodbyeSent)
+		exec(t, pool, `DELETE FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'goodbye'`, user)
+		before := checkOf(t, verify(t, pool, seededAsOf.Add(time.Hour)), scheduler.CheckGoodbyeQueued)
+		late := seededAsOf.Add(31 * 24 * time.Hour)
+		rep, err := scheduler.Verify(ctx, pool, scheduler.VerifyConfig{AsOf: late, Retention: 720 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := checkOf(t, rep, scheduler.CheckGoodbyeQueued)
+		if before.OK || !after.OK || after.Exempt != before.Exempt+1 {
+			t.Fatalf("within the retention: %+v; past it: %+v; want a violation that becomes one more exemption", before, after)
+		}
+	})
+}
