@@ -6,10 +6,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -23,7 +25,8 @@ var benchAsOf = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 
 // referenceDaily is the daily job's work done the fastest way PostgreSQL
 // can: one statement per step over every qualifying user, no batches, no
-// bookkeeping. It is the yardstick the job is measured against.
+// bookkeeping beyond what the job's rows carry too (the run's id on each
+// message and log row). It is the yardstick the job is measured against.
 var referenceDaily = []string{
 	`WITH moved AS (
 	    UPDATE user_engagement_states s
@@ -42,14 +45,14 @@ var referenceDaily = []string{
 	                THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
 	), queued AS (
 	    INSERT INTO engagement_message_queue
-	           (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
+	           (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key, job_run_id)
 	    SELECT user_id, 'goodbye', 'engagement.goodbye.self_select', destination, destination_jid,
-	           least(@as_of::timestamptz, now()), user_id::text || ':goodbye_sent:' || @day::text
+	           least(@as_of::timestamptz, now()), user_id::text || ':goodbye_sent:' || @day::text, @run_id::bigint
 	      FROM moved
 	    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	), logged AS (
-	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger)
-	    SELECT user_id, 'active', 'goodbye_sent', 'inactivity_14d' FROM moved
+	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
+	    SELECT user_id, 'active', 'goodbye_sent', 'inactivity_14d', @run_id::bigint FROM moved
 	)
 	SELECT count(*) FROM moved`,
 	`WITH moved AS (
@@ -60,8 +63,8 @@ var referenceDaily = []string{
 	            OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @as_of::timestamptz - interval '48 hours'))
 	 RETURNING s.user_id
 	), logged AS (
-	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger)
-	    SELECT user_id, 'goodbye_sent', 'dormant', 'goodbye_timeout' FROM moved
+	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
+	    SELECT user_id, 'goodbye_sent', 'dormant', 'goodbye_timeout', @run_id::bigint FROM moved
 	)
 	SELECT count(*) FROM moved`,
 	`WITH moved AS (
@@ -71,11 +74,16 @@ var referenceDaily = []string{
 	       AND s.remind_at <= @as_of
 	 RETURNING s.user_id
 	), logged AS (
-	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger)
-	    SELECT user_id, 'remind_later', 'dormant', 'reminder_due' FROM moved
+	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
+	    SELECT user_id, 'remind_later', 'dormant', 'reminder_due', @run_id::bigint FROM moved
 	)
 	SELECT count(*) FROM moved`,
 }
+
+// benchRunID is the job_run_id the references write, as the job writes its
+// run's id: the partial indexes on job_run_id (WHERE job_run_id IS NOT
+// NULL) then cost both sides the same.
+const benchRunID = 1
 
 // referenceWeekly is the weekly job's work as one statement.
 const referenceWeekly = `
@@ -85,14 +93,14 @@ const referenceWeekly = `
 	     GROUP BY user_id
 	)
 	INSERT INTO engagement_message_queue
-	       (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key)
+	       (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key, job_run_id)
 	SELECT s.user_id, 'weekly_review', 'engagement.weekly_review.celebration',
 	       jsonb_build_object('count', coalesce(w.n, 0)::text),
 	       CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
 	            THEN 'group' ELSE 'individual' END,
 	       btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
 	            THEN p.group_jid ELSE p.whatsapp_jid END),
-	       least(@as_of::timestamptz, now()), s.user_id::text || ':weekly_review:' || @week::text
+	       least(@as_of::timestamptz, now()), s.user_id::text || ':weekly_review:' || @week::text, @run_id::bigint
 	  FROM user_engagement_states s
 	  JOIN user_profiles p ON p.user_id = s.user_id
 	  LEFT JOIN window_transactions w ON w.user_id = s.user_id
@@ -214,7 +222,7 @@ func BenchmarkDaily(b *testing.B) {
 		timed(b, &refTotal, func() error {
 			for _, sql := range referenceDaily {
 				var n int
-				if err := ref.QueryRow(ctx, sql, pgx.NamedArgs{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly)}).Scan(&n); err != nil {
+				if err := ref.QueryRow(ctx, sql, pgx.NamedArgs{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly), "run_id": benchRunID}).Scan(&n); err != nil {
 					return err
 				}
 				refMoved += n
@@ -241,6 +249,185 @@ func BenchmarkDaily(b *testing.B) {
 	b.ReportMetric(jobTotal.Seconds()/n, "job-s/op")
 	b.ReportMetric(jobTotal.Seconds()/refTotal.Seconds(), "job/reference")
 	b.ReportMetric(float64(jobMoved), "users-moved")
+
+	// The per-user design, once per benchmark (it is a sample): on a third
+	// copy, extrapolated from the sample to every user the job moved.
+	if sample := benchNaiveSample(b); sample > 0 {
+		naive := benchCopy(b, src, src+"_naive")
+		one, two, sampled := naiveDaily(b, naive, sample)
+		naive.Close()
+		b.ReportMetric(float64(sampled), "naive-sampled-users")
+		b.ReportMetric(one.Seconds(), "naive-1conn-s(extrapolated)")
+		b.ReportMetric(two.Seconds(), "naive-2conn-s(extrapolated)")
+		b.ReportMetric(two.Seconds()/(jobTotal.Seconds()/n), "speedup-vs-naive-2conn")
+		b.ReportMetric(one.Seconds()/(jobTotal.Seconds()/n), "speedup-vs-naive-1conn")
+	}
+}
+
+// benchNaiveSample is how many users BenchmarkDaily moves the per-user way
+// (BENCH_NAIVE_SAMPLE, default 5,000; 0 skips it).
+func benchNaiveSample(b *testing.B) int {
+	v := os.Getenv("BENCH_NAIVE_SAMPLE")
+	if v == "" {
+		return 5000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("BENCH_NAIVE_SAMPLE=%q is not a number", v)
+	}
+	return n
+}
+
+// naiveStep is one daily step done the per-user way: select the eligible
+// ids, then one transaction per user (SELECT … FOR UPDATE, UPDATE, INSERT
+// the message when the step sends one, INSERT the log row).
+type naiveStep struct {
+	eligible          string // SELECT s.user_id … over s and p, $1 = as-of
+	lock              string // $1 = user id, $2 = as-of: the row if it still qualifies
+	update            string // $1 = user id, $2 = as-of
+	message           bool   // the goodbye: route and queue it
+	from, to, trigger string
+}
+
+var naiveSteps = []naiveStep{
+	{
+		eligible: `SELECT s.user_id FROM user_engagement_states s JOIN user_profiles p ON p.user_id = s.user_id
+		            WHERE s.state = 'active' AND s.last_activity_at < $1::timestamptz - interval '14 days'
+		              AND NOT p.reengagement_opt_out
+		              AND ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
+		                   OR coalesce(btrim(p.whatsapp_jid), '') <> '')
+		            ORDER BY s.user_id`,
+		lock: `SELECT CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+		                   THEN 'group' ELSE 'individual' END,
+		              btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+		                   THEN p.group_jid ELSE p.whatsapp_jid END)
+		         FROM user_engagement_states s JOIN user_profiles p ON p.user_id = s.user_id
+		        WHERE s.user_id = $1 AND s.state = 'active' AND s.last_activity_at < $2::timestamptz - interval '14 days'
+		          FOR UPDATE OF s`,
+		update: `UPDATE user_engagement_states SET state = 'goodbye_sent', goodbye_sent_at = $2,
+		                goodbye_expires_at = $2::timestamptz + interval '48 hours', updated_at = now() WHERE user_id = $1`,
+		message: true, from: "active", to: "goodbye_sent", trigger: "inactivity_14d",
+	},
+	{
+		eligible: `SELECT s.user_id FROM user_engagement_states s JOIN user_profiles p ON p.user_id = s.user_id
+		            WHERE s.state = 'goodbye_sent' AND NOT p.reengagement_opt_out
+		              AND (s.goodbye_expires_at <= $1 OR (s.goodbye_expires_at IS NULL
+		                   AND s.goodbye_sent_at <= $1::timestamptz - interval '48 hours'))
+		            ORDER BY s.user_id`,
+		lock: `SELECT '', '' FROM user_engagement_states s WHERE s.user_id = $1 AND s.state = 'goodbye_sent'
+		          AND (s.goodbye_expires_at <= $2 OR (s.goodbye_expires_at IS NULL
+		               AND s.goodbye_sent_at <= $2::timestamptz - interval '48 hours')) FOR UPDATE`,
+		update: `UPDATE user_engagement_states SET state = 'dormant', updated_at = now() WHERE user_id = $1 AND $2::timestamptz IS NOT NULL`,
+		from:   "goodbye_sent", to: "dormant", trigger: "goodbye_timeout",
+	},
+	{
+		eligible: `SELECT s.user_id FROM user_engagement_states s JOIN user_profiles p ON p.user_id = s.user_id
+		            WHERE s.state = 'remind_later' AND NOT p.reengagement_opt_out AND s.remind_at <= $1
+		            ORDER BY s.user_id`,
+		lock: `SELECT '', '' FROM user_engagement_states s WHERE s.user_id = $1 AND s.state = 'remind_later'
+		          AND s.remind_at <= $2 FOR UPDATE`,
+		update: `UPDATE user_engagement_states SET state = 'dormant', updated_at = now() WHERE user_id = $1 AND $2::timestamptz IS NOT NULL`,
+		from:   "remind_later", to: "dormant", trigger: "reminder_due",
+	},
+}
+
+// naiveDaily moves a sample of about sample users per step the per-user
+// way, shared among the steps in proportion to their eligible users, once
+// on one connection and once (other users) on two side by side, the job's
+// default concurrency. It returns each way's time extrapolated to every
+// eligible user (selection included) and how many users it moved.
+func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Duration, sampled int) {
+	ctx := context.Background()
+	ids := make([][]string, len(naiveSteps))
+	selectTime := make([]time.Duration, len(naiveSteps))
+	total := 0
+	for i, st := range naiveSteps {
+		t0 := time.Now()
+		rows, err := pool.Query(ctx, st.eligible, benchAsOf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i], err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+			var id pgtype.UUID
+			err := r.Scan(&id)
+			return id.String(), err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		selectTime[i] = time.Since(t0)
+		total += len(ids[i])
+	}
+	day := benchAsOf.Format(time.DateOnly)
+	move := func(st naiveStep, id string) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+		var dest, jid string
+		if err := tx.QueryRow(ctx, st.lock, id, benchAsOf).Scan(&dest, &jid); err != nil {
+			return fmt.Errorf("lock %s: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, st.update, id, benchAsOf); err != nil {
+			return err
+		}
+		if st.message {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO engagement_message_queue
+				       (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
+				VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.self_select', $2, $3, least($4::timestamptz, now()), $1::uuid::text || ':goodbye_sent:' || $5::text)
+				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+				id, dest, jid, benchAsOf, day); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger) VALUES ($1, $2, $3, $4)`,
+			id, st.from, st.to, st.trigger); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	// run moves users on conns connections side by side and returns the
+	// wall time.
+	run := func(st naiveStep, users []string, conns int) time.Duration {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, conns)
+		t0 := time.Now()
+		for range conns {
+			wg.Go(func() {
+				for k := int(next.Add(1)) - 1; k < len(users); k = int(next.Add(1)) - 1 {
+					if err := move(st, users[k]); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	for i, st := range naiveSteps {
+		n := len(ids[i])
+		k := min(n/2, (sample*n+total-1)/max(total, 1))
+		if k == 0 {
+			continue
+		}
+		t1 := run(st, ids[i][:k], 1)
+		t2 := run(st, ids[i][k:2*k], 2)
+		sampled += 2 * k
+		perUser1, perUser2 := t1/time.Duration(k), t2/time.Duration(k)
+		one += selectTime[i] + perUser1*time.Duration(n)
+		two += selectTime[i] + perUser2*time.Duration(n)
+		b.Logf("per-user %s: %d of %d users, %s/user on 1 connection, %s/user on 2",
+			st.trigger, k, n, perUser1.Round(time.Microsecond), perUser2.Round(time.Microsecond))
+	}
+	return one, two, sampled
 }
 
 // BenchmarkWeekly compares the weekly job with referenceWeekly, first run
@@ -248,7 +435,7 @@ func BenchmarkDaily(b *testing.B) {
 func BenchmarkWeekly(b *testing.B) {
 	ctx := context.Background()
 	src := benchSource(b, benchUsers(b))
-	args := pgx.NamedArgs{"as_of": benchAsOf, "week": "2026-W48"}
+	args := pgx.NamedArgs{"as_of": benchAsOf, "week": "2026-W48", "run_id": benchRunID}
 	var refFirst, refRerun, jobFirst, jobRerun time.Duration
 	var refQueued, jobQueued int64
 	rounds := 0

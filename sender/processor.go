@@ -28,6 +28,11 @@ const (
 	DefaultClaimTimeout = 2 * time.Minute
 	DefaultClaimBatch   = 10
 	DefaultWorkers      = 4
+	// DefaultBatchedClaim is the claim batch on a transport that
+	// de-duplicates, without pacing: there a batch costs three statements
+	// (claim, record, and a release if stopped) however large it is, and 50
+	// measured twice the throughput of 10 (docs/BENCHMARKS.md, "Queue").
+	DefaultBatchedClaim = 50
 )
 
 // ErrOutcomeUnknown is the error of a message whose worker died mid-send on
@@ -45,7 +50,7 @@ type ProcessorConfig struct {
 	MaxRetries   int           // retries after the first attempt (0: the default, 3; negative: none)
 	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
 	ClaimTimeout time.Duration // how long a claim lives before it counts as abandoned (default 2 min)
-	ClaimBatch   int           // messages claimed at a time (default 10)
+	ClaimBatch   int           // messages claimed at a time (default 10; 50 unpaced on a transport that de-duplicates)
 	Workers      int           // messages in flight at once without pacing (default 4; 1 when paced)
 	// Deadline, when set, is when the run stops claiming; retries due after
 	// it are left for the next run.
@@ -79,6 +84,10 @@ type Processor struct {
 	cfg     ProcessorConfig
 	limiter *rate.Limiter
 	worker  string
+	// batched: the transport de-duplicates and sends are not paced, so the
+	// ledger's attempt is written by the claim and a claimed batch's
+	// outcomes are recorded together (see work).
+	batched bool
 }
 
 // NewProcessor returns a processor over pool.
@@ -100,6 +109,10 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	}
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, DefaultRetryBase)
 	cfg.ClaimTimeout = cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout)
+	batched := cfg.Transport.Deduplicates() && cfg.SendInterval == 0
+	if batched {
+		cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaim)
+	}
 	cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultClaimBatch)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
 	if cfg.SendInterval > 0 {
@@ -117,6 +130,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		cfg:     cfg,
 		limiter: limiter,
 		worker:  hostname + ":" + strconv.Itoa(os.Getpid()),
+		batched: batched,
 	}, nil
 }
 
@@ -124,6 +138,26 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 type claimed struct {
 	transport.Delivery
 	retryCount int
+	// prior is the message's ledger row as it was before a batched claim
+	// wrote this attempt's start (nil: there was none), so that releasing
+	// the message unsent can put it back.
+	prior *ledgerRow
+}
+
+// ledgerRow is the part of a send ledger row a claim changes.
+type ledgerRow struct {
+	status        string
+	attempts      int
+	err           *string
+	lastAttemptAt time.Time
+}
+
+// attemptsBefore is how many attempts the ledger counted before this claim.
+func (m claimed) attemptsBefore() int {
+	if m.prior == nil {
+		return 0
+	}
+	return m.prior.attempts
 }
 
 // Run delivers due messages until none is left (retries this run scheduled
@@ -179,6 +213,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 // the run's (a shutdown); gctx also ends when another worker fails.
 func (p *Processor) work(ctx, gctx context.Context, sum *ProcessSummary, log zerolog.Logger) error {
 	for gctx.Err() == nil && !p.pastDeadline() {
+		claimedAt := time.Now()
 		batch, err := p.claim(gctx)
 		if err != nil {
 			return err
@@ -190,17 +225,55 @@ func (p *Processor) work(ctx, gctx context.Context, sum *ProcessSummary, log zer
 			}
 			continue
 		}
+		if p.batched {
+			if err := p.deliverBatch(ctx, gctx, batch, claimedAt, sum, log); err != nil {
+				return err
+			}
+			continue
+		}
 		for i, m := range batch {
 			if gctx.Err() != nil || p.pastDeadline() {
 				return p.release(batch[i:])
 			}
-			if err := p.deliver(ctx, m, sum, log); err != nil {
+			if err := p.deliver(ctx, m, sum, log, nil); err != nil {
 				_ = p.release(batch[i+1:])
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// deliverBatch delivers a batch claimed on the batched path, where the
+// claim has already written each message's attempt to the ledger: it sends
+// the messages one after another and then records every outcome, on the
+// messages and in the ledger, in one statement (settleAll). When the run
+// stops or fails midway, the outcomes so far are recorded and the messages
+// not sent are released, their ledger rows put back as they were. So are
+// they when half the claim's lifetime has passed (slow receivers): no send
+// starts late in a claim that another run could soon take for abandoned.
+//
+// A crash between a send and the batch's record leaves the message claimed
+// with its ledger row "processing": recoverAbandoned resends it under the
+// same idempotency key, which the transport de-duplicates. That is why only
+// transports that de-duplicate take this path.
+func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed, claimedAt time.Time, sum *ProcessSummary, log zerolog.Logger) error {
+	done := make([]settled, 0, len(batch))
+	var stopErr error
+	unsent := batch[:0:0]
+	for i, m := range batch {
+		aged := i > 0 && time.Since(claimedAt) > p.cfg.ClaimTimeout/2 // the first always goes: progress
+		if gctx.Err() != nil || p.pastDeadline() || aged {
+			unsent = batch[i:]
+			break
+		}
+		if err := p.deliver(ctx, m, sum, log, &done); err != nil {
+			stopErr = err // deliver released m
+			unsent = batch[i+1:]
+			break
+		}
+	}
+	return errors.Join(stopErr, p.settleAll(ctx, done), p.release(unsent))
 }
 
 func (s *ProcessSummary) add(o ProcessSummary) {
@@ -215,21 +288,47 @@ func (p *Processor) pastDeadline() bool {
 	return !p.cfg.Deadline.IsZero() && !time.Now().Before(p.cfg.Deadline)
 }
 
-// claim takes up to ClaimBatch due pending messages. SKIP LOCKED lets any
-// number of processes claim side by side, each message going to one.
+// claimSQL claims up to @n due pending messages, oldest first, as the CTE
+// c. SKIP LOCKED lets any number of processes claim side by side, each
+// message going to one.
+const claimSQL = `
+		c AS (
+		    UPDATE engagement_message_queue q
+		       SET status = 'processing', claimed_until = now() + @claim_timeout::interval, claimed_by = @worker
+		     WHERE q.id IN (
+		           SELECT id FROM engagement_message_queue
+		            WHERE status = 'pending' AND scheduled_for <= now()
+		            ORDER BY scheduled_for
+		            LIMIT @n
+		              FOR UPDATE SKIP LOCKED)
+		    RETURNING q.id, q.user_id, q.message_type, coalesce(q.message_key, '') AS message_key, q.message_params,
+		              q.destination, q.destination_jid, coalesce(q.idempotency_key, q.id::text) AS idempotency_key,
+		              q.retry_count, q.scheduled_for
+		)`
+
+// claimedColumns are what a claim returns of each message of c, in the
+// order scanClaimed reads them.
+const claimedColumns = `
+		c.id::text, c.user_id::text, c.message_type, c.message_key, c.message_params,
+		coalesce((SELECT locale FROM user_profiles p WHERE p.user_id = c.user_id), @default_locale),
+		c.destination, c.destination_jid, c.idempotency_key, c.retry_count`
+
+// scanClaimed reads claimedColumns, then extra.
+func scanClaimed(row pgx.CollectableRow, m *claimed, extra ...any) error {
+	dest := append([]any{&m.ID, &m.UserID, &m.Type, &m.Key, &m.Params, &m.Locale,
+		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount}, extra...)
+	err := row.Scan(dest...)
+	m.Attempt = m.retryCount + 1
+	return err
+}
+
+// claim takes up to ClaimBatch due pending messages (claimSQL).
 func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
-	rows, err := p.pool.Query(ctx, `
-		UPDATE engagement_message_queue q
-		   SET status = 'processing', claimed_until = now() + @claim_timeout::interval, claimed_by = @worker
-		 WHERE q.id IN (
-		       SELECT id FROM engagement_message_queue
-		        WHERE status = 'pending' AND scheduled_for <= now()
-		        ORDER BY scheduled_for
-		        LIMIT @n
-		          FOR UPDATE SKIP LOCKED)
-		RETURNING q.id::text, q.user_id::text, q.message_type, coalesce(q.message_key, ''), q.message_params,
-		          coalesce((SELECT locale FROM user_profiles p WHERE p.user_id = q.user_id), @default_locale),
-		          q.destination, q.destination_jid, coalesce(q.idempotency_key, q.id::text), q.retry_count`,
+	if p.batched {
+		return p.claimStarted(ctx)
+	}
+	rows, err := p.pool.Query(ctx, `WITH `+claimSQL+`
+		SELECT `+claimedColumns+` FROM c ORDER BY c.scheduled_for`,
 		pgx.NamedArgs{
 			"claim_timeout":  p.cfg.ClaimTimeout,
 			"worker":         p.worker,
@@ -241,9 +340,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 	}
 	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 		var m claimed
-		err := row.Scan(&m.ID, &m.UserID, &m.Type, &m.Key, &m.Params, &m.Locale,
-			&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount)
-		m.Attempt = m.retryCount + 1
+		err := scanClaimed(row, &m)
 		return m, err
 	})
 	if err != nil {
@@ -252,15 +349,69 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 	return batch, nil
 }
 
-// deliver sends one claimed message and records the outcome. Only errors
-// that stop the run are returned.
-func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary, log zerolog.Logger) error {
+// claimStarted claims like claim and, in the same statement, writes each
+// message's attempt to the send ledger as started ('processing', attempts
+// + 1), as ledgerStart does before each send on the other paths. It returns
+// each message's ledger row as it was before (every sub-statement of the
+// statement sees the same snapshot), so that release can put it back.
+func (p *Processor) claimStarted(ctx context.Context) ([]claimed, error) {
+	rows, err := p.pool.Query(ctx, `
+		WITH `+claimSQL+`, started AS (
+		    INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts)
+		    SELECT id, @transport, 'processing', 1 FROM c
+		    ON CONFLICT (message_id, transport) DO UPDATE
+		       SET status = 'processing', attempts = l.attempts + 1, last_attempt_at = now(), error = NULL
+		)
+		SELECT `+claimedColumns+`,
+		       l.status, coalesce(l.attempts, 0), l.error, coalesce(l.last_attempt_at, now())
+		  FROM c
+		  LEFT JOIN engagement_processed_messages l ON l.message_id = c.id AND l.transport = @transport
+		 ORDER BY c.scheduled_for`,
+		pgx.NamedArgs{
+			"claim_timeout":  p.cfg.ClaimTimeout,
+			"worker":         p.worker,
+			"n":              p.cfg.ClaimBatch,
+			"default_locale": DefaultLocale,
+			"transport":      p.cfg.Transport.Name(),
+		})
+	if err != nil {
+		return nil, fmt.Errorf("claim messages: %w", err)
+	}
+	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+		var m claimed
+		var prior ledgerRow
+		var priorStatus *string
+		err := scanClaimed(row, &m, &priorStatus, &prior.attempts, &prior.err, &prior.lastAttemptAt)
+		if priorStatus != nil {
+			prior.status = *priorStatus
+			m.prior = &prior
+		}
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim messages: %w", err)
+	}
+	return batch, nil
+}
+
+// deliver sends one claimed message and records the outcome, or, on the
+// batched path (into non-nil), appends it to into for deliverBatch to
+// record. Only errors that stop the run are returned; the message is then
+// released unless it was settled or appended.
+func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary, log zerolog.Logger, into *[]settled) error {
+	settle := func(ctx context.Context, o outcome) error {
+		if into != nil {
+			*into = append(*into, settled{m, o})
+			return nil
+		}
+		return p.settle(ctx, m, o)
+	}
 	text, err := p.cfg.Catalog.Render(m.Key, m.Locale, m.Params)
 	if err != nil {
 		sum.Processed++
 		sum.Failed++
 		log.Error().Str("message_id", m.ID).Str("error", err.Error()).Msg("message failed")
-		return p.settle(ctx, m, outcome{status: "failed", err: err})
+		return settle(ctx, outcome{status: "failed", err: err, notSent: true})
 	}
 	m.Text = text
 
@@ -283,11 +434,13 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 			sum.Processed++
 			sum.Deduplicated++
 			log.Warn().Str("message_id", m.ID).Msg("the dedupe store has seen this message's key: marked sent, not sent again")
-			return p.settle(ctx, m, outcome{status: "sent", err: errDeduplicated})
+			return settle(ctx, outcome{status: "sent", err: errDeduplicated, notSent: true})
 		}
 	}
-	if err := p.ledgerStart(ctx, m); err != nil {
-		return err
+	if !p.batched { // the batched claim wrote the attempt's start
+		if err := p.ledgerStart(ctx, m); err != nil {
+			return err
+		}
 	}
 
 	// The send in flight finishes even when a shutdown begins meanwhile, so
@@ -306,16 +459,16 @@ func (p *Processor) deliver(ctx context.Context, m claimed, sum *ProcessSummary,
 	switch o := p.classify(m, res, sendErr); o.status {
 	case "sent":
 		sum.Sent++
-		return p.settle(sendCtx, m, o)
+		return settle(sendCtx, o)
 	case "pending":
 		sum.Retried++
 		log.Warn().Str("message_id", m.ID).Int("attempt", m.Attempt).Dur("retry_in", o.retryIn).
 			Str("error", sendErr.Error()).Msg("send failed; retrying later")
-		return p.settle(sendCtx, m, o)
+		return settle(sendCtx, o)
 	default:
 		sum.Failed++
 		log.Error().Str("message_id", m.ID).Int("attempt", m.Attempt).Str("error", sendErr.Error()).Msg("message failed")
-		return p.settle(sendCtx, m, o)
+		return settle(sendCtx, o)
 	}
 }
 
@@ -333,6 +486,16 @@ type outcome struct {
 	providerID string
 	retryIn    time.Duration
 	err        error
+	// notSent: the attempt ended before the send (the message could not
+	// be rendered, or the dedupe store stopped it), so it counts no attempt
+	// in the ledger.
+	notSent bool
+}
+
+// settled is a message's outcome waiting for deliverBatch to record it.
+type settled struct {
+	m claimed
+	o outcome
 }
 
 // classify turns a send's result into an outcome: transient failures are
@@ -354,45 +517,81 @@ func (p *Processor) classify(m claimed, res transport.Result, err error) outcome
 	return outcome{status: "pending", retryIn: wait, err: err}
 }
 
-// settle records an attempt's outcome on the message and in the ledger, in
-// one transaction.
+// settle records an attempt's outcome on the message and in the ledger (see
+// settleAll), on the paths that record each message as it goes.
 func (p *Processor) settle(ctx context.Context, m claimed, o outcome) error {
-	var errText *string
-	if o.err != nil {
-		s := o.err.Error()
-		errText = &s
+	return p.settleAll(ctx, []settled{{m, o}})
+}
+
+// settleAll records attempts' outcomes on the messages and in the ledger, in
+// one statement, so each message and its ledger row change together. On
+// the batched path the ledger rows exist (the claim wrote them), and an
+// attempt that ended before the send puts back the attempt count the claim
+// added, so the ledger counts sends; on the other paths ledgerStart counted
+// the attempt before the send, and the count is kept as it is.
+func (p *Processor) settleAll(ctx context.Context, done []settled) error {
+	if len(done) == 0 {
+		return nil
 	}
-	ledgerStatus := o.status
-	if ledgerStatus == "pending" {
-		ledgerStatus = "failed" // this attempt failed; the next one writes its own start
+	n := len(done)
+	var (
+		ids, statuses, ledgerStatuses = make([]string, n), make([]string, n), make([]string, n)
+		providerIDs, errTexts         = make([]*string, n), make([]*string, n)
+		retryIns                      = make([]time.Duration, n)
+		attempts                      = make([]int32, n)
+	)
+	for i, d := range done {
+		ids[i], statuses[i], ledgerStatuses[i] = d.m.ID, d.o.status, d.o.status
+		if d.o.status == "pending" {
+			ledgerStatuses[i] = "failed" // this attempt failed; the next one writes its own start
+		}
+		providerIDs[i], retryIns[i] = nullIfEmpty(d.o.providerID), d.o.retryIn
+		if d.o.err != nil {
+			s := d.o.err.Error()
+			errTexts[i] = &s
+		}
+		attempts[i] = int32(d.m.attemptsBefore())
+		if p.batched && !d.o.notSent {
+			attempts[i]++
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	// One statement, so the message and its ledger row change together.
 	err := p.record(ctx, `
-		WITH message AS (
-		    UPDATE engagement_message_queue
-		       SET status = @status,
-		           sent_at = CASE WHEN @status = 'sent' THEN now() END,
-		           provider_message_id = coalesce(@provider_id, provider_message_id),
-		           retry_count = retry_count + CASE WHEN @status = 'pending' THEN 1 ELSE 0 END,
-		           scheduled_for = CASE WHEN @status = 'pending' THEN now() + @retry_in::interval ELSE scheduled_for END,
-		           error_message = @error,
+		WITH o AS (
+		    SELECT * FROM unnest(@ids::uuid[], @statuses::text[], @ledger_statuses::text[], @provider_ids::text[],
+		                         @retry_ins::interval[], @errors::text[], @attempts::int[])
+		           AS o(id, status, ledger_status, provider_id, retry_in, error, attempts)
+		), message AS (
+		    UPDATE engagement_message_queue q
+		       SET status = o.status,
+		           sent_at = CASE WHEN o.status = 'sent' THEN now() END,
+		           provider_message_id = coalesce(o.provider_id, q.provider_message_id),
+		           retry_count = q.retry_count + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
+		           scheduled_for = CASE WHEN o.status = 'pending' THEN now() + o.retry_in ELSE q.scheduled_for END,
+		           error_message = o.error,
 		           claimed_until = NULL, claimed_by = NULL
-		     WHERE id = @id
+		      FROM o
+		     WHERE q.id = o.id
 		)
 		INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
-		VALUES (@id, @transport, @ledger_status, 0, @provider_id, @error)
+		SELECT o.id, @transport, o.ledger_status, o.attempts, o.provider_id, o.error FROM o
 		ON CONFLICT (message_id, transport) DO UPDATE
-		   SET status = EXCLUDED.status, last_attempt_at = now(),
+		   SET status = EXCLUDED.status,
+		       attempts = CASE WHEN @batched THEN EXCLUDED.attempts ELSE l.attempts END,
+		       last_attempt_at = now(),
 		       provider_message_id = coalesce(EXCLUDED.provider_message_id, l.provider_message_id),
 		       error = EXCLUDED.error`,
-		pgx.NamedArgs{"id": m.ID, "status": o.status, "ledger_status": ledgerStatus, "transport": p.cfg.Transport.Name(),
-			"provider_id": nullIfEmpty(o.providerID), "retry_in": o.retryIn, "error": errText})
-	if err != nil {
-		return fmt.Errorf("record delivery of %s: %w", m.ID, err)
+		pgx.NamedArgs{"ids": ids, "statuses": statuses, "ledger_statuses": ledgerStatuses, "provider_ids": providerIDs,
+			"retry_ins": retryIns, "errors": errTexts, "attempts": attempts, "batched": p.batched,
+			"transport": p.cfg.Transport.Name()})
+	switch {
+	case err == nil:
+		return nil
+	case n == 1:
+		return fmt.Errorf("record delivery of %s: %w", ids[0], err)
 	}
-	return nil
+	return fmt.Errorf("record the deliveries of %d messages: %w", n, err)
 }
 
 // ledgerStart writes the attempt to the ledger before the external call.
@@ -477,7 +676,14 @@ func (p *Processor) pace(ctx context.Context) (*turn, error) {
 	return &turn{tx: tx, interval: p.cfg.SendInterval}, nil
 }
 
-// release hands messages this process claimed back to the queue untouched.
+// release hands messages this process claimed, and has not sent, back to
+// the queue untouched. On the batched path it also puts back, in the same
+// statement, the ledger rows the claim wrote for them: the row as it was
+// before the claim, or none when there was none. Restoring rather than
+// deleting keeps a retried message's earlier attempts and last error; and
+// since it is one statement with the release, no message is ever pending
+// with a started attempt it never made, nor claimed without its start.
+// Only messages still claimed by this process are touched.
 func (p *Processor) release(ms []claimed) error {
 	if len(ms) == 0 {
 		return nil
@@ -488,6 +694,42 @@ func (p *Processor) release(ms []claimed) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if p.batched {
+		n := len(ms)
+		statuses, errTexts := make([]*string, n), make([]*string, n)
+		attempts, lastAttempts := make([]int32, n), make([]time.Time, n)
+		for i, m := range ms {
+			if m.prior != nil {
+				statuses[i], errTexts[i] = &m.prior.status, m.prior.err
+				attempts[i], lastAttempts[i] = int32(m.prior.attempts), m.prior.lastAttemptAt
+			} else {
+				lastAttempts[i] = time.Now() // unused: the row is deleted
+			}
+		}
+		_, err := p.pool.Exec(ctx, `
+			WITH released AS (
+			    UPDATE engagement_message_queue SET status = 'pending', claimed_until = NULL, claimed_by = NULL
+			     WHERE id = ANY(@ids::uuid[]) AND status = 'processing' AND claimed_by = @worker
+			    RETURNING id
+			), prior AS (
+			    SELECT p.* FROM unnest(@ids::uuid[], @statuses::text[], @attempts::int[], @errors::text[], @last_attempts::timestamptz[])
+			                    AS p(id, status, attempts, error, last_attempt_at)
+			     WHERE p.id IN (SELECT id FROM released)
+			), dropped AS (
+			    DELETE FROM engagement_processed_messages l USING prior p
+			     WHERE l.message_id = p.id AND l.transport = @transport AND p.status IS NULL
+			)
+			UPDATE engagement_processed_messages l
+			   SET status = p.status, attempts = p.attempts, error = p.error, last_attempt_at = p.last_attempt_at
+			  FROM prior p
+			 WHERE l.message_id = p.id AND l.transport = @transport AND p.status IS NOT NULL`,
+			pgx.NamedArgs{"ids": ids, "worker": p.worker, "transport": p.cfg.Transport.Name(), "statuses": statuses,
+				"attempts": attempts, "errors": errTexts, "last_attempts": lastAttempts})
+		if err != nil {
+			return fmt.Errorf("release claimed messages: %w", err)
+		}
+		return nil
+	}
 	_, err := p.pool.Exec(ctx, `
 		UPDATE engagement_message_queue SET status = 'pending', claimed_until = NULL, claimed_by = NULL
 		 WHERE id = ANY($1::uuid[]) AND status = 'processing' AND claimed_by = $2`, ids, p.worker)

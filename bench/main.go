@@ -1,0 +1,145 @@
+// Command bench measures the engagement scheduler where the main module's
+// `go test -bench` cannot: the real binaries as processes (wall time and
+// peak RSS at 10k, 100k and 1M users, data generation included), and
+// queue-process against River (riverqueue/river), a PostgreSQL job queue,
+// doing the same HTTP call per job. It lives in its own module so River and
+// the plotting library never enter the main module's dependencies.
+//
+//	cd bench && go run . -sizes 10000,100000,1000000   # scaling + queue, writes results/ and ../docs/scaling.png
+//	cd bench && go run . -suites queue -messages 20000 # the queue comparison only
+//
+// It uses the PostgreSQL server the tests use (internal/pgtest: DATABASE_URL,
+// else 127.0.0.1:5432, else a throwaway cluster) and the binaries in -bin
+// (build them first: make build). Every database it makes is named
+// engagement_benchtool_* and dropped at the end.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// asOf is the instant the data and the runs are relative to (the same as
+// scheduler/bench_test.go's).
+var asOf = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
+
+func main() {
+	var (
+		suites   = flag.String("suites", "scaling,queue", "what to run: scaling, queue (comma-separated)")
+		sizes    = flag.String("sizes", "10000,100000", "users per scaling point, comma-separated")
+		messages = flag.Int("messages", 20000, "messages per queue contender")
+		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
+		workers  = flag.String("workers", "4,16", "queue-process --workers values to run, comma-separated")
+		bin      = flag.String("bin", "../bin", "directory of the built binaries (make build)")
+		out      = flag.String("out", "results", "directory for the JSON results")
+		plotPath = flag.String("plot", "../docs/scaling.png", "PNG of time and peak RSS vs users (scaling; empty: none)")
+		replot   = flag.String("replot", "", "only draw -plot from this scaling.json (measures nothing)")
+	)
+	flag.Parse()
+	if *replot != "" {
+		var res scalingResult
+		b, err := os.ReadFile(*replot)
+		if err == nil {
+			err = json.Unmarshal(b, &res)
+		}
+		if err == nil {
+			err = plotScaling(res, *plotPath)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, suites, sizes string, messages, rounds int, workers, bin, out, plotPath string) error {
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	m, err := describeMachine(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Print(m.markdown())
+	for _, s := range strings.Split(suites, ",") {
+		switch strings.TrimSpace(s) {
+		case "scaling":
+			ns, err := ints(sizes)
+			if err != nil {
+				return fmt.Errorf("-sizes: %w", err)
+			}
+			res, err := runScaling(ctx, bin, ns)
+			if err != nil {
+				return err
+			}
+			res.Machine = m
+			fmt.Print(res.markdown())
+			if err := writeJSON(filepath.Join(out, "scaling.json"), res); err != nil {
+				return err
+			}
+			if plotPath != "" {
+				if err := plotScaling(res, plotPath); err != nil {
+					return err
+				}
+				fmt.Printf("\nplot: %s\n", plotPath)
+			}
+		case "queue":
+			ws, err := ints(workers)
+			if err != nil {
+				return fmt.Errorf("-workers: %w", err)
+			}
+			res, err := runQueue(ctx, bin, messages, rounds, ws)
+			if err != nil {
+				return err
+			}
+			res.Machine = m
+			fmt.Print(res.markdown())
+			if err := writeJSON(filepath.Join(out, "queue.json"), res); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("-suites: unknown suite %q (scaling, queue)", s)
+		}
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ints parses a comma-separated list of positive numbers.
+func ints(list string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}

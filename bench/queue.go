@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// queueRun is one contender's delivery of every message.
+type queueRun struct {
+	Name      string  `json:"name"`
+	Config    string  `json:"config"`
+	Messages  int     `json:"messages"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"messages_per_second"`
+	MaxRSS    int64   `json:"max_rss_kib,omitempty"` // queue-process only (a process of its own)
+	CPU       float64 `json:"cpu_seconds,omitempty"` // queue-process only: its own user + system time
+	Requests  int64   `json:"webhook_requests"`
+	Round     int     `json:"round"`
+}
+
+type queueResult struct {
+	Machine machine    `json:"machine"`
+	Runs    []queueRun `json:"runs"`
+}
+
+// webhook is the local bot both contenders call: it reads the body, checks
+// the signature and answers 200 at once.
+type webhook struct {
+	url      string
+	requests atomic.Int64
+	srv      *http.Server
+}
+
+const webhookSecret = "bench"
+
+func startWebhook() (*webhook, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w := &webhook{url: "http://" + ln.Addr().String() + "/hook"}
+	w.srv = &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil || !transport.VerifySignature(webhookSecret, body, r.Header.Get("X-Engagement-Signature")) {
+			rw.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.requests.Add(1)
+		rw.WriteHeader(http.StatusOK)
+	})}
+	go w.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return w, nil
+}
+
+// messageArgs is a River job carrying what a queued message carries.
+type messageArgs struct {
+	ID             string            `json:"id"`
+	UserID         string            `json:"user_id"`
+	Type           string            `json:"message_type"`
+	Key            string            `json:"message_key"`
+	Params         map[string]string `json:"params"`
+	Destination    string            `json:"destination"`
+	DestinationJID string            `json:"destination_jid"`
+	IdempotencyKey string            `json:"idempotency_key"`
+}
+
+func (messageArgs) Kind() string { return "engagement_message" }
+
+// messageWorker does per job what queue-process does per message, less
+// the ledger: render in the user's locale and POST through the same
+// webhook transport (same body, signature and HTTP client settings).
+type messageWorker struct {
+	river.WorkerDefaults[messageArgs]
+	hook    *transport.Webhook
+	catalog *sender.Catalog
+}
+
+func (w *messageWorker) Work(ctx context.Context, job *river.Job[messageArgs]) error {
+	a := job.Args
+	text, err := w.catalog.Render(a.Key, "pt-BR", a.Params)
+	if err != nil {
+		return err
+	}
+	_, err = w.hook.Send(ctx, transport.Delivery{ID: a.ID, UserID: a.UserID, Type: a.Type, Key: a.Key, Params: a.Params,
+		Locale: "pt-BR", Text: text, Destination: a.Destination, DestinationJID: a.DestinationJID,
+		IdempotencyKey: a.IdempotencyKey, Attempt: job.Attempt})
+	return err
+}
+
+// riverConfigs are the River set-ups tried; the best is the comparison.
+var riverConfigs = []struct {
+	name       string
+	maxWorkers int
+	cooldown   time.Duration
+}{
+	{"MaxWorkers 100, FetchCooldown 100ms (default)", 100, 0},
+	{"MaxWorkers 100, FetchCooldown 5ms", 100, 5 * time.Millisecond},
+	{"MaxWorkers 64, FetchCooldown 1ms", 64, time.Millisecond},
+}
+
+func runQueue(ctx context.Context, bin string, n, rounds int, workers []int) (queueResult, error) {
+	var res queueResult
+	hook, err := startWebhook()
+	if err != nil {
+		return res, err
+	}
+	defer hook.srv.Close()
+	for round := 1; round <= rounds; round++ {
+		for _, w := range workers {
+			r, err := runOurs(ctx, bin, hook, n, w)
+			if err != nil {
+				return res, err
+			}
+			r.Round = round
+			res.Runs = append(res.Runs, r)
+			fmt.Printf("queue: %s (%s): %.0f messages/s\n", r.Name, r.Config, r.PerSecond)
+		}
+		for _, c := range riverConfigs {
+			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown)
+			if err != nil {
+				return res, err
+			}
+			r.Config, r.Round = c.name, round
+			res.Runs = append(res.Runs, r)
+			fmt.Printf("queue: river (%s): %.0f jobs/s\n", c.name, r.PerSecond)
+		}
+	}
+	return res, nil
+}
+
+// runOurs queues n messages in a fresh database for 1,000 generated users
+// and runs the queue-process binary with pacing off against the webhook.
+func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int) (queueRun, error) {
+	const name = "engagement_benchtool_queue"
+	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	if err != nil {
+		return queueRun{}, err
+	}
+	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return queueRun{}, err
+	}
+	if _, err := seed.Generate(ctx, pool, seed.Options{Users: 1000, Seed: 1, AsOf: asOf}); err == nil {
+		_, err = pool.Exec(ctx, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key)
+			SELECT p.user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+			       p.whatsapp_jid, now() - interval '1 minute', p.user_id::text || ':weekly_review:' || g.i
+			  FROM generate_series(1, $1) g(i)
+			  JOIN (SELECT user_id, coalesce(whatsapp_jid, '5511999990000@s.whatsapp.net') AS whatsapp_jid,
+			               row_number() OVER (ORDER BY user_id) - 1 AS k FROM user_profiles) p ON p.k = g.i % 1000`, n)
+	}
+	if err == nil {
+		_, err = pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`)
+	}
+	pool.Close()
+	if err != nil {
+		return queueRun{}, err
+	}
+	if _, err := checkpoint(ctx, dbURL); err != nil {
+		return queueRun{}, err
+	}
+	before := hook.requests.Load()
+	var sum sender.ProcessSummary
+	p, err := runBinary(ctx, bin, "queue-process", dbURL, &sum, "--transport=webhook", "--webhook-url="+hook.url,
+		"--webhook-secret="+webhookSecret, "--send-interval=0", "--output=json", fmt.Sprint("--workers=", workers))
+	if err != nil {
+		return queueRun{}, err
+	}
+	if sum.Sent != n {
+		return queueRun{}, fmt.Errorf("queue-process sent %d of %d", sum.Sent, n)
+	}
+	return queueRun{Name: "queue-process", Config: workersConfig(workers),
+		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before}, nil
+}
+
+// runRiver inserts n jobs into a fresh database with River's schema, then
+// starts a client and times it from Start until n jobs have completed.
+func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration) (queueRun, error) {
+	const name = "engagement_benchtool_river"
+	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	if err != nil {
+		return queueRun{}, err
+	}
+	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return queueRun{}, err
+	}
+	defer pool.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return queueRun{}, err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return queueRun{}, fmt.Errorf("river migrations: %w", err)
+	}
+	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret})
+	if err != nil {
+		return queueRun{}, err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &messageWorker{hook: wh, catalog: sender.DefaultCatalog()})
+	cfg := &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers: workers,
+		Logger:  nil,
+	}
+	if cooldown > 0 {
+		cfg.FetchCooldown = cooldown
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	if err != nil {
+		return queueRun{}, err
+	}
+	// Insert outside the timing, as the other contender's rows are.
+	params := make([]river.InsertManyParams, 0, 5000)
+	for i := 0; i < n; i++ {
+		params = append(params, river.InsertManyParams{Args: messageArgs{
+			ID: fmt.Sprintf("m%d", i), UserID: fmt.Sprintf("u%d", i%1000), Type: "weekly_review",
+			Key: "engagement.weekly_review.celebration", Params: map[string]string{"count": "2"}, Destination: "individual",
+			DestinationJID: fmt.Sprintf("5511%09d@s.whatsapp.net", i%1000), IdempotencyKey: fmt.Sprintf("u%d:weekly_review:%d", i%1000, i)}})
+		if len(params) == cap(params) || i == n-1 {
+			if _, err := client.InsertManyFast(ctx, params); err != nil {
+				return queueRun{}, fmt.Errorf("river insert: %w", err)
+			}
+			params = params[:0]
+		}
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE river_job`); err != nil {
+		return queueRun{}, err
+	}
+	if _, err := checkpoint(ctx, dbURL); err != nil {
+		return queueRun{}, err
+	}
+	// A buffer for every event: River drops events that overflow it.
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000,
+		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
+	defer cancel()
+	before := hook.requests.Load()
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return queueRun{}, err
+	}
+	done, timeout := 0, time.After(10*time.Minute)
+	for done < n {
+		select {
+		case e := <-events:
+			if e.Kind != river.EventKindJobCompleted {
+				return queueRun{}, fmt.Errorf("river job failed: %v", e.Job.Errors)
+			}
+			done++
+		case <-timeout:
+			return queueRun{}, fmt.Errorf("river completed %d of %d jobs in 10 minutes", done, n)
+		case <-ctx.Done():
+			return queueRun{}, ctx.Err()
+		}
+	}
+	took := time.Since(start)
+	stopCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	if err := client.Stop(stopCtx); err != nil {
+		return queueRun{}, err
+	}
+	return queueRun{Name: "river", Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
+		Requests: hook.requests.Load() - before}, nil
+}
+
+func (r queueResult) markdown() string {
+	var b strings.Builder
+	b.WriteString("\n## Queue: queue-process vs River, same messages, same webhook, fresh databases\n\n")
+	b.WriteString("| round | contender | configuration | messages | time | messages/s | peak RSS | client CPU |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
+	var ours, bestRiver float64
+	for _, q := range r.Runs {
+		rss, cpu := "—", "—"
+		if q.MaxRSS > 0 {
+			rss = fmt.Sprintf("%.0f MiB", mib(q.MaxRSS))
+			cpu = fmt.Sprintf("%.2f s", q.CPU)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, rss, cpu)
+		if q.Name == "river" {
+			bestRiver = max(bestRiver, q.PerSecond)
+		} else {
+			ours = max(ours, q.PerSecond)
+		}
+	}
+	if bestRiver > 0 {
+		fmt.Fprintf(&b, "\nqueue-process / best River: %.2f\n", ours/bestRiver)
+	}
+	return b.String()
+}
+
+func workersConfig(workers int) string {
+	if workers == sender.DefaultWorkers {
+		return fmt.Sprintf("--workers %d (default), claims of %d", workers, sender.DefaultBatchedClaim)
+	}
+	return fmt.Sprintf("--workers %d, claims of %d", workers, sender.DefaultBatchedClaim)
+}
