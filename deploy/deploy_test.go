@@ -1,0 +1,875 @@
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
+)
+
+// commands builds each binary's cobra command, as its main does.
+var commands = map[string]func() *cobra.Command{
+	"engagement-daily":  cli.NewDailyCommand,
+	"engagement-weekly": cli.NewWeeklyCommand,
+	"queue-process":     cli.NewQueueCommand,
+	"engagementctl":     cli.NewCtlCommand,
+}
+
+// The documented schedules (UTC). queue-process is checked for a sensible
+// frequency instead (see TestSchedules).
+var wantSchedules = map[string]string{
+	"engagement-daily":  "0 6 * * *",
+	"engagement-weekly": "0 9 * * 1",
+}
+
+// scheduledBinaries are the binaries cron runs; engagementctl is run by hand
+// or once per release.
+var scheduledBinaries = []string{"engagement-daily", "engagement-weekly", "queue-process"}
+
+// secretEnv are the variables that carry credentials (a password in a URL,
+// a signing key, a token): they come from a Secret, never a literal value.
+var secretEnv = []string{"DATABASE_URL", "ENGAGEMENT_WEBHOOK_URL", "ENGAGEMENT_WEBHOOK_SECRET",
+	"WHATSAPP_ACCESS_TOKEN", "ENGAGEMENT_DEDUPE_STORE", "PUSHGATEWAY_URL"}
+
+// secretFlags are the flags that would carry those values on the command
+// line, where `kubectl describe` and the process list show them.
+var secretFlags = []string{"database-url", "webhook-url", "webhook-secret", "whatsapp-token", "dedupe-store", "pushgateway-url"}
+
+// The user the image runs as (distroless's nonroot) and the pods run as.
+const nonrootUID = 65532
+
+// minMemoryLimit: the jobs stay well under 150 MB RSS; a limit below this
+// would OOM-kill a healthy run.
+const minMemoryLimit = 192 << 20
+
+func TestEveryBinaryHasItsCommand(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	bins := binaries(t)
+	for _, bin := range bins {
+		build, ok := commands[bin]
+		if !ok {
+			t.Errorf("cmd/%s has no entry in commands: add its cli constructor so manifests that run it are checked", bin)
+			continue
+		}
+		if got := build().Name(); got != bin {
+			t.Errorf("the command for cmd/%s is named %q", bin, got)
+		}
+		main, err := os.ReadFile(filepath.Join(root, "cmd", bin, "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(main), "cli.Run(cli.New") {
+			t.Errorf("cmd/%s/main.go does not run a cli.New…Command; the flag checks would test the wrong command", bin)
+		}
+	}
+	for bin := range commands {
+		if !slices.Contains(bins, bin) {
+			t.Errorf("commands lists %s, which is not a directory under cmd/", bin)
+		}
+	}
+}
+
+// checkInvocation checks that binary accepts args and reads every variable
+// in env, by building the binary's real command and parsing args with it
+// (subcommands like `migrate up` included).
+func checkInvocation(t *testing.T, where, binary string, args, env []string) {
+	t.Helper()
+	build, ok := commands[binary]
+	if !ok {
+		t.Errorf("%s runs %q, which is not a binary under cmd/ (%s)", where, binary, strings.Join(binaries(t), ", "))
+		return
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") {
+			t.Errorf("%s: %q: spell flags out (--name) in manifests", where, a)
+		}
+	}
+	root := build()
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		t.Errorf("%s: %s %s: %v", where, binary, strings.Join(args, " "), err)
+		return
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Errorf("%s: %s does not take %s: %v", where, cmd.CommandPath(), strings.Join(rest, " "), err)
+		return
+	}
+	if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
+		t.Errorf("%s: %s: %v", where, cmd.CommandPath(), err)
+	}
+	if cmd == root && root.HasSubCommands() {
+		t.Errorf("%s: %s needs a subcommand", where, binary)
+	}
+	bound := map[string]bool{}
+	visit := func(f *pflag.Flag) {
+		for _, e := range f.Annotations["engagement_env"] {
+			bound[e] = true
+		}
+		if _, rest, ok := strings.Cut(f.Usage, "(env "); ok {
+			if name, _, ok := strings.Cut(rest, ")"); ok {
+				bound[name] = true
+			}
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	for _, e := range env {
+		if !bound[e] {
+			t.Errorf("%s: sets %s, but no flag of %s falls back to it", where, e, cmd.CommandPath())
+		}
+	}
+}
+
+// schedulePeriod parses expr as a standard 5-field cron expression and
+// returns the shortest time between two runs over a year.
+func schedulePeriod(t *testing.T, where, expr string) (time.Duration, bool) {
+	t.Helper()
+	if n := len(strings.Fields(expr)); n != 5 {
+		t.Errorf("%s: schedule %q has %d fields, want the standard 5 (minute hour day month weekday)", where, expr, n)
+		return 0, false
+	}
+	if strings.Contains(expr, "TZ=") {
+		t.Errorf("%s: schedule %q sets a time zone; schedules are UTC (Kubernetes: spec.timeZone)", where, expr)
+		return 0, false
+	}
+	s, err := cron.ParseStandard(expr)
+	if err != nil {
+		t.Errorf("%s: schedule %q does not parse: %v", where, expr, err)
+		return 0, false
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prev := s.Next(start)
+	shortest := time.Duration(0)
+	for i := 0; i < 5000 && prev.Before(start.AddDate(1, 0, 0)); i++ {
+		next := s.Next(prev)
+		if gap := next.Sub(prev); shortest == 0 || gap < shortest {
+			shortest = gap
+		}
+		prev = next
+	}
+	if shortest == 0 {
+		t.Errorf("%s: schedule %q fires at most once a year", where, expr)
+		return 0, false
+	}
+	return shortest, true
+}
+
+func TestSchedulePeriod(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]time.Duration{"0 6 * * *": 24 * time.Hour, "0 9 * * 1": 7 * 24 * time.Hour,
+		"*/5 * * * *": 5 * time.Minute, "0 6,18 * * *": 12 * time.Hour} {
+		if got, ok := schedulePeriod(t, "test", expr); !ok || got != want {
+			t.Errorf("schedulePeriod(%q) = %v, want %v", expr, got, want)
+		}
+	}
+}
+
+// checkSchedule checks a job's schedule is the documented one (daily,
+// weekly) or a sensible delivery frequency (queue-process), and returns its
+// period.
+func checkSchedule(t *testing.T, where, binary, expr string) (time.Duration, bool) {
+	t.Helper()
+	period, ok := schedulePeriod(t, where, expr)
+	if !ok {
+		return 0, false
+	}
+	if want, ok := wantSchedules[binary]; ok && expr != want {
+		t.Errorf("%s: %s runs at %q, want %q (UTC)", where, binary, expr, want)
+	}
+	if binary == "queue-process" && (period < 5*time.Minute || period > 15*time.Minute) {
+		t.Errorf("%s: queue-process runs every %v; want every 5 to 15 minutes, so a due message waits at most that long", where, period)
+	}
+	return period, true
+}
+
+func TestRailwaySchedules(t *testing.T) {
+	t.Parallel()
+	rc := loadRailway(t)
+	seen := map[string]bool{}
+	for i, j := range rc.Jobs {
+		where := fmt.Sprintf("railway.cron.yml jobs[%d] (%s)", i, j.Name)
+		fields := strings.Fields(j.Command)
+		if len(fields) == 0 {
+			t.Errorf("%s: no command", where)
+			continue
+		}
+		if strings.ContainsAny(j.Command, `"'$&|;<>*\`+"`") {
+			t.Errorf("%s: command %q needs a shell; the image has none and Railway runs the start command as is", where, j.Command)
+		}
+		binary, args := fields[0], fields[1:]
+		if j.Name != binary {
+			t.Errorf("%s: named %q but runs %q; name each service after its binary", where, j.Name, binary)
+		}
+		if seen[binary] {
+			t.Errorf("%s: %s is scheduled twice", where, binary)
+		}
+		seen[binary] = true
+		checkInvocation(t, where, binary, args, nil)
+		if v, _ := argValue(args, "output"); v != "json" {
+			t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
+		}
+		period, ok := checkSchedule(t, where, binary, j.Schedule)
+		if !ok {
+			continue
+		}
+		if v, ok := argValue(args, "max-duration"); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || d+30*time.Second > period {
+				t.Errorf("%s: --max-duration %s with a run every %v: the run must stop claiming at least 30 s before the next is due", where, v, period)
+			}
+		} else if binary == "queue-process" {
+			t.Errorf("%s: queue-process without --max-duration drains the whole queue and can run into the next schedule", where)
+		}
+	}
+	for _, bin := range scheduledBinaries {
+		if !seen[bin] {
+			t.Errorf("railway.cron.yml does not schedule %s", bin)
+		}
+	}
+}
+
+func TestKubernetesCronJobs(t *testing.T) {
+	t.Parallel()
+	m := loadManifests(t)
+	seen := map[string]bool{}
+	railway := map[string]string{}
+	for _, j := range loadRailway(t).Jobs {
+		railway[j.Name] = j.Schedule
+	}
+	for _, w := range m.workloads {
+		if w.cronSpec == nil {
+			continue
+		}
+		if len(w.job.Template.Spec.Containers) != 1 || len(w.job.Template.Spec.Containers[0].Command) != 1 {
+			continue // TestKubernetesPods reports it
+		}
+		c := w.job.Template.Spec.Containers[0]
+		binary := path.Base(c.Command[0])
+		seen[binary] = true
+		s := w.cronSpec
+		period, ok := checkSchedule(t, w.String(), binary, s.Schedule)
+		if !ok {
+			continue
+		}
+		if binary == "queue-process" && railway[binary] != s.Schedule {
+			t.Errorf("%s: queue-process runs at %q here and %q on Railway; keep them the same", w, s.Schedule, railway[binary])
+		}
+		if s.TimeZone == nil || *s.TimeZone != "Etc/UTC" {
+			t.Errorf("%s: timeZone %v, want Etc/UTC (the jobs' days and weeks are UTC)", w, deref(s.TimeZone))
+		}
+		if s.ConcurrencyPolicy != "Forbid" {
+			t.Errorf("%s: concurrencyPolicy %q, want Forbid", w, s.ConcurrencyPolicy)
+		}
+		if s.Suspend != nil && *s.Suspend {
+			t.Errorf("%s: suspended", w)
+		}
+		// Below 10 s the controller, which checks every 10 s, may never
+		// start the job; beyond the period a late run collides with the next.
+		if d := s.StartingDeadlineSeconds; d == nil || *d < 10 || time.Duration(*d)*time.Second >= period {
+			t.Errorf("%s: startingDeadlineSeconds %v, want from 10 s to less than the period (%v)", w, deref(d), period)
+		}
+		if s.SuccessfulJobsHistoryLimit == nil || s.FailedJobsHistoryLimit == nil || *s.FailedJobsHistoryLimit < 1 {
+			t.Errorf("%s: set successfulJobsHistoryLimit and failedJobsHistoryLimit (at least 1 failed job kept)", w)
+		}
+		// A stuck run must be over, grace period included, before the next is due.
+		grace := int64(30)
+		if g := w.job.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+			grace = *g
+		}
+		if a := w.job.ActiveDeadlineSeconds; a != nil && time.Duration(*a+grace)*time.Second > period {
+			t.Errorf("%s: activeDeadlineSeconds %d + grace %d s exceeds the period %v", w, *a, grace, period)
+		}
+		if ttl := w.job.TTLSecondsAfterFinished; ttl != nil && time.Duration(*ttl)*time.Second < period {
+			t.Errorf("%s: ttlSecondsAfterFinished %d s deletes a run before the next one starts (every %v)", w, *ttl, period)
+		}
+		if v, ok := argValue(c.Args, "max-duration"); ok {
+			d, err := time.ParseDuration(v)
+			if a := w.job.ActiveDeadlineSeconds; err != nil || a == nil || d+10*time.Second > time.Duration(*a)*time.Second {
+				t.Errorf("%s: --max-duration %s must end claiming (plus a 10 s send) within activeDeadlineSeconds %v", w, v, deref(a))
+			}
+		} else if binary == "queue-process" {
+			t.Errorf("%s: queue-process without --max-duration drains the whole queue and is killed by the deadline", w)
+		}
+	}
+	for _, bin := range scheduledBinaries {
+		if !seen[bin] {
+			t.Errorf("deploy/k8s has no CronJob running %s", bin)
+		}
+	}
+}
+
+func TestKubernetesPods(t *testing.T) {
+	t.Parallel()
+	m := loadManifests(t)
+	if len(m.workloads) == 0 {
+		t.Fatal("deploy/k8s holds no CronJob or Job")
+	}
+	migrates := false
+	for _, w := range m.workloads {
+		j := w.job
+		if j.BackoffLimit == nil || *j.BackoffLimit < 0 || *j.BackoffLimit > 10 {
+			t.Errorf("%s: backoffLimit %v, want 0 to 10", w, deref(j.BackoffLimit))
+		}
+		if j.ActiveDeadlineSeconds == nil || *j.ActiveDeadlineSeconds <= 0 {
+			t.Errorf("%s: set activeDeadlineSeconds, so a stuck run ends", w)
+		}
+		if j.TTLSecondsAfterFinished == nil {
+			t.Errorf("%s: set ttlSecondsAfterFinished, so finished Jobs do not pile up", w)
+		}
+		pod := j.Template.Spec
+		if pod.RestartPolicy != "Never" && pod.RestartPolicy != "OnFailure" {
+			t.Errorf("%s: restartPolicy %q, want Never or OnFailure", w, pod.RestartPolicy)
+		}
+		if j.PodFailurePolicy != nil && pod.RestartPolicy != "Never" {
+			t.Errorf("%s: podFailurePolicy needs restartPolicy Never", w)
+		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s: set automountServiceAccountToken: false; the jobs never call the Kubernetes API", w)
+		}
+		if len(pod.Containers) != 1 {
+			t.Errorf("%s: %d containers, want one", w, len(pod.Containers))
+			continue
+		}
+		c := pod.Containers[0]
+		where := fmt.Sprintf("%s container %s", w, c.Name)
+		if j.PodFailurePolicy != nil {
+			for _, r := range j.PodFailurePolicy.Rules {
+				if r.OnExitCodes != nil && r.OnExitCodes.ContainerName != "" && r.OnExitCodes.ContainerName != c.Name {
+					t.Errorf("%s: podFailurePolicy names container %q", where, r.OnExitCodes.ContainerName)
+				}
+			}
+		}
+		if repo, _, _ := strings.Cut(c.Image, ":"); repo != "engagement-scheduler" {
+			t.Errorf("%s: image %q, want engagement-scheduler:<tag> (kustomization.yaml's images sets registry and tag)", where, c.Image)
+		}
+		if len(c.Command) != 1 {
+			t.Errorf("%s: command %q, want exactly the binary (its arguments go in args)", where, c.Command)
+			continue
+		}
+		binary := path.Base(c.Command[0])
+		if binary == "engagementctl" && slices.Equal(c.Args, []string{"migrate", "up"}) {
+			migrates = true
+		}
+		if slices.Contains(scheduledBinaries, binary) {
+			if v, _ := argValue(c.Args, "output"); v != "json" {
+				t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
+			}
+		}
+		var env []string
+		for _, e := range c.Env {
+			env = append(env, e.Name)
+		}
+		checkInvocation(t, where, binary, c.Args, env)
+		checkSecrets(t, where, c)
+		checkSecurity(t, where, pod.SecurityContext, c.SecurityContext)
+		checkResources(t, where, c.Resources)
+		checkSharding(t, w, binary, c.Args)
+	}
+	if !migrates {
+		t.Error("deploy/k8s has no Job running engagementctl migrate up")
+	}
+}
+
+func checkSecrets(t *testing.T, where string, c container) {
+	t.Helper()
+	hasDatabase := false
+	for _, e := range c.Env {
+		if e.Value != nil && strings.Contains(*e.Value, "://") && strings.Contains(*e.Value, "@") {
+			t.Errorf("%s: %s holds a URL with credentials; take it from the Secret", where, e.Name)
+		}
+		if !slices.Contains(secretEnv, e.Name) {
+			continue
+		}
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			t.Errorf("%s: %s must come from a Secret (valueFrom.secretKeyRef), not a literal or a ConfigMap", where, e.Name)
+			continue
+		}
+		if e.Name == "DATABASE_URL" {
+			hasDatabase = true
+			if o := e.ValueFrom.SecretKeyRef.Optional; o != nil && *o {
+				t.Errorf("%s: DATABASE_URL is optional; without it the run can only fail", where)
+			}
+		}
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef != nil {
+			hasDatabase = true // the whole Secret, DATABASE_URL included
+		}
+	}
+	if !hasDatabase {
+		t.Errorf("%s: no DATABASE_URL from the Secret", where)
+	}
+	for _, f := range secretFlags {
+		if _, ok := argValue(c.Args, f); ok {
+			t.Errorf("%s: --%s in args shows its value to anyone who can read the Job; use its variable from the Secret", where, f)
+		}
+	}
+}
+
+func checkSecurity(t *testing.T, where string, pod *podSecurityContext, c *containerSecurityContext) {
+	t.Helper()
+	if pod == nil {
+		pod = &podSecurityContext{}
+	}
+	if c == nil {
+		t.Errorf("%s: no securityContext", where)
+		return
+	}
+	nonRoot, uid, seccomp := pod.RunAsNonRoot, pod.RunAsUser, pod.SeccompProfile
+	if c.RunAsNonRoot != nil {
+		nonRoot = c.RunAsNonRoot
+	}
+	if c.RunAsUser != nil {
+		uid = c.RunAsUser
+	}
+	if c.SeccompProfile != nil {
+		seccomp = c.SeccompProfile
+	}
+	if nonRoot == nil || !*nonRoot {
+		t.Errorf("%s: runAsNonRoot is not true", where)
+	}
+	if uid == nil || *uid != nonrootUID {
+		t.Errorf("%s: runAsUser %v, want %d (the image's nonroot user)", where, deref(uid), nonrootUID)
+	}
+	if seccomp == nil || seccomp.Type != "RuntimeDefault" {
+		t.Errorf("%s: want seccompProfile RuntimeDefault", where)
+	}
+	if c.AllowPrivilegeEscalation == nil || *c.AllowPrivilegeEscalation {
+		t.Errorf("%s: want allowPrivilegeEscalation: false", where)
+	}
+	if c.ReadOnlyRootFilesystem == nil || !*c.ReadOnlyRootFilesystem {
+		t.Errorf("%s: want readOnlyRootFilesystem: true (the binaries write nothing to disk)", where)
+	}
+	if c.Capabilities == nil || !slices.Contains(c.Capabilities.Drop, "ALL") || len(c.Capabilities.Add) > 0 {
+		t.Errorf("%s: want capabilities drop [ALL] and none added", where)
+	}
+}
+
+func checkResources(t *testing.T, where string, r resources) {
+	t.Helper()
+	for _, name := range []string{"cpu", "memory"} {
+		req, ok := r.Requests[name]
+		if !ok {
+			t.Errorf("%s: no %s request", where, name)
+			continue
+		}
+		reqV, err := parseQuantity(req)
+		if err != nil || reqV <= 0 {
+			t.Errorf("%s: %s request %q is not a positive quantity", where, name, req)
+			continue
+		}
+		lim, ok := r.Limits[name]
+		if !ok {
+			if name == "memory" {
+				t.Errorf("%s: no memory limit", where)
+			}
+			continue
+		}
+		limV, err := parseQuantity(lim)
+		if err != nil || limV < reqV {
+			t.Errorf("%s: %s limit %q is below the request %q", where, name, lim, req)
+		}
+		if name == "memory" && limV < minMemoryLimit {
+			t.Errorf("%s: memory limit %s is too tight: runs reach about 150 MB RSS", where, lim)
+		}
+	}
+}
+
+// checkSharding checks an Indexed Job runs one shard per index, and that a
+// plain Job does not ask for JOB_COMPLETION_INDEX it will never get.
+func checkSharding(t *testing.T, w workload, binary string, args []string) {
+	t.Helper()
+	shards, hasShards := argValue(args, "shards")
+	if _, ok := argValue(args, "shard"); ok && w.job.CompletionMode == "Indexed" {
+		t.Errorf("%s: --shard i/N gives every pod the same shard; an Indexed Job takes --shards N", w)
+	}
+	if w.job.CompletionMode != "Indexed" {
+		if hasShards {
+			t.Errorf("%s: --shards reads JOB_COMPLETION_INDEX, which only an Indexed Job sets", w)
+		}
+		if c := w.job.Completions; c != nil && *c != 1 {
+			t.Errorf("%s: completions %d without completionMode Indexed runs the same work %d times", w, *c, *c)
+		}
+		return
+	}
+	if binary != "engagement-daily" && binary != "engagement-weekly" {
+		t.Errorf("%s: %s is not sharded; only the daily and weekly jobs take --shards", w, binary)
+	}
+	c, p := w.job.Completions, w.job.Parallelism
+	if c == nil || p == nil || *c < 2 || *c != *p {
+		t.Errorf("%s: an Indexed Job wants completions = parallelism ≥ 2, got %v and %v", w, deref(c), deref(p))
+		return
+	}
+	if n, err := strconv.Atoi(shards); !hasShards || err != nil || n != int(*c) {
+		t.Errorf("%s: --shards %q, want %d (= completions: one shard per index)", w, shards, *c)
+	}
+}
+
+func TestShardedDailyJobExists(t *testing.T) {
+	t.Parallel()
+	for _, w := range loadManifests(t).workloads {
+		if w.cronSpec != nil && w.job.CompletionMode == "Indexed" && len(w.job.Template.Spec.Containers) == 1 &&
+			slices.Equal(w.job.Template.Spec.Containers[0].Command, []string{"engagement-daily"}) {
+			return
+		}
+	}
+	t.Error("deploy/k8s has no CronJob running engagement-daily as an Indexed Job")
+}
+
+func TestSecretExample(t *testing.T) {
+	t.Parallel()
+	m := loadManifests(t)
+	ex, ok := m.secrets["secret.example.yaml"]
+	if !ok || len(m.secrets) != 1 {
+		t.Fatalf("want exactly one Secret, in secret.example.yaml; have %d", len(m.secrets))
+	}
+	if len(ex.Data) > 0 {
+		t.Error("secret.example.yaml: use stringData, readable placeholders, not base64 data")
+	}
+	for k, v := range ex.StringData {
+		if !strings.Contains(v, "example") && !strings.Contains(v, "CHANGE-ME") {
+			t.Errorf("secret.example.yaml: %s = %q does not look like a placeholder (say example or CHANGE-ME)", k, v)
+		}
+	}
+	for _, w := range m.workloads {
+		for _, c := range w.job.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+					continue
+				}
+				ref := e.ValueFrom.SecretKeyRef
+				if ref.Name != ex.Metadata.Name {
+					t.Errorf("%s: %s comes from Secret %q; the example defines %q", w, e.Name, ref.Name, ex.Metadata.Name)
+				}
+				if _, ok := ex.StringData[ref.Key]; !ok {
+					t.Errorf("%s: %s reads key %q, which secret.example.yaml does not show", w, e.Name, ref.Key)
+				}
+			}
+		}
+	}
+}
+
+// notInKustomization are the files `kubectl apply -k` must not apply.
+var notInKustomization = map[string]string{
+	"kustomization.yaml":         "itself",
+	"secret.example.yaml":        "placeholders would overwrite the real Secret",
+	"migrate-job.yaml":           "a Job is immutable; it runs once per release, before the CronJobs",
+	"cronjob-daily-sharded.yaml": "an alternative to cronjob-daily.yaml, not an addition",
+}
+
+func TestKustomization(t *testing.T) {
+	t.Parallel()
+	m := loadManifests(t)
+	k, ok := m.kustomizations["kustomization.yaml"]
+	if !ok {
+		t.Fatal("no deploy/k8s/kustomization.yaml")
+	}
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "deploy", "k8s", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range k.Resources {
+		if _, err := os.Stat(filepath.Join(repoRoot(t), "deploy", "k8s", r)); err != nil {
+			t.Errorf("kustomization.yaml lists %s: %v", r, err)
+		}
+		if why, ok := notInKustomization[r]; ok {
+			t.Errorf("kustomization.yaml lists %s: %s", r, why)
+		}
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		if _, ok := notInKustomization[name]; !ok && !slices.Contains(k.Resources, name) {
+			t.Errorf("kustomization.yaml does not list %s; list it, or say in notInKustomization why not", name)
+		}
+	}
+	if len(k.Images) != 1 || k.Images[0].Name != "engagement-scheduler" {
+		t.Errorf("kustomization.yaml: want one images entry named engagement-scheduler (where registry and tag are set), got %+v", k.Images)
+	}
+}
+
+// dockerfile is the Dockerfile as instructions, continuation lines joined.
+type instruction struct{ op, args string }
+
+func readDockerfile(t *testing.T) []instruction {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []instruction
+	var cur strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
+			continue
+		}
+		if body, ok := strings.CutSuffix(trimmed, `\`); ok {
+			cur.WriteString(body + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		op, args, _ := strings.Cut(strings.TrimSpace(cur.String()), " ")
+		out = append(out, instruction{strings.ToUpper(op), strings.Join(strings.Fields(args), " ")})
+		cur.Reset()
+	}
+	return out
+}
+
+// TestDockerfile checks the Dockerfile as text: no Docker engine runs where
+// the tests run, so the image itself is not built here.
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	ins := readDockerfile(t)
+	argDefaults := map[string]string{}
+	var froms []int
+	for i, in := range ins {
+		switch in.op {
+		case "ARG":
+			if len(froms) == 0 {
+				if k, v, ok := strings.Cut(in.args, "="); ok {
+					argDefaults[k] = v
+				}
+			}
+		case "FROM":
+			froms = append(froms, i)
+		}
+	}
+	if len(froms) < 2 {
+		t.Fatalf("%d FROM stages, want a build stage and a small final stage", len(froms))
+	}
+	expand := func(s string) string {
+		for k, v := range argDefaults {
+			s = strings.ReplaceAll(s, "${"+k+"}", v)
+		}
+		return s
+	}
+
+	// The builder's Go is go.mod's.
+	builder := strings.Fields(expand(ins[froms[0]].args))[0]
+	goVersion, ok := strings.CutPrefix(builder, "golang:")
+	if !ok {
+		t.Fatalf("the first stage is %s, want golang:<version>", builder)
+	}
+	goVersion, _, _ = strings.Cut(goVersion, "-")
+	mod, err := os.ReadFile(filepath.Join(repoRoot(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(mod))
+	if want == nil || goVersion != want[1] {
+		t.Errorf("the builder is Go %s; go.mod says %v", goVersion, want)
+	}
+
+	build := ""
+	modDownload, copyAll := -1, -1
+	for i, in := range ins[froms[0]:froms[len(froms)-1]] {
+		switch {
+		case in.op == "RUN" && strings.Contains(in.args, "go build"):
+			build = in.args
+		case in.op == "RUN" && strings.Contains(in.args, "go mod download"):
+			modDownload = i
+		case in.op == "COPY" && strings.HasPrefix(in.args, ". "):
+			copyAll = i
+		}
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w"} {
+		if !strings.Contains(build, want) {
+			t.Errorf("go build %q lacks %s (a static, reproducible, small binary)", build, want)
+		}
+	}
+	for _, bin := range binaries(t) {
+		if !slices.Contains(strings.Fields(build), "./cmd/"+bin) {
+			t.Errorf("the image does not build cmd/%s", bin)
+		}
+	}
+	if modDownload < 0 || copyAll < 0 || modDownload > copyAll {
+		t.Error("want `go mod download` after copying go.mod and go.sum and before `COPY . .`, so dependencies are a cached layer")
+	}
+
+	final := ins[froms[len(froms)-1]:]
+	base := strings.Fields(expand(final[0].args))[0]
+	var user, copied string
+	for _, in := range final {
+		switch in.op {
+		case "USER":
+			user = in.args
+		case "COPY":
+			copied += in.args + "\n"
+		}
+	}
+	switch {
+	case strings.HasPrefix(base, "gcr.io/distroless/static") && strings.HasSuffix(base, ":nonroot"):
+		// CA certificates, tzdata and the nonroot user are in the base.
+	case base == "scratch":
+		if !strings.Contains(copied, "/etc/ssl/certs") {
+			t.Error("a scratch image needs /etc/ssl/certs copied in, for TLS to PostgreSQL and the webhook")
+		}
+	default:
+		t.Errorf("final stage %s: want gcr.io/distroless/static-…:nonroot or scratch", base)
+	}
+	uid, _, _ := strings.Cut(user, ":")
+	if n, err := strconv.Atoi(uid); err != nil || n != nonrootUID {
+		t.Errorf("final USER %q, want the numeric %d (Kubernetes can verify runAsNonRoot only for a numeric user)", user, nonrootUID)
+	}
+	if !strings.Contains(copied, "/usr/local/bin") {
+		t.Error("the binaries are not copied into /usr/local/bin (on PATH, so `docker run image engagement-daily` works)")
+	}
+	for _, in := range final {
+		if in.op == "ENTRYPOINT" && in.args != "[]" {
+			t.Errorf("ENTRYPOINT %s: the command names the binary; an entrypoint would swallow it", in.args)
+		}
+	}
+}
+
+// TestDockerignore checks .dockerignore keeps every file the binaries are
+// built from in the build context.
+func TestDockerignore(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	data, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ignore []*regexp.Regexp
+	for _, line := range strings.Split(string(data), "\n") {
+		p := strings.TrimSpace(line)
+		if p == "" || strings.HasPrefix(p, "#") {
+			continue
+		}
+		if strings.HasPrefix(p, "!") {
+			t.Fatalf(".dockerignore: exceptions (%s) are not understood by this test; teach it", p)
+		}
+		ignore = append(ignore, dockerignorePattern(strings.TrimSuffix(filepath.ToSlash(filepath.Clean(p)), "/")))
+	}
+	ignored := func(file string) bool {
+		for _, re := range ignore {
+			for p := file; p != "." && p != "/"; p = path.Dir(p) { // a directory excludes what is in it
+				if re.MatchString(p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !ignored(".git/HEAD") || !ignored("bin/engagement-daily") {
+		t.Error(".dockerignore should leave out .git and bin/")
+	}
+
+	// Every file `go build ./cmd/...` reads: the module files and, for each
+	// package of the module the binaries import, its Go and embedded files.
+	list := exec.Command("go", "list", "-e", "-deps",
+		"-f", `{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}`,
+		"./cmd/...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	needed := []string{"go.mod", "go.sum"}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		rel, err := filepath.Rel(root, fields[0])
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // a dependency from the module cache
+		}
+		for _, f := range fields[1:] {
+			needed = append(needed, filepath.ToSlash(filepath.Join(rel, f)))
+		}
+	}
+	if len(needed) < 10 {
+		t.Fatalf("go list found only %v", needed)
+	}
+	for _, f := range needed {
+		if ignored(f) {
+			t.Errorf(".dockerignore leaves out %s, which the build needs", f)
+		}
+	}
+}
+
+// dockerignorePattern compiles a .dockerignore pattern: rooted at the
+// context, * and ? within one path element, ** across elements.
+func dockerignorePattern(p string) *regexp.Regexp {
+	var re strings.Builder
+	re.WriteString("^")
+	for i := 0; i < len(p); i++ {
+		switch {
+		case strings.HasPrefix(p[i:], "**/"):
+			re.WriteString("(.*/)?")
+			i += 2
+		case strings.HasPrefix(p[i:], "**"):
+			re.WriteString(".*")
+			i++
+		case p[i] == '*':
+			re.WriteString("[^/]*")
+		case p[i] == '?':
+			re.WriteString("[^/]")
+		default:
+			re.WriteString(regexp.QuoteMeta(p[i : i+1]))
+		}
+	}
+	re.WriteString("$")
+	return regexp.MustCompile(re.String())
+}
+
+func TestDockerignorePattern(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"*.test", "scheduler.test", true},
+		{"*.test", "scheduler/x.test", false}, // rooted, unlike .gitignore
+		{"**/*.test", "scheduler/x.test", true},
+		{"**/*.test", "x.test", true},
+		{"bin", "bin", true},
+		{"docs", "docsy", false},
+	} {
+		if got := dockerignorePattern(tc.pattern).MatchString(tc.path); got != tc.want {
+			t.Errorf("pattern %q on %q: %v, want %v", tc.pattern, tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestMakeImage checks `make image` builds the Dockerfile under a
+// configurable tag and is listed by `make help`.
+func TestMakeImage(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := string(data)
+	if !regexp.MustCompile(`(?m)^IMAGE\s*\?=\s*engagement-scheduler:\S+`).MatchString(mk) {
+		t.Error("Makefile: want IMAGE ?= engagement-scheduler:<tag>")
+	}
+	if !regexp.MustCompile(`(?m)^image:.*## \S`).MatchString(mk) {
+		t.Error("Makefile: want an image target with a ## description, for make help")
+	}
+	if !regexp.MustCompile(`(?mi)^\t\S*docker\S* build -t \$\(IMAGE\) \.$`).MatchString(mk) {
+		t.Error("Makefile: the image target should run docker build -t $(IMAGE) .")
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return "unset"
+	}
+	return *p
+}

@@ -1,0 +1,622 @@
+package deploy_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+)
+
+// The tests of deploy/sql/roles.sql run it on a real server, as psql would
+// (its psql meta-commands and variables interpreted by psqlScript below),
+// then run the real binaries as the least-privilege login role it creates.
+// Roles are cluster-wide: every test names its own (random suffix) and
+// drops them when it ends. The server's role (pgtest) must be allowed to
+// create roles and hand tables over, as a superuser is.
+
+// wantPrivileges is what the jobs' role may do on each table of the
+// migrated schema: exactly these, and nothing on a table not listed. A
+// migration that adds a table fails TestRolesScriptGrantsExactlyWhatTheJobsUse
+// until roles.sql (and this list) says what the jobs may do with it.
+var wantPrivileges = map[string][]string{
+	"user_profiles":                 {"SELECT"},
+	"transactions":                  {"SELECT"},
+	"user_engagement_states":        {"SELECT", "UPDATE"},
+	"engagement_state_transitions":  {"SELECT", "INSERT"},
+	"engagement_message_queue":      {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"engagement_processed_messages": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"engagement_transport_pacing":   {"SELECT", "INSERT", "UPDATE"},
+	"engagement_idempotency_keys":   {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"engagement_job_runs":           {"SELECT", "INSERT", "UPDATE"},
+	"engagement_schema_migrations":  {"SELECT"},
+}
+
+var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
+
+// roleSet is one test's three roles and their passwords.
+type roleSet struct {
+	app, jobs, migrator string
+	appPassword         string
+	migratorPassword    string
+}
+
+// newRoles names a fresh set of roles and drops them (with whatever they
+// own or were granted in dbURL's database) when the test ends. Registered
+// after the database, the cleanup runs before the database is dropped.
+func newRoles(t *testing.T, adminURL string) roleSet {
+	t.Helper()
+	suffix := randomHex(t, 5)
+	rs := roleSet{
+		app:              "engagement_app_" + suffix,
+		jobs:             "engagement_jobs_" + suffix,
+		migrator:         "engagement_migrator_" + suffix,
+		appPassword:      "app-" + randomHex(t, 8),
+		migratorPassword: "mig-" + randomHex(t, 8),
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			t.Errorf("drop test roles: connect: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		names := pgx.Identifier{rs.app}.Sanitize() + ", " + pgx.Identifier{rs.jobs}.Sanitize() + ", " + pgx.Identifier{rs.migrator}.Sanitize()
+		for _, stmt := range []string{
+			// Only the roles that exist: a test that failed early may not
+			// have created them.
+			`DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname IN ('` + rs.app + `','` + rs.jobs + `','` + rs.migrator + `')) THEN EXECUTE 'DROP OWNED BY ` + strings.ReplaceAll(names, "'", "''") + `'; END IF; END $$`,
+			`DROP ROLE IF EXISTS ` + names,
+		} {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				t.Errorf("drop test roles: %v", err)
+			}
+		}
+	})
+	return rs
+}
+
+func (rs roleSet) vars() map[string]string {
+	return map[string]string{
+		"app_role": rs.app, "jobs_role": rs.jobs, "migrator_role": rs.migrator,
+		"app_password": rs.appPassword, "migrator_password": rs.migratorPassword,
+	}
+}
+
+// applyRoles runs roles.sql on the database at adminURL and returns the
+// notices the server raised.
+func applyRoles(t *testing.T, adminURL string, vars map[string]string) []string {
+	t.Helper()
+	root := repoRoot(t)
+	script := psqlScript(t, filepath.Join(root, "deploy", "sql", "roles.sql"), vars)
+	cfg, err := pgconn.ParseConfig(adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		notices []string
+	)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		notices = append(notices, n.Message)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect as the administrator: %v", err)
+	}
+	defer conn.Close(context.Background())
+	// The simple protocol runs the whole script, BEGIN to COMMIT, as psql
+	// would statement by statement.
+	if _, err := conn.Exec(ctx, script).ReadAll(); err != nil {
+		t.Fatalf("roles.sql failed: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(notices)
+}
+
+// asRole returns dbURL with its user and password replaced.
+func asRole(t *testing.T, dbURL, role, password string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("parse the test database URL: %v", err)
+	}
+	u.User = url.UserPassword(role, password)
+	return u.String()
+}
+
+func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	rs := newRoles(t, dbURL)
+	applyRoles(t, dbURL, rs.vars())
+
+	ctx := context.Background()
+	admin := connect(t, dbURL)
+
+	// Hand one privilege too many, as an operator might: the re-run must
+	// take it back, and change nothing else.
+	if _, err := admin.Exec(ctx, `GRANT TRUNCATE ON user_profiles TO `+pgx.Identifier{rs.jobs}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if notices := applyRoles(t, dbURL, rs.vars()); len(notices) != 0 {
+		t.Errorf("re-running roles.sql on a migrated database raised notices %q, want none", notices)
+	}
+
+	rows, err := admin.Query(ctx, `
+		SELECT c.relname, p.privilege, has_table_privilege($1, c.oid, p.privilege), pg_get_userbyid(c.relowner)
+		  FROM pg_class c
+		 CROSS JOIN unnest($2::text[]) AS p(privilege)
+		 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+		 ORDER BY 1, 2`, rs.app, tablePrivileges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	owners := map[string]string{}
+	for rows.Next() {
+		var table, privilege, owner string
+		var has bool
+		if err := rows.Scan(&table, &privilege, &has, &owner); err != nil {
+			t.Fatal(err)
+		}
+		owners[table] = owner
+		if _, ok := got[table]; !ok {
+			got[table] = nil
+		}
+		if has {
+			got[table] = append(got[table], privilege)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for table, privs := range got {
+		want, ok := wantPrivileges[table]
+		if !ok {
+			t.Errorf("table %s (from the migrations) is not in roles.sql's list: say what the jobs may do with it, there and in wantPrivileges", table)
+			continue
+		}
+		slices.Sort(privs)
+		want = slices.Sorted(slices.Values(want))
+		if !slices.Equal(privs, want) {
+			t.Errorf("%s may %v on %s, want exactly %v", rs.app, privs, table, want)
+		}
+		if owners[table] != rs.migrator {
+			t.Errorf("%s is owned by %s, want the migrator %s", table, owners[table], rs.migrator)
+		}
+	}
+	for table := range wantPrivileges {
+		if _, ok := got[table]; !ok {
+			t.Errorf("roles.sql grants on %s, which the migrations do not create", table)
+		}
+	}
+
+	var appLogin, jobsLogin, migLogin, anyPowers, appInJobs, migCreates, appCreates bool
+	err = admin.QueryRow(ctx, `
+		SELECT a.rolcanlogin, j.rolcanlogin, m.rolcanlogin,
+		       a.rolsuper OR a.rolcreatedb OR a.rolcreaterole OR a.rolreplication OR a.rolbypassrls OR
+		       j.rolsuper OR j.rolcreatedb OR j.rolcreaterole OR j.rolreplication OR j.rolbypassrls OR
+		       m.rolsuper OR m.rolcreatedb OR m.rolcreaterole OR m.rolreplication OR m.rolbypassrls,
+		       pg_has_role(a.oid, j.oid, 'USAGE'),
+		       has_schema_privilege(m.oid, 'public', 'CREATE'),
+		       has_schema_privilege(j.oid, 'public', 'CREATE') AND NOT has_schema_privilege('public', 'public', 'CREATE')
+		  FROM pg_roles a, pg_roles j, pg_roles m
+		 WHERE a.rolname = $1 AND j.rolname = $2 AND m.rolname = $3`, rs.app, rs.jobs, rs.migrator).
+		Scan(&appLogin, &jobsLogin, &migLogin, &anyPowers, &appInJobs, &migCreates, &appCreates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !appLogin || jobsLogin || !migLogin {
+		t.Errorf("can log in: app %v, jobs %v, migrator %v; want true, false, true", appLogin, jobsLogin, migLogin)
+	}
+	if anyPowers {
+		t.Error("a role has SUPERUSER, CREATEDB, CREATEROLE, REPLICATION or BYPASSRLS; want none of them")
+	}
+	if !appInJobs {
+		t.Errorf("%s does not use %s's privileges", rs.app, rs.jobs)
+	}
+	if !migCreates {
+		t.Errorf("the migrator %s may not create in schema public", rs.migrator)
+	}
+	if appCreates {
+		t.Errorf("%s was granted CREATE on schema public", rs.jobs)
+	}
+}
+
+func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	rs := newRoles(t, dbURL)
+	applyRoles(t, dbURL, rs.vars())
+	admin := connect(t, dbURL)
+	appURL := asRole(t, dbURL, rs.app, rs.appPassword)
+	env := cmdtest.Env("DATABASE_URL=" + appURL)
+
+	// One user for each kind of work: a goodbye (daily), an expired goodbye
+	// (daily, no message), a weekly review (weekly), a queued message
+	// (enqueue); queue-process delivers, cleanup deletes, status and
+	// verify read.
+	now := time.Now()
+	inactive := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-30 * 24 * time.Hour)})
+	expired := fixture.User(t, admin, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-20 * 24 * time.Hour),
+		GoodbyeSentAt: fixture.Ptr(now.Add(-72 * time.Hour)), GoodbyeExpiresAt: fixture.Ptr(now.Add(-24 * time.Hour))})
+	weekly := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
+	fixture.Transactions(t, admin, weekly, now.Add(-2*time.Hour), now.Add(-26*time.Hour))
+
+	daily := cmdtest.Build(t, "./cmd/engagement-daily")
+	weeklyBin := cmdtest.Build(t, "./cmd/engagement-weekly")
+	queue := cmdtest.Build(t, "./cmd/queue-process")
+	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+
+	run := func(bin string, args ...string) map[string]any {
+		t.Helper()
+		res := cmdtest.Run(t, bin, env, args...)
+		if res.Code != 0 {
+			t.Fatalf("%s %v as %s: exit %d, want 0\nstdout: %s\nstderr: %s", filepath.Base(bin), args, rs.app, res.Code, res.Stdout, res.Stderr)
+		}
+		if strings.Contains(res.Stdout+res.Stderr, rs.appPassword) {
+			t.Errorf("%s %v printed the role's password", filepath.Base(bin), args)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+			t.Fatalf("%s %v: stdout is not one JSON object: %v\n%s", filepath.Base(bin), args, err, res.Stdout)
+		}
+		return out
+	}
+	wantNumber := func(what string, summary map[string]any, key string, want float64) {
+		t.Helper()
+		if got, _ := summary[key].(float64); got != want {
+			t.Errorf("%s: %s = %v, want %v (summary %v)", what, key, summary[key], want, summary)
+		}
+	}
+
+	sum := run(daily, "--output", "json")
+	wantNumber("engagement-daily", sum, "succeeded", 2)
+	wantNumber("engagement-daily", sum, "queued", 1)
+	if got := fixture.StateOf(t, admin, inactive).State; got != "goodbye_sent" {
+		t.Errorf("inactive user's state after the daily job = %q, want goodbye_sent", got)
+	}
+	if got := fixture.StateOf(t, admin, expired).State; got != "dormant" {
+		t.Errorf("expired goodbye's state after the daily job = %q, want dormant", got)
+	}
+
+	sum = run(weeklyBin, "--output", "json")
+	wantNumber("engagement-weekly", sum, "queued", 1)
+
+	enq := run(ctl, "enqueue", "--user-id", weekly, "--type", "reminder", "--key", "engagement.weekly_review.celebration",
+		"--params", `{"count":"1"}`, "--idempotency-key", weekly+":roles-test", "--output", "json")
+	if enq["created"] != true {
+		t.Errorf("enqueue: %v, want created true", enq)
+	}
+
+	sum = run(queue, "--transport", "log", "--send-interval", "1ms", "--dedupe-store", "postgres", "--output", "json")
+	wantNumber("queue-process", sum, "sent", 3)
+	wantNumber("queue-process", sum, "failed", 0)
+	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_transport_pacing`); n != 1 {
+		t.Errorf("pacing rows after queue-process = %d, want 1", n)
+	}
+	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_idempotency_keys`); n != 3 {
+		t.Errorf("dedupe keys after queue-process = %d, want 3", n)
+	}
+
+	run(ctl, "status", "--output", "json")
+	if res := cmdtest.Run(t, ctl, env, "verify"); res.Code != 0 {
+		t.Errorf("engagementctl verify as %s: exit %d, want 0\n%s%s", rs.app, res.Code, res.Stdout, res.Stderr)
+	}
+
+	// Far enough ahead that every message's key is past the retention and
+	// every dedupe key has expired.
+	later := now.Add(90 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	sum = run(ctl, "cleanup", "--older-than", "720h", "--as-of", later, "--output", "json")
+	wantNumber("cleanup", sum, "messages", 3)
+	wantNumber("cleanup", sum, "ledger", 3)
+	wantNumber("cleanup", sum, "idempotency_keys", 3)
+
+	// What the role must not do, each refused by the server for lack of
+	// privilege (SQLSTATE 42501), not by some other error.
+	app := connect(t, appURL)
+	for _, stmt := range []string{
+		`DROP TABLE engagement_message_queue`,
+		`ALTER TABLE user_engagement_states ADD COLUMN x integer`,
+		`TRUNCATE engagement_state_transitions`,
+		`TRUNCATE engagement_message_queue`,
+		`UPDATE user_profiles SET locale = 'en'`,
+		`INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid())`,
+		`INSERT INTO transactions (user_id, created_at) VALUES (gen_random_uuid(), now())`,
+		`DELETE FROM engagement_state_transitions`,
+		`UPDATE engagement_state_transitions SET trigger = 'x'`,
+		`DELETE FROM user_engagement_states`,
+		`DELETE FROM engagement_job_runs`,
+		`UPDATE engagement_schema_migrations SET dirty = true`,
+		`CREATE INDEX ON engagement_message_queue (user_id)`,
+		`CREATE TRIGGER t BEFORE INSERT ON engagement_message_queue FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()`,
+	} {
+		_, err := app.Exec(context.Background(), stmt)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("as %s, %s: error %v, want permission denied (42501)", rs.app, stmt, err)
+		}
+	}
+	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_state_transitions`); n != 2 {
+		t.Errorf("transitions after the refused statements = %d, want the daily job's 2", n)
+	}
+}
+
+func TestMigrationsNeedTheMigrator(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	rs := newRoles(t, dbURL)
+	applyRoles(t, dbURL, rs.vars())
+	admin := connect(t, dbURL)
+	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	appEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
+	migEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.migrator, rs.migratorPassword))
+	latest := fixture.Count(t, admin, `SELECT version FROM engagement_schema_migrations`)
+
+	wantVersion := func(when string, want int) {
+		t.Helper()
+		var version int
+		var dirty bool
+		if err := admin.QueryRow(context.Background(), `SELECT version, dirty FROM engagement_schema_migrations`).Scan(&version, &dirty); err != nil {
+			t.Fatal(err)
+		}
+		if version != want || dirty {
+			t.Errorf("%s: schema version %d (dirty %v), want %d, clean", when, version, dirty, want)
+		}
+	}
+	step := func(env []string, who string, wantCode int, args ...string) {
+		t.Helper()
+		res := cmdtest.Run(t, ctl, env, args...)
+		if res.Code != wantCode {
+			t.Fatalf("engagementctl %v as %s: exit %d, want %d\n%s%s", args, who, res.Code, wantCode, res.Stdout, res.Stderr)
+		}
+		if wantCode != 0 && !strings.Contains(res.Stderr, "permission denied") && !strings.Contains(res.Stderr, "must be owner") {
+			t.Errorf("engagementctl %v as %s failed, but not for lack of privilege:\n%s", args, who, res.Stderr)
+		}
+	}
+
+	step(appEnv, rs.app, 1, "migrate", "down", "1")
+	wantVersion("after the jobs' role tried to migrate down", latest)
+	step(migEnv, rs.migrator, 0, "migrate", "down", "1")
+	wantVersion("after the migrator migrated down", latest-1)
+	step(appEnv, rs.app, 1, "migrate", "up")
+	wantVersion("after the jobs' role tried to migrate up", latest-1)
+	step(migEnv, rs.migrator, 0, "migrate", "up")
+	wantVersion("after the migrator migrated up", latest)
+	// The migrator's new objects change nothing the jobs can do.
+	if res := cmdtest.Run(t, ctl, appEnv, "status", "--output", "json"); res.Code != 0 {
+		t.Errorf("status as %s after the migrations: exit %d\n%s", rs.app, res.Code, res.Stderr)
+	}
+}
+
+func TestRolesScriptOnAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewEmptyDatabase(t)
+	rs := newRoles(t, dbURL)
+	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+
+	// First run: the roles, and a notice naming every table still missing.
+	notices := applyRoles(t, dbURL, rs.vars())
+	if len(notices) != 1 || !strings.Contains(notices[0], "migrate up") {
+		t.Fatalf("roles.sql on an empty database: notices %q, want one telling to run migrate up", notices)
+	}
+	for table := range wantPrivileges {
+		if !strings.Contains(notices[0], table) {
+			t.Errorf("the notice %q does not name the missing table %s", notices[0], table)
+		}
+	}
+
+	// The migrator creates the schema; the jobs cannot use it yet...
+	migEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.migrator, rs.migratorPassword))
+	if res := cmdtest.Run(t, ctl, migEnv, "migrate", "up"); res.Code != 0 {
+		t.Fatalf("migrate up as the migrator on an empty database: exit %d\n%s", res.Code, res.Stderr)
+	}
+	appEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
+	if res := cmdtest.Run(t, ctl, appEnv, "status"); res.Code != 1 || !strings.Contains(res.Stderr, "permission denied") {
+		t.Errorf("status as %s before the second run of roles.sql: exit %d, want 1 with permission denied\n%s", rs.app, res.Code, res.Stderr)
+	}
+	// ...until the script runs again.
+	if notices := applyRoles(t, dbURL, rs.vars()); len(notices) != 0 {
+		t.Errorf("second run of roles.sql: notices %q, want none", notices)
+	}
+	if res := cmdtest.Run(t, ctl, appEnv, "status"); res.Code != 0 {
+		t.Errorf("status as %s after the second run of roles.sql: exit %d\n%s", rs.app, res.Code, res.Stderr)
+	}
+}
+
+// TestRolesScriptRejectsBadNames: the script stops, changing nothing, when
+// two roles would be the same role.
+func TestRolesScriptRejectsBadNames(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewEmptyDatabase(t)
+	rs := newRoles(t, dbURL)
+	vars := rs.vars()
+	vars["jobs_role"] = rs.app
+	script := psqlScript(t, filepath.Join(repoRoot(t), "deploy", "sql", "roles.sql"), vars)
+	_, err := connect(t, dbURL).PgConn().Exec(context.Background(), script).ReadAll()
+	if err == nil || !strings.Contains(err.Error(), "three different") {
+		t.Fatalf("roles.sql with app_role = jobs_role: error %v, want one saying the names must differ", err)
+	}
+	if n := fixture.Count(t, connect(t, dbURL), `SELECT count(*) FROM pg_roles WHERE rolname = $1`, rs.app); n != 0 {
+		t.Errorf("the failed script left role %s behind", rs.app)
+	}
+}
+
+func connect(t *testing.T, dbURL string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// psqlScript reads a psql script and returns the SQL psql would send: the
+// meta-commands roles.sql uses (\set NAME VALUE, \if :{?NAME}, \else,
+// \endif) interpreted, -v variables from vars, and :'NAME' / :"NAME" /
+// :NAME replaced outside quotes, dollar quotes and comments. Anything else
+// psql-only fails the test, so the script cannot drift away from what this
+// test runs.
+func psqlScript(t *testing.T, path string, vars map[string]string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := map[string]string{}
+	for k, val := range vars {
+		v[k] = val
+	}
+	var (
+		out    strings.Builder
+		active = []bool{true} // one per open \if; the top is "this line runs"
+	)
+	running := func() bool { return !slices.Contains(active, false) }
+	ifSet := regexp.MustCompile(`^\\if\s+:\{\?(\w+)\}\s*$`)
+	setVar := regexp.MustCompile(`^\\set\s+(\w+)\s+(\S+)\s*$`)
+	for i, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if !strings.HasPrefix(trimmed, `\`) {
+			if running() {
+				out.WriteString(line)
+				out.WriteByte('\n')
+			}
+			continue
+		}
+		switch m, s := ifSet.FindStringSubmatch(trimmed), setVar.FindStringSubmatch(trimmed); {
+		case m != nil:
+			_, ok := v[m[1]]
+			active = append(active, ok)
+		case trimmed == `\else`:
+			if len(active) < 2 {
+				t.Fatalf("%s:%d: \\else without \\if", path, i+1)
+			}
+			active[len(active)-1] = !active[len(active)-1]
+		case trimmed == `\endif`:
+			if len(active) < 2 {
+				t.Fatalf("%s:%d: \\endif without \\if", path, i+1)
+			}
+			active = active[:len(active)-1]
+		case s != nil:
+			if running() {
+				val := s[2]
+				if val == "''" {
+					val = ""
+				}
+				v[s[1]] = val
+			}
+		default:
+			t.Fatalf("%s:%d: psql meta-command %q is not one the tests know how to run", path, i+1, trimmed)
+		}
+	}
+	if len(active) != 1 {
+		t.Fatalf("%s: \\if without \\endif", path)
+	}
+	return substituteVars(t, path, out.String(), v)
+}
+
+func substituteVars(t *testing.T, path, sql string, v map[string]string) string {
+	t.Helper()
+	var out strings.Builder
+	lookup := func(name string) string {
+		val, ok := v[name]
+		if !ok {
+			t.Fatalf("%s: variable %q is used but never set", path, name)
+		}
+		return val
+	}
+	isName := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	dollarTag := regexp.MustCompile(`^\$(\w*)\$`)
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case strings.HasPrefix(sql[i:], "--"):
+			end := strings.IndexByte(sql[i:], '\n')
+			if end < 0 {
+				end = len(sql) - i
+			}
+			out.WriteString(sql[i : i+end])
+			i += end
+		case c == '\'' || c == '"':
+			end := strings.IndexByte(sql[i+1:], c)
+			if end < 0 {
+				t.Fatalf("%s: unterminated %c quote", path, c)
+			}
+			out.WriteString(sql[i : i+end+2])
+			i += end + 2
+		case c == '$' && dollarTag.MatchString(sql[i:]):
+			tag := dollarTag.FindString(sql[i:])
+			end := strings.Index(sql[i+len(tag):], tag)
+			if end < 0 {
+				t.Fatalf("%s: unterminated dollar quote %s", path, tag)
+			}
+			out.WriteString(sql[i : i+len(tag)+end+len(tag)])
+			i += len(tag) + end + len(tag)
+		case strings.HasPrefix(sql[i:], "::"):
+			out.WriteString("::")
+			i += 2
+		case c == ':' && i+1 < len(sql) && (sql[i+1] == '\'' || sql[i+1] == '"'):
+			q := sql[i+1]
+			end := strings.IndexByte(sql[i+2:], q)
+			if end < 0 {
+				t.Fatalf("%s: unterminated :%c variable", path, q)
+			}
+			val := lookup(sql[i+2 : i+2+end])
+			if q == '\'' {
+				out.WriteString("'" + strings.ReplaceAll(val, "'", "''") + "'")
+			} else {
+				out.WriteString(pgx.Identifier{val}.Sanitize())
+			}
+			i += end + 3
+		case c == ':' && i+1 < len(sql) && isName(sql[i+1]):
+			j := i + 1
+			for j < len(sql) && isName(sql[j]) {
+				j++
+			}
+			out.WriteString(lookup(sql[i+1 : j]))
+			i = j
+		default:
+			out.WriteByte(c)
+			i++
+		}
+	}
+	return out.String()
+}

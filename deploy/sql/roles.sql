@@ -1,0 +1,197 @@
+-- Least-privilege roles for the engagement scheduler.
+--
+--   engagement_migrator  LOGIN   owns the scheduler's tables; runs
+--                                `engagementctl migrate up|down` and nothing else
+--   engagement_jobs      NOLOGIN the privileges the four binaries use, and no more
+--   engagement_app       LOGIN   member of engagement_jobs: the DATABASE_URL of
+--                                engagement-daily, engagement-weekly, queue-process
+--                                and engagementctl enqueue|cleanup|status|verify
+--
+-- What engagement_jobs may do, table by table (and nothing else: no DDL, no
+-- TRUNCATE, no TRIGGER or REFERENCES, no table it is not listed on):
+--
+--   user_profiles                  SELECT                          the bot owns profiles
+--   transactions                   SELECT                          the bot writes them
+--   user_engagement_states         SELECT, UPDATE                  the daily job moves states
+--   engagement_state_transitions   SELECT, INSERT                  the log only grows
+--   engagement_message_queue       SELECT, INSERT, UPDATE, DELETE  queue, claim, settle; cleanup deletes
+--   engagement_processed_messages  SELECT, INSERT, UPDATE, DELETE  the send ledger; cleanup deletes
+--   engagement_transport_pacing    SELECT, INSERT, UPDATE          the shared send pace
+--   engagement_idempotency_keys    SELECT, INSERT, UPDATE, DELETE  --dedupe-store postgres; cleanup
+--   engagement_job_runs            SELECT, INSERT, UPDATE          run records
+--   engagement_schema_migrations   SELECT                          every binary checks the version
+--
+-- The jobs' advisory locks (pg_advisory_lock) need no grant. Inserting into
+-- the identity columns needs no sequence privilege.
+--
+-- Run it with psql, as a superuser or as the role that owns the tables
+-- (it hands them to the migrator), on the database the scheduler uses:
+--
+--   psql "$ADMIN_DATABASE_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
+--
+-- It is idempotent: run it again at any time, and after every release whose
+-- migrations add a table (the table gets its privileges then; until then
+-- the jobs get "permission denied" on it and exit 1). On an empty database,
+-- run it once to create the roles, then `engagementctl migrate up` as the
+-- migrator, then this script again; it says which tables it did not find.
+-- A re-run resets engagement_jobs' privileges on every table of the schema
+-- to exactly the list above.
+--
+-- psql variables (-v NAME=VALUE), all optional:
+--
+--   app_role, jobs_role, migrator_role   role names (defaults above)
+--   schema                               the scheduler's schema (public)
+--   app_password, migrator_password      set the login roles' passwords; empty
+--                                        (the default) leaves them as they are
+--
+-- Passwords: prefer leaving them out here and setting them with psql's
+-- \password ROLE, which sends only a SCRAM hash. A password given here is
+-- sent in a SET LOCAL that psql does not echo and that lasts only for this
+-- script's transaction; servers logging every statement (log_statement =
+-- 'all') would log it. Put the passwords in the DATABASE_URL secrets, never
+-- in this file.
+--
+-- PostgreSQL 14 and older let every role (PUBLIC) create objects in schema
+-- public, so engagement_app could create tables there. This script does not
+-- change what PUBLIC may do, since other applications may share the
+-- database; where nothing else needs it, run
+--   REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+-- (PostgreSQL 15 and newer do that by default).
+--
+-- TLS: the roles do not enforce it; pg_hba.conf does. Use hostssl lines for
+-- these roles, and sslmode=verify-full (or require) in their URLs.
+--
+-- Statements outside the psql meta-commands below are plain SQL: the
+-- tests (deploy/roles_test.go) substitute the variables themselves and run
+-- the script on a real server.
+
+\set ON_ERROR_STOP on
+\if :{?app_role}
+\else
+\set app_role engagement_app
+\endif
+\if :{?jobs_role}
+\else
+\set jobs_role engagement_jobs
+\endif
+\if :{?migrator_role}
+\else
+\set migrator_role engagement_migrator
+\endif
+\if :{?schema}
+\else
+\set schema public
+\endif
+\if :{?app_password}
+\else
+\set app_password ''
+\endif
+\if :{?migrator_password}
+\else
+\set migrator_password ''
+\endif
+
+BEGIN;
+
+SET LOCAL engagement_roles.app_role = :'app_role';
+SET LOCAL engagement_roles.jobs_role = :'jobs_role';
+SET LOCAL engagement_roles.migrator_role = :'migrator_role';
+SET LOCAL engagement_roles.schema = :'schema';
+SET LOCAL engagement_roles.app_password = :'app_password';
+SET LOCAL engagement_roles.migrator_password = :'migrator_password';
+
+DO $roles$
+DECLARE
+    app      text := current_setting('engagement_roles.app_role');
+    jobs     text := current_setting('engagement_roles.jobs_role');
+    migrator text := current_setting('engagement_roles.migrator_role');
+    sch      text := current_setting('engagement_roles.schema');
+    app_pw   text := current_setting('engagement_roles.app_password');
+    mig_pw   text := current_setting('engagement_roles.migrator_password');
+    -- The scheduler's tables and what engagement_jobs may do on each: the
+    -- one list this script grants from (see the table in the header).
+    grants   text[][] := ARRAY[
+        ['user_profiles',                 'SELECT'],
+        ['transactions',                  'SELECT'],
+        ['user_engagement_states',        'SELECT, UPDATE'],
+        ['engagement_state_transitions',  'SELECT, INSERT'],
+        ['engagement_message_queue',      'SELECT, INSERT, UPDATE, DELETE'],
+        ['engagement_processed_messages', 'SELECT, INSERT, UPDATE, DELETE'],
+        ['engagement_transport_pacing',   'SELECT, INSERT, UPDATE'],
+        ['engagement_idempotency_keys',   'SELECT, INSERT, UPDATE, DELETE'],
+        ['engagement_job_runs',           'SELECT, INSERT, UPDATE'],
+        ['engagement_schema_migrations',  'SELECT']
+    ];
+    tbl      regclass;
+    missing  text[] := '{}';
+BEGIN
+    IF app = '' OR jobs = '' OR migrator = '' OR sch = ''
+       OR app = jobs OR app = migrator OR jobs = migrator THEN
+        RAISE EXCEPTION 'roles.sql: app_role, jobs_role and migrator_role must be three different non-empty names, and schema non-empty';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = sch) THEN
+        RAISE EXCEPTION 'roles.sql: schema % does not exist in database %', sch, current_database();
+    END IF;
+
+    -- Roles: created when missing; their attributes set on every run, so a
+    -- role created by hand ends up the same.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = jobs) THEN
+        EXECUTE format('CREATE ROLE %I', jobs);
+    END IF;
+    EXECUTE format('ALTER ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', jobs);
+
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = app) THEN
+        EXECUTE format('CREATE ROLE %I', app);
+    END IF;
+    EXECUTE format('ALTER ROLE %I LOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', app);
+    IF NOT EXISTS (SELECT FROM pg_auth_members m
+                    WHERE m.roleid = (SELECT oid FROM pg_roles WHERE rolname = jobs)
+                      AND m.member = (SELECT oid FROM pg_roles WHERE rolname = app)) THEN
+        EXECUTE format('GRANT %I TO %I', jobs, app);
+    END IF;
+
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = migrator) THEN
+        EXECUTE format('CREATE ROLE %I', migrator);
+    END IF;
+    EXECUTE format('ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', migrator);
+
+    IF app_pw <> '' THEN
+        EXECUTE format('ALTER ROLE %I PASSWORD %L', app, app_pw);
+    END IF;
+    IF mig_pw <> '' THEN
+        EXECUTE format('ALTER ROLE %I PASSWORD %L', migrator, mig_pw);
+    END IF;
+
+    -- The database and the schema: both roles connect; only the migrator
+    -- creates objects.
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I, %I', current_database(), jobs, migrator);
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', sch, jobs);
+    EXECUTE format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', sch, migrator);
+
+    -- Start from nothing on every table and sequence of the schema, so a
+    -- re-run also takes back what the list no longer grants.
+    EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', sch, jobs);
+    EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM %I', sch, jobs);
+
+    FOR i IN 1 .. array_length(grants, 1) LOOP
+        tbl := to_regclass(format('%I.%I', sch, grants[i][1]));
+        IF tbl IS NULL THEN
+            missing := missing || grants[i][1];
+            CONTINUE;
+        END IF;
+        -- The migrator owns every table (with its indexes and identity
+        -- sequences), so it can migrate them; the jobs own nothing.
+        IF (SELECT relowner FROM pg_class WHERE oid = tbl) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
+            EXECUTE format('ALTER TABLE %s OWNER TO %I', tbl, migrator);
+        END IF;
+        EXECUTE format('GRANT %s ON TABLE %s TO %I', grants[i][2], tbl, jobs);
+    END LOOP;
+
+    IF cardinality(missing) > 0 THEN
+        RAISE NOTICE 'roles.sql: % table(s) not found in schema %: %. Run `engagementctl migrate up` as % and then this script again.',
+            cardinality(missing), sch, array_to_string(missing, ', '), migrator;
+    END IF;
+END
+$roles$;
+
+COMMIT;
