@@ -9,6 +9,26 @@ GO        ?= go
 BIN       ?= bin
 BINARIES  := $(patsubst cmd/%/,%,$(wildcard cmd/*/))
 BENCH_USERS ?= 200000
+BENCH_ROUNDS ?= 3
+BENCH_SIZES ?= 10000,100000
+BENCH_MESSAGES ?= 20000
+# A count, not a duration: a -fuzztime duration races Go 1.26's fuzz
+# coordinator at the deadline and fails with a bare "context deadline
+# exceeded" (golang/go#75804, fixed in Go 1.27).
+FUZZTIME  ?= 50000x
+DOCKER    ?= docker
+IMAGE     ?= engagement-scheduler:dev
+RACE      ?=
+BENCH_SMOKE_USERS ?= 10000
+
+# Pinned tools, installed through the Go module proxy on first use into
+# TOOLS (one directory per version, so bumping a version reinstalls).
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOVULNCHECK_VERSION   ?= v1.8.0
+GOVULNDB  ?= https://vuln.go.dev
+TOOLS     ?= $(shell $(GO) env GOPATH)/tools
+GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+GOVULNCHECK   := $(TOOLS)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck
 
 .DEFAULT_GOAL := help
 
@@ -21,27 +41,69 @@ build: ## Build the binaries into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+.PHONY: image
+image: ## Build the container image with all four binaries (IMAGE=engagement-scheduler:dev; needs Docker)
+	$(DOCKER) build -t $(IMAGE) .
+
 .PHONY: test
-test: ## Run every test against a real PostgreSQL
-	$(GO) test -count=1 ./...
+test: ## Run every test against a real PostgreSQL (RACE=1: with the race detector)
+	$(GO) test -count=1 $(if $(RACE),-race) ./...
 
 .PHONY: test-race
-test-race: ## Run the tests with the race detector
-	$(GO) test -count=1 -race ./...
+test-race: ## Run the tests with the race detector (make test RACE=1)
+	$(MAKE) --no-print-directory test RACE=1
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint (.golangci.yml)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	GOBIN=$(@D) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: vuln
+vuln: ## govulncheck the module; skipped, saying why, when it cannot be installed or its database does not answer
+	@if ! [ -x $(GOVULNCHECK) ] && ! GOBIN=$(dir $(GOVULNCHECK)) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); then \
+	  echo "vuln: SKIPPED: govulncheck@$(GOVULNCHECK_VERSION) could not be installed from the Go module proxy"; exit 0; \
+	fi; \
+	out=$$($(GOVULNCHECK) -db $(GOVULNDB) ./... 2>&1); rc=$$?; echo "$$out"; \
+	if [ $$rc -ne 0 ] && [ $$rc -ne 3 ] && echo "$$out" | grep -q 'fetching vulnerabilities'; then \
+	  echo "vuln: SKIPPED: the vulnerability database $(GOVULNDB) did not answer (see above); nothing was checked"; exit 0; \
+	fi; \
+	if [ $$rc -ne 0 ]; then echo "vuln: FAILED (govulncheck exit $$rc)"; exit $$rc; fi; \
+	echo "vuln: no known vulnerability is reachable from this module's code"
+
+.PHONY: bench-smoke
+bench-smoke: ## Every benchmark once at BENCH_SMOKE_USERS (10000) users: they still run, and the numbers stay sane
+	BENCH_USERS=$(BENCH_SMOKE_USERS) BENCH_MESSAGES=$(BENCH_SMOKE_USERS) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./...
+
+.PHONY: ci
+ci: ## What CI runs (.ci/run): lint, vuln, every fuzzer briefly, bench-smoke, then make test RACE=1
+	bash .ci/run
 
 .PHONY: demo
 demo: build ## Seed sample users in a throwaway database, run the jobs and deliver the messages
-	$(GO) run ./internal/demo -bin $(BIN)
+	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)
 
 .PHONY: bench
-bench: ## Benchmark the jobs against single statements (BENCH_USERS=200000) and queue throughput
-	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./scheduler
+bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES)
+	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime $(BENCH_ROUNDS)x -timeout 90m ./scheduler
 	$(GO) test -run '^$$' -bench Queue -benchtime 2x -timeout 30m ./sender
+	cd bench && $(GO) run . -bin ../$(BIN) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -out results -plot ../docs/scaling.png
+
+.PHONY: bench-full
+bench-full: ## Every figure of docs/BENCHMARKS.md at 1,000,000 users (about 15 minutes; run it on a quiet machine)
+	$(MAKE) bench BENCH_USERS=1000000 BENCH_ROUNDS=2 BENCH_SIZES=10000,100000,1000000
+
+.PHONY: fuzz
+fuzz: ## Run every fuzzer for FUZZTIME (50000x executions) each; findings land in testdata/fuzz
+	@set -e; for dir in $$($(GO) list -f '{{.Dir}}' ./...); do \
+	  for target in $$(cat $$dir/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
+	    echo "$$target ($$dir)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
 
 .PHONY: pg-stop
 pg-stop: ## Stop the throwaway PostgreSQL the tests or the demo started, if any
