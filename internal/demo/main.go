@@ -1,8 +1,10 @@
 // Command demo shows the engagement scheduler on a throwaway database: it
 // seeds a few hundred sample users, runs the real engagement-daily binary
 // over three days and engagement-weekly twice, delivers the messages with
-// queue-process, and prints how the users move and what was queued and
-// sent. `make demo` runs it.
+// queue-process, and prints how the users move, what was queued and sent,
+// and what `engagementctl status` and `verify` say. When it had to start
+// a throwaway PostgreSQL cluster, it stops it at the end (unless -keep).
+// `make demo` runs it.
 package main
 
 import (
@@ -27,24 +29,33 @@ import (
 func main() {
 	bin := flag.String("bin", "bin", "directory holding the built binaries")
 	users := flag.Int("users", 300, "sample users to seed")
+	keep := flag.Bool("keep", false, "leave a throwaway PostgreSQL the demo started running, to look around")
+	database := flag.String("database", "engagement_demo", "the database to (re)create for the demo")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *bin, *users); err != nil {
+	err := run(ctx, *bin, *database, *users, *keep)
+	if pgtest.StartedThrowaway() && !*keep {
+		fmt.Println("\nStopping the throwaway PostgreSQL the demo started (`make demo DEMO_FLAGS=-keep` keeps it).")
+		if stopErr := pgtest.StopThrowaway(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin string, users int) error {
+func run(ctx context.Context, bin, database string, users int, keep bool) error {
 	day1 := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 
 	step("A throwaway database")
-	url, err := pgtest.CreateDatabase(ctx, "engagement_demo")
+	url, err := pgtest.CreateDatabase(ctx, database)
 	if err != nil {
 		return err
 	}
-	fmt.Println("created database engagement_demo")
+	fmt.Println("created database", database)
 
 	step("engagementctl migrate up (already applied: a no-op)")
 	if err := runBinary(ctx, bin, url, "engagementctl", "migrate", "up"); err != nil {
@@ -106,8 +117,22 @@ func run(ctx context.Context, bin string, users int) error {
 	if err := printQueue(ctx, pool); err != nil {
 		return err
 	}
-	fmt.Printf("\nLook around with:\n  psql '%s'\n", url)
-	fmt.Println("Stop the throwaway PostgreSQL (if the demo started one) with: make pg-stop")
+
+	step("engagementctl status: what an operator sees")
+	if err := runBinary(ctx, bin, url, "engagementctl", "status"); err != nil {
+		return err
+	}
+	step("engagementctl verify: the invariants hold")
+	if err := runBinary(ctx, bin, url, "engagementctl", "verify"); err != nil {
+		return err
+	}
+
+	if !pgtest.StartedThrowaway() || keep {
+		fmt.Printf("\nLook around with:\n  psql '%s'\n", url)
+	}
+	if pgtest.StartedThrowaway() && keep {
+		fmt.Println("Stop the throwaway PostgreSQL with: make pg-stop")
+	}
 	return nil
 }
 
