@@ -108,7 +108,10 @@ func resolveServer(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u, err := startThrowaway(ctx, dir, port)
+	u, started, err := startThrowaway(ctx, dir, port)
+	if started {
+		startedHere.Store(true)
+	}
 	if err != nil {
 		return "", fmt.Errorf("TEST_DATABASE_URL and DATABASE_URL are unset, the probe of %s failed (%v), "+
 			"and starting a throwaway cluster in %s failed: %w\n"+

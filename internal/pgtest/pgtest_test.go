@@ -214,12 +214,15 @@ func TestThrowawayCluster(t *testing.T) {
 		os.RemoveAll(base)
 	})
 
-	check := func(step string) {
+	check := func(step string, wantStarted bool) {
 		t.Helper()
 		start := time.Now()
-		dbURL, err := startThrowaway(ctx, dir, port)
+		dbURL, started, err := startThrowaway(ctx, dir, port)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
+		}
+		if started != wantStarted {
+			t.Errorf("%s: started = %v, want %v", step, started, wantStarted)
 		}
 		t.Logf("%s: %s in %v", step, dbURL, time.Since(start).Round(time.Millisecond))
 		if want := throwawayURL(port); dbURL != want {
@@ -233,17 +236,14 @@ func TestThrowawayCluster(t *testing.T) {
 		conn.Close(ctx)
 	}
 
-	check("initdb and start")
-	if !StartedThrowaway() {
-		t.Error("StartedThrowaway() = false after this process started a cluster")
-	}
+	check("initdb and start", true)
 	if _, err := os.Stat(filepath.Join(dir, markerConf)); err != nil {
 		t.Errorf("marker config missing: %v", err)
 	}
 	if _, err := os.Stat(dir + ".init"); !os.IsNotExist(err) {
 		t.Errorf("initdb work directory left behind: %v", err)
 	}
-	check("reuse the running cluster")
+	check("reuse the running cluster", false)
 	if err := stopThrowaway(ctx, dir); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -253,7 +253,7 @@ func TestThrowawayCluster(t *testing.T) {
 	if err := stopThrowaway(ctx, dir); err != nil {
 		t.Errorf("stopping a stopped cluster: %v", err)
 	}
-	check("restart the existing data directory")
+	check("restart the existing data directory", true)
 }
 
 func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
@@ -267,5 +267,32 @@ func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
 	}
 	if err := stopThrowaway(t.Context(), filepath.Join(dir, "missing")); err != nil {
 		t.Errorf("stopThrowaway on a missing directory: %v", err)
+	}
+}
+
+// TestClusterRestart checks a test's own cluster: migrated, and restarted
+// the way the fault tests need, ending open sessions and keeping what was
+// committed.
+func TestClusterRestart(t *testing.T) {
+	t.Parallel()
+	c := NewCluster(t)
+	ctx := t.Context()
+	before := connectT(t, c.URL)
+	if err := migrations.Check(ctx, before); err != nil {
+		t.Fatalf("the cluster's database is not migrated: %v", err)
+	}
+	if _, err := before.Exec(ctx, `CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Restart(t)
+
+	if _, err := before.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("a session open across the restart still works; want it ended")
+	}
+	after := connectT(t, c.URL)
+	var n int
+	if err := after.QueryRow(ctx, `SELECT n FROM kept`).Scan(&n); err != nil || n != 7 {
+		t.Errorf("after the restart: n = %d (err %v), want the committed 7", n, err)
 	}
 }

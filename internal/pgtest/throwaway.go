@@ -45,8 +45,8 @@ func throwawayConfig() (dir string, port int, err error) {
 	return dir, port, nil
 }
 
-// startedHere is set once this process has started the throwaway cluster
-// (rather than found it running).
+// startedHere is set once this process has started the shared throwaway
+// cluster (rather than found it running).
 var startedHere atomic.Bool
 
 // StartedThrowaway reports whether this process started the throwaway
@@ -73,64 +73,63 @@ func throwawayURL(port int) string {
 
 // startThrowaway makes sure a PostgreSQL cluster with data directory dir
 // answers on 127.0.0.1:port, creating and starting it if needed, and returns
-// its URL (user postgres, database postgres).
-func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
-	dir, err := filepath.Abs(dir)
+// its URL (user postgres, database postgres) and whether it started it.
+func startThrowaway(ctx context.Context, dir string, port int) (dbURL string, started bool, err error) {
+	dir, err = filepath.Abs(dir)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	dbURL := throwawayURL(port)
+	dbURL = throwawayURL(port)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
+		return "", false, err
 	}
 	unlock, err := localsvc.LockFile(ctx, dir+".lock")
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer unlock()
 
 	if ping(ctx, dbURL) == nil {
-		return dbURL, nil // already running (started by an earlier run or a racing process)
+		return dbURL, false, nil // already running (started by an earlier run or a racing process)
 	}
 	bins, err := findOrInstallPostgres(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	owner, err := clusterOwner(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 
 	if err := prepareDataDir(ctx, bins, owner, dir); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := writeConf(dir, port, owner); err != nil {
-		return "", err
+		return "", false, err
 	}
 	logPath := dir + ".log"
 	if owner != nil {
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		f.Close()
 		if err := owner.chown(logPath); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 	_, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-l", logPath, "-w", "-t", "120", "-o", "-p "+strconv.Itoa(port), "start")
 	if err != nil {
-		return "", fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, localsvc.Tail(logPath, 20), port)
+		return "", false, fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, localsvc.Tail(logPath, 20), port)
 	}
-	startedHere.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := ping(ctx, dbURL)
 		if err == nil {
-			return dbURL, nil
+			return dbURL, true, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return "", fmt.Errorf("the cluster in %s started but %s does not answer: %w\nlast lines of %s:\n%s", dir, dbURL, err, logPath, localsvc.Tail(logPath, 20))
+			return "", true, fmt.Errorf("the cluster in %s started but %s does not answer: %w\nlast lines of %s:\n%s", dir, dbURL, err, logPath, localsvc.Tail(logPath, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
