@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -15,7 +16,14 @@ import (
 // one statement that re-checks every user and queues under idempotency keys,
 // so running it again is safe: if the lost attempt did commit, the retry
 // finds those users moved (or their keys taken) and changes nothing.
-const batchAttempts = 3
+//
+// Attempt n+1 starts n×lostRetryDelay after attempt n failed (1, 2, 3 s):
+// about 6 s in all for a restarting server to come back. A longer outage
+// ends the run with exit 1; the next run does what is left.
+const (
+	batchAttempts  = 4
+	lostRetryDelay = time.Second
+)
 
 // batcher moves users with one statement per batch and, when a statement
 // fails, isolates the users that make it fail.
@@ -68,8 +76,9 @@ func (b *batcher) moveIsolating(ctx context.Context, ids []pgtype.UUID) error {
 	return b.moveIsolating(ctx, ids[half:])
 }
 
-// moveRetrying moves ids, trying again (up to batchAttempts in all) while
-// the statement's connection is lost; any other outcome is returned as is.
+// moveRetrying moves ids, trying again (up to batchAttempts in all, waiting
+// longer each time) while the statement's connection is lost; any other
+// outcome is returned as is.
 func (b *batcher) moveRetrying(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
 	for attempt := 1; ; attempt++ {
 		moved, queued, err = b.move(ctx, ids)
@@ -81,6 +90,13 @@ func (b *batcher) moveRetrying(ctx context.Context, ids []pgtype.UUID) (moved, q
 		}
 		if b.lost != nil {
 			b.lost(attempt, err)
+		}
+		wait := time.NewTimer(time.Duration(attempt) * lostRetryDelay)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return 0, 0, err
+		case <-wait.C:
 		}
 	}
 }

@@ -292,12 +292,12 @@ wait:
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("exit %d after %d terminations, want 1: %s", code, len(terminated), stderr)
 	}
-	if len(terminated) != 3 {
-		t.Errorf("the batch came back %d times, want 3 attempts", len(terminated))
+	if len(terminated) != 4 {
+		t.Errorf("the batch came back %d times, want 4 attempts", len(terminated))
 	}
 	lines := cmdtest.Lines(stderr.String())
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "engagement-daily: ") || !strings.Contains(last, "connection was lost 3 times") ||
+	if !strings.HasPrefix(last, "engagement-daily: ") || !strings.Contains(last, "connection was lost 4 times") ||
 		!strings.Contains(last, "terminating connection due to administrator command") {
 		t.Errorf("last stderr line %q, want one clear line saying the connection was lost", last)
 	}
@@ -324,4 +324,53 @@ wait:
 		t.Errorf("%d runs recorded as failed for the lost connection, want 1", n)
 	}
 	rerunEqualsClean(t, bin, dbURL, pool, clean)
+}
+
+// TestPostgresRestartedMidRun restarts the job's PostgreSQL server
+// (pg_ctl restart -m fast, which ends every session and refuses connections
+// until it is back) while a batch waits, uncommitted, half-way through the
+// first step. The batch was rolled back; the job waits, tries it again once
+// the server is back, finishes (exit 0), records its outcome and leaves
+// exactly what one clean run leaves.
+func TestPostgresRestartedMidRun(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	clean := runClean(t, bin)
+	cluster := pgtest.NewCluster(t)
+	pool, err := pgxpool.New(context.Background(), cluster.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := seed.Generate(context.Background(), pool, seed.Options{Users: faultUsers, Seed: faultSeed, AsOf: faultAsOf}); err != nil {
+		t.Fatal(err)
+	}
+	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
+
+	cmd, stdout, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+cluster.URL), faultArgs("--output", "json")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gate.WaitClosedOn(app, 30*time.Second)
+	cluster.Restart(t) // ends the gate's session too: the gate is open
+	gate.Dropped()
+	pool.Reset()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the job did not finish after PostgreSQL restarted (%v): %s", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), "retrying it on a new one") {
+		t.Errorf("no batch was retried, so the restart did not hit the run: %s", stderr)
+	}
+	var sum daySummary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("summary: %v: %s", err, stdout)
+	}
+	if sum != clean.sum {
+		t.Errorf("summary %+v, want the clean run's %+v", sum, clean.sum)
+	}
+	fixture.SameOutcome(t, "the run PostgreSQL restarted under", clean.outcome, fixture.Outcome(t, pool))
+	verify(t, pool, "after the run")
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 1 {
+		t.Errorf("%d runs recorded as succeeded, want this one, though the restart ended its lock's session", n)
+	}
 }
