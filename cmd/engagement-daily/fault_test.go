@@ -1,9 +1,11 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/url"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -221,23 +223,32 @@ func TestTerminatedConnectionsTheBatchIsRetried(t *testing.T) {
 	// The retry comes back to the gate on a new connection.
 	gate.WaitClosedOn(app, 30*time.Second, first)
 	gate.Open()
+	retriedToCleanEnd(t, "its connections were terminated", cmd, stdout, stderr, pool, clean)
+}
+
+// retriedToCleanEnd waits for a run whose batch lost its connection (after
+// what) and requires that it finished (exit 0) having retried the batch,
+// with the clean run's summary and outcome, the invariants, and itself
+// recorded as succeeded though its lock's session was ended too.
+func retriedToCleanEnd(t *testing.T, what string, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, pool *pgxpool.Pool, clean cleanRun) {
+	t.Helper()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the job did not finish after its connections were terminated (%v): %s", err, stderr)
+		t.Fatalf("the job did not finish after %s (%v): %s", what, err, stderr)
 	}
 	if !strings.Contains(stderr.String(), "retrying it on a new one") {
-		t.Errorf("the retry is not logged: %s", stderr)
+		t.Errorf("no batch retry is logged after %s: %s", what, stderr)
 	}
 	var sum daySummary
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatalf("summary: %v: %s", err, stdout)
 	}
 	if sum != clean.sum {
-		t.Errorf("summary %+v, want the clean run's %+v: the terminated batch was rolled back and redone", sum, clean.sum)
+		t.Errorf("summary %+v, want the clean run's %+v: the lost batch was rolled back and redone", sum, clean.sum)
 	}
-	fixture.SameOutcome(t, "the run whose connections were terminated", clean.outcome, fixture.Outcome(t, pool))
+	fixture.SameOutcome(t, "the run after "+what, clean.outcome, fixture.Outcome(t, pool))
 	verify(t, pool, "after the run")
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 1 {
-		t.Errorf("%d runs recorded as succeeded, want this one, though its lock's connection was terminated", n)
+		t.Errorf("%d runs recorded as succeeded, want this one", n)
 	}
 }
 
@@ -355,22 +366,5 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	cluster.Restart(t) // ends the gate's session too: the gate is open
 	gate.Dropped()
 	pool.Reset()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the job did not finish after PostgreSQL restarted (%v): %s", err, stderr)
-	}
-	if !strings.Contains(stderr.String(), "retrying it on a new one") {
-		t.Errorf("no batch was retried, so the restart did not hit the run: %s", stderr)
-	}
-	var sum daySummary
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-		t.Fatalf("summary: %v: %s", err, stdout)
-	}
-	if sum != clean.sum {
-		t.Errorf("summary %+v, want the clean run's %+v", sum, clean.sum)
-	}
-	fixture.SameOutcome(t, "the run PostgreSQL restarted under", clean.outcome, fixture.Outcome(t, pool))
-	verify(t, pool, "after the run")
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 1 {
-		t.Errorf("%d runs recorded as succeeded, want this one, though the restart ended its lock's session", n)
-	}
+	retriedToCleanEnd(t, "PostgreSQL restarted", cmd, stdout, stderr, pool, clean)
 }
