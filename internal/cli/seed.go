@@ -32,11 +32,10 @@ type seedStatsJSON struct {
 // data generator (package seed), for a database made for measuring.
 func newSeedCommand(databaseURL *string) *cobra.Command {
 	var (
-		users  int
-		seedN  int64
-		asOf   string
-		force  bool
-		output string
+		users int
+		seedN int64
+		force bool
+		flags timeFlags
 	)
 	cmd := &cobra.Command{
 		Use:    "seed",
@@ -51,24 +50,14 @@ a different --seed then adds disjoint users, the same one fails on the
 primary key (exit 1). Never point it at a production database.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := requireDatabaseURL(*databaseURL); err != nil {
-				return err
-			}
-			if err := validateOutput(output); err != nil {
-				return err
-			}
 			if users < 1 || users > seed.MaxUsers {
 				return usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, users)
 			}
-			if asOf == "" {
+			if flags.asOf == "" {
 				return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
 			}
-			at, err := parseAsOf(asOf)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			pool, err := openChecked(ctx, *databaseURL, "engagementctl")
+			pool, at, err := flags.open(cmd, *databaseURL)
 			if err != nil {
 				return err
 			}
@@ -86,7 +75,7 @@ primary key (exit 1). Never point it at a production database.`,
 				return postgres.Redact(err, *databaseURL)
 			}
 			took := time.Since(start)
-			if output == "json" {
+			if flags.output == "json" {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(seedResult{
 					Users: users, Seed: seedN, AsOf: at, DurationMS: took.Milliseconds(), ByState: st.ByState,
 					Stats: seedStatsJSON{Users: st.Users, OptedOut: st.OptedOut, Transactions: st.Transactions, ByCategory: st.ByCategory},
@@ -97,11 +86,11 @@ primary key (exit 1). Never point it at a production database.`,
 			return nil
 		}),
 	}
+	flags.register(cmd)
 	fs := cmd.Flags()
+	fs.Lookup("as-of").Usage = "the instant the mix is relative to, RFC3339 (required)"
 	fs.IntVar(&users, "users", 0, "how many users to generate (required)")
 	fs.Int64Var(&seedN, "seed", 1, "the generator's seed: the same seed gives the same rows")
-	fs.StringVar(&asOf, "as-of", "", "the instant the mix is relative to, RFC3339 (required)")
 	fs.BoolVar(&force, "force", false, "add users to a database that already has some")
-	fs.StringVar(&output, "output", "text", "text or json")
 	return cmd
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
-// timeFlags are what status, verify and cleanup share: the output format and the
+// timeFlags are what status, verify, cleanup and seed share: the output format and the
 // instant treated as now.
 type timeFlags struct {
 	asOf, output string
