@@ -65,7 +65,7 @@ func AptInstall(ctx context.Context, who, pkg, hint string) error {
 	fmt.Fprintf(os.Stderr, "%s: installing the %s package with apt-get\n", who, pkg)
 	for _, args := range [][]string{
 		{"apt-get", "update"},
-		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", pkg},
+		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends", pkg},
 	} {
 		if _, err := Run(ctx, "/", append(append([]string{}, prefix...), args...)...); err != nil {
 			return fmt.Errorf("%s; installing it failed: %w", hint, err)
