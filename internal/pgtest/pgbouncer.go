@@ -180,7 +180,9 @@ func StartBouncer(ctx context.Context, srv string) (*Bouncer, error) {
 // bouncerConf is the bouncer's configuration: stock PgBouncer except for the
 // lines below.
 func bouncerConf(server *pgconn.Config, port int, dir string) string {
-	q := func(s string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'" }
+	q := func(s string) string {
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+	}
 	target := fmt.Sprintf("host=%s port=%d user=%s", q(server.Host), server.Port, q(server.User))
 	if server.Password != "" {
 		target += " password=" + q(server.Password)
