@@ -97,7 +97,7 @@ func (f *jobFlags) validate() (asOf time.Time, shard scheduler.Shard, err error)
 		return time.Time{}, shard, usagef("--concurrency must be from 1 to 8, got %d", f.concurrency)
 	}
 	if f.asOf != "" {
-		if asOf, err = parseAsOf(f.asOf); err != nil {
+		if asOf, err = parseAsOf("--as-of (or ENGAGEMENT_AS_OF)", f.asOf); err != nil {
 			return time.Time{}, shard, err
 		}
 	}
@@ -133,11 +133,21 @@ func validateOutput(o string) error {
 	return nil
 }
 
-// parseAsOf parses an RFC3339 instant; the job works in UTC.
-func parseAsOf(s string) (time.Time, error) {
+// minAsOf is the earliest --as-of accepted. Anything before it is a typo or
+// a zero value (0001-01-01T00:00:00Z is Go's zero time, which would silently
+// mean "the database clock"), never a day anyone wants to re-run.
+var minAsOf = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// parseAsOf parses an RFC3339 instant no earlier than 2000-01-01; the job
+// works in UTC. name is how the error names the input (the flag, and its
+// environment variable where it has one).
+func parseAsOf(name, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
 	if err != nil {
-		return time.Time{}, usagef("--as-of %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", s)
+		return time.Time{}, usagef("%s %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", name, s)
+	}
+	if t.Before(minAsOf) {
+		return time.Time{}, usagef("%s %q is before %s; give the instant to treat as now (like 2026-11-22T06:00:00Z)", name, s, minAsOf.Format("2006-01-02"))
 	}
 	return t.UTC(), nil
 }

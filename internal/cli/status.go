@@ -37,7 +37,7 @@ func (f *timeFlags) open(cmd *cobra.Command, databaseURL string) (pool *pgxpool.
 		return nil, time.Time{}, err
 	}
 	if f.asOf != "" {
-		if asOf, err = parseAsOf(f.asOf); err != nil {
+		if asOf, err = parseAsOf("--as-of", f.asOf); err != nil {
 			return nil, time.Time{}, err
 		}
 	}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// TestAsOfBefore2000IsAUsageError: issue 15 saw `--as-of
+// 0001-01-01T00:00:00Z` run silently as of the database clock (the zero
+// time meant "not given"). Every command taking --as-of, and the jobs'
+// ENGAGEMENT_AS_OF, must reject an instant before 2000-01-01 with exit 2
+// and one line naming the flag, before touching the database (the URL
+// here points at a closed port, so reaching it would exit 1).
+func TestAsOfBefore2000IsAUsageError(t *testing.T) {
+	const unreachable = "postgres://scheduler@127.0.0.1:1/engagement?connect_timeout=1"
+	commands := []struct {
+		name string
+		cmd  func() *cobra.Command
+		args []string
+	}{
+		{"engagement-daily", NewDailyCommand, nil},
+		{"engagement-weekly", NewWeeklyCommand, nil},
+		{"engagementctl status", NewCtlCommand, []string{"status"}},
+		{"engagementctl verify", NewCtlCommand, []string{"verify"}},
+		{"engagementctl cleanup", NewCtlCommand, []string{"cleanup"}},
+		{"engagementctl seed", NewCtlCommand, []string{"seed", "--users", "10"}},
+	}
+	for _, asOf := range []string{"0001-01-01T00:00:00Z", "1999-12-31T23:59:59Z", "1999-12-31T20:59:59-03:00"} {
+		for _, c := range commands {
+			var stderr bytes.Buffer
+			args := append(append([]string{"--database-url", unreachable}, c.args...), "--as-of", asOf)
+			code := Main(context.Background(), c.cmd(), args, &stderr)
+			if code != ExitUsage || !strings.Contains(stderr.String(), "--as-of") || strings.Count(stderr.String(), "\n") != 1 {
+				t.Errorf("%s --as-of %s: exit %d, stderr %q; want exit %d and one line naming --as-of", c.name, asOf, code, stderr.String(), ExitUsage)
+			}
+		}
+	}
+
+	// The jobs read ENGAGEMENT_AS_OF when --as-of is absent.
+	t.Setenv("ENGAGEMENT_AS_OF", "0001-01-01T00:00:00Z")
+	for _, c := range commands[:2] {
+		var stderr bytes.Buffer
+		code := Main(context.Background(), c.cmd(), []string{"--database-url", unreachable}, &stderr)
+		if code != ExitUsage || !strings.Contains(stderr.String(), "ENGAGEMENT_AS_OF") {
+			t.Errorf("%s with ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z: exit %d, stderr %q; want exit %d naming ENGAGEMENT_AS_OF", c.name, code, stderr.String(), ExitUsage)
+		}
+	}
+
+	// 2000-01-01 itself is accepted (this run then fails to connect: exit 1).
+	var stderr bytes.Buffer
+	if code := Main(context.Background(), NewCtlCommand(), []string{"--database-url", unreachable, "status", "--as-of", "2000-01-01T00:00:00Z"}, &stderr); code != ExitFatal {
+		t.Errorf("status --as-of 2000-01-01T00:00:00Z: exit %d (%s), want %d (accepted, then no database)", code, stderr.String(), ExitFatal)
+	}
+}
