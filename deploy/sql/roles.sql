@@ -122,6 +122,11 @@ DECLARE
         ['engagement_job_runs',           'SELECT, INSERT, UPDATE'],
         ['engagement_schema_migrations',  'SELECT']
     ];
+    -- The scheduler's functions (trigger functions of its migrations): the
+    -- migrator owns them too, so it can drop or replace them.
+    funcs    text[] := ARRAY['engagement_stamp_state_change()'];
+    f        text;
+    fn       regprocedure;
     tbl      regclass;
     missing  text[] := '{}';
 BEGIN
@@ -185,6 +190,12 @@ BEGIN
             EXECUTE format('ALTER TABLE %s OWNER TO %I', tbl, migrator);
         END IF;
         EXECUTE format('GRANT %s ON TABLE %s TO %I', grants[i][2], tbl, jobs);
+    END LOOP;
+    FOREACH f IN ARRAY funcs LOOP
+        fn := to_regprocedure(format('%I.%s', sch, f));
+        IF fn IS NOT NULL AND (SELECT proowner FROM pg_proc WHERE oid = fn) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
+            EXECUTE format('ALTER FUNCTION %s OWNER TO %I', fn, migrator);
+        END IF;
     END LOOP;
 
     IF cardinality(missing) > 0 THEN

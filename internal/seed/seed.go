@@ -29,7 +29,9 @@
 // in (AsOf - 7 days, AsOf], another 10% one transaction 8..30 days before
 // AsOf. A remind_later user's last_activity_at is remind_at - 14 days (when
 // they answered the goodbye). Every timestamp, created_at and updated_at
-// included, is derived from AsOf, never from the clock.
+// included, is derived from AsOf, never from the clock; a state row's
+// state_changed_at and state_changed_xact_at are its updated_at (the
+// generated history says the state last changed then).
 //
 // Measured with BenchmarkGenerate on a 2-core machine (PostgreSQL 15 with
 // default settings, shared with other work; fresh database; pool), including
@@ -267,8 +269,10 @@ WITH gen AS MATERIALIZED (
 	       ` + before(asof, "r3", 181*day, 730*day) + `
 	  FROM u
 ), engagement AS (
-	INSERT INTO user_engagement_states (user_id, state, last_activity_at, goodbye_sent_at, goodbye_expires_at, remind_at, updated_at)
-	SELECT user_id, state, last_activity_at, goodbye_sent_at, goodbye_sent_at + interval '48 hours', remind_at, updated_at
+	INSERT INTO user_engagement_states (user_id, state, last_activity_at, goodbye_sent_at, goodbye_expires_at, remind_at, updated_at,
+	                                    state_changed_at, state_changed_xact_at)
+	SELECT user_id, state, last_activity_at, goodbye_sent_at, goodbye_sent_at + interval '48 hours', remind_at, updated_at,
+	       updated_at, updated_at
 	  FROM u
 )
 INSERT INTO transactions (id, user_id, created_at)
