@@ -28,6 +28,7 @@ func NewCtlCommand() *cobra.Command {
 	root.AddCommand(newMigrateCommand(&databaseURL), newEnqueueCommand(&databaseURL), newCleanupCommand(&databaseURL))
 	root.AddCommand(newStatusCommand(&databaseURL), newVerifyCommand(&databaseURL))
 	root.AddCommand(newSeedCommand(&databaseURL))
+	root.AddCommand(newSmokeCommand(&databaseURL))
 	return root
 }
 

@@ -1,0 +1,421 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/migrations"
+	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// DefaultSmokeAsOf is the instant engagementctl smoke seeds relative to and
+// runs the jobs as of, unless --as-of says otherwise: a Monday morning.
+const DefaultSmokeAsOf = "2026-03-02T06:00:00Z"
+
+// Bounds and default of engagementctl smoke --users.
+const (
+	DefaultSmokeUsers = 200
+	MinSmokeUsers     = 100 // enough for every category of the mix to be all but certain
+	MaxSmokeUsers     = 20000
+)
+
+// SmokeResult is what engagementctl smoke prints with --output json: one
+// object, whether the run passed or not.
+type SmokeResult struct {
+	Job string `json:"job"` // "smoke"
+	// OK is true when every expectation held.
+	OK bool `json:"ok"`
+	// Failure names the first broken expectation (empty when OK); the
+	// command's one-line error says the same.
+	Failure       string    `json:"failure,omitempty"`
+	AsOf          time.Time `json:"as_of"`
+	Users         int       `json:"users"`
+	Seed          int64     `json:"seed"`
+	SchemaVersion uint      `json:"schema_version"`
+	// Expectations counts the expectations that held (all of them when OK;
+	// those before the first broken one otherwise).
+	Expectations int `json:"expectations"`
+	// Runs holds each run's summary, by step: daily, weekly, queue_process,
+	// then daily_again, weekly_again and queue_process_again.
+	Runs       smokeRuns        `json:"runs"`
+	Verify     *smokeVerify     `json:"verify,omitempty"`
+	Queue      map[string]int64 `json:"queue"`          // messages by status at the end
+	ByState    map[string]int   `json:"users_by_state"` // users by state after the seed
+	DurationMS int64            `json:"duration_ms"`
+}
+
+type smokeRuns struct {
+	Daily             *scheduler.Summary     `json:"daily,omitempty"`
+	Weekly            *scheduler.Summary     `json:"weekly,omitempty"`
+	QueueProcess      *sender.ProcessSummary `json:"queue_process,omitempty"`
+	DailyAgain        *scheduler.Summary     `json:"daily_again,omitempty"`
+	WeeklyAgain       *scheduler.Summary     `json:"weekly_again,omitempty"`
+	QueueProcessAgain *sender.ProcessSummary `json:"queue_process_again,omitempty"`
+}
+
+type smokeVerify struct {
+	OK     bool     `json:"ok"`
+	Broken []string `json:"broken"`
+}
+
+// errExpectation marks the first broken expectation of a smoke run.
+var errExpectation = errors.New("smoke")
+
+func newSmokeCommand(databaseURL *string) *cobra.Command {
+	var (
+		flags timeFlags
+		users int
+		seedN int64
+		logs  logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "smoke",
+		Short: "Exercise every job on an empty database and check the outcome (for CI)",
+		Long: `For CI smoke runs against a throwaway PostgreSQL (a service container).
+On an empty database it applies the migrations, seeds --users sample users
+(the benchmarks' mix, relative to --as-of), runs engagement-daily,
+engagement-weekly (both as of --as-of) and queue-process (log transport,
+no pacing) in this process, runs each of them again (nothing new may
+appear: no user moved, no message queued or sent), runs verify, and prints
+a summary (--output json: one JSON object).
+
+Exit codes: 0 every expectation held; 1 one did not (the error line names
+the first broken expectation) or the database failed; 2 usage, or the
+database already holds users: smoke refuses it and writes nothing. Never
+point it at a database that matters.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := requireDatabaseURL(*databaseURL); err != nil {
+				return err
+			}
+			if err := validateOutput(flags.output); err != nil {
+				return err
+			}
+			if users < MinSmokeUsers || users > MaxSmokeUsers {
+				return usagef("--users must be from %d to %d, got %d", MinSmokeUsers, MaxSmokeUsers, users)
+			}
+			asOf, err := parseAsOf("--as-of", flags.asOf)
+			if err != nil {
+				return err
+			}
+			log, err := logs.logger(cmd.ErrOrStderr(), "engagementctl-smoke")
+			if err != nil {
+				return err
+			}
+			res := &SmokeResult{Job: "smoke", AsOf: asOf, Users: users, Seed: seedN, Queue: map[string]int64{}}
+			start := time.Now()
+			runErr := runSmoke(cmd.Context(), *databaseURL, log, res)
+			res.DurationMS = time.Since(start).Milliseconds()
+			var exit *ExitError
+			if errors.As(runErr, &exit) && exit.Code == ExitUsage {
+				return runErr // refused: nothing was written, nothing to report
+			}
+			res.OK = runErr == nil
+			if errors.Is(runErr, errExpectation) {
+				res.Failure = runErr.Error()
+			}
+			if err := writeSmoke(cmd.OutOrStdout(), flags.output, res); err != nil {
+				return err
+			}
+			if runErr != nil {
+				return postgres.Redact(runErr, *databaseURL)
+			}
+			return nil
+		}),
+	}
+	flags.register(cmd)
+	logs.register(cmd.Flags())
+	fs := cmd.Flags()
+	fs.Lookup("as-of").Usage = "the instant the sample is relative to and the jobs run as of, RFC3339"
+	fs.Lookup("as-of").DefValue = DefaultSmokeAsOf
+	flags.asOf = DefaultSmokeAsOf
+	// The jobs' step logs are noise in a CI log; --log-level info shows them.
+	fs.Lookup("log-level").DefValue = "warn"
+	logs.level = "warn"
+	fs.IntVar(&users, "users", DefaultSmokeUsers, "sample users to seed")
+	fs.Int64Var(&seedN, "seed", 1, "the sample's seed: the same seed gives the same users")
+	return cmd
+}
+
+// smokeCheck accumulates expectations; the first broken one ends the run.
+type smokeCheck struct {
+	res *SmokeResult
+}
+
+// expect records one expectation: it holds when ok, else the run ends with
+// an error naming it, what was seen and what was wanted.
+func (c smokeCheck) expect(name string, ok bool, format string, args ...any) error {
+	if !ok {
+		return fmt.Errorf("%w: %s: %s", errExpectation, name, fmt.Sprintf(format, args...))
+	}
+	c.res.Expectations++
+	return nil
+}
+
+// runSmoke does the smoke run, filling res as it goes.
+func runSmoke(ctx context.Context, databaseURL string, log zerolog.Logger, res *SmokeResult) error {
+	if err := refuseUsers(ctx, databaseURL); err != nil {
+		return err
+	}
+	m, err := migrations.Open(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("open migrations: %w", err)
+	}
+	err = m.Up()
+	if err == nil {
+		res.SchemaVersion, _, err = m.Version()
+	}
+	m.Close()
+	if err != nil {
+		return err
+	}
+	pool, err := openChecked(ctx, databaseURL, "engagementctl-smoke")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	c := smokeCheck{res: res}
+	asOf := res.AsOf
+
+	st, err := seed.Generate(ctx, pool, seed.Options{Users: res.Users, Seed: res.Seed, AsOf: asOf})
+	if err != nil {
+		return fmt.Errorf("seed the sample: %w", err)
+	}
+	res.ByState = st.ByState
+	if err := c.expect("seed", st.Users == res.Users, "the database holds %d users after seeding %d", st.Users, res.Users); err != nil {
+		return err
+	}
+
+	// First runs: the jobs do their work.
+	jobCfg := scheduler.Config{AsOf: asOf, Logger: log}
+	daily, err := scheduler.RunDaily(ctx, pool, jobCfg)
+	if err != nil {
+		return fmt.Errorf("engagement-daily: %w", err)
+	}
+	res.Runs.Daily = daily
+	if err := c.expect("daily", daily.Failed == 0 && daily.Duplicates == 0,
+		"%d users failed, %d duplicate inserts; want 0 and 0", daily.Failed, daily.Duplicates); err != nil {
+		return err
+	}
+	if err := c.expect("daily", daily.Queued > 0 && daily.Queued <= daily.Processed,
+		"processed %d users and queued %d goodbyes; the sample's inactive users should get goodbyes", daily.Processed, daily.Queued); err != nil {
+		return err
+	}
+	weekly, err := scheduler.RunWeekly(ctx, pool, jobCfg)
+	if err != nil {
+		return fmt.Errorf("engagement-weekly: %w", err)
+	}
+	res.Runs.Weekly = weekly
+	if err := c.expect("weekly", weekly.Failed == 0 && weekly.Duplicates == 0 && weekly.Queued > 0,
+		"queued %d reviews, %d failed, %d duplicates; want some reviews, no failures, no duplicates", weekly.Queued, weekly.Failed, weekly.Duplicates); err != nil {
+		return err
+	}
+	var logLines atomic.Int64
+	queue, err := smokeQueueProcess(ctx, pool, log, &logLines)
+	if err != nil {
+		return fmt.Errorf("queue-process: %w", err)
+	}
+	res.Runs.QueueProcess = &queue
+	queued := daily.Queued + weekly.Queued
+	if err := c.expect("queue_process", queue.Sent == queued && queue.Failed == 0 && queue.Retried == 0,
+		"sent %d, retried %d, failed %d; want the %d queued messages sent at the first attempt", queue.Sent, queue.Retried, queue.Failed, queued); err != nil {
+		return err
+	}
+	if err := c.expect("queue_process", logLines.Load() == int64(queue.Sent),
+		"the log transport wrote %d lines for %d sends", logLines.Load(), queue.Sent); err != nil {
+		return err
+	}
+	before, err := smokeCounts(ctx, pool)
+	if err != nil {
+		return err
+	}
+
+	// Second runs, as of the same instants: nothing new may appear.
+	dailyAgain, err := scheduler.RunDaily(ctx, pool, jobCfg)
+	if err != nil {
+		return fmt.Errorf("engagement-daily again: %w", err)
+	}
+	res.Runs.DailyAgain = dailyAgain
+	if err := c.expect("daily_again", dailyAgain.Processed == 0 && dailyAgain.Queued == 0 && dailyAgain.Failed == 0,
+		"a re-run of the same day processed %d users and queued %d messages; want nothing", dailyAgain.Processed, dailyAgain.Queued); err != nil {
+		return err
+	}
+	weeklyAgain, err := scheduler.RunWeekly(ctx, pool, jobCfg)
+	if err != nil {
+		return fmt.Errorf("engagement-weekly again: %w", err)
+	}
+	res.Runs.WeeklyAgain = weeklyAgain
+	if err := c.expect("weekly_again", weeklyAgain.Queued == 0 && weeklyAgain.Failed == 0 && weeklyAgain.Duplicates == weekly.Queued,
+		"a re-run of the same week queued %d reviews with %d duplicates; want 0 queued and the week's %d reviews as duplicates",
+		weeklyAgain.Queued, weeklyAgain.Duplicates, weekly.Queued); err != nil {
+		return err
+	}
+	queueAgain, err := smokeQueueProcess(ctx, pool, log, &logLines)
+	if err != nil {
+		return fmt.Errorf("queue-process again: %w", err)
+	}
+	res.Runs.QueueProcessAgain = &queueAgain
+	if err := c.expect("queue_process_again", queueAgain.Processed == 0 && queueAgain.Sent == 0,
+		"a re-run found %d messages to deliver and sent %d; want none", queueAgain.Processed, queueAgain.Sent); err != nil {
+		return err
+	}
+	after, err := smokeCounts(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if err := c.expect("nothing_new", after.equal(before),
+		"the re-runs changed the database: %s before, %s after", before, after); err != nil {
+		return err
+	}
+	res.Queue = after.byStatus
+	if err := c.expect("queue_settled", after.byStatus["sent"] == int64(queued) && after.messages == int64(queued),
+		"the queue holds %d messages, %d sent; want all %d sent", after.messages, after.byStatus["sent"], queued); err != nil {
+		return err
+	}
+
+	rep, err := scheduler.Verify(ctx, pool, scheduler.VerifyConfig{AsOf: asOf})
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	res.Verify = &smokeVerify{OK: rep.OK, Broken: rep.Broken}
+	return c.expect("verify", rep.OK, "invariants broken: %v", rep.Broken)
+}
+
+// refuseUsers returns a usage error when the database already holds users:
+// smoke writes only to databases made for it. A database without the
+// schema holds none.
+func refuseUsers(ctx context.Context, databaseURL string) error {
+	conn, err := postgres.Open(ctx, databaseURL, "engagementctl-smoke")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var users int64
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&users)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: no schema yet
+		return nil
+	case err != nil:
+		return fmt.Errorf("count existing users: %w", err)
+	case users > 0:
+		return usagef("the database already holds %d users; smoke runs only on an empty database (a CI service container), and wrote nothing", users)
+	}
+	return nil
+}
+
+// smokeQueueProcess runs queue-process in process: the log transport
+// (counting its lines, writing them nowhere), no pacing.
+func smokeQueueProcess(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, lines *atomic.Int64) (sender.ProcessSummary, error) {
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{
+		Transport:    transport.NewLog(lineCounter{lines}),
+		SendInterval: 0,
+		Logger:       log,
+	})
+	if err != nil {
+		return sender.ProcessSummary{}, err
+	}
+	return p.Run(ctx)
+}
+
+// lineCounter is a writer that counts lines and keeps nothing.
+type lineCounter struct{ n *atomic.Int64 }
+
+func (w lineCounter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b == '\n' {
+			w.n.Add(1)
+		}
+	}
+	return len(p), nil
+}
+
+// smokeTally is what the re-runs must not change.
+type smokeTally struct {
+	transitions, messages, runs int64
+	byState                     string
+	byStatus                    map[string]int64
+}
+
+func (s smokeTally) String() string {
+	return fmt.Sprintf("%d transitions, %d messages %v, users %s", s.transitions, s.messages, s.byStatus, s.byState)
+}
+
+func (s smokeTally) equal(o smokeTally) bool {
+	if s.transitions != o.transitions || s.messages != o.messages || s.byState != o.byState || len(s.byStatus) != len(o.byStatus) {
+		return false
+	}
+	for k, v := range s.byStatus {
+		if o.byStatus[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func smokeCounts(ctx context.Context, pool *pgxpool.Pool) (smokeTally, error) {
+	t := smokeTally{byStatus: map[string]int64{}}
+	err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM engagement_state_transitions),
+		       (SELECT count(*) FROM engagement_message_queue),
+		       (SELECT coalesce(string_agg(state || '=' || n, ' ' ORDER BY state), '')
+		          FROM (SELECT state, count(*) AS n FROM user_engagement_states GROUP BY state) s)`).
+		Scan(&t.transitions, &t.messages, &t.byState)
+	if err != nil {
+		return t, fmt.Errorf("count the outcome: %w", err)
+	}
+	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM engagement_message_queue GROUP BY status`)
+	if err != nil {
+		return t, fmt.Errorf("count the queue: %w", err)
+	}
+	var status string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error { t.byStatus[status] = n; return nil })
+	if err != nil {
+		return t, fmt.Errorf("count the queue: %w", err)
+	}
+	return t, nil
+}
+
+// writeSmoke prints the result: one JSON object, or a few lines of text.
+func writeSmoke(w io.Writer, format string, res *SmokeResult) error {
+	var err error
+	if format == "json" {
+		err = json.NewEncoder(w).Encode(res)
+	} else {
+		verdict := fmt.Sprintf("ok: %d expectations held", res.Expectations)
+		if !res.OK {
+			verdict = fmt.Sprintf("FAILED after %d expectations held", res.Expectations)
+			if res.Failure != "" {
+				verdict += ": " + res.Failure
+			}
+		}
+		_, err = fmt.Fprintf(w, "smoke as of %s, %d users (seed %d), schema %d: %s in %s\n",
+			res.AsOf.Format(time.RFC3339), res.Users, res.Seed, res.SchemaVersion, verdict,
+			(time.Duration(res.DurationMS) * time.Millisecond).String())
+		r := res.Runs
+		if err == nil && r.Daily != nil && r.Weekly != nil && r.QueueProcess != nil {
+			_, err = fmt.Fprintf(w, "daily moved %d users and queued %d goodbyes; weekly queued %d reviews; queue-process sent %d\n",
+				r.Daily.Succeeded, r.Daily.Queued, r.Weekly.Queued, r.QueueProcess.Sent)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
