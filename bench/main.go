@@ -7,6 +7,7 @@
 //
 //	cd bench && go run . -sizes 10000,100000,1000000   # scaling + queue, writes results/ and ../docs/scaling.png
 //	cd bench && go run . -suites queue -messages 20000 # the queue comparison only
+//	cd bench && go run . -suites paced,chaos           # queue-process's pacing, and faults
 //
 // It uses the PostgreSQL server the tests use (internal/pgtest: DATABASE_URL,
 // else 127.0.0.1:5432, else a throwaway cluster) and the binaries in -bin
@@ -33,11 +34,13 @@ var asOf = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 
 func main() {
 	var (
-		suites   = flag.String("suites", "scaling,queue", "what to run: scaling, queue (comma-separated)")
+		suites   = flag.String("suites", "scaling,queue,paced,chaos", "what to run: scaling, queue, paced, chaos (comma-separated)")
 		sizes    = flag.String("sizes", "10000,100000", "users per scaling point, comma-separated")
 		messages = flag.Int("messages", 20000, "messages per queue contender")
 		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
-		workers  = flag.String("workers", "4,16", "queue-process --workers values to run, comma-separated")
+		workers  = flag.String("workers", "default,4,16", "queue-process --workers values to run, comma-separated (default: no --workers flag)")
+		chaosFor = flag.Duration("chaos-limit", 3*time.Minute, "chaos: give up on draining the queue after this long, per case")
+		seedFlag = flag.Uint64("seed", 1, "chaos: seed of the fake Cloud API's and the killer's random choices")
 		bin      = flag.String("bin", "../bin", "directory of the built binaries (make build)")
 		out      = flag.String("out", "results", "directory for the JSON results")
 		plotPath = flag.String("plot", "../docs/scaling.png", "PNG of time and peak RSS vs users (scaling; empty: none)")
@@ -61,13 +64,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath); err != nil {
+	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath, *chaosFor, *seedFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, suites, sizes string, messages, rounds int, workers, bin, out, plotPath string) error {
+func run(ctx context.Context, suites, sizes string, messages, rounds int, workers, bin, out, plotPath string,
+	chaosLimit time.Duration, seed uint64) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -103,7 +107,7 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 				fmt.Printf("\nplot: %s\n", plotPath)
 			}
 		case "queue":
-			ws, err := ints(workers)
+			ws, err := workerCounts(workers)
 			if err != nil {
 				return fmt.Errorf("-workers: %w", err)
 			}
@@ -116,8 +120,28 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 			if err := writeJSON(filepath.Join(out, "queue.json"), res); err != nil {
 				return err
 			}
+		case "paced":
+			res, err := runPaced(ctx, bin)
+			if err != nil {
+				return err
+			}
+			res.Machine = m
+			fmt.Print(res.markdown())
+			if err := writeJSON(filepath.Join(out, "paced.json"), res); err != nil {
+				return err
+			}
+		case "chaos":
+			res, err := runChaos(ctx, bin, chaosLimit, seed)
+			if err != nil {
+				return err
+			}
+			res.Machine = m
+			fmt.Print(res.markdown())
+			if err := writeJSON(filepath.Join(out, "chaos.json"), res); err != nil {
+				return err
+			}
 		default:
-			return fmt.Errorf("-suites: unknown suite %q (scaling, queue)", s)
+			return fmt.Errorf("-suites: unknown suite %q (scaling, queue, paced, chaos)", s)
 		}
 	}
 	return nil
@@ -129,6 +153,24 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// workerCounts parses -workers: positive numbers, and "default" (0: no
+// --workers flag).
+func workerCounts(list string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(list, ",") {
+		if strings.TrimSpace(f) == "default" {
+			ns = append(ns, 0)
+			continue
+		}
+		n, err := ints(f)
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, n...)
+	}
+	return ns, nil
 }
 
 // ints parses a comma-separated list of positive numbers.

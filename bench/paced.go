@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// The paced suite: queue-process with --send-interval against a bot that
+// answers after receiverDelay, as many processes at once as a case says.
+// The receiver notes when each request arrives; the pace is judged there,
+// where a provider's rate limit would be.
+
+// receiverDelay is how long the paced receiver takes to answer.
+const receiverDelay = 200 * time.Millisecond
+
+// pacedCase is one paced run.
+type pacedCase struct {
+	name      string
+	interval  time.Duration // 0: no --send-interval flag (the binary's default)
+	processes int
+	workers   int // --workers per process; 0: no flag
+	messages  int
+}
+
+// pacedCases are the runs of the suite: the Cloud API's default 80/s from
+// one and from three processes, 20/s, and the default interval.
+var pacedCases = []pacedCase{
+	{"80/s, 1 process", 12500 * time.Microsecond, 1, 32, 1000},
+	{"80/s, 3 processes", 12500 * time.Microsecond, 3, 32, 1000},
+	{"20/s, 1 process", 50 * time.Millisecond, 1, 32, 240},
+	{"20/s, 3 processes, default --workers", 50 * time.Millisecond, 3, 0, 240},
+	{"default interval, 3 processes, default flags", 0, 3, 0, 20},
+}
+
+// pacedRun is what one paced case measured.
+type pacedRun struct {
+	Name         string  `json:"name"`
+	IntervalMS   float64 `json:"interval_ms"`
+	Configured   float64 `json:"configured_per_second"`
+	Processes    int     `json:"processes"`
+	Flags        string  `json:"flags"` // each process's
+	Queued       int     `json:"queued"`
+	Requests     int     `json:"requests"`         // at the receiver
+	Keys         int     `json:"distinct_keys"`    // distinct Idempotency-Keys among them
+	Sent         int     `json:"sent"`             // the processes' summaries, summed
+	Steady       float64 `json:"steady_seconds"`   // first to last request arrival
+	Rate         float64 `json:"per_second"`       // (requests - 1) / steady
+	Percent      float64 `json:"percent_of_rate"`  // of Configured
+	MaxWindow    int     `json:"max_in_1s_window"` // most requests in any 1-second window
+	MinGapMS     float64 `json:"min_gap_ms"`       // least time between two consecutive arrivals
+	WallSeconds  float64 `json:"wall_seconds"`     // start of the first process to exit of the last
+	Errors       string  `json:"errors,omitempty"` // processes that did not exit 0
+	ConfiguredBy string  `json:"configured_by"`    // the interval as given, or the binary's default
+}
+
+// isolationRun is the two-transport check: a log transport with its own
+// pace, alone and then beside a slow paced webhook on the same queue.
+type isolationRun struct {
+	Seconds       float64 `json:"seconds"` // --max-duration of each process
+	LogFlags      string  `json:"log_flags"`
+	WebhookFlags  string  `json:"webhook_flags"`
+	LogAlone      int     `json:"log_sent_alone"`
+	LogBeside     int     `json:"log_sent_beside_webhook"`
+	WebhookBeside int     `json:"webhook_sent_beside_log"`
+	Errors        string  `json:"errors,omitempty"`
+}
+
+type pacedResult struct {
+	Machine   machine      `json:"machine"`
+	Runs      []pacedRun   `json:"runs"`
+	Isolation isolationRun `json:"isolation"`
+}
+
+// pacedReceiver is the slow bot: it notes each request's arrival and
+// Idempotency-Key, checks the signature, and answers 200 after delay.
+type pacedReceiver struct {
+	url   string
+	delay time.Duration
+	srv   *http.Server
+
+	mu       sync.Mutex
+	arrivals []time.Time
+	keys     map[string]int
+}
+
+func startPacedReceiver(delay time.Duration) (*pacedReceiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &pacedReceiver{url: "http://" + ln.Addr().String() + "/hook", delay: delay, keys: map[string]int{}}
+	r.srv = &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		at := time.Now()
+		body, err := io.ReadAll(req.Body)
+		if err != nil || !transport.VerifySignature(webhookSecret, body, req.Header.Get("X-Engagement-Signature")) {
+			rw.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		r.mu.Lock()
+		r.arrivals = append(r.arrivals, at)
+		r.keys[req.Header.Get("Idempotency-Key")]++
+		r.mu.Unlock()
+		select {
+		case <-time.After(r.delay):
+			rw.WriteHeader(http.StatusOK)
+		case <-req.Context().Done():
+		}
+	})}
+	go r.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return r, nil
+}
+
+func (r *pacedReceiver) close() { r.srv.Close() }
+
+// pace measures the arrivals: requests, distinct keys, the steady span
+// (first to last), the most arrivals in any 1-second window [t, t+1s), and
+// the least gap between two consecutive arrivals.
+func (r *pacedReceiver) pace() (requests, keys int, steady time.Duration, maxWindow int, minGap time.Duration) {
+	r.mu.Lock()
+	at := slices.Clone(r.arrivals)
+	keys = len(r.keys)
+	r.mu.Unlock()
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	requests = len(at)
+	if requests == 0 {
+		return
+	}
+	steady = at[requests-1].Sub(at[0])
+	minGap = -1
+	j := 0
+	for i := range at {
+		for j < requests && at[j].Before(at[i].Add(time.Second)) {
+			j++
+		}
+		maxWindow = max(maxWindow, j-i)
+		if i > 0 {
+			if g := at[i].Sub(at[i-1]); minGap < 0 || g < minGap {
+				minGap = g
+			}
+		}
+	}
+	return
+}
+
+func runPaced(ctx context.Context, bin string) (pacedResult, error) {
+	var res pacedResult
+	defInterval, err := time.ParseDuration(flagDefault(ctx, bin, "queue-process", "send-interval"))
+	if err != nil || defInterval <= 0 {
+		return res, fmt.Errorf("queue-process --help states no positive default --send-interval: %v", err)
+	}
+	for _, c := range pacedCases {
+		r, err := runPacedCase(ctx, bin, c, defInterval)
+		if err != nil {
+			return res, fmt.Errorf("paced %s: %w", c.name, err)
+		}
+		res.Runs = append(res.Runs, r)
+		fmt.Printf("paced: %s: %.1f/s of %.1f/s (%.0f%%), max %d in 1 s, min gap %.1f ms, %d requests, %d sent\n",
+			r.Name, r.Rate, r.Configured, r.Percent, r.MaxWindow, r.MinGapMS, r.Requests, r.Sent)
+	}
+	iso, err := runIsolation(ctx, bin)
+	if err != nil {
+		return res, fmt.Errorf("paced isolation: %w", err)
+	}
+	res.Isolation = iso
+	fmt.Printf("paced: log transport %d sends alone, %d beside a slow paced webhook (which sent %d)\n",
+		iso.LogAlone, iso.LogBeside, iso.WebhookBeside)
+	return res, nil
+}
+
+// pacedDatabase makes a fresh database with n due messages.
+func pacedDatabase(ctx context.Context, n int) (string, func(), error) {
+	const name = "engagement_benchtool_paced"
+	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	if err != nil {
+		return "", nil, err
+	}
+	drop := func() { pgtest.DropDatabase(context.WithoutCancel(ctx), name) } //nolint:errcheck
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err == nil {
+		err = seedQueue(ctx, pool, n)
+		pool.Close()
+	}
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	return dbURL, drop, nil
+}
+
+func runPacedCase(ctx context.Context, bin string, c pacedCase, defInterval time.Duration) (pacedRun, error) {
+	interval, by := c.interval, c.interval.String()
+	if interval == 0 {
+		interval, by = defInterval, "default "+defInterval.String()
+	}
+	configured := float64(time.Second) / float64(interval)
+	// Enough time for every message at the configured rate, and then some;
+	// a slower engine is stopped there and measured on what it sent.
+	maxDuration := time.Duration(float64(c.messages)/configured*1.3*float64(time.Second)) + 3*time.Second
+
+	dbURL, drop, err := pacedDatabase(ctx, c.messages)
+	if err != nil {
+		return pacedRun{}, err
+	}
+	defer drop()
+	recv, err := startPacedReceiver(receiverDelay)
+	if err != nil {
+		return pacedRun{}, err
+	}
+	defer recv.close()
+
+	flags := []string{"--transport=webhook", "--webhook-secret=" + webhookSecret, "--output=json",
+		"--max-duration=" + maxDuration.String()}
+	if c.interval > 0 {
+		flags = append(flags, "--send-interval="+c.interval.String())
+	}
+	if c.workers > 0 {
+		flags = append(flags, fmt.Sprint("--workers=", c.workers))
+	}
+	run := pacedRun{Name: c.name, IntervalMS: float64(interval) / float64(time.Millisecond), Configured: configured,
+		Processes: c.processes, Flags: strings.Join(flags, " "), Queued: c.messages, ConfiguredBy: by}
+
+	pctx, cancel := context.WithTimeout(ctx, maxDuration+time.Minute)
+	defer cancel()
+	start := time.Now()
+	var procs []*background
+	for range c.processes {
+		p, err := startBinary(pctx, bin, "queue-process", dbURL, append(flags, "--webhook-url="+recv.url)...)
+		if err != nil {
+			return run, err
+		}
+		procs = append(procs, p)
+	}
+	var errs []string
+	for _, p := range procs {
+		var sum runSummary
+		if err := p.wait(&sum); err != nil {
+			errs = append(errs, oneLineErr(err))
+		}
+		run.Sent += sum.Sent
+	}
+	run.WallSeconds = time.Since(start).Seconds()
+	run.Errors = strings.Join(errs, "; ")
+
+	var steady, minGap time.Duration
+	run.Requests, run.Keys, steady, run.MaxWindow, minGap = recv.pace()
+	run.Steady = steady.Seconds()
+	if run.Requests > 1 && steady > 0 {
+		run.Rate = float64(run.Requests-1) / steady.Seconds()
+		run.Percent = 100 * run.Rate / configured
+		run.MinGapMS = float64(minGap) / float64(time.Millisecond)
+	}
+	return run, nil
+}
+
+// runIsolation runs a log transport paced at 80/s for isolationSeconds
+// on a queue of its own, then again on a fresh queue beside a webhook
+// paced at 20/s whose receiver takes receiverDelay to answer. Each
+// transport has its own pace, so the log transport should send as many
+// messages beside the webhook as alone.
+func runIsolation(ctx context.Context, bin string) (isolationRun, error) {
+	const seconds = 8
+	const n = 3000 // more than either can send in the time
+	dur := fmt.Sprintf("--max-duration=%ds", seconds)
+	logFlags := []string{"--transport=log", "--send-interval=12.5ms", "--output=json", dur}
+	hookFlags := []string{"--transport=webhook", "--webhook-secret=" + webhookSecret, "--send-interval=50ms",
+		"--workers=32", "--output=json", dur}
+	iso := isolationRun{Seconds: seconds, LogFlags: strings.Join(logFlags, " "), WebhookFlags: strings.Join(hookFlags, " ")}
+	var errs []string
+
+	// Alone.
+	dbURL, drop, err := pacedDatabase(ctx, n)
+	if err != nil {
+		return iso, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	p, err := startBinary(pctx, bin, "queue-process", dbURL, logFlags...)
+	if err != nil {
+		drop()
+		return iso, err
+	}
+	var sum runSummary
+	if err := p.wait(&sum); err != nil {
+		errs = append(errs, "log alone: "+oneLineErr(err))
+	}
+	iso.LogAlone = sum.Sent
+	drop()
+
+	// Beside the slow webhook, started first so that it holds the pace.
+	dbURL, drop, err = pacedDatabase(ctx, n)
+	if err != nil {
+		return iso, err
+	}
+	defer drop()
+	recv, err := startPacedReceiver(receiverDelay)
+	if err != nil {
+		return iso, err
+	}
+	defer recv.close()
+	hook, err := startBinary(pctx, bin, "queue-process", dbURL, append(hookFlags, "--webhook-url="+recv.url)...)
+	if err != nil {
+		return iso, err
+	}
+	time.Sleep(500 * time.Millisecond)
+	logp, err := startBinary(pctx, bin, "queue-process", dbURL, logFlags...)
+	if err != nil {
+		hook.kill()
+		return iso, err
+	}
+	var logSum, hookSum runSummary
+	if err := logp.wait(&logSum); err != nil {
+		errs = append(errs, "log beside webhook: "+oneLineErr(err))
+	}
+	if err := hook.wait(&hookSum); err != nil {
+		errs = append(errs, "webhook beside log: "+oneLineErr(err))
+	}
+	iso.LogBeside, iso.WebhookBeside = logSum.Sent, hookSum.Sent
+	iso.Errors = strings.Join(errs, "; ")
+	return iso, nil
+}
+
+// oneLineErr is err's text on one line, clipped, for a table cell.
+func oneLineErr(err error) string {
+	var ee interface{ ExitCode() int }
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if errors.As(err, &ee) {
+		s = fmt.Sprintf("exit %d: %s", ee.ExitCode(), s)
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+func (r pacedResult) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Paced: queue-process --send-interval against a bot answering after %s\n\n", receiverDelay)
+	b.WriteString("Rate: (requests − 1) / (last arrival − first arrival) at the receiver. Window: most requests arriving in any 1-second window. Targets: ≥ 95% of the configured rate, no window above it.\n\n")
+	b.WriteString("| case | interval | processes | queued | requests (distinct keys) | sent | rate | % of configured | max in 1 s (limit) | min gap | wall |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, q := range r.Runs {
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d (%d) | %d | %.1f/s | %.0f%% | %d (%d) | %.1f ms | %.1f s |\n",
+			q.Name, q.ConfiguredBy, q.Processes, q.Queued, q.Requests, q.Keys, q.Sent, q.Rate, q.Percent,
+			q.MaxWindow, int(q.Configured+0.5), q.MinGapMS, q.WallSeconds)
+	}
+	b.WriteString("\nFlags of each process (plus --webhook-url):\n\n")
+	for _, q := range r.Runs {
+		fmt.Fprintf(&b, "- %s: `%s`\n", q.Name, q.Flags)
+		if q.Errors != "" {
+			fmt.Fprintf(&b, "  - not exit 0: %s\n", q.Errors)
+		}
+	}
+	i := r.Isolation
+	fmt.Fprintf(&b, "\nTwo transports, one queue, %.0f s each: the log transport (`%s`) sent **%d** alone and **%d** beside a webhook (`%s`, bot answering after %s; it sent %d). Target: the same (each transport its own pace).\n",
+		i.Seconds, i.LogFlags, i.LogAlone, i.LogBeside, i.WebhookFlags, receiverDelay, i.WebhookBeside)
+	if i.Errors != "" {
+		fmt.Fprintf(&b, "\nNot exit 0: %s\n", i.Errors)
+	}
+	return b.String()
+}
