@@ -12,6 +12,7 @@ BENCH_USERS ?= 200000
 BENCH_ROUNDS ?= 3
 BENCH_SIZES ?= 10000,100000
 BENCH_MESSAGES ?= 20000
+BENCH_SUITES ?= scaling,queue,paced,chaos
 # A count, not a duration: a -fuzztime duration races Go 1.26's fuzz
 # coordinator at the deadline and fails with a bare "context deadline
 # exceeded" (golang/go#75804, fixed in Go 1.27).
@@ -87,10 +88,10 @@ demo: build ## Seed sample users in a throwaway database, run the jobs and deliv
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)
 
 .PHONY: bench
-bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES)
+bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES), pacing, chaos (BENCH_SUITES)
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime $(BENCH_ROUNDS)x -timeout 90m ./scheduler
 	$(GO) test -run '^$$' -bench Queue -benchtime 2x -timeout 30m ./sender
-	cd bench && $(GO) run . -bin ../$(BIN) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -out results -plot ../docs/scaling.png
+	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -out results -plot ../docs/scaling.png
 
 .PHONY: bench-full
 bench-full: ## Every figure of docs/BENCHMARKS.md at 1,000,000 users (about 15 minutes; run it on a quiet machine)
