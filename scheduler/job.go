@@ -42,6 +42,11 @@ type Config struct {
 	// Shard limits the run to the users whose id hashes to it (the zero
 	// Shard: every user). Runs of different shards of a job run side by side.
 	Shard Shard
+	// LeaseTimeout is how long a run's heartbeat may be silent before the
+	// next run of the job (and shard) takes it over as dead
+	// (DefaultLeaseTimeout when 0). A killed run on another machine blocks
+	// the next for about this long; on the same machine, not at all.
+	LeaseTimeout time.Duration
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
 }
@@ -91,7 +96,11 @@ type querier interface {
 // switches to a generic plan after five runs, and a generic plan guesses that
 // an array of 5,000 ids holds a handful: its nested loops turned a 100 ms
 // batch of weekly reviews into 26 s. Planning costs a few milliseconds.
-const batchExecMode = pgx.QueryExecModeDescribeExec
+// Exec mode (not describe-exec) sends the statement in one round trip: a
+// transaction pooler may hand the second round trip of describe-exec to
+// another server connection ("bind message supplies 5 parameters, but
+// prepared statement "" requires 3").
+const batchExecMode = pgx.QueryExecModeExec
 
 // existingKeysSQL counts the batch's idempotency keys (user id followed by
 // @key_suffix) that are already taken.
@@ -125,7 +134,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 
 	var r *run
 	if !cfg.DryRun {
-		if r, err = startRun(ctx, pool, job, cfg.Shard, cfg.AsOf, log); err != nil {
+		if r, ctx, err = startRun(ctx, pool, job, cfg.Shard, cfg.AsOf, cfg.LeaseTimeout, log); err != nil {
 			return err
 		}
 		defer r.release()
@@ -206,7 +215,7 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 	}
 	b := batcher{
 		move: func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
-			err = pool.QueryRow(ctx, st.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"user_ids": ids})).Scan(&moved, &queued)
+			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, pgx.NamedArgs{"user_ids": ids}), &moved, &queued)
 			return moved, queued, err
 		},
 		lost: func(attempt int, err error) {

@@ -2,12 +2,18 @@ package scheduler
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -23,17 +29,61 @@ const (
 	RunAbandoned = "abandoned" // the process died; found by the next run
 )
 
-// run is one job run's bookkeeping: the job's session advisory lock, which
-// serialises runs of the same job, and its engagement_job_runs row.
-type run struct {
-	id   int64
-	lock *pgxpool.Conn
-	pool *pgxpool.Pool // records the outcome if the lock's connection was lost
+// DefaultLeaseTimeout is how long a run's heartbeat may be silent before the
+// next run takes its lease over (Config.LeaseTimeout).
+const DefaultLeaseTimeout = 30 * time.Second
+
+// ErrLeaseLost stops a run whose lease another run took over: its heartbeat
+// could not be renewed for a whole lease timeout (a network partition, a
+// stalled process), so another run may be doing the work now.
+var ErrLeaseLost = errors.New("lost the job's lease: the heartbeat was not renewed within the lease timeout, so another run may have taken over")
+
+//go:embed queries/run_*.sql
+var runQueries embed.FS
+
+func runSQL(name string) string {
+	b, err := runQueries.ReadFile("queries/" + name + ".sql")
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return string(b)
 }
 
-// lockKey is the advisory lock key of a job's shard: stable across
-// releases and processes, distinct per job and shard, so runs of one shard
-// take turns while different shards run side by side.
+var (
+	runHolderSQL      = runSQL("run_holder")
+	runAbandonSQL     = runSQL("run_abandon")
+	runStartSQL       = runSQL("run_start")
+	runHeartbeatSQL   = runSQL("run_heartbeat")
+	runFinishSQL      = runSQL("run_finish")
+	runFenceCancelSQL = runSQL("run_fence_cancel")
+	runFenceWaitSQL   = runSQL("run_fence_wait")
+	runFenceBatchSQL  = runSQL("run_fence_batch")
+)
+
+// run is one job run's bookkeeping: its engagement_job_runs row, which is
+// also the lease that makes runs of the same job and shard take turns.
+//
+// The lease lives in the table, not in a session, so it works through
+// transaction poolers: the unique index on running runs lets one run per job
+// and shard be 'running'; the run renews heartbeat_at every third of the
+// lease timeout; a run that finds the lease held waits, and takes it over
+// once the holder is dead (its heartbeat silent for the lease timeout, or at
+// once when the holder ran on this machine and its pid is gone). Every batch
+// of the run holds the fence, a shared transaction-level advisory lock of
+// the job and shard: before a run starts work it cancels the statements
+// still running for an abandoned run (a killed process's last batch goes on
+// on the server) and waits until none holds the fence.
+type run struct {
+	id       int64
+	pool     *pgxpool.Pool
+	fenceKey int64
+	timeout  time.Duration // the lease timeout
+	stop     context.CancelFunc
+	done     chan struct{} // closed when the heartbeat has stopped
+}
+
+// lockKey is the fence key of a job's shard: stable across releases and
+// processes, distinct per job and shard.
 func lockKey(job string, shard Shard) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("engagement-scheduler:" + job))
@@ -43,63 +93,190 @@ func lockKey(job string, shard Shard) int64 {
 	return int64(h.Sum64())
 }
 
-// startRun waits until no other run of job is in progress, marks runs that
-// died without finishing as abandoned, and records this one.
-//
-// The lock is a session lock on a connection held for the whole run: it is
-// released when the run ends or when its process dies, so a killed run never
-// blocks the next. A run that finds another in progress waits for it, then
-// does only what is left (usually nothing). All of this is per shard: a
-// sharded run waits only for runs of its own shard, and marks only its own
-// shard's dead runs abandoned.
-func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, asOf time.Time, log zerolog.Logger) (*run, error) {
-	conn, err := pool.Acquire(ctx)
+// processHolder names this process's machine and pid namespace (boot id and
+// pid namespace inode), or "" where that cannot be told: a run whose
+// holder matches ours ran on this machine, so its pid can be checked.
+var processHolder = func() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		return nil, fmt.Errorf("acquire connection: %w", err)
+		return ""
 	}
-	r := &run{lock: conn, pool: pool}
-	key := lockKey(job, shard)
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&locked); err != nil {
-		r.release()
-		return nil, fmt.Errorf("take the %s lock: %w", job, err)
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
 	}
-	if !locked {
-		log.Info().Msg("another run of this job is in progress; waiting for it to finish")
-		// The wait is bounded by ctx (a signal, --max-duration), not by the
-		// pool's statement timeout.
-		if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
-			r.release()
-			return nil, fmt.Errorf("take the %s lock: %w", job, err)
-		}
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
-			r.release()
-			return nil, fmt.Errorf("wait for the %s lock: %w", job, err)
-		}
-	}
+	return strings.TrimSpace(string(boot)) + "/" + ns
+}()
 
-	hostname, _ := os.Hostname()
-	err = conn.QueryRow(ctx, `
-		WITH abandoned AS (
-		    UPDATE engagement_job_runs
-		       SET status = 'abandoned', finished_at = now(),
-		           error = 'the run ended without recording an outcome (killed?)'
-		     WHERE job = $1 AND status = 'running' AND shard IS NOT DISTINCT FROM $5
-		)
-		INSERT INTO engagement_job_runs (job, as_of, hostname, pid, shard)
-		VALUES ($1, $2, $3, $4, $5)
-		RETURNING id`,
-		job, asOf, hostname, os.Getpid(), shardColumn(shard),
-	).Scan(&r.id)
-	if err != nil {
-		r.release()
-		return nil, fmt.Errorf("record the run: %w", err)
+// processGone reports whether pid surely does not exist on this machine.
+func processGone(pid int) bool {
+	if pid <= 0 || pid == os.Getpid() {
+		return false
 	}
-	return r, nil
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
-// finish records the run's outcome. It runs even when ctx was cancelled, so
-// an interrupted run is still written down.
+// startRun waits until no other run of job (and shard) is in progress,
+// takes the lease, records this run, and returns it with a context that is
+// cancelled (cause ErrLeaseLost) if the lease is lost. A run that finds
+// another in progress waits for it, then does only what is left (usually
+// nothing); one that finds a dead run marks it abandoned and takes over,
+// after the dead run's statements are gone.
+func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, asOf time.Time, leaseTimeout time.Duration, log zerolog.Logger) (*run, context.Context, error) {
+	if leaseTimeout <= 0 {
+		leaseTimeout = DefaultLeaseTimeout
+	}
+	r := &run{pool: pool, fenceKey: lockKey(job, shard), timeout: leaseTimeout}
+	hostname, _ := os.Hostname()
+	args := pgx.NamedArgs{
+		"job": job, "as_of": asOf, "hostname": hostname, "pid": os.Getpid(),
+		"shard": shardColumn(shard), "holder": processHolder,
+	}
+	poll := min(leaseTimeout/10, time.Second)
+	waiting, tookOver := false, false
+	for {
+		err := pool.QueryRow(ctx, runStartSQL, args).Scan(&r.id)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, fmt.Errorf("record the run: %w", err)
+		}
+		abandoned, err := abandonDead(ctx, pool, args, leaseTimeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		if abandoned != 0 {
+			tookOver = true
+			log.Warn().Int64("abandoned_run_id", abandoned).Msg("the run in progress is dead; marked it abandoned and taking over")
+			continue
+		}
+		if !waiting {
+			waiting = true
+			log.Info().Msg("another run of this job is in progress; waiting for it to finish")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("wait for the run in progress: %w", context.Cause(ctx))
+		case <-time.After(poll):
+		}
+	}
+
+	if err := r.fence(ctx, tookOver, log); err != nil {
+		r.finishLost(ctx, err)
+		return nil, nil, err
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	r.stop = func() { stop(context.Canceled) }
+	r.done = make(chan struct{})
+	go r.heartbeat(runCtx, stop, log)
+	return r, withFence(runCtx, r), nil
+}
+
+// abandonDead marks the run in progress of args' job and shard abandoned if
+// it is dead, and returns its id (0 when none is, or none runs).
+func abandonDead(ctx context.Context, pool *pgxpool.Pool, args pgx.NamedArgs, leaseTimeout time.Duration) (int64, error) {
+	var (
+		id          int64
+		holder      string
+		pid         int
+		noHeartbeat bool
+		silent      float64
+		beat        time.Time
+	)
+	err := pool.QueryRow(ctx, runHolderSQL, args).Scan(&id, &holder, &pid, &noHeartbeat, &silent, &beat)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil // it just finished: try again
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up the run in progress: %w", err)
+	}
+	var reason string
+	switch {
+	case noHeartbeat:
+		reason = "the run ended without recording an outcome (killed?)"
+	case holder != "" && holder == processHolder && processGone(pid):
+		reason = fmt.Sprintf("the run ended without recording an outcome: its process (pid %d) is gone (killed?)", pid)
+	case time.Duration(silent*float64(time.Second)) > leaseTimeout:
+		reason = fmt.Sprintf("the run ended without recording an outcome: no heartbeat for %.0f s (killed?)", silent)
+	default:
+		return 0, nil // alive, as far as anyone can tell
+	}
+	tag, err := pool.Exec(ctx, runAbandonSQL, pgx.NamedArgs{"id": id, "beat": beat, "reason": reason})
+	if err != nil {
+		return 0, fmt.Errorf("mark the dead run abandoned: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return 0, nil // it renewed its heartbeat or finished meanwhile
+	}
+	return id, nil
+}
+
+// fence makes sure no statement of an earlier run of the job and shard is
+// still running: after a takeover it cancels them (a killed process's batch
+// runs on until the server notices), then it waits until none holds the
+// fence.
+func (r *run) fence(ctx context.Context, cancel bool, log zerolog.Logger) error {
+	if cancel {
+		var n int
+		if err := r.pool.QueryRow(ctx, runFenceCancelSQL, pgx.NamedArgs{"fence_key": r.fenceKey}).Scan(&n); err != nil {
+			return fmt.Errorf("cancel the abandoned run's statements: %w", err)
+		}
+		if n > 0 {
+			log.Warn().Int("statements", n).Msg("cancelled the abandoned run's statements still running on the server")
+		}
+	}
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, runFenceWaitSQL, pgx.NamedArgs{"fence_key": r.fenceKey})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("wait for the earlier run's statements: %w", err)
+	}
+	return nil
+}
+
+// heartbeat renews the lease every third of the lease timeout until the run
+// is released. If the lease is gone, or could not be renewed for a whole
+// lease timeout (another run may take over), it stops the run with
+// ErrLeaseLost.
+func (r *run) heartbeat(ctx context.Context, stop context.CancelCauseFunc, log zerolog.Logger) {
+	defer close(r.done)
+	interval := r.timeout / 3
+	renewed := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		beatCtx, cancel := context.WithTimeout(ctx, interval)
+		var id int64
+		err := r.pool.QueryRow(beatCtx, runHeartbeatSQL, pgx.NamedArgs{"id": r.id}).Scan(&id)
+		cancel()
+		switch {
+		case err == nil:
+			renewed = time.Now()
+			continue
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, pgx.ErrNoRows):
+			log.Error().Msg("the run's lease was taken over by another run; stopping")
+			stop(ErrLeaseLost)
+			return
+		}
+		log.Warn().Str("error", err.Error()).Msg("could not renew the run's lease; retrying")
+		if time.Since(renewed) > r.timeout {
+			stop(ErrLeaseLost)
+			return
+		}
+	}
+}
+
+// finish records the run's outcome, which also ends its lease. It runs even
+// when ctx was cancelled, so an interrupted run is still written down.
 func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
 	status := RunSucceeded
 	var errText *string
@@ -115,19 +292,18 @@ func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
 	if err != nil {
 		return fmt.Errorf("encode run counters: %w", err)
 	}
+	r.stopHeartbeat()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	const record = `
-		UPDATE engagement_job_runs
-		   SET finished_at = now(), status = $2, counters = $3, error = $4
-		 WHERE id = $1`
-	_, err = r.lock.Exec(ctx, record, r.id, status, counters, errText)
+	// counters is JSON text: as []byte, pgx's exec mode would send it as
+	// bytea, which a json column rejects (22P02).
+	_, err = r.pool.Exec(ctx, runFinishSQL, pgx.NamedArgs{"id": r.id, "status": status, "counters": string(counters), "error": errText})
 	if err != nil && postgres.IsConnectionLost(err) {
-		// The lock's session was ended (an administrator, a failover) while
-		// the batches went on; what they did is committed, so record it
-		// through a new connection.
+		// The connection was ended (an administrator, a failover) while the
+		// batches went on; what they did is committed, so record it through
+		// a new connection.
 		r.pool.Reset()
-		_, err = r.pool.Exec(ctx, record, r.id, status, counters, errText)
+		_, err = r.pool.Exec(ctx, runFinishSQL, pgx.NamedArgs{"id": r.id, "status": status, "counters": string(counters), "error": errText})
 	}
 	if err != nil {
 		return fmt.Errorf("record the run's outcome: %w", err)
@@ -135,13 +311,52 @@ func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
 	return nil
 }
 
-// release drops the lock by closing its connection (which also discards the
-// session settings the wait changed).
-func (r *run) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// finishLost records a run that could not start work as failed.
+func (r *run) finishLost(ctx context.Context, runErr error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	conn := r.lock.Hijack()
-	_ = conn.Close(ctx)
+	msg := runErr.Error()
+	_, _ = r.pool.Exec(ctx, runFinishSQL, pgx.NamedArgs{"id": r.id, "status": RunFailed, "counters": nil, "error": &msg})
+}
+
+func (r *run) stopHeartbeat() {
+	if r.stop != nil {
+		r.stop()
+		<-r.done
+	}
+}
+
+// release stops the heartbeat. A run that did not record its outcome stays
+// 'running' until its lease times out, as a killed run does.
+func (r *run) release() { r.stopHeartbeat() }
+
+type fenceCtxKey struct{}
+
+// withFence returns ctx carrying run r, whose fence the batches run under.
+func withFence(ctx context.Context, r *run) context.Context {
+	return context.WithValue(ctx, fenceCtxKey{}, r)
+}
+
+// batchRow runs a batch statement (one that moves users and returns one
+// row, scanned into dest) in a transaction of its own. Under a run's
+// context it holds the run's fence and a server-side statement timeout
+// (SET LOCAL: nothing is left on the session) in the same transaction: both
+// go in one round trip with the statement (a pipeline ending in one Sync is
+// one transaction), so a pooler keeps them on one server connection.
+func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args pgx.NamedArgs, dest ...any) error {
+	r, ok := ctx.Value(fenceCtxKey{}).(*run)
+	if !ok {
+		return pool.QueryRow(ctx, sql, batchExecMode, args).Scan(dest...)
+	}
+	var timeout *string // pools not made by postgres.Open keep their own
+	if d := postgres.StatementTimeout(ctx, pool); d > 0 {
+		ms := strconv.FormatInt(d.Milliseconds(), 10)
+		timeout = &ms
+	}
+	b := &pgx.Batch{}
+	b.Queue(runFenceBatchSQL, pgx.NamedArgs{"fence_key": r.fenceKey, "timeout_ms": timeout})
+	b.Queue(sql, args).QueryRow(func(row pgx.Row) error { return row.Scan(dest...) })
+	return pool.SendBatch(ctx, b).Close()
 }
 
 // shardColumn is engagement_job_runs.shard: "i/N", or NULL when unsharded.

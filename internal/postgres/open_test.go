@@ -26,7 +26,9 @@ func withQuery(t *testing.T, dbURL string, kv ...string) string {
 }
 
 // TestOpenSetsNameAndTimeouts: a session opened by Open is named after the
-// binary and bounded, as the server sees it; settings the URL makes win.
+// binary, as the server sees it, and carries no statement_timeout setting
+// (the client applies it, see TestStatementTimeout); settings the URL makes
+// win.
 func TestOpenSetsNameAndTimeouts(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewDatabase(t)
@@ -35,8 +37,8 @@ func TestOpenSetsNameAndTimeouts(t *testing.T) {
 		url                  string
 		wantApp, wantTimeout string
 	}{
-		{"defaults", dbURL, "engagement-test", "5min"},
-		{"the URL's own", withQuery(t, dbURL, "application_name", "nightly-rerun", "statement_timeout", "1500"), "nightly-rerun", "1500ms"},
+		{"defaults", dbURL, "engagement-test", "0"},
+		{"the URL's own", withQuery(t, dbURL, "application_name", "nightly-rerun", "statement_timeout", "1500"), "nightly-rerun", "0"},
 	}
 	for _, tt := range tests {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

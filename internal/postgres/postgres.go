@@ -1,5 +1,16 @@
 // Package postgres opens the connection pool every engagement binary uses and
 // translates connection errors into one safe line.
+//
+// The pool works the same connected directly and through a transaction
+// pooler (PgBouncer or Supabase's Supavisor in transaction mode) with the
+// URL unchanged: the only startup parameter it adds is application_name,
+// statements run as unnamed prepared statements (pgx's exec mode, so
+// nothing is prepared by name on a server connection another client may
+// get next), the statement timeout is applied per statement by the client
+// (see timeout.go), and no session state is set. Code using the pool must
+// keep it that way: no session advisory locks, no plain SET (SET LOCAL or
+// set_config(…, true) inside a transaction is fine), no temporary tables
+// across transactions.
 package postgres
 
 import (
@@ -23,6 +34,7 @@ const (
 
 // Open connects a pool to databaseURL, names the connections after app (so
 // they show in pg_stat_activity), bounds connects and statements, and pings.
+// The pool works through transaction poolers; see the package comment.
 // Errors never contain the password.
 func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 	config, err := ParseConfig(databaseURL, app)
@@ -41,7 +53,10 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 }
 
 // ParseConfig parses databaseURL into a pool configuration with the defaults
-// Open applies.
+// Open applies: application_name app, a connect timeout, a statement
+// timeout (DefaultStatementTimeout, or the URL's statement_timeout, applied
+// by the client: see WithStatementTimeout), pgx's exec mode (unless the URL
+// sets default_query_exec_mode) and at most 8 connections.
 func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
 	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -54,27 +69,24 @@ func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = app
 	}
-	if _, ok := cc.RuntimeParams["statement_timeout"]; !ok {
-		cc.RuntimeParams["statement_timeout"] = fmt.Sprint(DefaultStatementTimeout.Milliseconds())
+	limiter := &statementLimiter{timeout: DefaultStatementTimeout}
+	if v, ok := cc.RuntimeParams["statement_timeout"]; ok {
+		// Not a startup parameter: transaction poolers reject it.
+		delete(cc.RuntimeParams, "statement_timeout")
+		if limiter.timeout, err = parseTimeout(v); err != nil {
+			return nil, Redact(fmt.Errorf("invalid database URL: %w", err), databaseURL)
+		}
+	}
+	cc.Tracer = limiter
+	if !strings.Contains(databaseURL, "default_query_exec_mode") {
+		// Unnamed statements, parameters typed from their Go values: one
+		// round trip, nothing left on the server connection.
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	if config.MaxConns > 8 {
 		config.MaxConns = 8 // a batch job needs few; leave the server's slots to the bot
 	}
 	return config, nil
-}
-
-// Connect opens a single connection with the same settings as Open; jobs hold
-// their session advisory lock on one, so the lock dies with the process.
-func Connect(ctx context.Context, databaseURL, app string) (*pgx.Conn, error) {
-	config, err := ParseConfig(databaseURL, app)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := pgx.ConnectConfig(ctx, config.ConnConfig)
-	if err != nil {
-		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
-	}
-	return conn, nil
 }
 
 // Redact returns err as a single line with databaseURL's password, if any,

@@ -1,0 +1,137 @@
+package poolertest
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/seed"
+)
+
+// The tests run on databases seeded alike: 3,000 users of every kind, so
+// every step and message type has work, in small batches so that a run has
+// dozens of transactions for the pooler to spread over its server
+// connections.
+const (
+	users    = 3000
+	seedNum  = 8
+	dailyApp = "engagement-daily" // the daily job's application_name
+)
+
+var (
+	asOf     = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
+	asOfFlag = asOf.Format(time.RFC3339)
+)
+
+func daily(t *testing.T) string  { return cmdtest.Build(t, "./cmd/engagement-daily") }
+func weekly(t *testing.T) string { return cmdtest.Build(t, "./cmd/engagement-weekly") }
+func queue(t *testing.T) string  { return cmdtest.Build(t, "./cmd/queue-process") }
+func ctl(t *testing.T) string    { return cmdtest.Build(t, "./cmd/engagementctl") }
+
+// seeded returns a pool on a seeded database (direct, for the test's own
+// checks) and the database's URLs: direct and through a PgBouncer in
+// transaction mode.
+func seeded(t *testing.T) (pool *pgxpool.Pool, direct, pooled string) {
+	t.Helper()
+	direct, pooled = pgtest.NewPooledDatabase(t)
+	pool, err := pgxpool.New(context.Background(), direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := seed.Generate(context.Background(), pool, seed.Options{Users: users, Seed: seedNum, AsOf: asOf}); err != nil {
+		t.Fatal(err)
+	}
+	return pool, direct, pooled
+}
+
+func jobArgs(extra ...string) []string {
+	return append([]string{"--as-of", asOfFlag, "--batch-size", "50", "--skip-send"}, extra...)
+}
+
+// summary is the part of a job's JSON summary the tests compare.
+type summary struct {
+	Processed, Succeeded, Failed, Skipped, Queued, Duplicates int
+	SkipReasons                                               map[string]int `json:"skip_reasons"`
+}
+
+func runOK(t *testing.T, what, bin, dbURL string, args ...string) cmdtest.Result {
+	t.Helper()
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+dbURL), args...)
+	if res.Code != 0 {
+		t.Fatalf("%s through PgBouncer: exit %d: %s", what, res.Code, res.Stderr)
+	}
+	return res
+}
+
+func decode(t *testing.T, what, stdout string) summary {
+	t.Helper()
+	var s summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("%s: summary: %v: %q", what, err, stdout)
+	}
+	return s
+}
+
+// reference runs daily and weekly directly on a database seeded like the
+// others and returns its outcome and the daily summary.
+func reference(t *testing.T) (map[string]string, summary) {
+	t.Helper()
+	pool, direct, _ := seeded(t)
+	res := cmdtest.Run(t, daily(t), cmdtest.Env("DATABASE_URL="+direct), jobArgs("--output", "json")...)
+	if res.Code != 0 {
+		t.Fatalf("reference daily run: exit %d: %s", res.Code, res.Stderr)
+	}
+	if r := cmdtest.Run(t, weekly(t), cmdtest.Env("DATABASE_URL="+direct), jobArgs()...); r.Code != 0 {
+		t.Fatalf("reference weekly run: exit %d: %s", r.Code, r.Stderr)
+	}
+	return fixture.Outcome(t, pool), decode(t, "reference daily run", res.Stdout)
+}
+
+// TestEveryBinaryThroughPgBouncer (issue 15, item 1): with DATABASE_URL
+// pointing at a stock PgBouncer in transaction mode, unchanged, the daily
+// and weekly jobs, queue-process (log transport), engagementctl status and
+// verify all exit 0, and the jobs leave exactly what they leave connected
+// directly. On the old code every binary failed to connect:
+// "unsupported startup parameter: statement_timeout".
+func TestEveryBinaryThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	want, wantSum := reference(t)
+	pool, _, pooled := seeded(t)
+
+	res := runOK(t, "daily", daily(t), pooled, jobArgs("--output", "json")...)
+	if got := decode(t, "daily", res.Stdout); got.Processed != wantSum.Processed || got.Queued != wantSum.Queued || got.Skipped != wantSum.Skipped {
+		t.Errorf("daily through PgBouncer: %+v, want the direct run's %+v", got, wantSum)
+	}
+	runOK(t, "weekly", weekly(t), pooled, jobArgs()...)
+	fixture.SameOutcome(t, "the jobs through PgBouncer", want, fixture.Outcome(t, pool))
+
+	pending := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`)
+	if pending == 0 {
+		t.Fatal("the jobs queued nothing for queue-process to deliver")
+	}
+	res = runOK(t, "queue-process", queue(t), pooled, "--transport", "log", "--send-interval", "0", "--output", "json")
+	var q struct{ Processed, Sent int }
+	if err := json.Unmarshal([]byte(res.Stdout), &q); err != nil {
+		t.Fatalf("queue-process summary: %v: %q", err, res.Stdout)
+	}
+	if q.Sent != pending {
+		t.Errorf("queue-process through PgBouncer sent %d of %d pending messages: %s", q.Sent, pending, res.Stdout)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status <> 'sent'`); n != 0 {
+		t.Errorf("%d messages are not sent after queue-process", n)
+	}
+
+	res = runOK(t, "engagementctl status", ctl(t), pooled, "status", "--as-of", asOfFlag)
+	if !strings.Contains(res.Stdout, "engagement-daily") || !strings.Contains(res.Stdout, "engagement-weekly") {
+		t.Errorf("status through PgBouncer does not list the runs: %s", res.Stdout)
+	}
+	runOK(t, "engagementctl verify", ctl(t), pooled, "verify", "--as-of", asOfFlag)
+}

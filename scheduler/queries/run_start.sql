@@ -1,0 +1,6 @@
+-- Takes the lease of a job and shard by recording a 'running' run, unless
+-- another run holds it (the unique index on running runs): then no row.
+INSERT INTO engagement_job_runs (job, as_of, hostname, pid, shard, holder, heartbeat_at)
+VALUES (@job, @as_of, @hostname, @pid, @shard::text, @holder, clock_timestamp())
+ON CONFLICT (job, (coalesce(shard, ''))) WHERE status = 'running' DO NOTHING
+RETURNING id
