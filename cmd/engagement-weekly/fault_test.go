@@ -94,8 +94,8 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 			pid := gate.WaitClosedOn(app, 30*time.Second)
 
 			if c.terminate {
-				if n := fixture.TerminateBackends(t, pool, app); n < 2 {
-					t.Fatalf("terminated %d connections of the job, want its lock's and the batch's at least", n)
+				if n := fixture.TerminateBackends(t, pool, app); n < 1 {
+					t.Fatalf("terminated %d connections of the job, want the batch's at least (the job's lease lives in a table, not on a connection)", n)
 				}
 				gate.WaitClosedOn(app, 30*time.Second, pid) // the retry, on a new connection
 				gate.Open()

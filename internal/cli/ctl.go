@@ -43,7 +43,11 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 	// version it left.
 	migrating := func(fn func(*migrations.Migrator) error) func(*cobra.Command, []string) error {
 		return runE(func(cmd *cobra.Command, _ []string) error {
+			*databaseURL = migrateDatabaseURL(cmd, *databaseURL)
 			if err := requireDatabaseURL(*databaseURL); err != nil {
+				return err
+			}
+			if err := requireMigrateSession(cmd.Context(), *databaseURL); err != nil {
 				return err
 			}
 			m, err := migrations.Open(cmd.Context(), *databaseURL)

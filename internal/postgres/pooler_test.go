@@ -125,3 +125,34 @@ func TestParseConfigForPoolers(t *testing.T) {
 		t.Errorf("statement_timeout=soon: %v; want an error naming it, without the password", err)
 	}
 }
+
+// TestRequireSession: directly, a database URL gives a session; through
+// PgBouncer in transaction mode it does not (ErrTransactionPooler), and the
+// probe leaves no setting behind on the pooled server connections.
+func TestRequireSession(t *testing.T) {
+	t.Parallel()
+	direct, pooled := pgtest.NewPooledDatabase(t)
+	ctx := t.Context()
+	if err := postgres.RequireSession(ctx, direct); err != nil {
+		t.Errorf("direct: RequireSession = %v, want nil", err)
+	}
+	for range 3 {
+		if err := postgres.RequireSession(ctx, pooled); !errors.Is(err, postgres.ErrTransactionPooler) {
+			t.Fatalf("through PgBouncer in transaction mode: RequireSession = %v, want ErrTransactionPooler", err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, pooled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for range 5 {
+		var v string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(current_setting('engagement.session_probe', true), '')`, pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != "" {
+			t.Errorf("the probe left engagement.session_probe = %q on a pooled server connection", v)
+		}
+	}
+}
