@@ -16,6 +16,16 @@
 //	engagement_job_messages{step,result}               result queued | duplicates (new queue rows, inserts that hit an existing key)
 //	engagement_delivery_messages{transport,result}     result sent | retried | failed (queue-process, or the jobs' queue step)
 //	engagement_delivery_recovered_messages{transport}  abandoned claims the run settled
+//	engagement_queue_pending_messages                  queue-process: pending messages after the run, due or not
+//	engagement_queue_due_messages                      queue-process: pending messages already due after the run
+//	engagement_queue_oldest_due_age_seconds            queue-process: how long the oldest due message has waited (0: none)
+//	engagement_verify_ok                               engagementctl verify: 1 when every invariant held, else 0
+//	engagement_verify_violations{check}                engagementctl verify: violations per check
+//
+// engagementctl verify --pushgateway-url pushes under job "engagementctl-verify",
+// with the run-level metrics (a verify that found a broken invariant
+// completed; one that could not check failed). deploy/prometheus/alerts.yml
+// holds the alerting rules over these metrics.
 //
 // A run that completed replaces its group (HTTP PUT): the group is exactly
 // that run. A run that failed adds only the run-level failure metrics to it
@@ -50,8 +60,16 @@ const (
 	JobMessages        = "engagement_job_messages"
 	DeliveryMessages   = "engagement_delivery_messages"
 	DeliveryRecovered  = "engagement_delivery_recovered_messages"
+	QueuePending       = "engagement_queue_pending_messages"
+	QueueDue           = "engagement_queue_due_messages"
+	QueueOldestDueAge  = "engagement_queue_oldest_due_age_seconds"
+	VerifyOK           = "engagement_verify_ok"
+	VerifyViolations   = "engagement_verify_violations"
 	DefaultPushTimeout = 10 * time.Second
 )
+
+// VerifyJob is the Pushgateway job engagementctl verify pushes under.
+const VerifyJob = "engagementctl-verify"
 
 // Run is one run of a binary: what gets pushed.
 type Run struct {
@@ -67,6 +85,10 @@ type Run struct {
 	// Delivery is queue-process's summary or the jobs' queue step's (nil
 	// when no queue step ran).
 	Delivery *sender.ProcessSummary
+	// Queue is the backlog queue-process left (nil: not read).
+	Queue *Queue
+	// Verify is engagementctl verify's report (nil for the other binaries).
+	Verify *scheduler.Report
 }
 
 // Gatherer builds a fresh registry holding the run's metrics: every metric
@@ -114,6 +136,22 @@ func Gatherer(r Run) prometheus.Gatherer {
 		delivered.WithLabelValues(d.Transport, "failed").Set(float64(d.Failed))
 		vec(DeliveryRecovered, "Abandoned claims (a worker died mid-send) the last completed run settled.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Recovered))
+	}
+	if q := r.Queue; q != nil {
+		gauge(QueuePending, "Pending messages after the last completed queue-process run, due or not.").Set(float64(q.Pending))
+		gauge(QueueDue, "Pending messages already due after the last completed queue-process run.").Set(float64(q.Due))
+		gauge(QueueOldestDueAge, "How long the oldest due pending message had waited after the last completed queue-process run (0: none due).").
+			Set(q.OldestDueAge.Seconds())
+	}
+	if v := r.Verify; v != nil {
+		ok := gauge(VerifyOK, "1 when every invariant held at the last verify, else 0.")
+		if v.OK {
+			ok.Set(1)
+		}
+		violations := vec(VerifyViolations, "Rows breaking each invariant at the last verify.", "check")
+		for _, c := range v.Checks {
+			violations.WithLabelValues(c.Name).Set(float64(c.Violations))
+		}
 	}
 	return reg
 }

@@ -17,6 +17,7 @@ import (
 type metricsFlags struct {
 	pushgatewayURL string
 	pusher         *metrics.Pusher // nil: no pushgateway, no HTTP at all
+	queue          *metrics.Queue  // the backlog queue-process left, read by readQueue
 }
 
 func (f *metricsFlags) register(fs *pflag.FlagSet) {
@@ -63,7 +64,37 @@ func (f *metricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start 
 	if f.pusher == nil {
 		return
 	}
-	f.push(ctx, log, start, metrics.Run{Job: "queue-process", Delivery: &sum}, err)
+	f.push(ctx, log, start, metrics.Run{Job: "queue-process", Delivery: &sum, Queue: f.queue}, err)
+}
+
+// readQueue reads the backlog queue-process leaves, for pushQueue, when
+// metrics are pushed at all. A failed read is a warning: the gauges are
+// left out of the push and the run's outcome stands.
+func (f *metricsFlags) readQueue(ctx context.Context, log zerolog.Logger, db metrics.Querier) {
+	if f.pusher == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metrics.DefaultPushTimeout)
+	defer cancel()
+	q, err := metrics.ReadQueue(ctx, db)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the queue backlog; its gauges are not pushed")
+		return
+	}
+	f.queue = &q
+}
+
+// pushVerify pushes engagementctl verify's report. A report, broken
+// invariants included, is a completed run; without one (rep nil) the checks
+// could not run, err says why, and the run counts as failed.
+func (f *metricsFlags) pushVerify(ctx context.Context, log zerolog.Logger, start time.Time, rep *scheduler.Report, err error) {
+	if f.pusher == nil {
+		return
+	}
+	if rep != nil {
+		err = nil
+	}
+	f.push(ctx, log, start, metrics.Run{Job: metrics.VerifyJob, Verify: rep}, err)
 }
 
 // push pushes the run that started at start and ends now with err (nil or

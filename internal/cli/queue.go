@@ -212,6 +212,7 @@ finishes the send in flight and releases the rest.`,
 			}
 			log.Info().Str("transport", cfg.Transport.Name()).Msg("queue-process started")
 			sum, err = p.Run(ctx)
+			pushMetrics.readQueue(ctx, log, pool) // the backlog it leaves, for the push
 			if err != nil {
 				return postgres.Redact(err, databaseURL)
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
@@ -18,6 +19,7 @@ func newVerifyCommand(databaseURL *string) *cobra.Command {
 	var (
 		flags     timeFlags
 		retention time.Duration
+		push      metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -33,18 +35,28 @@ func newVerifyCommand(databaseURL *string) *cobra.Command {
 and prints a report of every check (--output json: one JSON object). Exits 0
 when all hold, 4 when one is broken, 1 when the checks could not run.
 --retention should match cleanup's --older-than: a goodbye older than that
-may have been deleted, and is not required. Read-only.`,
+may have been deleted, and is not required. Read-only in the database.
+With --pushgateway-url (PUSHGATEWAY_URL) the outcome is pushed under job
+engagementctl-verify (engagement_verify_ok, engagement_verify_violations
+by check) for the alert in deploy/prometheus/alerts.yml.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: runE(func(cmd *cobra.Command, _ []string) (err error) {
 			if retention <= 0 {
 				return usagef("--retention must be positive, like 720h")
 			}
+			if err := push.validate(); err != nil {
+				return err
+			}
+			// Only a failed push is logged (a warning on stderr).
+			log := zerolog.New(cmd.ErrOrStderr()).Level(zerolog.WarnLevel).With().Timestamp().Str("app", "engagementctl").Logger()
+			var rep *scheduler.Report
+			defer func(start time.Time) { push.pushVerify(cmd.Context(), log, start, rep, err) }(time.Now())
 			pool, asOf, err := flags.open(cmd, *databaseURL)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			rep, err := scheduler.Verify(cmd.Context(), pool, scheduler.VerifyConfig{AsOf: asOf, Retention: retention})
+			rep, err = scheduler.Verify(cmd.Context(), pool, scheduler.VerifyConfig{AsOf: asOf, Retention: retention})
 			if err != nil {
 				return postgres.Redact(err, *databaseURL)
 			}
@@ -65,6 +77,7 @@ may have been deleted, and is not required. Read-only.`,
 	}
 	flags.register(cmd)
 	cmd.Flags().DurationVar(&retention, "retention", sender.DefaultRetention, "cleanup's retention (its --older-than)")
+	push.register(cmd.Flags())
 	return cmd
 }
 

@@ -1,0 +1,56 @@
+package main_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/pushtest"
+	"github.com/engagement-scheduler/engagement/metrics"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// verify --pushgateway-url pushes its outcome for the "verify broken"
+// alert: a broken invariant is a completed run with engagement_verify_ok 0
+// and the check's violations; a repaired database pushes 1.
+func TestVerifyPushesItsOutcome(t *testing.T) {
+	t.Parallel()
+	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	gw := pushtest.New(t)
+	pool, url := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: time.Now().Add(-time.Hour)})
+	env := cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL)
+
+	res := cmdtest.Run(t, ctl, env, "verify", "--output", "json")
+	if res.Code != 4 {
+		t.Fatalf("verify with remind_later without remind_at: exit %d, want 4\n%s", res.Code, res.Stderr)
+	}
+	got := gw.Metrics(t, "engagement_")
+	job := []string{"job", metrics.VerifyJob}
+	if v, ok := got.Value(metrics.VerifyOK, job...); !ok || v != 0 {
+		t.Errorf("%s = %v (found %v), want 0; the gateway has:\n%s", metrics.VerifyOK, v, ok, got)
+	}
+	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", scheduler.CheckStateTimestamps)...); !ok || v != 1 {
+		t.Errorf("%s{check=%q} = %v (found %v), want 1", metrics.VerifyViolations, scheduler.CheckStateTimestamps, v, ok)
+	}
+	if v, ok := got.Value(metrics.JobLastRunFailed, job...); !ok || v != 0 {
+		t.Errorf("%s = %v (found %v), want 0: verify ran, it found a broken invariant", metrics.JobLastRunFailed, v, ok)
+	}
+
+	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = now() WHERE user_id = $1`, user); err != nil {
+		t.Fatal(err)
+	}
+	if res := cmdtest.Run(t, ctl, env, "verify"); res.Code != 0 {
+		t.Fatalf("verify after the repair: exit %d\n%s", res.Code, res.Stderr)
+	}
+	got = gw.Metrics(t, "engagement_")
+	if v, ok := got.Value(metrics.VerifyOK, job...); !ok || v != 1 {
+		t.Errorf("after the repair %s = %v (found %v), want 1", metrics.VerifyOK, v, ok)
+	}
+	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", scheduler.CheckStateTimestamps)...); !ok || v != 0 {
+		t.Errorf("after the repair %s{check=%q} = %v (found %v), want 0", metrics.VerifyViolations, scheduler.CheckStateTimestamps, v, ok)
+	}
+}

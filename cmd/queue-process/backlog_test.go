@@ -1,0 +1,47 @@
+package main_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/pushtest"
+	"github.com/engagement-scheduler/engagement/metrics"
+)
+
+// queue-process pushes the backlog it leaves, for the backlog and
+// oldest-due alerts (deploy/prometheus/alerts.yml). Three due messages
+// stay pending because the run may not claim anything (its --max-duration
+// has passed before it starts); two are not due yet.
+func TestPushesTheQueueBacklogItLeaves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bin := binary(t)
+	gw := pushtest.New(t)
+	pool, url := pgtest.NewPool(t)
+	queueMessages(t, pool, 5)
+	if _, err := pool.Exec(ctx, `
+		UPDATE engagement_message_queue
+		   SET scheduled_for = CASE WHEN idempotency_key LIKE '%-1' OR idempotency_key LIKE '%-2'
+		                            THEN now() + interval '1 day' ELSE now() - interval '10 minutes' END`); err != nil {
+		t.Fatal(err)
+	}
+
+	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
+		"--max-duration", "1ns", "--output", "json", "--pushgateway-url", gw.URL)
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	got := gw.Metrics(t, "engagement_queue_")
+	for name, want := range map[string]float64{metrics.QueuePending: 5, metrics.QueueDue: 3} {
+		if v, ok := got.Value(name, "job", "queue-process"); !ok || v != want {
+			t.Errorf("%s = %v (found %v), want %v; the gateway has:\n%s", name, v, ok, want, got)
+		}
+	}
+	age, ok := got.Value(metrics.QueueOldestDueAge, "job", "queue-process")
+	if !ok || age < (10*time.Minute).Seconds() || age > (15*time.Minute).Seconds() {
+		t.Errorf("%s = %v (found %v), want the 10 minutes the oldest due message waited", metrics.QueueOldestDueAge, age, ok)
+	}
+}
