@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
@@ -25,18 +27,56 @@ const (
 	lostRetryDelay = time.Second
 )
 
-// batcher moves users with one statement per batch and, when a statement
-// fails, isolates the users that make it fail.
+// span is a range [first, end) of row positions in user_engagement_states.
+// A position is a ctid, block<<16 | offset (an offset fits 16 bits), so a
+// span can be halved down to one row whatever the page size.
+type span struct{ first, end uint64 }
+
+// pageSpan is the rows of pages [first, end).
+func pageSpan(first, end int64) span { return span{first: uint64(first) << 16, end: uint64(end) << 16} }
+
+func tid(pos uint64) pgtype.TID {
+	return pgtype.TID{BlockNumber: uint32(pos >> 16), OffsetNumber: uint16(pos), Valid: true}
+}
+
+// tids are the span's bounds as ctids, for @first and @end.
+func (s span) tids() (first, end pgtype.TID) { return tid(s.first), tid(s.end) }
+
+// batchCounts are what one chunk's statement reports.
+type batchCounts struct {
+	candidates    int // users in the chunk the step's state and dates select
+	moved         int // of them, moved (or, weekly, reviewed)
+	queued        int // new queue rows
+	locked        int // eligible users whose row another transaction held
+	optedOut      int
+	noDestination int
+}
+
+func (c *batchCounts) add(o batchCounts) {
+	c.candidates += o.candidates
+	c.moved += o.moved
+	c.queued += o.queued
+	c.locked += o.locked
+	c.optedOut += o.optedOut
+	c.noDestination += o.noDestination
+}
+
+// batcher moves the users of a chunk of rows with one statement and, when a
+// statement fails, isolates the rows that make it fail.
 // Its methods may run concurrently.
 type batcher struct {
-	move func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error)
+	move func(ctx context.Context, s span) (batchCounts, error)
+	// userAt names the user whose row is at a position, for the report of
+	// a row that fails alone.
+	userAt func(ctx context.Context, at pgtype.TID) (pgtype.UUID, error)
 	// lost, when set, is called before a batch whose connection was lost is
 	// tried again (attempt is the one that failed).
 	lost     func(attempt int, err error)
-	mu       sync.Mutex // guards the counters below
-	moved    int
-	queued   int
+	mu       sync.Mutex // guards the fields below
+	total    batchCounts
 	failures []failure
+	// The last finished chunk: how many users it held over how many pages.
+	lastCandidates, lastPages int64
 }
 
 type failure struct {
@@ -44,49 +84,70 @@ type failure struct {
 	err    error
 }
 
-// moveIsolating moves ids in one statement. When the database rejects it,
-// the batch is split in halves and each is retried, down to single users, so
-// one bad row fails alone (in about 2·log2(n) statements) and every other
-// user commits. Errors that have nothing to do with the rows (the connection
-// is gone, the statement is wrong) stop the run instead: retrying them row
-// by row would only fail n times.
-func (b *batcher) moveIsolating(ctx context.Context, ids []pgtype.UUID) error {
-	moved, queued, err := b.moveRetrying(ctx, ids)
+// density is how many of the step's users a page held in the last chunk
+// that finished whole, and whether there was one.
+func (b *batcher) density() (float64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastPages == 0 {
+		return 0, false
+	}
+	return float64(b.lastCandidates) / float64(b.lastPages), true
+}
+
+// moveIsolating moves the users in s in one statement. When the database
+// rejects it, the span is split in halves and each is retried, down to
+// single rows, so one bad row fails alone (in about 2·log2(n) statements)
+// and every other user commits. Errors that have nothing to do with the
+// rows (the connection is gone, the statement is wrong) stop the run
+// instead: retrying them row by row would only fail n times.
+func (b *batcher) moveIsolating(ctx context.Context, s span) error {
+	c, err := b.moveRetrying(ctx, s)
 	switch {
 	case err == nil:
 		b.mu.Lock()
-		b.moved += moved
-		b.queued += queued
+		b.total.add(c)
+		if pages := int64(s.end>>16) - int64(s.first>>16); s.first&0xffff == 0 && s.end&0xffff == 0 && pages > 0 {
+			b.lastCandidates, b.lastPages = int64(c.candidates), pages
+		}
 		b.mu.Unlock()
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case postgres.IsRowIndependent(err):
 		return err
-	case len(ids) == 1:
+	case s.end-s.first == 1:
+		f := failure{err: err}
+		if b.userAt != nil {
+			id, lookupErr := b.userAt(ctx, tid(s.first))
+			if lookupErr != nil && !errors.Is(lookupErr, pgx.ErrNoRows) {
+				return fmt.Errorf("name the user who failed: %w", lookupErr)
+			}
+			f.userID = id
+		}
 		b.mu.Lock()
-		b.failures = append(b.failures, failure{userID: ids[0], err: err})
+		b.failures = append(b.failures, f)
 		b.mu.Unlock()
 		return nil
 	}
-	half := len(ids) / 2
-	if err := b.moveIsolating(ctx, ids[:half]); err != nil {
+	mid := s.first + (s.end-s.first)/2
+	if err := b.moveIsolating(ctx, span{first: s.first, end: mid}); err != nil {
 		return err
 	}
-	return b.moveIsolating(ctx, ids[half:])
+	return b.moveIsolating(ctx, span{first: mid, end: s.end})
 }
 
-// moveRetrying moves ids, trying again (up to batchAttempts in all, waiting
-// longer each time) while the statement's connection is lost; any other
-// outcome is returned as is.
-func (b *batcher) moveRetrying(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
+// moveRetrying moves the users in s, trying again (up to batchAttempts in
+// all, waiting longer each time) while the statement's connection is lost;
+// any other outcome is returned as is.
+func (b *batcher) moveRetrying(ctx context.Context, s span) (c batchCounts, err error) {
 	for attempt := 1; ; attempt++ {
-		moved, queued, err = b.move(ctx, ids)
+		c, err = b.move(ctx, s)
 		if err == nil || ctx.Err() != nil || !postgres.IsConnectionLost(err) {
-			return moved, queued, err
+			return c, err
 		}
 		if attempt == batchAttempts {
-			return 0, 0, fmt.Errorf("the database connection was lost %d times in a row: %w", attempt, err)
+			return batchCounts{}, fmt.Errorf("the database connection was lost %d times in a row: %w", attempt, err)
 		}
 		if b.lost != nil {
 			b.lost(attempt, err)
@@ -95,8 +156,42 @@ func (b *batcher) moveRetrying(ctx context.Context, ids []pgtype.UUID) (moved, q
 		select {
 		case <-ctx.Done():
 			wait.Stop()
-			return 0, 0, err
+			return batchCounts{}, err
 		case <-wait.C:
 		}
 	}
+}
+
+// Chunk sizes, in pages: the first chunks' (a page of 8 kB holds about a
+// hundred users, so a chunk of batchSize/100 pages holds at most about
+// batchSize users), and the most a chunk may span, however sparse the
+// step's users (128 MB of table, read in well under a second).
+const (
+	usersPerPageGuess = 100
+	maxChunkPages     = 16384
+	maxChunkGrowth    = 8 // a chunk spans at most this many times the last one's pages
+)
+
+// chunkSizer sizes the next chunk to hold about target users.
+type chunkSizer struct {
+	target int
+	last   int64 // the previous chunk's pages
+}
+
+// blocks is the next chunk's size in pages, given the users per page of the
+// last chunk that finished (when known).
+func (z *chunkSizer) blocks(density float64, known bool) int64 {
+	n := max(int64(z.target/usersPerPageGuess), 1)
+	if known {
+		n = maxChunkPages // no user in the last chunk: as far as allowed
+		if pages := float64(z.target) / density; density > 0 && pages < maxChunkPages {
+			n = max(int64(pages), 1)
+		}
+		if z.last > 0 {
+			n = min(n, z.last*maxChunkGrowth)
+		}
+	}
+	n = min(n, maxChunkPages)
+	z.last = n
+	return n
 }

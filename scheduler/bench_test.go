@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,56 +29,9 @@ var benchAsOf = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 // bookkeeping beyond what the job's rows carry too (the run's id on each
 // message and log row). It is the yardstick the job is measured against.
 var referenceDaily = []string{
-	`WITH moved AS (
-	    UPDATE user_engagement_states s
-	       SET state = 'goodbye_sent', goodbye_sent_at = @as_of,
-	           goodbye_expires_at = @as_of::timestamptz + interval '48 hours', updated_at = now()
-	      FROM user_profiles p
-	     WHERE p.user_id = s.user_id
-	       AND s.state = 'active' AND s.last_activity_at < @as_of::timestamptz - interval '14 days'
-	       AND NOT p.reengagement_opt_out
-	       AND ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
-	            OR coalesce(btrim(p.whatsapp_jid), '') <> '')
-	 RETURNING s.user_id,
-	           CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-	                THEN 'group' ELSE 'individual' END AS destination,
-	           btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-	                THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
-	), queued AS (
-	    INSERT INTO engagement_message_queue
-	           (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key, job_run_id)
-	    SELECT user_id, 'goodbye', 'engagement.goodbye.self_select', destination, destination_jid,
-	           least(@as_of::timestamptz, now()), user_id::text || ':goodbye_sent:' || @day::text, @run_id::bigint
-	      FROM moved
-	    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	), logged AS (
-	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-	    SELECT user_id, 'active', 'goodbye_sent', 'inactivity_14d', @run_id::bigint FROM moved
-	)
-	SELECT count(*) FROM moved`,
-	`WITH moved AS (
-	    UPDATE user_engagement_states s SET state = 'dormant', updated_at = now()
-	      FROM user_profiles p
-	     WHERE p.user_id = s.user_id AND s.state = 'goodbye_sent' AND NOT p.reengagement_opt_out
-	       AND (s.goodbye_expires_at <= @as_of
-	            OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @as_of::timestamptz - interval '48 hours'))
-	 RETURNING s.user_id
-	), logged AS (
-	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-	    SELECT user_id, 'goodbye_sent', 'dormant', 'goodbye_timeout', @run_id::bigint FROM moved
-	)
-	SELECT count(*) FROM moved`,
-	`WITH moved AS (
-	    UPDATE user_engagement_states s SET state = 'dormant', updated_at = now()
-	      FROM user_profiles p
-	     WHERE p.user_id = s.user_id AND s.state = 'remind_later' AND NOT p.reengagement_opt_out
-	       AND s.remind_at <= @as_of
-	 RETURNING s.user_id
-	), logged AS (
-	    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-	    SELECT user_id, 'remind_later', 'dormant', 'reminder_due', @run_id::bigint FROM moved
-	)
-	SELECT count(*) FROM moved`,
+	readReference("reference_daily_inactivity.sql"),
+	readReference("reference_daily_timeout.sql"),
+	readReference("reference_daily_reminder.sql"),
 }
 
 // benchRunID is the job_run_id the references write, as the job writes its
@@ -86,30 +40,17 @@ var referenceDaily = []string{
 const benchRunID = 1
 
 // referenceWeekly is the weekly job's work as one statement.
-const referenceWeekly = `
-	WITH window_transactions AS (
-	    SELECT user_id, count(*) AS n FROM transactions
-	     WHERE created_at > @as_of::timestamptz - interval '7 days' AND created_at <= @as_of
-	     GROUP BY user_id
-	)
-	INSERT INTO engagement_message_queue
-	       (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key, job_run_id)
-	SELECT s.user_id, 'weekly_review', 'engagement.weekly_review.celebration',
-	       jsonb_build_object('count', coalesce(w.n, 0)::text),
-	       CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-	            THEN 'group' ELSE 'individual' END,
-	       btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-	            THEN p.group_jid ELSE p.whatsapp_jid END),
-	       least(@as_of::timestamptz, now()), s.user_id::text || ':weekly_review:' || @week::text, @run_id::bigint
-	  FROM user_engagement_states s
-	  JOIN user_profiles p ON p.user_id = s.user_id
-	  LEFT JOIN window_transactions w ON w.user_id = s.user_id
-	 WHERE s.state IN ('active', 'help_flow') AND NOT p.reengagement_opt_out
-	   AND ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
-	        OR coalesce(btrim(p.whatsapp_jid), '') <> '')
-	   AND (w.user_id IS NOT NULL
-	        OR (s.last_activity_at > @as_of::timestamptz - interval '7 days' AND s.last_activity_at <= @as_of))
-	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+var referenceWeekly = readReference("reference_weekly.sql")
+
+// readReference reads a reference statement from testdata/, where the
+// scaling benchmark (bench/) reads it too.
+func readReference(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // bench holds what every benchmark of a process shares: one seeded source
 // database per size, copied for each contender.

@@ -100,45 +100,73 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 	// Who qualifies, and why some are left out. Opted-out users are never
 	// touched; users the message could not reach are left for later.
 	skipReason := `WHEN p.reengagement_opt_out THEN '` + SkipOptedOut + `'`
-	guard := `NOT p.reengagement_opt_out`
 	if queues {
 		skipReason += ` WHEN NOT ` + sender.HasDestinationSQL + ` THEN '` + SkipNoDestination + `'`
-		guard += ` AND ` + sender.HasDestinationSQL
 	}
 	selectSQL := `
 		SELECT s.user_id, CASE ` + skipReason + ` ELSE '' END
 		  FROM user_engagement_states s
 		  JOIN user_profiles p ON p.user_id = s.user_id
-		 WHERE s.state = @from_state AND ` + qualifies
+		 WHERE s.state = @from_state AND ` + qualifies + `
+		   AND ` + inShardSQL("s.user_id")
 
 	if set != "" {
 		set = ", " + set
 	}
-	// The WHERE clause re-checks everything the selection checked: a user
-	// changed in between (by the bot, or another run) is not moved.
-	moved := `
-		moved AS (
+	// chunk: the step's users among the chunk's rows, with their profile.
+	// OFFSET 0 keeps the profile a primary-key probe per user: joined
+	// plainly, the planner hashed every profile for every chunk.
+	//
+	// locked: the bot holds rows while it handles a user's message. The
+	// chunk skips them rather than wait (a later run moves those users),
+	// and reports how many it skipped.
+	//
+	// moved: the UPDATE re-checks what chunk checked: a user changed in
+	// between (by the bot, or another run) is not moved. The profile is
+	// not locked: the state row is the one the move changes.
+	chunk := `
+		chunk AS MATERIALIZED (
+		    SELECT s.user_id, p.skip_reason, p.destination, p.destination_jid
+		      FROM user_engagement_states s
+		      CROSS JOIN LATERAL (
+		          SELECT CASE ` + skipReason + ` ELSE '' END AS skip_reason,
+		                 ` + sender.DestinationSQL + ` AS destination,
+		                 ` + sender.DestinationJIDSQL + ` AS destination_jid
+		            FROM user_profiles p
+		           WHERE p.user_id = s.user_id
+		          OFFSET 0
+		      ) p
+		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+		       AND s.state = @from_state AND ` + qualifies + `
+		       AND ` + inShardSQL("s.user_id") + `
+		), locked AS MATERIALIZED (
+		    SELECT s.user_id
+		      FROM user_engagement_states s
+		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+		       AND s.state = @from_state AND ` + qualifies + `
+		       AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
+		       FOR NO KEY UPDATE SKIP LOCKED
+		), moved AS (
 		    UPDATE user_engagement_states s
 		       SET state = @to_state, updated_at = now()` + set + `
-		      FROM user_profiles p
-		     WHERE s.user_id = ANY(@user_ids::uuid[]) AND p.user_id = ANY(@user_ids::uuid[])
-		       AND p.user_id = s.user_id
+		      FROM chunk c
+		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+		       AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
 		       AND s.state = @from_state AND ` + qualifies + `
-		       AND ` + guard + `
-		 RETURNING s.user_id, ` + sender.DestinationSQL + ` AS destination, ` + sender.DestinationJIDSQL + ` AS destination_jid
+		 RETURNING s.user_id, c.destination, c.destination_jid
 		)`
 	logged := `
 		logged AS (
 		    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
 		    SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
 		)`
-	moveSQL := `WITH` + moved + `,` + logged + `
-		SELECT (SELECT count(*) FROM moved)::int, 0`
-	existingSQL := ""
+	// ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
+	// exists) queues nothing and counts as a duplicate. It does not lock
+	// the row it conflicts with, so a goodbye the bot holds is no wait.
+	queued := `
+		queued AS (SELECT 1 WHERE false)`
 	if queues {
-		// ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
-		// exists) queues nothing and counts as a duplicate.
-		queued := `
+		queued = `
 		queued AS (
 		    INSERT INTO engagement_message_queue
 		           (user_id, message_type, message_key, destination, destination_jid,
@@ -149,10 +177,15 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		    RETURNING 1
 		)`
-		moveSQL = `WITH` + moved + `,` + queued + `,` + logged + `
-		SELECT (SELECT count(*) FROM moved)::int, (SELECT count(*) FROM queued)::int`
-		existingSQL = existingKeysSQL
 	}
+	moveSQL := `WITH` + chunk + `,` + queued + `,` + logged + `
+		SELECT count(*)::int,
+		       (SELECT count(*) FROM moved)::int,
+		       (SELECT count(*) FROM queued)::int,
+		       (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
+		       count(*) FILTER (WHERE skip_reason = '` + SkipOptedOut + `')::int,
+		       count(*) FILTER (WHERE skip_reason = '` + SkipNoDestination + `')::int
+		  FROM chunk`
 
 	messageType := ""
 	if queues {
@@ -168,8 +201,7 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 			"message_type": sender.TypeGoodbye,
 			"message_key":  sender.KeyGoodbye,
 		},
-		selectSQL:   selectSQL,
-		moveSQL:     moveSQL,
-		existingSQL: existingSQL,
+		selectSQL: selectSQL,
+		moveSQL:   moveSQL,
 	}, nil
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -12,14 +13,16 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 )
 
-// A user selected as inactive whom the bot brings back before the batch
-// runs must be skipped, not moved and not failed.
+// A user the bot brings back (new activity) before the chunk runs is not
+// moved, and neither fails nor counts as skipped: the chunk's statement
+// checks each user's state and dates when it runs.
 func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	asOf := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
+	other := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 
 	steps, err := dailySteps()
 	if err != nil {
@@ -32,28 +35,72 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		"goodbye_expires_at": asOf.Add(48 * time.Hour),
 		"key_suffix":         ":goodbye_sent:2026-11-22",
 		"run_id":             int64(0),
+		"shard_index":        0,
+		"shard_count":        1,
 	}, inactivity.args)
-	cands, err := selectCandidates(ctx, pool, inactivity, args)
-	if err != nil || len(cands.ids) != 1 {
-		t.Fatalf("selection found %d users (%v), want the one inactive user", len(cands.ids), err)
-	}
 
-	// The user writes to the bot between the selection and the move.
+	// The user writes to the bot before the chunk runs.
 	if _, err := pool.Exec(ctx, `UPDATE user_engagement_states SET last_activity_at = $2 WHERE user_id = $1`, user, asOf); err != nil {
 		t.Fatal(err)
 	}
-	b := batcher{move: func(ctx context.Context, ids []pgtype.UUID) (int, int, error) {
-		var moved, queued int
-		err := pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"user_ids": ids})).Scan(&moved, &queued)
-		return moved, queued, err
+	b := batcher{move: func(ctx context.Context, s span) (c batchCounts, err error) {
+		first, end := s.tids()
+		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"first": first, "end": end})).
+			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination)
+		return c, err
 	}}
-	if err := b.moveIsolating(ctx, cands.ids); err != nil {
+	if err := b.moveIsolating(ctx, pageSpan(0, 1<<20)); err != nil {
 		t.Fatal(err)
 	}
-	if b.moved != 0 || b.queued != 0 || len(b.failures) != 0 {
-		t.Errorf("moved %d queued %d failed %d, want the changed user skipped", b.moved, b.queued, len(b.failures))
+	if want := (batchCounts{candidates: 1, moved: 1, queued: 1}); b.total != want || len(b.failures) != 0 {
+		t.Errorf("counts %+v, %d failed; want %+v: the other user moved, the changed one left alone", b.total, len(b.failures), want)
 	}
 	if st := fixture.StateOf(t, pool, user).State; st != "active" {
 		t.Errorf("state = %q, want active", st)
+	}
+	if st := fixture.StateOf(t, pool, other).State; st != "goodbye_sent" {
+		t.Errorf("the other user's state = %q, want goodbye_sent", st)
+	}
+}
+
+func TestChunkSizer(t *testing.T) {
+	t.Parallel()
+	z := chunkSizer{target: 5000}
+	steps := []struct {
+		density float64
+		known   bool
+		want    int64
+	}{
+		{0, false, 50},       // nothing finished yet: at most ~100 users a page
+		{0, false, 50},       // still nothing
+		{10, true, 400},      // 10 users a page: 500 pages would do, growth is capped at 8×
+		{10, true, 500},      // now it fits
+		{100, true, 50},      // denser pages, smaller chunks
+		{0, true, 400},       // an empty chunk grows the next 8×, no more
+		{0.001, true, 3200},  // sparse: keep growing
+		{0.001, true, 16384}, // up to the cap
+		{math.SmallestNonzeroFloat64, true, 16384},
+	}
+	for i, s := range steps {
+		if got := z.blocks(s.density, s.known); got != s.want {
+			t.Errorf("chunk %d (density %v, known %v): %d pages, want %d", i, s.density, s.known, got, s.want)
+		}
+	}
+}
+
+func TestSpanPositions(t *testing.T) {
+	t.Parallel()
+	s := pageSpan(3, 5)
+	first, end := s.tids()
+	if first != (pgtype.TID{BlockNumber: 3, OffsetNumber: 0, Valid: true}) || end != (pgtype.TID{BlockNumber: 5, Valid: true}) {
+		t.Errorf("pages 3..5 are ctids %v..%v, want (3,0)..(5,0)", first, end)
+	}
+	// Halving goes down to single rows inside a page.
+	mid := s.first + (s.end-s.first)/2
+	if got := tid(mid); got != (pgtype.TID{BlockNumber: 4, OffsetNumber: 0, Valid: true}) {
+		t.Errorf("the middle of pages 3..5 is %v, want (4,0)", got)
+	}
+	if got := tid(s.first + 7); got != (pgtype.TID{BlockNumber: 3, OffsetNumber: 7, Valid: true}) {
+		t.Errorf("position 7 of page 3 is %v, want (3,7)", got)
 	}
 }

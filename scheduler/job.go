@@ -70,19 +70,20 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// step is one set-based move of a job. selectSQL lists the users who qualify,
-// each with a skip reason ("" when the step acts on them); moveSQL acts on a
-// batch of them (@user_ids) in one statement, re-checking that each still
-// qualifies, and returns how many users it moved and how many messages it
-// queued. existingSQL, for steps that queue, counts the batch's idempotency
-// keys already taken (dry runs report them as duplicates).
+// step is one set-based move of a job.
+//
+// moveSQL moves the step's users among the user_engagement_states rows
+// whose position (ctid) lies in [@first, @end), in one statement that
+// finds them, locks them (skipping rows another transaction holds) and
+// moves them, and returns the chunk's counters (batchCounts, in order).
+// selectSQL lists every user who qualifies, each with a skip reason (""
+// when the step acts on them); dry runs count it.
 type step struct {
 	name        string
 	messageType string        // the type of message the step queues, if any
 	args        pgx.NamedArgs // the step's own arguments, over the job's
 	selectSQL   string
 	moveSQL     string
-	existingSQL string
 }
 
 // querier is a pool or a transaction.
@@ -102,17 +103,13 @@ type querier interface {
 // prepared statement "" requires 3").
 const batchExecMode = pgx.QueryExecModeExec
 
-// existingKeysSQL counts the batch's idempotency keys (user id followed by
-// @key_suffix) that are already taken.
-const existingKeysSQL = `
-	SELECT count(*)::int FROM engagement_message_queue
-	 WHERE idempotency_key = ANY(SELECT u.user_id::text || @key_suffix::text FROM unnest(@user_ids::uuid[]) AS u (user_id))`
+// tableBlocksSQL is how many pages user_engagement_states has: the steps
+// walk them from the first to this one.
+const tableBlocksSQL = `
+	SELECT pg_relation_size('user_engagement_states') / current_setting('block_size')::bigint`
 
-// candidates are the users a step's selection found.
-type candidates struct {
-	ids     []pgtype.UUID
-	skipped map[string]int
-}
+// userAtSQL names the user whose row is at position @at (a ctid).
+const userAtSQL = `SELECT user_id FROM user_engagement_states WHERE ctid = @at::tid`
 
 // runJob runs steps in order, each to completion, and sums their counters.
 // args are the job-wide named arguments (as_of and friends); @run_id and
@@ -120,13 +117,13 @@ type candidates struct {
 func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, args pgx.NamedArgs, cfg Config, sum *Summary) (err error) {
 	start := time.Now()
 	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
+	// Every statement takes the shard as a parameter; one shard of one is
+	// every user.
+	args = withArgs(args, pgx.NamedArgs{"shard_index": 0, "shard_count": 1})
 	if cfg.Shard.Sharded() {
 		sum.Shard = cfg.Shard.String()
 		logCtx = logCtx.Str("shard", sum.Shard)
 		args = withArgs(args, pgx.NamedArgs{"shard_index": cfg.Shard.Index, "shard_count": cfg.Shard.Count})
-		for i := range steps {
-			steps[i] = steps[i].sharded()
-		}
 	}
 	log := logCtx.Logger()
 	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
@@ -163,7 +160,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 			errs   []UserError
 		)
 		if cfg.DryRun {
-			counts, err = dryRunStep(ctx, snapshot, st, stepArgs, batchSize)
+			counts, err = dryRunStep(ctx, snapshot, st, stepArgs)
 		} else {
 			counts, errs, err = runStep(ctx, pool, st, stepArgs, batchSize, concurrency, log)
 		}
@@ -201,22 +198,32 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 	return nil
 }
 
-// runStep selects the step's users once, then moves them batch by batch,
-// each batch one statement committed on its own: a run killed half-way keeps
-// the batches it finished, and the next run's selection finds only the rest.
+// runStep moves the step's users chunk by chunk: each chunk is a range of
+// user_engagement_states' pages, and one statement, committed on its own,
+// finds the step's users in it and moves them. The job never holds more
+// than the chunks in flight, whatever the number of users, and a run killed
+// half-way keeps the chunks it finished; the next run finds only the rest.
+//
+// Chunks are sized to hold about batchSize of the step's users, from the
+// density of the chunks finished so far. The pages are walked once, in
+// order, each chunk reading only its own: a step costs one pass over the
+// table however many chunks it takes. Rows put past the last page while the
+// step runs (by the bot, or the step's own moves) wait for the next run.
 func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArgs, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
-	cands, err := selectCandidates(ctx, pool, st, args)
-	if err != nil {
-		return Counts{}, nil, err
-	}
-	var counts Counts
-	for reason, n := range cands.skipped {
-		counts.skip(reason, n)
+	var blocks int64
+	if err := pool.QueryRow(ctx, tableBlocksSQL).Scan(&blocks); err != nil {
+		return Counts{}, nil, fmt.Errorf("measure user_engagement_states: %w", err)
 	}
 	b := batcher{
-		move: func(ctx context.Context, ids []pgtype.UUID) (moved, queued int, err error) {
-			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, pgx.NamedArgs{"user_ids": ids}), &moved, &queued)
-			return moved, queued, err
+		move: func(ctx context.Context, s span) (c batchCounts, err error) {
+			first, end := s.tids()
+			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, pgx.NamedArgs{"first": first, "end": end}),
+				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination)
+			return c, err
+		},
+		userAt: func(ctx context.Context, at pgtype.TID) (id pgtype.UUID, err error) {
+			err = pool.QueryRow(ctx, userAtSQL, pgx.NamedArgs{"at": at}).Scan(&id)
+			return id, err
 		},
 		lost: func(attempt int, err error) {
 			log.Warn().Str("step", st.name).Int("attempt", attempt).Str("error", err.Error()).
@@ -227,16 +234,20 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 			pool.Reset()
 		},
 	}
-	// Batches hold disjoint users, so they can run side by side without
+	// Chunks hold disjoint rows, so they can run side by side without
 	// waiting on each other's rows; the first error that stops the run
 	// cancels the rest, and whatever committed stays committed.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
-	for batch := range slices.Chunk(cands.ids, batchSize) {
+	size := chunkSizer{target: batchSize}
+	for next := int64(0); next < blocks; {
 		if gctx.Err() != nil {
 			break
 		}
-		g.Go(func() error { return b.moveIsolating(gctx, batch) })
+		n := min(size.blocks(b.density()), blocks-next)
+		chunk := pageSpan(next, next+n)
+		next += n
+		g.Go(func() error { return b.moveIsolating(gctx, chunk) })
 	}
 	if err := g.Wait(); err != nil {
 		return Counts{}, nil, err
@@ -245,71 +256,69 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 	var errs []UserError
 	for _, f := range b.failures {
 		id := f.userID.String()
+		if !f.userID.Valid {
+			id = "" // the failing row moved before it could be named
+		}
 		log.Error().Str("step", st.name).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
 		errs = append(errs, UserError{UserID: id, Step: st.name, Error: f.err.Error()})
 	}
-	counts.Succeeded = b.moved
+	var counts Counts
+	t := b.total
+	counts.Succeeded = t.moved
 	counts.Failed = len(b.failures)
 	counts.Processed = counts.Succeeded + counts.Failed
-	counts.Queued = b.queued
-	if st.existingSQL != "" {
-		counts.Duplicates = b.moved - b.queued // moved users whose message key was already taken
+	counts.Queued = t.queued
+	if st.messageType != "" {
+		counts.Duplicates = t.moved - t.queued // moved users whose message key was already taken
 	}
-	counts.skip(SkipStateChanged, len(cands.ids)-counts.Processed)
+	counts.skip(SkipOptedOut, t.optedOut)
+	counts.skip(SkipNoDestination, t.noDestination)
+	counts.skip(SkipLocked, t.locked)
+	// Users the chunk found and locked but did not move: the bot changed
+	// them in the instant between (the statement re-checks each one).
+	counts.skip(SkipStateChanged, t.candidates-t.optedOut-t.noDestination-t.locked-t.moved)
 	return counts, errs, nil
 }
 
-// dryRunStep counts what runStep would do, from the same selection, writing
-// nothing: every selected user counts as succeeded, and for steps that queue,
-// keys already taken count as duplicates.
-func dryRunStep(ctx context.Context, db querier, st step, args pgx.NamedArgs, batchSize int) (Counts, error) {
-	cands, err := selectCandidates(ctx, db, st, args)
+// dryRunStep counts what runStep would do, from the step's selection,
+// writing nothing: every selected user counts as succeeded, and for steps
+// that queue, keys already taken count as duplicates. The database counts;
+// no user id comes to the client.
+func dryRunStep(ctx context.Context, db querier, st step, args pgx.NamedArgs) (Counts, error) {
+	rows, err := db.Query(ctx, `
+		SELECT c.skip_reason, count(*)::int,
+		       count(*) FILTER (WHERE EXISTS (
+		           SELECT 1 FROM engagement_message_queue q
+		            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int
+		  FROM (`+st.selectSQL+`) AS c (user_id, skip_reason)
+		 GROUP BY c.skip_reason`, batchExecMode, args)
 	if err != nil {
-		return Counts{}, err
+		return Counts{}, fmt.Errorf("count users: %w", err)
 	}
-	var counts Counts
-	for reason, n := range cands.skipped {
-		counts.skip(reason, n)
-	}
-	counts.Succeeded = len(cands.ids)
-	counts.Processed = counts.Succeeded
-	if st.existingSQL != "" {
-		for batch := range slices.Chunk(cands.ids, batchSize) {
-			var existing int
-			if err := db.QueryRow(ctx, st.existingSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"user_ids": batch})).Scan(&existing); err != nil {
-				return Counts{}, fmt.Errorf("count existing keys: %w", err)
-			}
-			counts.Duplicates += existing
-		}
-		counts.Queued = counts.Succeeded - counts.Duplicates
-	}
-	return counts, nil
-}
-
-// selectCandidates runs the step's selection: the ids it will act on (kept in
-// memory: 17 bytes a user) and the count of users skipped per reason.
-func selectCandidates(ctx context.Context, db querier, st step, args pgx.NamedArgs) (candidates, error) {
-	rows, err := db.Query(ctx, st.selectSQL, args)
-	if err != nil {
-		return candidates{}, fmt.Errorf("select users: %w", err)
-	}
-	c := candidates{skipped: make(map[string]int)}
 	var (
-		id     pgtype.UUID
-		reason string
+		counts      Counts
+		reason      string
+		n, existing int
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
-		if reason == "" {
-			c.ids = append(c.ids, id)
-		} else {
-			c.skipped[reason]++
+	_, err = pgx.ForEachRow(rows, []any{&reason, &n, &existing}, func() error {
+		if reason != "" {
+			counts.skip(reason, n)
+			return nil
+		}
+		counts.Succeeded = n
+		if st.messageType != "" {
+			counts.Duplicates = existing
 		}
 		return nil
 	})
 	if err != nil {
-		return candidates{}, fmt.Errorf("select users: %w", err)
+		return Counts{}, fmt.Errorf("count users: %w", err)
 	}
-	return c, nil
+	counts.Processed = counts.Succeeded
+	if st.messageType != "" {
+		counts.Queued = counts.Succeeded - counts.Duplicates
+	}
+	return counts, nil
 }
 
 // withArgs returns base overlaid with extra, leaving both unchanged.

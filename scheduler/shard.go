@@ -61,11 +61,10 @@ func shardSQL(userID string) string {
 	return `((hashtextextended(` + userID + `::text, 0) & 9223372036854775807) % @shard_count::int)`
 }
 
-// sharded narrows a step's selection (whose first column is user_id) to the
-// users of @shard_index. PostgreSQL pushes the filter into the selection.
-func (st step) sharded() step {
-	st.selectSQL = `
-		SELECT * FROM (` + st.selectSQL + `) AS unsharded
-		 WHERE ` + shardSQL("unsharded.user_id") + ` = @shard_index::int`
-	return st
+// inShardSQL is true when the user id (a uuid expression) belongs to the
+// run's shard, @shard_index of @shard_count; every statement of a job has
+// it, and a @shard_count of 1 (every user) costs nothing: the planner drops
+// the hash when the count is 1.
+func inShardSQL(userID string) string {
+	return `(@shard_count::int = 1 OR ` + shardSQL(userID) + ` = @shard_index::int)`
 }

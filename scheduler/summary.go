@@ -13,6 +13,7 @@ const (
 	SkipOptedOut      = "opted_out"      // reengagement_opt_out is set: never touched
 	SkipNoDestination = "no_destination" // no JID to send the message to: left as is
 	SkipStateChanged  = "state_changed"  // the bot (or another run) moved the user first
+	SkipLocked        = "locked"         // the bot held the user's row locked; a later run handles it
 )
 
 // maxErrors bounds Summary.Errors; Failed still counts every failure.

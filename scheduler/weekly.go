@@ -37,12 +37,21 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 	return sum, err
 }
 
-// weeklyReviewStep selects the week's active users (package activity) and
-// queues a batch's reviews in one statement, re-checking each user's state
-// and opt-out and counting their transactions in the window. Users whose
-// review of the week is queued already count as done (and as duplicates)
-// after one index probe, so a same-week re-run costs little more than
-// finding the week's users.
+// weeklyReviewStep queues the reviews of a chunk's users in one statement:
+// the chunk's users in state active or help_flow, with their transactions
+// of the window counted (one probe of transactions' (user_id, created_at)
+// index each), those active in the window kept, their profile read, and a
+// review queued for each one who is not opted out and has a destination.
+// A review queued by an earlier run of the week is a duplicate, found with
+// one index probe (and, racing another insert, by ON CONFLICT DO NOTHING,
+// which does not lock the review it finds), so a same-week re-run costs
+// little more than finding the week's users.
+//
+// The review locks no row: states and profiles are only read, and the
+// queue has no foreign key, so a user whose rows the bot holds is reviewed
+// without waiting. (The one wait left is another transaction inserting the
+// same review key and not yet committed: only another run of the week
+// does that, and runs take turns.)
 var weeklyReviewStep = step{
 	name:        "weekly_review",
 	messageType: sender.TypeWeeklyReview,
@@ -51,41 +60,58 @@ var weeklyReviewStep = step{
 		       CASE WHEN opted_out THEN '` + SkipOptedOut + `'
 		            WHEN NOT has_destination THEN '` + SkipNoDestination + `'
 		            ELSE '' END
-		  FROM (` + activity.ActiveUsersSQL + `) AS active`,
+		  FROM (` + activity.ActiveUsersSQL + `) AS active
+		 WHERE ` + inShardSQL("active.user_id"),
 	moveSQL: `
-		WITH batch AS MATERIALIZED (
-		    -- A review queued by an earlier run of the week costs one index
-		    -- probe here, and nothing more.
-		    SELECT u.user_id, u.user_id::text || @key_suffix::text AS idempotency_key,
+		WITH active AS MATERIALIZED (
+		    SELECT s.user_id, w.transactions,
+		           -- Queued by an earlier run of the week: a duplicate, found
+		           -- with one index probe and nothing more.
 		           EXISTS (SELECT 1 FROM engagement_message_queue q
-		                    WHERE q.idempotency_key = u.user_id::text || @key_suffix::text) AS queued_before
-		      FROM unnest(@user_ids::uuid[]) AS u (user_id)
-		), reviewed AS (
-		    SELECT b.user_id, b.idempotency_key, ` + sender.DestinationSQL + ` AS destination,
-		           ` + sender.DestinationJIDSQL + ` AS destination_jid
-		      FROM batch b
-		      JOIN user_engagement_states s ON s.user_id = b.user_id
-		      JOIN user_profiles p ON p.user_id = b.user_id
-		     WHERE NOT b.queued_before
+		                    WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) AS queued_before
+		      FROM user_engagement_states s
+		      CROSS JOIN LATERAL (
+		          SELECT count(*)::int AS transactions FROM transactions t
+		           WHERE t.user_id = s.user_id AND t.created_at > @window_start AND t.created_at <= @as_of
+		      ) w
+		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
 		       AND s.state IN ('active', 'help_flow')
-		       AND NOT p.reengagement_opt_out AND ` + sender.HasDestinationSQL + `
+		       AND (w.transactions > 0 OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))
+		       AND ` + inShardSQL("s.user_id") + `
+		), chunk AS MATERIALIZED (
+		    -- OFFSET 0 keeps the profile a primary-key probe per user:
+		    -- joined plainly, the planner hashed every profile per chunk.
+		    SELECT a.user_id, a.transactions, a.queued_before,
+		           coalesce(p.skip_reason, '') AS skip_reason, p.destination, p.destination_jid
+		      FROM active a
+		      LEFT JOIN LATERAL (
+		          SELECT CASE WHEN p.reengagement_opt_out THEN '` + SkipOptedOut + `'
+		                      WHEN NOT ` + sender.HasDestinationSQL + ` THEN '` + SkipNoDestination + `'
+		                      ELSE '' END AS skip_reason,
+		                 ` + sender.DestinationSQL + ` AS destination,
+		                 ` + sender.DestinationJIDSQL + ` AS destination_jid
+		            FROM user_profiles p
+		           WHERE p.user_id = a.user_id AND NOT a.queued_before
+		          OFFSET 0
+		      ) p ON true
 		), queued AS (
 		    INSERT INTO engagement_message_queue
 		           (user_id, message_type, message_key, message_params, destination, destination_jid,
 		            scheduled_for, idempotency_key, job_run_id)
-		    SELECT r.user_id, @message_type, @message_key,
+		    SELECT c.user_id, @message_type, @message_key,
 		           jsonb_build_object('count', c.transactions::text),
-		           r.destination, r.destination_jid,
-		           least(@as_of::timestamptz, now()), r.idempotency_key, @run_id::bigint
-		      FROM reviewed r
-		      CROSS JOIN LATERAL (
-		          SELECT count(*) AS transactions FROM transactions t
-		           WHERE t.user_id = r.user_id AND t.created_at > @window_start AND t.created_at <= @as_of
-		      ) c
+		           c.destination, c.destination_jid,
+		           least(@as_of::timestamptz, now()), c.user_id::text || @key_suffix::text, @run_id::bigint
+		      FROM chunk c
+		     WHERE c.skip_reason = '' AND NOT c.queued_before
 		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		    RETURNING 1
 		)
-		SELECT ((SELECT count(*) FROM reviewed) + (SELECT count(*) FROM batch WHERE queued_before))::int,
-		       (SELECT count(*) FROM queued)::int`,
-	existingSQL: existingKeysSQL,
+		SELECT count(*)::int,
+		       count(*) FILTER (WHERE skip_reason = '')::int,
+		       (SELECT count(*) FROM queued)::int,
+		       0,
+		       count(*) FILTER (WHERE skip_reason = '` + SkipOptedOut + `')::int,
+		       count(*) FILTER (WHERE skip_reason = '` + SkipNoDestination + `')::int
+		  FROM chunk`,
 }
