@@ -15,10 +15,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -38,6 +41,12 @@ type Delivery struct {
 	DestinationJID string            //
 	IdempotencyKey string            // the row's idempotency_key, or the row id when it has none
 	Attempt        int               // counts from 1
+	// Pace, when set, is waited for before the HTTP client sends the
+	// request again on its own (Go's client repeats a request carrying an
+	// Idempotency-Key when a reused connection dies under it), so such a
+	// repeat keeps the sender's pace. Nil leaves the client's repeats as
+	// they are.
+	Pace func(context.Context) error
 }
 
 // Result is what a successful send returns.
@@ -51,6 +60,11 @@ type Error struct {
 	Permanent  bool          // retrying cannot help (e.g. HTTP 400, invalid recipient): fail the message now
 	RetryAfter time.Duration // > 0 when the receiver asked for a delay (HTTP Retry-After, throttling)
 	StatusCode int           // HTTP status when there was one
+	// MaybeDelivered is true when the request was written and no response
+	// came back (a timeout or a reset while waiting): the receiver may
+	// have acted on it. A transport that cannot de-duplicate must not
+	// send it again.
+	MaybeDelivered bool
 
 	transport string // prefix of Error(), e.g. "webhook"
 }
@@ -238,22 +252,43 @@ type response struct {
 }
 
 // post sends body to endpoint. Failures before a response are *Error: the
-// caller's ctx ending gives Err = ctx.Err(); anything else is transient.
-func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Header, body []byte, red *redactor) (response, error) {
+// caller's ctx ending gives Err = ctx.Err(); anything else is transient,
+// and MaybeDelivered when the request had been written. pace, when set, is
+// waited for before the client repeats the request on its own.
+func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Header, body []byte, pace func(context.Context) error, red *redactor) (response, error) {
 	if err := ctx.Err(); err != nil {
 		return response{}, &Error{Err: err, transport: c.name}
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	var wrote atomic.Bool
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		// The URL was validated at construction; don't quote it.
 		return response{}, &Error{Err: &sanitizedError{msg: "cannot build request (permanent)", cause: err}, Permanent: true, transport: c.name}
 	}
 	req.Header = header
+	if pace != nil {
+		// The client calls GetBody only to send the request again.
+		req.GetBody = func() (io.ReadCloser, error) {
+			if err := pace(ctx); err != nil {
+				return nil, err
+			}
+			return io.NopCloser(bytes.NewReader(body)), nil
+		}
+	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return response{}, c.requestError(ctx, reqCtx, err, red)
+		e := c.requestError(ctx, reqCtx, err, red)
+		e.MaybeDelivered = wrote.Load() && ctx.Err() == nil
+		return response{}, e
 	}
 	defer resp.Body.Close()
 	// The status decides the outcome; a body cut short (even by a timeout)
@@ -276,40 +311,16 @@ func (c *httpCaller) requestError(ctx, reqCtx context.Context, err error, red *r
 		cause = ue.Err // url.Error quotes the URL, which may hold credentials
 	}
 	return &Error{
-		Err:       &sanitizedError{msg: "request failed (transient): " + red.apply(cause.Error()), cause: cause},
+		Err:       &sanitizedError{msg: "request failed (transient): " + unquote(red.apply(cause.Error())), cause: cause},
 		transport: c.name,
 	}
 }
 
-// redactor removes sensitive values (JIDs, text, secrets) from strings that
-// came from the network before they go into an error, and recognizes an
-// echo of the request, which is never quoted.
+// redactor removes sensitive values (JIDs, text, secrets), in the forms
+// an echo of them takes, from the strings of network errors before they go
+// into an error. Response bodies never go into an error at all.
 type redactor struct {
 	values []string
-	echoes []string // a string containing one of these echoes the request
-}
-
-// withEchoes sets the strings that mark an echo of the request: the request
-// body itself and field names only a request has. Returns r.
-func (r *redactor) withEchoes(markers ...string) *redactor {
-	for _, m := range markers {
-		if m != "" {
-			r.echoes = append(r.echoes, m)
-		}
-	}
-	return r
-}
-
-func (r *redactor) echoesRequest(s string) bool {
-	if r == nil {
-		return false
-	}
-	for _, m := range r.echoes {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // minRedact is the shortest value redacted: shorter ones are too common to
@@ -395,39 +406,12 @@ func (r *redactor) apply(s string) string {
 	return s
 }
 
-// snippet turns (part of) a response body into a short, single-line,
-// redacted excerpt for an error message; "" when nothing is left.
-func snippet(s string, red *redactor) string {
-	if red.echoesRequest(s) {
-		return "[response echoes the request; omitted]"
-	}
-	s = strings.ToValidUTF8(s, "?")
-	s = red.apply(s)
-	s = oneLine(s)
-	return clip(s, maxSnippet)
-}
+// quoted matches what Go's errors quote of a response ("malformed HTTP
+// response \"...\""): bytes from the network, which may echo the request.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
-// bodyMessage extracts a human message from a response body: the usual
-// error fields of a JSON body, else the body itself.
-func bodyMessage(body []byte) string {
-	var obj map[string]any
-	if json.Unmarshal(body, &obj) == nil {
-		for _, k := range []string{"error_description", "message", "detail", "title", "error"} {
-			switch v := obj[k].(type) {
-			case string:
-				if strings.TrimSpace(v) != "" {
-					return v
-				}
-			case map[string]any:
-				if m, ok := v["message"].(string); ok && strings.TrimSpace(m) != "" {
-					return m
-				}
-			}
-		}
-		return "" // JSON without a message: don't quote arbitrary fields
-	}
-	return string(body)
-}
+// unquote replaces every quoted part of s with "…".
+func unquote(s string) string { return quoted.ReplaceAllString(s, `"…"`) }
 
 // oneLine replaces control characters and runs of white space with single
 // spaces.
@@ -458,8 +442,9 @@ func clip(s string, n int) string {
 }
 
 // httpError builds the *Error of a non-2xx response without a more specific
-// classification: "HTTP 503 (transient, retry after 7s): <snippet>".
-func httpError(name string, resp response, red *redactor) *Error {
+// classification: "HTTP 503 (transient, retry after 7s)". The body is never
+// quoted: a receiver may echo the message's text or its recipient.
+func httpError(name string, resp response) *Error {
 	perm := permanentStatus(resp.status)
 	e := &Error{Permanent: perm, StatusCode: resp.status, transport: name}
 	if !perm {
@@ -470,9 +455,6 @@ func httpError(name string, resp response, red *redactor) *Error {
 		msg += ", retry after " + e.RetryAfter.String()
 	}
 	msg += ")"
-	if s := snippet(bodyMessage(resp.body), red); s != "" {
-		msg += ": " + s
-	}
 	e.Err = errors.New(msg)
 	return e
 }

@@ -117,14 +117,13 @@ func (w *Webhook) Send(ctx context.Context, d Delivery) (Result, error) {
 		header.Set(signatureHeader, Sign(w.secret, body))
 	}
 
-	red := newRedactor(w.secret, d.DestinationJID, jidUser(d.DestinationJID), d.Text).
-		withEchoes(string(body), `"destination_jid"`, `"idempotency_key"`)
-	resp, err := w.http.post(ctx, w.url, header, body, red)
+	red := newRedactor(w.secret, d.DestinationJID, jidUser(d.DestinationJID), d.Text)
+	resp, err := w.http.post(ctx, w.url, header, body, d.Pace, red)
 	if err != nil {
 		return Result{}, err
 	}
 	if !successStatus(resp.status) {
-		return Result{}, httpError(w.Name(), resp, red)
+		return Result{}, httpError(w.Name(), resp)
 	}
 	return Result{ProviderMessageID: webhookMessageID(resp.body)}, nil
 }

@@ -315,19 +315,18 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 	header.Set("User-Agent", userAgent)
 	header.Set("Authorization", "Bearer "+w.token)
 
-	red := newRedactor(w.token, w.phoneNumberID, to, d.DestinationJID, d.Text).
-		withEchoes(string(body), `"messaging_product"`)
-	resp, err := w.http.post(ctx, w.endpoint, header, body, red)
+	red := newRedactor(w.token, w.phoneNumberID, to, d.DestinationJID, d.Text)
+	resp, err := w.http.post(ctx, w.endpoint, header, body, d.Pace, red)
 	if err != nil {
 		return Result{}, err
 	}
 	var parsed waResponse
 	jsonErr := json.Unmarshal(resp.body, &parsed)
 	if jsonErr == nil && parsed.Error != nil && (parsed.Error.Code != 0 || !successStatus(resp.status)) {
-		return Result{}, w.apiError(resp, parsed, red)
+		return Result{}, w.apiError(resp, parsed)
 	}
 	if !successStatus(resp.status) {
-		return Result{}, httpError(w.Name(), resp, red)
+		return Result{}, httpError(w.Name(), resp)
 	}
 	var id string
 	if jsonErr == nil && len(parsed.Messages) > 0 {
@@ -337,8 +336,8 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 }
 
 // apiError classifies a Cloud API error response by its code:
-// "error 131047 (permanent), HTTP 400: Re-engagement message (...)".
-func (w *WhatsApp) apiError(resp response, parsed waResponse, red *redactor) *Error {
+// "error 131047 (permanent), HTTP 400, subcode 2494010".
+func (w *WhatsApp) apiError(resp response, parsed waResponse) *Error {
 	apiErr := parsed.Error
 	perm := waPermanent(resp.status, apiErr.Code)
 	e := &Error{Permanent: perm, StatusCode: resp.status, transport: w.Name()}
@@ -355,16 +354,9 @@ func (w *WhatsApp) apiError(resp response, parsed waResponse, red *redactor) *Er
 	if e.RetryAfter > 0 {
 		msg += ", retry after " + e.RetryAfter.String()
 	}
-	detail := apiErr.Message
-	if d := strings.TrimSpace(apiErr.ErrorData.Details); d != "" && d != detail {
-		if detail != "" {
-			detail += ": "
-		}
-		detail += d
-	}
-	if s := snippet(detail, red); s != "" {
-		msg += ": " + s
-	}
+	// The code and subcode identify the error (Meta documents each); its
+	// message and details may quote the recipient or the text, so they are
+	// never kept.
 	e.Err = errors.New(msg)
 	return e
 }
