@@ -52,7 +52,7 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.retryBase, "retry-base", sender.DefaultRetryBase, "first retry's delay, doubled for each next")
 	fs.DurationVar(&f.claimTimeout, "claim-timeout", sender.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
 	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop claiming after this long (0: until the queue is drained)")
-	fs.IntVar(&f.workers, "workers", sender.DefaultWorkers, "messages in flight at once when pacing is off (1-64)")
+	fs.IntVar(&f.workers, "workers", sender.DefaultWorkers, "sends in flight at once, paced or not (1-64)")
 	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
 	fs.StringVar(&f.dedupeStore, "dedupe-store", "", `extra send guard: "postgres" or a redis:// URL`)
 	bindEnv(fs, "dedupe-store", "ENGAGEMENT_DEDUPE_STORE")
@@ -105,6 +105,9 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	cfg.Workers = f.workers
 	if f.sendInterval < 0 || f.maxRetries < 0 || f.retryBase <= 0 || f.claimTimeout <= 0 || f.maxDuration < 0 {
 		return cfg, usagef("--send-interval, --max-retries and --max-duration must not be negative; --retry-base and --claim-timeout must be positive")
+	}
+	if f.claimTimeout < sender.MinClaimTimeout {
+		return cfg, usagef("--claim-timeout must be at least %s, got %s", sender.MinClaimTimeout, f.claimTimeout)
 	}
 	if f.dedupeStore != "" {
 		// Checked now, opened once the database is (the postgres store uses its pool).

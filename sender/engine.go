@@ -1,0 +1,408 @@
+package sender
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// Defaults of ProcessorConfig, as the contract has them.
+const (
+	DefaultSendInterval = 500 * time.Millisecond
+	DefaultMaxRetries   = 3
+	DefaultRetryBase    = time.Second
+	DefaultClaimTimeout = 2 * time.Minute
+	// MinClaimTimeout is the shortest claim timeout: a claim must outlive
+	// the statements that take and renew it several times over.
+	MinClaimTimeout = time.Second
+	// DefaultWorkers is how many sends a processor keeps in flight, paced
+	// or not: enough for 80 messages/s (the Cloud API's default rate)
+	// against a receiver answering in 200 ms, and for the unpaced queue to
+	// stay ahead of River (docs/BENCHMARKS.md).
+	DefaultWorkers = 32
+	// DefaultClaimBatch is how many messages a worker claims at a time
+	// without pacing: a claim and a record are one statement each however
+	// large the batch. DefaultPacedClaimBatch is the claim with pacing,
+	// where messages leave one interval apart and a small claim leaves the
+	// rest to other processes.
+	DefaultClaimBatch      = 50
+	DefaultPacedClaimBatch = 4
+)
+
+// ErrOutcomeUnknown is the error of a message whose send may or may not have
+// reached a transport that cannot de-duplicate (its worker died mid-send, or
+// the connection failed after the request was written): sending it again
+// could deliver it twice, so it fails instead.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the send may have reached the receiver and the transport cannot de-duplicate, so it is not sent again")
+
+// ProcessorConfig configures a Processor. Zero values mean the defaults.
+type ProcessorConfig struct {
+	Transport transport.Transport // required
+	Catalog   *Catalog            // DefaultCatalog() when nil
+	// SendInterval is the least time between the starts of two sends on
+	// the transport, across every process (0: no pacing). Negative means
+	// the default.
+	SendInterval time.Duration
+	MaxRetries   int           // retries after the first attempt (0: the default, 3; negative: none)
+	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
+	ClaimTimeout time.Duration // how long a claim lives unless renewed (default 2 min)
+	ClaimBatch   int           // messages a worker claims at a time (default 50; 4 when paced)
+	Workers      int           // sends in flight at once (default 32)
+	// Deadline, when set, is when the run stops claiming; retries due after
+	// it are left for the next run.
+	Deadline time.Time
+	// Dedupe, when set, is an extra send guard shared with other senders: a
+	// message whose idempotency key the store remembers as delivered on
+	// this transport (within DedupeTTL) is marked sent without being sent
+	// again. A key is remembered only once its send succeeded.
+	Dedupe    idempotency.Store
+	DedupeTTL time.Duration // default idempotency.DefaultTTL
+	Logger    zerolog.Logger
+}
+
+// ProcessSummary is what a run of the processor did.
+type ProcessSummary struct {
+	Job       string `json:"job"`
+	Transport string `json:"transport"`
+	Processed int    `json:"processed"` // delivery attempts settled: sent + retried + failed
+	Sent      int    `json:"sent"`
+	Retried   int    `json:"retried"` // attempts that failed and were rescheduled
+	Failed    int    `json:"failed"`  // messages that ended failed
+	Recovered int    `json:"recovered"`
+	// Deduplicated counts messages the dedupe store stopped (marked sent).
+	Deduplicated int `json:"deduplicated,omitempty"`
+	// Invalid counts the failed messages that could not be rendered: bad
+	// message_params, an unknown message key.
+	Invalid int `json:"invalid"`
+	// ClaimsLost counts messages whose claim this run lost to another
+	// process before it could start or record their send.
+	ClaimsLost int   `json:"claims_lost"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// tally counts a run's deliveries across its workers.
+type tally struct {
+	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered atomic.Int64
+}
+
+// Processor delivers due queued messages through one transport.
+type Processor struct {
+	pool   *pgxpool.Pool
+	cfg    ProcessorConfig
+	holder string // this processor's name on its claims: host:pid:random
+	leases *leases
+	pacer  *pacer // nil without pacing
+	log    zerolog.Logger
+	tally  tally
+}
+
+// NewProcessor returns a processor over pool.
+func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
+	if cfg.Transport == nil {
+		return nil, errors.New("no transport")
+	}
+	if cfg.ClaimTimeout != 0 && cfg.ClaimTimeout < MinClaimTimeout {
+		return nil, fmt.Errorf("claim timeout %s is shorter than the least, %s", cfg.ClaimTimeout, MinClaimTimeout)
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = DefaultCatalog()
+	}
+	if cfg.SendInterval < 0 {
+		cfg.SendInterval = DefaultSendInterval
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	cfg.RetryBase = cmp.Or(cfg.RetryBase, DefaultRetryBase)
+	cfg.ClaimTimeout = cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	p := &Processor{
+		pool:   pool,
+		cfg:    cfg,
+		holder: holderName(),
+		leases: newLeases(cfg.ClaimTimeout),
+		log:    cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
+	}
+	if cfg.SendInterval > 0 {
+		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
+		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval}
+	}
+	p.cfg.ClaimBatch = cmp.Or(p.cfg.ClaimBatch, DefaultClaimBatch)
+	return p, nil
+}
+
+// holderName names this processor on its claims, uniquely: two processors
+// in one process, or a restarted process that got its old pid back, never
+// share claims.
+func holderName() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b[:])
+}
+
+// Run delivers due messages until none is left (retries this run scheduled
+// included, when they come due before the deadline), ctx is cancelled, or
+// the deadline passes. Cancelling ctx stops claiming and starting sends;
+// the sends in flight finish and are recorded, and every message still
+// held is released.
+func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
+	start := time.Now()
+	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
+	if _, err := p.recoverAbandoned(ctx); err != nil {
+		return sum, err
+	}
+
+	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	var renewer sync.WaitGroup
+	renewer.Go(func() { p.keepAlive(renewing) })
+
+	// Workers claim and deliver side by side, like separate processes: SKIP
+	// LOCKED hands each message to one of them, and the pace (when set)
+	// spaces their sends across every process.
+	g, gctx := errgroup.WithContext(ctx)
+	for range p.cfg.Workers {
+		g.Go(func() error { return p.work(ctx, gctx) })
+	}
+	err := g.Wait()
+	stopRenewing()
+	renewer.Wait()
+
+	t := &p.tally
+	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
+	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
+	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
+	sum.DurationMS = time.Since(start).Milliseconds()
+	return sum, err
+}
+
+// work is one worker's loop: claim a batch, deliver it, until nothing is
+// due. ctx is the run's (a shutdown); gctx also ends when another worker
+// fails.
+func (p *Processor) work(ctx, gctx context.Context) error {
+	for gctx.Err() == nil && !p.pastDeadline() {
+		batch, err := p.claim(gctx)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			wait, ok, err := p.nextDue(gctx)
+			if err != nil || !ok || !sleep(gctx, wait) {
+				return err
+			}
+			continue
+		}
+		if err := p.deliverBatch(ctx, gctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliverBatch delivers a claimed batch one message after another, records
+// the outcomes through the recording strategy, and releases the messages
+// it did not start when the run stops midway.
+func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) error {
+	rec := p.recording()
+	for i, m := range batch {
+		if gctx.Err() != nil || p.pastDeadline() {
+			return errors.Join(rec.flush(ctx), p.release(batch[i:]))
+		}
+		o, err := p.deliver(gctx, rec, m)
+		if err != nil {
+			return errors.Join(err, rec.flush(ctx), p.release(batch[i:]))
+		}
+		if o == nil { // not sent: the claim was lost, or the run is stopping
+			continue
+		}
+		if err := rec.record(ctx, settled{m, *o}); err != nil {
+			return errors.Join(err, p.release(batch[i+1:]))
+		}
+	}
+	return rec.flush(ctx)
+}
+
+// deliver makes one attempt at m: render it, check the dedupe store, wait
+// for the pace, start the attempt (fenced on the claim), send. It returns
+// the outcome to record, or nil when nothing is to be recorded (the claim
+// was lost: dropped; the run is stopping: m is released). An error stops
+// the run.
+func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*outcome, error) {
+	log := p.log.With().Str("message_id", m.ID).Int("attempt", m.Attempt).Logger()
+	params, err := decodeParams(m.rawParams)
+	if err == nil {
+		m.Params = params
+		m.Text, err = p.cfg.Catalog.Render(m.Key, m.Locale, m.Params)
+	}
+	if err != nil {
+		p.tally.processed.Add(1)
+		p.tally.failed.Add(1)
+		p.tally.invalid.Add(1)
+		log.Error().Str("error", err.Error()).Msg("message cannot be rendered; failed")
+		return &outcome{status: "failed", err: err, notSent: true}, nil
+	}
+	if p.cfg.Dedupe != nil {
+		delivered, err := p.deliveredBefore(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if delivered {
+			p.tally.processed.Add(1)
+			p.tally.deduplicated.Add(1)
+			log.Warn().Msg("the dedupe store has this message's key as delivered: marked sent, not sent again")
+			return &outcome{status: "sent", err: errDeduplicated, notSent: true}, nil
+		}
+	}
+	if p.pacer != nil {
+		if err := p.pacer.wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, p.release([]claimed{m}) // stopping: released, not failed
+			}
+			return nil, err
+		}
+		m.Pace = p.pacer.wait // the HTTP client's own resends wait for the pace too
+	}
+	ok, err := rec.begin(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Lost, or running out (renewals failing): not sent, and handed
+		// back if this processor still holds it after all.
+		p.tally.claimsLost.Add(1)
+		log.Warn().Msg("claim lost before the send started; not sent")
+		return nil, p.release([]claimed{m})
+	}
+
+	// The send in flight finishes even when a shutdown begins meanwhile, so
+	// its outcome is recorded rather than guessed at.
+	sendCtx := context.WithoutCancel(ctx)
+	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
+	p.tally.processed.Add(1)
+	o := p.classify(m, res, sendErr)
+	switch o.status {
+	case "sent":
+		p.tally.sent.Add(1)
+		p.rememberDelivered(sendCtx, m, log)
+	case "pending":
+		p.tally.retried.Add(1)
+		log.Warn().Dur("retry_in", o.retryIn).Str("error", sendErr.Error()).Msg("send failed; retrying later")
+	default:
+		p.tally.failed.Add(1)
+		log.Error().Str("error", o.err.Error()).Msg("message failed")
+	}
+	return &o, nil
+}
+
+// outcome is how an attempt ended.
+type outcome struct {
+	status     string // sent, pending (retry) or failed
+	providerID string
+	retryIn    time.Duration
+	err        error
+	// notSent: the attempt ended before the transport (the message could
+	// not be rendered, or the dedupe store stopped it): no attempt counts.
+	notSent bool
+}
+
+// classify turns a send's result into an outcome. Transient failures are
+// retried with exponential backoff (or the receiver's Retry-After, if
+// longer) until MaxRetries; permanent ones fail at once. On a transport
+// that cannot de-duplicate, a failure after the request was written
+// (timeout, reset) is in doubt: it fails with ErrOutcomeUnknown rather than
+// risk a second delivery.
+func (p *Processor) classify(m claimed, res transport.Result, err error) outcome {
+	if err == nil {
+		return outcome{status: "sent", providerID: res.ProviderMessageID}
+	}
+	var terr *transport.Error
+	isTransportErr := errors.As(err, &terr)
+	if isTransportErr && terr.MaybeDelivered && !p.cfg.Transport.Deduplicates() {
+		return outcome{status: "failed", err: fmt.Errorf("%w (%v)", ErrOutcomeUnknown, err)}
+	}
+	if (isTransportErr && terr.Permanent) || m.retryCount >= p.cfg.MaxRetries {
+		return outcome{status: "failed", err: err}
+	}
+	wait := p.cfg.RetryBase << m.retryCount
+	if isTransportErr && terr.RetryAfter > wait {
+		wait = terr.RetryAfter
+	}
+	return outcome{status: "pending", retryIn: wait, err: err}
+}
+
+// errDeduplicated is the note left on a message the dedupe store stopped.
+var errDeduplicated = errors.New("not sent again: the dedupe store has its idempotency key as delivered on this transport")
+
+// dedupeKey is the message's key in the dedupe store, per transport.
+func (p *Processor) dedupeKey(m claimed) string {
+	return "send:" + p.cfg.Transport.Name() + ":" + m.IdempotencyKey
+}
+
+// deliveredBefore asks the dedupe store whether m was delivered before.
+// The store only ever holds keys of messages whose send succeeded
+// (rememberDelivered), so a yes is never a guess.
+func (p *Processor) deliveredBefore(ctx context.Context, m claimed) (bool, error) {
+	_, found, err := p.cfg.Dedupe.GetResult(ctx, p.dedupeKey(m))
+	if err != nil {
+		return false, fmt.Errorf("dedupe store: %w", err)
+	}
+	return found, nil
+}
+
+// rememberDelivered records in the dedupe store that m was delivered. A
+// failure only weakens the extra guard, so it is logged, not fatal.
+func (p *Processor) rememberDelivered(ctx context.Context, m claimed, log zerolog.Logger) {
+	if p.cfg.Dedupe == nil {
+		return
+	}
+	if err := p.cfg.Dedupe.StoreResult(ctx, p.dedupeKey(m), []byte("delivered"), p.cfg.DedupeTTL); err != nil {
+		log.Warn().Str("error", err.Error()).Msg("could not record the delivery in the dedupe store")
+	}
+}
+
+func (p *Processor) pastDeadline() bool {
+	return !p.cfg.Deadline.IsZero() && !time.Now().Before(p.cfg.Deadline)
+}
+
+// nextDue reports how long until the next pending message comes due, if
+// one does before the deadline (or, without a deadline, within a minute).
+// Before it looks, it settles claims abandoned meanwhile, so a run that
+// outlives a dead process finishes its work too.
+func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
+	if n, err := p.recoverAbandoned(ctx); err != nil || n > 0 {
+		return 0, n > 0, err
+	}
+	var wait *time.Duration
+	if err := p.pool.QueryRow(ctx, nextDueSQL).Scan(&wait); err != nil {
+		return 0, false, fmt.Errorf("look for retries: %w", err)
+	}
+	if wait == nil {
+		return 0, false, nil
+	}
+	limit := time.Minute
+	if !p.cfg.Deadline.IsZero() {
+		limit = time.Until(p.cfg.Deadline)
+	}
+	if *wait > limit {
+		return 0, false, nil
+	}
+	return max(*wait, 0), true, nil
+}

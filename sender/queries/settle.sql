@@ -1,0 +1,38 @@
+-- Record the outcomes of attempts, on the messages and in the send ledger
+-- together, for the messages @holder still holds (the fencing check): a
+-- message whose claim was taken over is left to its new holder. Outcome
+-- 'pending' is a failed attempt to retry after retry_in; the ledger row of
+-- that attempt says 'failed'. attempted is 1 when the attempt reached the
+-- transport and was not counted when it started, else 0.
+WITH outcome AS (
+    SELECT *
+      FROM unnest(@ids::uuid[], @statuses::text[], @provider_ids::text[], @retry_ins::interval[],
+                  @errors::text[], @attempted::int[])
+           AS o(id, status, provider_id, retry_in, error, attempted)
+), settled AS (
+    UPDATE engagement_message_queue q
+       SET status = o.status,
+           sent_at = CASE WHEN o.status = 'sent' THEN now() END,
+           provider_message_id = coalesce(o.provider_id, q.provider_message_id),
+           retry_count = q.retry_count + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
+           scheduled_for = CASE WHEN o.status = 'pending' THEN now() + o.retry_in ELSE q.scheduled_for END,
+           error_message = o.error,
+           claimed_until = NULL,
+           claimed_by = NULL
+      FROM outcome o
+     WHERE q.id = o.id
+       AND q.status = 'processing'
+       AND q.claimed_by = @holder
+    RETURNING q.id
+)
+INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
+SELECT o.id, @transport, CASE WHEN o.status = 'pending' THEN 'failed' ELSE o.status END, o.attempted, o.provider_id, o.error
+  FROM outcome o
+  JOIN settled s ON s.id = o.id
+    ON CONFLICT (message_id, transport) DO UPDATE
+   SET status = EXCLUDED.status,
+       attempts = l.attempts + EXCLUDED.attempts,
+       last_attempt_at = now(),
+       provider_message_id = coalesce(EXCLUDED.provider_message_id, l.provider_message_id),
+       error = EXCLUDED.error
+RETURNING message_id::text;
