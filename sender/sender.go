@@ -162,11 +162,16 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	if err != nil {
 		return Queued{}, err
 	}
-	var params []byte
+	// JSON goes as text: in pgx's exec mode (the default, for transaction
+	// poolers) a []byte would be sent as bytea.
+	var params *string
 	if m.Params != nil {
-		if params, err = json.Marshal(m.Params); err != nil {
+		b, err := json.Marshal(m.Params)
+		if err != nil {
 			return Queued{}, fmt.Errorf("encode params: %w", err)
 		}
+		s := string(b)
+		params = &s
 	}
 	var scheduledFor *time.Time
 	if !m.ScheduledFor.IsZero() {
