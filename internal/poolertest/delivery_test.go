@@ -1,0 +1,94 @@
+package poolertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+)
+
+// Delivery through PgBouncer in transaction mode, on both recording paths
+// of the engine: engagementctl enqueue with params (JSON sent as text),
+// then a paced webhook (batched recording, lazily committed settles, the
+// pace's slot reservations) and the Cloud API (the fenced start of every
+// send), two processes at once on each, every message delivered once.
+func TestDeliveryThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	direct, pooled := pgtest.NewPooledDatabase(t)
+	pool, err := pgxpool.New(context.Background(), direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var (
+		mu   sync.Mutex
+		got  = map[string]int{}
+		hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got["webhook "+r.Header.Get("Idempotency-Key")]++
+			mu.Unlock()
+		}))
+		api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body struct{ To string }
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			mu.Lock()
+			got["cloud "+body.To]++
+			mu.Unlock()
+			_, _ = w.Write([]byte(`{"messages":[{"id":"wamid.1"}]}`))
+		}))
+	)
+	t.Cleanup(hook.Close)
+	t.Cleanup(api.Close)
+
+	const n = 12
+	for i := range n {
+		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+		runOK(t, "engagementctl enqueue", ctl(t), pooled, "enqueue", "--user-id", user, "--type", "weekly_review",
+			"--key", "engagement.weekly_review.celebration", "--params", `{"count":"3"}`,
+			"--jid", fmt.Sprintf("551190000%04d@s.whatsapp.net", i), "--idempotency-key", user+":pooled")
+	}
+	templates := filepath.Join(t.TempDir(), "templates.json")
+	if err := os.WriteFile(templates, []byte(`{"engagement.weekly_review.celebration":
+		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs := [][]string{
+		{"--transport", "webhook", "--webhook-url", hook.URL, "--send-interval", "5ms"},
+		{"--transport", "whatsapp-cloud", "--whatsapp-base-url", api.URL, "--whatsapp-phone-number-id", "1",
+			"--whatsapp-token", "tok", "--whatsapp-templates", templates, "--send-interval", "5ms"},
+	}
+	for _, args := range runs {
+		if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET status = 'pending', sent_at = NULL`); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { runOK(t, "queue-process "+args[1], queue(t), pooled, append(args, "--output", "json")...) })
+		}
+		wg.Wait()
+		if sent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); sent != n {
+			t.Errorf("%s through PgBouncer: %d of %d messages sent", args[1], sent, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2*n {
+		t.Errorf("the receivers got %d distinct messages, want %d: %v", len(got), 2*n, got)
+	}
+	for k, c := range got {
+		if c != 1 {
+			t.Errorf("%s arrived %d times", k, c)
+		}
+	}
+}
