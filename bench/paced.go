@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -47,23 +48,26 @@ var pacedCases = []pacedCase{
 
 // pacedRun is what one paced case measured.
 type pacedRun struct {
-	Name         string  `json:"name"`
-	IntervalMS   float64 `json:"interval_ms"`
-	Configured   float64 `json:"configured_per_second"`
-	Processes    int     `json:"processes"`
-	Flags        string  `json:"flags"` // each process's
-	Queued       int     `json:"queued"`
-	Requests     int     `json:"requests"`         // at the receiver
-	Keys         int     `json:"distinct_keys"`    // distinct Idempotency-Keys among them
-	Sent         int     `json:"sent"`             // the processes' summaries, summed
-	Steady       float64 `json:"steady_seconds"`   // first to last request arrival
-	Rate         float64 `json:"per_second"`       // (requests - 1) / steady
-	Percent      float64 `json:"percent_of_rate"`  // of Configured
-	MaxWindow    int     `json:"max_in_1s_window"` // most requests in any 1-second window
-	MinGapMS     float64 `json:"min_gap_ms"`       // least time between two consecutive arrivals
-	WallSeconds  float64 `json:"wall_seconds"`     // start of the first process to exit of the last
-	Errors       string  `json:"errors,omitempty"` // processes that did not exit 0
-	ConfiguredBy string  `json:"configured_by"`    // the interval as given, or the binary's default
+	Name       string  `json:"name"`
+	IntervalMS float64 `json:"interval_ms"`
+	Configured float64 `json:"configured_per_second"`
+	Processes  int     `json:"processes"`
+	Flags      string  `json:"flags"` // each process's
+	Queued     int     `json:"queued"`
+	Requests   int     `json:"requests"`         // at the receiver
+	Keys       int     `json:"distinct_keys"`    // distinct Idempotency-Keys among them
+	Sent       int     `json:"sent"`             // the processes' summaries, summed
+	Steady     float64 `json:"steady_seconds"`   // first to last request arrival
+	Rate       float64 `json:"per_second"`       // (requests - 1) / steady
+	Percent    float64 `json:"percent_of_rate"`  // of Configured
+	MaxWindow  int     `json:"max_in_1s_window"` // most requests in any 1-second window
+	MinGapMS   float64 `json:"min_gap_ms"`       // least time between two consecutive arrivals
+	ShortGaps  int     `json:"gaps_under_half"`  // consecutive arrivals less than half the interval apart
+	// ArrivalsMS are the arrivals, in ms after the first, for a closer look.
+	ArrivalsMS   []float64 `json:"arrivals_ms"`
+	WallSeconds  float64   `json:"wall_seconds"`     // start of the first process to exit of the last
+	Errors       string    `json:"errors,omitempty"` // processes that did not exit 0
+	ConfiguredBy string    `json:"configured_by"`    // the interval as given, or the binary's default
 }
 
 // isolationRun is the two-transport check: a log transport with its own
@@ -125,15 +129,22 @@ func startPacedReceiver(delay time.Duration) (*pacedReceiver, error) {
 
 func (r *pacedReceiver) close() { r.srv.Close() }
 
+// sorted returns the arrivals in order and the number of distinct keys.
+func (r *pacedReceiver) sorted() ([]time.Time, int) {
+	r.mu.Lock()
+	at := slices.Clone(r.arrivals)
+	keys := len(r.keys)
+	r.mu.Unlock()
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	return at, keys
+}
+
 // pace measures the arrivals: requests, distinct keys, the steady span
 // (first to last), the most arrivals in any 1-second window [t, t+1s), and
 // the least gap between two consecutive arrivals.
 func (r *pacedReceiver) pace() (requests, keys int, steady time.Duration, maxWindow int, minGap time.Duration) {
-	r.mu.Lock()
-	at := slices.Clone(r.arrivals)
-	keys = len(r.keys)
-	r.mu.Unlock()
-	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	var at []time.Time
+	at, keys = r.sorted()
 	requests = len(at)
 	if requests == 0 {
 		return
@@ -262,6 +273,13 @@ func runPacedCase(ctx context.Context, bin string, c pacedCase, defInterval time
 		run.Percent = 100 * run.Rate / configured
 		run.MinGapMS = float64(minGap) / float64(time.Millisecond)
 	}
+	at, _ := recv.sorted()
+	for i := range at {
+		run.ArrivalsMS = append(run.ArrivalsMS, math.Round(float64(at[i].Sub(at[0]))/float64(time.Millisecond)*10)/10)
+		if i > 0 && at[i].Sub(at[i-1]) < interval/2 {
+			run.ShortGaps++
+		}
+	}
 	return run, nil
 }
 
@@ -349,12 +367,12 @@ func (r pacedResult) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Paced: queue-process --send-interval against a bot answering after %s\n\n", receiverDelay)
 	b.WriteString("Rate: (requests − 1) / (last arrival − first arrival) at the receiver. Window: most requests arriving in any 1-second window. Targets: ≥ 95% of the configured rate, no window above it.\n\n")
-	b.WriteString("| case | interval | processes | queued | requests (distinct keys) | sent | rate | % of configured | max in 1 s (limit) | min gap | wall |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| case | interval | processes | queued | requests (distinct keys) | sent | rate | % of configured | max in 1 s (limit) | min gap | gaps < interval/2 | wall |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Runs {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d (%d) | %d | %.1f/s | %.0f%% | %d (%d) | %.1f ms | %.1f s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d (%d) | %d | %.1f/s | %.0f%% | %d (%d) | %.1f ms | %d | %.1f s |\n",
 			q.Name, q.ConfiguredBy, q.Processes, q.Queued, q.Requests, q.Keys, q.Sent, q.Rate, q.Percent,
-			q.MaxWindow, int(q.Configured+0.5), q.MinGapMS, q.WallSeconds)
+			q.MaxWindow, int(q.Configured+0.5), q.MinGapMS, q.ShortGaps, q.WallSeconds)
 	}
 	b.WriteString("\nFlags of each process (plus --webhook-url):\n\n")
 	for _, q := range r.Runs {
