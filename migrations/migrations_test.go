@@ -47,8 +47,10 @@ func TestCheck(t *testing.T) {
 	if _, err := migrated.Exec(ctx, `UPDATE `+migrations.Table+` SET version = $1, dirty = true`, migrations.Latest); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Check(ctx, migrated); !errors.Is(err, migrations.ErrSchemaOutdated) || !strings.Contains(err.Error(), "dirty") {
-		t.Errorf("Check on a dirty schema = %v, want ErrSchemaOutdated saying dirty", err)
+	err = migrations.Check(ctx, migrated)
+	wantFix := "engagementctl migrate force"
+	if !errors.Is(err, migrations.ErrSchemaOutdated) || !strings.Contains(err.Error(), "dirty") || !strings.Contains(err.Error(), wantFix) {
+		t.Errorf("Check on a dirty schema = %v, want ErrSchemaOutdated saying dirty and naming the fix, %s", err, wantFix)
 	}
 }
 

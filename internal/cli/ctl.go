@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,14 +36,27 @@ func NewCtlCommand() *cobra.Command {
 func newMigrateCommand(databaseURL *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Apply or roll back the database schema (up, down [N], version)",
-		Args:  cobra.NoArgs,
-		RunE:  missingSubcommand,
+		Short: "Apply or roll back the database schema (up, down [N], force V, version)",
+		Long: `Applies the schema through a direct connection (MIGRATE_DATABASE_URL in the
+Kubernetes Job). Concurrent runs are safe: one applies, the others wait for it
+(up to --wait). Each statement waits at most --lock-timeout for a lock the
+bot holds; a migration that fails is undone, never left dirty. See
+docs/migrations.md.`,
+		Args: cobra.NoArgs,
+		RunE: missingSubcommand,
 	}
+	var cfg migrations.Config
+	cmd.PersistentFlags().DurationVar(&cfg.LockTimeout, "lock-timeout", migrations.DefaultLockTimeout,
+		"how long one migration statement may wait for a table lock another transaction holds (0: no limit)")
+	cmd.PersistentFlags().DurationVar(&cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
+		"how long to wait for another engagementctl migrate to finish")
 	// migrating runs fn on the database's migrator, then prints the schema
 	// version it left.
 	migrating := func(fn func(*migrations.Migrator) error) func(*cobra.Command, []string) error {
 		return runE(func(cmd *cobra.Command, _ []string) error {
+			if cfg.LockTimeout < 0 || cfg.WaitTimeout <= 0 {
+				return usagef("--lock-timeout must not be negative and --wait must be positive")
+			}
 			*databaseURL = migrateDatabaseURL(cmd, *databaseURL)
 			if err := requireDatabaseURL(*databaseURL); err != nil {
 				return err
@@ -50,7 +64,14 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 			if err := requireMigrateSession(cmd.Context(), *databaseURL); err != nil {
 				return err
 			}
-			m, err := migrations.Open(cmd.Context(), *databaseURL)
+			c := cfg
+			if c.LockTimeout == 0 {
+				c.LockTimeout = -1 // no limit
+			}
+			c.Waiting = func() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "engagementctl: another engagementctl migrate is running; waiting for it to finish")
+			}
+			m, err := migrations.OpenConfig(cmd.Context(), *databaseURL, c)
 			if err != nil {
 				return postgres.Redact(err, *databaseURL)
 			}
@@ -112,7 +133,29 @@ func newMigrateCommand(databaseURL *string) *cobra.Command {
 		RunE:  migrating(func(*migrations.Migrator) error { return nil }),
 	}
 
-	cmd.AddCommand(up, down, version)
+	force := &cobra.Command{
+		Use:   "force V",
+		Short: "Record version V as applied, clean, without running anything (repairs a dirty schema)",
+		Long: `Repairs a schema left dirty by a migration that was interrupted (the process
+was killed or lost its connection). Check what migration V applied, then
+record the version the database really is at: V if it completed, the one
+before it to have "migrate up" run it again. 0 means no migration applied.
+See docs/migrations.md.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := strconv.ParseUint(args[0], 10, 64)
+			known := []string{"0"}
+			for _, k := range migrations.Versions() {
+				known = append(known, strconv.FormatUint(uint64(k), 10))
+			}
+			if err != nil || !slices.Contains(known, strconv.FormatUint(v, 10)) {
+				return usagef("force takes 0 or the version of a migration (%s), got %q", strings.Join(known, ", "), args[0])
+			}
+			return migrating(func(m *migrations.Migrator) error { return m.Force(uint(v)) })(cmd, args)
+		},
+	}
+
+	cmd.AddCommand(up, down, force, version)
 	return cmd
 }
 
