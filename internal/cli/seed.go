@@ -70,7 +70,10 @@ primary key (exit 1). Never point it at a production database.`,
 				return usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
 			}
 			start := time.Now()
-			st, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: seedN, AsOf: at})
+			// Generating is one statement meant to run long (minutes at 10M
+			// users): no statement timeout but the command's own context.
+			genCtx := postgres.WithStatementTimeout(ctx, 0)
+			st, err := seed.Generate(genCtx, pool, seed.Options{Users: users, Seed: seedN, AsOf: at})
 			if err != nil {
 				return postgres.Redact(err, *databaseURL)
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 )
 
@@ -51,5 +53,42 @@ func TestSeedCommand(t *testing.T) {
 
 	if _, stdout, _ := run("--help"); strings.Contains(stdout, "seed") {
 		t.Errorf("engagementctl --help lists the hidden seed command:\n%s", stdout)
+	}
+}
+
+// TestSeedLiftsTheStatementTimeout: issue 15 saw `engagementctl seed
+// --users 10000000` die at the 5-minute statement timeout. Generating is one
+// long statement by design, so seed lifts the limit for its own statements:
+// the client's (the URL's statement_timeout) and a server-side default (a
+// role's or database's statement_timeout, as managed databases set), which
+// stands in for the 5 minutes here: 100 ms, well under the ~1 s that
+// 30,000 users take.
+func TestSeedLiftsTheStatementTimeout(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET statement_timeout = '100ms'`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errOut bytes.Buffer
+	cmd := NewCtlCommand()
+	cmd.SetOut(&out)
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	args := []string{"--database-url", dbURL + sep + "statement_timeout=100", "seed", "--users", "30000", "--as-of", "2026-11-23T06:00:00Z"}
+	if code := Main(ctx, cmd, args, &errOut); code != ExitOK || !strings.Contains(out.String(), "now has 30000 users") {
+		t.Errorf("seed --users 30000 under a 100 ms statement timeout: exit %d, stdout %q, stderr %q; want 0 and 30000 users", code, out.String(), errOut.String())
 	}
 }

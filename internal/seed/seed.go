@@ -314,7 +314,10 @@ SELECT count(*),
 // whatever db is. When db can Begin (a pool, a connection or a transaction,
 // where it makes a savepoint), everything runs in one transaction that turns
 // off JIT and raises work_mem for itself, which makes generation about a
-// third faster; the settings are put back before it commits.
+// third faster, and lifts the server's statement_timeout (a role's or
+// database's default: 10M users take minutes); the settings are put back
+// before it commits. A client-side limit is the caller's to lift (the
+// engagementctl seed command does, with postgres.WithStatementTimeout).
 //
 // The generated user ids must not exist yet: generating the same seed twice
 // into one database fails on the primary key, while different seeds give
@@ -337,9 +340,10 @@ func Generate(ctx context.Context, db DB, opts Options) (Stats, error) {
 		return Stats{}, fmt.Errorf("seed: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	var jit, workMem string
-	err = tx.QueryRow(ctx, `SELECT current_setting('jit'), current_setting('work_mem'),
-		set_config('jit', 'off', true), set_config('work_mem', '256MB', true)`).Scan(&jit, &workMem, nil, nil)
+	var jit, workMem, statementTimeout string
+	err = tx.QueryRow(ctx, `SELECT current_setting('jit'), current_setting('work_mem'), current_setting('statement_timeout'),
+		set_config('jit', 'off', true), set_config('work_mem', '256MB', true), set_config('statement_timeout', '0', true)`).
+		Scan(&jit, &workMem, &statementTimeout, nil, nil, nil)
 	if err != nil {
 		return Stats{}, fmt.Errorf("seed: settings: %w", err)
 	}
@@ -348,7 +352,8 @@ func Generate(ctx context.Context, db DB, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	// Back to the caller's values, for a caller whose transaction goes on.
-	if _, err := tx.Exec(ctx, `SELECT set_config('jit', $1, true), set_config('work_mem', $2, true)`, jit, workMem); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT set_config('jit', $1, true), set_config('work_mem', $2, true), set_config('statement_timeout', $3, true)`,
+		jit, workMem, statementTimeout); err != nil {
 		return Stats{}, fmt.Errorf("seed: settings: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
