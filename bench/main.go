@@ -40,13 +40,22 @@ func main() {
 		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
 		workers  = flag.String("workers", "default,4,16", "queue-process --workers values to run, comma-separated (default: no --workers flag)")
 		chaosFor = flag.Duration("chaos-limit", 3*time.Minute, "chaos: give up on draining the queue after this long, per case")
+		onlyFlag = flag.String("paced-only", "", "paced: only the cases whose names contain this (e.g. \"80/s\"), and no two-transport check")
 		seedFlag = flag.Uint64("seed", 1, "chaos: seed of the fake Cloud API's and the killer's random choices")
 		bin      = flag.String("bin", "../bin", "directory of the built binaries (make build)")
 		out      = flag.String("out", "results", "directory for the JSON results")
 		plotPath = flag.String("plot", "../docs/scaling.png", "PNG of time and peak RSS vs users (scaling; empty: none)")
+		serve    = flag.Duration("serve-paced-receiver", 0, "internal: be the paced suite's receiver, answering after this long")
 		replot   = flag.String("replot", "", "only draw -plot from this scaling.json (measures nothing)")
 	)
 	flag.Parse()
+	if *serve > 0 {
+		if err := serveReceiver(*serve); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: receiver:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *replot != "" {
 		var res scalingResult
 		b, err := os.ReadFile(*replot)
@@ -64,14 +73,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath, *chaosFor, *seedFlag); err != nil {
+	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath, *chaosFor, *seedFlag, *onlyFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, suites, sizes string, messages, rounds int, workers, bin, out, plotPath string,
-	chaosLimit time.Duration, seed uint64) error {
+	chaosLimit time.Duration, seed uint64, pacedOnly string) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -121,7 +130,7 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 				return err
 			}
 		case "paced":
-			res, err := runPaced(ctx, bin)
+			res, err := runPaced(ctx, bin, pacedOnly)
 			if err != nil {
 				return err
 			}

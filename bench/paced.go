@@ -4,19 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net"
-	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
-	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
 // The paced suite: queue-process with --send-interval against a bot that
@@ -63,6 +57,13 @@ type pacedRun struct {
 	MaxWindow  int     `json:"max_in_1s_window"` // most requests in any 1-second window
 	MinGapMS   float64 `json:"min_gap_ms"`       // least time between two consecutive arrivals
 	ShortGaps  int     `json:"gaps_under_half"`  // consecutive arrivals less than half the interval apart
+	// The receiver's own stalls during the run (a 1 ms sleep that took
+	// longer): arrivals it timed late, and so bunched, on a busy machine.
+	StallMaxMS float64 `json:"receiver_stall_max_ms"`
+	Stalls10ms int     `json:"receiver_stalls_over_10ms"`
+	// ReceiverNice is the receiver process's nice value (-10 when the
+	// tool could raise its priority, else 0).
+	ReceiverNice int `json:"receiver_nice"`
 	// ArrivalsMS are the arrivals, in ms after the first, for a closer look.
 	ArrivalsMS   []float64 `json:"arrivals_ms"`
 	WallSeconds  float64   `json:"wall_seconds"`     // start of the first process to exit of the last
@@ -88,91 +89,18 @@ type pacedResult struct {
 	Isolation isolationRun `json:"isolation"`
 }
 
-// pacedReceiver is the slow bot: it notes each request's arrival and
-// Idempotency-Key, checks the signature, and answers 200 after delay.
-type pacedReceiver struct {
-	url   string
-	delay time.Duration
-	srv   *http.Server
-
-	mu       sync.Mutex
-	arrivals []time.Time
-	keys     map[string]int
-}
-
-func startPacedReceiver(delay time.Duration) (*pacedReceiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	r := &pacedReceiver{url: "http://" + ln.Addr().String() + "/hook", delay: delay, keys: map[string]int{}}
-	r.srv = &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
-		at := time.Now()
-		body, err := io.ReadAll(req.Body)
-		if err != nil || !transport.VerifySignature(webhookSecret, body, req.Header.Get("X-Engagement-Signature")) {
-			rw.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		r.mu.Lock()
-		r.arrivals = append(r.arrivals, at)
-		r.keys[req.Header.Get("Idempotency-Key")]++
-		r.mu.Unlock()
-		select {
-		case <-time.After(r.delay):
-			rw.WriteHeader(http.StatusOK)
-		case <-req.Context().Done():
-		}
-	})}
-	go r.srv.Serve(ln) //nolint:errcheck // ends with Close
-	return r, nil
-}
-
-func (r *pacedReceiver) close() { r.srv.Close() }
-
-// sorted returns the arrivals in order and the number of distinct keys.
-func (r *pacedReceiver) sorted() ([]time.Time, int) {
-	r.mu.Lock()
-	at := slices.Clone(r.arrivals)
-	keys := len(r.keys)
-	r.mu.Unlock()
-	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	return at, keys
-}
-
-// pace measures the arrivals: requests, distinct keys, the steady span
-// (first to last), the most arrivals in any 1-second window [t, t+1s), and
-// the least gap between two consecutive arrivals.
-func (r *pacedReceiver) pace() (requests, keys int, steady time.Duration, maxWindow int, minGap time.Duration) {
-	var at []time.Time
-	at, keys = r.sorted()
-	requests = len(at)
-	if requests == 0 {
-		return
-	}
-	steady = at[requests-1].Sub(at[0])
-	minGap = -1
-	j := 0
-	for i := range at {
-		for j < requests && at[j].Before(at[i].Add(time.Second)) {
-			j++
-		}
-		maxWindow = max(maxWindow, j-i)
-		if i > 0 {
-			if g := at[i].Sub(at[i-1]); minGap < 0 || g < minGap {
-				minGap = g
-			}
-		}
-	}
-	return
-}
-
-func runPaced(ctx context.Context, bin string) (pacedResult, error) {
+// runPaced runs the paced cases whose names contain only (all when empty),
+// then the two-transport check (unless only is set).
+func runPaced(ctx context.Context, bin, only string) (pacedResult, error) {
 	var res pacedResult
 	defInterval, err := time.ParseDuration(flagDefault(ctx, bin, "queue-process", "send-interval"))
 	if err != nil || defInterval <= 0 {
 		return res, fmt.Errorf("queue-process --help states no positive default --send-interval: %v", err)
 	}
 	for _, c := range pacedCases {
+		if only != "" && !strings.Contains(c.name, only) {
+			continue
+		}
 		r, err := runPacedCase(ctx, bin, c, defInterval)
 		if err != nil {
 			return res, fmt.Errorf("paced %s: %w", c.name, err)
@@ -180,6 +108,9 @@ func runPaced(ctx context.Context, bin string) (pacedResult, error) {
 		res.Runs = append(res.Runs, r)
 		fmt.Printf("paced: %s: %.1f/s of %.1f/s (%.0f%%), max %d in 1 s, min gap %.1f ms, %d requests, %d sent\n",
 			r.Name, r.Rate, r.Configured, r.Percent, r.MaxWindow, r.MinGapMS, r.Requests, r.Sent)
+	}
+	if only != "" {
+		return res, nil
 	}
 	iso, err := runIsolation(ctx, bin)
 	if err != nil {
@@ -226,7 +157,7 @@ func runPacedCase(ctx context.Context, bin string, c pacedCase, defInterval time
 		return pacedRun{}, err
 	}
 	defer drop()
-	recv, err := startPacedReceiver(receiverDelay)
+	recv, err := startReceiverProcess(ctx, receiverDelay)
 	if err != nil {
 		return pacedRun{}, err
 	}
@@ -264,16 +195,22 @@ func runPacedCase(ctx context.Context, bin string, c pacedCase, defInterval time
 	}
 	run.WallSeconds = time.Since(start).Seconds()
 	run.Errors = strings.Join(errs, "; ")
-
+	rep, err := recv.report()
+	if err != nil {
+		return run, err
+	}
+	run.StallMaxMS, run.Stalls10ms = float64(rep.StallMaxNS)/float64(time.Millisecond), rep.StallsOver10ms
+	run.ReceiverNice = rep.Nice
+	at := rep.sorted()
+	run.Keys = rep.Keys
 	var steady, minGap time.Duration
-	run.Requests, run.Keys, steady, run.MaxWindow, minGap = recv.pace()
+	run.Requests, steady, run.MaxWindow, minGap = pace(at)
 	run.Steady = steady.Seconds()
 	if run.Requests > 1 && steady > 0 {
 		run.Rate = float64(run.Requests-1) / steady.Seconds()
 		run.Percent = 100 * run.Rate / configured
 		run.MinGapMS = float64(minGap) / float64(time.Millisecond)
 	}
-	at, _ := recv.sorted()
 	for i := range at {
 		run.ArrivalsMS = append(run.ArrivalsMS, math.Round(float64(at[i].Sub(at[0]))/float64(time.Millisecond)*10)/10)
 		if i > 0 && at[i].Sub(at[i-1]) < interval/2 {
@@ -323,7 +260,7 @@ func runIsolation(ctx context.Context, bin string) (isolationRun, error) {
 		return iso, err
 	}
 	defer drop()
-	recv, err := startPacedReceiver(receiverDelay)
+	recv, err := startReceiverProcess(ctx, receiverDelay)
 	if err != nil {
 		return iso, err
 	}
@@ -367,12 +304,15 @@ func (r pacedResult) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Paced: queue-process --send-interval against a bot answering after %s\n\n", receiverDelay)
 	b.WriteString("Rate: (requests − 1) / (last arrival − first arrival) at the receiver. Window: most requests arriving in any 1-second window. Targets: ≥ 95% of the configured rate, no window above it.\n\n")
-	b.WriteString("| case | interval | processes | queued | requests (distinct keys) | sent | rate | % of configured | max in 1 s (limit) | min gap | gaps < interval/2 | wall |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| case | interval | processes | queued | requests (distinct keys) | sent | rate | % of configured | max in 1 s (limit) | min gap | gaps < interval/2 | receiver stalls > 10 ms (longest) | wall |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Runs {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d (%d) | %d | %.1f/s | %.0f%% | %d (%d) | %.1f ms | %d | %.1f s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d (%d) | %d | %.1f/s | %.0f%% | %d (%d) | %.1f ms | %d | %d (%.0f ms) | %.1f s |\n",
 			q.Name, q.ConfiguredBy, q.Processes, q.Queued, q.Requests, q.Keys, q.Sent, q.Rate, q.Percent,
-			q.MaxWindow, int(q.Configured+0.5), q.MinGapMS, q.ShortGaps, q.WallSeconds)
+			q.MaxWindow, int(q.Configured+0.5), q.MinGapMS, q.ShortGaps, q.Stalls10ms, q.StallMaxMS, q.WallSeconds)
+	}
+	if len(r.Runs) > 0 {
+		fmt.Fprintf(&b, "\nThe receiver is a process of its own at nice %d (stalls: a 1 ms sleep in it that overslept; each delays the arrival times it notes).\n", r.Runs[0].ReceiverNice)
 	}
 	b.WriteString("\nFlags of each process (plus --webhook-url):\n\n")
 	for _, q := range r.Runs {
