@@ -28,6 +28,9 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"recover":  {"transport": "webhook", "deduplicates": true, "unknown": "x"},
 		"pace":     {"transport": "webhook", "interval": time.Second},
 		"next_due": {},
+		"ops_requeue": {"status": "failed", "ids": []string{id}, "message_type": "goodbye", "reason": nil,
+			"error_contains": "HTTP 5", "since": time.Now(), "until": time.Now(), "dry_run": false},
+		"ops_cancel": {"ids": []string{}, "user_id": id, "message_type": nil, "idempotency_key": "k", "all": false, "dry_run": true},
 	}
 	files, err := fs.Glob(queryFiles, "queries/*.sql")
 	if err != nil || len(files) != len(args) {
