@@ -30,6 +30,7 @@ func NewCtlCommand() *cobra.Command {
 	root.AddCommand(newStatusCommand(&databaseURL), newVerifyCommand(&databaseURL))
 	root.AddCommand(newSeedCommand(&databaseURL))
 	root.AddCommand(newSmokeCommand(&databaseURL))
+	root.AddCommand(newRequeueCommand(&databaseURL), newCancelCommand(&databaseURL))
 	return root
 }
 

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/sender"
+)
+
+// repairFlags are what requeue and cancel share.
+type repairFlags struct {
+	dryRun bool
+	output string
+	logs   logFlags
+}
+
+func (f *repairFlags) register(cmd *cobra.Command, verb string) {
+	fs := cmd.Flags()
+	fs.BoolVar(&f.dryRun, "dry-run", false, "count what would be "+verb+"; change nothing")
+	fs.StringVar(&f.output, "output", "text", "text or json")
+	f.logs.register(fs)
+}
+
+// filterError turns the sender's bad-filter errors into usage errors (exit 2).
+func filterError(err error) error {
+	if errors.Is(err, sender.ErrBadFilter) {
+		return usageError(errors.New(strings.TrimPrefix(err.Error(), sender.ErrBadFilter.Error()+": ")))
+	}
+	return err
+}
+
+// parseInstant parses an optional RFC3339 flag value; zero when empty.
+func parseInstant(flag, s string) (time.Time, error) {
+	if strings.TrimSpace(s) == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
+	if err != nil {
+		return time.Time{}, usagef("%s %q is not an RFC3339 instant (like 2026-03-02T06:00:00Z)", flag, s)
+	}
+	return t.UTC(), nil
+}
+
+func newRequeueCommand(databaseURL *string) *cobra.Command {
+	var (
+		f            sender.RequeueFilter
+		since, until string
+		flags        repairFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "requeue",
+		Short: "Put failed (or cancelled) messages back in the queue, same id and idempotency key",
+		Long: `Puts the failed messages (--status cancelled: the cancelled ones) that match
+every filter given back to pending, due now, with retry count 0 and no error
+or cancel reason. Each keeps its id and idempotency key, so a receiver that
+de-duplicates by key drops one it already has: after a receiver outage,
+requeued messages are delivered once, under the key they first carried.
+Without filters, every message in --status is requeued.
+
+--since (inclusive) and --until (exclusive) select by when a message
+settled: its last attempt in the send ledger or, when no attempt came after
+it was due (a message cancelled at claim time), when it came due.
+
+One statement, safe while queue-process runs: only messages still in
+--status change; one in flight is never touched. --dry-run counts and
+changes nothing. A message requeued on a transport that cannot de-duplicate
+(whatsapp-cloud) whose outcome was unknown may reach the user twice: filter
+those out with --error-contains, or check them first. See docs/repair.md.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.Since, err = parseInstant("--since", since); err != nil {
+				return err
+			}
+			if f.Until, err = parseInstant("--until", until); err != nil {
+				return err
+			}
+			f.Type, f.Reason = strings.TrimSpace(f.Type), strings.TrimSpace(f.Reason)
+			if err := filterError(f.Validate()); err != nil {
+				return err
+			}
+			filter := map[string]any{"status": f.Status, "type": f.Type, "reason": f.Reason, "ids": len(f.IDs),
+				"error_contains": f.ErrorContains, "since": since, "until": until}
+			return runRepair(cmd, *databaseURL, &flags, "requeue", filter, func(pool sender.Querier) (int64, error) {
+				return sender.Requeue(cmd.Context(), pool, f, flags.dryRun)
+			}, func(n int64) any {
+				return struct {
+					Status   string `json:"status"`
+					Requeued int64  `json:"requeued"`
+					DryRun   bool   `json:"dry_run"`
+				}{f.Status, n, flags.dryRun}
+			}, func(n int64) string {
+				if flags.dryRun {
+					return fmt.Sprintf("would requeue %d %s messages (dry run: nothing changed)", n, f.Status)
+				}
+				return fmt.Sprintf("requeued %d %s messages", n, f.Status)
+			})
+		}),
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.Status, "status", sender.StatusFailed, "which messages to requeue: failed or cancelled")
+	fs.StringVar(&f.Type, "type", "", "only this message type, e.g. goodbye")
+	fs.StringVar(&since, "since", "", "only messages that settled at or after this instant, RFC3339")
+	fs.StringVar(&until, "until", "", "only messages that settled before this instant, RFC3339")
+	fs.StringSliceVar(&f.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
+	fs.StringVar(&f.ErrorContains, "error-contains", "", "only messages whose error contains this text (any case)")
+	fs.StringVar(&f.Reason, "reason", "", "with --status cancelled: only this cancel reason (opted_out, stale, no_user, operator)")
+	flags.register(cmd, "requeued")
+	return cmd
+}
+
+func newCancelCommand(databaseURL *string) *cobra.Command {
+	var (
+		f     sender.CancelFilter
+		flags repairFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "cancel",
+		Short: "Cancel pending messages (reason operator) by id, user, type or key",
+		Long: `Cancels the pending messages that match every filter given: status
+cancelled, cancel reason operator. Each keeps its idempotency key, so a
+re-run of the job that queued it does not queue it again; engagementctl
+requeue --status cancelled --reason operator undoes it. Refuses to run
+without a filter unless --all.
+
+One statement, safe while queue-process runs: a message in flight (claimed
+by a queue-process, status processing) is never touched; it is being sent.
+--dry-run counts and changes nothing. See docs/repair.md.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := filterError(f.Validate()); err != nil {
+				return err
+			}
+			filter := map[string]any{"user_id": f.UserID, "type": f.Type, "idempotency_key": f.Key, "ids": len(f.IDs), "all": f.All}
+			return runRepair(cmd, *databaseURL, &flags, "cancel", filter, func(pool sender.Querier) (int64, error) {
+				return sender.Cancel(cmd.Context(), pool, f, flags.dryRun)
+			}, func(n int64) any {
+				return struct {
+					Cancelled int64 `json:"cancelled"`
+					DryRun    bool  `json:"dry_run"`
+				}{n, flags.dryRun}
+			}, func(n int64) string {
+				if flags.dryRun {
+					return fmt.Sprintf("would cancel %d pending messages (dry run: nothing changed)", n)
+				}
+				return fmt.Sprintf("cancelled %d pending messages", n)
+			})
+		}),
+	}
+	fs := cmd.Flags()
+	fs.StringSliceVar(&f.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
+	fs.StringVar(&f.UserID, "user-id", "", "only this user's messages (UUID)")
+	fs.StringVar(&f.Type, "type", "", "only this message type, e.g. weekly_review")
+	fs.StringVar(&f.Key, "key", "", "only the message with this idempotency key")
+	fs.BoolVar(&f.All, "all", false, "cancel every pending message (no other filter allowed)")
+	flags.register(cmd, "cancelled")
+	return cmd
+}
+
+// runRepair opens the database, runs one repair statement, logs one line
+// with the filter and the count (an audit trail on stderr; the filter holds
+// ids and keys, never message texts or JIDs) and writes the count as text
+// or JSON.
+func runRepair(cmd *cobra.Command, databaseURL string, flags *repairFlags, command string, filter map[string]any,
+	run func(sender.Querier) (int64, error), asJSON func(int64) any, asText func(int64) string,
+) error {
+	if err := requireDatabaseURL(databaseURL); err != nil {
+		return err
+	}
+	if err := validateOutput(flags.output); err != nil {
+		return err
+	}
+	log, err := flags.logs.logger(cmd.ErrOrStderr(), "engagementctl")
+	if err != nil {
+		return err
+	}
+	pool, err := openChecked(cmd.Context(), databaseURL, "engagementctl")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	n, err := run(pool)
+	if err != nil {
+		return postgres.Redact(err, databaseURL)
+	}
+	log.Info().Str("command", command).Fields(filter).Int64("messages", n).Bool("dry_run", flags.dryRun).Msg("repair done")
+	if flags.output == "json" {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(asJSON(n))
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), asText(n))
+	return err
+}
