@@ -133,7 +133,7 @@ func (d *guardedDriver) Run(migration io.Reader) error {
 	err = d.mg.describe(pgErr)
 	if concurrent {
 		if dropErr := d.mg.dropIfInvalid(idx); dropErr != nil {
-			err = fmt.Errorf("%w; it left the INVALID index %s, which could not be dropped now (%v) and is rebuilt by the next engagementctl migrate up",
+			err = fmt.Errorf("%w; it left the INVALID index %s, which could not be dropped now (%w) and is rebuilt by the next engagementctl migrate up",
 				err, idx.name, dropErr)
 		}
 	}
@@ -147,7 +147,7 @@ func (d *guardedDriver) undo(cause error) error {
 		migration = d.from // a down migration
 	}
 	if err := d.Driver.SetVersion(d.from, false); err != nil {
-		return fmt.Errorf("migration %d failed: %w; marking it undone failed too (the schema stays dirty): %v", migration, cause, err)
+		return fmt.Errorf("migration %d failed: %w; marking it undone failed too (the schema stays dirty): %w", migration, cause, err)
 	}
 	return fmt.Errorf("migration %d failed and was undone, the schema stays at version %d: %w", migration, max(d.from, 0), cause)
 }
@@ -313,7 +313,7 @@ func (mg *Migrator) rebuildIndexes(version uint) error {
 		if _, err := mg.gate.Exec(mg.ctx, idx.create, pgx.QueryExecModeSimpleProtocol); err != nil {
 			err = mg.statementError(err)
 			if dropErr := mg.dropIfInvalid(idx); dropErr != nil {
-				err = fmt.Errorf("%w; the INVALID index it left could not be dropped now (%v)", err, dropErr)
+				err = fmt.Errorf("%w; the INVALID index it left could not be dropped now (%w)", err, dropErr)
 			}
 			return fmt.Errorf("rebuild index %s (migration %d): %w; engagementctl migrate up tries again", idx.name, idx.version, err)
 		}
