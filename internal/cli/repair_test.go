@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+)
+
+// runCtl runs engagementctl in process against dbURL.
+func runCtl(dbURL string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	cmd := NewCtlCommand()
+	cmd.SetOut(&out)
+	code = Main(context.Background(), cmd, append([]string{"--database-url", dbURL}, args...), &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// Issue 17, point 3: requeue and cancel report their count as JSON (or a
+// line of text), change nothing with --dry-run, and log one audit line.
+func TestRequeueAndCancelCommands(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	var failed, pending string
+	if err := pool.QueryRow(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, retry_count,
+		       error_message, idempotency_key, scheduled_for)
+		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'failed', 3, 'webhook: HTTP 503', 'k1',
+		        '2026-03-02T06:00:00Z')
+		RETURNING id::text`, user).Scan(&failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, idempotency_key)
+		VALUES ($1, 'weekly_review', 'individual', 'x@s.whatsapp.net', 'k2')
+		RETURNING id::text`, user).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	status := func(id string) string {
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT status FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	code, out, errOut := runCtl(dbURL, "requeue", "--since", "2026-03-02T00:00:00Z", "--until", "2026-03-03T00:00:00Z",
+		"--type", "goodbye", "--error-contains", "503", "--dry-run", "--output", "json")
+	if code != ExitOK || strings.TrimSpace(out) != `{"status":"failed","requeued":1,"dry_run":true}` {
+		t.Fatalf("requeue --dry-run: exit %d, %q (%s)", code, out, errOut)
+	}
+	if s := status(failed); s != "failed" {
+		t.Fatalf("the dry run requeued: %s", s)
+	}
+	code, out, errOut = runCtl(dbURL, "requeue", "--ids", failed+", "+pending, "--output", "json")
+	if code != ExitOK || strings.TrimSpace(out) != `{"status":"failed","requeued":1,"dry_run":false}` {
+		t.Fatalf("requeue --ids: exit %d, %q (%s)", code, out, errOut)
+	}
+	if s := status(failed); s != "pending" {
+		t.Errorf("after requeue: %s, want pending", s)
+	}
+	var audit map[string]any
+	if err := json.Unmarshal([]byte(errOut), &audit); err != nil || audit["command"] != "requeue" || audit["messages"] != 1.0 || audit["ids"] != 2.0 {
+		t.Errorf("audit line %q (%v), want one JSON line naming requeue, 1 message and 2 ids", errOut, err)
+	}
+
+	code, out, errOut = runCtl(dbURL, "cancel", "--user-id", user, "--type", "weekly_review")
+	if code != ExitOK || out != "cancelled 1 pending messages\n" {
+		t.Fatalf("cancel: exit %d, %q (%s)", code, out, errOut)
+	}
+	code, out, errOut = runCtl(dbURL, "cancel", "--all", "--dry-run", "--output", "json")
+	if code != ExitOK || strings.TrimSpace(out) != `{"cancelled":1,"dry_run":true}` {
+		t.Fatalf("cancel --all --dry-run: exit %d, %q (%s), want the requeued goodbye counted", code, out, errOut)
+	}
+	code, out, errOut = runCtl(dbURL, "requeue", "--status", "cancelled", "--reason", "operator")
+	if code != ExitOK || out != "requeued 1 cancelled messages\n" || status(pending) != "pending" {
+		t.Fatalf("requeue the operator's cancellation: exit %d, %q (%s), status %s", code, out, errOut, status(pending))
+	}
+}
+
+// Issue 17, point 3: a bad filter is exit 2 with one line naming the flag,
+// and nothing changes.
+func TestRepairCommandsRejectBadFilters(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status)
+		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'failed'),
+		       ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'pending')`, user); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"requeue", "--since", "yesterday"}, "--since"},
+		{[]string{"requeue", "--until", "2026-03-02"}, "--until"},
+		{[]string{"requeue", "--status", "sent"}, "--status"},
+		{[]string{"requeue", "--status", "pending"}, "--status"},
+		{[]string{"requeue", "--ids", "42"}, "--ids"},
+		{[]string{"requeue", "--reason", "stale"}, "--reason"},
+		{[]string{"requeue", "--status", "cancelled", "--reason", "whim"}, "--reason"},
+		{[]string{"requeue", "--since", "2026-03-03T00:00:00Z", "--until", "2026-03-02T00:00:00Z"}, "--since"},
+		{[]string{"requeue", "--output", "yaml"}, "--output"},
+		{[]string{"cancel"}, "--all"},
+		{[]string{"cancel", "--dry-run"}, "--all"},
+		{[]string{"cancel", "--all", "--user-id", user}, "--all"},
+		{[]string{"cancel", "--user-id", "alice"}, "--user-id"},
+		{[]string{"cancel", "--ids", user + ",nope"}, "--ids"},
+		{[]string{"cancel", "--key", strings.Repeat("k", 200)}, "--key"},
+	} {
+		code, out, errOut := runCtl(dbURL, c.args...)
+		if code != ExitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.flag) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", c.args, code, out, errOut, c.flag)
+		}
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status IN ('failed', 'pending')`); n != 2 {
+		t.Errorf("%d messages still failed or pending after the rejected commands, want 2", n)
+	}
+}
