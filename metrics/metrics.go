@@ -15,6 +15,9 @@
 //	engagement_job_users_processed{step}               users acted on: succeeded + failed
 //	engagement_job_messages{step,result}               result queued | duplicates (new queue rows, inserts that hit an existing key)
 //	engagement_delivery_messages{transport,result}     result sent | retried | failed (queue-process, or the jobs' queue step)
+//	engagement_delivery_cancelled_messages{transport,reason}  no longer wanted when claimed: opted_out | stale | no_user
+//	engagement_delivery_deferred_messages{transport}   due inside the quiet hours, left pending
+//	engagement_delivery_invalid_messages{transport}    failed because they could not be rendered
 //	engagement_delivery_recovered_messages{transport}  abandoned claims the run settled
 //	engagement_queue_pending_messages                  queue-process: pending messages after the run, due or not
 //	engagement_queue_due_messages                      queue-process: pending messages already due after the run
@@ -60,6 +63,9 @@ const (
 	JobMessages        = "engagement_job_messages"
 	DeliveryMessages   = "engagement_delivery_messages"
 	DeliveryRecovered  = "engagement_delivery_recovered_messages"
+	DeliveryCancelled  = "engagement_delivery_cancelled_messages"
+	DeliveryDeferred   = "engagement_delivery_deferred_messages"
+	DeliveryInvalid    = "engagement_delivery_invalid_messages"
 	QueuePending       = "engagement_queue_pending_messages"
 	QueueDue           = "engagement_queue_due_messages"
 	QueueOldestDueAge  = "engagement_queue_oldest_due_age_seconds"
@@ -136,6 +142,14 @@ func Gatherer(r Run) prometheus.Gatherer {
 		delivered.WithLabelValues(d.Transport, "failed").Set(float64(d.Failed))
 		vec(DeliveryRecovered, "Abandoned claims (a worker died mid-send) the last completed run settled.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Recovered))
+		cancelled := vec(DeliveryCancelled, "Messages the last completed run found no longer wanted when it claimed them, by reason: opted_out, stale, no_user.", "transport", "reason")
+		for _, reason := range []string{"opted_out", "stale", "no_user"} {
+			cancelled.WithLabelValues(d.Transport, reason).Set(float64(d.CancelReasons[reason]))
+		}
+		vec(DeliveryDeferred, "Messages the last completed run found due inside the quiet hours and left pending until they end.", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.Deferred))
+		vec(DeliveryInvalid, "Messages the last completed run failed because they could not be rendered (bad params, unknown key).", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.Invalid))
 	}
 	if q := r.Queue; q != nil {
 		gauge(QueuePending, "Pending messages after the last completed queue-process run, due or not.").Set(float64(q.Pending))

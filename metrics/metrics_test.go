@@ -30,7 +30,8 @@ func dailyRun(end time.Time) metrics.Run {
 			{Name: "goodbye_timeout", Counts: scheduler.Counts{Processed: 3, Succeeded: 3}},
 			{Name: "reminder_due"},
 		}},
-		Delivery: &sender.ProcessSummary{Transport: "log", Processed: 5, Sent: 3, Retried: 1, Failed: 1, Recovered: 2},
+		Delivery: &sender.ProcessSummary{Transport: "log", Processed: 5, Sent: 3, Retried: 1, Failed: 1, Recovered: 2,
+			Invalid: 1, Cancelled: 3, CancelReasons: map[string]int{"stale": 2, "opted_out": 1}, Deferred: 4},
 	}
 }
 
@@ -90,6 +91,11 @@ func TestCompletedRunPushesEveryMetric(t *testing.T) {
 	want(t, got, 1, metrics.DeliveryMessages, with("transport", "log", "result", "retried")...)
 	want(t, got, 1, metrics.DeliveryMessages, with("transport", "log", "result", "failed")...)
 	want(t, got, 2, metrics.DeliveryRecovered, with("transport", "log")...)
+	want(t, got, 2, metrics.DeliveryCancelled, with("transport", "log", "reason", "stale")...)
+	want(t, got, 1, metrics.DeliveryCancelled, with("transport", "log", "reason", "opted_out")...)
+	want(t, got, 0, metrics.DeliveryCancelled, with("transport", "log", "reason", "no_user")...)
+	want(t, got, 4, metrics.DeliveryDeferred, with("transport", "log")...)
+	want(t, got, 1, metrics.DeliveryInvalid, with("transport", "log")...)
 	for _, s := range got {
 		if s.Labels["shard"] != "" {
 			t.Errorf("an unsharded run pushed a shard label: %s", s)

@@ -72,7 +72,13 @@ type ProcessorConfig struct {
 	// again. A key is remembered only once its send succeeded.
 	Dedupe    idempotency.Store
 	DedupeTTL time.Duration // default idempotency.DefaultTTL
-	Logger    zerolog.Logger
+	// QuietHours, when set, are the hours of the day no message is sent in,
+	// in the user's time zone (user_profiles.timezone when set and known),
+	// else Timezone (an IANA name; default UTC). A message due inside them
+	// stays pending, moved to their end.
+	QuietHours QuietHours
+	Timezone   string
+	Logger     zerolog.Logger
 }
 
 // ProcessSummary is what a run of the processor did.
@@ -91,13 +97,32 @@ type ProcessSummary struct {
 	Invalid int `json:"invalid"`
 	// ClaimsLost counts messages whose claim this run lost to another
 	// process before it could start or record their send.
-	ClaimsLost int   `json:"claims_lost"`
+	ClaimsLost int `json:"claims_lost"`
+	// Cancelled counts messages found no longer wanted when claimed (see
+	// claim.sql), by reason in CancelReasons: opted_out, stale, no_user.
+	Cancelled     int            `json:"cancelled"`
+	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
+	// Deferred counts messages due inside the quiet hours, left pending
+	// until they end.
+	Deferred   int   `json:"deferred"`
 	DurationMS int64 `json:"duration_ms"`
 }
 
 // tally counts a run's deliveries across its workers.
 type tally struct {
-	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered atomic.Int64
+	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered, deferred atomic.Int64
+
+	mu        sync.Mutex
+	cancelled map[string]int // by reason
+}
+
+func (t *tally) cancel(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancelled == nil {
+		t.cancelled = map[string]int{}
+	}
+	t.cancelled[reason]++
 }
 
 // Processor delivers due queued messages through one transport.
@@ -134,6 +159,10 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, DefaultRetryBase)
 	cfg.ClaimTimeout = cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.Timezone = cmp.Or(cfg.Timezone, "UTC")
+	if _, err := time.LoadLocation(cfg.Timezone); err != nil {
+		return nil, fmt.Errorf("time zone %q: unknown", cfg.Timezone)
+	}
 	p := &Processor{
 		pool:   pool,
 		cfg:    cfg,
@@ -190,6 +219,16 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
 	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
 	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
+	sum.Deferred = int(t.deferred.Load())
+	t.mu.Lock()
+	for reason, n := range t.cancelled {
+		sum.Cancelled += n
+		if sum.CancelReasons == nil {
+			sum.CancelReasons = map[string]int{}
+		}
+		sum.CancelReasons[reason] = n
+	}
+	t.mu.Unlock()
 	sum.DurationMS = time.Since(start).Milliseconds()
 	return sum, err
 }
@@ -401,8 +440,11 @@ func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
 	if !p.cfg.Deadline.IsZero() {
 		limit = time.Until(p.cfg.Deadline)
 	}
-	if *wait > limit {
+	if *wait <= 0 || *wait > limit {
+		// Due already, yet the claim found nothing: those rows are locked
+		// by another transaction (a claim in flight, or the bot). They are
+		// not this run's to wait for.
 		return 0, false, nil
 	}
-	return max(*wait, 0), true, nil
+	return *wait, true, nil
 }

@@ -420,3 +420,41 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 		t.Errorf("the Cloud API got %d requests (summary %+v), want 1", n, sum)
 	}
 }
+
+// A due message whose row another transaction holds locked (the bot, say)
+// is skipped, not waited for: the run delivers the rest and ends, and the
+// locked message stays pending for a later run. (With the lock held, the
+// run used to spin: the claim skipped the row, and the row was always due.)
+func TestALockedDueRowIsSkippedNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	rcv := newReceiver(t, 200)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	locked := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Hour))
+	for range 3 {
+		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	}
+	bot, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bot.Rollback(ctx)
+	if _, err := bot.Exec(ctx, `SELECT 1 FROM engagement_message_queue WHERE id = $1 FOR UPDATE`, locked); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+		Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := p.Run(runCtx)
+	if err != nil || runCtx.Err() != nil {
+		t.Fatalf("Run: %v (context: %v); want it to end by itself", err, runCtx.Err())
+	}
+	if sum.Sent != 3 || rowOf(t, pool, locked).Status != "pending" {
+		t.Errorf("summary %+v, locked message %+v; want the 3 others sent and it left pending", sum, rowOf(t, pool, locked))
+	}
+}

@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,30 +81,50 @@ func (l *leases) usable(id string) bool {
 	return ok && time.Until(until) > l.timeout/3
 }
 
-// claim takes up to ClaimBatch due pending messages (claim.sql).
+// claim takes up to ClaimBatch due pending messages (claim.sql). In the
+// same statement, messages no longer wanted are cancelled and messages due
+// inside the quiet hours deferred; it counts both.
 func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 	from := time.Now()
-	rows, err := p.pool.Query(ctx, claimSQL, pgx.NamedArgs{
+	args := pgx.NamedArgs{
 		"holder":         p.holder,
 		"claim_timeout":  p.cfg.ClaimTimeout,
 		"batch":          p.cfg.ClaimBatch,
 		"default_locale": DefaultLocale,
-	})
+		"timezone":       p.cfg.Timezone,
+		"quiet_start":    (*time.Duration)(nil),
+		"quiet_end":      (*time.Duration)(nil),
+	}
+	if q := p.cfg.QuietHours; q.Set() {
+		args["quiet_start"], args["quiet_end"] = q.Start, q.End
+	}
+	rows, err := p.pool.Query(ctx, claimSQL, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim messages: %w", err)
 	}
-	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
-		var m claimed
-		err := row.Scan(&m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
-			&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount)
-		m.Attempt = m.retryCount + 1
-		return m, err
+	var (
+		batch   []claimed
+		verdict string
+		m       claimed
+		due     *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
+		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
+		switch {
+		case verdict == "claimed":
+			m.Attempt = m.retryCount + 1
+			batch = append(batch, m)
+			p.leases.hold(from, m.ID)
+		case verdict == "deferred":
+			p.tally.deferred.Add(1)
+		default:
+			p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+		}
+		m = claimed{}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim messages: %w", err)
-	}
-	for _, m := range batch {
-		p.leases.hold(from, m.ID)
 	}
 	return batch, nil
 }

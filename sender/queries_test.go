@@ -19,7 +19,8 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	id := "00000000-0000-0000-0000-000000000001"
 	args := map[string]pgx.NamedArgs{
-		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": DefaultLocale},
+		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": DefaultLocale,
+			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour},
 		"start": {"id": id, "holder": "h", "claim_timeout": time.Minute, "transport": "webhook"},
 		"settle": {"ids": []string{id}, "statuses": []string{"sent"}, "provider_ids": []*string{nil},
 			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook"},

@@ -112,6 +112,10 @@ func TestConfigurationErrors(t *testing.T) {
 		{"webhook without URL", []string{"DATABASE_URL=" + url}, []string{"--transport", "webhook"}, "--webhook-url"},
 		{"bad interval", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--send-interval", "soon"}, "send-interval"},
 		{"unknown dedupe store", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--dedupe-store", "mongo://x"}, "unknown store"},
+		{"short claim timeout", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--claim-timeout", "10ms"}, "--claim-timeout"},
+		{"bad quiet hours", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--quiet-hours", "25:00-08:00"}, "--quiet-hours"},
+		{"quiet hours of no length", []string{"DATABASE_URL=" + url, "ENGAGEMENT_QUIET_HOURS=08:00-08:00"}, []string{"--transport", "log"}, "--quiet-hours"},
+		{"unknown time zone", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--timezone", "Mars/Olympus_Mons"}, "--timezone"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

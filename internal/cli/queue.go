@@ -38,6 +38,8 @@ type deliveryFlags struct {
 	waToken       string
 	waTemplates   string
 	waBaseURL     string
+	quietHours    string
+	timezone      string
 }
 
 func (f *deliveryFlags) register(fs *pflag.FlagSet) {
@@ -59,6 +61,10 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.dedupeTTL, "dedupe-ttl", idempotency.DefaultTTL, "how long the dedupe store remembers a sent key")
 	fs.BoolVar(&f.dedupeOpen, "dedupe-fail-open", false, "send anyway (and warn) when the dedupe store is down; default: stop")
 	bindEnv(fs, "catalog", "ENGAGEMENT_CATALOG")
+	fs.StringVar(&f.quietHours, "quiet-hours", "", "HH:MM-HH:MM (may wrap midnight): due messages wait until they end, in the user's time zone")
+	bindEnv(fs, "quiet-hours", "ENGAGEMENT_QUIET_HOURS")
+	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA time zone of the quiet hours, for users without user_profiles.timezone")
+	bindEnv(fs, "timezone", "ENGAGEMENT_TIMEZONE")
 	fs.StringVar(&f.waPhoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
 	bindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
 	fs.StringVar(&f.waToken, "whatsapp-token", "", "Cloud API access token")
@@ -109,6 +115,15 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	if f.claimTimeout < sender.MinClaimTimeout {
 		return cfg, usagef("--claim-timeout must be at least %s, got %s", sender.MinClaimTimeout, f.claimTimeout)
 	}
+	if f.quietHours != "" {
+		if cfg.QuietHours, err = sender.ParseQuietHours(f.quietHours); err != nil {
+			return cfg, usagef("--quiet-hours: %v", err)
+		}
+	}
+	if _, err := time.LoadLocation(f.timezone); err != nil || f.timezone == "" || f.timezone == "Local" {
+		return cfg, usagef("--timezone: %q is not an IANA time zone such as America/Sao_Paulo", f.timezone)
+	}
+	cfg.Timezone = f.timezone
 	if f.dedupeStore != "" {
 		// Checked now, opened once the database is (the postgres store uses its pool).
 		if err := idempotency.CheckSpec(f.dedupeStore); err != nil {
@@ -220,7 +235,8 @@ finishes the send in flight and releases the rest.`,
 				return postgres.Redact(err, databaseURL)
 			}
 			log.Info().Int("processed", sum.Processed).Int("sent", sum.Sent).Int("retried", sum.Retried).
-				Int("failed", sum.Failed).Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
+				Int("failed", sum.Failed).Int("cancelled", sum.Cancelled).Int("deferred", sum.Deferred).
+				Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
 			if err := writeQueueSummary(cmd.OutOrStdout(), output, sum); err != nil {
 				return err
 			}
@@ -245,8 +261,9 @@ func writeQueueSummary(w io.Writer, format string, sum sender.ProcessSummary) er
 	if format == "json" {
 		err = json.NewEncoder(w).Encode(sum)
 	} else {
-		_, err = fmt.Fprintf(w, "queue-process via %s: %d processed, %d sent, %d retried, %d failed in %s\n",
-			sum.Transport, sum.Processed, sum.Sent, sum.Retried, sum.Failed, time.Duration(sum.DurationMS)*time.Millisecond)
+		_, err = fmt.Fprintf(w, "queue-process via %s: %d processed, %d sent, %d retried, %d failed, %d cancelled, %d deferred in %s\n",
+			sum.Transport, sum.Processed, sum.Sent, sum.Retried, sum.Failed, sum.Cancelled, sum.Deferred,
+			time.Duration(sum.DurationMS)*time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("write summary: %w", err)

@@ -2,24 +2,85 @@
 -- now() + @claim_timeout. FOR UPDATE SKIP LOCKED lets any number of
 -- processes claim side by side, each message going to exactly one of them.
 --
+-- Each due message is first checked against its user as they are now (the
+-- rules cover the engagement types; other types are claimed unchecked):
+--   no user profile or state row            → cancelled, 'no_user'
+--   opted out of re-engagement              → cancelled, 'opted_out'
+--   a goodbye whose user is no longer in goodbye_sent from that goodbye
+--     (a daily-job goodbye key of another day)                 → 'stale'
+--   a weekly review whose user is now goodbye_sent, remind_later or
+--     dormant                                                   → 'stale'
+-- A message still wanted but due inside the quiet hours (@quiet_start to
+-- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
+-- (user_profiles.timezone when a known zone, else @timezone) stays pending,
+-- moved to the end of the quiet hours. The rest is claimed.
+--
 -- Nullable columns come back coalesced and the params as raw JSON text, so
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
-WITH claimed AS (
+WITH due AS (
+    SELECT q.id, q.message_type, q.idempotency_key,
+           p.user_id IS NULL OR s.user_id IS NULL AS no_user,
+           p.reengagement_opt_out, s.state,
+           q.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS current_goodbye_key,
+           CASE WHEN @quiet_start::interval IS NOT NULL THEN
+               coalesce((SELECT z.name FROM pg_timezone_names z WHERE z.name = nullif(btrim(p.timezone), '')), @timezone)
+           END AS tz
+      FROM engagement_message_queue q
+      LEFT JOIN user_profiles p ON p.user_id = q.user_id
+      LEFT JOIN user_engagement_states s ON s.user_id = q.user_id
+     WHERE q.status = 'pending' AND q.scheduled_for <= now()
+     ORDER BY q.scheduled_for
+     LIMIT @batch
+       FOR UPDATE OF q SKIP LOCKED
+), checked AS (
+    SELECT d.id,
+           CASE WHEN d.message_type NOT IN ('goodbye', 'weekly_review', 'reminder') THEN NULL
+                WHEN d.no_user THEN 'no_user'
+                WHEN d.reengagement_opt_out THEN 'opted_out'
+                WHEN d.message_type = 'goodbye'
+                 AND (d.state <> 'goodbye_sent'
+                      OR (d.idempotency_key LIKE '%:goodbye_sent:%'
+                          AND d.idempotency_key IS DISTINCT FROM d.current_goodbye_key)) THEN 'stale'
+                WHEN d.message_type = 'weekly_review'
+                 AND d.state IN ('goodbye_sent', 'remind_later', 'dormant') THEN 'stale'
+           END AS cancel_reason,
+           d.tz, (now() AT TIME ZONE d.tz) AS local_now
+      FROM due d
+), verdict AS (
+    SELECT c.id, c.cancel_reason,
+           CASE WHEN c.cancel_reason IS NULL AND c.tz IS NOT NULL
+                 AND CASE WHEN @quiet_start::interval < @quiet_end::interval
+                          THEN c.local_now::time >= @quiet_start::interval::time AND c.local_now::time < @quiet_end::interval::time
+                          ELSE c.local_now::time >= @quiet_start::interval::time OR c.local_now::time < @quiet_end::interval::time END
+                THEN (CASE WHEN c.local_now::time < @quiet_end::interval::time
+                           THEN c.local_now::date + @quiet_end::interval
+                           ELSE c.local_now::date + 1 + @quiet_end::interval END) AT TIME ZONE c.tz
+           END AS defer_until
+      FROM checked c
+), cancelled AS (
+    UPDATE engagement_message_queue q
+       SET status = 'cancelled', cancel_reason = v.cancel_reason, claimed_until = NULL, claimed_by = NULL
+      FROM verdict v
+     WHERE q.id = v.id AND v.cancel_reason IS NOT NULL
+    RETURNING q.id, v.cancel_reason
+), deferred AS (
+    UPDATE engagement_message_queue q
+       SET scheduled_for = v.defer_until
+      FROM verdict v
+     WHERE q.id = v.id AND v.defer_until IS NOT NULL
+    RETURNING q.id
+), claimed AS (
     UPDATE engagement_message_queue q
        SET status = 'processing',
            claimed_by = @holder,
            claimed_until = now() + @claim_timeout::interval
-     WHERE q.id IN (
-           SELECT id
-             FROM engagement_message_queue
-            WHERE status = 'pending' AND scheduled_for <= now()
-            ORDER BY scheduled_for
-            LIMIT @batch
-              FOR UPDATE SKIP LOCKED)
+      FROM verdict v
+     WHERE q.id = v.id AND v.cancel_reason IS NULL AND v.defer_until IS NULL
     RETURNING q.*
 )
-SELECT c.id::text,
+SELECT 'claimed'                           AS verdict,
+       c.id::text,
        coalesce(c.user_id::text, '')       AS user_id,
        coalesce(c.message_type, '')        AS message_type,
        coalesce(c.message_key, '')         AS message_key,
@@ -28,7 +89,14 @@ SELECT c.id::text,
        coalesce(c.destination, '')         AS destination,
        coalesce(c.destination_jid, '')     AS destination_jid,
        coalesce(c.idempotency_key, c.id::text) AS idempotency_key,
-       c.retry_count
+       c.retry_count,
+       c.scheduled_for
   FROM claimed c
   LEFT JOIN user_profiles p ON p.user_id = c.user_id
- ORDER BY c.scheduled_for, c.id;
+ UNION ALL
+SELECT 'cancelled:' || x.cancel_reason, x.id::text, '', '', '', NULL, '', '', '', '', 0, NULL
+  FROM cancelled x
+ UNION ALL
+SELECT 'deferred', x.id::text, '', '', '', NULL, '', '', '', '', 0, NULL
+  FROM deferred x
+ ORDER BY 1, 12, 2;
