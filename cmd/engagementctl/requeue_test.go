@@ -1,0 +1,112 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/webhooktest"
+)
+
+// Issue 17, point 3: "After a receiver outage, requeued messages are
+// delivered once, under the key they first carried." The real binaries:
+// queue-process against a webhook that answers 500 until its outage ends,
+// so every message fails after its retries; engagementctl requeue; a second
+// queue-process delivers each message exactly once, with the
+// Idempotency-Key of its first attempts. A message the receiver rejected
+// for good (422) is left failed by the --error-contains filter.
+func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
+	t.Parallel()
+	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	qp := cmdtest.Build(t, "./cmd/queue-process")
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	bot := webhooktest.New(t)
+	down := webhooktest.Status(500, `{"error":"receiver down"}`)
+
+	const n = 6
+	keys := make([]string, n)
+	for i := range keys {
+		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), Locale: "en"})
+		keys[i] = user + ":weekly_review:2026-W10"
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key)
+			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+			       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2)`, user, keys[i]); err != nil {
+			t.Fatal(err)
+		}
+		// Down for the first run's two attempts (one try, one retry), up after.
+		bot.Script(keys[i], down, down, webhooktest.OK())
+	}
+	rejected := keys[n-1]
+	bot.Script(rejected, webhooktest.Status(422, `{"error":"bad number"}`), webhooktest.OK())
+
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL)
+	process := func() {
+		t.Helper()
+		res := cmdtest.Run(t, qp, env, "--send-interval", "0", "--retry-base", "10ms", "--max-retries", "1", "--output", "json")
+		if res.Code != 0 {
+			t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
+		}
+	}
+	process()
+	if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`); got != n {
+		t.Fatalf("%d messages failed during the outage, want all %d", got, n)
+	}
+	firstKeys := map[string]string{} // the Idempotency-Key each message first carried
+	for _, k := range keys {
+		reqs := bot.ByKey(k)
+		if len(reqs) == 0 {
+			t.Fatalf("no attempt for %s during the outage", k)
+		}
+		firstKeys[k] = reqs[0].IdempotencyKey
+	}
+
+	res := cmdtest.Run(t, ctl, env, "requeue", "--error-contains", "HTTP 500", "--output", "json")
+	var out struct {
+		Requeued int  `json:"requeued"`
+		DryRun   bool `json:"dry_run"`
+	}
+	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &out) != nil || out.Requeued != n-1 || out.DryRun {
+		t.Fatalf("requeue: exit %d, %q (%s); want %d requeued", res.Code, res.Stdout, res.Stderr, n-1)
+	}
+
+	process()
+	process() // nothing left: a second run sends nothing again
+	for _, k := range keys {
+		reqs := bot.ByKey(k)
+		want := 3 // two attempts in the outage, one after the requeue
+		if k == rejected {
+			want = 1
+		}
+		if len(reqs) != want {
+			t.Errorf("%s: the receiver got %d requests, want %d", k, len(reqs), want)
+		}
+		for i, r := range reqs {
+			if r.IdempotencyKey != firstKeys[k] || r.IdempotencyKey != k {
+				t.Errorf("%s: request %d carried Idempotency-Key %q, want the first one, %q", k, i+1, r.IdempotencyKey, k)
+			}
+		}
+		var status string
+		var retries int
+		if err := pool.QueryRow(ctx, `SELECT status, retry_count FROM engagement_message_queue WHERE idempotency_key = $1`, k).
+			Scan(&status, &retries); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus := "sent"
+		if k == rejected {
+			wantStatus = "failed"
+		}
+		if status != wantStatus || retries != 0 {
+			t.Errorf("%s: %s with retry_count %d, want %s with 0", k, status, retries, wantStatus)
+		}
+	}
+	if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); got != n {
+		t.Errorf("%d messages in the queue, want still %d: requeue never adds one", got, n)
+	}
+}
