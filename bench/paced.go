@@ -64,6 +64,9 @@ type pacedRun struct {
 	// ReceiverNice is the receiver process's nice value (-10 when the
 	// tool could raise its priority, else 0).
 	ReceiverNice int `json:"receiver_nice"`
+	// StallsMS are the receiver's stalls over 10 ms: [start, length], the
+	// start in ms after the first arrival.
+	StallsMS [][2]float64 `json:"receiver_stalls_ms,omitempty"`
 	// ArrivalsMS are the arrivals, in ms after the first, for a closer look.
 	ArrivalsMS   []float64 `json:"arrivals_ms"`
 	WallSeconds  float64   `json:"wall_seconds"`     // start of the first process to exit of the last
@@ -210,6 +213,12 @@ func runPacedCase(ctx context.Context, bin string, c pacedCase, defInterval time
 		run.Rate = float64(run.Requests-1) / steady.Seconds()
 		run.Percent = 100 * run.Rate / configured
 		run.MinGapMS = float64(minGap) / float64(time.Millisecond)
+	}
+	for _, st := range rep.Stalls {
+		if len(at) > 0 {
+			ms := func(ns int64) float64 { return math.Round(float64(ns)/float64(time.Millisecond)*10) / 10 }
+			run.StallsMS = append(run.StallsMS, [2]float64{ms(st[0] - at[0].UnixNano()), ms(st[1])})
+		}
 	}
 	for i := range at {
 		run.ArrivalsMS = append(run.ArrivalsMS, math.Round(float64(at[i].Sub(at[0]))/float64(time.Millisecond)*10)/10)

@@ -32,7 +32,9 @@ type receiverReport struct {
 	Keys           int     `json:"distinct_keys"`
 	StallMaxNS     int64   `json:"stall_max_ns"`
 	StallsOver10ms int     `json:"stalls_over_10ms"`
-	Nice           int     `json:"nice"`
+	// Stalls are the stalls over 10 ms: [start unix ns, length ns].
+	Stalls [][2]int64 `json:"stalls"`
+	Nice   int        `json:"nice"`
 }
 
 // sorted returns the arrivals in order.
@@ -178,8 +180,8 @@ func serveReceiver(delay time.Duration) error {
 		mu.Lock()
 		rep := receiverReport{Arrivals: slices.Clone(arrivals), Keys: len(keys), Nice: 20 - prio}
 		mu.Unlock()
-		longest, over := stalls.read()
-		rep.StallMaxNS, rep.StallsOver10ms = int64(longest), over
+		longest, over, list := stalls.read()
+		rep.StallMaxNS, rep.StallsOver10ms, rep.Stalls = int64(longest), over, list
 		rw.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(rw).Encode(rep)
 	})
@@ -201,6 +203,7 @@ type stallWatcher struct {
 	mu      sync.Mutex
 	longest time.Duration
 	over10  int
+	stalls  [][2]int64 // the ones over 10 ms: start (unix ns), length
 }
 
 func (w *stallWatcher) run() {
@@ -212,13 +215,14 @@ func (w *stallWatcher) run() {
 		w.longest = max(w.longest, late)
 		if late > 10*time.Millisecond {
 			w.over10++
+			w.stalls = append(w.stalls, [2]int64{t.UnixNano(), int64(late)})
 		}
 		w.mu.Unlock()
 	}
 }
 
-func (w *stallWatcher) read() (time.Duration, int) {
+func (w *stallWatcher) read() (time.Duration, int, [][2]int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.longest, w.over10
+	return w.longest, w.over10, slices.Clone(w.stalls)
 }
