@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -52,6 +54,20 @@ type QueueStatus struct {
 	// ExpiredClaims counts in-flight (processing) messages past their
 	// claim deadline: the next queue-process settles them.
 	ExpiredClaims int64 `json:"expired_claims"`
+	// CancelledByReason counts cancelled messages by why they were not
+	// sent: every reason sender.CancelReasons lists, 0 included, then
+	// ReasonUnspecified for those cancelled without a reason (before
+	// reasons were recorded, or by another writer), when there are any.
+	CancelledByReason []ReasonCount `json:"cancelled_by_reason"`
+}
+
+// ReasonUnspecified stands for a cancelled message without a cancel_reason.
+const ReasonUnspecified = "unspecified"
+
+// ReasonCount is how many messages were cancelled for one reason.
+type ReasonCount struct {
+	Reason   string `json:"reason"`
+	Messages int64  `json:"messages"`
 }
 
 // QueueCount is how many messages of one type are in one status.
@@ -183,10 +199,53 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *QueueSta
 	if err != nil {
 		return fmt.Errorf("read the due messages: %w", err)
 	}
+	if err := readCancelledByReason(ctx, tx, q); err != nil {
+		return err
+	}
 	if q.OldestDuePendingAt != nil {
 		at := q.OldestDuePendingAt.UTC()
 		age := int64(asOf.Sub(at) / time.Second)
 		q.OldestDuePendingAt, q.OldestDuePendingAgeSeconds = &at, &age
+	}
+	return nil
+}
+
+// readCancelledByReason fills q.CancelledByReason.
+func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *QueueStatus) error {
+	rows, err := tx.Query(ctx, `
+		SELECT coalesce(cancel_reason, $1), count(*)
+		  FROM engagement_message_queue
+		 WHERE status = 'cancelled'
+		 GROUP BY 1`, ReasonUnspecified)
+	if err != nil {
+		return fmt.Errorf("count cancelled messages: %w", err)
+	}
+	counts := map[string]int64{}
+	var (
+		reason string
+		n      int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&reason, &n}, func() error {
+		counts[reason] = n
+		return nil
+	}); err != nil {
+		return fmt.Errorf("count cancelled messages: %w", err)
+	}
+	reasons := sender.CancelReasons()
+	var others []string
+	for r := range counts {
+		if !slices.Contains(reasons, r) && r != ReasonUnspecified {
+			others = append(others, r)
+		}
+	}
+	slices.Sort(others)
+	reasons = append(reasons, others...)
+	if counts[ReasonUnspecified] > 0 {
+		reasons = append(reasons, ReasonUnspecified)
+	}
+	q.CancelledByReason = make([]ReasonCount, 0, len(reasons))
+	for _, r := range reasons {
+		q.CancelledByReason = append(q.CancelledByReason, ReasonCount{Reason: r, Messages: counts[r]})
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ var invariants = []invariant{
 	{
 		name: CheckGoodbyeQueued,
 		rule: "every goodbye_sent user whose latest logged transition put them in goodbye_sent has a queued goodbye " +
-			"(any status) keyed by the UTC date of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
+			"(any status: one cancelled at send time or by an operator was queued too) keyed by the UTC date of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		sql: `

@@ -75,6 +75,11 @@ func TestRequeueAndCancelCommands(t *testing.T) {
 	if code != ExitOK || out != "cancelled 1 pending messages\n" {
 		t.Fatalf("cancel: exit %d, %q (%s)", code, out, errOut)
 	}
+	// Issue 17, point 4: status counts cancelled messages by reason.
+	if code, out, errOut := runCtl(dbURL, "status"); code != ExitOK ||
+		!strings.Contains(out, "cancelled by reason: opted_out 0, stale 0, no_user 0, operator 1\n") {
+		t.Errorf("status: exit %d (%s), want the operator's cancellation counted:\n%s", code, errOut, out)
+	}
 	code, out, errOut = runCtl(dbURL, "cancel", "--all", "--dry-run", "--output", "json")
 	if code != ExitOK || strings.TrimSpace(out) != `{"cancelled":1,"dry_run":true}` {
 		t.Fatalf("cancel --all --dry-run: exit %d, %q (%s), want the requeued goodbye counted", code, out, errOut)

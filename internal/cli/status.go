@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -137,7 +138,12 @@ func writeStatus(w io.Writer, st *scheduler.Status) error {
 	} else {
 		fmt.Fprintln(w, "due now: nothing pending is due")
 	}
-	fmt.Fprintf(w, "in flight past the claim deadline: %d\n\n", st.Queue.ExpiredClaims)
+	fmt.Fprintf(w, "in flight past the claim deadline: %d\n", st.Queue.ExpiredClaims)
+	reasons := make([]string, 0, len(st.Queue.CancelledByReason))
+	for _, r := range st.Queue.CancelledByReason {
+		reasons = append(reasons, fmt.Sprintf("%s %d", r.Reason, r.Messages))
+	}
+	fmt.Fprintf(w, "cancelled by reason: %s\n\n", strings.Join(reasons, ", "))
 
 	fmt.Fprintf(w, "users: %d (%d opted out)\n", st.Users.Total, st.Users.OptedOut)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
