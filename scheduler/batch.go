@@ -165,10 +165,12 @@ func (b *batcher) moveRetrying(ctx context.Context, s span) (c batchCounts, err 
 // Chunk sizes, in pages: the first chunks' (a page of 8 kB holds about a
 // hundred users, so a chunk of batchSize/100 pages holds at most about
 // batchSize users), and the most a chunk may span, however sparse the
-// step's users (128 MB of table, read in well under a second).
+// step's users: 8 MB of table, read in milliseconds, and at most about
+// 100,000 users should the chunk after a sparse one find every row
+// qualifies (a statement of a few seconds, far from any timeout).
 const (
 	usersPerPageGuess = 100
-	maxChunkPages     = 16384
+	maxChunkPages     = 1024
 	maxChunkGrowth    = 8 // a chunk spans at most this many times the last one's pages
 )
 

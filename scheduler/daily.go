@@ -2,11 +2,14 @@
 // users through the state machine, each with its messages and its log row.
 //
 // Every job is safe to run again at any time. Each batch is one statement
-// that re-checks, row by row, that the user still qualifies, so a user moved
-// by the bot or by another run in between is skipped; messages go in under
+// over a chunk of user_engagement_states' pages that checks, row by row,
+// that the user qualifies, so a user moved by the bot or by another run is
+// skipped; it never waits for a row the bot holds locked (that user is
+// skipped as "locked" and handled by a later run); messages go in under
 // idempotency keys the queue's unique index enforces; and runs of the same
-// job take turns on a PostgreSQL advisory lock, so a second run waits for
-// the first and then finds nothing left to do.
+// job take turns on a lease (the run's row), so a second run waits for the
+// first and then finds nothing left to do. No job holds more than the
+// chunks in flight, however many users there are.
 package scheduler
 
 import (

@@ -71,15 +71,15 @@ func TestChunkSizer(t *testing.T) {
 		known   bool
 		want    int64
 	}{
-		{0, false, 50},       // nothing finished yet: at most ~100 users a page
-		{0, false, 50},       // still nothing
-		{10, true, 400},      // 10 users a page: 500 pages would do, growth is capped at 8×
-		{10, true, 500},      // now it fits
-		{100, true, 50},      // denser pages, smaller chunks
-		{0, true, 400},       // an empty chunk grows the next 8×, no more
-		{0.001, true, 3200},  // sparse: keep growing
-		{0.001, true, 16384}, // up to the cap
-		{math.SmallestNonzeroFloat64, true, 16384},
+		{0, false, 50},      // nothing finished yet: at most ~100 users a page
+		{0, false, 50},      // still nothing
+		{10, true, 400},     // 10 users a page: 500 pages would do, growth is capped at 8×
+		{10, true, 500},     // now it fits
+		{100, true, 50},     // denser pages, smaller chunks
+		{0, true, 400},      // an empty chunk grows the next 8×, no more
+		{0.001, true, 1024}, // sparse: keep growing, up to the cap
+		{math.SmallestNonzeroFloat64, true, 1024},
+		{200, true, 25}, // a dense region after a sparse one: back at once
 	}
 	for i, s := range steps {
 		if got := z.blocks(s.density, s.known); got != s.want {

@@ -66,9 +66,11 @@ var weeklyReviewStep = step{
 		WITH active AS MATERIALIZED (
 		    SELECT s.user_id, w.transactions,
 		           -- Queued by an earlier run of the week: a duplicate, found
-		           -- with one index probe and nothing more.
-		           EXISTS (SELECT 1 FROM engagement_message_queue q
-		                    WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) AS queued_before
+		           -- with one index probe and nothing more. (A scalar
+		           -- subquery, not EXISTS: the planner may run an EXISTS as
+		           -- a hash of every queued key, once per chunk.)
+		           (SELECT true FROM engagement_message_queue q
+		             WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) IS NOT NULL AS queued_before
 		      FROM user_engagement_states s
 		      CROSS JOIN LATERAL (
 		          SELECT count(*)::int AS transactions FROM transactions t
