@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 )
 
-// point is one size of the scaling suite: each job on its own fresh copy
-// of the same seeded database.
+// point is one size of the scaling suite: each job, and each job's
+// single-statement reference, on its own fresh copy of the same seeded
+// database.
 type point struct {
 	Users        int   `json:"users"`
 	Seed         proc  `json:"seed"` // engagementctl seed into an empty migrated database
@@ -23,7 +25,19 @@ type point struct {
 	WeeklyRerun  proc  `json:"weekly_rerun"`
 	RerunDupes   int   `json:"weekly_rerun_duplicates"`
 	DatabaseSize int64 `json:"database_bytes"`
+	// The references (scheduler/testdata/reference_*.sql) on identical
+	// copies: wall time of their statements, run by this tool.
+	DailyReference  float64 `json:"daily_reference_seconds,omitempty"`
+	WeeklyReference float64 `json:"weekly_reference_seconds,omitempty"`
+	// QueueProcess is queue-process delivering the weekly reviews (webhook
+	// transport, unpaced) for at most queueSeconds: its peak RSS with a
+	// queue as long as the user base makes it.
+	QueueProcess proc `json:"queue_process,omitempty"`
+	QueueSent    int  `json:"queue_process_sent,omitempty"`
 }
+
+// queueSeconds bounds the scaling suite's queue-process run (--max-duration).
+const queueSeconds = 20
 
 type scalingResult struct {
 	Machine machine `json:"machine"`
@@ -50,7 +64,7 @@ func runScaling(ctx context.Context, bin string, sizes []int) (scalingResult, er
 			return res, err
 		}
 		defer pgtest.DropDatabase(context.WithoutCancel(ctx), src) //nolint:errcheck
-		if p.Seed, err = runBinary(ctx, bin, "engagementctl", srcURL, nil, "seed", fmt.Sprint("--users=", n), "--seed=1", at, "--output=json"); err != nil {
+		if p.Seed, err = runBinary(ctx, bin, "engagementctl", withOptions(srcURL, os.Getenv("BENCH_SEED_URL_OPTIONS")), nil, "seed", fmt.Sprint("--users=", n), "--seed=1", at, "--output=json"); err != nil {
 			return res, err
 		}
 		if p.DatabaseSize, err = checkpoint(ctx, srcURL); err != nil {
@@ -64,6 +78,16 @@ func runScaling(ctx context.Context, bin string, sizes []int) (scalingResult, er
 			}
 			return u, err
 		}
+		refURL, err := copyOf("_ref")
+		if err != nil {
+			return res, err
+		}
+		var refMoved int
+		if p.DailyReference, refMoved, err = runReference(ctx, refURL, referenceDaily); err != nil {
+			return res, err
+		}
+		_ = pgtest.DropDatabase(ctx, src+"_ref")
+
 		dailyURL, err := copyOf("_daily")
 		if err != nil {
 			return res, err
@@ -74,6 +98,18 @@ func runScaling(ctx context.Context, bin string, sizes []int) (scalingResult, er
 		}
 		p.Moved = daily.Succeeded
 		_ = pgtest.DropDatabase(ctx, src+"_daily")
+		if refMoved != p.Moved {
+			return res, fmt.Errorf("%d users: the daily reference moved %d users, the job %d", n, refMoved, p.Moved)
+		}
+
+		if refURL, err = copyOf("_ref"); err != nil {
+			return res, err
+		}
+		var refQueued int
+		if p.WeeklyReference, refQueued, err = runReference(ctx, refURL, referenceWeekly); err != nil {
+			return res, err
+		}
+		_ = pgtest.DropDatabase(ctx, src+"_ref")
 
 		weeklyURL, err := copyOf("_weekly")
 		if err != nil {
@@ -90,11 +126,17 @@ func runScaling(ctx context.Context, bin string, sizes []int) (scalingResult, er
 		if rerun.Queued != 0 || rerun.Duplicates != weekly.Queued {
 			return res, fmt.Errorf("%d users: the weekly re-run queued %d with %d duplicates, want 0 and %d", n, rerun.Queued, rerun.Duplicates, weekly.Queued)
 		}
+		if refQueued != p.Reviews {
+			return res, fmt.Errorf("%d users: the weekly reference queued %d reviews, the job %d", n, refQueued, p.Reviews)
+		}
+		if p.QueueProcess, p.QueueSent, err = runQueueBacklog(ctx, bin, weeklyURL); err != nil {
+			return res, err
+		}
 		_ = pgtest.DropDatabase(ctx, src+"_weekly")
 		_ = pgtest.DropDatabase(ctx, src)
 		res.Points = append(res.Points, p)
-		fmt.Printf("scaling: %d users done (seed %.1f s, daily %.1f s, weekly %.1f s / re-run %.1f s)\n",
-			n, p.Seed.Seconds, p.Daily.Seconds, p.Weekly.Seconds, p.WeeklyRerun.Seconds)
+		fmt.Printf("scaling: %d users done (seed %.1f s, daily %.1f s (reference %.1f s), weekly %.1f s (reference %.1f s) / re-run %.1f s, queue-process %d sent)\n",
+			n, p.Seed.Seconds, p.Daily.Seconds, p.DailyReference, p.Weekly.Seconds, p.WeeklyReference, p.WeeklyRerun.Seconds, p.QueueSent)
 	}
 	return res, nil
 }
@@ -115,17 +157,32 @@ func checkpoint(ctx context.Context, dbURL string) (int64, error) {
 	return size, err
 }
 
+// withOptions appends URL query options ("statement_timeout=0") to dbURL.
+// BENCH_SEED_URL_OPTIONS passes them to the seed, should it need its
+// statement timeout lifted at 10M users.
+func withOptions(dbURL, options string) string {
+	if options == "" {
+		return dbURL
+	}
+	if strings.Contains(dbURL, "?") {
+		return dbURL + "&" + options
+	}
+	return dbURL + "?" + options
+}
+
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
 func (r scalingResult) markdown() string {
 	var b strings.Builder
 	b.WriteString("\n## Scaling: the binaries as processes (wall time, peak RSS)\n\n")
-	b.WriteString("| users | DB size | `engagementctl seed` | daily: moved | `engagement-daily` | weekly: queued | `engagement-weekly` | re-run |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| users | DB size | `engagementctl seed` | daily: moved | `engagement-daily` | daily reference | weekly: queued | `engagement-weekly` | weekly reference | re-run | `queue-process` (sent in " + fmt.Sprint(queueSeconds) + " s) |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
-		fmt.Fprintf(&b, "| %d | %.0f MiB | %.2f s, %.0f MiB | %d | %.2f s, %.0f MiB | %d | %.2f s, %.0f MiB | %.2f s, %.0f MiB |\n",
+		fmt.Fprintf(&b, "| %d | %.0f MiB | %.2f s, %.0f MiB | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %.2f s, %.0f MiB | %d, %.0f MiB |\n",
 			p.Users, float64(p.DatabaseSize)/(1<<20), p.Seed.Seconds, mib(p.Seed.MaxRSS), p.Moved, p.Daily.Seconds, mib(p.Daily.MaxRSS),
-			p.Reviews, p.Weekly.Seconds, mib(p.Weekly.MaxRSS), p.WeeklyRerun.Seconds, mib(p.WeeklyRerun.MaxRSS))
+			p.DailyReference, ratio(p.Daily.Seconds, p.DailyReference),
+			p.Reviews, p.Weekly.Seconds, mib(p.Weekly.MaxRSS), p.WeeklyReference, ratio(p.Weekly.Seconds, p.WeeklyReference),
+			p.WeeklyRerun.Seconds, mib(p.WeeklyRerun.MaxRSS), p.QueueSent, mib(p.QueueProcess.MaxRSS))
 	}
 	if len(r.Points) > 1 {
 		first, last := r.Points[0], r.Points[len(r.Points)-1]
@@ -136,4 +193,11 @@ func (r scalingResult) markdown() string {
 			float64(last.Weekly.MaxRSS)/float64(first.Weekly.MaxRSS))
 	}
 	return b.String()
+}
+
+func ratio(job, reference float64) float64 {
+	if reference == 0 {
+		return 0
+	}
+	return job / reference
 }
