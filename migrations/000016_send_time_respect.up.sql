@@ -11,3 +11,21 @@ ALTER TABLE engagement_message_queue
 -- --timezone. An unknown name falls back to it too.
 ALTER TABLE user_profiles
     ADD COLUMN timezone text;
+
+-- engagement_known_zone returns zone when PostgreSQL knows it as a time
+-- zone, else NULL: the claim falls back to the operator's zone for a user
+-- whose timezone is empty or unknown, rather than fail. (A lookup in
+-- pg_timezone_names reads the whole zone database on every call.)
+CREATE FUNCTION engagement_known_zone(zone text) RETURNS text
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF zone IS NULL OR btrim(zone) = '' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM now() AT TIME ZONE zone;
+    RETURN zone;
+EXCEPTION WHEN invalid_parameter_value THEN
+    RETURN NULL;
+END
+$$;

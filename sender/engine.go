@@ -130,10 +130,13 @@ type Processor struct {
 	pool   *pgxpool.Pool
 	cfg    ProcessorConfig
 	holder string // this processor's name on its claims: host:pid:random
-	leases *leases
-	pacer  *pacer // nil without pacing
-	log    zerolog.Logger
-	tally  tally
+	// claimSQL is the claim statement (claim.sql); a benchmark swaps in a
+	// reference without the send-time checks to measure what they cost.
+	claimSQL string
+	leases   *leases
+	pacer    *pacer // nil without pacing
+	log      zerolog.Logger
+	tally    tally
 }
 
 // NewProcessor returns a processor over pool.
@@ -164,11 +167,12 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("time zone %q: unknown", cfg.Timezone)
 	}
 	p := &Processor{
-		pool:   pool,
-		cfg:    cfg,
-		holder: holderName(),
-		leases: newLeases(cfg.ClaimTimeout),
-		log:    cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
+		pool:     pool,
+		cfg:      cfg,
+		holder:   holderName(),
+		claimSQL: claimSQL,
+		leases:   newLeases(cfg.ClaimTimeout),
+		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
 	if cfg.SendInterval > 0 {
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)

@@ -98,7 +98,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End
 	}
-	rows, err := p.pool.Query(ctx, claimSQL, args)
+	rows, err := p.pool.Query(ctx, p.claimSQL, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim messages: %w", err)
 	}

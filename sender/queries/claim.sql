@@ -19,13 +19,12 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 WITH due AS (
-    SELECT q.id, q.message_type, q.idempotency_key,
+    SELECT q.id, q.message_type, q.idempotency_key, p.locale,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, s.state,
            q.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS current_goodbye_key,
-           CASE WHEN @quiet_start::interval IS NOT NULL THEN
-               coalesce((SELECT z.name FROM pg_timezone_names z WHERE z.name = nullif(btrim(p.timezone), '')), @timezone)
-           END AS tz
+           CASE WHEN @quiet_start::interval IS NOT NULL
+                THEN coalesce(engagement_known_zone(p.timezone), @timezone) END AS tz
       FROM engagement_message_queue q
       LEFT JOIN user_profiles p ON p.user_id = q.user_id
       LEFT JOIN user_engagement_states s ON s.user_id = q.user_id
@@ -34,7 +33,7 @@ WITH due AS (
      LIMIT @batch
        FOR UPDATE OF q SKIP LOCKED
 ), checked AS (
-    SELECT d.id,
+    SELECT d.id, d.locale, d.tz,
            CASE WHEN d.message_type NOT IN ('goodbye', 'weekly_review', 'reminder') THEN NULL
                 WHEN d.no_user THEN 'no_user'
                 WHEN d.reengagement_opt_out THEN 'opted_out'
@@ -45,10 +44,10 @@ WITH due AS (
                 WHEN d.message_type = 'weekly_review'
                  AND d.state IN ('goodbye_sent', 'remind_later', 'dormant') THEN 'stale'
            END AS cancel_reason,
-           d.tz, (now() AT TIME ZONE d.tz) AS local_now
+           (now() AT TIME ZONE d.tz) AS local_now
       FROM due d
 ), verdict AS (
-    SELECT c.id, c.cancel_reason,
+    SELECT c.id, c.locale, c.cancel_reason,
            CASE WHEN c.cancel_reason IS NULL AND c.tz IS NOT NULL
                  AND CASE WHEN @quiet_start::interval < @quiet_end::interval
                           THEN c.local_now::time >= @quiet_start::interval::time AND c.local_now::time < @quiet_end::interval::time
@@ -58,45 +57,33 @@ WITH due AS (
                            ELSE c.local_now::date + 1 + @quiet_end::interval END) AT TIME ZONE c.tz
            END AS defer_until
       FROM checked c
-), cancelled AS (
+), settled AS (
     UPDATE engagement_message_queue q
-       SET status = 'cancelled', cancel_reason = v.cancel_reason, claimed_until = NULL, claimed_by = NULL
+       SET status        = CASE WHEN v.cancel_reason IS NOT NULL THEN 'cancelled'
+                                WHEN v.defer_until IS NOT NULL THEN 'pending'
+                                ELSE 'processing' END,
+           cancel_reason = v.cancel_reason,
+           scheduled_for = coalesce(v.defer_until, q.scheduled_for),
+           claimed_by    = CASE WHEN v.cancel_reason IS NULL AND v.defer_until IS NULL THEN @holder END,
+           claimed_until = CASE WHEN v.cancel_reason IS NULL AND v.defer_until IS NULL
+                                THEN now() + @claim_timeout::interval END
       FROM verdict v
-     WHERE q.id = v.id AND v.cancel_reason IS NOT NULL
-    RETURNING q.id, v.cancel_reason
-), deferred AS (
-    UPDATE engagement_message_queue q
-       SET scheduled_for = v.defer_until
-      FROM verdict v
-     WHERE q.id = v.id AND v.defer_until IS NOT NULL
-    RETURNING q.id
-), claimed AS (
-    UPDATE engagement_message_queue q
-       SET status = 'processing',
-           claimed_by = @holder,
-           claimed_until = now() + @claim_timeout::interval
-      FROM verdict v
-     WHERE q.id = v.id AND v.cancel_reason IS NULL AND v.defer_until IS NULL
-    RETURNING q.*
+     WHERE q.id = v.id
+    RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until
 )
-SELECT 'claimed'                           AS verdict,
-       c.id::text,
-       coalesce(c.user_id::text, '')       AS user_id,
-       coalesce(c.message_type, '')        AS message_type,
-       coalesce(c.message_key, '')         AS message_key,
-       c.message_params::text              AS message_params,
-       coalesce(nullif(btrim(p.locale), ''), @default_locale) AS locale,
-       coalesce(c.destination, '')         AS destination,
-       coalesce(c.destination_jid, '')     AS destination_jid,
-       coalesce(c.idempotency_key, c.id::text) AS idempotency_key,
-       c.retry_count,
-       c.scheduled_for
-  FROM claimed c
-  LEFT JOIN user_profiles p ON p.user_id = c.user_id
- UNION ALL
-SELECT 'cancelled:' || x.cancel_reason, x.id::text, '', '', '', NULL, '', '', '', '', 0, NULL
-  FROM cancelled x
- UNION ALL
-SELECT 'deferred', x.id::text, '', '', '', NULL, '', '', '', '', 0, NULL
-  FROM deferred x
- ORDER BY 1, 12, 2;
+SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
+            WHEN s.defer_until IS NOT NULL THEN 'deferred'
+            ELSE 'claimed' END               AS verdict,
+       s.id::text,
+       coalesce(s.user_id::text, '')       AS user_id,
+       coalesce(s.message_type, '')        AS message_type,
+       coalesce(s.message_key, '')         AS message_key,
+       s.message_params::text              AS message_params,
+       coalesce(nullif(btrim(s.profile_locale), ''), @default_locale) AS locale,
+       coalesce(s.destination, '')         AS destination,
+       coalesce(s.destination_jid, '')     AS destination_jid,
+       coalesce(s.idempotency_key, s.id::text) AS idempotency_key,
+       s.retry_count,
+       s.scheduled_for
+  FROM settled s
+ ORDER BY s.scheduled_for, s.id;
