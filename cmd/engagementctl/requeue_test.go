@@ -109,4 +109,31 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); got != n {
 		t.Errorf("%d messages in the queue, want still %d: requeue never adds one", got, n)
 	}
+
+	// A requeued message is checked again when claimed: one cancelled
+	// because its user opted out, requeued while they still are, is
+	// cancelled again and never reaches the receiver.
+	optedOut := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), OptedOut: true})
+	optedOutKey := optedOut + ":weekly_review:2026-W10"
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, cancel_reason)
+		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2, 'cancelled', 'opted_out')`, optedOut, optedOutKey); err != nil {
+		t.Fatal(err)
+	}
+	res = cmdtest.Run(t, ctl, env, "requeue", "--status", "cancelled", "--reason", "opted_out")
+	if res.Code != 0 || res.Stdout != "requeued 1 cancelled messages\n" {
+		t.Fatalf("requeue --status cancelled: exit %d, %q (%s)", res.Code, res.Stdout, res.Stderr)
+	}
+	process()
+	var status, reason string
+	if err := pool.QueryRow(ctx, `SELECT status, coalesce(cancel_reason, '') FROM engagement_message_queue WHERE idempotency_key = $1`,
+		optedOutKey).Scan(&status, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if status != "cancelled" || reason != "opted_out" || len(bot.ByKey(optedOutKey)) != 0 {
+		t.Errorf("the opted-out user's requeued review: %s (%s), %d requests; want cancelled again as opted_out, never sent",
+			status, reason, len(bot.ByKey(optedOutKey)))
+	}
 }
