@@ -90,7 +90,7 @@ demo: build ## Seed sample users in a throwaway database, run the jobs and deliv
 .PHONY: bench
 bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES), pacing, chaos (BENCH_SUITES)
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime $(BENCH_ROUNDS)x -timeout 90m ./scheduler
-	$(GO) test -run '^$$' -bench Queue -benchtime 2x -timeout 30m ./sender
+	$(GO) test -run '^$$' -bench 'Queue|SendTimeChecks' -benchtime 2x -timeout 30m ./sender
 	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -out results -plot ../docs/scaling.png
 
 .PHONY: bench-full
