@@ -19,6 +19,7 @@
 --   engagement_transport_pacing    SELECT, INSERT, UPDATE          the shared send pace
 --   engagement_idempotency_keys    SELECT, INSERT, UPDATE, DELETE  --dedupe-store postgres; cleanup
 --   engagement_job_runs            SELECT, INSERT, UPDATE          run records
+--   engagement_time_zones          SELECT                          zone names, for quiet hours
 --   engagement_schema_migrations   SELECT                          every binary checks the version
 --
 -- The jobs' advisory locks (pg_advisory_lock) need no grant. Inserting into
@@ -120,6 +121,7 @@ DECLARE
         ['engagement_transport_pacing',   'SELECT, INSERT, UPDATE'],
         ['engagement_idempotency_keys',   'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_job_runs',           'SELECT, INSERT, UPDATE'],
+        ['engagement_time_zones',         'SELECT'],
         ['engagement_schema_migrations',  'SELECT']
     ];
     -- The scheduler's functions (trigger functions of its migrations): the

@@ -12,8 +12,9 @@
 --     dormant                                                   → 'stale'
 -- A message still wanted but due inside the quiet hours (@quiet_start to
 -- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
--- (user_profiles.timezone when a known zone, else @timezone) stays pending,
--- moved to the end of the quiet hours. The rest is claimed.
+-- (user_profiles.timezone when engagement_time_zones knows it, else
+-- @timezone) stays pending, moved to the end of the quiet hours. The rest
+-- is claimed.
 --
 -- Nullable columns come back coalesced and the params as raw JSON text, so
 -- no row can make the claim itself fail: a row that cannot be delivered
@@ -24,7 +25,8 @@ WITH due AS (
            p.reengagement_opt_out, s.state,
            q.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS current_goodbye_key,
            CASE WHEN @quiet_start::interval IS NOT NULL
-                THEN coalesce(engagement_known_zone(p.timezone), @timezone) END AS tz
+                THEN coalesce((SELECT z.name FROM engagement_time_zones z WHERE z.name = btrim(p.timezone)), @timezone)
+           END AS tz
       FROM engagement_message_queue q
       LEFT JOIN user_profiles p ON p.user_id = q.user_id
       LEFT JOIN user_engagement_states s ON s.user_id = q.user_id
