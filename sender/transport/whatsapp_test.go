@@ -327,6 +327,12 @@ func TestWhatsAppErrorClassification(t *testing.T) {
 				t.Errorf("error %q does not start with %q", err, want)
 			}
 			checkNoLeak(t, err, testToken, testPhone, testPhoneID, testJID, testText)
+			// Only the code and subcode are kept: Meta's message and details
+			// may quote the recipient or the text (issue 14, item 7).
+			if !strings.Contains(err.Error(), "subcode 2494010") || strings.Contains(err.Error(), "Failure sending") ||
+				strings.Contains(err.Error(), "details for") {
+				t.Errorf("error %q, want the code and subcode and no message or details", err)
+			}
 		})
 	}
 }
