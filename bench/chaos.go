@@ -380,7 +380,8 @@ func unsettled(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 }
 
 // seedChaos generates 1,000 users (seed 1) and queues one due weekly review
-// for each of the first n with a WhatsApp JID (JIDs are unique), to it.
+// for each of the first n still eligible at send time (eligibleUsersSQL;
+// JIDs are unique), to its JID.
 func seedChaos(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	if _, err := seed.Generate(ctx, pool, seed.Options{Users: 1000, Seed: 1, AsOf: asOf}); err != nil {
 		return err
@@ -388,11 +389,10 @@ func seedChaos(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	tag, err := pool.Exec(ctx, `
 		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 		       destination_jid, scheduled_for, idempotency_key)
-		SELECT user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       whatsapp_jid, now() - interval '1 minute', user_id::text || ':chaos'
-		  FROM user_profiles
-		 WHERE whatsapp_jid IS NOT NULL
-		 ORDER BY user_id
+		SELECT e.user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       e.whatsapp_jid, now() - interval '1 minute', e.user_id::text || ':chaos'
+		  FROM (`+eligibleUsersSQL+`) e
+		 ORDER BY e.user_id
 		 LIMIT $1`, n)
 	if err != nil {
 		return fmt.Errorf("queue %d messages: %w", n, err)

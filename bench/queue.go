@@ -144,8 +144,19 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int) (qu
 	return res, nil
 }
 
+// eligibleUsersSQL selects the seeded users a weekly review is still for
+// when it is sent (queue-process re-checks each message against its user
+// at claim and cancels the rest): a profile with a WhatsApp JID, a state
+// row, not opted out, not goodbye_sent, remind_later or dormant.
+const eligibleUsersSQL = `
+		SELECT p.user_id, p.whatsapp_jid
+		  FROM user_profiles p
+		  JOIN user_engagement_states s ON s.user_id = p.user_id
+		 WHERE p.whatsapp_jid IS NOT NULL AND NOT p.reengagement_opt_out
+		   AND s.state NOT IN ('goodbye_sent', 'remind_later', 'dormant')`
+
 // seedQueue generates 1,000 users (seed 1) and queues n due weekly reviews
-// spread over them, then vacuums the queue.
+// spread over those still eligible at send time, then vacuums the queue.
 func seedQueue(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	if _, err := seed.Generate(ctx, pool, seed.Options{Users: 1000, Seed: 1, AsOf: asOf}); err != nil {
 		return err
@@ -156,8 +167,8 @@ func seedQueue(ctx context.Context, pool *pgxpool.Pool, n int) error {
 		SELECT p.user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
 		       p.whatsapp_jid, now() - interval '1 minute', p.user_id::text || ':weekly_review:' || g.i
 		  FROM generate_series(1, $1) g(i)
-		  JOIN (SELECT user_id, coalesce(whatsapp_jid, '5511999990000@s.whatsapp.net') AS whatsapp_jid,
-		               row_number() OVER (ORDER BY user_id) - 1 AS k FROM user_profiles) p ON p.k = g.i % 1000`, n); err != nil {
+		  JOIN (SELECT e.user_id, e.whatsapp_jid, row_number() OVER (ORDER BY e.user_id) - 1 AS k, count(*) OVER () AS users
+		          FROM (`+eligibleUsersSQL+`) e) p ON p.k = g.i % p.users`, n); err != nil {
 		return fmt.Errorf("queue %d messages: %w", n, err)
 	}
 	_, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`)
