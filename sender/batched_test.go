@@ -69,7 +69,8 @@ func batchedProcessor(t *testing.T, pool *pgxpool.Pool, url string, cfg Processo
 	return p
 }
 
-// queueDue queues n due goodbye messages and returns their ids and keys.
+// queueDue queues n due weekly reviews (their user is active, so the
+// send-time checks let them through) and returns their ids and keys.
 func queueDue(t *testing.T, pool *pgxpool.Pool, n int) (ids, keys []string) {
 	t.Helper()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
@@ -78,9 +79,9 @@ func queueDue(t *testing.T, pool *pgxpool.Pool, n int) (ids, keys []string) {
 		err := pool.QueryRow(context.Background(), `
 			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 			       destination_jid, scheduled_for, status, idempotency_key)
-			VALUES ($1, 'goodbye', $2, '{}', 'individual', '5511999990000@s.whatsapp.net',
+			VALUES ($1, 'weekly_review', $2, '{"count":"2"}', 'individual', '5511999990000@s.whatsapp.net',
 			       now() - interval '1 minute' + $3 * interval '1 ms', 'pending', gen_random_uuid()::text)
-			RETURNING id::text, idempotency_key`, user, KeyGoodbye, i).Scan(&id, &key)
+			RETURNING id::text, idempotency_key`, user, KeyWeeklyReview, i).Scan(&id, &key)
 		if err != nil {
 			t.Fatal(err)
 		}
