@@ -131,6 +131,7 @@ func TestAlertRulesUnitTestsCatchADriftedRule(t *testing.T) {
 			t.Fatalf("alerts.yml no longer contains %q; update this test", drift[0])
 		}
 		dir := t.TempDir()
+		//nolint:gosec // dir is the test's own temporary directory
 		if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), []byte(strings.Replace(string(rules), drift[0], drift[1], 1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -139,6 +140,7 @@ func TestAlertRulesUnitTestsCatchADriftedRule(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			//nolint:gosec // dir is the test's own temporary directory, f one of ruleTests
 			if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
 				t.Fatal(err)
 			}

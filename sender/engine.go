@@ -379,7 +379,7 @@ func (p *Processor) classify(m claimed, res transport.Result, err error) outcome
 	var terr *transport.Error
 	isTransportErr := errors.As(err, &terr)
 	if isTransportErr && terr.MaybeDelivered && !p.cfg.Transport.Deduplicates() {
-		return outcome{status: "failed", err: fmt.Errorf("%w (%v)", ErrOutcomeUnknown, err)}
+		return outcome{status: "failed", err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
 	}
 	if (isTransportErr && terr.Permanent) || m.retryCount >= p.cfg.MaxRetries {
 		return outcome{status: "failed", err: err}

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +27,7 @@ func schemaState(t *testing.T, url string) (version int64, dirty bool, invalid [
 	}
 	defer conn.Close(ctx)
 	err = conn.QueryRow(ctx, `SELECT version, dirty FROM `+migrations.Table).Scan(&version, &dirty)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		version = -1
 	} else if err != nil {
 		t.Fatalf("read schema version: %v", err)

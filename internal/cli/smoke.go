@@ -347,9 +347,9 @@ func (w lineCounter) Write(p []byte) (int, error) {
 
 // smokeTally is what the re-runs must not change.
 type smokeTally struct {
-	transitions, messages, runs int64
-	byState                     string
-	byStatus                    map[string]int64
+	transitions, messages int64
+	byState               string
+	byStatus              map[string]int64
 }
 
 func (s smokeTally) String() string {
