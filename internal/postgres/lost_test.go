@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,7 +35,11 @@ func TestIsConnectionLost(t *testing.T) {
 		{"syntax error", pg("42601"), false},
 		{"cancelled", context.Canceled, false},
 		{"deadline", fmt.Errorf("move batch: %w", context.DeadlineExceeded), false},
-		{"unknown", errors.New("dial tcp: connection refused"), true},
+		{"connect refused", fmt.Errorf("acquire: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
+		{"connection reset", fmt.Errorf("move batch: %w", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true},
+		{"closed by pgx", fmt.Errorf("move batch: %w", pgconn.ErrConnClosed), true},
+		{"a client error (issue 18)", errors.New("number of field descriptions must equal number of destinations, got 7 and 6"), false},
+		{"nil", nil, false},
 	}
 	for _, tt := range tests {
 		if got := postgres.IsConnectionLost(tt.err); got != tt.lost {

@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -151,24 +153,36 @@ func IsRowIndependent(err error) bool {
 // IsConnectionLost reports whether err means the connection under a
 // statement was lost (terminated by an administrator or a failover, the
 // server restarting, the network): a fresh connection may well work, so an
-// idempotent statement can be run again. Errors with no server verdict
-// (network, protocol) count; cancellations, timeouts and the statement's
-// own errors do not.
+// idempotent statement can be run again. Only real connection failures
+// count: a connect that failed (*pgconn.ConnectError) other than by the
+// server's verdict on it (a wrong password, a missing database), a network
+// error (net.Error), the connection ending mid-message (io.EOF,
+// io.ErrUnexpectedEOF), a statement on a connection pgx has already
+// closed (pgconn.ErrConnClosed), and the server's connection exceptions
+// (SQLSTATE class 08, 57P01–57P03). Errors the client raises about the
+// statement itself (a scan type mismatch, a column-count bug, no row),
+// cancellations and timeouts do not.
 func IsConnectionLost(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown
+			"57P02", // crash_shutdown
+			"57P03": // cannot_connect_now: the server is starting or stopping
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection exception
 	}
-	switch pgErr.Code {
-	case "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown
-		"57P02", // crash_shutdown
-		"57P03": // cannot_connect_now: the server is starting or stopping
-		return true
-	}
-	return pgErr.Code[:2] == "08" // connection exception
+	var (
+		connectErr *pgconn.ConnectError
+		netErr     net.Error
+	)
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // IsConnectionError reports whether err means the connection or server is
