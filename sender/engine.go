@@ -136,7 +136,7 @@ type Processor struct {
 	leases   *leases
 	pacer    *pacer // nil without pacing
 	log      zerolog.Logger
-	tally    tally
+	tally    *tally // the current run's counts
 }
 
 // NewProcessor returns a processor over pool.
@@ -171,6 +171,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		cfg:      cfg,
 		holder:   holderName(),
 		claimSQL: claimSQL,
+		tally:    &tally{},
 		leases:   newLeases(cfg.ClaimTimeout),
 		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
@@ -200,6 +201,7 @@ func holderName() string {
 func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	start := time.Now()
 	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
+	p.tally = &tally{} // each run counts its own
 	if _, err := p.recoverAbandoned(ctx); err != nil {
 		return sum, err
 	}
@@ -219,7 +221,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	stopRenewing()
 	renewer.Wait()
 
-	t := &p.tally
+	t := p.tally
 	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
 	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
 	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
