@@ -1,20 +1,43 @@
 // Package cmdtest builds the project's binaries and runs them as real
 // processes, for tests of exit codes, output, signals and concurrency.
+//
+// A test package that calls Build must run its tests through Main, from its
+// TestMain:
+//
+//	func TestMain(m *testing.M) { cmdtest.Main(m) }
+//
+// The binaries go into one folder per test process ($TMPDIR/engagement-bin-
+// pid<PID>-<random>), which Main removes when the tests end. A folder left
+// behind by a process that did not get there (killed, timed out) is removed
+// by the next Build of any test process once its process is gone.
 package cmdtest
 
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// binPrefix starts the name of every folder Build creates under os.TempDir.
+const binPrefix = "engagement-bin-"
 
 var (
 	buildOnce sync.Map // package path -> *buildResult
+	mainRuns  atomic.Bool
+
+	binDirOnce sync.Once
+	binDir     string
+	binDirErr  error
 )
 
 type buildResult struct {
@@ -23,11 +46,28 @@ type buildResult struct {
 	err  error
 }
 
+// Main runs the tests of m, removes the binaries Build made for them, and
+// exits with the tests' exit code. Call it from TestMain.
+func Main(m *testing.M) {
+	mainRuns.Store(true)
+	code := m.Run()
+	if binDir != "" {
+		if err := os.RemoveAll(binDir); err != nil {
+			fmt.Fprintf(os.Stderr, "cmdtest: remove the test binaries: %v\n", err)
+		}
+	}
+	os.Exit(code)
+}
+
 // Build compiles the main package pkg (like "./cmd/engagement-daily",
 // relative to the module root) once per test process and returns the path of
-// the binary.
+// the binary. The package's TestMain must call Main (see the package
+// comment).
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	if !mainRuns.Load() {
+		t.Fatal("cmdtest.Build: this test package must run its tests through cmdtest.Main, which removes the binaries afterwards: add\n\tfunc TestMain(m *testing.M) { cmdtest.Main(m) }")
+	}
 	v, _ := buildOnce.LoadOrStore(pkg, &buildResult{})
 	b := v.(*buildResult)
 	b.once.Do(func() {
@@ -36,7 +76,7 @@ func Build(t testing.TB, pkg string) string {
 			b.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "engagement-bin-")
+		dir, err := processBinDir()
 		if err != nil {
 			b.err = err
 			return
@@ -52,6 +92,55 @@ func Build(t testing.TB, pkg string) string {
 		t.Fatal(b.err)
 	}
 	return b.path
+}
+
+// processBinDir creates this process's folder for binaries, first removing
+// the folders of test processes that are gone.
+func processBinDir() (string, error) {
+	binDirOnce.Do(func() {
+		sweep(os.TempDir(), time.Now())
+		binDir, binDirErr = os.MkdirTemp("", binPrefix+"pid"+strconv.Itoa(os.Getpid())+"-")
+	})
+	return binDir, binDirErr
+}
+
+// A folder of binaries whose PID runs is removed only after reusedAfter
+// (no test process lives that long, even under -timeout 90m: the PID was
+// reused); one of the old naming, with no PID, after oldNamingAfter.
+const (
+	reusedAfter    = 24 * time.Hour
+	oldNamingAfter = time.Hour
+)
+
+// sweep removes the folders of binaries under tmp whose test process is
+// gone (see reusedAfter and oldNamingAfter).
+func sweep(tmp string, now time.Time) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), binPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		age := now.Sub(info.ModTime())
+		if rest, ok := strings.CutPrefix(name, "pid"); ok {
+			pidText, _, _ := strings.Cut(rest, "-")
+			pid, err := strconv.Atoi(pidText)
+			if err == nil && pid > 0 && age < reusedAfter &&
+				(pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH) {
+				continue // its process runs
+			}
+		} else if age < oldNamingAfter {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(tmp, e.Name())) // best effort: another process may sweep it too
+	}
 }
 
 // Result is what a finished process left.
