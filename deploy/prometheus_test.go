@@ -32,8 +32,8 @@ var (
 
 // promtool returns promtool's path, installing Debian's prometheus package
 // (which ships it) when it is missing. Installing must not leave a
-// Prometheus server running or enabled: service starts are refused with a
-// policy-rc.d for the install, and the unit is disabled afterwards.
+// Prometheus server running or enabled: localsvc.AptInstall refuses service
+// starts during the install and disables the unit afterwards; checked here.
 func promtool(t *testing.T) string {
 	t.Helper()
 	promtoolOnce.Do(func() { promtoolPath, promtoolErr = findOrInstallPromtool() })
@@ -58,30 +58,9 @@ func findOrInstallPromtool() (string, error) {
 	if p, err := exec.LookPath("promtool"); err == nil {
 		return p, nil
 	}
-	var sudo []string
-	if os.Geteuid() != 0 {
-		sudo = []string{"sudo", "-n"}
-	}
-	run := func(args ...string) (string, error) {
-		return localsvc.Run(ctx, "/", append(append([]string{}, sudo...), args...)...)
-	}
-	const policy = "/usr/sbin/policy-rc.d"
-	if _, err := os.Stat(policy); os.IsNotExist(err) {
-		if _, err := run("sh", "-c", "printf '#!/bin/sh\\nexit 101\\n' > "+policy+" && chmod 755 "+policy); err != nil {
-			return "", fmt.Errorf("refuse service starts during the install: %w", err)
-		}
-		defer run("rm", "-f", policy) //nolint:errcheck // best effort; checked below
-	}
 	hint := "install promtool (Debian: apt-get install --no-install-recommends prometheus) or put it on PATH"
-	if err := localsvc.AptInstall(ctx, "deploy tests", "prometheus", hint); err != nil {
+	if err := localsvc.AptInstall(ctx, "deploy tests", "prometheus", hint, "prometheus"); err != nil {
 		return "", err
-	}
-	// Debian's postinst enables the unit even when it may not start it.
-	if _, err := exec.LookPath("systemctl"); err == nil {
-		_, _ = run("systemctl", "disable", "prometheus.service")
-	}
-	if _, err := exec.LookPath("update-rc.d"); err == nil {
-		_, _ = run("update-rc.d", "prometheus", "disable")
 	}
 	if enabled, _ := filepath.Glob("/etc/systemd/system/*.wants/prometheus.service"); len(enabled) > 0 {
 		return "", fmt.Errorf("installing promtool left the prometheus service enabled: %v", enabled)

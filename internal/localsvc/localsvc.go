@@ -1,6 +1,7 @@
 // Package localsvc holds what the throwaway local services of the tests and
 // the demo (PostgreSQL in pgtest, Redis in redistest) share: running a
-// command, installing a Debian package, and a cross-process file lock.
+// command, installing a Debian package (and leaving its system services
+// stopped and disabled), and a cross-process file lock.
 package localsvc
 
 import (
@@ -8,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,30 +51,101 @@ func Tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// AptInstall installs a Debian package with apt-get, as root or through
-// password-less sudo, announcing it on stderr as who. hint says what the
-// user can do instead; it leads every error.
-func AptInstall(ctx context.Context, who, pkg, hint string) error {
+// progress is where AptInstall says what it does (tests swap it).
+var progress io.Writer = os.Stderr
+
+// aptLock serializes AptInstall across processes: apt-get refuses to run
+// while another holds the package database.
+var aptLock = filepath.Join(os.TempDir(), "engagement-apt.lock")
+
+// AptInstall installs the Debian package pkg (a name, or the path of a .deb
+// file) with apt-get update and apt-get install -y --no-install-recommends,
+// as root or through password-less sudo, and leaves none of services (the
+// system services the package ships, e.g. "postgresql") running or
+// enabled: while apt-get runs, a policy-rc.d refuses every service start
+// (unless the machine has a policy of its own), and afterwards each service
+// is stopped and disabled (DisableServices). It first says on stderr, as
+// who, that it installs pkg and that this takes about a minute. One install
+// runs at a time across processes. hint says what the user can do instead;
+// it leads every error.
+func AptInstall(ctx context.Context, who, pkg, hint string, services ...string) error {
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		return errors.New(hint)
 	}
-	var prefix []string
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("sudo"); err != nil {
-			return fmt.Errorf("%s (not root and no sudo to install it)", hint)
-		}
-		prefix = []string{"sudo", "-n"}
+	sudo, err := sudoPrefix()
+	if err != nil {
+		return fmt.Errorf("%s (%w)", hint, err)
 	}
-	fmt.Fprintf(os.Stderr, "%s: installing the %s package with apt-get\n", who, pkg)
+	unlock, err := LockFile(ctx, aptLock)
+	if err != nil {
+		return fmt.Errorf("%s; %w", hint, err)
+	}
+	defer unlock()
+	fmt.Fprintf(progress, "%s: installing the %s package with apt-get (--no-install-recommends); this takes about a minute\n", who, pkg)
+	run := func(args ...string) (string, error) {
+		return Run(ctx, "/", append(append([]string{}, sudo...), args...)...)
+	}
+	const policy = "/usr/sbin/policy-rc.d"
+	if _, err := os.Stat(policy); os.IsNotExist(err) {
+		if _, err := run("sh", "-c", "printf '#!/bin/sh\\n# engagement scheduler (internal/localsvc): no service starts during an install\\nexit 101\\n' > "+policy+" && chmod 755 "+policy); err != nil {
+			return fmt.Errorf("%s; refusing service starts during the install failed: %w", hint, err)
+		}
+		defer func() {
+			_, _ = run("rm", "-f", policy) // before DisableServices, which the policy would refuse too
+			DisableServices(ctx, services...)
+		}()
+	} else {
+		defer DisableServices(ctx, services...)
+	}
 	for _, args := range [][]string{
 		{"apt-get", "update"},
 		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends", pkg},
 	} {
-		if _, err := Run(ctx, "/", append(append([]string{}, prefix...), args...)...); err != nil {
+		if _, err := run(args...); err != nil {
 			return fmt.Errorf("%s; installing it failed: %w", hint, err)
 		}
 	}
 	return nil
+}
+
+// DisableServices stops and disables the system services named (e.g.
+// "redis-server"), under systemd or SysV init alike, so that a package
+// installed for the tests leaves its binaries only. Every step is best
+// effort: a step that does not apply (no systemd, a service not running)
+// fails harmlessly.
+func DisableServices(ctx context.Context, services ...string) {
+	sudo, err := sudoPrefix()
+	if err != nil {
+		return
+	}
+	run := func(args ...string) {
+		if _, err := exec.LookPath(args[0]); err != nil {
+			return
+		}
+		Run(ctx, "/", append(append([]string{}, sudo...), args...)...) //nolint:errcheck // best effort, see above
+	}
+	_, statErr := os.Stat("/run/systemd/system")
+	systemd := statErr == nil
+	for _, name := range services {
+		if systemd {
+			run("systemctl", "disable", "--now", name+".service")
+		} else {
+			run("invoke-rc.d", name, "stop")
+		}
+		run("deb-systemd-helper", "disable", name+".service") // the unit's links, made even without systemd
+		run("update-rc.d", name, "disable")
+	}
+}
+
+// sudoPrefix is nothing as root, else password-less sudo.
+func sudoPrefix() ([]string, error) {
+	if os.Geteuid() == 0 {
+		return nil, nil
+	}
+	if _, err := exec.LookPath("sudo"); err != nil {
+		return nil, errors.New("not root and no sudo to install it")
+	}
+	return []string{"sudo", "-n"}, nil
 }
 
 // LockFile takes an exclusive flock on path, waiting (politely to ctx)

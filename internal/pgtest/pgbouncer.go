@@ -245,10 +245,9 @@ func findOrInstallPgbouncer(ctx context.Context) (string, error) {
 		return bin, nil // a racing test process installed it
 	}
 	hint := "pgbouncer is not in PATH nor /usr/sbin; install the pgbouncer package (apt-get install --no-install-recommends pgbouncer)"
-	if err := localsvc.AptInstall(ctx, "pgtest", "pgbouncer", hint); err != nil {
+	if err := localsvc.AptInstall(ctx, "pgtest", "pgbouncer", hint, "pgbouncer"); err != nil {
 		return "", err
 	}
-	disableSystemPgbouncer(ctx)
 	return findPgbouncer()
 }
 
@@ -260,27 +259,4 @@ func findPgbouncer() (string, error) {
 		return "/usr/sbin/pgbouncer", nil
 	}
 	return "", errors.New("pgbouncer is neither in PATH nor in /usr/sbin")
-}
-
-// disableSystemPgbouncer undoes what installing Debian's pgbouncer package
-// does to the system: it stops the pgbouncer service (if a policy let it
-// start) and disables it, under systemd or SysV init alike. Every step is
-// best effort: a step that does not apply fails harmlessly.
-func disableSystemPgbouncer(ctx context.Context) {
-	var prefix []string
-	if os.Geteuid() != 0 {
-		prefix = []string{"sudo", "-n"}
-	}
-	run := func(args ...string) {
-		if _, err := exec.LookPath(args[0]); err != nil {
-			return
-		}
-		localsvc.Run(ctx, "/", append(append([]string{}, prefix...), args...)...) //nolint:errcheck // best effort, see above
-	}
-	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		run("systemctl", "disable", "--now", "pgbouncer.service")
-	}
-	run("deb-systemd-helper", "disable", "pgbouncer.service")
-	run("invoke-rc.d", "pgbouncer", "stop")
-	run("update-rc.d", "pgbouncer", "disable")
 }

@@ -312,14 +312,15 @@ func isExecutable(path string) bool {
 
 // findOrInstallPostgres finds the server binaries, installing the Debian
 // postgresql package (apt-get, as root or through sudo -n) when they are
-// missing.
+// missing; the package's system service is left stopped and disabled (the
+// tests run a cluster of their own).
 func findOrInstallPostgres(ctx context.Context) (pgBinaries, error) {
 	b, err := findPostgres()
 	if err == nil {
 		return b, nil
 	}
-	hint := fmt.Sprintf("%v; install the postgresql package (apt-get install postgresql) or set DATABASE_URL", err)
-	if err := localsvc.AptInstall(ctx, "pgtest", "postgresql", hint); err != nil {
+	hint := fmt.Sprintf("%v; install the postgresql package (apt-get install --no-install-recommends postgresql) or set DATABASE_URL", err)
+	if err := localsvc.AptInstall(ctx, "pgtest", "postgresql", hint, "postgresql"); err != nil {
 		return b, err
 	}
 	if b, err = findPostgres(); err != nil {

@@ -73,8 +73,8 @@ func New(t testing.TB) *Gateway {
 }
 
 // findOrInstall finds the Pushgateway binary, installing the Debian package
-// when it is missing. A lock file keeps racing test processes from running
-// apt-get at once.
+// when it is missing (its system service left stopped and disabled). A lock
+// file keeps racing test processes from installing it twice.
 func findOrInstall(ctx context.Context) (string, error) {
 	look := func() (string, error) {
 		if bin, err := exec.LookPath(binaryName); err == nil {
@@ -93,8 +93,8 @@ func findOrInstall(ctx context.Context) (string, error) {
 	if bin, err := look(); err == nil {
 		return bin, nil // installed by a racing process
 	}
-	hint := binaryName + " is not installed; install the " + binaryName + " package (apt-get install " + binaryName + ")"
-	if err := localsvc.AptInstall(ctx, "pushtest", binaryName, hint); err != nil {
+	hint := binaryName + " is not installed; install the " + binaryName + " package (apt-get install --no-install-recommends " + binaryName + ")"
+	if err := localsvc.AptInstall(ctx, "pushtest", binaryName, hint, binaryName); err != nil {
 		return "", err
 	}
 	return look()

@@ -189,13 +189,14 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 }
 
 // findOrInstallRedis finds redis-server in PATH, installing the Debian
-// redis-server package (apt-get, as root or through sudo -n) when missing.
+// redis-server package (apt-get, as root or through sudo -n) when missing;
+// the package's system service is left stopped and disabled.
 func findOrInstallRedis(ctx context.Context) (string, error) {
 	if bin, err := exec.LookPath("redis-server"); err == nil {
 		return bin, nil
 	}
-	hint := "redis-server is not in PATH; install the redis-server package (apt-get install redis-server) or set REDIS_URL"
-	if err := localsvc.AptInstall(ctx, "redistest", "redis-server", hint); err != nil {
+	hint := "redis-server is not in PATH; install the redis-server package (apt-get install --no-install-recommends redis-server) or set REDIS_URL"
+	if err := localsvc.AptInstall(ctx, "redistest", "redis-server", hint, "redis-server"); err != nil {
 		return "", err
 	}
 	bin, err := exec.LookPath("redis-server")
