@@ -2,11 +2,14 @@ package main_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -57,5 +60,56 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(res.Stdout+res.Stderr, "@s.whatsapp.net") {
 		t.Error("the demo printed a WhatsApp JID")
+	}
+}
+
+// TestDemoStopsTheClusterItStarts (issue 18, item 8: the demo printed that
+// the cluster "stays running for the next run", then stopped it): with no
+// PostgreSQL to find, the demo starts a throwaway cluster of its own, says
+// it will stop it, and does: afterwards nothing answers on its port.
+func TestDemoStopsTheClusterItStarts(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	for _, name := range []string{"engagement-daily", "engagement-weekly", "queue-process", "engagementctl"} {
+		if err := os.Symlink(cmdtest.Build(t, "./cmd/"+name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As root the cluster runs as postgres, which must reach its directory.
+	base, err := os.MkdirTemp("", "engagement-demo-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	env := cmdtest.Env("PGTEST_PROBE_URL=none", "PGTEST_DIR="+filepath.Join(base, "data"), "PGTEST_PORT="+port)
+	t.Cleanup(func() {
+		// Should the demo not have stopped it.
+		if res := cmdtest.Run(t, cmdtest.Build(t, "./internal/pgtest/devdb"), env, "--stop"); res.Code != 0 {
+			t.Errorf("devdb --stop: %+v", res)
+		}
+		os.RemoveAll(base)
+	})
+
+	res := cmdtest.Run(t, cmdtest.Build(t, "./internal/demo"), env, "-bin", bin, "-users", "20")
+	if res.Code != 0 {
+		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "pgtest: started the throwaway PostgreSQL cluster") || !strings.Contains(res.Stdout, "Stopping the throwaway PostgreSQL") {
+		t.Errorf("the demo does not say it started and stops its cluster\nstdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	}
+	if strings.Contains(res.Stdout+res.Stderr, "stays running") {
+		t.Errorf("the demo says the cluster stays running, and stops it\nstderr:\n%s", res.Stderr)
+	}
+	if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 2*time.Second); err == nil {
+		conn.Close()
+		t.Errorf("the demo's cluster still answers on port %s after the demo", port)
 	}
 }

@@ -34,6 +34,9 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if !*keep {
+		pgtest.WillStopThrowaway() // so that pgtest does not announce it stays running
+	}
 	err := run(ctx, *bin, *database, *users, *keep)
 	if pgtest.StartedThrowaway() && !*keep {
 		fmt.Println("\nStopping the throwaway PostgreSQL the demo started (`make demo DEMO_FLAGS=-keep` keeps it).")

@@ -118,9 +118,7 @@ func resolveServer(ctx context.Context) (string, error) {
 			"Install the postgresql package or set DATABASE_URL to a server where this user may create databases",
 			redact(probe), probeErr, dir, err)
 	}
-	fmt.Fprintf(os.Stderr, "pgtest: using the throwaway PostgreSQL cluster in %s on 127.0.0.1:%d (log %s.log); "+
-		"it stays running for the next run; stop it with `go run ./internal/pgtest/devdb --stop` (pg_ctl -D %s stop)\n",
-		dir, port, dir, dir)
+	fmt.Fprintln(os.Stderr, throwawayNotice(dir, port, started, stopsThrowaway.Load()))
 	return u, nil
 }
 

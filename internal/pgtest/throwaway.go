@@ -46,8 +46,30 @@ func throwawayConfig() (dir string, port int, err error) {
 }
 
 // startedHere is set once this process has started the shared throwaway
-// cluster (rather than found it running).
-var startedHere atomic.Bool
+// cluster (rather than found it running); stopsThrowaway once the program
+// said it stops the cluster it starts (WillStopThrowaway).
+var startedHere, stopsThrowaway atomic.Bool
+
+// WillStopThrowaway tells pgtest that this program stops the throwaway
+// cluster before it exits if it started it (StartedThrowaway, then
+// StopThrowaway), as the demo does, so that pgtest's notice on stderr says
+// so instead of saying that the cluster stays running. Call it before the
+// first ServerURL.
+func WillStopThrowaway() { stopsThrowaway.Store(true) }
+
+// throwawayNotice is the line pgtest prints when it uses the throwaway
+// cluster in dir: whether this process started it, and whether it keeps
+// running after this program.
+func throwawayNotice(dir string, port int, started, willStop bool) string {
+	where := fmt.Sprintf("the throwaway PostgreSQL cluster in %s on 127.0.0.1:%d (log %s.log)", dir, port, dir)
+	switch {
+	case started && willStop:
+		return "pgtest: started " + where + "; it is stopped when this program ends"
+	case started:
+		return "pgtest: started " + where + "; it stays running for the next run; stop it with `make services-stop` (or pg_ctl -D " + dir + " stop)"
+	}
+	return "pgtest: using " + where + ", already running; it stays running; stop it with `make services-stop` (or pg_ctl -D " + dir + " stop)"
+}
 
 // StartedThrowaway reports whether this process started the throwaway
 // cluster, so that a program like the demo can stop what it started and
