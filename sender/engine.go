@@ -31,10 +31,10 @@ const (
 	// the statements that take and renew it several times over.
 	MinClaimTimeout = time.Second
 	// DefaultWorkers is how many sends a processor keeps in flight, paced
-	// or not: enough for 80 messages/s (the Cloud API's default rate)
-	// against a receiver answering in 200 ms, and for the unpaced queue to
-	// stay ahead of River (docs/BENCHMARKS.md).
-	DefaultWorkers = 32
+	// or not. 16 measured best unpaced on 2 cores (32 was slower), and
+	// keeps 80 messages/s against a receiver answering in 200 ms; a paced
+	// run needs at least rate × receiver latency (docs/BENCHMARKS.md).
+	DefaultWorkers = 16
 	// DefaultClaimBatch is how many messages a worker claims at a time
 	// without pacing: a claim and a record are one statement each however
 	// large the batch. DefaultPacedClaimBatch is the claim with pacing,
@@ -62,7 +62,7 @@ type ProcessorConfig struct {
 	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
 	ClaimTimeout time.Duration // how long a claim lives unless renewed (default 2 min)
 	ClaimBatch   int           // messages a worker claims at a time (default 50; 4 when paced)
-	Workers      int           // sends in flight at once (default 32)
+	Workers      int           // sends in flight at once (default 16)
 	// Deadline, when set, is when the run stops claiming; retries due after
 	// it are left for the next run.
 	Deadline time.Time

@@ -30,8 +30,38 @@ type pacer struct {
 // paceMargin: slots are interval + interval/paceMargin apart.
 const paceMargin = 50
 
-// wait reserves the next slot and waits for it, or until ctx ends.
+// maxLateTries bounds how often a late process takes a fresh slot before it
+// sends anyway.
+const maxLateTries = 3
+
+// wait reserves the next slot and waits for it, or until ctx ends. A
+// process that wakes more than half an interval after its slot (a loaded
+// machine, a long pause) does not send late, right behind the next slot's
+// sender: it lets the slot go and takes a fresh one. So two starts are
+// never closer than half an interval, and no second holds more starts
+// than the rate.
 func (p *pacer) wait(ctx context.Context) error {
+	for try := 1; ; try++ {
+		asked := time.Now()
+		delay, err := p.reserve(ctx)
+		if err != nil {
+			return err
+		}
+		// The database read its clock between asked and now: take the
+		// middle of the round trip as the moment delay counts from.
+		from := asked.Add(time.Since(asked) / 2)
+		if !sleep(ctx, delay) {
+			return ctx.Err()
+		}
+		late := time.Since(from) - delay
+		if late <= p.interval/2 || try == maxLateTries {
+			return nil
+		}
+	}
+}
+
+// reserve takes the next slot (pace.sql) and returns how long until it.
+func (p *pacer) reserve(ctx context.Context) (time.Duration, error) {
 	// A reservation lost to a crash only leaves a gap, so its commit need
 	// not wait for the disk.
 	b := &pgx.Batch{}
@@ -47,12 +77,9 @@ func (p *pacer) wait(ctx context.Context) error {
 		err = closeErr
 	}
 	if err != nil {
-		return fmt.Errorf("reserve a send slot: %w", err)
+		return 0, fmt.Errorf("reserve a send slot: %w", err)
 	}
-	if !sleep(ctx, delay) {
-		return ctx.Err()
-	}
-	return nil
+	return delay, nil
 }
 
 // sleep waits d or until ctx is done, and reports whether it waited d.
