@@ -3,7 +3,8 @@
 # Nothing needs to be running: when DATABASE_URL is unset and no PostgreSQL
 # answers on 127.0.0.1:5432, the tests and the demo start a throwaway cluster
 # from the system's PostgreSQL binaries (installing Debian's postgresql
-# package if needed). `make pg-stop` stops it.
+# package if needed). `make pg-stop` stops it; `make services-stop` stops it
+# and everything else the tests started (Redis, leftovers of killed runs).
 
 GO        ?= go
 BIN       ?= bin
@@ -109,6 +110,10 @@ fuzz: ## Run every fuzzer for FUZZTIME (50000x executions) each; findings land i
 .PHONY: pg-stop
 pg-stop: ## Stop the throwaway PostgreSQL the tests or the demo started, if any
 	$(GO) run ./internal/pgtest/devdb --stop
+
+.PHONY: services-stop
+services-stop: ## Stop what the tests and the demo left running: the throwaway PostgreSQL and Redis, and the clusters and PgBouncers of killed test runs
+	$(GO) run ./internal/localsvc/stop
 
 .PHONY: clean
 clean: ## Remove built binaries

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -205,4 +206,81 @@ func (r *Resolver) URL(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+}
+
+// Alive reports whether a process with this pid runs.
+func Alive(pid int) bool {
+	return pid > 0 && syscall.Kill(pid, 0) != syscall.ESRCH
+}
+
+// Command is the name of process pid's program (/proc/<pid>/comm), or ""
+// when it is gone.
+func Command(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Terminate stops process pid with sig, then SIGKILL if it still runs after
+// wait, and returns once it is gone (or after another wait).
+func Terminate(pid int, sig syscall.Signal, wait time.Duration) error {
+	for _, s := range []syscall.Signal{sig, syscall.SIGKILL} {
+		if err := syscall.Kill(pid, s); err != nil {
+			if errors.Is(err, syscall.ESRCH) {
+				return nil
+			}
+			return fmt.Errorf("signal process %d: %w", pid, err)
+		}
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+			if !Alive(pid) || strings.HasPrefix(processState(pid), "Z") {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond) // polling for the exit
+		}
+	}
+	return fmt.Errorf("process %d did not stop", pid)
+}
+
+// processState is the state letter of /proc/<pid>/stat ("Z": a zombie, gone
+// but not yet reaped by its parent).
+func processState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return string(b[i+2 : i+3])
+	}
+	return ""
+}
+
+// Parent is the pid of process pid's parent, or 0 when it is gone.
+func Parent(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// Executable is the file name of process pid's program (/proc/<pid>/exe,
+// not truncated as its comm is), or "" when it cannot be read.
+func Executable(pid int) string {
+	path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(strings.TrimSuffix(path, " (deleted)"))
 }

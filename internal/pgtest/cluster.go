@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ func NewCluster(t testing.TB) *Cluster {
 	}
 	// As root the server runs as postgres, which must reach its directory.
 	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Who the cluster belongs to: StopLeftovers stops it should this
+	// process end without its cleanup (killed, timed out).
+	if err := os.WriteFile(filepath.Join(base, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c := &Cluster{dir: filepath.Join(base, "data")}

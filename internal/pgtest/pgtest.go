@@ -16,8 +16,10 @@
 //     from PATH or the newest /usr/lib/postgresql/*/bin; when missing, the
 //     postgresql package is installed with apt-get (as root, or through
 //     sudo -n). As root, initdb and the server run as the postgres system
-//     user. The cluster is left running so the next run reuses it; stop it
-//     with `go run ./internal/pgtest/devdb --stop` (or pg_ctl -D DIR stop).
+//     user. The cluster is left running so the next run reuses it (unless
+//     the program stops it, see WillStopThrowaway); stop it with
+//     `make services-stop` or `go run ./internal/pgtest/devdb --stop` (or
+//     pg_ctl -D DIR stop).
 //     Its log is DIR.log, and DIR.lock serializes test processes that race to
 //     start it.
 //

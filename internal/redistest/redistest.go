@@ -10,10 +10,11 @@
 //     (--save "" --appendonly no), daemonized, working directory
 //     $TMPDIR/engagement-redistest (its log is redis.log there). The binary is
 //     taken from PATH; when missing, the redis-server package is installed
-//     with apt-get (as root, or through sudo -n). The server is left running
-//     so the next run reuses it; stop it with
-//     `redis-cli -p 63790 shutdown nosave`. A lock file next to the
-//     directory serializes test processes that race to start it.
+//     with apt-get (as root, or through sudo -n; its system service is left
+//     stopped and disabled). The server is left running so the next run
+//     reuses it; stop it with `make services-stop` (StopThrowaway). A lock
+//     file next to the directory serializes test processes that race to
+//     start it.
 //
 // Each New call returns a client on that server and a random key prefix
 // ("redistest:<hex>:"); the test's keys must start with it. They are deleted
@@ -34,6 +35,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,7 +137,7 @@ func resolveServer(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("REDISTEST_PORT=%q is not a port number", p)
 		}
 	}
-	dir := filepath.Join(os.TempDir(), "engagement-redistest")
+	dir := throwawayDir()
 	u, err := startThrowaway(ctx, dir, port)
 	if err != nil {
 		return "", fmt.Errorf("TEST_REDIS_URL and REDIS_URL are unset, %s does not answer (%v), "+
@@ -143,6 +145,39 @@ func resolveServer(ctx context.Context) (string, error) {
 			"Install the redis-server package or set REDIS_URL", probe, probeErr, port, err)
 	}
 	return u, nil
+}
+
+// throwawayDir is the working directory of the throwaway server.
+func throwawayDir() string { return filepath.Join(os.TempDir(), "engagement-redistest") }
+
+// StopThrowaway stops the throwaway redis-server this package started (the
+// one working in $TMPDIR/engagement-redistest, whatever its port), if it
+// runs, and reports whether it did. A Redis found running elsewhere is
+// left alone.
+func StopThrowaway() (bool, error) {
+	dir := throwawayDir()
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved // as /proc/<pid>/cwd names it
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, err
+	}
+	stopped := false
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || localsvc.Command(pid) != "redis-server" {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != dir {
+			continue
+		}
+		if err := localsvc.Terminate(pid, syscall.SIGTERM, 10*time.Second); err != nil {
+			return stopped, fmt.Errorf("stop the throwaway redis-server: %w", err)
+		}
+		stopped = true
+	}
+	return stopped, nil
 }
 
 // startThrowaway makes sure a redis-server answers on 127.0.0.1:port,
@@ -177,7 +212,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 		err := ping(ctx, addr)
 		if err == nil {
 			fmt.Fprintf(os.Stderr, "redistest: started redis-server on 127.0.0.1:%d (log %s); "+
-				"it stays running for the next run; stop it with `redis-cli -p %d shutdown nosave`\n", port, logPath, port)
+				"it stays running for the next run; stop it with `make services-stop`\n", port, logPath)
 			return u, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
