@@ -39,7 +39,7 @@ func TestChildBuilds(t *testing.T) {
 // and returns it with the path of the binary it built, once built.
 func child(t *testing.T, tmp, mode string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChildBuilds$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildBuilds$", "-test.count=1") //nolint:gosec // this test binary itself
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "TMPDIR="+tmp)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -99,7 +99,7 @@ func TestServicesStop(t *testing.T) {
 	}
 	live := pgtest.NewBouncer(t)
 
-	child := exec.Command(os.Args[0], "-test.run=^TestChildLeavesACluster$", "-test.count=1")
+	child := exec.Command(os.Args[0], "-test.run=^TestChildLeavesACluster$", "-test.count=1") //nolint:gosec // this test binary itself
 	child.Env = append(os.Environ(), childEnv+"=1")
 	out, err := child.StdoutPipe()
 	if err != nil {
