@@ -34,27 +34,34 @@ const paceMargin = 50
 // sends anyway.
 const maxLateTries = 3
 
+// maxLate is how late after its slot a send may still start: the margin's
+// share of a second. Slots are interval × (1 + 1/paceMargin) apart, so R
+// slots of a rate of R per second span a second plus this; a start no later
+// than this after its slot keeps every second at the receiver at most at
+// the rate.
+const maxLate = time.Second / paceMargin
+
 // wait reserves the next slot and waits for it, or until ctx ends. A
-// process that wakes more than half an interval after its slot (a loaded
-// machine, a long pause) does not send late, right behind the next slot's
-// sender: it lets the slot go and takes a fresh one. So two starts are
-// never closer than half an interval, and no second holds more starts
-// than the rate.
+// process that wakes more than maxLate after its slot (a loaded machine, a
+// long pause) does not send late, right behind the next slot's sender: it
+// lets the slot go and takes a fresh one. So no second holds more starts
+// than the rate, and two starts are at least the interval less maxLate
+// apart.
 func (p *pacer) wait(ctx context.Context) error {
 	for try := 1; ; try++ {
-		asked := time.Now()
 		delay, err := p.reserve(ctx)
 		if err != nil {
 			return err
 		}
-		// The database read its clock between asked and now: take the
-		// middle of the round trip as the moment delay counts from.
-		from := asked.Add(time.Since(asked) / 2)
+		// How late the wait ended, past the delay counted from the
+		// answer: the machine's scheduling, not the database's round trip
+		// (a slow answer is not held against the slot).
+		answered := time.Now()
 		if !sleep(ctx, delay) {
 			return ctx.Err()
 		}
-		late := time.Since(from) - delay
-		if late <= p.interval/2 || try == maxLateTries {
+		late := time.Since(answered) - delay
+		if late <= maxLate || try == maxLateTries {
 			return nil
 		}
 	}

@@ -350,8 +350,8 @@ func TestProcessorPaceHoldsAcrossProcessors(t *testing.T) {
 		if i > 0 {
 			// Starts are spaced by the database's clock; on a loaded machine a
 			// process may start late, closing the gap to the next start by
-			// that much, but never by more than half an interval: later than
-			// that it takes a fresh slot.
+			// that much, but never by more than 20 ms: later than that it
+			// takes a fresh slot.
 			if gap := r.at.Sub(reqs[i-1].at); gap < interval/2 {
 				t.Errorf("sends %d and %d were %s apart, want at least %s", i, i+1, gap, interval)
 			}

@@ -276,7 +276,7 @@ func TestTwoProcessesKeepThePaceTogether(t *testing.T) {
 	// The pace spaces the starts of sends 500 ms apart (plus a 2% margin)
 	// by the database's clock; a start happens when its process gets the
 	// CPU after its wait, so on a loaded machine the bot sees them some
-	// milliseconds off (a process more than 250 ms late takes a fresh
+	// milliseconds off (a process more than 20 ms late takes a fresh
 	// slot). Sends no longer wait for each other to finish, so without the
 	// pace they would be far closer than that.
 	for i := 1; i < len(times); i++ {
