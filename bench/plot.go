@@ -49,10 +49,12 @@ func plotScaling(r scalingResult, path string) error {
 	timePlot.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	rssPlot.Y.Min = 0
 	for i, s := range series {
-		tp, mp := make(plotter.XYs, len(r.Points)), make(plotter.XYs, len(r.Points))
-		for k, pt := range r.Points {
-			tp[k] = plotter.XY{X: float64(pt.Users), Y: s.get(pt).Seconds}
-			mp[k] = plotter.XY{X: float64(pt.Users), Y: mib(s.get(pt).MaxRSS)}
+		var tp, mp plotter.XYs
+		for _, pt := range r.Points {
+			tp = append(tp, plotter.XY{X: float64(pt.Users), Y: s.get(pt).Seconds})
+			if s.get(pt).MaxRSS > 0 { // 0: not measured (a point recorded by hand)
+				mp = append(mp, plotter.XY{X: float64(pt.Users), Y: mib(s.get(pt).MaxRSS)})
+			}
 		}
 		plots := []struct {
 			p   *plot.Plot
