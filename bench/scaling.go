@@ -185,7 +185,15 @@ func (r scalingResult) markdown() string {
 			p.WeeklyRerun.Seconds, mib(p.WeeklyRerun.MaxRSS), p.QueueSent, mib(p.QueueProcess.MaxRSS))
 	}
 	if len(r.Points) > 1 {
-		first, last := r.Points[0], r.Points[len(r.Points)-1]
+		first, last := r.Points[0], r.Points[0] // the smallest and the largest size
+		for _, p := range r.Points {
+			if p.Users < first.Users {
+				first = p
+			}
+			if p.Users > last.Users {
+				last = p
+			}
+		}
 		x := float64(last.Users) / float64(first.Users)
 		fmt.Fprintf(&b, "\n%.0f× the users: seed %.1f×, daily %.1f×, weekly %.1f×, re-run %.1f× the time; daily RSS %.2f×, weekly RSS %.2f×\n",
 			x, last.Seed.Seconds/first.Seed.Seconds, last.Daily.Seconds/first.Daily.Seconds, last.Weekly.Seconds/first.Weekly.Seconds,
