@@ -318,7 +318,9 @@ func (c *httpCaller) requestError(ctx, reqCtx context.Context, err error, red *r
 
 // redactor removes sensitive values (JIDs, text, secrets), in the forms
 // an echo of them takes, from the strings of network errors before they go
-// into an error. Response bodies never go into an error at all.
+// into an error. Response bodies never go into an error at all. The forms
+// are worked out only when a string is redacted: every send makes a
+// redactor, few sends fail.
 type redactor struct {
 	values []string
 }
@@ -327,7 +329,11 @@ type redactor struct {
 // identify anything, and redacting them would mangle the rest.
 const minRedact = 3
 
-func newRedactor(values ...string) *redactor {
+func newRedactor(values ...string) *redactor { return &redactor{values: values} }
+
+// forms lists every form of the values an echo may take, longest first,
+// so a value containing another goes whole.
+func (r *redactor) forms() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -336,7 +342,7 @@ func newRedactor(values ...string) *redactor {
 			out = append(out, s)
 		}
 	}
-	for _, v := range values {
+	for _, v := range r.values {
 		add(v)
 		add(strings.TrimSpace(v))
 		// The forms an echo of v takes in a JSON or form-encoded body.
@@ -350,9 +356,8 @@ func newRedactor(values ...string) *redactor {
 		add(upperEscapes(ascii))
 		add(url.QueryEscape(v))
 	}
-	// Longest first, so a value containing another goes whole.
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return &redactor{values: out}
+	return out
 }
 
 // jsonInner is v as the inside of a JSON string, without HTML escaping.
@@ -400,7 +405,7 @@ func (r *redactor) apply(s string) string {
 	if r == nil {
 		return s
 	}
-	for _, v := range r.values {
+	for _, v := range r.forms() {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	return s
