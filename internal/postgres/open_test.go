@@ -75,8 +75,8 @@ func TestParseConfigTimeoutsTLSAndPoolSize(t *testing.T) {
 	if len(cfg.ConnConfig.Fallbacks) != 0 {
 		t.Errorf("sslmode=verify-full has %d fallbacks, want none (no plaintext retry)", len(cfg.ConnConfig.Fallbacks))
 	}
-	if cfg.MaxConns > 8 {
-		t.Errorf("MaxConns %d, want at most 8", cfg.MaxConns)
+	if cfg.MaxConns != postgres.MaxConns {
+		t.Errorf("MaxConns %d, want %d whatever the client's CPUs", cfg.MaxConns, postgres.MaxConns)
 	}
 
 	cfg, err = postgres.ParseConfig("postgres://jobs@db/engagement?connect_timeout=3&pool_max_conns=50", "engagement-daily")
@@ -88,5 +88,13 @@ func TestParseConfigTimeoutsTLSAndPoolSize(t *testing.T) {
 	}
 	if cfg.MaxConns != 8 {
 		t.Errorf("pool_max_conns=50: MaxConns %d, want the cap of 8", cfg.MaxConns)
+	}
+
+	cfg, err = postgres.ParseConfig("postgres://jobs@db/engagement?pool_max_conns=2", "engagement-daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxConns != 2 {
+		t.Errorf("pool_max_conns=2: MaxConns %d, want 2", cfg.MaxConns)
 	}
 }

@@ -32,6 +32,8 @@ import (
 const (
 	DefaultConnectTimeout   = 10 * time.Second
 	DefaultStatementTimeout = 5 * time.Minute
+	// MaxConns is a pool's size, and the most a URL's pool_max_conns may ask for.
+	MaxConns = 8
 )
 
 // Open connects a pool to databaseURL, names the connections after app (so
@@ -58,7 +60,8 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 // Open applies: application_name app, a connect timeout, a statement
 // timeout (DefaultStatementTimeout, or the URL's statement_timeout, applied
 // by the client: see WithStatementTimeout), pgx's exec mode (unless the URL
-// sets default_query_exec_mode) and at most 8 connections.
+// sets default_query_exec_mode) and MaxConns connections (fewer if the URL's
+// pool_max_conns asks for fewer).
 func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
 	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -85,8 +88,13 @@ func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
 		// round trip, nothing left on the server connection.
 		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
-	if config.MaxConns > 8 {
-		config.MaxConns = 8 // a batch job needs few; leave the server's slots to the bot
+	// pgxpool sizes a pool by the client's CPUs (4 on a 2-core pod), but
+	// what the connections wait on is the server: queue-process's workers
+	// queued for 4 connections and delivered at half the rate they do with
+	// 8 (docs/BENCHMARKS.md). A batch job needs no more than that; the
+	// rest of the server's slots are the bot's.
+	if !strings.Contains(databaseURL, "pool_max_conns") || config.MaxConns > MaxConns {
+		config.MaxConns = MaxConns
 	}
 	return config, nil
 }
