@@ -104,14 +104,18 @@ func (w *messageWorker) Work(ctx context.Context, job *river.Job[messageArgs]) e
 }
 
 // riverConfigs are the River set-ups tried; the best is the comparison.
+// conns is the pool's size (0: pgxpool's default, 4 on 2 cores); the last
+// gets the 8 connections queue-process's pool has.
 var riverConfigs = []struct {
 	name       string
 	maxWorkers int
 	cooldown   time.Duration
+	conns      int32
 }{
-	{"MaxWorkers 100, FetchCooldown 100ms (default)", 100, 0},
-	{"MaxWorkers 100, FetchCooldown 5ms", 100, 5 * time.Millisecond},
-	{"MaxWorkers 64, FetchCooldown 1ms", 64, time.Millisecond},
+	{"MaxWorkers 100, FetchCooldown 100ms (default)", 100, 0, 0},
+	{"MaxWorkers 100, FetchCooldown 5ms", 100, 5 * time.Millisecond, 0},
+	{"MaxWorkers 64, FetchCooldown 1ms", 64, time.Millisecond, 0},
+	{"MaxWorkers 100, FetchCooldown 5ms, 8 connections", 100, 5 * time.Millisecond, 8},
 }
 
 func runQueue(ctx context.Context, bin string, n, rounds int, workers []int) (queueResult, error) {
@@ -132,7 +136,7 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int) (qu
 			fmt.Printf("queue: %s (%s): %.0f messages/s\n", r.Name, r.Config, r.PerSecond)
 		}
 		for _, c := range riverConfigs {
-			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown)
+			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown, c.conns)
 			if err != nil {
 				return res, err
 			}
@@ -217,14 +221,21 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int) (qu
 
 // runRiver inserts n jobs into a fresh database with River's schema, then
 // starts a client and times it from Start until n jobs have completed.
-func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration) (queueRun, error) {
+func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration, conns int32) (queueRun, error) {
 	const name = "engagement_benchtool_river"
 	dbURL, err := pgtest.CreateDatabase(ctx, name)
 	if err != nil {
 		return queueRun{}, err
 	}
 	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	pool, err := pgxpool.New(ctx, dbURL)
+	poolConfig, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return queueRun{}, err
+	}
+	if conns > 0 {
+		poolConfig.MaxConns = conns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return queueRun{}, err
 	}
