@@ -65,6 +65,7 @@ func render(cmd *cobra.Command, pages map[string][]byte) error {
 			return err
 		}
 	}
+	cmd.Long = fenceIndented(cmd.Long)
 	var buf bytes.Buffer
 	buf.WriteString(Header)
 	if err := doc.GenMarkdownCustom(cmd, &buf, func(link string) string { return link }); err != nil {
@@ -72,6 +73,40 @@ func render(cmd *cobra.Command, pages map[string][]byte) error {
 	}
 	pages[PageName(cmd)] = buf.Bytes()
 	return nil
+}
+
+// fenceIndented puts the indented lines of a command's help text (the
+// aligned lists the terminal shows as they are) in fenced code blocks, so
+// that markdown keeps them as lines instead of folding them into the
+// paragraph around them.
+func fenceIndented(long string) string {
+	if long == "" {
+		return long
+	}
+	var out []string
+	inBlock := false
+	for _, line := range strings.Split(long, "\n") {
+		indented := strings.HasPrefix(line, "  ")
+		switch {
+		case indented && !inBlock:
+			if len(out) > 0 && out[len(out)-1] != "" {
+				out = append(out, "")
+			}
+			out = append(out, "```")
+			inBlock = true
+		case !indented && inBlock:
+			out = append(out, "```")
+			if line != "" {
+				out = append(out, "")
+			}
+			inBlock = false
+		}
+		out = append(out, line)
+	}
+	if inBlock {
+		out = append(out, "```")
+	}
+	return strings.Join(out, "\n")
 }
 
 // PageName is the file name of cmd's page.
