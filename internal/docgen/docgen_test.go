@@ -106,3 +106,18 @@ func TestWriteRemovesStalePages(t *testing.T) {
 		t.Errorf("after Write, drift = %q, %v; want none", drift, err)
 	}
 }
+
+// TestReferenceIndexLinksEveryBinary keeps the hand-written index,
+// docs/reference/README.md, linking the page of each binary.
+func TestReferenceIndexLinksEveryBinary(t *testing.T) {
+	t.Parallel()
+	index, err := os.ReadFile(filepath.Join(reference, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range docgen.Commands() {
+		if link := "(" + docgen.PageName(root) + ")"; !strings.Contains(string(index), link) {
+			t.Errorf("%s/README.md does not link %s, the page of %s", docgen.Dir, docgen.PageName(root), root.Name())
+		}
+	}
+}
