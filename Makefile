@@ -84,6 +84,10 @@ bench-smoke: ## Every benchmark once at BENCH_SMOKE_USERS (10000) users: they st
 ci: ## What CI runs (.ci/run): lint, vuln, every fuzzer briefly, bench-smoke, then make test RACE=1
 	bash .ci/run
 
+.PHONY: docs
+docs: ## Regenerate the command-line reference, docs/reference/*.md, from the cobra commands (a test fails when it drifts)
+	$(GO) run ./internal/docgen/cmd -dir docs/reference
+
 .PHONY: demo
 demo: build ## Seed sample users in a throwaway database, run the jobs and deliver the messages
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)
