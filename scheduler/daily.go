@@ -45,6 +45,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		return nil, err
 	}
 	asOf := cfg.AsOf.UTC()
+	day, dayEnd := sender.GoodbyePeriod(asOf)
 	sum := &Summary{Job: DailyJob, AsOf: asOf, DryRun: cfg.DryRun, Errors: []UserError{}}
 	args := pgx.NamedArgs{
 		"as_of":               asOf,
@@ -52,6 +53,8 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		"goodbye_sent_before": asOf.Add(-sm.GoodbyeWindow),
 		"goodbye_expires_at":  asOf.Add(sm.GoodbyeWindow),
 		"key_suffix":          sender.GoodbyeKeySuffix(asOf),
+		"period_start":        day,
+		"replay_until":        dayEnd,
 	}
 	steps, err := dailySteps()
 	if err != nil {
@@ -173,9 +176,10 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 		queued AS (
 		    INSERT INTO engagement_message_queue
 		           (user_id, message_type, message_key, destination, destination_jid,
-		            scheduled_for, idempotency_key, job_run_id)
+		            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
 		    SELECT user_id, @message_type, @message_key, destination, destination_jid,
-		           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text, @run_id::bigint
+		           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text,
+		           @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
 		      FROM moved
 		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		    RETURNING 1

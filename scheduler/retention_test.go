@@ -50,10 +50,14 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	}
 	// A goodbye of a day inside the window, queued (as far as created_at
 	// tells) long ago: a daily re-run of that day would produce its key.
-	lateGoodbye := sender.GoodbyeKey(pending, time.Date(2026, 12, 10, 6, 0, 0, 0, time.UTC))
+	lateDay := time.Date(2026, 12, 10, 6, 0, 0, 0, time.UTC)
+	lateGoodbye := sender.GoodbyeKey(pending, lateDay)
+	lateStart, lateEnd := sender.GoodbyePeriod(lateDay)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, idempotency_key, created_at)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'sent', $2, $3)`, pending, lateGoodbye, runDay); err != nil {
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, idempotency_key, created_at,
+		                                      period_start, replay_until)
+		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'sent', $2, $3, $4, $5)`,
+		pending, lateGoodbye, runDay, lateStart, lateEnd); err != nil {
 		t.Fatal(err)
 	}
 	total := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`) // a review of W48, one of W51, a goodbye, a pending reminder

@@ -74,38 +74,34 @@ type invariant struct {
 }
 
 // onePerPeriod is the check that no user has two messageType messages (any
-// status but cancelled) for one period: the period is the idempotency key's
-// last keyLen characters when the key matches keyPattern (as the jobs write
-// it), else scheduled_for in UTC formatted with format. It reads the rows,
+// status but cancelled) for one period: the period_start the job stored
+// when it queued the message or, for a message without one (no key, or
+// queued by the bot), the start of the unit ('day' or 'week', ISO) of its
+// scheduled_for in UTC; format prints it in examples. It reads the rows,
 // not the unique index, so it holds even where that index is gone.
-func onePerPeriod(name, messageType, plural, period, keyPattern string, keyLen int, format string) invariant {
+func onePerPeriod(name, messageType, plural, period, unit, format string) invariant {
 	return invariant{
 		name: name,
-		rule: fmt.Sprintf("no user has two %s (any status but cancelled) for one %s, the %s taken from the "+
-			"idempotency key or, without one, from scheduled_for in UTC; checked from the rows, not the unique index",
+		rule: fmt.Sprintf("no user has two %s (any status but cancelled) for one %s, the %s the one the message was "+
+			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
 			plural, period, period),
 		sql: fmt.Sprintf(`
-			SELECT user_id::text || ' ' || period || ' (' || count(*) || ' %s)', false
+			SELECT user_id::text || ' ' || to_char(period AT TIME ZONE 'UTC', '%s') || ' (' || count(*) || ' %s)', false
 			  FROM (SELECT user_id,
-			               CASE WHEN idempotency_key ~ '%s' THEN right(idempotency_key, %d)
-			                    ELSE to_char(scheduled_for AT TIME ZONE 'UTC', '%s') END AS period
+			               coalesce(period_start,
+			                        date_trunc('%s', scheduled_for AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS period
 			          FROM engagement_message_queue
 			         WHERE message_type = '%s' AND status <> 'cancelled') m
 			 GROUP BY user_id, period
-			HAVING count(*) > 1`, plural, keyPattern, keyLen, format, messageType),
+			HAVING count(*) > 1`, format, plural, unit, messageType),
 	}
 }
-
-// goodbyeKeySQL is the goodbye's idempotency key for a user_engagement_states
-// row s: the user id and the UTC date of goodbye_sent_at, as the daily job
-// writes it (goodbye_sent_at is the run's as-of; see sender.GoodbyeKeySuffix).
-const goodbyeKeySQL = `s.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`
 
 var invariants = []invariant{
 	{
 		name: CheckGoodbyeQueued,
 		rule: "every goodbye_sent user whose latest logged transition put them in goodbye_sent has a queued goodbye " +
-			"(any status: one cancelled at send time or by an operator was queued too) keyed by the UTC date of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
+			"(any status: one cancelled at send time or by an operator was queued too) for the UTC day of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		sql: `
@@ -120,10 +116,13 @@ var invariants = []invariant{
 			        ORDER BY l.id DESC LIMIT 1
 			  ) l ON true
 			 WHERE s.state = 'goodbye_sent'
-			   AND NOT EXISTS (SELECT 1 FROM engagement_message_queue q WHERE q.idempotency_key = ` + goodbyeKeySQL + `)`,
+			   AND NOT EXISTS (
+			       SELECT 1 FROM engagement_message_queue q
+			        WHERE q.user_id = s.user_id AND q.message_type = 'goodbye'
+			          AND q.period_start = date_trunc('day', s.goodbye_sent_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`,
 	},
-	onePerPeriod(CheckOneGoodbyePerDay, sender.TypeGoodbye, "goodbyes", "UTC day", `:goodbye_sent:\d{4}-\d{2}-\d{2}$`, 10, "YYYY-MM-DD"),
-	onePerPeriod(CheckOneReviewPerWeek, sender.TypeWeeklyReview, "reviews", "ISO week", `:weekly_review:\d{4}-W\d{2}$`, 8, `IYYY-"W"IW`),
+	onePerPeriod(CheckOneGoodbyePerDay, sender.TypeGoodbye, "goodbyes", "UTC day", "day", "YYYY-MM-DD"),
+	onePerPeriod(CheckOneReviewPerWeek, sender.TypeWeeklyReview, "reviews", "ISO week", "week", `IYYY-"W"IW`),
 	{
 		name: CheckNoExpiredClaims,
 		rule: "no message is in flight (processing) past its claim deadline (claimed_until before as-of, or none); " +

@@ -228,3 +228,48 @@ func TestVerifyReportsEachBrokenInvariant(t *testing.T) {
 		}
 	})
 }
+
+// Issue 18, item 2: verify reads the period a message was queued for from
+// its period_start, never from its key. A goodbye whose key has no known
+// shape but whose columns name the day counts as that day's goodbye; a
+// second one for that day, keyed no matter how, breaks one_goodbye_per_day;
+// reviews likewise for their ISO week.
+func TestVerifyReadsPeriodsFromColumnsNotKeys(t *testing.T) {
+	t.Parallel()
+	pool, _, _ := seededPool(t)
+	user := queryID(t, pool, movedToGoodbyeSent)
+	// The goodbye's key rewritten beyond recognition: still queued.
+	exec(t, pool, `UPDATE engagement_message_queue SET idempotency_key = 'manual goodbye, ticket 1234'
+		WHERE user_id = $1 AND message_type = 'goodbye'`, user)
+	if rep := verify(t, pool, seededAsOf.Add(time.Hour)); !rep.OK {
+		t.Fatalf("broken %v after rewriting a goodbye's key, want every check to hold: the columns name its day", rep.Broken)
+	}
+	// A second goodbye whose key looks like another day's, scheduled
+	// another day, but queued (its columns say) for the same day.
+	exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, scheduled_for,
+		                                      idempotency_key, period_start, replay_until)
+		SELECT user_id, message_type, destination, destination_jid, scheduled_for + interval '3 days',
+		       user_id::text || ':goodbye_sent:1999-01-01', period_start, replay_until
+		  FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'goodbye'`, user)
+	// A review with a week-like key of another week, queued for this one.
+	reviewer := queryID(t, pool, `SELECT user_id::text FROM engagement_message_queue WHERE message_type = 'weekly_review' ORDER BY user_id LIMIT 1`)
+	exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, scheduled_for,
+		                                      idempotency_key, period_start, replay_until)
+		SELECT user_id, message_type, destination, destination_jid, scheduled_for - interval '30 days',
+		       user_id::text || ':weekly_review:2020-W01', period_start, replay_until
+		  FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'weekly_review'`, reviewer)
+	rep := verify(t, pool, seededAsOf.Add(time.Hour))
+	if want := []string{scheduler.CheckOneGoodbyePerDay, scheduler.CheckOneReviewPerWeek}; !slices.Equal(rep.Broken, want) {
+		t.Fatalf("broken %v, want %v", rep.Broken, want)
+	}
+	for check, want := range map[string]string{
+		scheduler.CheckOneGoodbyePerDay: user + " 2026-03-02 (2 goodbyes)",
+		scheduler.CheckOneReviewPerWeek: reviewer + " 2026-W10 (2 reviews)",
+	} {
+		if c := checkOf(t, rep, check); c.Violations != 1 || len(c.Examples) != 1 || c.Examples[0] != want {
+			t.Errorf("check %s: %d violations, examples %q; want exactly %q", check, c.Violations, c.Examples, want)
+		}
+	}
+}

@@ -27,8 +27,11 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 	}
 	asOf := cfg.AsOf.UTC()
 	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: sender.ISOWeek(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
+	week, weekEnd := sender.WeeklyReviewPeriod(asOf)
 	args := activity.WindowArgs(asOf)
 	maps.Copy(args, pgx.NamedArgs{
+		"period_start": week,
+		"replay_until": weekEnd,
 		"key_suffix":   sender.WeeklyReviewKeySuffix(asOf),
 		"message_type": sender.TypeWeeklyReview,
 		"message_key":  sender.KeyWeeklyReview,
@@ -99,11 +102,12 @@ var weeklyReviewStep = step{
 		), queued AS (
 		    INSERT INTO engagement_message_queue
 		           (user_id, message_type, message_key, message_params, destination, destination_jid,
-		            scheduled_for, idempotency_key, job_run_id)
+		            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
 		    SELECT c.user_id, @message_type, @message_key,
 		           jsonb_build_object('count', c.transactions::text),
 		           c.destination, c.destination_jid,
-		           least(@as_of::timestamptz, now()), c.user_id::text || @key_suffix::text, @run_id::bigint
+		           least(@as_of::timestamptz, now()), c.user_id::text || @key_suffix::text,
+		           @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
 		      FROM chunk c
 		     WHERE c.skip_reason = '' AND NOT c.queued_before
 		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

@@ -219,6 +219,19 @@ func TestWeeklyISOWeekYearBoundaries(t *testing.T) {
 			if got := reviews(t, pool, u); len(got) != 1 || got[u+":weekly_review:"+tt.week] != "0" {
 				t.Errorf("reviews %v, want one keyed %s", got, tt.week)
 			}
+			// The week it covers is stored, not left to the key: Monday
+			// to Monday, UTC, and cleanup keeps it until that Monday.
+			var week string
+			var days float64
+			if err := pool.QueryRow(context.Background(), `
+				SELECT to_char(period_start AT TIME ZONE 'UTC', 'IYYY-"W"IW Dy HH24:MI'),
+				       extract(epoch FROM replay_until - period_start) / 86400
+				  FROM engagement_message_queue WHERE user_id = $1`, u).Scan(&week, &days); err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.week + " Mon 00:00"; week != want || days != 7 {
+				t.Errorf("period_start %s, replay_until %v days later; want %s and 7", week, days, want)
+			}
 		})
 	}
 }

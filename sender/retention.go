@@ -34,53 +34,18 @@ type CleanupSummary struct {
 	IdempotencyKeys int64 `json:"idempotency_keys"`
 }
 
-// replayHorizonSQL is the last instant a message's idempotency key could be
-// produced again by a job run: the end of the goodbye's day, the end of the
-// review's ISO week, the reminder's instant. Keys of other shapes, keys
-// whose date or week does not exist (ops-fix:goodbye_sent:2026-02-30, a
-// week 54), and messages without a key, count from when they were queued.
-//
-// Nothing here may fail on a key: a cast error would stop every cleanup
-// run. The day is built by interval arithmetic, which cannot fail on two-
-// and four-digit numbers, and kept only when it prints back as the key's
-// text (2026-02-30 comes out as 2026-03-02); the week likewise round-trips
-// through to_date and to_char. The nested CASE makes sure the arithmetic
-// runs only on keys the pattern matched.
-const replayHorizonSQL = `
-	CASE
-	    WHEN q.idempotency_key ~ ':goodbye_sent:\d{4}-\d{2}-\d{2}$' THEN
-	        CASE WHEN to_char(` + goodbyeDaySQL + `, 'YYYY-MM-DD') = right(q.idempotency_key, 10)
-	             THEN (` + goodbyeDaySQL + ` + interval '1 day') AT TIME ZONE 'UTC'
-	             ELSE q.created_at END
-	    WHEN q.idempotency_key ~ ':weekly_review:\d{4}-W\d{2}$' THEN
-	        CASE WHEN to_char(` + reviewWeekSQL + `, 'IYYY-"W"IW') = right(q.idempotency_key, 8)
-	             THEN (` + reviewWeekSQL + ` + 7)::timestamp AT TIME ZONE 'UTC'
-	             ELSE q.created_at END
-	    WHEN q.idempotency_key ~ ':reminder:\d{1,15}$'
-	        THEN to_timestamp(substring(q.idempotency_key FROM ':reminder:(\d+)$')::bigint / 1000.0)
-	    ELSE q.created_at
-	END`
-
-// goodbyeDaySQL is the goodbye key's YYYY-MM-DD as a timestamp, computed
-// without a date cast: 2000-01-01 plus the years, months and days, so an
-// impossible date rolls over instead of raising an error.
-const goodbyeDaySQL = `(timestamp '2000-01-01' + make_interval(
-	    years  => substr(right(q.idempotency_key, 10), 1, 4)::int - 2000,
-	    months => substr(right(q.idempotency_key, 10), 6, 2)::int - 1,
-	    days   => substr(right(q.idempotency_key, 10), 9, 2)::int - 1))`
-
-// reviewWeekSQL is the Monday of the review key's ISO week (to_date rolls
-// a week past the year's last over rather than failing).
-const reviewWeekSQL = `to_date(replace(right(q.idempotency_key, 8), '-W', '-'), 'IYYY-IW')`
-
 // deletableSQL selects settled messages past the retention whose keys can no
 // longer be produced again: a job re-run with any --as-of inside the
-// retention window finds its key still there and queues nothing.
+// retention window finds its key still there and queues nothing. Until when
+// a key could be produced again is the message's replay_until, set when it
+// was queued (the end of the goodbye's day, of the review's ISO week); a
+// message without one (no key, or queued by the bot) counts from when it
+// was queued. No key's text is read.
 const deletableSQL = `
 	SELECT q.id FROM engagement_message_queue q
 	 WHERE q.status IN ('sent', 'failed', 'cancelled')
 	   AND q.created_at < @cutoff
-	   AND ` + replayHorizonSQL + ` < @cutoff`
+	   AND (q.replay_until IS NULL OR q.replay_until < @cutoff)`
 
 // Cleanup deletes, in batches, sent, failed and cancelled messages queued
 // before AsOf − OlderThan, with their ledger rows, keeping any message

@@ -54,6 +54,24 @@ func GoodbyeKey(userID string, asOf time.Time) string {
 	return userID + GoodbyeKeySuffix(asOf)
 }
 
+// GoodbyePeriod is the period a goodbye queued at asOf covers: its UTC day,
+// [start, end). end is also the last instant a daily run could produce the
+// goodbye's key again (engagement_message_queue.replay_until).
+func GoodbyePeriod(asOf time.Time) (start, end time.Time) {
+	y, m, d := asOf.UTC().Date()
+	start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	return start, start.AddDate(0, 0, 1)
+}
+
+// WeeklyReviewPeriod is the period a weekly review queued at asOf covers:
+// its UTC ISO week, Monday to Monday, [start, end). end is also the last
+// instant a weekly run could produce the review's key again.
+func WeeklyReviewPeriod(asOf time.Time) (start, end time.Time) {
+	day, _ := GoodbyePeriod(asOf)
+	start = day.AddDate(0, 0, -(int(day.Weekday())+6)%7)
+	return start, start.AddDate(0, 0, 7)
+}
+
 // ISOWeek formats t's ISO 8601 week-numbering year and week in UTC, like
 // "2026-W48". 2027-01-01 is in 2026-W53 and 2025-12-29 in 2026-W01.
 func ISOWeek(t time.Time) string {
@@ -116,6 +134,13 @@ type Message struct {
 	DestinationJID string            // empty: the profile's routing
 	ScheduledFor   time.Time         // zero means now (the database clock)
 	IdempotencyKey string            // trimmed; empty means none: every call queues a new row
+	// PeriodStart is the start of the period the idempotency key covers
+	// (see GoodbyePeriod, WeeklyReviewPeriod); zero for none.
+	PeriodStart time.Time
+	// ReplayUntil is the last instant the idempotency key could be
+	// produced again: engagementctl cleanup keeps the message until then.
+	// Zero for none: the message ages from when it was queued.
+	ReplayUntil time.Time
 }
 
 // Queued reports the outcome of Enqueue.
@@ -143,11 +168,12 @@ type Querier interface {
 const enqueueSQL = `
 INSERT INTO engagement_message_queue
        (user_id, message_type, message_key, message_params, destination, destination_jid,
-        scheduled_for, idempotency_key)
+        scheduled_for, idempotency_key, period_start, replay_until)
 SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::jsonb, '{}'),
        coalesce(NULLIF(@destination, ''), ` + DestinationSQL + `, 'individual'),
        coalesce(NULLIF(btrim(@jid), ''), NULLIF(` + DestinationJIDSQL + `, '')),
-       coalesce(@scheduled_for, now()), NULLIF(@idempotency_key, '')
+       coalesce(@scheduled_for, now()), NULLIF(@idempotency_key, ''),
+       @period_start::timestamptz, @replay_until::timestamptz
   FROM (SELECT) AS one
   LEFT JOIN user_profiles p ON p.user_id = @user_id
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
@@ -173,10 +199,7 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 		s := string(b)
 		params = &s
 	}
-	var scheduledFor *time.Time
-	if !m.ScheduledFor.IsZero() {
-		scheduledFor = &m.ScheduledFor
-	}
+	scheduledFor := optionalTime(m.ScheduledFor)
 	var (
 		out    Queued
 		stored Message
@@ -185,6 +208,7 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 		"user_id": m.UserID, "type": m.Type, "key": m.Key, "params": params,
 		"destination": m.Destination, "jid": m.DestinationJID,
 		"scheduled_for": scheduledFor, "idempotency_key": key,
+		"period_start": optionalTime(m.PeriodStart), "replay_until": optionalTime(m.ReplayUntil),
 	}).Scan(&out.ID, &out.Duplicate, &stored.Type, &stored.Key, &stored.Params, &stored.Destination, &stored.DestinationJID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "destination_jid" {
@@ -200,4 +224,12 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 			m.DestinationJID != "" && stored.DestinationJID != strings.TrimSpace(m.DestinationJID)
 	}
 	return out, nil
+}
+
+// optionalTime is t, or nil (SQL NULL) when t is zero.
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

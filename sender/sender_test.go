@@ -33,6 +33,31 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+func TestPeriods(t *testing.T) {
+	t.Parallel()
+	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+	brt := time.FixedZone("BRT", -3*3600)
+	tests := []struct {
+		name       string
+		start, end time.Time
+		want       time.Time // start; end is a day or a week later
+		days       int
+	}{
+		{"goodbye: the UTC day", first(sender.GoodbyePeriod(time.Date(2026, 11, 22, 22, 0, 0, 0, brt))), second(sender.GoodbyePeriod(time.Date(2026, 11, 22, 22, 0, 0, 0, brt))), day(2026, 11, 23), 1},
+		{"review: Monday of the ISO week", first(sender.WeeklyReviewPeriod(day(2026, 11, 29))), second(sender.WeeklyReviewPeriod(day(2026, 11, 29))), day(2026, 11, 23), 7},
+		{"review: a Monday is its own week", first(sender.WeeklyReviewPeriod(day(2026, 11, 23))), second(sender.WeeklyReviewPeriod(day(2026, 11, 23))), day(2026, 11, 23), 7},
+		{"review: 2027-01-01 is in 2026-W53", first(sender.WeeklyReviewPeriod(day(2027, 1, 1))), second(sender.WeeklyReviewPeriod(day(2027, 1, 1))), day(2026, 12, 28), 7},
+	}
+	for _, tt := range tests {
+		if !tt.start.Equal(tt.want) || !tt.end.Equal(tt.want.AddDate(0, 0, tt.days)) {
+			t.Errorf("%s: [%s, %s), want [%s, +%d days)", tt.name, tt.start, tt.end, tt.want, tt.days)
+		}
+	}
+}
+
+func first(a, _ time.Time) time.Time  { return a }
+func second(_, b time.Time) time.Time { return b }
+
 func TestEnqueueIsIdempotent(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)

@@ -147,6 +147,8 @@ func TestEnqueue(t *testing.T) {
 		{"params not JSON", []string{"--params", "count=3"}, "--params"},
 		{"bad schedule", []string{"--scheduled-for", "tomorrow"}, "--scheduled-for"},
 		{"bad destination", []string{"--destination", "channel"}, "--destination"},
+		{"bad replay-until", []string{"--replay-until", "soon"}, "--replay-until"},
+		{"bad period-start", []string{"--period-start", "W48"}, "--period-start"},
 	} {
 		if res, _ := enqueue(bad.args...); res.Code != 2 || !strings.Contains(res.Stderr, bad.want) {
 			t.Errorf("%s: exit %d stderr %q, want 2 mentioning %q", bad.name, res.Code, res.Stderr, bad.want)
@@ -157,6 +159,19 @@ func TestEnqueue(t *testing.T) {
 	}
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 1 {
 		t.Errorf("%d messages after the rejected calls, want still 1", n)
+	}
+	// The period a key covers and until when it could be produced again
+	// are stored as given (cleanup and verify read them, not the key).
+	res, dated := enqueue("--idempotency-key", "manual review 48", "--period-start", "2026-11-23T00:00:00Z", "--replay-until", "2026-11-30T00:00:00Z")
+	if res.Code != 0 {
+		t.Fatalf("enqueue with a period: exit %d %s", res.Code, res.Stderr)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE id = $1
+		AND period_start = '2026-11-23T00:00:00Z' AND replay_until = '2026-11-30T00:00:00Z'`, dated.ID); n != 1 {
+		t.Error("--period-start and --replay-until were not stored")
+	}
+	if _, err := pool.Exec(context.Background(), `DELETE FROM engagement_message_queue WHERE id = $1`, dated.ID); err != nil {
+		t.Fatal(err)
 	}
 	// No key: every call creates a message.
 	_, a := enqueue()

@@ -18,6 +18,7 @@ func newEnqueueCommand(databaseURL *string) *cobra.Command {
 	var (
 		m                            sender.Message
 		params, scheduledFor, output string
+		periodStart, replayUntil     string
 		logs                         logFlags
 	)
 	cmd := &cobra.Command{
@@ -59,6 +60,17 @@ also under concurrent callers. Without a key every call creates a message.
 			if scheduledFor != "" {
 				if m.ScheduledFor, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(scheduledFor)); err != nil {
 					return usagef("--scheduled-for %q is not an RFC3339 instant", scheduledFor)
+				}
+			}
+			for _, f := range []struct {
+				flag, value string
+				into        *time.Time
+			}{{"period-start", periodStart, &m.PeriodStart}, {"replay-until", replayUntil, &m.ReplayUntil}} {
+				if f.value == "" {
+					continue
+				}
+				if *f.into, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(f.value)); err != nil {
+					return usagef("--%s %q is not an RFC3339 instant", f.flag, f.value)
 				}
 			}
 			if m.IdempotencyKey, err = sender.NormalizeKey(m.IdempotencyKey); err != nil {
@@ -105,6 +117,8 @@ also under concurrent callers. Without a key every call creates a message.
 	fs.StringVar(&m.DestinationJID, "jid", "", "destination JID (default: the profile's routing)")
 	fs.StringVar(&scheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "at most 128 characters; a repeated key changes nothing")
+	fs.StringVar(&periodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
+	fs.StringVar(&replayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none, it ages from now)")
 	fs.StringVar(&output, "output", "text", "text or json")
 	logs.register(fs)
 	return cmd
