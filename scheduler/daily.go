@@ -64,138 +64,48 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	return sum, err
 }
 
-// dailySteps builds the three steps from the state machine's table, so the
-// states and triggers the SQL uses are the table's.
-func dailySteps() ([]step, error) {
-	inactivity, err := transitionStep(sm.Active, sm.Inactivity14d,
-		`s.last_activity_at < @inactive_before`,
-		`goodbye_sent_at = @as_of, goodbye_expires_at = @goodbye_expires_at`)
-	if err != nil {
-		return nil, err
-	}
-	timeout, err := transitionStep(sm.GoodbyeSent, sm.GoodbyeTimeout,
-		`(s.goodbye_expires_at <= @as_of
-		  OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before))`,
-		``)
-	if err != nil {
-		return nil, err
-	}
-	reminder, err := transitionStep(sm.RemindLater, sm.ReminderDue,
-		`s.remind_at <= @as_of`,
-		``)
-	if err != nil {
-		return nil, err
-	}
-	return []step{inactivity, timeout, reminder}, nil
+// dailyStepFiles are the daily job's steps, in order: each is the state
+// machine's transition from a state on a time trigger, and a statement file
+// (queries/<file>.sql, with <file>_dry_run.sql for dry runs) that moves a
+// chunk's users along it. The files take the transition's states and
+// trigger as parameters, from the table (step_test.go checks each file
+// against it).
+var dailyStepFiles = []struct {
+	from    sm.State
+	trigger sm.Trigger
+	file    string
+}{
+	{sm.Active, sm.Inactivity14d, "daily_inactivity_14d"},
+	{sm.GoodbyeSent, sm.GoodbyeTimeout, "daily_goodbye_timeout"},
+	{sm.RemindLater, sm.ReminderDue, "daily_reminder_due"},
 }
 
-// transitionStep is the step that fires trigger on users in state from who
-// satisfy qualifies (a predicate on s, their user_engagement_states row).
-// The move sets state, plus set (extra assignments, may be empty); when the
-// transition queues a message, it is inserted under its idempotency key,
-// and every move is logged in engagement_state_transitions — all in one
+// dailySteps builds the daily steps from the state machine's table.
+func dailySteps() ([]step, error) {
+	steps := make([]step, 0, len(dailyStepFiles))
+	for _, d := range dailyStepFiles {
+		st, err := transitionStep(d.from, d.trigger, d.file)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, st)
+	}
+	return steps, nil
+}
+
+// transitionStep is the step that fires trigger on users in state from,
+// with the statements of file: the move (users of one chunk, their
+// message when the transition queues one, and their log rows, in one
 // statement, so a user's state, message and log row commit together or not
-// at all.
-func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (step, error) {
+// at all) and its dry run. The transition's states and trigger are the
+// statements' @from_state, @to_state and @trigger.
+func transitionStep(from sm.State, trigger sm.Trigger, file string) (step, error) {
 	t, err := sm.Next(from, trigger)
 	if err != nil {
 		return step{}, fmt.Errorf("daily step %s: %w", trigger, err)
 	}
-	queues := t.Message == sm.GoodbyeMessage
-
-	// Who qualifies, and why some are left out. Opted-out users are never
-	// touched; users the message could not reach are left for later.
-	skipReason := `WHEN p.reengagement_opt_out THEN '` + SkipOptedOut + `'`
-	if queues {
-		skipReason += ` WHEN NOT ` + sender.HasDestinationSQL + ` THEN '` + SkipNoDestination + `'`
-	}
-	selectSQL := `
-		SELECT s.user_id, CASE ` + skipReason + ` ELSE '' END
-		  FROM user_engagement_states s
-		  JOIN user_profiles p ON p.user_id = s.user_id
-		 WHERE s.state = @from_state AND ` + qualifies + `
-		   AND ` + inShardSQL("s.user_id")
-
-	if set != "" {
-		set = ", " + set
-	}
-	// chunk: the step's users among the chunk's rows, with their profile.
-	// OFFSET 0 keeps the profile a primary-key probe per user: joined
-	// plainly, the planner hashed every profile for every chunk.
-	//
-	// locked: the bot holds rows while it handles a user's message. The
-	// chunk skips them rather than wait (a later run moves those users),
-	// and reports how many it skipped.
-	//
-	// moved: the UPDATE re-checks what chunk checked: a user changed in
-	// between (by the bot, or another run) is not moved. The profile is
-	// not locked: the state row is the one the move changes.
-	chunk := `
-		chunk AS MATERIALIZED (
-		    SELECT s.user_id, p.skip_reason, p.destination, p.destination_jid
-		      FROM user_engagement_states s
-		      CROSS JOIN LATERAL (
-		          SELECT CASE ` + skipReason + ` ELSE '' END AS skip_reason,
-		                 ` + sender.DestinationSQL + ` AS destination,
-		                 ` + sender.DestinationJIDSQL + ` AS destination_jid
-		            FROM user_profiles p
-		           WHERE p.user_id = s.user_id
-		          OFFSET 0
-		      ) p
-		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-		       AND s.state = @from_state AND ` + qualifies + `
-		       AND ` + inShardSQL("s.user_id") + `
-		), locked AS MATERIALIZED (
-		    SELECT s.user_id
-		      FROM user_engagement_states s
-		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-		       AND s.state = @from_state AND ` + qualifies + `
-		       AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
-		       FOR NO KEY UPDATE SKIP LOCKED
-		), moved AS (
-		    UPDATE user_engagement_states s
-		       SET state = @to_state, updated_at = now()` + set + `
-		      FROM chunk c
-		     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-		       AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-		       AND s.state = @from_state AND ` + qualifies + `
-		 RETURNING s.user_id, c.destination, c.destination_jid
-		)`
-	logged := `
-		logged AS (
-		    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-		    SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
-		)`
-	// ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
-	// exists) queues nothing and counts as a duplicate. It does not lock
-	// the row it conflicts with, so a goodbye the bot holds is no wait.
-	queued := `
-		queued AS (SELECT 1 WHERE false)`
-	if queues {
-		queued = `
-		queued AS (
-		    INSERT INTO engagement_message_queue
-		           (user_id, message_type, message_key, destination, destination_jid,
-		            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
-		    SELECT user_id, @message_type, @message_key, destination, destination_jid,
-		           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text,
-		           @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
-		      FROM moved
-		    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		    RETURNING 1
-		)`
-	}
-	moveSQL := `WITH` + chunk + `,` + queued + `,` + logged + `
-		SELECT count(*)::int,
-		       (SELECT count(*) FROM moved)::int,
-		       (SELECT count(*) FROM queued)::int,
-		       (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
-		       count(*) FILTER (WHERE skip_reason = '` + SkipOptedOut + `')::int,
-		       count(*) FILTER (WHERE skip_reason = '` + SkipNoDestination + `')::int
-		  FROM chunk`
-
 	messageType := ""
-	if queues {
+	if t.Message == sm.GoodbyeMessage {
 		messageType = sender.TypeGoodbye
 	}
 	return step{
@@ -208,7 +118,7 @@ func transitionStep(from sm.State, trigger sm.Trigger, qualifies, set string) (s
 			"message_type": sender.TypeGoodbye,
 			"message_key":  sender.KeyGoodbye,
 		},
-		selectSQL: selectSQL,
-		moveSQL:   moveSQL,
+		dryRunSQL: query(file + "_dry_run"),
+		moveSQL:   query(file),
 	}, nil
 }

@@ -76,13 +76,15 @@ func (c Config) Validate() error {
 // whose position (ctid) lies in [@first, @end), in one statement that
 // finds them, locks them (skipping rows another transaction holds) and
 // moves them, and returns the chunk's counters (batchCounts, in order).
-// selectSQL lists every user who qualifies, each with a skip reason (""
-// when the step acts on them); dry runs count it.
+// dryRunSQL counts, over the whole table and writing nothing, the users
+// who qualify: one row per skip reason ("" when the step acts on them)
+// with how many users and how many of them have the step's message key
+// (@key_suffix) taken already.
 type step struct {
 	name        string
 	messageType string        // the type of message the step queues, if any
 	args        pgx.NamedArgs // the step's own arguments, over the job's
-	selectSQL   string
+	dryRunSQL   string
 	moveSQL     string
 }
 
@@ -103,13 +105,10 @@ type querier interface {
 // prepared statement "" requires 3").
 const batchExecMode = pgx.QueryExecModeExec
 
-// tableBlocksSQL is how many pages user_engagement_states has: the steps
-// walk them from the first to this one.
-const tableBlocksSQL = `
-	SELECT pg_relation_size('user_engagement_states') / current_setting('block_size')::bigint`
-
-// userAtSQL names the user whose row is at position @at (a ctid).
-const userAtSQL = `SELECT user_id FROM user_engagement_states WHERE ctid = @at::tid`
+var (
+	tableBlocksSQL = query("job_table_pages")
+	userAtSQL      = query("job_user_at")
+)
 
 // runJob runs steps in order, each to completion, and sums their counters.
 // args are the job-wide named arguments (as_of and friends); @run_id and
@@ -285,13 +284,7 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 // that queue, keys already taken count as duplicates. The database counts;
 // no user id comes to the client.
 func dryRunStep(ctx context.Context, db querier, st step, args pgx.NamedArgs) (Counts, error) {
-	rows, err := db.Query(ctx, `
-		SELECT c.skip_reason, count(*)::int,
-		       count(*) FILTER (WHERE EXISTS (
-		           SELECT 1 FROM engagement_message_queue q
-		            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int
-		  FROM (`+st.selectSQL+`) AS c (user_id, skip_reason)
-		 GROUP BY c.skip_reason`, batchExecMode, args)
+	rows, err := db.Query(ctx, st.dryRunSQL, batchExecMode, args)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count users: %w", err)
 	}

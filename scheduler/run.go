@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,26 +37,15 @@ const DefaultLeaseTimeout = 30 * time.Second
 // stalled process), so another run may be doing the work now.
 var ErrLeaseLost = errors.New("lost the job's lease: the heartbeat was not renewed within the lease timeout, so another run may have taken over")
 
-//go:embed queries/run_*.sql
-var runQueries embed.FS
-
-func runSQL(name string) string {
-	b, err := runQueries.ReadFile("queries/" + name + ".sql")
-	if err != nil {
-		panic(err) // embedded at build time: cannot happen
-	}
-	return string(b)
-}
-
 var (
-	runHolderSQL      = runSQL("run_holder")
-	runAbandonSQL     = runSQL("run_abandon")
-	runStartSQL       = runSQL("run_start")
-	runHeartbeatSQL   = runSQL("run_heartbeat")
-	runFinishSQL      = runSQL("run_finish")
-	runFenceCancelSQL = runSQL("run_fence_cancel")
-	runFenceWaitSQL   = runSQL("run_fence_wait")
-	runFenceBatchSQL  = runSQL("run_fence_batch")
+	runHolderSQL      = query("run_holder")
+	runAbandonSQL     = query("run_abandon")
+	runStartSQL       = query("run_start")
+	runHeartbeatSQL   = query("run_heartbeat")
+	runFinishSQL      = query("run_finish")
+	runFenceCancelSQL = query("run_fence_cancel")
+	runFenceWaitSQL   = query("run_fence_wait")
+	runFenceBatchSQL  = query("run_fence_batch")
 )
 
 // run is one job run's bookkeeping: its engagement_job_runs row, which is

@@ -53,18 +53,14 @@ func (s Shard) String() string {
 	return fmt.Sprintf("%d/%d", s.Index, s.Count)
 }
 
-// shardSQL is the shard a user id (a uuid expression) hashes to, given
-// @shard_count: PostgreSQL's 64-bit hash of the id's text, sign bit cleared,
-// modulo the count. It is computed by the database alone, so every process
-// agrees on it, whatever language or version it runs.
-func shardSQL(userID string) string {
-	return `((hashtextextended(` + userID + `::text, 0) & 9223372036854775807) % @shard_count::int)`
-}
-
-// inShardSQL is true when the user id (a uuid expression) belongs to the
-// run's shard, @shard_index of @shard_count; every statement of a job has
-// it, and a @shard_count of 1 (every user) costs nothing: the planner drops
+// A user's shard is computed by the database alone, so every process agrees
+// on it, whatever language or version it runs: PostgreSQL's 64-bit hash of
+// the id's text, sign bit cleared, modulo the count. Every statement of a
+// job takes the run's shard as the parameters @shard_index and
+// @shard_count and keeps the users for which
+//
+//	(@shard_count::int = 1
+//	 OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+//
+// holds; a @shard_count of 1 (every user) costs nothing: the planner drops
 // the hash when the count is 1.
-func inShardSQL(userID string) string {
-	return `(@shard_count::int = 1 OR ` + shardSQL(userID) + ` = @shard_index::int)`
-}

@@ -1,0 +1,91 @@
+package sqlfile_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/pgtest"
+)
+
+// moduleRoot is the repository's root, two folders up from this package.
+const moduleRoot = "../.."
+
+// Every statement file of every package (each package's queries/*.sql) is
+// prepared and EXPLAINed against a migrated database, so a statement that
+// no longer matches the schema (a renamed column, a dropped index a hint
+// relies on being absent is not caught, but a missing table, column,
+// function or a type mismatch is) fails CI. The parameters are bound by
+// name as pgx.NamedArgs does, their types inferred by the server as when
+// the packages run them, and planned with NULL values.
+func TestEveryStatementFilePlansAgainstTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := pgtest.NewPool(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+
+	var files []string
+	err = filepath.WalkDir(moduleRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "bench" || strings.HasPrefix(d.Name(), ".")) && p != moduleRoot {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".sql") && filepath.Base(filepath.Dir(p)) == "queries" {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	packages := map[string]int{}
+	for _, f := range files {
+		packages[filepath.Dir(filepath.Dir(f))]++
+	}
+	for _, pkg := range []string{"scheduler", "sender", "activity"} {
+		if packages[filepath.Join(moduleRoot, pkg)] == 0 {
+			t.Errorf("no statement files found in %s/queries: the walk is broken", pkg)
+		}
+	}
+
+	for _, f := range files {
+		rel, _ := filepath.Rel(moduleRoot, f)
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Positional parameters, one per distinct name, as pgx binds them.
+		sql, args, err := pgx.NamedArgs{}.RewriteQuery(ctx, conn.Conn(), string(b), nil)
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "PREPARE statement_file AS "+sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Errorf("%s does not match the schema: %v", rel, err)
+			continue
+		}
+		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(args)), ", ")
+		explain := "EXPLAIN EXECUTE statement_file"
+		if len(args) > 0 {
+			explain += " (" + nulls + ")"
+		}
+		if _, err := conn.Exec(ctx, explain, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Errorf("EXPLAIN %s: %v", rel, err)
+		}
+	}
+	t.Logf("planned %d statement files in %d packages", len(files), len(packages))
+}

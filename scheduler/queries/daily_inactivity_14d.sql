@@ -1,0 +1,88 @@
+-- Step inactivity_14d: active -inactivity_14d-> goodbye_sent, queueing the goodbye.
+--
+-- Moves the users of one chunk of user_engagement_states (the rows whose
+-- ctid lies in [@first, @end)) who are in @from_state and silent since
+-- @inactive_before (as-of − 14 days): state @to_state, goodbye_sent_at
+-- @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
+-- each one's goodbye under the key user_id || @key_suffix
+-- (':goodbye_sent:YYYY-MM-DD'), covering [@period_start, @replay_until);
+-- and logs each move (@trigger, run @run_id) — all in one statement, so a
+-- user's state, message and log row commit together or not at all.
+-- @from_state, @to_state and @trigger come from the state machine's table
+-- (statemachine.Next); step_test.go checks this file against it.
+--
+-- Opted-out users are never touched; users the goodbye could not reach
+-- (destination 'group' uses group_jid when set, else whatsapp_jid) are left
+-- for later. Only the run's shard (@shard_index of @shard_count) is seen:
+-- a @shard_count of 1 is every user, and the planner drops the hash.
+--
+-- Returns the chunk's counters: candidates, moved, queued, locked (rows
+-- the bot held: skipped, a later run moves them), opted out, no destination.
+WITH chunk AS MATERIALIZED (
+    -- The step's users among the chunk's rows, with their profile. OFFSET 0
+    -- keeps the profile a primary-key probe per user: joined plainly, the
+    -- planner hashed every profile for every chunk.
+    SELECT s.user_id, p.skip_reason, p.destination, p.destination_jid
+      FROM user_engagement_states s
+      CROSS JOIN LATERAL (
+          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
+                      WHEN NOT ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
+                                OR coalesce(btrim(p.whatsapp_jid), '') <> '') THEN 'no_destination'
+                      ELSE '' END AS skip_reason,
+                 CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+                      THEN 'group' ELSE 'individual' END AS destination,
+                 btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+                            THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
+            FROM user_profiles p
+           WHERE p.user_id = s.user_id
+          OFFSET 0
+      ) p
+     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+       AND s.state = @from_state AND s.last_activity_at < @inactive_before
+       AND (@shard_count::int = 1
+            OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+), locked AS MATERIALIZED (
+    -- The bot holds rows while it handles a user's message: skip them
+    -- rather than wait, and count them.
+    SELECT s.user_id
+      FROM user_engagement_states s
+     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+       AND s.state = @from_state AND s.last_activity_at < @inactive_before
+       AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
+       FOR NO KEY UPDATE SKIP LOCKED
+), moved AS (
+    -- Re-checks what chunk checked: a user changed in between (by the bot,
+    -- or another run) is not moved. The profile is not locked: the state
+    -- row is the one the move changes.
+    UPDATE user_engagement_states s
+       SET state = @to_state, updated_at = now(),
+           goodbye_sent_at = @as_of, goodbye_expires_at = @goodbye_expires_at
+      FROM chunk c
+     WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+       AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
+       AND s.state = @from_state AND s.last_activity_at < @inactive_before
+ RETURNING s.user_id, c.destination, c.destination_jid
+), queued AS (
+    -- ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
+    -- exists) queues nothing and counts as a duplicate. It does not lock
+    -- the row it conflicts with, so a goodbye the bot holds is no wait.
+    INSERT INTO engagement_message_queue
+           (user_id, message_type, message_key, destination, destination_jid,
+            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
+    SELECT user_id, @message_type, @message_key, destination, destination_jid,
+           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text,
+           @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
+      FROM moved
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING 1
+), logged AS (
+    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
+    SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
+)
+SELECT count(*)::int,
+       (SELECT count(*) FROM moved)::int,
+       (SELECT count(*) FROM queued)::int,
+       (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
+       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int
+  FROM chunk

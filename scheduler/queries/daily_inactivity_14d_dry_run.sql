@@ -1,0 +1,21 @@
+-- Dry run of step inactivity_14d (active -inactivity_14d-> goodbye_sent):
+-- counts, writing nothing, the users daily_inactivity_14d.sql would move,
+-- over the whole table: one row per skip reason ('' for the users it would
+-- move, 'opted_out', 'no_destination') with how many users, and how many
+-- of them already have the goodbye's key (user_id || @key_suffix) taken.
+SELECT c.skip_reason, count(*)::int,
+       count(*) FILTER (WHERE EXISTS (
+           SELECT 1 FROM engagement_message_queue q
+            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int
+  FROM (SELECT s.user_id,
+               CASE WHEN p.reengagement_opt_out THEN 'opted_out'
+                    WHEN NOT ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
+                              OR coalesce(btrim(p.whatsapp_jid), '') <> '') THEN 'no_destination'
+                    ELSE '' END AS skip_reason
+          FROM user_engagement_states s
+          JOIN user_profiles p ON p.user_id = s.user_id
+         WHERE s.state = @from_state AND s.last_activity_at < @inactive_before
+           AND (@shard_count::int = 1
+                OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+       ) AS c
+ GROUP BY c.skip_reason
