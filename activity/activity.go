@@ -1,6 +1,8 @@
 // Package activity finds the users who were active in a window of time: a
 // transaction created in it, or bot activity (last_activity_at) in it. The
-// weekly review is built on it.
+// weekly review uses its window (WindowArgs); its statement
+// (scheduler/queries/weekly_review.sql) selects the same users chunk by
+// chunk.
 //
 // Everything is one aggregated query: the window's transactions are counted
 // per user once, joined to the users, and streamed back, so finding the
@@ -9,43 +11,29 @@ package activity
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"iter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
-// ActiveUsersSQL selects the users in state active or help_flow with a
-// transaction or bot activity in (@window_start, @as_of], one row each:
-// user_id, state, transactions (count in the window), opted_out,
-// has_destination, destination, destination_jid, locale. Opted-out users are
-// included so callers can count them; ActiveUsersLastWeek leaves them out.
-const ActiveUsersSQL = `
-	WITH window_transactions AS (
-	    SELECT user_id, count(*)::int AS transactions
-	      FROM transactions
-	     WHERE created_at > @window_start AND created_at <= @as_of
-	     GROUP BY user_id
-	)
-	SELECT s.user_id, s.state, coalesce(w.transactions, 0) AS transactions,
-	       p.reengagement_opt_out AS opted_out,
-	       ` + sender.HasDestinationSQL + ` AS has_destination,
-	       ` + sender.DestinationSQL + ` AS destination,
-	       coalesce(` + sender.DestinationJIDSQL + `, '') AS destination_jid,
-	       p.locale
-	  FROM user_engagement_states s
-	  JOIN user_profiles p ON p.user_id = s.user_id
-	  LEFT JOIN window_transactions w ON w.user_id = s.user_id
-	 WHERE s.state IN ('active', 'help_flow')
-	   AND (w.user_id IS NOT NULL
-	        OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))`
+// The package's statements, one complete statement per file in queries/.
+//
+//go:embed queries/*.sql
+var queryFiles embed.FS
 
-// WindowArgs are the named arguments of ActiveUsersSQL for the week that
-// ends at asOf: (asOf − 7 days, asOf].
+var (
+	activeUsersLastWeekSQL = sqlfile.Must(queryFiles, "active_users_last_week")
+	activityCountSQL       = sqlfile.Must(queryFiles, "activity_count")
+)
+
+// WindowArgs are the named arguments @window_start and @as_of of a
+// statement over the week that ends at asOf: (asOf − 7 days, asOf].
 func WindowArgs(asOf time.Time) pgx.NamedArgs {
 	return pgx.NamedArgs{"window_start": asOf.Add(-sm.WeeklyWindow), "as_of": asOf}
 }
@@ -72,10 +60,7 @@ type Querier interface {
 // a time. Stop early by breaking out of the loop.
 func ActiveUsersLastWeek(ctx context.Context, db Querier, asOf time.Time) iter.Seq2[ActiveUser, error] {
 	return func(yield func(ActiveUser, error) bool) {
-		rows, err := db.Query(ctx, `
-			SELECT user_id::text, state, transactions, destination, destination_jid, locale
-			  FROM (`+ActiveUsersSQL+`) AS a
-			 WHERE NOT opted_out`, WindowArgs(asOf))
+		rows, err := db.Query(ctx, activeUsersLastWeekSQL, WindowArgs(asOf))
 		if err != nil {
 			yield(ActiveUser{}, fmt.Errorf("find active users: %w", err))
 			return
@@ -104,10 +89,9 @@ func ActivityCount(ctx context.Context, db Querier, userID string, days int, asO
 		return 0, fmt.Errorf("activity count: days must not be negative, got %d", days)
 	}
 	var n int
-	err := db.QueryRow(ctx, `
-		SELECT count(*)::int FROM transactions
-		 WHERE user_id = $1 AND created_at > $2 AND created_at <= $3`,
-		userID, asOf.AddDate(0, 0, -days), asOf).Scan(&n)
+	err := db.QueryRow(ctx, activityCountSQL, pgx.NamedArgs{
+		"user_id": userID, "since": asOf.AddDate(0, 0, -days), "as_of": asOf,
+	}).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("activity count: %w", err)
 	}

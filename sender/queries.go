@@ -2,12 +2,14 @@ package sender
 
 import (
 	"embed"
-	"io/fs"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// The delivery engine's statements, one complete statement per file, so a
-// reader can paste any of them into psql. queries_test.go EXPLAINs each
-// against a migrated database.
+// The package's statements (the delivery engine's, enqueue's, cleanup's),
+// one complete statement per file, so a reader can paste any of them into
+// psql. queries_test.go EXPLAINs each against a migrated database with
+// realistic arguments (and internal/sqlfile's test every package's).
 //
 //go:embed queries/*.sql
 var queryFiles embed.FS
@@ -23,10 +25,5 @@ var (
 	nextDueSQL = mustQuery("next_due")
 )
 
-func mustQuery(name string) string {
-	b, err := fs.ReadFile(queryFiles, "queries/"+name+".sql")
-	if err != nil {
-		panic("sender: missing embedded query " + name)
-	}
-	return string(b)
-}
+// mustQuery is the statement in queries/<name>.sql.
+func mustQuery(name string) string { return sqlfile.Must(queryFiles, name) }

@@ -32,6 +32,11 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"ops_requeue": {"status": "failed", "ids": []string{id}, "message_type": "goodbye", "reason": nil,
 			"error_contains": "HTTP 5", "since": time.Now(), "until": time.Now(), "dry_run": false},
 		"ops_cancel": {"ids": []string{}, "user_id": id, "message_type": nil, "idempotency_key": "k", "all": false, "dry_run": true},
+		"enqueue": {"user_id": id, "type": TypeGoodbye, "key": KeyGoodbye, "params": nil, "destination": "", "jid": "",
+			"scheduled_for": nil, "idempotency_key": "k", "period_start": time.Now(), "replay_until": time.Now()},
+		"cleanup_count":      {"cutoff": time.Now()},
+		"cleanup_delete":     {"cutoff": time.Now(), "n": 10},
+		"cleanup_count_keys": {"as_of": time.Now()},
 	}
 	files, err := fs.Glob(queryFiles, "queries/*.sql")
 	if err != nil || len(files) != len(args) {

@@ -34,18 +34,11 @@ type CleanupSummary struct {
 	IdempotencyKeys int64 `json:"idempotency_keys"`
 }
 
-// deletableSQL selects settled messages past the retention whose keys can no
-// longer be produced again: a job re-run with any --as-of inside the
-// retention window finds its key still there and queues nothing. Until when
-// a key could be produced again is the message's replay_until, set when it
-// was queued (the end of the goodbye's day, of the review's ISO week); a
-// message without one (no key, or queued by the bot) counts from when it
-// was queued. No key's text is read.
-const deletableSQL = `
-	SELECT q.id FROM engagement_message_queue q
-	 WHERE q.status IN ('sent', 'failed', 'cancelled')
-	   AND q.created_at < @cutoff
-	   AND (q.replay_until IS NULL OR q.replay_until < @cutoff)`
+var (
+	cleanupCountSQL     = mustQuery("cleanup_count")
+	cleanupDeleteSQL    = mustQuery("cleanup_delete")
+	cleanupCountKeysSQL = mustQuery("cleanup_count_keys")
+)
 
 // Cleanup deletes, in batches, sent, failed and cancelled messages queued
 // before AsOf − OlderThan, with their ledger rows, keeping any message
@@ -60,15 +53,11 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 	batch := cmp.Or(cfg.BatchSize, 5000)
 	args := pgx.NamedArgs{"cutoff": sum.Cutoff, "n": batch}
 	if cfg.DryRun {
-		err := pool.QueryRow(ctx, `
-			WITH doomed AS (`+deletableSQL+`)
-			SELECT (SELECT count(*) FROM doomed),
-			       (SELECT count(*) FROM engagement_processed_messages l WHERE l.message_id IN (SELECT id FROM doomed))`,
-			args).Scan(&sum.Messages, &sum.Ledger)
+		err := pool.QueryRow(ctx, cleanupCountSQL, args).Scan(&sum.Messages, &sum.Ledger)
 		if err != nil {
 			return sum, fmt.Errorf("count old messages: %w", err)
 		}
-		err = pool.QueryRow(ctx, `SELECT count(*) FROM engagement_idempotency_keys WHERE expires_at <= $1`, cfg.AsOf).Scan(&sum.IdempotencyKeys)
+		err = pool.QueryRow(ctx, cleanupCountKeysSQL, pgx.NamedArgs{"as_of": cfg.AsOf}).Scan(&sum.IdempotencyKeys)
 		if err != nil {
 			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
 		}
@@ -81,15 +70,7 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 	sum.IdempotencyKeys = keys
 	for {
 		var messages, ledger int64
-		err := pool.QueryRow(ctx, `
-			WITH doomed AS (`+deletableSQL+` LIMIT @n FOR UPDATE SKIP LOCKED),
-			ledger AS (
-			    DELETE FROM engagement_processed_messages l USING doomed WHERE l.message_id = doomed.id RETURNING 1
-			),
-			gone AS (
-			    DELETE FROM engagement_message_queue q USING doomed WHERE q.id = doomed.id RETURNING 1
-			)
-			SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM ledger)`, args).Scan(&messages, &ledger)
+		err := pool.QueryRow(ctx, cleanupDeleteSQL, args).Scan(&messages, &ledger)
 		if err != nil {
 			return sum, fmt.Errorf("delete old messages: %w", err)
 		}

@@ -90,20 +90,6 @@ func ReminderKey(userID string, remindAt time.Time) string {
 	return userID + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
 }
 
-// Routing, as SQL over a user_profiles row aliased p, so set-based queries
-// route exactly as the contract says: destination 'group' uses group_jid
-// when set, else falls back to 'individual' and whatsapp_jid. A user with
-// neither has no destination and gets no message.
-const (
-	routesToGroupSQL = `(p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')`
-	// HasDestinationSQL is true when the user can be sent a message.
-	HasDestinationSQL = `(` + routesToGroupSQL + ` OR coalesce(btrim(p.whatsapp_jid), '') <> '')`
-	// DestinationSQL is the destination column's value.
-	DestinationSQL = `CASE WHEN ` + routesToGroupSQL + ` THEN 'group' ELSE 'individual' END`
-	// DestinationJIDSQL is the destination_jid column's value.
-	DestinationJIDSQL = `btrim(CASE WHEN ` + routesToGroupSQL + ` THEN p.group_jid ELSE p.whatsapp_jid END)`
-)
-
 // MaxKeyLength is the longest idempotency key Enqueue accepts, in characters.
 const MaxKeyLength = 128
 
@@ -159,27 +145,8 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// enqueueSQL inserts a message or, when its idempotency key is taken, returns
-// the existing row: one statement, atomic under concurrent callers. The
-// conflict arm rewrites the key with itself so that RETURNING yields the
-// existing row (DO NOTHING would return nothing); no column changes value.
-// xmax is non-zero exactly when the row was not freshly inserted. Omitted
-// destinations are routed from the user's profile, as the jobs route them.
-const enqueueSQL = `
-INSERT INTO engagement_message_queue
-       (user_id, message_type, message_key, message_params, destination, destination_jid,
-        scheduled_for, idempotency_key, period_start, replay_until)
-SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::jsonb, '{}'),
-       coalesce(NULLIF(@destination, ''), ` + DestinationSQL + `, 'individual'),
-       coalesce(NULLIF(btrim(@jid), ''), NULLIF(` + DestinationJIDSQL + `, '')),
-       coalesce(@scheduled_for, now()), NULLIF(@idempotency_key, ''),
-       @period_start::timestamptz, @replay_until::timestamptz
-  FROM (SELECT) AS one
-  LEFT JOIN user_profiles p ON p.user_id = @user_id
-ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
-RETURNING id::text, (xmax <> 0) AS duplicate,
-          message_type, coalesce(message_key, ''), message_params, destination, destination_jid`
+// enqueueSQL inserts a message or returns the one its key already names.
+var enqueueSQL = mustQuery("enqueue")
 
 // Enqueue queues m unless a message with its idempotency key exists, in which
 // case it returns that message's id with Duplicate set and changes nothing.
