@@ -67,10 +67,14 @@ type Check struct {
 	Exempt int64 `json:"exempt,omitempty"`
 }
 
-// invariant is one check: sql selects its suspicious rows as (example text,
-// exempt boolean); the rows that are not exempt are violations.
+// invariant is one check: its statement (a queries/verify_*.sql) finds the
+// suspicious rows as (example, exempt) and returns how many are violations,
+// how many exempt, and up to @max_examples examples; args are the check's
+// own parameters, over Verify's (@as_of, @cutoff, @max_examples and the
+// state machine's table).
 type invariant struct {
 	name, rule, sql string
+	args            pgx.NamedArgs
 }
 
 // onePerPeriod is the check that no user has two messageType messages (any
@@ -85,15 +89,8 @@ func onePerPeriod(name, messageType, plural, period, unit, format string) invari
 		rule: fmt.Sprintf("no user has two %s (any status but cancelled) for one %s, the %s the one the message was "+
 			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
 			plural, period, period),
-		sql: fmt.Sprintf(`
-			SELECT user_id::text || ' ' || to_char(period AT TIME ZONE 'UTC', '%s') || ' (' || count(*) || ' %s)', false
-			  FROM (SELECT user_id,
-			               coalesce(period_start,
-			                        date_trunc('%s', scheduled_for AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS period
-			          FROM engagement_message_queue
-			         WHERE message_type = '%s' AND status <> 'cancelled') m
-			 GROUP BY user_id, period
-			HAVING count(*) > 1`, format, plural, unit, messageType),
+		sql:  query("verify_one_per_period"),
+		args: pgx.NamedArgs{"message_type": messageType, "plural": plural, "unit": unit, "format": format},
 	}
 }
 
@@ -104,22 +101,7 @@ var invariants = []invariant{
 			"(any status: one cancelled at send time or by an operator was queued too) for the UTC day of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
-		sql: `
-			SELECT s.user_id::text,
-			       l.to_state IS DISTINCT FROM 'goodbye_sent'
-			       OR s.goodbye_sent_at IS NULL
-			       OR ((s.goodbye_sent_at AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC' < @cutoff
-			  FROM user_engagement_states s
-			  LEFT JOIN LATERAL (
-			       SELECT l.to_state FROM engagement_state_transitions l
-			        WHERE l.user_id = s.user_id
-			        ORDER BY l.id DESC LIMIT 1
-			  ) l ON true
-			 WHERE s.state = 'goodbye_sent'
-			   AND NOT EXISTS (
-			       SELECT 1 FROM engagement_message_queue q
-			        WHERE q.user_id = s.user_id AND q.message_type = 'goodbye'
-			          AND q.period_start = date_trunc('day', s.goodbye_sent_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`,
+		sql: query("verify_goodbye_queued"),
 	},
 	onePerPeriod(CheckOneGoodbyePerDay, sender.TypeGoodbye, "goodbyes", "UTC day", "day", "YYYY-MM-DD"),
 	onePerPeriod(CheckOneReviewPerWeek, sender.TypeWeeklyReview, "reviews", "ISO week", "week", `IYYY-"W"IW`),
@@ -127,19 +109,12 @@ var invariants = []invariant{
 		name: CheckNoExpiredClaims,
 		rule: "no message is in flight (processing) past its claim deadline (claimed_until before as-of, or none); " +
 			"the next queue-process settles such claims from its send ledger",
-		sql: `
-			SELECT id::text, false FROM engagement_message_queue
-			 WHERE status = 'processing' AND (claimed_until < @as_of OR claimed_until IS NULL)`,
+		sql: query("verify_no_expired_claims"),
 	},
 	{
 		name: CheckTransitionsAllowed,
 		rule: "every logged transition (from_state, trigger, to_state) is a row of the state machine's transition table",
-		sql: `
-			SELECT 'transition ' || l.id || ' of ' || l.user_id || ': ' || l.from_state || ' -' || l.trigger || '-> ' || l.to_state, false
-			  FROM engagement_state_transitions l
-			 WHERE NOT EXISTS (
-			       SELECT 1 FROM unnest(@allowed_from::text[], @allowed_trigger::text[], @allowed_to::text[]) AS a (f, t, d)
-			        WHERE a.f = l.from_state AND a.t = l.trigger AND a.d = l.to_state)`,
+		sql:  query("verify_transitions_allowed"),
 	},
 	{
 		name: CheckLogMatchesState,
@@ -148,34 +123,13 @@ var invariants = []invariant{
 			"log row was written by a transaction that began before the transition's and stamped updated_at no earlier " +
 			"than its own start (the bot moved them in a transaction that overlapped the job's); " +
 			"users with no logged transition are not checked",
-		// updated_at alone cannot order a bot's write against the job's: the
-		// bot stamps its transaction's now(), which is earlier than the
-		// transition's when its transaction began first, though it wrote
-		// later. state_changed_at / logged_at (migration 15, physical write
-		// times) order the writes; NULL (rows from before it) falls back to
-		// the updated_at comparison alone.
-		sql: `
-			SELECT s.user_id::text || ' (state ' || s.state || ', log says ' || l.to_state || ')', false
-			  FROM (SELECT DISTINCT ON (user_id) user_id, to_state, created_at, coalesce(logged_at, created_at) AS logged_at
-			          FROM engagement_state_transitions
-			         ORDER BY user_id DESC, id DESC) l
-			  JOIN user_engagement_states s ON s.user_id = l.user_id
-			 WHERE s.state <> l.to_state
-			   AND s.updated_at <= l.created_at
-			   AND NOT coalesce(s.state_changed_at > l.logged_at
-			                    AND s.state_changed_xact_at < l.created_at
-			                    AND s.updated_at >= s.state_changed_xact_at, false)`,
+		sql: query("verify_log_matches_state"),
 	},
 	{
 		name: CheckStateTimestamps,
 		rule: "goodbye_sent users have goodbye_sent_at and remind_later users have remind_at; " +
 			"without them the daily job can never move the user on",
-		sql: `
-			SELECT s.user_id::text || ' (' || s.state || ' without ' ||
-			       CASE s.state WHEN 'goodbye_sent' THEN 'goodbye_sent_at' ELSE 'remind_at' END || ')', false
-			  FROM user_engagement_states s
-			 WHERE (s.state = 'goodbye_sent' AND s.goodbye_sent_at IS NULL)
-			    OR (s.state = 'remind_later' AND s.remind_at IS NULL)`,
+		sql: query("verify_state_timestamps"),
 	},
 }
 
@@ -215,14 +169,7 @@ func Verify(ctx context.Context, pool *pgxpool.Pool, cfg VerifyConfig) (*Report,
 	rep := &Report{AsOf: asOf, Retention: retention.String(), OK: true, Broken: []string{}}
 	for _, inv := range invariants {
 		c := Check{Name: inv.name, Rule: inv.rule}
-		err := tx.QueryRow(ctx, `
-			WITH found AS MATERIALIZED (`+inv.sql+`), v AS (SELECT * FROM found AS f (example, exempt))
-			SELECT count(*) FILTER (WHERE NOT exempt),
-			       count(*) FILTER (WHERE exempt),
-			       coalesce((SELECT array_agg(example ORDER BY example)
-			                   FROM (SELECT example FROM v WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-			                '{}')
-			  FROM v`, args).Scan(&c.Violations, &c.Exempt, &c.Examples)
+		err := tx.QueryRow(ctx, inv.sql, withArgs(args, inv.args)).Scan(&c.Violations, &c.Exempt, &c.Examples)
 		if err != nil {
 			return nil, fmt.Errorf("check %s: %w", inv.name, err)
 		}
