@@ -170,11 +170,7 @@ func resolveAsOf(ctx context.Context, tx pgx.Tx, asOf time.Time) (time.Time, err
 }
 
 func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *QueueStatus) error {
-	rows, err := tx.Query(ctx, `
-		SELECT status, message_type, count(*)
-		  FROM engagement_message_queue
-		 GROUP BY status, message_type
-		 ORDER BY array_position($1::text[], status), status, message_type`, messageStatuses)
+	rows, err := tx.Query(ctx, query("status_queue_counts"), pgx.NamedArgs{"statuses": messageStatuses})
 	if err != nil {
 		return fmt.Errorf("count queued messages: %w", err)
 	}
@@ -188,14 +184,7 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *QueueSta
 		return fmt.Errorf("count queued messages: %w", err)
 	}
 	// Both use the partial indexes queue-process claims with.
-	err = tx.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM engagement_message_queue
-		         WHERE status = 'pending' AND scheduled_for <= $1),
-		       (SELECT min(scheduled_for) FROM engagement_message_queue
-		         WHERE status = 'pending' AND scheduled_for <= $1),
-		       (SELECT count(*) FROM engagement_message_queue
-		         WHERE status = 'processing' AND (claimed_until < $1 OR claimed_until IS NULL))`,
-		asOf).Scan(&q.DuePending, &q.OldestDuePendingAt, &q.ExpiredClaims)
+	err = tx.QueryRow(ctx, query("status_queue_due"), pgx.NamedArgs{"as_of": asOf}).Scan(&q.DuePending, &q.OldestDuePendingAt, &q.ExpiredClaims)
 	if err != nil {
 		return fmt.Errorf("read the due messages: %w", err)
 	}
@@ -212,11 +201,7 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *QueueSta
 
 // readCancelledByReason fills q.CancelledByReason.
 func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *QueueStatus) error {
-	rows, err := tx.Query(ctx, `
-		SELECT coalesce(cancel_reason, $1), count(*)
-		  FROM engagement_message_queue
-		 WHERE status = 'cancelled'
-		 GROUP BY 1`, ReasonUnspecified)
+	rows, err := tx.Query(ctx, query("status_cancelled_reasons"), pgx.NamedArgs{"unspecified": ReasonUnspecified})
 	if err != nil {
 		return fmt.Errorf("count cancelled messages: %w", err)
 	}
@@ -252,11 +237,7 @@ func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *QueueStatus) error
 
 func readUserStatus(ctx context.Context, tx pgx.Tx, u *UserStatus) error {
 	counts := map[string]StateCount{}
-	rows, err := tx.Query(ctx, `
-		SELECT s.state, count(*), count(*) FILTER (WHERE p.reengagement_opt_out)
-		  FROM user_engagement_states s
-		  JOIN user_profiles p ON p.user_id = s.user_id
-		 GROUP BY s.state`)
+	rows, err := tx.Query(ctx, query("status_users"))
 	if err != nil {
 		return fmt.Errorf("count users by state: %w", err)
 	}
@@ -281,17 +262,7 @@ func readUserStatus(ctx context.Context, tx pgx.Tx, u *UserStatus) error {
 // readRuns returns the latest n runs of every job and shard, by job and
 // shard, newest first.
 func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]RunStatus, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT r.id, r.job, coalesce(r.shard, ''), r.as_of, r.started_at, r.finished_at, r.status,
-		       r.counters, coalesce(r.error, '')
-		  FROM (SELECT DISTINCT job, shard FROM engagement_job_runs) j
-		 CROSS JOIN LATERAL (
-		       SELECT * FROM engagement_job_runs r
-		        WHERE r.job = j.job AND r.shard IS NOT DISTINCT FROM j.shard
-		        ORDER BY r.started_at DESC, r.id DESC
-		        LIMIT $1
-		 ) r
-		 ORDER BY r.job, r.shard NULLS FIRST, r.started_at DESC, r.id DESC`, n)
+	rows, err := tx.Query(ctx, query("status_runs"), pgx.NamedArgs{"runs_per_job": n})
 	if err != nil {
 		return nil, fmt.Errorf("read the latest runs: %w", err)
 	}

@@ -1,0 +1,6 @@
+-- Cancelled messages by cancel_reason; those without one count under
+-- @unspecified.
+SELECT coalesce(cancel_reason, @unspecified::text), count(*)
+  FROM engagement_message_queue
+ WHERE status = 'cancelled'
+ GROUP BY 1
