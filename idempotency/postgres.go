@@ -2,12 +2,15 @@ package idempotency
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // Postgres is a Store on the table engagement_idempotency_keys (migration
@@ -28,19 +31,18 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) *Postgres {
 	return &Postgres{base: newBase("postgres", opts), pool: pool}
 }
 
-// checkSQL inserts the key, or takes over an expired row of the same key
-// (clearing its result); a live row is left alone and no row is returned.
-// The conflict is resolved under the row's lock, so concurrent Checks of one
-// key see exactly one winner.
-const checkSQL = `
-INSERT INTO engagement_idempotency_keys AS k (key, created_at, expires_at)
-VALUES ($1, $2, $3)
-ON CONFLICT (key) DO UPDATE
-   SET created_at = EXCLUDED.created_at,
-       expires_at = EXCLUDED.expires_at,
-       result     = NULL
- WHERE k.expires_at <= $2
-RETURNING true`
+// The store's statements, one complete statement per file in queries/.
+//
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+var (
+	checkSQL         = sqlfile.Must(queryFiles, "check")
+	storeResultSQL   = sqlfile.Must(queryFiles, "store_result")
+	getResultSQL     = sqlfile.Must(queryFiles, "get_result")
+	forgetSQL        = sqlfile.Must(queryFiles, "forget")
+	deleteExpiredSQL = sqlfile.Must(queryFiles, "delete_expired")
+)
 
 // Check records key and reports whether it was new or its earlier record
 // had expired.
@@ -49,7 +51,7 @@ func (s *Postgres) Check(ctx context.Context, key string, ttl time.Duration) (bo
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
 	var isNew bool
-	err := s.pool.QueryRow(octx, checkSQL, s.prefix+key, now, now.Add(s.ttlOr(ttl))).Scan(&isNew)
+	err := s.pool.QueryRow(octx, checkSQL, pgx.NamedArgs{"key": s.prefix + key, "now": now, "expires_at": now.Add(s.ttlOr(ttl))}).Scan(&isNew)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // a live duplicate
 	}
@@ -62,16 +64,6 @@ func (s *Postgres) Check(ctx context.Context, key string, ttl time.Duration) (bo
 	return true, nil
 }
 
-// storeResultSQL sets the result of a live key, keeping its expiry, or
-// records an unknown or expired key with the result and a fresh expiry.
-const storeResultSQL = `
-INSERT INTO engagement_idempotency_keys AS k (key, result, created_at, expires_at)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (key) DO UPDATE
-   SET result     = EXCLUDED.result,
-       created_at = CASE WHEN k.expires_at <= $3 THEN EXCLUDED.created_at ELSE k.created_at END,
-       expires_at = CASE WHEN k.expires_at <= $3 THEN EXCLUDED.expires_at ELSE k.expires_at END`
-
 // StoreResult keeps result for key until the key expires (or for ttl if the
 // key is unknown or expired).
 func (s *Postgres) StoreResult(ctx context.Context, key string, result []byte, ttl time.Duration) error {
@@ -81,7 +73,9 @@ func (s *Postgres) StoreResult(ctx context.Context, key string, result []byte, t
 	now := s.now()
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(octx, storeResultSQL, s.prefix+key, result, now, now.Add(s.ttlOr(ttl)))
+	_, err := s.pool.Exec(octx, storeResultSQL, pgx.NamedArgs{
+		"key": s.prefix + key, "result": result, "now": now, "expires_at": now.Add(s.ttlOr(ttl)),
+	})
 	return s.fail(ctx, "store result", key, err)
 }
 
@@ -93,9 +87,7 @@ func (s *Postgres) GetResult(ctx context.Context, key string) ([]byte, bool, err
 		result []byte
 		isNull bool
 	)
-	err := s.pool.QueryRow(octx,
-		`SELECT result, result IS NULL FROM engagement_idempotency_keys WHERE key = $1 AND expires_at > $2`,
-		s.prefix+key, s.now()).Scan(&result, &isNull)
+	err := s.pool.QueryRow(octx, getResultSQL, pgx.NamedArgs{"key": s.prefix + key, "now": s.now()}).Scan(&result, &isNull)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -115,7 +107,7 @@ func (s *Postgres) GetResult(ctx context.Context, key string) ([]byte, bool, err
 func (s *Postgres) Forget(ctx context.Context, key string) error {
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(octx, `DELETE FROM engagement_idempotency_keys WHERE key = $1`, s.prefix+key)
+	_, err := s.pool.Exec(octx, forgetSQL, pgx.NamedArgs{"key": s.prefix + key})
 	return s.fail(ctx, "forget", key, err)
 }
 
@@ -134,13 +126,7 @@ func (s *Postgres) DeleteExpired(ctx context.Context, before time.Time, batch in
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, `
-DELETE FROM engagement_idempotency_keys
- WHERE key IN (SELECT key FROM engagement_idempotency_keys
-                WHERE expires_at <= $1
-                ORDER BY expires_at
-                LIMIT $2
-                  FOR UPDATE SKIP LOCKED)`, before, batch)
+		tag, err := s.pool.Exec(ctx, deleteExpiredSQL, pgx.NamedArgs{"before": before, "batch": batch})
 		if err != nil {
 			return total, fmt.Errorf("idempotency store: postgres delete expired: %w", err)
 		}

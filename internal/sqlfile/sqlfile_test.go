@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,13 +18,16 @@ import (
 // moduleRoot is the repository's root, two folders up from this package.
 const moduleRoot = "../.."
 
+// positional matches a positional parameter, $1.
+var positional = regexp.MustCompile(`\$(\d+)`)
+
 // Every statement file of every package (each package's queries/*.sql) is
-// prepared and EXPLAINed against a migrated database, so a statement that
-// no longer matches the schema (a renamed column, a dropped index a hint
-// relies on being absent is not caught, but a missing table, column,
-// function or a type mismatch is) fails CI. The parameters are bound by
-// name as pgx.NamedArgs does, their types inferred by the server as when
-// the packages run them, and planned with NULL values.
+// prepared and EXPLAINed against a migrated database, so a statement that no
+// longer matches the schema (a missing table, column or function, a type
+// mismatch) fails CI. Named parameters are bound as pgx.NamedArgs binds
+// them ($1, $2, … in order of first use), positional ones are kept; their
+// types are inferred by the server, as when the packages run them, and the
+// plan is made for NULL values.
 func TestEveryStatementFilePlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -78,9 +83,14 @@ func TestEveryStatementFilePlansAgainstTheSchema(t *testing.T) {
 			t.Errorf("%s does not match the schema: %v", rel, err)
 			continue
 		}
-		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(args)), ", ")
+		params := len(args)
+		for _, m := range positional.FindAllStringSubmatch(sql, -1) {
+			n, _ := strconv.Atoi(m[1])
+			params = max(params, n)
+		}
+		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", params), ", ")
 		explain := "EXPLAIN EXECUTE statement_file"
-		if len(args) > 0 {
+		if params > 0 {
 			explain += " (" + nulls + ")"
 		}
 		if _, err := conn.Exec(ctx, explain, pgx.QueryExecModeSimpleProtocol); err != nil {
