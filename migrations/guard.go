@@ -180,20 +180,6 @@ func (mg *Migrator) describe(pgErr *pgconn.PgError) error {
 	return fmt.Errorf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
 }
 
-// writersSQL lists the transactions (virtual ids and pids) holding a lock on
-// the table $1 that CREATE INDEX CONCURRENTLY must wait for: one that lets
-// them write (ShareUpdateExclusiveLock, autovacuum's, is left out: a build
-// cancels autovacuum rather than waiting for it).
-const writersSQL = `
-SELECT l.virtualtransaction, l.pid
-  FROM pg_locks l
- WHERE l.locktype = 'relation'
-   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND l.relation = to_regclass($1)
-   AND l.granted
-   AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
-   AND l.pid <> pg_backend_pid()`
-
 // awaitWriters waits until every transaction that was writing to table when
 // it was called has ended, up to the lock timeout: what CREATE INDEX
 // CONCURRENTLY waits for before it builds anything. A transaction kept open
@@ -203,7 +189,7 @@ SELECT l.virtualtransaction, l.pid
 func (mg *Migrator) awaitWriters(table string) error {
 	ctx := mg.ctx
 	writers := func() (map[string]uint32, error) {
-		rows, err := mg.gate.Query(ctx, writersSQL, table)
+		rows, err := mg.gate.Query(ctx, writersSQL, pgx.NamedArgs{"table": table})
 		if err != nil {
 			return nil, fmt.Errorf("look for transactions writing to %s: %w", table, err)
 		}
@@ -249,19 +235,9 @@ func (mg *Migrator) awaitWriters(table string) error {
 	return nil
 }
 
-// indexStateSQL says whether the index $1, in the current schema, is
-// 'valid', 'invalid' (a CONCURRENTLY build that failed or was interrupted)
-// or 'missing'.
-const indexStateSQL = `
-SELECT coalesce((SELECT CASE WHEN i.indisvalid THEN 'valid' ELSE 'invalid' END
-                   FROM pg_index i
-                   JOIN pg_class c ON c.oid = i.indexrelid
-                  WHERE c.relname = $1
-                    AND c.relnamespace = current_schema()::regnamespace), 'missing')`
-
 func (mg *Migrator) indexState(idx concurrentIndex) (string, error) {
 	var state string
-	if err := mg.gate.QueryRow(mg.ctx, indexStateSQL, idx.name).Scan(&state); err != nil {
+	if err := mg.gate.QueryRow(mg.ctx, indexStateSQL, pgx.NamedArgs{"index": idx.name}).Scan(&state); err != nil {
 		return "", fmt.Errorf("check index %s: %w", idx.name, err)
 	}
 	return state, nil

@@ -52,10 +52,22 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 //go:embed *.sql
 var files embed.FS
+
+// The package's own statements (not migrations), one complete statement per
+// file in queries/.
+//
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+var (
+	writersSQL    = sqlfile.Must(queryFiles, "writers")
+	indexStateSQL = sqlfile.Must(queryFiles, "index_state")
+)
 
 // Table is the table golang-migrate records the schema version in. It is not
 // the default schema_migrations, so the scheduler can share a database with
