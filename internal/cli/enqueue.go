@@ -118,7 +118,7 @@ also under concurrent callers. Without a key every call creates a message.
 	fs.StringVar(&scheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
 	fs.StringVar(&m.IdempotencyKey, "idempotency-key", "", "at most 128 characters; a repeated key changes nothing")
 	fs.StringVar(&periodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
-	fs.StringVar(&replayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none, it ages from now)")
+	fs.StringVar(&replayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none: it ages from when it was queued)")
 	fs.StringVar(&output, "output", "text", "text or json")
 	logs.register(fs)
 	return cmd
