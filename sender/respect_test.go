@@ -66,17 +66,28 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 		return user, sender.GoodbyeKey(user, day)
 	}
 
+	// A goodbye as the daily job queues it: its key, and its day in
+	// period_start (which the stale check compares, never the key).
+	queueGoodbye := func(user, key string) string {
+		id := queueTyped(t, pool, user, sender.TypeGoodbye, key)
+		start, _ := sender.GoodbyePeriod(day)
+		if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET period_start = $2 WHERE id = $1`, id, start); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
 	u, k := goodbyeUser(fixture.UserOptions{})
-	wanted := queueTyped(t, pool, u, sender.TypeGoodbye, k)
+	wanted := queueGoodbye(u, k)
 	u, k = goodbyeUser(fixture.UserOptions{OptedOut: true})
-	optedOut := queueTyped(t, pool, u, sender.TypeGoodbye, k)
+	optedOut := queueGoodbye(u, k)
 	u, k = goodbyeUser(fixture.UserOptions{})
-	cameBack := queueTyped(t, pool, u, sender.TypeGoodbye, k)
+	cameBack := queueGoodbye(u, k)
 	if _, err := pool.Exec(ctx, `UPDATE user_engagement_states SET state = 'active', last_activity_at = now() WHERE user_id = $1`, u); err != nil {
 		t.Fatal(err)
 	}
 	u, k = goodbyeUser(fixture.UserOptions{GoodbyeSentAt: &later}) // a later goodbye replaced this one
-	replaced := queueTyped(t, pool, u, sender.TypeGoodbye, k)
+	replaced := queueGoodbye(u, k)
 	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})
 	dormantReview := queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:2026-W47")
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})

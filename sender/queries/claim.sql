@@ -7,7 +7,9 @@
 --   no user profile or state row            → cancelled, 'no_user'
 --   opted out of re-engagement              → cancelled, 'opted_out'
 --   a goodbye whose user is no longer in goodbye_sent from that goodbye
---     (a daily-job goodbye key of another day)                 → 'stale'
+--     (a goodbye whose period_start is another UTC day than the
+--     user's goodbye_sent_at; one queued without a period_start
+--     is checked on the state alone)                            → 'stale'
 --   a weekly review whose user is now goodbye_sent, remind_later or
 --     dormant                                                   → 'stale'
 -- A message still wanted but due inside the quiet hours (@quiet_start to
@@ -20,10 +22,10 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 WITH due AS (
-    SELECT q.id, q.message_type, q.idempotency_key, p.locale,
+    SELECT q.id, q.message_type, q.period_start, p.locale,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, s.state,
-           q.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS current_goodbye_key,
+           date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
            CASE WHEN @quiet_start::interval IS NOT NULL
                 THEN coalesce((SELECT z.name FROM engagement_time_zones z WHERE z.name = btrim(p.timezone)), @timezone)
            END AS tz
@@ -41,8 +43,8 @@ WITH due AS (
                 WHEN d.reengagement_opt_out THEN 'opted_out'
                 WHEN d.message_type = 'goodbye'
                  AND (d.state <> 'goodbye_sent'
-                      OR (d.idempotency_key LIKE '%:goodbye_sent:%'
-                          AND d.idempotency_key IS DISTINCT FROM d.current_goodbye_key)) THEN 'stale'
+                      OR (d.period_start IS NOT NULL
+                          AND d.period_start IS DISTINCT FROM d.current_goodbye_day)) THEN 'stale'
                 WHEN d.message_type = 'weekly_review'
                  AND d.state IN ('goodbye_sent', 'remind_later', 'dormant') THEN 'stale'
            END AS cancel_reason,
