@@ -147,7 +147,8 @@ type Migrator struct {
 
 // Open connects to the database and prepares the embedded migrations, with
 // the default Config. Unless the URL sets connect_timeout, connecting gives
-// up after postgres.DefaultConnectTimeout, as every other connection does.
+// up after postgres.ConnectTimeout(ctx) (postgres.DefaultConnectTimeout
+// unless the caller set another), as every other connection does.
 func Open(ctx context.Context, databaseURL string) (*Migrator, error) {
 	return OpenConfig(ctx, databaseURL, Config{})
 }
@@ -162,7 +163,7 @@ func OpenConfig(ctx context.Context, databaseURL string, cfg Config) (*Migrator,
 	if config.ConnectTimeout == 0 {
 		// Without it, a server that accepts and never answers hangs
 		// engagementctl migrate forever.
-		config.ConnectTimeout = postgres.DefaultConnectTimeout
+		config.ConnectTimeout = postgres.ConnectTimeout(ctx)
 	}
 	cfg = cfg.withDefaults()
 	mg := &Migrator{ctx: ctx, cfg: cfg, connCfg: config}

@@ -33,7 +33,7 @@ func TestAsOfBefore2000IsAUsageError(t *testing.T) {
 		for _, c := range commands {
 			var stderr bytes.Buffer
 			args := append(append([]string{"--database-url", unreachable}, c.args...), "--as-of", asOf)
-			code := Main(context.Background(), c.cmd(), args, &stderr)
+			code := Main(context.Background(), c.cmd(), args, Env{Stderr: &stderr})
 			if code != ExitUsage || !strings.Contains(stderr.String(), "--as-of") || strings.Count(stderr.String(), "\n") != 1 {
 				t.Errorf("%s --as-of %s: exit %d, stderr %q; want exit %d and one line naming --as-of", c.name, asOf, code, stderr.String(), ExitUsage)
 			}
@@ -41,10 +41,10 @@ func TestAsOfBefore2000IsAUsageError(t *testing.T) {
 	}
 
 	// The jobs read ENGAGEMENT_AS_OF when --as-of is absent.
-	t.Setenv("ENGAGEMENT_AS_OF", "0001-01-01T00:00:00Z")
+	env := MapEnv([]string{"ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z"})
 	for _, c := range commands[:2] {
 		var stderr bytes.Buffer
-		code := Main(context.Background(), c.cmd(), []string{"--database-url", unreachable}, &stderr)
+		code := Main(context.Background(), c.cmd(), []string{"--database-url", unreachable}, Env{LookupEnv: env, Stderr: &stderr})
 		if code != ExitUsage || !strings.Contains(stderr.String(), "ENGAGEMENT_AS_OF") {
 			t.Errorf("%s with ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z: exit %d, stderr %q; want exit %d naming ENGAGEMENT_AS_OF", c.name, code, stderr.String(), ExitUsage)
 		}
@@ -52,7 +52,7 @@ func TestAsOfBefore2000IsAUsageError(t *testing.T) {
 
 	// 2000-01-01 itself is accepted (this run then fails to connect: exit 1).
 	var stderr bytes.Buffer
-	if code := Main(context.Background(), NewCtlCommand(), []string{"--database-url", unreachable, "status", "--as-of", "2000-01-01T00:00:00Z"}, &stderr); code != ExitFatal {
+	if code := Main(context.Background(), NewCtlCommand(), []string{"--database-url", unreachable, "status", "--as-of", "2000-01-01T00:00:00Z"}, Env{Stderr: &stderr}); code != ExitFatal {
 		t.Errorf("status --as-of 2000-01-01T00:00:00Z: exit %d (%s), want %d (accepted, then no database)", code, stderr.String(), ExitFatal)
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Exit codes of every binary (the public contract).
@@ -57,9 +58,13 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command,
 	}
 }
 
-// Main runs cmd with args and returns the process exit code, writing any
-// error as one line to stderr. It never lets a panic escape as a stack trace.
-func Main(ctx context.Context, cmd *cobra.Command, args []string, stderr io.Writer) (code int) {
+// Main runs cmd with args in env (its environment variables, stdout and
+// stderr) and returns the process exit code, writing any error as one line
+// to env.Stderr. It never lets a panic escape as a stack trace. Run calls it
+// with the process's; tests call it to run a command in process.
+func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code int) {
+	env = env.withDefaults()
+	stderr := env.Stderr
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "%s: internal error: %v\n", cmd.Name(), r)
@@ -67,7 +72,9 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, stderr io.Writ
 		}
 	}()
 	cmd.SetArgs(args)
+	cmd.SetOut(env.Stdout)
 	cmd.SetErr(stderr)
+	ctx = postgres.WithConnectTimeout(withEnv(ctx, env), env.ConnectTimeout)
 	cmd.SilenceErrors = true
 	cmd.SilenceUsage = true
 	err := cmd.ExecuteContext(ctx)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -35,7 +34,7 @@ func applyEnv(cmd *cobra.Command) error {
 		if err != nil || f.Changed || len(envs) == 0 {
 			return
 		}
-		v, ok := os.LookupEnv(envs[0])
+		v, ok := getenv(cmd, envs[0])
 		if !ok || v == "" {
 			return
 		}
@@ -83,7 +82,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 
 // validate checks everything that can be checked before any work, parses
 // --as-of (zero when not given) and resolves the shard.
-func (f *jobFlags) validate() (asOf time.Time, shard scheduler.Shard, err error) {
+func (f *jobFlags) validate(cmd *cobra.Command) (asOf time.Time, shard scheduler.Shard, err error) {
 	if err := requireDatabaseURL(f.databaseURL); err != nil {
 		return time.Time{}, shard, err
 	}
@@ -101,7 +100,7 @@ func (f *jobFlags) validate() (asOf time.Time, shard scheduler.Shard, err error)
 			return time.Time{}, shard, err
 		}
 	}
-	if shard, err = f.shard.resolve(); err != nil {
+	if shard, err = f.shard.resolve(cmd); err != nil {
 		return time.Time{}, shard, err
 	}
 	return asOf, shard, nil

@@ -60,7 +60,7 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
-			asOf, shard, err := f.validate()
+			asOf, shard, err := f.validate(cmd)
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +18,7 @@ func migrateDatabaseURL(cmd *cobra.Command, current string) string {
 	if f := cmd.Flag("database-url"); f != nil && f.Changed {
 		return current
 	}
-	if v := os.Getenv("MIGRATE_DATABASE_URL"); v != "" {
+	if v, _ := getenv(cmd, "MIGRATE_DATABASE_URL"); v != "" {
 		return v
 	}
 	return current

@@ -15,9 +15,7 @@ import (
 // runCtl runs engagementctl in process against dbURL.
 func runCtl(dbURL string, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	cmd := NewCtlCommand()
-	cmd.SetOut(&out)
-	code = Main(context.Background(), cmd, append([]string{"--database-url", dbURL}, args...), &errOut)
+	code = Main(context.Background(), NewCtlCommand(), append([]string{"--database-url", dbURL}, args...), Env{Stdout: &out, Stderr: &errOut})
 	return code, out.String(), errOut.String()
 }
 

@@ -9,11 +9,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Run runs cmd as the process: with the process's arguments, a context
-// cancelled by SIGINT or SIGTERM, and errors on stderr. It returns the exit
-// code for main to pass to os.Exit.
+// Run runs cmd as the process: with the process's arguments, environment
+// and standard streams (ProcessEnv), and a context cancelled by SIGINT or
+// SIGTERM. It returns the exit code for main to pass to os.Exit.
 func Run(cmd *cobra.Command) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Main(ctx, cmd, os.Args[1:], os.Stderr)
+	return Main(ctx, cmd, os.Args[1:], ProcessEnv())
 }

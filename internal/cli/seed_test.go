@@ -19,9 +19,7 @@ func TestSeedCommand(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	run := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
-		cmd := NewCtlCommand()
-		cmd.SetOut(&out)
-		code := Main(context.Background(), cmd, append([]string{"--database-url", dbURL}, args...), &errOut)
+		code := Main(context.Background(), NewCtlCommand(), append([]string{"--database-url", dbURL}, args...), Env{Stdout: &out, Stderr: &errOut})
 		return code, out.String(), errOut.String()
 	}
 	asOf := "--as-of=2026-11-23T06:00:00Z"
@@ -81,14 +79,12 @@ func TestSeedLiftsTheStatementTimeout(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	cmd := NewCtlCommand()
-	cmd.SetOut(&out)
 	sep := "?"
 	if strings.Contains(dbURL, "?") {
 		sep = "&"
 	}
 	args := []string{"--database-url", dbURL + sep + "statement_timeout=100", "seed", "--users", "30000", "--as-of", "2026-11-23T06:00:00Z"}
-	if code := Main(ctx, cmd, args, &errOut); code != ExitOK || !strings.Contains(out.String(), "now has 30000 users") {
+	if code := Main(ctx, NewCtlCommand(), args, Env{Stdout: &out, Stderr: &errOut}); code != ExitOK || !strings.Contains(out.String(), "now has 30000 users") {
 		t.Errorf("seed --users 30000 under a 100 ms statement timeout: exit %d, stdout %q, stderr %q; want 0 and 30000 users", code, out.String(), errOut.String())
 	}
 }

@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -29,8 +29,9 @@ func (f *shardFlags) register(fs *pflag.FlagSet) {
 	bindEnv(fs, "shards", "ENGAGEMENT_SHARDS")
 }
 
-// resolve returns the shard to run (the zero Shard: every user).
-func (f *shardFlags) resolve() (scheduler.Shard, error) {
+// resolve returns the shard to run (the zero Shard: every user), reading
+// JOB_COMPLETION_INDEX from cmd's environment.
+func (f *shardFlags) resolve(cmd *cobra.Command) (scheduler.Shard, error) {
 	switch {
 	case f.shard != "" && f.shards != 0:
 		return scheduler.Shard{}, usagef("give --shard i/N or --shards N, not both")
@@ -41,7 +42,7 @@ func (f *shardFlags) resolve() (scheduler.Shard, error) {
 		}
 		return s, nil
 	case f.shards != 0:
-		v, ok := os.LookupEnv(completionIndexEnv)
+		v, ok := getenv(cmd, completionIndexEnv)
 		if !ok || strings.TrimSpace(v) == "" {
 			return scheduler.Shard{}, usagef("--shards %d needs %s (set by a Kubernetes Indexed Job); use --shard i/N elsewhere", f.shards, completionIndexEnv)
 		}

@@ -1,5 +1,8 @@
-// Package cmdtest builds the project's binaries and runs them as real
-// processes, for tests of exit codes, output, signals and concurrency.
+// Package cmdtest runs the project's commands for tests: in this process
+// (Exec: flags, environment, exit codes, the summary on stdout and the logs
+// on stderr, exactly as the binary would), or built and run as real
+// processes (Build, Run, Command) for what needs one: signals, kill -9, a
+// process's own environment (TZ, HTTP_PROXY).
 //
 // A test package that calls Build must run its tests through Main, from its
 // TestMain:
@@ -14,6 +17,7 @@ package cmdtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +30,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
 )
 
 // binPrefix starts the name of every folder Build creates under os.TempDir.
@@ -178,6 +186,24 @@ func Run(t testing.TB, bin string, env []string, args ...string) Result {
 		t.Fatalf("run %s: %v", filepath.Base(bin), err)
 	}
 	return Result{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+}
+
+// Exec runs the command newCmd builds in this process, as Run runs its
+// binary: with args, only the environment variables env (NAME=value, as Env
+// builds them), and its stdout, stderr and exit code (cli.Main's) captured.
+func Exec(t testing.TB, newCmd func() *cobra.Command, env []string, args ...string) Result {
+	t.Helper()
+	return ExecWith(context.Background(), newCmd, cli.Env{LookupEnv: cli.MapEnv(env)}, args...)
+}
+
+// ExecWith is Exec with a context (cancelling it is the binary's SIGTERM)
+// and a whole cli.Env; env's Stdout and Stderr are replaced by the buffers
+// the Result returns.
+func ExecWith(ctx context.Context, newCmd func() *cobra.Command, env cli.Env, args ...string) Result {
+	var stdout, stderr bytes.Buffer
+	env.Stdout, env.Stderr = &stdout, &stderr
+	code := cli.Main(ctx, newCmd(), args, env)
+	return Result{Code: code, Stdout: stdout.String(), Stderr: stderr.String()}
 }
 
 // Lines splits output into its non-empty lines.

@@ -3,10 +3,13 @@
 // an unreachable database is exit 1 within the connect timeout; none of them
 // writes to stdout, prints more than one line, leaks the password or shows a
 // Go stack trace. It needs no PostgreSQL: the "database" is a closed port
-// or a local listener that accepts and never answers.
+// or a local listener that accepts and never answers. Each binary's command
+// runs in process, as its main runs it (cli.Main), with the environment the
+// case gives.
 package exitcodes_test
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"strconv"
@@ -15,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // The password of every unreachable DATABASE_URL. The "/" is URL-encoded in
@@ -29,8 +34,8 @@ const (
 // invocation is one way to run a binary that needs the database.
 type invocation struct {
 	name string
-	pkg  string
-	args []string // the command and flags of a run that would connect
+	cmd  func() *cobra.Command // the binary's command, as its main builds it
+	args []string              // the command and flags of a run that would connect
 	// garbage are flag values the binary must reject before connecting:
 	// the flag, its value and, when the message does not name the flag,
 	// what it says instead.
@@ -51,9 +56,9 @@ var jobGarbage = [][]string{
 }
 
 var invocations = []invocation{
-	{name: "engagement-daily", pkg: "./cmd/engagement-daily", garbage: jobGarbage},
-	{name: "engagement-weekly", pkg: "./cmd/engagement-weekly", garbage: jobGarbage},
-	{name: "queue-process", pkg: "./cmd/queue-process", args: []string{"--transport", "log"}, garbage: [][]string{
+	{name: "engagement-daily", cmd: cli.NewDailyCommand, garbage: jobGarbage},
+	{name: "engagement-weekly", cmd: cli.NewWeeklyCommand, garbage: jobGarbage},
+	{name: "queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, garbage: [][]string{
 		{"--output", "xml"},
 		{"--send-interval", "soon"},
 		{"--retry-base", "0s"},
@@ -61,21 +66,21 @@ var invocations = []invocation{
 		{"--workers", "0"},
 		{"--transport", "carrier-pigeon", "transport"},
 	}},
-	{name: "engagementctl status", pkg: "./cmd/engagementctl", args: []string{"status"}, garbage: [][]string{
+	{name: "engagementctl status", cmd: cli.NewCtlCommand, args: []string{"status"}, garbage: [][]string{
 		{"--as-of", "junk"},
 		{"--output", "xml"},
 		{"--runs", "0"},
 	}},
-	{name: "engagementctl verify", pkg: "./cmd/engagementctl", args: []string{"verify"}, garbage: [][]string{
+	{name: "engagementctl verify", cmd: cli.NewCtlCommand, args: []string{"verify"}, garbage: [][]string{
 		{"--output", "xml"},
 		{"--retention", "forever"},
 	}},
-	{name: "engagementctl migrate up", pkg: "./cmd/engagementctl", args: []string{"migrate", "up"}},
-	{name: "engagementctl cleanup", pkg: "./cmd/engagementctl", args: []string{"cleanup"}, garbage: [][]string{
+	{name: "engagementctl migrate up", cmd: cli.NewCtlCommand, args: []string{"migrate", "up"}},
+	{name: "engagementctl cleanup", cmd: cli.NewCtlCommand, args: []string{"cleanup"}, garbage: [][]string{
 		{"--older-than", "0s"},
 		{"--batch-size", "0"},
 	}},
-	{name: "engagementctl enqueue", pkg: "./cmd/engagementctl",
+	{name: "engagementctl enqueue", cmd: cli.NewCtlCommand,
 		args: []string{"enqueue", "--user-id", userID, "--type", "weekly_review", "--jid", "5511999990000@s.whatsapp.net"},
 		garbage: [][]string{
 			{"--user-id", "not-a-uuid"},
@@ -132,8 +137,12 @@ func databaseURL(port int, query string) string {
 // matrixCase is one run of one binary and what it must do.
 type matrixCase struct {
 	name     string
-	bin      string
+	cmd      func() *cobra.Command
 	env      []string
+	// connectTimeout, when positive, stands in for the connect timeout a
+	// URL without connect_timeout gets (postgres.DefaultConnectTimeout in
+	// the binary), so that the test need not wait out the default.
+	connectTimeout time.Duration
 	args     []string
 	wantCode int
 	want     string        // stderr mentions this
@@ -146,30 +155,18 @@ type outcome struct {
 	took time.Duration
 }
 
-// hangLimit is when a run is killed: one that hangs is a failure, not a
-// test timeout.
+// hangLimit is when a run is cancelled (the binary's SIGTERM): one that
+// hangs is a failure, not a test timeout.
 const hangLimit = 20 * time.Second
 
-// run runs c's binary to its end, or kills it after hangLimit.
-func run(t *testing.T, c matrixCase) outcome {
-	cmd, stdout, stderr := cmdtest.Command(c.bin, cmdtest.Env(c.env...), c.args...)
+// run runs c's command in process to its end, or cancels it after hangLimit.
+func run(c matrixCase) outcome {
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	env := cli.Env{LookupEnv: cli.MapEnv(cmdtest.Env(c.env...)), ConnectTimeout: c.connectTimeout}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Errorf("start %s: %v", c.name, err)
-		return outcome{res: cmdtest.Result{Code: -1}}
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-done:
-		case <-time.After(hangLimit):
-			_ = cmd.Process.Kill()
-		}
-	}()
-	_ = cmd.Wait()
-	close(done)
-	took := time.Since(start)
-	return outcome{cmdtest.Result{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}, took}
+	res := cmdtest.ExecWith(ctx, c.cmd, env, c.args...)
+	return outcome{res, time.Since(start)}
 }
 
 func TestExitCodeMatrix(t *testing.T) {
@@ -179,36 +176,41 @@ func TestExitCodeMatrix(t *testing.T) {
 	}
 	const (
 		connectTimeout = time.Second
-		margin         = 2500 * time.Millisecond // process start-up on a loaded 2-core CI runner
+		// The timeout a URL without connect_timeout gets here, in place of
+		// postgres.DefaultConnectTimeout (10 s; TestParseConfigTimeoutsTLSAndPoolSize
+		// checks that value): a different one from connectTimeout, so that
+		// the run shows it used this one.
+		defaultTimeout = 2 * time.Second
+		margin         = 2500 * time.Millisecond // a loaded 2-core CI runner
 	)
 	hole := blackhole(t)
 	closedPort := 1 // nothing listens on 127.0.0.1:1: connection refused
 
 	var cases []matrixCase
 	for _, inv := range invocations {
-		bin := cmdtest.Build(t, inv.pkg)
+		newCmd := inv.cmd
 		args := func(more ...string) []string { return append(append([]string(nil), inv.args...), more...) }
 		// A garbage value is rejected before any work: were the URL
 		// (a closed port) tried first, the exit would be 1.
 		unreachable := "DATABASE_URL=" + databaseURL(closedPort, "connect_timeout=1")
 		cases = append(cases,
-			matrixCase{name: inv.name + "/no DATABASE_URL", bin: bin, args: args(), wantCode: 2, want: "DATABASE_URL"},
-			matrixCase{name: inv.name + "/blank DATABASE_URL", bin: bin, env: []string{"DATABASE_URL=  "}, args: args(), wantCode: 2, want: "DATABASE_URL"},
-			matrixCase{name: inv.name + "/unknown flag", bin: bin, env: []string{unreachable}, args: args("--no-such-flag"), wantCode: 2, want: "unknown flag"},
-			matrixCase{name: inv.name + "/connection refused", bin: bin,
+			matrixCase{name: inv.name + "/no DATABASE_URL", cmd: newCmd, args: args(), wantCode: 2, want: "DATABASE_URL"},
+			matrixCase{name: inv.name + "/blank DATABASE_URL", cmd: newCmd, env: []string{"DATABASE_URL=  "}, args: args(), wantCode: 2, want: "DATABASE_URL"},
+			matrixCase{name: inv.name + "/unknown flag", cmd: newCmd, env: []string{unreachable}, args: args("--no-such-flag"), wantCode: 2, want: "unknown flag"},
+			matrixCase{name: inv.name + "/connection refused", cmd: newCmd,
 				env: []string{"DATABASE_URL=" + databaseURL(closedPort, "connect_timeout=1")}, args: args(),
 				wantCode: 1, bound: connectTimeout + margin},
-			matrixCase{name: inv.name + "/connection refused, URL as a flag", bin: bin,
+			matrixCase{name: inv.name + "/connection refused, URL as a flag", cmd: newCmd,
 				args: args("--database-url", databaseURL(closedPort, "connect_timeout=1")), wantCode: 1, bound: connectTimeout + margin},
-			matrixCase{name: inv.name + "/server never answers, connect_timeout=1", bin: bin,
+			matrixCase{name: inv.name + "/server never answers, connect_timeout=1", cmd: newCmd,
 				env: []string{"DATABASE_URL=" + databaseURL(hole, "connect_timeout=1")}, args: args(),
 				wantCode: 1, want: "connect", bound: connectTimeout + margin, atLeast: connectTimeout - 100*time.Millisecond},
 			// Without connect_timeout in the URL, the default bounds it.
-			matrixCase{name: inv.name + "/server never answers, default timeout", bin: bin,
-				env: []string{"DATABASE_URL=" + databaseURL(hole, "")}, args: args(),
-				wantCode: 1, want: "connect", bound: postgres.DefaultConnectTimeout + margin,
-				atLeast: postgres.DefaultConnectTimeout - 100*time.Millisecond},
-			matrixCase{name: inv.name + "/unparsable DATABASE_URL", bin: bin,
+			matrixCase{name: inv.name + "/server never answers, default timeout", cmd: newCmd,
+				env: []string{"DATABASE_URL=" + databaseURL(hole, "")}, args: args(), connectTimeout: defaultTimeout,
+				wantCode: 1, want: "connect", bound: defaultTimeout + margin,
+				atLeast: defaultTimeout - 100*time.Millisecond},
+			matrixCase{name: inv.name + "/unparsable DATABASE_URL", cmd: newCmd,
 				env: []string{"DATABASE_URL=" + databaseURL(closedPort, "connect_timeout=soon")}, args: args(),
 				// A configuration error, found before any work.
 				wantCode: 2, want: "invalid database URL"},
@@ -218,17 +220,16 @@ func TestExitCodeMatrix(t *testing.T) {
 			if len(g) > 2 {
 				want = g[2]
 			}
-			cases = append(cases, matrixCase{name: inv.name + "/" + g[0] + " " + g[1][:min(len(g[1]), 20)], bin: bin,
+			cases = append(cases, matrixCase{name: inv.name + "/" + g[0] + " " + g[1][:min(len(g[1]), 20)], cmd: newCmd,
 				env: []string{unreachable}, args: args(g[:2]...), wantCode: 2, want: want})
 		}
 	}
 
-	// Every run at once: most wait on a timeout, and -parallel is only
-	// GOMAXPROCS on a small runner.
+	// Every run at once: many wait on a timeout.
 	results := make([]outcome, len(cases))
 	var wg sync.WaitGroup
 	for i, c := range cases {
-		wg.Go(func() { results[i] = run(t, c) })
+		wg.Go(func() { results[i] = run(c) })
 	}
 	wg.Wait()
 

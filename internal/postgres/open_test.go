@@ -98,3 +98,21 @@ func TestParseConfigTimeoutsTLSAndPoolSize(t *testing.T) {
 		t.Errorf("pool_max_conns=2: MaxConns %d, want 2", cfg.MaxConns)
 	}
 }
+
+// TestConnectTimeoutFromTheContext: the connect timeout of a URL without
+// connect_timeout is DefaultConnectTimeout unless the context carries
+// another (WithConnectTimeout, which tests use not to wait out 10 s); a
+// non-positive one leaves the default.
+func TestConnectTimeoutFromTheContext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if got := postgres.ConnectTimeout(ctx); got != postgres.DefaultConnectTimeout {
+		t.Errorf("ConnectTimeout of a bare context = %v, want the default %v", got, postgres.DefaultConnectTimeout)
+	}
+	if got := postgres.ConnectTimeout(postgres.WithConnectTimeout(ctx, 1500*time.Millisecond)); got != 1500*time.Millisecond {
+		t.Errorf("ConnectTimeout after WithConnectTimeout(1.5s) = %v, want 1.5s", got)
+	}
+	if got := postgres.ConnectTimeout(postgres.WithConnectTimeout(ctx, 0)); got != postgres.DefaultConnectTimeout {
+		t.Errorf("ConnectTimeout after WithConnectTimeout(0) = %v, want the default %v", got, postgres.DefaultConnectTimeout)
+	}
+}

@@ -41,7 +41,7 @@ const (
 // The pool works through transaction poolers; see the package comment.
 // Errors never contain the password.
 func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
-	config, err := ParseConfig(databaseURL, app)
+	config, err := parseConfig(databaseURL, app, ConnectTimeout(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -63,13 +63,19 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 // sets default_query_exec_mode) and MaxConns connections (fewer if the URL's
 // pool_max_conns asks for fewer).
 func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
+	return parseConfig(databaseURL, app, DefaultConnectTimeout)
+}
+
+// parseConfig is ParseConfig with the connect timeout applied when the URL
+// sets none.
+func parseConfig(databaseURL, app string, connectTimeout time.Duration) (*pgxpool.Config, error) {
 	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, Redact(fmt.Errorf("invalid database URL: %w", err), databaseURL)
 	}
 	cc := config.ConnConfig
 	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = DefaultConnectTimeout
+		cc.ConnectTimeout = connectTimeout
 	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = app
@@ -97,6 +103,29 @@ func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
 		config.MaxConns = MaxConns
 	}
 	return config, nil
+}
+
+type connectTimeoutKey struct{}
+
+// WithConnectTimeout returns a copy of ctx under which a database URL that
+// sets no connect_timeout gives up connecting after d instead of
+// DefaultConnectTimeout: Open, RequireSession and the migrations read it
+// with ConnectTimeout. Tests use it to reach a silent server's timeout
+// without waiting out the default; d <= 0 leaves the default.
+func WithConnectTimeout(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, connectTimeoutKey{}, d)
+}
+
+// ConnectTimeout is the connect timeout for a URL without connect_timeout
+// under ctx: the one WithConnectTimeout set, else DefaultConnectTimeout.
+func ConnectTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok {
+		return d
+	}
+	return DefaultConnectTimeout
 }
 
 // Redact returns err as a single line with databaseURL's password, if any,

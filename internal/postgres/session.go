@@ -32,7 +32,7 @@ const probeSetting = "engagement.session_probe"
 // on a pooled server connection. It returns ErrTransactionPooler, a
 // connection error, or nil.
 func RequireSession(ctx context.Context, databaseURL string) error {
-	config, err := ParseConfig(databaseURL, "engagementctl")
+	config, err := parseConfig(databaseURL, "engagementctl", ConnectTimeout(ctx))
 	if err != nil {
 		return err
 	}
