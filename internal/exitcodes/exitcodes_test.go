@@ -136,18 +136,18 @@ func databaseURL(port int, query string) string {
 
 // matrixCase is one run of one binary and what it must do.
 type matrixCase struct {
-	name     string
-	cmd      func() *cobra.Command
-	env      []string
+	name string
+	cmd  func() *cobra.Command
+	env  []string
 	// connectTimeout, when positive, stands in for the connect timeout a
 	// URL without connect_timeout gets (postgres.DefaultConnectTimeout in
 	// the binary), so that the test need not wait out the default.
 	connectTimeout time.Duration
-	args     []string
-	wantCode int
-	want     string        // stderr mentions this
-	bound    time.Duration // > 0: the run ends within this long
-	atLeast  time.Duration // > 0: and not before (it really waited)
+	args           []string
+	wantCode       int
+	want           string        // stderr mentions this
+	bound          time.Duration // > 0: the run ends within this long
+	atLeast        time.Duration // > 0: and not before (it really waited)
 }
 
 type outcome struct {
