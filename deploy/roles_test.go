@@ -19,7 +19,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -269,23 +271,21 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	weekly := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
 	fixture.Transactions(t, admin, weekly, now.Add(-2*time.Hour), now.Add(-26*time.Hour))
 
-	daily := cmdtest.Build(t, "./cmd/engagement-daily")
-	weeklyBin := cmdtest.Build(t, "./cmd/engagement-weekly")
-	queue := cmdtest.Build(t, "./cmd/queue-process")
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	daily, weeklyJob, queue, ctl := cli.NewDailyCommand, cli.NewWeeklyCommand, cli.NewQueueCommand, cli.NewCtlCommand
 
-	run := func(bin string, args ...string) map[string]any {
+	run := func(newCmd func() *cobra.Command, args ...string) map[string]any {
 		t.Helper()
-		res := cmdtest.Run(t, bin, env, args...)
+		res := cmdtest.Exec(t, newCmd, env, args...)
+		bin := newCmd().Name()
 		if res.Code != 0 {
-			t.Fatalf("%s %v as %s: exit %d, want 0\nstdout: %s\nstderr: %s", filepath.Base(bin), args, rs.app, res.Code, res.Stdout, res.Stderr)
+			t.Fatalf("%s %v as %s: exit %d, want 0\nstdout: %s\nstderr: %s", bin, args, rs.app, res.Code, res.Stdout, res.Stderr)
 		}
 		if strings.Contains(res.Stdout+res.Stderr, rs.appPassword) {
-			t.Errorf("%s %v printed the role's password", filepath.Base(bin), args)
+			t.Errorf("%s %v printed the role's password", bin, args)
 		}
 		var out map[string]any
 		if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
-			t.Fatalf("%s %v: stdout is not one JSON object: %v\n%s", filepath.Base(bin), args, err, res.Stdout)
+			t.Fatalf("%s %v: stdout is not one JSON object: %v\n%s", bin, args, err, res.Stdout)
 		}
 		return out
 	}
@@ -306,7 +306,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 		t.Errorf("expired goodbye's state after the daily job = %q, want dormant", got)
 	}
 
-	sum = run(weeklyBin, "--output", "json")
+	sum = run(weeklyJob, "--output", "json")
 	wantNumber("engagement-weekly", sum, "queued", 1)
 
 	enq := run(ctl, "enqueue", "--user-id", weekly, "--type", "reminder", "--key", "engagement.weekly_review.celebration",
@@ -326,7 +326,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	}
 
 	run(ctl, "status", "--output", "json")
-	if res := cmdtest.Run(t, ctl, env, "verify"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl, env, "verify"); res.Code != 0 {
 		t.Errorf("engagementctl verify as %s: exit %d, want 0\n%s%s", rs.app, res.Code, res.Stdout, res.Stderr)
 	}
 
@@ -374,7 +374,7 @@ func TestMigrationsNeedTheMigrator(t *testing.T) {
 	rs := newRoles(t, dbURL)
 	applyRoles(t, dbURL, rs.vars())
 	admin := connect(t, dbURL)
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	ctl := cli.NewCtlCommand
 	appEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
 	migEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.migrator, rs.migratorPassword))
 	latest := fixture.Count(t, admin, `SELECT version FROM engagement_schema_migrations`)
@@ -392,7 +392,7 @@ func TestMigrationsNeedTheMigrator(t *testing.T) {
 	}
 	step := func(env []string, who string, wantCode int, args ...string) {
 		t.Helper()
-		res := cmdtest.Run(t, ctl, env, args...)
+		res := cmdtest.Exec(t, ctl, env, args...)
 		if res.Code != wantCode {
 			t.Fatalf("engagementctl %v as %s: exit %d, want %d\n%s%s", args, who, res.Code, wantCode, res.Stdout, res.Stderr)
 		}
@@ -411,7 +411,7 @@ func TestMigrationsNeedTheMigrator(t *testing.T) {
 	step(migEnv, rs.migrator, 0, "migrate", "up")
 	wantVersion("after the migrator migrated up", latest)
 	// The migrator's new objects change nothing the jobs can do.
-	if res := cmdtest.Run(t, ctl, appEnv, "status", "--output", "json"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl, appEnv, "status", "--output", "json"); res.Code != 0 {
 		t.Errorf("status as %s after the migrations: exit %d\n%s", rs.app, res.Code, res.Stderr)
 	}
 }
@@ -438,7 +438,7 @@ func TestRolesScriptOnAnEmptyDatabase(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewEmptyDatabase(t)
 	rs := newRoles(t, dbURL)
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	ctl := cli.NewCtlCommand
 
 	// First run: the roles, and a notice naming every table still missing.
 	notices := applyRoles(t, dbURL, rs.vars())
@@ -453,18 +453,18 @@ func TestRolesScriptOnAnEmptyDatabase(t *testing.T) {
 
 	// The migrator creates the schema; the jobs cannot use it yet...
 	migEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.migrator, rs.migratorPassword))
-	if res := cmdtest.Run(t, ctl, migEnv, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl, migEnv, "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up as the migrator on an empty database: exit %d\n%s", res.Code, res.Stderr)
 	}
 	appEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
-	if res := cmdtest.Run(t, ctl, appEnv, "status"); res.Code != 1 || !strings.Contains(res.Stderr, "permission denied") {
+	if res := cmdtest.Exec(t, ctl, appEnv, "status"); res.Code != 1 || !strings.Contains(res.Stderr, "permission denied") {
 		t.Errorf("status as %s before the second run of roles.sql: exit %d, want 1 with permission denied\n%s", rs.app, res.Code, res.Stderr)
 	}
 	// ...until the script runs again.
 	if notices := applyRoles(t, dbURL, rs.vars()); len(notices) != 0 {
 		t.Errorf("second run of roles.sql: notices %q, want none", notices)
 	}
-	if res := cmdtest.Run(t, ctl, appEnv, "status"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl, appEnv, "status"); res.Code != 0 {
 		t.Errorf("status as %s after the second run of roles.sql: exit %d\n%s", rs.app, res.Code, res.Stderr)
 	}
 }

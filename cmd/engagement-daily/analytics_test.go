@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -55,12 +56,11 @@ func summaryWithoutTiming(t *testing.T, stdout string) map[string]any {
 
 func TestAnalyticsEventsFollowTheRun(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
 	srv := posthogtest.NewServer(t)
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+srv.URL),
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+srv.URL),
 		"--as-of", asOf, "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
@@ -99,12 +99,11 @@ func TestAnalyticsEventsFollowTheRun(t *testing.T) {
 // (plus a second to let go).
 func TestAnalyticsNeverFailTheJob(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 
 	// What the run reports without analytics.
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
-	plain := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	plain := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
 	if plain.Code != 0 {
 		t.Fatalf("exit %d: %s", plain.Code, plain.Stderr)
 	}
@@ -130,7 +129,7 @@ func TestAnalyticsNeverFailTheJob(t *testing.T) {
 
 			const budget = time.Second
 			start := time.Now()
-			res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+tt.host(srv)),
+			res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+tt.host(srv)),
 				"--as-of", asOf, "--output", "json", "--posthog-timeout", budget.String(), "--fail-on-partial")
 			took := time.Since(start)
 			if res.Code != 0 {
@@ -161,7 +160,6 @@ func TestAnalyticsNeverFailTheJob(t *testing.T) {
 
 func TestAnalyticsAreOffByDefault(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 
 	tests := []struct {
 		name string
@@ -178,7 +176,7 @@ func TestAnalyticsAreOffByDefault(t *testing.T) {
 			fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
 			srv := posthogtest.NewServer(t)
 			env := append([]string{"DATABASE_URL=" + url, "POSTHOG_HOST=" + srv.URL}, tt.env...)
-			res := cmdtest.Run(t, bin, cmdtest.Env(env...), append([]string{"--as-of", asOf, "--output", "json"}, tt.args...)...)
+			res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env(env...), append([]string{"--as-of", asOf, "--output", "json"}, tt.args...)...)
 			if res.Code != 0 {
 				t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 			}

@@ -71,7 +71,8 @@ func insertEdgeUsers(t *testing.T, pool *pgxpool.Pool) {
 // offset with TZ and PGTZ set to America/Sao_Paulo. Keys, thresholds and
 // windows are computed from the instant alone, so the three databases end
 // identical (states, messages, transitions) and the summaries agree; users
-// placed on the thresholds land where the contract says.
+// placed on the thresholds land where the contract says. The binaries run as
+// processes: TZ sets a process's time zone when it starts.
 func TestAsOfOffsetAndProcessTimeZoneChangeNothing(t *testing.T) {
 	t.Parallel()
 	daily, weekly := binary(t), cmdtest.Build(t, "./cmd/engagement-weekly")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -59,10 +60,10 @@ type daySummary struct {
 	Processed, Succeeded, Failed, Skipped, Queued, Duplicates int
 }
 
-func runClean(t *testing.T, bin string) cleanRun {
+func runClean(t *testing.T) cleanRun {
 	t.Helper()
 	pool, url := seeded(t)
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
 	if res.Code != 0 {
 		t.Fatalf("clean run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -105,9 +106,9 @@ func verify(t *testing.T, pool *pgxpool.Pool, when string) {
 
 // rerunEqualsClean re-runs the job undisturbed and requires it to exit 0 and
 // to leave exactly what one clean run leaves.
-func rerunEqualsClean(t *testing.T, bin, url string, pool *pgxpool.Pool, clean cleanRun) {
+func rerunEqualsClean(t *testing.T, url string, pool *pgxpool.Pool, clean cleanRun) {
 	t.Helper()
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), faultArgs()...)
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs()...)
 	if res.Code != 0 {
 		t.Fatalf("re-run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -126,7 +127,7 @@ func rerunEqualsClean(t *testing.T, bin, url string, pool *pgxpool.Pool, clean c
 func TestKilledAtAnyPointTheRerunEndsAsOneCleanRun(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	clean := runClean(t, bin)
+	clean := runClean(t)
 
 	points := []struct {
 		name    string
@@ -191,7 +192,7 @@ func TestKilledAtAnyPointTheRerunEndsAsOneCleanRun(t *testing.T) {
 			}
 			verify(t, pool, "after the kill")
 
-			rerunEqualsClean(t, bin, url, pool, clean)
+			rerunEqualsClean(t, url, pool, clean)
 			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'abandoned'`); n != 1 {
 				t.Errorf("%d runs marked abandoned, want the killed one", n)
 			}
@@ -208,7 +209,7 @@ func TestKilledAtAnyPointTheRerunEndsAsOneCleanRun(t *testing.T) {
 func TestTerminatedConnectionsTheBatchIsRetried(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	clean := runClean(t, bin)
+	clean := runClean(t)
 	pool, url := seeded(t)
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
 
@@ -260,7 +261,7 @@ func retriedToCleanEnd(t *testing.T, what string, cmd *exec.Cmd, stdout, stderr 
 func TestConnectionsTerminatedOnEveryAttemptExitOneAndTheRerunFinishes(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	clean := runClean(t, bin)
+	clean := runClean(t)
 	pool, dbURL := seeded(t)
 	before := fixture.UserOutcomes(t, pool)
 
@@ -334,7 +335,7 @@ wait:
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'failed' AND error LIKE '%connection was lost%'`); n != 1 {
 		t.Errorf("%d runs recorded as failed for the lost connection, want 1", n)
 	}
-	rerunEqualsClean(t, bin, dbURL, pool, clean)
+	rerunEqualsClean(t, dbURL, pool, clean)
 }
 
 // TestPostgresRestartedMidRun restarts the job's PostgreSQL server
@@ -346,7 +347,7 @@ wait:
 func TestPostgresRestartedMidRun(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	clean := runClean(t, bin)
+	clean := runClean(t)
 	cluster := pgtest.NewCluster(t)
 	pool, err := pgxpool.New(context.Background(), cluster.URL)
 	if err != nil {

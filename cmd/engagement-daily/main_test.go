@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -23,7 +24,6 @@ func binary(t *testing.T) string { return cmdtest.Build(t, "./cmd/engagement-dai
 
 func TestConfigurationErrors(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	migrated := pgtest.NewDatabase(t)
 	empty := pgtest.NewEmptyDatabase(t)
 
@@ -51,7 +51,7 @@ func TestConfigurationErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := cmdtest.Run(t, bin, cmdtest.Env(tt.env...), tt.args...)
+			res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env(tt.env...), tt.args...)
 			if res.Code != tt.wantCode {
 				t.Errorf("exit code %d, want %d; stderr: %s", res.Code, tt.wantCode, res.Stderr)
 			}
@@ -76,11 +76,10 @@ func TestConfigurationErrors(t *testing.T) {
 
 func TestJSONSummaryIsTheOnlyOutputOnStdout(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -138,19 +137,18 @@ func TestJSONSummaryIsTheOnlyOutputOnStdout(t *testing.T) {
 
 func TestFailOnPartial(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 10, lastWeekOfOctober)
 	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: lastWeekOfOctober})
 	fixture.Refuse(t, pool, "user_engagement_states", bad)
 
 	// Without the flag, a run with a failed user has completed: exit 0.
-	if res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {
+	if res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {
 		t.Errorf("exit %d without --fail-on-partial, want 0; stderr: %s", res.Code, res.Stderr)
 	}
 
 	// The bad user is still due, and still fails.
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--fail-on-partial")
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--fail-on-partial")
 	if res.Code != 3 {
 		t.Fatalf("exit %d with --fail-on-partial and a failing user, want 3; stderr: %s", res.Code, res.Stderr)
 	}
@@ -215,7 +213,7 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 		t.Fatalf("after SIGKILL, %d users are half-moved", v)
 	}
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("re-run exit %d: %s", res.Code, res.Stderr)
 	}
@@ -237,6 +235,9 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 	}
 }
 
+// TestConcurrentProcessesQueueOneGoodbyeEach runs three processes at once:
+// a run's lease names its process (host and pid), so runs in one process
+// would not show that separate processes wait for each other.
 func TestConcurrentProcessesQueueOneGoodbyeEach(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
@@ -279,11 +280,10 @@ func TestConcurrentProcessesQueueOneGoodbyeEach(t *testing.T) {
 
 func TestQueueStepRunsWithATransport(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--transport", "log", "--send-interval", "0")
+	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--transport", "log", "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -309,7 +309,7 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 
 	// Without a transport, or with --skip-send, messages wait for queue-process.
 	fixture.InactiveUsers(t, pool, 2, lastWeekOfOctober)
-	res = cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
+	res = cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
 	if res.Code != 0 || fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`) != 2 {
 		t.Errorf("--skip-send: exit %d; want the 2 new goodbyes left pending", res.Code)
 	}
@@ -320,13 +320,12 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 // pods move every inactive user exactly once.
 func TestIndexedJobShards(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 60, lastWeekOfOctober)
 
 	total := 0
 	for i, want := range []string{"0/3", "1/3", "2/3"} {
-		res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url, "JOB_COMPLETION_INDEX="+strconv.Itoa(i)),
+		res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "JOB_COMPLETION_INDEX="+strconv.Itoa(i)),
 			"--shards", "3", "--as-of", asOf, "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("pod %d: exit %d: %s", i, res.Code, res.Stderr)

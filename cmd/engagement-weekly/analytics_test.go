@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -15,7 +16,6 @@ import (
 // the same week queues nothing and sends nothing.
 func TestWeeklyAnalyticsEvents(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagement-weekly")
 	pool, url := pgtest.NewPool(t)
 	asOf := time.Date(2027, 1, 1, 9, 0, 0, 0, time.UTC)
 	fixture.InactiveUsers(t, pool, 12, asOf.Add(-time.Hour)) // active an hour ago
@@ -23,7 +23,7 @@ func TestWeeklyAnalyticsEvents(t *testing.T) {
 	const key = "phc_weekly_s3cr3t"
 	env := cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+key, "POSTHOG_HOST="+srv.URL)
 
-	res := cmdtest.Run(t, bin, env, "--as-of", asOf.Format(time.RFC3339), "--output", "json")
+	res := cmdtest.Exec(t, cli.NewWeeklyCommand, env, "--as-of", asOf.Format(time.RFC3339), "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -47,7 +47,7 @@ func TestWeeklyAnalyticsEvents(t *testing.T) {
 	}
 	requests := srv.Requests()
 
-	again := cmdtest.Run(t, bin, env, "--as-of", asOf.Add(24*time.Hour).Format(time.RFC3339), "--output", "json")
+	again := cmdtest.Exec(t, cli.NewWeeklyCommand, env, "--as-of", asOf.Add(24*time.Hour).Format(time.RFC3339), "--output", "json")
 	if again.Code != 0 {
 		t.Fatalf("re-run: exit %d: %s", again.Code, again.Stderr)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -60,7 +61,7 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 	args := []string{"--as-of", faultAsOf.Format(time.RFC3339), "--batch-size", "10", "--concurrency", "1", "--output", "json"}
 
 	cleanPool, cleanURL := mondayMorning(t)
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+cleanURL), args...)
+	res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+cleanURL), args...)
 	if res.Code != 0 {
 		t.Fatalf("clean run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -136,7 +137,7 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 			}
 			verify(t, pool, "after the kill")
 
-			res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), args...)
+			res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
 			if res.Code != 0 {
 				t.Fatalf("re-run: exit %d: %s", res.Code, res.Stderr)
 			}

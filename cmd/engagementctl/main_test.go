@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -32,7 +33,6 @@ func tableExists(t *testing.T, url, table string) bool {
 
 func TestMigrateUpDownVersion(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	url := pgtest.NewEmptyDatabase(t)
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	latest := "schema version " + itoa(migrations.Latest) + " of " + itoa(migrations.Latest)
@@ -57,7 +57,7 @@ func TestMigrateUpDownVersion(t *testing.T) {
 		{[]string{"migrate", "up"}, 0, latest, true},
 	}
 	for _, s := range steps {
-		res := cmdtest.Run(t, bin, env, s.args...)
+		res := cmdtest.Exec(t, cli.NewCtlCommand, env, s.args...)
 		if res.Code != s.wantCode || !strings.Contains(res.Stdout, s.wantStdout) {
 			t.Fatalf("engagementctl %s: exit %d stdout %q stderr %q; want exit %d and %q",
 				strings.Join(s.args, " "), res.Code, res.Stdout, res.Stderr, s.wantCode, s.wantStdout)
@@ -70,7 +70,6 @@ func TestMigrateUpDownVersion(t *testing.T) {
 
 func TestCtlUsageErrors(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	url := pgtest.NewEmptyDatabase(t)
 	tests := []struct {
 		name string
@@ -85,7 +84,7 @@ func TestCtlUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := cmdtest.Run(t, bin, cmdtest.Env(tt.env...), tt.args...)
+			res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(tt.env...), tt.args...)
 			if res.Code != 2 || !strings.Contains(res.Stderr, tt.want) || len(cmdtest.Lines(res.Stderr)) != 1 {
 				t.Errorf("exit %d stderr %q; want exit 2 and one line mentioning %q", res.Code, res.Stderr, tt.want)
 			}
@@ -100,7 +99,6 @@ func itoa(v uint) string { return strconv.FormatUint(uint64(v), 10) }
 
 func TestEnqueue(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	env := cmdtest.Env("DATABASE_URL=" + url)
@@ -109,7 +107,7 @@ func TestEnqueue(t *testing.T) {
 		Created bool   `json:"created"`
 	}) {
 		t.Helper()
-		res := cmdtest.Run(t, bin, env, append([]string{"enqueue", "--user-id", user, "--type", "weekly_review",
+		res := cmdtest.Exec(t, cli.NewCtlCommand, env, append([]string{"enqueue", "--user-id", user, "--type", "weekly_review",
 			"--key", "engagement.weekly_review.celebration", "--output", "json"}, args...)...)
 		var out struct {
 			ID      string `json:"id"`
@@ -154,7 +152,7 @@ func TestEnqueue(t *testing.T) {
 			t.Errorf("%s: exit %d stderr %q, want 2 mentioning %q", bad.name, res.Code, res.Stderr, bad.want)
 		}
 	}
-	if res := cmdtest.Run(t, bin, env, "enqueue", "--user-id", "nope", "--type", "x"); res.Code != 2 {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", "nope", "--type", "x"); res.Code != 2 {
 		t.Errorf("bad user id: exit %d, want 2", res.Code)
 	}
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 1 {
@@ -183,7 +181,6 @@ func TestEnqueue(t *testing.T) {
 
 func TestCleanupCommand(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	if _, err := pool.Exec(context.Background(), `
@@ -207,7 +204,7 @@ func TestCleanupCommand(t *testing.T) {
 		{nil, `"messages":3,"ledger":0,"idempotency_keys":1`, 2},
 		{nil, `"messages":0,"ledger":0,"idempotency_keys":0`, 2},
 	} {
-		res := cmdtest.Run(t, bin, env, append([]string{"cleanup", "--older-than", "720h", "--as-of", "2026-11-22T00:00:00Z", "--output", "json"}, c.args...)...)
+		res := cmdtest.Exec(t, cli.NewCtlCommand, env, append([]string{"cleanup", "--older-than", "720h", "--as-of", "2026-11-22T00:00:00Z", "--output", "json"}, c.args...)...)
 		if res.Code != 0 || !strings.Contains(res.Stdout, c.want) {
 			t.Errorf("cleanup %v: exit %d stdout %q, want %s", c.args, res.Code, res.Stdout, c.want)
 		}
@@ -218,7 +215,7 @@ func TestCleanupCommand(t *testing.T) {
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_idempotency_keys`); n != 1 {
 		t.Errorf("%d idempotency keys left, want the live one", n)
 	}
-	if res := cmdtest.Run(t, bin, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {
 		t.Errorf("negative retention: exit %d, want 2", res.Code)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
@@ -52,7 +53,6 @@ func schemaState(t *testing.T, url string) (version int64, dirty bool, invalid [
 // leaving the latest clean schema and no INVALID index.
 func TestConcurrentMigrateUp(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	const rounds, processes = 5, 3
 	for round := range rounds {
 		url := pgtest.NewEmptyDatabase(t)
@@ -63,7 +63,7 @@ func TestConcurrentMigrateUp(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = cmdtest.Run(t, bin, env, "migrate", "up")
+				results[i] = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up")
 			}()
 		}
 		wg.Wait()
@@ -87,14 +87,14 @@ func TestConcurrentMigrateUp(t *testing.T) {
 
 // migrateDownTo runs `engagementctl migrate down` on the database at url
 // until its schema is at version.
-func migrateDownTo(t *testing.T, bin, url string, version uint) {
+func migrateDownTo(t *testing.T, url string, version uint) {
 	t.Helper()
 	if v, _, _ := schemaState(t, url); v == int64(version) {
 		return
 	}
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	for range 100 {
-		res := cmdtest.Run(t, bin, env, "migrate", "down")
+		res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "down")
 		if res.Code != 0 {
 			t.Fatalf("migrate down: exit %d: %s", res.Code, res.Stderr)
 		}
@@ -145,16 +145,15 @@ const botInsert = `INSERT INTO transactions (user_id, created_at) VALUES (gen_ra
 // ends `migrate up` completes.
 func TestMigrateWithTheBotHoldingALock(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	url := pgtest.NewEmptyDatabase(t)
 	env := cmdtest.Env("DATABASE_URL=" + url)
-	if res := cmdtest.Run(t, bin, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up: exit %d: %s", res.Code, res.Stderr)
 	}
-	migrateDownTo(t, bin, url, 1)
+	migrateDownTo(t, url, 1)
 
 	release := holdWriteLock(t, url, botInsert)
-	res := cmdtest.Run(t, bin, env, "migrate", "up", "--lock-timeout", "1s")
+	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up", "--lock-timeout", "1s")
 	lines := cmdtest.Lines(res.Stderr)
 	if res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "lock timeout") || !strings.Contains(res.Stderr, "migration 2") {
 		t.Errorf("migrate up with the bot's transaction open: exit %d, stderr %q; want exit 1 and one line naming migration 2 and the lock timeout", res.Code, res.Stderr)
@@ -164,7 +163,7 @@ func TestMigrateWithTheBotHoldingALock(t *testing.T) {
 	}
 
 	release()
-	res = cmdtest.Run(t, bin, env, "migrate", "up", "--lock-timeout", "1s")
+	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up", "--lock-timeout", "1s")
 	if res.Code != 0 {
 		t.Errorf("migrate up once the bot's transaction ended: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -207,14 +206,13 @@ func makeInvalidIndex(t *testing.T, url string) {
 // not). up must rebuild it, whether its migration is applied or pending.
 func TestMigrateUpRebuildsInvalidIndexes(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	for _, at := range []uint{1, migrations.Latest} {
 		url := pgtest.NewDatabase(t)
 		env := cmdtest.Env("DATABASE_URL=" + url)
 		// At version 1, migration 2 (which builds the index) is pending.
-		migrateDownTo(t, bin, url, at)
+		migrateDownTo(t, url, at)
 		makeInvalidIndex(t, url)
-		if res := cmdtest.Run(t, bin, env, "migrate", "up"); res.Code != 0 {
+		if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
 			t.Errorf("schema at version %d: migrate up: exit %d: %s", at, res.Code, res.Stderr)
 		}
 		if v, dirty, invalid := schemaState(t, url); v != int64(migrations.Latest) || dirty || len(invalid) > 0 {
@@ -234,10 +232,9 @@ func TestMigrateUpRebuildsInvalidIndexes(t *testing.T) {
 // version." and there was no force command.
 func TestMigrateDirtyAndForce(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	url := pgtest.NewDatabase(t)
 	env := cmdtest.Env("DATABASE_URL=" + url)
-	migrateDownTo(t, bin, url, 1)
+	migrateDownTo(t, url, 1)
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -249,13 +246,13 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "down"}, {"status"}} {
-		res := cmdtest.Run(t, bin, env, args...)
+		res := cmdtest.Exec(t, cli.NewCtlCommand, env, args...)
 		if lines := cmdtest.Lines(res.Stderr); res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "engagementctl migrate force 1") {
 			t.Errorf("engagementctl %s on a schema dirty at 2: exit %d, stderr %q; want exit 1 and one line naming `engagementctl migrate force 1`",
 				strings.Join(args, " "), res.Code, res.Stderr)
 		}
 	}
-	if res := cmdtest.Run(t, bin, env, "migrate", "version"); res.Code != 0 || !strings.Contains(res.Stdout, "schema version 2 of") || !strings.Contains(res.Stdout, "dirty") {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "version"); res.Code != 0 || !strings.Contains(res.Stdout, "schema version 2 of") || !strings.Contains(res.Stdout, "dirty") {
 		t.Errorf("migrate version on a dirty schema: exit %d, stdout %q; want 0 and version 2, dirty", res.Code, res.Stdout)
 	}
 
@@ -267,7 +264,7 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 		}
 	}
 	for _, bad := range bads {
-		if res := cmdtest.Run(t, bin, env, bad...); res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 {
+		if res := cmdtest.Exec(t, cli.NewCtlCommand, env, bad...); res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 {
 			t.Errorf("engagementctl %s: exit %d, stderr %q; want exit 2 and one line", strings.Join(bad, " "), res.Code, res.Stderr)
 		}
 	}
@@ -275,17 +272,17 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 		t.Fatalf("the rejected force commands changed the schema version to %d (dirty %v)", v, dirty)
 	}
 
-	if res := cmdtest.Run(t, bin, env, "migrate", "force", "1"); res.Code != 0 || res.Stdout != "schema version 1 of "+itoa(migrations.Latest)+"\n" {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "force", "1"); res.Code != 0 || res.Stdout != "schema version 1 of "+itoa(migrations.Latest)+"\n" {
 		t.Errorf("migrate force 1: exit %d, stdout %q, stderr %q; want 0 and schema version 1", res.Code, res.Stdout, res.Stderr)
 	}
-	if res := cmdtest.Run(t, bin, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Errorf("migrate up after force: exit %d: %s", res.Code, res.Stderr)
 	}
 	if v, dirty, invalid := schemaState(t, url); v != int64(migrations.Latest) || dirty || len(invalid) > 0 {
 		t.Errorf("after force and up: version %d dirty %v, INVALID indexes %v; want %d, clean, none", v, dirty, invalid, migrations.Latest)
 	}
 	// force 0: no migration recorded.
-	if res := cmdtest.Run(t, bin, env, "migrate", "force", "0"); res.Code != 0 || !strings.HasPrefix(res.Stdout, "schema version 0 of") {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "force", "0"); res.Code != 0 || !strings.HasPrefix(res.Stdout, "schema version 0 of") {
 		t.Errorf("migrate force 0: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
 }
@@ -298,9 +295,8 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 // index.
 func TestMigrateWithALongQueryRunning(t *testing.T) {
 	t.Parallel()
-	bin := cmdtest.Build(t, "./cmd/engagementctl")
 	url := pgtest.NewDatabase(t)
-	migrateDownTo(t, bin, url, 5) // migration 6 builds an index on engagement_state_transitions CONCURRENTLY
+	migrateDownTo(t, url, 5) // migration 6 builds an index on engagement_state_transitions CONCURRENTLY
 	ctx := context.Background()
 	report, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -327,7 +323,7 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "migrate", "up", "--lock-timeout", "1s")
+	res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up", "--lock-timeout", "1s")
 	if lines := cmdtest.Lines(res.Stderr); res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "migration 6 failed and was undone") {
 		t.Errorf("migrate up with a long query running: exit %d, stderr %q; want exit 1 and one line saying migration 6 was undone", res.Code, res.Stderr)
 	}
@@ -338,7 +334,7 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up"); res.Code != 0 {
 		t.Errorf("migrate up once the query ended: exit %d: %s", res.Code, res.Stderr)
 	}
 	if v, dirty, invalid := schemaState(t, url); v != int64(migrations.Latest) || dirty || len(invalid) > 0 {

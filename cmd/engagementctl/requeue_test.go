@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -21,8 +22,6 @@ import (
 // for good (422) is left failed by the --error-contains filter.
 func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	t.Parallel()
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
-	qp := cmdtest.Build(t, "./cmd/queue-process")
 	pool, url := pgtest.NewPool(t)
 	ctx := context.Background()
 	bot := webhooktest.New(t)
@@ -49,7 +48,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL)
 	process := func() {
 		t.Helper()
-		res := cmdtest.Run(t, qp, env, "--send-interval", "0", "--retry-base", "10ms", "--max-retries", "1", "--output", "json")
+		res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--retry-base", "10ms", "--max-retries", "1", "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 		}
@@ -67,7 +66,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 		firstKeys[k] = reqs[0].IdempotencyKey
 	}
 
-	res := cmdtest.Run(t, ctl, env, "requeue", "--error-contains", "HTTP 500", "--output", "json")
+	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "requeue", "--error-contains", "HTTP 500", "--output", "json")
 	var out struct {
 		Requeued int  `json:"requeued"`
 		DryRun   bool `json:"dry_run"`
@@ -122,7 +121,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2, 'cancelled', 'opted_out')`, optedOut, optedOutKey); err != nil {
 		t.Fatal(err)
 	}
-	res = cmdtest.Run(t, ctl, env, "requeue", "--status", "cancelled", "--reason", "opted_out")
+	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "requeue", "--status", "cancelled", "--reason", "opted_out")
 	if res.Code != 0 || res.Stdout != "requeued 1 cancelled messages\n" {
 		t.Fatalf("requeue --status cancelled: exit %d, %q (%s)", res.Code, res.Stdout, res.Stderr)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -79,12 +80,11 @@ func dbFingerprint(t *testing.T, dbURL string) string {
 
 func TestSmokePassesOnAnEmptyDatabaseAndRefusesOneWithUsers(t *testing.T) {
 	t.Parallel()
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
 	dbURL := pgtest.NewEmptyDatabase(t)
 	env := cmdtest.Env("DATABASE_URL=" + dbURL)
 
 	start := time.Now()
-	res := cmdtest.Run(t, ctl, env, "smoke", "--output", "json")
+	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "smoke", "--output", "json")
 	took := time.Since(start)
 	if res.Code != 0 {
 		t.Fatalf("smoke on an empty database: exit %d, want 0\n%s%s", res.Code, res.Stdout, res.Stderr)
@@ -112,7 +112,7 @@ func TestSmokePassesOnAnEmptyDatabaseAndRefusesOneWithUsers(t *testing.T) {
 	// The same database now holds users: smoke refuses it, exit 2, and
 	// writes nothing (not even a run record).
 	before := dbFingerprint(t, dbURL)
-	again := cmdtest.Run(t, ctl, env, "smoke", "--output", "json")
+	again := cmdtest.Exec(t, cli.NewCtlCommand, env, "smoke", "--output", "json")
 	if again.Code != 2 || !strings.Contains(again.Stderr, "already holds 200 users") || strings.TrimSpace(again.Stdout) != "" {
 		t.Fatalf("smoke on a database with users: exit %d, stdout %q, stderr %q; want exit 2 saying it holds 200 users, nothing on stdout",
 			again.Code, again.Stdout, again.Stderr)
@@ -129,7 +129,6 @@ func TestSmokePassesOnAnEmptyDatabaseAndRefusesOneWithUsers(t *testing.T) {
 // is refused before anything is written, migrations included.
 func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 	t.Parallel()
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
 	pool, dbURL := pgtest.NewPool(t)
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
 	// Make the schema look one version behind, so a migration would show.
@@ -137,7 +136,7 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dbFingerprint(t, dbURL)
-	res := cmdtest.Run(t, ctl, cmdtest.Env(), "smoke", "--database-url", dbURL)
+	res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(), "smoke", "--database-url", dbURL)
 	if res.Code != 2 || !strings.Contains(res.Stderr, "already holds 1 users") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 saying the database holds 1 user", res.Code, res.Stderr)
 	}
@@ -149,7 +148,7 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"--users", "5"}, {"--as-of", "yesterday"}, {"--output", "yaml"}} {
-		res := cmdtest.Run(t, ctl, cmdtest.Env(), append([]string{"smoke", "--database-url", dbURL}, args...)...)
+		res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(), append([]string{"smoke", "--database-url", dbURL}, args...)...)
 		if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 {
 			t.Errorf("smoke %v: exit %d, stderr %q; want exit 2 with one line", args, res.Code, res.Stderr)
 		}
@@ -162,7 +161,6 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 // every review again.
 func TestSmokeNamesTheFirstBrokenExpectation(t *testing.T) {
 	t.Parallel()
-	ctl := cmdtest.Build(t, "./cmd/engagementctl")
 	pool, dbURL := pgtest.NewPool(t) // migrated, no users: smoke accepts it
 	if _, err := pool.Exec(context.Background(), `
 		CREATE FUNCTION smoke_test_drop_review_keys() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -183,7 +181,7 @@ func TestSmokeNamesTheFirstBrokenExpectation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res := cmdtest.Run(t, ctl, cmdtest.Env("DATABASE_URL="+dbURL), "smoke", "--output", format)
+		res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+dbURL), "smoke", "--output", format)
 		if res.Code != 1 {
 			t.Fatalf("smoke --output %s with a misbehaving weekly job: exit %d, want 1\n%s%s", format, res.Code, res.Stdout, res.Stderr)
 		}

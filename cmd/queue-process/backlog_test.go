@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/pushtest"
@@ -18,7 +19,6 @@ import (
 func TestPushesTheQueueBacklogItLeaves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	bin := binary(t)
 	gw := pushtest.New(t)
 	pool, url := pgtest.NewPool(t)
 	queueMessages(t, pool, 5)
@@ -29,7 +29,7 @@ func TestPushesTheQueueBacklogItLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
+	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
 		"--max-duration", "1ns", "--output", "json", "--pushgateway-url", gw.URL)
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)

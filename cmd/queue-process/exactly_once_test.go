@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -194,7 +195,7 @@ func TestKilledMidSendOnTheCloudAPISendsNothingTwice(t *testing.T) {
 		UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second' WHERE status = 'processing'`); err != nil {
 		t.Fatal(err)
 	}
-	res := cmdtest.Run(t, bin, env, "--send-interval", "0", "--workers", "4")
+	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--workers", "4")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -234,7 +235,7 @@ func TestDedupeStoreNeverMarksAnUndeliveredMessageSent(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	res := cmdtest.Run(t, bin, env, "--send-interval", "0")
+	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}

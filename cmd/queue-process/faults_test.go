@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -19,7 +20,6 @@ import (
 // summary and the log.
 func TestTransportFaultsEndToEnd(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	ctx := context.Background()
 	const secret = "e2e-hook-s3cr3t"
@@ -71,7 +71,7 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL, "ENGAGEMENT_WEBHOOK_SECRET="+secret)
 	start := time.Now()
-	res := cmdtest.Run(t, bin, env, "--send-interval", "0", "--retry-base", "20ms", "--output", "json")
+	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--retry-base", "20ms", "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -98,7 +99,6 @@ func statusCounts(t *testing.T, pool *pgxpool.Pool) map[string]int {
 
 func TestConfigurationErrors(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	url := pgtest.NewDatabase(t)
 	tests := []struct {
 		name string
@@ -119,7 +119,7 @@ func TestConfigurationErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := cmdtest.Run(t, bin, cmdtest.Env(tt.env...), tt.args...)
+			res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env(tt.env...), tt.args...)
 			if res.Code != 2 || !strings.Contains(res.Stderr, tt.want) || len(cmdtest.Lines(res.Stderr)) != 1 {
 				t.Errorf("exit %d stderr %q; want exit 2 and one line mentioning %q", res.Code, res.Stderr, tt.want)
 			}
@@ -129,12 +129,11 @@ func TestConfigurationErrors(t *testing.T) {
 
 func TestDefaultPacingAndJSONSummary(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	b := newBot(t, false)
 	queueMessages(t, pool, 3)
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL, "ENGAGEMENT_WEBHOOK_SECRET=topsecret"), "--output", "json")
+	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL, "ENGAGEMENT_WEBHOOK_SECRET=topsecret"), "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -183,14 +182,14 @@ func TestKilledMidSendIsFinishedUnderTheSameKey(t *testing.T) {
 		t.Fatalf("after SIGKILL: %v, want the message still claimed", got)
 	}
 	// A run now finds the claim alive and leaves it alone.
-	if res := cmdtest.Run(t, bin, env, "--send-interval", "0"); res.Code != 0 || statusCounts(t, pool)["processing"] != 1 {
+	if res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0"); res.Code != 0 || statusCounts(t, pool)["processing"] != 1 {
 		t.Fatalf("a run during the claim: exit %d, %v; want the claim respected", res.Code, statusCounts(t, pool))
 	}
 	// Time passes (the clock is the database's): the claim expires.
 	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	res := cmdtest.Run(t, bin, env, "--send-interval", "0")
+	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -237,6 +236,8 @@ func TestSIGTERMDuringADrain(t *testing.T) {
 	}
 }
 
+// TestTwoProcessesKeepThePaceTogether runs two processes: the pace must hold
+// across processes, not only across one process's workers.
 func TestTwoProcessesKeepThePaceTogether(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
@@ -288,13 +289,12 @@ func TestTwoProcessesKeepThePaceTogether(t *testing.T) {
 
 func TestMaxDurationStopsClaiming(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	b := newBot(t, false)
 	queueMessages(t, pool, 20)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
 
-	res := cmdtest.Run(t, bin, env, "--send-interval", "200ms", "--max-duration", "700ms")
+	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "200ms", "--max-duration", "700ms")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}

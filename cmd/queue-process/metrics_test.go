@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/pushtest"
@@ -12,13 +13,12 @@ import (
 
 func TestPushesTheDeliveryMetricsToThePushgateway(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	gw := pushtest.New(t)
 	t.Logf("real prometheus-pushgateway: %v", gw.Real)
 	pool, url := pgtest.NewPool(t)
 	queueMessages(t, pool, 7)
 
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
+	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
 		"--output", "json", "--pushgateway-url", gw.URL)
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)

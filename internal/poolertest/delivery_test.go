@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
 )
@@ -54,7 +55,7 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 	const n = 12
 	for i := range n {
 		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-		runOK(t, "engagementctl enqueue", ctl(t), pooled, "enqueue", "--user-id", user, "--type", "weekly_review",
+		runOK(t, "engagementctl enqueue", ctl, pooled, "enqueue", "--user-id", user, "--type", "weekly_review",
 			"--key", "engagement.weekly_review.celebration", "--params", `{"count":"3"}`,
 			"--jid", fmt.Sprintf("551190000%04d@s.whatsapp.net", i), "--idempotency-key", user+":pooled")
 	}
@@ -68,13 +69,19 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 		{"--transport", "whatsapp-cloud", "--whatsapp-base-url", api.URL, "--whatsapp-phone-number-id", "1",
 			"--whatsapp-token", "tok", "--whatsapp-templates", templates, "--send-interval", "5ms"},
 	}
+	bin := queueBin(t) // two processes at once: built, not in process
 	for _, args := range runs {
 		if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET status = 'pending', sent_at = NULL`); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
 		for range 2 {
-			wg.Go(func() { runOK(t, "queue-process "+args[1], queue(t), pooled, append(args, "--output", "json")...) })
+			wg.Go(func() {
+				res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+pooled), append(args, "--output", "json")...)
+				if res.Code != 0 {
+					t.Errorf("queue-process %s through PgBouncer: exit %d: %s", args[1], res.Code, res.Stderr)
+				}
+			})
 		}
 		wg.Wait()
 		if sent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); sent != n {

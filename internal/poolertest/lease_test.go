@@ -26,7 +26,7 @@ func faultArgs(extra ...string) []string {
 func cleanDaily(t *testing.T) (map[string]string, summary) {
 	t.Helper()
 	pool, direct, _ := seeded(t)
-	res := cmdtest.Run(t, daily(t), cmdtest.Env("DATABASE_URL="+direct), faultArgs("--output", "json")...)
+	res := cmdtest.Exec(t, daily, cmdtest.Env("DATABASE_URL="+direct), faultArgs("--output", "json")...)
 	if res.Code != 0 {
 		t.Fatalf("clean run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -43,7 +43,7 @@ func TestThreeConcurrentRunsThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	want, wantSum := cleanDaily(t)
 	pool, _, pooled := seeded(t)
-	bin := daily(t)
+	bin := dailyBin(t)
 
 	var wg sync.WaitGroup
 	results := make([]cmdtest.Result, 3)
@@ -88,7 +88,7 @@ func TestKilledRunThroughPgBouncerTheRerunTakesOverAtOnce(t *testing.T) {
 	t.Parallel()
 	want, wantSum := cleanDaily(t)
 	pool, _, pooled := seeded(t)
-	bin := daily(t)
+	bin := dailyBin(t)
 
 	// The gate stops only the first run's statements: the re-run's rows
 	// carry another run id, and the killed run's committed rows are fewer

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/fixture"
 	"github.com/engagement-scheduler/engagement/internal/pgtest"
@@ -30,10 +32,17 @@ var (
 	asOfFlag = asOf.Format(time.RFC3339)
 )
 
-func daily(t *testing.T) string  { return cmdtest.Build(t, "./cmd/engagement-daily") }
-func weekly(t *testing.T) string { return cmdtest.Build(t, "./cmd/engagement-weekly") }
-func queue(t *testing.T) string  { return cmdtest.Build(t, "./cmd/queue-process") }
-func ctl(t *testing.T) string    { return cmdtest.Build(t, "./cmd/engagementctl") }
+// The binaries' commands, run in process (cmdtest.Exec); the tests of
+// separate processes (a kill, concurrent runs) build the binaries.
+var (
+	daily  = cli.NewDailyCommand
+	weekly = cli.NewWeeklyCommand
+	queue  = cli.NewQueueCommand
+	ctl    = cli.NewCtlCommand
+)
+
+func dailyBin(t *testing.T) string { return cmdtest.Build(t, "./cmd/engagement-daily") }
+func queueBin(t *testing.T) string { return cmdtest.Build(t, "./cmd/queue-process") }
 
 // seeded returns a pool on a seeded database (direct, for the test's own
 // checks) and the database's URLs: direct and through a PgBouncer in
@@ -62,9 +71,9 @@ type summary struct {
 	SkipReasons                                               map[string]int `json:"skip_reasons"`
 }
 
-func runOK(t *testing.T, what, bin, dbURL string, args ...string) cmdtest.Result {
+func runOK(t *testing.T, what string, newCmd func() *cobra.Command, dbURL string, args ...string) cmdtest.Result {
 	t.Helper()
-	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+dbURL), args...)
+	res := cmdtest.Exec(t, newCmd, cmdtest.Env("DATABASE_URL="+dbURL), args...)
 	if res.Code != 0 {
 		t.Fatalf("%s through PgBouncer: exit %d: %s", what, res.Code, res.Stderr)
 	}
@@ -85,11 +94,11 @@ func decode(t *testing.T, what, stdout string) summary {
 func reference(t *testing.T) (map[string]string, summary) {
 	t.Helper()
 	pool, direct, _ := seeded(t)
-	res := cmdtest.Run(t, daily(t), cmdtest.Env("DATABASE_URL="+direct), jobArgs("--output", "json")...)
+	res := cmdtest.Exec(t, daily, cmdtest.Env("DATABASE_URL="+direct), jobArgs("--output", "json")...)
 	if res.Code != 0 {
 		t.Fatalf("reference daily run: exit %d: %s", res.Code, res.Stderr)
 	}
-	if r := cmdtest.Run(t, weekly(t), cmdtest.Env("DATABASE_URL="+direct), jobArgs()...); r.Code != 0 {
+	if r := cmdtest.Exec(t, weekly, cmdtest.Env("DATABASE_URL="+direct), jobArgs()...); r.Code != 0 {
 		t.Fatalf("reference weekly run: exit %d: %s", r.Code, r.Stderr)
 	}
 	return fixture.Outcome(t, pool), decode(t, "reference daily run", res.Stdout)
@@ -106,18 +115,18 @@ func TestEveryBinaryThroughPgBouncer(t *testing.T) {
 	want, wantSum := reference(t)
 	pool, _, pooled := seeded(t)
 
-	res := runOK(t, "daily", daily(t), pooled, jobArgs("--output", "json")...)
+	res := runOK(t, "daily", daily, pooled, jobArgs("--output", "json")...)
 	if got := decode(t, "daily", res.Stdout); got.Processed != wantSum.Processed || got.Queued != wantSum.Queued || got.Skipped != wantSum.Skipped {
 		t.Errorf("daily through PgBouncer: %+v, want the direct run's %+v", got, wantSum)
 	}
-	runOK(t, "weekly", weekly(t), pooled, jobArgs()...)
+	runOK(t, "weekly", weekly, pooled, jobArgs()...)
 	fixture.SameOutcome(t, "the jobs through PgBouncer", want, fixture.Outcome(t, pool))
 
 	pending := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`)
 	if pending == 0 {
 		t.Fatal("the jobs queued nothing for queue-process to deliver")
 	}
-	res = runOK(t, "queue-process", queue(t), pooled, "--transport", "log", "--send-interval", "0", "--output", "json")
+	res = runOK(t, "queue-process", queue, pooled, "--transport", "log", "--send-interval", "0", "--output", "json")
 	var q struct{ Processed, Sent int }
 	if err := json.Unmarshal([]byte(res.Stdout), &q); err != nil {
 		t.Fatalf("queue-process summary: %v: %q", err, res.Stdout)
@@ -129,9 +138,9 @@ func TestEveryBinaryThroughPgBouncer(t *testing.T) {
 		t.Errorf("%d messages are not sent after queue-process", n)
 	}
 
-	res = runOK(t, "engagementctl status", ctl(t), pooled, "status", "--as-of", asOfFlag)
+	res = runOK(t, "engagementctl status", ctl, pooled, "status", "--as-of", asOfFlag)
 	if !strings.Contains(res.Stdout, "engagement-daily") || !strings.Contains(res.Stdout, "engagement-weekly") {
 		t.Errorf("status through PgBouncer does not list the runs: %s", res.Stdout)
 	}
-	runOK(t, "engagementctl verify", ctl(t), pooled, "verify", "--as-of", asOfFlag)
+	runOK(t, "engagementctl verify", ctl, pooled, "verify", "--as-of", asOfFlag)
 }
