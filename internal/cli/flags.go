@@ -74,7 +74,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
 	f.shard.register(fs)
-	f.delivery.register(fs)
+	f.delivery.register(fs, queueStepGroup)
 	f.log.register(fs)
 	f.metrics.register(fs)
 	f.analytics.register(fs)
@@ -101,6 +101,11 @@ func (f *jobFlags) validate(cmd *cobra.Command) (asOf time.Time, shard scheduler
 		}
 	}
 	if shard, err = f.shard.resolve(cmd); err != nil {
+		return time.Time{}, shard, err
+	}
+	// The queue step's flags are checked even when the step does not run:
+	// a value out of range is a mistake either way.
+	if err := f.delivery.validate(); err != nil {
 		return time.Time{}, shard, err
 	}
 	return asOf, shard, nil

@@ -86,6 +86,7 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 		}),
 	}
 	f.register(cmd)
+	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
 

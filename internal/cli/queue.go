@@ -18,8 +18,9 @@ import (
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
-// deliveryFlags configure the transport and the pace of delivery; the
-// daily and weekly jobs take them too, for their trailing queue step.
+// deliveryFlags configure the transport and the pace of delivery: the
+// flags of queue-process and, the same flags built by the same register,
+// of the daily and weekly jobs' trailing queue step.
 type deliveryFlags struct {
 	transport     string
 	webhookURL    string
@@ -42,7 +43,21 @@ type deliveryFlags struct {
 	timezone      string
 }
 
-func (f *deliveryFlags) register(fs *pflag.FlagSet) {
+// Titles of the --help section the delivery flags are listed in.
+const (
+	deliveryGroup  = "Delivery flags"
+	queueStepGroup = "Queue step (delivery) flags, used only with --transport and without --skip-send"
+)
+
+// register adds the delivery flags to fs, listed in --help under group.
+func (f *deliveryFlags) register(fs *pflag.FlagSet, group string) {
+	own := pflag.NewFlagSet(group, pflag.ContinueOnError)
+	f.registerOn(own)
+	setGroup(own, group)
+	fs.AddFlagSet(own)
+}
+
+func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", "webhook, whatsapp-cloud or log")
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "the bot's endpoint, for --transport webhook")
@@ -50,7 +65,7 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC-SHA256 key signing webhook bodies")
 	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
 	fs.DurationVar(&f.sendInterval, "send-interval", sender.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
-	fs.IntVar(&f.maxRetries, "max-retries", sender.DefaultMaxRetries, "retries after the first attempt")
+	fs.IntVar(&f.maxRetries, "max-retries", sender.DefaultMaxRetries, "retries after the first attempt (0: none)")
 	fs.DurationVar(&f.retryBase, "retry-base", sender.DefaultRetryBase, "first retry's delay, doubled for each next")
 	fs.DurationVar(&f.claimTimeout, "claim-timeout", sender.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
 	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop claiming after this long (0: until the queue is drained)")
@@ -58,7 +73,7 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
 	fs.StringVar(&f.dedupeStore, "dedupe-store", "", `extra send guard: "postgres" or a redis:// URL`)
 	bindEnv(fs, "dedupe-store", "ENGAGEMENT_DEDUPE_STORE")
-	fs.DurationVar(&f.dedupeTTL, "dedupe-ttl", idempotency.DefaultTTL, "how long the dedupe store remembers a sent key")
+	fs.DurationVar(&f.dedupeTTL, "dedupe-ttl", idempotency.DefaultTTL, "how long the dedupe store remembers a sent key, with --dedupe-store")
 	fs.BoolVar(&f.dedupeOpen, "dedupe-fail-open", false, "send anyway (and warn) when the dedupe store is down; default: stop")
 	bindEnv(fs, "catalog", "ENGAGEMENT_CATALOG")
 	fs.StringVar(&f.quietHours, "quiet-hours", "", "HH:MM-HH:MM (may wrap midnight): due messages wait until they end, in the user's time zone")
@@ -75,10 +90,52 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet) {
 	bindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
 }
 
+// validate checks the delivery flags' values, before any work and whether
+// or not a transport is given: a value out of range is a usage error
+// (exit 2) with one line naming the flag. 0 means "none" for the flags
+// whose help says so, never "the default": each flag's default is the
+// value --help shows.
+func (f *deliveryFlags) validate() error {
+	switch {
+	case f.workers < 1 || f.workers > 64:
+		return usagef("--workers must be from 1 to 64, got %d", f.workers)
+	case f.sendInterval < 0:
+		return usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
+	case f.maxRetries < 0:
+		return usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
+	case f.retryBase <= 0:
+		return usagef("--retry-base must be positive, got %s", f.retryBase)
+	case f.claimTimeout < sender.MinClaimTimeout:
+		return usagef("--claim-timeout must be at least %s, got %s", sender.MinClaimTimeout, f.claimTimeout)
+	case f.maxDuration < 0:
+		return usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
+	case f.dedupeTTL <= 0:
+		return usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
+	}
+	if f.quietHours != "" {
+		if _, err := sender.ParseQuietHours(f.quietHours); err != nil {
+			return usagef("--quiet-hours: %v", err)
+		}
+	}
+	if _, err := time.LoadLocation(f.timezone); err != nil || f.timezone == "" || f.timezone == "Local" {
+		return usagef("--timezone: %q is not an IANA time zone such as America/Sao_Paulo", f.timezone)
+	}
+	if f.dedupeStore != "" {
+		// Checked now, opened once the database is (the postgres store uses its pool).
+		if err := idempotency.CheckSpec(f.dedupeStore); err != nil {
+			return usageError(err)
+		}
+	}
+	return nil
+}
+
 // processorConfig validates the flags and builds the processor's
 // configuration. Every error is a usage error: found before any work.
 func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfig, error) {
 	var cfg sender.ProcessorConfig
+	if err := f.validate(); err != nil {
+		return cfg, err
+	}
 	var err error
 	switch f.transport {
 	case "":
@@ -105,48 +162,31 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	if err != nil {
 		return cfg, usageError(err)
 	}
-	if f.workers < 1 || f.workers > 64 {
-		return cfg, usagef("--workers must be from 1 to 64, got %d", f.workers)
-	}
-	cfg.Workers = f.workers
-	if f.sendInterval < 0 || f.maxRetries < 0 || f.retryBase <= 0 || f.claimTimeout <= 0 || f.maxDuration < 0 {
-		return cfg, usagef("--send-interval, --max-retries and --max-duration must not be negative; --retry-base and --claim-timeout must be positive")
-	}
-	if f.claimTimeout < sender.MinClaimTimeout {
-		return cfg, usagef("--claim-timeout must be at least %s, got %s", sender.MinClaimTimeout, f.claimTimeout)
-	}
-	if f.quietHours != "" {
-		if cfg.QuietHours, err = sender.ParseQuietHours(f.quietHours); err != nil {
-			return cfg, usagef("--quiet-hours: %v", err)
-		}
-	}
-	if _, err := time.LoadLocation(f.timezone); err != nil || f.timezone == "" || f.timezone == "Local" {
-		return cfg, usagef("--timezone: %q is not an IANA time zone such as America/Sao_Paulo", f.timezone)
-	}
-	cfg.Timezone = f.timezone
-	if f.dedupeStore != "" {
-		// Checked now, opened once the database is (the postgres store uses its pool).
-		if err := idempotency.CheckSpec(f.dedupeStore); err != nil {
-			return cfg, usageError(err)
-		}
-		if f.dedupeTTL <= 0 {
-			return cfg, usagef("--dedupe-ttl must be positive")
-		}
-		cfg.DedupeTTL = f.dedupeTTL
-	}
 	cfg.Catalog = sender.DefaultCatalog()
 	if f.catalog != "" {
 		if cfg.Catalog, err = sender.LoadCatalog(f.catalog); err != nil {
 			return cfg, usageError(err)
 		}
 	}
+	if f.quietHours != "" {
+		cfg.QuietHours, _ = sender.ParseQuietHours(f.quietHours) // validated above
+	}
+	// The flags' values, as they are: sender.ProcessorConfig reads a zero
+	// SendInterval as "no pacing", as the flag does, but a zero MaxRetries
+	// as "the default" (negative: none), so --max-retries 0 is passed as
+	// -1.
+	cfg.Workers = f.workers
+	cfg.Timezone = f.timezone
 	cfg.SendInterval = f.sendInterval
 	cfg.MaxRetries = f.maxRetries
 	if f.maxRetries == 0 {
-		cfg.MaxRetries = -1 // none (0 means the default to the library)
+		cfg.MaxRetries = -1
 	}
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
+	if f.dedupeStore != "" {
+		cfg.DedupeTTL = f.dedupeTTL
+	}
 	if f.maxDuration > 0 {
 		cfg.Deadline = time.Now().Add(f.maxDuration)
 	}
@@ -250,9 +290,10 @@ finishes the send in flight and releases the rest.`,
 	registerDatabaseURL(fs, &databaseURL)
 	fs.StringVar(&output, "output", "text", "summary format on stdout: text or json")
 	fs.BoolVar(&failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
-	delivery.register(fs)
+	delivery.register(fs, deliveryGroup)
 	logs.register(fs)
 	pushMetrics.register(fs)
+	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
 

@@ -53,6 +53,10 @@ var jobGarbage = [][]string{
 	{"--batch-size", "0"},
 	{"--concurrency", "many"},
 	{"--transport", "carrier-pigeon", "transport"},
+	// The queue step's flags are checked without a transport too.
+	{"--workers", "0"},
+	{"--max-retries", "-1"},
+	{"--log-format", "xml"},
 }
 
 var invocations = []invocation{

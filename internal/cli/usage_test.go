@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// deliveryFlagNames are the flags deliveryFlags registers.
+func deliveryFlagNames() []string {
+	var f deliveryFlags
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	f.register(fs, "x")
+	var names []string
+	fs.VisitAll(func(fl *pflag.Flag) { names = append(names, fl.Name) })
+	return names
+}
+
+// helpSections splits --help output into its sections: title -> flag names.
+func helpSections(help string) map[string][]string {
+	sections := map[string][]string{}
+	title := ""
+	for _, line := range strings.Split(help, "\n") {
+		switch {
+		case strings.HasSuffix(line, ":") && !strings.HasPrefix(line, " "):
+			title = strings.TrimSuffix(line, ":")
+		case strings.HasPrefix(strings.TrimSpace(line), "-"):
+			for _, field := range strings.Fields(line) {
+				if name, ok := strings.CutPrefix(field, "--"); ok {
+					sections[title] = append(sections[title], name)
+					break
+				}
+			}
+		}
+	}
+	return sections
+}
+
+// Issue 18, item 5: the jobs' trailing queue step keeps its flags, listed
+// in --help as one section of their own, and they are the very flags of
+// queue-process (one function registers both), listed there as the
+// delivery flags.
+func TestQueueStepFlagsAreOneSectionOfHelp(t *testing.T) {
+	want := deliveryFlagNames()
+	if len(want) < 15 {
+		t.Fatalf("deliveryFlags registers %d flags: %v; the test expects the whole delivery set", len(want), want)
+	}
+	for _, c := range []struct {
+		name  string
+		cmd   func() *cobra.Command
+		group string
+	}{
+		{"engagement-daily", NewDailyCommand, queueStepGroup},
+		{"engagement-weekly", NewWeeklyCommand, queueStepGroup},
+		{"queue-process", NewQueueCommand, deliveryGroup},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(context.Background(), c.cmd(), []string{"--help"}, Env{Stdout: &stdout, Stderr: &stderr}); code != ExitOK {
+			t.Fatalf("%s --help: exit %d: %s", c.name, code, stderr.String())
+		}
+		sections := helpSections(stdout.String())
+		if got := sections[c.group]; !slices.Equal(got, want) {
+			t.Errorf("%s --help, section %q: flags %v, want the delivery flags %v\n%s", c.name, c.group, got, want, stdout.String())
+		}
+		for _, name := range want {
+			if slices.Contains(sections["Flags"], name) {
+				t.Errorf("%s --help lists --%s among the general flags too", c.name, name)
+			}
+		}
+		for _, general := range []string{"database-url", "output", "log-level"} {
+			if !slices.Contains(sections["Flags"], general) {
+				t.Errorf("%s --help: --%s is not under Flags: %v", c.name, general, sections["Flags"])
+			}
+		}
+	}
+}
+
+// Issue 18, item 5: a flag's value out of range is a usage error (exit 2,
+// one line naming the flag) found before any work, the jobs' queue-step
+// flags included when no transport is given. The database URL points at a
+// closed port: reaching it would exit 1.
+func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
+	const unreachable = "postgres://scheduler@127.0.0.1:1/engagement?connect_timeout=1"
+	deliveryBad := [][]string{
+		{"--workers", "0"},
+		{"--workers", "65"},
+		{"--send-interval", "-1s"},
+		{"--max-retries", "-1"},
+		{"--retry-base", "0s"},
+		{"--claim-timeout", "1ms"},
+		{"--max-duration", "-1s"},
+		{"--dedupe-ttl", "0s"},
+		{"--timezone", "Mars/Olympus_Mons"},
+		{"--quiet-hours", "25:00-08:00"},
+		{"--log-format", "xml"},
+	}
+	type run struct {
+		cmd  func() *cobra.Command
+		args []string
+		flag string
+	}
+	var runs []run
+	for _, bad := range deliveryBad {
+		runs = append(runs,
+			run{NewDailyCommand, bad, bad[0]},
+			run{NewWeeklyCommand, append([]string{"--skip-send"}, bad...), bad[0]},
+			run{NewQueueCommand, append([]string{"--transport", "log"}, bad...), bad[0]})
+	}
+	runs = append(runs,
+		run{NewDailyCommand, []string{"--batch-size", "0"}, "--batch-size"},
+		run{NewDailyCommand, []string{"--concurrency", "9"}, "--concurrency"},
+		run{NewCtlCommand, []string{"migrate", "up", "--lock-timeout", "-1s"}, "--lock-timeout"},
+		run{NewCtlCommand, []string{"migrate", "up", "--wait", "0s"}, "--wait"},
+		run{NewCtlCommand, []string{"status", "--runs", "0"}, "--runs"},
+		run{NewCtlCommand, []string{"cleanup", "--batch-size", "0"}, "--batch-size"},
+		run{NewCtlCommand, []string{"verify", "--retention", "0s"}, "--retention"},
+	)
+	for _, r := range runs {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"--database-url", unreachable}, r.args...)
+		code := Main(context.Background(), r.cmd(), args, Env{Stdout: &stdout, Stderr: &stderr})
+		if code != ExitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), r.flag) || stdout.Len() != 0 {
+			t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit %d and one line naming %s", r.cmd().Name(), r.args, code, stdout.String(), stderr.String(), ExitUsage, r.flag)
+		}
+	}
+
+	// The edges of the ranges are accepted: the run then fails to connect.
+	for _, ok := range [][]string{
+		{"--workers", "1", "--send-interval", "0s", "--max-retries", "0", "--max-duration", "0s"},
+		{"--workers", "64", "--log-format", "auto"},
+	} {
+		var stderr bytes.Buffer
+		args := append([]string{"--database-url", unreachable, "--transport", "log"}, ok...)
+		if code := Main(context.Background(), NewQueueCommand(), args, Env{Stderr: &stderr}); code != ExitFatal {
+			t.Errorf("queue-process %v: exit %d (%s), want %d: accepted, then no database", ok, code, stderr.String(), ExitFatal)
+		}
+	}
+}
+
+// Issue 18, item 5: each delivery flag reaches the processor as the value
+// the flag says: --max-retries 0 is no retry (not the library's default),
+// --send-interval 0 no pacing, and the defaults are the ones --help shows.
+func TestDeliveryFlagsMeanWhatTheySay(t *testing.T) {
+	parse := func(args ...string) deliveryFlags {
+		t.Helper()
+		var f deliveryFlags
+		fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+		f.register(fs, "x")
+		if err := fs.Parse(append([]string{"--transport", "log"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := parse()
+	cfg, err := f.processorConfig(&bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxRetries != 3 || cfg.SendInterval.String() != "500ms" || cfg.RetryBase.String() != "1s" || cfg.Workers != 16 || !cfg.Deadline.IsZero() {
+		t.Errorf("defaults: max retries %d, send interval %s, retry base %s, workers %d, deadline %v; want 3, 500ms, 1s, 16, none",
+			cfg.MaxRetries, cfg.SendInterval, cfg.RetryBase, cfg.Workers, cfg.Deadline)
+	}
+	f = parse("--max-retries", "0", "--send-interval", "0")
+	if cfg, err = f.processorConfig(&bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	// sender.ProcessorConfig reads a negative MaxRetries as none and 0 as
+	// its default; a zero SendInterval as no pacing.
+	if cfg.MaxRetries >= 0 || cfg.SendInterval != 0 {
+		t.Errorf("--max-retries 0 --send-interval 0: max retries %d, send interval %s; want none (negative) and 0", cfg.MaxRetries, cfg.SendInterval)
+	}
+}
+
+// --log-format auto (the default) writes JSON lines when stderr is not a
+// terminal; LOG_FORMAT=auto is accepted like the flag.
+func TestLogFormatAuto(t *testing.T) {
+	for _, format := range []string{"auto", "AUTO", ""} {
+		var buf bytes.Buffer
+		log, err := (&logFlags{level: "info", format: format}).logger(&buf, "engagement-test")
+		if err != nil {
+			t.Fatalf("--log-format %q: %v", format, err)
+		}
+		log.Info().Msg("hello")
+		var line map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["message"] != "hello" {
+			t.Errorf("--log-format %q into a buffer wrote %q, want a JSON line", format, buf.String())
+		}
+	}
+	var stderr bytes.Buffer
+	env := Env{LookupEnv: MapEnv([]string{"LOG_FORMAT=auto"}), Stderr: &stderr}
+	if code := Main(context.Background(), NewDailyCommand(), []string{"--database-url", "postgres://x@127.0.0.1:1/db?connect_timeout=1"}, env); code != ExitFatal {
+		t.Errorf("LOG_FORMAT=auto: exit %d (%s), want %d: accepted, then no database", code, stderr.String(), ExitFatal)
+	}
+}
