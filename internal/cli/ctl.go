@@ -55,8 +55,11 @@ docs/migrations.md.`,
 	// version it left.
 	migrating := func(fn func(*migrations.Migrator) error) func(*cobra.Command, []string) error {
 		return runE(func(cmd *cobra.Command, _ []string) error {
-			if cfg.LockTimeout < 0 || cfg.WaitTimeout <= 0 {
-				return usagef("--lock-timeout must not be negative and --wait must be positive")
+			if cfg.LockTimeout < 0 {
+				return usagef("--lock-timeout must not be negative (0: no limit), got %s", cfg.LockTimeout)
+			}
+			if cfg.WaitTimeout <= 0 {
+				return usagef("--wait must be positive, got %s", cfg.WaitTimeout)
 			}
 			*databaseURL = migrateDatabaseURL(cmd, *databaseURL)
 			if err := requireDatabaseURL(*databaseURL); err != nil {
@@ -67,7 +70,9 @@ docs/migrations.md.`,
 			}
 			c := cfg
 			if c.LockTimeout == 0 {
-				c.LockTimeout = -1 // no limit
+				// The flag's 0 is no limit; migrations.Config reads 0 as its
+				// default and a negative value as no limit.
+				c.LockTimeout = -1
 			}
 			c.Waiting = func() {
 				fmt.Fprintln(cmd.ErrOrStderr(), "engagementctl: another engagementctl migrate is running; waiting for it to finish")

@@ -17,10 +17,13 @@ type logFlags struct {
 	format string
 }
 
-func (f *logFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
+func (f *logFlags) register(fs *pflag.FlagSet) { f.registerLevel(fs, "info") }
+
+// registerLevel registers the flags with level as --log-level's default.
+func (f *logFlags) registerLevel(fs *pflag.FlagSet, level string) {
+	fs.StringVar(&f.level, "log-level", level, "debug, info, warn or error")
 	bindEnv(fs, "log-level", "LOG_LEVEL")
-	fs.StringVar(&f.format, "log-format", "", "json or console (default: console on a terminal, else json)")
+	fs.StringVar(&f.format, "log-format", "auto", "json, console, or auto: console when stderr is a terminal, else json")
 	bindEnv(fs, "log-format", "LOG_FORMAT")
 }
 
@@ -31,8 +34,8 @@ func (f *logFlags) logger(w io.Writer, app string) (zerolog.Logger, error) {
 	if err != nil || level == zerolog.NoLevel {
 		return zerolog.Nop(), usagef("--log-level must be debug, info, warn or error, got %q", f.level)
 	}
-	format := f.format
-	if format == "" {
+	format := strings.ToLower(strings.TrimSpace(f.format))
+	if format == "auto" || format == "" {
 		format = "json"
 		if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
 			format = "console"
@@ -43,7 +46,7 @@ func (f *logFlags) logger(w io.Writer, app string) (zerolog.Logger, error) {
 	case "console":
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	default:
-		return zerolog.Nop(), usagef("--log-format must be json or console, got %q", f.format)
+		return zerolog.Nop(), usagef("--log-format must be json, console or auto, got %q", f.format)
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("app", app).Logger(), nil
 }

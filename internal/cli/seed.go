@@ -89,9 +89,8 @@ primary key (exit 1). Never point it at a production database.`,
 			return nil
 		}),
 	}
-	flags.register(cmd)
+	flags.registerAsOf(cmd, "", "the instant the mix is relative to, RFC3339 (required)")
 	fs := cmd.Flags()
-	fs.Lookup("as-of").Usage = "the instant the mix is relative to, RFC3339 (required)"
 	fs.IntVar(&users, "users", 0, "how many users to generate (required)")
 	fs.Int64Var(&seedN, "seed", 1, "the generator's seed: the same seed gives the same rows")
 	fs.BoolVar(&force, "force", false, "add users to a database that already has some")

@@ -138,15 +138,10 @@ point it at a database that matters.`,
 			return nil
 		}),
 	}
-	flags.register(cmd)
-	logs.register(cmd.Flags())
+	flags.registerAsOf(cmd, DefaultSmokeAsOf, "the instant the sample is relative to and the jobs run as of, RFC3339")
 	fs := cmd.Flags()
-	fs.Lookup("as-of").Usage = "the instant the sample is relative to and the jobs run as of, RFC3339"
-	fs.Lookup("as-of").DefValue = DefaultSmokeAsOf
-	flags.asOf = DefaultSmokeAsOf
 	// The jobs' step logs are noise in a CI log; --log-level info shows them.
-	fs.Lookup("log-level").DefValue = "warn"
-	logs.level = "warn"
+	logs.registerLevel(fs, "warn")
 	fs.IntVar(&users, "users", DefaultSmokeUsers, "sample users to seed")
 	fs.Int64Var(&seedN, "seed", 1, "the sample's seed: the same seed gives the same users")
 	return cmd

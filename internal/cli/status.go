@@ -23,8 +23,14 @@ type timeFlags struct {
 }
 
 func (f *timeFlags) register(cmd *cobra.Command) {
+	f.registerAsOf(cmd, "", "the instant treated as now, RFC3339 (default: the database clock)")
+}
+
+// registerAsOf registers the flags with asOf as --as-of's default and usage
+// as its help.
+func (f *timeFlags) registerAsOf(cmd *cobra.Command, asOf, usage string) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.asOf, "as-of", "", "the instant treated as now, RFC3339 (default: the database clock)")
+	fs.StringVar(&f.asOf, "as-of", asOf, usage)
 	fs.StringVar(&f.output, "output", "text", "text or json")
 }
 
