@@ -50,6 +50,8 @@ func GoodbyeKeySuffix(asOf time.Time) string {
 }
 
 // GoodbyeKey is the idempotency key of userID's goodbye on asOf's UTC date.
+// The jobs build it in SQL (GoodbyeKeySuffix); this is the bot's API: the
+// contract's key of the goodbye, for the bot to look the message up.
 func GoodbyeKey(userID string, asOf time.Time) string {
 	return userID + GoodbyeKeySuffix(asOf)
 }
@@ -85,7 +87,10 @@ func WeeklyReviewKeySuffix(asOf time.Time) string {
 	return ":weekly_review:" + ISOWeek(asOf)
 }
 
-// ReminderKey is the idempotency key of a reminder due at remindAt.
+// ReminderKey is the idempotency key of a reminder due at remindAt, in the
+// contract's format. No job queues reminders: this is the bot's API, the
+// key of a reminder message the bot queues (Enqueue, or engagementctl
+// enqueue --idempotency-key).
 func ReminderKey(userID string, remindAt time.Time) string {
 	return userID + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
 }

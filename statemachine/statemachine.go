@@ -20,6 +20,13 @@
 // Any other (state, trigger) pair is invalid and yields an error wrapping
 // [ErrInvalidTransition]. The package never panics and depends on the
 // standard library only.
+//
+// The scheduler's jobs apply the scheduler triggers set-based in SQL and
+// use the table ([Transitions], [Next]) to check the log. The rest is the
+// bot's API (the bot is a Go program that imports this package): it fires
+// the bot triggers with [Fire] when a user writes or answers the goodbye,
+// and reads stored states and triggers back with [ParseState],
+// [ParseTrigger] and [Triggers].
 package statemachine
 
 import "time"

@@ -153,7 +153,8 @@ func Sign(secret string, body []byte) string {
 
 // VerifySignature reports, in constant time, whether header is body's
 // signature under secret (as made by Sign). An empty secret verifies
-// nothing.
+// nothing. It is the bot's API: the receiving end of the webhook checks
+// X-Engagement-Signature with it.
 func VerifySignature(secret string, body []byte, header string) bool {
 	if secret == "" {
 		return false
