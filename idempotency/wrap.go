@@ -28,6 +28,9 @@ import (
 //
 // Forget and StoreResult run even when ctx was cancelled during handler,
 // bounded by the store's Options.Timeout.
+//
+// Wrap is the bot's API (its incoming-webhook handlers): the binaries use
+// a Store directly.
 func Wrap[In, Out any](s Store, key func(In) string, ttl time.Duration, handler func(context.Context, In) (Out, error)) func(context.Context, In) (out Out, duplicate bool, err error) {
 	return func(ctx context.Context, in In) (out Out, duplicate bool, err error) {
 		k := key(in)

@@ -56,18 +56,13 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// ParseConfig parses databaseURL into a pool configuration with the defaults
-// Open applies: application_name app, a connect timeout, a statement
-// timeout (DefaultStatementTimeout, or the URL's statement_timeout, applied
-// by the client: see WithStatementTimeout), pgx's exec mode (unless the URL
-// sets default_query_exec_mode) and MaxConns connections (fewer if the URL's
+// parseConfig parses databaseURL into a pool configuration with the
+// defaults Open applies: application_name app, connectTimeout unless the
+// URL sets connect_timeout, a statement timeout (DefaultStatementTimeout,
+// or the URL's statement_timeout, applied by the client: see
+// WithStatementTimeout), pgx's exec mode (unless the URL sets
+// default_query_exec_mode) and MaxConns connections (fewer if the URL's
 // pool_max_conns asks for fewer).
-func ParseConfig(databaseURL, app string) (*pgxpool.Config, error) {
-	return parseConfig(databaseURL, app, DefaultConnectTimeout)
-}
-
-// parseConfig is ParseConfig with the connect timeout applied when the URL
-// sets none.
 func parseConfig(databaseURL, app string, connectTimeout time.Duration) (*pgxpool.Config, error) {
 	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {

@@ -145,15 +145,6 @@ var categories = []category{
 		classify: `s.state = 'active' AND s.last_activity_at >= ` + asof + ` - interval '14 days'`},
 }
 
-// Categories returns the names of the mix's categories, in a fixed order.
-func Categories() []string {
-	names := make([]string, len(categories))
-	for i, c := range categories {
-		names[i] = c.name
-	}
-	return names
-}
-
 // states are the engagement states, as the schema's CHECK lists them.
 var states = []string{"active", "goodbye_sent", "help_flow", "remind_later", "dormant"}
 
