@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +61,27 @@ type daySummary struct {
 	Processed, Succeeded, Failed, Skipped, Queued, Duplicates int
 }
 
+// cleanRuns holds the clean run, made once for every fault test that
+// compares with it: the seed and the flags are the same for all.
+var cleanRuns struct {
+	sync.Mutex
+	run *cleanRun
+}
+
+// runClean returns what one undisturbed run leaves, running it on its own
+// seeded database the first time it is asked for.
 func runClean(t *testing.T) cleanRun {
+	t.Helper()
+	cleanRuns.Lock()
+	defer cleanRuns.Unlock()
+	if cleanRuns.run == nil {
+		c := runCleanOnce(t)
+		cleanRuns.run = &c
+	}
+	return *cleanRuns.run
+}
+
+func runCleanOnce(t *testing.T) cleanRun {
 	t.Helper()
 	pool, url := seeded(t)
 	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
