@@ -1,11 +1,9 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/url"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,15 +227,11 @@ func TestKilledAtAnyPointTheRerunEndsAsOneCleanRun(t *testing.T) {
 // clean run leaves.
 func TestTerminatedConnectionsTheBatchIsRetried(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	clean := runClean(t)
 	pool, url := seeded(t)
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
 
-	cmd, stdout, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	run := cmdtest.Start(cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
 	first := gate.WaitClosedOn(app, 30*time.Second)
 	if n := fixture.TerminateBackends(t, pool, app); n < 1 {
 		t.Fatalf("terminated %d connections of the job, want the batch's at least (the job's lease lives in a table, not on a connection)", n)
@@ -245,24 +239,25 @@ func TestTerminatedConnectionsTheBatchIsRetried(t *testing.T) {
 	// The retry comes back to the gate on a new connection.
 	gate.WaitClosedOn(app, 30*time.Second, first)
 	gate.Open()
-	retriedToCleanEnd(t, "its connections were terminated", cmd, stdout, stderr, pool, clean)
+	retriedToCleanEnd(t, "its connections were terminated", run, pool, clean)
 }
 
 // retriedToCleanEnd waits for a run whose batch lost its connection (after
 // what) and requires that it finished (exit 0) having retried the batch,
 // with the clean run's summary and outcome, the invariants, and itself
 // recorded as succeeded though its lock's session was ended too.
-func retriedToCleanEnd(t *testing.T, what string, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, pool *pgxpool.Pool, clean cleanRun) {
+func retriedToCleanEnd(t *testing.T, what string, run *cmdtest.Running, pool *pgxpool.Pool, clean cleanRun) {
 	t.Helper()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the job did not finish after %s (%v): %s", what, err, stderr)
+	res := run.Wait()
+	if res.Code != 0 {
+		t.Fatalf("the job did not finish after %s (exit %d): %s", what, res.Code, res.Stderr)
 	}
-	if !strings.Contains(stderr.String(), "retrying it on a new one") {
-		t.Errorf("no batch retry is logged after %s: %s", what, stderr)
+	if !strings.Contains(res.Stderr, "retrying it on a new one") {
+		t.Errorf("no batch retry is logged after %s: %s", what, res.Stderr)
 	}
 	var sum daySummary
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-		t.Fatalf("summary: %v: %s", err, stdout)
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+		t.Fatalf("summary: %v: %s", err, res.Stdout)
 	}
 	if sum != clean.sum {
 		t.Errorf("summary %+v, want the clean run's %+v: the lost batch was rolled back and redone", sum, clean.sum)
@@ -281,7 +276,6 @@ func retriedToCleanEnd(t *testing.T, what string, cmd *exec.Cmd, stdout, stderr 
 // run leaves.
 func TestConnectionsTerminatedOnEveryAttemptExitOneAndTheRerunFinishes(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	clean := runClean(t)
 	pool, dbURL := seeded(t)
 	before := fixture.UserOutcomes(t, pool)
@@ -296,22 +290,17 @@ func TestConnectionsTerminatedOnEveryAttemptExitOneAndTheRerunFinishes(t *testin
 	u.User = url.UserPassword(u.User.Username(), secret)
 
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
-	cmd, _, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+u.String()), faultArgs()...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	run := cmdtest.Start(cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+u.String()), faultArgs()...)
 	terminated := map[int]bool{} // the pids the batch came back on
 	deadline := time.After(60 * time.Second)
 wait:
 	for {
 		select {
-		case <-done:
+		case <-run.Done():
 			break wait
 		case <-deadline:
-			_ = cmd.Process.Kill()
-			t.Fatalf("the job kept retrying after %d terminations: %s", len(terminated), stderr)
+			res := run.Stop()
+			t.Fatalf("the job kept retrying after %d terminations: %s", len(terminated), res.Stderr)
 		default:
 		}
 		for _, pid := range gate.Waiting(app) {
@@ -322,13 +311,14 @@ wait:
 		}
 		time.Sleep(5 * time.Millisecond) // polling for the batch's return, not waiting for time to pass
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 {
-		t.Fatalf("exit %d after %d terminations, want 1: %s", code, len(terminated), stderr)
+	res := run.Wait()
+	if res.Code != 1 {
+		t.Fatalf("exit %d after %d terminations, want 1: %s", res.Code, len(terminated), res.Stderr)
 	}
 	if len(terminated) != 4 {
 		t.Errorf("the batch came back %d times, want 4 attempts", len(terminated))
 	}
-	lines := cmdtest.Lines(stderr.String())
+	lines := cmdtest.Lines(res.Stderr)
 	last := lines[len(lines)-1]
 	if !strings.HasPrefix(last, "engagement-daily: ") || !strings.Contains(last, "connection was lost 4 times") ||
 		!strings.Contains(last, "terminating connection due to administrator command") {
@@ -340,8 +330,8 @@ wait:
 		}
 	}
 	for _, leak := range []string{secret, "goroutine ", "panic"} {
-		if strings.Contains(stderr.String(), leak) {
-			t.Errorf("stderr contains %q: %s", leak, stderr)
+		if strings.Contains(res.Stderr, leak) {
+			t.Errorf("stderr contains %q: %s", leak, res.Stderr)
 		}
 	}
 
@@ -367,7 +357,6 @@ wait:
 // exactly what one clean run leaves.
 func TestPostgresRestartedMidRun(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
 	clean := runClean(t)
 	cluster := pgtest.NewCluster(t)
 	pool, err := pgxpool.New(context.Background(), cluster.URL)
@@ -380,13 +369,10 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	}
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
 
-	cmd, stdout, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+cluster.URL), faultArgs("--output", "json")...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	run := cmdtest.Start(cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+cluster.URL), faultArgs("--output", "json")...)
 	gate.WaitClosedOn(app, 30*time.Second)
 	cluster.Restart(t) // ends the gate's session too: the gate is open
 	gate.Dropped()
 	pool.Reset()
-	retriedToCleanEnd(t, "PostgreSQL restarted", cmd, stdout, stderr, pool, clean)
+	retriedToCleanEnd(t, "PostgreSQL restarted", run, pool, clean)
 }

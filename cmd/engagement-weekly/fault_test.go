@@ -88,24 +88,22 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 			pool, url := mondayMorning(t)
 			before := fixture.UserOutcomes(t, pool)
 			gate := fixture.Pause(t, pool, "engagement_message_queue", "message_type = 'weekly_review'", total/2)
-			cmd, stdout, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+url), args...)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			pid := gate.WaitClosedOn(app, 30*time.Second)
-
 			if c.terminate {
+				// Connections end, the process lives on: run in process.
+				run := cmdtest.Start(cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
+				pid := gate.WaitClosedOn(app, 30*time.Second)
 				if n := fixture.TerminateBackends(t, pool, app); n < 1 {
 					t.Fatalf("terminated %d connections of the job, want the batch's at least (the job's lease lives in a table, not on a connection)", n)
 				}
 				gate.WaitClosedOn(app, 30*time.Second, pid) // the retry, on a new connection
 				gate.Open()
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("the job did not finish after its connections were terminated (%v): %s", err, stderr)
+				res := run.Wait()
+				if res.Code != 0 {
+					t.Fatalf("the job did not finish after its connections were terminated (exit %d): %s", res.Code, res.Stderr)
 				}
 				var sum weekSummary
-				if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-					t.Fatalf("summary: %v: %s", err, stdout)
+				if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+					t.Fatalf("summary: %v: %s", err, res.Stdout)
 				}
 				if sum != cleanSum {
 					t.Errorf("summary %+v, want the clean run's %+v", sum, cleanSum)
@@ -115,6 +113,11 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 				return
 			}
 
+			cmd, _, _ := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+url), args...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			gate.WaitClosedOn(app, 30*time.Second)
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}

@@ -206,6 +206,42 @@ func ExecWith(ctx context.Context, newCmd func() *cobra.Command, env cli.Env, ar
 	return Result{Code: code, Stdout: stdout.String(), Stderr: stderr.String()}
 }
 
+// Running is a command Start runs in this process.
+type Running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    Result
+}
+
+// Start runs the command newCmd builds in this process, in the background,
+// as Exec would; Wait returns its Result.
+func Start(newCmd func() *cobra.Command, env []string, args ...string) *Running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.res = ExecWith(ctx, newCmd, cli.Env{LookupEnv: cli.MapEnv(env)}, args...)
+	}()
+	return r
+}
+
+// Done is closed when the command has returned.
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Stop cancels the command's context (the binary's SIGTERM) and waits for
+// it to return.
+func (r *Running) Stop() Result {
+	r.cancel()
+	return r.Wait()
+}
+
+// Wait waits for the command to return and returns what it left.
+func (r *Running) Wait() Result {
+	<-r.done
+	r.cancel()
+	return r.res
+}
+
 // Lines splits output into its non-empty lines.
 func Lines(s string) []string {
 	var out []string
