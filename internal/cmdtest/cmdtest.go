@@ -1,8 +1,9 @@
 // Package cmdtest runs the project's commands for tests: in this process
-// (Exec: flags, environment, exit codes, the summary on stdout and the logs
-// on stderr, exactly as the binary would), or built and run as real
-// processes (Build, Run, Command) for what needs one: signals, kill -9, a
-// process's own environment (TZ, HTTP_PROXY).
+// (Exec, or Start in the background: flags, environment, exit codes, the
+// summary on stdout and the logs on stderr, exactly as the binary would),
+// or built and run as real processes (Build, Run, Command) for what needs
+// one: signals, kill -9, runs in separate processes, a process's own
+// environment (TZ, HTTP_PROXY).
 //
 // A test package that calls Build must run its tests through Main, from its
 // TestMain:
