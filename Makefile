@@ -113,11 +113,11 @@ fuzz: ## Run every fuzzer for FUZZTIME (50000x executions) each; findings land i
 
 .PHONY: pg-stop
 pg-stop: ## Stop the throwaway PostgreSQL the tests or the demo started, if any
-	$(GO) run ./internal/pgtest/devdb --stop
+	$(GO) run ./internal/testkit/pgtest/devdb --stop
 
 .PHONY: services-stop
 services-stop: ## Stop what the tests and the demo left running: the throwaway PostgreSQL and Redis, and the clusters and PgBouncers of killed test runs
-	$(GO) run ./internal/localsvc/stop
+	$(GO) run ./internal/testkit/localsvc/stop
 
 .PHONY: clean
 clean: ## Remove built binaries

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 func TestActiveUsersLastWeekAndActivityCount(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // The chaos suite: one whatsapp-cloud message per user, a fake Cloud API

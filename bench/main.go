@@ -9,7 +9,7 @@
 //	cd bench && go run . -suites queue -messages 20000 # the queue comparison only
 //	cd bench && go run . -suites paced,chaos           # queue-process's pacing, and faults
 //
-// It uses the PostgreSQL server the tests use (internal/pgtest: DATABASE_URL,
+// It uses the PostgreSQL server the tests use (internal/testkit/pgtest: DATABASE_URL,
 // else 127.0.0.1:5432, else a throwaway cluster) and the binaries in -bin
 // (build them first: make build). Every database it makes is named
 // engagement_benchtool_* and dropped at the end.

@@ -15,8 +15,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )

@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 	"github.com/engagement-scheduler/engagement/metrics"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
-	"github.com/engagement-scheduler/engagement/internal/redistest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/redistest"
 )
 
 // Delivery is what queue-process POSTs to the bot's webhook; IdempotencyKey
@@ -78,7 +78,7 @@ var examplePrefix = func() string {
 	return "example:" + hex.EncodeToString(b) + ":bot:webhook:"
 }()
 
-// redisURL is the test server's (see internal/redistest); the bot reads its
+// redisURL is the test server's (see internal/testkit/redistest); the bot reads its
 // own from its configuration, e.g. redis://redis.railway.internal:6379/0.
 func redisURL() string {
 	u, err := redistest.ServerURL(context.Background())

@@ -18,8 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
-	"github.com/engagement-scheduler/engagement/internal/redistest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/redistest"
 )
 
 // clock is the PostgreSQL store's movable time.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/pushtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
 	"github.com/engagement-scheduler/engagement/metrics"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 

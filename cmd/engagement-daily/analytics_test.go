@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
-	"github.com/engagement-scheduler/engagement/internal/posthogtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/posthogtest"
 )
 
 const posthogKey = "phc_s3cr3t_project_key"

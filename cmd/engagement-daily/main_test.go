@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 const asOf = "2026-11-22T06:00:00Z"

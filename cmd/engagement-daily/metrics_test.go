@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
-	"github.com/engagement-scheduler/engagement/internal/pushtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
 	"github.com/engagement-scheduler/engagement/metrics"
 )
 

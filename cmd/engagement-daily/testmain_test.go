@@ -3,7 +3,7 @@ package main_test
 import (
 	"testing"
 
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
 // TestMain removes the binaries cmdtest.Build made once the tests end.

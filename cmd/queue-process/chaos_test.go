@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // Three processes on the Cloud API (which cannot de-duplicate), a provider

@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // cloudAPI is a fake WhatsApp Cloud API that answers every message after

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/fixture"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // runCtl runs engagementctl in process against dbURL.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // TestDemo runs the demo as `make demo` does, on a database of its own,
@@ -92,7 +92,7 @@ func TestDemoStopsTheClusterItStarts(t *testing.T) {
 	env := cmdtest.Env("PGTEST_PROBE_URL=none", "PGTEST_DIR="+filepath.Join(base, "data"), "PGTEST_PORT="+port)
 	t.Cleanup(func() {
 		// Should the demo not have stopped it.
-		if res := cmdtest.Run(t, cmdtest.Build(t, "./internal/pgtest/devdb"), env, "--stop"); res.Code != 0 {
+		if res := cmdtest.Run(t, cmdtest.Build(t, "./internal/testkit/pgtest/devdb"), env, "--stop"); res.Code != 0 {
 			t.Errorf("devdb --stop: %+v", res)
 		}
 		os.RemoveAll(base)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // withQuery returns dbURL with the query parameters in kv (name, value, …) set.

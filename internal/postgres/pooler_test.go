@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // TestOpenThroughPgBouncer (issue 15): Open works through a stock PgBouncer

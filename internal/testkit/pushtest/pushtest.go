@@ -34,7 +34,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
 const (

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
-	"github.com/engagement-scheduler/engagement/internal/redistest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { cmdtest.Main(m) }
@@ -78,7 +78,7 @@ func TestServicesStop(t *testing.T) {
 		"PGTEST_PROBE_URL": "none", "PGTEST_DIR": filepath.Join(tmp, "engagement-pgtest"), "PGTEST_PORT": pgPort,
 		"REDISTEST_PROBE_ADDR": "none", "REDISTEST_PORT": redisPort,
 	}
-	stop := cmdtest.Build(t, "./internal/localsvc/stop") // built before TMPDIR moves
+	stop := cmdtest.Build(t, "./internal/testkit/localsvc/stop") // built before TMPDIR moves
 	for k, v := range env {
 		t.Setenv(k, v)
 	}

@@ -2,7 +2,7 @@
 // (`make services-stop`):
 //
 //   - pgtest's throwaway PostgreSQL cluster ($TMPDIR/engagement-pgtest, as
-//     `go run ./internal/pgtest/devdb --stop` does);
+//     `go run ./internal/testkit/pgtest/devdb --stop` does);
 //   - redistest's throwaway redis-server ($TMPDIR/engagement-redistest);
 //   - the PostgreSQL clusters and PgBouncers tests start for themselves,
 //     when their test process ended without stopping them (killed, timed
@@ -23,8 +23,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
-	"github.com/engagement-scheduler/engagement/internal/redistest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/redistest"
 )
 
 func main() {

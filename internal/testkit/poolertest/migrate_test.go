@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 // TestMigrateThroughPgBouncerPointsAtMigrateDatabaseURL: migrations need a

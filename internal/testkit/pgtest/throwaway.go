@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
 const (
@@ -206,7 +206,7 @@ func prepareDataDir(ctx context.Context, bins pgBinaries, owner *osUser, dir str
 	}
 	conf, err := os.OpenFile(filepath.Join(tmp, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err == nil {
-		_, err = fmt.Fprintf(conf, "\n# Settings of the engagement test cluster (internal/pgtest), rewritten at every start.\ninclude_if_exists '%s'\n", markerConf)
+		_, err = fmt.Fprintf(conf, "\n# Settings of the engagement test cluster (internal/testkit/pgtest), rewritten at every start.\ninclude_if_exists '%s'\n", markerConf)
 		if cerr := conf.Close(); err == nil {
 			err = cerr
 		}
@@ -226,7 +226,7 @@ func writeConf(dir string, port int, owner *osUser) error {
 		socketDir = "" // path too long for a unix socket: TCP only
 	}
 	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	content := fmt.Sprintf(`# Written by the engagement scheduler's internal/pgtest at every start; edits are lost.
+	content := fmt.Sprintf(`# Written by the engagement scheduler's internal/testkit/pgtest at every start; edits are lost.
 listen_addresses = '127.0.0.1'
 port = %d
 unix_socket_directories = %s

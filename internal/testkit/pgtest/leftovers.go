@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
 // ownerFile, in the folder of a test's own cluster (NewCluster), holds the

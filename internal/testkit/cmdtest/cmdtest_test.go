@@ -25,7 +25,7 @@ func TestChildBuilds(t *testing.T) {
 	if mode == "" {
 		return
 	}
-	bin := Build(t, "./internal/cmdtest/testdata/hello")
+	bin := Build(t, "./internal/testkit/cmdtest/testdata/hello")
 	if res := Run(t, bin, Env()); res.Code != 0 || !strings.Contains(res.Stdout, "hello") {
 		t.Fatalf("the built binary: %+v", res)
 	}

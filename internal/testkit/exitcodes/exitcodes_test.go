@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
-	"github.com/engagement-scheduler/engagement/internal/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
 // The password of every unreachable DATABASE_URL. The "/" is URL-encoded in

@@ -1,9 +1,9 @@
 // Command devdb gives the Makefile's demo and bench targets a PostgreSQL
 // server the way the tests get one (see package pgtest):
 //
-//	go run ./internal/pgtest/devdb                 # print the server URL
-//	go run ./internal/pgtest/devdb --create NAME   # (re)create migrated database NAME, print its URL
-//	go run ./internal/pgtest/devdb --stop          # stop pgtest's throwaway cluster, if running
+//	go run ./internal/testkit/pgtest/devdb                 # print the server URL
+//	go run ./internal/testkit/pgtest/devdb --create NAME   # (re)create migrated database NAME, print its URL
+//	go run ./internal/testkit/pgtest/devdb --stop          # stop pgtest's throwaway cluster, if running
 //
 // Only the URL goes to stdout; diagnostics go to stderr. Errors exit 1.
 package main
@@ -17,7 +17,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/engagement-scheduler/engagement/internal/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
 func main() {

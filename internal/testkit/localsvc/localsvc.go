@@ -88,7 +88,7 @@ func AptInstall(ctx context.Context, who, pkg, hint string, services ...string) 
 	}
 	const policy = "/usr/sbin/policy-rc.d"
 	if _, err := os.Stat(policy); os.IsNotExist(err) {
-		if _, err := run("sh", "-c", "printf '#!/bin/sh\\n# engagement scheduler (internal/localsvc): no service starts during an install\\nexit 101\\n' > "+policy+" && chmod 755 "+policy); err != nil {
+		if _, err := run("sh", "-c", "printf '#!/bin/sh\\n# engagement scheduler (internal/testkit/localsvc): no service starts during an install\\nexit 101\\n' > "+policy+" && chmod 755 "+policy); err != nil {
 			return fmt.Errorf("%s; refusing service starts during the install failed: %w", hint, err)
 		}
 		defer func() {

@@ -41,7 +41,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
 const (

@@ -18,7 +18,7 @@
 //     sudo -n). As root, initdb and the server run as the postgres system
 //     user. The cluster is left running so the next run reuses it (unless
 //     the program stops it, see WillStopThrowaway); stop it with
-//     `make services-stop` or `go run ./internal/pgtest/devdb --stop` (or
+//     `make services-stop` or `go run ./internal/testkit/pgtest/devdb --stop` (or
 //     pg_ctl -D DIR stop).
 //     Its log is DIR.log, and DIR.lock serializes test processes that race to
 //     start it.
@@ -54,7 +54,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/migrations"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
 // schemaRevision is part of the template database's name. Bump it to force

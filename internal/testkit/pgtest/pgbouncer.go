@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/engagement-scheduler/engagement/internal/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
 // Bouncer is a PgBouncer in transaction mode (pool_mode = transaction) in
@@ -187,7 +187,7 @@ func bouncerConf(server *pgconn.Config, port int, dir string) string {
 	if server.Password != "" {
 		target += " password=" + q(server.Password)
 	}
-	return fmt.Sprintf(`;; Written by the engagement scheduler's internal/pgtest for one test.
+	return fmt.Sprintf(`;; Written by the engagement scheduler's internal/testkit/pgtest for one test.
 ;; Stock PgBouncer settings but for the ones below.
 [databases]
 ;; Every database of the test server, under its own name, as the test role.
