@@ -212,7 +212,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
 	p.tally = &tally{} // each run counts its own
 	if _, err := p.recoverAbandoned(ctx); err != nil {
-		return sum, err
+		return sum, stopping(ctx, err)
 	}
 
 	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
@@ -255,12 +255,12 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 	for gctx.Err() == nil && !p.pastDeadline() {
 		batch, err := p.claim(gctx)
 		if err != nil {
-			return err
+			return stopping(gctx, err)
 		}
 		if len(batch) == 0 {
 			wait, ok, err := p.nextDue(gctx)
 			if err != nil || !ok || !sleep(gctx, wait) {
-				return err
+				return stopping(gctx, err)
 			}
 			continue
 		}
@@ -269,6 +269,16 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// stopping returns err, unless the run is stopping (a shutdown, or another
+// worker failed): then a statement cut short by it is no failure of its
+// own, and a claim it interrupted is rolled back with it.
+func stopping(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // deliverBatch delivers a claimed batch one message after another, records

@@ -464,3 +464,83 @@ func TestALockedDueRowIsSkippedNotWaitedFor(t *testing.T) {
 		t.Errorf("summary %+v, locked message %+v; want the 3 others sent and it left pending", sum, rowOf(t, pool, locked))
 	}
 }
+
+// A shutdown (SIGTERM cancels the run's context) that lands while a
+// statement is waiting is no failure: seen under load, queue-process exited
+// 1 with "claim messages: context canceled" or "settle abandoned claims:
+// context canceled" after a SIGTERM. Here the bot holds user_profiles
+// locked, so every worker's claim (which reads the user's profile) waits
+// until the run is cancelled: the run must end promptly, without an error,
+// with nothing claimed.
+func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	rcv := newReceiver(t, 200)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	for range 3 {
+		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	}
+	bot, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bot.Rollback(ctx) //nolint:errcheck // the test's end
+	if _, err := bot.Exec(ctx, `LOCK TABLE user_profiles IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+		Workers: 2, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, shutdown := context.WithCancel(ctx)
+	type result struct {
+		sum sender.ProcessSummary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := p.Run(runCtx)
+		done <- result{sum, err}
+	}()
+	// A claim waits for the lock (reading the profile, it cannot even be
+	// planned).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := bot.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			 WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no claim waiting for the lock after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	shutdown()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Errorf("Run after a shutdown: %v, want no error", r.err)
+		}
+		if r.sum.Sent != 0 {
+			t.Errorf("sent %d, want none (every claim was waiting)", r.sum.Sent)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not end within 5 s of the shutdown")
+	}
+	if err := bot.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var processing int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`).Scan(&processing); err != nil {
+		t.Fatal(err)
+	}
+	if processing != 0 {
+		t.Errorf("%d messages left claimed after the shutdown, want none", processing)
+	}
+}
