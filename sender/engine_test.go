@@ -509,12 +509,18 @@ func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var waiting int
 		if err := bot.QueryRow(ctx, `
-			SELECT count(*) FROM pg_stat_activity
-			 WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+			SELECT count(*) FROM pg_locks
+			 WHERE NOT granted AND relation = 'user_profiles'::regclass
+			   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
 			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("Run ended before the shutdown: %+v, %v", r.sum, r.err)
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no claim waiting for the lock after 10 s")
