@@ -252,6 +252,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 // due. ctx is the run's (a shutdown); gctx also ends when another worker
 // fails.
 func (p *Processor) work(ctx, gctx context.Context) error {
+	claimedNothingDue := false
 	for gctx.Err() == nil && !p.pastDeadline() {
 		batch, err := p.claim(gctx)
 		if err != nil {
@@ -259,11 +260,28 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 		}
 		if len(batch) == 0 {
 			wait, ok, err := p.nextDue(gctx)
-			if err != nil || !ok || !sleep(gctx, wait) {
+			if err != nil || !ok {
 				return stopping(gctx, err)
+			}
+			if wait == 0 {
+				// Due now, yet the claim found nothing: it came due
+				// since (a retry due in milliseconds, on a slow
+				// machine), so claim again, once; or another
+				// transaction holds it locked (a claim in flight, the
+				// bot), and it is not this run's to wait for.
+				if claimedNothingDue {
+					return nil
+				}
+				claimedNothingDue = true
+				continue
+			}
+			claimedNothingDue = false
+			if !sleep(gctx, wait) {
+				return nil
 			}
 			continue
 		}
+		claimedNothingDue = false
 		if err := p.deliverBatch(ctx, gctx, batch); err != nil {
 			return err
 		}
@@ -447,7 +465,8 @@ func (p *Processor) pastDeadline() bool {
 }
 
 // nextDue reports how long until the next pending message comes due, if
-// one does before the deadline (or, without a deadline, within a minute).
+// one does before the deadline (or, without a deadline, within a minute);
+// 0 when one is due already.
 // Before it looks, it settles claims abandoned meanwhile, so a run that
 // outlives a dead process finishes its work too.
 func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
@@ -465,11 +484,8 @@ func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
 	if !p.cfg.Deadline.IsZero() {
 		limit = time.Until(p.cfg.Deadline)
 	}
-	if *wait <= 0 || *wait > limit {
-		// Due already, yet the claim found nothing: those rows are locked
-		// by another transaction (a claim in flight, or the bot). They are
-		// not this run's to wait for.
+	if *wait > limit {
 		return 0, false, nil
 	}
-	return *wait, true, nil
+	return max(*wait, 0), true, nil
 }
