@@ -4,9 +4,13 @@
 // (scheduler/queries/weekly_review.sql) selects the same users chunk by
 // chunk.
 //
-// Everything is one aggregated query: the window's transactions are counted
-// per user once, joined to the users, and streamed back, so finding the
-// active users of a million costs one scan and constant memory.
+// ActiveUsersLastWeek and ActivityCount are the bot's API (the bot is a Go
+// program that imports this package): the same definition of "active" the
+// weekly review uses, for the bot's own replies and admin views. No job
+// calls them. ActiveUsersLastWeek is one aggregated query: the window's
+// transactions are counted per user once, joined to the users, and
+// streamed back, so finding the active users of a million costs one scan
+// and constant memory.
 package activity
 
 import (
