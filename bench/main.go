@@ -8,6 +8,8 @@
 //	cd bench && go run . -sizes 10000,100000,1000000   # scaling + queue, writes results/ and ../docs/scaling.png
 //	cd bench && go run . -suites queue -messages 20000 # the queue comparison only
 //	cd bench && go run . -suites paced,chaos           # queue-process's pacing, and faults
+//	cd bench && go run . -suites pooler                # engagement-daily through PgBouncer vs direct, 1M users
+//	cd bench && go run . -suites scaling -sizes 10000000 -jobs weekly -template-db seeded_10m
 //
 // It uses the PostgreSQL server the tests use (internal/testkit/pgtest: DATABASE_URL,
 // else 127.0.0.1:5432, else a throwaway cluster) and the binaries in -bin
@@ -34,8 +36,12 @@ var asOf = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 
 func main() {
 	var (
-		suites   = flag.String("suites", "scaling,queue,paced,chaos", "what to run: scaling, queue, paced, chaos (comma-separated)")
+		suites   = flag.String("suites", "scaling,queue,paced,chaos,pooler", "what to run: scaling, queue, paced, chaos, pooler (comma-separated)")
 		sizes    = flag.String("sizes", "10000,100000", "users per scaling point, comma-separated")
+		jobs     = flag.String("jobs", "daily,weekly", "scaling: the jobs to run at each size (with their references), comma-separated")
+		tmplDBs  = flag.String("template-db", "", "seeded databases to copy instead of seeding (comma-separated names; each serves the size its user count matches; never changed or dropped)")
+		pUsers   = flag.Int("pooler-users", 1000000, "pooler: users of the database engagement-daily runs on, directly and through PgBouncer")
+		pRounds  = flag.Int("pooler-rounds", 2, "pooler: rounds (a direct and a pooled run each, alternating which goes first)")
 		messages = flag.Int("messages", 20000, "messages per queue contender")
 		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
 		workers  = flag.String("workers", "default,4,16", "queue-process --workers values to run, comma-separated (default: no --workers flag)")
@@ -73,14 +79,23 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath, *chaosFor, *seedFlag, *onlyFlag); err != nil {
+	o := options{jobs: *jobs, templateDBs: *tmplDBs, poolerUsers: *pUsers, poolerRounds: *pRounds}
+	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath, *chaosFor, *seedFlag, *onlyFlag, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
+// options are the flags of the suites that use a seeded database.
+type options struct {
+	jobs         string // scaling: -jobs
+	templateDBs  string // -template-db
+	poolerUsers  int
+	poolerRounds int
+}
+
 func run(ctx context.Context, suites, sizes string, messages, rounds int, workers, bin, out, plotPath string,
-	chaosLimit time.Duration, seed uint64, pacedOnly string) error {
+	chaosLimit time.Duration, seed uint64, pacedOnly string, o options) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -93,6 +108,10 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 		return err
 	}
 	fmt.Print(m.markdown())
+	seeded, err := loadTemplates(ctx, o.templateDBs)
+	if err != nil {
+		return err
+	}
 	for _, s := range strings.Split(suites, ",") {
 		switch strings.TrimSpace(s) {
 		case "scaling":
@@ -100,7 +119,11 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 			if err != nil {
 				return fmt.Errorf("-sizes: %w", err)
 			}
-			res, err := runScaling(ctx, bin, ns)
+			jobs, err := parseJobs(o.jobs)
+			if err != nil {
+				return fmt.Errorf("-jobs: %w", err)
+			}
+			res, err := runScaling(ctx, bin, ns, jobs, seeded)
 			if err != nil {
 				return err
 			}
@@ -149,8 +172,21 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 			if err := writeJSON(filepath.Join(out, "chaos.json"), res); err != nil {
 				return err
 			}
+		case "pooler":
+			if o.poolerUsers < 1 || o.poolerRounds < 1 {
+				return fmt.Errorf("-pooler-users and -pooler-rounds must be positive")
+			}
+			res, err := runPooler(ctx, bin, o.poolerUsers, o.poolerRounds, seeded)
+			if err != nil {
+				return err
+			}
+			res.Machine = m
+			fmt.Print(res.markdown())
+			if err := writeJSON(filepath.Join(out, "pooler.json"), res); err != nil {
+				return err
+			}
 		default:
-			return fmt.Errorf("-suites: unknown suite %q (scaling, queue, paced, chaos)", s)
+			return fmt.Errorf("-suites: unknown suite %q (scaling, queue, paced, chaos, pooler)", s)
 		}
 	}
 	return nil

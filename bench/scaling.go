@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -16,8 +15,11 @@ import (
 // single-statement reference, on its own fresh copy of the same seeded
 // database.
 type point struct {
-	Users        int   `json:"users"`
-	Seed         proc  `json:"seed"` // engagementctl seed into an empty migrated database
+	Users int  `json:"users"`
+	Seed  proc `json:"seed"` // engagementctl seed into an empty migrated database
+	// SeedReused: the seeded database came from -template-db (Seed is
+	// empty: the seed ran before, outside this run).
+	SeedReused   bool  `json:"seed_reused,omitempty"`
 	Daily        proc  `json:"daily"`
 	Moved        int   `json:"daily_moved"`
 	Weekly       proc  `json:"weekly"`
@@ -34,6 +36,8 @@ type point struct {
 	// queue as long as the user base makes it.
 	QueueProcess proc `json:"queue_process,omitempty"`
 	QueueSent    int  `json:"queue_process_sent,omitempty"`
+	// LoadAvg is the machine's load average when the size was done.
+	LoadAvg string `json:"load_avg,omitempty"`
 }
 
 // queueSeconds bounds the scaling suite's queue-process run (--max-duration).
@@ -53,92 +57,136 @@ type jobSummary struct {
 	Failed     int `json:"failed"`
 }
 
-func runScaling(ctx context.Context, bin string, sizes []int) (scalingResult, error) {
+// scalingJobs says which jobs the scaling suite runs at each size (-jobs):
+// both by default; one alone when only its figures are wanted (at 10M users
+// the daily job and its reference take a quarter of an hour).
+type scalingJobs struct{ daily, weekly bool }
+
+func parseJobs(list string) (scalingJobs, error) {
+	var j scalingJobs
+	for _, f := range strings.Split(list, ",") {
+		switch strings.TrimSpace(f) {
+		case "daily":
+			j.daily = true
+		case "weekly":
+			j.weekly = true
+		default:
+			return j, fmt.Errorf("unknown job %q (daily, weekly)", f)
+		}
+	}
+	return j, nil
+}
+
+func runScaling(ctx context.Context, bin string, sizes []int, jobs scalingJobs, seeded *templates) (scalingResult, error) {
 	res := scalingResult{AsOf: asOf.Format(time.RFC3339)}
 	at := "--as-of=" + asOf.Format(time.RFC3339)
 	for _, n := range sizes {
 		p := point{Users: n}
-		src := fmt.Sprintf("engagement_benchtool_%d", n)
-		srcURL, err := pgtest.CreateDatabase(ctx, src)
+		src, srcURL, seedRun, err := seeded.source(ctx, bin, n)
 		if err != nil {
 			return res, err
 		}
-		defer pgtest.DropDatabase(context.WithoutCancel(ctx), src) //nolint:errcheck
-		if p.Seed, err = runBinary(ctx, bin, "engagementctl", withOptions(srcURL, os.Getenv("BENCH_SEED_URL_OPTIONS")), nil, "seed", fmt.Sprint("--users=", n), "--seed=1", at, "--output=json"); err != nil {
-			return res, err
-		}
+		defer seeded.done(ctx, src)
+		p.Seed, p.SeedReused = seedRun, seedRun == (proc{})
 		if p.DatabaseSize, err = checkpoint(ctx, srcURL); err != nil {
 			return res, err
 		}
 
+		// The copies are named after the size, whatever the source.
+		base := fmt.Sprintf("engagement_benchtool_%d", n)
 		copyOf := func(suffix string) (string, error) {
-			u, err := pgtest.CloneDatabase(ctx, src, src+suffix)
+			u, err := pgtest.CloneDatabase(ctx, src, base+suffix)
 			if err == nil {
 				_, err = checkpoint(ctx, u)
 			}
 			return u, err
 		}
-		refURL, err := copyOf("_ref")
-		if err != nil {
-			return res, err
+		if jobs.daily {
+			if err := scaleDaily(ctx, bin, at, &p, copyOf, base); err != nil {
+				return res, err
+			}
 		}
-		var refMoved int
-		if p.DailyReference, refMoved, err = runReference(ctx, refURL, referenceDaily); err != nil {
-			return res, err
+		if jobs.weekly {
+			if err := scaleWeekly(ctx, bin, at, &p, copyOf, base); err != nil {
+				return res, err
+			}
 		}
-		_ = pgtest.DropDatabase(ctx, src+"_ref")
-
-		dailyURL, err := copyOf("_daily")
-		if err != nil {
-			return res, err
-		}
-		var daily jobSummary
-		if p.Daily, err = runBinary(ctx, bin, "engagement-daily", dailyURL, &daily, at, "--output=json"); err != nil {
-			return res, err
-		}
-		p.Moved = daily.Succeeded
-		_ = pgtest.DropDatabase(ctx, src+"_daily")
-		if refMoved != p.Moved {
-			return res, fmt.Errorf("%d users: the daily reference moved %d users, the job %d", n, refMoved, p.Moved)
-		}
-
-		if refURL, err = copyOf("_ref"); err != nil {
-			return res, err
-		}
-		var refQueued int
-		if p.WeeklyReference, refQueued, err = runReference(ctx, refURL, referenceWeekly); err != nil {
-			return res, err
-		}
-		_ = pgtest.DropDatabase(ctx, src+"_ref")
-
-		weeklyURL, err := copyOf("_weekly")
-		if err != nil {
-			return res, err
-		}
-		var weekly, rerun jobSummary
-		if p.Weekly, err = runBinary(ctx, bin, "engagement-weekly", weeklyURL, &weekly, at, "--output=json"); err != nil {
-			return res, err
-		}
-		if p.WeeklyRerun, err = runBinary(ctx, bin, "engagement-weekly", weeklyURL, &rerun, at, "--output=json"); err != nil {
-			return res, err
-		}
-		p.Reviews, p.RerunDupes = weekly.Queued, rerun.Duplicates
-		if rerun.Queued != 0 || rerun.Duplicates != weekly.Queued {
-			return res, fmt.Errorf("%d users: the weekly re-run queued %d with %d duplicates, want 0 and %d", n, rerun.Queued, rerun.Duplicates, weekly.Queued)
-		}
-		if refQueued != p.Reviews {
-			return res, fmt.Errorf("%d users: the weekly reference queued %d reviews, the job %d", n, refQueued, p.Reviews)
-		}
-		if p.QueueProcess, p.QueueSent, err = runQueueBacklog(ctx, bin, weeklyURL); err != nil {
-			return res, err
-		}
-		_ = pgtest.DropDatabase(ctx, src+"_weekly")
-		_ = pgtest.DropDatabase(ctx, src)
+		seeded.done(ctx, src)
+		p.LoadAvg = loadAvg()
 		res.Points = append(res.Points, p)
-		fmt.Printf("scaling: %d users done (seed %.1f s, daily %.1f s (reference %.1f s), weekly %.1f s (reference %.1f s) / re-run %.1f s, queue-process %d sent)\n",
-			n, p.Seed.Seconds, p.Daily.Seconds, p.DailyReference, p.Weekly.Seconds, p.WeeklyReference, p.WeeklyRerun.Seconds, p.QueueSent)
+		fmt.Printf("scaling: %d users done (seed %.1f s, daily %.1f s (reference %.1f s), weekly %.1f s (reference %.1f s) / re-run %.1f s, queue-process %d sent; load %s)\n",
+			n, p.Seed.Seconds, p.Daily.Seconds, p.DailyReference, p.Weekly.Seconds, p.WeeklyReference, p.WeeklyRerun.Seconds, p.QueueSent, p.LoadAvg)
 	}
 	return res, nil
+}
+
+// scaleDaily runs the daily reference and the daily job, each on its own
+// fresh copy of src, and checks they moved the same users.
+func scaleDaily(ctx context.Context, bin, at string, p *point, copyOf func(string) (string, error), base string) error {
+	n := p.Users
+	refURL, err := copyOf("_ref")
+	if err != nil {
+		return err
+	}
+	var refMoved int
+	if p.DailyReference, refMoved, err = runReference(ctx, refURL, referenceDaily); err != nil {
+		return err
+	}
+	_ = pgtest.DropDatabase(ctx, base+"_ref")
+
+	dailyURL, err := copyOf("_daily")
+	if err != nil {
+		return err
+	}
+	var daily jobSummary
+	if p.Daily, err = runBinary(ctx, bin, "engagement-daily", dailyURL, &daily, at, "--output=json"); err != nil {
+		return err
+	}
+	p.Moved = daily.Succeeded
+	_ = pgtest.DropDatabase(ctx, base+"_daily")
+	if refMoved != p.Moved {
+		return fmt.Errorf("%d users: the daily reference moved %d users, the job %d", n, refMoved, p.Moved)
+	}
+	return nil
+}
+
+// scaleWeekly runs the weekly reference, then the weekly job twice (first
+// run and same-week re-run) and queue-process on its reviews, each side on
+// its own fresh copy of src, and checks job and reference queued the same
+// reviews.
+func scaleWeekly(ctx context.Context, bin, at string, p *point, copyOf func(string) (string, error), base string) error {
+	n := p.Users
+	refURL, err := copyOf("_ref")
+	if err != nil {
+		return err
+	}
+	var refQueued int
+	if p.WeeklyReference, refQueued, err = runReference(ctx, refURL, referenceWeekly); err != nil {
+		return err
+	}
+	_ = pgtest.DropDatabase(ctx, base+"_ref")
+
+	weeklyURL, err := copyOf("_weekly")
+	if err != nil {
+		return err
+	}
+	defer pgtest.DropDatabase(context.WithoutCancel(ctx), base+"_weekly") //nolint:errcheck
+	var weekly, rerun jobSummary
+	if p.Weekly, err = runBinary(ctx, bin, "engagement-weekly", weeklyURL, &weekly, at, "--output=json"); err != nil {
+		return err
+	}
+	if p.WeeklyRerun, err = runBinary(ctx, bin, "engagement-weekly", weeklyURL, &rerun, at, "--output=json"); err != nil {
+		return err
+	}
+	p.Reviews, p.RerunDupes = weekly.Queued, rerun.Duplicates
+	if rerun.Queued != 0 || rerun.Duplicates != weekly.Queued {
+		return fmt.Errorf("%d users: the weekly re-run queued %d with %d duplicates, want 0 and %d", n, rerun.Queued, rerun.Duplicates, weekly.Queued)
+	}
+	if refQueued != p.Reviews {
+		return fmt.Errorf("%d users: the weekly reference queued %d reviews, the job %d", n, refQueued, p.Reviews)
+	}
+	p.QueueProcess, p.QueueSent, err = runQueueBacklog(ctx, bin, weeklyURL)
+	return err
 }
 
 // checkpoint flushes the database's dirty buffers, so that no run pays for
@@ -178,8 +226,12 @@ func (r scalingResult) markdown() string {
 	b.WriteString("| users | DB size | `engagementctl seed` | daily: moved | `engagement-daily` | daily reference | weekly: queued | `engagement-weekly` | weekly reference | re-run | `queue-process` (sent in " + fmt.Sprint(queueSeconds) + " s) |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
-		fmt.Fprintf(&b, "| %d | %.0f MiB | %.2f s, %.0f MiB | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %.2f s, %.0f MiB | %d, %.0f MiB |\n",
-			p.Users, float64(p.DatabaseSize)/(1<<20), p.Seed.Seconds, mib(p.Seed.MaxRSS), p.Moved, p.Daily.Seconds, mib(p.Daily.MaxRSS),
+		seedCell := fmt.Sprintf("%.2f s, %.0f MiB", p.Seed.Seconds, mib(p.Seed.MaxRSS))
+		if p.SeedReused {
+			seedCell = "(-template-db)"
+		}
+		fmt.Fprintf(&b, "| %d | %.0f MiB | %s | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %.2f s, %.0f MiB | %d, %.0f MiB |\n",
+			p.Users, float64(p.DatabaseSize)/(1<<20), seedCell, p.Moved, p.Daily.Seconds, mib(p.Daily.MaxRSS),
 			p.DailyReference, ratio(p.Daily.Seconds, p.DailyReference),
 			p.Reviews, p.Weekly.Seconds, mib(p.Weekly.MaxRSS), p.WeeklyReference, ratio(p.Weekly.Seconds, p.WeeklyReference),
 			p.WeeklyRerun.Seconds, mib(p.WeeklyRerun.MaxRSS), p.QueueSent, mib(p.QueueProcess.MaxRSS))
