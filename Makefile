@@ -13,7 +13,12 @@ BENCH_USERS ?= 200000
 BENCH_ROUNDS ?= 3
 BENCH_SIZES ?= 10000,100000
 BENCH_MESSAGES ?= 20000
-BENCH_SUITES ?= scaling,queue,paced,chaos
+BENCH_SUITES ?= scaling,queue,paced,chaos,pooler
+# The pooler suite's users (engagement-daily through PgBouncer vs direct),
+# and seeded databases the bench tool copies instead of seeding
+# (comma-separated names; each serves the size its user count matches).
+BENCH_POOLER_USERS ?= 1000000
+BENCH_TEMPLATE_DB ?=
 # A count, not a duration: a -fuzztime duration races Go 1.26's fuzz
 # coordinator at the deadline and fails with a bare "context deadline
 # exceeded" (golang/go#75804, fixed in Go 1.27).
@@ -93,10 +98,10 @@ demo: build ## Seed sample users in a throwaway database, run the jobs and deliv
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)
 
 .PHONY: bench
-bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES), pacing, chaos (BENCH_SUITES)
+bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES), pacing, chaos, PgBouncer vs direct (BENCH_SUITES)
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime $(BENCH_ROUNDS)x -timeout 90m ./scheduler
 	$(GO) test -run '^$$' -bench 'Queue|SendTimeChecks' -benchtime 2x -timeout 30m ./sender
-	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -out results -plot ../docs/scaling.png
+	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -pooler-users $(BENCH_POOLER_USERS) -template-db '$(BENCH_TEMPLATE_DB)' -out results -plot ../docs/scaling.png
 
 .PHONY: bench-full
 bench-full: ## Every figure of docs/BENCHMARKS.md at 1,000,000 users (about 15 minutes; run it on a quiet machine)
