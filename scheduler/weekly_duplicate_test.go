@@ -1,0 +1,63 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates: a user
+// reviewed earlier in the week who has since opted out or lost every JID
+// counts as a duplicate in a same-week re-run, not as skipped, and the
+// review is left as it was; users who were skipped the first time stay
+// skipped. (The statement looks for an earlier review only when the
+// profile would skip the user; this pins what that must still count.)
+func TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	active := func(o fixture.UserOptions) string {
+		o.LastActivity = weekAsOf.Add(-day)
+		u := fixture.User(t, pool, o)
+		fixture.Transactions(t, pool, u, weekAsOf.Add(-2*day), weekAsOf.Add(-3*day))
+		return u
+	}
+	reviewed := active(fixture.UserOptions{})
+	willOptOut := active(fixture.UserOptions{})
+	willLoseJID := active(fixture.UserOptions{})
+	optedOut := active(fixture.UserOptions{OptedOut: true})
+	noJID := active(fixture.UserOptions{WhatsAppJID: fixture.NoJID})
+
+	first := runWeekly(t, pool, weekAsOf)
+	if first.Queued != 3 || first.Skipped != 2 {
+		t.Fatalf("first run queued %d skipped %d, want 3 and 2", first.Queued, first.Skipped)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE user_profiles SET reengagement_opt_out = true WHERE user_id = $1`, willOptOut); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE user_profiles SET whatsapp_jid = NULL, group_jid = NULL WHERE user_id = $1`, willLoseJID); err != nil {
+		t.Fatal(err)
+	}
+
+	again := runWeekly(t, pool, weekAsOf.Add(day))
+	if again.Queued != 0 || again.Duplicates != 3 || again.Succeeded != 3 || again.Failed != 0 {
+		t.Errorf("re-run queued %d duplicates %d succeeded %d failed %d, want 0, 3, 3, 0: an earlier review is a duplicate even when the user is now skipped",
+			again.Queued, again.Duplicates, again.Succeeded, again.Failed)
+	}
+	if again.Skipped != 2 || again.SkipReasons[scheduler.SkipOptedOut] != 1 || again.SkipReasons[scheduler.SkipNoDestination] != 1 {
+		t.Errorf("re-run skipped %d (%v), want the 2 never reviewed: one opted out, one without destination", again.Skipped, again.SkipReasons)
+	}
+	for _, u := range []string{reviewed, willOptOut, willLoseJID} {
+		if got := reviews(t, pool, u); len(got) != 1 || got[u+":weekly_review:2026-W48"] != "2" {
+			t.Errorf("user %s reviews %v, want the first run's one, count 2", u, got)
+		}
+	}
+	for _, u := range []string{optedOut, noJID} {
+		if got := reviews(t, pool, u); len(got) != 0 {
+			t.Errorf("skipped user %s has reviews %v, want none", u, got)
+		}
+	}
+}
