@@ -88,7 +88,7 @@ func benchBatchSize() int {
 }
 
 // benchSource seeds (once per process) a database of users and returns its
-// name.
+// name; with BENCH_TEMPLATE_DB it returns that database instead.
 func benchSource(b *testing.B, users int) string {
 	bench.Lock()
 	defer bench.Unlock()
@@ -96,6 +96,30 @@ func benchSource(b *testing.B, users int) string {
 		return src
 	}
 	ctx := context.Background()
+	if tmpl := os.Getenv("BENCH_TEMPLATE_DB"); tmpl != "" {
+		// A database seeded before (engagementctl seed --users N --as-of
+		// 2026-11-23T06:00:00Z): copied, never changed nor dropped.
+		srv, err := pgtest.ServerURL(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		url, err := pgtest.WithDatabase(srv, tmpl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			b.Fatalf("BENCH_TEMPLATE_DB=%s: %v", tmpl, err)
+		}
+		var n int
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n)
+		conn.Close(ctx)
+		if err != nil || n != users {
+			b.Fatalf("BENCH_TEMPLATE_DB=%s holds %d users (%v), want BENCH_USERS=%d", tmpl, n, err, users)
+		}
+		b.Logf("copying %s (%d users) instead of seeding", tmpl, n)
+		return tmpl
+	}
 	src := fmt.Sprintf("engagement_bench_%d", users)
 	url, err := pgtest.CreateDatabase(ctx, src)
 	if err != nil {
