@@ -18,9 +18,14 @@ WITH moved AS (
                 THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
 ), queued AS (
     INSERT INTO engagement_message_queue
-           (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key, job_run_id)
+           (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key,
+            period_start, replay_until, job_run_id)
     SELECT user_id, 'goodbye', 'engagement.goodbye.self_select', destination, destination_jid,
-           least(@as_of::timestamptz, now()), user_id::text || ':goodbye_sent:' || @day::text, @run_id::bigint
+           least(@as_of::timestamptz, now()), user_id::text || ':goodbye_sent:' || @day::text,
+           -- The key's period, the as-of instant's UTC day, as the job writes it.
+           date_trunc('day', @as_of::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+           date_trunc('day', @as_of::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
+           @run_id::bigint
       FROM moved
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 ), logged AS (
