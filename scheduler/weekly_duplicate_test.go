@@ -61,3 +61,54 @@ func TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates(t *testing
 		}
 	}
 }
+
+// TestWeeklyFirstRunFindsReviewsQueuedForLaterUsersOfTheChunk: the
+// statement guesses from a chunk's first users whether an earlier run of
+// the week reviewed it; here they were not reviewed and later users were
+// (a run killed half-way through the chunk, or reviews queued by hand), so
+// it takes the first run's way, and still every earlier review is a
+// duplicate, an opted-out user's too, and everyone else gets one.
+func TestWeeklyFirstRunFindsReviewsQueuedForLaterUsersOfTheChunk(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	active := func(o fixture.UserOptions) string {
+		o.LastActivity = weekAsOf.Add(-day)
+		u := fixture.User(t, pool, o)
+		fixture.Transactions(t, pool, u, weekAsOf.Add(-2*day))
+		return u
+	}
+	var fresh, earlier []string
+	for range 10 { // first in the table: no review yet
+		fresh = append(fresh, active(fixture.UserOptions{}))
+	}
+	for range 3 {
+		earlier = append(earlier, active(fixture.UserOptions{}))
+	}
+	earlier = append(earlier, active(fixture.UserOptions{OptedOut: true}))
+	for _, u := range earlier {
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			                                      destination_jid, scheduled_for, idempotency_key)
+			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"7"}', 'individual',
+			        'queued-before@s.whatsapp.net', $2, $3)`, u, weekAsOf, u+":weekly_review:2026-W48"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sum := runWeekly(t, pool, weekAsOf)
+	if sum.Queued != 10 || sum.Duplicates != 4 || sum.Succeeded != 14 || sum.Skipped != 0 || sum.Failed != 0 {
+		t.Errorf("run queued %d duplicates %d succeeded %d skipped %d (%v) failed %d, want 10, 4, 14, 0, 0",
+			sum.Queued, sum.Duplicates, sum.Succeeded, sum.Skipped, sum.SkipReasons, sum.Failed)
+	}
+	for _, u := range fresh {
+		if got := reviews(t, pool, u); len(got) != 1 || got[u+":weekly_review:2026-W48"] != "1" {
+			t.Errorf("user %s reviews %v, want one of count 1", u, got)
+		}
+	}
+	for _, u := range earlier {
+		if got := reviews(t, pool, u); len(got) != 1 || got[u+":weekly_review:2026-W48"] != "7" {
+			t.Errorf("user %s reviews %v, want only the earlier one (count 7), untouched", u, got)
+		}
+	}
+}

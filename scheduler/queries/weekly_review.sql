@@ -13,39 +13,61 @@
 -- [@period_start, @replay_until). Only the run's shard (@shard_index of
 -- @shard_count) is seen: a @shard_count of 1 is every user.
 --
--- A review queued by an earlier run of the week is a duplicate: INSERT …
--- ON CONFLICT DO NOTHING finds it with the unique index's own check, before
--- writing anything (and does not lock the review it finds). The queue is
--- probed beforehand only for the few users the profile would skip (opted
--- out, no destination): one of them whose review an earlier run of the
--- week queued counts as done (a duplicate), not skipped. A probe for every
--- user, as before, cost each first-run review a second descent of the
--- idempotency-key index (about 15% of the statement's buffer accesses) to
--- spare a same-week re-run the profile probes it now makes. No row is
--- locked: states and profiles are only read, and the queue has no foreign
--- key.
+-- A review queued by an earlier run of the week is a duplicate. In a first
+-- run (no review in the chunk yet) INSERT … ON CONFLICT DO NOTHING finds
+-- any with the unique index's own check, before writing anything, and the
+-- queue is probed beforehand only for the few users the profile skips
+-- (opted out, no destination): probing every user, as before, cost each
+-- review a second descent of the idempotency-key index. In a same-week
+-- re-run each user's review is probed first and found, so neither the
+-- profile nor the insert is touched: little more than finding the week's
+-- users. Either way a user reviewed earlier in the week counts as done,
+-- even when now opted out. ON CONFLICT does not lock the review it finds;
+-- no row is locked at all: states and profiles are only read, and the
+-- queue has no foreign key.
 --
 -- Returns the chunk's counters: candidates, reviewed, queued, locked
 -- (always 0), opted out, no destination.
-WITH chunk AS MATERIALIZED (
+WITH rerun AS MATERIALIZED (
+    -- Did an earlier run of the week review this chunk? Asked of its first
+    -- few users active in the window (8 index probes): true in a same-week
+    -- re-run, false in a first run. It only picks the cheaper of two
+    -- equivalent ways below, so a wrong guess (a chunk an earlier run only
+    -- half did) costs time, never a different result.
+    SELECT coalesce(bool_or((SELECT true FROM engagement_message_queue q
+                              WHERE q.idempotency_key = s.user_id::text || @key_suffix::text)), false) AS probe
+      FROM (SELECT s.user_id FROM user_engagement_states s
+             WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
+               AND s.state IN ('active', 'help_flow')
+               AND s.last_activity_at > @window_start AND s.last_activity_at <= @as_of
+               AND (@shard_count::int = 1
+                    OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+             LIMIT 8) s
+), chunk AS MATERIALIZED (
     SELECT s.user_id, w.transactions, p.destination, p.destination_jid,
-           -- '' to review; 'queued_before' for a user the profile skips
-           -- but an earlier run of the week reviewed; else the skip reason.
-           CASE WHEN p.skip_reason = '' THEN ''
+           -- '' to review (the insert's conflict check finds an earlier
+           -- review); 'queued_before' for a user an earlier run of the week
+           -- reviewed, who counts as done even when the profile would now
+           -- skip them; else the skip reason.
+           CASE WHEN p.skip_reason IS NULL THEN 'queued_before' -- found by the probe below
+                WHEN p.skip_reason = '' THEN ''
                 -- A scalar subquery, not EXISTS: the planner may run an
                 -- EXISTS as a hash of every queued key, once per chunk.
-                WHEN (SELECT true FROM engagement_message_queue q
-                       WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) THEN 'queued_before'
+                WHEN NOT r.probe AND (SELECT true FROM engagement_message_queue q
+                                       WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) THEN 'queued_before'
                 ELSE p.skip_reason END AS skip_reason
       FROM user_engagement_states s
+      CROSS JOIN rerun r
       CROSS JOIN LATERAL (
           SELECT count(*)::int AS transactions FROM transactions t
            WHERE t.user_id = s.user_id AND t.created_at > @window_start AND t.created_at <= @as_of
       ) w
       -- OFFSET 0 keeps the profile a primary-key probe per user: joined
-      -- plainly, the planner hashed every profile per chunk. (Every state
-      -- row has its profile: a foreign key.)
-      CROSS JOIN LATERAL (
+      -- plainly, the planner hashed every profile per chunk. In a re-run
+      -- (r.probe) the queue is probed first and a reviewed user's profile
+      -- is not read at all (a one-time filter; every state row has its
+      -- profile, a foreign key, so no row here means "reviewed").
+      LEFT JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
                       WHEN NOT ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
                                 OR coalesce(btrim(p.whatsapp_jid), '') <> '') THEN 'no_destination'
@@ -56,8 +78,10 @@ WITH chunk AS MATERIALIZED (
                             THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
             FROM user_profiles p
            WHERE p.user_id = s.user_id
+             AND NOT (r.probe AND (SELECT true FROM engagement_message_queue q
+                                    WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) IS NOT NULL)
           OFFSET 0
-      ) p
+      ) p ON true
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state IN ('active', 'help_flow')
        AND (w.transactions > 0 OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))
