@@ -51,7 +51,9 @@ func plotScaling(r scalingResult, path string) error {
 	for i, s := range series {
 		var tp, mp plotter.XYs
 		for _, pt := range r.Points {
-			tp = append(tp, plotter.XY{X: float64(pt.Users), Y: s.get(pt).Seconds})
+			if s.get(pt).Seconds > 0 { // 0: not run at that size (-jobs, -template-db)
+				tp = append(tp, plotter.XY{X: float64(pt.Users), Y: s.get(pt).Seconds})
+			}
 			if s.get(pt).MaxRSS > 0 { // 0: not measured (a point recorded by hand)
 				mp = append(mp, plotter.XY{X: float64(pt.Users), Y: mib(s.get(pt).MaxRSS)})
 			}
@@ -64,6 +66,9 @@ func plotScaling(r scalingResult, path string) error {
 			plots = plots[1:] // its time is the --max-duration bound
 		}
 		for _, d := range plots {
+			if len(d.xys) == 0 {
+				continue
+			}
 			line, points, err := plotter.NewLinePoints(d.xys)
 			if err != nil {
 				return err

@@ -230,11 +230,17 @@ func (r scalingResult) markdown() string {
 		if p.SeedReused {
 			seedCell = "(-template-db)"
 		}
-		fmt.Fprintf(&b, "| %d | %.0f MiB | %s | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %.2f s, %.0f MiB | %d, %.0f MiB |\n",
-			p.Users, float64(p.DatabaseSize)/(1<<20), seedCell, p.Moved, p.Daily.Seconds, mib(p.Daily.MaxRSS),
-			p.DailyReference, ratio(p.Daily.Seconds, p.DailyReference),
-			p.Reviews, p.Weekly.Seconds, mib(p.Weekly.MaxRSS), p.WeeklyReference, ratio(p.Weekly.Seconds, p.WeeklyReference),
-			p.WeeklyRerun.Seconds, mib(p.WeeklyRerun.MaxRSS), p.QueueSent, mib(p.QueueProcess.MaxRSS))
+		daily, weekly := "| — | — | —", "| — | — | — | — | —"
+		if p.Daily.Seconds > 0 {
+			daily = fmt.Sprintf("| %d | %.2f s, %.0f MiB | %.2f s (job %.2f×)", p.Moved, p.Daily.Seconds, mib(p.Daily.MaxRSS),
+				p.DailyReference, ratio(p.Daily.Seconds, p.DailyReference))
+		}
+		if p.Weekly.Seconds > 0 {
+			weekly = fmt.Sprintf("| %d | %.2f s, %.0f MiB | %.2f s (job %.2f×) | %.2f s, %.0f MiB | %d, %.0f MiB",
+				p.Reviews, p.Weekly.Seconds, mib(p.Weekly.MaxRSS), p.WeeklyReference, ratio(p.Weekly.Seconds, p.WeeklyReference),
+				p.WeeklyRerun.Seconds, mib(p.WeeklyRerun.MaxRSS), p.QueueSent, mib(p.QueueProcess.MaxRSS))
+		}
+		fmt.Fprintf(&b, "| %d | %.0f MiB | %s %s %s |\n", p.Users, float64(p.DatabaseSize)/(1<<20), seedCell, daily, weekly)
 	}
 	if len(r.Points) > 1 {
 		first, last := r.Points[0], r.Points[0] // the smallest and the largest size
@@ -247,10 +253,11 @@ func (r scalingResult) markdown() string {
 			}
 		}
 		x := float64(last.Users) / float64(first.Users)
+		// (0× where a job did not run, or the seed was a -template-db's.)
 		fmt.Fprintf(&b, "\n%.0f× the users: seed %.1f×, daily %.1f×, weekly %.1f×, re-run %.1f× the time; daily RSS %.2f×, weekly RSS %.2f×\n",
-			x, last.Seed.Seconds/first.Seed.Seconds, last.Daily.Seconds/first.Daily.Seconds, last.Weekly.Seconds/first.Weekly.Seconds,
-			last.WeeklyRerun.Seconds/first.WeeklyRerun.Seconds, float64(last.Daily.MaxRSS)/float64(first.Daily.MaxRSS),
-			float64(last.Weekly.MaxRSS)/float64(first.Weekly.MaxRSS))
+			x, ratio(last.Seed.Seconds, first.Seed.Seconds), ratio(last.Daily.Seconds, first.Daily.Seconds), ratio(last.Weekly.Seconds, first.Weekly.Seconds),
+			ratio(last.WeeklyRerun.Seconds, first.WeeklyRerun.Seconds), ratio(float64(last.Daily.MaxRSS), float64(first.Daily.MaxRSS)),
+			ratio(float64(last.Weekly.MaxRSS), float64(first.Weekly.MaxRSS)))
 	}
 	return b.String()
 }
