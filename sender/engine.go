@@ -259,6 +259,16 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 			return stopping(gctx, err)
 		}
 		if len(batch) == 0 {
+			// Claims abandoned meanwhile are settled first, so a run
+			// that outlives a dead process finishes its work too; what
+			// they hand back is claimed at once.
+			if n, err := p.recoverAbandoned(gctx); err != nil || n > 0 {
+				if err != nil {
+					return stopping(gctx, err)
+				}
+				claimedNothingDue = false
+				continue
+			}
 			wait, ok, err := p.nextDue(gctx)
 			if err != nil || !ok {
 				return stopping(gctx, err)
@@ -467,12 +477,7 @@ func (p *Processor) pastDeadline() bool {
 // nextDue reports how long until the next pending message comes due, if
 // one does before the deadline (or, without a deadline, within a minute);
 // 0 when one is due already.
-// Before it looks, it settles claims abandoned meanwhile, so a run that
-// outlives a dead process finishes its work too.
 func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
-	if n, err := p.recoverAbandoned(ctx); err != nil || n > 0 {
-		return 0, n > 0, err
-	}
 	var wait *time.Duration
 	if err := p.pool.QueryRow(ctx, nextDueSQL).Scan(&wait); err != nil {
 		return 0, false, fmt.Errorf("look for retries: %w", err)
