@@ -250,7 +250,7 @@ func TestDedupeStoreNeverMarksAnUndeliveredMessageSent(t *testing.T) {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
 	if got := statusCounts(t, pool); got["sent"] != 1 {
-		t.Fatalf("statuses %v, want the message sent", got)
+		t.Fatalf("statuses %v, want the message sent; stderr: %s", got, res.Stderr)
 	}
 	_, keys := b.received()
 	if len(keys) != 2 || keys[0] != keys[1] {
