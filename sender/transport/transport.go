@@ -65,8 +65,55 @@ type Error struct {
 	// have acted on it. A transport that cannot de-duplicate must not
 	// send it again.
 	MaybeDelivered bool
+	// Unreachable is true when the request could not be written at all
+	// (connection refused, no such host, the connection could not be
+	// made in time): the receiver cannot have acted on it, and the
+	// receiver as a whole, not this message, is the problem.
+	Unreachable bool
 
 	transport string // prefix of Error(), e.g. "webhook"
+}
+
+// Outage reports whether the failure says the receiver as a whole is down
+// rather than anything about this message: it could not be reached, or a
+// gateway in front of it answered 502, 503 or 504.
+func (e *Error) Outage() bool {
+	switch e.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return e.Unreachable
+}
+
+// Outcome classes of a send, as Class names them.
+const (
+	ClassAccepted  = "accepted"  // delivered (2xx)
+	ClassRejected  = "rejected"  // the receiver refused this message for good
+	ClassThrottled = "throttled" // the receiver asked to slow down; it did not take the message
+	ClassUnknown   = "unknown"   // the request may have been acted on: no answer, or a server error after it was sent
+	ClassOutage    = "outage"    // the receiver is down: unreachable, or a gateway's 502/503/504
+	ClassTransient = "transient" // any other failure worth retrying
+)
+
+// Class names how a send ended, for logs and metrics: accepted, rejected,
+// throttled, unknown, outage or transient. A nil err is accepted.
+func Class(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ClassAccepted
+	case !errors.As(err, &e):
+		return ClassTransient
+	case e.Permanent:
+		return ClassRejected
+	case e.MaybeDelivered:
+		return ClassUnknown
+	case e.Outage():
+		return ClassOutage
+	case e.StatusCode == http.StatusTooManyRequests || e.RetryAfter > 0:
+		return ClassThrottled
+	}
+	return ClassTransient
 }
 
 // maxErrorLen bounds Error(): a stored error message stays short.
@@ -288,6 +335,7 @@ func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Head
 	if err != nil {
 		e := c.requestError(ctx, reqCtx, err, red)
 		e.MaybeDelivered = wrote.Load() && ctx.Err() == nil
+		e.Unreachable = !wrote.Load() && ctx.Err() == nil
 		return response{}, e
 	}
 	defer resp.Body.Close()

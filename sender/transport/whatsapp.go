@@ -245,6 +245,14 @@ var waTransientCodes = map[int]time.Duration{
 	133004: 0,               // server temporarily unavailable
 }
 
+// Cloud API codes of throttling: Meta did not take the message, and it may
+// be sent again later.
+var waThrottleCodes = map[int]bool{4: true, 80007: true, 130429: true, 131056: true}
+
+// Cloud API codes of a server fault, after which Meta may or may not have
+// taken the message.
+var waAmbiguousCodes = map[int]bool{131000: true, 131016: true, 133004: true}
+
 // Cloud API error codes that retrying cannot fix.
 var waPermanentCodes = map[int]bool{
 	100:    true, // invalid parameter
@@ -326,7 +334,11 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 		return Result{}, w.apiError(resp, parsed)
 	}
 	if !successStatus(resp.status) {
-		return Result{}, httpError(w.Name(), resp)
+		e := httpError(w.Name(), resp)
+		// A server error answered after Meta read the request says
+		// nothing about whether it took the message.
+		e.MaybeDelivered = resp.status >= 500
+		return Result{}, e
 	}
 	var id string
 	if jsonErr == nil && len(parsed.Messages) > 0 {
@@ -341,6 +353,11 @@ func (w *WhatsApp) apiError(resp response, parsed waResponse) *Error {
 	apiErr := parsed.Error
 	perm := waPermanent(resp.status, apiErr.Code)
 	e := &Error{Permanent: perm, StatusCode: resp.status, transport: w.Name()}
+	// Throttling codes say Meta turned the message away; any other error
+	// answered with a server status, or one of the "something went
+	// wrong" codes, leaves open whether it was accepted first.
+	throttled := waThrottleCodes[apiErr.Code]
+	e.MaybeDelivered = !perm && !throttled && (resp.status >= 500 || waAmbiguousCodes[apiErr.Code])
 	if !perm {
 		e.RetryAfter = parseRetryAfter(resp.header.Get("Retry-After"), time.Now())
 		if e.RetryAfter == 0 {
