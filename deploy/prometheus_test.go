@@ -158,7 +158,7 @@ func TestAlertRulesUseThePushedMetrics(t *testing.T) {
 	}
 	pushed := []string{metrics.JobDuration, metrics.JobLastSuccess, metrics.JobLastFailure, metrics.JobLastRunFailed,
 		metrics.JobUsers, metrics.JobUsersProcessed, metrics.JobMessages, metrics.DeliveryMessages, metrics.DeliveryRecovered,
-		metrics.QueuePending, metrics.QueueDue, metrics.QueueOldestDueAge, metrics.VerifyOK, metrics.VerifyViolations}
+		metrics.DeliveryOutage, metrics.QueuePending, metrics.QueueDue, metrics.QueueOldestDueAge, metrics.VerifyOK, metrics.VerifyViolations}
 	jobs := append(binaries(t), metrics.VerifyJob)
 	metricName := regexp.MustCompile(`\bengagement_[a-z_]+`)
 	jobLabel := regexp.MustCompile(`job="([^"]*)"`)
@@ -189,7 +189,7 @@ func TestAlertRulesUseThePushedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"EngagementJobRunFailed", "EngagementDailyNoRecentSuccess", "EngagementWeeklyNoRecentSuccess",
-		"EngagementVerifyBroken", "EngagementQueueBacklog", "EngagementQueueOldestDueMessage"} {
+		"EngagementVerifyBroken", "EngagementQueueBacklog", "EngagementQueueOldestDueMessage", "EngagementReceiverOutage"} {
 		if !seen[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}

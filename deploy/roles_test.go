@@ -48,6 +48,7 @@ var wantPrivileges = map[string][]string{
 	"engagement_transport_pacing":   {"SELECT", "INSERT", "UPDATE"},
 	"engagement_idempotency_keys":   {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_job_runs":           {"SELECT", "INSERT", "UPDATE"},
+	"engagement_queue_holders":      {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_time_zones":         {"SELECT"},
 	"engagement_schema_migrations":  {"SELECT"},
 }

@@ -19,6 +19,9 @@
 //	engagement_delivery_deferred_messages{transport}   due inside the quiet hours, left pending
 //	engagement_delivery_invalid_messages{transport}    failed because they could not be rendered
 //	engagement_delivery_recovered_messages{transport}  abandoned claims the run settled
+//	engagement_delivery_released_messages{transport}   claimed messages handed back unsent (a stop, an outage), retries unspent
+//	engagement_delivery_outage{transport}              1 when the run stopped because the receiver was down, else 0
+//	engagement_delivery_claims_left{transport}         messages still claimed when the run ended (the database did not answer)
 //	engagement_queue_pending_messages                  queue-process: pending messages after the run, due or not
 //	engagement_queue_due_messages                      queue-process: pending messages already due after the run
 //	engagement_queue_oldest_due_age_seconds            queue-process: how long the oldest due message has waited (0: none)
@@ -66,6 +69,9 @@ const (
 	DeliveryCancelled  = "engagement_delivery_cancelled_messages"
 	DeliveryDeferred   = "engagement_delivery_deferred_messages"
 	DeliveryInvalid    = "engagement_delivery_invalid_messages"
+	DeliveryReleased   = "engagement_delivery_released_messages"
+	DeliveryOutage     = "engagement_delivery_outage"
+	DeliveryClaimsLeft = "engagement_delivery_claims_left"
 	QueuePending       = "engagement_queue_pending_messages"
 	QueueDue           = "engagement_queue_due_messages"
 	QueueOldestDueAge  = "engagement_queue_oldest_due_age_seconds"
@@ -150,6 +156,16 @@ func Gatherer(r Run) prometheus.Gatherer {
 			WithLabelValues(d.Transport).Set(float64(d.Deferred))
 		vec(DeliveryInvalid, "Messages the last completed run failed because they could not be rendered (bad params, unknown key).", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Invalid))
+		vec(DeliveryReleased, "Claimed messages the last completed run handed back unsent (a shutdown, the deadline, an outage), their retries unspent.", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.Released))
+		outage := 0.0
+		if d.Stopped == "outage" {
+			outage = 1
+		}
+		vec(DeliveryOutage, "1 when the last completed run stopped because the receiver was down (unreachable, or 502/503/504 to several messages in a row), else 0.", "transport").
+			WithLabelValues(d.Transport).Set(outage)
+		vec(DeliveryClaimsLeft, "Messages still claimed when the last completed run ended, because the database did not answer (-1: unknown); recovery settles them once the run's lease runs out.", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.ClaimsLeft))
 	}
 	if q := r.Queue; q != nil {
 		gauge(QueuePending, "Pending messages after the last completed queue-process run, due or not.").Set(float64(q.Pending))

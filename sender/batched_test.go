@@ -126,6 +126,9 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 	rcv := newKeyRecorder(t)
 	dead := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: 0, ClaimBatch: 2})
 
+	if _, err := dead.hold(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
 	batch, err := dead.claim(ctx)
 	if err != nil || len(batch) != 2 {
 		t.Fatalf("claim: %d messages, %v; want 2", len(batch), err)
@@ -139,9 +142,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 		t.Fatalf("ledger after the kill: %+v, want no row (the batched recording writes no start)", l)
 	}
 	// Time passes (the clock is the database's): the claims expire.
-	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ExpireClaims(t, pool)
 
 	next := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: 0})
 	sum, err := next.Run(ctx)

@@ -77,6 +77,11 @@ type ProcessorConfig struct {
 	// again. A key is remembered only once its send succeeded.
 	Dedupe    idempotency.Store
 	DedupeTTL time.Duration // default idempotency.DefaultTTL
+	// RetryUnknown, on a transport that cannot de-duplicate, retries an
+	// attempt whose outcome is unknown (no answer, or a server error after
+	// the request was sent) instead of failing it: a message may then
+	// arrive twice. Off by default.
+	RetryUnknown bool
 	// QuietHours, when set, are the hours of the day no message is sent in,
 	// in the user's time zone (user_profiles.timezone when set and known),
 	// else Timezone (an IANA name; default UTC). A message due inside them
@@ -109,13 +114,28 @@ type ProcessSummary struct {
 	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
 	// Deferred counts messages due inside the quiet hours, left pending
 	// until they end.
-	Deferred   int   `json:"deferred"`
-	DurationMS int64 `json:"duration_ms"`
+	Deferred int `json:"deferred"`
+	// Released counts claimed messages handed back unsent, due as they
+	// were and their retries unspent: at a shutdown, the deadline, an
+	// outage.
+	Released int `json:"released"`
+	// ClaimsLeft counts the messages still claimed when the run ended
+	// (it could not hand them back: the database did not answer); -1 when
+	// even their number is unknown. Recovery settles them once the run's
+	// lease runs out.
+	ClaimsLeft int `json:"claims_left"`
+	// Stopped says why the run stopped before the queue was drained:
+	// "shutdown" (SIGTERM), "deadline" (--max-duration), "outage" (the
+	// receiver is down; Outage says how), "lease_lost" (the run could not
+	// renew its lease in time). Empty when it drained the queue.
+	Stopped    string `json:"stopped,omitempty"`
+	Outage     string `json:"outage,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
 }
 
 // tally counts a run's deliveries across its workers.
 type tally struct {
-	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered, deferred atomic.Int64
+	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered, deferred, released atomic.Int64
 
 	mu        sync.Mutex
 	cancelled map[string]int // by reason
@@ -138,11 +158,21 @@ type Processor struct {
 	// claimSQL is the claim statement (claim.sql); a benchmark swaps in a
 	// reference without the send-time checks to measure what they cost.
 	claimSQL string
-	leases   *leases
 	pacer    *pacer // nil without pacing
 	log      zerolog.Logger
-	tally    *tally // the current run's counts
+	// The current run's state.
+	tally   *tally
+	lease   *lease
+	circuit *circuit
+	stop    context.CancelCauseFunc // stops the run's workers, with why
 }
+
+// Why a run stopped before its queue was drained, as its workers' context
+// says.
+var (
+	errOutage    = errors.New("receiver outage")
+	errLeaseLost = errors.New("the claims' lease was lost")
+)
 
 // NewProcessor returns a processor over pool.
 func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
@@ -176,10 +206,9 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		cfg:      cfg,
 		holder:   holderName(),
 		claimSQL: claimSQL,
-		tally:    &tally{},
-		leases:   newLeases(cfg.ClaimTimeout),
 		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
+	p.reset(func(error) {})
 	switch {
 	case cfg.SendInterval > 0:
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
@@ -190,6 +219,15 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultClaimBatch)
 	}
 	return p, nil
+}
+
+// reset starts a run's state: each run counts its own, takes its own lease
+// and has its own circuit; stop ends the run's workers.
+func (p *Processor) reset(stop context.CancelCauseFunc) {
+	p.tally = &tally{}
+	p.lease = &lease{timeout: p.cfg.ClaimTimeout}
+	p.circuit = &circuit{}
+	p.stop = stop
 }
 
 // holderName names this processor on its claims, uniquely: two processors
@@ -203,38 +241,37 @@ func holderName() string {
 }
 
 // Run delivers due messages until none is left (retries this run scheduled
-// included, when they come due before the deadline), ctx is cancelled, or
-// the deadline passes. Cancelling ctx stops claiming and starting sends;
-// the sends in flight finish and are recorded, and every message still
-// held is released.
+// included, when they come due before the deadline), ctx is cancelled, the
+// deadline passes, or the receiver is down (see circuit). Cancelling ctx
+// stops claiming and starting sends; the sends in flight finish and are
+// recorded. Whatever way it stops, Run returns only after every message it
+// claimed is sent, pending again, or settled from the send ledger, unless
+// the database does not answer: then the summary counts what is left.
 func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	start := time.Now()
 	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
-	p.tally = &tally{} // each run counts its own
-	if _, err := p.recoverAbandoned(ctx); err != nil {
-		return sum, stopping(ctx, err)
-	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	p.reset(stop)
 
-	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-	var renewer sync.WaitGroup
-	renewer.Go(func() { p.keepAlive(renewing) })
-
-	// Workers claim and deliver side by side, like separate processes: SKIP
-	// LOCKED hands each message to one of them, and the pace (when set)
-	// spaces their sends across every process.
-	g, gctx := errgroup.WithContext(ctx)
-	for range p.cfg.Workers {
-		g.Go(func() error { return p.work(ctx, gctx) })
+	err := p.deliverAll(ctx, runCtx)
+	for _, h := range p.circuit.drain() {
+		err = errors.Join(err, p.settleHeld(h))
 	}
-	err := g.Wait()
-	stopRenewing()
-	renewer.Wait()
+	left, handErr := p.handBack()
+	if handErr != nil {
+		p.log.Warn().Int("claims_left", left).Err(handErr).
+			Msg("could not hand back every claim; recovery settles them once this run's lease runs out (--claim-timeout)")
+		if err == nil {
+			err = handErr
+		}
+	}
 
 	t := p.tally
 	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
 	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
 	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
-	sum.Deferred = int(t.deferred.Load())
+	sum.Deferred, sum.Released, sum.ClaimsLeft = int(t.deferred.Load()), int(t.released.Load()), left
 	t.mu.Lock()
 	for reason, n := range t.cancelled {
 		sum.Cancelled += n
@@ -244,8 +281,47 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		sum.CancelReasons[reason] = n
 	}
 	t.mu.Unlock()
+	switch cause := context.Cause(runCtx); {
+	case errors.Is(cause, errOutage):
+		sum.Stopped, sum.Outage = "outage", p.circuit.open()
+	case errors.Is(cause, errLeaseLost):
+		sum.Stopped = "lease_lost"
+	case ctx.Err() != nil:
+		sum.Stopped = "shutdown"
+	case p.pastDeadline():
+		sum.Stopped = "deadline"
+	}
 	sum.DurationMS = time.Since(start).Milliseconds()
 	return sum, err
+}
+
+// deliverAll takes the lease, settles abandoned claims, and runs the
+// workers until they are done. ctx is the caller's (a shutdown); runCtx
+// also ends when the run stops for its own reasons.
+func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
+	if _, err := p.hold(runCtx, p.pool); err != nil {
+		return stopping(runCtx, err)
+	}
+	if _, err := p.recoverAbandoned(runCtx); err != nil {
+		return stopping(runCtx, err)
+	}
+
+	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	var renewer sync.WaitGroup
+	renewer.Go(func() { p.keepAlive(renewing, func() { p.stop(errLeaseLost) }) })
+	defer func() {
+		stopRenewing()
+		renewer.Wait()
+	}()
+
+	// Workers claim and deliver side by side, like separate processes: SKIP
+	// LOCKED hands each message to one of them, and the pace (when set)
+	// spaces their sends across every process.
+	g, gctx := errgroup.WithContext(runCtx)
+	for range p.cfg.Workers {
+		g.Go(func() error { return p.work(runCtx, gctx) })
+	}
+	return g.Wait()
 }
 
 // work is one worker's loop: claim a batch, deliver it, until nothing is
@@ -254,6 +330,14 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 func (p *Processor) work(ctx, gctx context.Context) error {
 	claimedNothingDue := false
 	for gctx.Err() == nil && !p.pastDeadline() {
+		if !p.lease.usable() {
+			// A renewal is late: no claim until it lands, or until the
+			// lease is gone and the run stops.
+			if !sleep(gctx, p.cfg.ClaimTimeout/30) {
+				return nil
+			}
+			continue
+		}
 		batch, err := p.claim(gctx)
 		if err != nil {
 			return stopping(gctx, err)
@@ -292,6 +376,9 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 			continue
 		}
 		claimedNothingDue = false
+		if gctx.Err() != nil {
+			return p.release(batch) // stopped while the claim was under way
+		}
 		if err := p.deliverBatch(ctx, gctx, batch); err != nil {
 			return err
 		}
@@ -338,7 +425,7 @@ func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) err
 // was lost: dropped; the run is stopping: m is released). An error stops
 // the run.
 func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*outcome, error) {
-	log := p.log.With().Str("message_id", m.ID).Int("attempt", m.Attempt).Logger()
+	log := p.messageLog(m)
 	params, err := decodeParams(m.rawParams)
 	if err == nil {
 		m.Params = params
@@ -387,21 +474,75 @@ func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*out
 	// The send in flight finishes even when a shutdown begins meanwhile, so
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
+	sendStart := time.Now()
 	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
+	latency := time.Since(sendStart)
+	v, resolved, opened := p.circuit.observe(m, sendErr, latency, !p.inDoubt(sendErr))
+	if opened != "" {
+		p.log.Warn().Str("outage", opened).
+			Msg("receiver outage: stopping; the messages claimed go back to the queue with their retries unspent")
+		p.stop(errOutage)
+	}
+	var recErr error
+	for _, h := range resolved {
+		if opened != "" {
+			recErr = errors.Join(recErr, p.release([]claimed{h.m}))
+		} else {
+			recErr = errors.Join(recErr, p.settleHeld(h))
+		}
+	}
+	switch v {
+	case hold:
+		return nil, recErr
+	case release:
+		return nil, errors.Join(recErr, p.release([]claimed{m}))
+	}
+	o := p.outcome(log, m, res, sendErr, latency)
+	return &o, recErr
+}
+
+// messageLog is the logger of one message's attempt: its ids, type and
+// attempt (the transport is the processor's), never its JID or text.
+func (p *Processor) messageLog(m claimed) zerolog.Logger {
+	return p.log.With().Str("message_id", m.ID).Str("user_id", m.UserID).Str("message_type", m.Type).
+		Int("attempt", m.Attempt).Logger()
+}
+
+// outcome classifies an attempt that reached the transport, counts it and
+// logs it: one line per attempt, info when delivered.
+func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration) outcome {
 	p.tally.processed.Add(1)
 	o := p.classify(m, res, sendErr)
+	ms := float64(latency.Microseconds()) / 1000
 	switch o.status {
 	case "sent":
 		p.tally.sent.Add(1)
-		p.rememberDelivered(sendCtx, m, log)
+		p.rememberDelivered(context.Background(), m, log)
+		log.Info().Float64("latency_ms", ms).Msg("message delivered")
 	case "pending":
 		p.tally.retried.Add(1)
-		log.Warn().Dur("retry_in", o.retryIn).Str("error", sendErr.Error()).Msg("send failed; retrying later")
+		log.Warn().Float64("latency_ms", ms).Dur("retry_in", o.retryIn).Str("class", transport.Class(sendErr)).
+			Str("error", sendErr.Error()).Msg("send failed; retrying later")
 	default:
 		p.tally.failed.Add(1)
-		log.Error().Str("error", o.err.Error()).Msg("message failed")
+		log.Error().Float64("latency_ms", ms).Str("class", transport.Class(sendErr)).Str("error", o.err.Error()).Msg("message failed")
 	}
-	return &o, nil
+	return o
+}
+
+// settleHeld records an attempt the circuit held, now known to be the
+// message's own failure.
+func (p *Processor) settleHeld(h heldSend) error {
+	o := p.outcome(p.messageLog(h.m), h.m, transport.Result{}, h.err, h.latency)
+	return p.settle([]settled{{h.m, o}}, p.cfg.Transport.Deduplicates())
+}
+
+// inDoubt reports whether a failed attempt may have reached the receiver
+// on a transport that cannot de-duplicate, so that it must not be sent
+// again (unless RetryUnknown).
+func (p *Processor) inDoubt(err error) bool {
+	var terr *transport.Error
+	return errors.As(err, &terr) && terr.MaybeDelivered && !p.cfg.Transport.Deduplicates() && !p.cfg.RetryUnknown
 }
 
 // outcome is how an attempt ended.
@@ -425,11 +566,11 @@ func (p *Processor) classify(m claimed, res transport.Result, err error) outcome
 	if err == nil {
 		return outcome{status: "sent", providerID: res.ProviderMessageID}
 	}
-	var terr *transport.Error
-	isTransportErr := errors.As(err, &terr)
-	if isTransportErr && terr.MaybeDelivered && !p.cfg.Transport.Deduplicates() {
+	if p.inDoubt(err) {
 		return outcome{status: "failed", err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
 	}
+	var terr *transport.Error
+	isTransportErr := errors.As(err, &terr)
 	if (isTransportErr && terr.Permanent) || m.retryCount >= p.cfg.MaxRetries {
 		return outcome{status: "failed", err: err}
 	}

@@ -56,10 +56,9 @@ func (p *Processor) recording() recording {
 type durableRecording struct{ p *Processor }
 
 func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
-	if !r.p.leases.usable(m.ID) {
+	if !r.p.lease.usable() {
 		return false, nil
 	}
-	from := time.Now()
 	rows, err := r.p.pool.Query(ctx, startSQL, pgx.NamedArgs{
 		"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name(),
 	})
@@ -70,15 +69,11 @@ func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("start a send: %w", err)
 	}
-	if len(started) == 0 {
-		return false, nil
-	}
-	r.p.leases.hold(from, m.ID)
-	return true, nil
+	return len(started) > 0, nil
 }
 
 func (r durableRecording) record(ctx context.Context, s settled) error {
-	return r.p.settle(ctx, []settled{s}, false)
+	return r.p.settle([]settled{s}, false)
 }
 
 func (durableRecording) flush(context.Context) error { return nil }
@@ -91,7 +86,7 @@ type batchedRecording struct {
 }
 
 func (r *batchedRecording) begin(_ context.Context, m claimed) (bool, error) {
-	return r.p.leases.usable(m.ID), nil
+	return r.p.lease.usable(), nil
 }
 
 func (r *batchedRecording) record(_ context.Context, s settled) error {
@@ -102,7 +97,7 @@ func (r *batchedRecording) record(_ context.Context, s settled) error {
 func (r *batchedRecording) flush(ctx context.Context) error {
 	done := r.done
 	r.done = nil
-	return r.p.settle(ctx, done, true)
+	return r.p.settle(done, true)
 }
 
 // settle records outcomes on the messages and in the ledger, in one
@@ -112,7 +107,7 @@ func (r *batchedRecording) flush(ctx context.Context) error {
 // in ClaimsLost. With lazy, the commit does not wait for the disk (see
 // batchedRecording: a record lost to a crash is a resend under the same
 // key).
-func (p *Processor) settle(ctx context.Context, done []settled, lazy bool) error {
+func (p *Processor) settle(done []settled, lazy bool) error {
 	if len(done) == 0 {
 		return nil
 	}
@@ -131,36 +126,16 @@ func (p *Processor) settle(ctx context.Context, done []settled, lazy bool) error
 			attempted[i] = 1
 		}
 	}
-	defer p.leases.drop(ids...)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
 	args := pgx.NamedArgs{
 		"ids": ids, "statuses": statuses, "provider_ids": providerIDs, "retry_ins": retryIns,
 		"errors": errTexts, "attempted": attempted, "holder": p.holder, "transport": p.cfg.Transport.Name(),
 	}
-	var rows pgx.Rows
-	var br pgx.BatchResults
-	if lazy {
-		// Pipelined as one implicit transaction: SET LOCAL holds for the
-		// statement after it, and nothing outlives the transaction, so
-		// this works through a transaction pooler too.
-		b := &pgx.Batch{}
-		b.Queue(`SET LOCAL synchronous_commit = off`)
-		b.Queue(settleSQL, args)
-		br = p.pool.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("record the outcome of %d deliveries: %w", n, err)
-		}
-		rows, _ = br.Query()
-	} else {
-		rows, _ = p.pool.Query(ctx, settleSQL, args)
-	}
-	recordedIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if br != nil {
-		err = errors.Join(err, br.Close())
-	}
-	recorded := len(recordedIDs)
+	var recorded int
+	err := retryConflicts(func(ctx context.Context) error {
+		ids, err := p.settleOnce(ctx, args, lazy)
+		recorded = len(ids)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("record the outcome of %d deliveries: %w", n, err)
 	}
@@ -176,4 +151,33 @@ func nullIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// lazyCommitSQL makes the rest of its transaction commit without waiting
+// for the disk. It is set_config(…, true), not SET LOCAL: a pipelined batch
+// is one implicit transaction, which is not a transaction block, so SET
+// LOCAL there writes a WARNING into the server's log every time (432 in
+// one test run, issue 24) although it applies all the same.
+const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// settleOnce runs settle.sql once and returns the ids it recorded.
+func (p *Processor) settleOnce(ctx context.Context, args pgx.NamedArgs, lazy bool) ([]string, error) {
+	if !lazy {
+		rows, _ := p.pool.Query(ctx, settleSQL, args)
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	// Pipelined as one implicit transaction: the setting holds for the
+	// statement after it, and nothing outlives the transaction, so this
+	// works through a transaction pooler too.
+	b := &pgx.Batch{}
+	b.Queue(lazyCommitSQL)
+	b.Queue(settleSQL, args)
+	br := p.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	rows, _ := br.Query()
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, errors.Join(err, br.Close())
 }

@@ -72,7 +72,7 @@ func (p *pacer) reserve(ctx context.Context) (time.Duration, error) {
 	// A reservation lost to a crash only leaves a gap, so its commit need
 	// not wait for the disk.
 	b := &pgx.Batch{}
-	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(lazyCommitSQL)
 	b.Queue(paceSQL, pgx.NamedArgs{"transport": p.transport, "interval": p.interval + p.interval/paceMargin})
 	br := p.pool.SendBatch(ctx, b)
 	var delay time.Duration

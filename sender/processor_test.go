@@ -183,7 +183,7 @@ func TestProcessorRetries(t *testing.T) {
 		wantStatus   string
 		wantRetries  int
 	}{
-		{"always 5xx: 1 attempt + 3 retries, then failed", []int{503}, 4, "failed", 3},
+		{"always 5xx: 1 attempt + 3 retries, then failed", []int{500}, 4, "failed", 3},
 		{"one 5xx then 2xx: sent after one retry", []int{500, 200}, 2, "sent", 1},
 		{"429 is transient", []int{429, 200}, 2, "sent", 1},
 		{"400 fails at once", []int{400}, 1, "failed", 0},
@@ -292,9 +292,7 @@ func TestProcessorOutcomeUnknownFailsOnTransportsThatCannotDeduplicate(t *testin
 	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, sender.KeyGoodbye, "processing", time.Now().Add(-time.Hour))
-	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 minute'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ExpireClaims(t, pool)
 	if _, err := pool.Exec(ctx, `INSERT INTO engagement_processed_messages (message_id, transport, status, attempts) VALUES ($1, 'fake', 'processing', 1)`, id); err != nil {
 		t.Fatal(err)
 	}

@@ -50,13 +50,19 @@ func ParseQuietHours(s string) (QuietHours, error) {
 	return QuietHours{Start: start, End: end, on: true}, nil
 }
 
-// parseClock reads HH:MM, 00:00 to 23:59.
+// parseClock reads HH:MM, 00:00 to 23:59: two ASCII digits each, nothing
+// else (strconv alone takes "+1" for 01).
 func parseClock(s string) (time.Duration, error) {
 	h, m, ok := strings.Cut(strings.TrimSpace(s), ":")
 	hour, errH := strconv.Atoi(h)
 	minute, errM := strconv.Atoi(m)
-	if !ok || errH != nil || errM != nil || len(h) != 2 || len(m) != 2 || hour > 23 || minute > 59 || hour < 0 || minute < 0 {
+	if !ok || errH != nil || errM != nil || !twoDigits(h) || !twoDigits(m) || hour > 23 || minute > 59 {
 		return 0, fmt.Errorf("%q is not a time of day HH:MM", s)
 	}
 	return time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute, nil
+}
+
+// twoDigits reports whether s is exactly two ASCII digits.
+func twoDigits(s string) bool {
+	return len(s) == 2 && s[0] >= '0' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9'
 }

@@ -199,7 +199,8 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 
 func TestParseQuietHours(t *testing.T) {
 	t.Parallel()
-	for _, bad := range []string{"", "21:00", "21-08", "24:00-08:00", "21:60-08:00", "8:00-9:00", "21:00-21:00", "a:bc-08:00"} {
+	for _, bad := range []string{"", "21:00", "21-08", "24:00-08:00", "21:60-08:00", "8:00-9:00", "21:00-21:00", "a:bc-08:00",
+		"+1:00-08:00", "21:00-+8:00", "-1:00-08:00", " 21:00 - 08:00x", "２１:00-08:00"} {
 		if _, err := sender.ParseQuietHours(bad); err == nil {
 			t.Errorf("ParseQuietHours(%q) succeeded, want an error", bad)
 		}

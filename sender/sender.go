@@ -34,6 +34,9 @@ const (
 const (
 	KeyGoodbye      = "engagement.goodbye.self_select"
 	KeyWeeklyReview = "engagement.weekly_review.celebration"
+	// KeyReminder is the reminder engagement-daily --send-reminder queues
+	// when a "remind me later" comes due.
+	KeyReminder = "engagement.reminder.come_back"
 )
 
 // Destinations (the destination column).

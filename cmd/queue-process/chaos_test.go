@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"net"
@@ -88,10 +87,7 @@ func TestChaosWithRandomKillsSendsNothingTwice(t *testing.T) {
 		_ = p.Wait()
 	}
 	// Time passes (the database's clock): every claim of the dead expires.
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second' WHERE status = 'processing'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ExpireClaims(t, pool)
 	// The provider behaves again, and a last run drains the queue.
 	mu.Lock()
 	rng = rand.New(rand.NewPCG(99, 99)) //nolint:gosec // seeded, as above

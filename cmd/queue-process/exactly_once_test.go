@@ -201,10 +201,7 @@ func TestKilledMidSendOnTheCloudAPISendsNothingTwice(t *testing.T) {
 	api.answerAtOnce()
 
 	// Time passes (the database's clock): the dead process's claims expire.
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second' WHERE status = 'processing'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ExpireClaims(t, pool)
 	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--workers", "4")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
@@ -242,9 +239,7 @@ func TestDedupeStoreNeverMarksAnUndeliveredMessageSent(t *testing.T) {
 	_ = cmd.Wait()
 	close(b.hold)
 
-	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ExpireClaims(t, pool)
 	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)

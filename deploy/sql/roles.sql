@@ -19,6 +19,7 @@
 --   engagement_transport_pacing    SELECT, INSERT, UPDATE          the shared send pace
 --   engagement_idempotency_keys    SELECT, INSERT, UPDATE, DELETE  --dedupe-store postgres; cleanup
 --   engagement_job_runs            SELECT, INSERT, UPDATE          run records
+--   engagement_queue_holders       SELECT, INSERT, UPDATE, DELETE  live queue-process leases
 --   engagement_time_zones          SELECT                          zone names, for quiet hours
 --   engagement_schema_migrations   SELECT                          every binary checks the version
 --
@@ -121,12 +122,14 @@ DECLARE
         ['engagement_transport_pacing',   'SELECT, INSERT, UPDATE'],
         ['engagement_idempotency_keys',   'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_job_runs',           'SELECT, INSERT, UPDATE'],
+        ['engagement_queue_holders',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_time_zones',         'SELECT'],
         ['engagement_schema_migrations',  'SELECT']
     ];
     -- The scheduler's functions (trigger functions of its migrations): the
     -- migrator owns them too, so it can drop or replace them.
-    funcs    text[] := ARRAY['engagement_stamp_state_change()'];
+    funcs    text[] := ARRAY['engagement_stamp_state_change()',
+                             'engagement_claim_abandoned(text, timestamptz, timestamptz)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;

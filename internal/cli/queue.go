@@ -38,6 +38,7 @@ type deliveryFlags struct {
 	waPhoneID     string
 	waToken       string
 	waTemplates   string
+	waRetry       bool
 	waBaseURL     string
 	quietHours    string
 	timezone      string
@@ -88,6 +89,7 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
 	fs.StringVar(&f.waBaseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
 	bindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
+	fs.BoolVar(&f.waRetry, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
 }
 
 // validate checks the delivery flags' values, before any work and whether
@@ -184,6 +186,7 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	}
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
+	cfg.RetryUnknown = f.waRetry
 	if f.dedupeStore != "" {
 		cfg.DedupeTTL = f.dedupeTTL
 	}

@@ -1,19 +1,32 @@
--- Settle the messages whose claim is abandoned: in flight ('processing')
--- past their deadline, or with none at all (no process can renew such a
--- claim, e.g. after a migration went down and up). The send ledger on
--- @transport says what became of each:
---   'sent'        → the send succeeded before its holder died: sent.
+-- Settle the messages in flight ('processing') that no live processor will
+-- finish: those whose claim is abandoned (engagement_claim_abandoned: the
+-- holder is dead, or a claim without a holder row is past its deadline or
+-- has none), and, when @own is set, every claim of @own (a processor
+-- handing back what it still holds as it exits). First, holders not renewed
+-- in time are buried: the UPDATE takes each one's row lock, so a renewal
+-- racing it (hold.sql) either lands first, and the holder lives, or sees the
+-- row buried and learns that its claims are gone.
+--
+-- The send ledger on @transport says what became of each message:
+--   'sent'        → the send succeeded before its holder stopped: sent.
 --   'processing'  → a send started and its outcome is unknown: on a
 --                   transport that de-duplicates, pending (resent under the
 --                   same idempotency key); otherwise failed with @unknown,
 --                   never sent again.
---   none/'failed' → no send was in flight: pending.
-WITH abandoned AS (
+--   none/'failed' → no send was in flight: pending, its retries unspent.
+WITH buried AS (
+    UPDATE engagement_queue_holders
+       SET buried = true
+     WHERE NOT buried AND alive_until < clock_timestamp()
+    RETURNING holder
+), abandoned AS (
     SELECT q.id, l.status AS ledger_status, l.provider_message_id
       FROM engagement_message_queue q
       LEFT JOIN engagement_processed_messages l ON l.message_id = q.id AND l.transport = @transport
      WHERE q.status = 'processing'
-       AND (q.claimed_until IS NULL OR q.claimed_until < now())
+       AND (q.claimed_by = @own::text
+            OR q.claimed_by IN (SELECT holder FROM buried)
+            OR engagement_claim_abandoned(q.claimed_by, q.claimed_until, now()))
        FOR UPDATE OF q SKIP LOCKED
 ), settled AS (
     UPDATE engagement_message_queue q

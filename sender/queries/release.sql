@@ -1,9 +1,19 @@
 -- Hand messages that @holder claimed and did not send back to the queue,
--- untouched (no attempt is counted). Only claims it still holds.
-UPDATE engagement_message_queue
+-- untouched: no attempt is counted and no retry spent, and they are due as
+-- they were. Only claims it still holds; rows are locked in id order, the
+-- one order every statement on claimed rows takes.
+WITH mine AS (
+    SELECT id
+      FROM engagement_message_queue
+     WHERE id = ANY(@ids::uuid[])
+       AND status = 'processing'
+       AND claimed_by = @holder
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE engagement_message_queue q
    SET status = 'pending',
        claimed_until = NULL,
        claimed_by = NULL
- WHERE id = ANY(@ids::uuid[])
-   AND status = 'processing'
-   AND claimed_by = @holder;
+  FROM mine
+ WHERE q.id = mine.id;

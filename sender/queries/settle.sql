@@ -3,12 +3,22 @@
 -- message whose claim was taken over is left to its new holder. Outcome
 -- 'pending' is a failed attempt to retry after retry_in; the ledger row of
 -- that attempt says 'failed'. attempted is 1 when the attempt reached the
--- transport and was not counted when it started, else 0.
+-- transport and was not counted when it started, else 0. Rows are locked in
+-- id order, the one order every statement on claimed rows takes, before
+-- any is changed.
 WITH outcome AS (
     SELECT *
       FROM unnest(@ids::uuid[], @statuses::text[], @provider_ids::text[], @retry_ins::interval[],
                   @errors::text[], @attempted::int[])
            AS o(id, status, provider_id, retry_in, error, attempted)
+), mine AS (
+    SELECT q.id
+      FROM engagement_message_queue q
+     WHERE q.id = ANY(@ids::uuid[])
+       AND q.status = 'processing'
+       AND q.claimed_by = @holder
+     ORDER BY q.id
+       FOR UPDATE
 ), settled AS (
     UPDATE engagement_message_queue q
        SET status = o.status,
@@ -20,9 +30,8 @@ WITH outcome AS (
            claimed_until = NULL,
            claimed_by = NULL
       FROM outcome o
+      JOIN mine m ON m.id = o.id
      WHERE q.id = o.id
-       AND q.status = 'processing'
-       AND q.claimed_by = @holder
     RETURNING q.id
 )
 INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)

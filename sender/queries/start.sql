@@ -1,15 +1,15 @@
 -- Start an attempt at sending message @id, only while @holder still holds
--- its claim (the fencing check, in the same statement as the start): the
--- claim is extended and the send ledger records the attempt as started
--- ('processing', one more attempt) before the external call. No row comes
--- back when the claim was lost: the message must not be sent.
+-- its claim and is alive (the fencing check, in the same statement as the
+-- start): the send ledger records the attempt as started ('processing',
+-- one more attempt) before the external call. No row comes back when the
+-- claim was lost: the message must not be sent.
 WITH held AS (
     UPDATE engagement_message_queue
        SET claimed_until = now() + @claim_timeout::interval
      WHERE id = @id
        AND status = 'processing'
        AND claimed_by = @holder
-       AND claimed_until > now()
+       AND NOT engagement_claim_abandoned(claimed_by, claimed_until, now())
     RETURNING id
 )
 INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts)
