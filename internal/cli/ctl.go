@@ -31,6 +31,7 @@ func NewCtlCommand() *cobra.Command {
 	root.AddCommand(newSeedCommand(&databaseURL))
 	root.AddCommand(newSmokeCommand(&databaseURL))
 	root.AddCommand(newRequeueCommand(&databaseURL), newCancelCommand(&databaseURL))
+	root.AddCommand(newCheckReceiverCommand())
 	return root
 }
 
@@ -105,7 +106,7 @@ docs/migrations.md.`,
 		RunE:  migrating((*migrations.Migrator).Up),
 	}
 
-	var all bool
+	var all, yes bool
 	down := &cobra.Command{
 		Use:   "down [N]",
 		Short: "Roll back the last N migrations (default 1; --all for every one)",
@@ -122,6 +123,9 @@ docs/migrations.md.`,
 				}
 				steps = n
 			}
+			if all && !yes {
+				return usagef("migrate down --all drops every table of the scheduler and its data: add --yes to confirm")
+			}
 			return migrating(func(m *migrations.Migrator) error {
 				if all {
 					return m.DownAll()
@@ -130,7 +134,8 @@ docs/migrations.md.`,
 			})(cmd, args)
 		},
 	}
-	down.Flags().BoolVar(&all, "all", false, "roll back every migration (drops all the scheduler's tables)")
+	down.Flags().BoolVar(&all, "all", false, "roll back every migration (drops all the scheduler's tables; needs --yes)")
+	down.Flags().BoolVar(&yes, "yes", false, "confirm --all")
 
 	version := &cobra.Command{
 		Use:   "version",

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// newCheckReceiverCommand builds engagementctl check-receiver.
+func newCheckReceiverCommand() *cobra.Command {
+	var (
+		url, secret, output string
+		timeout             time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "check-receiver",
+		Short: "Check that the bot's webhook checks signatures and drops repeated Idempotency-Keys; exit 4 when it does not",
+		Long: `Sends a probe to the webhook three times: with a wrong signature (the
+receiver must refuse it with a 4xx), signed (it must answer 2xx), and signed
+again under the same Idempotency-Key (it must answer 2xx with
+Idempotent-Replayed: true, or {"duplicate":true}: it dropped the repeat).
+Exactly once through the webhook rests on that last answer: after a crash,
+queue-process may send a message again under its same key.
+
+The probe is a webhook request like any message's, marked with the header
+X-Engagement-Probe: 1 and message_type "probe", with no JID: a receiver that
+follows docs/receiver.md de-duplicates and answers it but sends nothing to
+WhatsApp. Prints one line (--output json: one JSON object). Exits 0 when all
+three hold, 4 when the receiver answered but a check failed, 1 when it did
+not answer, 2 on bad flags. Needs no database.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			if err := validateOutput(output); err != nil {
+				return err
+			}
+			if strings.TrimSpace(url) == "" {
+				return usagef("--webhook-url (or ENGAGEMENT_WEBHOOK_URL) is required")
+			}
+			if secret == "" {
+				return usagef("--webhook-secret (or ENGAGEMENT_WEBHOOK_SECRET) is required: without it the probe cannot check the signature")
+			}
+			if timeout <= 0 {
+				return usagef("--timeout must be positive, like 10s")
+			}
+			rep, err := transport.CheckReceiver(cmd.Context(), url, secret, timeout)
+			if err != nil && !errors.Is(err, transport.ErrUnreachable) {
+				return usageError(err)
+			}
+			if err != nil {
+				rep.Error = err.Error()
+			}
+			if output == "json" {
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
+					return fmt.Errorf("write the report: %w", err)
+				}
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), receiverLine(rep))
+			}
+			switch {
+			case err != nil:
+				return err
+			case !rep.OK:
+				return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("check-receiver: %s", receiverLine(rep))}
+			}
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&url, "webhook-url", "", "the bot's endpoint")
+	bindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
+	fs.StringVar(&secret, "webhook-secret", "", "the HMAC-SHA256 key queue-process signs with")
+	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
+	fs.DurationVar(&timeout, "timeout", 10*time.Second, "how long each probe may wait for its answer")
+	fs.StringVar(&output, "output", "text", "report format on stdout: text or json")
+	return cmd
+}
+
+// receiverLine is the report in one line.
+func receiverLine(r transport.ProbeReport) string {
+	word := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "NO"
+	}
+	verdict := "ok"
+	switch {
+	case r.Error != "":
+		verdict = "UNREACHABLE"
+	case !r.OK:
+		verdict = "FAILED"
+	}
+	return fmt.Sprintf("receiver %s: %s (signature checked: %s, answered: %s, repeat dropped: %s; HTTP %d, %d, %d)",
+		r.Host, verdict, word(r.SignatureChecked), word(r.Answered), word(r.RepeatDropped), r.Statuses[0], r.Statuses[1], r.Statuses[2])
+}
