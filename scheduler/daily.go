@@ -15,6 +15,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,14 +31,19 @@ const DailyJob = "engagement-daily"
 
 // RunDaily runs the daily job's three steps, in this order:
 //
-//  1. inactivity_14d: active users silent for 14 days get the goodbye
-//     message queued and move to goodbye_sent (goodbye_sent_at = as-of,
-//     goodbye_expires_at = as-of + 48 h);
-//  2. goodbye_timeout: goodbyes unanswered for 48 h move to dormant;
-//  3. reminder_due: remind_later users whose remind_at has come move to dormant.
+//  1. inactivity_14d: active (and help_flow) users silent for 14 days get
+//     the goodbye message queued and move to goodbye_sent (goodbye_sent_at
+//     = as-of, goodbye_expires_at = as-of + 48 h, the earliest it can
+//     expire);
+//  2. goodbye_timeout: goodbyes unanswered for 48 h after they were
+//     delivered move to dormant; a goodbye that failed for good or was
+//     cancelled moves its user back to active (goodbye_undelivered);
+//  3. reminder_due: remind_later users whose remind_at has come move to
+//     dormant (with cfg.SendReminder, their reminder is queued).
 //
-// Opted-out users are never touched and users with no JID to send the
-// goodbye to are left as they are; both count as skipped. The returned
+// Opted-out users are never messaged: the first step skips them, and their
+// timers (steps 2 and 3) complete silently. Users with no JID to send the
+// goodbye to are left as they are. Both count as skipped. The returned
 // summary is complete even when a user failed; an error means the run
 // stopped (database gone, lock or schema trouble) and the summary holds what
 // was done until then.
@@ -55,14 +62,21 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		"key_suffix":          sender.GoodbyeKeySuffix(asOf),
 		"period_start":        day,
 		"replay_until":        dayEnd,
+		"unknown_prefix":      unknownPrefix,
+		"send_reminder":       cfg.SendReminder,
 	}
-	steps, err := dailySteps()
+	steps, err := dailySteps(cfg.SendReminder)
 	if err != nil {
 		return nil, err
 	}
 	err = runJob(ctx, pool, DailyJob, steps, args, cfg, sum)
 	return sum, err
 }
+
+// unknownPrefix starts the error_message of a message whose send may have
+// reached the receiver (sender.ErrOutcomeUnknown): a goodbye in doubt
+// counts as delivered for its timeout.
+var unknownPrefix = strings.SplitN(sender.ErrOutcomeUnknown.Error(), ":", 2)[0]
 
 // dailyStepFiles are the daily job's steps, in order: each is the state
 // machine's transition from a state on a time trigger, and a statement file
@@ -80,13 +94,20 @@ var dailyStepFiles = []struct {
 	{sm.RemindLater, sm.ReminderDue, "daily_reminder_due"},
 }
 
-// dailySteps builds the daily steps from the state machine's table.
-func dailySteps() ([]step, error) {
+// dailySteps builds the daily steps from the state machine's table;
+// sendReminder makes reminder_due queue reminders.
+func dailySteps(sendReminder bool) ([]step, error) {
 	steps := make([]step, 0, len(dailyStepFiles))
 	for _, d := range dailyStepFiles {
 		st, err := transitionStep(d.from, d.trigger, d.file)
 		if err != nil {
 			return nil, err
+		}
+		if d.trigger == sm.ReminderDue && sendReminder {
+			// Counted as a message step: duplicates are the users moved
+			// without a new reminder (queued already, opted out, or
+			// without a destination).
+			st.messageType = sender.TypeReminder
 		}
 		steps = append(steps, st)
 	}
@@ -104,21 +125,50 @@ func transitionStep(from sm.State, trigger sm.Trigger, file string) (step, error
 	if err != nil {
 		return step{}, fmt.Errorf("daily step %s: %w", trigger, err)
 	}
-	messageType := ""
-	if t.Message == sm.GoodbyeMessage {
-		messageType = sender.TypeGoodbye
+	args := pgx.NamedArgs{
+		"from_state":  string(t.From),
+		"from_states": fromStates(t),
+		"to_state":    string(t.To),
+		"trigger":     string(t.Trigger),
 	}
-	return step{
-		name:        string(trigger),
-		messageType: messageType,
-		args: pgx.NamedArgs{
-			"from_state":   string(t.From),
-			"to_state":     string(t.To),
-			"trigger":      string(t.Trigger),
-			"message_type": sender.TypeGoodbye,
-			"message_key":  sender.KeyGoodbye,
-		},
-		dryRunSQL: query(file + "_dry_run"),
-		moveSQL:   query(file),
-	}, nil
+	st := step{name: string(trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
+	switch trigger {
+	case sm.Inactivity14d:
+		st.messageType = sender.TypeGoodbye
+		args["message_type"], args["message_key"] = sender.TypeGoodbye, sender.KeyGoodbye
+	case sm.GoodbyeTimeout:
+		// The same statement moves a user whose goodbye never arrived
+		// along the table's undelivered row, and finds the goodbye by its
+		// key.
+		u, err := sm.Next(from, sm.GoodbyeUndelivered)
+		if err != nil {
+			return step{}, fmt.Errorf("daily step %s: %w", trigger, err)
+		}
+		args["undelivered_to_state"], args["undelivered_trigger"] = string(u.To), string(u.Trigger)
+		args["key_infix"] = goodbyeKeyInfix
+	case sm.ReminderDue:
+		// Queues only with send_reminder (see dailySteps).
+		args["message_type"], args["message_key"] = sender.TypeReminder, sender.KeyReminder
+		args["key_infix"] = reminderKeyInfix
+	}
+	return st, nil
+}
+
+// The keys' middles: {userId}:goodbye_sent:{day}, {userId}:reminder:{ms}.
+var (
+	goodbyeKeyInfix  = strings.TrimSuffix(sender.GoodbyeKeySuffix(time.Time{}), "0001-01-01")
+	reminderKeyInfix = strings.TrimSuffix(sender.ReminderKey("", time.UnixMilli(0)), "0")
+)
+
+// fromStates lists every state the table moves to t.To on t.Trigger: one
+// step moves them all in one pass over the table (help_flow users who went
+// silent fall back into the inactivity path with active ones).
+func fromStates(t sm.Transition) []string {
+	var from []string
+	for _, o := range sm.Transitions() {
+		if o.Trigger == t.Trigger && o.To == t.To {
+			from = append(from, string(o.From))
+		}
+	}
+	return from
 }

@@ -83,7 +83,9 @@ func TestDailyScenarios(t *testing.T) {
 	remindNow := fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: ago(20 * day), RemindAt: fixture.Ptr(asOf)})
 	remindLater := fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: ago(20 * day), RemindAt: fixture.Ptr(asOf.Add(time.Hour))})
 	dormant := fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: ago(90 * day)})
-	helpFlow := fixture.User(t, pool, fixture.UserOptions{State: "help_flow", LastActivity: ago(20 * day)})
+	helpFlow := fixture.User(t, pool, fixture.UserOptions{State: "help_flow", LastActivity: ago(5 * day)})
+	helpFlowSilent := fixture.User(t, pool, fixture.UserOptions{State: "help_flow", LastActivity: ago(20 * day)})
+	remindOptedOut := fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: ago(20 * day), RemindAt: fixture.Ptr(ago(time.Hour)), OptedOut: true})
 
 	sum := runDaily(t, pool, scheduler.Config{Logger: zerolog.Nop()})
 
@@ -105,13 +107,15 @@ func TestDailyScenarios(t *testing.T) {
 		{"goodbye 47 h ago: nothing", goodbye47h, "goodbye_sent", 0, nil},
 		{"goodbye 48 h ago: dormant", goodbye48h, "dormant", 0, logged("goodbye_sent", "dormant", "goodbye_timeout")},
 		{"goodbye 72 h ago: dormant", goodbye72h, "dormant", 0, logged("goodbye_sent", "dormant", "goodbye_timeout")},
-		{"goodbye expired but opted out: untouched", goodbyeOptedOut, "goodbye_sent", 0, nil},
+		{"goodbye expired, opted out: the timer completes silently", goodbyeOptedOut, "dormant", 0, logged("goodbye_sent", "dormant", "goodbye_timeout")},
 		{"goodbye without deadline, 49 h ago: dormant", goodbyeNoDeadline, "dormant", 0, logged("goodbye_sent", "dormant", "goodbye_timeout")},
 		{"reminder due: dormant", remindDue, "dormant", 0, logged("remind_later", "dormant", "reminder_due")},
 		{"reminder due right now: dormant", remindNow, "dormant", 0, logged("remind_later", "dormant", "reminder_due")},
 		{"reminder not yet due: nothing", remindLater, "remind_later", 0, nil},
 		{"dormant: nothing", dormant, "dormant", 0, nil},
-		{"help flow: nothing", helpFlow, "help_flow", 0, nil},
+		{"help flow, silent 5 days: nothing", helpFlow, "help_flow", 0, nil},
+		{"help flow, silent 20 days: back on the inactivity path, goodbye", helpFlowSilent, "goodbye_sent", 1, logged("help_flow", "goodbye_sent", "inactivity_14d")},
+		{"reminder due, opted out: dormant silently", remindOptedOut, "dormant", 0, logged("remind_later", "dormant", "reminder_due")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,19 +176,20 @@ func TestDailyScenarios(t *testing.T) {
 			name      string
 			got, want int
 		}{
-			{"inactivity processed", stepOf(t, sum, "inactivity_14d").Processed, 4},
-			{"inactivity queued", stepOf(t, sum, "inactivity_14d").Queued, 4},
+			{"inactivity processed", stepOf(t, sum, "inactivity_14d").Processed, 5},
+			{"inactivity queued", stepOf(t, sum, "inactivity_14d").Queued, 5},
 			{"inactivity skipped (opted out + no destination)", stepOf(t, sum, "inactivity_14d").Skipped, 2},
 			{"inactivity skipped opted out", stepOf(t, sum, "inactivity_14d").SkipReasons[scheduler.SkipOptedOut], 1},
 			{"inactivity skipped no destination", stepOf(t, sum, "inactivity_14d").SkipReasons[scheduler.SkipNoDestination], 1},
-			{"timeout processed", stepOf(t, sum, "goodbye_timeout").Processed, 3},
-			{"timeout skipped", stepOf(t, sum, "goodbye_timeout").Skipped, 1},
-			{"reminder processed", stepOf(t, sum, "reminder_due").Processed, 2},
-			{"total processed", sum.Processed, 9},
-			{"total succeeded", sum.Succeeded, 9},
+			{"timeout processed", stepOf(t, sum, "goodbye_timeout").Processed, 4},
+			{"timeout skipped", stepOf(t, sum, "goodbye_timeout").Skipped, 0},
+			{"reminder processed", stepOf(t, sum, "reminder_due").Processed, 3},
+			{"reminder skipped", stepOf(t, sum, "reminder_due").Skipped, 0},
+			{"total processed", sum.Processed, 12},
+			{"total succeeded", sum.Succeeded, 12},
 			{"total failed", sum.Failed, 0},
-			{"total skipped", sum.Skipped, 3},
-			{"total queued", sum.Queued, 4},
+			{"total skipped", sum.Skipped, 2},
+			{"total queued", sum.Queued, 5},
 			{"total duplicates", sum.Duplicates, 0},
 		}
 		for _, c := range checks {
@@ -199,11 +204,11 @@ func TestDailyScenarios(t *testing.T) {
 		var processed int
 		err := pool.QueryRow(context.Background(),
 			`SELECT status, (counters->>'processed')::int FROM engagement_job_runs WHERE id = $1`, sum.RunID).Scan(&status, &processed)
-		if err != nil || status != "succeeded" || processed != 9 {
-			t.Errorf("job run record: status %q processed %d err %v; want succeeded, 9", status, processed, err)
+		if err != nil || status != "succeeded" || processed != 12 {
+			t.Errorf("job run record: status %q processed %d err %v; want succeeded, 12", status, processed, err)
 		}
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, sum.RunID); n != 4 {
-			t.Errorf("%d goodbyes carry the run's id, want all 4 it queued", n)
+		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, sum.RunID); n != 5 {
+			t.Errorf("%d goodbyes carry the run's id, want all 5 it queued", n)
 		}
 	})
 }

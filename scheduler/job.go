@@ -47,6 +47,11 @@ type Config struct {
 	// (DefaultLeaseTimeout when 0). A killed run on another machine blocks
 	// the next for about this long; on the same machine, not at all.
 	LeaseTimeout time.Duration
+	// SendReminder makes the daily job queue the reminder a "remind me
+	// later" promised when remind_at comes, as the user goes dormant
+	// (engagement-daily --send-reminder). Off by default: the user goes
+	// dormant silently (AC-5.1.3).
+	SendReminder bool
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
 }

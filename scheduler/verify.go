@@ -26,7 +26,12 @@ const (
 	CheckTransitionsAllowed = "transitions_allowed"
 	CheckLogMatchesState    = "log_matches_state"
 	CheckStateTimestamps    = "state_timestamps"
+	CheckNoUserStuck        = "no_user_stuck"
 )
+
+// StuckGrace is how long past a state's deadline a user may wait before
+// verify reports them stuck: the daily job runs once a day.
+const StuckGrace = 24 * time.Hour
 
 // VerifyConfig configures Verify.
 type VerifyConfig struct {
@@ -107,7 +112,7 @@ var invariants = []invariant{
 	onePerPeriod(CheckOneReviewPerWeek, sender.TypeWeeklyReview, "reviews", "ISO week", "week", `IYYY-"W"IW`),
 	{
 		name: CheckNoExpiredClaims,
-		rule: "no message is in flight (processing) past its claim deadline (claimed_until before as-of, or none); " +
+		rule: "no message is in flight (processing) whose claim is abandoned at as-of (its holder's lease ran out, or a claim without a holder is past claimed_until); " +
 			"the next queue-process settles such claims from its send ledger",
 		sql: query("verify_no_expired_claims"),
 	},
@@ -130,6 +135,15 @@ var invariants = []invariant{
 		rule: "goodbye_sent users have goodbye_sent_at and remind_later users have remind_at; " +
 			"without them the daily job can never move the user on",
 		sql: query("verify_state_timestamps"),
+	},
+	{
+		name: CheckNoUserStuck,
+		rule: "no user is in a state a day past its deadline: active or help_flow silent for 14 days (not opted out), " +
+			"goodbye_sent 48 h after the goodbye was delivered (or failed, or, without a message or opted out, past " +
+			"goodbye_expires_at), remind_later past remind_at; exempt: users without a JID to send a goodbye to, and " +
+			"goodbyes still waiting to be delivered",
+		sql:  query("verify_no_user_stuck"),
+		args: pgx.NamedArgs{"inactivity": sm.InactivityPeriod, "goodbye_window": sm.GoodbyeWindow, "grace": StuckGrace},
 	},
 }
 

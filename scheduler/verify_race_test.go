@@ -138,14 +138,14 @@ func TestVerifyCatchesALoggedMoveThatWasNotMade(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	asOf := time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
-	// The bot moves the user (to help_flow) in a transaction that began
+	// The bot moves the user (to help_flow, as they write: last_activity_at too) in a transaction that began
 	// earlier; afterwards a log row claims a move to goodbye_sent that the
 	// state never saw.
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE user_engagement_states SET state = 'help_flow', updated_at = now() WHERE user_id = $1`, user); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE user_engagement_states SET state = 'help_flow', last_activity_at = $2, updated_at = now() WHERE user_id = $1`, user, asOf); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -109,7 +109,8 @@ func TestVerifyHoldsOnSeededData(t *testing.T) {
 		}
 	}
 	want := []string{scheduler.CheckGoodbyeQueued, scheduler.CheckOneGoodbyePerDay, scheduler.CheckOneReviewPerWeek,
-		scheduler.CheckNoExpiredClaims, scheduler.CheckTransitionsAllowed, scheduler.CheckLogMatchesState, scheduler.CheckStateTimestamps}
+		scheduler.CheckNoExpiredClaims, scheduler.CheckTransitionsAllowed, scheduler.CheckLogMatchesState, scheduler.CheckStateTimestamps,
+		scheduler.CheckNoUserStuck}
 	if !slices.Equal(names, want) {
 		t.Errorf("checks %v, want %v", names, want)
 	}
@@ -179,9 +180,11 @@ func TestVerifyReportsEachBrokenInvariant(t *testing.T) {
 		}},
 		{scheduler.CheckLogMatchesState, func(t *testing.T, pool *pgxpool.Pool) string {
 			user := queryID(t, pool, movedToGoodbyeSent)
-			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', updated_at = '2001-01-01' WHERE user_id = $1`, user)
+			// (The bot moves a user to active when they write: last_activity_at too.)
+			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', last_activity_at = $2, updated_at = '2001-01-01' WHERE user_id = $1`,
+				user, seededAsOf)
 			// Moved by the bot after the log row: not a disagreement.
-			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', updated_at = now() + interval '1 hour'
+			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', last_activity_at = now(), updated_at = now() + interval '1 hour'
 				WHERE user_id = (SELECT l.user_id FROM engagement_state_transitions l JOIN user_engagement_states s USING (user_id)
 				                  WHERE s.state = 'dormant' ORDER BY l.user_id LIMIT 1)`)
 			return user + " (state active, log says goodbye_sent)"
@@ -190,6 +193,14 @@ func TestVerifyReportsEachBrokenInvariant(t *testing.T) {
 			user := queryID(t, pool, `SELECT user_id::text FROM user_engagement_states WHERE state = 'remind_later' ORDER BY user_id LIMIT 1`)
 			exec(t, pool, `UPDATE user_engagement_states SET remind_at = NULL WHERE user_id = $1`, user)
 			return user + " (remind_later without remind_at)"
+		}},
+		{scheduler.CheckNoUserStuck, func(t *testing.T, pool *pgxpool.Pool) string {
+			// A remind_later user two days past remind_at: no daily run
+			// moved them on.
+			user := queryID(t, pool, `SELECT user_id::text FROM user_engagement_states WHERE state = 'remind_later' ORDER BY user_id LIMIT 1`)
+			at := seededAsOf.Add(-48 * time.Hour)
+			exec(t, pool, `UPDATE user_engagement_states SET remind_at = $2 WHERE user_id = $1`, user, at)
+			return user + " (remind_later since " + at.UTC().Format("2006-01-02T15:04Z") + ")"
 		}},
 	}
 	for _, tt := range tests {

@@ -10,12 +10,20 @@
 // The table is:
 //
 //	active        -inactivity_14d->              goodbye_sent (queues the goodbye message)
-//	goodbye_sent  -goodbye_timeout->             dormant
+//	help_flow     -inactivity_14d->              goodbye_sent (queues the goodbye message)
+//	goodbye_sent  -goodbye_timeout->             dormant (48 h after the goodbye was delivered)
+//	goodbye_sent  -goodbye_undelivered->         active (the goodbye failed for good or was cancelled)
 //	goodbye_sent  -goodbye_answer_help->         help_flow
 //	goodbye_sent  -goodbye_answer_remind_later-> remind_later (remind_at = now + 14 days)
 //	goodbye_sent  -goodbye_answer_dormant->      dormant
-//	remind_later  -reminder_due->                dormant
+//	remind_later  -reminder_due->                dormant (engagement-daily --send-reminder also queues a reminder)
 //	any state     -user_message->                active
+//
+// No state is a dead end: a help_flow user who goes silent falls back into
+// the inactivity path, a goodbye the user never got does not time them out
+// (they are active again, and a later goodbye is their first), and an
+// opted-out user's timers (goodbye_timeout, reminder_due) complete
+// silently: opted-out users are never messaged, and never left waiting.
 //
 // Any other (state, trigger) pair is invalid and yields an error wrapping
 // [ErrInvalidTransition]. The package never panics and depends on the
@@ -37,7 +45,7 @@ const (
 	// whose last_activity_at is before now minus this get a goodbye.
 	InactivityPeriod = 14 * 24 * time.Hour
 	// GoodbyeWindow is how long a goodbye may stay unanswered before it
-	// times out.
+	// times out, counted from when it was delivered.
 	GoodbyeWindow = 48 * time.Hour
 	// RemindLaterPeriod is how far ahead "remind me later" sets remind_at.
 	RemindLaterPeriod = 14 * 24 * time.Hour

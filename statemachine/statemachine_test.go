@@ -20,10 +20,12 @@ func TestNextValid(t *testing.T) {
 		{sm.Active, sm.Inactivity14d, sm.GoodbyeSent, sm.GoodbyeMessage},
 		{sm.Active, sm.UserMessage, sm.Active, sm.NoMessage},
 		{sm.GoodbyeSent, sm.GoodbyeTimeout, sm.Dormant, sm.NoMessage},
+		{sm.GoodbyeSent, sm.GoodbyeUndelivered, sm.Active, sm.NoMessage},
 		{sm.GoodbyeSent, sm.GoodbyeAnswerHelp, sm.HelpFlow, sm.NoMessage},
 		{sm.GoodbyeSent, sm.GoodbyeAnswerRemindLater, sm.RemindLater, sm.NoMessage},
 		{sm.GoodbyeSent, sm.GoodbyeAnswerDormant, sm.Dormant, sm.NoMessage},
 		{sm.GoodbyeSent, sm.UserMessage, sm.Active, sm.NoMessage},
+		{sm.HelpFlow, sm.Inactivity14d, sm.GoodbyeSent, sm.GoodbyeMessage},
 		{sm.HelpFlow, sm.UserMessage, sm.Active, sm.NoMessage},
 		{sm.RemindLater, sm.ReminderDue, sm.Dormant, sm.NoMessage},
 		{sm.RemindLater, sm.UserMessage, sm.Active, sm.NoMessage},
@@ -211,7 +213,7 @@ func TestParseState(t *testing.T) {
 
 func TestParseTrigger(t *testing.T) {
 	want := []sm.Trigger{
-		sm.Inactivity14d, sm.GoodbyeTimeout, sm.ReminderDue,
+		sm.Inactivity14d, sm.GoodbyeTimeout, sm.GoodbyeUndelivered, sm.ReminderDue,
 		sm.UserMessage, sm.GoodbyeAnswerHelp, sm.GoodbyeAnswerRemindLater, sm.GoodbyeAnswerDormant,
 	}
 	if got := sm.Triggers(); !slices.Equal(got, want) {
@@ -221,6 +223,7 @@ func TestParseTrigger(t *testing.T) {
 	contract := map[sm.Trigger]string{
 		sm.Inactivity14d:            "inactivity_14d",
 		sm.GoodbyeTimeout:           "goodbye_timeout",
+		sm.GoodbyeUndelivered:       "goodbye_undelivered",
 		sm.ReminderDue:              "reminder_due",
 		sm.UserMessage:              "user_message",
 		sm.GoodbyeAnswerHelp:        "goodbye_answer_help",

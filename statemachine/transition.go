@@ -20,7 +20,8 @@ type Transition struct {
 	// To is the state the transition enters.
 	To State
 	// Message is the message queued with the transition, if any; only
-	// Inactivity14d queues GoodbyeMessage.
+	// Inactivity14d queues GoodbyeMessage. (The daily job can be told to
+	// queue a reminder with ReminderDue; the table does not, by default.)
 	Message Message
 }
 
@@ -30,11 +31,13 @@ var transitions = []Transition{
 	{From: Active, Trigger: UserMessage, To: Active},
 
 	{From: GoodbyeSent, Trigger: GoodbyeTimeout, To: Dormant},
+	{From: GoodbyeSent, Trigger: GoodbyeUndelivered, To: Active},
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerHelp, To: HelpFlow},
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerRemindLater, To: RemindLater},
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerDormant, To: Dormant},
 	{From: GoodbyeSent, Trigger: UserMessage, To: Active},
 
+	{From: HelpFlow, Trigger: Inactivity14d, To: GoodbyeSent, Message: GoodbyeMessage},
 	{From: HelpFlow, Trigger: UserMessage, To: Active},
 
 	{From: RemindLater, Trigger: ReminderDue, To: Dormant},

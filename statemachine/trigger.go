@@ -13,10 +13,16 @@ const (
 	// goodbye message.
 	Inactivity14d Trigger = "inactivity_14d"
 	// GoodbyeTimeout fires when a goodbye stayed unanswered for
-	// GoodbyeWindow; it moves goodbye_sent to dormant.
-	GoodbyeTimeout Trigger = "goodbye_timeout"
-	// ReminderDue fires when remind_at is due; it moves remind_later to
+	// GoodbyeWindow after it was delivered; it moves goodbye_sent to
 	// dormant.
+	GoodbyeTimeout Trigger = "goodbye_timeout"
+	// GoodbyeUndelivered fires when the goodbye failed for good or was
+	// cancelled before the user got it; it moves goodbye_sent back to
+	// active, so that the user is never timed out on a goodbye they could
+	// not answer.
+	GoodbyeUndelivered Trigger = "goodbye_undelivered"
+	// ReminderDue fires when remind_at is due; it moves remind_later to
+	// dormant, queueing the reminder when the daily job is told to.
 	ReminderDue Trigger = "reminder_due"
 )
 
@@ -41,7 +47,7 @@ const (
 // first, then the bot triggers. The slice is a fresh copy.
 func Triggers() []Trigger {
 	return []Trigger{
-		Inactivity14d, GoodbyeTimeout, ReminderDue,
+		Inactivity14d, GoodbyeTimeout, GoodbyeUndelivered, ReminderDue,
 		UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant,
 	}
 }
@@ -58,7 +64,7 @@ func ParseTrigger(s string) (Trigger, error) {
 // Valid reports whether t is one of the known triggers.
 func (t Trigger) Valid() bool {
 	switch t {
-	case Inactivity14d, GoodbyeTimeout, ReminderDue,
+	case Inactivity14d, GoodbyeTimeout, GoodbyeUndelivered, ReminderDue,
 		UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant:
 		return true
 	}

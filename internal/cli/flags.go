@@ -53,6 +53,7 @@ type jobFlags struct {
 	output        string
 	failOnPartial bool
 	skipSend      bool
+	sendReminder  bool
 	batchSize     int
 	concurrency   int
 	shard         shardFlags
@@ -71,6 +72,10 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
 	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
 	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
+	if cmd.Name() == scheduler.DailyJob {
+		fs.BoolVar(&f.sendReminder, "send-reminder", false, `queue the reminder a "remind me later" promised as its user goes dormant (default: dormant silently)`)
+		bindEnv(fs, "send-reminder", "ENGAGEMENT_SEND_REMINDER")
+	}
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
 	f.shard.register(fs)

@@ -29,12 +29,16 @@ func NewDailyCommand() *cobra.Command {
 		"Move inactive users through the engagement state machine",
 		`Runs the daily engagement steps, in order:
 
-  inactivity_14d   active users silent for 14 days get a goodbye queued -> goodbye_sent
-  goodbye_timeout  goodbyes unanswered for 48 h -> dormant
+  inactivity_14d   active or help_flow users silent for 14 days get a goodbye
+                   queued -> goodbye_sent
+  goodbye_timeout  goodbyes unanswered 48 h after they were delivered -> dormant;
+                   a goodbye that failed or was cancelled -> active again
   reminder_due     remind_later users whose remind_at has come -> dormant
+                   (with --send-reminder, their reminder is queued)
 
-Opted-out users are never touched. Re-running is always safe: a second run
-of the same day changes nothing. Re-run a missed day with --as-of.`)
+Opted-out users are never messaged; their timers complete silently.
+Re-running is always safe: a second run of the same day changes nothing.
+Re-run a missed day with --as-of.`)
 }
 
 // NewWeeklyCommand builds the engagement-weekly command.
@@ -106,12 +110,13 @@ func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, na
 	}
 
 	sum, runErr := job(ctx, pool, scheduler.Config{
-		AsOf:        asOf,
-		DryRun:      f.dryRun,
-		BatchSize:   f.batchSize,
-		Concurrency: f.concurrency,
-		Shard:       shard,
-		Logger:      log,
+		AsOf:         asOf,
+		DryRun:       f.dryRun,
+		BatchSize:    f.batchSize,
+		Concurrency:  f.concurrency,
+		Shard:        shard,
+		SendReminder: f.sendReminder,
+		Logger:       log,
 	})
 	if runErr != nil {
 		return postgres.Redact(runErr, f.databaseURL)

@@ -28,10 +28,11 @@ func newVerifyCommand(databaseURL *string) *cobra.Command {
   goodbye_queued       every goodbye_sent user the scheduler put there has its goodbye queued
   one_goodbye_per_day  no user has two goodbyes for one UTC day
   one_review_per_week  no user has two weekly reviews for one ISO week
-  no_expired_claims    nothing is in flight past its claim deadline
+  no_expired_claims    nothing is in flight whose holder's lease ran out
   transitions_allowed  every logged transition is in the state machine's table
   log_matches_state    each user's latest logged transition agrees with their state
   state_timestamps     goodbye_sent and remind_later users have the timestamps the daily job needs
+  no_user_stuck        nobody is in a state a day past its deadline (the daily job would have moved them)
 and prints a report of every check (--output json: one JSON object). Exits 0
 when all hold, 4 when one is broken, 1 when the checks could not run.
 --retention should match cleanup's --older-than: a goodbye older than that

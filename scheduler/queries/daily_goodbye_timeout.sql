@@ -1,34 +1,73 @@
 -- Step goodbye_timeout: goodbye_sent -goodbye_timeout-> dormant.
 --
 -- Moves the users of one chunk of user_engagement_states (the rows whose
--- ctid lies in [@first, @end)) who are in @from_state and whose goodbye
--- went unanswered: goodbye_expires_at has come (@as_of), or, for rows
--- without it, goodbye_sent_at is 48 h old (@goodbye_sent_before). Each is
--- moved to @to_state and the move logged (@trigger, run @run_id) in the
--- same statement. @from_state, @to_state and @trigger come from the state
--- machine's table (statemachine.Next); step_test.go checks this file
--- against it. Nothing is queued.
+-- ctid lies in [@first, @end)) who are in @from_state and whose goodbye is
+-- over, by what became of the goodbye message (found by its key, the user
+-- id, @key_infix and the UTC day of goodbye_sent_at):
 --
--- Opted-out users are never touched. Only the run's shard (@shard_index of
--- @shard_count) is seen: a @shard_count of 1 is every user.
+--   delivered ('sent') 48 h ago (sent_at before @goodbye_sent_before): the
+--     user had their 48 hours to answer  → @to_state, logged @trigger;
+--   in doubt ('failed', outcome unknown: it may have arrived), its last
+--     attempt 48 h ago                   → the same;
+--   failed for good or cancelled: the user never got it, and is not timed
+--     out on it                          → @undelivered_to_state, logged
+--                                           @undelivered_trigger (active:
+--                                           a later goodbye is their first);
+--   pending or in flight (deferred by quiet hours, an outage, a backlog,
+--     or queued by a late re-run): not yet;
+--   no such message (the bot set the state, or cleanup deleted it): the
+--     old rule, goodbye_expires_at has come (@as_of), or goodbye_sent_at is
+--     48 h old without it.
+--
+-- An opted-out user's timer completes silently on the old rule, whatever
+-- became of the goodbye (claim cancels it): they are never messaged, and
+-- never left in goodbye_sent. Each move is logged (run @run_id) in the
+-- same statement. @from_state, @to_state, @trigger and the undelivered
+-- transition come from the state machine's table (statemachine.Next);
+-- step_test.go checks this file against it. Nothing is queued. Only the
+-- run's shard (@shard_index of @shard_count) is seen: a @shard_count of 1
+-- is every user.
 --
 -- Returns the chunk's counters: candidates, moved, queued (always 0),
--- locked (rows the bot held: skipped, a later run moves them), opted out,
--- no destination (always 0).
+-- locked (rows the bot held: skipped, a later run moves them), opted out
+-- (always 0: their timers complete), no destination (always 0).
 WITH chunk AS MATERIALIZED (
-    -- OFFSET 0 keeps the profile a primary-key probe per user.
-    SELECT s.user_id, p.skip_reason
+    -- OFFSET 0 keeps the profile and the goodbye primary-key and unique-key
+    -- probes per user.
+    SELECT s.user_id, g.to_state, g.trigger
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
-          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out' ELSE '' END AS skip_reason
+          SELECT p.reengagement_opt_out AS opted_out
             FROM user_profiles p
            WHERE p.user_id = s.user_id
           OFFSET 0
       ) p
+      CROSS JOIN LATERAL (
+          SELECT CASE WHEN p.opted_out OR q.status IS NULL
+                      THEN CASE WHEN s.goodbye_expires_at <= @as_of
+                                  OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before)
+                                THEN 'timed_out' END
+                      WHEN q.status = 'sent'
+                      THEN CASE WHEN q.sent_at <= @goodbye_sent_before THEN 'timed_out' END
+                      WHEN q.status = 'failed' AND starts_with(coalesce(q.error_message, ''), @unknown_prefix::text)
+                      THEN CASE WHEN coalesce((SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
+                                                WHERE l.message_id = q.id), s.goodbye_sent_at) <= @goodbye_sent_before
+                                THEN 'timed_out' END
+                      WHEN q.status IN ('failed', 'cancelled') THEN 'undelivered'
+                 END AS verdict
+            FROM (SELECT) AS one
+            LEFT JOIN engagement_message_queue q
+              ON q.idempotency_key = s.user_id::text || @key_infix::text
+                                     || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+          OFFSET 0
+      ) v
+      CROSS JOIN LATERAL (
+          SELECT CASE v.verdict WHEN 'timed_out' THEN @to_state::text ELSE @undelivered_to_state::text END AS to_state,
+                 CASE v.verdict WHEN 'timed_out' THEN @trigger::text ELSE @undelivered_trigger::text END AS trigger
+      ) g
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state
-       AND (s.goodbye_expires_at <= @as_of
-            OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before))
+       AND v.verdict IS NOT NULL
        AND (@shard_count::int = 1
             OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
 ), locked AS MATERIALIZED (
@@ -37,29 +76,25 @@ WITH chunk AS MATERIALIZED (
       FROM user_engagement_states s
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state
-       AND (s.goodbye_expires_at <= @as_of
-            OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before))
-       AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
+       AND s.user_id IN (SELECT user_id FROM chunk)
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
-    -- Re-checks what chunk checked: a user changed in between is not moved.
+    -- Re-checks the state: a user the bot moved in between is not moved.
     UPDATE user_engagement_states s
-       SET state = @to_state, updated_at = now()
+       SET state = c.to_state, updated_at = now()
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
        AND s.state = @from_state
-       AND (s.goodbye_expires_at <= @as_of
-            OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before))
- RETURNING s.user_id
+ RETURNING s.user_id, c.to_state, c.trigger
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-    SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
+    SELECT user_id, @from_state, to_state, trigger, @run_id::bigint FROM moved
 )
 SELECT count(*)::int,
        (SELECT count(*) FROM moved)::int,
        0,
-       (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
+       (count(*) - (SELECT count(*) FROM locked))::int,
+       0,
        0
   FROM chunk

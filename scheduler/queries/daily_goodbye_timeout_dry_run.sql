@@ -1,16 +1,21 @@
 -- Dry run of step goodbye_timeout (goodbye_sent -goodbye_timeout-> dormant):
 -- counts, writing nothing, the users daily_goodbye_timeout.sql would move,
--- over the whole table: one row per skip reason ('' for the users it would
--- move, 'opted_out') with how many users (and 0: the step queues nothing).
-SELECT c.skip_reason, count(*)::int, 0
-  FROM (SELECT s.user_id,
-               CASE WHEN p.reengagement_opt_out THEN 'opted_out' ELSE '' END AS skip_reason
-          FROM user_engagement_states s
-          JOIN user_profiles p ON p.user_id = s.user_id
-         WHERE s.state = @from_state
-           AND (s.goodbye_expires_at <= @as_of
-                OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before))
-           AND (@shard_count::int = 1
-                OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
-       ) AS c
- GROUP BY c.skip_reason
+-- over the whole table (to dormant, or back to active for an undelivered
+-- goodbye): one row, '' and how many users (and 0: it queues nothing).
+SELECT '' AS skip_reason, count(*)::int, 0
+  FROM user_engagement_states s
+  JOIN user_profiles p ON p.user_id = s.user_id
+  LEFT JOIN engagement_message_queue q
+    ON q.idempotency_key = s.user_id::text || @key_infix::text
+                           || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+ WHERE s.state = @from_state
+   AND CASE WHEN p.reengagement_opt_out OR q.status IS NULL
+            THEN s.goodbye_expires_at <= @as_of
+                 OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before)
+            WHEN q.status = 'sent' THEN q.sent_at <= @goodbye_sent_before
+            WHEN q.status = 'failed' AND starts_with(coalesce(q.error_message, ''), @unknown_prefix::text)
+            THEN coalesce((SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
+                            WHERE l.message_id = q.id), s.goodbye_sent_at) <= @goodbye_sent_before
+            ELSE q.status IN ('failed', 'cancelled') END
+   AND (@shard_count::int = 1
+        OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)

@@ -1,12 +1,16 @@
 -- Step inactivity_14d: active -inactivity_14d-> goodbye_sent, queueing the goodbye.
 --
 -- Moves the users of one chunk of user_engagement_states (the rows whose
--- ctid lies in [@first, @end)) who are in @from_state and silent since
+-- ctid lies in [@first, @end)) who are in any of @from_states (@from_state,
+-- and every other state the table moves to the same state on the same
+-- trigger: a help_flow user who went silent falls back into the inactivity
+-- path) and silent since
 -- @inactive_before (as-of − 14 days): state @to_state, goodbye_sent_at
 -- @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
 -- each one's goodbye under the key user_id || @key_suffix
 -- (':goodbye_sent:YYYY-MM-DD'), covering [@period_start, @replay_until);
--- and logs each move (@trigger, run @run_id) — all in one statement, so a
+-- and logs each move (from the user's state, @trigger, run @run_id) — all
+-- in one statement, so a
 -- user's state, message and log row commit together or not at all.
 -- @from_state, @to_state and @trigger come from the state machine's table
 -- (statemachine.Next); step_test.go checks this file against it.
@@ -22,7 +26,7 @@ WITH chunk AS MATERIALIZED (
     -- The step's users among the chunk's rows, with their profile. OFFSET 0
     -- keeps the profile a primary-key probe per user: joined plainly, the
     -- planner hashed every profile for every chunk.
-    SELECT s.user_id, p.skip_reason, p.destination, p.destination_jid
+    SELECT s.user_id, s.state, p.skip_reason, p.destination, p.destination_jid
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
@@ -38,7 +42,7 @@ WITH chunk AS MATERIALIZED (
           OFFSET 0
       ) p
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state = @from_state AND s.last_activity_at < @inactive_before
+       AND s.state = ANY(@from_states::text[]) AND s.last_activity_at < @inactive_before
        AND (@shard_count::int = 1
             OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
 ), locked AS MATERIALIZED (
@@ -47,7 +51,7 @@ WITH chunk AS MATERIALIZED (
     SELECT s.user_id
       FROM user_engagement_states s
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state = @from_state AND s.last_activity_at < @inactive_before
+       AND s.state = ANY(@from_states::text[]) AND s.last_activity_at < @inactive_before
        AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
@@ -60,8 +64,9 @@ WITH chunk AS MATERIALIZED (
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-       AND s.state = @from_state AND s.last_activity_at < @inactive_before
- RETURNING s.user_id, c.destination, c.destination_jid
+       AND s.state = ANY(@from_states::text[]) AND s.last_activity_at < @inactive_before
+       AND s.state = c.state
+ RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid
 ), queued AS (
     -- ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
     -- exists) queues nothing and counts as a duplicate. It does not lock
@@ -77,7 +82,7 @@ WITH chunk AS MATERIALIZED (
     RETURNING 1
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-    SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
+    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint FROM moved
 )
 SELECT count(*)::int,
        (SELECT count(*) FROM moved)::int,

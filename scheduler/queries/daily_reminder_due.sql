@@ -5,20 +5,32 @@
 -- has come (@as_of) to @to_state, and logs each move (@trigger, run
 -- @run_id) in the same statement. @from_state, @to_state and @trigger come
 -- from the state machine's table (statemachine.Next); step_test.go checks
--- this file against it. Nothing is queued.
+-- this file against it.
 --
--- Opted-out users are never touched. Only the run's shard (@shard_index of
--- @shard_count) is seen: a @shard_count of 1 is every user.
+-- With @send_reminder (engagement-daily --send-reminder; off by default,
+-- when the user goes dormant silently, AC-5.1.3), each moved user who has
+-- not opted out and has a destination also gets the reminder their "remind
+-- me later" asked for, queued (@message_type, @message_key) under the key
+-- user_id || @key_infix || remind_at in Unix milliseconds
+-- ({userId}:reminder:{remind_at}), in the same statement. An opted-out
+-- user's timer completes silently: they go dormant, never messaged.
+-- Only the run's shard (@shard_index of @shard_count) is seen: a
+-- @shard_count of 1 is every user.
 --
--- Returns the chunk's counters: candidates, moved, queued (always 0),
--- locked (rows the bot held: skipped, a later run moves them), opted out,
--- no destination (always 0).
+-- Returns the chunk's counters: candidates, moved, queued, locked (rows
+-- the bot held: skipped, a later run moves them), opted out and no
+-- destination (always 0: every user's timer completes; a reminder that
+-- cannot be queued is simply not queued).
 WITH chunk AS MATERIALIZED (
     -- OFFSET 0 keeps the profile a primary-key probe per user.
-    SELECT s.user_id, p.skip_reason
+    SELECT s.user_id, s.remind_at, p.opted_out, p.destination, p.destination_jid
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
-          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out' ELSE '' END AS skip_reason
+          SELECT p.reengagement_opt_out AS opted_out,
+                 CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+                      THEN 'group' ELSE 'individual' END AS destination,
+                 nullif(btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
+                                   THEN p.group_jid ELSE p.whatsapp_jid END), '') AS destination_jid
             FROM user_profiles p
            WHERE p.user_id = s.user_id
           OFFSET 0
@@ -33,7 +45,7 @@ WITH chunk AS MATERIALIZED (
       FROM user_engagement_states s
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state AND s.remind_at <= @as_of
-       AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
+       AND s.user_id IN (SELECT user_id FROM chunk)
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
     -- Re-checks what chunk checked: a user changed in between is not moved.
@@ -43,15 +55,27 @@ WITH chunk AS MATERIALIZED (
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
        AND s.state = @from_state AND s.remind_at <= @as_of
- RETURNING s.user_id
+ RETURNING s.user_id, c.remind_at, c.opted_out, c.destination, c.destination_jid
+), queued AS (
+    INSERT INTO engagement_message_queue
+           (user_id, message_type, message_key, destination, destination_jid,
+            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
+    SELECT user_id, @message_type, @message_key, destination, destination_jid,
+           least(@as_of::timestamptz, now()),
+           user_id::text || @key_infix::text || floor(extract(epoch FROM remind_at) * 1000)::bigint::text,
+           remind_at, remind_at, @run_id::bigint
+      FROM moved
+     WHERE @send_reminder::boolean AND NOT opted_out AND destination_jid IS NOT NULL
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING 1
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
     SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
 )
 SELECT count(*)::int,
        (SELECT count(*) FROM moved)::int,
+       (SELECT count(*) FROM queued)::int,
+       (count(*) - (SELECT count(*) FROM locked))::int,
        0,
-       (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
        0
   FROM chunk

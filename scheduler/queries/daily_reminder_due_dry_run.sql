@@ -1,14 +1,15 @@
 -- Dry run of step reminder_due (remind_later -reminder_due-> dormant):
 -- counts, writing nothing, the users daily_reminder_due.sql would move,
--- over the whole table: one row per skip reason ('' for the users it would
--- move, 'opted_out') with how many users (and 0: the step queues nothing).
-SELECT c.skip_reason, count(*)::int, 0
-  FROM (SELECT s.user_id,
-               CASE WHEN p.reengagement_opt_out THEN 'opted_out' ELSE '' END AS skip_reason
-          FROM user_engagement_states s
-          JOIN user_profiles p ON p.user_id = s.user_id
-         WHERE s.state = @from_state AND s.remind_at <= @as_of
-           AND (@shard_count::int = 1
-                OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
-       ) AS c
- GROUP BY c.skip_reason
+-- over the whole table: one row, '' with how many users and, with
+-- @send_reminder, how many of their reminders are queued already (the
+-- dry run's queued is the rest: an upper bound, since an opted-out user or
+-- one without a destination gets none).
+SELECT '' AS skip_reason, count(*)::int,
+       count(*) FILTER (WHERE @send_reminder::boolean AND EXISTS (
+           SELECT 1 FROM engagement_message_queue q
+            WHERE q.idempotency_key = s.user_id::text || @key_infix::text
+                                      || floor(extract(epoch FROM s.remind_at) * 1000)::bigint::text))::int
+  FROM user_engagement_states s
+ WHERE s.state = @from_state AND s.remind_at <= @as_of
+   AND (@shard_count::int = 1
+        OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)

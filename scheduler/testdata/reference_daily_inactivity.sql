@@ -5,13 +5,13 @@ WITH moved AS (
     UPDATE user_engagement_states s
        SET state = 'goodbye_sent', goodbye_sent_at = @as_of,
            goodbye_expires_at = @as_of::timestamptz + interval '48 hours', updated_at = now()
-      FROM user_profiles p
-     WHERE p.user_id = s.user_id
-       AND s.state = 'active' AND s.last_activity_at < @as_of::timestamptz - interval '14 days'
+      FROM user_profiles p, user_engagement_states o
+     WHERE p.user_id = s.user_id AND o.user_id = s.user_id
+       AND s.state IN ('active', 'help_flow') AND s.last_activity_at < @as_of::timestamptz - interval '14 days'
        AND NOT p.reengagement_opt_out
        AND ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
             OR coalesce(btrim(p.whatsapp_jid), '') <> '')
- RETURNING s.user_id,
+ RETURNING s.user_id, o.state AS from_state,
            CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
                 THEN 'group' ELSE 'individual' END AS destination,
            btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
@@ -30,6 +30,6 @@ WITH moved AS (
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-    SELECT user_id, 'active', 'goodbye_sent', 'inactivity_14d', @run_id::bigint FROM moved
+    SELECT user_id, from_state, 'goodbye_sent', 'inactivity_14d', @run_id::bigint FROM moved
 )
 SELECT count(*) FROM moved

@@ -1,0 +1,207 @@
+package scheduler_test
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// deliver runs queue-process's engine once over the due queue (the log
+// transport), as the shipped schedule would between two daily runs. Its
+// clock is the database's: sent_at is now.
+func deliver(t *testing.T, pool *pgxpool.Pool) sender.ProcessSummary {
+	t.Helper()
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: transport.NewLog(io.Discard), SendInterval: 0, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := p.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// dbNow is the database clock, which sent_at is written with.
+func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// Issue 23: re-running a missed day 9 days late queued 4 goodbyes, the next
+// normal run timed those users out (48 h after the old as-of), and
+// queue-process cancelled the goodbyes as stale: the users went dormant
+// never having seen one. The 48 hours now count from delivery.
+func TestALateRerunGivesEveryUser48HoursFromDelivery(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	now := dbNow(t, pool)
+	day := 24 * time.Hour
+	missed := now.Add(-9 * day)
+	users := make([]string, 4)
+	for i := range users {
+		users[i] = fixture.User(t, pool, fixture.UserOptions{LastActivity: missed.Add(-20 * day)})
+	}
+
+	// The missed day, re-run late: goodbyes queued, not yet delivered.
+	if sum := runDaily(t, pool, scheduler.Config{AsOf: missed, Logger: zerolog.Nop()}); sum.Queued != 4 {
+		t.Fatalf("the late re-run queued %d goodbyes, want 4", sum.Queued)
+	}
+	// The next normal run, before queue-process ran: nobody is timed out
+	// on a goodbye they have not got.
+	runDaily(t, pool, scheduler.Config{AsOf: now, Logger: zerolog.Nop()})
+	for _, u := range users {
+		if got := fixture.StateOf(t, pool, u).State; got != "goodbye_sent" {
+			t.Fatalf("user %s is %s after the next run; want goodbye_sent until the goodbye is delivered", u, got)
+		}
+	}
+	// queue-process delivers them: none is stale.
+	if sum := deliver(t, pool); sum.Sent != 4 || sum.Cancelled != 0 {
+		t.Fatalf("delivery: %+v; want the 4 goodbyes sent, none cancelled", sum)
+	}
+	sentAt := dbNow(t, pool)
+	// 47 hours after delivery: still time to answer.
+	runDaily(t, pool, scheduler.Config{AsOf: sentAt.Add(47 * time.Hour), Logger: zerolog.Nop()})
+	for _, u := range users {
+		if got := fixture.StateOf(t, pool, u).State; got != "goodbye_sent" {
+			t.Fatalf("user %s is %s 47 h after delivery; want goodbye_sent", u, got)
+		}
+	}
+	// 48 hours after delivery: dormant.
+	runDaily(t, pool, scheduler.Config{AsOf: sentAt.Add(48*time.Hour + time.Minute), Logger: zerolog.Nop()})
+	for _, u := range users {
+		if got := fixture.StateOf(t, pool, u).State; got != "dormant" {
+			t.Errorf("user %s is %s 48 h after delivery; want dormant", u, got)
+		}
+	}
+}
+
+// A goodbye the user never got does not time them out: failed for good or
+// cancelled, the user is active again (goodbye_undelivered) and a later run
+// queues a goodbye that is their first. One whose outcome is unknown (it
+// may have arrived) counts as delivered at its last attempt.
+func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := dbNow(t, pool)
+	day := 24 * time.Hour
+	queuedAt := now.Add(-5 * day)
+	failed := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * day)})
+	cancelled := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * day)})
+	unknown := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * day)})
+	pending := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * day)})
+	runDaily(t, pool, scheduler.Config{AsOf: queuedAt, Logger: zerolog.Nop()})
+
+	settle := func(user, status, reason, errText string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `
+			UPDATE engagement_message_queue SET status = $2, cancel_reason = nullif($3, ''), error_message = nullif($4, '')
+			 WHERE user_id = $1`, user, status, reason, errText); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(failed, "failed", "", "webhook: HTTP 400 (permanent)")
+	settle(cancelled, "cancelled", "operator", "")
+	settle(unknown, "failed", "", sender.ErrOutcomeUnknown.Error())
+
+	sum := runDaily(t, pool, scheduler.Config{AsOf: now, Logger: zerolog.Nop()})
+	for _, tc := range []struct {
+		user, state string
+		log         []fixture.Transition
+	}{
+		{failed, "active", logged("goodbye_sent", "active", "goodbye_undelivered")},
+		{cancelled, "active", logged("goodbye_sent", "active", "goodbye_undelivered")},
+		{unknown, "dormant", logged("goodbye_sent", "dormant", "goodbye_timeout")},
+		{pending, "goodbye_sent", nil},
+	} {
+		if got := fixture.StateOf(t, pool, tc.user).State; got != tc.state {
+			t.Errorf("user %s: %s, want %s", tc.user, got, tc.state)
+		}
+		log := fixture.TransitionsOf(t, pool, tc.user)
+		if len(log) < 1 || (tc.log == nil) != (len(log) == 1) || (tc.log != nil && log[len(log)-1] != tc.log[0]) {
+			t.Errorf("user %s's log %v, want the goodbye then %v", tc.user, log, tc.log)
+		}
+	}
+	if c := stepOf(t, sum, "goodbye_timeout"); c.Succeeded != 3 {
+		t.Errorf("goodbye_timeout moved %d, want 3", c.Succeeded)
+	}
+	// The next day, the users whose goodbye never arrived get one: their
+	// first.
+	runDaily(t, pool, scheduler.Config{AsOf: now.Add(day), Logger: zerolog.Nop()})
+	for _, u := range []string{failed, cancelled} {
+		if got := fixture.StateOf(t, pool, u).State; got != "goodbye_sent" {
+			t.Errorf("user %s the next day: %s, want goodbye_sent with a new goodbye", u, got)
+		}
+		if msgs := fixture.MessagesOf(t, pool, u); len(msgs) != 2 || msgs[1].Status != "pending" {
+			t.Errorf("user %s's goodbyes: %+v, want the undelivered one and a new pending one", u, msgs)
+		}
+	}
+}
+
+// Issue 23: "Remind me later" promised a reminder the product never sent.
+// Off by default (AC-5.1.3: dormant, silently); with SendReminder the user
+// gets one reminder, keyed {userId}:reminder:{remind_at ms}, rendered from
+// the catalog at send time, as they go dormant. An opted-out user gets none.
+func TestTheReminderIsAChoice(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	now := dbNow(t, pool)
+	remindAt := now.Add(-time.Hour).Truncate(time.Millisecond)
+	user := func(optedOut bool) string {
+		return fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: now.Add(-20 * 24 * time.Hour),
+			RemindAt: &remindAt, OptedOut: optedOut})
+	}
+	silent, reminded, optedOut := user(false), user(false), user(true)
+
+	// Default: dormant, nothing queued.
+	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = $2 WHERE user_id <> $1`, silent, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	runDaily(t, pool, scheduler.Config{AsOf: now, Logger: zerolog.Nop()})
+	if got, msgs := fixture.StateOf(t, pool, silent).State, fixture.MessagesOf(t, pool, silent); got != "dormant" || len(msgs) != 0 {
+		t.Errorf("by default: %s with %d messages, want dormant with none", got, len(msgs))
+	}
+
+	// With the option.
+	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = $1 WHERE user_id <> $2`, remindAt, silent); err != nil {
+		t.Fatal(err)
+	}
+	sum := runDaily(t, pool, scheduler.Config{AsOf: now, SendReminder: true, Logger: zerolog.Nop()})
+	msgs := fixture.MessagesOf(t, pool, reminded)
+	wantKey := reminded + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
+	if len(msgs) != 1 || msgs[0].Type != sender.TypeReminder || msgs[0].IdempotencyKey == nil || *msgs[0].IdempotencyKey != wantKey {
+		t.Fatalf("reminded user's messages %+v, want one reminder keyed %s", msgs, wantKey)
+	}
+	if *msgs[0].IdempotencyKey != sender.ReminderKey(reminded, remindAt) {
+		t.Errorf("key %s is not sender.ReminderKey's", *msgs[0].IdempotencyKey)
+	}
+	if got := fixture.StateOf(t, pool, reminded).State; got != "dormant" {
+		t.Errorf("reminded user: %s, want dormant", got)
+	}
+	if got, msgs := fixture.StateOf(t, pool, optedOut).State, fixture.MessagesOf(t, pool, optedOut); got != "dormant" || len(msgs) != 0 {
+		t.Errorf("opted-out user: %s with %d messages, want dormant, never messaged", got, len(msgs))
+	}
+	if c := stepOf(t, sum, "reminder_due"); c.Queued != 1 {
+		t.Errorf("reminder_due queued %d, want 1", c.Queued)
+	}
+	// It renders and goes out.
+	if d := deliver(t, pool); d.Sent != 1 || d.Failed != 0 {
+		t.Errorf("delivery: %+v, want the reminder sent", d)
+	}
+}
