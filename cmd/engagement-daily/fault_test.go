@@ -107,7 +107,9 @@ func transitionsByStep(t *testing.T, pool *pgxpool.Pool) map[string]int {
 	return out
 }
 
-// verify requires every invariant engagementctl verify checks to hold.
+// verify requires every invariant engagementctl verify checks to hold,
+// but no_user_stuck after a killed run: the users it did not get to are
+// past their deadlines until the re-run (rerunEqualsClean) moves them.
 func verify(t *testing.T, pool *pgxpool.Pool, when string) {
 	t.Helper()
 	rep, err := scheduler.Verify(context.Background(), pool, scheduler.VerifyConfig{AsOf: faultAsOf})
@@ -116,6 +118,9 @@ func verify(t *testing.T, pool *pgxpool.Pool, when string) {
 	}
 	if !rep.OK {
 		for _, c := range rep.Checks {
+			if c.Name == scheduler.CheckNoUserStuck && when != "after the re-run" {
+				continue
+			}
 			if !c.OK {
 				t.Errorf("verify %s: %s broken %d times, e.g. %v", when, c.Name, c.Violations, c.Examples)
 			}
@@ -319,7 +324,7 @@ wait:
 		t.Errorf("the batch came back %d times, want 4 attempts", len(terminated))
 	}
 	lines := cmdtest.Lines(res.Stderr)
-	last := lines[len(lines)-1]
+	last := cmdtest.Message(lines[len(lines)-1])
 	if !strings.HasPrefix(last, "engagement-daily: ") || !strings.Contains(last, "connection was lost 4 times") ||
 		!strings.Contains(last, "terminating connection due to administrator command") {
 		t.Errorf("last stderr line %q, want one clear line saying the connection was lost", last)
