@@ -12,6 +12,9 @@
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
+# What --version prints and the image's labels say (make image sets both
+# from git).
+ARG VERSION=dev
 WORKDIR /src
 # Dependencies first, so that editing code does not download them again.
 COPY go.mod go.sum ./
@@ -19,13 +22,21 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags='-s -w' -o /out/ \
+    CGO_ENABLED=0 GOOS=linux go build -trimpath \
+      -ldflags="-s -w -X github.com/engagement-scheduler/engagement/internal/cli.Version=${VERSION}" -o /out/ \
       ./cmd/engagement-daily \
       ./cmd/engagement-weekly \
       ./cmd/queue-process \
       ./cmd/engagementctl
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=dev
+ARG REVISION=
+LABEL org.opencontainers.image.title="engagement-scheduler" \
+      org.opencontainers.image.description="Batch jobs that move a WhatsApp bot's users through an engagement state machine and deliver its messages exactly once" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/engagement-scheduler/engagement"
 COPY --from=build /out/ /usr/local/bin/
 USER 65532:65532
 CMD ["engagementctl", "--help"]

@@ -9,6 +9,9 @@
 GO        ?= go
 BIN       ?= bin
 BINARIES  := $(patsubst cmd/%/,%,$(wildcard cmd/*/))
+# What --version prints: the nearest tag, or the commit, from git.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/engagement-scheduler/engagement/internal/cli.Version=$(VERSION)
 BENCH_USERS ?= 200000
 BENCH_ROUNDS ?= 3
 BENCH_SIZES ?= 10000,100000
@@ -46,11 +49,11 @@ help: ## Show this help
 .PHONY: build
 build: ## Build the binaries into bin/
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: image
 image: ## Build the container image with all four binaries (IMAGE=engagement-scheduler:dev; needs Docker)
-	$(DOCKER) build -t $(IMAGE) .
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) -t $(IMAGE) .
 
 .PHONY: test
 test: ## Run every test against a real PostgreSQL (RACE=1: with the race detector)
@@ -61,8 +64,9 @@ test-race: ## Run the tests with the race detector (make test RACE=1)
 	$(MAKE) --no-print-directory test RACE=1
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint (.golangci.yml)
+lint: $(GOLANGCI_LINT) ## gofmt, go mod tidy, go vet and golangci-lint (.golangci.yml)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod and go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 

@@ -16,7 +16,6 @@ require (
 	github.com/spf13/pflag v1.0.9
 	golang.org/x/sync v0.23.0
 	golang.org/x/term v0.47.0
-	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )

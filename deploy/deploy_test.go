@@ -686,9 +686,22 @@ func TestDockerfile(t *testing.T) {
 			copyAll = i
 		}
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w", "internal/cli.Version=${VERSION}"} {
 		if !strings.Contains(build, want) {
-			t.Errorf("go build %q lacks %s (a static, reproducible, small binary)", build, want)
+			t.Errorf("go build %q lacks %s (a static, reproducible, small binary that knows its version)", build, want)
+		}
+	}
+	// The final image says what it is (OCI labels), its version included.
+	last := ins[froms[len(froms)-1]:]
+	labels := ""
+	for _, in := range last {
+		if in.op == "LABEL" {
+			labels += " " + in.args
+		}
+	}
+	for _, want := range []string{"org.opencontainers.image.version=\"${VERSION}\"", "org.opencontainers.image.revision=", "org.opencontainers.image.source="} {
+		if !strings.Contains(labels, want) {
+			t.Errorf("the final stage's LABELs %q lack %s", labels, want)
 		}
 	}
 	for _, bin := range binaries(t) {
@@ -862,8 +875,11 @@ func TestMakeImage(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^image:.*## \S`).MatchString(mk) {
 		t.Error("Makefile: want an image target with a ## description, for make help")
 	}
-	if !regexp.MustCompile(`(?mi)^\t\S*docker\S* build -t \$\(IMAGE\) \.$`).MatchString(mk) {
-		t.Error("Makefile: the image target should run docker build -t $(IMAGE) .")
+	if !regexp.MustCompile(`(?mi)^\t\S*docker\S* build .*-t \$\(IMAGE\) \.$`).MatchString(mk) {
+		t.Error("Makefile: the image target should run docker build [--build-arg ...] -t $(IMAGE) .")
+	}
+	if !strings.Contains(mk, "--build-arg VERSION=$(VERSION)") {
+		t.Error("Makefile: the image target should pass the version (--build-arg VERSION=$(VERSION)), for --version and the labels")
 	}
 }
 

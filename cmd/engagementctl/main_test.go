@@ -53,7 +53,8 @@ func TestMigrateUpDownVersion(t *testing.T) {
 		{[]string{"migrate", "down", itoa(migrations.Latest)}, 0, "schema version 0 of", false}, // more than left: all of them
 		{[]string{"migrate", "down"}, 0, "schema version 0 of", false},                          // nothing left: a no-op
 		{[]string{"migrate", "up"}, 0, latest, true},
-		{[]string{"migrate", "down", "--all"}, 0, "schema version 0 of", false},
+		{[]string{"migrate", "down", "--all"}, 2, "", true}, // drops everything: not without --yes
+		{[]string{"migrate", "down", "--all", "--yes"}, 0, "schema version 0 of", false},
 		{[]string{"migrate", "up"}, 0, latest, true},
 	}
 	for _, s := range steps {
@@ -143,6 +144,7 @@ func TestEnqueue(t *testing.T) {
 	}{
 		{"key too long", []string{"--idempotency-key", strings.Repeat("k", 129)}, "128"},
 		{"params not JSON", []string{"--params", "count=3"}, "--params"},
+		{"params with a NUL", []string{"--params", `{"count":"a\u0000b"}`}, "--params"},
 		{"bad schedule", []string{"--scheduled-for", "tomorrow"}, "--scheduled-for"},
 		{"bad destination", []string{"--destination", "channel"}, "--destination"},
 		{"bad replay-until", []string{"--replay-until", "soon"}, "--replay-until"},

@@ -113,8 +113,13 @@ func TestSmokePassesOnAnEmptyDatabaseAndRefusesOneWithUsers(t *testing.T) {
 	// writes nothing (not even a run record).
 	before := dbFingerprint(t, dbURL)
 	again := cmdtest.Exec(t, cli.NewCtlCommand, env, "smoke", "--output", "json")
-	if again.Code != 2 || !strings.Contains(again.Stderr, "already holds 200 users") || strings.TrimSpace(again.Stdout) != "" {
-		t.Fatalf("smoke on a database with users: exit %d, stdout %q, stderr %q; want exit 2 saying it holds 200 users, nothing on stdout",
+	var refused struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if again.Code != 2 || !strings.Contains(again.Stderr, "already holds 200 users") ||
+		json.Unmarshal([]byte(again.Stdout), &refused) != nil || refused.ExitCode != 2 || !strings.Contains(refused.Error, "already holds 200 users") {
+		t.Fatalf("smoke on a database with users: exit %d, stdout %q, stderr %q; want exit 2 saying it holds 200 users, on stderr and in the JSON object on stdout",
 			again.Code, again.Stdout, again.Stderr)
 	}
 	if lines := cmdtest.Lines(again.Stderr); len(lines) != 1 {
@@ -186,7 +191,7 @@ func TestSmokeNamesTheFirstBrokenExpectation(t *testing.T) {
 			t.Fatalf("smoke --output %s with a misbehaving weekly job: exit %d, want 1\n%s%s", format, res.Code, res.Stdout, res.Stderr)
 		}
 		lines := cmdtest.Lines(res.Stderr)
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "engagementctl: smoke: weekly_again: a re-run of the same week queued ") {
+		if len(lines) != 1 || !strings.HasPrefix(cmdtest.Message(lines[0]), "engagementctl: smoke: weekly_again: a re-run of the same week queued ") {
 			t.Fatalf("stderr %q, want one line naming weekly_again", res.Stderr)
 		}
 		if format == "json" {

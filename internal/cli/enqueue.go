@@ -56,6 +56,13 @@ also under concurrent callers. Without a key every call creates a message.
 				if err := json.Unmarshal([]byte(params), &m.Params); err != nil {
 					return usagef(`--params must be a JSON object of strings, like {"count":"3"}: %v`, err)
 				}
+				for k, v := range m.Params {
+					// PostgreSQL's jsonb has no NUL character: it would
+					// refuse the row with its own error.
+					if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+						return usagef(`--params: %q holds a NUL character (\u0000), which PostgreSQL cannot store`, strings.ReplaceAll(k, "\x00", `\u0000`))
+					}
+				}
 			}
 			if scheduledFor != "" {
 				if m.ScheduledFor, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(scheduledFor)); err != nil {

@@ -5,11 +5,17 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
@@ -59,25 +65,37 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command,
 }
 
 // Main runs cmd with args in env (its environment variables, stdout and
-// stderr) and returns the process exit code, writing any error as one line
-// to env.Stderr. It never lets a panic escape as a stack trace. Run calls it
-// with the process's; tests call it to run a command in process.
+// stderr) and returns the process exit code. Any error ends as one line on
+// env.Stderr, in the format of the command's logs (a JSON log line when
+// they are JSON), and, with --output json, as the run's one JSON object on
+// stdout when the command had printed none: {"job","error","exit_code"}.
+// A panic is an internal error: exit 1, with its stack in the log, never
+// a bare Go trace. Run calls it with the process's; tests call it to run a
+// command in process.
 func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code int) {
 	env = env.withDefaults()
 	stderr := env.Stderr
+	stdout := &countingWriter{w: env.Stdout}
+	ran := cmd
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "%s: internal error: %v\n", cmd.Name(), r)
 			code = ExitFatal
+			finish(ran, stdout, stderr, fmt.Sprintf("internal error: %v", r), code, debug.Stack())
 		}
 	}()
 	cmd.SetArgs(args)
-	cmd.SetOut(env.Stdout)
+	// --version on every binary: "queue-process v1.4.0", exit 0.
+	cmd.Version = version()
+	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	ctx = postgres.WithConnectTimeout(withEnv(ctx, env), env.ConnectTimeout)
 	cmd.SilenceErrors = true
 	cmd.SilenceUsage = true
-	err := cmd.ExecuteContext(ctx)
+	c, err := cmd.ExecuteContextC(ctx)
+	if c != nil {
+		ran = c
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -87,9 +105,67 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 		code = exit.Code
 	}
 	if exit != errPartial {
-		fmt.Fprintf(stderr, "%s: %s\n", cmd.Name(), oneLine(err.Error()))
+		finish(ran, stdout, stderr, oneLine(err.Error()), code, nil)
 	}
 	return code
+}
+
+// finish reports the error msg a run of cmd ends with, exit code code: one
+// line on stderr, a JSON log line when the command logs JSON (with stack,
+// when given); and, with --output json, the run's JSON object on stdout
+// unless the command wrote one.
+func finish(cmd *cobra.Command, stdout *countingWriter, stderr io.Writer, msg string, code int, stack []byte) {
+	name := cmd.Root().Name()
+	if jsonLogs(cmd, stderr) {
+		log := zerolog.New(stderr).With().Timestamp().Str("app", cmd.Root().Name()).Int("exit_code", code).Logger()
+		e := log.Error()
+		if stack != nil {
+			e = e.Str("stack", string(stack))
+		}
+		e.Msg(name + ": " + msg)
+	} else {
+		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
+		if stack != nil {
+			stderr.Write(stack) //nolint:errcheck // best effort, on the way out
+		}
+	}
+	if f := cmd.Flags().Lookup("output"); f != nil && f.Value.String() == "json" && stdout.n == 0 {
+		_ = json.NewEncoder(stdout).Encode(struct {
+			Job      string `json:"job"`
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}{cmd.Root().Name(), msg, code})
+	}
+}
+
+// jsonLogs reports whether cmd logs JSON to stderr: --log-format (or
+// LOG_FORMAT, which the run applied to the flag) json, or auto when stderr
+// is not a terminal.
+func jsonLogs(cmd *cobra.Command, stderr io.Writer) bool {
+	f := cmd.Flags().Lookup("log-format")
+	if f == nil {
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(f.Value.String())) {
+	case "json":
+		return true
+	case "auto", "":
+		file, ok := stderr.(*os.File)
+		return !ok || !term.IsTerminal(int(file.Fd()))
+	}
+	return false
+}
+
+// countingWriter counts what a command wrote to stdout.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

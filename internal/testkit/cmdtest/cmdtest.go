@@ -19,6 +19,7 @@ package cmdtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -264,4 +265,17 @@ func moduleRoot() (string, error) {
 		return "", errors.New("not inside the module")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// Message is what an error line on stderr says: the message of a JSON log
+// line (a command whose logs are JSON writes its final error as one), or
+// the line itself.
+func Message(line string) string {
+	var l struct {
+		Message *string `json:"message"`
+	}
+	if json.Unmarshal([]byte(line), &l) == nil && l.Message != nil {
+		return *l.Message
+	}
+	return line
 }

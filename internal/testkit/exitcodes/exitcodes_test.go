@@ -10,6 +10,7 @@ package exitcodes_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/url"
 	"strconv"
@@ -249,8 +250,21 @@ func TestExitCodeMatrix(t *testing.T) {
 			lines := cmdtest.Lines(res.Stderr)
 			binName := strings.Fields(c.name)[0]
 			binName, _, _ = strings.Cut(binName, "/")
-			if len(lines) != 1 || !strings.HasPrefix(lines[0], binName+": ") {
-				t.Errorf("stderr %q, want one line starting %q", res.Stderr, binName+": ")
+			// Stderr is a pipe, so a command that logs logs JSON
+			// (--log-format auto), and so is its error line: one log line
+			// whose message starts with the binary's name, with the exit
+			// code. A command without logs (or with an unknown
+			// --log-format) writes the plain line.
+			var line struct {
+				Level    string `json:"level"`
+				Message  string `json:"message"`
+				ExitCode int    `json:"exit_code"`
+			}
+			plain := len(lines) == 1 && strings.HasPrefix(lines[0], binName+": ")
+			structured := len(lines) == 1 && json.Unmarshal([]byte(lines[0]), &line) == nil && line.Level == "error" &&
+				strings.HasPrefix(line.Message, binName+": ") && line.ExitCode == res.Code
+			if !plain && !structured {
+				t.Errorf("stderr %q, want one line, plain or JSON, starting %q, with exit_code %d", res.Stderr, binName+": ", res.Code)
 			}
 			if !strings.Contains(res.Stderr, c.want) {
 				t.Errorf("stderr %q does not mention %q", res.Stderr, c.want)
