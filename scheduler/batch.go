@@ -100,7 +100,10 @@ func (b *batcher) density() (float64, bool) {
 // single rows, so one bad row fails alone (in about 2·log2(n) statements)
 // and every other user commits. Errors that have nothing to do with the
 // rows (the connection is gone, the statement is wrong) stop the run
-// instead: retrying them row by row would only fail n times.
+// instead: retrying them row by row would only fail n times. A statement
+// that hits statement_timeout or lock_timeout is split too (a smaller one
+// may fit), but at a single row it stops the run: the limit, not the row,
+// is the problem.
 func (b *batcher) moveIsolating(ctx context.Context, s span) error {
 	c, err := b.moveRetrying(ctx, s)
 	switch {
@@ -116,6 +119,10 @@ func (b *batcher) moveIsolating(ctx context.Context, s span) error {
 		return ctx.Err()
 	case postgres.IsRowIndependent(err):
 		return err
+	case s.end-s.first == 1 && postgres.IsStatementLimit(err):
+		// A timeout splitting could not get under: the limit, a lock
+		// held elsewhere (a plain CREATE INDEX), not this user.
+		return fmt.Errorf("a statement over a single row hit a limit (statement_timeout or lock_timeout); not a fault of the row's, so the run stops: %w", err)
 	case s.end-s.first == 1:
 		f := failure{err: err}
 		if b.userAt != nil {

@@ -182,6 +182,16 @@ func IsRowIndependent(err error) bool {
 	return false
 }
 
+// IsStatementLimit reports whether err is a statement cut short by a limit
+// set on statements, not by anything in its rows: statement_timeout (or a
+// cancel request, SQLSTATE 57014) or lock_timeout (55P03). A smaller
+// statement may fit the limit; a single row that still hits it is no
+// fault of the row's.
+func IsStatementLimit(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "57014" || pgErr.Code == "55P03")
+}
+
 // IsConnectionLost reports whether err means the connection under a
 // statement was lost (terminated by an administrator or a failover, the
 // server restarting, the network): a fresh connection may well work, so an
