@@ -74,6 +74,11 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command,
 // command in process.
 func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code int) {
 	env = env.withDefaults()
+	// Logs come from several goroutines at once. An *os.File takes
+	// concurrent writes; any other writer (a test's buffer) gets a lock.
+	if _, ok := env.Stderr.(*os.File); !ok {
+		env.Stderr = zerolog.SyncWriter(env.Stderr)
+	}
 	stderr := env.Stderr
 	stdout := &countingWriter{w: env.Stdout}
 	ran := cmd
