@@ -131,7 +131,8 @@ func TestDefaultPacingAndJSONSummary(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	b := newBot(t, false)
-	queueMessages(t, pool, 3)
+	const n = 4
+	queueMessages(t, pool, n)
 
 	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL, "ENGAGEMENT_WEBHOOK_SECRET=topsecret"), "--output", "json")
 	if res.Code != 0 {
@@ -145,15 +146,14 @@ func TestDefaultPacingAndJSONSummary(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
 		t.Fatalf("stdout is not the JSON summary: %v: %s", err, res.Stdout)
 	}
-	if sum.Job != "queue-process" || sum.Processed != 3 || sum.Sent != 3 || sum.DurationMS == nil {
-		t.Errorf("summary %+v, want 3 processed and sent", sum)
+	if sum.Job != "queue-process" || sum.Processed != n || sum.Sent != n || sum.DurationMS == nil {
+		t.Errorf("summary %+v, want %d processed and sent", sum, n)
 	}
 	times, _ := b.received()
-	for i := 1; i < len(times); i++ {
-		if gap := times[i].Sub(times[i-1]); gap < 490*time.Millisecond {
-			t.Errorf("sends %d and %d were %s apart, want the default 500 ms", i, i+1, gap)
-		}
+	if len(times) != n {
+		t.Fatalf("the receiver got %d requests, want %d", len(times), n)
 	}
+	fixture.CheckPace(t, times, 500*time.Millisecond) // the default pace
 	for _, leak := range []string{"topsecret", "5511999990000", "Transações"} {
 		if strings.Contains(res.Stderr, leak) {
 			t.Errorf("the log contains %q", leak)
@@ -273,17 +273,7 @@ func TestTwoProcessesKeepThePaceTogether(t *testing.T) {
 	if sent != 4 || len(keys) != 4 {
 		t.Errorf("the processes sent %d and the bot got %d, want each of the 4 messages once", sent, len(keys))
 	}
-	// The pace spaces the starts of sends 500 ms apart (plus a 2% margin)
-	// by the database's clock; a start happens when its process gets the
-	// CPU after its wait, so on a loaded machine the bot sees them some
-	// milliseconds off (a process more than 20 ms late takes a fresh
-	// slot). Sends no longer wait for each other to finish, so without the
-	// pace they would be far closer than that.
-	for i := 1; i < len(times); i++ {
-		if gap := times[i].Sub(times[i-1]); gap < 400*time.Millisecond {
-			t.Errorf("sends %d and %d were %s apart; two processes together must keep 500 ms", i, i+1, gap)
-		}
-	}
+	fixture.CheckPace(t, times, 500*time.Millisecond) // two processes together keep the default pace
 }
 
 func TestMaxDurationStopsClaiming(t *testing.T) {
