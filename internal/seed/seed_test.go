@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -314,8 +316,18 @@ func TestGenerateZeroUsers(t *testing.T) {
 
 // BenchmarkGenerate times Generate on a fresh database per iteration; run
 // with go test -run '^$' -bench Generate -benchtime 1x ./internal/seed.
+// BENCH_USERS (make bench-smoke's 10,000) replaces its two sizes, 100,000
+// and 1,000,000.
 func BenchmarkGenerate(b *testing.B) {
-	for _, users := range []int{100_000, 1_000_000} {
+	sizes := []int{100_000, 1_000_000}
+	if v := os.Getenv("BENCH_USERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("BENCH_USERS=%q: want a positive number of users", v)
+		}
+		sizes = []int{n}
+	}
+	for _, users := range sizes {
 		b.Run(fmt.Sprint(users), func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
