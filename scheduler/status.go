@@ -81,6 +81,10 @@ type QueueCount struct {
 type UserStatus struct {
 	Total    int64 `json:"total"`
 	OptedOut int64 `json:"opted_out"`
+	// UnusableTimeZones counts users whose user_profiles.timezone
+	// PostgreSQL cannot read: their quiet hours use the operator's
+	// --timezone instead (verify's time_zones_usable names them).
+	UnusableTimeZones int64 `json:"unusable_time_zones"`
 	// ByState lists every state, in the state machine's order, with its
 	// users and how many of them opted out of re-engagement.
 	ByState []StateCount `json:"by_state"`
@@ -255,6 +259,9 @@ func readUserStatus(ctx context.Context, tx pgx.Tx, u *UserStatus) error {
 		u.ByState = append(u.ByState, c)
 		u.Total += c.Users
 		u.OptedOut += c.OptedOut
+	}
+	if err := tx.QueryRow(ctx, query("status_time_zones")).Scan(&u.UnusableTimeZones); err != nil {
+		return fmt.Errorf("count unusable time zones: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,4 +205,42 @@ func TestTheReminderIsAChoice(t *testing.T) {
 	if d := deliver(t, pool); d.Sent != 1 || d.Failed != 0 {
 		t.Errorf("delivery: %+v, want the reminder sent", d)
 	}
+}
+
+// Issue 23, point 5: a zone PostgreSQL cannot read is counted and visible,
+// never replaced silently. Zones it can read in another spelling (case, a
+// link, a POSIX spec) are not counted.
+func TestUnusableTimeZonesAreCountedAndNamed(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := time.Now()
+	zones := []string{"America/Sao_Paulo", "america/sao_paulo", "Brazil/East", "<-03>+03", "", "Mars/Olympus_Mons", "Mars/Olympus_Mons", "São Paulo"}
+	for _, tz := range zones {
+		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
+		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := scheduler.ReadStatus(ctx, pool, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Users.UnusableTimeZones != 3 {
+		t.Errorf("status counts %d users with an unusable zone, want 3 (two on Mars, one 'São Paulo')", st.Users.UnusableTimeZones)
+	}
+	rep, err := scheduler.Verify(ctx, pool, scheduler.VerifyConfig{AsOf: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		if c.Name != scheduler.CheckTimeZonesUsable {
+			continue
+		}
+		if c.OK || c.Violations != 3 || len(c.Examples) != 3 || !strings.Contains(c.Examples[0], "timezone '") {
+			t.Errorf("check %+v, want 3 violations naming each user's zone", c)
+		}
+		return
+	}
+	t.Errorf("verify has no %s check: %+v", scheduler.CheckTimeZonesUsable, rep.Checks)
 }

@@ -27,6 +27,7 @@ const (
 	CheckLogMatchesState    = "log_matches_state"
 	CheckStateTimestamps    = "state_timestamps"
 	CheckNoUserStuck        = "no_user_stuck"
+	CheckTimeZonesUsable    = "time_zones_usable"
 )
 
 // StuckGrace is how long past a state's deadline a user may wait before
@@ -144,6 +145,12 @@ var invariants = []invariant{
 			"goodbyes still waiting to be delivered",
 		sql:  query("verify_no_user_stuck"),
 		args: pgx.NamedArgs{"inactivity": sm.InactivityPeriod, "goodbye_window": sm.GoodbyeWindow, "grace": StuckGrace},
+	},
+	{
+		name: CheckTimeZonesUsable,
+		rule: "every user_profiles.timezone that is set is one PostgreSQL can read (any case, links, POSIX specs); " +
+			"for a value it cannot, quiet hours fall back to the operator's --timezone",
+		sql: query("verify_time_zones_usable"),
 	},
 }
 

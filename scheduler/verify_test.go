@@ -110,7 +110,7 @@ func TestVerifyHoldsOnSeededData(t *testing.T) {
 	}
 	want := []string{scheduler.CheckGoodbyeQueued, scheduler.CheckOneGoodbyePerDay, scheduler.CheckOneReviewPerWeek,
 		scheduler.CheckNoExpiredClaims, scheduler.CheckTransitionsAllowed, scheduler.CheckLogMatchesState, scheduler.CheckStateTimestamps,
-		scheduler.CheckNoUserStuck}
+		scheduler.CheckNoUserStuck, scheduler.CheckTimeZonesUsable}
 	if !slices.Equal(names, want) {
 		t.Errorf("checks %v, want %v", names, want)
 	}

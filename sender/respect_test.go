@@ -210,3 +210,58 @@ func TestParseQuietHours(t *testing.T) {
 		t.Errorf("ParseQuietHours(21:00-08:00) = %+v (%s), %v", q, q, err)
 	}
 }
+
+// Issue 23, point 5: a user's zone is read as PostgreSQL reads it. Users
+// whose timezone is Kathmandu spelled in other cases, as its old link name
+// or as a POSIX spec were messaged inside their quiet hours: the claim
+// looked the name up exactly and fell back to the operator's zone. The
+// quiet hours are set around the present in Kathmandu (UTC+05:45), the
+// operator's zone is UTC (outside them): each spelling waits, and a zone
+// PostgreSQL cannot read still falls back to UTC and sends.
+func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	rcv := newReceiver(t, 200)
+	var now time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	kathmandu := now.In(time.FixedZone("+0545", 5*3600+45*60))
+	clock := func(t time.Time) string { return t.Format("15:04") }
+	quiet, err := sender.ParseQuietHours(clock(kathmandu.Add(-time.Hour)) + "-" + clock(kathmandu.Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := now.Add(time.Hour).Truncate(time.Minute)
+
+	spellings := []string{"asia/kathmandu", "ASIA/KATHMANDU", " Asia/Katmandu ", "<+0545>-05:45"}
+	ids := map[string]string{}
+	for _, tz := range append(spellings, "Mars/Olympus_Mons") {
+		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
+		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
+			t.Fatal(err)
+		}
+		ids[tz] = queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:quiet")
+	}
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+		QuietHours: quiet, Timezone: "UTC"})
+
+	for _, tz := range spellings {
+		var status string
+		var at time.Time
+		if err := pool.QueryRow(ctx, `SELECT status, scheduled_for FROM engagement_message_queue WHERE id = $1`, ids[tz]).
+			Scan(&status, &at); err != nil {
+			t.Fatal(err)
+		}
+		if status != "pending" || !at.Equal(end) {
+			t.Errorf("message of the user with timezone %q: %s at %s, want pending until %s", tz, status, at.UTC(), end)
+		}
+	}
+	if r := rowOf(t, pool, ids["Mars/Olympus_Mons"]); r.Status != "sent" {
+		t.Errorf("the message of the user whose zone PostgreSQL cannot read: %+v, want sent by the operator's UTC", r)
+	}
+	if sum.Deferred != len(spellings) || sum.Sent != 1 {
+		t.Errorf("summary %+v, want %d deferred and 1 sent", sum, len(spellings))
+	}
+}

@@ -129,7 +129,8 @@ DECLARE
     -- The scheduler's functions (trigger functions of its migrations): the
     -- migrator owns them too, so it can drop or replace them.
     funcs    text[] := ARRAY['engagement_stamp_state_change()',
-                             'engagement_claim_abandoned(text, timestamptz, timestamptz)'];
+                             'engagement_claim_abandoned(text, timestamptz, timestamptz)',
+                             'engagement_zone(text)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;

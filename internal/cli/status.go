@@ -161,6 +161,9 @@ func writeStatus(w io.Writer, st *scheduler.Status) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
+	if n := st.Users.UnusableTimeZones; n > 0 {
+		fmt.Fprintf(w, "time zones PostgreSQL cannot read: %d users (quiet hours use --timezone for them; verify names them)\n", n)
+	}
 
 	fmt.Fprintf(w, "\nruns: the latest %d per job and shard\n", st.RunsPerJob)
 	if len(st.Runs) == 0 {

@@ -14,7 +14,7 @@
 --     dormant                                                   → 'stale'
 -- A message still wanted but due inside the quiet hours (@quiet_start to
 -- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
--- (user_profiles.timezone when engagement_time_zones knows it, else
+-- (user_profiles.timezone as PostgreSQL reads it, engagement_zone(), else
 -- @timezone) stays pending, moved to the end of the quiet hours. The rest
 -- is claimed.
 --
@@ -27,7 +27,7 @@ WITH due AS (
            p.reengagement_opt_out, s.state,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
            CASE WHEN @quiet_start::interval IS NOT NULL
-                THEN coalesce((SELECT z.name FROM engagement_time_zones z WHERE z.name = btrim(p.timezone)), @timezone)
+                THEN coalesce(engagement_zone(p.timezone), @timezone)
            END AS tz
       FROM engagement_message_queue q
       LEFT JOIN user_profiles p ON p.user_id = q.user_id
