@@ -17,7 +17,7 @@ import (
 func TestWeeklyAnalyticsEvents(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	asOf := time.Date(2027, 1, 1, 9, 0, 0, 0, time.UTC)
+	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC) // a Friday of ISO week 2020-W53
 	fixture.InactiveUsers(t, pool, 12, asOf.Add(-time.Hour)) // active an hour ago
 	srv := posthogtest.NewServer(t)
 	const key = "phc_weekly_s3cr3t"
@@ -36,9 +36,9 @@ func TestWeeklyAnalyticsEvents(t *testing.T) {
 	}
 	users := map[string]bool{}
 	for _, e := range events {
-		if e.Event != "engagement_weekly_review_sent" || e.Properties["iso_week"] != "2026-W53" ||
+		if e.Event != "engagement_weekly_review_sent" || e.Properties["iso_week"] != "2020-W53" ||
 			e.Properties["transaction_count"] != float64(0) || e.Properties["job"] != "engagement-weekly" {
-			t.Errorf("event %s %v, want engagement_weekly_review_sent for 2026-W53 with 0 transactions", e.Event, e.Properties)
+			t.Errorf("event %s %v, want engagement_weekly_review_sent for 2020-W53 with 0 transactions", e.Event, e.Properties)
 		}
 		users[e.DistinctID] = true
 	}

@@ -15,7 +15,7 @@ import (
 func TestWeeklyBinary(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	asOf := time.Date(2027, 1, 1, 9, 0, 0, 0, time.UTC)
+	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC) // a Friday of ISO week 2020-W53
 	fixture.InactiveUsers(t, pool, 20, asOf.Add(-time.Hour)) // active an hour ago
 
 	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env()); res.Code != 2 || !strings.Contains(res.Stderr, "DATABASE_URL") {
@@ -35,8 +35,8 @@ func TestWeeklyBinary(t *testing.T) {
 		Duplicates int    `json:"duplicates"`
 	}
 	for i, want := range []summary{
-		{Job: "engagement-weekly", ISOWeek: "2026-W53", Queued: 20},
-		{Job: "engagement-weekly", ISOWeek: "2026-W53", Duplicates: 20},
+		{Job: "engagement-weekly", ISOWeek: "2020-W53", Queued: 20},
+		{Job: "engagement-weekly", ISOWeek: "2020-W53", Duplicates: 20},
 	} {
 		res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf.Format(time.RFC3339), "--output", "json")
 		if res.Code != 0 {

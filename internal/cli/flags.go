@@ -47,20 +47,21 @@ func applyEnv(cmd *cobra.Command) error {
 
 // jobFlags are the flags every job binary (daily, weekly) takes.
 type jobFlags struct {
-	databaseURL   string
-	asOf          string
-	dryRun        bool
-	output        string
-	failOnPartial bool
-	skipSend      bool
-	sendReminder  bool
-	batchSize     int
-	concurrency   int
-	shard         shardFlags
-	delivery      deliveryFlags
-	log           logFlags
-	metrics       metricsFlags
-	analytics     analyticsFlags
+	databaseURL     string
+	asOf            string
+	allowFutureAsOf bool
+	dryRun          bool
+	output          string
+	failOnPartial   bool
+	skipSend        bool
+	sendReminder    bool
+	batchSize       int
+	concurrency     int
+	shard           shardFlags
+	delivery        deliveryFlags
+	log             logFlags
+	metrics         metricsFlags
+	analytics       analyticsFlags
 }
 
 func (f *jobFlags) register(cmd *cobra.Command) {
@@ -68,6 +69,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	registerDatabaseURL(fs, &f.databaseURL)
 	fs.StringVar(&f.asOf, "as-of", "", "the instant the job treats as now, RFC3339 (default: the database clock)")
 	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
+	fs.BoolVar(&f.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of more than 5 minutes ahead of the database clock (a simulation: users are moved before their time)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "compute and report what would change; write nothing")
 	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
 	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
@@ -141,6 +143,10 @@ func validateOutput(o string) error {
 	}
 	return nil
 }
+
+// MaxAsOfSkew is how far ahead of the database clock --as-of may be
+// without --allow-future-as-of: clock skew between hosts, not a date.
+const MaxAsOfSkew = 5 * time.Minute
 
 // minAsOf is the earliest --as-of accepted. Anything before it is a typo or
 // a zero value (0001-01-01T00:00:00Z is Go's zero time, which would silently

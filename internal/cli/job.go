@@ -103,10 +103,18 @@ func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, na
 		return err
 	}
 	defer pool.Close()
-	if asOf.IsZero() {
-		if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&asOf); err != nil {
-			return postgres.Redact(fmt.Errorf("read the database clock: %w", err), f.databaseURL)
-		}
+	var dbNow time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+		return postgres.Redact(fmt.Errorf("read the database clock: %w", err), f.databaseURL)
+	}
+	switch {
+	case asOf.IsZero():
+		asOf = dbNow
+	case asOf.After(dbNow.Add(MaxAsOfSkew)) && !f.allowFutureAsOf:
+		// A future as-of acts on users before their time: a 2030 dry run
+		// would have queued goodbyes to 4 users in 10.
+		return usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
+			asOf.Format(time.RFC3339), asOf.Sub(dbNow).Round(time.Second), dbNow.UTC().Format(time.RFC3339))
 	}
 
 	sum, runErr := job(ctx, pool, scheduler.Config{
