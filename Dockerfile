@@ -7,6 +7,13 @@
 #   make image                                  # engagement-scheduler:dev
 #   docker run --rm engagement-scheduler:dev engagement-daily --help
 #   docker run --rm -e DATABASE_URL engagement-scheduler:dev engagementctl migrate up
+#   docker run --rm -e DATABASE_URL -e ENGAGEMENT_WEBHOOK_URL -e ENGAGEMENT_WEBHOOK_SECRET \
+#     engagement-scheduler:dev queue-process --transport webhook \
+#     --quiet-hours 21:00-09:00 --timezone America/Sao_Paulo --output json
+#
+# Quiet hours are off in the binaries; every example and manifest we ship
+# sets them (nothing is sent from 21:00 to 09:00 in the user's zone,
+# São Paulo's when unknown): see docs/deploy.md, "Waking hours".
 
 # Keep in step with the go directive in go.mod (deploy's tests check it).
 ARG GO_VERSION=1.26

@@ -219,6 +219,7 @@ func TestRailwaySchedules(t *testing.T) {
 		}
 		seen[binary] = true
 		checkInvocation(t, where, binary, args, nil)
+		checkWakingHours(t, where, args, nil)
 		if v, _ := argValue(args, "output"); v != "json" {
 			t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
 		}
@@ -370,10 +371,17 @@ func TestKubernetesPods(t *testing.T) {
 			}
 		}
 		var env []string
+		values := map[string]string{}
 		for _, e := range c.Env {
 			env = append(env, e.Name)
+			if e.Value != nil {
+				values[e.Name] = *e.Value
+			}
 		}
 		checkInvocation(t, where, binary, c.Args, env)
+		if slices.Contains(scheduledBinaries, binary) {
+			checkWakingHours(t, where, c.Args, values)
+		}
 		checkSecrets(t, where, c)
 		checkSecurity(t, where, pod.SecurityContext, c.SecurityContext)
 		checkResources(t, where, c.Resources)

@@ -160,6 +160,7 @@ func TestRailwayConfigAsCode(t *testing.T) {
 		}
 		args := fields[1:]
 		checkInvocation(t, where+" startCommand", binary, args, nil)
+		checkWakingHours(t, where+" startCommand", args, nil)
 		if v, _ := argValue(args, "output"); v != "json" {
 			t.Errorf("%s: startCommand without --output json; every run should print one JSON summary line", where)
 		}

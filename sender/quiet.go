@@ -18,6 +18,19 @@ type QuietHours struct {
 // Set reports whether q holds quiet hours.
 func (q QuietHours) Set() bool { return q.on }
 
+// Contains reports whether the time of day clock (since midnight) is inside
+// q, as the claim decides it: from Start, up to but not including End.
+func (q QuietHours) Contains(clock time.Duration) bool {
+	switch {
+	case !q.on:
+		return false
+	case q.Start < q.End:
+		return clock >= q.Start && clock < q.End
+	default:
+		return clock >= q.Start || clock < q.End
+	}
+}
+
 // String formats q as HH:MM-HH:MM ("" when unset).
 func (q QuietHours) String() string {
 	if !q.on {

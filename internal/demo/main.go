@@ -50,9 +50,11 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, bin, database string, users int, keep bool) error {
-	day1 := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
+// The shipped configurations' waking hours (docs/deploy.md): the demo
+// delivers as a deployment would.
+var wakingHours = []string{"--quiet-hours", "21:00-09:00", "--timezone", "America/Sao_Paulo"}
 
+func run(ctx context.Context, bin, database string, users int, keep bool) error {
 	step("A throwaway database")
 	url, err := pgtest.CreateDatabase(ctx, database)
 	if err != nil {
@@ -65,35 +67,65 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 		return err
 	}
 
-	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	// Day 1 is now, by the database's clock: queue-process delivers and
+	// stamps sent_at by that clock, and a goodbye's 48 hours count from it.
+	var day1 time.Time
+	if err := pool.QueryRow(ctx, `SELECT date_trunc('minute', now())`).Scan(&day1); err != nil {
+		return err
+	}
+	day1 = day1.UTC()
+	day3 := day1.Add(49 * time.Hour)
+
+	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
 	if _, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: 42, AsOf: day1}); err != nil {
 		return err
 	}
 	if err := printStates(ctx, pool); err != nil {
 		return err
 	}
+	// Some users live abroad: a third get Lisbon's zone, a third Tokyo's;
+	// the rest have none and take the shipped default, São Paulo's. At any
+	// hour some of them are awake, so the demo both delivers and defers.
+	if _, err := pool.Exec(ctx, `
+		UPDATE user_profiles
+		   SET timezone = CASE abs(hashtext(user_id::text)) % 3 WHEN 1 THEN 'Europe/Lisbon' WHEN 2 THEN 'Asia/Tokyo' END`); err != nil {
+		return err
+	}
+	fmt.Println("\nQuiet hours 21:00-09:00 in each user's zone (São Paulo's when unknown); right now:")
+	for _, zone := range []string{"America/Sao_Paulo", "Europe/Lisbon", "Asia/Tokyo"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			return err
+		}
+		local, verdict := day1.In(loc), "awake: messages go out"
+		if h := local.Hour(); h >= 21 || h < 9 {
+			verdict = "quiet: messages wait until 09:00 there"
+		}
+		fmt.Printf("  %-18s %s  %s\n", zone, local.Format("15:04"), verdict)
+	}
 
-	// Day 1's goodbyes are delivered the same day: by day 3 their users
-	// are dormant, and a goodbye still queued then would be cancelled as
-	// stale when claimed.
 	days := []struct {
 		title   string
-		asOf    time.Time
+		args    []string
 		deliver bool
 	}{
-		{"Day 1: inactive users get a goodbye, expired goodbyes and due reminders go dormant", day1, true},
-		{"Day 1 again: re-running the same day changes nothing", day1, false},
-		{"Day 3: day 1's goodbyes went 48 h unanswered: dormant; newly inactive users get theirs", day1.Add(48 * time.Hour), false},
+		{"Day 1: inactive users get a goodbye, expired goodbyes and due reminders go dormant",
+			[]string{"--as-of", day1.Format(time.RFC3339)}, true},
+		{"Day 1 again: re-running the same day changes nothing",
+			[]string{"--as-of", day1.Format(time.RFC3339)}, false},
+		// Two days ahead is the future: --allow-future-as-of says the
+		// simulation is meant (without it the job refuses, exit 2).
+		{"Day 3, simulated: goodbyes delivered over 48 h ago and unanswered: dormant (one still held by quiet hours keeps its 48 h)",
+			[]string{"--as-of", day3.Format(time.RFC3339), "--allow-future-as-of"}, false},
 	}
 	for _, d := range days {
 		step(d.title)
-		args := []string{"--as-of", d.asOf.Format(time.RFC3339), "--log-level", "warn"}
-		if err := runBinary(ctx, bin, url, "engagement-daily", args...); err != nil {
+		if err := runBinary(ctx, bin, url, "engagement-daily", append(d.args, "--log-level", "warn")...); err != nil {
 			return err
 		}
 		fmt.Println()
@@ -102,16 +134,16 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 		}
 		if d.deliver {
 			step("queue-process delivers the day's goodbyes (the log transport; its lines go to stderr, here discarded)")
-			if err := runBinary(ctx, bin, url, "queue-process", "--transport", "log", "--send-interval", "0", "--log-level", "warn"); err != nil {
+			if err := deliver(ctx, bin, url); err != nil {
 				return err
 			}
 		}
 	}
 
-	weekly := []string{"Weekly review, day 3: users active in the last 7 days get one", "Weekly review again: one review per user per ISO week"}
+	weekly := []string{"Weekly review: users active in the last 7 days get one", "Weekly review again: one review per user per ISO week"}
 	for _, title := range weekly {
 		step(title)
-		args := []string{"--as-of", day1.Add(48 * time.Hour).Format(time.RFC3339), "--log-level", "warn"}
+		args := []string{"--as-of", day1.Format(time.RFC3339), "--log-level", "warn"}
 		if err := runBinary(ctx, bin, url, "engagement-weekly", args...); err != nil {
 			return err
 		}
@@ -123,7 +155,7 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 	}
 
 	step("queue-process delivers the rest (the log transport; its lines go to stderr, here discarded)")
-	if err := runBinary(ctx, bin, url, "queue-process", "--transport", "log", "--send-interval", "0", "--log-level", "warn"); err != nil {
+	if err := deliver(ctx, bin, url); err != nil {
 		return err
 	}
 	fmt.Println()
@@ -147,6 +179,12 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 		fmt.Println("Stop the throwaway PostgreSQL with: make pg-stop")
 	}
 	return nil
+}
+
+// deliver runs queue-process over the log transport, in waking hours.
+func deliver(ctx context.Context, bin, url string) error {
+	args := append([]string{"--transport", "log", "--send-interval", "0"}, wakingHours...)
+	return runBinary(ctx, bin, url, "queue-process", append(args, "--log-level", "warn")...)
 }
 
 func step(title string) {
