@@ -99,11 +99,18 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	}
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day, OptedOut: true})
 	other := queueTyped(t, pool, u, "receipt", u+":receipt:1") // a type the rules do not know: unchecked
+	// Issue 23, point 4: a reminder is checked at send time like the rest:
+	// wanted while its user is dormant, stale once they came back.
+	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})
+	dormantReminder := queueTyped(t, pool, u, sender.TypeReminder, sender.ReminderKey(u, day))
+	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})
+	cameBackReminder := queueTyped(t, pool, u, sender.TypeReminder, sender.ReminderKey(u, day))
 
 	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0})
 
 	want := map[string]cancelRow{
-		wanted: {"sent", nil}, activeReview: {"sent", nil}, other: {"sent", nil},
+		wanted: {"sent", nil}, activeReview: {"sent", nil}, other: {"sent", nil}, dormantReminder: {"sent", nil},
+		cameBackReminder: {"cancelled", fixture.Ptr("stale")},
 		optedOut: {"cancelled", fixture.Ptr("opted_out")}, cameBack: {"cancelled", fixture.Ptr("stale")},
 		replaced: {"cancelled", fixture.Ptr("stale")}, dormantReview: {"cancelled", fixture.Ptr("stale")},
 		gone: {"cancelled", fixture.Ptr("no_user")},
@@ -114,12 +121,12 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 			t.Errorf("message %s: %s (%s), want %s (%s)", id, got.Status, deref(got.Reason), w.Status, deref(w.Reason))
 		}
 	}
-	if len(rcv.got()) != 3 {
-		t.Errorf("the receiver got %d messages, want the 3 still wanted", len(rcv.got()))
+	if len(rcv.got()) != 4 {
+		t.Errorf("the receiver got %d messages, want the 4 still wanted", len(rcv.got()))
 	}
-	wantReasons := map[string]int{"opted_out": 1, "stale": 3, "no_user": 1}
-	if sum.Cancelled != 5 || fmt.Sprint(sum.CancelReasons) != fmt.Sprint(wantReasons) || sum.Sent != 3 {
-		t.Errorf("summary %+v, want 3 sent and 5 cancelled by %v", sum, wantReasons)
+	wantReasons := map[string]int{"opted_out": 1, "stale": 4, "no_user": 1}
+	if sum.Cancelled != 6 || fmt.Sprint(sum.CancelReasons) != fmt.Sprint(wantReasons) || sum.Sent != 4 {
+		t.Errorf("summary %+v, want 4 sent and 6 cancelled by %v", sum, wantReasons)
 	}
 	// A cancelled message keeps its idempotency key: queueing it again is a
 	// duplicate, so a re-run of the job does not bring it back.

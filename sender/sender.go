@@ -91,9 +91,10 @@ func WeeklyReviewKeySuffix(asOf time.Time) string {
 }
 
 // ReminderKey is the idempotency key of a reminder due at remindAt, in the
-// contract's format. No job queues reminders: this is the bot's API, the
-// key of a reminder message the bot queues (Enqueue, or engagementctl
-// enqueue --idempotency-key).
+// contract's format: the key engagement-daily --send-reminder queues under,
+// and the one a bot that queues its own reminders (Enqueue, or
+// engagementctl enqueue --idempotency-key) should use, so the two never
+// both send.
 func ReminderKey(userID string, remindAt time.Time) string {
 	return userID + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
 }

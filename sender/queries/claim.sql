@@ -12,6 +12,8 @@
 --     is checked on the state alone)                            → 'stale'
 --   a weekly review whose user is now goodbye_sent, remind_later or
 --     dormant                                                   → 'stale'
+--   a reminder whose user is no longer remind_later or dormant (they
+--     came back, or were sent a goodbye since)                  → 'stale'
 -- A message still wanted but due inside the quiet hours (@quiet_start to
 -- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
 -- (user_profiles.timezone as PostgreSQL reads it, engagement_zone(), else
@@ -47,6 +49,8 @@ WITH due AS (
                           AND d.period_start IS DISTINCT FROM d.current_goodbye_day)) THEN 'stale'
                 WHEN d.message_type = 'weekly_review'
                  AND d.state IN ('goodbye_sent', 'remind_later', 'dormant') THEN 'stale'
+                WHEN d.message_type = 'reminder'
+                 AND d.state NOT IN ('remind_later', 'dormant') THEN 'stale'
            END AS cancel_reason,
            (now() AT TIME ZONE d.tz) AS local_now
       FROM due d
