@@ -46,7 +46,7 @@ func mustRender(t *testing.T, c *sender.Catalog, key, locale string, params map[
 func TestCatalogKeys(t *testing.T) {
 	t.Parallel()
 	got := sender.DefaultCatalog().Keys()
-	want := []string{sender.KeyGoodbye, sender.KeyWeeklyReview}
+	want := []string{sender.KeyGoodbye, sender.KeyReminder, sender.KeyWeeklyReview}
 	if !slices.Equal(got, want) {
 		t.Errorf("Keys() = %q, want %q", got, want)
 	}
@@ -222,7 +222,7 @@ func TestLoadCatalogOverride(t *testing.T) {
 		"custom.key": {"pt-BR": "Oi {name}", "en-GB": "Hello {name}"}
 	}`)
 
-	if got, want := c.Keys(), []string{"custom.key", sender.KeyGoodbye, sender.KeyWeeklyReview}; !slices.Equal(got, want) {
+	if got, want := c.Keys(), []string{"custom.key", sender.KeyGoodbye, sender.KeyReminder, sender.KeyWeeklyReview}; !slices.Equal(got, want) {
 		t.Errorf("Keys() = %q, want %q", got, want)
 	}
 	tests := []struct {
@@ -247,8 +247,8 @@ func TestLoadCatalogOverride(t *testing.T) {
 	if got, want := mustRender(t, def, sender.KeyGoodbye, "en", nil), "Bye {for now}: 1, 2 or 3?"; got == want {
 		t.Errorf("DefaultCatalog goodbye in en = %q after LoadCatalog, want the embedded text", got)
 	}
-	if got := def.Keys(); len(got) != 2 {
-		t.Errorf("DefaultCatalog Keys() = %q after LoadCatalog, want the two embedded keys", got)
+	if got := def.Keys(); len(got) != 3 {
+		t.Errorf("DefaultCatalog Keys() = %q after LoadCatalog, want the three embedded keys", got)
 	}
 
 	// An empty object overrides nothing.
