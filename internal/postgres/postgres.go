@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,14 +125,25 @@ func ConnectTimeout(ctx context.Context) time.Duration {
 }
 
 // Redact returns err as a single line with databaseURL's password, if any,
-// replaced. pgx already leaves passwords out of its messages; this makes sure.
+// masked wherever it travels as a credential: in a URL's user info
+// (user:password@, raw or escaped), after its user name (user:password), or
+// as password=… of a keyword/value string. pgx leaves passwords out of its
+// own messages (its parse errors print the URL with xxxxx for the
+// password); this catches one a caller or a server echoed. A bare
+// substring is never replaced: with the password "a", replacing every "a"
+// made "invalid database URL" unreadable.
 func Redact(err error, databaseURL string) error {
 	if err == nil {
 		return nil
 	}
 	msg := strings.Join(strings.Fields(err.Error()), " ")
-	for _, secret := range passwords(databaseURL) {
-		msg = strings.ReplaceAll(msg, secret, "xxxxx")
+	user, pws := credentials(databaseURL)
+	for _, pw := range pws {
+		if user != "" {
+			msg = strings.ReplaceAll(msg, user+":"+pw, user+":xxxxx")
+		}
+		msg = strings.ReplaceAll(msg, ":"+pw+"@", ":xxxxx@")
+		msg = strings.ReplaceAll(msg, "password="+pw, "password=xxxxx")
 	}
 	return &redactedError{msg: msg, err: err}
 }
@@ -144,23 +156,33 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// passwords finds the password in a URL or keyword/value connection string.
-func passwords(databaseURL string) []string {
-	var out []string
+// credentials finds the user and the password, in the spellings it may
+// travel in, of a URL or keyword/value connection string.
+func credentials(databaseURL string) (user string, passwords []string) {
 	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
+		user = u.User.Username()
 		if p, ok := u.User.Password(); ok && p != "" {
-			out = append(out, p, url.QueryEscape(p))
+			passwords = append(passwords, p, url.QueryEscape(p), url.PathEscape(p))
+		}
+		if raw := strings.SplitN(strings.TrimPrefix(u.String(), u.Scheme+"://"), "@", 2)[0]; strings.Contains(raw, ":") {
+			if _, p, _ := strings.Cut(raw, ":"); p != "" {
+				passwords = append(passwords, p) // as written in the URL
+			}
 		}
 	}
 	if config, err := pgconn.ParseConfig(databaseURL); err == nil && config.Password != "" {
-		out = append(out, config.Password)
+		if user == "" {
+			user = config.User
+		}
+		passwords = append(passwords, config.Password)
 	}
 	for _, field := range strings.Fields(databaseURL) {
 		if v, ok := strings.CutPrefix(field, "password="); ok && v != "" {
-			out = append(out, v)
+			passwords = append(passwords, strings.Trim(v, "'"))
 		}
 	}
-	return out
+	slices.SortFunc(passwords, func(a, b string) int { return len(b) - len(a) }) // longest first
+	return user, slices.Compact(passwords)
 }
 
 // IsRowIndependent reports whether err has nothing to do with the rows a

@@ -43,9 +43,16 @@ func TestErrorClasses(t *testing.T) {
 func TestRedactRemovesThePasswordAndNewlines(t *testing.T) {
 	t.Parallel()
 	url := "postgres://scheduler:pa%40ss-w0rd@db.internal:5432/engagement"
-	err := postgres.Redact(errors.New("connect as scheduler:pa@ss-w0rd\nfailed: pa%40ss-w0rd"), url)
+	err := postgres.Redact(errors.New("connect as scheduler:pa@ss-w0rd\nfailed: "+url+" and password=pa@ss-w0rd"), url)
 	if strings.Contains(err.Error(), "pa@ss-w0rd") || strings.Contains(err.Error(), "pa%40ss-w0rd") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Redact = %q, want no password and one line", err)
+	}
+	// Issue 24: with the password "a", masking every "a" turned "invalid
+	// database URL" into "invxxxxxlid dxxxxxtxxxxxbxxxxxse URL".
+	short := "postgres://jobs:a@db.internal/engagement"
+	err = postgres.Redact(errors.New("invalid database URL: cannot parse `postgres://jobs:a@db.internal/engagement`"), short)
+	if want := "invalid database URL: cannot parse `postgres://jobs:xxxxx@db.internal/engagement`"; err.Error() != want {
+		t.Errorf("Redact with password \"a\" = %q, want %q", err, want)
 	}
 	if _, err := postgres.ParseConfig("postgres://u:hunter2@host:notaport/db", "test"); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("ParseConfig error %v, want an error without the password", err)
