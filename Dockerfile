@@ -45,5 +45,8 @@ LABEL org.opencontainers.image.title="engagement-scheduler" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="https://github.com/engagement-scheduler/engagement"
 COPY --from=build /out/ /usr/local/bin/
+# Your database provider's root CA, if it has its own (Supabase does): put
+# its file in deploy/certs/ and name it with sslrootcert= in the URLs.
+COPY deploy/certs/ /etc/engagement/certs/
 USER 65532:65532
 CMD ["engagementctl", "--help"]

@@ -36,8 +36,33 @@ var wantSchedules = map[string]string{
 }
 
 // scheduledBinaries are the binaries cron runs; engagementctl is run by hand
-// or once per release.
+// or once per release, and on a schedule for cleanup only.
 var scheduledBinaries = []string{"engagement-daily", "engagement-weekly", "queue-process"}
+
+// cleanupService is the scheduled service that runs engagementctl cleanup,
+// so the queue and the send ledger stop growing (issue 24).
+const cleanupService = "engagement-cleanup"
+
+// scheduledServices are the cron services every platform runs, by name: a
+// scheduled binary under its own name, and cleanupService.
+var scheduledServices = append(slices.Clone(scheduledBinaries), cleanupService)
+
+// serviceOf names the service a command line runs: the binary's name, or
+// cleanupService for engagementctl cleanup ("" for any other engagementctl
+// command, which has no business on a schedule).
+func serviceOf(binary string, args []string) string {
+	if binary != "engagementctl" {
+		return binary
+	}
+	if len(args) > 0 && args[0] == "cleanup" {
+		return cleanupService
+	}
+	return ""
+}
+
+// delivers reports whether a binary can send messages, so waking hours
+// apply to it.
+func delivers(binary string) bool { return slices.Contains(scheduledBinaries, binary) }
 
 // secretEnv are the variables that carry credentials (a password in a URL,
 // a signing key, a token): they come from a Secret, never a literal value.
@@ -211,15 +236,18 @@ func TestRailwaySchedules(t *testing.T) {
 			t.Errorf("%s: command %q needs a shell; the image has none and Railway runs the start command as is", where, j.Command)
 		}
 		binary, args := fields[0], fields[1:]
-		if j.Name != binary {
-			t.Errorf("%s: named %q but runs %q; name each service after its binary", where, j.Name, binary)
+		service := serviceOf(binary, args)
+		if j.Name != service {
+			t.Errorf("%s: named %q but runs %q; name each service after its binary (engagementctl cleanup: %s)", where, j.Name, binary, cleanupService)
 		}
-		if seen[binary] {
-			t.Errorf("%s: %s is scheduled twice", where, binary)
+		if seen[service] {
+			t.Errorf("%s: %s is scheduled twice", where, service)
 		}
-		seen[binary] = true
+		seen[service] = true
 		checkInvocation(t, where, binary, args, nil)
-		checkWakingHours(t, where, args, nil)
+		if delivers(binary) {
+			checkWakingHours(t, where, args, nil)
+		}
 		if v, _ := argValue(args, "output"); v != "json" {
 			t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
 		}
@@ -236,9 +264,9 @@ func TestRailwaySchedules(t *testing.T) {
 			t.Errorf("%s: queue-process without --max-duration drains the whole queue and can run into the next schedule", where)
 		}
 	}
-	for _, bin := range scheduledBinaries {
-		if !seen[bin] {
-			t.Errorf("railway.cron.yml does not schedule %s", bin)
+	for _, service := range scheduledServices {
+		if !seen[service] {
+			t.Errorf("railway.cron.yml does not schedule %s", service)
 		}
 	}
 }
@@ -260,7 +288,7 @@ func TestKubernetesCronJobs(t *testing.T) {
 		}
 		c := w.job.Template.Spec.Containers[0]
 		binary := path.Base(c.Command[0])
-		seen[binary] = true
+		seen[serviceOf(binary, c.Args)] = true
 		s := w.cronSpec
 		period, ok := checkSchedule(t, w.String(), binary, s.Schedule)
 		if !ok {
@@ -306,9 +334,9 @@ func TestKubernetesCronJobs(t *testing.T) {
 			t.Errorf("%s: queue-process without --max-duration drains the whole queue and is killed by the deadline", w)
 		}
 	}
-	for _, bin := range scheduledBinaries {
-		if !seen[bin] {
-			t.Errorf("deploy/k8s has no CronJob running %s", bin)
+	for _, service := range scheduledServices {
+		if !seen[service] {
+			t.Errorf("deploy/k8s has no CronJob running %s", service)
 		}
 	}
 }
@@ -365,7 +393,7 @@ func TestKubernetesPods(t *testing.T) {
 		if binary == "engagementctl" && slices.Equal(c.Args, []string{"migrate", "up"}) {
 			migrates = true
 		}
-		if slices.Contains(scheduledBinaries, binary) {
+		if serviceOf(binary, c.Args) != "" && slices.Contains(scheduledServices, serviceOf(binary, c.Args)) {
 			if v, _ := argValue(c.Args, "output"); v != "json" {
 				t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
 			}
@@ -379,7 +407,7 @@ func TestKubernetesPods(t *testing.T) {
 			}
 		}
 		checkInvocation(t, where, binary, c.Args, env)
-		if slices.Contains(scheduledBinaries, binary) {
+		if delivers(binary) {
 			checkWakingHours(t, where, c.Args, values)
 		}
 		checkSecrets(t, where, c)
@@ -765,29 +793,50 @@ func TestDockerignore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ignore []*regexp.Regexp
+	// Docker's rules: the last pattern that matches a file (or a directory
+	// holding it) decides; a pattern with ! brings the file back.
+	type rule struct {
+		re      *regexp.Regexp
+		include bool
+	}
+	var rules []rule
 	for _, line := range strings.Split(string(data), "\n") {
 		p := strings.TrimSpace(line)
 		if p == "" || strings.HasPrefix(p, "#") {
 			continue
 		}
-		if strings.HasPrefix(p, "!") {
-			t.Fatalf(".dockerignore: exceptions (%s) are not understood by this test; teach it", p)
-		}
-		ignore = append(ignore, dockerignorePattern(strings.TrimSuffix(filepath.ToSlash(filepath.Clean(p)), "/")))
+		p, include := strings.CutPrefix(p, "!")
+		rules = append(rules, rule{dockerignorePattern(strings.TrimSuffix(filepath.ToSlash(filepath.Clean(p)), "/")), include})
 	}
 	ignored := func(file string) bool {
-		for _, re := range ignore {
+		out := false
+		for _, r := range rules {
 			for p := file; p != "." && p != "/"; p = path.Dir(p) { // a directory excludes what is in it
-				if re.MatchString(p) {
-					return true
+				if r.re.MatchString(p) {
+					out = !r.include
+					break
 				}
 			}
 		}
-		return false
+		return out
 	}
-	if !ignored(".git/HEAD") || !ignored("bin/engagement-daily") {
-		t.Error(".dockerignore should leave out .git and bin/")
+	if !ignored(".git/HEAD") || !ignored("bin/engagement-daily") || !ignored("deploy/k8s/cronjob-daily.yaml") {
+		t.Error(".dockerignore should leave out .git, bin/ and the manifests")
+	}
+	// What the Dockerfile copies from the context (not from a stage).
+	for _, in := range readDockerfile(t) {
+		if in.op != "COPY" || strings.Contains(in.args, "--from") {
+			continue
+		}
+		fields := strings.Fields(in.args)
+		for _, src := range fields[:len(fields)-1] {
+			if src == "." {
+				continue
+			}
+			if probe := strings.TrimSuffix(src, "/") + "/README.md"; strings.HasSuffix(src, "/") && ignored(probe) {
+				t.Errorf(".dockerignore leaves out %s, which the Dockerfile copies", src)
+			}
+		}
 	}
 
 	// Every file `go build ./cmd/...` reads: the module files and, for each

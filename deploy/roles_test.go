@@ -310,7 +310,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	sum = run(weeklyJob, "--output", "json")
 	wantNumber("engagement-weekly", sum, "queued", 1)
 
-	enq := run(ctl, "enqueue", "--user-id", weekly, "--type", "reminder", "--key", "engagement.weekly_review.celebration",
+	enq := run(ctl, "enqueue", "--user-id", weekly, "--type", "receipt", "--key", "engagement.weekly_review.celebration",
 		"--params", `{"count":"1"}`, "--idempotency-key", weekly+":roles-test", "--output", "json")
 	if enq["created"] != true {
 		t.Errorf("enqueue: %v, want created true", enq)

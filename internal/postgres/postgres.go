@@ -15,6 +15,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -52,9 +53,20 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
+		return nil, Redact(fmt.Errorf("connect to database: %w%s", err, tlsHint(err)), databaseURL)
 	}
 	return pool, nil
+}
+
+// tlsHint names the fix when the server's certificate is signed by a CA
+// the system does not trust: a managed database's own root CA (Supabase,
+// RDS) must be named by sslrootcert.
+func tlsHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return " (the server's certificate is signed by a CA this system does not trust: put your provider's root CA in a file and add sslrootcert=<its path> to the URL; docs/deploy.md, \"TLS with your provider's CA\")"
+	}
+	return ""
 }
 
 // parseConfig parses databaseURL into a pool configuration with the

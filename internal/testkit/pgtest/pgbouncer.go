@@ -104,11 +104,45 @@ func (b *Bouncer) PooledURL(dbURL string) (string, error) {
 // Port is the TCP port the bouncer listens on (on 127.0.0.1).
 func (b *Bouncer) Port() int { return b.port }
 
+// PoolMode is a PgBouncer pool_mode.
+type PoolMode string
+
+// The pool modes production meets: Supabase's pooler on port 6543 is in
+// transaction mode, on port 5432 in session mode (the "session pooler",
+// the IPv4 way to a session when the direct host is IPv6-only).
+const (
+	TransactionMode PoolMode = "transaction"
+	SessionMode     PoolMode = "session"
+)
+
+// NewBouncerFor starts a PgBouncer in mode in front of the server at srv
+// (any server, a Cluster's included) and stops it in t.Cleanup.
+func NewBouncerFor(t testing.TB, srv string, mode PoolMode) *Bouncer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	b, err := StartBouncerMode(ctx, srv, mode)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Stop(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return b
+}
+
 // StartBouncer starts a PgBouncer in transaction mode in front of the
 // PostgreSQL server at srv (any database on it; the bouncer serves every
 // database of the server under its own name) and returns once it accepts
 // connections. Stop it with Stop.
 func StartBouncer(ctx context.Context, srv string) (*Bouncer, error) {
+	return StartBouncerMode(ctx, srv, TransactionMode)
+}
+
+// StartBouncerMode is StartBouncer with the pool mode.
+func StartBouncerMode(ctx context.Context, srv string, mode PoolMode) (*Bouncer, error) {
 	bin, err := findOrInstallPgbouncer(ctx)
 	if err != nil {
 		return nil, err
@@ -137,7 +171,7 @@ func StartBouncer(ctx context.Context, srv string) (*Bouncer, error) {
 		}
 	}
 	conf := filepath.Join(dir, "pgbouncer.ini")
-	if err := os.WriteFile(conf, []byte(bouncerConf(server, port, dir)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(bouncerConf(server, port, dir, mode)), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -179,7 +213,7 @@ func StartBouncer(ctx context.Context, srv string) (*Bouncer, error) {
 
 // bouncerConf is the bouncer's configuration: stock PgBouncer except for the
 // lines below.
-func bouncerConf(server *pgconn.Config, port int, dir string) string {
+func bouncerConf(server *pgconn.Config, port int, dir string, mode PoolMode) string {
 	q := func(s string) string {
 		return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
 	}
@@ -198,10 +232,10 @@ listen_addr = 127.0.0.1
 listen_port = %d
 unix_socket_dir =
 auth_type = any
-pool_mode = transaction
+pool_mode = %s
 logfile = %s
 pidfile = %s
-`, target, port, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+`, target, port, mode, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
 }
 
 // Stop shuts the bouncer down (SIGINT, a safe shutdown that waits for the
