@@ -111,7 +111,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	want := map[string]cancelRow{
 		wanted: {"sent", nil}, activeReview: {"sent", nil}, other: {"sent", nil}, dormantReminder: {"sent", nil},
 		cameBackReminder: {"cancelled", fixture.Ptr("stale")},
-		optedOut: {"cancelled", fixture.Ptr("opted_out")}, cameBack: {"cancelled", fixture.Ptr("stale")},
+		optedOut:         {"cancelled", fixture.Ptr("opted_out")}, cameBack: {"cancelled", fixture.Ptr("stale")},
 		replaced: {"cancelled", fixture.Ptr("stale")}, dormantReview: {"cancelled", fixture.Ptr("stale")},
 		gone: {"cancelled", fixture.Ptr("no_user")},
 	}

@@ -17,7 +17,7 @@ import (
 func TestWeeklyAnalyticsEvents(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC) // a Friday of ISO week 2020-W53
+	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC)      // a Friday of ISO week 2020-W53
 	fixture.InactiveUsers(t, pool, 12, asOf.Add(-time.Hour)) // active an hour ago
 	srv := posthogtest.NewServer(t)
 	const key = "phc_weekly_s3cr3t"

@@ -15,7 +15,7 @@ import (
 func TestWeeklyBinary(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC) // a Friday of ISO week 2020-W53
+	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC)      // a Friday of ISO week 2020-W53
 	fixture.InactiveUsers(t, pool, 20, asOf.Add(-time.Hour)) // active an hour ago
 
 	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env()); res.Code != 2 || !strings.Contains(res.Stderr, "DATABASE_URL") {
