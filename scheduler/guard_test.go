@@ -46,7 +46,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	b := batcher{move: func(ctx context.Context, s span) (c batchCounts, err error) {
 		first, end := s.tids()
 		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"first": first, "end": end})).
-			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination)
+			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, new([]string))
 		return c, err
 	}}
 	if err := b.moveIsolating(ctx, pageSpan(0, 1<<20)); err != nil {

@@ -113,6 +113,7 @@ const batchExecMode = pgx.QueryExecModeExec
 var (
 	tableBlocksSQL = query("job_table_pages")
 	userAtSQL      = query("job_user_at")
+	duplicatesSQL  = query("job_duplicates")
 )
 
 // runJob runs steps in order, each to completion, and sums their counters.
@@ -218,11 +219,19 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 	if err := pool.QueryRow(ctx, tableBlocksSQL).Scan(&blocks); err != nil {
 		return Counts{}, nil, fmt.Errorf("measure user_engagement_states: %w", err)
 	}
+	// With debug logs on, each batch also lists the keys it found taken
+	// (the story's T9: which duplicate, first queued when).
+	debug := log.Debug().Enabled()
+	args = withArgs(args, pgx.NamedArgs{"log_duplicates": debug})
 	b := batcher{
 		move: func(ctx context.Context, s span) (c batchCounts, err error) {
 			first, end := s.tids()
+			var duplicateKeys []string // listed only when debug logs are on
 			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, pgx.NamedArgs{"first": first, "end": end}),
-				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination)
+				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &duplicateKeys)
+			if err == nil && len(duplicateKeys) > 0 {
+				logDuplicates(ctx, pool, log, st.name, duplicateKeys)
+			}
 			return c, err
 		},
 		userAt: func(ctx context.Context, at pgtype.TID) (id pgtype.UUID, err error) {
@@ -282,6 +291,36 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 	// them in the instant between (the statement re-checks each one).
 	counts.skip(SkipStateChanged, t.candidates-t.optedOut-t.noDestination-t.locked-t.moved)
 	return counts, errs, nil
+}
+
+// logDuplicates writes a debug line per key a batch found already taken,
+// with when and by which run its message was first queued. It only reads,
+// after the batch committed; a failure to read is a line of its own, never
+// the run's.
+func logDuplicates(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, step string, keys []string) {
+	rows, err := pool.Query(ctx, duplicatesSQL, keys)
+	if err != nil {
+		log.Debug().Str("step", step).Str("error", err.Error()).Msg("duplicates skipped; could not read when they were first queued")
+		return
+	}
+	var (
+		key     string
+		first   time.Time
+		runID   *int64
+		msgType string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&key, &first, &runID, &msgType}, func() error {
+		ev := log.Debug().Str("step", step).Str("idempotency_key", key).Str("message_type", msgType).
+			Time("first_queued_at", first)
+		if runID != nil {
+			ev = ev.Int64("first_run_id", *runID)
+		}
+		ev.Msg("duplicate skipped: already queued")
+		return nil
+	})
+	if err != nil {
+		log.Debug().Str("step", step).Str("error", err.Error()).Msg("duplicates skipped; could not read when they were first queued")
+	}
 }
 
 // dryRunStep counts what runStep would do, from the step's selection,

@@ -96,5 +96,6 @@ SELECT count(*)::int,
        0,
        (count(*) - (SELECT count(*) FROM locked))::int,
        0,
-       0
+       0,
+       '{}'::text[] -- queues nothing: no duplicate keys to name
   FROM chunk

@@ -79,7 +79,7 @@ WITH chunk AS MATERIALIZED (
            @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
       FROM moved
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING 1
+    RETURNING idempotency_key AS k
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
     SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint FROM moved
@@ -89,5 +89,11 @@ SELECT count(*)::int,
        (SELECT count(*) FROM queued)::int,
        (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
        count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
+       -- With debug logs on, the keys that were already taken, so the job
+       -- can say when each was first queued.
+       CASE WHEN @log_duplicates::boolean
+            THEN ARRAY(SELECT m.user_id::text || @key_suffix::text FROM moved m
+                       EXCEPT SELECT k FROM queued)
+            ELSE '{}'::text[] END
   FROM chunk

@@ -67,7 +67,7 @@ WITH chunk AS MATERIALIZED (
       FROM moved
      WHERE @send_reminder::boolean AND NOT opted_out AND destination_jid IS NOT NULL
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING 1
+    RETURNING idempotency_key AS k
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
     SELECT user_id, @from_state, @to_state, @trigger, @run_id::bigint FROM moved
@@ -77,5 +77,12 @@ SELECT count(*)::int,
        (SELECT count(*) FROM queued)::int,
        (count(*) - (SELECT count(*) FROM locked))::int,
        0,
-       0
+       0,
+       -- With debug logs on, the reminder keys that were already taken.
+       CASE WHEN @log_duplicates::boolean
+            THEN ARRAY(SELECT m.user_id::text || @key_infix::text || floor(extract(epoch FROM m.remind_at) * 1000)::bigint::text
+                         FROM moved m
+                        WHERE @send_reminder::boolean AND NOT m.opted_out AND m.destination_jid IS NOT NULL
+                       EXCEPT SELECT k FROM queued)
+            ELSE '{}'::text[] END
   FROM chunk

@@ -99,12 +99,19 @@ WITH rerun AS MATERIALIZED (
       FROM chunk c
      WHERE c.skip_reason = ''
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING 1
+    RETURNING idempotency_key AS k
 )
 SELECT count(*)::int,
        count(*) FILTER (WHERE skip_reason IN ('', 'queued_before'))::int,
        (SELECT count(*) FROM queued)::int,
        0,
        count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
+       -- With debug logs on, the keys that were already taken (found by
+       -- the probe, or by the insert's conflict).
+       CASE WHEN @log_duplicates::boolean
+            THEN ARRAY(SELECT c.user_id::text || @key_suffix::text FROM chunk c
+                        WHERE c.skip_reason IN ('', 'queued_before')
+                       EXCEPT SELECT k FROM queued)
+            ELSE '{}'::text[] END
   FROM chunk
