@@ -124,10 +124,9 @@ var invariants = []invariant{
 	},
 	{
 		name: CheckLogMatchesState,
-		rule: "a user's latest logged transition leads to their current state, unless the state changed after that " +
-			"transition: the state row was updated after the transition's time, or its state was changed after the " +
-			"log row was written by a transaction that began before the transition's and stamped updated_at no earlier " +
-			"than its own start (the bot moved them in a transaction that overlapped the job's); " +
+		rule: "a user's latest logged transition leads to their current state, unless the state changed after " +
+			"the log row was written (state_changed_at, stamped by a trigger on every change of state whoever makes it, " +
+			"whatever they do with updated_at); rows without the stamps compare updated_at with the transition's time; " +
 			"users with no logged transition are not checked",
 		sql: query("verify_log_matches_state"),
 	},

@@ -177,3 +177,32 @@ func poolNamed(t *testing.T, dbURL, app string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// Issue 24, point 5: verify exited 4 with false log_matches_state
+// violations after the bot answered goodbyes in a later transaction that
+// changed state without touching updated_at (nothing asks the bot to
+// stamp it). The trigger of migration 15 stamps every state change: a
+// change written after the log row is the log's news, whatever the bot
+// did with updated_at.
+func TestVerifyNoFalseAlarmWhenTheBotLeavesUpdatedAtAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := pgtest.NewPool(t)
+	asOf := time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)
+	var users []string
+	for range 3 {
+		users = append(users, fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)}))
+	}
+	if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: asOf, Logger: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	// The users answer the goodbye: the bot moves them on, its own way.
+	exec(t, pool, `UPDATE user_engagement_states SET state = 'active', last_activity_at = now() WHERE user_id = $1`, users[0])
+	exec(t, pool, `UPDATE user_engagement_states SET state = 'remind_later', remind_at = now() + interval '14 days' WHERE user_id = $1`, users[1])
+	exec(t, pool, `UPDATE user_engagement_states SET state = 'help_flow', last_activity_at = now(), updated_at = now() WHERE user_id = $1`, users[2])
+
+	rep := verify(t, pool, asOf.Add(time.Hour))
+	if c := checkOf(t, rep, scheduler.CheckLogMatchesState); !c.OK {
+		t.Errorf("%s: %d violations %q after the bot answered without stamping updated_at; want none", c.Name, c.Violations, c.Examples)
+	}
+}

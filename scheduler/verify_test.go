@@ -179,10 +179,10 @@ func TestVerifyReportsEachBrokenInvariant(t *testing.T) {
 			return "transition " + id + " of " + user + ": active -goodbye_timeout-> dormant"
 		}},
 		{scheduler.CheckLogMatchesState, func(t *testing.T, pool *pgxpool.Pool) string {
-			user := queryID(t, pool, movedToGoodbyeSent)
-			// (The bot moves a user to active when they write: last_activity_at too.)
-			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', last_activity_at = $2, updated_at = '2001-01-01' WHERE user_id = $1`,
-				user, seededAsOf)
+			// A log row written after the state's last change that disagrees
+			// with it: a move logged but never made.
+			user := queryID(t, pool, `SELECT user_id::text FROM user_engagement_states WHERE state = 'active' ORDER BY user_id LIMIT 1`)
+			exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger) VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d')`, user)
 			// Moved by the bot after the log row: not a disagreement.
 			exec(t, pool, `UPDATE user_engagement_states SET state = 'active', last_activity_at = now(), updated_at = now() + interval '1 hour'
 				WHERE user_id = (SELECT l.user_id FROM engagement_state_transitions l JOIN user_engagement_states s USING (user_id)
