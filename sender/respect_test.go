@@ -160,17 +160,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	rcv := newReceiver(t, 200)
-	var now time.Time
-	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
-	now = now.UTC()
-	clock := func(t time.Time) string { return t.Format("15:04") }
-	quiet, err := sender.ParseQuietHours(clock(now.Add(-time.Hour)) + "-" + clock(now.Add(time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := now.Add(time.Hour).Truncate(time.Minute)
+	now, quiet, end := quietAroundNow(t, pool, time.UTC)
 
 	zoned := map[string]*string{"America/Sao_Paulo": fixture.Ptr("America/Sao_Paulo"), "none": nil,
 		"empty": fixture.Ptr(""), "unknown": fixture.Ptr("Mars/Olympus_Mons")}
@@ -204,6 +194,24 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 	}
 }
 
+// quietAroundNow returns the database's present, quiet hours from an hour
+// before it to an hour after it on the clocks of zone, and the instant
+// they end (to the minute), so a test needs no clock of its own.
+func quietAroundNow(t *testing.T, pool *pgxpool.Pool, zone *time.Location) (now time.Time, quiet sender.QuietHours, end time.Time) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.UTC()
+	local := now.In(zone)
+	clock := func(t time.Time) string { return t.Format("15:04") }
+	quiet, err := sender.ParseQuietHours(clock(local.Add(-time.Hour)) + "-" + clock(local.Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now, quiet, now.Add(time.Hour).Truncate(time.Minute)
+}
+
 func TestParseQuietHours(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "21:00", "21-08", "24:00-08:00", "21:60-08:00", "8:00-9:00", "21:00-21:00", "a:bc-08:00",
@@ -230,17 +238,7 @@ func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	rcv := newReceiver(t, 200)
-	var now time.Time
-	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
-	kathmandu := now.In(time.FixedZone("+0545", 5*3600+45*60))
-	clock := func(t time.Time) string { return t.Format("15:04") }
-	quiet, err := sender.ParseQuietHours(clock(kathmandu.Add(-time.Hour)) + "-" + clock(kathmandu.Add(time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := now.Add(time.Hour).Truncate(time.Minute)
+	now, quiet, end := quietAroundNow(t, pool, time.FixedZone("+0545", 5*3600+45*60))
 
 	spellings := []string{"asia/kathmandu", "ASIA/KATHMANDU", " Asia/Katmandu ", "<+0545>-05:45"}
 	ids := map[string]string{}

@@ -61,16 +61,7 @@ func NewBouncer(t testing.TB) *Bouncer {
 	if err != nil {
 		t.Fatalf("pgtest: no PostgreSQL server for tests: %v", err)
 	}
-	b, err := StartBouncer(ctx, srv)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := b.Stop(); err != nil {
-			t.Errorf("pgtest: %v", err)
-		}
-	})
-	return b
+	return NewBouncerFor(t, srv, TransactionMode)
 }
 
 // URL returns the URL of dbURL's database (on the server the bouncer fronts)
