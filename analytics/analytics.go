@@ -32,6 +32,7 @@ import (
 	"github.com/posthog/posthog-go"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/recovered"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -127,22 +128,22 @@ func PublishRun(ctx context.Context, pool *pgxpool.Pool, runID int64, cfg Config
 	// backoff meanwhile), then close; closing gives up on retries, and the
 	// transport has given up on requests once the budget is spent.
 	_ = t.wait(ctx)
-	closed := make(chan struct{})
-	go func() {
-		_ = client.Close()
-		close(closed)
-	}()
+	closed := make(chan error, 1) // a panic in the client's Close, if any
+	go func() { closed <- recovered.Call(func() { _ = client.Close() }) }()
+	var closeErr error
 	select {
-	case <-closed:
+	case closeErr = <-closed:
 	case <-ctx.Done():
 		select {
-		case <-closed:
+		case closeErr = <-closed:
 		case <-time.After(closeGrace):
 		}
 	}
 
 	res, lastErr := t.result()
 	switch {
+	case closeErr != nil:
+		return res, fmt.Errorf("analytics: closing the PostHog client: %w", closeErr)
 	case readErr != nil && ctx.Err() != nil:
 		return res, fmt.Errorf("analytics: out of time (%s) reading run %d's rows; %d events handed over, %d sent", timeout, runID, res.Events, res.Sent)
 	case readErr != nil:

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/engagement-scheduler/engagement/internal/recovered"
 )
 
 // Defaults of Config.
@@ -260,7 +262,7 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args pgx.NamedArg
 		n := min(size.blocks(b.density()), blocks-next)
 		chunk := pageSpan(next, next+n)
 		next += n
-		g.Go(func() error { return b.moveIsolating(gctx, chunk) })
+		g.Go(recovered.Func(func() error { return b.moveIsolating(gctx, chunk) }))
 	}
 	if err := g.Wait(); err != nil {
 		return Counts{}, nil, err

@@ -17,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/engagement-scheduler/engagement/internal/recovered"
+
 	"github.com/engagement-scheduler/engagement/idempotency"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -281,7 +283,11 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		sum.CancelReasons[reason] = n
 	}
 	t.mu.Unlock()
-	switch cause := context.Cause(runCtx); {
+	cause := context.Cause(runCtx)
+	if pe := (*recovered.Error)(nil); errors.As(cause, &pe) && !errors.As(err, &pe) {
+		err = errors.Join(err, pe) // a panic in the renewal stops the run: say so
+	}
+	switch {
 	case errors.Is(cause, errOutage):
 		sum.Stopped, sum.Outage = "outage", p.circuit.open()
 	case errors.Is(cause, errLeaseLost):
@@ -308,7 +314,11 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 
 	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var renewer sync.WaitGroup
-	renewer.Go(func() { p.keepAlive(renewing, func() { p.stop(errLeaseLost) }) })
+	renewer.Go(func() {
+		if err := recovered.Call(func() { p.keepAlive(renewing, func() { p.stop(errLeaseLost) }) }); err != nil {
+			p.stop(err) // the run ends with the panic, claims handed back
+		}
+	})
 	defer func() {
 		stopRenewing()
 		renewer.Wait()
@@ -319,7 +329,7 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	// spaces their sends across every process.
 	g, gctx := errgroup.WithContext(runCtx)
 	for range p.cfg.Workers {
-		g.Go(func() error { return p.work(runCtx, gctx) })
+		g.Go(recovered.Func(func() error { return p.work(runCtx, gctx) }))
 	}
 	return g.Wait()
 }

@@ -2,11 +2,13 @@ package sender_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/internal/recovered"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
@@ -385,5 +388,37 @@ func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
 	}
 	if n := len(rcv.got()); n != 2 || sum.Deduplicated != 1 {
 		t.Errorf("receiver got %d requests, deduplicated %d; want 2 (the fresh message twice) and 1", n, sum.Deduplicated)
+	}
+}
+
+// Issue 24, point 4: a panic in a worker goroutine killed the process with
+// Go's exit code 2 (a configuration error, to the contract and to the
+// shipped podFailurePolicy), leaving its claims behind. It ends the run
+// like any fatal error instead: Run returns it with the worker's stack,
+// and every claim is handed back or settled first.
+func TestAPanicInAWorkerEndsTheRunAndLeavesNoClaim(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	for range 20 {
+		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	}
+	var sends atomic.Int32
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Logger: zerolog.Nop(), SendInterval: 0, Workers: 4,
+		Transport: &fakeTransport{send: func() {
+			if sends.Add(1) == 3 {
+				panic("transport bug")
+			}
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Run(context.Background())
+	var pe *recovered.Error
+	if !errors.As(err, &pe) || pe.Value != "transport bug" || !strings.Contains(string(pe.Stack), "fakeTransport") {
+		t.Fatalf("Run: %v; want the worker's panic with its stack", err)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != 0 {
+		t.Errorf("%d messages left processing after the panic, want none", n)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/recovered"
 )
 
 // Exit codes of every binary (the public contract).
@@ -109,8 +110,14 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	if errors.As(err, &exit) {
 		code = exit.Code
 	}
+	// A panic in one of the run's goroutines came back as an error (see
+	// internal/recovered): exit 1 like any fatal error, with its stack.
+	var stack []byte
+	if pe := (*recovered.Error)(nil); errors.As(err, &pe) {
+		code, stack = ExitFatal, pe.Stack
+	}
 	if exit != errPartial {
-		finish(ran, stdout, stderr, oneLine(err.Error()), code, nil)
+		finish(ran, stdout, stderr, oneLine(err.Error()), code, stack)
 	}
 	return code
 }
