@@ -96,6 +96,9 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	ctx = postgres.WithConnectTimeout(withEnv(ctx, env), env.ConnectTimeout)
+	// Commands without a logger of their own (status, verify, …) still
+	// log what must not go unseen, like a server WARNING, as JSON lines.
+	ctx = zerolog.New(stderr).With().Timestamp().Str("app", cmd.Name()).Logger().WithContext(ctx)
 	cmd.SilenceErrors = true
 	cmd.SilenceUsage = true
 	c, err := cmd.ExecuteContextC(ctx)

@@ -98,6 +98,7 @@ func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, na
 	// The run's metrics are pushed however it ends, a failure included.
 	var sum *scheduler.Summary
 	defer func(start time.Time) { f.metrics.pushJob(ctx, log, name, shard, start, f.dryRun, sum, err) }(time.Now())
+	ctx = log.WithContext(ctx) // the pool logs server warnings with it
 	pool, err := openChecked(ctx, f.databaseURL, name)
 	if err != nil {
 		return err

@@ -255,7 +255,7 @@ finishes the send in flight and releases the rest.`,
 				return err
 			}
 			cfg.Logger = log
-			ctx := cmd.Context()
+			ctx := log.WithContext(cmd.Context()) // the pool logs server warnings with it
 			// The run's metrics are pushed however it ends, a failure included.
 			var sum sender.ProcessSummary
 			defer func(start time.Time) { pushMetrics.pushQueue(ctx, log, start, sum, err) }(time.Now())

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 )
 
 // Defaults applied when the database URL does not set them.
@@ -47,6 +48,7 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	config.ConnConfig.OnNotice = logWarnings(*zerolog.Ctx(ctx))
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
@@ -57,6 +59,26 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// WarningMessage is the message of the log line a server WARNING becomes.
+// The test kit fails a test whose command wrote one (cmdtest).
+const WarningMessage = "postgres warning"
+
+// logWarnings returns an OnNotice handler that logs each WARNING the server
+// sends (a SET LOCAL outside a transaction, say: a setting that silently
+// did not apply) as one line at warn level, with its SQLSTATE. NOTICEs
+// (migrations' "already exists, skipping") and below are left out.
+func logWarnings(log zerolog.Logger) pgconn.NoticeHandler {
+	return func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if n.Severity != "WARNING" {
+			return
+		}
+		log.Warn().Str("sqlstate", n.Code).Str("notice", oneLineText(n.Message)).Msg(WarningMessage)
+	}
+}
+
+// oneLineText folds s onto one line.
+func oneLineText(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // tlsHint names the fix when the server's certificate is signed by a CA
 // the system does not trust: a managed database's own root CA (Supabase,

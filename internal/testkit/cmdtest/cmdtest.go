@@ -36,6 +36,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // binPrefix starts the name of every folder Build creates under os.TempDir.
@@ -178,7 +179,8 @@ func Command(bin string, env []string, args ...string) (*exec.Cmd, *bytes.Buffer
 	return cmd, &stdout, &stderr
 }
 
-// Run runs bin to completion.
+// Run runs bin to completion. Like Exec, it fails t when the binary logged
+// a PostgreSQL WARNING (see NoServerWarnings).
 func Run(t testing.TB, bin string, env []string, args ...string) Result {
 	t.Helper()
 	cmd, stdout, stderr := Command(bin, env, args...)
@@ -187,15 +189,37 @@ func Run(t testing.TB, bin string, env []string, args ...string) Result {
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("run %s: %v", filepath.Base(bin), err)
 	}
-	return Result{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+	res := Result{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+	NoServerWarnings(t, filepath.Base(bin), res.Stderr)
+	return res
 }
 
 // Exec runs the command newCmd builds in this process, as Run runs its
 // binary: with args, only the environment variables env (NAME=value, as Env
 // builds them), and its stdout, stderr and exit code (cli.Main's) captured.
+// It fails t when the command logged a PostgreSQL WARNING.
 func Exec(t testing.TB, newCmd func() *cobra.Command, env []string, args ...string) Result {
 	t.Helper()
-	return ExecWith(context.Background(), newCmd, cli.Env{LookupEnv: cli.MapEnv(env)}, args...)
+	res := ExecWith(context.Background(), newCmd, cli.Env{LookupEnv: cli.MapEnv(env)}, args...)
+	NoServerWarnings(t, newCmd().Name(), res.Stderr)
+	return res
+}
+
+// NoServerWarnings fails t for every WARNING the PostgreSQL server sent a
+// command (the binaries log each as a line with postgres.WarningMessage):
+// a SET LOCAL outside a transaction block, for one, warns on every call
+// and its setting never applies. None is expected anywhere in the tests.
+func NoServerWarnings(t testing.TB, name, stderr string) {
+	t.Helper()
+	for _, line := range Lines(stderr) {
+		var l struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Message == postgres.WarningMessage ||
+			strings.Contains(line, postgres.WarningMessage+" ") {
+			t.Errorf("%s caused a PostgreSQL WARNING: %s", name, line)
+		}
+	}
 }
 
 // ExecWith is Exec with a context (cancelling it is the binary's SIGTERM)
