@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -156,9 +157,11 @@ func TestAlertRulesUseThePushedMetrics(t *testing.T) {
 	if err := yaml.Unmarshal(data, &file); err != nil {
 		t.Fatal(err)
 	}
+	runbookAnchors := headingAnchors(t, filepath.Join(promDir(t), "..", "..", "docs", "runbook.md"))
 	pushed := []string{metrics.JobDuration, metrics.JobLastSuccess, metrics.JobLastFailure, metrics.JobLastRunFailed,
 		metrics.JobUsers, metrics.JobUsersProcessed, metrics.JobMessages, metrics.DeliveryMessages, metrics.DeliveryRecovered,
-		metrics.DeliveryOutage, metrics.QueuePending, metrics.QueueDue, metrics.QueueOldestDueAge, metrics.VerifyOK, metrics.VerifyViolations}
+		metrics.DeliveryOutage, metrics.QueuePending, metrics.QueueDue, metrics.QueueOldestDueAge, metrics.VerifyOK, metrics.VerifyViolations,
+		metrics.DeliveryInvalid, metrics.DedupeChecks, metrics.DedupeCheckErrors}
 	jobs := append(binaries(t), metrics.VerifyJob)
 	metricName := regexp.MustCompile(`\bengagement_[a-z_]+`)
 	jobLabel := regexp.MustCompile(`job="([^"]*)"`)
@@ -186,12 +189,51 @@ func TestAlertRulesUseThePushedMetrics(t *testing.T) {
 			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("%s: want a severity label and summary and description annotations", r.Alert)
 			}
+			// Issue 24: the page an operator gets at night says where to
+			// look: a runbook section of docs/runbook.md per alert.
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookURL+"#")
+			if !ok || !slices.Contains(runbookAnchors, anchor) {
+				t.Errorf("%s: runbook_url %q, want %s#<a heading of docs/runbook.md> (%s)", r.Alert, r.Annotations["runbook_url"], runbookURL, strings.ToLower(r.Alert))
+			}
 		}
 	}
 	for _, want := range []string{"EngagementJobRunFailed", "EngagementDailyNoRecentSuccess", "EngagementWeeklyNoRecentSuccess",
-		"EngagementVerifyBroken", "EngagementQueueBacklog", "EngagementQueueOldestDueMessage", "EngagementReceiverOutage"} {
+		"EngagementVerifyBroken", "EngagementQueueBacklog", "EngagementQueueOldestDueMessage", "EngagementReceiverOutage",
+		"EngagementDeliveriesFailing", "EngagementUnrenderableMessages", "EngagementJobUsersFailed", "EngagementDuplicateRateHigh",
+		"EngagementDedupeCheckFailures"} {
 		if !seen[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}
 	}
+}
+
+// runbookURL is where the alerts' runbook_url annotations point.
+const runbookURL = "https://github.com/engagement-scheduler/engagement/blob/main/docs/runbook.md"
+
+// headingAnchors returns the GitHub anchors of a Markdown file's headings:
+// lower case, spaces to '-', punctuation other than '-' and '_' dropped.
+func headingAnchors(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		var b strings.Builder
+		for _, r := range title {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }

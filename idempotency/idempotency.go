@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -103,6 +104,21 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// Stats counts a store's operations since it was made: how many, how long
+// they took in all, and how many failed (a failure the store failed open
+// on included). Both stores have a Stats method; queue-process reports
+// them as its dedupe check metrics.
+type Stats struct {
+	Ops      int64
+	Errors   int64
+	Duration time.Duration
+}
+
+// stats is Stats, safe for concurrent use.
+type stats struct {
+	ops, errors, nanos atomic.Int64
+}
+
 // base holds what both stores share: the options with defaults filled in.
 type base struct {
 	kind     string // "postgres" or "redis", for errors and logs
@@ -112,10 +128,16 @@ type base struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	timeout  time.Duration
+	stats    *stats
+}
+
+// Stats reports the store's operations so far.
+func (b *base) Stats() Stats {
+	return Stats{Ops: b.stats.ops.Load(), Errors: b.stats.errors.Load(), Duration: time.Duration(b.stats.nanos.Load())}
 }
 
 func newBase(kind string, o Options) base {
-	b := base{kind: kind, prefix: o.Prefix, ttl: o.TTL, failMode: o.FailMode, log: o.Logger, now: o.Now, timeout: o.Timeout}
+	b := base{kind: kind, prefix: o.Prefix, ttl: o.TTL, failMode: o.FailMode, log: o.Logger, now: o.Now, timeout: o.Timeout, stats: &stats{}}
 	if b.prefix == "" {
 		b.prefix = DefaultPrefix
 	}
@@ -138,8 +160,16 @@ func (b *base) ttlOr(ttl time.Duration) time.Duration {
 	return ttl
 }
 
+// opContext bounds one operation; its cancel, deferred by every operation,
+// also counts the operation and its time in Stats.
 func (b *base) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.timeout)
+	start := time.Now()
+	octx, cancel := context.WithTimeout(ctx, b.timeout)
+	return octx, func() {
+		cancel()
+		b.stats.ops.Add(1)
+		b.stats.nanos.Add(int64(time.Since(start)))
+	}
 }
 
 // fail turns an operation's error into the store's answer: nil when the
@@ -149,6 +179,9 @@ func (b *base) opContext(ctx context.Context) (context.Context, context.CancelFu
 func (b *base) fail(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() == nil { // the caller's own cancellation is not the store's failure
+		b.stats.errors.Add(1)
 	}
 	if ctx.Err() == nil && Unreachable(err) && b.failMode == FailOpen {
 		b.log.Warn().Err(err).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -679,5 +680,32 @@ func TestCheckSpec(t *testing.T) {
 		if err := idempotency.CheckSpec(spec); (err == nil) != ok {
 			t.Errorf("CheckSpec(%q) = %v, want ok=%v", spec, err, ok)
 		}
+	}
+}
+
+// Stats counts every operation and every failure, a failure the store
+// failed open on included (queue-process's dedupe check metrics).
+func TestStatsCountOperationsAndFailures(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	_ = l.Close()
+	s, err := idempotency.ParseStore("redis://"+closed, nil, idempotency.Options{FailMode: idempotency.FailOpen, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if isNew, err := s.Check(ctx, "k", time.Minute); err != nil || !isNew {
+		t.Fatalf("Check on an unreachable store, failing open: %v, %v; want new, no error", isNew, err)
+	}
+	if _, _, err := s.GetResult(ctx, "k"); err != nil {
+		t.Fatalf("GetResult failing open: %v", err)
+	}
+	st := s.(interface{ Stats() idempotency.Stats }).Stats()
+	if st.Ops != 2 || st.Errors != 2 || st.Duration <= 0 {
+		t.Errorf("Stats() = %+v, want 2 operations, 2 failed, some time", st)
 	}
 }

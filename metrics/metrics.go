@@ -57,27 +57,31 @@ import (
 
 // Metric names, the documented contract of the dashboards and alerts.
 const (
-	JobDuration        = "engagement_job_duration_seconds"
-	JobLastSuccess     = "engagement_job_last_success_timestamp_seconds"
-	JobLastFailure     = "engagement_job_last_failure_timestamp_seconds"
-	JobLastRunFailed   = "engagement_job_last_run_failed"
-	JobUsers           = "engagement_job_users"
-	JobUsersProcessed  = "engagement_job_users_processed"
-	JobMessages        = "engagement_job_messages"
-	DeliveryMessages   = "engagement_delivery_messages"
-	DeliveryRecovered  = "engagement_delivery_recovered_messages"
-	DeliveryCancelled  = "engagement_delivery_cancelled_messages"
-	DeliveryDeferred   = "engagement_delivery_deferred_messages"
-	DeliveryInvalid    = "engagement_delivery_invalid_messages"
-	DeliveryReleased   = "engagement_delivery_released_messages"
-	DeliveryOutage     = "engagement_delivery_outage"
-	DeliveryClaimsLeft = "engagement_delivery_claims_left"
-	QueuePending       = "engagement_queue_pending_messages"
-	QueueDue           = "engagement_queue_due_messages"
-	QueueOldestDueAge  = "engagement_queue_oldest_due_age_seconds"
-	VerifyOK           = "engagement_verify_ok"
-	VerifyViolations   = "engagement_verify_violations"
-	DefaultPushTimeout = 10 * time.Second
+	JobDuration          = "engagement_job_duration_seconds"
+	JobLastSuccess       = "engagement_job_last_success_timestamp_seconds"
+	JobLastFailure       = "engagement_job_last_failure_timestamp_seconds"
+	JobLastRunFailed     = "engagement_job_last_run_failed"
+	JobUsers             = "engagement_job_users"
+	JobUsersProcessed    = "engagement_job_users_processed"
+	JobMessages          = "engagement_job_messages"
+	DeliveryMessages     = "engagement_delivery_messages"
+	DeliveryRecovered    = "engagement_delivery_recovered_messages"
+	DeliveryCancelled    = "engagement_delivery_cancelled_messages"
+	DeliveryDeferred     = "engagement_delivery_deferred_messages"
+	DeliveryInvalid      = "engagement_delivery_invalid_messages"
+	DeliveryReleased     = "engagement_delivery_released_messages"
+	DeliveryOutage       = "engagement_delivery_outage"
+	DeliveryClaimsLeft   = "engagement_delivery_claims_left"
+	DeliveryDeduplicated = "engagement_delivery_deduplicated_messages"
+	DedupeChecks         = "engagement_dedupe_checks"
+	DedupeCheckErrors    = "engagement_dedupe_check_errors"
+	DedupeCheckSeconds   = "engagement_dedupe_check_seconds"
+	QueuePending         = "engagement_queue_pending_messages"
+	QueueDue             = "engagement_queue_due_messages"
+	QueueOldestDueAge    = "engagement_queue_oldest_due_age_seconds"
+	VerifyOK             = "engagement_verify_ok"
+	VerifyViolations     = "engagement_verify_violations"
+	DefaultPushTimeout   = 10 * time.Second
 )
 
 // VerifyJob is the Pushgateway job engagementctl verify pushes under.
@@ -85,10 +89,14 @@ const VerifyJob = "engagementctl-verify"
 
 // Run is one run of a binary: what gets pushed.
 type Run struct {
-	Job      string        // the binary: the Pushgateway's job grouping label
-	Shard    string        // "k/n" for a sharded run: a shard grouping label; "" for none
-	Duration time.Duration // the whole run
-	End      time.Time     // when it ended: the value of the timestamp metrics
+	Job   string // the binary: the Pushgateway's job grouping label
+	Shard string // "k/n" for a sharded run: a shard grouping label; "" for none
+	// Environment is the environment grouping label ("production"; "" for
+	// none), so that environments sharing a Pushgateway do not overwrite
+	// each other's groups.
+	Environment string
+	Duration    time.Duration // the whole run
+	End         time.Time     // when it ended: the value of the timestamp metrics
 	// Failed says the run ended fatally (exit 1): only the run-level
 	// failure metrics are pushed, and the last success is kept.
 	Failed bool
@@ -164,6 +172,16 @@ func Gatherer(r Run) prometheus.Gatherer {
 		}
 		vec(DeliveryOutage, "1 when the last completed run stopped because the receiver was down (unreachable, or 502/503/504 to several messages in a row), else 0.", "transport").
 			WithLabelValues(d.Transport).Set(outage)
+		vec(DeliveryDeduplicated, "Messages the dedupe store stopped in the last completed run (its key was recorded as delivered): marked sent, not sent again.", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.Deduplicated))
+		if d.DedupeChecks > 0 {
+			vec(DedupeChecks, "Dedupe store operations (lookups before a send, records after one) in the last completed run.", "transport").
+				WithLabelValues(d.Transport).Set(float64(d.DedupeChecks))
+			vec(DedupeCheckErrors, "Dedupe store operations that failed in the last completed run (one the store failed open on included).", "transport").
+				WithLabelValues(d.Transport).Set(float64(d.DedupeCheckErrors))
+			vec(DedupeCheckSeconds, "Time the dedupe store's operations took in all in the last completed run (divide by engagement_dedupe_checks for the mean).", "transport").
+				WithLabelValues(d.Transport).Set(d.DedupeCheckSeconds)
+		}
 		vec(DeliveryClaimsLeft, "Messages still claimed when the last completed run ended, because the database did not answer (-1: unknown); recovery settles them once the run's lease runs out.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.ClaimsLeft))
 	}
@@ -184,6 +202,17 @@ func Gatherer(r Run) prometheus.Gatherer {
 		}
 	}
 	return reg
+}
+
+// ValidateLabelValue checks a grouping label value given by an operator:
+// the Pushgateway takes it in a URL path, so it must be a plain word.
+func ValidateLabelValue(v string) error {
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("%q: use letters, digits, '-', '_' or '.'", v)
+		}
+	}
+	return nil
 }
 
 // Pusher pushes runs to one Pushgateway.
@@ -229,6 +258,9 @@ func (p *Pusher) Push(ctx context.Context, r Run) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	pusher := push.New(p.base, r.Job).Gatherer(Gatherer(r)).Client(p.client)
+	if r.Environment != "" {
+		pusher = pusher.Grouping("environment", r.Environment)
+	}
 	if r.Shard != "" {
 		pusher = pusher.Grouping("shard", r.Shard)
 	}

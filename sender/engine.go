@@ -104,6 +104,13 @@ type ProcessSummary struct {
 	Recovered int    `json:"recovered"`
 	// Deduplicated counts messages the dedupe store stopped (marked sent).
 	Deduplicated int `json:"deduplicated,omitempty"`
+	// DedupeChecks counts the dedupe store's operations (lookups before a
+	// send, records after one), DedupeCheckErrors those that failed (one
+	// the store failed open on included), DedupeCheckSeconds their time
+	// in all. With --dedupe-store only.
+	DedupeChecks       int     `json:"dedupe_checks,omitempty"`
+	DedupeCheckErrors  int     `json:"dedupe_check_errors,omitempty"`
+	DedupeCheckSeconds float64 `json:"dedupe_check_seconds,omitempty"`
 	// Invalid counts the failed messages that could not be rendered: bad
 	// message_params, an unknown message key.
 	Invalid int `json:"invalid"`
@@ -274,6 +281,10 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
 	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
 	sum.Deferred, sum.Released, sum.ClaimsLeft = int(t.deferred.Load()), int(t.released.Load()), left
+	if st, ok := p.cfg.Dedupe.(interface{ Stats() idempotency.Stats }); ok {
+		s := st.Stats()
+		sum.DedupeChecks, sum.DedupeCheckErrors, sum.DedupeCheckSeconds = int(s.Ops), int(s.Errors), s.Duration.Seconds()
+	}
 	t.mu.Lock()
 	for reason, n := range t.cancelled {
 		sum.Cancelled += n

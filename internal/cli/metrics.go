@@ -16,6 +16,7 @@ import (
 // metricsFlags configure the Pushgateway every run pushes its metrics to.
 type metricsFlags struct {
 	pushgatewayURL string
+	environment    string
 	pusher         *metrics.Pusher // nil: no pushgateway, no HTTP at all
 	queue          *metrics.Queue  // the backlog queue-process left, read by readQueue
 }
@@ -23,6 +24,8 @@ type metricsFlags struct {
 func (f *metricsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pushgatewayURL, "pushgateway-url", "", "Prometheus Pushgateway to push the run's metrics to, e.g. http://pushgateway:9091")
 	bindEnv(fs, "pushgateway-url", "PUSHGATEWAY_URL")
+	fs.StringVar(&f.environment, "metrics-environment", "", `the environment grouping label of the pushed metrics (e.g. "production"), so environments sharing a Pushgateway keep their own groups`)
+	bindEnv(fs, "metrics-environment", "ENGAGEMENT_ENVIRONMENT")
 }
 
 // validate checks the URL before any work (a usage error otherwise) and
@@ -31,6 +34,9 @@ func (f *metricsFlags) register(fs *pflag.FlagSet) {
 func (f *metricsFlags) validate() error {
 	if f.pushgatewayURL == "" {
 		return nil
+	}
+	if err := metrics.ValidateLabelValue(f.environment); err != nil {
+		return usagef("--metrics-environment (or ENGAGEMENT_ENVIRONMENT): %v", err)
 	}
 	p, err := metrics.NewPusher(f.pushgatewayURL)
 	if err != nil {
@@ -104,6 +110,7 @@ func (f *metricsFlags) pushVerify(ctx context.Context, log zerolog.Logger, start
 func (f *metricsFlags) push(ctx context.Context, log zerolog.Logger, start time.Time, r metrics.Run, err error) {
 	r.End = time.Now()
 	r.Duration = r.End.Sub(start)
+	r.Environment = f.environment
 	var exit *ExitError
 	r.Failed = err != nil && !(errors.As(err, &exit) && exit.Code == ExitPartial)
 	if r.Failed {
