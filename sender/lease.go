@@ -148,6 +148,10 @@ func (p *Processor) keepAlive(ctx context.Context, lost func()) {
 	}
 }
 
+// cancelRepeat is how often a shutdown sends its cancel request again while
+// a claim statement has not returned.
+const cancelRepeat = 200 * time.Millisecond
+
 // claim takes up to ClaimBatch due pending messages (claim.sql). In the
 // same statement, messages no longer wanted are cancelled and messages due
 // inside the quiet hours deferred; it counts both.
@@ -176,20 +180,36 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		return nil, fmt.Errorf("claim messages: %w", err)
 	}
 	pgConn := conn.Conn().PgConn()
+	// A cancel request may reach the server before the statement does (a
+	// shutdown just as the claim starts: it then cancels nothing, and the
+	// statement could wait on a lock for good). So it is sent again every
+	// cancelRepeat until the claim has returned.
+	finished := make(chan struct{})
 	cancelling := context.AfterFunc(ctx, func() {
-		cctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-		defer cancel()
-		_ = pgConn.CancelRequest(cctx)
+		for {
+			cctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+			_ = pgConn.CancelRequest(cctx)
+			cancel()
+			select {
+			case <-finished:
+				return
+			case <-time.After(cancelRepeat):
+			}
+		}
 	})
 	defer func() {
+		close(finished)
 		if cancelling() {
 			conn.Release()
 			return
 		}
-		// The cancel request may reach the server after the claim ended,
+		// A cancel request may reach the server after the claim ended,
 		// and cancel whatever the connection runs next: it is not reused.
 		_ = conn.Hijack().Close(context.Background())
 	}()
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // stopping already: no claim
+	}
 	rows, err := conn.Query(context.WithoutCancel(ctx), p.claimSQL, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim messages: %w", err)
