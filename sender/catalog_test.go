@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // writeCatalog writes content to a catalog file in a fresh directory and
@@ -43,10 +44,50 @@ func mustRender(t *testing.T, c *sender.Catalog, key, locale string, params map[
 	return got
 }
 
+// Every message kind of the state machine's table has its text in the
+// shipped catalog, in every locale the catalog speaks, and every text there
+// belongs to a kind: declaring a kind without its texts fails here, not at
+// 3 a.m. when its first message fails to render.
+func TestEveryKindHasItsCatalogEntries(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts map[string]map[string]string
+	if err := json.Unmarshal(b, &texts); err != nil {
+		t.Fatal(err)
+	}
+	locales := map[string]bool{}
+	for _, byLocale := range texts {
+		for loc := range byLocale {
+			locales[loc] = true
+		}
+	}
+	kinds := map[string]sm.Message{}
+	for _, k := range sm.Kinds() {
+		kinds[k.CatalogKey] = k.Message
+		for loc := range locales {
+			if strings.TrimSpace(texts[k.CatalogKey][loc]) == "" {
+				t.Errorf("kind %s: catalog.json has no %s text for %s", k.Message, loc, k.CatalogKey)
+			}
+		}
+	}
+	for key := range texts {
+		if _, ok := kinds[key]; !ok {
+			t.Errorf("catalog.json has %s, which no kind of statemachine.Kinds uses", key)
+		}
+	}
+}
+
 func TestCatalogKeys(t *testing.T) {
 	t.Parallel()
 	got := sender.DefaultCatalog().Keys()
-	want := []string{sender.KeyGoodbye, sender.KeyReminder, sender.KeyWeeklyReview}
+	var want []string
+	for _, k := range sm.Kinds() {
+		want = append(want, k.CatalogKey)
+	}
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("Keys() = %q, want %q", got, want)
 	}

@@ -171,6 +171,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		"timezone":       p.cfg.Timezone,
 		"quiet_start":    (*time.Duration)(nil),
 		"quiet_end":      (*time.Duration)(nil),
+		"kinds":          sendRules,
 	}
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End

@@ -14,29 +14,56 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
-// Message types (the engagement_message_queue.message_type column).
+// Message types (the engagement_message_queue.message_type column), as the
+// kinds table of package statemachine declares them.
 const (
-	TypeGoodbye      = "goodbye"
-	TypeWeeklyReview = "weekly_review"
-	TypeReminder     = "reminder"
+	TypeGoodbye      = string(sm.GoodbyeMessage)
+	TypeWeeklyReview = string(sm.WeeklyReviewMessage)
+	TypeReminder     = string(sm.ReminderMessage)
 )
 
-// Message catalog keys (the message_key column), rendered at send time.
-const (
-	KeyGoodbye      = "engagement.goodbye.self_select"
-	KeyWeeklyReview = "engagement.weekly_review.celebration"
+// The kinds of the message types, from the table.
+var (
+	goodbye, _      = sm.KindOf(sm.GoodbyeMessage)
+	weeklyReview, _ = sm.KindOf(sm.WeeklyReviewMessage)
+	reminder, _     = sm.KindOf(sm.ReminderMessage)
+)
+
+// sendRules is the claim's @kinds: each kind's send-time rule, as JSON.
+var sendRules = func() string {
+	type rule struct {
+		SendWhile          []sm.State `json:"send_while"`
+		CurrentGoodbyeOnly bool       `json:"current_goodbye_only"`
+	}
+	rules := map[sm.Message]rule{}
+	for _, k := range sm.Kinds() {
+		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly}
+	}
+	b, err := json.Marshal(rules)
+	if err != nil {
+		panic("sender: encode the send rules: " + err.Error())
+	}
+	return string(b)
+}()
+
+// Message catalog keys (the message_key column), rendered at send time:
+// the kinds' CatalogKey.
+var (
+	KeyGoodbye      = goodbye.CatalogKey
+	KeyWeeklyReview = weeklyReview.CatalogKey
 	// KeyReminder is the reminder engagement-daily --send-reminder queues
 	// when a "remind me later" comes due.
-	KeyReminder = "engagement.reminder.come_back"
+	KeyReminder = reminder.CatalogKey
 )
 
 // Destinations (the destination column).
@@ -46,58 +73,41 @@ const (
 )
 
 // GoodbyeKeySuffix is what follows the user id in a goodbye's idempotency key:
-// ":goodbye_sent:YYYY-MM-DD", the UTC date of asOf. Set-based queries build
-// keys as user_id::text || GoodbyeKeySuffix(asOf), so the format lives here only.
-func GoodbyeKeySuffix(asOf time.Time) string {
-	return ":goodbye_sent:" + asOf.UTC().Format(time.DateOnly)
-}
+// ":goodbye_sent:YYYY-MM-DD", the UTC date of asOf (the goodbye kind's
+// KeySuffix).
+func GoodbyeKeySuffix(asOf time.Time) string { return goodbye.KeySuffix(asOf) }
 
 // GoodbyeKey is the idempotency key of userID's goodbye on asOf's UTC date.
 // The jobs build it in SQL (GoodbyeKeySuffix); this is the bot's API: the
 // contract's key of the goodbye, for the bot to look the message up.
-func GoodbyeKey(userID string, asOf time.Time) string {
-	return userID + GoodbyeKeySuffix(asOf)
-}
+func GoodbyeKey(userID string, asOf time.Time) string { return goodbye.Key(userID, asOf) }
 
 // GoodbyePeriod is the period a goodbye queued at asOf covers: its UTC day,
 // [start, end). end is also the last instant a daily run could produce the
 // goodbye's key again (engagement_message_queue.replay_until).
-func GoodbyePeriod(asOf time.Time) (start, end time.Time) {
-	y, m, d := asOf.UTC().Date()
-	start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-	return start, start.AddDate(0, 0, 1)
-}
+func GoodbyePeriod(asOf time.Time) (start, end time.Time) { return goodbye.Period.Bounds(asOf) }
 
 // WeeklyReviewPeriod is the period a weekly review queued at asOf covers:
 // its UTC ISO week, Monday to Monday, [start, end). end is also the last
 // instant a weekly run could produce the review's key again.
 func WeeklyReviewPeriod(asOf time.Time) (start, end time.Time) {
-	day, _ := GoodbyePeriod(asOf)
-	start = day.AddDate(0, 0, -(int(day.Weekday())+6)%7)
-	return start, start.AddDate(0, 0, 7)
+	return weeklyReview.Period.Bounds(asOf)
 }
 
 // ISOWeek formats t's ISO 8601 week-numbering year and week in UTC, like
 // "2026-W48". 2027-01-01 is in 2026-W53 and 2025-12-29 in 2026-W01.
-func ISOWeek(t time.Time) string {
-	year, week := t.UTC().ISOWeek()
-	return fmt.Sprintf("%04d-W%02d", year, week)
-}
+func ISOWeek(t time.Time) string { return sm.PerISOWeek.Label(t) }
 
 // WeeklyReviewKeySuffix is what follows the user id in a weekly review's
 // idempotency key: ":weekly_review:YYYY-Www" (see ISOWeek).
-func WeeklyReviewKeySuffix(asOf time.Time) string {
-	return ":weekly_review:" + ISOWeek(asOf)
-}
+func WeeklyReviewKeySuffix(asOf time.Time) string { return weeklyReview.KeySuffix(asOf) }
 
 // ReminderKey is the idempotency key of a reminder due at remindAt, in the
 // contract's format: the key engagement-daily --send-reminder queues under,
 // and the one a bot that queues its own reminders (Enqueue, or
 // engagementctl enqueue --idempotency-key) should use, so the two never
 // both send.
-func ReminderKey(userID string, remindAt time.Time) string {
-	return userID + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
-}
+func ReminderKey(userID string, remindAt time.Time) string { return reminder.Key(userID, remindAt) }
 
 // MaxKeyLength is the longest idempotency key Enqueue accepts, in characters.
 const MaxKeyLength = 128

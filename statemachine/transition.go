@@ -1,16 +1,5 @@
 package statemachine
 
-// Message names a side-effect message a transition queues.
-type Message string
-
-// The messages a transition may queue.
-const (
-	// NoMessage means the transition queues no message.
-	NoMessage Message = ""
-	// GoodbyeMessage is the goodbye sent to a user who went inactive.
-	GoodbyeMessage Message = "goodbye"
-)
-
 // Transition is one row of the transition table.
 type Transition struct {
 	// From is the state the transition leaves.
@@ -19,15 +8,16 @@ type Transition struct {
 	Trigger Trigger
 	// To is the state the transition enters.
 	To State
-	// Message is the message queued with the transition, if any; only
-	// Inactivity14d queues GoodbyeMessage. (The daily job can be told to
-	// queue a reminder with ReminderDue; the table does not, by default.)
+	// Message is the message queued with the transition, if any: the kind
+	// whose Trigger is the transition's (see Kinds), unless the kind is
+	// queued only on request. Only Inactivity14d queues one, the goodbye.
 	Message Message
 }
 
 // transitions is the transition table, in the order Transitions reports it.
-var transitions = []Transition{
-	{From: Active, Trigger: Inactivity14d, To: GoodbyeSent, Message: GoodbyeMessage},
+// Each row's Message comes from the kinds table (withMessages).
+var transitions = withMessages([]Transition{
+	{From: Active, Trigger: Inactivity14d, To: GoodbyeSent},
 	{From: Active, Trigger: UserMessage, To: Active},
 
 	{From: GoodbyeSent, Trigger: GoodbyeTimeout, To: Dormant},
@@ -37,13 +27,23 @@ var transitions = []Transition{
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerDormant, To: Dormant},
 	{From: GoodbyeSent, Trigger: UserMessage, To: Active},
 
-	{From: HelpFlow, Trigger: Inactivity14d, To: GoodbyeSent, Message: GoodbyeMessage},
+	{From: HelpFlow, Trigger: Inactivity14d, To: GoodbyeSent},
 	{From: HelpFlow, Trigger: UserMessage, To: Active},
 
 	{From: RemindLater, Trigger: ReminderDue, To: Dormant},
 	{From: RemindLater, Trigger: UserMessage, To: Active},
 
 	{From: Dormant, Trigger: UserMessage, To: Active},
+})
+
+// withMessages fills each row's Message from the kinds table.
+func withMessages(rows []Transition) []Transition {
+	for i, r := range rows {
+		if k, ok := KindFiredBy(r.Trigger); ok && !k.OnRequest {
+			rows[i].Message = k.Message
+		}
+	}
+	return rows
 }
 
 // edge is the key of the transition index.

@@ -1,6 +1,10 @@
 package statemachine
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Trigger is an event that may move a user from one state to another. Its
 // string form is a public contract, stored in the trigger column.
@@ -45,11 +49,24 @@ const (
 
 // Triggers returns all triggers in a fixed order: the scheduler triggers
 // first, then the bot triggers. The slice is a fresh copy.
-func Triggers() []Trigger {
-	return []Trigger{
-		Inactivity14d, GoodbyeTimeout, GoodbyeUndelivered, ReminderDue,
-		UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant,
-	}
+func Triggers() []Trigger { return slices.Clone(triggers) }
+
+// triggers lists every trigger once, in the order Triggers reports them.
+var triggers = []Trigger{
+	Inactivity14d, GoodbyeTimeout, GoodbyeUndelivered, ReminderDue,
+	UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant,
+}
+
+// Wait is how long a user stays in the from-state of a transition on
+// scheduler trigger t before it fires: engagement-daily fires it on users
+// whose clock started before as-of − Wait. 0 for the bot's triggers and for
+// a trigger with a due time of its own (reminder_due: remind_at).
+func (t Trigger) Wait() time.Duration { return waits[t] }
+
+// waits are the scheduler triggers' waits (see Wait).
+var waits = map[Trigger]time.Duration{
+	Inactivity14d:  InactivityPeriod,
+	GoodbyeTimeout: GoodbyeWindow,
 }
 
 // ParseTrigger returns the Trigger named by s, or an error wrapping
@@ -62,14 +79,7 @@ func ParseTrigger(s string) (Trigger, error) {
 }
 
 // Valid reports whether t is one of the known triggers.
-func (t Trigger) Valid() bool {
-	switch t {
-	case Inactivity14d, GoodbyeTimeout, GoodbyeUndelivered, ReminderDue,
-		UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant:
-		return true
-	}
-	return false
-}
+func (t Trigger) Valid() bool { return slices.Contains(triggers, t) }
 
 // String returns the stored form of t, e.g. "inactivity_14d".
 func (t Trigger) String() string { return string(t) }

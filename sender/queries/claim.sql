@@ -2,18 +2,18 @@
 -- now() + @claim_timeout. FOR UPDATE SKIP LOCKED lets any number of
 -- processes claim side by side, each message going to exactly one of them.
 --
--- Each due message is first checked against its user as they are now (the
--- rules cover the engagement types; other types are claimed unchecked):
+-- Each due message is first checked against its user as they are now, by
+-- the rule of its kind in @kinds (statemachine's kinds table, as JSON:
+-- {"goodbye": {"send_while": ["goodbye_sent"], "current_goodbye_only":
+-- true}, …}; a type without a rule is claimed unchecked):
 --   no user profile or state row            → cancelled, 'no_user'
 --   opted out of re-engagement              → cancelled, 'opted_out'
---   a goodbye whose user is no longer in goodbye_sent from that goodbye
---     (a goodbye whose period_start is another UTC day than the
---     user's goodbye_sent_at; one queued without a period_start
---     is checked on the state alone)                            → 'stale'
---   a weekly review whose user is now goodbye_sent, remind_later or
---     dormant                                                   → 'stale'
---   a reminder whose user is no longer remind_later or dormant (they
---     came back, or were sent a goodbye since)                  → 'stale'
+--   a user no longer in one of the kind's send_while states
+--     (a goodbye's user who answered or came back; a weekly review's
+--     user sent a goodbye since)                                → 'stale'
+--   with current_goodbye_only, a message whose period_start is another
+--     UTC day than the user's goodbye_sent_at (one queued without a
+--     period_start is checked on the state alone)               → 'stale'
 -- A message still wanted but due inside the quiet hours (@quiet_start to
 -- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
 -- (user_profiles.timezone as PostgreSQL reads it, engagement_zone(), else
@@ -24,7 +24,7 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 WITH due AS (
-    SELECT q.id, q.message_type, q.period_start, p.locale,
+    SELECT q.id, @kinds::jsonb -> q.message_type AS kind, q.period_start, p.locale,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, s.state,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
@@ -40,17 +40,13 @@ WITH due AS (
        FOR UPDATE OF q SKIP LOCKED
 ), checked AS (
     SELECT d.id, d.locale, d.tz,
-           CASE WHEN d.message_type NOT IN ('goodbye', 'weekly_review', 'reminder') THEN NULL
+           CASE WHEN d.kind IS NULL THEN NULL
                 WHEN d.no_user THEN 'no_user'
                 WHEN d.reengagement_opt_out THEN 'opted_out'
-                WHEN d.message_type = 'goodbye'
-                 AND (d.state <> 'goodbye_sent'
-                      OR (d.period_start IS NOT NULL
-                          AND d.period_start IS DISTINCT FROM d.current_goodbye_day)) THEN 'stale'
-                WHEN d.message_type = 'weekly_review'
-                 AND d.state IN ('goodbye_sent', 'remind_later', 'dormant') THEN 'stale'
-                WHEN d.message_type = 'reminder'
-                 AND d.state NOT IN ('remind_later', 'dormant') THEN 'stale'
+                WHEN NOT (d.kind -> 'send_while') ? d.state THEN 'stale'
+                WHEN (d.kind ->> 'current_goodbye_only')::boolean
+                 AND d.period_start IS NOT NULL
+                 AND d.period_start IS DISTINCT FROM d.current_goodbye_day THEN 'stale'
            END AS cancel_reason,
            (now() AT TIME ZONE d.tz) AS local_now
       FROM due d

@@ -1,0 +1,179 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Message names a kind of message: the queue's message_type column.
+type Message string
+
+// The kinds of message the jobs queue (see Kinds for what each one is).
+const (
+	// NoMessage means a transition queues no message.
+	NoMessage Message = ""
+	// GoodbyeMessage is the goodbye sent to a user who went inactive.
+	GoodbyeMessage Message = "goodbye"
+	// WeeklyReviewMessage is the weekly review engagement-weekly queues.
+	WeeklyReviewMessage Message = "weekly_review"
+	// ReminderMessage is the reminder engagement-daily --send-reminder
+	// queues when a "remind me later" comes due.
+	ReminderMessage Message = "reminder"
+)
+
+// Kind is everything the project knows about one kind of message, declared
+// once in the kinds table below: the jobs queue it from here, queue-process
+// checks it at send time from here, verify checks it and the reference
+// documents it from here. A new kind is a row here, its texts in the
+// catalog, and the statement of the step that queues it
+// (docs/development.md, "Adding a message kind").
+type Kind struct {
+	// Message is the kind's name, the queue's message_type.
+	Message Message
+	// CatalogKey is the text the message is rendered from at send time (the
+	// message_key column). Every catalog must have it, in its default
+	// locale at least (sender's catalog test checks the shipped one).
+	CatalogKey string
+	// Trigger is the daily job's trigger whose transition queues it; empty
+	// for a kind a job queues without moving its user (the weekly review).
+	Trigger Trigger
+	// OnRequest marks a kind its trigger queues only when the job is told to
+	// (engagement-daily --send-reminder); the transition table does not
+	// list it as the transition's message.
+	OnRequest bool
+	// KeyInfix and Period make the idempotency key:
+	// {userId}{KeyInfix}{the period's label}, e.g.
+	// "…:goodbye_sent:2026-11-24". A user gets at most one message of the
+	// kind per period, whoever queues it.
+	KeyInfix string
+	Period   Period
+	// SendWhile lists the states its user must still be in when it is sent;
+	// queue-process cancels it as stale in any other.
+	SendWhile []State
+	// CurrentGoodbyeOnly makes it stale too unless its period is the UTC day
+	// of the user's goodbye_sent_at: the goodbye of an earlier silence is
+	// not the one the user is waiting on.
+	CurrentGoodbyeOnly bool
+	// Check names verify's check that no user has two of the kind for one
+	// period, and Plural is the kind's plural in its examples; empty for a
+	// kind verify does not count (a reminder's period is its own instant).
+	Check, Plural string
+}
+
+// kinds is the table of message kinds, in the order Kinds reports them.
+var kinds = []Kind{
+	{
+		Message:            GoodbyeMessage,
+		CatalogKey:         "engagement.goodbye.self_select",
+		Trigger:            Inactivity14d,
+		KeyInfix:           ":goodbye_sent:",
+		Period:             PerDay,
+		SendWhile:          []State{GoodbyeSent},
+		CurrentGoodbyeOnly: true,
+		Check:              "one_goodbye_per_day",
+		Plural:             "goodbyes",
+	},
+	{
+		Message:    WeeklyReviewMessage,
+		CatalogKey: "engagement.weekly_review.celebration",
+		KeyInfix:   ":weekly_review:",
+		Period:     PerISOWeek,
+		SendWhile:  []State{Active, HelpFlow},
+		Check:      "one_review_per_week",
+		Plural:     "reviews",
+	},
+	{
+		Message:    ReminderMessage,
+		CatalogKey: "engagement.reminder.come_back",
+		Trigger:    ReminderDue,
+		OnRequest:  true,
+		KeyInfix:   ":reminder:",
+		Period:     PerInstant,
+		SendWhile:  []State{RemindLater, Dormant},
+	},
+}
+
+// Kinds returns the message kinds in a fixed order: goodbye, weekly_review,
+// reminder. The slice and its rows are copies.
+func Kinds() []Kind {
+	out := make([]Kind, len(kinds))
+	for i, k := range kinds {
+		k.SendWhile = slices.Clone(k.SendWhile)
+		out[i] = k
+	}
+	return out
+}
+
+// KindOf returns the kind named m, and false if there is none.
+func KindOf(m Message) (Kind, bool) {
+	for _, k := range Kinds() {
+		if k.Message == m {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// KindFiredBy returns the kind trigger t queues, on request or not, and
+// false if it queues none.
+func KindFiredBy(t Trigger) (Kind, bool) {
+	for _, k := range Kinds() {
+		if t != "" && k.Trigger == t {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// KeySuffix is what follows the user id in the idempotency key of the
+// message covering at: the jobs build keys set-based in SQL as
+// user_id::text || KeySuffix(asOf).
+func (k Kind) KeySuffix(at time.Time) string { return k.KeyInfix + k.Period.Label(at) }
+
+// Key is the idempotency key of userID's message covering at.
+func (k Kind) Key(userID string, at time.Time) string { return userID + k.KeySuffix(at) }
+
+// Period is what one message of a kind stands for.
+type Period string
+
+// The periods.
+const (
+	// PerDay is the UTC day, labelled YYYY-MM-DD.
+	PerDay Period = "day"
+	// PerISOWeek is the UTC ISO week, Monday to Monday, labelled YYYY-Www.
+	PerISOWeek Period = "week"
+	// PerInstant is one instant, labelled in Unix milliseconds: the user's
+	// own timer (a reminder's remind_at), not the run's.
+	PerInstant Period = "instant"
+)
+
+// Bounds is the period holding t, [start, end). end is also the last
+// instant a run could produce the period's key again (the queue's
+// replay_until). An instant is its own start and end.
+func (p Period) Bounds(t time.Time) (start, end time.Time) {
+	y, m, d := t.UTC().Date()
+	day := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	switch p {
+	case PerDay:
+		return day, day.AddDate(0, 0, 1)
+	case PerISOWeek:
+		start = day.AddDate(0, 0, -(int(day.Weekday())+6)%7)
+		return start, start.AddDate(0, 0, 7)
+	}
+	return t, t
+}
+
+// Label is the period holding t as keys name it: "2026-11-24",
+// "2026-W48" (ISO 8601: 2027-01-01 is in 2026-W53), "1795500000000".
+func (p Period) Label(t time.Time) string {
+	switch p {
+	case PerDay:
+		return t.UTC().Format(time.DateOnly)
+	case PerISOWeek:
+		year, week := t.UTC().ISOWeek()
+		return fmt.Sprintf("%04d-W%02d", year, week)
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
