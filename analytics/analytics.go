@@ -28,12 +28,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/posthog/posthog-go"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/recovered"
-	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Event names.
@@ -100,7 +101,7 @@ func PublishRun(ctx context.Context, pool *pgxpool.Pool, runID int64, cfg Config
 
 	var run runInfo
 	run.id = runID
-	err := pool.QueryRow(ctx, `SELECT job, as_of FROM engagement_job_runs WHERE id = $1`, runID).Scan(&run.job, &run.asOf)
+	err := pool.QueryRow(ctx, runSQL, pgx.NamedArgs{"run_id": runID}).Scan(&run.job, &run.asOf)
 	if err != nil {
 		return Result{}, fmt.Errorf("analytics: read run %d: %w", runID, err)
 	}
@@ -174,11 +175,7 @@ func (r runInfo) properties() posthog.Properties {
 
 // enqueueTransitions streams the run's transitions into the client.
 func enqueueTransitions(ctx context.Context, pool *pgxpool.Pool, client posthog.Client, run runInfo, t *tally) error {
-	rows, err := pool.Query(ctx, `
-		SELECT id, user_id::text, from_state, to_state, trigger, created_at
-		  FROM engagement_state_transitions
-		 WHERE job_run_id = $1
-		 ORDER BY id`, run.id)
+	rows, err := pool.Query(ctx, runTransitionsSQL, pgx.NamedArgs{"run_id": run.id})
 	if err != nil {
 		return err
 	}
@@ -211,16 +208,13 @@ func enqueueTransitions(ctx context.Context, pool *pgxpool.Pool, client posthog.
 
 // enqueueWeeklyReviews streams the weekly reviews the run queued into the client.
 func enqueueWeeklyReviews(ctx context.Context, pool *pgxpool.Pool, client posthog.Client, run runInfo, t *tally) error {
-	rows, err := pool.Query(ctx, `
-		SELECT id::text, user_id::text, message_params->>'count', created_at
-		  FROM engagement_message_queue
-		 WHERE job_run_id = $1 AND message_type = $2
-		 ORDER BY created_at, id`, run.id, sender.TypeWeeklyReview)
+	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
+	rows, err := pool.Query(ctx, runMessagesSQL, pgx.NamedArgs{"run_id": run.id, "message_type": string(review.Message)})
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	isoWeek := sender.ISOWeek(run.asOf)
+	isoWeek := review.Period.Label(run.asOf)
 	for rows.Next() {
 		var (
 			id, userID string

@@ -15,12 +15,14 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -29,7 +31,9 @@ import (
 // and the application_name of its connections.
 const DailyJob = "engagement-daily"
 
-// RunDaily runs the daily job's three steps, in this order:
+// RunDaily runs the daily job's steps: one per scheduler trigger of the
+// state machine that has a statement file, queries/daily_<trigger>.sql
+// (see dailySteps), in the order of statemachine.Triggers:
 //
 //  1. inactivity_14d: active (and help_flow) users silent for 14 days get
 //     the goodbye message queued and move to goodbye_sent (goodbye_sent_at
@@ -52,20 +56,14 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		return nil, err
 	}
 	asOf := cfg.AsOf.UTC()
-	day, dayEnd := sender.GoodbyePeriod(asOf)
 	sum := &Summary{Job: DailyJob, AsOf: asOf, DryRun: cfg.DryRun, Errors: []UserError{}}
 	args := pgx.NamedArgs{
-		"as_of":               asOf,
-		"inactive_before":     asOf.Add(-sm.InactivityPeriod),
-		"goodbye_sent_before": asOf.Add(-sm.GoodbyeWindow),
-		"goodbye_expires_at":  asOf.Add(sm.GoodbyeWindow),
-		"key_suffix":          sender.GoodbyeKeySuffix(asOf),
-		"period_start":        day,
-		"replay_until":        dayEnd,
-		"unknown_prefix":      unknownPrefix,
-		"send_reminder":       cfg.SendReminder,
+		"as_of":              asOf,
+		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
+		"unknown_prefix":     unknownPrefix,
+		"send_reminder":      cfg.SendReminder,
 	}
-	steps, err := dailySteps(cfg.SendReminder)
+	steps, err := dailySteps(asOf, cfg.SendReminder)
 	if err != nil {
 		return nil, err
 	}
@@ -78,87 +76,84 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 // counts as delivered for its timeout.
 var unknownPrefix = strings.SplitN(sender.ErrOutcomeUnknown.Error(), ":", 2)[0]
 
-// dailyStepFiles are the daily job's steps, in order: each is the state
-// machine's transition from a state on a time trigger, and a statement file
-// (queries/<file>.sql, with <file>_dry_run.sql for dry runs) that moves a
-// chunk's users along it. The files take the transition's states and
-// trigger as parameters, from the table (step_test.go checks each file
-// against it).
-var dailyStepFiles = []struct {
-	from    sm.State
-	trigger sm.Trigger
-	file    string
-}{
-	{sm.Active, sm.Inactivity14d, "daily_inactivity_14d"},
-	{sm.GoodbyeSent, sm.GoodbyeTimeout, "daily_goodbye_timeout"},
-	{sm.RemindLater, sm.ReminderDue, "daily_reminder_due"},
-}
-
-// dailySteps builds the daily steps from the state machine's table;
-// sendReminder makes reminder_due queue reminders.
-func dailySteps(sendReminder bool) ([]step, error) {
-	steps := make([]step, 0, len(dailyStepFiles))
-	for _, d := range dailyStepFiles {
-		st, err := transitionStep(d.from, d.trigger, d.file)
+// dailySteps builds the daily steps of a run as of asOf: one for each
+// trigger, in the order of statemachine.Triggers, that has a statement file
+// queries/daily_<trigger>.sql (and daily_<trigger>_dry_run.sql for dry
+// runs) moving a chunk's users along its transition. sendReminder makes
+// reminder_due queue reminders.
+func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
+	var steps []step
+	for _, t := range sm.Triggers() {
+		file := "daily_" + string(t)
+		if !slices.Contains(sqlfile.Names(queryFiles), file) {
+			continue
+		}
+		st, err := transitionStep(t, file, asOf, sendReminder)
 		if err != nil {
 			return nil, err
-		}
-		if d.trigger == sm.ReminderDue && sendReminder {
-			// Counted as a message step: duplicates are the users moved
-			// without a new reminder (queued already, opted out, or
-			// without a destination).
-			st.messageType = sender.TypeReminder
 		}
 		steps = append(steps, st)
 	}
 	return steps, nil
 }
 
-// transitionStep is the step that fires trigger on users in state from,
-// with the statements of file: the move (users of one chunk, their
-// message when the transition queues one, and their log rows, in one
-// statement, so a user's state, message and log row commit together or not
-// at all) and its dry run. The transition's states and trigger are the
-// statements' @from_state, @to_state and @trigger.
-func transitionStep(from sm.State, trigger sm.Trigger, file string) (step, error) {
-	t, err := sm.Next(from, trigger)
-	if err != nil {
-		return step{}, fmt.Errorf("daily step %s: %w", trigger, err)
+// transitionStep is the step that fires trigger, with the statements of
+// file: the move (users of one chunk, their message when the transition
+// queues one, and their log rows, in one statement, so a user's state,
+// message and log row commit together or not at all) and its dry run.
+//
+// Everything the statements need to know of the transition comes from the
+// state machine's tables, as parameters: its states and trigger
+// (@from_state, the first row's; @from_states, every state the table moves
+// to the same state on the trigger; @to_state; @trigger), its wait
+// (@due_before, as-of − Trigger.Wait) and the kind it queues
+// (statemachine.Kinds: @message_type, @message_key, @key_infix and, for a
+// kind whose period is the run's, @key_suffix and the period
+// [@period_start, @replay_until) holding asOf). A kind makes it a message
+// step, unless the kind is queued on request and sendReminder is off.
+func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminder bool) (step, error) {
+	i := slices.IndexFunc(sm.Transitions(), func(t sm.Transition) bool { return t.Trigger == trigger })
+	if i < 0 {
+		return step{}, fmt.Errorf("daily step %s: no transition of the state machine fires on it", trigger)
 	}
+	t := sm.Transitions()[i]
 	args := pgx.NamedArgs{
 		"from_state":  string(t.From),
 		"from_states": fromStates(t),
 		"to_state":    string(t.To),
 		"trigger":     string(t.Trigger),
+		"due_before":  asOf.Add(-trigger.Wait()),
 	}
 	st := step{name: string(trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
-	switch trigger {
-	case sm.Inactivity14d:
-		st.messageType = sender.TypeGoodbye
-		args["message_type"], args["message_key"] = sender.TypeGoodbye, sender.KeyGoodbye
-	case sm.GoodbyeTimeout:
+	if k, ok := sm.KindFiredBy(trigger); ok {
+		args["message_type"], args["message_key"], args["key_infix"] = string(k.Message), k.CatalogKey, k.KeyInfix
+		if k.Period != sm.PerInstant {
+			args["key_suffix"] = k.KeySuffix(asOf)
+			args["period_start"], args["replay_until"] = k.Period.Bounds(asOf)
+		}
+		if !k.OnRequest || sendReminder {
+			// Counted as a message step: duplicates are the users moved
+			// without a new message (queued already, opted out, or
+			// without a destination).
+			st.messageType = string(k.Message)
+		}
+	}
+	if trigger == sm.GoodbyeTimeout {
 		// The same statement moves a user whose goodbye never arrived
 		// along the table's undelivered row, and finds the goodbye by its
 		// key.
-		u, err := sm.Next(from, sm.GoodbyeUndelivered)
+		u, err := sm.Next(t.From, sm.GoodbyeUndelivered)
 		if err != nil {
 			return step{}, fmt.Errorf("daily step %s: %w", trigger, err)
 		}
 		args["undelivered_to_state"], args["undelivered_trigger"] = string(u.To), string(u.Trigger)
-		args["key_infix"] = goodbyeKeyInfix
-	case sm.ReminderDue:
-		// Queues only with send_reminder (see dailySteps).
-		args["message_type"], args["message_key"] = sender.TypeReminder, sender.KeyReminder
-		args["key_infix"] = reminderKeyInfix
+		args["key_infix"] = goodbye.KeyInfix
 	}
 	return st, nil
 }
 
-// The keys' middles: {userId}:goodbye_sent:{day}, {userId}:reminder:{ms}.
-var (
-	goodbyeKeyInfix  = strings.TrimSuffix(sender.GoodbyeKeySuffix(time.Time{}), "0001-01-01")
-	reminderKeyInfix = strings.TrimSuffix(sender.ReminderKey("", time.UnixMilli(0)), "0")
-)
+// goodbye is the goodbye's kind: the daily job's own message.
+var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 
 // fromStates lists every state the table moves to t.To on t.Trigger: one
 // step moves them all in one pass over the table (help_flow users who went

@@ -24,14 +24,14 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 	other := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 
-	steps, err := dailySteps(true)
+	steps, err := dailySteps(asOf, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inactivity := steps[0]
 	args := withArgs(pgx.NamedArgs{
 		"as_of":              asOf,
-		"inactive_before":    asOf.Add(-14 * 24 * time.Hour),
+		"due_before":         asOf.Add(-14 * 24 * time.Hour),
 		"goodbye_expires_at": asOf.Add(48 * time.Hour),
 		"key_suffix":         ":goodbye_sent:2026-11-22",
 		"run_id":             int64(0),

@@ -54,13 +54,8 @@ func (s Shard) String() string {
 }
 
 // A user's shard is computed by the database alone, so every process agrees
-// on it, whatever language or version it runs: PostgreSQL's 64-bit hash of
-// the id's text, sign bit cleared, modulo the count. Every statement of a
-// job takes the run's shard as the parameters @shard_index and
-// @shard_count and keeps the users for which
-//
-//	(@shard_count::int = 1
-//	 OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
-//
-// holds; a @shard_count of 1 (every user) costs nothing: the planner drops
-// the hash when the count is 1.
+// on it, whatever language or version it runs: the SQL function
+// engagement_in_shard(user_id, @shard_index, @shard_count) of migration 20
+// (PostgreSQL's 64-bit hash of the id's text, sign bit cleared, modulo the
+// count), which every statement of a job calls with the run's shard. The
+// planner inlines it, so a @shard_count of 1 (every user) costs nothing.

@@ -1,118 +1,114 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
-// Each daily step's statement file matches the state machine's table: the
-// transition its header names is the table's row for its state and trigger,
-// the step runs it with that row's states and trigger as parameters, the
-// file takes them from those parameters (no state or trigger spelled out in
-// its SQL), it queues a message exactly when the row does, and every time
-// trigger of the table has a step.
-func TestDailyStepFilesMatchTheStateMachine(t *testing.T) {
+// dueUsers makes, for each daily step's trigger, a user the trigger is due
+// for at asOf, in the state of the transition's first row. A new daily
+// step adds its own here.
+var dueUsers = map[sm.Trigger]func(asOf time.Time) fixture.UserOptions{
+	sm.Inactivity14d: func(asOf time.Time) fixture.UserOptions {
+		return fixture.UserOptions{LastActivity: asOf.Add(-sm.InactivityPeriod - time.Hour)}
+	},
+	sm.GoodbyeTimeout: func(asOf time.Time) fixture.UserOptions {
+		sent := asOf.Add(-3 * sm.GoodbyeWindow)
+		return fixture.UserOptions{State: string(sm.GoodbyeSent), LastActivity: sent.Add(-sm.InactivityPeriod),
+			GoodbyeSentAt: &sent, GoodbyeExpiresAt: fixture.Ptr(sent.Add(sm.GoodbyeWindow))}
+	},
+	sm.ReminderDue: func(asOf time.Time) fixture.UserOptions {
+		return fixture.UserOptions{State: string(sm.RemindLater), LastActivity: asOf.Add(-30 * 24 * time.Hour),
+			RemindAt: fixture.Ptr(asOf.Add(-time.Hour))}
+	},
+}
+
+// Each daily step does what the state machine's tables say, read from the
+// database after a real run: a user due for its trigger moves along the
+// table's row, the move is logged as that row, and the kind the trigger
+// queues (statemachine.Kinds) is queued under its key, exactly when the
+// tables say so (a kind queued on request only when asked).
+func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 	t.Parallel()
-	steps, err := dailySteps(false)
+	asOf := time.Date(2026, 11, 18, 12, 0, 0, 0, time.UTC)
+	steps, err := dailySteps(asOf, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	header := regexp.MustCompile(`^-- Step (\w+): (\w+) -(\w+)-> (\w+)`)
-	var triggers []sm.Trigger
-	for i, d := range dailyStepFiles {
-		st := steps[i]
-		tr, err := sm.Next(d.from, d.trigger)
-		if err != nil {
-			t.Fatalf("step %s: %v", d.file, err)
-		}
-		triggers = append(triggers, tr.Trigger)
-		for _, file := range []string{d.file, d.file + "_dry_run"} {
-			sql := sqlfile.Must(queryFiles, file)
-			if file == d.file {
-				m := header.FindStringSubmatch(sql)
-				want := []string{string(tr.Trigger), string(tr.From), string(tr.Trigger), string(tr.To)}
-				if m == nil || !slices.Equal(m[1:], want) {
-					t.Errorf("%s.sql's first line names %q, want \"-- Step %s: %s -%s-> %s\" (the state machine's row)",
-						file, m, want[0], want[1], want[2], want[3])
-				}
-			}
-			code := withoutComments(sql)
-			for _, p := range []string{"@from_state"} {
-				if !strings.Contains(code, p) {
-					t.Errorf("%s.sql does not use %s", file, p)
-				}
-			}
-			for _, s := range sm.States() {
-				if strings.Contains(code, "'"+string(s)+"'") {
-					t.Errorf("%s.sql spells out state %q: states come from the state machine, as parameters", file, s)
-				}
-			}
-			for _, trig := range sm.Triggers() {
-				if strings.Contains(code, "'"+string(trig)+"'") {
-					t.Errorf("%s.sql spells out trigger %q: triggers come from the state machine, as parameters", file, trig)
-				}
-			}
-		}
-		code := withoutComments(st.moveSQL)
-		for _, p := range []string{"@to_state", "@trigger", "INSERT INTO engagement_state_transitions"} {
-			if !strings.Contains(code, p) {
-				t.Errorf("%s.sql does not use %s", d.file, p)
-			}
-		}
-		if got := fmt.Sprint(st.args["from_state"], st.args["trigger"], st.args["to_state"]); got != fmt.Sprint(tr.From, tr.Trigger, tr.To) {
-			t.Errorf("step %s runs with from/trigger/to %s, want the table's %s %s %s", st.name, got, tr.From, tr.Trigger, tr.To)
-		}
-		queues := strings.Contains(code, "INSERT INTO engagement_message_queue")
-		if tr.Trigger == sm.ReminderDue { // queues only when told to (--send-reminder), off here
-			queues = queues && !strings.Contains(code, "@send_reminder")
-		}
-		if queues != (tr.Message == sm.GoodbyeMessage) || (st.messageType != "") != queues {
-			t.Errorf("%s.sql queues a message: %v; the table's row queues %q and the step's message type is %q",
-				d.file, queues, tr.Message, st.messageType)
-		}
+	var names []string
+	for _, st := range steps {
+		names = append(names, st.name)
 	}
-	// The time triggers (those the bot does not fire) each have a step.
-	for _, tr := range sm.Transitions() {
-		timed := tr.Trigger == sm.Inactivity14d || tr.Trigger == sm.GoodbyeTimeout || tr.Trigger == sm.ReminderDue
-		if timed && !slices.Contains(triggers, tr.Trigger) {
-			t.Errorf("the table's %s -%s-> %s has no daily step", tr.From, tr.Trigger, tr.To)
-		}
+	if want := []string{"inactivity_14d", "goodbye_timeout", "reminder_due"}; !slices.Equal(names, want) {
+		t.Errorf("daily steps %q, want %q", names, want)
+	}
+
+	for _, onRequest := range []bool{false, true} {
+		t.Run(fmt.Sprintf("send_reminder=%v", onRequest), func(t *testing.T) {
+			t.Parallel()
+			pool, _ := pgtest.NewPool(t)
+			users := map[sm.Trigger]string{}
+			for _, st := range steps {
+				due, ok := dueUsers[sm.Trigger(st.name)]
+				if !ok {
+					t.Fatalf("daily step %s has no due user in dueUsers: add one", st.name)
+				}
+				users[sm.Trigger(st.name)] = fixture.User(t, pool, due(asOf))
+			}
+			_, err := RunDaily(context.Background(), pool, Config{AsOf: asOf, SendReminder: onRequest, Logger: zerolog.Nop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for trigger, user := range users {
+				i := slices.IndexFunc(sm.Transitions(), func(t sm.Transition) bool { return t.Trigger == trigger })
+				row := sm.Transitions()[i]
+				if got := fixture.StateOf(t, pool, user).State; got != string(row.To) {
+					t.Errorf("%s: user in %s, want the table's %s", trigger, got, row.To)
+				}
+				want := []fixture.Transition{{From: string(row.From), To: string(row.To), Trigger: string(trigger)}}
+				if got := fixture.TransitionsOf(t, pool, user); !slices.Equal(got, want) {
+					t.Errorf("%s: logged %v, want %v", trigger, got, want)
+				}
+				var wantMsgs []string
+				if k, ok := sm.KindFiredBy(trigger); ok && (!k.OnRequest || onRequest) {
+					wantMsgs = []string{string(k.Message) + " " + k.CatalogKey}
+				}
+				var gotMsgs []string
+				for _, m := range fixture.MessagesOf(t, pool, user) {
+					gotMsgs = append(gotMsgs, m.Type+" "+*m.Key)
+				}
+				if !slices.Equal(gotMsgs, wantMsgs) {
+					t.Errorf("%s: queued %q, want %q", trigger, gotMsgs, wantMsgs)
+				}
+			}
+		})
 	}
 }
 
-// withoutComments drops the -- comments of a statement file.
-func withoutComments(sql string) string {
-	var b strings.Builder
-	for line := range strings.Lines(sql) {
-		code, _, _ := strings.Cut(line, "--")
-		b.WriteString(code + "\n")
-	}
-	return b.String()
-}
-
-// The shard expression is written out in every statement that takes the
-// shard; every copy must assign users exactly as the others do.
-func TestStatementFilesShareOneShardAssignment(t *testing.T) {
+// The shard function (migration 20) puts every user in exactly one shard of
+// any count, and a count of 1 is everyone.
+func TestShardFunctionPartitionsUsers(t *testing.T) {
 	t.Parallel()
-	const assignment = "(@shard_count::int = 1\n" +
-		"OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)"
-	squash := regexp.MustCompile(`\s+`)
-	want := squash.ReplaceAllString(assignment, " ")
-	for _, name := range sqlfile.Names(queryFiles) {
-		code := squash.ReplaceAllString(withoutComments(sqlfile.Must(queryFiles, name)), " ")
-		uses := strings.Count(code, "@shard_count")
-		if uses == 0 {
-			continue
-		}
-		if n := strings.Count(code, want); n == 0 || uses != 2*n {
-			t.Errorf("%s.sql uses @shard_count %d times, %d of them in the shard assignment %q; want every use in it",
-				name, uses, 2*n, want)
+	pool, _ := pgtest.NewPool(t)
+	for range 50 {
+		fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	}
+	for _, count := range []int{1, 2, 3, 7, MaxShards} {
+		misplaced := fixture.Count(t, pool, `
+			SELECT count(*) FROM user_engagement_states s
+			 WHERE (SELECT count(*) FROM generate_series(0, $1 - 1) i
+			         WHERE engagement_in_shard(s.user_id, i, $1)) <> 1`, count)
+		if misplaced != 0 {
+			t.Errorf("%d shards: %d users are not in exactly one", count, misplaced)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,8 +21,8 @@ const MaxExamples = 20
 // public contract: scripts may match on them).
 const (
 	CheckGoodbyeQueued      = "goodbye_queued"
-	CheckOneGoodbyePerDay   = "one_goodbye_per_day"
-	CheckOneReviewPerWeek   = "one_review_per_week"
+	CheckOneGoodbyePerDay   = "one_goodbye_per_day" // the goodbye kind's Check
+	CheckOneReviewPerWeek   = "one_review_per_week" // the weekly review kind's Check
 	CheckNoExpiredClaims    = "no_expired_claims"
 	CheckTransitionsAllowed = "transitions_allowed"
 	CheckLogMatchesState    = "log_matches_state"
@@ -83,34 +84,53 @@ type invariant struct {
 	args            pgx.NamedArgs
 }
 
-// onePerPeriod is the check that no user has two messageType messages (any
+// periodSQL is how the checks name a kind's period in SQL: its
+// date_trunc unit, its to_char format and, in the rule, its name.
+var periodSQL = map[sm.Period]struct{ unit, format, name string }{
+	sm.PerDay:     {"day", "YYYY-MM-DD", "UTC day"},
+	sm.PerISOWeek: {"week", `IYYY-"W"IW`, "ISO week"},
+}
+
+// onePerPeriod is the check that no user has two messages of kind k (any
 // status but cancelled) for one period: the period_start the job stored
 // when it queued the message or, for a message without one (no key, or
-// queued by the bot), the start of the unit ('day' or 'week', ISO) of its
-// scheduled_for in UTC; format prints it in examples. It reads the rows,
-// not the unique index, so it holds even where that index is gone.
-func onePerPeriod(name, messageType, plural, period, unit, format string) invariant {
+// queued by the bot), the start of the kind's period holding its
+// scheduled_for in UTC. It reads the rows, not the unique index, so it
+// holds even where that index is gone.
+func onePerPeriod(k sm.Kind) invariant {
+	p := periodSQL[k.Period]
 	return invariant{
-		name: name,
+		name: k.Check,
 		rule: fmt.Sprintf("no user has two %s (any status but cancelled) for one %s, the %s the one the message was "+
 			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
-			plural, period, period),
+			k.Plural, p.name, p.name),
 		sql:  query("verify_one_per_period"),
-		args: pgx.NamedArgs{"message_type": messageType, "plural": plural, "unit": unit, "format": format},
+		args: pgx.NamedArgs{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
 	}
 }
 
-var invariants = []invariant{
+// kindChecks are the one-per-period checks of the kinds that ask for one.
+func kindChecks() []invariant {
+	var out []invariant
+	for _, k := range sm.Kinds() {
+		if k.Check != "" {
+			out = append(out, onePerPeriod(k))
+		}
+	}
+	return out
+}
+
+var invariants = slices.Concat([]invariant{
 	{
 		name: CheckGoodbyeQueued,
 		rule: "every goodbye_sent user whose latest logged transition put them in goodbye_sent has a queued goodbye " +
 			"(any status: one cancelled at send time or by an operator was queued too) for the UTC day of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
-		sql: query("verify_goodbye_queued"),
+		sql:  query("verify_goodbye_queued"),
+		args: pgx.NamedArgs{"message_type": string(goodbye.Message)},
 	},
-	onePerPeriod(CheckOneGoodbyePerDay, sender.TypeGoodbye, "goodbyes", "UTC day", "day", "YYYY-MM-DD"),
-	onePerPeriod(CheckOneReviewPerWeek, sender.TypeWeeklyReview, "reviews", "ISO week", "week", `IYYY-"W"IW`),
+}, kindChecks(), []invariant{
 	{
 		name: CheckNoExpiredClaims,
 		rule: "no message is in flight (processing) whose claim is abandoned at as-of (its holder's lease ran out, or a claim without a holder is past claimed_until); " +
@@ -142,8 +162,9 @@ var invariants = []invariant{
 			"goodbye_sent 48 h after the goodbye was delivered (or failed, or, without a message or opted out, past " +
 			"goodbye_expires_at), remind_later past remind_at; exempt: users without a JID to send a goodbye to, and " +
 			"goodbyes still waiting to be delivered",
-		sql:  query("verify_no_user_stuck"),
-		args: pgx.NamedArgs{"inactivity": sm.InactivityPeriod, "goodbye_window": sm.GoodbyeWindow, "grace": StuckGrace},
+		sql: query("verify_no_user_stuck"),
+		args: pgx.NamedArgs{"inactivity": sm.InactivityPeriod, "goodbye_window": sm.GoodbyeWindow, "grace": StuckGrace,
+			"goodbye_key_infix": goodbye.KeyInfix},
 	},
 	{
 		name: CheckTimeZonesUsable,
@@ -151,7 +172,7 @@ var invariants = []invariant{
 			"for a value it cannot, quiet hours fall back to the operator's --timezone",
 		sql: query("verify_time_zones_usable"),
 	},
-}
+})
 
 // Verify checks the scheduler's invariants from one read-only snapshot and
 // reports every check. Each check is one set-based query over the tables

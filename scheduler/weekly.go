@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // WeeklyJob is the weekly job's name.
@@ -26,15 +26,16 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 		return nil, err
 	}
 	asOf := cfg.AsOf.UTC()
-	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: sender.ISOWeek(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
-	week, weekEnd := sender.WeeklyReviewPeriod(asOf)
+	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
+	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: review.Period.Label(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
+	week, weekEnd := review.Period.Bounds(asOf)
 	args := activity.WindowArgs(asOf)
 	maps.Copy(args, pgx.NamedArgs{
 		"period_start": week,
 		"replay_until": weekEnd,
-		"key_suffix":   sender.WeeklyReviewKeySuffix(asOf),
-		"message_type": sender.TypeWeeklyReview,
-		"message_key":  sender.KeyWeeklyReview,
+		"key_suffix":   review.KeySuffix(asOf),
+		"message_type": string(review.Message),
+		"message_key":  review.CatalogKey,
 	})
 	err := runJob(ctx, pool, WeeklyJob, []step{weeklyReviewStep}, args, cfg, sum)
 	return sum, err
@@ -51,7 +52,7 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 // does that, and runs take turns.)
 var weeklyReviewStep = step{
 	name:        "weekly_review",
-	messageType: sender.TypeWeeklyReview,
+	messageType: string(sm.WeeklyReviewMessage),
 	dryRunSQL:   query("weekly_review_dry_run"),
 	moveSQL:     query("weekly_review"),
 }

@@ -130,7 +130,8 @@ DECLARE
     -- migrator owns them too, so it can drop or replace them.
     funcs    text[] := ARRAY['engagement_stamp_state_change()',
                              'engagement_claim_abandoned(text, timestamptz, timestamptz)',
-                             'engagement_zone(text)'];
+                             'engagement_zone(text)',
+                             'engagement_in_shard(uuid, integer, integer)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;

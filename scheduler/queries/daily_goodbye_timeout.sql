@@ -5,7 +5,7 @@
 -- over, by what became of the goodbye message (found by its key, the user
 -- id, @key_infix and the UTC day of goodbye_sent_at):
 --
---   delivered ('sent') 48 h ago (sent_at before @goodbye_sent_before): the
+--   delivered ('sent') 48 h ago (sent_at before @due_before): the
 --     user had their 48 hours to answer  → @to_state, logged @trigger;
 --   in doubt ('failed', outcome unknown: it may have arrived), its last
 --     attempt 48 h ago                   → the same;
@@ -45,13 +45,13 @@ WITH chunk AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT CASE WHEN p.opted_out OR q.status IS NULL
                       THEN CASE WHEN s.goodbye_expires_at <= @as_of
-                                  OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before)
+                                  OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @due_before)
                                 THEN 'timed_out' END
                       WHEN q.status = 'sent'
-                      THEN CASE WHEN q.sent_at <= @goodbye_sent_before THEN 'timed_out' END
+                      THEN CASE WHEN q.sent_at <= @due_before THEN 'timed_out' END
                       WHEN q.status = 'failed' AND starts_with(coalesce(q.error_message, ''), @unknown_prefix::text)
                       THEN CASE WHEN coalesce((SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                                                WHERE l.message_id = q.id), s.goodbye_sent_at) <= @goodbye_sent_before
+                                                WHERE l.message_id = q.id), s.goodbye_sent_at) <= @due_before
                                 THEN 'timed_out' END
                       WHEN q.status IN ('failed', 'cancelled') THEN 'undelivered'
                  END AS verdict
@@ -68,8 +68,7 @@ WITH chunk AS MATERIALIZED (
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state
        AND v.verdict IS NOT NULL
-       AND (@shard_count::int = 1
-            OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+       AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), locked AS MATERIALIZED (
     -- Rows the bot holds are skipped rather than waited for, and counted.
     SELECT s.user_id

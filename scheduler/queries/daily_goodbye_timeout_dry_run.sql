@@ -11,11 +11,10 @@ SELECT '' AS skip_reason, count(*)::int, 0
  WHERE s.state = @from_state
    AND CASE WHEN p.reengagement_opt_out OR q.status IS NULL
             THEN s.goodbye_expires_at <= @as_of
-                 OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @goodbye_sent_before)
-            WHEN q.status = 'sent' THEN q.sent_at <= @goodbye_sent_before
+                 OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @due_before)
+            WHEN q.status = 'sent' THEN q.sent_at <= @due_before
             WHEN q.status = 'failed' AND starts_with(coalesce(q.error_message, ''), @unknown_prefix::text)
             THEN coalesce((SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                            WHERE l.message_id = q.id), s.goodbye_sent_at) <= @goodbye_sent_before
+                            WHERE l.message_id = q.id), s.goodbye_sent_at) <= @due_before
             ELSE q.status IN ('failed', 'cancelled') END
-   AND (@shard_count::int = 1
-        OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+   AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

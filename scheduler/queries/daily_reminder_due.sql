@@ -37,8 +37,7 @@ WITH chunk AS MATERIALIZED (
       ) p
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state AND s.remind_at <= @as_of
-       AND (@shard_count::int = 1
-            OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+       AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), locked AS MATERIALIZED (
     -- Rows the bot holds are skipped rather than waited for, and counted.
     SELECT s.user_id

@@ -11,5 +11,4 @@ SELECT '' AS skip_reason, count(*)::int,
                                       || floor(extract(epoch FROM s.remind_at) * 1000)::bigint::text))::int
   FROM user_engagement_states s
  WHERE s.state = @from_state AND s.remind_at <= @as_of
-   AND (@shard_count::int = 1
-        OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+   AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

@@ -1,10 +1,10 @@
 -- Check goodbye_queued: every goodbye_sent user whose latest logged
 -- transition put them in goodbye_sent has a goodbye queued (any status) for
--- the UTC day of goodbye_sent_at, as its period_start says. Exempt: users
--- with no such log row (the bot or an import set the state), no
--- goodbye_sent_at (see verify_state_timestamps.sql), or a goodbye day that
--- ended before @cutoff (as-of minus the retention: cleanup may have
--- deleted it).
+-- the UTC day of goodbye_sent_at, as its period_start says (@message_type
+-- is the goodbye kind's). Exempt: users with no such log row (the bot or
+-- an import set the state), no goodbye_sent_at (see
+-- verify_state_timestamps.sql), or a goodbye day that ended before @cutoff
+-- (as-of minus the retention: cleanup may have deleted it).
 --
 -- Like every verify_*.sql: found lists the suspicious rows as (example,
 -- exempt); the statement returns how many are violations, how many exempt,
@@ -23,7 +23,7 @@ WITH found (example, exempt) AS MATERIALIZED (
      WHERE s.state = 'goodbye_sent'
        AND NOT EXISTS (
            SELECT 1 FROM engagement_message_queue q
-            WHERE q.user_id = s.user_id AND q.message_type = 'goodbye'
+            WHERE q.user_id = s.user_id AND q.message_type = @message_type::text
               AND q.period_start = date_trunc('day', s.goodbye_sent_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
 )
 SELECT count(*) FILTER (WHERE NOT exempt),

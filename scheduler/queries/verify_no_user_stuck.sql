@@ -11,8 +11,9 @@
 -- Exempt: active and help_flow users with no JID to send a goodbye to (the
 -- daily job skips them until they have one), and goodbye_sent users whose
 -- goodbye still waits to be delivered (the queue's backlog, quiet hours and
--- outages have their own alerts). See verify_goodbye_queued.sql for the
--- statement's shape.
+-- outages have their own alerts). The goodbye is found by its key
+-- (@goodbye_key_infix: the goodbye kind's). See verify_goodbye_queued.sql
+-- for the statement's shape.
 WITH found (example, exempt) AS MATERIALIZED (
     SELECT s.user_id::text || ' (' || s.state || ' since ' ||
            to_char(CASE s.state WHEN 'goodbye_sent' THEN coalesce(q.sent_at, s.goodbye_sent_at)
@@ -26,7 +27,7 @@ WITH found (example, exempt) AS MATERIALIZED (
       JOIN user_profiles p ON p.user_id = s.user_id
       LEFT JOIN engagement_message_queue q
         ON s.state = 'goodbye_sent'
-       AND q.idempotency_key = s.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+       AND q.idempotency_key = s.user_id::text || @goodbye_key_infix::text || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
      WHERE CASE s.state
              WHEN 'active' THEN NOT p.reengagement_opt_out
                                 AND s.last_activity_at < @as_of::timestamptz - @inactivity::interval - @grace::interval

@@ -40,8 +40,7 @@ WITH rerun AS MATERIALIZED (
              WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
                AND s.state IN ('active', 'help_flow')
                AND s.last_activity_at > @window_start AND s.last_activity_at <= @as_of
-               AND (@shard_count::int = 1
-                    OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+               AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
              LIMIT 8) s
 ), chunk AS MATERIALIZED (
     SELECT s.user_id, w.transactions, p.destination, p.destination_jid,
@@ -85,8 +84,7 @@ WITH rerun AS MATERIALIZED (
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state IN ('active', 'help_flow')
        AND (w.transactions > 0 OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))
-       AND (@shard_count::int = 1
-            OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+       AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), queued AS (
     INSERT INTO engagement_message_queue
            (user_id, message_type, message_key, message_params, destination, destination_jid,

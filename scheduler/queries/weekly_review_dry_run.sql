@@ -25,7 +25,6 @@ SELECT c.skip_reason, count(*)::int,
          WHERE s.state IN ('active', 'help_flow')
            AND (w.user_id IS NOT NULL
                 OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))
-           AND (@shard_count::int = 1
-                OR ((hashtextextended(s.user_id::text, 0) & 9223372036854775807) % @shard_count::int) = @shard_index::int)
+           AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
        ) AS c
  GROUP BY c.skip_reason

@@ -1,0 +1,1 @@
+DROP FUNCTION engagement_in_shard(uuid, integer, integer);
