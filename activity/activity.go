@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -53,10 +54,7 @@ type ActiveUser struct {
 }
 
 // Querier is a pgx pool, connection or transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type Querier = postgres.Querier
 
 // ActiveUsersLastWeek streams the users who were active in the 7 days up to
 // asOf, in state active or help_flow and not opted out, with their

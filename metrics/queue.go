@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Queue is the delivery queue's backlog after a queue-process run: what
@@ -20,10 +20,8 @@ type Queue struct {
 //go:embed queries/queue_backlog.sql
 var queueBacklogSQL string
 
-// Querier is the part of a pgx pool, connection or transaction ReadQueue uses.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier is a pgx pool, connection or transaction.
+type Querier = postgres.Querier
 
 // ReadQueue reads the queue's backlog, by the database clock, in one
 // statement (an index-only count of the pending rows).

@@ -364,10 +364,8 @@ func dirtyError(version uint) error {
 		ErrSchemaOutdated, version, version, prev, version)
 }
 
-// Querier is the part of a pgx pool, connection or transaction that Check uses.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier is a pgx pool, connection or transaction.
+type Querier = postgres.Querier
 
 // Check returns an error wrapping ErrSchemaOutdated, telling the operator
 // what to run (`engagementctl migrate up`, or `migrate force` for a dirty

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -147,7 +148,7 @@ func ReadStatus(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPer
 		return nil, fmt.Errorf("begin the status snapshot: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	if asOf, err = resolveAsOf(ctx, tx, asOf); err != nil {
+	if asOf, err = postgres.AsOf(ctx, tx, asOf); err != nil {
 		return nil, err
 	}
 	st := &Status{AsOf: asOf, RunsPerJob: runsPerJob, Queue: QueueStatus{Counts: []QueueCount{}}, Runs: []RunStatus{}}
@@ -161,16 +162,6 @@ func ReadStatus(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPer
 		return nil, err
 	}
 	return st, nil
-}
-
-// resolveAsOf returns asOf in UTC, or the database clock when it is zero.
-func resolveAsOf(ctx context.Context, tx pgx.Tx, asOf time.Time) (time.Time, error) {
-	if asOf.IsZero() {
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&asOf); err != nil {
-			return time.Time{}, fmt.Errorf("read the database clock: %w", err)
-		}
-	}
-	return asOf.UTC(), nil
 }
 
 func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *QueueStatus) error {

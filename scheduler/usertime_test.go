@@ -23,7 +23,7 @@ import (
 // clock is the database's: sent_at is now.
 func deliver(t *testing.T, pool *pgxpool.Pool) sender.ProcessSummary {
 	t.Helper()
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: transport.NewLog(io.Discard), SendInterval: 0, Logger: zerolog.Nop()})
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: transport.NewLog(io.Discard), SendInterval: -1, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

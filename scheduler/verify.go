@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -189,7 +190,7 @@ func Verify(ctx context.Context, pool *pgxpool.Pool, cfg VerifyConfig) (*Report,
 		return nil, fmt.Errorf("begin the verify snapshot: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	asOf, err := resolveAsOf(ctx, tx, cfg.AsOf)
+	asOf, err := postgres.AsOf(ctx, tx, cfg.AsOf)
 	if err != nil {
 		return nil, err
 	}

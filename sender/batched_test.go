@@ -124,7 +124,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 	ctx := context.Background()
 	ids, keys := queueDue(t, pool, 2)
 	rcv := newKeyRecorder(t)
-	dead := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: 0, ClaimBatch: 2})
+	dead := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: -1, ClaimBatch: 2})
 
 	if _, err := dead.hold(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 	// Time passes (the clock is the database's): the claims expire.
 	fixture.ExpireClaims(t, pool)
 
-	next := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: 0})
+	next := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: -1})
 	sum, err := next.Run(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func BenchmarkQueue(b *testing.B) {
 			  FROM generate_series(1, $2)`, user, n); err != nil {
 			b.Fatal(err)
 		}
-		p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: hook, SendInterval: 0, Logger: zerolog.Nop()})
+		p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: hook, SendInterval: -1, Logger: zerolog.Nop()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -90,7 +90,7 @@ func BenchmarkSendTimeChecks(b *testing.B) {
 			if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
 				b.Fatal(err)
 			}
-			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: 0, QuietHours: v.quiet, Logger: zerolog.Nop()})
+			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: -1, QuietHours: v.quiet, Logger: zerolog.Nop()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -57,15 +57,16 @@ const (
 // could deliver it twice, so it fails instead.
 var ErrOutcomeUnknown = errors.New("outcome unknown: the send may have reached the receiver and the transport cannot de-duplicate, so it is not sent again")
 
-// ProcessorConfig configures a Processor. Zero values mean the defaults.
+// ProcessorConfig configures a Processor. As in River, a zero value means
+// the default and -1 (any negative value) means off, where off makes sense.
 type ProcessorConfig struct {
 	Transport transport.Transport // required
 	Catalog   *Catalog            // DefaultCatalog() when nil
 	// SendInterval is the least time between the starts of two sends on
-	// the transport, across every process (0: no pacing). Negative means
-	// the default.
+	// the transport, across every process (0: the default, 500 ms; -1: no
+	// pacing). Before 2026-11 0 meant no pacing; see CHANGELOG.md.
 	SendInterval time.Duration
-	MaxRetries   int           // retries after the first attempt (0: the default, 3; negative: none)
+	MaxRetries   int           // retries after the first attempt (0: the default, 3; -1: none)
 	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
 	ClaimTimeout time.Duration // how long a claim lives unless renewed (default 2 min)
 	ClaimBatch   int           // messages a worker claims at a time (default: 400, 50 or 4, see DefaultBatchedClaimBatch)
@@ -194,8 +195,11 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	if cfg.Catalog == nil {
 		cfg.Catalog = DefaultCatalog()
 	}
-	if cfg.SendInterval < 0 {
+	switch {
+	case cfg.SendInterval == 0:
 		cfg.SendInterval = DefaultSendInterval
+	case cfg.SendInterval < 0:
+		cfg.SendInterval = 0 // no pacing
 	}
 	switch {
 	case cfg.MaxRetries == 0:

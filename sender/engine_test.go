@@ -54,7 +54,7 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestAProcessingRowWithoutADeadlineIsRecovered(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = NULL, claimed_by = NULL WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 	if r := rowOf(t, pool, id); r.Status != "sent" || sum.Recovered != 1 {
 		t.Errorf("message %+v, summary %+v: want it recovered and sent", r, sum)
 	}
@@ -124,7 +124,7 @@ func TestProviderBodyTextNeverReachesLogsOrRows(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
 	var logs bytes.Buffer
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: 0,
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: -1,
 		Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func TestAnOutcomeIsNotRecordedForALostClaim(t *testing.T) {
 	id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
 	done := make(chan sender.ProcessSummary)
 	go func() {
-		done <- run(t, pool, sender.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: 0})
+		done <- run(t, pool, sender.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: -1})
 	}()
 	<-arrived
 	if _, err := pool.Exec(context.Background(), `
@@ -403,7 +403,7 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 	}
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
-	sum := run(t, pool, sender.ProcessorConfig{Transport: wa, SendInterval: 0, RetryBase: time.Millisecond})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: time.Millisecond})
 	r := rowOf(t, pool, id)
 	if r.Status != "failed" || r.RetryCount != 0 || r.Error == nil || !strings.Contains(*r.Error, "outcome unknown") {
 		t.Errorf("message %+v, want failed at once with outcome unknown", r)
@@ -437,7 +437,7 @@ func TestALockedDueRowIsSkippedNotWaitedFor(t *testing.T) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +475,7 @@ func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
 	if _, err := bot.Exec(ctx, `LOCK TABLE user_profiles IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		Workers: 2, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func TestTransportFaultsAreRetriedThenFail(t *testing.T) {
 					}
 				}
 				start := time.Now()
-				sum := run(t, pool, sender.ProcessorConfig{Transport: wh, SendInterval: 0, RetryBase: base})
+				sum := run(t, pool, sender.ProcessorConfig{Transport: wh, SendInterval: -1, RetryBase: base})
 				if took := time.Since(start); took > 10*faultTimeout+2*time.Second {
 					t.Errorf("attempt %d took %s: the timeout does not bound it", attempt, took)
 				}
@@ -189,7 +189,7 @@ func TestAnsweredWith2xxIsDelivered(t *testing.T) {
 		bot.Script(key, f)
 	}
 
-	sum := run(t, pool, sender.ProcessorConfig{Transport: wh, SendInterval: 0, RetryBase: 10 * time.Millisecond})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: wh, SendInterval: -1, RetryBase: 10 * time.Millisecond})
 
 	if sum.Sent != len(faults) || sum.Retried != 0 || sum.Failed != 0 {
 		t.Errorf("summary %+v, want all %d sent at the first attempt", sum, len(faults))

@@ -45,7 +45,7 @@ func TestEveryAttemptIsOneLogLineWithItsIDs(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.Ptr("5511987654321@s.whatsapp.net")})
 	delivered := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-2*time.Minute))
 	var logs lockedBuffer
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: 0,
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: -1,
 		Workers: 1, Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)

@@ -137,7 +137,7 @@ func TestProcessorDeliversDueMessagesOnce(t *testing.T) {
 		queue(t, pool, user, sender.KeyWeeklyReview, "failed", past):                       "failed",
 	}
 
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: 0})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: -1})
 
 	if sum.Sent != 3 || sum.Failed != 0 || sum.Retried != 0 || sum.Processed != 3 {
 		t.Errorf("summary %+v, want 3 processed and sent", sum)
@@ -171,7 +171,7 @@ func TestProcessorDeliversDueMessagesOnce(t *testing.T) {
 	}
 
 	// A second run finds nothing to do.
-	if again := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0}); again.Processed != 0 || len(rcv.got()) != 3 {
+	if again := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1}); again.Processed != 0 || len(rcv.got()) != 3 {
 		t.Errorf("second run %+v, receiver %d requests; want nothing sent again", again, len(rcv.got()))
 	}
 }
@@ -200,7 +200,7 @@ func TestProcessorRetries(t *testing.T) {
 			user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 			id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
 
-			run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0, RetryBase: base})
+			run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1, RetryBase: base})
 
 			reqs := rcv.got()
 			if len(reqs) != tt.wantRequests {
@@ -234,7 +234,7 @@ func TestProcessorUnknownKeyFailsThatMessageOnly(t *testing.T) {
 	bad := queue(t, pool, user, "engagement.no_such_message", "pending", time.Now().Add(-time.Minute))
 	good := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(-time.Minute))
 
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 
 	if r := rowOf(t, pool, bad); r.Status != "failed" || r.Error == nil || !contains(*r.Error, "engagement.no_such_message") {
 		t.Errorf("unknown key message %+v, want failed naming the key", r)
@@ -271,7 +271,7 @@ func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 
 	t.Run("a transport that de-duplicates resends under the same key", func(t *testing.T) {
 		rcv := newReceiver(t, 200)
-		sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0})
+		sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 		if sum.Recovered != 3 {
 			t.Errorf("recovered %d, want 3", sum.Recovered)
 		}
@@ -300,7 +300,7 @@ func TestProcessorOutcomeUnknownFailsOnTransportsThatCannotDeduplicate(t *testin
 		t.Fatal(err)
 	}
 	sent := 0
-	run(t, pool, sender.ProcessorConfig{Transport: &fakeTransport{send: func() { sent++ }}, SendInterval: 0})
+	run(t, pool, sender.ProcessorConfig{Transport: &fakeTransport{send: func() { sent++ }}, SendInterval: -1})
 	r := rowOf(t, pool, id)
 	if r.Status != "failed" || r.Error == nil || !contains(*r.Error, "outcome unknown") || sent != 0 {
 		t.Errorf("message %+v after %d sends, want failed with outcome unknown and no send", r, sent)
@@ -375,7 +375,7 @@ func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
 		t.Fatalf("recording the key: %v", err)
 	}
 
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		RetryBase: 10 * time.Millisecond, Dedupe: store})
 
 	if r := rowOf(t, pool, seen); r.Status != "sent" || r.Error == nil || !strings.Contains(*r.Error, "dedupe store") {
@@ -404,7 +404,7 @@ func TestAPanicInAWorkerEndsTheRunAndLeavesNoClaim(t *testing.T) {
 		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
 	}
 	var sends atomic.Int32
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Logger: zerolog.Nop(), SendInterval: 0, Workers: 4,
+	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Logger: zerolog.Nop(), SendInterval: -1, Workers: 4,
 		Transport: &fakeTransport{send: func() {
 			if sends.Add(1) == 3 {
 				panic("transport bug")

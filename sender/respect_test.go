@@ -106,7 +106,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})
 	cameBackReminder := queueTyped(t, pool, u, sender.TypeReminder, sender.ReminderKey(u, day))
 
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 
 	want := map[string]cancelRow{
 		wanted: {"sent", nil}, activeReview: {"sent", nil}, other: {"sent", nil}, dormantReminder: {"sent", nil},
@@ -172,7 +172,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 		}
 		ids[name] = queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:quiet")
 	}
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		QuietHours: quiet, Timezone: "UTC"})
 
 	if r := rowOf(t, pool, ids["America/Sao_Paulo"]); r.Status != "sent" {
@@ -249,7 +249,7 @@ func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
 		}
 		ids[tz] = queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:quiet")
 	}
-	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: 0,
+	sum := run(t, pool, sender.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		QuietHours: quiet, Timezone: "UTC"})
 
 	for _, tz := range spellings {

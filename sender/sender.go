@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -158,11 +159,9 @@ type Queued struct {
 	PayloadDiffers bool
 }
 
-// Querier is the part of a pgx pool, connection or transaction Enqueue needs,
-// so a message can be queued inside a caller's transaction.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier is a pgx pool, connection or transaction, so a message can be
+// queued inside a caller's transaction.
+type Querier = postgres.Querier
 
 // enqueueSQL inserts a message or returns the one its key already names.
 var enqueueSQL = mustQuery("enqueue")

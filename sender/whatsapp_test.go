@@ -82,7 +82,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 		ids[number] = id
 	}
 
-	sum := run(t, pool, sender.ProcessorConfig{Transport: wa, SendInterval: 0, RetryBase: 10 * time.Millisecond})
+	sum := run(t, pool, sender.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: 10 * time.Millisecond})
 
 	ok := rowOf(t, pool, ids["5511900000001"])
 	if ok.Status != "sent" || ok.ProviderID == nil || *ok.ProviderID != "wamid.5511900000001" {
@@ -143,7 +143,7 @@ func TestRetryUnknownIsTheOperatorsChoice(t *testing.T) {
 			user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 			id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
 
-			run(t, pool, sender.ProcessorConfig{Transport: wa, SendInterval: 0, RetryBase: time.Millisecond, RetryUnknown: retry})
+			run(t, pool, sender.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: time.Millisecond, RetryUnknown: retry})
 
 			r := rowOf(t, pool, id)
 			wantCalls, wantRetries := int32(1), 0

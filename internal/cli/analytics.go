@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/analytics"
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -26,6 +25,7 @@ type analyticsFlags struct {
 func (f *analyticsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.apiKey, "posthog-api-key", "", "PostHog project API key: when set, the run's state changes and weekly reviews are sent as analytics events")
 	bindEnv(fs, "posthog-api-key", "POSTHOG_API_KEY")
+	markSecret(fs, "posthog-api-key")
 	fs.StringVar(&f.host, "posthog-host", analytics.DefaultEndpoint, "PostHog host the events go to")
 	bindEnv(fs, "posthog-host", "POSTHOG_HOST")
 	fs.DurationVar(&f.timeout, "posthog-timeout", analytics.DefaultTimeout, "longest the analytics events may take after the run; what is not sent by then is dropped")
@@ -48,7 +48,7 @@ func (f *analyticsFlags) check() string {
 // committed: only for a real run, and only with an API key. It never fails
 // the job and never outlasts --posthog-timeout (plus a second); trouble is
 // one warning. Neither the key nor the events' content is logged.
-func publishAnalytics(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, f jobFlags) {
+func publishAnalytics(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, f jobFlags, secrets secrets) {
 	a := f.analytics
 	if a.apiKey == "" || f.dryRun || sum == nil || sum.RunID == 0 {
 		return
@@ -67,7 +67,7 @@ func publishAnalytics(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logge
 	})
 	ev, msg := log.Info(), "analytics events published"
 	if err != nil {
-		ev, msg = log.Warn().Str("error", postgres.Redact(err, f.databaseURL).Error()), "analytics events not all published; the run is unaffected"
+		ev, msg = log.Warn().Str("error", secrets.scrub(err).Error()), "analytics events not all published; the run is unaffected"
 	}
 	ev.Int("events", res.Events).Int("sent", res.Sent).Int("failed", res.Failed).
 		Int64("duration_ms", time.Since(start).Milliseconds()).Msg(msg)

@@ -41,15 +41,12 @@ than the retention window is therefore not protected against duplicates.
 				return err
 			}
 			defer pool.Close()
-			cfg.AsOf = asOf
-			if cfg.AsOf.IsZero() {
-				if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&cfg.AsOf); err != nil {
-					return postgres.Redact(err, *databaseURL)
-				}
+			if cfg.AsOf, err = postgres.AsOf(ctx, pool, asOf); err != nil {
+				return err
 			}
 			sum, err := sender.Cleanup(ctx, pool, cfg)
 			if err != nil {
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			if flags.output == "json" {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(sum)

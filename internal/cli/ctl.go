@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -19,10 +18,7 @@ func NewCtlCommand() *cobra.Command {
 		Use:   "engagementctl",
 		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup, status, verify",
 		Args:  cobra.NoArgs,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnv(cmd)
-		},
-		RunE: missingSubcommand,
+		RunE:  missingSubcommand,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
@@ -47,7 +43,14 @@ docs/migrations.md.`,
 		Args: cobra.NoArgs,
 		RunE: missingSubcommand,
 	}
-	var cfg migrations.Config
+	var (
+		cfg        migrations.Config
+		migrateURL string
+	)
+	cmd.PersistentFlags().StringVar(&migrateURL, "migrate-database-url", "",
+		"PostgreSQL URL of a direct or session-mode connection, used instead of DATABASE_URL when --database-url is not given")
+	bindEnv(cmd.PersistentFlags(), "migrate-database-url", "MIGRATE_DATABASE_URL")
+	markSecret(cmd.PersistentFlags(), "migrate-database-url")
 	cmd.PersistentFlags().DurationVar(&cfg.LockTimeout, "lock-timeout", migrations.DefaultLockTimeout,
 		"how long one migration statement may wait for a table lock another transaction holds (0: no limit)")
 	cmd.PersistentFlags().DurationVar(&cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
@@ -62,7 +65,7 @@ docs/migrations.md.`,
 			if cfg.WaitTimeout <= 0 {
 				return usagef("--wait must be positive, got %s", cfg.WaitTimeout)
 			}
-			*databaseURL = migrateDatabaseURL(cmd, *databaseURL)
+			*databaseURL = migrateDatabaseURL(cmd, *databaseURL, migrateURL)
 			if err := requireDatabaseURL(*databaseURL); err != nil {
 				return err
 			}
@@ -80,11 +83,11 @@ docs/migrations.md.`,
 			}
 			m, err := migrations.OpenConfig(cmd.Context(), *databaseURL, c)
 			if err != nil {
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			defer m.Close()
 			if err := fn(m); err != nil {
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			version, dirty, err := m.Version()
 			if err != nil {

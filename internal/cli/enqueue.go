@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -95,7 +94,7 @@ also under concurrent callers. Without a key every call creates a message.
 			case errors.Is(err, sender.ErrNoDestination):
 				return usageError(err)
 			case err != nil:
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			if q.PayloadDiffers {
 				log.Warn().Str("idempotency_key", m.IdempotencyKey).Str("message_id", q.ID).

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"context"
 	"io"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/spf13/cobra"
 )
 
 // Env is what a run reads and writes besides its arguments: environment
@@ -57,22 +54,4 @@ func (e Env) withDefaults() Env {
 		e.Stderr = io.Discard
 	}
 	return e
-}
-
-type envKey struct{}
-
-// withEnv returns ctx carrying env for the command's run.
-func withEnv(ctx context.Context, env Env) context.Context {
-	return context.WithValue(ctx, envKey{}, env)
-}
-
-// getenv reads the environment variable name from the Env the command runs
-// with (the process's when it was not started by Main).
-func getenv(cmd *cobra.Command, name string) (string, bool) {
-	if ctx := cmd.Context(); ctx != nil {
-		if env, ok := ctx.Value(envKey{}).(Env); ok {
-			return env.LookupEnv(name)
-		}
-	}
-	return os.LookupEnv(name)
 }

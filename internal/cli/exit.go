@@ -95,7 +95,11 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	ctx = postgres.WithConnectTimeout(withEnv(ctx, env), env.ConnectTimeout)
+	// The environment reaches the command through its flags only: each
+	// flag not given on the command line takes its variable, here, before
+	// the command runs.
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return applyEnv(c, env.LookupEnv) }
+	ctx = postgres.WithConnectTimeout(ctx, env.ConnectTimeout)
 	// Commands without a logger of their own (status, verify, …) still
 	// log what must not go unseen, like a server WARNING, as JSON lines.
 	ctx = zerolog.New(stderr).With().Timestamp().Str("app", cmd.Name()).Logger().WithContext(ctx)
@@ -108,6 +112,8 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	if err == nil {
 		return ExitOK
 	}
+	// The edge every error passes: no secret of the command's leaves in it.
+	err = secretsOf(ran).scrub(err)
 	code = ExitUsage // cobra's own errors: unknown flag, command or argument
 	var exit *ExitError
 	if errors.As(err, &exit) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -26,15 +26,17 @@ func bindEnv(fs *pflag.FlagSet, flag, env string) {
 }
 
 // applyEnv fills every flag of cmd that was not set on the command line from
-// its environment variable, if that is set.
-func applyEnv(cmd *cobra.Command) error {
+// its environment variable, if lookup finds it set. Main does it for the
+// command it runs, before the command's RunE: the commands read the
+// environment through their flags only.
+func applyEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		envs := f.Annotations[envAnnotation]
 		if err != nil || f.Changed || len(envs) == 0 {
 			return
 		}
-		v, ok := getenv(cmd, envs[0])
+		v, ok := lookup(envs[0])
 		if !ok || v == "" {
 			return
 		}
@@ -45,10 +47,11 @@ func applyEnv(cmd *cobra.Command) error {
 	return err
 }
 
-// jobFlags are the flags every job binary (daily, weekly) takes.
+// jobFlags are the flags every job binary (daily, weekly) takes, as given
+// (the environment applied); jobOptions.Validate checks them.
 type jobFlags struct {
 	databaseURL     string
-	asOf            string
+	asOf            asOfValue
 	allowFutureAsOf bool
 	dryRun          bool
 	output          string
@@ -67,7 +70,8 @@ type jobFlags struct {
 func (f *jobFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	registerDatabaseURL(fs, &f.databaseURL)
-	fs.StringVar(&f.asOf, "as-of", "", "the instant the job treats as now, RFC3339 (default: the database clock)")
+	f.asOf.name = "--as-of (or ENGAGEMENT_AS_OF)"
+	fs.Var(&f.asOf, "as-of", "the instant the job treats as now, RFC3339 (default: the database clock)")
 	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
 	fs.BoolVar(&f.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of more than 5 minutes ahead of the database clock (a simulation: users are moved before their time)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "compute and report what would change; write nothing")
@@ -87,40 +91,10 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	f.analytics.register(fs)
 }
 
-// validate checks everything that can be checked before any work, parses
-// --as-of (zero when not given) and resolves the shard.
-func (f *jobFlags) validate(cmd *cobra.Command) (asOf time.Time, shard scheduler.Shard, err error) {
-	if err := requireDatabaseURL(f.databaseURL); err != nil {
-		return time.Time{}, shard, err
-	}
-	if err := validateOutput(f.output); err != nil {
-		return time.Time{}, shard, err
-	}
-	if f.batchSize < 1 {
-		return time.Time{}, shard, usagef("--batch-size must be at least 1, got %d", f.batchSize)
-	}
-	if f.concurrency < 1 || f.concurrency > 8 {
-		return time.Time{}, shard, usagef("--concurrency must be from 1 to 8, got %d", f.concurrency)
-	}
-	if f.asOf != "" {
-		if asOf, err = parseAsOf("--as-of (or ENGAGEMENT_AS_OF)", f.asOf); err != nil {
-			return time.Time{}, shard, err
-		}
-	}
-	if shard, err = f.shard.resolve(cmd); err != nil {
-		return time.Time{}, shard, err
-	}
-	// The queue step's flags are checked even when the step does not run:
-	// a value out of range is a mistake either way.
-	if err := f.delivery.validate(); err != nil {
-		return time.Time{}, shard, err
-	}
-	return asOf, shard, nil
-}
-
 func registerDatabaseURL(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "database-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db")
 	bindEnv(fs, "database-url", "DATABASE_URL")
+	markSecret(fs, "database-url")
 }
 
 // requireDatabaseURL checks that a database URL is given and parses, so a
@@ -132,7 +106,7 @@ func requireDatabaseURL(u string) error {
 		return usagef("no database: set DATABASE_URL or pass --database-url")
 	}
 	if _, err := pgx.ParseConfig(u); err != nil {
-		return usageError(postgres.Redact(fmt.Errorf("invalid database URL: %w", err), u))
+		return usageError(fmt.Errorf("invalid database URL: %w", err))
 	}
 	return nil
 }
@@ -166,3 +140,35 @@ func parseAsOf(name, s string) (time.Time, error) {
 	}
 	return t.UTC(), nil
 }
+
+// asOfValue is an --as-of flag: an RFC3339 instant no earlier than
+// 2000-01-01, kept in UTC. Unset, it is the zero time, which every command
+// reads as "the database clock" (postgres.AsOf). A value that does not
+// parse is kept and reported by Check, from the command's validation: the
+// rest of the command line is read first, so that --output json still
+// shapes the error.
+type asOfValue struct {
+	name string // how errors name it: "--as-of", or with its variable
+	t    time.Time
+	err  error
+}
+
+func (v *asOfValue) Set(s string) error {
+	v.t, v.err = parseAsOf(cmp.Or(v.name, "--as-of"), s)
+	return nil
+}
+
+func (v *asOfValue) String() string {
+	if v.t.IsZero() {
+		return ""
+	}
+	return v.t.Format(time.RFC3339Nano)
+}
+
+func (v *asOfValue) Type() string { return "string" }
+
+// Check is the usage error of a value that did not parse, else nil.
+func (v *asOfValue) Check() error { return v.err }
+
+// Time is the instant given, or the zero time for none.
+func (v *asOfValue) Time() time.Time { return v.t }

@@ -54,112 +54,165 @@ States are not changed; opted-out users are never touched.`)
 }
 
 func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
-	var f jobFlags
+	o := &jobOptions{name: name, job: job}
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short,
 		Long:  long,
 		Args:  cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
+			o.stdout, o.stderr, o.secrets = cmd.OutOrStdout(), cmd.ErrOrStderr(), secretsOf(cmd)
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			asOf, shard, err := f.validate(cmd)
-			if err != nil {
-				return err
-			}
-			if err := f.metrics.validate(); err != nil {
-				return err
-			}
-			log, err := f.log.logger(cmd.ErrOrStderr(), name)
-			if err != nil {
-				return err
-			}
-			// The trailing queue step runs only with a transport; its
-			// configuration is checked before any work, like the rest.
-			var delivery *sender.ProcessorConfig
-			if f.delivery.transport != "" && !f.skipSend && !f.dryRun {
-				cfg, err := f.delivery.processorConfig(cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				cfg.Logger = log
-				delivery = &cfg
-			}
-			return runJobCommand(cmd.Context(), cmd.OutOrStdout(), log, name, job, f, asOf, shard, delivery)
+			return o.Run(cmd.Context())
 		}),
 	}
-	f.register(cmd)
+	o.register(cmd)
 	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
 
-func runJobCommand(ctx context.Context, stdout io.Writer, log zerolog.Logger, name string, job jobFunc, f jobFlags, asOf time.Time, shard scheduler.Shard, delivery *sender.ProcessorConfig) (err error) {
-	// The run's metrics are pushed however it ends, a failure included.
+// jobOptions is one run of a job binary: its flags, and what Validate
+// makes of them. Run reads nothing else.
+type jobOptions struct {
+	jobFlags
+	name           string
+	job            jobFunc
+	stdout, stderr io.Writer
+	secrets        secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
+
+	// Set by Validate.
+	shard    scheduler.Shard
+	log      zerolog.Logger
+	delivery *sender.ProcessorConfig // the queue step's; nil: no queue step
+}
+
+// Validate checks everything that can be checked before any work (a usage
+// error, exit 2, naming the flag) and resolves the shard, the logger and
+// the queue step's configuration.
+func (o *jobOptions) Validate() error {
+	if err := requireDatabaseURL(o.databaseURL); err != nil {
+		return err
+	}
+	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	if o.batchSize < 1 {
+		return usagef("--batch-size must be at least 1, got %d", o.batchSize)
+	}
+	if o.concurrency < 1 || o.concurrency > 8 {
+		return usagef("--concurrency must be from 1 to 8, got %d", o.concurrency)
+	}
+	if err := o.asOf.Check(); err != nil {
+		return err
+	}
+	var err error
+	if o.shard, err = o.jobFlags.shard.resolve(); err != nil {
+		return err
+	}
+	// The queue step's flags are checked even when the step does not run:
+	// a value out of range is a mistake either way.
+	if err := o.jobFlags.delivery.validate(); err != nil {
+		return err
+	}
+	if err := o.metrics.validate(); err != nil {
+		return err
+	}
+	if o.log, err = o.jobFlags.log.logger(o.stderr, o.name); err != nil {
+		return err
+	}
+	if o.jobFlags.delivery.transport != "" && !o.skipSend && !o.dryRun {
+		cfg, err := o.jobFlags.delivery.processorConfig(o.stderr)
+		if err != nil {
+			return err
+		}
+		cfg.Logger = o.log
+		o.delivery = &cfg
+	}
+	return nil
+}
+
+// Run runs the job, its analytics and its queue step, writes the summary
+// and pushes the metrics, however the run ends.
+func (o *jobOptions) Run(ctx context.Context) (err error) {
 	var sum *scheduler.Summary
-	defer func(start time.Time) { f.metrics.pushJob(ctx, log, name, shard, start, f.dryRun, sum, err) }(time.Now())
-	ctx = log.WithContext(ctx) // the pool logs server warnings with it
-	pool, err := openChecked(ctx, f.databaseURL, name)
+	defer func(start time.Time) {
+		o.metrics.pushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, sum, err)
+	}(time.Now())
+	ctx = o.log.WithContext(ctx) // the pool logs server warnings with it
+	pool, err := openChecked(ctx, o.databaseURL, o.name)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	var dbNow time.Time
-	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
-		return postgres.Redact(fmt.Errorf("read the database clock: %w", err), f.databaseURL)
+	asOf, err := o.resolveAsOf(ctx, pool)
+	if err != nil {
+		return err
 	}
-	switch {
-	case asOf.IsZero():
-		asOf = dbNow
-	case asOf.After(dbNow.Add(MaxAsOfSkew)) && !f.allowFutureAsOf:
-		// A future as-of acts on users before their time: a 2030 dry run
-		// would have queued goodbyes to 4 users in 10.
-		return usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
-			asOf.Format(time.RFC3339), asOf.Sub(dbNow).Round(time.Second), dbNow.UTC().Format(time.RFC3339))
-	}
-
-	sum, runErr := job(ctx, pool, scheduler.Config{
+	sum, err = o.job(ctx, pool, scheduler.Config{
 		AsOf:         asOf,
-		DryRun:       f.dryRun,
-		BatchSize:    f.batchSize,
-		Concurrency:  f.concurrency,
-		Shard:        shard,
-		SendReminder: f.sendReminder,
-		Logger:       log,
+		DryRun:       o.dryRun,
+		BatchSize:    o.batchSize,
+		Concurrency:  o.concurrency,
+		Shard:        o.shard,
+		SendReminder: o.sendReminder,
+		Logger:       o.log,
 	})
-	if runErr != nil {
-		return postgres.Redact(runErr, f.databaseURL)
+	if err != nil {
+		return err
 	}
 	// The run's batches have committed: report them (with an API key only;
 	// bounded, and never an error of the job's).
-	publishAnalytics(ctx, pool, log, sum, f)
-	delivered, err := sendQueued(ctx, pool, log, sum, delivery, f)
+	publishAnalytics(ctx, pool, o.log, sum, o.jobFlags, o.secrets)
+	delivered, err := o.sendQueued(ctx, pool, sum)
 	if err != nil {
-		return postgres.Redact(err, f.databaseURL)
-	}
-	if err := writeSummary(stdout, f.output, sum); err != nil {
 		return err
 	}
-	if f.failOnPartial && (sum.Partial() || delivered.Failed > 0) {
+	if err := writeSummary(o.stdout, o.output, sum); err != nil {
+		return err
+	}
+	if o.failOnPartial && (sum.Partial() || delivered.Failed > 0) {
 		return errPartial
 	}
 	return nil
 }
 
+// resolveAsOf is --as-of, or the database clock without it. A future
+// --as-of acts on users before their time (a 2030 dry run would have
+// queued goodbyes to 4 users in 10), so one more than MaxAsOfSkew ahead of
+// the database clock needs --allow-future-as-of.
+func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (time.Time, error) {
+	now, err := postgres.Now(ctx, db)
+	if err != nil {
+		return time.Time{}, err
+	}
+	asOf := o.asOf.Time()
+	switch {
+	case asOf.IsZero():
+		return now, nil
+	case asOf.After(now.Add(MaxAsOfSkew)) && !o.allowFutureAsOf:
+		return time.Time{}, usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
+			asOf.Format(time.RFC3339), asOf.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339))
+	}
+	return asOf, nil
+}
+
 // sendQueued is the jobs' trailing queue step: with a transport (and no
 // --skip-send) it delivers what is due, as queue-process would; without one
 // the messages wait for queue-process.
-func sendQueued(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, delivery *sender.ProcessorConfig, f jobFlags) (sender.ProcessSummary, error) {
+func (o *jobOptions) sendQueued(ctx context.Context, pool *pgxpool.Pool, sum *scheduler.Summary) (sender.ProcessSummary, error) {
+	log, delivery := o.log, o.delivery
 	switch {
-	case f.dryRun:
+	case o.dryRun:
 		return sender.ProcessSummary{}, nil
 	case delivery == nil:
-		if !f.skipSend && sum.Queued > 0 {
+		if !o.skipSend && sum.Queued > 0 {
 			log.Info().Int("queued", sum.Queued).Msg("no transport configured: messages wait for queue-process to deliver them")
 		}
 		return sender.ProcessSummary{}, nil
 	}
-	if err := f.delivery.attachDedupe(delivery, pool, log); err != nil {
+	if err := o.jobFlags.delivery.attachDedupe(delivery, pool, log); err != nil {
 		return sender.ProcessSummary{}, err
 	}
 	p, err := sender.NewProcessor(pool, *delivery)
@@ -184,7 +237,7 @@ func openChecked(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, e
 	}
 	if err := migrations.Check(ctx, pool); err != nil {
 		pool.Close()
-		return nil, postgres.Redact(err, databaseURL)
+		return nil, err
 	}
 	return pool, nil
 }

@@ -24,6 +24,7 @@ type metricsFlags struct {
 func (f *metricsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pushgatewayURL, "pushgateway-url", "", "Prometheus Pushgateway to push the run's metrics to, e.g. http://pushgateway:9091")
 	bindEnv(fs, "pushgateway-url", "PUSHGATEWAY_URL")
+	markSecret(fs, "pushgateway-url")
 	fs.StringVar(&f.environment, "metrics-environment", "", `the environment grouping label of the pushed metrics (e.g. "production"), so environments sharing a Pushgateway keep their own groups`)
 	bindEnv(fs, "metrics-environment", "ENGAGEMENT_ENVIRONMENT")
 }

@@ -10,16 +10,16 @@ import (
 )
 
 // migrateDatabaseURL is the URL engagementctl migrate uses: --database-url
-// when given, else MIGRATE_DATABASE_URL when set, else DATABASE_URL
-// (current). The jobs may reach the database through a transaction pooler;
+// when given on the command line, else --migrate-database-url
+// (MIGRATE_DATABASE_URL) when set, else DATABASE_URL (current). The jobs may reach the database through a transaction pooler;
 // migrations need a direct (or session-mode) connection, which operators
 // give in MIGRATE_DATABASE_URL.
-func migrateDatabaseURL(cmd *cobra.Command, current string) string {
+func migrateDatabaseURL(cmd *cobra.Command, current, migrateURL string) string {
 	if f := cmd.Flag("database-url"); f != nil && f.Changed {
 		return current
 	}
-	if v, _ := getenv(cmd, "MIGRATE_DATABASE_URL"); v != "" {
-		return v
+	if migrateURL != "" {
+		return migrateURL
 	}
 	return current
 }

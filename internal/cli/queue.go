@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,9 +15,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/idempotency"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
-	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
 // deliveryFlags configure the transport and the pace of delivery: the
@@ -59,12 +59,8 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet, group string) {
 }
 
 func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
-	fs.StringVar(&f.transport, "transport", "", "webhook, whatsapp-cloud or log")
+	fs.StringVar(&f.transport, "transport", "", transportNames())
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
-	fs.StringVar(&f.webhookURL, "webhook-url", "", "the bot's endpoint, for --transport webhook")
-	bindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
-	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC-SHA256 key signing webhook bodies")
-	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
 	fs.DurationVar(&f.sendInterval, "send-interval", sender.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
 	fs.IntVar(&f.maxRetries, "max-retries", sender.DefaultMaxRetries, "retries after the first attempt (0: none)")
 	fs.DurationVar(&f.retryBase, "retry-base", sender.DefaultRetryBase, "first retry's delay, doubled for each next")
@@ -74,6 +70,7 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
 	fs.StringVar(&f.dedupeStore, "dedupe-store", "", `extra send guard: "postgres" or a redis:// URL`)
 	bindEnv(fs, "dedupe-store", "ENGAGEMENT_DEDUPE_STORE")
+	markSecret(fs, "dedupe-store")
 	fs.DurationVar(&f.dedupeTTL, "dedupe-ttl", idempotency.DefaultTTL, "how long the dedupe store remembers a sent key, with --dedupe-store")
 	fs.BoolVar(&f.dedupeOpen, "dedupe-fail-open", false, "send anyway (and warn) when the dedupe store is down; default: stop")
 	bindEnv(fs, "catalog", "ENGAGEMENT_CATALOG")
@@ -81,15 +78,9 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "quiet-hours", "ENGAGEMENT_QUIET_HOURS")
 	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA time zone of the quiet hours, for users without user_profiles.timezone")
 	bindEnv(fs, "timezone", "ENGAGEMENT_TIMEZONE")
-	fs.StringVar(&f.waPhoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
-	bindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
-	fs.StringVar(&f.waToken, "whatsapp-token", "", "Cloud API access token")
-	bindEnv(fs, "whatsapp-token", "WHATSAPP_ACCESS_TOKEN")
-	fs.StringVar(&f.waTemplates, "whatsapp-templates", "", "JSON file mapping message keys to approved templates")
-	bindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
-	fs.StringVar(&f.waBaseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
-	bindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
-	fs.BoolVar(&f.waRetry, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
+	for _, t := range transports {
+		t.register(fs, f)
+	}
 }
 
 // validate checks the delivery flags' values, before any work and whether
@@ -131,36 +122,22 @@ func (f *deliveryFlags) validate() error {
 	return nil
 }
 
-// processorConfig validates the flags and builds the processor's
-// configuration. Every error is a usage error: found before any work.
+// processorConfig builds the processor's configuration from flags validate
+// passed. Every error is a usage error: found before any work.
 func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfig, error) {
 	var cfg sender.ProcessorConfig
-	if err := f.validate(); err != nil {
-		return cfg, err
+	if f.transport == "" {
+		return cfg, usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to %s", transportNames())
+	}
+	i := slices.IndexFunc(transports, func(t transportKind) bool { return t.name == f.transport })
+	if i < 0 {
+		return cfg, usagef("unknown transport %q: use %s", f.transport, transportNames())
+	}
+	if missing := transports[i].missing(f); missing != "" {
+		return cfg, usagef("--transport %s needs %s", f.transport, missing)
 	}
 	var err error
-	switch f.transport {
-	case "":
-		return cfg, usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to webhook, whatsapp-cloud or log")
-	case "webhook":
-		if f.webhookURL == "" {
-			return cfg, usagef("--transport webhook needs --webhook-url (or ENGAGEMENT_WEBHOOK_URL)")
-		}
-		cfg.Transport, err = transport.NewWebhook(transport.WebhookConfig{URL: f.webhookURL, Secret: f.webhookSecret})
-	case "whatsapp-cloud":
-		if f.waPhoneID == "" || f.waToken == "" || f.waTemplates == "" {
-			return cfg, usagef("--transport whatsapp-cloud needs --whatsapp-phone-number-id, --whatsapp-token and --whatsapp-templates")
-		}
-		var templates map[string]transport.WhatsAppTemplate
-		if templates, err = transport.LoadWhatsAppTemplates(f.waTemplates); err == nil {
-			cfg.Transport, err = transport.NewWhatsApp(transport.WhatsAppConfig{
-				BaseURL: f.waBaseURL, PhoneNumberID: f.waPhoneID, AccessToken: f.waToken, Templates: templates})
-		}
-	case "log":
-		cfg.Transport = transport.NewLog(stderr)
-	default:
-		return cfg, usagef("unknown transport %q: use webhook, whatsapp-cloud or log", f.transport)
-	}
+	cfg.Transport, err = transports[i].build(f, stderr)
 	if err != nil {
 		return cfg, usageError(err)
 	}
@@ -173,20 +150,15 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 	if f.quietHours != "" {
 		cfg.QuietHours, _ = sender.ParseQuietHours(f.quietHours) // validated above
 	}
-	// The flags' values, as they are: sender.ProcessorConfig reads a zero
-	// SendInterval as "no pacing", as the flag does, but a zero MaxRetries
-	// as "the default" (negative: none), so --max-retries 0 is passed as
-	// -1.
+	// The flags' 0 is "none"; sender.ProcessorConfig's, as River's, is
+	// "the default", and -1 is none.
 	cfg.Workers = f.workers
 	cfg.Timezone = f.timezone
-	cfg.SendInterval = f.sendInterval
-	cfg.MaxRetries = f.maxRetries
-	if f.maxRetries == 0 {
-		cfg.MaxRetries = -1
-	}
+	cfg.SendInterval = offIfZero(f.sendInterval)
+	cfg.MaxRetries = offIfZero(f.maxRetries)
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
-	cfg.RetryUnknown = f.waRetry
+	cfg.RetryUnknown = f.waRetry // a Cloud API flag, off for the others
 	if f.dedupeStore != "" {
 		cfg.DedupeTTL = f.dedupeTTL
 	}
@@ -194,6 +166,15 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 		cfg.Deadline = time.Now().Add(f.maxDuration)
 	}
 	return cfg, nil
+}
+
+// offIfZero is v, or -1 (off, in the Go API) when v is 0 (off, on the
+// command line).
+func offIfZero[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // attachDedupe opens the --dedupe-store, if any, on pool.
@@ -215,14 +196,7 @@ func (f *deliveryFlags) attachDedupe(cfg *sender.ProcessorConfig, pool *pgxpool.
 
 // NewQueueCommand builds the queue-process command.
 func NewQueueCommand() *cobra.Command {
-	var (
-		databaseURL   string
-		output        string
-		failOnPartial bool
-		delivery      deliveryFlags
-		logs          logFlags
-		pushMetrics   metricsFlags
-	)
+	o := &queueOptions{}
 	cmd := &cobra.Command{
 		Use:   "queue-process",
 		Short: "Deliver due queued messages through a transport",
@@ -233,71 +207,101 @@ template messages) or log. Failures are retried with exponential backoff;
 the pace holds across every running process. SIGTERM stops claiming,
 finishes the send in flight and releases the rest.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) (err error) {
-			if err := applyEnv(cmd); err != nil {
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if err := requireDatabaseURL(databaseURL); err != nil {
-				return err
-			}
-			if err := validateOutput(output); err != nil {
-				return err
-			}
-			if err := pushMetrics.validate(); err != nil {
-				return err
-			}
-			log, err := logs.logger(cmd.ErrOrStderr(), "queue-process")
-			if err != nil {
-				return err
-			}
-			cfg, err := delivery.processorConfig(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			cfg.Logger = log
-			ctx := log.WithContext(cmd.Context()) // the pool logs server warnings with it
-			// The run's metrics are pushed however it ends, a failure included.
-			var sum sender.ProcessSummary
-			defer func(start time.Time) { pushMetrics.pushQueue(ctx, log, start, sum, err) }(time.Now())
-			pool, err := openChecked(ctx, databaseURL, "queue-process")
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if err := delivery.attachDedupe(&cfg, pool, log); err != nil {
-				return err
-			}
-			p, err := sender.NewProcessor(pool, cfg)
-			if err != nil {
-				return err
-			}
-			log.Info().Str("transport", cfg.Transport.Name()).Msg("queue-process started")
-			sum, err = p.Run(ctx)
-			pushMetrics.readQueue(ctx, log, pool) // the backlog it leaves, for the push
-			if err != nil {
-				return postgres.Redact(err, databaseURL)
-			}
-			log.Info().Int("processed", sum.Processed).Int("sent", sum.Sent).Int("retried", sum.Retried).
-				Int("failed", sum.Failed).Int("cancelled", sum.Cancelled).Int("deferred", sum.Deferred).
-				Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
-			if err := writeQueueSummary(cmd.OutOrStdout(), output, sum); err != nil {
-				return err
-			}
-			if failOnPartial && sum.Failed > 0 {
-				return errPartial
-			}
-			return nil
+			return o.Run(cmd.Context())
 		}),
 	}
 	fs := cmd.Flags()
-	registerDatabaseURL(fs, &databaseURL)
-	fs.StringVar(&output, "output", "text", "summary format on stdout: text or json")
-	fs.BoolVar(&failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
-	delivery.register(fs, deliveryGroup)
-	logs.register(fs)
-	pushMetrics.register(fs)
+	registerDatabaseURL(fs, &o.databaseURL)
+	fs.StringVar(&o.output, "output", "text", "summary format on stdout: text or json")
+	fs.BoolVar(&o.failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
+	o.delivery.register(fs, deliveryGroup)
+	o.logs.register(fs)
+	o.metrics.register(fs)
 	cmd.SetUsageFunc(groupedUsage)
 	return cmd
+}
+
+// queueOptions is one run of queue-process: its flags, and what Validate
+// makes of them. Run reads nothing else.
+type queueOptions struct {
+	databaseURL    string
+	output         string
+	failOnPartial  bool
+	delivery       deliveryFlags
+	logs           logFlags
+	metrics        metricsFlags
+	stdout, stderr io.Writer
+
+	// Set by Validate.
+	log zerolog.Logger
+	cfg sender.ProcessorConfig
+}
+
+// Validate checks every flag before any work (a usage error, exit 2) and
+// builds the processor's configuration.
+func (o *queueOptions) Validate() error {
+	if err := requireDatabaseURL(o.databaseURL); err != nil {
+		return err
+	}
+	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	if err := o.metrics.validate(); err != nil {
+		return err
+	}
+	if err := o.delivery.validate(); err != nil {
+		return err
+	}
+	var err error
+	if o.log, err = o.logs.logger(o.stderr, "queue-process"); err != nil {
+		return err
+	}
+	if o.cfg, err = o.delivery.processorConfig(o.stderr); err != nil {
+		return err
+	}
+	o.cfg.Logger = o.log
+	return nil
+}
+
+// Run delivers what is due, writes the summary and pushes the metrics,
+// however the run ends.
+func (o *queueOptions) Run(ctx context.Context) (err error) {
+	ctx = o.log.WithContext(ctx) // the pool logs server warnings with it
+	var sum sender.ProcessSummary
+	defer func(start time.Time) { o.metrics.pushQueue(ctx, o.log, start, sum, err) }(time.Now())
+	pool, err := openChecked(ctx, o.databaseURL, "queue-process")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := o.delivery.attachDedupe(&o.cfg, pool, o.log); err != nil {
+		return err
+	}
+	p, err := sender.NewProcessor(pool, o.cfg)
+	if err != nil {
+		return err
+	}
+	o.log.Info().Str("transport", o.cfg.Transport.Name()).Msg("queue-process started")
+	sum, err = p.Run(ctx)
+	o.metrics.readQueue(ctx, o.log, pool) // the backlog it leaves, for the push
+	if err != nil {
+		return err
+	}
+	o.log.Info().Int("processed", sum.Processed).Int("sent", sum.Sent).Int("retried", sum.Retried).
+		Int("failed", sum.Failed).Int("cancelled", sum.Cancelled).Int("deferred", sum.Deferred).
+		Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
+	if err := writeQueueSummary(o.stdout, o.output, sum); err != nil {
+		return err
+	}
+	if o.failOnPartial && sum.Failed > 0 {
+		return errPartial
+	}
+	return nil
 }
 
 func writeQueueSummary(w io.Writer, format string, sum sender.ProcessSummary) error {

@@ -36,9 +36,6 @@ three hold, 4 when the receiver answered but a check failed, 1 when it did
 not answer, 2 on bad flags. Needs no database.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
-				return err
-			}
 			if err := validateOutput(output); err != nil {
 				return err
 			}
@@ -79,6 +76,7 @@ not answer, 2 on bad flags. Needs no database.`,
 	bindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
 	fs.StringVar(&secret, "webhook-secret", "", "the HMAC-SHA256 key queue-process signs with")
 	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
+	markSecret(fs, "webhook-secret")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "how long each probe may wait for its answer")
 	fs.StringVar(&output, "output", "text", "report format on stdout: text or json")
 	return cmd

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -187,7 +186,7 @@ func runRepair(cmd *cobra.Command, databaseURL string, flags *repairFlags, comma
 	defer pool.Close()
 	n, err := run(pool)
 	if err != nil {
-		return postgres.Redact(err, databaseURL)
+		return err
 	}
 	log.Info().Str("command", command).Fields(filter).Int64("messages", n).Bool("dry_run", flags.dryRun).Msg("repair done")
 	if flags.output == "json" {

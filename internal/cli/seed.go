@@ -53,7 +53,10 @@ primary key (exit 1). Never point it at a production database.`,
 			if users < 1 || users > seed.MaxUsers {
 				return usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, users)
 			}
-			if flags.asOf == "" {
+			if err := flags.asOf.Check(); err != nil {
+				return err
+			}
+			if flags.asOf.Time().IsZero() {
 				return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
 			}
 			ctx := cmd.Context()
@@ -64,7 +67,7 @@ primary key (exit 1). Never point it at a production database.`,
 			defer pool.Close()
 			var existing int64
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {
-				return postgres.Redact(fmt.Errorf("count existing users: %w", err), *databaseURL)
+				return fmt.Errorf("count existing users: %w", err)
 			}
 			if existing > 0 && !force {
 				return usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
@@ -75,7 +78,7 @@ primary key (exit 1). Never point it at a production database.`,
 			genCtx := postgres.WithStatementTimeout(ctx, 0)
 			st, err := seed.Generate(genCtx, pool, seed.Options{Users: users, Seed: seedN, AsOf: at})
 			if err != nil {
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			took := time.Since(start)
 			if flags.output == "json" {

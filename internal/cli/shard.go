@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -18,8 +17,9 @@ const completionIndexEnv = "JOB_COMPLETION_INDEX"
 // part outright; --shards N takes i from JOB_COMPLETION_INDEX, so one
 // Indexed Job manifest runs every shard.
 type shardFlags struct {
-	shard  string
-	shards int
+	shard           string
+	shards          int
+	completionIndex string // JOB_COMPLETION_INDEX, through a hidden flag
 }
 
 func (f *shardFlags) register(fs *pflag.FlagSet) {
@@ -27,11 +27,13 @@ func (f *shardFlags) register(fs *pflag.FlagSet) {
 	bindEnv(fs, "shard", "ENGAGEMENT_SHARD")
 	fs.IntVar(&f.shards, "shards", 0, "split the users in N shards and handle the one "+completionIndexEnv+" names (a Kubernetes Indexed Job)")
 	bindEnv(fs, "shards", "ENGAGEMENT_SHARDS")
+	fs.StringVar(&f.completionIndex, "completion-index", "", "the shard --shards handles (default "+completionIndexEnv+")")
+	bindEnv(fs, "completion-index", completionIndexEnv)
+	_ = fs.MarkHidden("completion-index") // Kubernetes sets it; people use --shard
 }
 
-// resolve returns the shard to run (the zero Shard: every user), reading
-// JOB_COMPLETION_INDEX from cmd's environment.
-func (f *shardFlags) resolve(cmd *cobra.Command) (scheduler.Shard, error) {
+// resolve returns the shard to run (the zero Shard: every user).
+func (f *shardFlags) resolve() (scheduler.Shard, error) {
 	switch {
 	case f.shard != "" && f.shards != 0:
 		return scheduler.Shard{}, usagef("give --shard i/N or --shards N, not both")
@@ -42,8 +44,8 @@ func (f *shardFlags) resolve(cmd *cobra.Command) (scheduler.Shard, error) {
 		}
 		return s, nil
 	case f.shards != 0:
-		v, ok := getenv(cmd, completionIndexEnv)
-		if !ok || strings.TrimSpace(v) == "" {
+		v := f.completionIndex
+		if strings.TrimSpace(v) == "" {
 			return scheduler.Shard{}, usagef("--shards %d needs %s (set by a Kubernetes Indexed Job); use --shard i/N elsewhere", f.shards, completionIndexEnv)
 		}
 		i, err := strconv.Atoi(strings.TrimSpace(v))

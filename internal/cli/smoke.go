@@ -109,10 +109,10 @@ point it at a database that matters.`,
 			if users < MinSmokeUsers || users > MaxSmokeUsers {
 				return usagef("--users must be from %d to %d, got %d", MinSmokeUsers, MaxSmokeUsers, users)
 			}
-			asOf, err := parseAsOf("--as-of", flags.asOf)
-			if err != nil {
+			if err := flags.asOf.Check(); err != nil {
 				return err
 			}
+			asOf := flags.asOf.Time()
 			log, err := logs.logger(cmd.ErrOrStderr(), "engagementctl-smoke")
 			if err != nil {
 				return err
@@ -133,7 +133,7 @@ point it at a database that matters.`,
 				return err
 			}
 			if runErr != nil {
-				return postgres.Redact(runErr, *databaseURL)
+				return runErr
 			}
 			return nil
 		}),
@@ -319,7 +319,7 @@ func refuseUsers(ctx context.Context, databaseURL string) error {
 func smokeQueueProcess(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, lines *atomic.Int64) (sender.ProcessSummary, error) {
 	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{
 		Transport:    transport.NewLog(lineCounter{lines}),
-		SendInterval: 0,
+		SendInterval: -1,
 		Logger:       log,
 	})
 	if err != nil {

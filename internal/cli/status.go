@@ -12,14 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // timeFlags are what status, verify, cleanup and seed share: the output format and the
 // instant treated as now.
 type timeFlags struct {
-	asOf, output string
+	asOf   asOfValue
+	output string
 }
 
 func (f *timeFlags) register(cmd *cobra.Command) {
@@ -30,7 +30,12 @@ func (f *timeFlags) register(cmd *cobra.Command) {
 // as its help.
 func (f *timeFlags) registerAsOf(cmd *cobra.Command, asOf, usage string) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.asOf, "as-of", asOf, usage)
+	if asOf != "" {
+		if err := f.asOf.Set(asOf); err != nil {
+			panic("cli: the default --as-of " + asOf + ": " + err.Error())
+		}
+	}
+	fs.Var(&f.asOf, "as-of", usage)
 	fs.StringVar(&f.output, "output", "text", "text or json")
 }
 
@@ -43,13 +48,11 @@ func (f *timeFlags) open(cmd *cobra.Command, databaseURL string) (pool *pgxpool.
 	if err := validateOutput(f.output); err != nil {
 		return nil, time.Time{}, err
 	}
-	if f.asOf != "" {
-		if asOf, err = parseAsOf("--as-of", f.asOf); err != nil {
-			return nil, time.Time{}, err
-		}
+	if err := f.asOf.Check(); err != nil {
+		return nil, time.Time{}, err
 	}
 	pool, err = openChecked(cmd.Context(), databaseURL, "engagementctl")
-	return pool, asOf, err
+	return pool, f.asOf.Time(), err
 }
 
 func newStatusCommand(databaseURL *string) *cobra.Command {
@@ -77,7 +80,7 @@ counters. --output json prints the same as one JSON object. Read-only.`,
 			defer pool.Close()
 			st, err := scheduler.ReadStatus(cmd.Context(), pool, asOf, runs)
 			if err != nil {
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			if flags.output == "json" {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)

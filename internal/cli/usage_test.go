@@ -170,10 +170,10 @@ func TestDeliveryFlagsMeanWhatTheySay(t *testing.T) {
 	if cfg, err = f.processorConfig(&bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	// sender.ProcessorConfig reads a negative MaxRetries as none and 0 as
-	// its default; a zero SendInterval as no pacing.
-	if cfg.MaxRetries >= 0 || cfg.SendInterval != 0 {
-		t.Errorf("--max-retries 0 --send-interval 0: max retries %d, send interval %s; want none (negative) and 0", cfg.MaxRetries, cfg.SendInterval)
+	// sender.ProcessorConfig, as River, reads 0 as its default and -1 as
+	// off.
+	if cfg.MaxRetries != -1 || cfg.SendInterval != -1 {
+		t.Errorf("--max-retries 0 --send-interval 0: max retries %d, send interval %s; want -1 and -1ns (off)", cfg.MaxRetries, cfg.SendInterval)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
 )
@@ -60,7 +59,7 @@ by check) for the alert in deploy/prometheus/alerts.yml.`,
 			defer pool.Close()
 			rep, err = scheduler.Verify(cmd.Context(), pool, scheduler.VerifyConfig{AsOf: asOf, Retention: retention})
 			if err != nil {
-				return postgres.Redact(err, *databaseURL)
+				return err
 			}
 			if flags.output == "json" {
 				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)

@@ -303,3 +303,30 @@ func IsConnectionError(err error) bool {
 	}
 	return false
 }
+
+// Querier is a pgx pool, connection or transaction: what every statement of
+// the project runs on. The public packages name it too (sender.Querier,
+// activity.Querier), as aliases, so a bot can pass its own transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Now reads the database clock: the one clock every process agrees on.
+func Now(ctx context.Context, db Querier) (time.Time, error) {
+	var now time.Time
+	if err := db.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return now.UTC(), nil
+}
+
+// AsOf is asOf in UTC, or the database clock when asOf is zero: what "no
+// --as-of" means for every command.
+func AsOf(ctx context.Context, db Querier, asOf time.Time) (time.Time, error) {
+	if !asOf.IsZero() {
+		return asOf.UTC(), nil
+	}
+	return Now(ctx, db)
+}
