@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/retention"
 )
 
 // Issue 24: engagementctl cleanup was in no shipped schedule, so the queue
 // and the send ledger grew for ever. Every platform runs it daily, with the
-// retention verify assumes (sender.DefaultRetention, verify's --retention
+// retention verify assumes (retention.DefaultRetention, verify's --retention
 // default): a shorter one would make verify report goodbyes cleanup
 // deleted as missing.
 func TestCleanupIsScheduledWithVerifysRetention(t *testing.T) {
@@ -20,8 +20,8 @@ func TestCleanupIsScheduledWithVerifysRetention(t *testing.T) {
 		t.Helper()
 		v, ok := argValue(args, "older-than")
 		d, err := time.ParseDuration(v)
-		if !ok || err != nil || d != sender.DefaultRetention {
-			t.Errorf("%s: cleanup --older-than %q, want %s (verify's --retention)", where, v, sender.DefaultRetention)
+		if !ok || err != nil || d != retention.DefaultRetention {
+			t.Errorf("%s: cleanup --older-than %q, want %s (verify's --retention)", where, v, retention.DefaultRetention)
 		}
 	}
 	found := 0

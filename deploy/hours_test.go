@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/delivery"
 )
 
 // Issue 23, point 1: every shipped configuration delivered at any hour: the
@@ -42,7 +42,7 @@ func checkWakingHours(t *testing.T, where string, args []string, env map[string]
 		t.Errorf("%s: no quiet hours in the user's zone: add --quiet-hours %s --timezone %s (docs/deploy.md, \"Waking hours\")", where, wantQuiet, wantTimezone)
 		return
 	}
-	q, err := sender.ParseQuietHours(quiet)
+	q, err := delivery.ParseQuietHours(quiet)
 	if err != nil {
 		t.Errorf("%s: --quiet-hours %q: %v", where, quiet, err)
 		return

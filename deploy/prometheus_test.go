@@ -16,8 +16,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
-	"github.com/engagement-scheduler/engagement/metrics"
 )
 
 // The alerting rules (deploy/prometheus/alerts.yml) are checked by the real

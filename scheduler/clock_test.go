@@ -10,6 +10,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // TestDailyAtMidnightUTCThresholdsAreExactAndTheDayKeyFlips runs the daily
@@ -101,7 +102,7 @@ func TestDailyAtMidnightUTCThresholdsAreExactAndTheDayKeyFlips(t *testing.T) {
 	if second.Processed != 4 || second.Queued != 1 {
 		t.Errorf("at 00:00:00 processed %d queued %d, want 4 and 1", second.Processed, second.Queued)
 	}
-	rep, err := scheduler.Verify(context.Background(), pool, scheduler.VerifyConfig{AsOf: midnight})
+	rep, err := verify.Run(context.Background(), pool, verify.Config{AsOf: midnight})
 	if err != nil || !rep.OK {
 		t.Errorf("verify after both runs: %+v, %v; want every invariant to hold", rep, err)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
-	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -72,9 +72,9 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 }
 
 // unknownPrefix starts the error_message of a message whose send may have
-// reached the receiver (sender.ErrOutcomeUnknown): a goodbye in doubt
+// reached the receiver (delivery.ErrOutcomeUnknown): a goodbye in doubt
 // counts as delivered for its timeout.
-var unknownPrefix = strings.SplitN(sender.ErrOutcomeUnknown.Error(), ":", 2)[0]
+var unknownPrefix = strings.SplitN(delivery.ErrOutcomeUnknown.Error(), ":", 2)[0]
 
 // dailySteps builds the daily steps of a run as of asOf: one for each
 // trigger, in the order of statemachine.Triggers, that has a statement file

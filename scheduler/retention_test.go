@@ -9,6 +9,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/retention"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
 )
@@ -62,8 +63,8 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	}
 	total := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`) // a review of W48, one of W51, a goodbye, a pending reminder
 
-	cfg := sender.CleanupConfig{OlderThan: 30 * 24 * time.Hour, AsOf: cleanupAt, DryRun: true}
-	dry, err := sender.Cleanup(ctx, pool, cfg)
+	cfg := retention.CleanupConfig{OlderThan: 30 * 24 * time.Hour, AsOf: cleanupAt, DryRun: true}
+	dry, err := retention.Cleanup(ctx, pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	}
 	cfg.DryRun = false
 	cfg.BatchSize = 1 // several batches
-	sum, err := sender.Cleanup(ctx, pool, cfg)
+	sum, err := retention.Cleanup(ctx, pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

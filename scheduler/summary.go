@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/delivery"
 )
 
 // Skip reasons, the keys of Counts.SkipReasons.
@@ -110,7 +110,7 @@ type Summary struct {
 	// idempotency at a glance.
 	Messages map[string]*MessageCounts `json:"messages,omitempty"`
 	// Delivery is the trailing queue step's summary, when it ran.
-	Delivery *sender.ProcessSummary `json:"delivery,omitempty"`
+	Delivery *delivery.ProcessSummary `json:"delivery,omitempty"`
 }
 
 // MessageCounts are the queue inserts of one message type.

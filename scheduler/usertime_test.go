@@ -11,19 +11,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	"github.com/engagement-scheduler/engagement/status"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // deliver runs queue-process's engine once over the due queue (the log
 // transport), as the shipped schedule would between two daily runs. Its
 // clock is the database's: sent_at is now.
-func deliver(t *testing.T, pool *pgxpool.Pool) sender.ProcessSummary {
+func deliver(t *testing.T, pool *pgxpool.Pool) delivery.ProcessSummary {
 	t.Helper()
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{Transport: transport.NewLog(io.Discard), SendInterval: -1, Logger: zerolog.Nop()})
+	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: transport.NewLog(io.Discard), SendInterval: -1, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +122,7 @@ func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 	}
 	settle(failed, "failed", "", "webhook: HTTP 400 (permanent)")
 	settle(cancelled, "cancelled", "operator", "")
-	settle(unknown, "failed", "", sender.ErrOutcomeUnknown.Error())
+	settle(unknown, "failed", "", delivery.ErrOutcomeUnknown.Error())
 
 	sum := runDaily(t, pool, scheduler.Config{AsOf: now, Logger: zerolog.Nop()})
 	for _, tc := range []struct {
@@ -222,19 +225,19 @@ func TestUnusableTimeZonesAreCountedAndNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := scheduler.ReadStatus(ctx, pool, now, 0)
+	st, err := status.Read(ctx, pool, now, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Users.UnusableTimeZones != 3 {
 		t.Errorf("status counts %d users with an unusable zone, want 3 (two on Mars, one 'São Paulo')", st.Users.UnusableTimeZones)
 	}
-	rep, err := scheduler.Verify(ctx, pool, scheduler.VerifyConfig{AsOf: now})
+	rep, err := verify.Run(ctx, pool, verify.Config{AsOf: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range rep.Checks {
-		if c.Name != scheduler.CheckTimeZonesUsable {
+		if c.Name != verify.CheckTimeZonesUsable {
 			continue
 		}
 		if c.OK || c.Violations != 3 || len(c.Examples) != 3 || !strings.Contains(c.Examples[0], "timezone '") {
@@ -242,5 +245,5 @@ func TestUnusableTimeZonesAreCountedAndNamed(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("verify has no %s check: %+v", scheduler.CheckTimeZonesUsable, rep.Checks)
+	t.Errorf("verify has no %s check: %+v", verify.CheckTimeZonesUsable, rep.Checks)
 }

@@ -6,25 +6,13 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// The package's statements (the delivery engine's, enqueue's, cleanup's),
-// one complete statement per file, so a reader can paste any of them into
-// psql. queries_test.go EXPLAINs each against a migrated database with
-// realistic arguments (and internal/sqlfile's test every package's).
+// The package's statements (enqueue's), one complete statement per file,
+// so a reader can paste any of them into psql. queries_test.go EXPLAINs
+// each against a migrated database with realistic arguments (and
+// internal/sqlfile's test every package's).
 //
 //go:embed queries/*.sql
 var queryFiles embed.FS
-
-var (
-	claimSQL   = mustQuery("claim")
-	startSQL   = mustQuery("start")
-	settleSQL  = mustQuery("settle")
-	holdSQL    = mustQuery("hold")
-	unholdSQL  = mustQuery("unhold")
-	releaseSQL = mustQuery("release")
-	recoverSQL = mustQuery("recover")
-	paceSQL    = mustQuery("pace")
-	nextDueSQL = mustQuery("next_due")
-)
 
 // mustQuery is the statement in queries/<name>.sql.
 func mustQuery(name string) string { return sqlfile.Must(queryFiles, name) }

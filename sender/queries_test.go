@@ -19,25 +19,8 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	id := "00000000-0000-0000-0000-000000000001"
 	args := map[string]pgx.NamedArgs{
-		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": DefaultLocale,
-			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour},
-		"start": {"id": id, "holder": "h", "claim_timeout": time.Minute, "transport": "webhook"},
-		"settle": {"ids": []string{id}, "statuses": []string{"sent"}, "provider_ids": []*string{nil},
-			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook"},
-		"hold":     {"holder": "h", "claim_timeout": time.Minute},
-		"unhold":   {"holder": "h"},
-		"release":  {"ids": []string{id}, "holder": "h"},
-		"recover":  {"own": "h", "transport": "webhook", "deduplicates": true, "unknown": "x"},
-		"pace":     {"transport": "webhook", "interval": time.Second},
-		"next_due": {},
-		"ops_requeue": {"status": "failed", "ids": []string{id}, "message_type": "goodbye", "reason": nil,
-			"error_contains": "HTTP 5", "since": time.Now(), "until": time.Now(), "dry_run": false},
-		"ops_cancel": {"ids": []string{}, "user_id": id, "message_type": nil, "idempotency_key": "k", "all": false, "dry_run": true},
 		"enqueue": {"user_id": id, "type": TypeGoodbye, "key": KeyGoodbye, "params": nil, "destination": "", "jid": "",
 			"scheduled_for": nil, "idempotency_key": "k", "period_start": time.Now(), "replay_until": time.Now()},
-		"cleanup_count":      {"cutoff": time.Now()},
-		"cleanup_delete":     {"cutoff": time.Now(), "n": 10},
-		"cleanup_count_keys": {"as_of": time.Now()},
 	}
 	files, err := fs.Glob(queryFiles, "queries/*.sql")
 	if err != nil || len(files) != len(args) {

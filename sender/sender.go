@@ -1,6 +1,8 @@
-// Package sender queues the messages the engagement jobs decide to send, each
-// under an idempotency key that makes queueing it twice impossible, and (in
-// queue-process) delivers them.
+// Package sender is the message contract the bot and the jobs share: the
+// message types, their catalog of texts, their idempotency keys, and
+// Enqueue, which queues a message under a key that makes queueing it twice
+// impossible. Package delivery sends them; sender/transport holds the ways
+// it can.
 //
 // The database enforces idempotency: engagement_message_queue has a partial
 // unique index on idempotency_key, and every insert goes through
@@ -39,23 +41,6 @@ var (
 	weeklyReview, _ = sm.KindOf(sm.WeeklyReviewMessage)
 	reminder, _     = sm.KindOf(sm.ReminderMessage)
 )
-
-// sendRules is the claim's @kinds: each kind's send-time rule, as JSON.
-var sendRules = func() string {
-	type rule struct {
-		SendWhile          []sm.State `json:"send_while"`
-		CurrentGoodbyeOnly bool       `json:"current_goodbye_only"`
-	}
-	rules := map[sm.Message]rule{}
-	for _, k := range sm.Kinds() {
-		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly}
-	}
-	b, err := json.Marshal(rules)
-	if err != nil {
-		panic("sender: encode the send rules: " + err.Error())
-	}
-	return string(b)
-}()
 
 // Message catalog keys (the message_key column), rendered at send time:
 // the kinds' CatalogKey.

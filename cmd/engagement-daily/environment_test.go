@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
-	"github.com/engagement-scheduler/engagement/metrics"
 )
 
 // Issue 24, point 3: two environments pushing to one Pushgateway

@@ -17,7 +17,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // The fault tests run on databases seeded alike (3,000 users of every kind:
@@ -110,15 +110,15 @@ func transitionsByStep(t *testing.T, pool *pgxpool.Pool) map[string]int {
 // verify requires every invariant engagementctl verify checks to hold,
 // but no_user_stuck after a killed run: the users it did not get to are
 // past their deadlines until the re-run (rerunEqualsClean) moves them.
-func verify(t *testing.T, pool *pgxpool.Pool, when string) {
+func checkInvariants(t *testing.T, pool *pgxpool.Pool, when string) {
 	t.Helper()
-	rep, err := scheduler.Verify(context.Background(), pool, scheduler.VerifyConfig{AsOf: faultAsOf})
+	rep, err := verify.Run(context.Background(), pool, verify.Config{AsOf: faultAsOf})
 	if err != nil {
 		t.Fatalf("verify %s: %v", when, err)
 	}
 	if !rep.OK {
 		for _, c := range rep.Checks {
-			if c.Name == scheduler.CheckNoUserStuck && when != "after the re-run" {
+			if c.Name == verify.CheckNoUserStuck && when != "after the re-run" {
 				continue
 			}
 			if !c.OK {
@@ -137,7 +137,7 @@ func rerunEqualsClean(t *testing.T, url string, pool *pgxpool.Pool, clean cleanR
 		t.Fatalf("re-run: exit %d: %s", res.Code, res.Stderr)
 	}
 	fixture.SameOutcome(t, "the disturbed run and its re-run", clean.outcome, fixture.Outcome(t, pool))
-	verify(t, pool, "after the re-run")
+	checkInvariants(t, pool, "after the re-run")
 }
 
 // TestKilledAtAnyPointTheRerunEndsAsOneCleanRun kills the daily job with
@@ -214,7 +214,7 @@ func TestKilledAtAnyPointTheRerunEndsAsOneCleanRun(t *testing.T) {
 			if untouched == 0 || finished == 0 {
 				t.Errorf("after the kill %d users untouched and %d finished; the test needs a run killed part-way", untouched, finished)
 			}
-			verify(t, pool, "after the kill")
+			checkInvariants(t, pool, "after the kill")
 
 			rerunEqualsClean(t, url, pool, clean)
 			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'abandoned'`); n != 1 {
@@ -268,7 +268,7 @@ func retriedToCleanEnd(t *testing.T, what string, run *cmdtest.Running, pool *pg
 		t.Errorf("summary %+v, want the clean run's %+v: the lost batch was rolled back and redone", sum, clean.sum)
 	}
 	fixture.SameOutcome(t, "the run after "+what, clean.outcome, fixture.Outcome(t, pool))
-	verify(t, pool, "after the run")
+	checkInvariants(t, pool, "after the run")
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 1 {
 		t.Errorf("%d runs recorded as succeeded, want this one", n)
 	}
@@ -347,7 +347,7 @@ wait:
 	if untouched == 0 || finished == 0 {
 		t.Errorf("after the failed run %d users untouched and %d finished; the test needs a run stopped part-way", untouched, finished)
 	}
-	verify(t, pool, "after the failed run")
+	checkInvariants(t, pool, "after the failed run")
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'failed' AND error LIKE '%connection was lost%'`); n != 1 {
 		t.Errorf("%d runs recorded as failed for the lost connection, want 1", n)
 	}

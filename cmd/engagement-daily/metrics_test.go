@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
-	"github.com/engagement-scheduler/engagement/metrics"
 )
 
 // dailySummary is the part of the JSON summary the metrics mirror.

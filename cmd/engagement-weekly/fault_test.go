@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 const app = "engagement-weekly" // the binary's application_name
@@ -109,7 +110,7 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 					t.Errorf("summary %+v, want the clean run's %+v", sum, cleanSum)
 				}
 				fixture.SameOutcome(t, "the run whose connections were terminated", want, fixture.Outcome(t, pool))
-				verify(t, pool, "after the run")
+				checkInvariants(t, pool, "after the run")
 				return
 			}
 
@@ -138,22 +139,22 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 			if untouched == 0 || finished == 0 {
 				t.Errorf("after the kill %d users untouched and %d finished; the test needs a run killed part-way", untouched, finished)
 			}
-			verify(t, pool, "after the kill")
+			checkInvariants(t, pool, "after the kill")
 
 			res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
 			if res.Code != 0 {
 				t.Fatalf("re-run: exit %d: %s", res.Code, res.Stderr)
 			}
 			fixture.SameOutcome(t, "the killed run and its re-run", want, fixture.Outcome(t, pool))
-			verify(t, pool, "after the re-run")
+			checkInvariants(t, pool, "after the re-run")
 		})
 	}
 }
 
 // verify requires every invariant engagementctl verify checks to hold.
-func verify(t *testing.T, pool *pgxpool.Pool, when string) {
+func checkInvariants(t *testing.T, pool *pgxpool.Pool, when string) {
 	t.Helper()
-	rep, err := scheduler.Verify(context.Background(), pool, scheduler.VerifyConfig{AsOf: faultAsOf})
+	rep, err := verify.Run(context.Background(), pool, verify.Config{AsOf: faultAsOf})
 	if err != nil {
 		t.Fatalf("verify %s: %v", when, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // seededAsOf is a Monday morning, ISO week 2026-W10.
@@ -177,7 +178,7 @@ func TestVerifyCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || len(cmdtest.Lines(res.Stdout)) != 1 {
 		t.Fatalf("verify --output json on a broken database: %v; want one JSON object, got %q", err, res.Stdout)
 	}
-	wantBroken := []string{scheduler.CheckNoExpiredClaims, scheduler.CheckTransitionsAllowed}
+	wantBroken := []string{verify.CheckNoExpiredClaims, verify.CheckTransitionsAllowed}
 	if res.Code != 4 || rep.OK || !slices.Equal(rep.Broken, wantBroken) {
 		t.Fatalf("verify on a broken database: exit %d, broken %v; want exit 4 and %v (stderr %q)", res.Code, rep.Broken, wantBroken, res.Stderr)
 	}

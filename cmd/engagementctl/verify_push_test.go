@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
-	"github.com/engagement-scheduler/engagement/metrics"
-	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // verify --pushgateway-url pushes its outcome for the "verify broken"
@@ -33,8 +33,8 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 	if v, ok := got.Value(metrics.VerifyOK, job...); !ok || v != 0 {
 		t.Errorf("%s = %v (found %v), want 0; the gateway has:\n%s", metrics.VerifyOK, v, ok, got)
 	}
-	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", scheduler.CheckStateTimestamps)...); !ok || v != 1 {
-		t.Errorf("%s{check=%q} = %v (found %v), want 1", metrics.VerifyViolations, scheduler.CheckStateTimestamps, v, ok)
+	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", verify.CheckStateTimestamps)...); !ok || v != 1 {
+		t.Errorf("%s{check=%q} = %v (found %v), want 1", metrics.VerifyViolations, verify.CheckStateTimestamps, v, ok)
 	}
 	if v, ok := got.Value(metrics.JobLastRunFailed, job...); !ok || v != 0 {
 		t.Errorf("%s = %v (found %v), want 0: verify ran, it found a broken invariant", metrics.JobLastRunFailed, v, ok)
@@ -50,7 +50,7 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 	if v, ok := got.Value(metrics.VerifyOK, job...); !ok || v != 1 {
 		t.Errorf("after the repair %s = %v (found %v), want 1", metrics.VerifyOK, v, ok)
 	}
-	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", scheduler.CheckStateTimestamps)...); !ok || v != 0 {
-		t.Errorf("after the repair %s{check=%q} = %v (found %v), want 0", metrics.VerifyViolations, scheduler.CheckStateTimestamps, v, ok)
+	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", verify.CheckStateTimestamps)...); !ok || v != 0 {
+		t.Errorf("after the repair %s{check=%q} = %v (found %v), want 0", metrics.VerifyViolations, verify.CheckStateTimestamps, v, ok)
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
-	"github.com/engagement-scheduler/engagement/metrics"
 )
 
 // queue-process pushes the backlog it leaves, for the backlog and

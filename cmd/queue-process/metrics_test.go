@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
-	"github.com/engagement-scheduler/engagement/metrics"
 )
 
 func TestPushesTheDeliveryMetricsToThePushgateway(t *testing.T) {

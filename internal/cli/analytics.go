@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/engagement-scheduler/engagement/analytics"
+	"github.com/engagement-scheduler/engagement/internal/analytics"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 

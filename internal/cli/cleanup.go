@@ -8,12 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/retention"
 )
 
 func newCleanupCommand(databaseURL *string) *cobra.Command {
 	var (
-		cfg   sender.CleanupConfig
+		cfg   retention.CleanupConfig
 		flags timeFlags
 	)
 	cmd := &cobra.Command{
@@ -44,7 +44,7 @@ than the retention window is therefore not protected against duplicates.
 			if cfg.AsOf, err = postgres.AsOf(ctx, pool, asOf); err != nil {
 				return err
 			}
-			sum, err := sender.Cleanup(ctx, pool, cfg)
+			sum, err := retention.Cleanup(ctx, pool, cfg)
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ than the retention window is therefore not protected against duplicates.
 	}
 	flags.register(cmd)
 	fs := cmd.Flags()
-	fs.DurationVar(&cfg.OlderThan, "older-than", sender.DefaultRetention, "retention: keep everything younger")
+	fs.DurationVar(&cfg.OlderThan, "older-than", retention.DefaultRetention, "retention: keep everything younger")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "count, delete nothing")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 5000, "rows deleted per statement")
 	return cmd

@@ -14,10 +14,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/migrations"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // jobFunc is a job's entry point in package scheduler.
@@ -85,7 +85,7 @@ type jobOptions struct {
 	// Set by Validate.
 	shard    scheduler.Shard
 	log      zerolog.Logger
-	delivery *sender.ProcessorConfig // the queue step's; nil: no queue step
+	delivery *delivery.ProcessorConfig // the queue step's; nil: no queue step
 }
 
 // Validate checks everything that can be checked before any work (a usage
@@ -201,23 +201,23 @@ func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (time
 // sendQueued is the jobs' trailing queue step: with a transport (and no
 // --skip-send) it delivers what is due, as queue-process would; without one
 // the messages wait for queue-process.
-func (o *jobOptions) sendQueued(ctx context.Context, pool *pgxpool.Pool, sum *scheduler.Summary) (sender.ProcessSummary, error) {
-	log, delivery := o.log, o.delivery
+func (o *jobOptions) sendQueued(ctx context.Context, pool *pgxpool.Pool, sum *scheduler.Summary) (delivery.ProcessSummary, error) {
+	log, cfg := o.log, o.delivery
 	switch {
 	case o.dryRun:
-		return sender.ProcessSummary{}, nil
-	case delivery == nil:
+		return delivery.ProcessSummary{}, nil
+	case cfg == nil:
 		if !o.skipSend && sum.Queued > 0 {
 			log.Info().Int("queued", sum.Queued).Msg("no transport configured: messages wait for queue-process to deliver them")
 		}
-		return sender.ProcessSummary{}, nil
+		return delivery.ProcessSummary{}, nil
 	}
-	if err := o.jobFlags.delivery.attachDedupe(delivery, pool, log); err != nil {
-		return sender.ProcessSummary{}, err
+	if err := o.jobFlags.delivery.attachDedupe(cfg, pool, log); err != nil {
+		return delivery.ProcessSummary{}, err
 	}
-	p, err := sender.NewProcessor(pool, *delivery)
+	p, err := delivery.NewProcessor(pool, *cfg)
 	if err != nil {
-		return sender.ProcessSummary{}, err
+		return delivery.ProcessSummary{}, err
 	}
 	delivered, err := p.Run(ctx)
 	if err != nil {

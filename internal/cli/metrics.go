@@ -8,9 +8,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/engagement-scheduler/engagement/metrics"
+	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // metricsFlags configure the Pushgateway every run pushes its metrics to.
@@ -67,7 +68,7 @@ func (f *metricsFlags) pushJob(ctx context.Context, log zerolog.Logger, job stri
 }
 
 // pushQueue pushes a queue-process run's metrics; see push.
-func (f *metricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start time.Time, sum sender.ProcessSummary, err error) {
+func (f *metricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start time.Time, sum delivery.ProcessSummary, err error) {
 	if f.pusher == nil {
 		return
 	}
@@ -94,7 +95,7 @@ func (f *metricsFlags) readQueue(ctx context.Context, log zerolog.Logger, db met
 // pushVerify pushes engagementctl verify's report. A report, broken
 // invariants included, is a completed run; without one (rep nil) the checks
 // could not run, err says why, and the run counts as failed.
-func (f *metricsFlags) pushVerify(ctx context.Context, log zerolog.Logger, start time.Time, rep *scheduler.Report, err error) {
+func (f *metricsFlags) pushVerify(ctx context.Context, log zerolog.Logger, start time.Time, rep *verify.Report, err error) {
 	if f.pusher == nil {
 		return
 	}

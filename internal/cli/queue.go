@@ -15,6 +15,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/idempotency"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -61,12 +62,12 @@ func (f *deliveryFlags) register(fs *pflag.FlagSet, group string) {
 func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", transportNames())
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
-	fs.DurationVar(&f.sendInterval, "send-interval", sender.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
-	fs.IntVar(&f.maxRetries, "max-retries", sender.DefaultMaxRetries, "retries after the first attempt (0: none)")
-	fs.DurationVar(&f.retryBase, "retry-base", sender.DefaultRetryBase, "first retry's delay, doubled for each next")
-	fs.DurationVar(&f.claimTimeout, "claim-timeout", sender.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
+	fs.DurationVar(&f.sendInterval, "send-interval", delivery.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
+	fs.IntVar(&f.maxRetries, "max-retries", delivery.DefaultMaxRetries, "retries after the first attempt (0: none)")
+	fs.DurationVar(&f.retryBase, "retry-base", delivery.DefaultRetryBase, "first retry's delay, doubled for each next")
+	fs.DurationVar(&f.claimTimeout, "claim-timeout", delivery.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
 	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop claiming after this long (0: until the queue is drained)")
-	fs.IntVar(&f.workers, "workers", sender.DefaultWorkers, "sends in flight at once, paced or not (1-64)")
+	fs.IntVar(&f.workers, "workers", delivery.DefaultWorkers, "sends in flight at once, paced or not (1-64)")
 	fs.StringVar(&f.catalog, "catalog", "", "JSON file of message templates laid over the built-in catalog")
 	fs.StringVar(&f.dedupeStore, "dedupe-store", "", `extra send guard: "postgres" or a redis:// URL`)
 	bindEnv(fs, "dedupe-store", "ENGAGEMENT_DEDUPE_STORE")
@@ -98,15 +99,15 @@ func (f *deliveryFlags) validate() error {
 		return usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
 	case f.retryBase <= 0:
 		return usagef("--retry-base must be positive, got %s", f.retryBase)
-	case f.claimTimeout < sender.MinClaimTimeout:
-		return usagef("--claim-timeout must be at least %s, got %s", sender.MinClaimTimeout, f.claimTimeout)
+	case f.claimTimeout < delivery.MinClaimTimeout:
+		return usagef("--claim-timeout must be at least %s, got %s", delivery.MinClaimTimeout, f.claimTimeout)
 	case f.maxDuration < 0:
 		return usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
 	case f.dedupeTTL <= 0:
 		return usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
 	}
 	if f.quietHours != "" {
-		if _, err := sender.ParseQuietHours(f.quietHours); err != nil {
+		if _, err := delivery.ParseQuietHours(f.quietHours); err != nil {
 			return usagef("--quiet-hours: %v", err)
 		}
 	}
@@ -124,8 +125,8 @@ func (f *deliveryFlags) validate() error {
 
 // processorConfig builds the processor's configuration from flags validate
 // passed. Every error is a usage error: found before any work.
-func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfig, error) {
-	var cfg sender.ProcessorConfig
+func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorConfig, error) {
+	var cfg delivery.ProcessorConfig
 	if f.transport == "" {
 		return cfg, usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to %s", transportNames())
 	}
@@ -148,9 +149,9 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (sender.ProcessorConfi
 		}
 	}
 	if f.quietHours != "" {
-		cfg.QuietHours, _ = sender.ParseQuietHours(f.quietHours) // validated above
+		cfg.QuietHours, _ = delivery.ParseQuietHours(f.quietHours) // validated above
 	}
-	// The flags' 0 is "none"; sender.ProcessorConfig's, as River's, is
+	// The flags' 0 is "none"; delivery.ProcessorConfig's, as River's, is
 	// "the default", and -1 is none.
 	cfg.Workers = f.workers
 	cfg.Timezone = f.timezone
@@ -178,7 +179,7 @@ func offIfZero[T int | time.Duration](v T) T {
 }
 
 // attachDedupe opens the --dedupe-store, if any, on pool.
-func (f *deliveryFlags) attachDedupe(cfg *sender.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
+func (f *deliveryFlags) attachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
 	if f.dedupeStore == "" {
 		return nil
 	}
@@ -239,7 +240,7 @@ type queueOptions struct {
 
 	// Set by Validate.
 	log zerolog.Logger
-	cfg sender.ProcessorConfig
+	cfg delivery.ProcessorConfig
 }
 
 // Validate checks every flag before any work (a usage error, exit 2) and
@@ -272,7 +273,7 @@ func (o *queueOptions) Validate() error {
 // however the run ends.
 func (o *queueOptions) Run(ctx context.Context) (err error) {
 	ctx = o.log.WithContext(ctx) // the pool logs server warnings with it
-	var sum sender.ProcessSummary
+	var sum delivery.ProcessSummary
 	defer func(start time.Time) { o.metrics.pushQueue(ctx, o.log, start, sum, err) }(time.Now())
 	pool, err := openChecked(ctx, o.databaseURL, "queue-process")
 	if err != nil {
@@ -282,7 +283,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	if err := o.delivery.attachDedupe(&o.cfg, pool, o.log); err != nil {
 		return err
 	}
-	p, err := sender.NewProcessor(pool, o.cfg)
+	p, err := delivery.NewProcessor(pool, o.cfg)
 	if err != nil {
 		return err
 	}
@@ -304,7 +305,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func writeQueueSummary(w io.Writer, format string, sum sender.ProcessSummary) error {
+func writeQueueSummary(w io.Writer, format string, sum delivery.ProcessSummary) error {
 	var err error
 	if format == "json" {
 		err = json.NewEncoder(w).Encode(sum)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/repair"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -28,8 +29,8 @@ func (f *repairFlags) register(cmd *cobra.Command, verb string) {
 
 // filterError turns the sender's bad-filter errors into usage errors (exit 2).
 func filterError(err error) error {
-	if errors.Is(err, sender.ErrBadFilter) {
-		return usageError(errors.New(strings.TrimPrefix(err.Error(), sender.ErrBadFilter.Error()+": ")))
+	if errors.Is(err, repair.ErrBadFilter) {
+		return usageError(errors.New(strings.TrimPrefix(err.Error(), repair.ErrBadFilter.Error()+": ")))
 	}
 	return err
 }
@@ -48,7 +49,7 @@ func parseInstant(flag, s string) (time.Time, error) {
 
 func newRequeueCommand(databaseURL *string) *cobra.Command {
 	var (
-		f            sender.RequeueFilter
+		f            repair.RequeueFilter
 		since, until string
 		flags        repairFlags
 	)
@@ -87,7 +88,7 @@ those out with --error-contains, or check them first. See docs/repair.md.`,
 			filter := map[string]any{"status": f.Status, "type": f.Type, "reason": f.Reason, "ids": len(f.IDs),
 				"error_contains": f.ErrorContains, "since": since, "until": until}
 			return runRepair(cmd, *databaseURL, &flags, "requeue", filter, func(pool sender.Querier) (int64, error) {
-				return sender.Requeue(cmd.Context(), pool, f, flags.dryRun)
+				return repair.Requeue(cmd.Context(), pool, f, flags.dryRun)
 			}, func(n int64) any {
 				return struct {
 					Status   string `json:"status"`
@@ -103,7 +104,7 @@ those out with --error-contains, or check them first. See docs/repair.md.`,
 		}),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.Status, "status", sender.StatusFailed, "which messages to requeue: failed or cancelled")
+	fs.StringVar(&f.Status, "status", repair.StatusFailed, "which messages to requeue: failed or cancelled")
 	fs.StringVar(&f.Type, "type", "", "only this message type, e.g. goodbye")
 	fs.StringVar(&since, "since", "", "only messages that settled at or after this instant, RFC3339")
 	fs.StringVar(&until, "until", "", "only messages that settled before this instant, RFC3339")
@@ -116,7 +117,7 @@ those out with --error-contains, or check them first. See docs/repair.md.`,
 
 func newCancelCommand(databaseURL *string) *cobra.Command {
 	var (
-		f     sender.CancelFilter
+		f     repair.CancelFilter
 		flags repairFlags
 	)
 	cmd := &cobra.Command{
@@ -138,7 +139,7 @@ by a queue-process, status processing) is never touched; it is being sent.
 			}
 			filter := map[string]any{"user_id": f.UserID, "type": f.Type, "idempotency_key": f.Key, "ids": len(f.IDs), "all": f.All}
 			return runRepair(cmd, *databaseURL, &flags, "cancel", filter, func(pool sender.Querier) (int64, error) {
-				return sender.Cancel(cmd.Context(), pool, f, flags.dryRun)
+				return repair.Cancel(cmd.Context(), pool, f, flags.dryRun)
 			}, func(n int64) any {
 				return struct {
 					Cancelled int64 `json:"cancelled"`

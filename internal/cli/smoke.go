@@ -15,12 +15,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/migrations"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // DefaultSmokeAsOf is the instant engagementctl smoke seeds relative to and
@@ -60,12 +61,12 @@ type SmokeResult struct {
 }
 
 type smokeRuns struct {
-	Daily             *scheduler.Summary     `json:"daily,omitempty"`
-	Weekly            *scheduler.Summary     `json:"weekly,omitempty"`
-	QueueProcess      *sender.ProcessSummary `json:"queue_process,omitempty"`
-	DailyAgain        *scheduler.Summary     `json:"daily_again,omitempty"`
-	WeeklyAgain       *scheduler.Summary     `json:"weekly_again,omitempty"`
-	QueueProcessAgain *sender.ProcessSummary `json:"queue_process_again,omitempty"`
+	Daily             *scheduler.Summary       `json:"daily,omitempty"`
+	Weekly            *scheduler.Summary       `json:"weekly,omitempty"`
+	QueueProcess      *delivery.ProcessSummary `json:"queue_process,omitempty"`
+	DailyAgain        *scheduler.Summary       `json:"daily_again,omitempty"`
+	WeeklyAgain       *scheduler.Summary       `json:"weekly_again,omitempty"`
+	QueueProcessAgain *delivery.ProcessSummary `json:"queue_process_again,omitempty"`
 }
 
 type smokeVerify struct {
@@ -283,7 +284,7 @@ func runSmoke(ctx context.Context, databaseURL string, log zerolog.Logger, res *
 		return err
 	}
 
-	rep, err := scheduler.Verify(ctx, pool, scheduler.VerifyConfig{AsOf: asOf})
+	rep, err := verify.Run(ctx, pool, verify.Config{AsOf: asOf})
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -316,14 +317,14 @@ func refuseUsers(ctx context.Context, databaseURL string) error {
 
 // smokeQueueProcess runs queue-process in process: the log transport
 // (counting its lines, writing them nowhere), no pacing.
-func smokeQueueProcess(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, lines *atomic.Int64) (sender.ProcessSummary, error) {
-	p, err := sender.NewProcessor(pool, sender.ProcessorConfig{
+func smokeQueueProcess(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, lines *atomic.Int64) (delivery.ProcessSummary, error) {
+	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
 		Transport:    transport.NewLog(lineCounter{lines}),
 		SendInterval: -1,
 		Logger:       log,
 	})
 	if err != nil {
-		return sender.ProcessSummary{}, err
+		return delivery.ProcessSummary{}, err
 	}
 	return p.Run(ctx)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/status"
 )
 
 // timeFlags are what status, verify, cleanup and seed share: the output format and the
@@ -78,7 +78,7 @@ counters. --output json prints the same as one JSON object. Read-only.`,
 				return err
 			}
 			defer pool.Close()
-			st, err := scheduler.ReadStatus(cmd.Context(), pool, asOf, runs)
+			st, err := status.Read(cmd.Context(), pool, asOf, runs)
 			if err != nil {
 				return err
 			}
@@ -89,16 +89,16 @@ counters. --output json prints the same as one JSON object. Read-only.`,
 		}),
 	}
 	flags.register(cmd)
-	cmd.Flags().IntVar(&runs, "runs", scheduler.DefaultStatusRuns, "latest runs shown per job and shard")
+	cmd.Flags().IntVar(&runs, "runs", status.DefaultRuns, "latest runs shown per job and shard")
 	return cmd
 }
 
 // writeStatus prints the status as three tables: queue, users, runs.
-func writeStatus(w io.Writer, st *scheduler.Status) error {
+func writeStatus(w io.Writer, st *status.Status) error {
 	fmt.Fprintf(w, "engagement status as of %s\n\n", st.AsOf.Format(time.RFC3339))
 
 	// The queue: one row per message type, one column per status.
-	statuses := scheduler.MessageStatuses()
+	statuses := status.MessageStatuses()
 	var types []string
 	counts := map[[2]string]int64{}
 	for _, c := range st.Queue.Counts {
@@ -175,7 +175,7 @@ func writeStatus(w io.Writer, st *scheduler.Status) error {
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "id\tjob\tshard\tas_of\tstarted\ttook\tstatus\tprocessed\tsucceeded\tfailed\tskipped\tqueued\tduplicates\tsent/retried/failed\t")
-	var errs []scheduler.RunStatus
+	var errs []status.Run
 	for _, r := range st.Runs {
 		shard, took := "-", "-"
 		if r.Shard != "" {

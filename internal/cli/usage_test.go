@@ -170,7 +170,7 @@ func TestDeliveryFlagsMeanWhatTheySay(t *testing.T) {
 	if cfg, err = f.processorConfig(&bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	// sender.ProcessorConfig, as River, reads 0 as its default and -1 as
+	// delivery.ProcessorConfig, as River, reads 0 as its default and -1 as
 	// off.
 	if cfg.MaxRetries != -1 || cfg.SendInterval != -1 {
 		t.Errorf("--max-retries 0 --send-interval 0: max retries %d, send interval %s; want -1 and -1ns (off)", cfg.MaxRetries, cfg.SendInterval)

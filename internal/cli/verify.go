@@ -10,15 +10,15 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/retention"
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 func newVerifyCommand(databaseURL *string) *cobra.Command {
 	var (
-		flags     timeFlags
-		retention time.Duration
-		push      metricsFlags
+		flags timeFlags
+		keep  time.Duration
+		push  metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -42,7 +42,7 @@ engagementctl-verify (engagement_verify_ok, engagement_verify_violations
 by check) for the alert in deploy/prometheus/alerts.yml.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) (err error) {
-			if retention <= 0 {
+			if keep <= 0 {
 				return usagef("--retention must be positive, like 720h")
 			}
 			if err := push.validate(); err != nil {
@@ -50,14 +50,14 @@ by check) for the alert in deploy/prometheus/alerts.yml.`,
 			}
 			// Only a failed push is logged (a warning on stderr).
 			log := zerolog.New(cmd.ErrOrStderr()).Level(zerolog.WarnLevel).With().Timestamp().Str("app", "engagementctl").Logger()
-			var rep *scheduler.Report
+			var rep *verify.Report
 			defer func(start time.Time) { push.pushVerify(cmd.Context(), log, start, rep, err) }(time.Now())
 			pool, asOf, err := flags.open(cmd, *databaseURL)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			rep, err = scheduler.Verify(cmd.Context(), pool, scheduler.VerifyConfig{AsOf: asOf, Retention: retention})
+			rep, err = verify.Run(cmd.Context(), pool, verify.Config{AsOf: asOf, Retention: keep})
 			if err != nil {
 				return err
 			}
@@ -77,13 +77,13 @@ by check) for the alert in deploy/prometheus/alerts.yml.`,
 		}),
 	}
 	flags.register(cmd)
-	cmd.Flags().DurationVar(&retention, "retention", sender.DefaultRetention, "cleanup's retention (its --older-than)")
+	cmd.Flags().DurationVar(&keep, "retention", retention.DefaultRetention, "cleanup's retention (its --older-than)")
 	push.register(cmd.Flags())
 	return cmd
 }
 
 // writeReport prints one line per check, then each broken check's examples.
-func writeReport(w io.Writer, rep *scheduler.Report) error {
+func writeReport(w io.Writer, rep *verify.Report) error {
 	fmt.Fprintf(w, "engagement invariants as of %s\n", rep.AsOf.Format(time.RFC3339))
 	for _, c := range rep.Checks {
 		verdict := "ok"

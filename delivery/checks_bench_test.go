@@ -1,0 +1,114 @@
+package delivery
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// claimWithoutChecksSQL is the claim as it was before the send-time checks
+// and quiet hours (issue 17): the reference BenchmarkSendTimeChecks
+// measures their cost against. Same columns, every verdict 'claimed'.
+const claimWithoutChecksSQL = `
+WITH claimed AS (
+    UPDATE engagement_message_queue q
+       SET status = 'processing', claimed_by = @holder, claimed_until = now() + @claim_timeout::interval
+     WHERE q.id IN (
+           SELECT id FROM engagement_message_queue
+            WHERE status = 'pending' AND scheduled_for <= now()
+            ORDER BY scheduled_for
+            LIMIT @batch
+              FOR UPDATE SKIP LOCKED)
+    RETURNING q.*
+)
+SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_type, ''), coalesce(c.message_key, ''),
+       c.message_params::text, coalesce(nullif(btrim(p.locale), ''), @default_locale), coalesce(c.destination, ''),
+       coalesce(c.destination_jid, ''), coalesce(c.idempotency_key, c.id::text), c.retry_count, c.scheduled_for
+  FROM claimed c
+  LEFT JOIN user_profiles p ON p.user_id = c.user_id
+ WHERE @timezone::text IS NOT NULL OR @quiet_start::interval IS NULL OR @quiet_end::interval IS NULL
+ ORDER BY c.scheduled_for, c.id`
+
+// BenchmarkSendTimeChecks delivers BENCH_MESSAGES (20,000) weekly reviews,
+// one per user, unpaced through a local webhook, with the claim that
+// re-checks each user (and computes quiet hours when they are set) and
+// with the reference claim that checks nothing, alternating in each round.
+// Target (issue 17): the checks cost at most 10% of the throughput.
+func BenchmarkSendTimeChecks(b *testing.B) {
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("BENCH_MESSAGES")); err == nil && v > 0 {
+		n = v
+	}
+	pool, _ := pgtest.NewPool(b)
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	hook, err := transport.NewWebhook(transport.WebhookConfig{URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		WITH u AS (
+		    INSERT INTO user_profiles (user_id, whatsapp_jid)
+		    SELECT gen_random_uuid(), '5511' || lpad(i::text, 9, '0') || '@s.whatsapp.net' FROM generate_series(1, $1) AS i
+		    RETURNING user_id
+		)
+		INSERT INTO user_engagement_states (user_id, state, last_activity_at) SELECT user_id, 'active', now() FROM u`, n); err != nil {
+		b.Fatal(err)
+	}
+	quiet, _ := ParseQuietHours(time.Now().UTC().Add(2*time.Hour).Format("15:04") + "-" + time.Now().UTC().Add(3*time.Hour).Format("15:04"))
+	variants := []struct {
+		name  string
+		claim string
+		quiet QuietHours
+	}{
+		{"no_checks", claimWithoutChecksSQL, QuietHours{}},
+		{"checks", claimSQL, QuietHours{}},
+		{"checks_and_quiet_hours", claimSQL, quiet},
+	}
+	elapsed := make([]time.Duration, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			if _, err := pool.Exec(ctx, `
+				TRUNCATE engagement_message_queue, engagement_processed_messages;
+				INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+				       destination_jid, scheduled_for, idempotency_key)
+				SELECT user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+				       whatsapp_jid, now() - interval '1 minute', user_id::text || ':weekly_review:bench'
+				  FROM user_profiles`); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
+				b.Fatal(err)
+			}
+			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: -1, QuietHours: v.quiet, Logger: zerolog.Nop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.claimSQL = v.claim
+			t0 := time.Now()
+			sum, err := p.Run(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			elapsed[i] += time.Since(t0)
+			if sum.Sent != n {
+				b.Fatalf("%s: sent %d of %d: %+v", v.name, sum.Sent, n, sum)
+			}
+		}
+	}
+	for i, v := range variants {
+		b.ReportMetric(float64(n*b.N)/elapsed[i].Seconds(), v.name+"_msgs/s")
+	}
+	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "checks_time_ratio")
+	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "quiet_hours_time_ratio")
+}

@@ -1,0 +1,370 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// A claim belongs to a live processor. A message in flight is 'processing',
+// claimed_by one processor (its holder name); the processor keeps a lease,
+// one row in engagement_queue_holders that it renews every third of the
+// claim timeout (hold.sql), and as long as that row is renewed in time,
+// none of its claims can be taken, however long its sends or its batches
+// take. Renewing one row instead of every claimed message keeps renewals
+// off the rows that claims and outcomes lock, so they never wait on each
+// other, let alone deadlock.
+//
+// A send starts only while the lease has a third of the timeout left as
+// the processor knows it (lease.usable; the durable strategy also checks
+// the claim in the statement that starts the send, start.sql), and an
+// outcome is recorded only for a claim still held (settle.sql). A holder
+// whose row was not renewed in time is dead: recovery buries it and
+// settles its claims from the send ledger (recover.sql). A processor that
+// stops hands back every claim it still has (the same statement, for its
+// own claims) and deletes its row (unhold.sql).
+
+// claimed is a message this processor holds.
+type claimed struct {
+	transport.Delivery
+	rawParams  *string // message_params as JSON text; nil for SQL NULL
+	retryCount int
+}
+
+// lease is this processor's lease as it knows it: the row's deadline
+// counts from before the statement that set it was sent, so it is never
+// later than the database's.
+type lease struct {
+	mu      sync.Mutex
+	until   time.Time
+	lost    bool // recovery buried this holder: its claims are gone
+	timeout time.Duration
+}
+
+// renewed records a renewal sent at from.
+func (l *lease) renewed(from time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lost {
+		l.until = from.Add(l.timeout)
+	}
+}
+
+// lose records that the lease is gone for good.
+func (l *lease) lose() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lost = true
+}
+
+// usable reports whether a claim may be taken or a send started now: the
+// lease holds with at least a third of its timeout left. A renewal comes
+// every third of the timeout, so a live processor is always well inside
+// it; one whose renewals fail stops starting sends long before recovery
+// could bury it.
+func (l *lease) usable() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.lost && time.Until(l.until) > l.timeout/3
+}
+
+// querier runs a statement: the pool, or the lease's own connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// hold starts or renews the lease (hold.sql) through db. It reports false
+// when recovery buried this holder.
+func (p *Processor) hold(ctx context.Context, db querier) (bool, error) {
+	from := time.Now()
+	rows, err := db.Query(ctx, holdSQL, pgx.NamedArgs{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
+	if err != nil {
+		return false, fmt.Errorf("renew the claims' lease: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("renew the claims' lease: %w", err)
+	}
+	if len(held) == 0 {
+		p.lease.lose()
+		return false, nil
+	}
+	p.lease.renewed(from)
+	return true, nil
+}
+
+// keepAlive renews the lease every third of the claim timeout until ctx
+// ends, on a connection of its own: a renewal never waits behind the
+// workers' statements for one of the pool's. A failed renewal is logged
+// and tried again at the next tick (on a new connection); meanwhile
+// lease.usable stops new claims and sends as the lease runs out. A lease
+// found buried ends the renewals and, through lost, the run.
+func (p *Processor) keepAlive(ctx context.Context, lost func()) {
+	tick := time.NewTicker(p.cfg.ClaimTimeout / 3)
+	defer tick.Stop()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var err error
+		if conn == nil {
+			conn, err = pgx.ConnectConfig(ctx, p.pool.Config().ConnConfig.Copy())
+		}
+		ok := false
+		if err == nil {
+			ok, err = p.hold(ctx, conn)
+		}
+		if err != nil && conn != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			conn = nil
+		}
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				p.log.Warn().Err(err).Msg("could not renew the claims' lease; retrying")
+			}
+		case !ok:
+			p.log.Warn().Msg("the claims' lease ran out before it was renewed and recovery took its claims; stopping")
+			lost()
+			return
+		}
+	}
+}
+
+// cancelRepeat is how often a shutdown sends its cancel request again while
+// a claim statement has not returned.
+const cancelRepeat = 200 * time.Millisecond
+
+// claim takes up to ClaimBatch due pending messages (claim.sql). In the
+// same statement, messages no longer wanted are cancelled and messages due
+// inside the quiet hours deferred; it counts both.
+//
+// A shutdown stops the statement on the server (a cancel request), never
+// by dropping the connection: a dropped connection can leave the statement
+// running, waiting on a lock, to commit claims after this process is gone.
+// After a cancel request, either the server says it cancelled the
+// statement (nothing was claimed) or its rows arrive, and the caller
+// releases them.
+func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
+	args := pgx.NamedArgs{
+		"holder":         p.holder,
+		"claim_timeout":  p.cfg.ClaimTimeout,
+		"batch":          p.cfg.ClaimBatch,
+		"default_locale": sender.DefaultLocale,
+		"timezone":       p.cfg.Timezone,
+		"quiet_start":    (*time.Duration)(nil),
+		"quiet_end":      (*time.Duration)(nil),
+		"kinds":          sendRules,
+	}
+	if q := p.cfg.QuietHours; q.Set() {
+		args["quiet_start"], args["quiet_end"] = q.Start, q.End
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim messages: %w", err)
+	}
+	pgConn := conn.Conn().PgConn()
+	// A cancel request may reach the server before the statement does (a
+	// shutdown just as the claim starts: it then cancels nothing, and the
+	// statement could wait on a lock for good). So it is sent again every
+	// cancelRepeat until the claim has returned.
+	finished := make(chan struct{})
+	cancelling := context.AfterFunc(ctx, func() {
+		for {
+			cctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+			_ = pgConn.CancelRequest(cctx)
+			cancel()
+			select {
+			case <-finished:
+				return
+			case <-time.After(cancelRepeat):
+			}
+		}
+	})
+	defer func() {
+		close(finished)
+		if cancelling() {
+			conn.Release()
+			return
+		}
+		// A cancel request may reach the server after the claim ended,
+		// and cancel whatever the connection runs next: it is not reused.
+		_ = conn.Hijack().Close(context.Background())
+	}()
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // stopping already: no claim
+	}
+	rows, err := conn.Query(context.WithoutCancel(ctx), p.claimSQL, args)
+	if err != nil {
+		return nil, fmt.Errorf("claim messages: %w", err)
+	}
+	var (
+		batch   []claimed
+		verdict string
+		m       claimed
+		due     *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
+		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
+		switch {
+		case verdict == "claimed":
+			m.Attempt = m.retryCount + 1
+			batch = append(batch, m)
+		case verdict == "deferred":
+			p.tally.deferred.Add(1)
+		default:
+			p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+		}
+		m = claimed{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim messages: %w", err)
+	}
+	return batch, nil
+}
+
+// release hands claimed messages this processor has not sent back to the
+// queue (release.sql), due as they were, their retries unspent.
+func (p *Processor) release(ms []claimed) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	err := retryConflicts(func(ctx context.Context) error {
+		_, err := p.pool.Exec(ctx, releaseSQL, pgx.NamedArgs{"ids": ids, "holder": p.holder})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release claimed messages: %w", err)
+	}
+	p.tally.released.Add(int64(len(ms)))
+	return nil
+}
+
+// recoverAbandoned settles the messages whose claim was abandoned
+// (recover.sql) and returns how many.
+func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
+	n, err := p.recoverClaims(ctx, "")
+	if err != nil {
+		return 0, fmt.Errorf("settle abandoned claims: %w", err)
+	}
+	if n > 0 {
+		p.tally.recovered.Add(int64(n))
+		p.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
+	}
+	return n, nil
+}
+
+// recoverClaims runs recover.sql, for own's claims too when own is set.
+func (p *Processor) recoverClaims(ctx context.Context, own string) (int, error) {
+	var n int
+	err := p.pool.QueryRow(ctx, recoverSQL, pgx.NamedArgs{
+		"own":          own,
+		"transport":    p.cfg.Transport.Name(),
+		"deduplicates": p.cfg.Transport.Deduplicates(),
+		"unknown":      ErrOutcomeUnknown.Error(),
+	}).Scan(&n)
+	return n, err
+}
+
+// handBack runs as a processor stops, after its last send: every claim it
+// still has is settled from the send ledger (recover.sql for its own
+// claims: sent when the ledger says so, pending again otherwise, failed as
+// "outcome unknown" for a send in doubt on a transport that cannot
+// de-duplicate), and its lease row is deleted. It keeps trying while the
+// database does not answer (a restart) for as long as the lease would have
+// protected the claims anyway, and returns how many claims it could not
+// hand back: recovery settles those once the lease runs out.
+func (p *Processor) handBack() (left int, err error) {
+	deadline := time.Now().Add(p.cfg.ClaimTimeout)
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+		var n int
+		n, err = p.recoverClaims(ctx, p.holder)
+		if err == nil {
+			_, err = p.pool.Exec(ctx, unholdSQL, pgx.NamedArgs{"holder": p.holder})
+		}
+		cancel()
+		if err == nil {
+			if n > 0 {
+				p.tally.released.Add(int64(n))
+			}
+			return 0, nil
+		}
+		if time.Now().Add(wait).After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Second)
+	}
+	left, countErr := p.ownClaims()
+	if countErr != nil {
+		left = -1 // unknown: the database does not answer
+	}
+	return left, fmt.Errorf("hand back the claims: %w", err)
+}
+
+// ownClaims counts the messages this processor still holds.
+func (p *Processor) ownClaims() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	var n int
+	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing' AND claimed_by = $1`, p.holder).Scan(&n)
+	return n, err
+}
+
+// retryConflicts runs a statement on claimed rows under recordTimeout,
+// whatever the run's state, and runs it again when PostgreSQL broke a
+// deadlock or a serialization conflict by failing it (statements on claimed
+// rows lock them in one order, so neither should happen; if one still
+// does, the statement was rolled back whole), or when the connection was
+// lost under it (a server restart: what was sent is recorded once the
+// server is back, rather than resent). Each statement it runs is fenced on
+// the holder, so running it again after a lost acknowledgement changes
+// nothing twice.
+func retryConflicts(stmt func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	for try := 1; ; try++ {
+		err := stmt(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case isConflict(err) && try < 5, postgres.IsConnectionLost(err):
+		default:
+			return err
+		}
+		if !sleep(ctx, min(time.Duration(try)*20*time.Millisecond, 500*time.Millisecond)) {
+			return err
+		}
+	}
+}
+
+// isConflict reports a deadlock or serialization failure.
+func isConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}

@@ -1,0 +1,183 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// recordTimeout bounds a statement that records a delivery: it runs even
+// while the run is being stopped, so that what was sent is written down.
+const recordTimeout = 10 * time.Second
+
+// The send ledger (engagement_processed_messages) has a row per message and
+// transport: how many attempts reached the transport and how the last one
+// ended. How a processor writes it is its recording strategy, chosen once
+// from the transport:
+//
+//   - durable, for a transport that cannot de-duplicate: each attempt is
+//     written as started, in the fenced statement that checks the claim
+//     (start.sql), before the external call, and its outcome right after.
+//     An attempt whose holder died is then known to be in doubt, and
+//     recovery fails it rather than send it again.
+//   - batched, for a transport that de-duplicates by idempotency key: no
+//     start is written, and a claimed batch's outcomes are recorded
+//     together in one statement that does not wait for the disk. A holder
+//     that dies leaves its batch to recovery, which resends each message
+//     under its same key and lets the receiver drop the repeats.
+type recording interface {
+	// begin reports whether the send of m may start now: whether this
+	// processor still holds m's claim. On false, m's claim is lost.
+	begin(ctx context.Context, m claimed) (bool, error)
+	// record takes an attempt's outcome.
+	record(ctx context.Context, s settled) error
+	// flush writes every outcome taken and not yet written.
+	flush(ctx context.Context) error
+}
+
+// settled is a message's outcome, waiting to be recorded.
+type settled struct {
+	m claimed
+	o outcome
+}
+
+// recording returns the processor's recording strategy for one batch.
+func (p *Processor) recording() recording {
+	if p.cfg.Transport.Deduplicates() {
+		return &batchedRecording{p: p}
+	}
+	return durableRecording{p: p}
+}
+
+// durableRecording writes each attempt's start and outcome as it happens.
+type durableRecording struct{ p *Processor }
+
+func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
+	if !r.p.lease.usable() {
+		return false, nil
+	}
+	rows, err := r.p.pool.Query(ctx, startSQL, pgx.NamedArgs{
+		"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("start a send: %w", err)
+	}
+	started, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("start a send: %w", err)
+	}
+	return len(started) > 0, nil
+}
+
+func (r durableRecording) record(ctx context.Context, s settled) error {
+	return r.p.settle([]settled{s}, false)
+}
+
+func (durableRecording) flush(context.Context) error { return nil }
+
+// batchedRecording keeps a batch's outcomes and records them in one
+// statement.
+type batchedRecording struct {
+	p    *Processor
+	done []settled
+}
+
+func (r *batchedRecording) begin(_ context.Context, m claimed) (bool, error) {
+	return r.p.lease.usable(), nil
+}
+
+func (r *batchedRecording) record(_ context.Context, s settled) error {
+	r.done = append(r.done, s)
+	return nil
+}
+
+func (r *batchedRecording) flush(ctx context.Context) error {
+	done := r.done
+	r.done = nil
+	return r.p.settle(done, true)
+}
+
+// settle records outcomes on the messages and in the ledger, in one
+// statement (settle.sql); attemptsUncounted says the strategy wrote no
+// start, so each attempt that reached the transport is counted here. An
+// outcome whose claim was lost meanwhile is not recorded, and is counted
+// in ClaimsLost. With lazy, the commit does not wait for the disk (see
+// batchedRecording: a record lost to a crash is a resend under the same
+// key).
+func (p *Processor) settle(done []settled, lazy bool) error {
+	if len(done) == 0 {
+		return nil
+	}
+	n := len(done)
+	ids, statuses := make([]string, n), make([]string, n)
+	providerIDs, errTexts := make([]*string, n), make([]*string, n)
+	retryIns, attempted := make([]time.Duration, n), make([]int32, n)
+	for i, d := range done {
+		ids[i], statuses[i] = d.m.ID, d.o.status
+		providerIDs[i], retryIns[i] = nullIfEmpty(d.o.providerID), d.o.retryIn
+		if d.o.err != nil {
+			s := d.o.err.Error()
+			errTexts[i] = &s
+		}
+		if lazy && !d.o.notSent {
+			attempted[i] = 1
+		}
+	}
+	args := pgx.NamedArgs{
+		"ids": ids, "statuses": statuses, "provider_ids": providerIDs, "retry_ins": retryIns,
+		"errors": errTexts, "attempted": attempted, "holder": p.holder, "transport": p.cfg.Transport.Name(),
+	}
+	var recorded int
+	err := retryConflicts(func(ctx context.Context) error {
+		ids, err := p.settleOnce(ctx, args, lazy)
+		recorded = len(ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the outcome of %d deliveries: %w", n, err)
+	}
+	if lost := n - recorded; lost > 0 {
+		p.tally.claimsLost.Add(int64(lost))
+		p.log.Warn().Int("messages", lost).Msg("claims lost before their outcomes were recorded; left to their new holder")
+	}
+	return nil
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// lazyCommitSQL makes the rest of its transaction commit without waiting
+// for the disk. It is set_config(…, true), not SET LOCAL: a pipelined batch
+// is one implicit transaction, which is not a transaction block, so SET
+// LOCAL there writes a WARNING into the server's log every time (432 in
+// one test run, issue 24) although it applies all the same.
+const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// settleOnce runs settle.sql once and returns the ids it recorded.
+func (p *Processor) settleOnce(ctx context.Context, args pgx.NamedArgs, lazy bool) ([]string, error) {
+	if !lazy {
+		rows, _ := p.pool.Query(ctx, settleSQL, args)
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	// Pipelined as one implicit transaction: the setting holds for the
+	// statement after it, and nothing outlives the transaction, so this
+	// works through a transaction pooler too.
+	b := &pgx.Batch{}
+	b.Queue(lazyCommitSQL)
+	b.Queue(settleSQL, args)
+	br := p.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	rows, _ := br.Query()
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, errors.Join(err, br.Close())
+}

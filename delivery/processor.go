@@ -1,0 +1,670 @@
+// Package delivery is queue-process's engine: it claims due messages from
+// the queue (FOR UPDATE SKIP LOCKED, under a lease per process), checks each
+// against its user as they are now (the send-time rules of
+// statemachine.Kinds), renders it from the catalog and sends it through a
+// transport (package sender/transport), with retries, backoff, a pace shared
+// by every process, quiet hours in the user's time zone, and a send ledger
+// that keeps a message from going out twice when a worker dies mid-send.
+package delivery
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/engagement-scheduler/engagement/internal/recovered"
+
+	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// Defaults of ProcessorConfig, as the contract has them.
+const (
+	DefaultSendInterval = 500 * time.Millisecond
+	DefaultMaxRetries   = 3
+	DefaultRetryBase    = time.Second
+	DefaultClaimTimeout = 2 * time.Minute
+	// MinClaimTimeout is the shortest claim timeout: a claim must outlive
+	// the statements that take and renew it several times over.
+	MinClaimTimeout = time.Second
+	// DefaultWorkers is how many sends a processor keeps in flight, paced
+	// or not. 16 measured best unpaced on 2 cores (32 was slower), and
+	// keeps 80 messages/s against a receiver answering in 200 ms; a paced
+	// run needs at least rate × receiver latency (docs/BENCHMARKS.md).
+	DefaultWorkers = 16
+	// How many messages a worker claims at a time. Without pacing, on a
+	// transport that de-duplicates (batched recording), a claim and a
+	// record are one statement each however large the batch, and their
+	// fixed cost is what bounds the rate: 400 delivered about 1.6 times as
+	// fast as 50 (docs/BENCHMARKS.md). Without pacing on a transport that
+	// cannot de-duplicate, every send has statements of its own anyway,
+	// so a smaller claim holds fewer messages a killed worker's claims
+	// would delay. With pacing, messages leave one interval apart and a
+	// small claim leaves the rest to other processes.
+	DefaultBatchedClaimBatch = 400
+	DefaultClaimBatch        = 50
+	DefaultPacedClaimBatch   = 4
+)
+
+// ErrOutcomeUnknown is the error of a message whose send may or may not have
+// reached a transport that cannot de-duplicate (its worker died mid-send, or
+// the connection failed after the request was written): sending it again
+// could deliver it twice, so it fails instead.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the send may have reached the receiver and the transport cannot de-duplicate, so it is not sent again")
+
+// ProcessorConfig configures a Processor. As in River, a zero value means
+// the default and -1 (any negative value) means off, where off makes sense.
+type ProcessorConfig struct {
+	Transport transport.Transport // required
+	Catalog   *sender.Catalog     // sender.DefaultCatalog() when nil
+	// SendInterval is the least time between the starts of two sends on
+	// the transport, across every process (0: the default, 500 ms; -1: no
+	// pacing). Before 2026-11 0 meant no pacing; see CHANGELOG.md.
+	SendInterval time.Duration
+	MaxRetries   int           // retries after the first attempt (0: the default, 3; -1: none)
+	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
+	ClaimTimeout time.Duration // how long a claim lives unless renewed (default 2 min)
+	ClaimBatch   int           // messages a worker claims at a time (default: 400, 50 or 4, see DefaultBatchedClaimBatch)
+	Workers      int           // sends in flight at once (default 16)
+	// Deadline, when set, is when the run stops claiming; retries due after
+	// it are left for the next run.
+	Deadline time.Time
+	// Dedupe, when set, is an extra send guard shared with other senders: a
+	// message whose idempotency key the store remembers as delivered on
+	// this transport (within DedupeTTL) is marked sent without being sent
+	// again. A key is remembered only once its send succeeded.
+	Dedupe    idempotency.Store
+	DedupeTTL time.Duration // default idempotency.DefaultTTL
+	// RetryUnknown, on a transport that cannot de-duplicate, retries an
+	// attempt whose outcome is unknown (no answer, or a server error after
+	// the request was sent) instead of failing it: a message may then
+	// arrive twice. Off by default.
+	RetryUnknown bool
+	// QuietHours, when set, are the hours of the day no message is sent in,
+	// in the user's time zone (user_profiles.timezone when set and known),
+	// else Timezone (an IANA name; default UTC). A message due inside them
+	// stays pending, moved to their end.
+	QuietHours QuietHours
+	Timezone   string
+	Logger     zerolog.Logger
+}
+
+// ProcessSummary is what a run of the processor did.
+type ProcessSummary struct {
+	Job       string `json:"job"`
+	Transport string `json:"transport"`
+	Processed int    `json:"processed"` // delivery attempts settled: sent + retried + failed
+	Sent      int    `json:"sent"`
+	Retried   int    `json:"retried"` // attempts that failed and were rescheduled
+	Failed    int    `json:"failed"`  // messages that ended failed
+	Recovered int    `json:"recovered"`
+	// Deduplicated counts messages the dedupe store stopped (marked sent).
+	Deduplicated int `json:"deduplicated,omitempty"`
+	// DedupeChecks counts the dedupe store's operations (lookups before a
+	// send, records after one), DedupeCheckErrors those that failed (one
+	// the store failed open on included), DedupeCheckSeconds their time
+	// in all. With --dedupe-store only.
+	DedupeChecks       int     `json:"dedupe_checks,omitempty"`
+	DedupeCheckErrors  int     `json:"dedupe_check_errors,omitempty"`
+	DedupeCheckSeconds float64 `json:"dedupe_check_seconds,omitempty"`
+	// Invalid counts the failed messages that could not be rendered: bad
+	// message_params, an unknown message key.
+	Invalid int `json:"invalid"`
+	// ClaimsLost counts messages whose claim this run lost to another
+	// process before it could start or record their send.
+	ClaimsLost int `json:"claims_lost"`
+	// Cancelled counts messages found no longer wanted when claimed (see
+	// claim.sql), by reason in CancelReasons: opted_out, stale, no_user.
+	Cancelled     int            `json:"cancelled"`
+	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
+	// Deferred counts messages due inside the quiet hours, left pending
+	// until they end.
+	Deferred int `json:"deferred"`
+	// Released counts claimed messages handed back unsent, due as they
+	// were and their retries unspent: at a shutdown, the deadline, an
+	// outage.
+	Released int `json:"released"`
+	// ClaimsLeft counts the messages still claimed when the run ended
+	// (it could not hand them back: the database did not answer); -1 when
+	// even their number is unknown. Recovery settles them once the run's
+	// lease runs out.
+	ClaimsLeft int `json:"claims_left"`
+	// Stopped says why the run stopped before the queue was drained:
+	// "shutdown" (SIGTERM), "deadline" (--max-duration), "outage" (the
+	// receiver is down; Outage says how), "lease_lost" (the run could not
+	// renew its lease in time). Empty when it drained the queue.
+	Stopped    string `json:"stopped,omitempty"`
+	Outage     string `json:"outage,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// tally counts a run's deliveries across its workers.
+type tally struct {
+	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered, deferred, released atomic.Int64
+
+	mu        sync.Mutex
+	cancelled map[string]int // by reason
+}
+
+func (t *tally) cancel(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancelled == nil {
+		t.cancelled = map[string]int{}
+	}
+	t.cancelled[reason]++
+}
+
+// Processor delivers due queued messages through one transport.
+type Processor struct {
+	pool   *pgxpool.Pool
+	cfg    ProcessorConfig
+	holder string // this processor's name on its claims: host:pid:random
+	// claimSQL is the claim statement (claim.sql); a benchmark swaps in a
+	// reference without the send-time checks to measure what they cost.
+	claimSQL string
+	pacer    *pacer // nil without pacing
+	log      zerolog.Logger
+	// The current run's state.
+	tally   *tally
+	lease   *lease
+	circuit *circuit
+	stop    context.CancelCauseFunc // stops the run's workers, with why
+}
+
+// Why a run stopped before its queue was drained, as its workers' context
+// says.
+var (
+	errOutage    = errors.New("receiver outage")
+	errLeaseLost = errors.New("the claims' lease was lost")
+)
+
+// NewProcessor returns a processor over pool.
+func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
+	if cfg.Transport == nil {
+		return nil, errors.New("no transport")
+	}
+	if cfg.ClaimTimeout != 0 && cfg.ClaimTimeout < MinClaimTimeout {
+		return nil, fmt.Errorf("claim timeout %s is shorter than the least, %s", cfg.ClaimTimeout, MinClaimTimeout)
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = sender.DefaultCatalog()
+	}
+	switch {
+	case cfg.SendInterval == 0:
+		cfg.SendInterval = DefaultSendInterval
+	case cfg.SendInterval < 0:
+		cfg.SendInterval = 0 // no pacing
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	cfg.RetryBase = cmp.Or(cfg.RetryBase, DefaultRetryBase)
+	cfg.ClaimTimeout = cmp.Or(cfg.ClaimTimeout, DefaultClaimTimeout)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.Timezone = cmp.Or(cfg.Timezone, "UTC")
+	if _, err := time.LoadLocation(cfg.Timezone); err != nil {
+		return nil, fmt.Errorf("time zone %q: unknown", cfg.Timezone)
+	}
+	p := &Processor{
+		pool:     pool,
+		cfg:      cfg,
+		holder:   holderName(),
+		claimSQL: claimSQL,
+		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
+	}
+	p.reset(func(error) {})
+	switch {
+	case cfg.SendInterval > 0:
+		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
+		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval}
+	case cfg.Transport.Deduplicates():
+		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaimBatch)
+	default:
+		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultClaimBatch)
+	}
+	return p, nil
+}
+
+// reset starts a run's state: each run counts its own, takes its own lease
+// and has its own circuit; stop ends the run's workers.
+func (p *Processor) reset(stop context.CancelCauseFunc) {
+	p.tally = &tally{}
+	p.lease = &lease{timeout: p.cfg.ClaimTimeout}
+	p.circuit = &circuit{}
+	p.stop = stop
+}
+
+// holderName names this processor on its claims, uniquely: two processors
+// in one process, or a restarted process that got its old pid back, never
+// share claims.
+func holderName() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b[:])
+}
+
+// Run delivers due messages until none is left (retries this run scheduled
+// included, when they come due before the deadline), ctx is cancelled, the
+// deadline passes, or the receiver is down (see circuit). Cancelling ctx
+// stops claiming and starting sends; the sends in flight finish and are
+// recorded. Whatever way it stops, Run returns only after every message it
+// claimed is sent, pending again, or settled from the send ledger, unless
+// the database does not answer: then the summary counts what is left.
+func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
+	start := time.Now()
+	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	p.reset(stop)
+
+	err := p.deliverAll(ctx, runCtx)
+	for _, h := range p.circuit.drain() {
+		err = errors.Join(err, p.settleHeld(h))
+	}
+	left, handErr := p.handBack()
+	if handErr != nil {
+		p.log.Warn().Int("claims_left", left).Err(handErr).
+			Msg("could not hand back every claim; recovery settles them once this run's lease runs out (--claim-timeout)")
+		if err == nil {
+			err = handErr
+		}
+	}
+
+	t := p.tally
+	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
+	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
+	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
+	sum.Deferred, sum.Released, sum.ClaimsLeft = int(t.deferred.Load()), int(t.released.Load()), left
+	if st, ok := p.cfg.Dedupe.(interface{ Stats() idempotency.Stats }); ok {
+		s := st.Stats()
+		sum.DedupeChecks, sum.DedupeCheckErrors, sum.DedupeCheckSeconds = int(s.Ops), int(s.Errors), s.Duration.Seconds()
+	}
+	t.mu.Lock()
+	for reason, n := range t.cancelled {
+		sum.Cancelled += n
+		if sum.CancelReasons == nil {
+			sum.CancelReasons = map[string]int{}
+		}
+		sum.CancelReasons[reason] = n
+	}
+	t.mu.Unlock()
+	cause := context.Cause(runCtx)
+	if pe := (*recovered.Error)(nil); errors.As(cause, &pe) && !errors.As(err, &pe) {
+		err = errors.Join(err, pe) // a panic in the renewal stops the run: say so
+	}
+	switch {
+	case errors.Is(cause, errOutage):
+		sum.Stopped, sum.Outage = "outage", p.circuit.open()
+	case errors.Is(cause, errLeaseLost):
+		sum.Stopped = "lease_lost"
+	case ctx.Err() != nil:
+		sum.Stopped = "shutdown"
+	case p.pastDeadline():
+		sum.Stopped = "deadline"
+	}
+	sum.DurationMS = time.Since(start).Milliseconds()
+	return sum, err
+}
+
+// deliverAll takes the lease, settles abandoned claims, and runs the
+// workers until they are done. ctx is the caller's (a shutdown); runCtx
+// also ends when the run stops for its own reasons.
+func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
+	if _, err := p.hold(runCtx, p.pool); err != nil {
+		return stopping(runCtx, err)
+	}
+	if _, err := p.recoverAbandoned(runCtx); err != nil {
+		return stopping(runCtx, err)
+	}
+
+	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	var renewer sync.WaitGroup
+	renewer.Go(func() {
+		if err := recovered.Call(func() { p.keepAlive(renewing, func() { p.stop(errLeaseLost) }) }); err != nil {
+			p.stop(err) // the run ends with the panic, claims handed back
+		}
+	})
+	defer func() {
+		stopRenewing()
+		renewer.Wait()
+	}()
+
+	// Workers claim and deliver side by side, like separate processes: SKIP
+	// LOCKED hands each message to one of them, and the pace (when set)
+	// spaces their sends across every process.
+	g, gctx := errgroup.WithContext(runCtx)
+	for range p.cfg.Workers {
+		g.Go(recovered.Func(func() error { return p.work(runCtx, gctx) }))
+	}
+	return g.Wait()
+}
+
+// work is one worker's loop: claim a batch, deliver it, until nothing is
+// due. ctx is the run's (a shutdown); gctx also ends when another worker
+// fails.
+func (p *Processor) work(ctx, gctx context.Context) error {
+	claimedNothingDue := false
+	for gctx.Err() == nil && !p.pastDeadline() {
+		if !p.lease.usable() {
+			// A renewal is late: no claim until it lands, or until the
+			// lease is gone and the run stops.
+			if !sleep(gctx, p.cfg.ClaimTimeout/30) {
+				return nil
+			}
+			continue
+		}
+		batch, err := p.claim(gctx)
+		if err != nil {
+			return stopping(gctx, err)
+		}
+		if len(batch) == 0 {
+			// Claims abandoned meanwhile are settled first, so a run
+			// that outlives a dead process finishes its work too; what
+			// they hand back is claimed at once.
+			if n, err := p.recoverAbandoned(gctx); err != nil || n > 0 {
+				if err != nil {
+					return stopping(gctx, err)
+				}
+				claimedNothingDue = false
+				continue
+			}
+			wait, ok, err := p.nextDue(gctx)
+			if err != nil || !ok {
+				return stopping(gctx, err)
+			}
+			if wait == 0 {
+				// Due now, yet the claim found nothing: it came due
+				// since (a retry due in milliseconds, on a slow
+				// machine), so claim again, once; or another
+				// transaction holds it locked (a claim in flight, the
+				// bot), and it is not this run's to wait for.
+				if claimedNothingDue {
+					return nil
+				}
+				claimedNothingDue = true
+				continue
+			}
+			claimedNothingDue = false
+			if !sleep(gctx, wait) {
+				return nil
+			}
+			continue
+		}
+		claimedNothingDue = false
+		if gctx.Err() != nil {
+			return p.release(batch) // stopped while the claim was under way
+		}
+		if err := p.deliverBatch(ctx, gctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopping returns err, unless the run is stopping (a shutdown, or another
+// worker failed): then a statement cut short by it is no failure of its
+// own, and a claim it interrupted is rolled back with it.
+func stopping(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// deliverBatch delivers a claimed batch one message after another, records
+// the outcomes through the recording strategy, and releases the messages
+// it did not start when the run stops midway.
+func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) error {
+	rec := p.recording()
+	for i, m := range batch {
+		if gctx.Err() != nil || p.pastDeadline() {
+			return errors.Join(rec.flush(ctx), p.release(batch[i:]))
+		}
+		o, err := p.deliver(gctx, rec, m)
+		if err != nil {
+			return errors.Join(err, rec.flush(ctx), p.release(batch[i:]))
+		}
+		if o == nil { // not sent: the claim was lost, or the run is stopping
+			continue
+		}
+		if err := rec.record(ctx, settled{m, *o}); err != nil {
+			return errors.Join(err, p.release(batch[i+1:]))
+		}
+	}
+	return rec.flush(ctx)
+}
+
+// deliver makes one attempt at m: render it, check the dedupe store, wait
+// for the pace, start the attempt (fenced on the claim), send. It returns
+// the outcome to record, or nil when nothing is to be recorded (the claim
+// was lost: dropped; the run is stopping: m is released). An error stops
+// the run.
+func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*outcome, error) {
+	log := p.messageLog(m)
+	params, err := decodeParams(m.rawParams)
+	if err == nil {
+		m.Params = params
+		m.Text, err = p.cfg.Catalog.Render(m.Key, m.Locale, m.Params)
+	}
+	if err != nil {
+		p.tally.processed.Add(1)
+		p.tally.failed.Add(1)
+		p.tally.invalid.Add(1)
+		log.Error().Str("error", err.Error()).Msg("message cannot be rendered; failed")
+		return &outcome{status: "failed", err: err, notSent: true}, nil
+	}
+	if p.cfg.Dedupe != nil {
+		delivered, err := p.deliveredBefore(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if delivered {
+			p.tally.processed.Add(1)
+			p.tally.deduplicated.Add(1)
+			log.Warn().Msg("the dedupe store has this message's key as delivered: marked sent, not sent again")
+			return &outcome{status: "sent", err: errDeduplicated, notSent: true}, nil
+		}
+	}
+	if p.pacer != nil {
+		if err := p.pacer.wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, p.release([]claimed{m}) // stopping: released, not failed
+			}
+			return nil, err
+		}
+		m.Pace = p.pacer.wait // the HTTP client's own resends wait for the pace too
+	}
+	ok, err := rec.begin(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Lost, or running out (renewals failing): not sent, and handed
+		// back if this processor still holds it after all.
+		p.tally.claimsLost.Add(1)
+		log.Warn().Msg("claim lost before the send started; not sent")
+		return nil, p.release([]claimed{m})
+	}
+
+	// The send in flight finishes even when a shutdown begins meanwhile, so
+	// its outcome is recorded rather than guessed at.
+	sendCtx := context.WithoutCancel(ctx)
+	sendStart := time.Now()
+	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
+	latency := time.Since(sendStart)
+	v, resolved, opened := p.circuit.observe(m, sendErr, latency, !p.inDoubt(sendErr))
+	if opened != "" {
+		p.log.Warn().Str("outage", opened).
+			Msg("receiver outage: stopping; the messages claimed go back to the queue with their retries unspent")
+		p.stop(errOutage)
+	}
+	var recErr error
+	for _, h := range resolved {
+		if opened != "" {
+			recErr = errors.Join(recErr, p.release([]claimed{h.m}))
+		} else {
+			recErr = errors.Join(recErr, p.settleHeld(h))
+		}
+	}
+	switch v {
+	case hold:
+		return nil, recErr
+	case release:
+		return nil, errors.Join(recErr, p.release([]claimed{m}))
+	}
+	o := p.outcome(log, m, res, sendErr, latency)
+	return &o, recErr
+}
+
+// messageLog is the logger of one message's attempt: its ids, type and
+// attempt (the transport is the processor's), never its JID or text.
+func (p *Processor) messageLog(m claimed) zerolog.Logger {
+	return p.log.With().Str("message_id", m.ID).Str("user_id", m.UserID).Str("message_type", m.Type).
+		Int("attempt", m.Attempt).Logger()
+}
+
+// outcome classifies an attempt that reached the transport, counts it and
+// logs it: one line per attempt, info when delivered.
+func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration) outcome {
+	p.tally.processed.Add(1)
+	o := p.classify(m, res, sendErr)
+	ms := float64(latency.Microseconds()) / 1000
+	switch o.status {
+	case "sent":
+		p.tally.sent.Add(1)
+		p.rememberDelivered(context.Background(), m, log)
+		log.Info().Float64("latency_ms", ms).Msg("message delivered")
+	case "pending":
+		p.tally.retried.Add(1)
+		log.Warn().Float64("latency_ms", ms).Dur("retry_in", o.retryIn).Str("class", transport.Class(sendErr)).
+			Str("error", sendErr.Error()).Msg("send failed; retrying later")
+	default:
+		p.tally.failed.Add(1)
+		log.Error().Float64("latency_ms", ms).Str("class", transport.Class(sendErr)).Str("error", o.err.Error()).Msg("message failed")
+	}
+	return o
+}
+
+// settleHeld records an attempt the circuit held, now known to be the
+// message's own failure.
+func (p *Processor) settleHeld(h heldSend) error {
+	o := p.outcome(p.messageLog(h.m), h.m, transport.Result{}, h.err, h.latency)
+	return p.settle([]settled{{h.m, o}}, p.cfg.Transport.Deduplicates())
+}
+
+// inDoubt reports whether a failed attempt may have reached the receiver
+// on a transport that cannot de-duplicate, so that it must not be sent
+// again (unless RetryUnknown).
+func (p *Processor) inDoubt(err error) bool {
+	var terr *transport.Error
+	return errors.As(err, &terr) && terr.MaybeDelivered && !p.cfg.Transport.Deduplicates() && !p.cfg.RetryUnknown
+}
+
+// outcome is how an attempt ended.
+type outcome struct {
+	status     string // sent, pending (retry) or failed
+	providerID string
+	retryIn    time.Duration
+	err        error
+	// notSent: the attempt ended before the transport (the message could
+	// not be rendered, or the dedupe store stopped it): no attempt counts.
+	notSent bool
+}
+
+// classify turns a send's result into an outcome. Transient failures are
+// retried with exponential backoff (or the receiver's Retry-After, if
+// longer) until MaxRetries; permanent ones fail at once. On a transport
+// that cannot de-duplicate, a failure after the request was written
+// (timeout, reset) is in doubt: it fails with ErrOutcomeUnknown rather than
+// risk a second delivery.
+func (p *Processor) classify(m claimed, res transport.Result, err error) outcome {
+	if err == nil {
+		return outcome{status: "sent", providerID: res.ProviderMessageID}
+	}
+	if p.inDoubt(err) {
+		return outcome{status: "failed", err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
+	}
+	var terr *transport.Error
+	isTransportErr := errors.As(err, &terr)
+	if (isTransportErr && terr.Permanent) || m.retryCount >= p.cfg.MaxRetries {
+		return outcome{status: "failed", err: err}
+	}
+	wait := p.cfg.RetryBase << m.retryCount
+	if isTransportErr && terr.RetryAfter > wait {
+		wait = terr.RetryAfter
+	}
+	return outcome{status: "pending", retryIn: wait, err: err}
+}
+
+// errDeduplicated is the note left on a message the dedupe store stopped.
+var errDeduplicated = errors.New("not sent again: the dedupe store has its idempotency key as delivered on this transport")
+
+// dedupeKey is the message's key in the dedupe store, per transport.
+func (p *Processor) dedupeKey(m claimed) string {
+	return "send:" + p.cfg.Transport.Name() + ":" + m.IdempotencyKey
+}
+
+// deliveredBefore asks the dedupe store whether m was delivered before.
+// The store only ever holds keys of messages whose send succeeded
+// (rememberDelivered), so a yes is never a guess.
+func (p *Processor) deliveredBefore(ctx context.Context, m claimed) (bool, error) {
+	_, found, err := p.cfg.Dedupe.GetResult(ctx, p.dedupeKey(m))
+	if err != nil {
+		return false, fmt.Errorf("dedupe store: %w", err)
+	}
+	return found, nil
+}
+
+// rememberDelivered records in the dedupe store that m was delivered. A
+// failure only weakens the extra guard, so it is logged, not fatal.
+func (p *Processor) rememberDelivered(ctx context.Context, m claimed, log zerolog.Logger) {
+	if p.cfg.Dedupe == nil {
+		return
+	}
+	if err := p.cfg.Dedupe.StoreResult(ctx, p.dedupeKey(m), []byte("delivered"), p.cfg.DedupeTTL); err != nil {
+		log.Warn().Str("error", err.Error()).Msg("could not record the delivery in the dedupe store")
+	}
+}
+
+func (p *Processor) pastDeadline() bool {
+	return !p.cfg.Deadline.IsZero() && !time.Now().Before(p.cfg.Deadline)
+}
+
+// nextDue reports how long until the next pending message comes due, if
+// one does before the deadline (or, without a deadline, within a minute);
+// 0 when one is due already.
+func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
+	var wait *time.Duration
+	if err := p.pool.QueryRow(ctx, nextDueSQL).Scan(&wait); err != nil {
+		return 0, false, fmt.Errorf("look for retries: %w", err)
+	}
+	if wait == nil {
+		return 0, false, nil
+	}
+	limit := time.Minute
+	if !p.cfg.Deadline.IsZero() {
+		limit = time.Until(p.cfg.Deadline)
+	}
+	if *wait > limit {
+		return 0, false, nil
+	}
+	return max(*wait, 0), true, nil
+}

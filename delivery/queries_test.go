@@ -1,0 +1,50 @@
+package delivery
+
+import (
+	"context"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/sender"
+)
+
+// Every statement file is EXPLAINed against a migrated database, so one
+// that no longer matches the schema fails here rather than in production.
+func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	id := "00000000-0000-0000-0000-000000000001"
+	args := map[string]pgx.NamedArgs{
+		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": sender.DefaultLocale,
+			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour, "kinds": sendRules},
+		"start": {"id": id, "holder": "h", "claim_timeout": time.Minute, "transport": "webhook"},
+		"settle": {"ids": []string{id}, "statuses": []string{"sent"}, "provider_ids": []*string{nil},
+			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook"},
+		"hold":     {"holder": "h", "claim_timeout": time.Minute},
+		"unhold":   {"holder": "h"},
+		"release":  {"ids": []string{id}, "holder": "h"},
+		"recover":  {"own": "h", "transport": "webhook", "deduplicates": true, "unknown": "x"},
+		"pace":     {"transport": "webhook", "interval": time.Second},
+		"next_due": {},
+	}
+	files, err := fs.Glob(queryFiles, "queries/*.sql")
+	if err != nil || len(files) != len(args) {
+		t.Fatalf("%d query files (%v), want %d", len(files), err, len(args))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(f, "queries/"), ".sql")
+		a, ok := args[name]
+		if !ok {
+			t.Errorf("%s: no arguments in this test", f)
+			continue
+		}
+		if _, err := pool.Exec(context.Background(), "EXPLAIN "+mustQuery(name), a); err != nil {
+			t.Errorf("EXPLAIN %s: %v", f, err)
+		}
+	}
+}

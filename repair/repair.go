@@ -1,0 +1,218 @@
+// Package repair is the operator's hand on the queue: requeue messages that
+// failed or were cancelled (engagementctl requeue) and cancel pending ones
+// (engagementctl cancel), by id or by filters, each in one statement that
+// leaves a message some queue-process holds to its claim.
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Message statuses the operator's repair commands act on (the status column).
+const (
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// CancelReasons lists every cancel reason (the cancel_reason column: why a
+// message was cancelled instead of sent), in the order reports show them:
+// opted_out (the user opted out after it was queued), stale (the user's
+// state no longer calls for it), no_user (the user's rows are gone) and
+// operator (engagementctl cancel). The slice is a fresh copy.
+func CancelReasons() []string {
+	return []string{"opted_out", "stale", "no_user", "operator"}
+}
+
+var (
+	opsRequeueSQL = mustQuery("ops_requeue")
+	opsCancelSQL  = mustQuery("ops_cancel")
+)
+
+// ErrBadFilter reports a repair filter that cannot select anything sensible;
+// the message names the flag (engagementctl maps it to exit 2).
+var ErrBadFilter = errors.New("bad filter")
+
+func badFilter(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadFilter, fmt.Sprintf(format, args...))
+}
+
+// RequeueFilter selects the messages Requeue puts back in the queue. Every
+// field given must match; zero fields match everything.
+type RequeueFilter struct {
+	// Status is StatusFailed (the default when empty) or StatusCancelled.
+	Status string
+	// Type matches message_type exactly.
+	Type string
+	// Since (inclusive) and Until (exclusive) bound when the message
+	// settled: its last attempt, or when it came due if no attempt came
+	// after that (see queries/ops_requeue.sql).
+	Since, Until time.Time
+	// IDs are message ids (UUIDs).
+	IDs []string
+	// ErrorContains matches error_message, case-insensitively.
+	ErrorContains string
+	// Reason matches cancel_reason; only with StatusCancelled.
+	Reason string
+}
+
+// Validate fills the default status and rejects a filter that names an
+// unknown status or reason, a malformed id or an empty time window. Errors
+// wrap ErrBadFilter and name the engagementctl flag.
+func (f *RequeueFilter) Validate() error {
+	if f.Status == "" {
+		f.Status = StatusFailed
+	}
+	if f.Status != StatusFailed && f.Status != StatusCancelled {
+		return badFilter("--status must be failed or cancelled, got %q", f.Status)
+	}
+	if f.Reason != "" {
+		if f.Status != StatusCancelled {
+			return badFilter("--reason applies to --status cancelled only")
+		}
+		if !slices.Contains(CancelReasons(), f.Reason) {
+			return badFilter("--reason must be one of %s, got %q", strings.Join(CancelReasons(), ", "), f.Reason)
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return badFilter("--since %s is not before --until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	}
+	ids, err := normalizeIDs(f.IDs)
+	if err != nil {
+		return err
+	}
+	f.IDs = ids
+	return nil
+}
+
+// CancelFilter selects the pending messages Cancel cancels. Every field
+// given must match; with none, All must be set.
+type CancelFilter struct {
+	IDs    []string // message ids (UUIDs)
+	UserID string   // user_id (UUID)
+	Type   string   // message_type, exactly
+	Key    string   // idempotency_key, exactly (trimmed)
+	// All cancels every pending message; it cannot be combined with the
+	// filters above.
+	All bool
+}
+
+// Validate rejects an empty filter without All, All with a filter, and
+// malformed ids or keys. Errors wrap ErrBadFilter and name the flag.
+func (f *CancelFilter) Validate() error {
+	ids, err := normalizeIDs(f.IDs)
+	if err != nil {
+		return err
+	}
+	f.IDs = ids
+	if f.UserID = strings.TrimSpace(f.UserID); f.UserID != "" {
+		var u pgtype.UUID
+		if err := u.Scan(f.UserID); err != nil || !u.Valid {
+			return badFilter("--user-id %q is not a UUID", f.UserID)
+		}
+		f.UserID = u.String()
+	}
+	f.Type = strings.TrimSpace(f.Type)
+	if f.Key, err = sender.NormalizeKey(f.Key); err != nil {
+		return badFilter("--key: %v", err)
+	}
+	filtered := len(f.IDs) > 0 || f.UserID != "" || f.Type != "" || f.Key != ""
+	switch {
+	case !filtered && !f.All:
+		return badFilter("give at least one of --ids, --user-id, --type, --key, or --all to cancel every pending message")
+	case filtered && f.All:
+		return badFilter("--all cancels every pending message; it cannot be combined with --ids, --user-id, --type or --key")
+	}
+	return nil
+}
+
+// normalizeIDs parses ids as UUIDs, dropping blanks and repeats.
+func normalizeIDs(ids []string) ([]string, error) {
+	out := []string{}
+	for _, s := range ids {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		var u pgtype.UUID
+		if err := u.Scan(s); err != nil || !u.Valid {
+			return nil, badFilter("--ids: %q is not a UUID", s)
+		}
+		if id := u.String(); !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// Requeue puts the messages f selects back to pending, due now, retry count
+// 0, error and cancel reason cleared, same id and idempotency key, in one
+// statement that touches only rows still in f.Status (never one in flight).
+// It returns how many it requeued or, with dryRun, would requeue.
+func Requeue(ctx context.Context, db postgres.Querier, f RequeueFilter, dryRun bool) (int64, error) {
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := db.QueryRow(ctx, opsRequeueSQL, pgx.NamedArgs{
+		"status":         f.Status,
+		"ids":            f.IDs,
+		"message_type":   nullIfEmpty(f.Type),
+		"reason":         nullIfEmpty(f.Reason),
+		"error_contains": nullIfEmpty(f.ErrorContains),
+		"since":          nullIfZero(f.Since),
+		"until":          nullIfZero(f.Until),
+		"dry_run":        dryRun,
+	}).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("requeue %s messages: %w", f.Status, err)
+	}
+	return n, nil
+}
+
+// Cancel cancels the pending messages f selects (cancel_reason 'operator'),
+// in one statement that touches only rows still pending: a message a
+// queue-process has claimed is left to it. It returns how many it cancelled
+// or, with dryRun, would cancel.
+func Cancel(ctx context.Context, db postgres.Querier, f CancelFilter, dryRun bool) (int64, error) {
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := db.QueryRow(ctx, opsCancelSQL, pgx.NamedArgs{
+		"ids":             f.IDs,
+		"user_id":         nullIfEmpty(f.UserID),
+		"message_type":    nullIfEmpty(f.Type),
+		"idempotency_key": nullIfEmpty(f.Key),
+		"all":             f.All,
+		"dry_run":         dryRun,
+	}).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("cancel pending messages: %w", err)
+	}
+	return n, nil
+}
+
+func nullIfZero(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// nullIfEmpty is s, or nil (SQL NULL) when s is empty.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

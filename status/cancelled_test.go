@@ -1,0 +1,38 @@
+package status_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
+	"github.com/engagement-scheduler/engagement/status"
+)
+
+// Issue 17, point 4: status counts cancelled messages by reason, every
+// known reason listed (0 included), and those cancelled without one (before
+// reasons were recorded) as "unspecified".
+func TestStatusCountsCancelledByReason(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: seeded.AsOf})
+	for _, r := range []*string{fixture.Ptr("opted_out"), fixture.Ptr("opted_out"), fixture.Ptr("stale"), fixture.Ptr("operator"), nil} {
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, cancel_reason)
+			VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'cancelled', $2)`, user, r)
+	}
+	fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status)
+		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'sent')`, user)
+
+	st, err := status.Read(context.Background(), pool, seeded.AsOf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []status.ReasonCount{{Reason: "opted_out", Messages: 2}, {Reason: "stale", Messages: 1},
+		{Reason: "no_user", Messages: 0}, {Reason: "operator", Messages: 1}, {Reason: status.ReasonUnspecified, Messages: 1}}
+	if !slices.Equal(st.Queue.CancelledByReason, want) {
+		t.Errorf("cancelled by reason %+v, want %+v", st.Queue.CancelledByReason, want)
+	}
+}

@@ -1,0 +1,298 @@
+// Package status reads what engagementctl status reports, from one
+// read-only snapshot: the queue by status (due, oldest due, abandoned
+// claims, cancel reasons), the users by state, unusable time zones and the
+// latest runs of each job.
+package status
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/repair"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// DefaultRuns is how many of the latest runs Status reports per job
+// and shard.
+const DefaultRuns = 5
+
+// Message statuses (engagement_message_queue.status), in the order status
+// reports list them.
+var messageStatuses = []string{"pending", "processing", "sent", "failed", "cancelled"}
+
+// MessageStatuses returns the queue's message statuses in a fixed order:
+// pending, processing, sent, failed, cancelled. The slice is a fresh copy.
+func MessageStatuses() []string { return append([]string(nil), messageStatuses...) }
+
+// Status is a snapshot of the scheduler's database, read in one consistent
+// transaction: the queue, the users' states and the latest job runs.
+type Status struct {
+	AsOf  time.Time `json:"as_of"`
+	Queue Queue     `json:"queue"`
+	Users Users     `json:"users"`
+	// RunsPerJob is how many of the latest runs Runs holds per job and shard.
+	RunsPerJob int   `json:"runs_per_job"`
+	Runs       []Run `json:"runs"`
+}
+
+// Queue is the message queue at a glance.
+type Queue struct {
+	Total int64 `json:"total"`
+	// Counts holds one entry per (status, message type) that has messages,
+	// ordered by status (see MessageStatuses), then type.
+	Counts []QueueCount `json:"counts"`
+	// DuePending counts pending messages whose scheduled_for has come.
+	DuePending int64 `json:"due_pending"`
+	// OldestDuePendingAt is the scheduled_for of the oldest due pending
+	// message and OldestDuePendingAgeSeconds its age at AsOf; both null
+	// when nothing is due.
+	OldestDuePendingAt         *time.Time `json:"oldest_due_pending_at"`
+	OldestDuePendingAgeSeconds *int64     `json:"oldest_due_pending_age_seconds"`
+	// ExpiredClaims counts in-flight (processing) messages past their
+	// claim deadline: the next queue-process settles them.
+	ExpiredClaims int64 `json:"expired_claims"`
+	// CancelledByReason counts cancelled messages by why they were not
+	// sent: every reason repair.CancelReasons lists, 0 included, then
+	// ReasonUnspecified for those cancelled without a reason (before
+	// reasons were recorded, or by another writer), when there are any.
+	CancelledByReason []ReasonCount `json:"cancelled_by_reason"`
+}
+
+// ReasonUnspecified stands for a cancelled message without a cancel_reason.
+const ReasonUnspecified = "unspecified"
+
+// ReasonCount is how many messages were cancelled for one reason.
+type ReasonCount struct {
+	Reason   string `json:"reason"`
+	Messages int64  `json:"messages"`
+}
+
+// QueueCount is how many messages of one type are in one status.
+type QueueCount struct {
+	Status      string `json:"status"`
+	MessageType string `json:"message_type"`
+	Messages    int64  `json:"messages"`
+}
+
+// Users counts users by engagement state.
+type Users struct {
+	Total    int64 `json:"total"`
+	OptedOut int64 `json:"opted_out"`
+	// UnusableTimeZones counts users whose user_profiles.timezone
+	// PostgreSQL cannot read: their quiet hours use the operator's
+	// --timezone instead (verify's time_zones_usable names them).
+	UnusableTimeZones int64 `json:"unusable_time_zones"`
+	// ByState lists every state, in the state machine's order, with its
+	// users and how many of them opted out of re-engagement.
+	ByState []StateCount `json:"by_state"`
+}
+
+// StateCount is the users in one state.
+type StateCount struct {
+	State    string `json:"state"`
+	Users    int64  `json:"users"`
+	OptedOut int64  `json:"opted_out"`
+}
+
+// Run is one engagement_job_runs row with its main counters.
+type Run struct {
+	ID         int64      `json:"id"`
+	Job        string     `json:"job"`
+	Shard      string     `json:"shard,omitempty"`
+	AsOf       time.Time  `json:"as_of"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	// Status is running, succeeded, partial, failed or abandoned.
+	Status string `json:"status"`
+	// Counters are nil while the run is in progress, or when it died
+	// before recording them.
+	Counters *RunCounters `json:"counters"`
+	Error    string       `json:"error,omitempty"`
+}
+
+// RunCounters are the main counters a job run recorded.
+type RunCounters struct {
+	Processed  int `json:"processed"`
+	Succeeded  int `json:"succeeded"`
+	Failed     int `json:"failed"`
+	Skipped    int `json:"skipped"`
+	Queued     int `json:"queued"`
+	Duplicates int `json:"duplicates"`
+	// Delivery is the run's queue step, when it delivered messages.
+	Delivery *DeliveryCounters `json:"delivery,omitempty"`
+}
+
+// DeliveryCounters are a run's queue-step counters.
+type DeliveryCounters struct {
+	Transport string `json:"transport"`
+	Sent      int    `json:"sent"`
+	Retried   int    `json:"retried"`
+	Failed    int    `json:"failed"`
+}
+
+// Read reads the queue, the users and the latest runsPerJob runs of each
+// job and shard (DefaultRuns when 0) as of asOf (the database clock
+// when zero), from one read-only snapshot. Each part is one set-based
+// query; the run history uses the (job, started_at) index.
+func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob int) (*Status, error) {
+	runsPerJob = cmp.Or(runsPerJob, DefaultRuns)
+	if runsPerJob < 0 {
+		return nil, fmt.Errorf("runs per job must be positive, got %d", runsPerJob)
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("begin the status snapshot: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	if asOf, err = postgres.AsOf(ctx, tx, asOf); err != nil {
+		return nil, err
+	}
+	st := &Status{AsOf: asOf, RunsPerJob: runsPerJob, Queue: Queue{Counts: []QueueCount{}}, Runs: []Run{}}
+	if err := readQueueStatus(ctx, tx, asOf, &st.Queue); err != nil {
+		return nil, err
+	}
+	if err := readUserStatus(ctx, tx, &st.Users); err != nil {
+		return nil, err
+	}
+	if st.Runs, err = readRuns(ctx, tx, runsPerJob); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) error {
+	rows, err := tx.Query(ctx, query("status_queue_counts"), pgx.NamedArgs{"statuses": messageStatuses})
+	if err != nil {
+		return fmt.Errorf("count queued messages: %w", err)
+	}
+	var c QueueCount
+	_, err = pgx.ForEachRow(rows, []any{&c.Status, &c.MessageType, &c.Messages}, func() error {
+		q.Counts = append(q.Counts, c)
+		q.Total += c.Messages
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count queued messages: %w", err)
+	}
+	// Both use the partial indexes queue-process claims with.
+	err = tx.QueryRow(ctx, query("status_queue_due"), pgx.NamedArgs{"as_of": asOf}).Scan(&q.DuePending, &q.OldestDuePendingAt, &q.ExpiredClaims)
+	if err != nil {
+		return fmt.Errorf("read the due messages: %w", err)
+	}
+	if err := readCancelledByReason(ctx, tx, q); err != nil {
+		return err
+	}
+	if q.OldestDuePendingAt != nil {
+		at := q.OldestDuePendingAt.UTC()
+		age := int64(asOf.Sub(at) / time.Second)
+		q.OldestDuePendingAt, q.OldestDuePendingAgeSeconds = &at, &age
+	}
+	return nil
+}
+
+// readCancelledByReason fills q.CancelledByReason.
+func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
+	rows, err := tx.Query(ctx, query("status_cancelled_reasons"), pgx.NamedArgs{"unspecified": ReasonUnspecified})
+	if err != nil {
+		return fmt.Errorf("count cancelled messages: %w", err)
+	}
+	counts := map[string]int64{}
+	var (
+		reason string
+		n      int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&reason, &n}, func() error {
+		counts[reason] = n
+		return nil
+	}); err != nil {
+		return fmt.Errorf("count cancelled messages: %w", err)
+	}
+	reasons := repair.CancelReasons()
+	var others []string
+	for r := range counts {
+		if !slices.Contains(reasons, r) && r != ReasonUnspecified {
+			others = append(others, r)
+		}
+	}
+	slices.Sort(others)
+	reasons = append(reasons, others...)
+	if counts[ReasonUnspecified] > 0 {
+		reasons = append(reasons, ReasonUnspecified)
+	}
+	q.CancelledByReason = make([]ReasonCount, 0, len(reasons))
+	for _, r := range reasons {
+		q.CancelledByReason = append(q.CancelledByReason, ReasonCount{Reason: r, Messages: counts[r]})
+	}
+	return nil
+}
+
+func readUserStatus(ctx context.Context, tx pgx.Tx, u *Users) error {
+	counts := map[string]StateCount{}
+	rows, err := tx.Query(ctx, query("status_users"))
+	if err != nil {
+		return fmt.Errorf("count users by state: %w", err)
+	}
+	var c StateCount
+	_, err = pgx.ForEachRow(rows, []any{&c.State, &c.Users, &c.OptedOut}, func() error {
+		counts[c.State] = c
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count users by state: %w", err)
+	}
+	for _, s := range sm.States() {
+		c := counts[string(s)]
+		c.State = string(s)
+		u.ByState = append(u.ByState, c)
+		u.Total += c.Users
+		u.OptedOut += c.OptedOut
+	}
+	if err := tx.QueryRow(ctx, query("status_time_zones")).Scan(&u.UnusableTimeZones); err != nil {
+		return fmt.Errorf("count unusable time zones: %w", err)
+	}
+	return nil
+}
+
+// readRuns returns the latest n runs of every job and shard, by job and
+// shard, newest first.
+func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]Run, error) {
+	rows, err := tx.Query(ctx, query("status_runs"), pgx.NamedArgs{"runs_per_job": n})
+	if err != nil {
+		return nil, fmt.Errorf("read the latest runs: %w", err)
+	}
+	runs := []Run{}
+	var (
+		r        Run
+		counters []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Job, &r.Shard, &r.AsOf, &r.StartedAt, &r.FinishedAt, &r.Status, &counters, &r.Error},
+		func() error {
+			run := r
+			run.AsOf, run.StartedAt = r.AsOf.UTC(), r.StartedAt.UTC()
+			if r.FinishedAt != nil {
+				f := r.FinishedAt.UTC()
+				run.FinishedAt = &f
+			}
+			if len(counters) > 0 {
+				var c RunCounters
+				if err := json.Unmarshal(counters, &c); err != nil {
+					return fmt.Errorf("run %d: decode counters: %w", r.ID, err)
+				}
+				run.Counters = &c
+			}
+			runs = append(runs, run)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read the latest runs: %w", err)
+	}
+	return runs, nil
+}

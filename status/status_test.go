@@ -1,0 +1,129 @@
+package status_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
+	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/status"
+)
+
+func TestStatusOnSeededData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, daily, weekly := seeded.Pool(t)
+	// Some traffic for the queue: one goodbye sent, one review failed,
+	// one claim past its deadline.
+	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1
+		WHERE id = (SELECT id FROM engagement_message_queue WHERE message_type = 'goodbye' ORDER BY id LIMIT 1)`, seeded.AsOf)
+	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'failed', error_message = 'x'
+		WHERE id = (SELECT id FROM engagement_message_queue WHERE message_type = 'weekly_review' ORDER BY id LIMIT 1)`)
+	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'processing', claimed_until = $1
+		WHERE id = (SELECT id FROM engagement_message_queue WHERE status = 'pending' ORDER BY id LIMIT 1)`, seeded.AsOf)
+
+	at := seeded.AsOf.Add(2 * time.Hour)
+	st, err := status.Read(ctx, pool, at, 0)
+	if err != nil {
+		t.Fatalf("ReadStatus: %v", err)
+	}
+	if !st.AsOf.Equal(at) || st.RunsPerJob != status.DefaultRuns {
+		t.Errorf("as of %s, %d runs per job; want %s, %d", st.AsOf, st.RunsPerJob, at, status.DefaultRuns)
+	}
+
+	// The queue, against direct counts.
+	got := map[[2]string]int64{}
+	for _, c := range st.Queue.Counts {
+		got[[2]string{c.Status, c.MessageType}] = c.Messages
+	}
+	for _, status := range status.MessageStatuses() {
+		for _, typ := range []string{"goodbye", "weekly_review"} {
+			want := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = $1 AND message_type = $2`, status, typ)
+			if got[[2]string{status, typ}] != int64(want) {
+				t.Errorf("queue %s %s: %d, want %d", status, typ, got[[2]string{status, typ}], want)
+			}
+		}
+	}
+	if len(got) != 5 { // pending and sent goodbyes; pending and failed reviews; one processing
+		t.Errorf("queue counts %+v, want 5 (status, type) pairs", st.Queue.Counts)
+	}
+	total := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`)
+	if st.Queue.Total != int64(total) || int64(daily.Queued+weekly.Queued) != st.Queue.Total {
+		t.Errorf("queue total %d, want %d (= %d goodbyes + %d reviews queued)", st.Queue.Total, total, daily.Queued, weekly.Queued)
+	}
+	due := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND scheduled_for <= $1`, at)
+	if st.Queue.DuePending != int64(due) || due == 0 {
+		t.Errorf("due pending %d, want %d (more than 0)", st.Queue.DuePending, due)
+	}
+	// The jobs queue at least(as-of, now()): as-of here, 2 h before at.
+	if st.Queue.OldestDuePendingAt == nil || !st.Queue.OldestDuePendingAt.Equal(seeded.AsOf) ||
+		*st.Queue.OldestDuePendingAgeSeconds != 7200 {
+		t.Errorf("oldest due pending at %v, age %v s; want %s, 7200 s", st.Queue.OldestDuePendingAt, st.Queue.OldestDuePendingAgeSeconds, seeded.AsOf)
+	}
+	if st.Queue.ExpiredClaims != 1 {
+		t.Errorf("expired claims %d, want 1", st.Queue.ExpiredClaims)
+	}
+
+	// The users, against direct counts, every state listed.
+	if len(st.Users.ByState) != 5 {
+		t.Errorf("users by state %+v, want the 5 states", st.Users.ByState)
+	}
+	for _, s := range st.Users.ByState {
+		users := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = $1`, s.State)
+		optedOut := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states s JOIN user_profiles p USING (user_id)
+			WHERE s.state = $1 AND p.reengagement_opt_out`, s.State)
+		if s.Users != int64(users) || s.OptedOut != int64(optedOut) {
+			t.Errorf("state %s: %d users, %d opted out; want %d, %d", s.State, s.Users, s.OptedOut, users, optedOut)
+		}
+	}
+	if st.Users.Total != 2000 || st.Users.OptedOut == 0 {
+		t.Errorf("users %d (%d opted out), want 2000 with some opted out", st.Users.Total, st.Users.OptedOut)
+	}
+
+	// The runs: one of each job, with the counters its summary reported.
+	if len(st.Runs) != 2 {
+		t.Fatalf("runs %+v, want the daily and the weekly run", st.Runs)
+	}
+	for i, sum := range []*scheduler.Summary{daily, weekly} {
+		r := st.Runs[i]
+		if r.ID != sum.RunID || r.Job != sum.Job || r.Status != scheduler.RunSucceeded || !r.AsOf.Equal(seeded.AsOf) ||
+			r.FinishedAt == nil || r.Counters == nil || r.Shard != "" {
+			t.Fatalf("run %d: %+v, want %s's run %d, succeeded as of %s, finished, with counters", i, r, sum.Job, sum.RunID, seeded.AsOf)
+		}
+		c := *r.Counters
+		if c.Processed != sum.Processed || c.Succeeded != sum.Succeeded || c.Failed != sum.Failed ||
+			c.Skipped != sum.Skipped || c.Queued != sum.Queued || c.Duplicates != sum.Duplicates {
+			t.Errorf("run %d counters %+v, want the summary's %+v", r.ID, c, sum.Counts)
+		}
+	}
+
+	// --runs bounds the history per job; a running run has no counters.
+	for range 3 {
+		if _, err := scheduler.RunWeekly(ctx, pool, scheduler.Config{AsOf: seeded.AsOf}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixture.Exec(t, pool, `INSERT INTO engagement_job_runs (job, as_of, shard) VALUES ('engagement-daily', $1, '1/2')`, at)
+	st, err = status.Read(ctx, pool, at, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []string
+	for _, r := range st.Runs {
+		jobs = append(jobs, r.Job+"/"+r.Shard+"/"+r.Status)
+	}
+	want := []string{"engagement-daily//succeeded", "engagement-daily/1/2/running", "engagement-weekly//succeeded", "engagement-weekly//succeeded"}
+	if len(jobs) != len(want) {
+		t.Fatalf("runs %v, want %v", jobs, want)
+	}
+	for i := range want {
+		if jobs[i] != want[i] {
+			t.Fatalf("runs %v, want %v", jobs, want)
+		}
+	}
+	if st.Runs[1].Counters != nil || st.Runs[1].FinishedAt != nil || st.Runs[2].ID <= st.Runs[3].ID {
+		t.Errorf("runs %+v: want the running one without counters, newest first", st.Runs)
+	}
+}

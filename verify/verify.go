@@ -1,0 +1,237 @@
+// Package verify checks the scheduler's invariants (engagementctl verify)
+// from one read-only snapshot, each a set-based statement over the tables:
+// the state machine's (transitions allowed, the log matches the state,
+// nobody stuck), the queue's (one message of a kind per period, every
+// goodbye queued, no abandoned claim) and the profiles' (usable time zones).
+package verify
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/retention"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// MaxExamples bounds Check.Examples; Check.Violations counts every one.
+const MaxExamples = 20
+
+// The invariants Run checks, by name (the report's check names are a
+// public contract: scripts may match on them).
+const (
+	CheckGoodbyeQueued      = "goodbye_queued"
+	CheckOneGoodbyePerDay   = "one_goodbye_per_day" // the goodbye kind's Check
+	CheckOneReviewPerWeek   = "one_review_per_week" // the weekly review kind's Check
+	CheckNoExpiredClaims    = "no_expired_claims"
+	CheckTransitionsAllowed = "transitions_allowed"
+	CheckLogMatchesState    = "log_matches_state"
+	CheckStateTimestamps    = "state_timestamps"
+	CheckNoUserStuck        = "no_user_stuck"
+	CheckTimeZonesUsable    = "time_zones_usable"
+)
+
+// StuckGrace is how long past a state's deadline a user may wait before
+// verify reports them stuck: the daily job runs once a day.
+const StuckGrace = 24 * time.Hour
+
+// Config configures Run.
+type Config struct {
+	// AsOf is the instant treated as now (claim deadlines, retention); the
+	// database clock when zero.
+	AsOf time.Time
+	// Retention is the cleanup retention (engagementctl cleanup
+	// --older-than): a goodbye whose day ended before AsOf − Retention may
+	// have been deleted, so its absence is not a violation.
+	// retention.DefaultRetention when 0.
+	Retention time.Duration
+}
+
+// Report is the outcome of Run: every check, passed or not.
+type Report struct {
+	AsOf      time.Time `json:"as_of"`
+	Retention string    `json:"retention"`
+	// OK is true when every invariant holds.
+	OK bool `json:"ok"`
+	// Broken names the checks that failed, in check order.
+	Broken []string `json:"broken"`
+	Checks []Check  `json:"checks"`
+}
+
+// Check is one invariant's result.
+type Check struct {
+	Name string `json:"name"`
+	// Rule states the invariant in one sentence.
+	Rule string `json:"rule"`
+	OK   bool   `json:"ok"`
+	// Violations counts the rows (users, messages, transitions, or user
+	// and day pairs) that break the rule.
+	Violations int64 `json:"violations"`
+	// Examples lists up to MaxExamples of them: ids, with what is wrong.
+	Examples []string `json:"examples"`
+	// Exempt counts rows that would look like violations but the rule
+	// excuses (see Rule); informational.
+	Exempt int64 `json:"exempt,omitempty"`
+}
+
+// invariant is one check: its statement (a queries/verify_*.sql) finds the
+// suspicious rows as (example, exempt) and returns how many are violations,
+// how many exempt, and up to @max_examples examples; args are the check's
+// own parameters, over Run's (@as_of, @cutoff, @max_examples and the
+// state machine's table).
+type invariant struct {
+	name, rule, sql string
+	args            pgx.NamedArgs
+}
+
+// goodbye is the goodbye's kind, which two checks are about.
+var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
+
+// periodSQL is how the checks name a kind's period in SQL: its
+// date_trunc unit, its to_char format and, in the rule, its name.
+var periodSQL = map[sm.Period]struct{ unit, format, name string }{
+	sm.PerDay:     {"day", "YYYY-MM-DD", "UTC day"},
+	sm.PerISOWeek: {"week", `IYYY-"W"IW`, "ISO week"},
+}
+
+// onePerPeriod is the check that no user has two messages of kind k (any
+// status but cancelled) for one period: the period_start the job stored
+// when it queued the message or, for a message without one (no key, or
+// queued by the bot), the start of the kind's period holding its
+// scheduled_for in UTC. It reads the rows, not the unique index, so it
+// holds even where that index is gone.
+func onePerPeriod(k sm.Kind) invariant {
+	p := periodSQL[k.Period]
+	return invariant{
+		name: k.Check,
+		rule: fmt.Sprintf("no user has two %s (any status but cancelled) for one %s, the %s the one the message was "+
+			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
+			k.Plural, p.name, p.name),
+		sql:  query("verify_one_per_period"),
+		args: pgx.NamedArgs{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
+	}
+}
+
+// kindChecks are the one-per-period checks of the kinds that ask for one.
+func kindChecks() []invariant {
+	var out []invariant
+	for _, k := range sm.Kinds() {
+		if k.Check != "" {
+			out = append(out, onePerPeriod(k))
+		}
+	}
+	return out
+}
+
+var invariants = slices.Concat([]invariant{
+	{
+		name: CheckGoodbyeQueued,
+		rule: "every goodbye_sent user whose latest logged transition put them in goodbye_sent has a queued goodbye " +
+			"(any status: one cancelled at send time or by an operator was queued too) for the UTC day of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
+			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
+			"as-of minus the retention (cleanup may have deleted it)",
+		sql:  query("verify_goodbye_queued"),
+		args: pgx.NamedArgs{"message_type": string(goodbye.Message)},
+	},
+}, kindChecks(), []invariant{
+	{
+		name: CheckNoExpiredClaims,
+		rule: "no message is in flight (processing) whose claim is abandoned at as-of (its holder's lease ran out, or a claim without a holder is past claimed_until); " +
+			"the next queue-process settles such claims from its send ledger",
+		sql: query("verify_no_expired_claims"),
+	},
+	{
+		name: CheckTransitionsAllowed,
+		rule: "every logged transition (from_state, trigger, to_state) is a row of the state machine's transition table",
+		sql:  query("verify_transitions_allowed"),
+	},
+	{
+		name: CheckLogMatchesState,
+		rule: "a user's latest logged transition leads to their current state, unless the state changed after " +
+			"the log row was written (state_changed_at, stamped by a trigger on every change of state whoever makes it, " +
+			"whatever they do with updated_at); rows without the stamps compare updated_at with the transition's time; " +
+			"users with no logged transition are not checked",
+		sql: query("verify_log_matches_state"),
+	},
+	{
+		name: CheckStateTimestamps,
+		rule: "goodbye_sent users have goodbye_sent_at and remind_later users have remind_at; " +
+			"without them the daily job can never move the user on",
+		sql: query("verify_state_timestamps"),
+	},
+	{
+		name: CheckNoUserStuck,
+		rule: "no user is in a state a day past its deadline: active or help_flow silent for 14 days (not opted out), " +
+			"goodbye_sent 48 h after the goodbye was delivered (or failed, or, without a message or opted out, past " +
+			"goodbye_expires_at), remind_later past remind_at; exempt: users without a JID to send a goodbye to, and " +
+			"goodbyes still waiting to be delivered",
+		sql: query("verify_no_user_stuck"),
+		args: pgx.NamedArgs{"inactivity": sm.InactivityPeriod, "goodbye_window": sm.GoodbyeWindow, "grace": StuckGrace,
+			"goodbye_key_infix": goodbye.KeyInfix},
+	},
+	{
+		name: CheckTimeZonesUsable,
+		rule: "every user_profiles.timezone that is set is one PostgreSQL can read (any case, links, POSIX specs); " +
+			"for a value it cannot, quiet hours fall back to the operator's --timezone",
+		sql: query("verify_time_zones_usable"),
+	},
+})
+
+// Run checks the scheduler's invariants from one read-only snapshot and
+// reports every check. Each check is one set-based query over the tables
+// (the largest scan the queue's goodbyes and reviews, or the transition
+// log); nothing is read per user. An error means the checks could not run;
+// a broken invariant is a report with OK false.
+func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, error) {
+	retention := cmp.Or(cfg.Retention, retention.DefaultRetention)
+	if retention < 0 {
+		return nil, fmt.Errorf("retention must be positive, got %s", retention)
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("begin the verify snapshot: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	asOf, err := postgres.AsOf(ctx, tx, cfg.AsOf)
+	if err != nil {
+		return nil, err
+	}
+
+	var from, trigger, to []string
+	for _, t := range sm.Transitions() {
+		from, trigger, to = append(from, string(t.From)), append(trigger, string(t.Trigger)), append(to, string(t.To))
+	}
+	args := pgx.NamedArgs{
+		"as_of":           asOf,
+		"cutoff":          asOf.Add(-retention),
+		"max_examples":    MaxExamples,
+		"allowed_from":    from,
+		"allowed_trigger": trigger,
+		"allowed_to":      to,
+	}
+
+	rep := &Report{AsOf: asOf, Retention: retention.String(), OK: true, Broken: []string{}}
+	for _, inv := range invariants {
+		c := Check{Name: inv.name, Rule: inv.rule}
+		all := maps.Clone(args)
+		maps.Copy(all, inv.args)
+		err := tx.QueryRow(ctx, inv.sql, all).Scan(&c.Violations, &c.Exempt, &c.Examples)
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %w", inv.name, err)
+		}
+		c.OK = c.Violations == 0
+		if !c.OK {
+			rep.OK = false
+			rep.Broken = append(rep.Broken, c.Name)
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+	return rep, nil
+}
