@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -79,13 +78,9 @@ func TestBouncerIsTransactionPooled(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "unsupported startup parameter") {
 		t.Errorf("statement_timeout startup parameter: %v; want PgBouncer's unsupported startup parameter", err)
 	}
-
-	if out, err := exec.Command("pgrep", "-f", "/etc/pgbouncer/pgbouncer.ini").Output(); err == nil {
-		t.Errorf("a system pgbouncer service runs (pids %s); the test setup must leave none", strings.TrimSpace(string(out)))
-	}
-	if _, err := os.Stat("/etc/systemd/system/multi-user.target.wants/pgbouncer.service"); err == nil {
-		t.Errorf("the pgbouncer service is enabled under systemd; the test setup must leave it disabled")
-	}
+	// That installing the package leaves its service stopped and disabled
+	// is localsvc's test (a real package whose postinst enables and
+	// starts a service): the host's own state is not this test's.
 }
 
 // TestBouncerStops: Stop ends the bouncer and removes its directory.
