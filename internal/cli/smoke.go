@@ -18,6 +18,7 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/migrations"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender/transport"
@@ -366,11 +367,7 @@ func (s smokeTally) equal(o smokeTally) bool {
 
 func smokeCounts(ctx context.Context, pool *pgxpool.Pool) (smokeTally, error) {
 	t := smokeTally{byStatus: map[string]int64{}}
-	err := pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM engagement_state_transitions),
-		       (SELECT count(*) FROM engagement_message_queue),
-		       (SELECT coalesce(string_agg(state || '=' || n, ' ' ORDER BY state), '')
-		          FROM (SELECT state, count(*) AS n FROM user_engagement_states GROUP BY state) s)`).
+	err := pool.QueryRow(ctx, sqlfile.Must(queryFiles, "smoke_counts")).
 		Scan(&t.transitions, &t.messages, &t.byState)
 	if err != nil {
 		return t, fmt.Errorf("count the outcome: %w", err)

@@ -20,10 +20,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 func main() {
@@ -91,9 +94,7 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 	// Some users live abroad: a third get Lisbon's zone, a third Tokyo's;
 	// the rest have none and take the shipped default, São Paulo's. At any
 	// hour some of them are awake, so the demo both delivers and defers.
-	if _, err := pool.Exec(ctx, `
-		UPDATE user_profiles
-		   SET timezone = CASE abs(hashtext(user_id::text)) % 3 WHEN 1 THEN 'Europe/Lisbon' WHEN 2 THEN 'Asia/Tokyo' END`); err != nil {
+	if _, err := pool.Exec(ctx, sqlfile.Must(queryFiles, "zones")); err != nil {
 		return err
 	}
 	fmt.Println("\nQuiet hours 21:00-09:00 in each user's zone (São Paulo's when unknown); right now:")
@@ -208,11 +209,11 @@ func runBinary(ctx context.Context, bin, url, name string, args ...string) error
 }
 
 func printStates(ctx context.Context, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, `
-		SELECT state, count(*), count(*) FILTER (WHERE p.reengagement_opt_out)
-		  FROM user_engagement_states s JOIN user_profiles p USING (user_id)
-		 GROUP BY state
-		 ORDER BY array_position(ARRAY['active','goodbye_sent','help_flow','remind_later','dormant'], state)`)
+	var states []string
+	for _, s := range sm.States() {
+		states = append(states, string(s))
+	}
+	rows, err := pool.Query(ctx, sqlfile.Must(queryFiles, "states"), pgx.NamedArgs{"states": states})
 	if err != nil {
 		return err
 	}
@@ -234,9 +235,7 @@ func printStates(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func printQueue(ctx context.Context, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, `
-		SELECT message_type, destination, status, count(*), count(DISTINCT idempotency_key)
-		  FROM engagement_message_queue GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`)
+	rows, err := pool.Query(ctx, sqlfile.Must(queryFiles, "queue"))
 	if err != nil {
 		return err
 	}
