@@ -104,7 +104,7 @@ demo: build ## Seed sample users in a throwaway database, run the jobs and deliv
 .PHONY: bench
 bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES), pacing, chaos, PgBouncer vs direct (BENCH_SUITES)
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime $(BENCH_ROUNDS)x -timeout 90m ./scheduler
-	$(GO) test -run '^$$' -bench 'Queue|SendTimeChecks' -benchtime 2x -timeout 30m ./sender
+	$(GO) test -run '^$$' -bench 'Queue|SendTimeChecks' -benchtime 2x -timeout 30m ./delivery
 	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -pooler-users $(BENCH_POOLER_USERS) -template-db '$(BENCH_TEMPLATE_DB)' -out results -plot ../docs/scaling.png
 
 .PHONY: bench-full
