@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 )
 
@@ -93,12 +94,6 @@ type step struct {
 	args        pgx.NamedArgs // the step's own arguments, over the job's
 	dryRunSQL   string
 	moveSQL     string
-}
-
-// querier is a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // batchExecMode runs batch statements as unnamed prepared statements, which
@@ -329,7 +324,7 @@ func logDuplicates(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, 
 // writing nothing: every selected user counts as succeeded, and for steps
 // that queue, keys already taken count as duplicates. The database counts;
 // no user id comes to the client.
-func dryRunStep(ctx context.Context, db querier, st step, args pgx.NamedArgs) (Counts, error) {
+func dryRunStep(ctx context.Context, db postgres.Querier, st step, args pgx.NamedArgs) (Counts, error) {
 	rows, err := db.Query(ctx, st.dryRunSQL, batchExecMode, args)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count users: %w", err)

@@ -36,6 +36,8 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 		"key_suffix":   review.KeySuffix(asOf),
 		"message_type": string(review.Message),
 		"message_key":  review.CatalogKey,
+		// The users a review is for are those it may be sent to.
+		"states": stateNames(review.SendWhile),
 	})
 	err := runJob(ctx, pool, WeeklyJob, []step{weeklyReviewStep}, args, cfg, sum)
 	return sum, err
@@ -55,4 +57,13 @@ var weeklyReviewStep = step{
 	messageType: string(sm.WeeklyReviewMessage),
 	dryRunSQL:   query("weekly_review_dry_run"),
 	moveSQL:     query("weekly_review"),
+}
+
+// stateNames is states as the statements take them, text.
+func stateNames(states []sm.State) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
 }

@@ -48,7 +48,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Options say what to generate.
@@ -62,11 +63,8 @@ type Options struct {
 // holds i in 9 digits.
 const MaxUsers = 1_000_000_000
 
-// DB is what Generate needs (satisfied by *pgxpool.Pool, *pgx.Conn, pgx.Tx).
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is what Generate needs: a pool, connection or transaction.
+type DB = postgres.Querier
 
 // Stats counts what was generated, read back from the database after
 // generation in one aggregate query over the three tables: on a database

@@ -273,8 +273,12 @@ func TestGenerateDeterministic(t *testing.T) {
 	}
 }
 
-// execOnly hides everything of a pool but Exec and QueryRow.
+// execOnly hides everything of a pool but its statements: no Begin.
 type execOnly struct{ p *pgxpool.Pool }
+
+func (e execOnly) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return e.p.Query(ctx, sql, args...)
+}
 
 func (e execOnly) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return e.p.Exec(ctx, sql, args...)

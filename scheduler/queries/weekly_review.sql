@@ -2,7 +2,8 @@
 -- user_engagement_states (the rows whose ctid lies in [@first, @end)). No
 -- state changes.
 --
--- The chunk's users in state active or help_flow, with their transactions
+-- The chunk's users in @states (the review kind's send-time states: active
+-- and help_flow), with their transactions
 -- of the window (@window_start, @as_of] counted (one probe of
 -- transactions' (user_id, created_at) index each), those active in the
 -- window (a transaction, or bot activity in last_activity_at) kept, their
@@ -38,7 +39,7 @@ WITH rerun AS MATERIALIZED (
                               WHERE q.idempotency_key = s.user_id::text || @key_suffix::text)), false) AS probe
       FROM (SELECT s.user_id FROM user_engagement_states s
              WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-               AND s.state IN ('active', 'help_flow')
+               AND s.state = ANY(@states::text[])
                AND s.last_activity_at > @window_start AND s.last_activity_at <= @as_of
                AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
              LIMIT 8) s
@@ -82,7 +83,7 @@ WITH rerun AS MATERIALIZED (
           OFFSET 0
       ) p ON true
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state IN ('active', 'help_flow')
+       AND s.state = ANY(@states::text[])
        AND (w.transactions > 0 OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))
        AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), queued AS (

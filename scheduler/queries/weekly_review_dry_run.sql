@@ -2,8 +2,8 @@
 -- weekly_review.sql would review, over the whole table: one row per skip
 -- reason ('' for the users it would review, 'opted_out', 'no_destination')
 -- with how many users, and how many of them already have the week's review
--- key (user_id || @key_suffix) taken. The users: in state active or
--- help_flow, with a transaction or bot activity in (@window_start, @as_of].
+-- key (user_id || @key_suffix) taken. The users: in @states (active or
+-- help_flow), with a transaction or bot activity in (@window_start, @as_of].
 WITH window_transactions AS (
     SELECT user_id, count(*)::int AS transactions
       FROM transactions
@@ -22,7 +22,7 @@ SELECT c.skip_reason, count(*)::int,
           FROM user_engagement_states s
           JOIN user_profiles p ON p.user_id = s.user_id
           LEFT JOIN window_transactions w ON w.user_id = s.user_id
-         WHERE s.state IN ('active', 'help_flow')
+         WHERE s.state = ANY(@states::text[])
            AND (w.user_id IS NOT NULL
                 OR (s.last_activity_at > @window_start AND s.last_activity_at <= @as_of))
            AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
