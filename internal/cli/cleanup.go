@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -11,11 +12,16 @@ import (
 	"github.com/engagement-scheduler/engagement/retention"
 )
 
+// cleanupOptions is one engagementctl cleanup.
+type cleanupOptions struct {
+	cmdIO
+	timeFlags
+	databaseURL *string
+	cfg         retention.CleanupConfig
+}
+
 func newCleanupCommand(databaseURL *string) *cobra.Command {
-	var (
-		cfg   retention.CleanupConfig
-		flags timeFlags
-	)
+	o := &cleanupOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Delete settled messages and ledger rows past the retention",
@@ -28,42 +34,48 @@ reminder until its instant, is older than the cutoff. Re-running a day older
 than the retention window is therefore not protected against duplicates.
 --dry-run reports the counts and deletes nothing.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if cfg.OlderThan <= 0 {
-				return usagef("--older-than must be positive, like 720h")
-			}
-			if cfg.BatchSize < 1 {
-				return usagef("--batch-size must be at least 1")
-			}
-			ctx := cmd.Context()
-			pool, asOf, err := flags.open(cmd, *databaseURL)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if cfg.AsOf, err = postgres.AsOf(ctx, pool, asOf); err != nil {
-				return err
-			}
-			sum, err := retention.Cleanup(ctx, pool, cfg)
-			if err != nil {
-				return err
-			}
-			if flags.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(sum)
-			}
-			verb := "deleted"
-			if sum.DryRun {
-				verb = "would delete"
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "cleanup before %s: %s %d messages, %d ledger rows and %d expired idempotency keys\n",
-				sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger, sum.IdempotencyKeys)
-			return err
-		}),
+		RunE: runOptions(o),
 	}
-	flags.register(cmd)
+	o.timeFlags.register(cmd)
 	fs := cmd.Flags()
-	fs.DurationVar(&cfg.OlderThan, "older-than", retention.DefaultRetention, "retention: keep everything younger")
-	fs.BoolVar(&cfg.DryRun, "dry-run", false, "count, delete nothing")
-	fs.IntVar(&cfg.BatchSize, "batch-size", 5000, "rows deleted per statement")
+	fs.DurationVar(&o.cfg.OlderThan, "older-than", retention.DefaultRetention, "retention: keep everything younger")
+	fs.BoolVar(&o.cfg.DryRun, "dry-run", false, "count, delete nothing")
+	fs.IntVar(&o.cfg.BatchSize, "batch-size", 5000, "rows deleted per statement")
 	return cmd
+}
+
+func (o *cleanupOptions) Validate() error {
+	if o.cfg.OlderThan <= 0 {
+		return usagef("--older-than must be positive, like 720h")
+	}
+	if o.cfg.BatchSize < 1 {
+		return usagef("--batch-size must be at least 1")
+	}
+	return o.timeFlags.validate(*o.databaseURL)
+}
+
+func (o *cleanupOptions) Run(ctx context.Context) error {
+	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg := o.cfg
+	if cfg.AsOf, err = postgres.AsOf(ctx, pool, o.asOf.Time()); err != nil {
+		return err
+	}
+	sum, err := retention.Cleanup(ctx, pool, cfg)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return json.NewEncoder(o.stdout).Encode(sum)
+	}
+	verb := "deleted"
+	if sum.DryRun {
+		verb = "would delete"
+	}
+	_, err = fmt.Fprintf(o.stdout, "cleanup before %s: %s %d messages, %d ledger rows and %d expired idempotency keys\n",
+		sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger, sum.IdempotencyKeys)
+	return err
 }

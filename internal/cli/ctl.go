@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,6 +32,24 @@ func NewCtlCommand() *cobra.Command {
 	return root
 }
 
+// migrateFlags are the flags every engagementctl migrate command shares.
+type migrateFlags struct {
+	databaseURL *string
+	migrateURL  string
+	cfg         migrations.Config
+}
+
+// migrateOptions is one engagementctl migrate up, down, force or version.
+type migrateOptions struct {
+	cmdIO
+	*migrateFlags
+	cmd      *cobra.Command // to tell whether --database-url was given on the command line
+	action   string
+	all, yes bool // down's
+
+	work func(*migrations.Migrator) error // set by Validate
+}
+
 func newMigrateCommand(databaseURL *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -43,110 +62,42 @@ docs/migrations.md.`,
 		Args: cobra.NoArgs,
 		RunE: missingSubcommand,
 	}
-	var (
-		cfg        migrations.Config
-		migrateURL string
-	)
-	cmd.PersistentFlags().StringVar(&migrateURL, "migrate-database-url", "",
+	f := &migrateFlags{databaseURL: databaseURL}
+	fs := cmd.PersistentFlags()
+	fs.StringVar(&f.migrateURL, "migrate-database-url", "",
 		"PostgreSQL URL of a direct or session-mode connection, used instead of DATABASE_URL when --database-url is not given")
-	bindEnv(cmd.PersistentFlags(), "migrate-database-url", "MIGRATE_DATABASE_URL")
-	markSecret(cmd.PersistentFlags(), "migrate-database-url")
-	cmd.PersistentFlags().DurationVar(&cfg.LockTimeout, "lock-timeout", migrations.DefaultLockTimeout,
+	bindEnv(fs, "migrate-database-url", "MIGRATE_DATABASE_URL")
+	markSecret(fs, "migrate-database-url")
+	fs.DurationVar(&f.cfg.LockTimeout, "lock-timeout", migrations.DefaultLockTimeout,
 		"how long one migration statement may wait for a table lock another transaction holds (0: no limit)")
-	cmd.PersistentFlags().DurationVar(&cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
+	fs.DurationVar(&f.cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
 		"how long to wait for another engagementctl migrate to finish")
-	// migrating runs fn on the database's migrator, then prints the schema
-	// version it left.
-	migrating := func(fn func(*migrations.Migrator) error) func(*cobra.Command, []string) error {
-		return runE(func(cmd *cobra.Command, _ []string) error {
-			if cfg.LockTimeout < 0 {
-				return usagef("--lock-timeout must not be negative (0: no limit), got %s", cfg.LockTimeout)
-			}
-			if cfg.WaitTimeout <= 0 {
-				return usagef("--wait must be positive, got %s", cfg.WaitTimeout)
-			}
-			*databaseURL = migrateDatabaseURL(cmd, *databaseURL, migrateURL)
-			if err := requireDatabaseURL(*databaseURL); err != nil {
-				return err
-			}
-			if err := requireMigrateSession(cmd.Context(), *databaseURL); err != nil {
-				return err
-			}
-			c := cfg
-			if c.LockTimeout == 0 {
-				// The flag's 0 is no limit; migrations.Config reads 0 as its
-				// default and a negative value as no limit.
-				c.LockTimeout = -1
-			}
-			c.Waiting = func() {
-				fmt.Fprintln(cmd.ErrOrStderr(), "engagementctl: another engagementctl migrate is running; waiting for it to finish")
-			}
-			m, err := migrations.OpenConfig(cmd.Context(), *databaseURL, c)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			if err := fn(m); err != nil {
-				return err
-			}
-			version, dirty, err := m.Version()
-			if err != nil {
-				return err
-			}
-			state := ""
-			if dirty {
-				state = " (dirty: the last migration failed half-way)"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema version %d of %d%s\n", version, migrations.Latest, state)
-			return nil
-		})
-	}
 
+	sub := func(c *cobra.Command, action string) *migrateOptions {
+		o := &migrateOptions{migrateFlags: f, cmd: c, action: action}
+		c.RunE = runOptions(o)
+		return o
+	}
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Apply every pending migration (a no-op when up to date)",
 		Args:  cobra.NoArgs,
-		RunE:  migrating((*migrations.Migrator).Up),
 	}
-
-	var all, yes bool
+	sub(up, "up")
 	down := &cobra.Command{
 		Use:   "down [N]",
 		Short: "Roll back the last N migrations (default 1; --all for every one)",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			steps := 1
-			if len(args) == 1 {
-				n, err := strconv.Atoi(args[0])
-				if err != nil || n < 1 {
-					return usagef("down takes a positive number of migrations, got %q", args[0])
-				}
-				if all {
-					return usagef("give either N or --all, not both")
-				}
-				steps = n
-			}
-			if all && !yes {
-				return usagef("migrate down --all drops every table of the scheduler and its data: add --yes to confirm")
-			}
-			return migrating(func(m *migrations.Migrator) error {
-				if all {
-					return m.DownAll()
-				}
-				return m.Down(steps)
-			})(cmd, args)
-		},
 	}
-	down.Flags().BoolVar(&all, "all", false, "roll back every migration (drops all the scheduler's tables; needs --yes)")
-	down.Flags().BoolVar(&yes, "yes", false, "confirm --all")
-
+	d := sub(down, "down")
+	down.Flags().BoolVar(&d.all, "all", false, "roll back every migration (drops all the scheduler's tables; needs --yes)")
+	down.Flags().BoolVar(&d.yes, "yes", false, "confirm --all")
 	version := &cobra.Command{
 		Use:   "version",
 		Short: "Print the applied schema version",
 		Args:  cobra.NoArgs,
-		RunE:  migrating(func(*migrations.Migrator) error { return nil }),
 	}
-
+	sub(version, "version")
 	force := &cobra.Command{
 		Use:   "force V",
 		Short: "Record version V as applied, clean, without running anything (repairs a dirty schema)",
@@ -156,21 +107,96 @@ record the version the database really is at: V if it completed, the one
 before it to have "migrate up" run it again. 0 means no migration applied.
 See docs/migrations.md.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := strconv.ParseUint(args[0], 10, 64)
-			known := []string{"0"}
-			for _, k := range migrations.Versions() {
-				known = append(known, strconv.FormatUint(uint64(k), 10))
-			}
-			if err != nil || !slices.Contains(known, strconv.FormatUint(v, 10)) {
-				return usagef("force takes 0 or the version of a migration (%s), got %q", strings.Join(known, ", "), args[0])
-			}
-			return migrating(func(m *migrations.Migrator) error { return m.Force(uint(v)) })(cmd, args)
-		},
 	}
-
+	sub(force, "force")
 	cmd.AddCommand(up, down, force, version)
 	return cmd
+}
+
+// Validate checks the command's arguments, then the shared flags, and picks
+// the database URL and the work.
+func (o *migrateOptions) Validate() error {
+	switch o.action {
+	case "up":
+		o.work = (*migrations.Migrator).Up
+	case "version":
+		o.work = func(*migrations.Migrator) error { return nil }
+	case "down":
+		steps := 1
+		if len(o.args) == 1 {
+			n, err := strconv.Atoi(o.args[0])
+			if err != nil || n < 1 {
+				return usagef("down takes a positive number of migrations, got %q", o.args[0])
+			}
+			if o.all {
+				return usagef("give either N or --all, not both")
+			}
+			steps = n
+		}
+		if o.all && !o.yes {
+			return usagef("migrate down --all drops every table of the scheduler and its data: add --yes to confirm")
+		}
+		o.work = func(m *migrations.Migrator) error {
+			if o.all {
+				return m.DownAll()
+			}
+			return m.Down(steps)
+		}
+	case "force":
+		v, err := strconv.ParseUint(o.args[0], 10, 64)
+		known := []string{"0"}
+		for _, k := range migrations.Versions() {
+			known = append(known, strconv.FormatUint(uint64(k), 10))
+		}
+		if err != nil || !slices.Contains(known, strconv.FormatUint(v, 10)) {
+			return usagef("force takes 0 or the version of a migration (%s), got %q", strings.Join(known, ", "), o.args[0])
+		}
+		o.work = func(m *migrations.Migrator) error { return m.Force(uint(v)) }
+	}
+	if o.cfg.LockTimeout < 0 {
+		return usagef("--lock-timeout must not be negative (0: no limit), got %s", o.cfg.LockTimeout)
+	}
+	if o.cfg.WaitTimeout <= 0 {
+		return usagef("--wait must be positive, got %s", o.cfg.WaitTimeout)
+	}
+	*o.databaseURL = migrateDatabaseURL(o.cmd, *o.databaseURL, o.migrateURL)
+	return requireDatabaseURL(*o.databaseURL)
+}
+
+// Run checks the connection keeps a session (no transaction pooler), runs
+// the work on the database's migrator, then prints the schema version it
+// left.
+func (o *migrateOptions) Run(ctx context.Context) error {
+	if err := requireMigrateSession(ctx, *o.databaseURL); err != nil {
+		return err
+	}
+	c := o.cfg
+	if c.LockTimeout == 0 {
+		// The flag's 0 is no limit; migrations.Config, as River, reads 0
+		// as its default and -1 as no limit.
+		c.LockTimeout = -1
+	}
+	c.Waiting = func() {
+		fmt.Fprintln(o.stderr, "engagementctl: another engagementctl migrate is running; waiting for it to finish")
+	}
+	m, err := migrations.OpenConfig(ctx, *o.databaseURL, c)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := o.work(m); err != nil {
+		return err
+	}
+	version, dirty, err := m.Version()
+	if err != nil {
+		return err
+	}
+	state := ""
+	if dirty {
+		state = " (dirty: the last migration failed half-way)"
+	}
+	fmt.Fprintf(o.stdout, "schema version %d of %d%s\n", version, migrations.Latest, state)
+	return nil
 }
 
 // missingSubcommand is the RunE of commands that only group others, so that

@@ -60,15 +60,10 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 		Short: short,
 		Long:  long,
 		Args:  cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			o.stdout, o.stderr, o.secrets = cmd.OutOrStdout(), cmd.ErrOrStderr(), secretsOf(cmd)
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		}),
+		RunE:  runOptions(o),
 	}
 	o.register(cmd)
+	o.secrets = secretsOf(cmd) // the flags' values, read when the run logs an error
 	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
@@ -79,8 +74,8 @@ type jobOptions struct {
 	jobFlags
 	name           string
 	job            jobFunc
-	stdout, stderr io.Writer
-	secrets        secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
+	cmdIO
+	secrets secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
 
 	// Set by Validate.
 	shard    scheduler.Shard

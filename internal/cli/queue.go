@@ -208,13 +208,7 @@ template messages) or log. Failures are retried with exponential backoff;
 the pace holds across every running process. SIGTERM stops claiming,
 finishes the send in flight and releases the rest.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		}),
+		RunE: runOptions(o),
 	}
 	fs := cmd.Flags()
 	registerDatabaseURL(fs, &o.databaseURL)
@@ -236,7 +230,7 @@ type queueOptions struct {
 	delivery       deliveryFlags
 	logs           logFlags
 	metrics        metricsFlags
-	stdout, stderr io.Writer
+	cmdIO
 
 	// Set by Validate.
 	log zerolog.Logger

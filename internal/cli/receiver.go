@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +13,16 @@ import (
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
+// receiverOptions is one engagementctl check-receiver.
+type receiverOptions struct {
+	cmdIO
+	url, secret, output string
+	timeout             time.Duration
+}
+
 // newCheckReceiverCommand builds engagementctl check-receiver.
 func newCheckReceiverCommand() *cobra.Command {
-	var (
-		url, secret, output string
-		timeout             time.Duration
-	)
+	o := &receiverOptions{}
 	cmd := &cobra.Command{
 		Use:   "check-receiver",
 		Short: "Check that the bot's webhook checks signatures and drops repeated Idempotency-Keys; exit 4 when it does not",
@@ -35,51 +40,59 @@ WhatsApp. Prints one line (--output json: one JSON object). Exits 0 when all
 three hold, 4 when the receiver answered but a check failed, 1 when it did
 not answer, 2 on bad flags. Needs no database.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(output); err != nil {
-				return err
-			}
-			if strings.TrimSpace(url) == "" {
-				return usagef("--webhook-url (or ENGAGEMENT_WEBHOOK_URL) is required")
-			}
-			if secret == "" {
-				return usagef("--webhook-secret (or ENGAGEMENT_WEBHOOK_SECRET) is required: without it the probe cannot check the signature")
-			}
-			if timeout <= 0 {
-				return usagef("--timeout must be positive, like 10s")
-			}
-			rep, err := transport.CheckReceiver(cmd.Context(), url, secret, timeout)
-			if err != nil && !errors.Is(err, transport.ErrUnreachable) {
-				return usageError(err)
-			}
-			if err != nil {
-				rep.Error = err.Error()
-			}
-			if output == "json" {
-				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
-					return fmt.Errorf("write the report: %w", err)
-				}
-			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), receiverLine(rep))
-			}
-			switch {
-			case err != nil:
-				return err
-			case !rep.OK:
-				return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("check-receiver: %s", receiverLine(rep))}
-			}
-			return nil
-		}),
+		RunE: runOptions(o),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&url, "webhook-url", "", "the bot's endpoint")
+	fs.StringVar(&o.url, "webhook-url", "", "the bot's endpoint")
 	bindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
-	fs.StringVar(&secret, "webhook-secret", "", "the HMAC-SHA256 key queue-process signs with")
+	fs.StringVar(&o.secret, "webhook-secret", "", "the HMAC-SHA256 key queue-process signs with")
 	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
 	markSecret(fs, "webhook-secret")
-	fs.DurationVar(&timeout, "timeout", 10*time.Second, "how long each probe may wait for its answer")
-	fs.StringVar(&output, "output", "text", "report format on stdout: text or json")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long each probe may wait for its answer")
+	fs.StringVar(&o.output, "output", "text", "report format on stdout: text or json")
 	return cmd
+}
+
+func (o *receiverOptions) Validate() error {
+	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.url) == "" {
+		return usagef("--webhook-url (or ENGAGEMENT_WEBHOOK_URL) is required")
+	}
+	if o.secret == "" {
+		return usagef("--webhook-secret (or ENGAGEMENT_WEBHOOK_SECRET) is required: without it the probe cannot check the signature")
+	}
+	if o.timeout <= 0 {
+		return usagef("--timeout must be positive, like 10s")
+	}
+	return nil
+}
+
+// Run probes the receiver and prints the report: exit 4 when it answered
+// but a check failed, 1 when it did not answer.
+func (o *receiverOptions) Run(ctx context.Context) error {
+	rep, err := transport.CheckReceiver(ctx, o.url, o.secret, o.timeout)
+	if err != nil && !errors.Is(err, transport.ErrUnreachable) {
+		return usageError(err)
+	}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	if o.output == "json" {
+		if err := json.NewEncoder(o.stdout).Encode(rep); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	} else {
+		fmt.Fprintln(o.stdout, receiverLine(rep))
+	}
+	switch {
+	case err != nil:
+		return err
+	case !rep.OK:
+		return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("check-receiver: %s", receiverLine(rep))}
+	}
+	return nil
 }
 
 // receiverLine is the report in one line.

@@ -1,23 +1,30 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
-	"github.com/engagement-scheduler/engagement/sender"
 )
 
-// repairFlags are what requeue and cancel share.
+// repairFlags are what requeue and cancel share, and what Validate makes
+// of them.
 type repairFlags struct {
-	dryRun bool
-	output string
-	logs   logFlags
+	databaseURL *string
+	dryRun      bool
+	output      string
+	logs        logFlags
+
+	log zerolog.Logger // set by validate
 }
 
 func (f *repairFlags) register(cmd *cobra.Command, verb string) {
@@ -25,6 +32,19 @@ func (f *repairFlags) register(cmd *cobra.Command, verb string) {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "count what would be "+verb+"; change nothing")
 	fs.StringVar(&f.output, "output", "text", "text or json")
 	f.logs.register(fs)
+}
+
+// validate checks the shared flags and makes the audit logger.
+func (f *repairFlags) validate(stderr io.Writer) error {
+	if err := requireDatabaseURL(*f.databaseURL); err != nil {
+		return err
+	}
+	if err := validateOutput(f.output); err != nil {
+		return err
+	}
+	var err error
+	f.log, err = f.logs.logger(stderr, "engagementctl")
+	return err
 }
 
 // filterError turns the sender's bad-filter errors into usage errors (exit 2).
@@ -47,12 +67,16 @@ func parseInstant(flag, s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// requeueOptions is one engagementctl requeue.
+type requeueOptions struct {
+	cmdIO
+	repairFlags
+	filter       repair.RequeueFilter
+	since, until string
+}
+
 func newRequeueCommand(databaseURL *string) *cobra.Command {
-	var (
-		f            repair.RequeueFilter
-		since, until string
-		flags        repairFlags
-	)
+	o := &requeueOptions{repairFlags: repairFlags{databaseURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "requeue",
 		Short: "Put failed (or cancelled) messages back in the queue, same id and idempotency key",
@@ -73,53 +97,65 @@ changes nothing. A message requeued on a transport that cannot de-duplicate
 (whatsapp-cloud) whose outcome was unknown may reach the user twice: filter
 those out with --error-contains, or check them first. See docs/repair.md.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if f.Since, err = parseInstant("--since", since); err != nil {
-				return err
-			}
-			if f.Until, err = parseInstant("--until", until); err != nil {
-				return err
-			}
-			f.Type, f.Reason = strings.TrimSpace(f.Type), strings.TrimSpace(f.Reason)
-			if err := filterError(f.Validate()); err != nil {
-				return err
-			}
-			filter := map[string]any{"status": f.Status, "type": f.Type, "reason": f.Reason, "ids": len(f.IDs),
-				"error_contains": f.ErrorContains, "since": since, "until": until}
-			return runRepair(cmd, *databaseURL, &flags, "requeue", filter, func(pool sender.Querier) (int64, error) {
-				return repair.Requeue(cmd.Context(), pool, f, flags.dryRun)
-			}, func(n int64) any {
-				return struct {
-					Status   string `json:"status"`
-					Requeued int64  `json:"requeued"`
-					DryRun   bool   `json:"dry_run"`
-				}{f.Status, n, flags.dryRun}
-			}, func(n int64) string {
-				if flags.dryRun {
-					return fmt.Sprintf("would requeue %d %s messages (dry run: nothing changed)", n, f.Status)
-				}
-				return fmt.Sprintf("requeued %d %s messages", n, f.Status)
-			})
-		}),
+		RunE: runOptions(o),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.Status, "status", repair.StatusFailed, "which messages to requeue: failed or cancelled")
-	fs.StringVar(&f.Type, "type", "", "only this message type, e.g. goodbye")
-	fs.StringVar(&since, "since", "", "only messages that settled at or after this instant, RFC3339")
-	fs.StringVar(&until, "until", "", "only messages that settled before this instant, RFC3339")
-	fs.StringSliceVar(&f.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
-	fs.StringVar(&f.ErrorContains, "error-contains", "", "only messages whose error contains this text (any case)")
-	fs.StringVar(&f.Reason, "reason", "", "with --status cancelled: only this cancel reason (opted_out, stale, no_user, operator)")
-	flags.register(cmd, "requeued")
+	fs.StringVar(&o.filter.Status, "status", repair.StatusFailed, "which messages to requeue: failed or cancelled")
+	fs.StringVar(&o.filter.Type, "type", "", "only this message type, e.g. goodbye")
+	fs.StringVar(&o.since, "since", "", "only messages that settled at or after this instant, RFC3339")
+	fs.StringVar(&o.until, "until", "", "only messages that settled before this instant, RFC3339")
+	fs.StringSliceVar(&o.filter.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
+	fs.StringVar(&o.filter.ErrorContains, "error-contains", "", "only messages whose error contains this text (any case)")
+	fs.StringVar(&o.filter.Reason, "reason", "", "with --status cancelled: only this cancel reason (opted_out, stale, no_user, operator)")
+	o.repairFlags.register(cmd, "requeued")
 	return cmd
 }
 
+func (o *requeueOptions) Validate() error {
+	f := &o.filter
+	var err error
+	if f.Since, err = parseInstant("--since", o.since); err != nil {
+		return err
+	}
+	if f.Until, err = parseInstant("--until", o.until); err != nil {
+		return err
+	}
+	f.Type, f.Reason = strings.TrimSpace(f.Type), strings.TrimSpace(f.Reason)
+	if err := filterError(f.Validate()); err != nil {
+		return err
+	}
+	return o.repairFlags.validate(o.stderr)
+}
+
+func (o *requeueOptions) Run(ctx context.Context) error {
+	f := o.filter
+	audit := map[string]any{"status": f.Status, "type": f.Type, "reason": f.Reason, "ids": len(f.IDs),
+		"error_contains": f.ErrorContains, "since": o.since, "until": o.until}
+	return o.run(ctx, o.stdout, "requeue", audit, func(pool postgres.Querier) (int64, error) {
+		return repair.Requeue(ctx, pool, f, o.dryRun)
+	}, func(n int64) any {
+		return struct {
+			Status   string `json:"status"`
+			Requeued int64  `json:"requeued"`
+			DryRun   bool   `json:"dry_run"`
+		}{f.Status, n, o.dryRun}
+	}, func(n int64) string {
+		if o.dryRun {
+			return fmt.Sprintf("would requeue %d %s messages (dry run: nothing changed)", n, f.Status)
+		}
+		return fmt.Sprintf("requeued %d %s messages", n, f.Status)
+	})
+}
+
+// cancelOptions is one engagementctl cancel.
+type cancelOptions struct {
+	cmdIO
+	repairFlags
+	filter repair.CancelFilter
+}
+
 func newCancelCommand(databaseURL *string) *cobra.Command {
-	var (
-		f     repair.CancelFilter
-		flags repairFlags
-	)
+	o := &cancelOptions{repairFlags: repairFlags{databaseURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "cancel",
 		Short: "Cancel pending messages (reason operator) by id, user, type or key",
@@ -133,66 +169,63 @@ One statement, safe while queue-process runs: a message in flight (claimed
 by a queue-process, status processing) is never touched; it is being sent.
 --dry-run counts and changes nothing. See docs/repair.md.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := filterError(f.Validate()); err != nil {
-				return err
-			}
-			filter := map[string]any{"user_id": f.UserID, "type": f.Type, "idempotency_key": f.Key, "ids": len(f.IDs), "all": f.All}
-			return runRepair(cmd, *databaseURL, &flags, "cancel", filter, func(pool sender.Querier) (int64, error) {
-				return repair.Cancel(cmd.Context(), pool, f, flags.dryRun)
-			}, func(n int64) any {
-				return struct {
-					Cancelled int64 `json:"cancelled"`
-					DryRun    bool  `json:"dry_run"`
-				}{n, flags.dryRun}
-			}, func(n int64) string {
-				if flags.dryRun {
-					return fmt.Sprintf("would cancel %d pending messages (dry run: nothing changed)", n)
-				}
-				return fmt.Sprintf("cancelled %d pending messages", n)
-			})
-		}),
+		RunE: runOptions(o),
 	}
 	fs := cmd.Flags()
-	fs.StringSliceVar(&f.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
-	fs.StringVar(&f.UserID, "user-id", "", "only this user's messages (UUID)")
-	fs.StringVar(&f.Type, "type", "", "only this message type, e.g. weekly_review")
-	fs.StringVar(&f.Key, "key", "", "only the message with this idempotency key")
-	fs.BoolVar(&f.All, "all", false, "cancel every pending message (no other filter allowed)")
-	flags.register(cmd, "cancelled")
+	fs.StringSliceVar(&o.filter.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
+	fs.StringVar(&o.filter.UserID, "user-id", "", "only this user's messages (UUID)")
+	fs.StringVar(&o.filter.Type, "type", "", "only this message type, e.g. weekly_review")
+	fs.StringVar(&o.filter.Key, "key", "", "only the message with this idempotency key")
+	fs.BoolVar(&o.filter.All, "all", false, "cancel every pending message (no other filter allowed)")
+	o.repairFlags.register(cmd, "cancelled")
 	return cmd
 }
 
-// runRepair opens the database, runs one repair statement, logs one line
-// with the filter and the count (an audit trail on stderr; the filter holds
-// ids and keys, never message texts or JIDs) and writes the count as text
-// or JSON.
-func runRepair(cmd *cobra.Command, databaseURL string, flags *repairFlags, command string, filter map[string]any,
-	run func(sender.Querier) (int64, error), asJSON func(int64) any, asText func(int64) string,
+func (o *cancelOptions) Validate() error {
+	if err := filterError(o.filter.Validate()); err != nil {
+		return err
+	}
+	return o.repairFlags.validate(o.stderr)
+}
+
+func (o *cancelOptions) Run(ctx context.Context) error {
+	f := o.filter
+	audit := map[string]any{"user_id": f.UserID, "type": f.Type, "idempotency_key": f.Key, "ids": len(f.IDs), "all": f.All}
+	return o.run(ctx, o.stdout, "cancel", audit, func(pool postgres.Querier) (int64, error) {
+		return repair.Cancel(ctx, pool, f, o.dryRun)
+	}, func(n int64) any {
+		return struct {
+			Cancelled int64 `json:"cancelled"`
+			DryRun    bool  `json:"dry_run"`
+		}{n, o.dryRun}
+	}, func(n int64) string {
+		if o.dryRun {
+			return fmt.Sprintf("would cancel %d pending messages (dry run: nothing changed)", n)
+		}
+		return fmt.Sprintf("cancelled %d pending messages", n)
+	})
+}
+
+// run opens the database, runs one repair statement, logs one line with
+// the filter and the count (an audit trail on stderr; the filter holds ids
+// and keys, never message texts or JIDs) and writes the count as text or
+// JSON.
+func (f *repairFlags) run(ctx context.Context, stdout io.Writer, command string, filter map[string]any,
+	work func(postgres.Querier) (int64, error), asJSON func(int64) any, asText func(int64) string,
 ) error {
-	if err := requireDatabaseURL(databaseURL); err != nil {
-		return err
-	}
-	if err := validateOutput(flags.output); err != nil {
-		return err
-	}
-	log, err := flags.logs.logger(cmd.ErrOrStderr(), "engagementctl")
-	if err != nil {
-		return err
-	}
-	pool, err := openChecked(cmd.Context(), databaseURL, "engagementctl")
+	pool, err := openChecked(ctx, *f.databaseURL, "engagementctl")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	n, err := run(pool)
+	n, err := work(pool)
 	if err != nil {
 		return err
 	}
-	log.Info().Str("command", command).Fields(filter).Int64("messages", n).Bool("dry_run", flags.dryRun).Msg("repair done")
-	if flags.output == "json" {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(asJSON(n))
+	f.log.Info().Str("command", command).Fields(filter).Int64("messages", n).Bool("dry_run", f.dryRun).Msg("repair done")
+	if f.output == "json" {
+		return json.NewEncoder(stdout).Encode(asJSON(n))
 	}
-	_, err = fmt.Fprintln(cmd.OutOrStdout(), asText(n))
+	_, err = fmt.Fprintln(stdout, asText(n))
 	return err
 }

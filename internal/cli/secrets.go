@@ -27,17 +27,18 @@ func markSecret(fs *pflag.FlagSet, flag string) {
 	_ = fs.SetAnnotation(flag, secretAnnotation, []string{"true"})
 }
 
-// secrets are the values of a command's secret flags.
-type secrets []string
+// secrets are a command's secret flags; scrub reads their values when it
+// runs, as given on the command line or from the environment by then.
+type secrets []*pflag.Flag
 
-// secretsOf collects the values of cmd's secret flags, its parents'
-// persistent ones included.
+// secretsOf collects cmd's secret flags, its parents' persistent ones
+// included.
 func secretsOf(cmd *cobra.Command) secrets {
 	var s secrets
 	seen := map[*pflag.Flag]bool{}
 	visit := func(f *pflag.Flag) {
-		if v := f.Value.String(); !seen[f] && len(f.Annotations[secretAnnotation]) > 0 && v != "" {
-			s = append(s, v)
+		if !seen[f] && len(f.Annotations[secretAnnotation]) > 0 {
+			s = append(s, f)
 		}
 		seen[f] = true
 	}
@@ -57,7 +58,11 @@ func (s secrets) scrub(err error) error {
 		return err
 	}
 	msg := err.Error()
-	for _, v := range s {
+	for _, f := range s {
+		v := f.Value.String()
+		if v == "" {
+			continue
+		}
 		msg = postgres.Redact(errors.New(msg), v).Error()
 		if _, perr := url.Parse(v); perr == nil && strings.Contains(v, "://") {
 			continue // a URL: its password is the secret, masked above

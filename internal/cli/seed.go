@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -28,15 +29,20 @@ type seedStatsJSON struct {
 	ByCategory   map[string]int `json:"by_category"`
 }
 
+// seedOptions is one (hidden) engagementctl seed.
+type seedOptions struct {
+	cmdIO
+	timeFlags
+	databaseURL *string
+	users       int
+	seed        int64
+	force       bool
+}
+
 // newSeedCommand builds the hidden `engagementctl seed`: the benchmarks'
 // data generator (package seed), for a database made for measuring.
 func newSeedCommand(databaseURL *string) *cobra.Command {
-	var (
-		users int
-		seedN int64
-		force bool
-		flags timeFlags
-	)
+	o := &seedOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
 		Use:    "seed",
 		Short:  "Fill an empty database with generated users (for benchmarks)",
@@ -49,53 +55,59 @@ It refuses a database that already holds users (exit 2) unless --force;
 a different --seed then adds disjoint users, the same one fails on the
 primary key (exit 1). Never point it at a production database.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if users < 1 || users > seed.MaxUsers {
-				return usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, users)
-			}
-			if err := flags.asOf.Check(); err != nil {
-				return err
-			}
-			if flags.asOf.Time().IsZero() {
-				return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
-			}
-			ctx := cmd.Context()
-			pool, at, err := flags.open(cmd, *databaseURL)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			var existing int64
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {
-				return fmt.Errorf("count existing users: %w", err)
-			}
-			if existing > 0 && !force {
-				return usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
-			}
-			start := time.Now()
-			// Generating is one statement meant to run long (minutes at 10M
-			// users): no statement timeout but the command's own context.
-			genCtx := postgres.WithStatementTimeout(ctx, 0)
-			st, err := seed.Generate(genCtx, pool, seed.Options{Users: users, Seed: seedN, AsOf: at})
-			if err != nil {
-				return err
-			}
-			took := time.Since(start)
-			if flags.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(seedResult{
-					Users: users, Seed: seedN, AsOf: at, DurationMS: took.Milliseconds(), ByState: st.ByState,
-					Stats: seedStatsJSON{Users: st.Users, OptedOut: st.OptedOut, Transactions: st.Transactions, ByCategory: st.ByCategory},
-				})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "seeded %d users (seed %d, as of %s) in %s; the database now has %d users, %d transactions\n",
-				users, seedN, at.Format(time.RFC3339), took.Round(time.Millisecond), st.Users, st.Transactions)
-			return nil
-		}),
+		RunE: runOptions(o),
 	}
-	flags.registerAsOf(cmd, "", "the instant the mix is relative to, RFC3339 (required)")
+	o.timeFlags.registerAsOf(cmd, "", "the instant the mix is relative to, RFC3339 (required)")
 	fs := cmd.Flags()
-	fs.IntVar(&users, "users", 0, "how many users to generate (required)")
-	fs.Int64Var(&seedN, "seed", 1, "the generator's seed: the same seed gives the same rows")
-	fs.BoolVar(&force, "force", false, "add users to a database that already has some")
+	fs.IntVar(&o.users, "users", 0, "how many users to generate (required)")
+	fs.Int64Var(&o.seed, "seed", 1, "the generator's seed: the same seed gives the same rows")
+	fs.BoolVar(&o.force, "force", false, "add users to a database that already has some")
 	return cmd
+}
+
+func (o *seedOptions) Validate() error {
+	if o.users < 1 || o.users > seed.MaxUsers {
+		return usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, o.users)
+	}
+	if err := o.asOf.Check(); err != nil {
+		return err
+	}
+	if o.asOf.Time().IsZero() {
+		return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
+	}
+	return o.timeFlags.validate(*o.databaseURL)
+}
+
+func (o *seedOptions) Run(ctx context.Context) error {
+	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	at := o.asOf.Time()
+	var existing int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {
+		return fmt.Errorf("count existing users: %w", err)
+	}
+	if existing > 0 && !o.force {
+		return usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
+	}
+	start := time.Now()
+	// Generating is one statement meant to run long (minutes at 10M
+	// users): no statement timeout but the command's own context.
+	genCtx := postgres.WithStatementTimeout(ctx, 0)
+	st, err := seed.Generate(genCtx, pool, seed.Options{Users: o.users, Seed: o.seed, AsOf: at})
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	if o.output == "json" {
+		return json.NewEncoder(o.stdout).Encode(seedResult{
+			Users: o.users, Seed: o.seed, AsOf: at, DurationMS: took.Milliseconds(), ByState: st.ByState,
+			Stats: seedStatsJSON{Users: st.Users, OptedOut: st.OptedOut, Transactions: st.Transactions, ByCategory: st.ByCategory},
+		})
+	}
+	fmt.Fprintf(o.stdout, "seeded %d users (seed %d, as of %s) in %s; the database now has %d users, %d transactions\n",
+		o.users, o.seed, at.Format(time.RFC3339), took.Round(time.Millisecond), st.Users, st.Transactions)
+	return nil
 }

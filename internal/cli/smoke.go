@@ -78,13 +78,20 @@ type smokeVerify struct {
 // errExpectation marks the first broken expectation of a smoke run.
 var errExpectation = errors.New("smoke")
 
+// smokeOptions is one engagementctl smoke.
+type smokeOptions struct {
+	cmdIO
+	timeFlags
+	databaseURL *string
+	users       int
+	seed        int64
+	logs        logFlags
+
+	log zerolog.Logger // set by Validate
+}
+
 func newSmokeCommand(databaseURL *string) *cobra.Command {
-	var (
-		flags timeFlags
-		users int
-		seedN int64
-		logs  logFlags
-	)
+	o := &smokeOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
 		Use:   "smoke",
 		Short: "Exercise every job on an empty database and check the outcome (for CI)",
@@ -101,52 +108,54 @@ the first broken expectation) or the database failed; 2 usage, or the
 database already holds users: smoke refuses it and writes nothing. Never
 point it at a database that matters.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := requireDatabaseURL(*databaseURL); err != nil {
-				return err
-			}
-			if err := validateOutput(flags.output); err != nil {
-				return err
-			}
-			if users < MinSmokeUsers || users > MaxSmokeUsers {
-				return usagef("--users must be from %d to %d, got %d", MinSmokeUsers, MaxSmokeUsers, users)
-			}
-			if err := flags.asOf.Check(); err != nil {
-				return err
-			}
-			asOf := flags.asOf.Time()
-			log, err := logs.logger(cmd.ErrOrStderr(), "engagementctl-smoke")
-			if err != nil {
-				return err
-			}
-			res := &SmokeResult{Job: "smoke", AsOf: asOf, Users: users, Seed: seedN, Queue: map[string]int64{}}
-			start := time.Now()
-			runErr := runSmoke(cmd.Context(), *databaseURL, log, res)
-			res.DurationMS = time.Since(start).Milliseconds()
-			var exit *ExitError
-			if errors.As(runErr, &exit) && exit.Code == ExitUsage {
-				return runErr // refused: nothing was written, nothing to report
-			}
-			res.OK = runErr == nil
-			if errors.Is(runErr, errExpectation) {
-				res.Failure = runErr.Error()
-			}
-			if err := writeSmoke(cmd.OutOrStdout(), flags.output, res); err != nil {
-				return err
-			}
-			if runErr != nil {
-				return runErr
-			}
-			return nil
-		}),
+		RunE: runOptions(o),
 	}
-	flags.registerAsOf(cmd, DefaultSmokeAsOf, "the instant the sample is relative to and the jobs run as of, RFC3339")
+	o.timeFlags.registerAsOf(cmd, DefaultSmokeAsOf, "the instant the sample is relative to and the jobs run as of, RFC3339")
 	fs := cmd.Flags()
 	// The jobs' step logs are noise in a CI log; --log-level info shows them.
-	logs.registerLevel(fs, "warn")
-	fs.IntVar(&users, "users", DefaultSmokeUsers, "sample users to seed")
-	fs.Int64Var(&seedN, "seed", 1, "the sample's seed: the same seed gives the same users")
+	o.logs.registerLevel(fs, "warn")
+	fs.IntVar(&o.users, "users", DefaultSmokeUsers, "sample users to seed")
+	fs.Int64Var(&o.seed, "seed", 1, "the sample's seed: the same seed gives the same users")
 	return cmd
+}
+
+func (o *smokeOptions) Validate() error {
+	if err := requireDatabaseURL(*o.databaseURL); err != nil {
+		return err
+	}
+	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	if o.users < MinSmokeUsers || o.users > MaxSmokeUsers {
+		return usagef("--users must be from %d to %d, got %d", MinSmokeUsers, MaxSmokeUsers, o.users)
+	}
+	if err := o.asOf.Check(); err != nil {
+		return err
+	}
+	var err error
+	o.log, err = o.logs.logger(o.stderr, "engagementctl-smoke")
+	return err
+}
+
+// Run exercises the jobs and writes the result, unless the database was
+// refused (nothing written, nothing to report).
+func (o *smokeOptions) Run(ctx context.Context) error {
+	res := &SmokeResult{Job: "smoke", AsOf: o.asOf.Time(), Users: o.users, Seed: o.seed, Queue: map[string]int64{}}
+	start := time.Now()
+	runErr := runSmoke(ctx, *o.databaseURL, o.log, res)
+	res.DurationMS = time.Since(start).Milliseconds()
+	var exit *ExitError
+	if errors.As(runErr, &exit) && exit.Code == ExitUsage {
+		return runErr
+	}
+	res.OK = runErr == nil
+	if errors.Is(runErr, errExpectation) {
+		res.Failure = runErr.Error()
+	}
+	if err := writeSmoke(o.stdout, o.output, res); err != nil {
+		return err
+	}
+	return runErr
 }
 
 // smokeCheck accumulates expectations; the first broken one ends the run.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/status"
@@ -39,27 +39,27 @@ func (f *timeFlags) registerAsOf(cmd *cobra.Command, asOf, usage string) {
 	fs.StringVar(&f.output, "output", "text", "text or json")
 }
 
-// open validates the flags and opens the checked pool; asOf is zero when
-// --as-of was not given (the database clock then).
-func (f *timeFlags) open(cmd *cobra.Command, databaseURL string) (pool *pgxpool.Pool, asOf time.Time, err error) {
+// validate checks the flags and the database URL they go with.
+func (f *timeFlags) validate(databaseURL string) error {
 	if err := requireDatabaseURL(databaseURL); err != nil {
-		return nil, time.Time{}, err
+		return err
 	}
 	if err := validateOutput(f.output); err != nil {
-		return nil, time.Time{}, err
+		return err
 	}
-	if err := f.asOf.Check(); err != nil {
-		return nil, time.Time{}, err
-	}
-	pool, err = openChecked(cmd.Context(), databaseURL, "engagementctl")
-	return pool, f.asOf.Time(), err
+	return f.asOf.Check()
+}
+
+// statusOptions is one engagementctl status.
+type statusOptions struct {
+	cmdIO
+	timeFlags
+	databaseURL *string
+	runs        int
 }
 
 func newStatusCommand(databaseURL *string) *cobra.Command {
-	var (
-		flags timeFlags
-		runs  int
-	)
+	o := &statusOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the queue, users by state and the latest job runs",
@@ -69,28 +69,34 @@ in-flight claims past their deadline, users by state (with opt-outs), and
 the latest --runs runs of each job and shard with their outcome and
 counters. --output json prints the same as one JSON object. Read-only.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if runs < 1 {
-				return usagef("--runs must be at least 1, got %d", runs)
-			}
-			pool, asOf, err := flags.open(cmd, *databaseURL)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			st, err := status.Read(cmd.Context(), pool, asOf, runs)
-			if err != nil {
-				return err
-			}
-			if flags.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
-			}
-			return writeStatus(cmd.OutOrStdout(), st)
-		}),
+		RunE: runOptions(o),
 	}
-	flags.register(cmd)
-	cmd.Flags().IntVar(&runs, "runs", status.DefaultRuns, "latest runs shown per job and shard")
+	o.timeFlags.register(cmd)
+	cmd.Flags().IntVar(&o.runs, "runs", status.DefaultRuns, "latest runs shown per job and shard")
 	return cmd
+}
+
+func (o *statusOptions) Validate() error {
+	if o.runs < 1 {
+		return usagef("--runs must be at least 1, got %d", o.runs)
+	}
+	return o.timeFlags.validate(*o.databaseURL)
+}
+
+func (o *statusOptions) Run(ctx context.Context) error {
+	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st, err := status.Read(ctx, pool, o.asOf.Time(), o.runs)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return json.NewEncoder(o.stdout).Encode(st)
+	}
+	return writeStatus(o.stdout, st)
 }
 
 // writeStatus prints the status as three tables: queue, users, runs.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,12 +15,17 @@ import (
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
+// verifyOptions is one engagementctl verify.
+type verifyOptions struct {
+	cmdIO
+	timeFlags
+	databaseURL *string
+	keep        time.Duration // cleanup's retention
+	push        metricsFlags
+}
+
 func newVerifyCommand(databaseURL *string) *cobra.Command {
-	var (
-		flags timeFlags
-		keep  time.Duration
-		push  metricsFlags
-	)
+	o := &verifyOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the scheduler's invariants; exit 4 when one is broken",
@@ -41,45 +47,53 @@ With --pushgateway-url (PUSHGATEWAY_URL) the outcome is pushed under job
 engagementctl-verify (engagement_verify_ok, engagement_verify_violations
 by check) for the alert in deploy/prometheus/alerts.yml.`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) (err error) {
-			if keep <= 0 {
-				return usagef("--retention must be positive, like 720h")
-			}
-			if err := push.validate(); err != nil {
-				return err
-			}
-			// Only a failed push is logged (a warning on stderr).
-			log := zerolog.New(cmd.ErrOrStderr()).Level(zerolog.WarnLevel).With().Timestamp().Str("app", "engagementctl").Logger()
-			var rep *verify.Report
-			defer func(start time.Time) { push.pushVerify(cmd.Context(), log, start, rep, err) }(time.Now())
-			pool, asOf, err := flags.open(cmd, *databaseURL)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			rep, err = verify.Run(cmd.Context(), pool, verify.Config{AsOf: asOf, Retention: keep})
-			if err != nil {
-				return err
-			}
-			if flags.output == "json" {
-				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			} else {
-				err = writeReport(cmd.OutOrStdout(), rep)
-			}
-			if err != nil {
-				return fmt.Errorf("write report: %w", err)
-			}
-			if !rep.OK {
-				return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("verify: %d of %d invariants broken: %s",
-					len(rep.Broken), len(rep.Checks), strings.Join(rep.Broken, ", "))}
-			}
-			return nil
-		}),
+		RunE: runOptions(o),
 	}
-	flags.register(cmd)
-	cmd.Flags().DurationVar(&keep, "retention", retention.DefaultRetention, "cleanup's retention (its --older-than)")
-	push.register(cmd.Flags())
+	o.timeFlags.register(cmd)
+	cmd.Flags().DurationVar(&o.keep, "retention", retention.DefaultRetention, "cleanup's retention (its --older-than)")
+	o.push.register(cmd.Flags())
 	return cmd
+}
+
+func (o *verifyOptions) Validate() error {
+	if o.keep <= 0 {
+		return usagef("--retention must be positive, like 720h")
+	}
+	if err := o.push.validate(); err != nil {
+		return err
+	}
+	return o.timeFlags.validate(*o.databaseURL)
+}
+
+// Run checks the invariants, prints the report and pushes its outcome,
+// however the run ends; a broken invariant is exit 4.
+func (o *verifyOptions) Run(ctx context.Context) (err error) {
+	// Only a failed push is logged (a warning on stderr).
+	log := zerolog.New(o.stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("app", "engagementctl").Logger()
+	var rep *verify.Report
+	defer func(start time.Time) { o.push.pushVerify(ctx, log, start, rep, err) }(time.Now())
+	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rep, err = verify.Run(ctx, pool, verify.Config{AsOf: o.asOf.Time(), Retention: o.keep})
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		err = json.NewEncoder(o.stdout).Encode(rep)
+	} else {
+		err = writeReport(o.stdout, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if !rep.OK {
+		return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("verify: %d of %d invariants broken: %s",
+			len(rep.Broken), len(rep.Checks), strings.Join(rep.Broken, ", "))}
+	}
+	return nil
 }
 
 // writeReport prints one line per check, then each broken check's examples.
