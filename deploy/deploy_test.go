@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
 // commands builds each binary's cobra command, as its main does.
@@ -80,9 +81,11 @@ const nonrootUID = 65532
 // would OOM-kill a healthy run.
 const minMemoryLimit = 192 << 20
 
+// TestMain removes the binaries the tests build (cmdtest.Build).
+func TestMain(m *testing.M) { cmdtest.Main(m) }
+
 func TestEveryBinaryHasItsCommand(t *testing.T) {
 	t.Parallel()
-	root := repoRoot(t)
 	bins := binaries(t)
 	for _, bin := range bins {
 		build, ok := commands[bin]
@@ -93,12 +96,11 @@ func TestEveryBinaryHasItsCommand(t *testing.T) {
 		if got := build().Name(); got != bin {
 			t.Errorf("the command for cmd/%s is named %q", bin, got)
 		}
-		main, err := os.ReadFile(filepath.Join(root, "cmd", bin, "main.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(main), "cli.Run(cli.New") {
-			t.Errorf("cmd/%s/main.go does not run a cli.New…Command; the flag checks would test the wrong command", bin)
+		// The built binary is that command: the same --help, flag for flag.
+		res := cmdtest.Run(t, cmdtest.Build(t, "./cmd/"+bin), nil, "--help")
+		if want := cmdtest.Exec(t, build, nil, "--help").Stdout; res.Code != 0 || res.Stdout != want {
+			t.Errorf("cmd/%s --help (exit %d) differs from its cli command's: the flag checks would test the wrong command\n%s",
+				bin, res.Code, res.Stdout)
 		}
 	}
 	for bin := range commands {
