@@ -23,9 +23,9 @@
 -- became of the goodbye (claim cancels it): they are never messaged, and
 -- never left in goodbye_sent. Each move is logged (run @run_id) in the
 -- same statement. @from_state, @to_state, @trigger and the undelivered
--- transition come from the state machine's table (statemachine.Next);
--- step_test.go checks this file against it. Nothing is queued. Only the
--- run's shard (@shard_index of @shard_count) is seen: a @shard_count of 1
+-- transition come from the state machine's table (statemachine.Transitions);
+-- step_test.go runs the step and checks its outcome against the table.
+-- Nothing is queued. Only the run's shard (@shard_index of @shard_count) is seen: a @shard_count of 1
 -- is every user.
 --
 -- Returns the chunk's counters: candidates, moved, queued (always 0),

@@ -13,7 +13,8 @@
 -- in one statement, so a
 -- user's state, message and log row commit together or not at all.
 -- @from_state, @to_state and @trigger come from the state machine's table
--- (statemachine.Next); step_test.go checks this file against it.
+-- (statemachine.Transitions); step_test.go runs the step and
+-- checks its outcome against the table.
 --
 -- Opted-out users are never touched; users the goodbye could not reach
 -- (destination 'group' uses group_jid when set, else whatsapp_jid) are left

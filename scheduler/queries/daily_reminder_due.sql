@@ -4,8 +4,8 @@
 -- ctid lies in [@first, @end)) who are in @from_state and whose remind_at
 -- has come (@as_of) to @to_state, and logs each move (@trigger, run
 -- @run_id) in the same statement. @from_state, @to_state and @trigger come
--- from the state machine's table (statemachine.Next); step_test.go checks
--- this file against it.
+-- from the state machine's table (statemachine.Transitions);
+-- step_test.go runs the step and checks its outcome against the table.
 --
 -- With @send_reminder (engagement-daily --send-reminder; off by default,
 -- when the user goes dormant silently, AC-5.1.3), each moved user who has
