@@ -25,8 +25,8 @@
 -- same statement. @from_state, @to_state, @trigger and the undelivered
 -- transition come from the state machine's table (statemachine.Transitions);
 -- step_test.go runs the step and checks its outcome against the table.
--- Nothing is queued. Only the run's shard (@shard_index of @shard_count) is seen: a @shard_count of 1
--- is every user.
+-- Nothing is queued. Only the run's shard (@shard_index of @shard_count)
+-- is seen: a @shard_count of 1 is every user.
 --
 -- Returns the chunk's counters: candidates, moved, queued (always 0),
 -- locked (rows the bot held: skipped, a later run moves them), opted out
