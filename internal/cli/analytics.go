@@ -44,13 +44,12 @@ func (f *analyticsFlags) check() string {
 	return ""
 }
 
-// publishAnalytics sends the run's analytics events once its batches have
+// publish sends the run's analytics events once its batches have
 // committed: only for a real run, and only with an API key. It never fails
 // the job and never outlasts --posthog-timeout (plus a second); trouble is
 // one warning. Neither the key nor the events' content is logged.
-func publishAnalytics(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, f jobFlags, secrets secrets) {
-	a := f.analytics
-	if a.apiKey == "" || f.dryRun || sum == nil || sum.RunID == 0 {
+func (a analyticsFlags) publish(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, secrets secrets) {
+	if a.apiKey == "" || sum == nil || sum.DryRun || sum.RunID == 0 {
 		return
 	}
 	log = log.With().Int64("run_id", sum.RunID).Logger()

@@ -159,7 +159,7 @@ func (o *jobOptions) Run(ctx context.Context) (err error) {
 	}
 	// The run's batches have committed: report them (with an API key only;
 	// bounded, and never an error of the job's).
-	publishAnalytics(ctx, pool, o.log, sum, o.jobFlags, o.secrets)
+	o.analytics.publish(ctx, pool, o.log, sum, o.secrets)
 	delivered, err := o.sendQueued(ctx, pool, sum)
 	if err != nil {
 		return err
