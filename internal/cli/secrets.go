@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"net/url"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -14,11 +11,6 @@ import (
 // secretAnnotation marks a flag whose value is a secret: a token, or a URL
 // that may carry a password.
 const secretAnnotation = "engagement_secret"
-
-// minSecretLength is the shortest token scrubbed as a bare substring:
-// replacing every "a" of a one-letter secret would garble the message and
-// hide nothing.
-const minSecretLength = 8
 
 // markSecret registers flag as a secret: Main scrubs its value (given on
 // the command line or from the environment) from the error a run ends
@@ -49,35 +41,18 @@ func secretsOf(cmd *cobra.Command) secrets {
 	return s
 }
 
-// scrub returns err as one line with every secret masked: a URL's or
-// connection string's password where it travels as a credential (see
-// postgres.Redact), a token wherever it appears. nil stays nil; the error
-// still unwraps to err, so exit codes survive.
+// scrub returns err as one line with every secret's value masked (see
+// postgres.Scrub). nil stays nil; the error still unwraps to err, so exit
+// codes survive.
 func (s secrets) scrub(err error) error {
 	if err == nil || len(s) == 0 {
 		return err
 	}
-	msg := err.Error()
+	values := make([]string, 0, len(s))
 	for _, f := range s {
-		v := f.Value.String()
-		if v == "" {
-			continue
-		}
-		msg = postgres.Redact(errors.New(msg), v).Error()
-		if _, perr := url.Parse(v); perr == nil && strings.Contains(v, "://") {
-			continue // a URL: its password is the secret, masked above
-		}
-		if len(v) >= minSecretLength {
-			msg = strings.ReplaceAll(msg, v, "xxxxx")
+		if v := f.Value.String(); v != "" {
+			values = append(values, v)
 		}
 	}
-	return &scrubbedError{msg: msg, err: err}
+	return postgres.Scrub(err, values...)
 }
-
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }

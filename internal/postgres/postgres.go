@@ -166,18 +166,34 @@ func ConnectTimeout(ctx context.Context) time.Duration {
 // password); this catches one a caller or a server echoed. A bare
 // substring is never replaced: with the password "a", replacing every "a"
 // made "invalid database URL" unreadable.
-func Redact(err error, databaseURL string) error {
+func Redact(err error, databaseURL string) error { return Scrub(err, databaseURL) }
+
+// MinSecretLength is the shortest secret Scrub replaces wherever it
+// appears: masking every "a" of a one-letter token would garble the
+// message and hide nothing.
+const MinSecretLength = 8
+
+// Scrub returns err as a single line with every secret masked: a URL's or
+// connection string's password where it travels as a credential (as
+// Redact), and any other secret (a token) wherever it appears, when it is
+// at least MinSecretLength long. The result still unwraps to err.
+func Scrub(err error, secrets ...string) error {
 	if err == nil {
 		return nil
 	}
 	msg := strings.Join(strings.Fields(err.Error()), " ")
-	user, pws := credentials(databaseURL)
-	for _, pw := range pws {
-		if user != "" {
-			msg = strings.ReplaceAll(msg, user+":"+pw, user+":xxxxx")
+	for _, secret := range secrets {
+		user, pws := credentials(secret)
+		for _, pw := range pws {
+			if user != "" {
+				msg = strings.ReplaceAll(msg, user+":"+pw, user+":xxxxx")
+			}
+			msg = strings.ReplaceAll(msg, ":"+pw+"@", ":xxxxx@")
+			msg = strings.ReplaceAll(msg, "password="+pw, "password=xxxxx")
 		}
-		msg = strings.ReplaceAll(msg, ":"+pw+"@", ":xxxxx@")
-		msg = strings.ReplaceAll(msg, "password="+pw, "password=xxxxx")
+		if !strings.Contains(secret, "://") && len(secret) >= MinSecretLength {
+			msg = strings.ReplaceAll(msg, secret, "xxxxx")
+		}
 	}
 	return &redactedError{msg: msg, err: err}
 }

@@ -1,0 +1,48 @@
+package pgtest
+
+import (
+	"context"
+	"io/fs"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ExplainAll EXPLAINs every statement file of a package (fsys's
+// queries/*.sql, as internal/sqlfile loads them) against a migrated
+// database, each with its realistic arguments in args, by file name
+// without .sql; a file without arguments, or arguments without a file,
+// fail the test. internal/sqlfile's test plans every file with NULLs; this
+// plans them with the types and values the package passes.
+func ExplainAll(t *testing.T, fsys fs.FS, args map[string]pgx.NamedArgs) {
+	t.Helper()
+	pool, _ := NewPool(t)
+	files, err := fs.Glob(fsys, "queries/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := strings.TrimSuffix(path.Base(f), ".sql")
+		seen[name] = true
+		a, ok := args[name]
+		if !ok {
+			t.Errorf("%s: no arguments in this test", f)
+			continue
+		}
+		sql, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(context.Background(), "EXPLAIN "+string(sql), a); err != nil {
+			t.Errorf("EXPLAIN %s: %v", f, err)
+		}
+	}
+	for name := range args {
+		if !seen[name] {
+			t.Errorf("arguments for %s, which is no file of queries/", name)
+		}
+	}
+}
