@@ -72,8 +72,8 @@ func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command 
 // makes of them. Run reads nothing else.
 type jobOptions struct {
 	jobFlags
-	name           string
-	job            jobFunc
+	name string
+	job  jobFunc
 	cmdIO
 	secrets secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
 

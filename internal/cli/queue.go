@@ -224,12 +224,12 @@ finishes the send in flight and releases the rest.`,
 // queueOptions is one run of queue-process: its flags, and what Validate
 // makes of them. Run reads nothing else.
 type queueOptions struct {
-	databaseURL    string
-	output         string
-	failOnPartial  bool
-	delivery       deliveryFlags
-	logs           logFlags
-	metrics        metricsFlags
+	databaseURL   string
+	output        string
+	failOnPartial bool
+	delivery      deliveryFlags
+	logs          logFlags
+	metrics       metricsFlags
 	cmdIO
 
 	// Set by Validate.
