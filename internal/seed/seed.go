@@ -42,9 +42,11 @@ package seed
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -184,12 +186,9 @@ func bucket(h string, at int) string {
 // userHash is user i's id, as md5 hex.
 const userHash = `md5($1::bigint::text || ':' || g.i)`
 
-// generateSQL inserts every row in one statement: gen computes each user's
-// draws once (materialized, in user_id order so the primary-key indexes fill
-// from left to right), u derives the category's timestamps, and three
-// data-modifying CTEs insert the profiles, states and transactions. The
-// foreign key from states to profiles is checked at the end of the
-// statement, when both are in.
+// generateSQL inserts every row in one statement
+// (queries/generate.sql.tmpl), its CASE expressions one WHEN per category
+// of the mix.
 var generateSQL = buildGenerateSQL()
 
 func buildGenerateSQL() string {
@@ -213,66 +212,16 @@ func buildGenerateSQL() string {
 	if cum != 1000 {
 		panic(fmt.Sprintf("seed: the mix adds up to %d‰, not 1000‰", cum))
 	}
-	// Timestamps that depend on others are computed in two steps (t1 then
-	// t2), so the CASE expressions can name goodbye_sent_at and remind_at.
-	return `
-WITH gen AS MATERIALIZED (
-	SELECT i, user_id,
-	       ` + bucket("h", 0) + ` AS cat,
-	       ` + bucket("h", 2) + ` AS opt,
-	       ` + bucket("h", 4) + ` AS dest,
-	       ` + bucket("h", 6) + ` AS loc,
-	       ` + bucket("h", 8) + ` AS txb,
-	       ` + draw("h", 10) + ` AS r1,
-	       ` + draw("h", 13) + ` AS r2,
-	       ` + draw("h", 16) + ` AS r3,
-	       ` + draw("h", 19) + ` AS x1,
-	       ` + draw("h", 22) + ` AS x2,
-	       ` + draw("h", 25) + ` AS x3
-	  FROM (SELECT g.i, ` + userHash + `::uuid AS user_id,
-	               sha256(($1::bigint::text || ':' || g.i || ':draws')::bytea) AS h
-	          FROM generate_series(0::bigint, $2::bigint - 1) AS g(i)
-	        OFFSET 0) d -- a fence: one sha256 per user, not one per draw
-	 ORDER BY user_id
-), t1 AS (
-	SELECT gen.*,
-	       CASE` + caseState.String() + ` END AS state,
-	       CASE` + caseSent.String() + ` END AS goodbye_sent_at,
-	       CASE` + caseRemind.String() + ` END AS remind_at
-	  FROM gen
-), t2 AS (
-	SELECT t1.*, CASE` + caseLast.String() + ` END AS last_activity_at
-	  FROM t1
-), u AS MATERIALIZED (
-	SELECT t2.*, CASE` + caseUpdated.String() + ` END AS updated_at
-	  FROM t2
-), profiles AS (
-	INSERT INTO user_profiles (user_id, reengagement_opt_out, preferred_destination, whatsapp_jid, group_jid, locale, created_at)
-	SELECT user_id,
-	       opt < 50,
-	       CASE WHEN dest < 110 THEN 'group' ELSE 'individual' END,
-	       CASE WHEN dest BETWEEN 110 AND 114 THEN NULL
-	            ELSE '5511' || lpad(i::text, 9, '0') || '@s.whatsapp.net' END,
-	       CASE WHEN dest < 100 THEN '1203630' || lpad(i::text, 11, '0') || '@g.us' END,
-	       CASE WHEN loc < 800 THEN 'pt-BR' ELSE 'en' END,
-	       ` + before(asof, "r3", 181*day, 730*day) + `
-	  FROM u
-), engagement AS (
-	INSERT INTO user_engagement_states (user_id, state, last_activity_at, goodbye_sent_at, goodbye_expires_at, remind_at, updated_at,
-	                                    state_changed_at, state_changed_xact_at)
-	SELECT user_id, state, last_activity_at, goodbye_sent_at, goodbye_sent_at + interval '48 hours', remind_at, updated_at,
-	       updated_at, updated_at
-	  FROM u
-)
-INSERT INTO transactions (id, user_id, created_at)
-SELECT md5($1::bigint::text || ':' || u.i || ':transaction:' || x.k)::uuid,
-       u.user_id,
-       CASE WHEN u.txb < 400
-            THEN ` + before(asof, "CASE x.k WHEN 1 THEN u.x1 WHEN 2 THEN u.x2 ELSE u.x3 END", 0, 7*day-time.Second) + `
-            ELSE ` + before(asof, "u.x1", 8*day, 30*day) + ` END
-  FROM u
-  JOIN (VALUES (1), (2), (3)) AS x(k) ON x.k = 1 OR u.txb < 400
- WHERE u.txb < 500`
+	return render("generate.sql.tmpl", map[string]string{
+		"Cat": bucket("h", 0), "Opt": bucket("h", 2), "Dest": bucket("h", 4), "Loc": bucket("h", 6), "Txb": bucket("h", 8),
+		"R1": draw("h", 10), "R2": draw("h", 13), "R3": draw("h", 16), "X1": draw("h", 19), "X2": draw("h", 22), "X3": draw("h", 25),
+		"UserHash":  userHash,
+		"CaseState": caseState.String(), "CaseSent": caseSent.String(), "CaseRemind": caseRemind.String(),
+		"CaseLast": caseLast.String(), "CaseUpdated": caseUpdated.String(),
+		"CreatedAt": before(asof, "r3", 181*day, 730*day),
+		"TxRecent":  before(asof, "CASE x.k WHEN 1 THEN u.x1 WHEN 2 THEN u.x2 ELSE u.x3 END", 0, 7*day-time.Second),
+		"TxOld":     before(asof, "u.x1", 8*day, 30*day),
+	})
 }
 
 // statsSQL counts the users in the database by state, category (relative
@@ -287,12 +236,23 @@ func buildStatsSQL() string {
 	for _, c := range categories {
 		fmt.Fprintf(&cols, ",\n\t       count(s.user_id) FILTER (WHERE %s)", strings.ReplaceAll(c.classify, asof, `$1::timestamptz`))
 	}
-	return `
-SELECT count(*),
-       count(*) FILTER (WHERE p.reengagement_opt_out),
-       (SELECT count(*) FROM transactions)` + cols.String() + `
-  FROM user_profiles p
-  LEFT JOIN user_engagement_states s ON s.user_id = p.user_id`
+	return render("stats.sql.tmpl", map[string]string{"Columns": cols.String()})
+}
+
+// The package's statements are text/templates in queries/: their shape is
+// a file a reader can follow, the parts the mix table decides are filled in.
+//
+//go:embed queries/*.sql.tmpl
+var queryFiles embed.FS
+
+// render is the statement of template name with fields filled in.
+func render(name string, fields map[string]string) string {
+	t := template.Must(template.ParseFS(queryFiles, "queries/"+name))
+	var b strings.Builder
+	if err := t.Execute(&b, fields); err != nil {
+		panic("seed: render " + name + ": " + err.Error())
+	}
+	return b.String()
 }
 
 // Generate inserts opts.Users users (profiles, engagement states and
