@@ -83,9 +83,10 @@ var unknownPrefix = strings.SplitN(delivery.ErrOutcomeUnknown.Error(), ":", 2)[0
 // reminder_due queue reminders.
 func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
 	var steps []step
+	files := sqlfile.Names(queryFiles)
 	for _, t := range sm.Triggers() {
 		file := "daily_" + string(t)
-		if !slices.Contains(sqlfile.Names(queryFiles), file) {
+		if !slices.Contains(files, file) {
 			continue
 		}
 		st, err := transitionStep(t, file, asOf, sendReminder)
@@ -112,11 +113,12 @@ func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
 // [@period_start, @replay_until) holding asOf). A kind makes it a message
 // step, unless the kind is queued on request and sendReminder is off.
 func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminder bool) (step, error) {
-	i := slices.IndexFunc(sm.Transitions(), func(t sm.Transition) bool { return t.Trigger == trigger })
+	table := sm.Transitions()
+	i := slices.IndexFunc(table, func(t sm.Transition) bool { return t.Trigger == trigger })
 	if i < 0 {
 		return step{}, fmt.Errorf("daily step %s: no transition of the state machine fires on it", trigger)
 	}
-	t := sm.Transitions()[i]
+	t := table[i]
 	args := pgx.NamedArgs{
 		"from_state":  string(t.From),
 		"from_states": fromStates(t),
