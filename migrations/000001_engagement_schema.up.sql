@@ -2,8 +2,33 @@
 -- transactions, the outbound message queue, the transition log and the job-run
 -- history. Everything the jobs decide is recorded here; idempotency lives in
 -- the unique keys below, not in the jobs.
+--
+-- The first four tables are the bot's: on the bot's own database its
+-- migrations created them first, with its rows in them. There they are
+-- adopted as they are (docs/migrations.md, "Adopting the bot's database"):
+-- CREATE TABLE IF NOT EXISTS keeps every row, column, default, constraint,
+-- index and policy the bot defined, engagement_adopted_tables records which
+-- tables were the bot's and with which columns (so that no down migration
+-- ever drops them), and the only additions are nullable columns. Their
+-- indexes are built CONCURRENTLY by migrations 21 to 25, so the bot's writes
+-- never wait on a build. Before this file runs, the migrator has checked
+-- that the bot's tables can serve (migrations.Inspect) and refused,
+-- changing nothing, where they cannot.
 
-CREATE TABLE user_profiles (
+CREATE TABLE engagement_adopted_tables (
+    table_name text        PRIMARY KEY,
+    columns    text[]      NOT NULL,   -- the bot's columns when it was adopted
+    adopted_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO engagement_adopted_tables (table_name, columns)
+SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum)
+  FROM pg_class c
+  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+ WHERE c.oid IN (to_regclass('user_profiles'), to_regclass('user_engagement_states'),
+                 to_regclass('transactions'), to_regclass('engagement_message_queue'))
+ GROUP BY c.relname;
+
+CREATE TABLE IF NOT EXISTS user_profiles (
     user_id               uuid        PRIMARY KEY,
     reengagement_opt_out  boolean     NOT NULL DEFAULT false,
     preferred_destination text        NOT NULL DEFAULT 'individual'
@@ -13,8 +38,10 @@ CREATE TABLE user_profiles (
     locale                text        NOT NULL DEFAULT 'pt-BR',
     created_at            timestamptz NOT NULL DEFAULT now()
 );
+-- The bot's design has no group routing yet.
+ALTER TABLE user_profiles ADD COLUMN IF NOT EXISTS group_jid text;
 
-CREATE TABLE user_engagement_states (
+CREATE TABLE IF NOT EXISTS user_engagement_states (
     user_id            uuid        PRIMARY KEY REFERENCES user_profiles (user_id) ON DELETE CASCADE,
     state              text        NOT NULL
                                    CHECK (state IN ('active', 'goodbye_sent', 'help_flow', 'remind_later', 'dormant')),
@@ -24,26 +51,16 @@ CREATE TABLE user_engagement_states (
     remind_at          timestamptz,
     updated_at         timestamptz NOT NULL DEFAULT now()
 );
+-- Every move stamps it.
+ALTER TABLE user_engagement_states ADD COLUMN IF NOT EXISTS updated_at timestamptz;
 
--- The daily job's three selections: inactive active users (state, then the
--- activity range), expired goodbyes and due reminders. The partial indexes
--- hold only the users in the state that makes the column matter.
-CREATE INDEX user_engagement_states_state_last_activity_idx
-    ON user_engagement_states (state, last_activity_at);
-CREATE INDEX user_engagement_states_goodbye_expires_idx
-    ON user_engagement_states (goodbye_expires_at) WHERE state = 'goodbye_sent';
-CREATE INDEX user_engagement_states_remind_at_idx
-    ON user_engagement_states (remind_at) WHERE state = 'remind_later';
-
-CREATE TABLE transactions (
+CREATE TABLE IF NOT EXISTS transactions (
     id         uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
     user_id    uuid        NOT NULL,
     created_at timestamptz NOT NULL
 );
 
-CREATE INDEX transactions_user_created_idx ON transactions (user_id, created_at);
-
-CREATE TABLE engagement_message_queue (
+CREATE TABLE IF NOT EXISTS engagement_message_queue (
     id              uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
     user_id         uuid        NOT NULL,
     message_type    text        NOT NULL,
@@ -63,11 +80,16 @@ CREATE TABLE engagement_message_queue (
 
 -- One message per idempotency key, ever: the jobs insert with
 -- ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING.
-CREATE UNIQUE INDEX engagement_message_queue_idempotency_key_idx
-    ON engagement_message_queue (idempotency_key) WHERE idempotency_key IS NOT NULL;
--- What queue-process claims: due pending messages, oldest first.
-CREATE INDEX engagement_message_queue_pending_idx
-    ON engagement_message_queue (scheduled_for) WHERE status = 'pending';
+-- The bot's queue has its own unique key on the column (Inspect requires
+-- it), which serves the same ON CONFLICT: no second copy is built there.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM engagement_adopted_tables WHERE table_name = 'engagement_message_queue') THEN
+        CREATE UNIQUE INDEX engagement_message_queue_idempotency_key_idx
+            ON engagement_message_queue (idempotency_key) WHERE idempotency_key IS NOT NULL;
+    END IF;
+END
+$$;
 
 CREATE TABLE engagement_job_runs (
     id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -8,8 +8,16 @@ ALTER TABLE engagement_message_queue
     ADD COLUMN claimed_by          text,
     ADD COLUMN provider_message_id text;
 
-CREATE INDEX engagement_message_queue_processing_idx
-    ON engagement_message_queue (claimed_until) WHERE status = 'processing';
+-- Built here on the scheduler's own queue; on the bot's queue, which may be
+-- large and busy, migration 26 builds it CONCURRENTLY instead.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM engagement_adopted_tables WHERE table_name = 'engagement_message_queue') THEN
+        CREATE INDEX engagement_message_queue_processing_idx
+            ON engagement_message_queue (claimed_until) WHERE status = 'processing';
+    END IF;
+END
+$$;
 
 -- The send ledger: one row per message and transport, written before the
 -- external call and updated after it, so a crash between "sent" and "marked

@@ -9,8 +9,9 @@ ALTER TABLE engagement_message_queue
 
 -- An IANA zone such as 'America/Sao_Paulo'; NULL or empty: the operator's
 -- --timezone. An unknown name falls back to it too.
+-- (The bot's profiles may have one already: it is used as it is.)
 ALTER TABLE user_profiles
-    ADD COLUMN timezone text;
+    ADD COLUMN IF NOT EXISTS timezone text;
 
 -- The time zones PostgreSQL knows, for the claim to look a user's zone up
 -- in: an empty or unknown user_profiles.timezone falls back to the

@@ -65,8 +65,10 @@ var files embed.FS
 var queryFiles embed.FS
 
 var (
-	writersSQL    = sqlfile.Must(queryFiles, "writers")
-	indexStateSQL = sqlfile.Must(queryFiles, "index_state")
+	writersSQL      = sqlfile.Must(queryFiles, "writers")
+	indexStateSQL   = sqlfile.Must(queryFiles, "index_state")
+	adoptColumnsSQL = sqlfile.Must(queryFiles, "adopt_columns")
+	adoptUniqueSQL  = sqlfile.Must(queryFiles, "adopt_unique")
 )
 
 // Table is the table golang-migrate records the schema version in. It is not
@@ -189,7 +191,7 @@ const setLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, false)`
 // Up applies every pending migration, after repairing the indexes earlier
 // failed or interrupted runs left INVALID (see rebuildIndexes). An up-to-date database is not an error.
 func (mg *Migrator) Up() error {
-	return mg.locked("migrate up", func() error {
+	return mg.lockedAfter("migrate up", mg.refuseIncompatible, func() error {
 		version, err := mg.cleanVersion()
 		if err != nil {
 			return err
@@ -294,6 +296,13 @@ func Up(ctx context.Context, databaseURL string) error {
 
 // locked runs fn holding the gate, with golang-migrate set up.
 func (mg *Migrator) locked(op string, fn func() error) error {
+	return mg.lockedAfter(op, func() error { return nil }, fn)
+}
+
+// lockedAfter is locked with a check that runs under the gate before
+// golang-migrate is set up (which creates its version table): a check
+// that fails leaves the database as it was.
+func (mg *Migrator) lockedAfter(op string, check, fn func() error) error {
 	gate, err := mg.acquireGate()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -302,6 +311,9 @@ func (mg *Migrator) locked(op string, fn func() error) error {
 	defer gate.Close(context.WithoutCancel(mg.ctx))
 	mg.gate = gate
 	defer func() { mg.gate = nil }()
+	if err := check(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	if mg.m == nil {
 		if err := mg.setUp(); err != nil {
 			return fmt.Errorf("%s: %w", op, err)

@@ -197,6 +197,11 @@ func newTestDatabase(t testing.TB, migrated bool) string {
 			t.Fatalf("pgtest: prepare the migrated template database on %s: %v", redact(srv), err)
 		}
 	}
+	return newDatabaseFrom(t, ctx, srv, tmpl)
+}
+
+func newDatabaseFrom(t testing.TB, ctx context.Context, srv, tmpl string) string {
+	t.Helper()
 	name := testPrefix + fmt.Sprintf("%08x", uint32(time.Now().Unix())) + randomHex(4)
 	dbURL, err := createDatabase(ctx, srv, name, tmpl, false)
 	if err != nil {
@@ -300,7 +305,7 @@ func dropDatabase(ctx context.Context, srv, name string) error {
 
 var templates = struct {
 	sync.Mutex
-	ready map[string]bool // server URL -> template known to exist
+	ready map[string]bool // server URL and template name -> template known to exist
 }{ready: map[string]bool{}}
 
 // templateName names the migrated template database after the migration set.
@@ -331,10 +336,36 @@ func migrationsHash() string {
 // template is built under a temporary name and renamed when complete, so a
 // half-built template is never copied.
 func ensureTemplate(ctx context.Context, srv string) (string, error) {
-	name := templateName()
+	return ensureTemplateFor(ctx, srv, templateName(), migrations.Up)
+}
+
+// NewDatabaseFrom creates a fresh database for one test, as a copy of a
+// template database that build prepares once per server (from an empty
+// database) under the name engagement_tmpl_<key>; key must change whenever
+// what build makes changes. The database is dropped in t.Cleanup.
+func NewDatabaseFrom(t testing.TB, key string, build func(ctx context.Context, url string) error) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	srv, err := ServerURL(ctx)
+	if err != nil {
+		t.Fatalf("pgtest: no PostgreSQL server for tests: %v", err)
+	}
+	h := sha256.Sum256([]byte(key))
+	tmpl, err := ensureTemplateFor(ctx, srv, templatePrefix+hex.EncodeToString(h[:])[:12], build)
+	if err != nil {
+		t.Fatalf("pgtest: prepare the template database %q on %s: %v", key, redact(srv), err)
+	}
+	return newDatabaseFrom(t, ctx, srv, tmpl)
+}
+
+// ensureTemplateFor is ensureTemplate for the template called name, made
+// by build.
+func ensureTemplateFor(ctx context.Context, srv, name string, build func(ctx context.Context, url string) error) (string, error) {
+	key := srv + " " + name
 	templates.Lock()
 	defer templates.Unlock()
-	if templates.ready[srv] {
+	if templates.ready[key] {
 		return name, nil
 	}
 	conn, err := connect(ctx, srv)
@@ -356,24 +387,24 @@ func ensureTemplate(ctx context.Context, srv string) (string, error) {
 		for _, leftover := range databasesLike(ctx, conn, buildPrefix) {
 			conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(leftover)+` WITH (FORCE)`) //nolint:errcheck // best effort
 		}
-		build := buildPrefix + strings.TrimPrefix(name, templatePrefix) + "_" + randomHex(4)
-		if _, err := conn.Exec(ctx, `CREATE DATABASE `+quote(build)+` TEMPLATE template0`); err != nil {
-			return "", fmt.Errorf("create database %s: %w", build, err)
+		building := buildPrefix + strings.TrimPrefix(name, templatePrefix) + "_" + randomHex(4)
+		if _, err := conn.Exec(ctx, `CREATE DATABASE `+quote(building)+` TEMPLATE template0`); err != nil {
+			return "", fmt.Errorf("create database %s: %w", building, err)
 		}
-		buildURL, err := WithDatabase(srv, build)
+		buildURL, err := WithDatabase(srv, building)
 		if err == nil {
-			err = migrations.Up(ctx, buildURL)
+			err = build(ctx, buildURL)
 		}
 		if err == nil {
-			_, err = conn.Exec(ctx, `ALTER DATABASE `+quote(build)+` RENAME TO `+quote(name))
+			_, err = conn.Exec(ctx, `ALTER DATABASE `+quote(building)+` RENAME TO `+quote(name))
 		}
 		if err != nil {
-			conn.Exec(context.Background(), `DROP DATABASE IF EXISTS `+quote(build)+` WITH (FORCE)`) //nolint:errcheck // best effort
-			return "", fmt.Errorf("build template %s (migrating %s): %w", name, build, err)
+			conn.Exec(context.Background(), `DROP DATABASE IF EXISTS `+quote(building)+` WITH (FORCE)`) //nolint:errcheck // best effort
+			return "", fmt.Errorf("build template %s (migrating %s): %w", name, building, err)
 		}
 	}
 	sweepStaleTestDatabases(ctx, conn)
-	templates.ready[srv] = true
+	templates.ready[key] = true
 	return name, nil
 }
 

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS user_engagement_states_state_last_activity_idx;

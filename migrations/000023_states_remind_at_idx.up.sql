@@ -1,0 +1,9 @@
+-- Due reminders: only the users in remind_later.
+--
+-- Migration 1 creates the table without it, so that on the bot's database,
+-- whose user_engagement_states is the bot's and already holds rows, the
+-- index is built CONCURRENTLY: the bot keeps writing while it builds. A
+-- database that has it already (from an earlier migration 1) keeps it. A
+-- file of its own, since CONCURRENTLY cannot run in a transaction.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS user_engagement_states_remind_at_idx
+    ON user_engagement_states (remind_at) WHERE state = 'remind_later';
