@@ -51,6 +51,7 @@ var wantPrivileges = map[string][]string{
 	"engagement_queue_holders":      {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_time_zones":         {"SELECT"},
 	"engagement_schema_migrations":  {"SELECT"},
+	"engagement_adopted_tables":     {"SELECT"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

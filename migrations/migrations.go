@@ -41,6 +41,7 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -69,6 +70,7 @@ var (
 	indexStateSQL   = sqlfile.Must(queryFiles, "index_state")
 	adoptColumnsSQL = sqlfile.Must(queryFiles, "adopt_columns")
 	adoptUniqueSQL  = sqlfile.Must(queryFiles, "adopt_unique")
+	hiddenTablesSQL = sqlfile.Must(queryFiles, "hidden_tables")
 )
 
 // Table is the table golang-migrate records the schema version in. It is not
@@ -82,6 +84,10 @@ var Latest = latestVersion()
 // ErrSchemaOutdated reports a database whose schema is missing, dirty or older
 // than this binary needs.
 var ErrSchemaOutdated = errors.New("database schema is not up to date")
+
+// ErrHiddenByRLS reports a role that row level security leaves looking at
+// empty tables: it has no policy on them.
+var ErrHiddenByRLS = errors.New("row level security hides the tables' rows from this role")
 
 // ErrUnknownVersion reports a version given to Force that no embedded
 // migration has.
@@ -261,6 +267,25 @@ func (mg *Migrator) Force(version uint) error {
 // last migration was interrupted half-way (dirty). It does not wait for a
 // migrator that is running.
 func (mg *Migrator) Version() (version uint, dirty bool, err error) {
+	rows, err := mg.db.QueryContext(mg.ctx, hiddenTablesSQL)
+	if err != nil {
+		return 0, false, fmt.Errorf("check row level security: %w", err)
+	}
+	var hidden []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return 0, false, fmt.Errorf("check row level security: %w", err)
+		}
+		hidden = append(hidden, name)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, false, fmt.Errorf("check row level security: %w", err)
+	}
+	if slices.Contains(hidden, Table) {
+		return 0, false, hiddenError([]string{Table})
+	}
 	var v int64
 	err = mg.db.QueryRowContext(mg.ctx, `SELECT version, dirty FROM `+Table+` LIMIT 1`).Scan(&v, &dirty)
 	var pgErr *pgconn.PgError
@@ -384,11 +409,22 @@ type Querier = postgres.Querier
 // schema), unless the database's schema is at least Latest and clean. A
 // newer schema is accepted: migrations only add.
 func Check(ctx context.Context, q Querier) error {
+	rows, err := q.Query(ctx, hiddenTablesSQL)
+	if err != nil {
+		return fmt.Errorf("check row level security: %w", err)
+	}
+	hidden, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("check row level security: %w", err)
+	}
+	if len(hidden) > 0 {
+		return hiddenError(hidden)
+	}
 	var (
 		version int64
 		dirty   bool
 	)
-	err := q.QueryRow(ctx, `SELECT version, dirty FROM `+Table+` LIMIT 1`).Scan(&version, &dirty)
+	err = q.QueryRow(ctx, `SELECT version, dirty FROM `+Table+` LIMIT 1`).Scan(&version, &dirty)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01", errors.Is(err, pgx.ErrNoRows):
@@ -401,6 +437,13 @@ func Check(ctx context.Context, q Querier) error {
 		return fmt.Errorf("%w: schema is at version %d, this binary needs %d; run `engagementctl migrate up`", ErrSchemaOutdated, version, Latest)
 	}
 	return nil
+}
+
+// hiddenError says which tables row level security hides, and the fix.
+func hiddenError(tables []string) error {
+	return fmt.Errorf("%w: %s: the role has no policy there, so it would read them as empty; "+
+		"run deploy/sql/roles.sql (it gives the jobs' role its policies) or connect as the tables' owner (docs/deploy.md)",
+		ErrHiddenByRLS, strings.Join(tables, ", "))
 }
 
 // versions are the embedded migrations' versions, ascending.

@@ -22,6 +22,22 @@
 --   engagement_queue_holders       SELECT, INSERT, UPDATE, DELETE  live queue-process leases
 --   engagement_time_zones          SELECT                          zone names, for quiet hours
 --   engagement_schema_migrations   SELECT                          every binary checks the version
+--   engagement_adopted_tables      SELECT                          which tables were the bot's
+--
+-- Row level security: the migrations switch it on for every table they
+-- create, and the bot's tables on Supabase have it on already, so a role
+-- without BYPASSRLS sees no row of a table unless a policy lets it. This
+-- script gives engagement_jobs one policy on each table above (named after
+-- the role, FOR ALL, USING (true)): its privileges, not the policy, say what
+-- it may do. Every binary refuses to run as a role that row level security
+-- would leave looking at empty tables. engagement_jobs also gets EXECUTE on
+-- the scheduler's functions, which the migrations take from PUBLIC.
+--
+-- On the bot's database (where `migrate up` adopted the bot's tables) no
+-- table changes owner: the bot's stay the bot's, and the scheduler's stay
+-- with the role that created them, so run `engagementctl migrate` as the
+-- role that owns the bot's tables (on Supabase, postgres); the script then
+-- says so, and engagement_migrator goes unused.
 --
 -- The jobs' advisory locks (pg_advisory_lock) need no grant. Inserting into
 -- the identity columns needs no sequence privilege.
@@ -124,7 +140,8 @@ DECLARE
         ['engagement_job_runs',           'SELECT, INSERT, UPDATE'],
         ['engagement_queue_holders',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_time_zones',         'SELECT'],
-        ['engagement_schema_migrations',  'SELECT']
+        ['engagement_schema_migrations',  'SELECT'],
+        ['engagement_adopted_tables',     'SELECT']
     ];
     -- The scheduler's functions (trigger functions of its migrations): the
     -- migrator owns them too, so it can drop or replace them.
@@ -136,6 +153,7 @@ DECLARE
     fn       regprocedure;
     tbl      regclass;
     missing  text[] := '{}';
+    adopted  boolean := false;
 BEGIN
     IF app = '' OR jobs = '' OR migrator = '' OR sch = ''
        OR app = jobs OR app = migrator OR jobs = migrator THEN
@@ -185,6 +203,12 @@ BEGIN
     EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', sch, jobs);
     EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM %I', sch, jobs);
 
+    -- The bot's database: migrate up recorded the bot's tables it adopted.
+    tbl := to_regclass(format('%I.engagement_adopted_tables', sch));
+    IF tbl IS NOT NULL THEN
+        EXECUTE format('SELECT EXISTS (SELECT FROM %s)', tbl) INTO adopted;
+    END IF;
+
     FOR i IN 1 .. array_length(grants, 1) LOOP
         tbl := to_regclass(format('%I.%I', sch, grants[i][1]));
         IF tbl IS NULL THEN
@@ -193,17 +217,28 @@ BEGIN
         END IF;
         -- The migrator owns every table (with its indexes and identity
         -- sequences), so it can migrate them; the jobs own nothing.
-        IF (SELECT relowner FROM pg_class WHERE oid = tbl) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
+        IF NOT adopted AND (SELECT relowner FROM pg_class WHERE oid = tbl) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
             EXECUTE format('ALTER TABLE %s OWNER TO %I', tbl, migrator);
         END IF;
         EXECUTE format('GRANT %s ON TABLE %s TO %I', grants[i][2], tbl, jobs);
+        IF EXISTS (SELECT FROM pg_policy WHERE polrelid = tbl AND polname = jobs) THEN
+            EXECUTE format('DROP POLICY %I ON %s', jobs, tbl); -- made again as this script says now
+        END IF;
+        EXECUTE format('CREATE POLICY %I ON %s AS PERMISSIVE FOR ALL TO %I USING (true) WITH CHECK (true)', jobs, tbl, jobs);
     END LOOP;
     FOREACH f IN ARRAY funcs LOOP
         fn := to_regprocedure(format('%I.%s', sch, f));
-        IF fn IS NOT NULL AND (SELECT proowner FROM pg_proc WHERE oid = fn) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
+        IF fn IS NULL THEN
+            CONTINUE;
+        END IF;
+        IF NOT adopted AND (SELECT proowner FROM pg_proc WHERE oid = fn) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO %I', fn, migrator);
         END IF;
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, jobs);
     END LOOP;
+    IF adopted THEN
+        RAISE NOTICE 'roles.sql: this is the bot''s database (migrate up adopted its tables): every table keeps its owner; run `engagementctl migrate` as the role that owns the bot''s tables (on Supabase, postgres), not as %.', migrator;
+    END IF;
 
     IF cardinality(missing) > 0 THEN
         RAISE NOTICE 'roles.sql: % table(s) not found in schema %: %. Run `engagementctl migrate up` as % and then this script again.',

@@ -55,6 +55,20 @@ func NewDatabase(t testing.TB) string {
 	})
 }
 
+// NewSupabaseDatabase creates a database holding only what every Supabase
+// project has before the bot's tables (the Data API roles, their default
+// privileges on public, uuid-ossp), for one test, dropped when it ends.
+func NewSupabaseDatabase(t testing.TB) string {
+	t.Helper()
+	preamble, _, ok := strings.Cut(Schema, "-- The bot's users.")
+	if !ok {
+		t.Fatal("botdb: testdata/bot-schema.sql no longer has the line \"-- The bot's users.\" that ends Supabase's part")
+	}
+	return pgtest.NewDatabaseFrom(t, "supabase\n"+preamble, func(ctx context.Context, url string) error {
+		return exec(ctx, url, preamble)
+	})
+}
+
 // NewDatabaseWithRows is NewDatabase with the old scheduler's rows in it,
 // relative to asOf.
 func NewDatabaseWithRows(t testing.TB, asOf time.Time) string {

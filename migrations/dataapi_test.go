@@ -1,0 +1,146 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
+	"github.com/engagement-scheduler/engagement/migrations"
+)
+
+// TestDataAPIReachesNothing: issue 30 found every table the scheduler adds
+// in public readable and writable by anyone holding a Supabase project's
+// public anon key. As anon and as authenticated (what PostgREST switches
+// to), on the bot's database and on a Supabase project without the bot's
+// tables: no row of any table the scheduler created can be read, nothing
+// can be inserted into the queue, and no function of the scheduler's can be
+// executed.
+func TestDataAPIReachesNothing(t *testing.T) {
+	t.Parallel()
+	for name, url := range map[string]string{
+		"bot's database":         botdb.NewDatabaseWithRows(t, time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)),
+		"empty Supabase project": botdb.NewSupabaseDatabase(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			if err := up(t, url); err != nil {
+				t.Fatal(err)
+			}
+			conn := connect(t, url)
+			rows, _ := conn.Query(ctx, `
+				SELECT c.relname::text FROM pg_class c
+				 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'
+				   AND c.relname NOT IN (SELECT table_name FROM engagement_adopted_tables)
+				   AND c.relname <> 'users'
+				 ORDER BY 1`)
+			created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(created) < 9 {
+				t.Fatalf("the scheduler's tables: %v, want at least 9", created)
+			}
+			rows, _ = conn.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
+				WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'engagement\_%' ORDER BY 1`)
+			functions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || len(functions) == 0 {
+				t.Fatalf("the scheduler's functions: %v (%v)", functions, err)
+			}
+
+			for _, role := range []string{"anon", "authenticated"} {
+				asRole := func(sql string) (int, error) {
+					tx, err := conn.Begin(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer tx.Rollback(ctx)
+					if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+role); err != nil {
+						t.Fatal(err)
+					}
+					var n int
+					err = tx.QueryRow(ctx, sql).Scan(&n)
+					return n, err
+				}
+				for _, table := range created {
+					n, err := asRole(`SELECT count(*) FROM ` + pgx.Identifier{table}.Sanitize())
+					if err == nil && n > 0 {
+						t.Errorf("as %s: read %d rows of %s, want none", role, n, table)
+					}
+				}
+				// The queue: nothing in, nothing out.
+				if n, err := asRole(`SELECT count(*) FROM engagement_message_queue`); err == nil && n > 0 {
+					t.Errorf("as %s: read %d queued messages, want none", role, n)
+				}
+				_, err := asRole(fmt.Sprintf(`WITH i AS (INSERT INTO engagement_message_queue
+					(user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
+					VALUES ('%s', 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511999999999@s.whatsapp.net', now(), 'x')
+					RETURNING 1) SELECT count(*)::int FROM i`, botdb.ActiveRecent))
+				var pgErr *pgconn.PgError
+				if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+					t.Errorf("as %s: insert into the queue = %v, want refused (42501)", role, err)
+				}
+				for _, f := range functions {
+					var can bool
+					if err := conn.QueryRow(ctx, `SELECT has_function_privilege($1, $2::regprocedure, 'EXECUTE')`, role, f).Scan(&can); err != nil || can {
+						t.Errorf("%s may execute %s: %v (%v), want not", role, f, can, err)
+					}
+				}
+			}
+			var definers int
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+				AND p.prosecdef AND (has_function_privilege('anon', p.oid, 'EXECUTE') OR has_function_privilege('authenticated', p.oid, 'EXECUTE'))`).Scan(&definers); err != nil || definers != 0 {
+				t.Errorf("SECURITY DEFINER functions anon or authenticated may execute: %d (%v), want 0", definers, err)
+			}
+		})
+	}
+}
+
+// TestCheckRefusesARoleThatRowLevelSecurityBlinds: a role with privileges
+// but no policy would read the scheduler's tables (RLS on since migration
+// 28) and the bot's as empty and quietly do nothing; Check refuses it,
+// naming the tables and the fix, before any job starts.
+func TestCheckRefusesARoleThatRowLevelSecurityBlinds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := botdb.NewDatabaseWithRows(t, time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	if err := up(t, url); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, url)
+	role := fmt.Sprintf("engagement_blind_%d", time.Now().UnixNano())
+	for _, stmt := range []string{
+		`CREATE ROLE ` + role,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ` + role,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), `DROP OWNED BY `+role)
+		conn.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	if err := migrations.Check(ctx, conn); err != nil {
+		t.Fatalf("Check as the owner = %v, want nil", err)
+	}
+	if _, err := conn.Exec(ctx, `SET ROLE `+role); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `RESET ROLE`)
+	err := migrations.Check(ctx, conn)
+	if !errors.Is(err, migrations.ErrHiddenByRLS) {
+		t.Fatalf("Check as a role without policies = %v, want ErrHiddenByRLS", err)
+	}
+	for _, want := range []string{"user_engagement_states", migrations.Table, "deploy/sql/roles.sql"} {
+		if !errors.Is(err, migrations.ErrHiddenByRLS) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check's error %q does not name %q", err, want)
+		}
+	}
+}
