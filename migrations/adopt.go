@@ -27,10 +27,10 @@ var ErrIncompatibleSchema = errors.New("the database's existing tables cannot se
 
 // Difference is one way an existing table cannot serve the scheduler.
 type Difference struct {
-	Table  string
-	Column string // "" for the table itself
-	Is     string // what it is
-	Need   string // what the scheduler needs
+	Table  string `json:"table"`
+	Column string `json:"column,omitempty"` // "" for the table itself
+	Is     string `json:"is"`               // what it is
+	Need   string `json:"need"`             // what the scheduler needs
 }
 
 func (d Difference) String() string {
@@ -44,33 +44,33 @@ func (d Difference) String() string {
 // AdoptedTable is a table of the bot's that Up keeps as it is, adding only
 // the columns named.
 type AdoptedTable struct {
-	Name string
-	Rows int64
+	Name string `json:"name"`
+	Rows int64  `json:"rows"`
 	// Adds are the nullable columns the migrations add to it.
-	Adds []string
+	Adds []string `json:"adds"`
 }
 
 // Inspection is what Up would find, and do, on a database.
 type Inspection struct {
 	// Version is the schema version applied (0: none).
-	Version uint
+	Version uint `json:"version"`
 	// Adopted are the bot's tables Up would keep, when it has not yet
 	// applied migration 1.
-	Adopted []AdoptedTable
+	Adopted []AdoptedTable `json:"adopted"`
 	// Differences are what keeps Up from running at all.
-	Differences []Difference
+	Differences []Difference `json:"differences"`
 	// Pending are the migrations Up would apply, in order.
-	Pending []Pending
+	Pending []Pending `json:"pending"`
 }
 
 // Pending is one migration Up would apply.
 type Pending struct {
-	Version uint
-	Name    string
+	Version uint   `json:"version"`
+	Name    string `json:"name"`
 	// Summary is the migration's first comment line.
-	Summary string
+	Summary string `json:"summary"`
 	// Statements are its statements' first lines.
-	Statements []string
+	Statements []string `json:"statements"`
 }
 
 // columnRole says who owns a column of a bot table.
@@ -228,11 +228,14 @@ func (mg *Migrator) Inspect() (Inspection, error) {
 	if dirty {
 		return Inspection{}, dirtyError(version)
 	}
-	in := Inspection{Version: version}
+	in := Inspection{Version: version, Adopted: []AdoptedTable{}, Differences: []Difference{}, Pending: []Pending{}}
 	if version == 0 {
-		if in.Adopted, in.Differences, err = mg.inspectBotTables(mg.ctx); err != nil {
+		adopted, diffs, err := mg.inspectBotTables(mg.ctx)
+		if err != nil {
 			return Inspection{}, err
 		}
+		in.Adopted = append(in.Adopted, adopted...)
+		in.Differences = append(in.Differences, diffs...)
 	}
 	for _, v := range versions {
 		if v <= version {
@@ -415,18 +418,38 @@ func pendingMigration(v uint) (Pending, error) {
 	if err != nil {
 		return Pending{}, err
 	}
-	p := Pending{Version: v, Name: name}
-	for _, line := range strings.Split(body, "\n") {
-		if s, ok := strings.CutPrefix(strings.TrimSpace(line), "--"); ok && strings.TrimSpace(s) != "" {
-			p.Summary = strings.TrimSpace(s)
-			break
-		}
-	}
+	p := Pending{Version: v, Name: name, Summary: summary(body)}
 	for _, stmt := range splitStatements(body) {
 		first, _, _ := strings.Cut(stmt, "\n")
 		p.Statements = append(p.Statements, strings.TrimSpace(first))
 	}
 	return p, nil
+}
+
+// summary is the first sentence of a migration's opening comment.
+func summary(body string) string {
+	var words []string
+	for _, line := range strings.Split(body, "\n") {
+		text, ok := strings.CutPrefix(strings.TrimSpace(line), "--")
+		if !ok || strings.TrimSpace(text) == "" {
+			if len(words) > 0 {
+				break
+			}
+			continue
+		}
+		words = append(words, strings.Fields(text)...)
+	}
+	s := strings.Join(words, " ")
+	for i := range len(s) - 1 {
+		if (s[i] == '.' || s[i] == '?') && s[i+1] == ' ' {
+			s = s[:i+1]
+			break
+		}
+	}
+	if r := []rune(s); len(r) > 160 {
+		s = string(r[:159]) + "…"
+	}
+	return s
 }
 
 // upMigration is the name and body of the embedded up migration of version v.

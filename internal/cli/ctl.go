@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +47,8 @@ type migrateOptions struct {
 	*migrateFlags
 	cmd      *cobra.Command // to tell whether --database-url was given on the command line
 	action   string
-	all, yes bool // down's
+	all, yes bool   // down's
+	output   string // check's
 
 	work func(*migrations.Migrator) error // set by Validate
 }
@@ -53,7 +56,7 @@ type migrateOptions struct {
 func newMigrateCommand(databaseURL *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Apply or roll back the database schema (up, down [N], force V, version)",
+		Short: "Apply, review or roll back the database schema (up, check, down [N], force V, version)",
 		Long: `Applies the schema through a direct connection (MIGRATE_DATABASE_URL in the
 Kubernetes Job). Concurrent runs are safe: one applies, the others wait for it
 (up to --wait). Each statement waits at most --lock-timeout for a lock the
@@ -84,6 +87,21 @@ docs/migrations.md.`,
 		Args:  cobra.NoArgs,
 	}
 	sub(up, "up")
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Print what up would do to this database, change by change, without doing it",
+		Long: `Reviews a database before the first deploy, changing nothing. On the bot's
+database (its tables already there) it lists the bot's tables that up would
+adopt as they are, with their rows and the nullable columns the scheduler
+adds to them, and every difference that would make up refuse (a column
+missing or of another type, a state the state machine does not know, no
+unique key on idempotency_key). Then it lists the migrations up would apply
+and their statements. Exit 0 when up would run, 1 when it would refuse.
+See docs/migrations.md, "Adopting the bot's database".`,
+		Args: cobra.NoArgs,
+	}
+	c := sub(check, "check")
+	check.Flags().StringVar(&c.output, "output", "text", "text or json")
 	down := &cobra.Command{
 		Use:   "down [N]",
 		Short: "Roll back the last N migrations (default 1; --all for every one)",
@@ -109,7 +127,7 @@ See docs/migrations.md.`,
 		Args: cobra.ExactArgs(1),
 	}
 	sub(force, "force")
-	cmd.AddCommand(up, down, force, version)
+	cmd.AddCommand(up, check, down, force, version)
 	return cmd
 }
 
@@ -121,6 +139,11 @@ func (o *migrateOptions) Validate() error {
 		o.work = (*migrations.Migrator).Up
 	case "version":
 		o.work = func(*migrations.Migrator) error { return nil }
+	case "check":
+		if err := validateOutput(o.output); err != nil {
+			return err
+		}
+		o.work = o.check
 	case "down":
 		steps := 1
 		if len(o.args) == 1 {
@@ -184,7 +207,7 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
-	if err := o.work(m); err != nil {
+	if err := o.work(m); err != nil || o.action == "check" {
 		return err
 	}
 	version, dirty, err := m.Version()
@@ -197,6 +220,62 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(o.stdout, "schema version %d of %d%s\n", version, migrations.Latest, state)
 	return nil
+}
+
+// check prints what Up would do (engagementctl migrate check) and fails,
+// after printing it, when Up would refuse.
+func (o *migrateOptions) check(m *migrations.Migrator) error {
+	in, err := m.Inspect()
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		if err := json.NewEncoder(o.stdout).Encode(in); err != nil {
+			return err
+		}
+	} else {
+		writeInspection(o.stdout, in)
+	}
+	if len(in.Differences) > 0 {
+		return fmt.Errorf("%w: migrate up would refuse this database (%d difference(s) above)",
+			migrations.ErrIncompatibleSchema, len(in.Differences))
+	}
+	return nil
+}
+
+func writeInspection(w io.Writer, in migrations.Inspection) {
+	fmt.Fprintf(w, "schema version %d of %d: %d migration(s) to apply\n", in.Version, migrations.Latest, len(in.Pending))
+	adopted := map[string]bool{}
+	if len(in.Adopted) > 0 {
+		fmt.Fprintln(w, "\nThe bot's tables, adopted as they are (rows, columns, defaults, constraints, indexes, policies kept):")
+		for _, t := range in.Adopted {
+			adopted[t.Name] = true
+			adds := "nothing added"
+			if len(t.Adds) > 0 {
+				adds = "adds nullable " + strings.Join(t.Adds, ", ")
+			}
+			fmt.Fprintf(w, "  %s (%d rows): %s\n", t.Name, t.Rows, adds)
+		}
+	}
+	if len(in.Differences) > 0 {
+		fmt.Fprintln(w, "\nWhat keeps migrate up from running (it would refuse, changing nothing):")
+		for _, d := range in.Differences {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+	if len(in.Pending) > 0 {
+		fmt.Fprintln(w, "\nMigrations to apply, in order:")
+	}
+	for _, p := range in.Pending {
+		fmt.Fprintf(w, "  %d %s: %s\n", p.Version, p.Name, p.Summary)
+		for _, st := range p.Statements {
+			note := ""
+			if t, ok := strings.CutPrefix(st, "CREATE TABLE IF NOT EXISTS "); ok && adopted[strings.Fields(t)[0]] {
+				note = "   -- exists: the bot's, kept as it is"
+			}
+			fmt.Fprintf(w, "      %s%s\n", st, note)
+		}
+	}
 }
 
 // missingSubcommand is the RunE of commands that only group others, so that
