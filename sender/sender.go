@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/statemachine"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -106,6 +107,11 @@ var ErrKeyTooLong = fmt.Errorf("idempotency key is longer than %d characters", M
 // user's profile has none to route to.
 var ErrNoDestination = errors.New("no destination: the user's profile has no JID to route to, and none was given")
 
+// ErrNoCatalogKey is returned by Enqueue when no catalog key was given for
+// a message type the scheduler does not know, and the queue requires one
+// (the bot's queue declares message_key NOT NULL).
+var ErrNoCatalogKey = errors.New("no catalog key: this queue requires message_key, and the message type has no default; give one")
+
 // NormalizeKey trims an idempotency key; an empty result means no key.
 func NormalizeKey(key string) (string, error) {
 	key = strings.TrimSpace(key)
@@ -169,6 +175,13 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 		s := string(b)
 		params = &s
 	}
+	if m.Key == "" {
+		// A kind's own text, as the jobs queue it: the bot's queue
+		// requires a key.
+		if k, ok := statemachine.KindOf(statemachine.Message(m.Type)); ok {
+			m.Key = k.CatalogKey
+		}
+	}
 	scheduledFor := optionalTime(m.ScheduledFor)
 	var (
 		out    Queued
@@ -183,6 +196,9 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "destination_jid" {
 		return Queued{}, ErrNoDestination
+	}
+	if errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "message_key" {
+		return Queued{}, ErrNoCatalogKey
 	}
 	if err != nil {
 		return Queued{}, fmt.Errorf("enqueue %s message: %w", m.Type, err)

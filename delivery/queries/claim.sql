@@ -87,7 +87,7 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
        coalesce(s.destination, '')         AS destination,
        coalesce(s.destination_jid, '')     AS destination_jid,
        coalesce(s.idempotency_key, s.id::text) AS idempotency_key,
-       s.retry_count,
+       coalesce(s.retry_count, 0)         AS retry_count,
        s.scheduled_for
   FROM settled s
  ORDER BY s.scheduled_for, s.id;

@@ -24,7 +24,7 @@ WITH outcome AS (
        SET status = o.status,
            sent_at = CASE WHEN o.status = 'sent' THEN now() END,
            provider_message_id = coalesce(o.provider_id, q.provider_message_id),
-           retry_count = q.retry_count + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
+           retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
            scheduled_for = CASE WHEN o.status = 'pending' THEN now() + o.retry_in ELSE q.scheduled_for END,
            error_message = o.error,
            claimed_until = NULL,

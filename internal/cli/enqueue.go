@@ -121,7 +121,7 @@ func (o *enqueueOptions) Run(ctx context.Context) error {
 	defer pool.Close()
 	q, err := sender.Enqueue(ctx, pool, o.m)
 	switch {
-	case errors.Is(err, sender.ErrNoDestination):
+	case errors.Is(err, sender.ErrNoDestination), errors.Is(err, sender.ErrNoCatalogKey):
 		return usageError(err)
 	case err != nil:
 		return err

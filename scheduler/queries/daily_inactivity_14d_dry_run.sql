@@ -14,7 +14,7 @@ SELECT c.skip_reason, count(*)::int,
                     ELSE '' END AS skip_reason
           FROM user_engagement_states s
           JOIN user_profiles p ON p.user_id = s.user_id
-         WHERE s.state = ANY(@from_states::text[]) AND s.last_activity_at < @due_before
+         WHERE s.state = ANY(@from_states::text[]) AND coalesce(s.last_activity_at, s.created_at) < @due_before
            AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
        ) AS c
  GROUP BY c.skip_reason

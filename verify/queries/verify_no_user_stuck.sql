@@ -2,7 +2,8 @@
 -- by more than @grace (a day: the daily job runs once a day), where the
 -- daily job would have moved them on:
 --   active or help_flow, not opted out, silent since before as-of − 14 days
---     (@inactivity) − grace: should have had a goodbye;
+--     (@inactivity) − grace (last_activity_at, or created_at when the bot
+--     recorded no activity): should have had a goodbye;
 --   goodbye_sent with the goodbye delivered (or in doubt) more than 48 h
 --     (@goodbye_window) + grace ago, failed or cancelled with
 --     goodbye_sent_at as old, or (no message, or opted out) past
@@ -18,7 +19,7 @@ WITH found (example, exempt) AS MATERIALIZED (
     SELECT s.user_id::text || ' (' || s.state || ' since ' ||
            to_char(CASE s.state WHEN 'goodbye_sent' THEN coalesce(q.sent_at, s.goodbye_sent_at)
                                 WHEN 'remind_later' THEN s.remind_at
-                                ELSE s.last_activity_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') || ')',
+                                ELSE coalesce(s.last_activity_at, s.created_at) END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') || ')',
            CASE WHEN s.state IN ('active', 'help_flow')
                 THEN coalesce(btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
                                          THEN p.group_jid ELSE p.whatsapp_jid END), '') = ''
@@ -30,9 +31,9 @@ WITH found (example, exempt) AS MATERIALIZED (
        AND q.idempotency_key = s.user_id::text || @goodbye_key_infix::text || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
      WHERE CASE s.state
              WHEN 'active' THEN NOT p.reengagement_opt_out
-                                AND s.last_activity_at < @as_of::timestamptz - @inactivity::interval - @grace::interval
+                                AND coalesce(s.last_activity_at, s.created_at) < @as_of::timestamptz - @inactivity::interval - @grace::interval
              WHEN 'help_flow' THEN NOT p.reengagement_opt_out
-                                AND s.last_activity_at < @as_of::timestamptz - @inactivity::interval - @grace::interval
+                                AND coalesce(s.last_activity_at, s.created_at) < @as_of::timestamptz - @inactivity::interval - @grace::interval
              WHEN 'goodbye_sent' THEN
                   CASE WHEN p.reengagement_opt_out OR q.status IS NULL
                        THEN coalesce(s.goodbye_expires_at, s.goodbye_sent_at + @goodbye_window::interval)

@@ -57,13 +57,14 @@ INSERT INTO transactions (user_id, amount, description, created_at) VALUES
     ('00000000-0000-4000-8000-000000000011', 25, 'farmácia', :'as_of'::timestamptz - interval '2 hours'),
     ('00000000-0000-4000-8000-000000000002', 99, 'aluguel',  :'as_of'::timestamptz - interval '30 days');
 
--- The old scheduler's queue, under the same key formats. Its rows leave
--- message_params and, for one, retry_count NULL.
+-- The old scheduler's queue, under the same key formats. Its goodbyes
+-- leave message_params NULL, its pending goodbye and failed review
+-- retry_count.
 INSERT INTO engagement_message_queue
        (user_id, message_type, message_key, message_params, destination, destination_jid,
         scheduled_for, sent_at, status, retry_count, error_message, idempotency_key, created_at) VALUES
     ('00000000-0000-4000-8000-000000000006', 'goodbye', 'engagement.goodbye.self_select', NULL,
-        'individual', '5511900000006@s.whatsapp.net', :'as_of'::timestamptz - interval '1 day', NULL, 'pending', 0, NULL,
+        'individual', '5511900000006@s.whatsapp.net', :'as_of'::timestamptz - interval '1 day', NULL, 'pending', NULL, NULL,
         '00000000-0000-4000-8000-000000000006:goodbye_sent:' || to_char((:'as_of'::timestamptz - interval '1 day') AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
         :'as_of'::timestamptz - interval '1 day'),
     ('00000000-0000-4000-8000-000000000007', 'goodbye', 'engagement.goodbye.self_select', NULL,
@@ -76,7 +77,7 @@ INSERT INTO engagement_message_queue
         :'as_of'::timestamptz - interval '1 hour', 'sent', 0, NULL,
         '00000000-0000-4000-8000-000000000011:weekly_review:' || to_char(:'as_of'::timestamptz AT TIME ZONE 'UTC', 'IYYY-"W"IW'),
         :'as_of'::timestamptz - interval '1 hour'),
-    ('00000000-0000-4000-8000-000000000012', 'weekly_review', 'engagement.weekly_review.celebration', NULL,
+    ('00000000-0000-4000-8000-000000000012', 'weekly_review', 'engagement.weekly_review.celebration', '{"count": "2"}',
         'individual', '5511900000012@s.whatsapp.net', :'as_of'::timestamptz - interval '8 days',
         NULL, 'failed', NULL, 'timeout',
         '00000000-0000-4000-8000-000000000012:weekly_review:' || to_char((:'as_of'::timestamptz - interval '8 days') AT TIME ZONE 'UTC', 'IYYY-"W"IW'),
