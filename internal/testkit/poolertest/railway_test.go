@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/migrations"
 )
 
 // Issue 24, point 1: the first Railway deploy on Supabase failed at the
@@ -27,18 +29,23 @@ import (
 // Supabase's, and every shipped Railway file's exact pre-deploy and start
 // commands run against them, in the order Railway would, on a database
 // that starts empty.
+//
+// Issue 30: and on the database the jobs are meant for, the bot's, with
+// the bot's rows and the old scheduler's queue in it. There the pre-deploy
+// commands change none of the bot's rows or definitions and leave the
+// schema at the latest version, the start commands succeed on the bot's
+// rows, and the next release's pre-deploy `migrate up` is a no-op.
 func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	empty := pgtest.NewEmptyDatabase(t)
 	srv, err := pgtest.ServerURL(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	transaction := pgtest.NewBouncerFor(t, srv, pgtest.TransactionMode).URL(t, empty)
-	session := pgtest.NewBouncerFor(t, srv, pgtest.SessionMode).URL(t, empty)
-	env := cmdtest.Env("DATABASE_URL="+transaction, "MIGRATE_DATABASE_URL="+session,
-		"ENGAGEMENT_TRANSPORT=log") // queue-process's transport, a service variable
+	// One pooler of each mode, as a Supabase project has; each serves
+	// every database of the server.
+	transactionPooler := pgtest.NewBouncerFor(t, srv, pgtest.TransactionMode)
+	sessionPooler := pgtest.NewBouncerFor(t, srv, pgtest.SessionMode)
 
 	dir := filepath.Join("..", "..", "..", "deploy", "railway")
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -71,36 +78,127 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 		services = append(services, s)
 	}
 
-	// Railway deploys every service of a release: each pre-deploy command
-	// first (the first migrates, the rest find the schema current).
-	for _, s := range services {
-		if res := runCommand(t, env, s.preDeploy); res.Code != 0 {
-			t.Fatalf("%s: pre-deploy %q: exit %d: %s", s.name, strings.Join(s.preDeploy, " "), res.Code, res.Stderr)
-		}
-	}
+	for _, tc := range []struct {
+		name string
+		// database creates the database the deploy starts from.
+		database func(t *testing.T) string
+		// bots is true for the bot's database with its rows: the jobs
+		// find their users there, and what the bot defined and wrote
+		// must survive the pre-deploy commands unchanged.
+		bots bool
+	}{
+		{"empty database", func(t *testing.T) string { return pgtest.NewEmptyDatabase(t) }, false},
+		// The bot's rows as of now, to the second: the shipped start
+		// commands take no --as-of and run as of the database's clock.
+		{"bot's database with its rows", func(t *testing.T) string {
+			return botdb.NewDatabaseWithRows(t, time.Now().Truncate(time.Second))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := tc.database(t)
+			env := cmdtest.Env("DATABASE_URL="+transactionPooler.URL(t, db), "MIGRATE_DATABASE_URL="+sessionPooler.URL(t, db),
+				"ENGAGEMENT_TRANSPORT=log") // queue-process's transport, a service variable
+			direct, err := pgx.Connect(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer direct.Close(ctx)
 
-	// Users for the jobs to move, as of the database's clock: the shipped
-	// commands take no --as-of. Few: queue-process keeps the shipped
-	// 500 ms pace.
-	direct, err := pgxpool.New(ctx, empty)
+			var bots botdb.Snapshot
+			if tc.bots {
+				if bots, err = botdb.Take(ctx, direct); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Railway deploys every service of a release: each pre-deploy
+			// command first (the first migrates, the rest find the schema
+			// current).
+			for _, s := range services {
+				if res := runCommand(t, env, s.preDeploy); res.Code != 0 {
+					t.Fatalf("%s: pre-deploy %q: exit %d: %s", s.name, strings.Join(s.preDeploy, " "), res.Code, res.Stderr)
+				}
+				if tc.bots {
+					noChanges(t, direct, bots, s.name+": pre-deploy "+strings.Join(s.preDeploy, " "))
+				}
+			}
+			if v, dirty := schemaVersion(t, direct); v != int64(migrations.Latest) || dirty {
+				t.Fatalf("after the pre-deploy commands: schema version %d dirty %v, want %d clean", v, dirty, migrations.Latest)
+			}
+
+			// Users for the jobs to move, as of the database's clock: the
+			// shipped commands take no --as-of. Few: queue-process keeps
+			// the shipped 500 ms pace. On the bot's database its own rows
+			// are those users.
+			if !tc.bots {
+				if _, err := seed.Generate(ctx, direct, seed.Options{Users: 30, Seed: seedNum, AsOf: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := queueLength(t, direct)
+			for _, s := range services {
+				res := runCommand(t, env, s.start)
+				var sum map[string]any
+				if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &sum) != nil {
+					t.Errorf("%s: %q: exit %d, stdout %q, stderr %s; want exit 0 and its JSON summary", s.name, strings.Join(s.start, " "), res.Code, res.Stdout, res.Stderr)
+				}
+			}
+			if queued := queueLength(t, direct); queued <= before {
+				t.Errorf("after the shipped start commands the queue holds %d messages, %d before them; want the daily and weekly jobs' messages added", queued, before)
+			}
+
+			// The next release: its pre-deploy `migrate up` finds the
+			// schema current and changes nothing, the bot's rows (as the
+			// jobs left them) included.
+			if tc.bots {
+				if bots, err = botdb.Take(ctx, direct); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := services[0]
+			if res := runCommand(t, env, s.preDeploy); res.Code != 0 {
+				t.Errorf("%s: the next release's pre-deploy %q: exit %d: %s", s.name, strings.Join(s.preDeploy, " "), res.Code, res.Stderr)
+			}
+			if v, dirty := schemaVersion(t, direct); v != int64(migrations.Latest) || dirty {
+				t.Errorf("after the next release's pre-deploy: schema version %d dirty %v, want %d clean, unchanged", v, dirty, migrations.Latest)
+			}
+			if tc.bots {
+				noChanges(t, direct, bots, s.name+": the next release's pre-deploy "+strings.Join(s.preDeploy, " "))
+			}
+		})
+	}
+}
+
+// noChanges fails t for each of the bot's rows or definitions that differ
+// on conn from snap, after what.
+func noChanges(t *testing.T, conn *pgx.Conn, snap botdb.Snapshot, what string) {
+	t.Helper()
+	changes, err := snap.Changes(context.Background(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer direct.Close()
-	if _, err := seed.Generate(ctx, direct, seed.Options{Users: 30, Seed: seedNum, AsOf: time.Now()}); err != nil {
-		t.Fatal(err)
+	for _, c := range changes {
+		t.Errorf("%s changed the bot's %s", what, c)
 	}
-	for _, s := range services {
-		res := runCommand(t, env, s.start)
-		var sum map[string]any
-		if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &sum) != nil {
-			t.Errorf("%s: %q: exit %d, stdout %q, stderr %s; want exit 0 and its JSON summary", s.name, strings.Join(s.start, " "), res.Code, res.Stdout, res.Stderr)
-		}
+}
+
+// schemaVersion reads the schema version migrate recorded on conn.
+func schemaVersion(t *testing.T, conn *pgx.Conn) (version int64, dirty bool) {
+	t.Helper()
+	if err := conn.QueryRow(context.Background(), `SELECT version, dirty FROM `+migrations.Table).Scan(&version, &dirty); err != nil {
+		t.Fatalf("read the schema version: %v", err)
 	}
-	var queued int
-	if err := direct.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue`).Scan(&queued); err != nil || queued == 0 {
-		t.Errorf("after the shipped start commands %d messages were queued (%v), want the daily and weekly jobs' messages", queued, err)
+	return version, dirty
+}
+
+// queueLength counts the messages in the queue on conn.
+func queueLength(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM engagement_message_queue`).Scan(&n); err != nil {
+		t.Fatalf("count the queue: %v", err)
 	}
+	return n
 }
 
 // runCommand runs a shipped command line (binary and flags) in process.
