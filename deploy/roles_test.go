@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -642,4 +643,68 @@ func substituteVars(t *testing.T, path, sql string, v map[string]string) string 
 		}
 	}
 	return out.String()
+}
+
+// TestRolesScriptOnTheBotsDatabase: on the bot's Supabase database, whose
+// tables have row level security on (and the scheduler's too, since
+// migration 28), the least-privilege role of roles.sql does the jobs'
+// work: it reads the bot's users through its policies, moves them, queues
+// and delivers. No table changes owner (the bot's stay the bot's), no
+// policy lets anon or authenticated in, and row level security stays on.
+func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	asOf := time.Now().UTC().Truncate(time.Second)
+	dbURL := botdb.NewDatabaseWithRows(t, asOf)
+	if res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+dbURL), "migrate", "up"); res.Code != 0 {
+		t.Fatalf("migrate up: exit %d: %s", res.Code, res.Stderr)
+	}
+	admin := connect(t, dbURL)
+	owners := func() string {
+		var s string
+		if err := admin.QueryRow(ctx, `SELECT string_agg(relname || ':' || relowner::regrole::text || ':' || relrowsecurity, ' ' ORDER BY relname)
+			FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := owners()
+	rs := newRoles(t, dbURL)
+	notices := applyRoles(t, dbURL, rs.vars())
+	if !slices.ContainsFunc(notices, func(n string) bool { return strings.Contains(n, "every table keeps its owner") }) {
+		t.Errorf("roles.sql on the bot's database said %q, want a notice that every table keeps its owner", notices)
+	}
+	if after := owners(); after != before {
+		t.Errorf("roles.sql changed owners or row level security:\nbefore %s\nafter  %s", before, after)
+	}
+
+	env := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
+	run := func(newCmd func() *cobra.Command, args ...string) map[string]any {
+		t.Helper()
+		res := cmdtest.Exec(t, newCmd, env, append(args, "--output", "json")...)
+		var out map[string]any
+		if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &out) != nil {
+			t.Fatalf("%s %v as %s: exit %d\n%s\n%s", newCmd().Name(), args, rs.app, res.Code, res.Stdout, res.Stderr)
+		}
+		return out
+	}
+	if sum := run(cli.NewDailyCommand, "--skip-send"); sum["queued"] != float64(3) {
+		t.Errorf("engagement-daily as %s on the bot's database: %v, want 3 goodbyes queued", rs.app, sum)
+	}
+	if sum := run(cli.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
+		t.Errorf("engagement-weekly as %s: %v, want 2 reviews queued", rs.app, sum)
+	}
+	if sum := run(cli.NewQueueCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {
+		t.Errorf("queue-process as %s: %v, want 6 sent", rs.app, sum)
+	}
+	run(cli.NewCtlCommand, "verify")
+	run(cli.NewCtlCommand, "status")
+	var state string
+	if err := admin.QueryRow(ctx, `SELECT state FROM user_engagement_states WHERE user_id = $1`, botdb.Silent20Days).Scan(&state); err != nil || state != "goodbye_sent" {
+		t.Errorf("the bot's silent user is %q (%v) after the jobs ran as %s, want goodbye_sent", state, err, rs.app)
+	}
+	var open int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_policy p WHERE 'anon'::regrole = ANY(p.polroles) OR 'authenticated'::regrole = ANY(p.polroles) OR 0 = ANY(p.polroles)`).Scan(&open); err != nil || open != 0 {
+		t.Errorf("policies for anon, authenticated or PUBLIC: %d (%v), want none", open, err)
+	}
 }
