@@ -2,7 +2,9 @@
 // from one read-only snapshot, each a set-based statement over the tables:
 // the state machine's (transitions allowed, the log matches the state,
 // nobody stuck), the queue's (one message of a kind per period, every
-// goodbye queued, no abandoned claim) and the profiles' (usable time zones).
+// goodbye queued, no abandoned claim), the profiles' (usable time zones)
+// and the database's (nothing of the scheduler's reachable through
+// Supabase's Data API).
 package verify
 
 import (
@@ -36,6 +38,7 @@ const (
 	CheckStateTimestamps    = "state_timestamps"
 	CheckNoUserStuck        = "no_user_stuck"
 	CheckTimeZonesUsable    = "time_zones_usable"
+	CheckDataAPIClosed      = "data_api_closed"
 )
 
 // StuckGrace is how long past a state's deadline a user may wait before
@@ -71,8 +74,8 @@ type Check struct {
 	// Rule states the invariant in one sentence.
 	Rule string `json:"rule"`
 	OK   bool   `json:"ok"`
-	// Violations counts the rows (users, messages, transitions, or user
-	// and day pairs) that break the rule.
+	// Violations counts the rows (users, messages, transitions, user and
+	// day pairs, or object and role pairs) that break the rule.
 	Violations int64 `json:"violations"`
 	// Examples lists up to MaxExamples of them: ids, with what is wrong.
 	Examples []string `json:"examples"`
@@ -181,6 +184,16 @@ var invariants = slices.Concat([]invariant{
 		rule: "every user_profiles.timezone that is set is one PostgreSQL can read (any case, links, POSIX specs); " +
 			"for a value it cannot, quiet hours fall back to the operator's --timezone",
 		sql: query("verify_time_zones_usable"),
+	},
+	{
+		name: CheckDataAPIClosed,
+		rule: "no table, sequence or function of the scheduler's (engagement_*, and user_profiles, user_engagement_states " +
+			"and transactions unless adopted from the bot; engagement_message_queue always, adopted or not) can be reached by " +
+			"Supabase's Data API roles anon and authenticated where they exist and may use the schema: a table they hold " +
+			"SELECT, INSERT, UPDATE or DELETE on with row level security off or a policy that applies to them or PUBLIC, " +
+			"a sequence they hold USAGE, SELECT or UPDATE on, a function they may EXECUTE (SECURITY DEFINER or plain, " +
+			"the example says which); exempt: a table they hold privileges on that row level security keeps closed to them",
+		sql: query("verify_data_api_closed"),
 	},
 })
 

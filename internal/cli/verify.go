@@ -39,6 +39,7 @@ func newVerifyCommand(databaseURL *string) *cobra.Command {
   state_timestamps     goodbye_sent and remind_later users have the timestamps the daily job needs
   no_user_stuck        nobody is in a state a day past its deadline (the daily job would have moved them)
   time_zones_usable    every user's timezone, when set, is one PostgreSQL can read
+  data_api_closed      no table, sequence or function of the scheduler's is reachable by Supabase's Data API roles (anon, authenticated)
 and prints a report of every check (--output json: one JSON object). Exits 0
 when all hold, 4 when one is broken, 1 when the checks could not run.
 --retention should match cleanup's --older-than: a goodbye older than that
