@@ -110,4 +110,3 @@ func TestMigrateRefusesAnIncompatibleBotTable(t *testing.T) {
 		t.Errorf("a refused migrate up changed the database: relations %q, were %q", after, before)
 	}
 }
-
