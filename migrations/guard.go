@@ -36,6 +36,9 @@ var createConcurrently = regexp.MustCompile(`(?is)^\s*CREATE\s+(?:UNIQUE\s+)?IND
 
 var sqlComment = regexp.MustCompile(`--[^\n]*`)
 
+// runsConcurrently matches a file that cannot run in a transaction.
+var runsConcurrently = regexp.MustCompile(`(?i)\bCONCURRENTLY\b`)
+
 // parseConcurrentIndex reports the index a migration's body builds
 // CONCURRENTLY, if that is all it does.
 func parseConcurrentIndex(body []byte) (concurrentIndex, bool) {
@@ -121,8 +124,12 @@ func (d *guardedDriver) Run(migration io.Reader) error {
 		if err := d.mg.awaitWriters(idx.table); err != nil {
 			return d.undo(err)
 		}
+		err = d.Driver.Run(bytes.NewReader(body))
+	} else if runsConcurrently.Match(sqlComment.ReplaceAll(body, nil)) {
+		err = d.Driver.Run(bytes.NewReader(body)) // a DROP INDEX CONCURRENTLY: no transaction, no writer waits on it
+	} else {
+		err = d.runInAttempts(body)
 	}
-	err = d.Driver.Run(bytes.NewReader(body))
 	if err == nil {
 		return nil
 	}
@@ -138,6 +145,37 @@ func (d *guardedDriver) Run(migration io.Reader) error {
 		}
 	}
 	return d.undo(err)
+}
+
+// lockAttempt bounds one attempt's wait for a lock in a transactional
+// migration. An ALTER TABLE waiting for a lock queues every later writer
+// of the table behind it: the bot's writes wait as long as the migration
+// does. So a migration waits at most this long, gives way (rolled back
+// whole) for pollInterval, and tries again, until Config.LockTimeout has
+// passed in all.
+const lockAttempt = time.Second
+
+// runInAttempts runs a transactional migration file, each attempt with a
+// lock_timeout of lockAttempt (local to its transaction), again after a
+// lock timeout until Config.LockTimeout is spent.
+func (d *guardedDriver) runInAttempts(body []byte) error {
+	cfg := d.mg.cfg
+	attempt := lockAttempt
+	if cfg.LockTimeout > 0 {
+		attempt = min(attempt, cfg.LockTimeout)
+	}
+	limited := append([]byte(fmt.Sprintf("SELECT set_config('lock_timeout', '%d', true);\n", max(attempt.Milliseconds(), 1))), body...)
+	deadline := time.Now().Add(cfg.LockTimeout)
+	for {
+		err := d.Driver.Run(bytes.NewReader(limited))
+		pgErr := serverError(err)
+		if pgErr == nil || pgErr.Code != "55P03" || cfg.LockTimeout > 0 && !time.Now().Add(pollInterval).Before(deadline) {
+			return err
+		}
+		if err := sleep(d.mg.ctx, pollInterval); err != nil {
+			return err
+		}
+	}
 }
 
 // undo puts the version back to the one before the failed migration, clean.

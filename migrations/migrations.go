@@ -17,9 +17,12 @@
 //     golang-migrate's own pg_advisory_lock gave two concurrent migrators.
 //     golang-migrate still takes its lock, always uncontended, under the
 //     gate.
-//   - Every statement runs with lock_timeout (Config.LockTimeout), so a
-//     table the bot keeps locked fails the migration instead of stalling
-//     it, and everything queued behind it, for ever.
+//   - A transactional migration waits at most a second at a time for a
+//     lock (lockAttempt), then is rolled back and tried again, so the
+//     bot's writes queued behind its ALTER TABLE are never held long; a
+//     table the bot keeps locked for longer than Config.LockTimeout in all
+//     fails the migration instead of stalling it, and everything queued
+//     behind it, for ever.
 //   - A migration the server refused is undone: a transactional file rolled
 //     back on its own, so the version goes back to the one before, clean,
 //     never dirty. Before building an index CONCURRENTLY, the migrator
@@ -105,10 +108,11 @@ const pollInterval = 200 * time.Millisecond
 
 // Config says how long a Migrator waits. Zero fields take the defaults.
 type Config struct {
-	// LockTimeout is PostgreSQL's lock_timeout for every migration
-	// statement: how long one statement may wait for a lock another
-	// transaction holds (the bot's) before the migration fails and is
-	// undone. Default DefaultLockTimeout; negative means no limit.
+	// LockTimeout is how long a migration may wait in all for a lock
+	// another transaction holds (the bot's) before it fails and is undone:
+	// PostgreSQL's lock_timeout for a CONCURRENTLY statement, the budget of
+	// a transactional file's attempts (each of at most a second). Default
+	// DefaultLockTimeout; negative means no limit.
 	LockTimeout time.Duration
 	// WaitTimeout bounds the wait for another migrator to finish. Default
 	// DefaultWaitTimeout.

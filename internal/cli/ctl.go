@@ -72,7 +72,7 @@ docs/migrations.md.`,
 	bindEnv(fs, "migrate-database-url", "MIGRATE_DATABASE_URL")
 	markSecret(fs, "migrate-database-url")
 	fs.DurationVar(&f.cfg.LockTimeout, "lock-timeout", migrations.DefaultLockTimeout,
-		"how long one migration statement may wait for a table lock another transaction holds (0: no limit)")
+		"how long a migration may wait in all for a table lock another transaction holds, a second at a time (0: no limit)")
 	fs.DurationVar(&f.cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
 		"how long to wait for another engagementctl migrate to finish")
 
