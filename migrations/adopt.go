@@ -93,10 +93,12 @@ type columnNeed struct {
 	role  columnRole
 }
 
-// valueCheck is a column whose existing values must all be in allowed.
+// valueCheck is a column whose existing values must all be in allowed,
+// as its statement (queries/<query>.sql) reads them.
 type valueCheck struct {
 	column  string
 	allowed []string
+	query   string
 }
 
 type tableNeed struct {
@@ -160,7 +162,7 @@ var botTables = []tableNeed{
 			{"state_changed_xact_at", timestamptz, schedulerColumn},
 		},
 		unique: []string{"user_id"},
-		values: []valueCheck{{"state", stateNames()}},
+		values: []valueCheck{{"state", stateNames(), adoptStatesSQL}},
 	},
 	{
 		name: "transactions",
@@ -196,8 +198,8 @@ var botTables = []tableNeed{
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{
-			{"status", []string{"pending", "processing", "sent", "failed", "cancelled"}},
-			{"destination", []string{"individual", "group"}},
+			{"status", []string{"pending", "processing", "sent", "failed", "cancelled"}, adoptStatusesSQL},
+			{"destination", []string{"individual", "group"}, adoptDestinationsSQL},
 		},
 		inserts: []string{"user_id", "message_type", "message_key", "message_params", "destination",
 			"destination_jid", "scheduled_for", "idempotency_key", "period_start", "replay_until", "job_run_id"},
@@ -385,10 +387,7 @@ func (mg *Migrator) compareContents(ctx context.Context, need tableNeed, have *e
 		if _, ok := have.columns[v.column]; !ok {
 			continue
 		}
-		col := pgx.Identifier{v.column}.Sanitize()
-		query := fmt.Sprintf(`SELECT coalesce(%[1]s::text, 'NULL') FROM %[2]s WHERE %[1]s IS NULL OR %[1]s::text <> ALL($1::text[]) GROUP BY 1 ORDER BY 1 LIMIT 10`,
-			col, pgx.Identifier{need.name}.Sanitize())
-		rows, err := mg.db.QueryContext(ctx, query, v.allowed)
+		rows, err := mg.db.QueryContext(ctx, v.query, pgx.NamedArgs{"allowed": v.allowed})
 		if err != nil {
 			return nil, fmt.Errorf("read the values of %s.%s: %w", need.name, v.column, err)
 		}

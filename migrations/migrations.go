@@ -74,6 +74,10 @@ var (
 	adoptColumnsSQL = sqlfile.Must(queryFiles, "adopt_columns")
 	adoptUniqueSQL  = sqlfile.Must(queryFiles, "adopt_unique")
 	hiddenTablesSQL = sqlfile.Must(queryFiles, "hidden_tables")
+
+	adoptStatesSQL       = sqlfile.Must(queryFiles, "adopt_states")
+	adoptStatusesSQL     = sqlfile.Must(queryFiles, "adopt_statuses")
+	adoptDestinationsSQL = sqlfile.Must(queryFiles, "adopt_destinations")
 )
 
 // Table is the table golang-migrate records the schema version in. It is not

@@ -24,7 +24,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/statemachine"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -178,7 +177,7 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	if m.Key == "" {
 		// A kind's own text, as the jobs queue it: the bot's queue
 		// requires a key.
-		if k, ok := statemachine.KindOf(statemachine.Message(m.Type)); ok {
+		if k, ok := sm.KindOf(sm.Message(m.Type)); ok {
 			m.Key = k.CatalogKey
 		}
 	}

@@ -1,0 +1,9 @@
+-- The values of the bot's engagement_message_queue.destination that the scheduler does not know
+-- (not in @allowed; NULL shown as 'NULL'), at most 10: migrate up refuses
+-- a table holding any.
+SELECT coalesce(destination::text, 'NULL')
+  FROM engagement_message_queue
+ WHERE destination IS NULL OR destination::text <> ALL(@allowed::text[])
+ GROUP BY 1
+ ORDER BY 1
+ LIMIT 10
