@@ -185,23 +185,29 @@ func NewPool(t testing.TB) (*pgxpool.Pool, string) {
 
 func newTestDatabase(t testing.TB, migrated bool) string {
 	t.Helper()
+	return newDatabaseFromTemplate(t, func(ctx context.Context, srv string) (string, error) {
+		if !migrated {
+			return "template0", nil
+		}
+		return ensureTemplate(ctx, srv)
+	})
+}
+
+// newDatabaseFromTemplate creates a database for one test as a copy of
+// the template database template names (preparing it first if need be),
+// and drops it in t.Cleanup. Any failure is fatal.
+func newDatabaseFromTemplate(t testing.TB, template func(ctx context.Context, srv string) (string, error)) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	srv, err := ServerURL(ctx)
 	if err != nil {
 		t.Fatalf("pgtest: no PostgreSQL server for tests: %v", err)
 	}
-	tmpl := "template0"
-	if migrated {
-		if tmpl, err = ensureTemplate(ctx, srv); err != nil {
-			t.Fatalf("pgtest: prepare the migrated template database on %s: %v", redact(srv), err)
-		}
+	tmpl, err := template(ctx, srv)
+	if err != nil {
+		t.Fatalf("pgtest: prepare the template database on %s: %v", redact(srv), err)
 	}
-	return newDatabaseFrom(t, ctx, srv, tmpl)
-}
-
-func newDatabaseFrom(t testing.TB, ctx context.Context, srv, tmpl string) string {
-	t.Helper()
 	name := testPrefix + fmt.Sprintf("%08x", uint32(time.Now().Unix())) + randomHex(4)
 	dbURL, err := createDatabase(ctx, srv, name, tmpl, false)
 	if err != nil {
@@ -345,18 +351,11 @@ func ensureTemplate(ctx context.Context, srv string) (string, error) {
 // what build makes changes. The database is dropped in t.Cleanup.
 func NewDatabaseFrom(t testing.TB, key string, build func(ctx context.Context, url string) error) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	srv, err := ServerURL(ctx)
-	if err != nil {
-		t.Fatalf("pgtest: no PostgreSQL server for tests: %v", err)
-	}
 	h := sha256.Sum256([]byte(key))
-	tmpl, err := ensureTemplateFor(ctx, srv, templatePrefix+hex.EncodeToString(h[:])[:12], build)
-	if err != nil {
-		t.Fatalf("pgtest: prepare the template database %q on %s: %v", key, redact(srv), err)
-	}
-	return newDatabaseFrom(t, ctx, srv, tmpl)
+	name := templatePrefix + hex.EncodeToString(h[:])[:12]
+	return newDatabaseFromTemplate(t, func(ctx context.Context, srv string) (string, error) {
+		return ensureTemplateFor(ctx, srv, name, build)
+	})
 }
 
 // ensureTemplateFor is ensureTemplate for the template called name, made
