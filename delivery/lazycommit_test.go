@@ -25,6 +25,10 @@ func TestLazyCommitAppliesToItsBatchWithoutAWarning(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.DefaultQueryExecMode = mode // as postgres.Open sets it, direct or through a pooler
+		// The session's own setting, whatever the server's default: the
+		// throwaway cluster the test kit starts runs with it off (issue
+		// 31 saw this test fail on every fresh machine).
+		cfg.RuntimeParams["synchronous_commit"] = "on"
 		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Severity+": "+n.Message) }
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
