@@ -237,3 +237,38 @@ func TestUpRefusesAnIncompatibleBotTable(t *testing.T) {
 		t.Errorf("after a refused Up, reading %s = %v, want it missing (42P01)", migrations.Table, err)
 	}
 }
+
+// TestUpgradeFromVersion20: a database the scheduler created before it
+// could adopt the bot's tables (schema version 20, no
+// engagement_adopted_tables) upgrades to the latest version: none of its
+// tables counts as adopted, and row level security closes them all.
+func TestUpgradeFromVersion20(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := botdb.NewSupabaseDatabase(t)
+	m, err := migrations.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.UpTo(20); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, url)
+	if _, err := conn.Exec(ctx, `DROP TABLE engagement_adopted_tables`); err != nil { // as release 20 left it
+		t.Fatal(err)
+	}
+	if err := m.Up(); err != nil {
+		t.Fatalf("Up from version 20: %v", err)
+	}
+	var adopted, open int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM engagement_adopted_tables`).Scan(&adopted); err != nil || adopted != 0 {
+		t.Errorf("adopted tables after the upgrade: %d (%v), want 0", adopted, err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' AND NOT relrowsecurity`).Scan(&open); err != nil || open != 0 {
+		t.Errorf("tables without row level security after the upgrade: %d (%v), want 0", open, err)
+	}
+	if err := m.DownAll(); err != nil {
+		t.Errorf("DownAll after the upgrade: %v", err)
+	}
+}
