@@ -56,8 +56,12 @@ image: ## Build the container image with all four binaries (IMAGE=engagement-sch
 	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) -t $(IMAGE) .
 
 .PHONY: test
-test: ## Run every test against a real PostgreSQL (RACE=1: with the race detector)
+test: test-deps ## Run every test against a real PostgreSQL (RACE=1: with the race detector)
 	$(GO) test -count=1 $(if $(RACE),-race) ./...
+
+.PHONY: test-deps
+test-deps: ## Say what the tests need, install what is missing (Debian packages), start the throwaway PostgreSQL and Redis
+	$(GO) run ./internal/testkit/localsvc/prepare
 
 .PHONY: test-race
 test-race: ## Run the tests with the race detector (make test RACE=1)

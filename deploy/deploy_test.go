@@ -954,3 +954,24 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// TestMakeTestSaysWhatItInstallsFirst (issue 31, point 2: make test
+// installed about 430 packages inside go test, which holds its output
+// back, so a newcomer's terminal showed nothing for minutes): make test's
+// first step is the visible one that says what the tests need, installs
+// it and starts the servers; go test comes after it.
+func TestMakeTestSaysWhatItInstallsFirst(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("make", "--no-print-directory", "-n", "test")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n test: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	prepare := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "./internal/testkit/localsvc/prepare") })
+	goTest := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, " test -count=1 ") })
+	if prepare < 0 || goTest < 0 || prepare > goTest {
+		t.Errorf("make -n test runs %q; want the prepare step, then go test", lines)
+	}
+}

@@ -43,7 +43,7 @@ func main() {
 	err := run(ctx, *bin, *database, *users, *keep)
 	if pgtest.StartedThrowaway() && !*keep {
 		fmt.Println("\nStopping the throwaway PostgreSQL the demo started (`make demo DEMO_FLAGS=-keep` keeps it).")
-		if stopErr := pgtest.StopThrowaway(); stopErr != nil && err == nil {
+		if _, stopErr := pgtest.StopThrowaway(); stopErr != nil && err == nil {
 			err = stopErr
 		}
 	}

@@ -47,7 +47,7 @@ func NewCluster(t testing.TB) *Cluster {
 	}
 	c := &Cluster{dir: filepath.Join(base, "data")}
 	t.Cleanup(func() {
-		if err := stopThrowaway(context.Background(), c.dir); err != nil {
+		if _, err := stopThrowaway(context.Background(), c.dir); err != nil {
 			t.Errorf("stop the test's PostgreSQL cluster: %v", err)
 		}
 		os.RemoveAll(base)

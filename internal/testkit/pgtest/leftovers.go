@@ -40,7 +40,7 @@ func StopLeftovers(ctx context.Context) ([]string, error) {
 		} else if fi, err := os.Stat(base); err != nil || time.Since(fi.ModTime()) < leftoverAge {
 			continue // no owner named: only when old
 		}
-		if err := stopThrowaway(ctx, filepath.Join(base, "data")); err != nil {
+		if _, err := stopThrowaway(ctx, filepath.Join(base, "data")); err != nil {
 			errs = append(errs, fmt.Errorf("stop the test cluster in %s: %w", base, err))
 			continue
 		}

@@ -208,7 +208,7 @@ func TestThrowawayCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
-		if err := stopThrowaway(context.Background(), dir); err != nil {
+		if _, err := stopThrowaway(context.Background(), dir); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 		os.RemoveAll(base)
@@ -244,14 +244,14 @@ func TestThrowawayCluster(t *testing.T) {
 		t.Errorf("initdb work directory left behind: %v", err)
 	}
 	check("reuse the running cluster", false)
-	if err := stopThrowaway(ctx, dir); err != nil {
-		t.Fatalf("stop: %v", err)
+	if stopped, err := stopThrowaway(ctx, dir); err != nil || !stopped {
+		t.Fatalf("stop: stopped %v, %v; want a running cluster stopped", stopped, err)
 	}
 	if ping(ctx, throwawayURL(port)) == nil {
 		t.Fatal("the cluster still answers after stopThrowaway")
 	}
-	if err := stopThrowaway(ctx, dir); err != nil {
-		t.Errorf("stopping a stopped cluster: %v", err)
+	if stopped, err := stopThrowaway(ctx, dir); err != nil || stopped {
+		t.Errorf("stopping a stopped cluster: stopped %v, %v; want nothing done", stopped, err)
 	}
 	check("restart the existing data directory", true)
 }
@@ -262,11 +262,11 @@ func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("15\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := stopThrowaway(t.Context(), dir); err != nil {
-		t.Errorf("stopThrowaway on a directory pgtest did not create: %v", err)
+	if stopped, err := stopThrowaway(t.Context(), dir); err != nil || stopped {
+		t.Errorf("stopThrowaway on a directory pgtest did not create: stopped %v, %v", stopped, err)
 	}
-	if err := stopThrowaway(t.Context(), filepath.Join(dir, "missing")); err != nil {
-		t.Errorf("stopThrowaway on a missing directory: %v", err)
+	if stopped, err := stopThrowaway(t.Context(), filepath.Join(dir, "missing")); err != nil || stopped {
+		t.Errorf("stopThrowaway on a missing directory: stopped %v, %v", stopped, err)
 	}
 }
 

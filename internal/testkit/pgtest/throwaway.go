@@ -77,16 +77,20 @@ func throwawayNotice(dir string, port int, started, willStop bool) string {
 func StartedThrowaway() bool { return startedHere.Load() }
 
 // StopThrowaway stops the throwaway cluster (PGTEST_DIR, or the default data
-// directory) if this package created it and it is running; otherwise it does
-// nothing.
-func StopThrowaway() error {
-	dir, _, err := throwawayConfig()
+// directory) if this package created it and it is running, and returns a
+// line saying what it stopped ("" when nothing was running).
+func StopThrowaway() (string, error) {
+	dir, port, err := throwawayConfig()
 	if err != nil {
-		return err
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return stopThrowaway(ctx, dir)
+	stopped, err := stopThrowaway(ctx, dir)
+	if err != nil || !stopped {
+		return "", err
+	}
+	return fmt.Sprintf("stopped the throwaway PostgreSQL cluster in %s (127.0.0.1:%d)", dir, port), nil
 }
 
 func throwawayURL(port int) string {
@@ -247,40 +251,42 @@ shared_buffers = 256MB
 }
 
 // stopThrowaway stops the cluster in dir if pgtest created it and it runs.
-func stopThrowaway(ctx context.Context, dir string) error {
-	dir, err := filepath.Abs(dir)
+func stopThrowaway(ctx context.Context, dir string) (stopped bool, err error) {
+	dir, err = filepath.Abs(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, f := range []string{"PG_VERSION", markerConf} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			return nil // no cluster of ours there
+			return false, nil // no cluster of ours there
 		}
 	}
 	unlock, err := localsvc.LockFile(ctx, dir+".lock")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unlock()
 	bins, err := findPostgres()
 	if err != nil {
-		return err
+		return false, err
 	}
 	var owner *osUser
 	if os.Geteuid() == 0 {
 		if owner, err = lookupUser("postgres"); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if _, err := runPG(ctx, owner, bins.pgCtl, "-D", dir, "status"); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 3 {
-			return nil // not running
+			return false, nil // not running
 		}
-		return err
+		return false, err
 	}
-	_, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-w", "-t", "60", "-m", "fast", "stop")
-	return err
+	if _, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-w", "-t", "60", "-m", "fast", "stop"); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 type pgBinaries struct {

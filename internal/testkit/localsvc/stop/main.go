@@ -31,8 +31,10 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	var errs []error
-	if err := pgtest.StopThrowaway(); err != nil {
+	if line, err := pgtest.StopThrowaway(); err != nil {
 		errs = append(errs, fmt.Errorf("stop the throwaway PostgreSQL: %w", err))
+	} else if line != "" {
+		fmt.Println(line)
 	}
 	if stopped, err := redistest.StopThrowaway(); err != nil {
 		errs = append(errs, err)

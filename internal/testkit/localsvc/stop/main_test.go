@@ -143,6 +143,12 @@ func TestServicesStop(t *testing.T) {
 	if !answers(strconv.Itoa(live.Port())) {
 		t.Errorf("services-stop stopped the PgBouncer of a test still running")
 	}
+	// Issue 31: it says what it stopped, PostgreSQL included.
+	for _, want := range []string{"stopped the throwaway PostgreSQL cluster in ", "stopped the throwaway redis-server"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("services-stop's output does not say %q:\n%s", want, res.Stdout)
+		}
+	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "pgtest-cluster-*")); len(left) > 0 {
 		t.Errorf("the killed test's cluster folder is left: %v", left)
 	}

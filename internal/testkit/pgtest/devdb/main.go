@@ -40,7 +40,9 @@ func main() {
 	)
 	switch {
 	case *stop:
-		err = pgtest.StopThrowaway()
+		if out, err = pgtest.StopThrowaway(); err == nil && out == "" {
+			out = "no throwaway PostgreSQL cluster was running"
+		}
 	case *create != "":
 		out, err = pgtest.CreateDatabase(ctx, *create)
 	default:
