@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode"
@@ -8,27 +9,40 @@ import (
 )
 
 // FuzzNormalizeKey: a normalized key has no surrounding space, is never
-// longer than MaxKeyLength, and normalizing it again changes nothing.
+// longer than MaxKeyLength, holds no control character, passes
+// ValidateKey (the rule delivery applies), and normalizing it again
+// changes nothing. A key is refused only for breaking that rule.
 func FuzzNormalizeKey(f *testing.F) {
-	for _, seed := range []string{"", "  ", "u1:goodbye_sent:2026-11-23", " k ", strings.Repeat("a", 128), strings.Repeat("é", 129), "\u00a0k\u2003"} {
+	for _, seed := range []string{"", "  ", "u1:goodbye_sent:2026-11-23", " k ", strings.Repeat("a", 128), strings.Repeat("é", 129), "\u00a0k\u2003",
+		"k\r\nX: 1", "a\tb", "a\ab", "\tk\n", "a\x00b", "a\u0085b", "a\xffb"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
 		got, err := NormalizeKey(key)
+		trimmed := strings.TrimSpace(key)
 		if err != nil {
-			if utf8.RuneCountInString(strings.TrimSpace(key)) <= MaxKeyLength {
-				t.Fatalf("NormalizeKey(%q) = %v for a key within the limit", key, err)
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("NormalizeKey(%q) = %v, not an ErrInvalidKey", key, err)
+			}
+			if utf8.ValidString(trimmed) && utf8.RuneCountInString(trimmed) <= MaxKeyLength && !strings.ContainsFunc(trimmed, unicode.IsControl) {
+				t.Fatalf("NormalizeKey(%q) = %v for a key within the rule", key, err)
 			}
 			return
 		}
 		if utf8.RuneCountInString(got) > MaxKeyLength {
 			t.Fatalf("NormalizeKey(%q) = %q, longer than %d", key, got, MaxKeyLength)
 		}
+		if strings.ContainsFunc(got, unicode.IsControl) || !utf8.ValidString(got) {
+			t.Fatalf("NormalizeKey(%q) = %q holds a control character or is not UTF-8", key, got)
+		}
 		if got != "" {
 			first, _ := utf8.DecodeRuneInString(got)
 			last, _ := utf8.DecodeLastRuneInString(got)
 			if unicode.IsSpace(first) || unicode.IsSpace(last) {
 				t.Fatalf("NormalizeKey(%q) = %q keeps surrounding space", key, got)
+			}
+			if err := ValidateKey(got); err != nil {
+				t.Fatalf("NormalizeKey(%q) = %q, which ValidateKey refuses: %v", key, got, err)
 			}
 		}
 		if again, err := NormalizeKey(got); err != nil || again != got {

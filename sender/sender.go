@@ -18,6 +18,7 @@ import (
 	"maps"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -95,12 +96,16 @@ func WeeklyReviewKeySuffix(asOf time.Time) string { return weeklyReview.KeySuffi
 // both send.
 func ReminderKey(userID string, remindAt time.Time) string { return reminder.Key(userID, remindAt) }
 
-// MaxKeyLength is the longest idempotency key Enqueue accepts, in characters.
+// MaxKeyLength is the longest idempotency key, in characters.
 const MaxKeyLength = 128
 
-// ErrKeyTooLong is wrapped by NormalizeKey and Enqueue for a key over
-// MaxKeyLength characters.
-var ErrKeyTooLong = fmt.Errorf("idempotency key is longer than %d characters", MaxKeyLength)
+// ErrInvalidKey is wrapped by every error of ValidateKey (and so of
+// NormalizeKey and Enqueue) for a key that breaks the rule.
+var ErrInvalidKey = errors.New("invalid idempotency key")
+
+// ErrKeyTooLong is wrapped by ValidateKey, NormalizeKey and Enqueue for a
+// key over MaxKeyLength characters; it wraps ErrInvalidKey.
+var ErrKeyTooLong = fmt.Errorf("%w: longer than %d characters", ErrInvalidKey, MaxKeyLength)
 
 // ErrNoDestination is returned by Enqueue when no JID was given and the
 // user's profile has none to route to.
@@ -111,11 +116,54 @@ var ErrNoDestination = errors.New("no destination: the user's profile has no JID
 // (the bot's queue declares message_key NOT NULL).
 var ErrNoCatalogKey = errors.New("no catalog key: this queue requires message_key, and the message type has no default; give one")
 
-// NormalizeKey trims an idempotency key; an empty result means no key.
+// ValidateKey is the rule for an idempotency key, as it is stored and as
+// queue-process sends it (the webhook's Idempotency-Key header and the
+// body's idempotency_key): not empty, at most MaxKeyLength characters of
+// UTF-8, no control character (unicode.IsControl: CR, LF, tab, BEL, NUL,
+// ESC, DEL, the C1 controls), and no white space around it; a key passes
+// exactly when NormalizeKey returns it unchanged. It is one rule for
+// everything that handles a key: NormalizeKey (so Enqueue, engagementctl
+// enqueue and the jobs) refuses a key that breaks it before anything is
+// written, and delivery fails for good a stored key that breaks it (one
+// the bot wrote with its own SQL), for the same reason. The error wraps
+// ErrInvalidKey and says what is wrong without quoting the key.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+	}
+	n := 0
+	for _, r := range key {
+		n++
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: control character %U at character %d (a key is one line of text: no CR, LF, tab or other control characters)", ErrInvalidKey, r, n)
+		}
+	}
+	if n > MaxKeyLength {
+		return fmt.Errorf("%w (got %d)", ErrKeyTooLong, n)
+	}
+	first, _ := utf8.DecodeRuneInString(key)
+	last, _ := utf8.DecodeLastRuneInString(key)
+	if unicode.IsSpace(first) || unicode.IsSpace(last) {
+		// An HTTP header drops surrounding spaces: " k" and "k" would
+		// be one key to the receiver, which would drop one as a repeat.
+		return fmt.Errorf("%w: white space around it (a key is trimmed)", ErrInvalidKey)
+	}
+	return nil
+}
+
+// NormalizeKey trims an idempotency key (surrounding white space, CR/LF
+// and tab included) and checks what is left against ValidateKey; an empty
+// result means no key.
 func NormalizeKey(key string) (string, error) {
 	key = strings.TrimSpace(key)
-	if n := utf8.RuneCountInString(key); n > MaxKeyLength {
-		return "", fmt.Errorf("%w (got %d)", ErrKeyTooLong, n)
+	if key == "" {
+		return "", nil
+	}
+	if err := ValidateKey(key); err != nil {
+		return "", err
 	}
 	return key, nil
 }
@@ -129,7 +177,7 @@ type Message struct {
 	Destination    string            // DestinationIndividual or DestinationGroup; empty: the profile's routing
 	DestinationJID string            // empty: the profile's routing
 	ScheduledFor   time.Time         // zero means now (the database clock)
-	IdempotencyKey string            // trimmed; empty means none: every call queues a new row
+	IdempotencyKey string            // trimmed, then ValidateKey's rule; empty means none: every call queues a new row
 	// PeriodStart is the start of the period the idempotency key covers
 	// (see GoodbyePeriod, WeeklyReviewPeriod); zero for none.
 	PeriodStart time.Time

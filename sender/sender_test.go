@@ -161,8 +161,15 @@ func TestEnqueueKeysAndRouting(t *testing.T) {
 	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: "  " + strings.Repeat("y", 128) + " "}); err != nil {
 		t.Errorf("a 128-character key with spaces around: %v, want it accepted", err)
 	}
+	// Issue 31: a key delivery would refuse (sender.ValidateKey) is
+	// refused here, before anything is written.
+	for _, bad := range []string{"k\r\nX-Injected: 1", "week\t48", "week\a48"} {
+		if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: bad}); !errors.Is(err, sender.ErrInvalidKey) || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("key %q: %v, want ErrInvalidKey naming the control character", bad, err)
+		}
+	}
 	if n := len(fixture.MessagesOf(t, pool, user)); n != 2 {
-		t.Errorf("%d messages, want 2: the long key wrote nothing", n)
+		t.Errorf("%d messages, want 2: the long key and the keys with control characters wrote nothing", n)
 	}
 
 	nobody := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.NoJID})

@@ -33,10 +33,12 @@ func newEnqueueCommand(databaseURL *string) *cobra.Command {
 		Use:   "enqueue",
 		Short: "Queue one message, idempotently when given a key",
 		Long: `Queues one message. With --idempotency-key (trimmed; at most 128
-characters), the first call creates the message and every later call with
-that key returns the same id with "created": false and changes nothing,
-also under concurrent callers. Without a key every call creates a message.
---destination and --jid default to the user's profile routing.`,
+characters, no control characters such as CR, LF or tab inside), the first
+call creates the message and every later call with that key returns the
+same id with "created": false and changes nothing, also under concurrent
+callers. A key that breaks the rule is refused (exit 2, nothing written):
+queue-process could not send it. Without a key every call creates a
+message. --destination and --jid default to the user's profile routing.`,
 		Args: cobra.NoArgs,
 		RunE: runOptions(o),
 	}
@@ -48,7 +50,7 @@ also under concurrent callers. Without a key every call creates a message.
 	fs.StringVar(&o.m.Destination, "destination", "", "individual or group (default: the profile's routing)")
 	fs.StringVar(&o.m.DestinationJID, "jid", "", "destination JID (default: the profile's routing)")
 	fs.StringVar(&o.scheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
-	fs.StringVar(&o.m.IdempotencyKey, "idempotency-key", "", "at most 128 characters; a repeated key changes nothing")
+	fs.StringVar(&o.m.IdempotencyKey, "idempotency-key", "", "at most 128 characters, no control characters; a repeated key changes nothing")
 	fs.StringVar(&o.periodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
 	fs.StringVar(&o.replayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none: it ages from when it was queued)")
 	fs.StringVar(&o.output, "output", "text", "text or json")
@@ -107,8 +109,10 @@ func (o *enqueueOptions) Validate() error {
 			return usagef("--%s %q is not an RFC3339 instant", f.flag, f.value)
 		}
 	}
+	// The rule delivery applies to a stored key (sender.ValidateKey): a
+	// key it would refuse is refused here, before anything is written.
 	if o.m.IdempotencyKey, err = sender.NormalizeKey(o.m.IdempotencyKey); err != nil {
-		return usageError(err)
+		return usagef("--idempotency-key: %w", err)
 	}
 	return nil
 }

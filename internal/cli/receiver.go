@@ -25,20 +25,25 @@ func newCheckReceiverCommand() *cobra.Command {
 	o := &receiverOptions{}
 	cmd := &cobra.Command{
 		Use:   "check-receiver",
-		Short: "Check that the bot's webhook checks signatures and drops repeated Idempotency-Keys; exit 4 when it does not",
+		Short: "Check that the bot's webhook checks signatures, takes a fresh Idempotency-Key as new and drops a repeated one; exit 4 when it does not",
 		Long: `Sends a probe to the webhook three times: with a wrong signature (the
-receiver must refuse it with a 4xx), signed (it must answer 2xx), and signed
-again under the same Idempotency-Key (it must answer 2xx with
-Idempotent-Replayed: true, or {"duplicate":true}: it dropped the repeat).
-Exactly once through the webhook rests on that last answer: after a crash,
-queue-process may send a message again under its same key.
+receiver must refuse it with a 4xx), signed under a fresh Idempotency-Key
+(it must answer 2xx and take it as new: an answer that calls it a repeat,
+with Idempotent-Replayed: true or {"duplicate":true}, fails the check, since
+queue-process records a replayed answer as sent), and signed again under the
+same key (it must answer 2xx with Idempotent-Replayed: true, or
+{"duplicate":true}: it dropped the repeat). Exactly once through the webhook
+rests on those two answers: after a crash, queue-process may send a message
+again under its same key, and a receiver that calls every message a repeat
+sends nothing while every message is marked sent.
 
 The probe is a webhook request like any message's, marked with the header
 X-Engagement-Probe: 1 and message_type "probe", with no JID: a receiver that
 follows docs/receiver.md de-duplicates and answers it but sends nothing to
-WhatsApp. Prints one line (--output json: one JSON object). Exits 0 when all
-three hold, 4 when the receiver answered but a check failed, 1 when it did
-not answer, 2 on bad flags. Needs no database.`,
+WhatsApp. Prints one line (--output json: one JSON object), which says why
+each failed check failed. Exits 0 when every check holds, 4 when the
+receiver answered but a check failed, 1 when it did not answer, 2 on bad
+flags. Needs no database.`,
 		Args: cobra.NoArgs,
 		RunE: runOptions(o),
 	}
@@ -95,7 +100,8 @@ func (o *receiverOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// receiverLine is the report in one line.
+// receiverLine is the report in one line: the verdict, each check, the
+// statuses, and why each failed check failed.
 func receiverLine(r transport.ProbeReport) string {
 	word := func(ok bool) string {
 		if ok {
@@ -110,6 +116,10 @@ func receiverLine(r transport.ProbeReport) string {
 	case !r.OK:
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("receiver %s: %s (signature checked: %s, answered: %s, repeat dropped: %s; HTTP %d, %d, %d)",
-		r.Host, verdict, word(r.SignatureChecked), word(r.Answered), word(r.RepeatDropped), r.Statuses[0], r.Statuses[1], r.Statuses[2])
+	line := fmt.Sprintf("receiver %s: %s (signature checked: %s, answered: %s, taken as new: %s, repeat dropped: %s; HTTP %d, %d, %d)",
+		r.Host, verdict, word(r.SignatureChecked), word(r.Answered), word(r.TakenAsNew), word(r.RepeatDropped), r.Statuses[0], r.Statuses[1], r.Statuses[2])
+	if len(r.Problems) > 0 {
+		line += ": " + strings.Join(r.Problems, "; ")
+	}
+	return line
 }

@@ -36,6 +36,12 @@ type ProbeReport struct {
 	SignatureChecked bool `json:"signature_checked"`
 	// Answered: the correctly signed probe got a 2xx.
 	Answered bool `json:"answered"`
+	// TakenAsNew: that 2xx, the first answer for a fresh key, did not
+	// call the probe a repeat (no Idempotent-Replayed: true, no
+	// "duplicate": true). queue-process records a message as sent on a
+	// replayed answer, so a receiver that calls a first delivery a
+	// repeat has every message marked sent while it sends nothing.
+	TakenAsNew bool `json:"taken_as_new"`
 	// RepeatDropped: the same probe again, under the same Idempotency-Key,
 	// got a 2xx that says the repeat was dropped (Idempotent-Replayed:
 	// true, or a JSON body with "duplicate": true).
@@ -43,6 +49,9 @@ type ProbeReport struct {
 	OK            bool `json:"ok"`
 	// Statuses are the three answers' HTTP statuses, in order (0: none).
 	Statuses []int `json:"statuses"`
+	// Problems says, one sentence per failed check, why it failed; empty
+	// when OK.
+	Problems []string `json:"problems,omitempty"`
 	// Error says why a step got no answer at all.
 	Error string `json:"error,omitempty"`
 }
@@ -51,11 +60,14 @@ type ProbeReport struct {
 var ErrUnreachable = errors.New("the receiver did not answer")
 
 // CheckReceiver sends a probe to the webhook at rawURL three times: with a
-// wrong signature, signed with secret, and signed again under the same
-// Idempotency-Key. The probe is a webhook request like any message's, but
-// marked (ProbeHeader, message_type "probe", no JID), so that a receiver
-// following docs/receiver.md messages nobody. A probe that gets no answer
-// ends the check with ErrUnreachable; the report says how far it got.
+// wrong signature (want a 4xx), signed with secret under a fresh
+// Idempotency-Key (want a 2xx that takes it as new: not replayed), and
+// signed again under the same key (want a 2xx that says the repeat was
+// dropped); the report's Problems say why each failed check failed. The
+// probe is a webhook request like any message's, but marked (ProbeHeader,
+// message_type "probe", no JID), so that a receiver following
+// docs/receiver.md messages nobody. A probe that gets no answer ends the
+// check with ErrUnreachable; the report says how far it got.
 func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Duration) (ProbeReport, error) {
 	rep := ProbeReport{Statuses: []int{0, 0, 0}}
 	if err := validateEndpoint(rawURL); err != nil {
@@ -78,19 +90,14 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 		return rep, err
 	}
 	client := newClient(nil)
-	// answer is what one probe request got back; the body is read and
-	// closed inside send.
-	type answer struct {
-		status int
-		header http.Header
-		body   []byte
-	}
-	send := func(step int, signature string) (answer, error) {
+	// send sends the probe once; the answer's body is read and closed
+	// inside.
+	send := func(step int, signature string) (probeAnswer, error) {
 		reqCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, rawURL, bytes.NewReader(body))
 		if err != nil {
-			return answer{}, err
+			return probeAnswer{}, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", userAgent)
@@ -103,12 +110,12 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 			if errors.As(err, &ue) && ue.Err != nil {
 				err = ue.Err // url.Error quotes the URL, which may hold credentials
 			}
-			return answer{}, fmt.Errorf("%w: probe %d: %s", ErrUnreachable, step, oneLine(newRedactor(secret).apply(err.Error())))
+			return probeAnswer{}, fmt.Errorf("%w: probe %d: %s", ErrUnreachable, step, oneLine(newRedactor(secret).apply(err.Error())))
 		}
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 		rep.Statuses[step-1] = resp.StatusCode
-		return answer{status: resp.StatusCode, header: resp.Header, body: data}, nil
+		return probeAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
 	}
 
 	a, err := send(1, Sign(secret+"-wrong", body))
@@ -116,16 +123,59 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 		return rep, err
 	}
 	rep.SignatureChecked = a.status >= 400 && a.status <= 499
+	if !rep.SignatureChecked {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the probe with a wrong signature got HTTP %d, not a 4xx: the receiver did not refuse a forged request", a.status))
+	}
 	if a, err = send(2, Sign(secret, body)); err != nil {
 		return rep, err
 	}
 	rep.Answered = successStatus(a.status)
+	rep.TakenAsNew = rep.Answered && !saysReplayed(a)
+	switch {
+	case !rep.Answered && (a.status == http.StatusUnauthorized || a.status == http.StatusForbidden):
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the signed probe got HTTP %d, not a 2xx: is --webhook-secret the receiver's secret?", a.status))
+	case !rep.Answered:
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the signed probe got HTTP %d, not a 2xx", a.status))
+	case !rep.TakenAsNew:
+		rep.Problems = append(rep.Problems, "the first delivery of a fresh key was answered as a repeat ("+replayedBy(a)+
+			"): queue-process would record every message as sent while the receiver sends nothing")
+	}
 	if a, err = send(3, Sign(secret, body)); err != nil {
 		return rep, err
 	}
-	rep.RepeatDropped = successStatus(a.status) && (strings.EqualFold(strings.TrimSpace(a.header.Get(ReplayedHeader)), "true") || saysDuplicate(a.body))
-	rep.OK = rep.SignatureChecked && rep.Answered && rep.RepeatDropped
+	rep.RepeatDropped = successStatus(a.status) && saysReplayed(a)
+	if !rep.RepeatDropped {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the repeat under the same Idempotency-Key got HTTP %d, not a 2xx with %s: true or {\"duplicate\":true}: "+
+			"after a crash of queue-process a message could be sent twice", a.status, ReplayedHeader))
+	}
+	rep.OK = rep.SignatureChecked && rep.Answered && rep.TakenAsNew && rep.RepeatDropped
 	return rep, nil
+}
+
+// probeAnswer is what one probe request got back.
+type probeAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// saysReplayed reports whether a 2xx answer says the receiver dropped the
+// request as a repeat: Idempotent-Replayed: true, or a JSON body with
+// "duplicate": true.
+func saysReplayed(a probeAnswer) bool {
+	return successStatus(a.status) && (replayedHeader(a) || saysDuplicate(a.body))
+}
+
+func replayedHeader(a probeAnswer) bool {
+	return strings.EqualFold(strings.TrimSpace(a.header.Get(ReplayedHeader)), "true")
+}
+
+// replayedBy names what in a said it was a repeat.
+func replayedBy(a probeAnswer) string {
+	if replayedHeader(a) {
+		return ReplayedHeader + ": true"
+	}
+	return `{"duplicate":true}`
 }
 
 // saysDuplicate reports whether body is a JSON object with "duplicate": true.

@@ -8,9 +8,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // signatureHeader carries the HMAC-SHA256 of a webhook request's body.
@@ -92,8 +95,11 @@ func (w *Webhook) Send(ctx context.Context, d Delivery) (Result, error) {
 	if key == "" {
 		key = d.ID
 	}
-	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return Result{}, &Error{Err: errors.New("invalid idempotency key (permanent)"), Permanent: true, transport: w.Name()}
+	// The one rule for a key, enqueue's too: a key it refuses cannot have
+	// been queued through the project, and sending it would put a broken
+	// header on the wire, so it fails for good, for enqueue's reason.
+	if err := sender.ValidateKey(key); err != nil {
+		return Result{}, &Error{Err: fmt.Errorf("%w (permanent)", err), Permanent: true, transport: w.Name()}
 	}
 	params := d.Params
 	if params == nil {
