@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/migrations"
@@ -199,8 +200,9 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		// as its default and -1 as no limit.
 		c.LockTimeout = -1
 	}
+	log := zerolog.Ctx(ctx) // the run's logger, in the run's format
 	c.Waiting = func() {
-		fmt.Fprintln(o.stderr, "engagementctl: another engagementctl migrate is running; waiting for it to finish")
+		log.Warn().Msg("another engagementctl migrate is running; waiting for it to finish")
 	}
 	m, err := migrations.OpenConfig(ctx, *o.databaseURL, c)
 	if err != nil {

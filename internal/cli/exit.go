@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -67,14 +68,16 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command,
 
 // Main runs cmd with args in env (its environment variables, stdout and
 // stderr) and returns the process exit code. Any error ends as one line on
-// env.Stderr, in the format of the command's logs (a JSON log line when
-// they are JSON), and, with --output json, as the run's one JSON object on
+// env.Stderr, in the format of the run's logs (logFormat: a JSON log line,
+// with "level":"error" and exit_code, when they are JSON), for every
+// command alike, and, with --output json, as the run's one JSON object on
 // stdout when the command had printed none: {"job","error","exit_code"}.
 // A panic is an internal error: exit 1, with its stack in the log, never
 // a bare Go trace. Run calls it with the process's; tests call it to run a
 // command in process.
 func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code int) {
 	env = env.withDefaults()
+	routeLibraryLogs()
 	// Logs come from several goroutines at once. An *os.File takes
 	// concurrent writes; any other writer (a test's buffer) gets a lock.
 	if _, ok := env.Stderr.(*os.File); !ok {
@@ -86,7 +89,7 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	defer func() {
 		if r := recover(); r != nil {
 			code = ExitFatal
-			finish(ran, stdout, stderr, fmt.Sprintf("internal error: %v", r), code, debug.Stack())
+			finish(ran, env, stdout, fmt.Sprintf("internal error: %v", r), code, debug.Stack())
 		}
 	}()
 	cmd.SetArgs(args)
@@ -97,12 +100,21 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	cmd.SetErr(stderr)
 	// The environment reaches the command through its flags only: each
 	// flag not given on the command line takes its variable, here, before
-	// the command runs.
-	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return applyEnv(c, env.LookupEnv) }
+	// the command runs. Then the run's logger, in the run's log format, goes
+	// into its context: commands without a logger of their own (status,
+	// verify, …) log what must not go unseen with it, like a server
+	// WARNING, and the libraries' own loggers write through it.
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		err := applyEnv(c, env.LookupEnv)
+		log := runLogger(c, env)
+		c.SetContext(log.WithContext(c.Context()))
+		if isProcessRun(c.Context()) {
+			libraryLog.Store(&log)
+		}
+		return err
+	}
 	ctx = postgres.WithConnectTimeout(ctx, env.ConnectTimeout)
-	// Commands without a logger of their own (status, verify, …) still
-	// log what must not go unseen, like a server WARNING, as JSON lines.
-	ctx = zerolog.New(stderr).With().Timestamp().Str("app", cmd.Name()).Logger().WithContext(ctx)
+	ctx = runLogger(cmd, env).WithContext(ctx) // until the flags are read
 	cmd.SilenceErrors = true
 	cmd.SilenceUsage = true
 	c, err := cmd.ExecuteContextC(ctx)
@@ -126,28 +138,29 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 		code, stack = ExitFatal, pe.Stack
 	}
 	if exit != errPartial {
-		finish(ran, stdout, stderr, oneLine(err.Error()), code, stack)
+		finish(ran, env, stdout, oneLine(err.Error()), code, stack)
 	}
 	return code
 }
 
 // finish reports the error msg a run of cmd ends with, exit code code: one
-// line on stderr, a JSON log line when the command logs JSON (with stack,
-// when given); and, with --output json, the run's JSON object on stdout
-// unless the command wrote one.
-func finish(cmd *cobra.Command, stdout *countingWriter, stderr io.Writer, msg string, code int, stack []byte) {
+// line on env.Stderr, a JSON log line when the run's logs are JSON (with
+// stack, when given), whatever the command; and, with --output json, the
+// run's JSON object on stdout unless the command wrote one. It is the one
+// place a run's error is written.
+func finish(cmd *cobra.Command, env Env, stdout *countingWriter, msg string, code int, stack []byte) {
 	name := cmd.Root().Name()
-	if jsonLogs(cmd, stderr) {
-		log := zerolog.New(stderr).With().Timestamp().Str("app", cmd.Root().Name()).Int("exit_code", code).Logger()
-		e := log.Error()
+	if logFormat(cmd, env) == "json" {
+		log := runLogger(cmd, env).Level(zerolog.TraceLevel) // whatever the level
+		e := log.Error().Int("exit_code", code)
 		if stack != nil {
 			e = e.Str("stack", string(stack))
 		}
 		e.Msg(name + ": " + msg)
 	} else {
-		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
+		fmt.Fprintf(env.Stderr, "%s: %s\n", name, msg)
 		if stack != nil {
-			stderr.Write(stack) //nolint:errcheck // best effort, on the way out
+			env.Stderr.Write(stack) //nolint:errcheck // best effort, on the way out
 		}
 	}
 	if f := cmd.Flags().Lookup("output"); f != nil && f.Value.String() == "json" && stdout.n == 0 {
@@ -159,22 +172,66 @@ func finish(cmd *cobra.Command, stdout *countingWriter, stderr io.Writer, msg st
 	}
 }
 
-// jsonLogs reports whether cmd logs JSON to stderr: --log-format (or
-// LOG_FORMAT, which the run applied to the flag) json, or auto when stderr
-// is not a terminal.
-func jsonLogs(cmd *cobra.Command, stderr io.Writer) bool {
-	f := cmd.Flags().Lookup("log-format")
-	if f == nil {
-		return false
+// logFormat is the format of a run of cmd's logs on env.Stderr, and so of
+// its error line: "json" or "console". Every command has it, with the
+// flag --log-format or without (a command without a logger of its own
+// still logs, with runLogger, and still ends with an error line): the
+// flag's value when given on the command line, else LOG_FORMAT, else the
+// flag's default, auto. auto, and anything else (a value the command
+// rejects, a usage error written in this format), is json unless stderr is
+// a terminal.
+func logFormat(cmd *cobra.Command, env Env) string {
+	switch format := strings.ToLower(strings.TrimSpace(logSetting(cmd, env, "log-format", logFormatEnv))); format {
+	case "json", "console":
+		return format
 	}
-	switch strings.ToLower(strings.TrimSpace(f.Value.String())) {
-	case "json":
-		return true
-	case "auto", "":
-		file, ok := stderr.(*os.File)
-		return !ok || !term.IsTerminal(int(file.Fd()))
+	if file, ok := env.Stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		return "console"
 	}
-	return false
+	return "json"
+}
+
+// logLevel is the level of a run of cmd's logs, as logFormat its format:
+// --log-level, else LOG_LEVEL, else the flag's default; info when none
+// is given or the value is not a level (the command rejects it where it
+// has the flag).
+func logLevel(cmd *cobra.Command, env Env) zerolog.Level {
+	level, err := zerolog.ParseLevel(strings.ToLower(strings.TrimSpace(logSetting(cmd, env, "log-level", logLevelEnv))))
+	if err != nil || level == zerolog.NoLevel {
+		return zerolog.InfoLevel
+	}
+	return level
+}
+
+// logSetting is the value of cmd's flag when given on the command line,
+// else the variable's when set, else the flag's default ("" without the
+// flag). It holds before the flags are parsed, and after a parse that
+// failed, as after Main applied the environment to them.
+func logSetting(cmd *cobra.Command, env Env, flag, variable string) string {
+	f := cmd.Flags().Lookup(flag)
+	if f != nil && f.Changed {
+		return f.Value.String()
+	}
+	if v, ok := env.LookupEnv(variable); ok && strings.TrimSpace(v) != "" {
+		return v
+	}
+	if f != nil {
+		return f.DefValue
+	}
+	return ""
+}
+
+// runLogger is the logger of a run of cmd for what has no logger of its
+// own: the commands that log only what must not go unseen (status,
+// verify, …), the libraries' loggers (libraryLog), the error line. It
+// writes to env.Stderr in the run's format, at its level, as "app" the
+// binary's name.
+func runLogger(cmd *cobra.Command, env Env) zerolog.Logger {
+	w := env.Stderr
+	if logFormat(cmd, env) == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(logLevel(cmd, env)).With().Timestamp().Str("app", cmd.Root().Name()).Logger()
 }
 
 // countingWriter counts what a command wrote to stdout.

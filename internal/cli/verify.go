@@ -69,8 +69,12 @@ func (o *verifyOptions) Validate() error {
 // Run checks the invariants, prints the report and pushes its outcome,
 // however the run ends; a broken invariant is exit 4.
 func (o *verifyOptions) Run(ctx context.Context) (err error) {
-	// Only a failed push is logged (a warning on stderr).
-	log := zerolog.New(o.stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("app", "engagementctl").Logger()
+	// Only a failed push is logged (a warning on stderr), with the run's
+	// logger (Main's: in the run's format, at its level, warn at least).
+	log := *zerolog.Ctx(ctx)
+	if log.GetLevel() < zerolog.WarnLevel {
+		log = log.Level(zerolog.WarnLevel)
+	}
 	var rep *verify.Report
 	defer func(start time.Time) { o.push.pushVerify(ctx, log, start, rep, err) }(time.Now())
 	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")

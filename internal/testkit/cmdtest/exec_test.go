@@ -40,7 +40,7 @@ func TestExecRunsTheCommandInProcess(t *testing.T) {
 		t.Errorf("Exec: %+v, want exit 0, stdout %q, stderr %q", res, "hi\n", "a log line\n")
 	}
 	res := Exec(t, echoCommand, Env(), "fail")
-	if lines := Lines(res.Stderr); res.Code != 1 || len(lines) != 2 || lines[1] != "echo: failed" {
+	if lines := Lines(res.Stderr); res.Code != 1 || len(lines) != 2 || Message(lines[1]) != "echo: failed" {
 		t.Errorf("Exec of a failing command: %+v, want exit 1 and the error as the last stderr line", res)
 	}
 	if res := Exec(t, echoCommand, Env(), "--no-such-flag"); res.Code != 2 {
@@ -62,7 +62,7 @@ func TestStartAndStop(t *testing.T) {
 		t.Fatal("the command returned before it was stopped")
 	default:
 	}
-	if res := r.Stop(); res.Code != 1 || res.Stderr != "echo: stopped\n" {
+	if res := r.Stop(); res.Code != 1 || len(Lines(res.Stderr)) != 1 || Message(res.Stderr) != "echo: stopped" {
 		t.Errorf("Stop: %+v, want exit 1 with the command's error", res)
 	}
 	if res := Start(echoCommand, Env(), "x").Wait(); res.Code != 0 || res.Stdout != "x\n" {

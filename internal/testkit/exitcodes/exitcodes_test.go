@@ -1,11 +1,14 @@
 // Package exitcodes_test holds the exit-code matrix every binary shares: a
 // missing DATABASE_URL, an unknown flag or a garbage flag value is exit 2;
 // an unreachable database is exit 1 within the connect timeout; none of them
-// writes to stdout, prints more than one line, leaks the password or shows a
-// Go stack trace. It needs no PostgreSQL: the "database" is a closed port
-// or a local listener that accepts and never answers. Each binary's command
-// runs in process, as its main runs it (cli.Main), with the environment the
-// case gives.
+// writes to stdout, prints more than one line (a JSON log line: stderr is
+// not a terminal), leaks the password or shows a Go stack trace; and every
+// line any binary or engagementctl command writes to stderr as it fails is
+// a JSON log line (jsonlogs_test.go). It needs no PostgreSQL: the
+// "database" is a closed port or a local listener that accepts and never
+// answers. Each binary's command runs in process, as its main runs it
+// (cli.Main), with the environment the case gives, and, where what reaches
+// the process's own stderr counts, as the built binary.
 package exitcodes_test
 
 import (
@@ -250,21 +253,20 @@ func TestExitCodeMatrix(t *testing.T) {
 			lines := cmdtest.Lines(res.Stderr)
 			binName := strings.Fields(c.name)[0]
 			binName, _, _ = strings.Cut(binName, "/")
-			// Stderr is a pipe, so a command that logs logs JSON
-			// (--log-format auto), and so is its error line: one log line
-			// whose message starts with the binary's name, with the exit
-			// code. A command without logs (or with an unknown
-			// --log-format) writes the plain line.
+			// Stderr is not a terminal, so the logs are JSON (LOG_FORMAT
+			// json, or auto), and so is the error line of every command,
+			// with a logger of its own or without (issue 31, item 7), and
+			// with an unknown --log-format: one log line whose message
+			// starts with the binary's name, with the exit code.
 			var line struct {
 				Level    string `json:"level"`
 				Message  string `json:"message"`
 				ExitCode int    `json:"exit_code"`
 			}
-			plain := len(lines) == 1 && strings.HasPrefix(lines[0], binName+": ")
 			structured := len(lines) == 1 && json.Unmarshal([]byte(lines[0]), &line) == nil && line.Level == "error" &&
 				strings.HasPrefix(line.Message, binName+": ") && line.ExitCode == res.Code
-			if !plain && !structured {
-				t.Errorf("stderr %q, want one line, plain or JSON, starting %q, with exit_code %d", res.Stderr, binName+": ", res.Code)
+			if !structured {
+				t.Errorf("stderr %q, want one JSON log line, level error, its message starting %q, with exit_code %d", res.Stderr, binName+": ", res.Code)
 			}
 			if !strings.Contains(res.Stderr, c.want) {
 				t.Errorf("stderr %q does not mention %q", res.Stderr, c.want)
