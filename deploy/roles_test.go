@@ -252,6 +252,36 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 	if appCreates {
 		t.Errorf("%s was granted CREATE on schema public", rs.jobs)
 	}
+
+	// Every function of the scheduler's (which the migrations take from
+	// PUBLIC) is one the jobs may execute: roles.sql's funcs list names
+	// them all, and the migrator owns them.
+	rows, err = admin.Query(ctx, `
+		SELECT p.oid::regprocedure::text, has_function_privilege($1, p.oid, 'EXECUTE'), pg_get_userbyid(p.proowner) = $2
+		  FROM pg_proc p
+		 WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'engagement\_%'
+		 ORDER BY 1`, rs.app, rs.migrator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	functions := 0
+	for rows.Next() {
+		var fn string
+		var may, owned bool
+		if err := rows.Scan(&fn, &may, &owned); err != nil {
+			t.Fatal(err)
+		}
+		functions++
+		if !may || !owned {
+			t.Errorf("function %s: %s may execute it %v, the migrator owns it %v; want both (list it in roles.sql's funcs)", fn, rs.app, may, owned)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if functions == 0 {
+		t.Error("no function of the scheduler's found: the query is broken")
+	}
 }
 
 func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {

@@ -15,6 +15,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -38,12 +39,20 @@ const DailyJob = "engagement-daily"
 //  1. inactivity_14d: active (and help_flow) users silent for 14 days get
 //     the goodbye message queued and move to goodbye_sent (goodbye_sent_at
 //     = as-of, goodbye_expires_at = as-of + 48 h, the earliest it can
-//     expire);
+//     expire), one goodbye per UTC day at most;
 //  2. goodbye_timeout: goodbyes unanswered for 48 h after they were
 //     delivered move to dormant; a goodbye that failed for good or was
-//     cancelled moves its user back to active (goodbye_undelivered);
+//     cancelled moves its user back to active (goodbye_undelivered,
+//     goodbye_expires_at = as-of: their next goodbye comes the next UTC
+//     day);
 //  3. reminder_due: remind_later users whose remind_at has come move to
 //     dormant (with cfg.SendReminder, their reminder is queued).
+//
+// Whether a user's deadline has come is decided by the deadline functions
+// of migration 29 (engagement_inactivity_due, engagement_goodbye_due,
+// engagement_reminder_due) with DeadlineArgs, the same that verify's
+// no_user_stuck asks: a user verify reports is one this job would have
+// moved a day before.
 //
 // Opted-out users are never messaged: the first step skips them, and their
 // timers (steps 2 and 3) complete silently. Users with no JID to send the
@@ -60,7 +69,6 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	args := pgx.NamedArgs{
 		"as_of":              asOf,
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
-		"unknown_prefix":     unknownPrefix,
 		"send_reminder":      cfg.SendReminder,
 	}
 	steps, err := dailySteps(asOf, cfg.SendReminder)
@@ -75,6 +83,38 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 // reached the receiver (delivery.ErrOutcomeUnknown): a goodbye in doubt
 // counts as delivered for its timeout.
 var unknownPrefix = strings.SplitN(delivery.ErrOutcomeUnknown.Error(), ":", 2)[0]
+
+// DeadlineArgs are the parameters every caller of the deadline functions
+// (migration 29) passes them, taken from the state machine: the daily job's
+// statements and verify's no_user_stuck, so that both decide by one
+// definition whether a user's deadline has come.
+//
+//   - @inactivity: inactivity_14d's wait (statemachine.InactivityPeriod);
+//   - @goodbye_window: goodbye_timeout's wait (statemachine.GoodbyeWindow);
+//   - @unknown_prefix: how the error of a send in doubt begins
+//     (delivery.ErrOutcomeUnknown): such a goodbye may have arrived;
+//   - @inactivity_states, @goodbye_states, @reminder_states: the states each
+//     timer runs in, the from-states of the transition table's rows for
+//     inactivity_14d, goodbye_timeout and reminder_due.
+func DeadlineArgs() pgx.NamedArgs {
+	states := func(t sm.Trigger) []string {
+		var out []string
+		for _, tr := range sm.Transitions() {
+			if tr.Trigger == t {
+				out = append(out, string(tr.From))
+			}
+		}
+		return out
+	}
+	return pgx.NamedArgs{
+		"inactivity":        sm.Inactivity14d.Wait(),
+		"goodbye_window":    sm.GoodbyeTimeout.Wait(),
+		"unknown_prefix":    unknownPrefix,
+		"inactivity_states": states(sm.Inactivity14d),
+		"goodbye_states":    states(sm.GoodbyeTimeout),
+		"reminder_states":   states(sm.ReminderDue),
+	}
+}
 
 // dailySteps builds the daily steps of a run as of asOf: one for each
 // trigger, in the order of statemachine.Triggers, that has a statement file
@@ -106,8 +146,8 @@ func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
 // Everything the statements need to know of the transition comes from the
 // state machine's tables, as parameters: its states and trigger
 // (@from_state, the first row's; @from_states, every state the table moves
-// to the same state on the trigger; @to_state; @trigger), its wait
-// (@due_before, as-of − Trigger.Wait) and the kind it queues
+// to the same state on the trigger; @to_state; @trigger), the waits the
+// deadline functions take (DeadlineArgs) and the kind it queues
 // (statemachine.Kinds: @message_type, @message_key, @key_infix and, for a
 // kind whose period is the run's, @key_suffix and the period
 // [@period_start, @replay_until) holding asOf). A kind makes it a message
@@ -119,13 +159,13 @@ func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminde
 		return step{}, fmt.Errorf("daily step %s: no transition of the state machine fires on it", trigger)
 	}
 	t := table[i]
-	args := pgx.NamedArgs{
+	args := DeadlineArgs()
+	maps.Copy(args, pgx.NamedArgs{
 		"from_state":  string(t.From),
 		"from_states": fromStates(t),
 		"to_state":    string(t.To),
 		"trigger":     string(t.Trigger),
-		"due_before":  asOf.Add(-trigger.Wait()),
-	}
+	})
 	st := step{name: string(trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
 	if k, ok := sm.KindFiredBy(trigger); ok {
 		args["message_type"], args["message_key"], args["key_infix"] = string(k.Message), k.CatalogKey, k.KeyInfix

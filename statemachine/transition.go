@@ -28,7 +28,8 @@ const (
 	// GoodbyeUndelivered fires when the goodbye failed for good or was
 	// cancelled before the user got it; it moves goodbye_sent back to
 	// active, so that the user is never timed out on a goodbye they could
-	// not answer.
+	// not answer. Their next goodbye (Inactivity14d) comes on a later UTC
+	// day: one goodbye a day, so a re-run the same day changes nothing.
 	GoodbyeUndelivered Trigger = "goodbye_undelivered"
 	// ReminderDue fires when remind_at is due; it moves remind_later to
 	// dormant, queueing the reminder when the daily job is told to.
@@ -66,6 +67,10 @@ var triggers = []Trigger{
 // scheduler trigger t before it fires: engagement-daily fires it on users
 // whose clock started before as-of − Wait. 0 for the bot's triggers and for
 // a trigger with a due time of its own (reminder_due: remind_at).
+//
+// The rule each wait is part of is defined once, in SQL functions the
+// daily job's statements and engagementctl verify's no_user_stuck both call
+// with these waits (migration 29; scheduler.DeadlineArgs).
 func (t Trigger) Wait() time.Duration { return waits[t] }
 
 // waits are the scheduler triggers' waits (see Wait).

@@ -20,6 +20,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/retention"
+	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -92,6 +93,15 @@ type Check struct {
 type invariant struct {
 	name, rule, sql string
 	args            pgx.NamedArgs
+}
+
+// withDeadlines adds to args the parameters of the deadline functions, the
+// daily job's own (scheduler.DeadlineArgs): verify and the job decide by
+// one definition whether a user's deadline has come.
+func withDeadlines(args pgx.NamedArgs) pgx.NamedArgs {
+	all := scheduler.DeadlineArgs()
+	maps.Copy(all, args)
+	return all
 }
 
 // goodbye is the goodbye's kind, which two checks are about.
@@ -171,13 +181,14 @@ var invariants = slices.Concat([]invariant{
 	},
 	{
 		name: CheckNoUserStuck,
-		rule: "no user is in a state a day past its deadline: active or help_flow silent for 14 days (not opted out), " +
-			"goodbye_sent 48 h after the goodbye was delivered (or failed, or, without a message or opted out, past " +
-			"goodbye_expires_at), remind_later past remind_at; exempt: users without a JID to send a goodbye to, and " +
-			"goodbyes still waiting to be delivered",
-		sql: query("verify_no_user_stuck"),
-		args: pgx.NamedArgs{"inactivity": sm.InactivityPeriod, "goodbye_window": sm.GoodbyeWindow, "grace": StuckGrace,
-			"goodbye_key_infix": goodbye.KeyInfix},
+		rule: "no user is still where the daily job would have moved them on a day before as-of, by the deadlines it " +
+			"decides by (migration 29's functions, with the same parameters): active or help_flow silent for 14 days " +
+			"(not opted out; a user moved back by goodbye_undelivered gets their next goodbye the next UTC day), " +
+			"goodbye_sent 48 h after the goodbye was delivered (or, in doubt, after its last attempt), failed for good " +
+			"or cancelled, or, without a message or opted out, past goodbye_expires_at, remind_later past remind_at; " +
+			"exempt: users without a JID to send a goodbye to, and goodbyes still waiting to be delivered",
+		sql:  query("verify_no_user_stuck"),
+		args: withDeadlines(pgx.NamedArgs{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
 	},
 	{
 		name: CheckTimeZonesUsable,

@@ -143,12 +143,16 @@ DECLARE
         ['engagement_schema_migrations',  'SELECT'],
         ['engagement_adopted_tables',     'SELECT']
     ];
-    -- The scheduler's functions (trigger functions of its migrations): the
-    -- migrator owns them too, so it can drop or replace them.
+    -- The scheduler's functions (its migrations' trigger functions, the
+    -- shard predicate and the deadlines the jobs decide by): the migrator
+    -- owns them too, so it can drop or replace them.
     funcs    text[] := ARRAY['engagement_stamp_state_change()',
                              'engagement_claim_abandoned(text, timestamptz, timestamptz)',
                              'engagement_zone(text)',
-                             'engagement_in_shard(uuid, integer, integer)'];
+                             'engagement_in_shard(uuid, integer, integer)',
+                             'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
+                             'engagement_goodbye_due(timestamptz, interval, text, boolean, timestamptz, timestamptz, text, text, timestamptz, timestamptz)',
+                             'engagement_reminder_due(timestamptz, timestamptz)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;

@@ -2,22 +2,30 @@
 --
 -- Moves the users of one chunk of user_engagement_states (the rows whose
 -- ctid lies in [@first, @end)) who are in @from_state and whose goodbye is
--- over, by what became of the goodbye message (found by its key, the user
--- id, @key_infix and the UTC day of goodbye_sent_at):
+-- over at @as_of, by what became of the goodbye message (found by its key,
+-- the user id, @key_infix and the UTC day of goodbye_sent_at), as
+-- engagement_goodbye_due (migration 29, the definition verify's
+-- no_user_stuck uses too) decides it:
 --
---   delivered ('sent') 48 h ago (sent_at before @due_before): the
---     user had their 48 hours to answer  → @to_state, logged @trigger;
---   in doubt ('failed', outcome unknown: it may have arrived), its last
---     attempt 48 h ago                   → the same;
+--   delivered ('sent') @goodbye_window (48 h) ago: the user had their 48
+--     hours to answer                    → @to_state, logged @trigger;
+--   in doubt ('failed', the error starting with @unknown_prefix: it may
+--     have arrived), its last attempt (the send ledger's last_attempt_at)
+--     48 h ago                           → the same;
 --   failed for good or cancelled: the user never got it, and is not timed
 --     out on it                          → @undelivered_to_state, logged
 --                                           @undelivered_trigger (active:
---                                           a later goodbye is their first);
+--                                           a later goodbye is their
+--                                           first), and goodbye_expires_at
+--                                           = @as_of, the goodbye is over:
+--                                           their next goodbye comes the
+--                                           next UTC day, so a re-run the
+--                                           same day changes nothing;
 --   pending or in flight (deferred by quiet hours, an outage, a backlog,
 --     or queued by a late re-run): not yet;
 --   no such message (the bot set the state, or cleanup deleted it): the
---     old rule, goodbye_expires_at has come (@as_of), or goodbye_sent_at is
---     48 h old without it.
+--     old rule, goodbye_expires_at has come, or goodbye_sent_at is 48 h
+--     old without it.
 --
 -- An opted-out user's timer completes silently on the old rule, whatever
 -- became of the goodbye (claim cancels it): they are never messaged, and
@@ -33,8 +41,10 @@
 -- (always 0: their timers complete), no destination (always 0).
 WITH chunk AS MATERIALIZED (
     -- OFFSET 0 keeps the profile and the goodbye primary-key and unique-key
-    -- probes per user.
-    SELECT s.user_id, g.to_state, g.trigger
+    -- probes per user. The send ledger is read only for a goodbye that
+    -- failed or was cancelled (the function reads its argument in that
+    -- branch alone).
+    SELECT s.user_id, v.verdict, g.to_state, g.trigger
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT p.reengagement_opt_out AS opted_out
@@ -43,18 +53,11 @@ WITH chunk AS MATERIALIZED (
           OFFSET 0
       ) p
       CROSS JOIN LATERAL (
-          SELECT CASE WHEN p.opted_out OR q.status IS NULL
-                      THEN CASE WHEN s.goodbye_expires_at <= @as_of
-                                  OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @due_before)
-                                THEN 'timed_out' END
-                      WHEN q.status = 'sent'
-                      THEN CASE WHEN q.sent_at <= @due_before THEN 'timed_out' END
-                      WHEN q.status = 'failed' AND starts_with(coalesce(q.error_message, ''), @unknown_prefix::text)
-                      THEN CASE WHEN coalesce((SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                                                WHERE l.message_id = q.id), s.goodbye_sent_at) <= @due_before
-                                THEN 'timed_out' END
-                      WHEN q.status IN ('failed', 'cancelled') THEN 'undelivered'
-                 END AS verdict
+          SELECT engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval, @unknown_prefix::text,
+                                        p.opted_out, s.goodbye_sent_at, s.goodbye_expires_at,
+                                        q.status, q.error_message, q.sent_at,
+                                        (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
+                                          WHERE l.message_id = q.id)) AS verdict
             FROM (SELECT) AS one
             LEFT JOIN engagement_message_queue q
               ON q.idempotency_key = s.user_id::text || @key_infix::text
@@ -80,7 +83,9 @@ WITH chunk AS MATERIALIZED (
 ), moved AS (
     -- Re-checks the state: a user the bot moved in between is not moved.
     UPDATE user_engagement_states s
-       SET state = c.to_state, updated_at = now()
+       SET state = c.to_state, updated_at = now(),
+           goodbye_expires_at = CASE WHEN c.verdict = 'undelivered' THEN @as_of::timestamptz
+                                     ELSE s.goodbye_expires_at END
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id

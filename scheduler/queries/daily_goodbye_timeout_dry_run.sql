@@ -1,7 +1,8 @@
 -- Dry run of step goodbye_timeout (goodbye_sent -goodbye_timeout-> dormant):
 -- counts, writing nothing, the users daily_goodbye_timeout.sql would move,
 -- over the whole table (to dormant, or back to active for an undelivered
--- goodbye): one row, '' and how many users (and 0: it queues nothing).
+-- goodbye, as engagement_goodbye_due decides): one row, '' and how many
+-- users (and 0: it queues nothing).
 SELECT '' AS skip_reason, count(*)::int, 0
   FROM user_engagement_states s
   JOIN user_profiles p ON p.user_id = s.user_id
@@ -9,12 +10,9 @@ SELECT '' AS skip_reason, count(*)::int, 0
     ON q.idempotency_key = s.user_id::text || @key_infix::text
                            || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
  WHERE s.state = @from_state
-   AND CASE WHEN p.reengagement_opt_out OR q.status IS NULL
-            THEN s.goodbye_expires_at <= @as_of
-                 OR (s.goodbye_expires_at IS NULL AND s.goodbye_sent_at <= @due_before)
-            WHEN q.status = 'sent' THEN q.sent_at <= @due_before
-            WHEN q.status = 'failed' AND starts_with(coalesce(q.error_message, ''), @unknown_prefix::text)
-            THEN coalesce((SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                            WHERE l.message_id = q.id), s.goodbye_sent_at) <= @due_before
-            ELSE q.status IN ('failed', 'cancelled') END
+   AND engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval, @unknown_prefix::text,
+                              p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
+                              q.status, q.error_message, q.sent_at,
+                              (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
+                                WHERE l.message_id = q.id)) IS NOT NULL
    AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

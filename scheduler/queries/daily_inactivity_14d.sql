@@ -4,9 +4,13 @@
 -- ctid lies in [@first, @end)) who are in any of @from_states (@from_state,
 -- and every other state the table moves to the same state on the same
 -- trigger: a help_flow user who went silent falls back into the inactivity
--- path) and silent since
--- @due_before (as-of − 14 days; a user the bot recorded no activity for,
--- last_activity_at NULL, is silent since its state row's created_at): state @to_state, goodbye_sent_at
+-- path) and whose silence is due at @as_of by engagement_inactivity_due
+-- (migration 29, the definition verify's no_user_stuck uses too): silent
+-- for @inactivity (14 days; a user the bot recorded no activity for,
+-- last_activity_at NULL, is silent since its state row's created_at), and
+-- not on the UTC day their last goodbye was queued or ended undelivered
+-- (one goodbye a day: a re-run the same day after goodbye_undelivered
+-- changes nothing). Each gets state @to_state, goodbye_sent_at
 -- @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
 -- each one's goodbye under the key user_id || @key_suffix
 -- (':goodbye_sent:YYYY-MM-DD'), covering [@period_start, @replay_until);
@@ -44,7 +48,9 @@ WITH chunk AS MATERIALIZED (
           OFFSET 0
       ) p
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state = ANY(@from_states::text[]) AND coalesce(s.last_activity_at, s.created_at) < @due_before
+       AND s.state = ANY(@from_states::text[])
+       AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
+                                     s.goodbye_sent_at, s.goodbye_expires_at)
        AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), locked AS MATERIALIZED (
     -- The bot holds rows while it handles a user's message: skip them
@@ -52,7 +58,9 @@ WITH chunk AS MATERIALIZED (
     SELECT s.user_id
       FROM user_engagement_states s
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state = ANY(@from_states::text[]) AND coalesce(s.last_activity_at, s.created_at) < @due_before
+       AND s.state = ANY(@from_states::text[])
+       AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
+                                     s.goodbye_sent_at, s.goodbye_expires_at)
        AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
@@ -65,7 +73,9 @@ WITH chunk AS MATERIALIZED (
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-       AND s.state = ANY(@from_states::text[]) AND coalesce(s.last_activity_at, s.created_at) < @due_before
+       AND s.state = ANY(@from_states::text[])
+       AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
+                                     s.goodbye_sent_at, s.goodbye_expires_at)
        AND s.state = c.state
  RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid
 ), queued AS (

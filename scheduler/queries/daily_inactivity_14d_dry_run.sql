@@ -14,7 +14,9 @@ SELECT c.skip_reason, count(*)::int,
                     ELSE '' END AS skip_reason
           FROM user_engagement_states s
           JOIN user_profiles p ON p.user_id = s.user_id
-         WHERE s.state = ANY(@from_states::text[]) AND coalesce(s.last_activity_at, s.created_at) < @due_before
+         WHERE s.state = ANY(@from_states::text[])
+           AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
+                                         s.goodbye_sent_at, s.goodbye_expires_at)
            AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
        ) AS c
  GROUP BY c.skip_reason

@@ -2,10 +2,12 @@
 --
 -- Moves the users of one chunk of user_engagement_states (the rows whose
 -- ctid lies in [@first, @end)) who are in @from_state and whose remind_at
--- has come (@as_of) to @to_state, and logs each move (@trigger, run
--- @run_id) in the same statement. @from_state, @to_state and @trigger come
--- from the state machine's table (statemachine.Transitions);
--- step_test.go runs the step and checks its outcome against the table.
+-- has come at @as_of (engagement_reminder_due, migration 29, the definition
+-- verify's no_user_stuck uses too) to @to_state, and logs each move
+-- (@trigger, run @run_id) in the same statement. @from_state, @to_state
+-- and @trigger come from the state machine's table
+-- (statemachine.Transitions); step_test.go runs the step and checks its
+-- outcome against the table.
 --
 -- With @send_reminder (engagement-daily --send-reminder; off by default,
 -- when the user goes dormant silently, AC-5.1.3), each moved user who has
@@ -36,14 +38,14 @@ WITH chunk AS MATERIALIZED (
           OFFSET 0
       ) p
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state = @from_state AND s.remind_at <= @as_of
+       AND s.state = @from_state AND engagement_reminder_due(@as_of::timestamptz, s.remind_at)
        AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), locked AS MATERIALIZED (
     -- Rows the bot holds are skipped rather than waited for, and counted.
     SELECT s.user_id
       FROM user_engagement_states s
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
-       AND s.state = @from_state AND s.remind_at <= @as_of
+       AND s.state = @from_state AND engagement_reminder_due(@as_of::timestamptz, s.remind_at)
        AND s.user_id IN (SELECT user_id FROM chunk)
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
@@ -53,7 +55,7 @@ WITH chunk AS MATERIALIZED (
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-       AND s.state = @from_state AND s.remind_at <= @as_of
+       AND s.state = @from_state AND engagement_reminder_due(@as_of::timestamptz, s.remind_at)
  RETURNING s.user_id, c.remind_at, c.opted_out, c.destination, c.destination_jid
 ), queued AS (
     INSERT INTO engagement_message_queue

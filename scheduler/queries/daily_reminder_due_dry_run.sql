@@ -10,5 +10,5 @@ SELECT '' AS skip_reason, count(*)::int,
             WHERE q.idempotency_key = s.user_id::text || @key_infix::text
                                       || floor(extract(epoch FROM s.remind_at) * 1000)::bigint::text))::int
   FROM user_engagement_states s
- WHERE s.state = @from_state AND s.remind_at <= @as_of
+ WHERE s.state = @from_state AND engagement_reminder_due(@as_of::timestamptz, s.remind_at)
    AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

@@ -1,5 +1,6 @@
 -- The daily job's inactivity_14d step as one statement over every user: the
 -- yardstick of scheduler/bench_test.go and of the scaling benchmark (bench/).
+-- Who is due is migration 29's engagement_inactivity_due, as for the job.
 -- Named arguments: as_of, day (YYYY-MM-DD of the as-of instant), run_id.
 WITH moved AS (
     UPDATE user_engagement_states s
@@ -7,7 +8,9 @@ WITH moved AS (
            goodbye_expires_at = @as_of::timestamptz + interval '48 hours', updated_at = now()
       FROM user_profiles p, user_engagement_states o
      WHERE p.user_id = s.user_id AND o.user_id = s.user_id
-       AND s.state IN ('active', 'help_flow') AND s.last_activity_at < @as_of::timestamptz - interval '14 days'
+       AND s.state IN ('active', 'help_flow')
+       AND engagement_inactivity_due(@as_of::timestamptz, interval '14 days', s.last_activity_at, s.created_at,
+                                     s.goodbye_sent_at, s.goodbye_expires_at)
        AND NOT p.reengagement_opt_out
        AND ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
             OR coalesce(btrim(p.whatsapp_jid), '') <> '')

@@ -1,0 +1,58 @@
+package scheduler
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// deadlineCall is a call of one of migration 29's deadline functions as it
+// would show in a plan that did not inline it.
+var deadlineCall = regexp.MustCompile(`engagement_(inactivity|goodbye|reminder)_due\(`)
+
+// The deadline functions (migration 29) are what every daily statement
+// decides by, and they cost nothing: the planner inlines them, as it does
+// engagement_in_shard, so each step stays one set-based statement per
+// chunk, with no function call per user, and the send ledger is read only
+// for a goodbye that failed or was cancelled.
+func TestTheDeadlineFunctionsAreInlined(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	asOf := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+	steps, err := dailySteps(asOf, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, end := pageSpan(0, 8).tids()
+	base := pgx.NamedArgs{
+		"as_of": asOf, "goodbye_expires_at": asOf.Add(48 * time.Hour), "send_reminder": true,
+		"shard_index": 0, "shard_count": 1, "run_id": int64(1), "log_duplicates": false, "first": first, "end": end,
+	}
+	for _, st := range steps {
+		for kind, sql := range map[string]string{"move": st.moveSQL, "dry run": st.dryRunSQL} {
+			rows, err := pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+sql, withArgs(base, st.args))
+			if err != nil {
+				t.Fatalf("%s %s: %v", st.name, kind, err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatalf("%s %s: %v", st.name, kind, err)
+			}
+			plan := strings.Join(lines, "\n")
+			if m := deadlineCall.FindString(plan); m != "" {
+				t.Errorf("the %s of step %s calls %s per row: the planner did not inline it\n%s", kind, st.name, m, plan)
+			}
+			lazy := "WHEN (q.status = ANY ('{failed,cancelled}'::text[])) THEN CASE WHEN ((COALESCE((SubPlan "
+			if st.name == "goodbye_timeout" && (!strings.Contains(plan, lazy) || strings.Count(plan, "(SubPlan ") != 1) {
+				t.Errorf("the %s of step %s does not read the send ledger only for a failed or cancelled goodbye:\n%s", kind, st.name, plan)
+			}
+		}
+	}
+}
