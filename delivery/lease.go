@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
@@ -149,43 +150,30 @@ func (p *Processor) keepAlive(ctx context.Context, lost func()) {
 	}
 }
 
-// cancelRepeat is how often a shutdown sends its cancel request again while
-// a claim statement has not returned.
+// cancelRepeat is how often a stop sends its cancel request again while
+// a statement it cancels has not returned.
 const cancelRepeat = 200 * time.Millisecond
 
-// claim takes up to ClaimBatch due pending messages (claim.sql). In the
-// same statement, messages no longer wanted are cancelled and messages due
-// inside the quiet hours deferred; it counts both.
-//
-// A shutdown stops the statement on the server (a cancel request), never
-// by dropping the connection: a dropped connection can leave the statement
-// running, waiting on a lock, to commit claims after this process is gone.
-// After a cancel request, either the server says it cancelled the
-// statement (nothing was claimed) or its rows arrive, and the caller
-// releases them.
-func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
-	args := pgx.NamedArgs{
-		"holder":         p.holder,
-		"claim_timeout":  p.cfg.ClaimTimeout,
-		"batch":          p.cfg.ClaimBatch,
-		"default_locale": sender.DefaultLocale,
-		"timezone":       p.cfg.Timezone,
-		"quiet_start":    (*time.Duration)(nil),
-		"quiet_end":      (*time.Duration)(nil),
-		"kinds":          sendRules,
-	}
-	if q := p.cfg.QuietHours; q.Set() {
-		args["quiet_start"], args["quiet_end"] = q.Start, q.End
-	}
+// onServer runs a statement (run, on conn, under a context the stop does
+// not cancel) that a stop cuts short on the server: when ctx ends before
+// it returned, a cancel request is sent, never a dropped connection. A
+// dropped connection can leave the statement running, waiting on a lock,
+// to commit after the process has given up on it (a claim, claims behind
+// the process's back; a start, a send the ledger calls started). After a
+// cancel request, either the server says it cancelled the statement
+// (nothing of it was written: the error is the server's, 57014) or its
+// result arrives, and the caller acts on it. When ctx has ended before the
+// statement is sent, it is not sent, and the error is ctx's.
+func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, conn *pgxpool.Conn) error) error {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claim messages: %w", err)
+		return err
 	}
 	pgConn := conn.Conn().PgConn()
 	// A cancel request may reach the server before the statement does (a
-	// shutdown just as the claim starts: it then cancels nothing, and the
+	// stop just as the statement starts: it then cancels nothing, and the
 	// statement could wait on a lock for good). So it is sent again every
-	// cancelRepeat until the claim has returned.
+	// cancelRepeat until the statement has returned.
 	finished := make(chan struct{})
 	cancelling := context.AfterFunc(ctx, func() {
 		for {
@@ -205,36 +193,63 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 			conn.Release()
 			return
 		}
-		// A cancel request may reach the server after the claim ended,
+		// A cancel request may reach the server after the statement ended,
 		// and cancel whatever the connection runs next: it is not reused.
 		_ = conn.Hijack().Close(context.Background())
 	}()
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // stopping already: no claim
+	if err := ctx.Err(); err != nil {
+		return err // stopping already: not sent
 	}
-	rows, err := conn.Query(context.WithoutCancel(ctx), p.claimSQL, args)
-	if err != nil {
-		return nil, fmt.Errorf("claim messages: %w", err)
+	return run(context.WithoutCancel(ctx), conn)
+}
+
+// claim takes up to ClaimBatch due pending messages (claim.sql). In the
+// same statement, messages no longer wanted are cancelled and messages due
+// inside the quiet hours deferred; it counts both.
+//
+// A shutdown stops the statement on the server (onServer): either the
+// server cancelled it (nothing was claimed) or its rows arrive, and the
+// caller releases them.
+func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
+	args := pgx.NamedArgs{
+		"holder":         p.holder,
+		"claim_timeout":  p.cfg.ClaimTimeout,
+		"batch":          p.cfg.ClaimBatch,
+		"default_locale": sender.DefaultLocale,
+		"timezone":       p.cfg.Timezone,
+		"quiet_start":    (*time.Duration)(nil),
+		"quiet_end":      (*time.Duration)(nil),
+		"kinds":          sendRules,
 	}
-	var (
-		batch   []claimed
-		verdict string
-		m       claimed
-		due     *time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
-		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
-		switch {
-		case verdict == "claimed":
-			m.Attempt = m.retryCount + 1
-			batch = append(batch, m)
-		case verdict == "deferred":
-			p.tally.deferred.Add(1)
-		default:
-			p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+	if q := p.cfg.QuietHours; q.Set() {
+		args["quiet_start"], args["quiet_end"] = q.Start, q.End
+	}
+	var batch []claimed
+	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		rows, err := conn.Query(ctx, p.claimSQL, args)
+		if err != nil {
+			return err
 		}
-		m = claimed{}
-		return nil
+		var (
+			verdict string
+			m       claimed
+			due     *time.Time
+		)
+		_, err = pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
+			&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
+			switch {
+			case verdict == "claimed":
+				m.Attempt = m.retryCount + 1
+				batch = append(batch, m)
+			case verdict == "deferred":
+				p.tally.deferred.Add(1)
+			default:
+				p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+			}
+			m = claimed{}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim messages: %w", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // recordTimeout bounds a statement that records a delivery: it runs even
@@ -30,7 +31,10 @@ const recordTimeout = 10 * time.Second
 //     under its same key and lets the receiver drop the repeats.
 type recording interface {
 	// begin reports whether the send of m may start now: whether this
-	// processor still holds m's claim. On false, m's claim is lost.
+	// processor still holds m's claim. On false, m's claim is lost. A
+	// stop (ctx ending) while it writes the start cancels the statement
+	// on the server: begin then fails and nothing was started, or the
+	// start was written, and the send goes on as one in flight.
 	begin(ctx context.Context, m claimed) (bool, error)
 	// record takes an attempt's outcome.
 	record(ctx context.Context, s settled) error
@@ -59,13 +63,14 @@ func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
 	if !r.p.lease.usable() {
 		return false, nil
 	}
-	rows, err := r.p.pool.Query(ctx, startSQL, pgx.NamedArgs{
-		"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name(),
+	args := pgx.NamedArgs{"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name()}
+	var started []string
+	err := r.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		rows, _ := conn.Query(ctx, startSQL, args)
+		var err error
+		started, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
 	})
-	if err != nil {
-		return false, fmt.Errorf("start a send: %w", err)
-	}
-	started, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return false, fmt.Errorf("start a send: %w", err)
 	}

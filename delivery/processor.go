@@ -457,6 +457,11 @@ func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) err
 // the outcome to record, or nil when nothing is to be recorded (the claim
 // was lost: dropped; the run is stopping: m is released). An error stops
 // the run.
+//
+// Until the send starts, the run being told to stop (ctx ends: a
+// shutdown, an outage another worker met, a lost lease) is no failure,
+// whichever step it cuts short: m goes back to the queue unsent (see
+// notStarted). Once the send has started, it finishes and is recorded.
 func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*outcome, error) {
 	log := p.messageLog(m)
 	params, err := decodeParams(m.rawParams)
@@ -474,7 +479,7 @@ func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*out
 	if p.cfg.Dedupe != nil {
 		delivered, err := p.deliveredBefore(ctx, m)
 		if err != nil {
-			return nil, err
+			return p.notStarted(ctx, m, err)
 		}
 		if delivered {
 			p.tally.processed.Add(1)
@@ -485,16 +490,16 @@ func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*out
 	}
 	if p.pacer != nil {
 		if err := p.pacer.wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil, p.release([]claimed{m}) // stopping: released, not failed
-			}
-			return nil, err
+			return p.notStarted(ctx, m, err)
 		}
 		m.Pace = p.pacer.wait // the HTTP client's own resends wait for the pace too
 	}
+	if err := ctx.Err(); err != nil {
+		return p.notStarted(ctx, m, err) // stopping: no send starts
+	}
 	ok, err := rec.begin(ctx, m)
 	if err != nil {
-		return nil, err
+		return p.notStarted(ctx, m, err)
 	}
 	if !ok {
 		// Lost, or running out (renewals failing): not sent, and handed
@@ -532,6 +537,21 @@ func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*out
 	}
 	o := p.outcome(log, m, res, sendErr, latency)
 	return &o, recErr
+}
+
+// notStarted settles m, whose send has not started, after a step before
+// it failed with err. While the run is stopping (ctx ended), a step cut
+// short by the stop (the dedupe store's lookup, the pace's reservation,
+// the start's statement, a connection awaited for one of them) is no
+// failure of the run's: m is handed back to the queue unsent, due as it
+// was, its retries unspent, and the run goes on stopping, to exit 0 with
+// its summary. That is safe whatever the step had done: nothing was
+// sent. Otherwise err stops the run.
+func (p *Processor) notStarted(ctx context.Context, m claimed, err error) (*outcome, error) {
+	if ctx.Err() == nil {
+		return nil, err
+	}
+	return nil, p.release([]claimed{m})
 }
 
 // messageLog is the logger of one message's attempt: its ids, type and

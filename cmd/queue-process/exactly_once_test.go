@@ -80,6 +80,12 @@ func (api *cloudAPI) counts() map[string]int {
 // transport against api.
 func cloudEnv(t *testing.T, dbURL string, api *cloudAPI) []string {
 	t.Helper()
+	return cloudEnvAt(t, dbURL, api.server.URL)
+}
+
+// cloudEnvAt is cloudEnv for a fake Cloud API at baseURL.
+func cloudEnvAt(t *testing.T, dbURL, baseURL string) []string {
+	t.Helper()
 	templates := filepath.Join(t.TempDir(), "templates.json")
 	err := os.WriteFile(templates, []byte(`{"engagement.weekly_review.celebration":
 		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"]}}`), 0o600)
@@ -88,7 +94,7 @@ func cloudEnv(t *testing.T, dbURL string, api *cloudAPI) []string {
 	}
 	return cmdtest.Env("DATABASE_URL="+dbURL, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
 		"WHATSAPP_PHONE_NUMBER_ID=1234567890", "WHATSAPP_ACCESS_TOKEN=tok",
-		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+api.server.URL)
+		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+baseURL)
 }
 
 // queueRecipients queues one weekly review to each of n numbers and returns
