@@ -66,16 +66,7 @@ func (b *bot) received() ([]time.Time, []string) {
 
 func queueMessages(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	_, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2 || i
-		  FROM generate_series(1, $3) AS i`, user, user+":weekly_review:test-", n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture.DueReviews(t, pool, n, "test-")
 }
 
 func statusCounts(t *testing.T, pool *pgxpool.Pool) map[string]int {

@@ -1,16 +1,12 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -20,21 +16,6 @@ import (
 // redisDown is a dedupe store whose Redis is down: nothing listens on
 // 127.0.0.1:1, so every dial is refused at once.
 const redisDown = "redis://127.0.0.1:1/0"
-
-// queueDue queues n weekly reviews due now for a new user.
-func queueDue(t *testing.T, pool *pgxpool.Pool, n int) {
-	t.Helper()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	_, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2 || i
-		  FROM generate_series(1, $3) AS i`, user, user+":weekly_review:library-logs-", n)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // jsonLine is what the tests read of a stderr line.
 type jsonLine struct {
@@ -68,7 +49,7 @@ func TestRedisDownLeavesOnlyJSONLinesOnStderr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			pool, url := pgtest.NewPool(t)
-			queueDue(t, pool, 3)
+			fixture.DueReviews(t, pool, 3, "library-logs-")
 			bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 			t.Cleanup(bot.Close)
 			// No LOG_FORMAT: stderr is a pipe, so the logs are JSON.
@@ -110,7 +91,7 @@ func TestRedisClientLogsGoThroughTheRunsLogger(t *testing.T) {
 	t.Parallel()
 	bin := cmdtest.Build(t, "./cmd/queue-process")
 	pool, url := pgtest.NewPool(t)
-	queueDue(t, pool, 1)
+	fixture.DueReviews(t, pool, 1, "library-logs-")
 	res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url),
 		"--transport", "log", "--send-interval", "0", "--dedupe-store", redisDown, "--log-level", "debug")
 	if res.Code != 1 {
