@@ -326,7 +326,7 @@ func migrationsHash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "latest=%d\nrevision=%s\n", migrations.Latest, schemaRevision)
 	if _, file, _, ok := runtime.Caller(0); ok {
-		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "migrations", "*.sql"))
+		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "..", "migrations", "*.sql"))
 		sort.Strings(paths)
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {
