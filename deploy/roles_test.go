@@ -53,13 +53,14 @@ var wantPrivileges = map[string][]string{
 	"engagement_time_zones":         {"SELECT"},
 	"engagement_schema_migrations":  {"SELECT"},
 	"engagement_adopted_tables":     {"SELECT"},
+	"engagement_fire_requests":      {"SELECT", "DELETE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
 
 // roleSet is one test's three roles and their passwords.
 type roleSet struct {
-	app, jobs, migrator string
+	app, jobs, migrator, bot string
 	appPassword         string
 	migratorPassword    string
 }
@@ -74,6 +75,7 @@ func newRoles(t *testing.T, adminURL string) roleSet {
 		app:              "engagement_app_" + suffix,
 		jobs:             "engagement_jobs_" + suffix,
 		migrator:         "engagement_migrator_" + suffix,
+		bot:              "engagement_bot_" + suffix,
 		appPassword:      "app-" + randomHex(t, 8),
 		migratorPassword: "mig-" + randomHex(t, 8),
 	}
@@ -86,11 +88,12 @@ func newRoles(t *testing.T, adminURL string) roleSet {
 			return
 		}
 		defer conn.Close(ctx)
-		names := pgx.Identifier{rs.app}.Sanitize() + ", " + pgx.Identifier{rs.jobs}.Sanitize() + ", " + pgx.Identifier{rs.migrator}.Sanitize()
+		names := pgx.Identifier{rs.app}.Sanitize() + ", " + pgx.Identifier{rs.jobs}.Sanitize() + ", " + pgx.Identifier{rs.migrator}.Sanitize() +
+			", " + pgx.Identifier{rs.bot}.Sanitize()
 		for _, stmt := range []string{
 			// Only the roles that exist: a test that failed early may not
 			// have created them.
-			`DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname IN ('` + rs.app + `','` + rs.jobs + `','` + rs.migrator + `')) THEN EXECUTE 'DROP OWNED BY ` + strings.ReplaceAll(names, "'", "''") + `'; END IF; END $$`,
+			`DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname IN ('` + rs.app + `','` + rs.jobs + `','` + rs.migrator + `','` + rs.bot + `')) THEN EXECUTE 'DROP OWNED BY ` + strings.ReplaceAll(names, "'", "''") + `'; END IF; END $$`,
 			`DROP ROLE IF EXISTS ` + names,
 		} {
 			if _, err := conn.Exec(ctx, stmt); err != nil {
@@ -103,7 +106,7 @@ func newRoles(t *testing.T, adminURL string) roleSet {
 
 func (rs roleSet) vars() map[string]string {
 	return map[string]string{
-		"app_role": rs.app, "jobs_role": rs.jobs, "migrator_role": rs.migrator,
+		"app_role": rs.app, "jobs_role": rs.jobs, "migrator_role": rs.migrator, "bot_role": rs.bot,
 		"app_password": rs.appPassword, "migrator_password": rs.migratorPassword,
 	}
 }
@@ -254,13 +257,17 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 	}
 
 	// Every function of the scheduler's (which the migrations take from
-	// PUBLIC) is one the jobs may execute: roles.sql's funcs list names
-	// them all, and the migrator owns them.
+	// PUBLIC) is one the jobs may execute, but the bot's engagement_fire,
+	// which only the bot's role may: roles.sql's lists name them all, and
+	// the migrator owns them.
 	rows, err = admin.Query(ctx, `
-		SELECT p.oid::regprocedure::text, has_function_privilege($1, p.oid, 'EXECUTE'), pg_get_userbyid(p.proowner) = $2
+		SELECT p.oid::regprocedure::text,
+		       has_function_privilege($1, p.oid, 'EXECUTE') = (p.proname <> 'engagement_fire')
+		       AND has_function_privilege($3, p.oid, 'EXECUTE') = (p.proname = 'engagement_fire'),
+		       pg_get_userbyid(p.proowner) = $2
 		  FROM pg_proc p
 		 WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'engagement\_%'
-		 ORDER BY 1`, rs.app, rs.migrator)
+		 ORDER BY 1`, rs.app, rs.migrator, rs.bot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +280,7 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 		}
 		functions++
 		if !may || !owned {
-			t.Errorf("function %s: %s may execute it %v, the migrator owns it %v; want both (list it in roles.sql's funcs)", fn, rs.app, may, owned)
+			t.Errorf("function %s: executable by exactly the right role (%s, or %s for engagement_fire) %v, the migrator owns it %v; want both (list it in roles.sql's funcs or bot_funcs)", fn, rs.app, rs.bot, may, owned)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -512,7 +519,7 @@ func TestRolesScriptRejectsBadNames(t *testing.T) {
 	vars["jobs_role"] = rs.app
 	script := psqlScript(t, filepath.Join(repoRoot(t), "deploy", "sql", "roles.sql"), vars)
 	_, err := connect(t, dbURL).PgConn().Exec(context.Background(), script).ReadAll()
-	if err == nil || !strings.Contains(err.Error(), "three different") {
+	if err == nil || !strings.Contains(err.Error(), "four different") {
 		t.Fatalf("roles.sql with app_role = jobs_role: error %v, want one saying the names must differ", err)
 	}
 	if n := fixture.Count(t, connect(t, dbURL), `SELECT count(*) FROM pg_roles WHERE rolname = $1`, rs.app); n != 0 {

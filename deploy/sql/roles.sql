@@ -6,6 +6,9 @@
 --   engagement_app       LOGIN   member of engagement_jobs: the DATABASE_URL of
 --                                engagement-daily, engagement-weekly, queue-process
 --                                and engagementctl enqueue|cleanup|status|verify
+--   engagement_bot       NOLOGIN EXECUTE on engagement_fire and nothing else: make
+--                                the bot's own login role a member of it
+--                                (GRANT engagement_bot TO <the bot's role>)
 --
 -- What engagement_jobs may do, table by table (and nothing else: no DDL, no
 -- TRUNCATE, no TRIGGER or REFERENCES, no table it is not listed on):
@@ -23,6 +26,7 @@
 --   engagement_time_zones          SELECT                          zone names, for quiet hours
 --   engagement_schema_migrations   SELECT                          every binary checks the version
 --   engagement_adopted_tables      SELECT                          which tables were the bot's
+--   engagement_fire_requests       SELECT, DELETE                  the bot's request keys; cleanup
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -57,7 +61,8 @@
 --
 -- psql variables (-v NAME=VALUE), all optional:
 --
---   app_role, jobs_role, migrator_role   role names (defaults above)
+--   app_role, jobs_role, migrator_role,
+--   bot_role                             role names (defaults above)
 --   schema                               the scheduler's schema (public)
 --   app_password, migrator_password      set the login roles' passwords; empty
 --                                        (the default) leaves them as they are
@@ -96,6 +101,10 @@
 \else
 \set migrator_role engagement_migrator
 \endif
+\if :{?bot_role}
+\else
+\set bot_role engagement_bot
+\endif
 \if :{?schema}
 \else
 \set schema public
@@ -114,6 +123,7 @@ BEGIN;
 SET LOCAL engagement_roles.app_role = :'app_role';
 SET LOCAL engagement_roles.jobs_role = :'jobs_role';
 SET LOCAL engagement_roles.migrator_role = :'migrator_role';
+SET LOCAL engagement_roles.bot_role = :'bot_role';
 SET LOCAL engagement_roles.schema = :'schema';
 SET LOCAL engagement_roles.app_password = :'app_password';
 SET LOCAL engagement_roles.migrator_password = :'migrator_password';
@@ -123,6 +133,7 @@ DECLARE
     app      text := current_setting('engagement_roles.app_role');
     jobs     text := current_setting('engagement_roles.jobs_role');
     migrator text := current_setting('engagement_roles.migrator_role');
+    bot      text := current_setting('engagement_roles.bot_role');
     sch      text := current_setting('engagement_roles.schema');
     app_pw   text := current_setting('engagement_roles.app_password');
     mig_pw   text := current_setting('engagement_roles.migrator_password');
@@ -141,7 +152,8 @@ DECLARE
         ['engagement_queue_holders',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_time_zones',         'SELECT'],
         ['engagement_schema_migrations',  'SELECT'],
-        ['engagement_adopted_tables',     'SELECT']
+        ['engagement_adopted_tables',     'SELECT'],
+        ['engagement_fire_requests',      'SELECT, DELETE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate and the deadlines the jobs decide by): the migrator
@@ -153,15 +165,17 @@ DECLARE
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_goodbye_due(timestamptz, interval, text, boolean, timestamptz, timestamptz, text, text, timestamptz, timestamptz)',
                              'engagement_reminder_due(timestamptz, timestamptz)'];
+    -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
+    bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;
     missing  text[] := '{}';
     adopted  boolean := false;
 BEGIN
-    IF app = '' OR jobs = '' OR migrator = '' OR sch = ''
-       OR app = jobs OR app = migrator OR jobs = migrator THEN
-        RAISE EXCEPTION 'roles.sql: app_role, jobs_role and migrator_role must be three different non-empty names, and schema non-empty';
+    IF app = '' OR jobs = '' OR migrator = '' OR bot = '' OR sch = ''
+       OR app = jobs OR app = migrator OR jobs = migrator OR bot IN (app, jobs, migrator) THEN
+        RAISE EXCEPTION 'roles.sql: app_role, jobs_role, migrator_role and bot_role must be four different non-empty names, and schema non-empty';
     END IF;
     IF NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = sch) THEN
         RAISE EXCEPTION 'roles.sql: schema % does not exist in database %', sch, current_database();
@@ -183,6 +197,11 @@ BEGIN
                       AND m.member = (SELECT oid FROM pg_roles WHERE rolname = app)) THEN
         EXECUTE format('GRANT %I TO %I', jobs, app);
     END IF;
+
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = bot) THEN
+        EXECUTE format('CREATE ROLE %I', bot);
+    END IF;
+    EXECUTE format('ALTER ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', bot);
 
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = migrator) THEN
         EXECUTE format('CREATE ROLE %I', migrator);
@@ -240,6 +259,18 @@ BEGIN
         END IF;
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, jobs);
     END LOOP;
+    FOREACH f IN ARRAY bot_funcs LOOP
+        fn := to_regprocedure(format('%I.%s', sch, f));
+        IF fn IS NULL THEN
+            CONTINUE;
+        END IF;
+        IF NOT adopted AND (SELECT proowner FROM pg_proc WHERE oid = fn) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
+            EXECUTE format('ALTER FUNCTION %s OWNER TO %I', fn, migrator);
+        END IF;
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I', fn, jobs);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, bot);
+    END LOOP;
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', sch, bot);
     IF adopted THEN
         RAISE NOTICE 'roles.sql: this is the bot''s database (migrate up adopted its tables): every table keeps its owner; run `engagementctl migrate` as the role that owns the bot''s tables (on Supabase, postgres), not as %.', migrator;
     END IF;

@@ -1,0 +1,80 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+var fireSQL = sqlfile.Must(queryFiles, "fire")
+
+// The SQLSTATEs engagement_fire raises (migration 30); each leaves the
+// user as they were.
+const (
+	SQLStateUnknownTrigger = "EN001" // not a trigger of the state machine
+	SQLStateJobTrigger     = "EN002" // a trigger of the scheduler's jobs, not the bot's
+	SQLStateUnknownUser    = "EN003" // no user_engagement_states row
+	SQLStateNotAMove       = "EN004" // not a move from the user's current state (DETAIL: that state)
+)
+
+// ErrNotABotTrigger is returned by Fire for a trigger the scheduler's jobs
+// fire (inactivity_14d, goodbye_timeout, …), not the bot.
+var ErrNotABotTrigger = errors.New("not a trigger the bot fires")
+
+// ErrUnknownUser is returned by Fire for a user without engagement state.
+var ErrUnknownUser = errors.New("unknown user")
+
+// FireOptions are Fire's optional arguments.
+type FireOptions struct {
+	// At is the move's instant; the transaction's (now) when zero.
+	At time.Time
+	// RequestKey makes the call idempotent: a later call with the same key
+	// changes nothing and returns the state the first one left (a retried
+	// webhook, a message handled twice). Empty: none.
+	RequestKey string
+}
+
+// Fire applies the bot's trigger t (user_message, goodbye_answer_help,
+// goodbye_answer_remind_later, goodbye_answer_dormant) to the user, as the
+// state machine's table says, logs the move, and returns the user's state
+// afterwards: one statement, engagement_fire, which works through a
+// transaction pooler and needs only EXECUTE on it. Errors: an unknown
+// trigger wraps sm.ErrUnknownTrigger, a job's trigger ErrNotABotTrigger,
+// an unknown user ErrUnknownUser, and a trigger that is no move from the
+// user's state is a *sm.TransitionError (wrapping sm.ErrInvalidTransition);
+// each leaves the user as they were.
+func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOptions) (sm.State, error) {
+	args := pgx.NamedArgs{"user_id": userID, "trigger": string(t), "at": nil, "request_key": nil}
+	if !o.At.IsZero() {
+		args["at"] = o.At
+	}
+	if o.RequestKey != "" {
+		args["request_key"] = o.RequestKey
+	}
+	var state string
+	err := db.QueryRow(ctx, fireSQL, args).Scan(&state)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case SQLStateUnknownTrigger:
+			return "", fmt.Errorf("engagement_fire: %w %q", sm.ErrUnknownTrigger, t)
+		case SQLStateJobTrigger:
+			return "", fmt.Errorf("engagement_fire: %q: %w", t, ErrNotABotTrigger)
+		case SQLStateUnknownUser:
+			return "", fmt.Errorf("engagement_fire: %w %s", ErrUnknownUser, userID)
+		case SQLStateNotAMove:
+			return "", &sm.TransitionError{From: sm.State(pgErr.Detail), Trigger: t} // DETAIL: the user's state
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("engagement_fire: %w", err)
+	}
+	return sm.State(state), nil
+}
