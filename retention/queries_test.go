@@ -17,5 +17,8 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"cleanup_count":      {"cutoff": time.Now()},
 		"cleanup_delete":     {"cutoff": time.Now(), "n": 10},
 		"cleanup_count_keys": {"as_of": time.Now()},
+
+		"cleanup_count_fire_requests":  {"cutoff": time.Now()},
+		"cleanup_delete_fire_requests": {"cutoff": time.Now(), "n": 10},
 	})
 }

@@ -36,19 +36,26 @@ type CleanupSummary struct {
 	Ledger   int64     `json:"ledger"`
 	// IdempotencyKeys counts expired keys of the PostgreSQL dedupe store.
 	IdempotencyKeys int64 `json:"idempotency_keys"`
+	// FireRequests counts the bot's request keys (engagement_fire) older
+	// than the retention.
+	FireRequests int64 `json:"fire_requests"`
 }
 
 var (
 	cleanupCountSQL     = mustQuery("cleanup_count")
 	cleanupDeleteSQL    = mustQuery("cleanup_delete")
 	cleanupCountKeysSQL = mustQuery("cleanup_count_keys")
+
+	cleanupCountFireRequestsSQL  = mustQuery("cleanup_count_fire_requests")
+	cleanupDeleteFireRequestsSQL = mustQuery("cleanup_delete_fire_requests")
 )
 
 // Cleanup deletes, in batches, sent, failed and cancelled messages queued
 // before AsOf − OlderThan, with their ledger rows, keeping any message
 // whose idempotency key a job could still produce within that window, and
-// the PostgreSQL dedupe store's keys expired by AsOf. Pending and in-flight
-// messages are never touched.
+// the PostgreSQL dedupe store's keys expired by AsOf, and the bot's
+// request keys (engagement_fire) older than the retention. Pending and
+// in-flight messages are never touched.
 func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (CleanupSummary, error) {
 	if cfg.OlderThan <= 0 || cfg.AsOf.IsZero() {
 		return CleanupSummary{}, errors.New("cleanup needs a positive retention and an as-of instant")
@@ -65,7 +72,21 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		if err != nil {
 			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
 		}
+		err = pool.QueryRow(ctx, cleanupCountFireRequestsSQL, args).Scan(&sum.FireRequests)
+		if err != nil {
+			return sum, fmt.Errorf("count old request keys: %w", err)
+		}
 		return sum, nil
+	}
+	for {
+		tag, err := pool.Exec(ctx, cleanupDeleteFireRequestsSQL, args)
+		if err != nil {
+			return sum, fmt.Errorf("delete old request keys: %w", err)
+		}
+		sum.FireRequests += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			break
+		}
 	}
 	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, batch)
 	if err != nil {

@@ -170,3 +170,30 @@ func TestCleanupReadsReplayUntilNotTheKey(t *testing.T) {
 		t.Errorf("%d messages with replay_until inside the window left, want 4", n)
 	}
 }
+
+// TestCleanupAgesTheBotsRequestKeys: engagement_fire's request keys are
+// kept as long as the messages, then deleted (a dry run counts them).
+func TestCleanupAgesTheBotsRequestKeys(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := time.Now()
+	fixture.Exec(t, pool, `INSERT INTO engagement_fire_requests (request_key, user_id, trigger, state, created_at)
+		SELECT 'old-' || i, gen_random_uuid(), 'user_message', 'active', $1::timestamptz FROM generate_series(1, 7) i
+		UNION ALL
+		SELECT 'new-' || i, gen_random_uuid(), 'user_message', 'active', $2::timestamptz FROM generate_series(1, 3) i`,
+		now.Add(-31*24*time.Hour), now.Add(-29*24*time.Hour))
+	cfg := retention.CleanupConfig{OlderThan: retention.DefaultRetention, AsOf: now, BatchSize: 2, DryRun: true}
+	dry, err := retention.Cleanup(ctx, pool, cfg)
+	if err != nil || dry.FireRequests != 7 {
+		t.Fatalf("dry run: %+v, %v; want 7 request keys counted", dry, err)
+	}
+	cfg.DryRun = false
+	sum, err := retention.Cleanup(ctx, pool, cfg)
+	if err != nil || sum.FireRequests != 7 {
+		t.Fatalf("cleanup: %+v, %v; want 7 request keys deleted", sum, err)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_fire_requests WHERE request_key LIKE 'new-%'`); n != 3 {
+		t.Errorf("%d of the 3 recent request keys are left", n)
+	}
+}

@@ -75,7 +75,7 @@ func (o *cleanupOptions) Run(ctx context.Context) error {
 	if sum.DryRun {
 		verb = "would delete"
 	}
-	_, err = fmt.Fprintf(o.stdout, "cleanup before %s: %s %d messages, %d ledger rows and %d expired idempotency keys\n",
-		sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger, sum.IdempotencyKeys)
+	_, err = fmt.Fprintf(o.stdout, "cleanup before %s: %s %d messages, %d ledger rows, %d expired idempotency keys and %d bot request keys\n",
+		sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger, sum.IdempotencyKeys, sum.FireRequests)
 	return err
 }
