@@ -31,10 +31,11 @@
 //
 // The scheduler's jobs apply the scheduler triggers set-based in SQL and
 // use the table ([Transitions], [Next]) to check the log. The rest is the
-// bot's API (the bot is a Go program that imports this package): it fires
-// the bot triggers with [Fire] when a user writes or answers the goodbye,
-// and reads stored states and triggers back with [ParseState],
-// [ParseTrigger] and [Triggers].
+// bot's API (the bot is a Go program that imports this package): [Fire]
+// computes what a trigger does to a state; the bot makes its moves in the
+// database with activity.Fire (the SQL function engagement_fire, which
+// applies this table), and reads stored states and triggers back with
+// [ParseState], [ParseTrigger] and [Triggers].
 package statemachine
 
 import "time"
