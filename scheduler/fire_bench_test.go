@@ -1,0 +1,118 @@
+package scheduler_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// fireConns is how many bot connections fire at once.
+const fireConns = 8
+
+// firesPerConn is how many users each connection moves, per iteration.
+const firesPerConn = 400
+
+// BenchmarkFire: the bot's engagement_fire (user_message on users the
+// daily job is also walking: the activity recorded under the row's lock,
+// nothing logged from active) from 8 connections at once, while
+// engagement-daily runs on the same database, beside its reference: a
+// plain single-row UPDATE of the same row's last_activity_at, from the same
+// connections, interleaved call by call. Users: BENCH_USERS (default
+// 200,000). Reports each one's median and p99 latency, and their p99
+// ratio (issue 32's goal: within 2x).
+func BenchmarkFire(b *testing.B) {
+	users := benchUsers(b)
+	src := benchSource(b, users)
+	ctx := context.Background()
+	var fire, plain []time.Duration
+	b.StopTimer()
+	for range b.N {
+		pool := benchCopy(b, src, "engagement_bench_fire")
+		rows, err := pool.Query(ctx, `SELECT user_id::text FROM user_engagement_states WHERE state = 'active' LIMIT $1`, fireConns*firesPerConn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) < fireConns*firesPerConn {
+			b.Fatalf("%d active users (%v), want %d", len(ids), err, fireConns*firesPerConn)
+		}
+		b.StartTimer()
+		daily := make(chan error, 1)
+		go func() {
+			_, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: benchAsOf})
+			daily <- err
+		}()
+		var (
+			mu   sync.Mutex
+			wg   sync.WaitGroup
+			errs = make(chan error, fireConns)
+		)
+		for c := range fireConns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer conn.Release()
+				var f, p []time.Duration
+				for _, id := range ids[c*firesPerConn : (c+1)*firesPerConn] {
+					at := benchAsOf.Add(-time.Minute)
+					t0 := time.Now()
+					if _, err := activity.Fire(ctx, conn, id, sm.UserMessage, activity.FireOptions{At: at}); err != nil {
+						errs <- err
+						return
+					}
+					f = append(f, time.Since(t0))
+					t0 = time.Now()
+					if _, err := conn.Exec(ctx, `UPDATE user_engagement_states SET last_activity_at = $2, updated_at = now() WHERE user_id = $1`, id, at); err != nil {
+						errs <- err
+						return
+					}
+					p = append(p, time.Since(t0))
+				}
+				mu.Lock()
+				fire, plain = append(fire, f...), append(plain, p...)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		if err := <-daily; err != nil {
+			b.Fatalf("the daily job beside the bot: %v", err)
+		}
+		b.StopTimer()
+		pool.Close()
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	fp50, fp99 := quantiles(fire)
+	pp50, pp99 := quantiles(plain)
+	b.ReportMetric(ms(fp50), "fire-p50-ms")
+	b.ReportMetric(ms(fp99), "fire-p99-ms")
+	b.ReportMetric(ms(pp50), "update-p50-ms")
+	b.ReportMetric(ms(pp99), "update-p99-ms")
+	b.ReportMetric(float64(fp99)/float64(pp99), "p99-ratio")
+}
+
+// quantiles returns the median and the 99th percentile of ds.
+func quantiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2], s[min(len(s)-1, len(s)*99/100)]
+}
