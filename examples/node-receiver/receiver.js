@@ -1,20 +1,23 @@
-// A reference receiver for the engagement scheduler's webhook, for a
-// Node.js WhatsApp bot (Baileys). It implements the receiver's side of the
-// contract (docs/receiver.md):
+// The receiver's side of the engagement scheduler's webhook, for a Node.js
+// WhatsApp bot (Baileys). It implements the contract of docs/receiver.md:
 //
 //   1. Check X-Engagement-Signature over the raw body, in constant time,
 //      before anything else: 401 when it does not match.
-//   2. Claim the Idempotency-Key in PostgreSQL before sending: one INSERT
+//   2. WhatsApp not connected: 503 before claiming, so queue-process treats
+//      it as an outage and tries again later, retries unspent.
+//   3. Claim the Idempotency-Key in PostgreSQL before sending: one INSERT
 //      ... ON CONFLICT DO NOTHING. Only the request that inserted the key
 //      sends; a repeat never reaches send().
-//   3. Send (unless the request is a probe), mark the key sent, answer 200.
-//   4. A repeat of a key already sent: 200 with Idempotent-Replayed: true.
+//   4. Send (unless the request is a probe), mark the key sent, answer 200.
+//   5. A repeat of a key already sent: 200 with Idempotent-Replayed: true.
 //      A repeat while the first is still sending: 425 (queue-process
 //      retries later). A key claimed but never marked sent (the bot died
 //      between claim and send): 409, which fails the message for good —
 //      it is never sent twice, and an operator finds it (status 'sending').
-//   5. WhatsApp not connected: 503 before claiming, so queue-process treats
-//      it as an outage and tries again later, retries unspent.
+//
+// createReceiver puts them together as one HTTP handler; verifySignature
+// and claimDelivery / markDelivered / releaseClaim are the same steps for a
+// bot that has its own HTTP framework.
 //
 // send({jid, text, message}) is the bot's: with Baileys,
 //   ({jid, text}) => sock.sendMessage(jid, { text })
@@ -24,7 +27,8 @@
 
 const crypto = require('node:crypto');
 
-const TABLE = `CREATE TABLE IF NOT EXISTS bot_webhook_deliveries (
+// The bot's claims, one row per Idempotency-Key (docs/receiver.md).
+const DELIVERIES_TABLE = `CREATE TABLE IF NOT EXISTS bot_webhook_deliveries (
     idempotency_key text PRIMARY KEY,
     status          text NOT NULL CHECK (status IN ('sending', 'sent')),
     message_id      text,
@@ -36,13 +40,72 @@ const TABLE = `CREATE TABLE IF NOT EXISTS bot_webhook_deliveries (
 // that died mid-send.
 const STALE_CLAIM_SECONDS = 120;
 
+// verifySignature says whether header (X-Engagement-Signature,
+// "sha256=<hex>") is the HMAC-SHA256 of the raw body bytes under secret,
+// compared in constant time. Anything missing or malformed is false.
 function verifySignature(secret, body, header) {
   if (!secret || typeof header !== 'string' || !header.toLowerCase().startsWith('sha256=')) {
     return false;
   }
-  const got = Buffer.from(header.slice('sha256='.length), 'hex');
+  if (typeof body === 'string') {
+    body = Buffer.from(body, 'utf8');
+  }
+  if (!Buffer.isBuffer(body) && !(body instanceof Uint8Array)) {
+    return false;
+  }
+  const hex = header.slice('sha256='.length);
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) { // Buffer.from would skip a stray character
+    return false;
+  }
+  const got = Buffer.from(hex, 'hex');
   const want = crypto.createHmac('sha256', secret).update(body).digest();
   return got.length === want.length && crypto.timingSafeEqual(got, want);
+}
+
+// ensureDeliveriesTable creates bot_webhook_deliveries when it is missing.
+function ensureDeliveriesTable(pool) {
+  return pool.query(DELIVERIES_TABLE).then(() => undefined);
+}
+
+// claimDelivery claims key before sending. {outcome: 'claimed'}: this
+// request sends, then calls markDelivered (or releaseClaim if the send
+// failed). Otherwise it is a repeat, not to be sent: 'sent' (answer 200
+// with Idempotent-Replayed: true; messageId is the first send's),
+// 'sending' (the first is still sending: 425) or 'stale' (claimed long ago
+// and never marked sent: 409).
+async function claimDelivery(pool, key, { staleAfterSeconds = STALE_CLAIM_SECONDS } = {}) {
+  const claimed = await pool.query(
+    `INSERT INTO bot_webhook_deliveries (idempotency_key, status) VALUES ($1, 'sending')
+     ON CONFLICT (idempotency_key) DO NOTHING RETURNING idempotency_key`, [key]);
+  if (claimed.rowCount > 0) {
+    return { outcome: 'claimed' };
+  }
+  const { rows } = await pool.query(
+    `SELECT status, message_id, now() - received_at > make_interval(secs => $2) AS stale
+       FROM bot_webhook_deliveries WHERE idempotency_key = $1`, [key, staleAfterSeconds]);
+  const first = rows[0];
+  if (first && first.status === 'sent') {
+    return { outcome: 'sent', messageId: first.message_id };
+  }
+  if (first && first.stale) {
+    return { outcome: 'stale' };
+  }
+  // Still sending, or released between the INSERT and the SELECT: either
+  // way, queue-process tries again shortly.
+  return { outcome: 'sending' };
+}
+
+// markDelivered records that the claimed key was sent.
+async function markDelivered(pool, key, messageId = null) {
+  await pool.query(
+    `UPDATE bot_webhook_deliveries SET status = 'sent', sent_at = now(), message_id = $2 WHERE idempotency_key = $1`,
+    [key, messageId]);
+}
+
+// releaseClaim hands back a claim whose send failed, so that queue-process
+// may try again under the same key.
+async function releaseClaim(pool, key) {
+  await pool.query(`DELETE FROM bot_webhook_deliveries WHERE idempotency_key = $1 AND status = 'sending'`, [key]);
 }
 
 function answer(res, status, body, headers = {}) {
@@ -50,21 +113,43 @@ function answer(res, status, body, headers = {}) {
   res.end(JSON.stringify(body));
 }
 
-// createReceiver returns an HTTP request handler. pool is a pg.Pool;
-// connected() says whether WhatsApp is connected (default: always);
-// onReplay(key) is told of every repeat it dropped.
-function createReceiver({ pool, secret, send, connected = () => true, log = () => {}, onReplay = () => {} }) {
+async function readBody(req) {
+  const chunks = [];
+  for await (const chunk of req) {
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+// createReceiver returns an HTTP request handler, (req, res) => Promise.
+// pool is a pg.Pool on the bot's database; connected() says whether
+// WhatsApp is connected (default: always); onReplay(key) is told of every
+// repeat it dropped; log(line) of every failed send. It creates its table
+// at start (and again on the next request if that failed).
+function createReceiver({ pool, secret, send, connected = () => true, log = () => {}, onReplay = () => {} } = {}) {
   if (!secret) {
     throw new Error('a webhook secret is required');
   }
-  const ready = pool.query(TABLE);
+  if (!pool || typeof pool.query !== 'function') {
+    throw new TypeError('createReceiver: pool must have a query method (a pg.Pool)');
+  }
+  if (typeof send !== 'function') {
+    throw new TypeError('createReceiver: send must be a function');
+  }
+  let ready = null;
+  const tableReady = () => {
+    if (!ready) {
+      ready = ensureDeliveriesTable(pool).catch((err) => {
+        ready = null; // tried again on the next request
+        throw err;
+      });
+    }
+    return ready;
+  };
+  tableReady().catch((err) => log(`creating bot_webhook_deliveries: ${err && err.message}`));
 
   return async function handle(req, res) {
-    const chunks = [];
-    for await (const chunk of req) {
-      chunks.push(chunk);
-    }
-    const body = Buffer.concat(chunks);
+    const body = await readBody(req);
     if (!verifySignature(secret, body, req.headers['x-engagement-signature'])) {
       return answer(res, 401, { error: 'bad signature' });
     }
@@ -74,6 +159,9 @@ function createReceiver({ pool, secret, send, connected = () => true, log = () =
     } catch {
       return answer(res, 400, { error: 'body is not JSON' });
     }
+    if (message === null || typeof message !== 'object') {
+      return answer(res, 400, { error: 'body is not a JSON object' });
+    }
     const key = req.headers['idempotency-key'];
     if (!key) {
       return answer(res, 400, { error: 'no Idempotency-Key' });
@@ -82,24 +170,17 @@ function createReceiver({ pool, secret, send, connected = () => true, log = () =
     if (!probe && !connected()) {
       return answer(res, 503, { error: 'whatsapp not connected' }, { 'Retry-After': '30' });
     }
-    await ready;
+    await tableReady();
 
-    const claimed = await pool.query(
-      `INSERT INTO bot_webhook_deliveries (idempotency_key, status) VALUES ($1, 'sending')
-       ON CONFLICT (idempotency_key) DO NOTHING RETURNING idempotency_key`, [key]);
-    if (claimed.rowCount === 0) {
-      const { rows } = await pool.query(
-        `SELECT status, message_id, now() - received_at > make_interval(secs => $2) AS stale
-           FROM bot_webhook_deliveries WHERE idempotency_key = $1`, [key, STALE_CLAIM_SECONDS]);
-      const first = rows[0];
-      if (first && first.status === 'sent') {
+    const claim = await claimDelivery(pool, key);
+    switch (claim.outcome) {
+      case 'sent':
         onReplay(key);
-        return answer(res, 200, { duplicate: true, message_id: first.message_id }, { 'Idempotent-Replayed': 'true' });
-      }
-      if (first && first.stale) {
+        return answer(res, 200, { duplicate: true, message_id: claim.messageId }, { 'Idempotent-Replayed': 'true' });
+      case 'stale':
         return answer(res, 409, { error: 'an earlier delivery of this key never finished; not sent again' });
-      }
-      return answer(res, 425, { error: 'this key is being delivered' }, { 'Retry-After': '5' });
+      case 'sending':
+        return answer(res, 425, { error: 'this key is being delivered' }, { 'Retry-After': '5' });
     }
 
     let messageId = null;
@@ -109,16 +190,24 @@ function createReceiver({ pool, secret, send, connected = () => true, log = () =
         messageId = (sent && sent.key && sent.key.id) || null;
       } catch (err) {
         // Not sent: hand the key back, so queue-process tries again.
-        await pool.query(`DELETE FROM bot_webhook_deliveries WHERE idempotency_key = $1 AND status = 'sending'`, [key]);
+        await releaseClaim(pool, key);
         log(`send failed for message ${message.id}: ${err && err.message}`);
         return answer(res, 503, { error: 'send failed' }, { 'Retry-After': '10' });
       }
     }
-    await pool.query(
-      `UPDATE bot_webhook_deliveries SET status = 'sent', sent_at = now(), message_id = $2 WHERE idempotency_key = $1`,
-      [key, messageId]);
+    await markDelivered(pool, key, messageId);
     return answer(res, 200, { message_id: messageId });
   };
 }
 
-module.exports = { createReceiver, verifySignature, TABLE };
+module.exports = {
+  createReceiver,
+  verifySignature,
+  ensureDeliveriesTable,
+  claimDelivery,
+  markDelivered,
+  releaseClaim,
+  DELIVERIES_TABLE,
+  STALE_CLAIM_SECONDS,
+  TABLE: DELIVERIES_TABLE, // its earlier name
+};

@@ -1,7 +1,8 @@
-// Package receiver_test runs the reference Node.js receiver (receiver.js,
-// server.js) against the real engagementctl check-receiver and the real
-// queue-process, killed with SIGKILL mid-run: no repeat reaches its send
-// function.
+// Package receiver_test runs the reference Node.js receiver (server.js,
+// over the npm package's createReceiver) against the real engagementctl
+// check-receiver and the real queue-process, killed with SIGKILL mid-run:
+// no repeat reaches its send function. package_test.go runs the package's
+// own tests.
 package receiver_test
 
 import (

@@ -4,14 +4,18 @@
 // WhatsApp, one line per send with the message's idempotency key (never its
 // JID or text), and REPLAY_LOG: one line per repeat it dropped. A real bot
 // passes Baileys' sock.sendMessage instead.
+//
+// It uses the package as a bot does, by its name (the folder is the
+// package: package.json's "exports" lets it refer to itself).
 'use strict';
 
 const fs = require('node:fs');
 const http = require('node:http');
 const { Pool } = require('pg');
-const { createReceiver } = require('./receiver');
+const { createReceiver } = require('@engagement-scheduler/bot');
 
 const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
+pool.on('error', (err) => console.error(`idle database connection: ${err.message}`)); // not a crash
 const sendLog = process.env.SEND_LOG;
 const replayLog = process.env.REPLAY_LOG;
 

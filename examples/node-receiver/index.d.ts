@@ -1,0 +1,187 @@
+// Types of @engagement-scheduler/bot (index.js, receiver.js, fire.js),
+// written by hand: the package is plain JavaScript with no build step.
+// The HTTP types come from @types/node, which a TypeScript bot has.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** A user's engagement state, as the state machine's table names it. */
+export type EngagementState = 'active' | 'goodbye_sent' | 'help_flow' | 'remind_later' | 'dormant';
+
+/**
+ * A move the bot fires:
+ * - `user_message`: any state → `active`, recording the activity;
+ * - `goodbye_answer_help`: `goodbye_sent` → `help_flow`;
+ * - `goodbye_answer_remind_later`: `goodbye_sent` → `remind_later` (remind_at = at + 14 days);
+ * - `goodbye_answer_dormant`: `goodbye_sent` → `dormant`.
+ */
+export type BotTrigger = 'user_message' | 'goodbye_answer_help' | 'goodbye_answer_remind_later' | 'goodbye_answer_dormant';
+
+/** The triggers the scheduler's jobs fire; fire() refuses them (NotABotTriggerError). */
+export type JobTrigger = 'inactivity_14d' | 'goodbye_timeout' | 'goodbye_undelivered' | 'reminder_due';
+
+/** Every state, in the table's order. */
+export const STATES: readonly EngagementState[];
+/** The bot's triggers, in the table's order. */
+export const BOT_TRIGGERS: readonly BotTrigger[];
+
+/** Anything with pg's `query`: a `pg.Pool`, a `pg.Client`, a pool's client inside a transaction. */
+export interface Queryable {
+  query(text: string, values?: any[]): Promise<{ rows: any[]; rowCount: number | null }>;
+}
+
+// ---------------------------------------------------------------- fire
+
+/** The SQLSTATEs `engagement_fire` raises. */
+export const SQLSTATE: {
+  readonly UNKNOWN_TRIGGER: 'EN001';
+  readonly NOT_A_BOT_TRIGGER: 'EN002';
+  readonly UNKNOWN_USER: 'EN003';
+  readonly INVALID_MOVE: 'EN004';
+};
+export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004';
+
+export interface FireOptions {
+  /** The move's instant (a Date or an ISO 8601 string); the transaction's (now()) when absent. */
+  at?: Date | string | null;
+  /**
+   * Makes the call idempotent (e.g. the WhatsApp message id): a later call
+   * with the same key changes nothing and returns the state the first one
+   * left. Absent or empty: none.
+   */
+  requestKey?: string | null;
+}
+
+/**
+ * Applies the bot's trigger to the user and returns the user's state
+ * afterwards: one statement, `SELECT engagement_fire($1, $2, $3, $4)`,
+ * which checks the move, applies it with its side effects and logs it.
+ *
+ * Throws, with the user left as they were: {@link UnknownTriggerError}
+ * (EN001), {@link NotABotTriggerError} (EN002), {@link UnknownUserError}
+ * (EN003), {@link InvalidMoveError} (EN004). Any other error (the
+ * database, the connection, a user id that is not a UUID) is pg's, as
+ * thrown.
+ */
+export function fire(client: Queryable, userId: string, trigger: BotTrigger, options?: FireOptions): Promise<EngagementState>;
+
+/** fire bound to a client: `const fire = createFire(pool); await fire(userId, 'user_message')`. */
+export function createFire(client: Queryable): (userId: string, trigger: BotTrigger, options?: FireOptions) => Promise<EngagementState>;
+
+/**
+ * The {@link EngagementError} for an error pg threw for engagement_fire
+ * (e.g. from your own `SELECT engagement_fire(…)`), or null when it is not
+ * one of its refusals.
+ */
+export function engagementError(err: unknown, userId?: string, trigger?: string): EngagementError | null;
+
+export interface EngagementErrorOptions {
+  sqlstate?: EngagementSQLState;
+  userId?: string;
+  trigger?: string;
+  cause?: unknown;
+  fromState?: EngagementState;
+}
+
+/** A move engagement_fire refused; nothing was changed. */
+export class EngagementError extends Error {
+  constructor(message: string, options?: EngagementErrorOptions);
+  /** The SQLSTATE engagement_fire raised. */
+  readonly sqlstate: EngagementSQLState;
+  /** The user the move was for. */
+  readonly userId: string;
+  /** The trigger fired, as given. */
+  readonly trigger: string;
+  /** The error pg threw. */
+  readonly cause?: unknown;
+}
+/** EN001: not a trigger of the state machine. */
+export class UnknownTriggerError extends EngagementError {
+  readonly sqlstate: 'EN001';
+}
+/** EN002: a trigger of the scheduler's jobs, not a move the bot makes. */
+export class NotABotTriggerError extends EngagementError {
+  readonly sqlstate: 'EN002';
+}
+/** EN003: the user has no engagement state. */
+export class UnknownUserError extends EngagementError {
+  readonly sqlstate: 'EN003';
+}
+/** EN004: the trigger is not a move from the user's current state. */
+export class InvalidMoveError extends EngagementError {
+  readonly sqlstate: 'EN004';
+  /** The user's state when the move was refused. */
+  readonly fromState: EngagementState;
+}
+
+// ---------------------------------------------------------------- receiver
+
+/** The body queue-process POSTs (docs/reference/formats.md). */
+export interface WebhookMessage {
+  id: string;
+  user_id: string;
+  message_type: string;
+  message_key?: string | null;
+  params?: Record<string, string> | null;
+  locale?: string;
+  text: string;
+  destination: 'individual' | 'group';
+  destination_jid: string;
+  idempotency_key: string;
+  attempt: number;
+  [field: string]: unknown;
+}
+
+/** What send returns; with Baileys, sock.sendMessage's result (its key.id is the message id). */
+export type SendResult = { key?: { id?: string | null } | null } | null | undefined | void;
+
+export interface ReceiverOptions {
+  /** The bot's database (a pg.Pool): bot_webhook_deliveries lives there. */
+  pool: Queryable;
+  /** The webhook secret (queue-process's --webhook-secret). */
+  secret: string;
+  /** Sends the message to WhatsApp; may throw (the key is released and the request answered 503). */
+  send(delivery: { jid: string; text: string; message: WebhookMessage }): SendResult | Promise<SendResult>;
+  /** Whether WhatsApp is connected; while not, requests are answered 503. Default: always. */
+  connected?: () => boolean;
+  /** Told of each failed send. */
+  log?: (line: string) => void;
+  /** Told of each repeat dropped (a key already sent). */
+  onReplay?: (idempotencyKey: string) => void;
+}
+
+/**
+ * An HTTP handler for the webhook: checks the signature, answers 503 while
+ * WhatsApp is not connected, claims the Idempotency-Key, sends once, and
+ * answers repeats without sending (docs/receiver.md). It reads the raw body
+ * from req itself: mount it before any body parser.
+ */
+export function createReceiver(options: ReceiverOptions): (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+/**
+ * Whether header (`X-Engagement-Signature: sha256=<hex>`) is the
+ * HMAC-SHA256 of the raw body bytes under secret, compared in constant time.
+ */
+export function verifySignature(secret: string, body: Uint8Array | string, header: string | string[] | undefined): boolean;
+
+/** The outcome of claimDelivery. */
+export type Claim =
+  | { outcome: 'claimed' } // send, then markDelivered (or releaseClaim if the send failed)
+  | { outcome: 'sent'; messageId: string | null } // a repeat of a sent key: 200 with Idempotent-Replayed: true
+  | { outcome: 'sending' } // the first is still sending: 425 with Retry-After
+  | { outcome: 'stale' }; // claimed long ago, never marked sent: 409
+
+/** Claims key in bot_webhook_deliveries before sending. */
+export function claimDelivery(pool: Queryable, key: string, options?: { staleAfterSeconds?: number }): Promise<Claim>;
+/** Records that the claimed key was sent. */
+export function markDelivered(pool: Queryable, key: string, messageId?: string | null): Promise<void>;
+/** Hands back a claim whose send failed, so that queue-process may try again. */
+export function releaseClaim(pool: Queryable, key: string): Promise<void>;
+/** Creates bot_webhook_deliveries when missing (createReceiver does it itself). */
+export function ensureDeliveriesTable(pool: Queryable): Promise<void>;
+
+/** The CREATE TABLE IF NOT EXISTS of bot_webhook_deliveries. */
+export const DELIVERIES_TABLE: string;
+/** @deprecated DELIVERIES_TABLE. */
+export const TABLE: string;
+/** A claim older than this (seconds) that was never marked sent is answered 409. */
+export const STALE_CLAIM_SECONDS: number;

@@ -1,0 +1,16 @@
+// @engagement-scheduler/bot: what a Node.js WhatsApp bot (Baileys) needs
+// from the engagement scheduler, with pg as its one dependency:
+//
+//   - the webhook receiver of docs/receiver.md (receiver.js): the
+//     signature check and the de-duplication by Idempotency-Key in
+//     PostgreSQL, as one HTTP handler (createReceiver) or step by step;
+//   - fire (fire.js): the bot's moves of the state machine, one checked,
+//     logged, idempotent call each over engagement_fire, with typed errors.
+//
+// Types: index.d.ts.
+'use strict';
+
+module.exports = {
+  ...require('./receiver'),
+  ...require('./fire'),
+};
