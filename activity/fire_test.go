@@ -14,6 +14,7 @@ import (
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -74,8 +75,8 @@ func TestFireAgreesWithTheTable(t *testing.T) {
 					if len(logged) != wantLogs || wantLogs == 1 && (logged[0].From != string(from) || logged[0].To != string(tr.To) || logged[0].Trigger != string(trig)) {
 						t.Errorf("logged %+v, want %d transition %s -%s-> %s", logged, wantLogs, from, trig, tr.To)
 					}
-					if trig == sm.UserMessage && !after.LastActivityAt.Equal(at) {
-						t.Errorf("user_message: last_activity_at %s, want %s", after.LastActivityAt, at)
+					if !after.LastActivityAt.Equal(at) { // every bot move is the user writing
+						t.Errorf("%s: last_activity_at %s, want %s", trig, after.LastActivityAt, at)
 					}
 					if trig == sm.GoodbyeAnswerRemindLater && (after.RemindAt == nil || !after.RemindAt.Equal(at.Add(sm.RemindLaterPeriod))) {
 						t.Errorf("remind later: remind_at %v, want %s", after.RemindAt, at.Add(sm.RemindLaterPeriod))
@@ -87,6 +88,34 @@ func TestFireAgreesWithTheTable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAnAnswerToTheGoodbyeIsActivity: issue 32's race test found that a
+// user who answered "1 I need help" got a second goodbye the next UTC day
+// (the answer left last_activity_at 20 days old). The answer is the user
+// writing: the next day's run leaves them in help_flow, and queues
+// nothing.
+func TestAnAnswerToTheGoodbyeIsActivity(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	day := time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC)
+	user := userIn(t, pool, sm.Active, day.Add(-20*24*time.Hour))
+	if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: day}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := activity.Fire(ctx, pool, user, sm.GoodbyeAnswerHelp, activity.FireOptions{At: day.Add(2 * time.Hour)}); err != nil || st != sm.HelpFlow {
+		t.Fatalf("the answer: %q, %v", st, err)
+	}
+	if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: day.Add(24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := fixture.StateOf(t, pool, user).State; st != string(sm.HelpFlow) {
+		t.Errorf("the day after answering help the user is %s, want help_flow", st)
+	}
+	if n := len(fixture.MessagesOf(t, pool, user)); n != 1 {
+		t.Errorf("%d goodbyes queued, want the one", n)
 	}
 }
 

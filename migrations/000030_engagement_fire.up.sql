@@ -6,14 +6,16 @@
 -- fires every state x trigger pair here and there and fails on any
 -- difference):
 --
---   user_message                 any state    -> active   (records the activity: last_activity_at = at)
+--   user_message                 any state    -> active
 --   goodbye_answer_help          goodbye_sent -> help_flow
 --   goodbye_answer_remind_later  goodbye_sent -> remind_later (remind_at = at + 14 days)
 --   goodbye_answer_dormant       goodbye_sent -> dormant
 --
--- at is the move's instant (NULL: the transaction's, now()). A move out of
--- goodbye_sent marks the goodbye over (goodbye_expires_at = at, when
--- later). The move and its row in engagement_state_transitions are
+-- at is the move's instant (NULL: the transaction's, now()). Every move is
+-- the user writing, so each records the activity (last_activity_at = at,
+-- never moved back): a user who answers the goodbye is not silent, and
+-- gets no second goodbye. A move out of goodbye_sent marks the goodbye
+-- over (goodbye_expires_at = at, when earlier). The move and its row in engagement_state_transitions are
 -- written together; user_message from active, which the bot fires on
 -- every message, records the activity and logs nothing.
 --
@@ -98,8 +100,7 @@ BEGIN
     UPDATE user_engagement_states s
        SET state              = nxt,
            updated_at         = now(),
-           last_activity_at   = CASE WHEN p_trigger = 'user_message' THEN greatest(s.last_activity_at, at)
-                                     ELSE s.last_activity_at END,
+           last_activity_at   = greatest(s.last_activity_at, at),
            remind_at          = CASE WHEN p_trigger = 'goodbye_answer_remind_later' THEN at + interval '14 days'
                                      ELSE s.remind_at END,
            goodbye_expires_at = CASE WHEN cur = 'goodbye_sent' AND nxt <> 'goodbye_sent'
