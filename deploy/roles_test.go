@@ -61,8 +61,8 @@ var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE
 // roleSet is one test's three roles and their passwords.
 type roleSet struct {
 	app, jobs, migrator, bot string
-	appPassword         string
-	migratorPassword    string
+	appPassword              string
+	migratorPassword         string
 }
 
 // newRoles names a fresh set of roles and drops them (with whatever they
