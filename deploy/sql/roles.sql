@@ -249,7 +249,9 @@ BEGIN
         END IF;
         EXECUTE format('CREATE POLICY %I ON %s AS PERMISSIVE FOR ALL TO %I USING (true) WITH CHECK (true)', jobs, tbl, jobs);
     END LOOP;
-    FOREACH f IN ARRAY funcs LOOP
+    -- Each function to its one role: the bot's moves to the bot, the rest
+    -- to the jobs.
+    FOREACH f IN ARRAY funcs || bot_funcs LOOP
         fn := to_regprocedure(format('%I.%s', sch, f));
         IF fn IS NULL THEN
             CONTINUE;
@@ -257,18 +259,8 @@ BEGIN
         IF NOT adopted AND (SELECT proowner FROM pg_proc WHERE oid = fn) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO %I', fn, migrator);
         END IF;
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, jobs);
-    END LOOP;
-    FOREACH f IN ARRAY bot_funcs LOOP
-        fn := to_regprocedure(format('%I.%s', sch, f));
-        IF fn IS NULL THEN
-            CONTINUE;
-        END IF;
-        IF NOT adopted AND (SELECT proowner FROM pg_proc WHERE oid = fn) <> (SELECT oid FROM pg_roles WHERE rolname = migrator) THEN
-            EXECUTE format('ALTER FUNCTION %s OWNER TO %I', fn, migrator);
-        END IF;
-        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I', fn, jobs);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, bot);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I, %I', fn, jobs, bot);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, CASE WHEN f = ANY(bot_funcs) THEN bot ELSE jobs END);
     END LOOP;
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', sch, bot);
     IF adopted THEN
