@@ -14,6 +14,19 @@ import (
 // the gate's holder takes next.
 const tryGateSQL = `SELECT pg_try_advisory_lock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0))`
 
+// releaseGateSQL gives the gate back.
+const releaseGateSQL = `SELECT pg_advisory_unlock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0))`
+
+// releaseGate gives the gate back, then closes its connection. Unlocking
+// first makes the gate free when the migrator returns: a closed session's
+// locks go only when its server process has exited, a moment later, and
+// the next migrator would find it held and say it waits. Ending the
+// session releases the gate anyway, should unlocking fail.
+func releaseGate(ctx context.Context, conn *pgx.Conn) {
+	_, _ = conn.Exec(ctx, releaseGateSQL, pgx.QueryExecModeSimpleProtocol)
+	conn.Close(ctx)
+}
+
 // acquireGate opens a connection of its own and takes the gate on it,
 // polling between statements while another migrator holds it, up to
 // Config.WaitTimeout. Closing the connection releases the gate.

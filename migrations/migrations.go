@@ -340,8 +340,7 @@ func (mg *Migrator) lockedAfter(op string, check, fn func() error) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	// Ending the session releases the gate, even if unlocking would fail.
-	defer gate.Close(context.WithoutCancel(mg.ctx))
+	defer releaseGate(context.WithoutCancel(mg.ctx), gate)
 	mg.gate = gate
 	defer func() { mg.gate = nil }()
 	if err := check(); err != nil {
