@@ -54,6 +54,7 @@ var wantPrivileges = map[string][]string{
 	"engagement_schema_migrations":  {"SELECT"},
 	"engagement_adopted_tables":     {"SELECT"},
 	"engagement_fire_requests":      {"SELECT", "DELETE"},
+	"engagement_console_audit":      {"SELECT", "INSERT"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

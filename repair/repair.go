@@ -61,6 +61,10 @@ type RequeueFilter struct {
 	IDs []string
 	// ErrorContains matches error_message, case-insensitively.
 	ErrorContains string
+	// ErrorGroup matches the failure's reason group exactly: its error
+	// text with ids and long numbers masked (engagement_error_group,
+	// migration 31), as the console's queue page groups failures.
+	ErrorGroup string
 	// Reason matches cancel_reason; only with StatusCancelled.
 	Reason string
 }
@@ -169,6 +173,7 @@ func Requeue(ctx context.Context, db postgres.Querier, f RequeueFilter, dryRun b
 		"message_type":   nullIfEmpty(f.Type),
 		"reason":         nullIfEmpty(f.Reason),
 		"error_contains": nullIfEmpty(f.ErrorContains),
+		"error_group":    nullIfEmpty(f.ErrorGroup),
 		"since":          nullIfZero(f.Since),
 		"until":          nullIfZero(f.Until),
 		"dry_run":        dryRun,

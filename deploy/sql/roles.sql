@@ -2,9 +2,10 @@
 --
 --   engagement_migrator  LOGIN   owns the scheduler's tables; runs
 --                                `engagementctl migrate up|down` and nothing else
---   engagement_jobs      NOLOGIN the privileges the four binaries use, and no more
+--   engagement_jobs      NOLOGIN the privileges the binaries use, and no more
 --   engagement_app       LOGIN   member of engagement_jobs: the DATABASE_URL of
---                                engagement-daily, engagement-weekly, queue-process
+--                                engagement-daily, engagement-weekly, queue-process,
+--                                engagement-console
 --                                and engagementctl enqueue|cleanup|status|verify
 --   engagement_bot       NOLOGIN EXECUTE on engagement_fire and nothing else: make
 --                                the bot's own login role a member of it
@@ -27,6 +28,7 @@
 --   engagement_schema_migrations   SELECT                          every binary checks the version
 --   engagement_adopted_tables      SELECT                          which tables were the bot's
 --   engagement_fire_requests       SELECT, DELETE                  the bot's request keys; cleanup
+--   engagement_console_audit       SELECT, INSERT                  the console's audit log only grows
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -153,7 +155,8 @@ DECLARE
         ['engagement_time_zones',         'SELECT'],
         ['engagement_schema_migrations',  'SELECT'],
         ['engagement_adopted_tables',     'SELECT'],
-        ['engagement_fire_requests',      'SELECT, DELETE']
+        ['engagement_fire_requests',      'SELECT, DELETE'],
+        ['engagement_console_audit',      'SELECT, INSERT']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate and the deadlines the jobs decide by): the migrator
@@ -164,7 +167,8 @@ DECLARE
                              'engagement_in_shard(uuid, integer, integer)',
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_goodbye_due(timestamptz, interval, text, boolean, timestamptz, timestamptz, text, text, timestamptz, timestamptz)',
-                             'engagement_reminder_due(timestamptz, timestamptz)'];
+                             'engagement_reminder_due(timestamptz, timestamptz)',
+                             'engagement_error_group(text)'];
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)'];
     f        text;

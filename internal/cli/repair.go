@@ -106,6 +106,7 @@ those out with --error-contains, or check them first. See docs/repair.md.`,
 	fs.StringVar(&o.until, "until", "", "only messages that settled before this instant, RFC3339")
 	fs.StringSliceVar(&o.filter.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
 	fs.StringVar(&o.filter.ErrorContains, "error-contains", "", "only messages whose error contains this text (any case)")
+	fs.StringVar(&o.filter.ErrorGroup, "error-group", "", "only messages of this reason group, exactly as the console's queue page names it")
 	fs.StringVar(&o.filter.Reason, "reason", "", "with --status cancelled: only this cancel reason (opted_out, stale, no_user, operator)")
 	o.repairFlags.register(cmd, "requeued")
 	return cmd
@@ -130,7 +131,7 @@ func (o *requeueOptions) Validate() error {
 func (o *requeueOptions) Run(ctx context.Context) error {
 	f := o.filter
 	audit := map[string]any{"status": f.Status, "type": f.Type, "reason": f.Reason, "ids": len(f.IDs),
-		"error_contains": f.ErrorContains, "since": o.since, "until": o.until}
+		"error_contains": f.ErrorContains, "error_group": f.ErrorGroup, "since": o.since, "until": o.until}
 	return o.run(ctx, o.stdout, "requeue", audit, func(pool postgres.Querier) (int64, error) {
 		return repair.Requeue(ctx, pool, f, o.dryRun)
 	}, func(n int64) any {

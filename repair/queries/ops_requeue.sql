@@ -29,6 +29,7 @@ WITH matched AS (
        AND (@reason::text IS NULL OR q.cancel_reason = @reason::text)
        AND (@error_contains::text IS NULL
             OR strpos(lower(q.error_message), lower(@error_contains::text)) > 0)
+       AND (@error_group::text IS NULL OR engagement_error_group(q.error_message) = @error_group::text)
        AND (@since::timestamptz IS NULL OR greatest(q.scheduled_for, l.at) >= @since::timestamptz)
        AND (@until::timestamptz IS NULL OR greatest(q.scheduled_for, l.at) < @until::timestamptz)
 ), requeued AS (
