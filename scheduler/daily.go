@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -208,4 +209,33 @@ func fromStates(t sm.Transition) []string {
 		}
 	}
 	return from
+}
+
+// ForecastDaily counts what a daily run as of asOf would do to the
+// database as it is now, from db (a read-only transaction is enough): the
+// daily job's own dry-run statements, step by step in run order, writing
+// nothing. It is a run's --dry-run without the run: the operator console
+// asks it for each of the coming days.
+func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
+	asOf = asOf.UTC()
+	args := pgx.NamedArgs{
+		"as_of":              asOf,
+		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
+		"send_reminder":      false,
+		"shard_index":        0,
+		"shard_count":        1,
+	}
+	steps, err := dailySteps(asOf, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(Steps, 0, len(steps))
+	for _, st := range steps {
+		counts, err := dryRunStep(ctx, db, st, withArgs(args, st.args))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, err)
+		}
+		out = append(out, Step{Name: st.name, Counts: counts})
+	}
+	return out, nil
 }

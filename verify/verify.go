@@ -223,6 +223,17 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("begin the verify snapshot: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	return RunTx(ctx, tx, cfg)
+}
+
+// RunTx is Run inside tx, which the caller opened (the console's pages
+// read in a read-only transaction with a statement timeout of their own);
+// for one consistent report, tx should be REPEATABLE READ.
+func RunTx(ctx context.Context, tx pgx.Tx, cfg Config) (*Report, error) {
+	retention := cmp.Or(cfg.Retention, retention.DefaultRetention)
+	if retention < 0 {
+		return nil, fmt.Errorf("retention must be positive, got %s", retention)
+	}
 	asOf, err := postgres.AsOf(ctx, tx, cfg.AsOf)
 	if err != nil {
 		return nil, err
