@@ -45,6 +45,7 @@ var needs = []need{
 	{pkg: "prometheus-pushgateway", usedBy: "the metrics tests", bins: []string{"prometheus-pushgateway", "/usr/bin/prometheus-pushgateway"}},
 	{pkg: "nodejs", usedBy: "the reference Node.js receiver's tests", bins: []string{"node"}},
 	{pkg: "npm", usedBy: "the reference receiver's one dependency (npm ci)", bins: []string{"npm"}},
+	{pkg: "chromium", usedBy: "the web console's browser tests (browsertest)", bins: []string{"chromium", "/usr/bin/chromium"}},
 }
 
 func envSet(names ...string) string {

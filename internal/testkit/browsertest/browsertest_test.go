@@ -1,0 +1,128 @@
+package browsertest_test
+
+import (
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
+)
+
+// pages are the tiny site the tests browse; any other path is a 404.
+var pages = map[string]string{
+	"/clean": `<!doctype html><title>clean</title>
+<link rel="icon" href="data:,">
+<h1>All is well</h1>
+<script>console.log("a log line is no error"); console.warn("nor is a warning");</script>`,
+	"/button": `<!doctype html><title>button</title>
+<link rel="icon" href="data:,">
+<button id="boom" onclick="console.error('clicked into trouble', 42, {code: 7, name: 'x'})">Boom</button>`,
+	"/throws": `<!doctype html><title>throws</title>
+<link rel="icon" href="data:,">
+<script>throw new Error("thrown by the page's script");</script>`,
+	"/fetches": `<!doctype html><title>fetches</title>
+<link rel="icon" href="data:,">
+<p id="status">fetching</p>
+<script>fetch("/missing").then(r => { document.getElementById("status").textContent = "got " + r.status; });</script>`,
+}
+
+func serve(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, ok := pages[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(page))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestCleanPageHasNoErrors: a page that logs and warns, but reports no
+// error, passes RequireNoErrors.
+func TestCleanPageHasNoErrors(t *testing.T) {
+	base := serve(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, chromedp.Navigate(base+"/clean"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	browsertest.RequireNoErrors(t, ctx)
+}
+
+// TestConsoleErrorOnClick: the console.error of a click handler is
+// collected right after the click, and is the only error.
+func TestConsoleErrorOnClick(t *testing.T) {
+	base := serve(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, chromedp.Navigate(base+"/button"))
+	if errs := browsertest.Errors(ctx); len(errs) != 0 {
+		t.Fatalf("before the click: %q, want no errors", errs)
+	}
+	browsertest.Run(t, ctx, chromedp.Click(chromedp.ID("boom")))
+	errs := browsertest.Errors(ctx)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0], `console.error: clicked into trouble 42 {code: 7, name: "x"} (`) {
+		t.Fatalf("after the click: %q, want exactly the console.error", errs)
+	}
+}
+
+// TestUncaughtException: an exception no script catches is reported.
+func TestUncaughtException(t *testing.T) {
+	base := serve(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, chromedp.Navigate(base+"/throws"))
+	errs := browsertest.Errors(ctx)
+	if len(errs) != 1 || !strings.Contains(errs[0], "uncaught exception: Uncaught Error: thrown by the page's script") {
+		t.Fatalf("errors: %q, want the uncaught exception", errs)
+	}
+}
+
+// TestFailedRequest: a request to the page's own origin answered 404 is an
+// error (one line, not also the browser log's "Failed to load resource"),
+// unless the test expects it.
+func TestFailedRequest(t *testing.T) {
+	base := serve(t)
+	for _, expect := range []bool{false, true} {
+		ctx := browsertest.New(t)
+		if expect {
+			browsertest.ExpectStatus(ctx, "/missing", http.StatusNotFound)
+		}
+		browsertest.Run(t, ctx, chromedp.Navigate(base+"/fetches"),
+			chromedp.WaitVisible(chromedp.Search(`//p[@id="status"][text()="got 404"]`)))
+		errs := browsertest.Errors(ctx)
+		switch {
+		case expect && len(errs) != 0:
+			t.Errorf("expecting the 404: %q, want no errors", errs)
+		case !expect && (len(errs) != 1 || !strings.Contains(errs[0], base+"/missing: HTTP 404")):
+			t.Errorf("errors: %q, want the 404 of /missing, once", errs)
+		}
+	}
+}
+
+// TestScreenshot: Screenshot writes a PNG of the page, creating the
+// directory.
+func TestScreenshot(t *testing.T) {
+	base := serve(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, chromedp.Navigate(base+"/clean"))
+	path := filepath.Join(t.TempDir(), "shots", "clean.png")
+	browsertest.Screenshot(t, ctx, path)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the screenshot is no PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() <= 0 || b.Dy() <= 0 {
+		t.Fatalf("the screenshot is %v", b)
+	}
+}
