@@ -1,0 +1,108 @@
+// The console's only script: it draws every element with a data-chart
+// attribute (see charts.go) with uPlot, and marks it data-drawn="true".
+"use strict";
+
+(function () {
+  function fmtCount(v) {
+    if (v == null) return "";
+    return Math.abs(v) >= 1000 ? Math.round(v).toLocaleString("en-US") : String(Math.round(v * 100) / 100);
+  }
+
+  // Stacked areas and bars: series i (of those on the left axis) becomes
+  // the sum of series i..n, drawn first to last, so each one's fill shows
+  // as the band above the next.
+  function stack(data, spec) {
+    var out = data.slice();
+    var sums = data[0].map(function () { return 0; });
+    for (var i = data.length - 1; i >= 1; i--) {
+      if (spec.series[i - 1].axis === "y2") continue;
+      sums = sums.map(function (s, j) { return s + (data[i][j] || 0); });
+      out[i] = sums.slice();
+    }
+    return out;
+  }
+
+  function draw(el) {
+    var spec = JSON.parse(el.dataset.chart);
+    if (!spec.x || spec.x.length === 0) {
+      el.textContent = "Nothing to draw yet.";
+      el.dataset.drawn = "empty";
+      return;
+    }
+    var kind = spec.kind;
+    var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
+    var raw = data;
+    var stacked = kind === "stacked" || kind === "stackedbars";
+    if (stacked) data = stack(data, spec);
+    var barPaths = uPlot.paths.bars({ size: [0.7, 80] });
+    var series = [spec.numbered
+      ? { label: spec.x_label || "x" }
+      : { label: "time", value: function (u, v) { return v == null ? "" : new Date(v * 1000).toISOString().slice(0, 16).replace("T", " "); } }];
+    spec.series.forEach(function (s, i) {
+      var one = {
+        label: s.label,
+        stroke: s.color,
+        width: kind === "bars" || kind === "stackedbars" ? 0 : 2,
+        scale: s.axis === "y2" ? "y2" : "y",
+        value: function (u, v, si, idx) {
+          if (s.axis === "y2" && s.percent) return v == null ? "" : Math.round(v * 1000) / 10 + "%";
+          return fmtCount(stacked ? raw[i + 1][idx] : v);
+        },
+        points: { show: kind === "line" || s.axis === "y2" },
+      };
+      if (s.axis === "y2") {
+        one.width = 2;
+      } else if (kind === "bars" || kind === "stackedbars") {
+        one.fill = s.color;
+        one.paths = barPaths;
+      } else if (kind === "stacked") {
+        one.fill = s.color + "cc";
+      }
+      series.push(one);
+    });
+    var axes = [
+      spec.numbered ? { label: spec.x_label || "", values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? String(v) : ""; }); } } : {},
+      { label: spec.unit, size: 70, values: function (u, vals) { return vals.map(fmtCount); } },
+    ];
+    var scales = { x: { time: !spec.numbered }, y: { range: function (u, min, max) { return [0, Math.max(1, max) * 1.08]; } } };
+    if (spec.series.some(function (s) { return s.axis === "y2"; })) {
+      var pct = spec.series.some(function (s) { return s.percent; });
+      axes.push({ side: 1, scale: "y2", grid: { show: false }, size: 70, values: function (u, vals) {
+        return vals.map(function (v) { return pct ? Math.round(v * 100) + "%" : fmtCount(v); });
+      } });
+      scales.y2 = { range: function (u, min, max) { return [0, pct ? 1 : Math.max(1, max) * 1.08]; } };
+    }
+    if (kind === "bars" || kind === "stackedbars") {
+      var step = spec.x.length > 1 ? spec.x[1] - spec.x[0] : 3600;
+      scales.x.range = function () { return [spec.x[0] - step / 2, spec.x[spec.x.length - 1] + step / 2]; };
+    }
+    var opts = {
+      width: Math.max(320, el.clientWidth),
+      height: 260,
+      series: series,
+      axes: axes,
+      scales: scales,
+      legend: { live: true },
+      cursor: { drag: { x: false, y: false } },
+    };
+    new uPlot(opts, data, el);
+    el.dataset.drawn = "true";
+  }
+
+  function drawAll() {
+    document.querySelectorAll("[data-chart]").forEach(function (el) {
+      try {
+        draw(el);
+      } catch (e) {
+        el.dataset.drawn = "failed";
+        throw e;
+      }
+    });
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", drawAll);
+  } else {
+    drawAll();
+  }
+})();

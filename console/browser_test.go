@@ -1,0 +1,224 @@
+package console_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
+)
+
+// screenshotDir is where the browser tests save their screenshots: a
+// temporary directory, or CONSOLE_SCREENSHOTS (make screenshots points it
+// at docs/console/, which docs/console.md shows).
+func screenshotDir(t *testing.T) string {
+	if dir := os.Getenv("CONSOLE_SCREENSHOTS"); dir != "" {
+		return dir
+	}
+	return t.TempDir()
+}
+
+// browse opens a Chromium tab signed in as user (Basic auth on every
+// request of the tab).
+func browse(t *testing.T, user, password string) context.Context {
+	t.Helper()
+	ctx := browsertest.New(t)
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	browsertest.Run(t, ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+			Headers: network.Headers{"Authorization": auth},
+		})
+		return err
+	}))
+	return ctx
+}
+
+// chartsDrawn waits until every chart of the page has been drawn by uPlot
+// (console.js marks each data-drawn="true" once its canvas is made) and
+// returns how many there are.
+func chartsDrawn(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, browsertest.Timeout)
+	defer cancel()
+	_, err := chromedp.Run(tctx, chromedp.Poll[bool](`(() => {
+		const all = document.querySelectorAll('[data-chart]');
+		return [...all].every(el => el.dataset.drawn === 'true' && el.querySelector('canvas'));
+	})()`))
+	if err != nil {
+		failed, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('[data-chart]')].map(e => e.id + ':' + e.dataset.drawn).join(' ')`))
+		t.Fatalf("charts not drawn (%s): %v; page errors: %v", failed, err, browsertest.Errors(ctx))
+	}
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-chart] canvas').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestEveryPageInTheBrowser(t *testing.T) {
+	h := newHistory(t)
+	srv := serve(t, h.pool, historyAsOf)
+	user := h.u["u1"]
+	ctx := browse(t, operator, operatorPassword)
+	dir := screenshotDir(t)
+	for _, p := range []struct {
+		name, path string
+		charts     int
+		shows      string
+	}{
+		{"overview", "/", 3, "Goodbye funnel by weekly cohort"},
+		{"queue", "/queue", 1, "webhook: receiver answered 500"},
+		{"runs", "/runs", 1, "engagement-daily"},
+		{"verify", "/verify", 0, "log_matches_state"},
+		{"user", "/users?id=" + user, 0, "Timeline"},
+		{"forecast", "/forecast", 1, "would do on each of the next 7 days"},
+		{"audit", "/audit", 0, "No action yet."},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible("footer"))
+			if got := chartsDrawn(t, ctx); got != p.charts {
+				t.Errorf("%s: %d charts drawn, want %d", p.path, got, p.charts)
+			}
+			text, err := chromedp.Run(ctx, chromedp.Text("main"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text, p.shows) {
+				t.Errorf("%s does not show %q", p.path, p.shows)
+			}
+			browsertest.Screenshot(t, ctx, filepath.Join(dir, p.name+".png"))
+			browsertest.RequireNoErrors(t, ctx)
+		})
+	}
+}
+
+func TestRequeueInTheBrowser(t *testing.T) {
+	pool := seededWithFailures(t)
+	srv := serve(t, pool, seeded.AsOf)
+	ctx := browse(t, operator, operatorPassword)
+	dir := screenshotDir(t)
+
+	// The first failure group's Requeue… button: the preview says 6.
+	browsertest.Run(t, ctx,
+		chromedp.Navigate(srv.URL+"/queue"),
+		chromedp.WaitVisible("table.failures"),
+		chromedp.Click(`table.failures tbody tr:first-child button`),
+		chromedp.WaitVisible("form#confirm"),
+	)
+	lead, err := chromedp.Run(ctx, chromedp.Text("p.lead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lead, "Requeue 6 messages") {
+		t.Fatalf("the preview says %q, want 6 messages", lead)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-preview.png"))
+	if failed := countFailed(t, pool); failed != 9 {
+		t.Fatalf("after the preview %d failed, want 9: a preview changes nothing", failed)
+	}
+
+	browsertest.Run(t, ctx, chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
+	done, err := chromedp.Run(ctx, chromedp.Text("#done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(done, "Requeued 6 messages") {
+		t.Errorf("after the confirmation the page says %q", done)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-done.png"))
+	var audits int
+	if err := pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM engagement_console_audit WHERE actor = $1 AND action = 'requeue' AND messages = 6`,
+		operator).Scan(&audits); err != nil {
+		t.Fatal(err)
+	}
+	if failed := countFailed(t, pool); failed != 3 || audits != 1 {
+		t.Errorf("after the requeue: %d failed (want 3), %d audit rows of ops' requeue of 6 (want 1)", failed, audits)
+	}
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/audit"), chromedp.WaitVisible("table.audit"))
+	row, err := chromedp.Run(ctx, chromedp.Text("table.audit tbody tr:first-child"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(row, operator) || !strings.Contains(row, "requeue") {
+		t.Errorf("the audit page's first row is %q, want ops' requeue", row)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "audit.png"))
+	browsertest.RequireNoErrors(t, ctx)
+}
+
+func TestAViewerSeesNoAction(t *testing.T) {
+	pool := seededWithFailures(t)
+	srv := serve(t, pool, seeded.AsOf)
+	ctx := browse(t, viewer, viewerPassword)
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/queue"), chromedp.WaitVisible("table.failures"))
+	forms, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('form[method=post], button').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forms != 0 {
+		t.Errorf("a viewer's queue page has %d forms or buttons, want none", forms)
+	}
+	who, err := chromedp.Run(ctx, chromedp.Text(".who"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(who, "viewer") {
+		t.Errorf("the header says %q, want viewer", who)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(screenshotDir(t), "queue-viewer.png"))
+	browsertest.RequireNoErrors(t, ctx)
+}
+
+func TestAForgedPostIsRefused(t *testing.T) {
+	// A page on another origin that the signed-in operator opens posts a
+	// requeue to the console on their behalf, with their credentials: the
+	// console refuses it and nothing changes.
+	pool := seededWithFailures(t)
+	srv := serve(t, pool, seeded.AsOf)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/actions/requeue/confirm">
+<input name="status" value="failed"><input name="csrf" value="guessed"></form>
+<script>document.getElementById('f').submit()</script>`, srv.URL)
+	}))
+	defer evil.Close()
+	ctx := browse(t, operator, operatorPassword)
+	browsertest.ExpectStatus(ctx, "/actions/requeue/confirm", http.StatusForbidden)
+	browsertest.Run(t, ctx, chromedp.Navigate(evil.URL), chromedp.WaitVisible("body"))
+	tctx, cancel := context.WithTimeout(ctx, browsertest.Timeout)
+	defer cancel()
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](`location.pathname === '/actions/requeue/confirm' && document.readyState === 'complete'`)); err != nil {
+		t.Fatalf("the forged form was not submitted: %v", err)
+	}
+	body, err := chromedp.Run(ctx, chromedp.Text("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "refused") {
+		t.Errorf("the forged POST's answer is %q, want a refusal", body)
+	}
+	if failed := countFailed(t, pool); failed != 9 {
+		t.Errorf("after the forged POST %d failed, want 9: nothing requeued", failed)
+	}
+}
+
+func countFailed(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,375 @@
+// Package console is the operators' web console (engagement-console): the
+// engagement funnel, the queue's health, the job runs, the invariants, a
+// user's timeline and the coming week's forecast, each an HTML page and the
+// same data as JSON (Accept: application/json), and the two safe actions,
+// requeue and cancel, with a preview, a confirmation and an audit row.
+//
+// Everything a page shows is read in one read-only transaction with a
+// statement timeout; nothing an operator types reaches SQL but as a
+// parameter. The pages are server-rendered with html/template; the only
+// script is the console's own (console.js), which draws the charts with the
+// embedded uPlot, so the Content-Security-Policy allows no inline script.
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+)
+
+// Defaults of Config.
+const (
+	// DefaultStatementTimeout bounds every statement a page runs.
+	DefaultStatementTimeout = 10 * time.Second
+	// Weeks is how many ISO weeks the overview's series cover.
+	Weeks = 8
+	// ForecastDays is how many coming days the forecast dry-runs.
+	ForecastDays = 7
+	// ReactivationWindow is how long after a goodbye a user who writes
+	// again counts as reactivated by it.
+	ReactivationWindow = 30 * 24 * time.Hour
+)
+
+// Config configures the console.
+type Config struct {
+	// Pool is the database. Pages read in read-only transactions; actions
+	// write the queue and the audit table.
+	Pool *pgxpool.Pool
+	// Auth says who may look and who may act.
+	Auth Auth
+	// StatementTimeout bounds each statement (DefaultStatementTimeout when 0).
+	StatementTimeout time.Duration
+	// AsOf is the instant the pages treat as now; the database clock when
+	// nil. Tests and demos pass a fixed time.
+	AsOf func() time.Time
+	// CSRFKey signs the forms' tokens; a random key per process when empty
+	// (forms rendered before a restart are then refused: reload them).
+	CSRFKey []byte
+	// Logger receives one line per request that failed.
+	Logger zerolog.Logger
+}
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed assets
+var assetFiles embed.FS
+
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+func query(name string) string { return sqlfile.Must(queryFiles, name) }
+
+// server is the console's handler.
+type server struct {
+	cfg   Config
+	auth  *authenticator
+	csrf  csrf
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+// New returns the console's HTTP handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("console: no database pool")
+	}
+	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout)
+	tok, err := newCSRF(cfg.CSRFKey)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, auth: newAuthenticator(cfg.Auth), csrf: tok, mux: http.NewServeMux()}
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	assets, err := fs.Sub(assetFiles, "assets")
+	if err != nil {
+		return nil, err
+	}
+	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer(assets)))
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/assets/favicon.svg", http.StatusMovedPermanently)
+	})
+	s.mux.HandleFunc("GET /{$}", s.page("overview", s.overview))
+	s.mux.HandleFunc("GET /queue", s.page("queue", s.queue))
+	s.mux.HandleFunc("GET /runs", s.page("runs", s.runs))
+	s.mux.HandleFunc("GET /verify", s.page("verify", s.verify))
+	s.mux.HandleFunc("GET /users", s.page("user", s.user))
+	s.mux.HandleFunc("GET /forecast", s.page("forecast", s.forecast))
+	s.mux.HandleFunc("GET /audit", s.page("audit", s.audit))
+	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
+
+	// Cross-origin POSTs are refused before the token is even looked at
+	// (Sec-Fetch-Site / Origin), the token refuses the rest.
+	protect := http.NewCrossOriginProtection()
+	protect.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusForbidden, "cross-origin request refused")
+	}))
+	inner := protect.Handler(s.authenticated(s.mux))
+
+	root := http.NewServeMux()
+	root.HandleFunc("GET /healthz", s.healthz)
+	root.Handle("/", inner)
+	return securityHeaders(root), nil
+}
+
+// securityHeaders sets what every response carries: no script but the
+// console's own, no framing, no referrer, no sniffing.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type userKey struct{}
+
+func requestUser(r *http.Request) user { u, _ := r.Context().Value(userKey{}).(user); return u }
+
+// authenticated answers 401 to a request without valid credentials and
+// passes the rest on with their user.
+func (s *server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, ok := s.auth.identify(r)
+		if !ok {
+			if len(s.auth.Users) > 0 {
+				w.Header().Set("WWW-Authenticate", `Basic realm="engagement-console", charset="UTF-8"`)
+			}
+			s.fail(w, r, http.StatusUnauthorized, "authentication required")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	})
+}
+
+// healthz answers 200 when the database answers.
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.cfg.Pool.Ping(ctx); err != nil {
+		s.cfg.Logger.Warn().Err(err).Msg("health check: the database does not answer")
+		http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+// read runs fn in a read-only REPEATABLE READ transaction whose statements
+// each stop after the statement timeout, and gives it the page's as-of.
+func (s *server) read(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) error) error {
+	tx, err := s.cfg.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	if err := s.limit(ctx, tx); err != nil {
+		return err
+	}
+	asOf, err := s.asOf(ctx, tx)
+	if err != nil {
+		return err
+	}
+	return fn(tx, asOf)
+}
+
+// limit sets the statement timeout for the rest of tx (SET LOCAL: it
+// ends with the transaction, so it holds through a transaction pooler).
+func (s *server) limit(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)",
+		fmt.Sprintf("%dms", s.cfg.StatementTimeout.Milliseconds()))
+	return err
+}
+
+func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	if s.cfg.AsOf != nil {
+		return s.cfg.AsOf().UTC(), nil
+	}
+	var now time.Time
+	err := tx.QueryRow(ctx, "SELECT now()").Scan(&now)
+	return now.UTC(), err
+}
+
+// view is what every page template gets: the page's own data and what
+// the layout needs.
+type view struct {
+	Page     string
+	Title    string
+	User     user
+	CSRF     string
+	Data     any
+	Rendered time.Time
+}
+
+// errBadRequest marks an error in what the request asked (a malformed id):
+// 400 with the message, not 500.
+type badRequest struct{ msg string }
+
+func (e badRequest) Error() string { return e.msg }
+
+func badRequestf(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
+
+// page serves a GET page: load computes its data, which is rendered as
+// the page's template, or as JSON when the client asks for it.
+func (s *server) page(name string, load func(r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		data, err := load(r)
+		if err != nil {
+			var bad badRequest
+			if errors.As(err, &bad) {
+				s.fail(w, r, http.StatusBadRequest, bad.msg)
+				return
+			}
+			s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
+			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
+			return
+		}
+		s.render(w, r, http.StatusOK, name, data)
+	}
+}
+
+// wantsJSON reports whether the client asked for JSON.
+func wantsJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+func (s *server) render(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
+	if wantsJSON(r) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(data)
+		return
+	}
+	u := requestUser(r)
+	v := view{Page: name, Title: titles[name], User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: time.Now().UTC()}
+	var buf bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&buf, "layout", v); err != nil {
+		s.cfg.Logger.Error().Err(err).Str("page", name).Msg("template failed")
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = buf.WriteTo(w)
+}
+
+// fail answers an error as JSON or as the error page.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	body := struct {
+		Error string `json:"error"`
+		Code  int    `json:"code"`
+	}{msg, code}
+	if wantsJSON(r) || s.pages == nil || code == http.StatusUnauthorized {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(body)
+		return
+	}
+	s.render(w, r, code, "error", body)
+}
+
+var titles = map[string]string{
+	"overview": "Overview", "queue": "Queue", "runs": "Runs", "verify": "Verify",
+	"user": "User", "forecast": "Forecast", "audit": "Audit", "error": "Error", "preview": "Confirm",
+	"done": "Done",
+}
+
+var funcs = template.FuncMap{
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	"when": func(t *time.Time) string {
+		if t == nil || t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"at": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"day":     func(t time.Time) string { return t.UTC().Format("Mon 2006-01-02") },
+	"pct":     func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+	"seconds": func(f float64) string { return formatSeconds(f) },
+	"num":     formatInt,
+}
+
+// parsePages parses each page's template with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	pages := map[string]*template.Template{}
+	for name := range titles {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// assetServer serves the embedded assets, cacheable: their names change
+// with the binary only, and the layout adds the version.
+func assetServer(assets fs.FS) http.Handler {
+	files := http.FileServerFS(assets)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
+}
+
+func formatSeconds(f float64) string {
+	d := time.Duration(f * float64(time.Second))
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%.1f min", d.Minutes())
+	default:
+		return fmt.Sprintf("%.1f h", d.Hours())
+	}
+}
+
+// formatInt writes n with thin thousands separators: 1 234 567.
+func formatInt(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString("\u202f")
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

@@ -1,0 +1,165 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
+)
+
+// The console's users in these tests: ops may act, viewer only looks.
+const (
+	operator, operatorPassword = "ops", "ops-secret"
+	viewer, viewerPassword     = "viewer", "viewer-secret"
+)
+
+// htpasswd is what ParseHtpasswd would read from a file holding ops and
+// viewer (bcrypt at its cheapest cost: the tests check logins, not bcrypt).
+func htpasswd(t testing.TB) map[string][]byte {
+	t.Helper()
+	var lines []string
+	for _, u := range [][2]string{{operator, operatorPassword}, {viewer, viewerPassword}} {
+		h, err := bcrypt.GenerateFromPassword([]byte(u[1]), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, u[0]+":"+string(h))
+	}
+	users, err := console.ParseHtpasswd(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return users
+}
+
+// serve starts the console over pool with htpasswd auth (ops an operator)
+// and pages as of asOf.
+func serve(t testing.TB, pool *pgxpool.Pool, asOf time.Time) *httptest.Server {
+	t.Helper()
+	h, err := console.New(console.Config{
+		Pool:   pool,
+		Auth:   console.Auth{Users: htpasswd(t), Operators: []string{operator}},
+		AsOf:   func() time.Time { return asOf },
+		Logger: zerolog.New(zerolog.NewTestWriter(t)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// failedGroups are the failures seededWithFailures makes: two reasons, the
+// first with ids and numbers that differ between its messages.
+var failedGroups = []struct {
+	errors []string
+	group  string
+}{
+	{[]string{"webhook: receiver answered 500 for 3fa85f64-5717-4562-b3fc-2c963f66afa6 at 1764000000",
+		"webhook: receiver answered 500 for 9c2b4f1e-0000-4000-8000-000000000001 at 1764000123"},
+		"webhook: receiver answered 500 for # at #"},
+	{[]string{"cloud api: (#131026) Message undeliverable"}, "cloud api: (#131026) Message undeliverable"},
+}
+
+// seededWithFailures is seeded.Pool with some of its goodbyes failed: 6
+// of the first reason group, 3 of the second.
+func seededWithFailures(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, _, _ := seeded.Pool(t.(*testing.T))
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `
+		WITH picked AS (
+		    SELECT id, row_number() OVER (ORDER BY id) AS n
+		      FROM engagement_message_queue WHERE message_type = 'goodbye' AND status = 'pending'
+		     ORDER BY id LIMIT 9)
+		UPDATE engagement_message_queue q
+		   SET status = 'failed', retry_count = 3,
+		       error_message = CASE WHEN p.n <= 3 THEN $1 WHEN p.n <= 6 THEN $2 ELSE $3 END
+		  FROM picked p WHERE q.id = p.id`,
+		failedGroups[0].errors[0], failedGroups[0].errors[1], failedGroups[1].errors[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// get requests path as user (no user: no credentials), asking for JSON
+// when asJSON.
+func get(t testing.TB, srv *httptest.Server, path, user, password string, asJSON bool) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	if asJSON {
+		req.Header.Set("Accept", "application/json")
+	}
+	return do(t, srv, req)
+}
+
+// post posts form to path as user, asking for JSON.
+func post(t testing.TB, srv *httptest.Server, path, user, password string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	return do(t, srv, req)
+}
+
+func do(t testing.TB, srv *httptest.Server, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// decode unmarshals a JSON body into v.
+func decode(t testing.TB, body string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("decode %.300s: %v", body, err)
+	}
+}
+
+// csrfToken reads the token a page rendered for user (its csrf-token meta
+// tag; the forms' hidden csrf fields carry the same).
+func csrfToken(t testing.TB, srv *httptest.Server, user, password string) string {
+	t.Helper()
+	_, body := get(t, srv, "/queue", user, password, false)
+	const marker = `<meta name="csrf-token" content="`
+	i := strings.Index(body, marker)
+	if i < 0 {
+		t.Fatalf("no csrf token on /queue for %s", user)
+	}
+	rest := body[i+len(marker):]
+	return rest[:strings.Index(rest, `"`)]
+}

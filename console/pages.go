@@ -1,0 +1,589 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+	"github.com/engagement-scheduler/engagement/verify"
+)
+
+// Overview is the overview page: users by state, the goodbye funnel and
+// the weekly reviews.
+type Overview struct {
+	AsOf      time.Time    `json:"as_of"`
+	States    []StateCount `json:"states"`
+	Users     int64        `json:"users"`
+	OptedOut  int64        `json:"opted_out"`
+	Weeks     []StateWeek  `json:"states_by_week"`
+	Funnel    []Cohort     `json:"funnel"`
+	Reviews   []ReviewWeek `json:"weekly_reviews"`
+	StateList []string     `json:"-"`
+}
+
+// StateCount is how many users are in a state.
+type StateCount struct {
+	State string `json:"state"`
+	Users int64  `json:"users"`
+}
+
+// StateWeek is users by state at the end of an ISO week (the current
+// week: at as-of).
+type StateWeek struct {
+	WeekStart time.Time        `json:"week_start"`
+	At        time.Time        `json:"at"`
+	Users     map[string]int64 `json:"users"`
+}
+
+// Cohort is the goodbyes logged in one ISO week and what became of them
+// (see queries/funnel.sql for each count's definition).
+type Cohort struct {
+	WeekStart           time.Time `json:"week_start"`
+	Goodbyes            int64     `json:"goodbyes"`
+	Delivered           int64     `json:"delivered"`
+	AnsweredHelp        int64     `json:"answered_help"`
+	AnsweredRemindLater int64     `json:"answered_remind_later"`
+	AnsweredNotNow      int64     `json:"answered_not_now"`
+	CameBack            int64     `json:"came_back"`
+	TimedOut            int64     `json:"timed_out"`
+	Undelivered         int64     `json:"undelivered"`
+	Waiting             int64     `json:"waiting"`
+	Reactivated         int64     `json:"reactivated"`
+	// ReactivatedShare is Reactivated / Goodbyes (0 without goodbyes).
+	ReactivatedShare float64 `json:"reactivated_share"`
+	// WindowClosed is true when every goodbye of the week has had its
+	// whole reactivation window: the share is final.
+	WindowClosed bool `json:"window_closed"`
+}
+
+// ReviewWeek is the weekly reviews covering one ISO week.
+type ReviewWeek struct {
+	WeekStart time.Time `json:"week_start"`
+	Queued    int64     `json:"queued"`
+	Sent      int64     `json:"sent"`
+}
+
+func (s *server) overview(r *http.Request) (any, error) {
+	var o Overview
+	for _, st := range sm.States() {
+		o.StateList = append(o.StateList, string(st))
+	}
+	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+		o.AsOf = asOf
+		ctx := r.Context()
+		rows, _ := tx.Query(ctx, query("states_now"))
+		counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[StateCount])
+		if err != nil {
+			return err
+		}
+		o.States = ordered(counts, o.StateList)
+		for _, c := range o.States {
+			o.Users += c.Users
+		}
+		if err := tx.QueryRow(ctx, query("opted_out")).Scan(&o.OptedOut); err != nil {
+			return err
+		}
+
+		rows, _ = tx.Query(ctx, query("states_weekly"), pgx.NamedArgs{
+			"as_of": asOf, "weeks": Weeks, "states": o.StateList, "initial_state": string(sm.Active),
+		})
+		var (
+			start, end time.Time
+			state      string
+			n          int64
+		)
+		_, err = pgx.ForEachRow(rows, []any{&start, &end, &state, &n}, func() error {
+			if len(o.Weeks) == 0 || !o.Weeks[len(o.Weeks)-1].WeekStart.Equal(start) {
+				o.Weeks = append(o.Weeks, StateWeek{WeekStart: start.UTC(), At: end.UTC(), Users: map[string]int64{}})
+			}
+			o.Weeks[len(o.Weeks)-1].Users[state] = n
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+
+		if o.Funnel, err = funnel(r, tx, asOf); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, query("reviews_weekly"), pgx.NamedArgs{
+			"as_of": asOf, "weeks": Weeks, "message_type": string(sm.WeeklyReviewMessage),
+		})
+		o.Reviews, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReviewWeek])
+		return err
+	})
+	return o, err
+}
+
+// funnel reads the goodbye funnel, its triggers and states from the state
+// machine's table.
+func funnel(r *http.Request, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
+	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
+	rows, _ := tx.Query(r.Context(), query("funnel"), pgx.NamedArgs{
+		"as_of":               asOf,
+		"weeks":               Weeks,
+		"window":              ReactivationWindow,
+		"goodbye_trigger":     string(sm.Inactivity14d),
+		"goodbye_state":       string(sm.GoodbyeSent),
+		"goodbye_infix":       goodbye.KeyInfix,
+		"comeback_trigger":    string(sm.UserMessage),
+		"answer_help":         string(sm.GoodbyeAnswerHelp),
+		"answer_remind_later": string(sm.GoodbyeAnswerRemindLater),
+		"answer_dormant":      string(sm.GoodbyeAnswerDormant),
+		"timeout_trigger":     string(sm.GoodbyeTimeout),
+		"undelivered_trigger": string(sm.GoodbyeUndelivered),
+		"delivered_outcomes": []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater),
+			string(sm.GoodbyeAnswerDormant), string(sm.GoodbyeTimeout)},
+	})
+	var out []Cohort
+	var c Cohort
+	_, err := pgx.ForEachRow(rows, []any{&c.WeekStart, &c.Goodbyes, &c.Delivered, &c.AnsweredHelp, &c.AnsweredRemindLater,
+		&c.AnsweredNotNow, &c.CameBack, &c.TimedOut, &c.Undelivered, &c.Waiting, &c.Reactivated, &c.WindowClosed}, func() error {
+		c.WeekStart = c.WeekStart.UTC()
+		c.ReactivatedShare = 0
+		if c.Goodbyes > 0 {
+			c.ReactivatedShare = float64(c.Reactivated) / float64(c.Goodbyes)
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// ordered lists counts in the order of names (every name, zero when
+// absent), then any other state the database holds.
+func ordered(counts []StateCount, names []string) []StateCount {
+	byName := map[string]int64{}
+	for _, c := range counts {
+		byName[c.State] = c.Users
+	}
+	out := make([]StateCount, 0, len(names))
+	for _, n := range names {
+		out = append(out, StateCount{State: n, Users: byName[n]})
+		delete(byName, n)
+	}
+	for _, c := range counts {
+		if _, left := byName[c.State]; left {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Queue is the queue page.
+type Queue struct {
+	AsOf            time.Time      `json:"as_of"`
+	Counts          []QueueCount   `json:"counts"`
+	Kinds           []string       `json:"kinds"`
+	Statuses        []string       `json:"statuses"`
+	Pending         Pending        `json:"pending"`
+	Latency         Latency        `json:"latency"`
+	Throughput      []HourCount    `json:"throughput"`
+	Failures        []FailureGroup `json:"failures"`
+	Cancelled       []ReasonCount  `json:"cancelled"`
+	SendBudget      string         `json:"send_budget"`
+	matrix          map[[2]string]int64
+	ThroughputHours int `json:"throughput_hours"`
+}
+
+// Count returns the messages of a kind in a status (for the template).
+func (q Queue) Count(kind, status string) int64 { return q.matrix[[2]string{kind, status}] }
+
+// QueueCount is how many messages of a kind are in a status.
+type QueueCount struct {
+	Status   string `json:"status"`
+	Kind     string `json:"kind"`
+	Messages int64  `json:"messages"`
+}
+
+// Pending is what waits in the queue.
+type Pending struct {
+	Due             int64      `json:"due"`
+	OldestDue       *time.Time `json:"oldest_due"`
+	OldestWait      string     `json:"oldest_wait"`
+	QuietHours      int64      `json:"held_by_quiet_hours"`
+	QuietHoursUntil *time.Time `json:"quiet_hours_until"`
+	Retrying        int64      `json:"retrying"`
+	Later           int64      `json:"later"`
+}
+
+// Latency is the send latency over the last day.
+type Latency struct {
+	Window string  `json:"window"`
+	Sent   int64   `json:"sent"`
+	P50    float64 `json:"p50_seconds"`
+	P95    float64 `json:"p95_seconds"`
+}
+
+// HourCount is the messages sent in one hour.
+type HourCount struct {
+	Hour time.Time `json:"hour"`
+	Sent int64     `json:"sent"`
+}
+
+// FailureGroup is the failed messages of one reason.
+type FailureGroup struct {
+	Reason    string    `json:"reason"`
+	Messages  int64     `json:"messages"`
+	Kinds     []string  `json:"kinds"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	SampleID  string    `json:"sample_id"`
+}
+
+// ReasonCount is the cancelled messages of one reason.
+type ReasonCount struct {
+	Reason   string `json:"reason"`
+	Messages int64  `json:"messages"`
+}
+
+const (
+	latencyWindow   = 24 * time.Hour
+	throughputHours = 48
+	maxFailureRows  = 50
+)
+
+func (s *server) queue(r *http.Request) (any, error) {
+	q := Queue{matrix: map[[2]string]int64{}, ThroughputHours: throughputHours,
+		SendBudget: "queue-process has no send budget in this release: nothing is held by one"}
+	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+		ctx := r.Context()
+		q.AsOf = asOf
+		rows, _ := tx.Query(ctx, query("queue_counts"))
+		var err error
+		if q.Counts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[QueueCount]); err != nil {
+			return err
+		}
+		q.Statuses = []string{"pending", "processing", "sent", "failed", "cancelled"}
+		for _, c := range q.Counts {
+			if len(q.Kinds) == 0 || q.Kinds[len(q.Kinds)-1] != c.Kind {
+				q.Kinds = append(q.Kinds, c.Kind)
+			}
+			q.matrix[[2]string{c.Kind, c.Status}] = c.Messages
+		}
+		p := &q.Pending
+		if err := tx.QueryRow(ctx, query("queue_pending"), pgx.NamedArgs{"as_of": asOf}).Scan(
+			&p.Due, &p.OldestDue, &p.QuietHours, &p.QuietHoursUntil, &p.Retrying, &p.Later); err != nil {
+			return err
+		}
+		if p.OldestDue != nil {
+			p.OldestWait = formatSeconds(asOf.Sub(*p.OldestDue).Seconds())
+		}
+		q.Latency.Window = latencyWindow.String()
+		if err := tx.QueryRow(ctx, query("queue_latency"), pgx.NamedArgs{"as_of": asOf, "window": latencyWindow}).Scan(
+			&q.Latency.Sent, &q.Latency.P50, &q.Latency.P95); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, query("queue_throughput"), pgx.NamedArgs{"as_of": asOf, "hours": throughputHours})
+		if q.Throughput, err = pgx.CollectRows(rows, pgx.RowToStructByPos[HourCount]); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, query("queue_failures"), pgx.NamedArgs{"max_groups": maxFailureRows})
+		if q.Failures, err = pgx.CollectRows(rows, pgx.RowToStructByPos[FailureGroup]); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, query("queue_cancelled"))
+		q.Cancelled, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReasonCount])
+		return err
+	})
+	return q, err
+}
+
+// Runs is the runs page.
+type Runs struct {
+	Runs []Run `json:"runs"`
+}
+
+// Run is one job run.
+type Run struct {
+	ID         int64           `json:"id"`
+	Job        string          `json:"job"`
+	Shard      string          `json:"shard,omitempty"`
+	AsOf       time.Time       `json:"as_of"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	Status     string          `json:"status"`
+	Counters   json.RawMessage `json:"counters"`
+	Error      string          `json:"error,omitempty"`
+	// Seconds is how long it ran (so far, while running).
+	Seconds float64 `json:"seconds"`
+	// Moved is how many users it moved or messages it queued or sent: the
+	// counters' processed, or sent for queue-process.
+	Moved int64 `json:"moved"`
+}
+
+// Summary is the counters' totals in a line: "processed 5 · queued 5".
+func (r Run) Summary() string {
+	var c map[string]any
+	if json.Unmarshal(r.Counters, &c) != nil {
+		return ""
+	}
+	var parts []string
+	for _, k := range []string{"processed", "succeeded", "failed", "skipped", "queued", "duplicates", "sent", "retried", "cancelled", "deferred"} {
+		if v, ok := c[k].(float64); ok {
+			parts = append(parts, fmt.Sprintf("%s %d", k, int64(v)))
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+const maxRuns = 200
+
+func (s *server) runs(r *http.Request) (any, error) {
+	var out Runs
+	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+		rows, _ := tx.Query(r.Context(), query("runs"), pgx.NamedArgs{"limit": maxRuns})
+		var err error
+		out.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+			var run Run
+			var counters []byte
+			if err := row.Scan(&run.ID, &run.Job, &run.Shard, &run.AsOf, &run.StartedAt, &run.FinishedAt, &run.Status,
+				&counters, &run.Error); err != nil {
+				return run, err
+			}
+			run.Counters = counters
+			end := asOf
+			if run.FinishedAt != nil {
+				end = *run.FinishedAt
+			}
+			run.Seconds = max(0, end.Sub(run.StartedAt).Seconds())
+			run.Moved = moved(counters)
+			return run, nil
+		})
+		return err
+	})
+	return out, err
+}
+
+// moved reads the counters' processed (the jobs) or sent (queue-process).
+func moved(counters []byte) int64 {
+	var c struct {
+		Processed *int64 `json:"processed"`
+		Sent      *int64 `json:"sent"`
+	}
+	if json.Unmarshal(counters, &c) != nil {
+		return 0
+	}
+	switch {
+	case c.Processed != nil:
+		return *c.Processed
+	case c.Sent != nil:
+		return *c.Sent
+	}
+	return 0
+}
+
+// Verify is the verify page: engagementctl verify's report.
+type Verify struct {
+	*verify.Report
+}
+
+func (s *server) verify(r *http.Request) (any, error) {
+	var out Verify
+	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+		rep, err := verify.RunTx(r.Context(), tx, verify.Config{AsOf: asOf})
+		out.Report = rep
+		return err
+	})
+	return out, err
+}
+
+// User is the user page.
+type User struct {
+	Query       string           `json:"-"`
+	Found       bool             `json:"found"`
+	ID          string           `json:"id,omitempty"`
+	State       *UserState       `json:"state,omitempty"`
+	Transitions []UserTransition `json:"transitions,omitempty"`
+	Messages    []UserMessage    `json:"messages,omitempty"`
+}
+
+// UserState is a user's state, timers and profile; the JID only as its
+// last four digits.
+type UserState struct {
+	State            string     `json:"state"`
+	LastActivityAt   *time.Time `json:"last_activity_at"`
+	GoodbyeSentAt    *time.Time `json:"goodbye_sent_at"`
+	GoodbyeExpiresAt *time.Time `json:"goodbye_expires_at"`
+	RemindAt         *time.Time `json:"remind_at"`
+	CreatedAt        *time.Time `json:"created_at"`
+	OptedOut         bool       `json:"opted_out"`
+	Destination      string     `json:"destination"`
+	JID              string     `json:"jid"`
+	HasProfile       bool       `json:"has_profile"`
+}
+
+// UserTransition is one move of the user's.
+type UserTransition struct {
+	ID        int64     `json:"id"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Trigger   string    `json:"trigger"`
+	JobRunID  *int64    `json:"job_run_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// By says who made the move: a job run, or the bot.
+func (t UserTransition) By() string {
+	if t.JobRunID != nil {
+		return "job"
+	}
+	return "bot"
+}
+
+// UserMessage is one of the user's messages: never its text or JID.
+type UserMessage struct {
+	ID           string     `json:"id"`
+	Kind         string     `json:"kind"`
+	Status       string     `json:"status"`
+	ScheduledFor time.Time  `json:"scheduled_for"`
+	SentAt       *time.Time `json:"sent_at"`
+	RetryCount   int64      `json:"retry_count"`
+	CancelReason string     `json:"cancel_reason,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+}
+
+const maxUserRows = 200
+
+func (s *server) user(r *http.Request) (any, error) {
+	out := User{Query: strings.TrimSpace(r.URL.Query().Get("id"))}
+	if out.Query == "" {
+		return out, nil
+	}
+	var id pgtype.UUID
+	if err := id.Scan(out.Query); err != nil || !id.Valid {
+		return nil, badRequestf("%q is not a user id (a UUID)", truncate(out.Query, 60))
+	}
+	out.ID = id.String()
+	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
+		ctx := r.Context()
+		args := pgx.NamedArgs{"user_id": out.ID, "limit": maxUserRows}
+		var st UserState
+		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
+			&st.GoodbyeExpiresAt, &st.RemindAt, &st.CreatedAt, &st.OptedOut, &st.Destination, &st.JID, &st.HasProfile)
+		if err == pgx.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st.JID != "" {
+			st.JID = "••••" + st.JID
+		}
+		out.Found, out.State = true, &st
+		rows, _ := tx.Query(ctx, query("user_transitions"), args)
+		if out.Transitions, err = pgx.CollectRows(rows, pgx.RowToStructByPos[UserTransition]); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, query("user_messages"), args)
+		out.Messages, err = pgx.CollectRows(rows, pgx.RowToStructByPos[UserMessage])
+		return err
+	})
+	return out, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Forecast is the forecast page: the daily job's dry runs for the coming
+// days, over the database as it is now.
+type Forecast struct {
+	AsOf time.Time     `json:"as_of"`
+	Days []ForecastDay `json:"days"`
+}
+
+// ForecastDay is one coming day's daily run, as of its scheduled time.
+type ForecastDay struct {
+	AsOf time.Time `json:"as_of"`
+	// Goodbyes, Timeouts and Reminders are what that day's run would do
+	// if every run before it ran: the users whose deadline falls after the
+	// day before's run and by this one (the first day: every user due by
+	// then, overdue ones included). Timeouts include goodbyes that could
+	// not be delivered (back to active), and not the timeouts of goodbyes
+	// the forecast's own days would send: those come two days after them.
+	Goodbyes  int64 `json:"goodbyes"`
+	Timeouts  int64 `json:"timeouts"`
+	Reminders int64 `json:"reminders"`
+	// Steps are the daily job's dry-run counters as of the day, on the
+	// database as it is now: cumulative, as if no run came before.
+	Steps scheduler.Steps `json:"steps"`
+}
+
+func (s *server) forecast(r *http.Request) (any, error) {
+	var out Forecast
+	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+		out.AsOf = asOf
+		var prev ForecastDay
+		for day := 1; day <= ForecastDays; day++ {
+			at := asOf.Add(time.Duration(day) * 24 * time.Hour)
+			steps, err := scheduler.ForecastDaily(r.Context(), tx, at)
+			if err != nil {
+				return err
+			}
+			d := ForecastDay{AsOf: at, Steps: steps}
+			for _, st := range steps {
+				n := int64(st.Succeeded)
+				switch sm.Trigger(st.Name) {
+				case sm.Inactivity14d:
+					d.Goodbyes = n
+				case sm.GoodbyeTimeout:
+					d.Timeouts = n
+				case sm.ReminderDue:
+					d.Reminders = n
+				}
+			}
+			cum := d
+			d.Goodbyes, d.Timeouts, d.Reminders = d.Goodbyes-prev.Goodbyes, d.Timeouts-prev.Timeouts, d.Reminders-prev.Reminders
+			prev = cum
+			out.Days = append(out.Days, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Audit is the audit page: the console's actions, newest first.
+type Audit struct {
+	Entries []AuditEntry `json:"entries"`
+}
+
+// AuditEntry is one action.
+type AuditEntry struct {
+	ID       int64           `json:"id"`
+	At       time.Time       `json:"at"`
+	Actor    string          `json:"actor"`
+	Action   string          `json:"action"`
+	Filter   json.RawMessage `json:"filter"`
+	Messages int64           `json:"messages"`
+}
+
+const maxAuditRows = 500
+
+func (s *server) audit(r *http.Request) (any, error) {
+	var out Audit
+	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
+		rows, _ := tx.Query(r.Context(), query("audit"), pgx.NamedArgs{"limit": maxAuditRows})
+		var err error
+		out.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
+			var e AuditEntry
+			var filter []byte
+			err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &filter, &e.Messages)
+			e.Filter = filter
+			return e, err
+		})
+		return err
+	})
+	return out, err
+}
