@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# The engagement scheduler's image: the four binaries, static, on distroless
+# The engagement scheduler's image: the five binaries, static, on distroless
 # (CA certificates, tzdata, /etc/passwd with nonroot, no shell), running as
 # nonroot (65532). No entrypoint: the command names the binary.
 #
@@ -34,7 +34,8 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       ./cmd/engagement-daily \
       ./cmd/engagement-weekly \
       ./cmd/queue-process \
-      ./cmd/engagementctl
+      ./cmd/engagementctl \
+      ./cmd/engagement-console
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev

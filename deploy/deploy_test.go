@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"fmt"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -23,10 +25,11 @@ import (
 
 // commands builds each binary's cobra command, as its main does.
 var commands = map[string]func() *cobra.Command{
-	"engagement-daily":  cli.NewDailyCommand,
-	"engagement-weekly": cli.NewWeeklyCommand,
-	"queue-process":     cli.NewQueueCommand,
-	"engagementctl":     cli.NewCtlCommand,
+	"engagement-daily":   cli.NewDailyCommand,
+	"engagement-weekly":  cli.NewWeeklyCommand,
+	"queue-process":      cli.NewQueueCommand,
+	"engagementctl":      cli.NewCtlCommand,
+	"engagement-console": cli.NewConsoleCommand,
 }
 
 // The documented schedules (UTC). queue-process is checked for a sensible
@@ -47,6 +50,19 @@ const cleanupService = "engagement-cleanup"
 // scheduledServices are the cron services every platform runs, by name: a
 // scheduled binary under its own name, and cleanupService.
 var scheduledServices = append(slices.Clone(scheduledBinaries), cleanupService)
+
+// consoleBinary is the one long-running service: a web server over the
+// database, not a run that ends. No platform schedules it; they keep it up
+// (a Kubernetes Deployment, a Railway service without a cron schedule) and
+// check it on consoleHealthPath.
+const consoleBinary = "engagement-console"
+
+// consoleHealthPath answers 200 while the database answers (503 otherwise)
+// and needs no authentication, so probes and healthchecks can call it.
+const consoleHealthPath = "/healthz"
+
+// longRunningServices are the services that run until stopped, by name.
+var longRunningServices = []string{consoleBinary}
 
 // serviceOf names the service a command line runs: the binary's name, or
 // cleanupService for engagementctl cleanup ("" for any other engagementctl
@@ -117,7 +133,11 @@ func checkInvocation(t *testing.T, where, binary string, args, env []string) {
 	t.Helper()
 	build, ok := commands[binary]
 	if !ok {
-		t.Errorf("%s runs %q, which is not a binary under cmd/ (%s)", where, binary, strings.Join(binaries(t), ", "))
+		if bins := binaries(t); slices.Contains(bins, binary) {
+			t.Errorf("%s runs %s, whose arguments cannot be checked: add its cli constructor to commands", where, binary)
+		} else {
+			t.Errorf("%s runs %q, which is not a binary under cmd/ (%s)", where, binary, strings.Join(bins, ", "))
+		}
 		return
 	}
 	for _, a := range args {
@@ -239,6 +259,10 @@ func TestRailwaySchedules(t *testing.T) {
 		}
 		binary, args := fields[0], fields[1:]
 		service := serviceOf(binary, args)
+		if slices.Contains(longRunningServices, service) {
+			t.Errorf("%s: %s is a long-running service, not a cron job: deploy/railway/%s.json configures it", where, service, service)
+			continue
+		}
 		if j.Name != service {
 			t.Errorf("%s: named %q but runs %q; name each service after its binary (engagementctl cleanup: %s)", where, j.Name, binary, cleanupService)
 		}
@@ -368,14 +392,10 @@ func TestKubernetesPods(t *testing.T) {
 		if j.PodFailurePolicy != nil && pod.RestartPolicy != "Never" {
 			t.Errorf("%s: podFailurePolicy needs restartPolicy Never", w)
 		}
-		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-			t.Errorf("%s: set automountServiceAccountToken: false; the jobs never call the Kubernetes API", w)
-		}
-		if len(pod.Containers) != 1 {
-			t.Errorf("%s: %d containers, want one", w, len(pod.Containers))
+		c, binary, ok := checkPod(t, w.String(), pod)
+		if !ok {
 			continue
 		}
-		c := pod.Containers[0]
 		where := fmt.Sprintf("%s container %s", w, c.Name)
 		if j.PodFailurePolicy != nil {
 			for _, r := range j.PodFailurePolicy.Rules {
@@ -384,42 +404,65 @@ func TestKubernetesPods(t *testing.T) {
 				}
 			}
 		}
-		if repo, _, _ := strings.Cut(c.Image, ":"); repo != "engagement-scheduler" {
-			t.Errorf("%s: image %q, want engagement-scheduler:<tag> (kustomization.yaml's images sets registry and tag)", where, c.Image)
+		if slices.Contains(longRunningServices, binary) {
+			t.Errorf("%s: %s is a long-running service; a %s would kill it at its deadline: run it from a Deployment", where, binary, w.kind)
 		}
-		if len(c.Command) != 1 {
-			t.Errorf("%s: command %q, want exactly the binary (its arguments go in args)", where, c.Command)
-			continue
-		}
-		binary := path.Base(c.Command[0])
 		if binary == "engagementctl" && slices.Equal(c.Args, []string{"migrate", "up"}) {
 			migrates = true
 		}
-		if serviceOf(binary, c.Args) != "" && slices.Contains(scheduledServices, serviceOf(binary, c.Args)) {
-			if v, _ := argValue(c.Args, "output"); v != "json" {
-				t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
-			}
-		}
-		var env []string
-		values := map[string]string{}
-		for _, e := range c.Env {
-			env = append(env, e.Name)
-			if e.Value != nil {
-				values[e.Name] = *e.Value
-			}
-		}
-		checkInvocation(t, where, binary, c.Args, env)
-		if delivers(binary) {
-			checkWakingHours(t, where, c.Args, values)
-		}
-		checkSecrets(t, where, c)
-		checkSecurity(t, where, pod.SecurityContext, c.SecurityContext)
-		checkResources(t, where, c.Resources)
 		checkSharding(t, w, binary, c.Args)
 	}
 	if !migrates {
 		t.Error("deploy/k8s has no Job running engagementctl migrate up")
 	}
+}
+
+// checkPod checks what every pod template shares, a run's or the
+// console's: one container of the project's image, its binary under cmd/
+// with arguments and variables the real command takes, credentials from
+// the Secret, the restricted Pod Security Standard and sane resources. It
+// returns the container and its binary; false when there is no single
+// container naming its binary.
+func checkPod(t *testing.T, what string, pod podSpec) (container, string, bool) {
+	t.Helper()
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("%s: set automountServiceAccountToken: false; the binaries never call the Kubernetes API", what)
+	}
+	if len(pod.Containers) != 1 {
+		t.Errorf("%s: %d containers, want one", what, len(pod.Containers))
+		return container{}, "", false
+	}
+	c := pod.Containers[0]
+	where := fmt.Sprintf("%s container %s", what, c.Name)
+	if repo, _, _ := strings.Cut(c.Image, ":"); repo != "engagement-scheduler" {
+		t.Errorf("%s: image %q, want engagement-scheduler:<tag> (kustomization.yaml's images sets registry and tag)", where, c.Image)
+	}
+	if len(c.Command) != 1 {
+		t.Errorf("%s: command %q, want exactly the binary (its arguments go in args)", where, c.Command)
+		return c, "", false
+	}
+	binary := path.Base(c.Command[0])
+	if serviceOf(binary, c.Args) != "" && slices.Contains(scheduledServices, serviceOf(binary, c.Args)) {
+		if v, _ := argValue(c.Args, "output"); v != "json" {
+			t.Errorf("%s: want --output json, so every run prints one JSON summary line", where)
+		}
+	}
+	var env []string
+	values := map[string]string{}
+	for _, e := range c.Env {
+		env = append(env, e.Name)
+		if e.Value != nil {
+			values[e.Name] = *e.Value
+		}
+	}
+	checkInvocation(t, where, binary, c.Args, env)
+	if delivers(binary) {
+		checkWakingHours(t, where, c.Args, values)
+	}
+	checkSecrets(t, where, c)
+	checkSecurity(t, where, pod.SecurityContext, c.SecurityContext)
+	checkResources(t, where, c.Resources)
+	return c, binary, true
 }
 
 func checkSecrets(t *testing.T, where string, c container) {
@@ -568,37 +611,324 @@ func TestShardedDailyJobExists(t *testing.T) {
 	t.Error("deploy/k8s has no CronJob running engagement-daily as an Indexed Job")
 }
 
+// htpasswdLine is one bcrypt entry of an htpasswd file, the only kind the
+// console accepts (htpasswd -nbB prints one).
+var htpasswdLine = regexp.MustCompile(`^[^:\s]+:\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$`)
+
+// htpasswdUsers returns the users of an htpasswd file, false when a line
+// is not a bcrypt entry.
+func htpasswdUsers(file string) ([]string, bool) {
+	var users []string
+	for _, line := range strings.Split(strings.TrimSuffix(file, "\n"), "\n") {
+		if !htpasswdLine.MatchString(line) {
+			return nil, false
+		}
+		user, _, _ := strings.Cut(line, ":")
+		users = append(users, user)
+	}
+	return users, len(users) > 0
+}
+
 func TestSecretExample(t *testing.T) {
 	t.Parallel()
 	m := loadManifests(t)
-	ex, ok := m.secrets["secret.example.yaml"]
-	if !ok || len(m.secrets) != 1 {
-		t.Fatalf("want exactly one Secret, in secret.example.yaml; have %d", len(m.secrets))
+	examples := m.secrets["secret.example.yaml"]
+	if len(examples) == 0 {
+		t.Fatal("secret.example.yaml defines no Secret")
 	}
-	if len(ex.Data) > 0 {
-		t.Error("secret.example.yaml: use stringData, readable placeholders, not base64 data")
-	}
-	for k, v := range ex.StringData {
-		if !strings.Contains(v, "example") && !strings.Contains(v, "CHANGE-ME") {
-			t.Errorf("secret.example.yaml: %s = %q does not look like a placeholder (say example or CHANGE-ME)", k, v)
+	for file, ss := range m.secrets {
+		if file != "secret.example.yaml" {
+			t.Errorf("k8s/%s defines %d Secret(s); only secret.example.yaml may, with placeholders, outside kustomization.yaml", file, len(ss))
 		}
 	}
-	for _, w := range m.workloads {
-		for _, c := range w.job.Template.Spec.Containers {
+	byName := map[string]secret{}
+	for _, ex := range examples {
+		name := ex.Metadata.Name
+		if _, dup := byName[name]; dup {
+			t.Errorf("secret.example.yaml defines Secret %s twice", name)
+		}
+		byName[name] = ex
+		if len(ex.Data) > 0 {
+			t.Errorf("secret.example.yaml: Secret %s: use stringData, readable placeholders, not base64 data", name)
+		}
+		for k, v := range ex.StringData {
+			// A bcrypt hash cannot say it is a placeholder; the file's
+			// comment gives its password (CHANGE-ME).
+			if _, ok := htpasswdUsers(v); ok {
+				continue
+			}
+			if !strings.Contains(v, "example") && !strings.Contains(v, "CHANGE-ME") {
+				t.Errorf("secret.example.yaml: %s %s = %q does not look like a placeholder (say example or CHANGE-ME)", name, k, v)
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	// Every Secret a pod reads, and every key, is in the example: what
+	// someone copies from it is all the manifests need.
+	for where, pod := range m.pods() {
+		for _, c := range pod.Containers {
 			for _, e := range c.Env {
 				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
 					continue
 				}
 				ref := e.ValueFrom.SecretKeyRef
-				if ref.Name != ex.Metadata.Name {
-					t.Errorf("%s: %s comes from Secret %q; the example defines %q", w, e.Name, ref.Name, ex.Metadata.Name)
+				ex, ok := byName[ref.Name]
+				if !ok {
+					t.Errorf("%s: %s comes from Secret %q; the example defines %s", where, e.Name, ref.Name, strings.Join(names, ", "))
+					continue
 				}
 				if _, ok := ex.StringData[ref.Key]; !ok {
-					t.Errorf("%s: %s reads key %q, which secret.example.yaml does not show", w, e.Name, ref.Key)
+					t.Errorf("%s: %s reads key %q, which secret.example.yaml's %s does not show", where, e.Name, ref.Key, ref.Name)
+				}
+			}
+			for _, ef := range c.EnvFrom {
+				if ef.SecretRef != nil {
+					if _, ok := byName[ef.SecretRef.Name]; !ok {
+						t.Errorf("%s: envFrom Secret %q; the example defines %s", where, ef.SecretRef.Name, strings.Join(names, ", "))
+					}
+				}
+			}
+		}
+		for _, v := range pod.Volumes {
+			if v.Secret == nil {
+				continue
+			}
+			ex, ok := byName[v.Secret.SecretName]
+			if !ok {
+				t.Errorf("%s: volume %s mounts Secret %q; the example defines %s", where, v.Name, v.Secret.SecretName, strings.Join(names, ", "))
+				continue
+			}
+			for _, item := range v.Secret.Items {
+				if _, ok := ex.StringData[item.Key]; !ok {
+					t.Errorf("%s: volume %s reads key %q, which secret.example.yaml's %s does not show", where, v.Name, item.Key, v.Secret.SecretName)
 				}
 			}
 		}
 	}
+}
+
+// TestConsoleManifest: the console, the one long-running service, is a
+// Deployment (kept up and rolled on a new image, never killed at a
+// deadline) behind a ClusterIP Service, reachable on the pod's address,
+// authenticated, probed on its health endpoint, and under the same
+// restricted Pod Security Standard as the jobs.
+func TestConsoleManifest(t *testing.T) {
+	t.Parallel()
+	m := loadManifests(t)
+	consoles := 0
+	selected := map[string]bool{} // Services that select a Deployment's pods
+	for _, srv := range m.servers {
+		spec := srv.spec
+		pod := spec.Template.Spec
+		// checkPod holds the binary to cmd/ and its arguments to its command.
+		c, binary, ok := checkPod(t, srv.String(), pod)
+		if !ok {
+			continue
+		}
+		where := fmt.Sprintf("%s container %s", srv, c.Name)
+		if !slices.Contains(longRunningServices, binary) {
+			t.Errorf("%s: %s ends when its run is done, and a Deployment would start it again for ever: make it a CronJob", where, binary)
+			continue
+		}
+		if binary == consoleBinary {
+			consoles++
+		}
+		if spec.Replicas == nil || *spec.Replicas < 1 {
+			t.Errorf("%s: replicas %v, want at least 1 (set it: 0 runs no console)", srv, deref(spec.Replicas))
+		}
+		labels := spec.Template.Metadata.Labels
+		if len(spec.Selector.MatchLabels) == 0 || !selects(spec.Selector.MatchLabels, labels) {
+			t.Errorf("%s: selector %v does not select the template's labels %v", srv, spec.Selector.MatchLabels, labels)
+		}
+		if pod.RestartPolicy != "" && pod.RestartPolicy != "Always" {
+			t.Errorf("%s: restartPolicy %q; a Deployment's pods restart Always", srv, pod.RestartPolicy)
+		}
+
+		// It listens on the pod's address: the kubelet and the Service do
+		// not reach its loopback. Without --listen it would take
+		// 127.0.0.1:8080.
+		port := 0
+		if v, ok := argValue(c.Args, "listen"); !ok {
+			t.Errorf("%s: no --listen: the console would listen on loopback only, out of the probes' and the Service's reach", where)
+		} else if host, p, err := net.SplitHostPort(v); err != nil {
+			t.Errorf("%s: --listen %q: %v", where, v, err)
+		} else if host != "" && host != "0.0.0.0" && host != "::" {
+			t.Errorf("%s: --listen %q: listen on all of the pod's interfaces (:%s), not %s", where, v, p, host)
+		} else if port, err = strconv.Atoi(p); err != nil || port <= 0 {
+			t.Errorf("%s: --listen %q: not a port", where, v)
+		}
+		if port > 0 && !slices.ContainsFunc(c.Ports, func(cp containerPort) bool { return int(cp.ContainerPort) == port }) {
+			t.Errorf("%s: listens on %d but declares ports %+v", where, port, c.Ports)
+		}
+
+		// Beyond loopback it refuses to start without authentication (exit 2).
+		values := map[string]string{}
+		for _, e := range c.Env {
+			if e.Value != nil {
+				values[e.Name] = *e.Value
+			} else {
+				values[e.Name] = "" // from a Secret or a ConfigMap: set, value unknown here
+			}
+		}
+		htpasswd, hasHtpasswd := values["ENGAGEMENT_CONSOLE_HTPASSWD"]
+		if v, ok := argValue(c.Args, "htpasswd"); ok {
+			htpasswd, hasHtpasswd = v, true
+		}
+		_, hasHeader := values["ENGAGEMENT_CONSOLE_TRUSTED_USER_HEADER"]
+		if _, ok := argValue(c.Args, "trusted-user-header"); ok {
+			hasHeader = true
+		}
+		if !hasHtpasswd && !hasHeader {
+			t.Errorf("%s: no htpasswd and no trusted user header: off loopback the console refuses to start without authentication", where)
+		}
+		if hasHtpasswd && htpasswd != "" {
+			checkConsoleHtpasswd(t, where, m, pod, c, htpasswd, values["ENGAGEMENT_CONSOLE_OPERATORS"])
+		}
+
+		// Both probes call the health endpoint on the port it listens on.
+		// /healthz fails while the database does, and a restart cannot fix
+		// that: liveness must give it a minute before it restarts the pod.
+		for name, p := range map[string]*probe{"readinessProbe": c.ReadinessProbe, "livenessProbe": c.LivenessProbe} {
+			if p == nil || p.HTTPGet == nil {
+				t.Errorf("%s: no %s httpGet %s", where, name, consoleHealthPath)
+				continue
+			}
+			if p.HTTPGet.Path != consoleHealthPath {
+				t.Errorf("%s: %s on %q, want %s (it needs no authentication; other paths answer 401)", where, name, p.HTTPGet.Path, consoleHealthPath)
+			}
+			if got := portOf(p.HTTPGet.Port, c); port > 0 && got != port {
+				t.Errorf("%s: %s on port %q, but the console listens on %d", where, name, p.HTTPGet.Port, port)
+			}
+			if p.HTTPGet.Scheme != "" && p.HTTPGet.Scheme != "HTTP" {
+				t.Errorf("%s: %s scheme %s; the console serves plain HTTP (TLS ends at the ingress or the proxy)", where, name, p.HTTPGet.Scheme)
+			}
+		}
+		if p := c.LivenessProbe; p != nil {
+			period, failures := int32(10), int32(3)
+			if p.PeriodSeconds != nil {
+				period = *p.PeriodSeconds
+			}
+			if p.FailureThreshold != nil {
+				failures = *p.FailureThreshold
+			}
+			if patience := time.Duration(period*failures) * time.Second; patience < time.Minute {
+				t.Errorf("%s: livenessProbe restarts the console after %v of failed checks; a database outage fails them too: give it at least a minute", where, patience)
+			}
+		}
+
+		// A ClusterIP Service in front: the ingress or the authenticating
+		// proxy reaches the console through it, nothing else does.
+		found := false
+		for _, svc := range m.services {
+			if len(svc.Spec.Selector) == 0 || !selects(svc.Spec.Selector, labels) {
+				continue
+			}
+			found = true
+			selected[svc.String()] = true
+			if svc.Spec.Type != "" && svc.Spec.Type != "ClusterIP" {
+				t.Errorf("%s: type %s exposes the console outside the cluster; keep it ClusterIP and put an ingress or an authenticating proxy in front", svc, svc.Spec.Type)
+			}
+			if len(svc.Spec.Ports) == 0 {
+				t.Errorf("%s: no ports", svc)
+			}
+			for _, sp := range svc.Spec.Ports {
+				target := sp.TargetPort
+				if target == "" {
+					target = intOrString(strconv.Itoa(int(sp.Port)))
+				}
+				if got := portOf(target, c); port > 0 && got != port {
+					t.Errorf("%s: port %d targets %q, but the console listens on %d", svc, sp.Port, target, port)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no Service selects its pods", srv)
+		}
+	}
+	for _, svc := range m.services {
+		if !selected[svc.String()] {
+			t.Errorf("%s: selects no Deployment's pods (selector %v)", svc, svc.Spec.Selector)
+		}
+	}
+	if consoles != 1 {
+		t.Errorf("deploy/k8s has %d Deployments running %s, want one", consoles, consoleBinary)
+	}
+}
+
+// checkConsoleHtpasswd checks the console's htpasswd is a file of a
+// mounted Secret (a path, not the file's contents), and that the example
+// Secret holds bcrypt entries, the operators among its users.
+func checkConsoleHtpasswd(t *testing.T, where string, m manifests, pod podSpec, c container, file, operators string) {
+	t.Helper()
+	for _, vm := range c.VolumeMounts {
+		dir := strings.TrimSuffix(vm.MountPath, "/") + "/"
+		name, ok := strings.CutPrefix(file, dir)
+		if !ok || vm.SubPath != "" {
+			continue
+		}
+		if vm.ReadOnly == nil || !*vm.ReadOnly {
+			t.Errorf("%s: mount %s is writable; mount the htpasswd readOnly", where, vm.MountPath)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != vm.Name || v.Secret == nil {
+				continue
+			}
+			key := name // a Secret volume without items holds one file per key
+			if len(v.Secret.Items) > 0 {
+				key = ""
+				for _, item := range v.Secret.Items {
+					if item.Path == name {
+						key = item.Key
+					}
+				}
+				if key == "" {
+					t.Errorf("%s: the htpasswd %s is not among volume %s's items", where, file, v.Name)
+					return
+				}
+			}
+			for _, ex := range m.secrets["secret.example.yaml"] {
+				if ex.Metadata.Name != v.Secret.SecretName {
+					continue
+				}
+				users, ok := htpasswdUsers(ex.StringData[key])
+				if !ok {
+					t.Errorf("secret.example.yaml: %s %s = %q: want bcrypt htpasswd lines (htpasswd -nbB user 'password')", ex.Metadata.Name, key, ex.StringData[key])
+					continue
+				}
+				for _, op := range strings.Split(operators, ",") {
+					if op = strings.TrimSpace(op); op != "" && !slices.Contains(users, op) {
+						t.Errorf("%s: operator %q is not a user of the example htpasswd (%s)", where, op, strings.Join(users, ", "))
+					}
+				}
+			}
+			return // TestSecretExample reports a Secret the example lacks
+		}
+	}
+	t.Errorf("%s: the htpasswd %s is not a file of a mounted Secret volume", where, file)
+}
+
+// selects reports whether a selector's labels are all among labels.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// portOf resolves a port given by number or by the name of one of c's
+// ports; 0 when it is neither.
+func portOf(p intOrString, c container) int {
+	if n, err := strconv.Atoi(string(p)); err == nil {
+		return n
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == string(p) {
+			return int(cp.ContainerPort)
+		}
+	}
+	return 0
 }
 
 // notInKustomization are the files `kubectl apply -k` must not apply.

@@ -96,6 +96,33 @@ type podSpec struct {
 	TerminationGracePeriodSeconds *int64              `yaml:"terminationGracePeriodSeconds"`
 	SecurityContext               *podSecurityContext `yaml:"securityContext"`
 	Containers                    []container         `yaml:"containers"`
+	Volumes                       []volume            `yaml:"volumes"`
+}
+
+type volume struct {
+	Name   string `yaml:"name"`
+	Secret *struct {
+		SecretName  string      `yaml:"secretName"`
+		Items       []keyToPath `yaml:"items"`
+		DefaultMode *int32      `yaml:"defaultMode"`
+		Optional    *bool       `yaml:"optional"`
+	} `yaml:"secret"`
+	ConfigMap *struct {
+		Name        string      `yaml:"name"`
+		Items       []keyToPath `yaml:"items"`
+		DefaultMode *int32      `yaml:"defaultMode"`
+		Optional    *bool       `yaml:"optional"`
+	} `yaml:"configMap"`
+	EmptyDir *struct {
+		Medium    string `yaml:"medium"`
+		SizeLimit string `yaml:"sizeLimit"`
+	} `yaml:"emptyDir"`
+}
+
+type keyToPath struct {
+	Key  string `yaml:"key"`
+	Path string `yaml:"path"`
+	Mode *int32 `yaml:"mode"`
 }
 
 type podSecurityContext struct {
@@ -120,6 +147,41 @@ type container struct {
 	EnvFrom         []envFromSource           `yaml:"envFrom"`
 	Resources       resources                 `yaml:"resources"`
 	SecurityContext *containerSecurityContext `yaml:"securityContext"`
+	Ports           []containerPort           `yaml:"ports"`
+	VolumeMounts    []volumeMount             `yaml:"volumeMounts"`
+	ReadinessProbe  *probe                    `yaml:"readinessProbe"`
+	LivenessProbe   *probe                    `yaml:"livenessProbe"`
+	StartupProbe    *probe                    `yaml:"startupProbe"`
+}
+
+type containerPort struct {
+	Name          string `yaml:"name"`
+	ContainerPort int32  `yaml:"containerPort"`
+	Protocol      string `yaml:"protocol"`
+}
+
+type volumeMount struct {
+	Name      string `yaml:"name"`
+	MountPath string `yaml:"mountPath"`
+	SubPath   string `yaml:"subPath"`
+	ReadOnly  *bool  `yaml:"readOnly"`
+}
+
+// intOrString is a port given by number (8080) or by name (http); YAML's
+// scalar text either way.
+type intOrString string
+
+type probe struct {
+	HTTPGet *struct {
+		Path   string      `yaml:"path"`
+		Port   intOrString `yaml:"port"`
+		Scheme string      `yaml:"scheme"`
+	} `yaml:"httpGet"`
+	InitialDelaySeconds *int32 `yaml:"initialDelaySeconds"`
+	PeriodSeconds       *int32 `yaml:"periodSeconds"`
+	TimeoutSeconds      *int32 `yaml:"timeoutSeconds"`
+	SuccessThreshold    *int32 `yaml:"successThreshold"`
+	FailureThreshold    *int32 `yaml:"failureThreshold"`
 }
 
 type envVar struct {
@@ -167,6 +229,45 @@ type containerSecurityContext struct {
 	} `yaml:"capabilities"`
 }
 
+type deployment struct {
+	APIVersion string         `yaml:"apiVersion"`
+	Kind       string         `yaml:"kind"`
+	Metadata   objectMeta     `yaml:"metadata"`
+	Spec       deploymentSpec `yaml:"spec"`
+}
+
+type deploymentSpec struct {
+	Replicas             *int32 `yaml:"replicas"`
+	RevisionHistoryLimit *int32 `yaml:"revisionHistoryLimit"`
+	Selector             struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"selector"`
+	Strategy *struct {
+		Type          string `yaml:"type"`
+		RollingUpdate *struct {
+			MaxSurge       intOrString `yaml:"maxSurge"`
+			MaxUnavailable intOrString `yaml:"maxUnavailable"`
+		} `yaml:"rollingUpdate"`
+	} `yaml:"strategy"`
+	Template podTemplate `yaml:"template"`
+}
+
+type service struct {
+	APIVersion string     `yaml:"apiVersion"`
+	Kind       string     `yaml:"kind"`
+	Metadata   objectMeta `yaml:"metadata"`
+	Spec       struct {
+		Type     string            `yaml:"type"`
+		Selector map[string]string `yaml:"selector"`
+		Ports    []struct {
+			Name       string      `yaml:"name"`
+			Port       int32       `yaml:"port"`
+			TargetPort intOrString `yaml:"targetPort"`
+			Protocol   string      `yaml:"protocol"`
+		} `yaml:"ports"`
+	} `yaml:"spec"`
+}
+
 type secret struct {
 	APIVersion string            `yaml:"apiVersion"`
 	Kind       string            `yaml:"kind"`
@@ -209,11 +310,41 @@ type workload struct {
 
 func (w workload) String() string { return fmt.Sprintf("%s %s/%s", w.file, w.kind, w.name) }
 
+// server is a Deployment: a long-running service (the console), not a run.
+type server struct {
+	file string
+	name string
+	spec deploymentSpec
+}
+
+func (s server) String() string { return fmt.Sprintf("%s Deployment/%s", s.file, s.name) }
+
 // manifests is everything under k8s/, decoded.
 type manifests struct {
 	workloads      []workload
-	secrets        map[string]secret // by file
+	servers        []server
+	services       []fileService
+	secrets        map[string][]secret // by file
 	kustomizations map[string]kustomization
+}
+
+type fileService struct {
+	file string
+	service
+}
+
+func (s fileService) String() string { return fmt.Sprintf("%s Service/%s", s.file, s.Metadata.Name) }
+
+// pods are the pod templates of every workload and server, by where they are.
+func (m manifests) pods() map[string]podSpec {
+	pods := map[string]podSpec{}
+	for _, w := range m.workloads {
+		pods[w.String()] = w.job.Template.Spec
+	}
+	for _, s := range m.servers {
+		pods[s.String()] = s.spec.Template.Spec
+	}
+	return pods
 }
 
 // decodeDocuments parses every YAML document in data (empty ones dropped),
@@ -260,7 +391,7 @@ func loadManifests(t *testing.T) manifests {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := manifests{secrets: map[string]secret{}, kustomizations: map[string]kustomization{}}
+	m := manifests{secrets: map[string][]secret{}, kustomizations: map[string]kustomization{}}
 	seen := map[string]string{}
 	for _, path := range files {
 		file := filepath.Base(path)
@@ -299,10 +430,10 @@ func loadManifests(t *testing.T) manifests {
 				}
 				seen[key] = file
 			}
-			wantAPI := map[string]string{"CronJob": "batch/v1", "Job": "batch/v1", "Secret": "v1",
-				"Kustomization": "kustomize.config.k8s.io/v1beta1"}[head.Kind]
+			wantAPI := map[string]string{"CronJob": "batch/v1", "Job": "batch/v1", "Deployment": "apps/v1",
+				"Service": "v1", "Secret": "v1", "Kustomization": "kustomize.config.k8s.io/v1beta1"}[head.Kind]
 			if wantAPI == "" {
-				t.Errorf("k8s/%s: kind %q: the test knows CronJob, Job, Secret and Kustomization; teach it the new kind", file, head.Kind)
+				t.Errorf("k8s/%s: kind %q: the test knows CronJob, Job, Deployment, Service, Secret and Kustomization; teach it the new kind", file, head.Kind)
 				continue
 			}
 			if head.APIVersion != wantAPI {
@@ -324,13 +455,27 @@ func loadManifests(t *testing.T) manifests {
 					continue
 				}
 				m.workloads = append(m.workloads, workload{file: file, kind: "Job", name: j.Metadata.Name, job: j.Spec})
+			case "Deployment":
+				var d deployment
+				if err := strict(doc, &d); err != nil {
+					t.Errorf("k8s/%s: Deployment %s: %v", file, head.Metadata.Name, err)
+					continue
+				}
+				m.servers = append(m.servers, server{file: file, name: d.Metadata.Name, spec: d.Spec})
+			case "Service":
+				var s service
+				if err := strict(doc, &s); err != nil {
+					t.Errorf("k8s/%s: Service %s: %v", file, head.Metadata.Name, err)
+					continue
+				}
+				m.services = append(m.services, fileService{file, s})
 			case "Secret":
 				var s secret
 				if err := strict(doc, &s); err != nil {
 					t.Errorf("k8s/%s: Secret %s: %v", file, head.Metadata.Name, err)
 					continue
 				}
-				m.secrets[file] = s
+				m.secrets[file] = append(m.secrets[file], s)
 			case "Kustomization":
 				var k kustomization
 				if err := strict(doc, &k); err != nil {
@@ -456,7 +601,16 @@ func TestStrictDecodingCatchesMistakes(t *testing.T) {
 			t.Errorf("a manifest with %s decoded without error", name)
 		}
 	}
-	docs, err := decodeDocuments([]byte("kind: Secret\n---\nkind: Job\n---\n"))
+	// A probe Kubernetes would drop unread leaves the console unprobed.
+	docs, err := decodeDocuments([]byte("kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - readinesProbe: {}\n"))
+	if err == nil {
+		var d deployment
+		err = strict(docs[0], &d)
+	}
+	if err == nil {
+		t.Error("a Deployment with a misspelt probe decoded without error")
+	}
+	docs, err = decodeDocuments([]byte("kind: Secret\n---\nkind: Job\n---\n"))
 	if err != nil || len(docs) != 2 {
 		t.Errorf("two documents and a trailing separator: %d documents, %v; want 2", len(docs), err)
 	}

@@ -22,10 +22,12 @@ type railwayConfig struct {
 		DockerfilePath string `json:"dockerfilePath"`
 	} `json:"build"`
 	Deploy struct {
-		StartCommand      string   `json:"startCommand"`
-		CronSchedule      string   `json:"cronSchedule"`
-		PreDeployCommand  []string `json:"preDeployCommand"`
-		RestartPolicyType string   `json:"restartPolicyType"`
+		StartCommand       string   `json:"startCommand"`
+		CronSchedule       string   `json:"cronSchedule"`
+		PreDeployCommand   []string `json:"preDeployCommand"`
+		RestartPolicyType  string   `json:"restartPolicyType"`
+		HealthcheckPath    string   `json:"healthcheckPath"`
+		HealthcheckTimeout *int     `json:"healthcheckTimeout"`
 	} `json:"deploy"`
 }
 
@@ -67,7 +69,7 @@ func loadRailwayConfigs(t *testing.T) map[string]railwayConfig {
 var railwayFields = map[string][]string{
 	"":       {"$schema", "build", "deploy"},
 	"build":  {"builder", "dockerfilePath"},
-	"deploy": {"startCommand", "cronSchedule", "preDeployCommand", "restartPolicyType"},
+	"deploy": {"startCommand", "cronSchedule", "preDeployCommand", "restartPolicyType", "healthcheckPath", "healthcheckTimeout"},
 }
 
 // decodeRailway decodes one config file strictly: one JSON object, and no
@@ -112,10 +114,12 @@ func decodeRailway(data []byte) (railwayConfig, error) {
 }
 
 // Railway reads one config file per service (Settings → Config-as-code →
-// Railway config file). Each of deploy/railway/<binary>.json must run its
-// binary with arguments the real command accepts, on the schedule
-// railway.cron.yml documents, build the repository's Dockerfile, migrate
-// before deploying, and never restart a finished cron run.
+// Railway config file). Each of deploy/railway/<service>.json must build
+// the repository's Dockerfile, migrate before deploying, and run its
+// binary with arguments the real command accepts: a cron job on the
+// schedule railway.cron.yml documents, never restarted once finished; the
+// console, the one long-running service, with no schedule, a healthcheck,
+// and restarted when it fails.
 func TestRailwayConfigAsCode(t *testing.T) {
 	t.Parallel()
 	configs := loadRailwayConfigs(t)
@@ -126,16 +130,17 @@ func TestRailwayConfigAsCode(t *testing.T) {
 		commands[j.Name] = j.Command
 	}
 	root := repoRoot(t)
-	for _, service := range scheduledServices {
+	for _, service := range slices.Concat(scheduledServices, longRunningServices) {
 		if _, ok := configs[service+".json"]; !ok {
-			t.Errorf("deploy/railway/%s.json is missing: every scheduled service gets its config file", service)
+			t.Errorf("deploy/railway/%s.json is missing: every service gets its config file", service)
 		}
 	}
 	for name, c := range configs {
 		where := "deploy/railway/" + name
 		service := strings.TrimSuffix(name, ".json")
-		if !slices.Contains(scheduledServices, service) {
-			t.Errorf("%s: %q is not a scheduled service (%s)", where, service, strings.Join(scheduledServices, ", "))
+		longRunning := slices.Contains(longRunningServices, service)
+		if !longRunning && !slices.Contains(scheduledServices, service) {
+			t.Errorf("%s: %q is not a service (%s)", where, service, strings.Join(slices.Concat(scheduledServices, longRunningServices), ", "))
 			continue
 		}
 		if c.Schema != railwaySchema {
@@ -147,9 +152,18 @@ func TestRailwayConfigAsCode(t *testing.T) {
 			t.Errorf("%s: dockerfilePath %q: %v (paths are relative to the repository root)", where, c.Build.DockerfilePath, err)
 		}
 
-		// The start command: the binary named like the file, arguments its
-		// command accepts, no shell (the image has none), one JSON summary.
+		// Before a new image runs, the schema is brought up to date.
 		d := c.Deploy
+		if len(d.PreDeployCommand) != 1 {
+			t.Errorf("%s: preDeployCommand %q, want exactly [\"engagementctl migrate up\"]", where, d.PreDeployCommand)
+		} else if pre := strings.Fields(d.PreDeployCommand[0]); len(pre) < 3 || pre[0] != "engagementctl" || pre[1] != "migrate" || pre[2] != "up" {
+			t.Errorf("%s: preDeployCommand %q, want engagementctl migrate up", where, d.PreDeployCommand[0])
+		} else {
+			checkInvocation(t, fmt.Sprintf("%s preDeployCommand", where), "engagementctl", pre[1:], nil)
+		}
+
+		// The start command: the binary named like the file, arguments its
+		// command accepts, no shell (the image has none).
 		if strings.ContainsAny(d.StartCommand, `"'$&|;<>*\`+"`") {
 			t.Errorf("%s: startCommand %q needs a shell; the image has none", where, d.StartCommand)
 		}
@@ -160,6 +174,13 @@ func TestRailwayConfigAsCode(t *testing.T) {
 		}
 		binary, args := fields[0], fields[1:]
 		checkInvocation(t, where+" startCommand", binary, args, nil)
+		if longRunning {
+			checkRailwayServer(t, where, binary, args, d.CronSchedule, d.HealthcheckPath, d.HealthcheckTimeout, d.RestartPolicyType)
+			continue
+		}
+		if d.HealthcheckPath != "" || d.HealthcheckTimeout != nil {
+			t.Errorf("%s: a healthcheck on a cron job, which serves nothing: its deployments would never go live", where)
+		}
 		if delivers(binary) {
 			checkWakingHours(t, where+" startCommand", args, nil)
 		}
@@ -189,18 +210,37 @@ func TestRailwayConfigAsCode(t *testing.T) {
 		if d.RestartPolicyType != "NEVER" {
 			t.Errorf("%s: restartPolicyType %q, want NEVER: a finished cron run is not restarted, a failed one waits for its next schedule", where, d.RestartPolicyType)
 		}
+	}
+}
 
-		// Before a new image runs, the schema is brought up to date.
-		if len(d.PreDeployCommand) != 1 {
-			t.Errorf("%s: preDeployCommand %q, want exactly [\"engagementctl migrate up\"]", where, d.PreDeployCommand)
-			continue
+// checkRailwayServer checks the deploy settings of a long-running service
+// (the console): always up, so no schedule; live only once its health
+// endpoint answers; brought back when it fails; on the port Railway gives.
+func checkRailwayServer(t *testing.T, where, binary string, args []string, cronSchedule, healthcheckPath string, healthcheckTimeout *int, restartPolicy string) {
+	t.Helper()
+	if cronSchedule != "" {
+		t.Errorf("%s: cronSchedule %q: %s is a long-running service; a schedule would make Railway wait for it to exit", where, cronSchedule, binary)
+	}
+	if healthcheckPath != consoleHealthPath {
+		t.Errorf("%s: healthcheckPath %q, want %s: without it Railway routes to a deployment before it can answer", where, healthcheckPath, consoleHealthPath)
+	}
+	// Railway's default is 300 s; a shorter one fails a deployment that
+	// cannot reach the database sooner, while the previous one serves on.
+	if healthcheckTimeout == nil || *healthcheckTimeout < 10 || *healthcheckTimeout > 300 {
+		t.Errorf("%s: healthcheckTimeout %v, want 10 to 300 seconds (time to start and reach the database)", where, deref(healthcheckTimeout))
+	}
+	if restartPolicy != "ON_FAILURE" && restartPolicy != "ALWAYS" {
+		t.Errorf("%s: restartPolicyType %q, want ON_FAILURE: a server that stopped must come back", where, restartPolicy)
+	}
+	// Railway sets PORT and routes to it; --listen would take precedence
+	// and listen where neither the healthcheck nor the proxy looks.
+	if v, ok := argValue(args, "listen"); ok {
+		t.Errorf("%s: --listen %s: on Railway the console listens on $PORT, which it does without --listen", where, v)
+	}
+	for _, f := range []string{"htpasswd", "trusted-user-header", "operators"} {
+		if _, ok := argValue(args, f); ok {
+			t.Errorf("%s: --%s in startCommand: set ENGAGEMENT_CONSOLE_* in the service's variables, not in this file", where, f)
 		}
-		pre := strings.Fields(d.PreDeployCommand[0])
-		if len(pre) < 3 || pre[0] != "engagementctl" || pre[1] != "migrate" || pre[2] != "up" {
-			t.Errorf("%s: preDeployCommand %q, want engagementctl migrate up", where, d.PreDeployCommand[0])
-			continue
-		}
-		checkInvocation(t, fmt.Sprintf("%s preDeployCommand", where), "engagementctl", pre[1:], nil)
 	}
 }
 
@@ -213,6 +253,8 @@ func TestRailwayConfigDecodingIsStrict(t *testing.T) {
 		`{"build": {"builder": "DOCKERFILE", "dockerFilePath": "Dockerfile"}}`,
 		`{"Deploy": {"startCommand": "engagement-daily"}}`,
 		`{"deploy": {}} {"deploy": {}}`,
+		`{"deploy": {"healthCheckPath": "/healthz"}}`,
+		`{"deploy": {"healthcheckTimeout": "120"}}`,
 	} {
 		if _, err := decodeRailway([]byte(bad)); err == nil {
 			t.Errorf("%s decoded without error; a misspelt field must fail", bad)
