@@ -128,14 +128,18 @@ func (o *consoleOptions) Validate() error {
 }
 
 // readHtpasswd reads the htpasswd entries from the file value names or,
-// when value itself holds entries (user:$2y$...; a platform that gives
-// variables but no files), from value: one entry per line or separated by
-// spaces.
+// when no such file exists and value holds user:hash entries (a platform
+// that gives variables but no files), from value itself: one entry per
+// line or separated by spaces.
 func readHtpasswd(value string) (map[string][]byte, error) {
-	if strings.Contains(value, ":$2") {
-		return console.ParseHtpasswd(strings.NewReader(strings.Join(strings.Fields(value), "\n")))
-	}
 	f, err := os.Open(value)
+	if errors.Is(err, os.ErrNotExist) && strings.Contains(value, ":") {
+		users, err := console.ParseHtpasswd(strings.NewReader(strings.Join(strings.Fields(value), "\n")))
+		if err != nil {
+			return nil, fmt.Errorf("--htpasswd (entries given inline): %w", err)
+		}
+		return users, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--htpasswd: %w", err)
 	}

@@ -41,6 +41,7 @@ func Commands() []*cobra.Command {
 		cli.NewWeeklyCommand(),
 		cli.NewQueueCommand(),
 		cli.NewCtlCommand(),
+		cli.NewConsoleCommand(),
 	}
 }
 

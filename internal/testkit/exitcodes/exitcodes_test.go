@@ -84,6 +84,16 @@ var invocations = []invocation{
 		{"--retention", "forever"},
 	}},
 	{name: "engagementctl migrate up", cmd: cli.NewCtlCommand, args: []string{"migrate", "up"}},
+	{name: "engagement-console", cmd: cli.NewConsoleCommand, garbage: [][]string{
+		{"--listen", "8080", "host:port"},
+		{"--statement-timeout", "0s"},
+		{"--htpasswd", "/nonexistent/htpasswd"},
+		{"--htpasswd", "ops:plaintext", "bcrypt"},
+		// Open (no authentication) on every interface: refused.
+		{"--listen", "0.0.0.0:8080", "without authentication"},
+		{"--listen", ":8080", "without authentication"},
+		{"--operators", "ops", "no authentication"},
+	}},
 	{name: "engagementctl cleanup", cmd: cli.NewCtlCommand, args: []string{"cleanup"}, garbage: [][]string{
 		{"--older-than", "0s"},
 		{"--batch-size", "0"},
