@@ -30,6 +30,7 @@ DOCKER    ?= docker
 IMAGE     ?= engagement-scheduler:dev
 RACE      ?=
 BENCH_SMOKE_USERS ?= 10000
+CONSOLE_ADDR ?= 127.0.0.1:8080
 
 # Pinned tools, installed through the Go module proxy on first use into
 # TOOLS (one directory per version, so bumping a version reinstalls).
@@ -52,7 +53,7 @@ build: ## Build the binaries into bin/
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: image
-image: ## Build the container image with all four binaries (IMAGE=engagement-scheduler:dev; needs Docker)
+image: ## Build the container image with all five binaries (IMAGE=engagement-scheduler:dev; needs Docker)
 	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) -t $(IMAGE) .
 
 .PHONY: test
@@ -104,6 +105,14 @@ docs: ## Regenerate the command-line reference, docs/reference/*.md, from the co
 .PHONY: demo
 demo: build ## Seed sample users in a throwaway database, run the jobs and deliver the messages
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)
+
+.PHONY: console
+console: build ## Open the web console on the demo's database (loopback, no authentication; makes the demo's database first when missing); Ctrl-C stops it
+	$(GO) run ./internal/demo -bin $(BIN) -console $(CONSOLE_ADDR) $(DEMO_FLAGS)
+
+.PHONY: screenshots
+screenshots: ## Retake the console's screenshots in docs/console/ (its browser tests, in Debian's Chromium)
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'InTheBrowser|Viewer' ./console
 
 .PHONY: bench
 bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, scaling (BENCH_SIZES), pacing, chaos, PgBouncer vs direct (BENCH_SUITES)

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,13 +35,22 @@ func main() {
 	users := flag.Int("users", 300, "sample users to seed")
 	keep := flag.Bool("keep", false, "leave a throwaway PostgreSQL the demo started running, to look around")
 	database := flag.String("database", "engagement_demo", "the database to (re)create for the demo")
+	console := flag.String("console", "", "serve engagement-console on this loopback address over the demo's database until Ctrl-C (running the demo first when its database is not there)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if !*keep {
 		pgtest.WillStopThrowaway() // so that pgtest does not announce it stays running
 	}
-	err := run(ctx, *bin, *database, *users, *keep)
+	var err error
+	if *console != "" {
+		err = serveConsole(ctx, *bin, *database, *users, *console)
+	} else {
+		_, err = run(ctx, *bin, *database, *users, *keep)
+		if err == nil {
+			fmt.Println("\nSee it all in the web console: make console (then open http://127.0.0.1:8080/)")
+		}
+	}
 	if pgtest.StartedThrowaway() && !*keep {
 		fmt.Println("\nStopping the throwaway PostgreSQL the demo started (`make demo DEMO_FLAGS=-keep` keeps it).")
 		if _, stopErr := pgtest.StopThrowaway(); stopErr != nil && err == nil {
@@ -57,51 +67,106 @@ func main() {
 // delivers as a deployment would.
 var wakingHours = []string{"--quiet-hours", "21:00-09:00", "--timezone", "America/Sao_Paulo"}
 
-func run(ctx context.Context, bin, database string, users int, keep bool) error {
+// serveConsole runs engagement-console over the demo's database, on
+// loopback without authentication, until ctx ends (Ctrl-C); when the
+// database is not there yet, the demo makes it first.
+func serveConsole(ctx context.Context, bin, database string, users int, addr string) error {
+	url, err := demoDatabase(ctx, database)
+	if err != nil {
+		return err
+	}
+	if url == "" {
+		fmt.Printf("No demo database (%s) yet: running the demo first.\n", database)
+		if url, err = run(ctx, bin, database, users, true); err != nil {
+			return err
+		}
+	}
+	step("engagement-console on the demo's database (Ctrl-C stops it)")
+	fmt.Printf("Open http://%s/ in a browser.\n", addr)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "engagement-console"), "--listen", addr, "--log-format", "console")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	if err := cmd.Run(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("engagement-console: %w", err)
+	}
+	return nil
+}
+
+// demoDatabase returns the URL of the demo's database when it exists and
+// holds the scheduler's schema, or "".
+func demoDatabase(ctx context.Context, database string) (string, error) {
+	srv, err := pgtest.ServerURL(ctx)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := pgx.ParseConfig(srv)
+	if err != nil {
+		return "", err
+	}
+	cfg.Database = database
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", nil // no such database (or not ours to read): the demo makes it
+	}
+	defer conn.Close(ctx)
+	var migrated bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('engagement_console_audit') IS NOT NULL`).Scan(&migrated); err != nil || !migrated {
+		return "", nil
+	}
+	u, err := url.Parse(srv)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + database
+	return u.String(), nil
+}
+
+func run(ctx context.Context, bin, database string, users int, keep bool) (string, error) {
 	step("A throwaway database")
 	url, err := pgtest.CreateDatabase(ctx, database)
 	if err != nil {
-		return err
+		return "", err
 	}
 	fmt.Println("created database", database)
 
 	step("engagementctl migrate up (already applied: a no-op)")
 	if err := runBinary(ctx, bin, url, "engagementctl", "migrate", "up"); err != nil {
-		return err
+		return "", err
 	}
 
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer pool.Close()
 	// Day 1 is now, by the database's clock: queue-process delivers and
 	// stamps sent_at by that clock, and a goodbye's 48 hours count from it.
 	var day1 time.Time
 	if err := pool.QueryRow(ctx, `SELECT date_trunc('minute', now())`).Scan(&day1); err != nil {
-		return err
+		return "", err
 	}
 	day1 = day1.UTC()
 	day3 := day1.Add(49 * time.Hour)
 
 	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
 	if _, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: 42, AsOf: day1}); err != nil {
-		return err
+		return "", err
 	}
 	if err := printStates(ctx, pool); err != nil {
-		return err
+		return "", err
 	}
 	// Some users live abroad: a third get Lisbon's zone, a third Tokyo's;
 	// the rest have none and take the shipped default, São Paulo's. At any
 	// hour some of them are awake, so the demo both delivers and defers.
 	if _, err := pool.Exec(ctx, sqlfile.Must(queryFiles, "zones")); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Println("\nQuiet hours 21:00-09:00 in each user's zone (São Paulo's when unknown); right now:")
 	for _, zone := range []string{"America/Sao_Paulo", "Europe/Lisbon", "Asia/Tokyo"} {
 		loc, err := time.LoadLocation(zone)
 		if err != nil {
-			return err
+			return "", err
 		}
 		local, verdict := day1.In(loc), "awake: messages go out"
 		if h := local.Hour(); h >= 21 || h < 9 {
@@ -127,16 +192,16 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 	for _, d := range days {
 		step(d.title)
 		if err := runBinary(ctx, bin, url, "engagement-daily", append(d.args, "--log-level", "warn")...); err != nil {
-			return err
+			return "", err
 		}
 		fmt.Println()
 		if err := printStates(ctx, pool); err != nil {
-			return err
+			return "", err
 		}
 		if d.deliver {
 			step("queue-process delivers the day's goodbyes (the log transport; its lines go to stderr, here discarded)")
 			if err := deliver(ctx, bin, url); err != nil {
-				return err
+				return "", err
 			}
 		}
 	}
@@ -146,31 +211,31 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 		step(title)
 		args := []string{"--as-of", day1.Format(time.RFC3339), "--log-level", "warn"}
 		if err := runBinary(ctx, bin, url, "engagement-weekly", args...); err != nil {
-			return err
+			return "", err
 		}
 	}
 
 	step("What was queued")
 	if err := printQueue(ctx, pool); err != nil {
-		return err
+		return "", err
 	}
 
 	step("queue-process delivers the rest (the log transport; its lines go to stderr, here discarded)")
 	if err := deliver(ctx, bin, url); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Println()
 	if err := printQueue(ctx, pool); err != nil {
-		return err
+		return "", err
 	}
 
 	step("engagementctl status: what an operator sees")
 	if err := runBinary(ctx, bin, url, "engagementctl", "status"); err != nil {
-		return err
+		return "", err
 	}
 	step("engagementctl verify: the invariants hold")
 	if err := runBinary(ctx, bin, url, "engagementctl", "verify"); err != nil {
-		return err
+		return "", err
 	}
 
 	if !pgtest.StartedThrowaway() || keep {
@@ -179,7 +244,7 @@ func run(ctx context.Context, bin, database string, users int, keep bool) error 
 	if pgtest.StartedThrowaway() && keep {
 		fmt.Println("Stop the throwaway PostgreSQL with: make pg-stop")
 	}
-	return nil
+	return url, nil
 }
 
 // deliver runs queue-process over the log transport, in waking hours.
