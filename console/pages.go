@@ -91,8 +91,14 @@ func (s *server) overview(r *http.Request) (any, error) {
 			return err
 		}
 
+		var nowStates []string
+		var nowUsers []int64
+		for _, c := range o.States {
+			nowStates, nowUsers = append(nowStates, c.State), append(nowUsers, c.Users)
+		}
 		rows, _ = tx.Query(ctx, query("states_weekly"), pgx.NamedArgs{
 			"as_of": asOf, "weeks": Weeks, "states": o.StateList, "initial_state": string(sm.Active),
+			"now_states": nowStates, "now_users": nowUsers,
 		})
 		var (
 			start, end time.Time
