@@ -40,6 +40,8 @@ const (
 	Weeks = 8
 	// ForecastDays is how many coming days the forecast dry-runs.
 	ForecastDays = 7
+	// DefaultMaxAge is how old a page's snapshot may be.
+	DefaultMaxAge = time.Minute
 	// ReactivationWindow is how long after a goodbye a user who writes
 	// again counts as reactivated by it.
 	ReactivationWindow = 30 * 24 * time.Hour
@@ -57,6 +59,9 @@ type Config struct {
 	// AsOf is the instant the pages treat as now; the database clock when
 	// nil. Tests and demos pass a fixed time.
 	AsOf func() time.Time
+	// MaxAge is how old the snapshot of the overview, queue, verify and
+	// forecast pages may be (DefaultMaxAge when 0; see cache.go).
+	MaxAge time.Duration
 	// CSRFKey signs the forms' tokens; a random key per process when empty
 	// (forms rendered before a restart are then refused: reload them).
 	CSRFKey []byte
@@ -77,19 +82,55 @@ func query(name string) string { return sqlfile.Must(queryFiles, name) }
 
 // server is the console's handler.
 type server struct {
-	cfg   Config
-	auth  *authenticator
-	csrf  csrf
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	cfg    Config
+	auth   *authenticator
+	csrf   csrf
+	pages  map[string]*template.Template
+	mux    *http.ServeMux
+	caches map[string]*cache
 }
 
-// New returns the console's HTTP handler.
-func New(cfg Config) (http.Handler, error) {
+// Console is the console's HTTP handler.
+type Console struct {
+	http.Handler
+	s *server
+}
+
+// Refresh recomputes the snapshot pages' data every half MaxAge until ctx
+// ends, so that no request waits for it: engagement-console runs it beside
+// the server. Failures are logged; the next round tries again.
+func (c *Console) Refresh(ctx context.Context) {
+	tick := time.NewTicker(c.s.cfg.MaxAge / 2)
+	defer tick.Stop()
+	for {
+		for _, name := range cachedPages {
+			if ctx.Err() != nil {
+				return
+			}
+			if snap, err := c.s.caches[name].refresh(ctx); err != nil {
+				c.s.cfg.Logger.Warn().Err(err).Str("page", name).Msg("refreshing a page's snapshot failed")
+			} else {
+				c.s.cfg.Logger.Debug().Str("page", name).Dur("took", snap.took).Msg("page snapshot refreshed")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// cachedPages are the pages served from a snapshot (cache.go).
+var cachedPages = []string{"overview", "queue", "verify", "forecast"}
+
+// New returns the console.
+func New(cfg Config) (*Console, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("console: no database pool")
 	}
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
 	tok, err := newCSRF(cfg.CSRFKey)
 	if err != nil {
 		return nil, err
@@ -97,6 +138,13 @@ func New(cfg Config) (http.Handler, error) {
 	s := &server{cfg: cfg, auth: newAuthenticator(cfg.Auth), csrf: tok, mux: http.NewServeMux()}
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
+	}
+	loads := map[string]func(context.Context) (any, error){
+		"overview": s.overview, "queue": s.queue, "verify": s.verify, "forecast": s.forecast,
+	}
+	s.caches = map[string]*cache{}
+	for _, name := range cachedPages {
+		s.caches[name] = &cache{name: name, load: loads[name], maxAge: cfg.MaxAge, now: time.Now}
 	}
 	assets, err := fs.Sub(assetFiles, "assets")
 	if err != nil {
@@ -106,12 +154,12 @@ func New(cfg Config) (http.Handler, error) {
 	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/assets/favicon.svg", http.StatusMovedPermanently)
 	})
-	s.mux.HandleFunc("GET /{$}", s.page("overview", s.overview))
-	s.mux.HandleFunc("GET /queue", s.page("queue", s.queue))
+	s.mux.HandleFunc("GET /{$}", s.snapshotPage("overview"))
+	s.mux.HandleFunc("GET /queue", s.snapshotPage("queue"))
 	s.mux.HandleFunc("GET /runs", s.page("runs", s.runs))
-	s.mux.HandleFunc("GET /verify", s.page("verify", s.verify))
+	s.mux.HandleFunc("GET /verify", s.snapshotPage("verify"))
 	s.mux.HandleFunc("GET /users", s.page("user", s.user))
-	s.mux.HandleFunc("GET /forecast", s.page("forecast", s.forecast))
+	s.mux.HandleFunc("GET /forecast", s.snapshotPage("forecast"))
 	s.mux.HandleFunc("GET /audit", s.page("audit", s.audit))
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
 
@@ -126,7 +174,7 @@ func New(cfg Config) (http.Handler, error) {
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.Handle("/", inner)
-	return securityHeaders(root), nil
+	return &Console{Handler: securityHeaders(root), s: s}, nil
 }
 
 // securityHeaders sets what every response carries: no script but the
@@ -221,6 +269,10 @@ type view struct {
 	CSRF     string
 	Data     any
 	Rendered time.Time
+	// Computed is when a snapshot page's data was read (zero for a live
+	// page), Took how long that took, MaxAge how old it may get.
+	Computed     time.Time
+	Took, MaxAge string
 }
 
 // errBadRequest marks an error in what the request asked (a malformed id):
@@ -230,6 +282,21 @@ type badRequest struct{ msg string }
 func (e badRequest) Error() string { return e.msg }
 
 func badRequestf(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
+
+// snapshotPage serves a page from its snapshot (cache.go), saying when it
+// was computed (the X-Computed-At header; the page's footer).
+func (s *server) snapshotPage(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		snap, err := s.caches[name].get(r.Context())
+		if err != nil {
+			s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
+			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
+			return
+		}
+		w.Header().Set("X-Computed-At", snap.taken.UTC().Format(time.RFC3339))
+		s.renderSnapshot(w, r, name, snap)
+	}
+}
 
 // page serves a GET page: load computes its data, which is rendered as
 // the page's template, or as JSON when the client asks for it.
@@ -256,6 +323,17 @@ func wantsJSON(r *http.Request) bool {
 }
 
 func (s *server) render(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
+	s.renderSnapshot(w, r, name, &snapshot{data: data}, code)
+}
+
+// renderSnapshot renders a page's data; a snapshot's time goes in the
+// footer.
+func (s *server) renderSnapshot(w http.ResponseWriter, r *http.Request, name string, snap *snapshot, status ...int) {
+	code := http.StatusOK
+	if len(status) > 0 {
+		code = status[0]
+	}
+	data := snap.data
 	if wantsJSON(r) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
@@ -264,6 +342,9 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, code int, name s
 	}
 	u := requestUser(r)
 	v := view{Page: name, Title: titles[name], User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: time.Now().UTC()}
+	if !snap.taken.IsZero() {
+		v.Computed, v.Took, v.MaxAge = snap.taken.UTC(), snap.took.Round(time.Millisecond).String(), s.cfg.MaxAge.String()
+	}
 	var buf bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&buf, "layout", v); err != nil {
 		s.cfg.Logger.Error().Err(err).Str("page", name).Msg("template failed")

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,14 +71,13 @@ type ReviewWeek struct {
 	Sent      int64     `json:"sent"`
 }
 
-func (s *server) overview(r *http.Request) (any, error) {
+func (s *server) overview(ctx context.Context) (any, error) {
 	var o Overview
 	for _, st := range sm.States() {
 		o.StateList = append(o.StateList, string(st))
 	}
-	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		o.AsOf = asOf
-		ctx := r.Context()
 		rows, _ := tx.Query(ctx, query("states_now"))
 		counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[StateCount])
 		if err != nil {
@@ -116,7 +116,7 @@ func (s *server) overview(r *http.Request) (any, error) {
 			return err
 		}
 
-		if o.Funnel, err = funnel(r, tx, asOf); err != nil {
+		if o.Funnel, err = funnel(ctx, tx, asOf); err != nil {
 			return err
 		}
 		rows, _ = tx.Query(ctx, query("reviews_weekly"), pgx.NamedArgs{
@@ -130,9 +130,9 @@ func (s *server) overview(r *http.Request) (any, error) {
 
 // funnel reads the goodbye funnel, its triggers and states from the state
 // machine's table.
-func funnel(r *http.Request, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
+func funnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
 	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
-	rows, _ := tx.Query(r.Context(), query("funnel"), pgx.NamedArgs{
+	rows, _ := tx.Query(ctx, query("funnel"), pgx.NamedArgs{
 		"as_of":               asOf,
 		"weeks":               Weeks,
 		"window":              ReactivationWindow,
@@ -256,11 +256,10 @@ const (
 	maxFailureRows  = 50
 )
 
-func (s *server) queue(r *http.Request) (any, error) {
+func (s *server) queue(ctx context.Context) (any, error) {
 	q := Queue{matrix: map[[2]string]int64{}, ThroughputHours: throughputHours,
 		SendBudget: "queue-process has no send budget in this release: nothing is held by one"}
-	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
-		ctx := r.Context()
+	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		q.AsOf = asOf
 		rows, _ := tx.Query(ctx, query("queue_counts"))
 		var err error
@@ -391,10 +390,10 @@ type Verify struct {
 	*verify.Report
 }
 
-func (s *server) verify(r *http.Request) (any, error) {
+func (s *server) verify(ctx context.Context) (any, error) {
 	var out Verify
-	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
-		rep, err := verify.RunTx(r.Context(), tx, verify.Config{AsOf: asOf})
+	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
+		rep, err := verify.RunTx(ctx, tx, verify.Config{AsOf: asOf})
 		out.Report = rep
 		return err
 	})
@@ -527,14 +526,14 @@ type ForecastDay struct {
 	Steps scheduler.Steps `json:"steps"`
 }
 
-func (s *server) forecast(r *http.Request) (any, error) {
+func (s *server) forecast(ctx context.Context) (any, error) {
 	var out Forecast
-	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
+	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		out.AsOf = asOf
 		var prev ForecastDay
 		for day := 1; day <= ForecastDays; day++ {
 			at := asOf.Add(time.Duration(day) * 24 * time.Hour)
-			steps, err := scheduler.ForecastDaily(r.Context(), tx, at)
+			steps, err := scheduler.ForecastDaily(ctx, tx, at)
 			if err != nil {
 				return err
 			}

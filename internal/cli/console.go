@@ -29,6 +29,7 @@ type consoleOptions struct {
 	trustedUserHeader string
 	operators         []string
 	statementTimeout  time.Duration
+	maxAge            time.Duration
 	asOf              asOfValue
 	logs              logFlags
 
@@ -75,6 +76,7 @@ is open to anyone who reaches it, so it refuses to start (exit 2) unless
 	fs.StringSliceVar(&o.operators, "operators", nil, "users who may act (requeue, cancel), comma-separated; everyone else only looks")
 	bindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
+	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may be: they are recomputed in the background, and after every action")
 	o.asOf.name = "--as-of"
 	fs.Var(&o.asOf, "as-of", "the instant the pages treat as now, RFC3339 (default: the database clock)")
 	o.logs.register(fs)
@@ -91,6 +93,9 @@ func (o *consoleOptions) Validate() error {
 	}
 	if o.statementTimeout <= 0 {
 		return usagef("--statement-timeout must be positive, got %s", o.statementTimeout)
+	}
+	if o.maxAge < time.Second {
+		return usagef("--max-age must be at least 1s, got %s", o.maxAge)
 	}
 	var err error
 	if o.log, err = o.logs.logger(o.stderr, ConsoleCommand); err != nil {
@@ -170,7 +175,7 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	cfg := console.Config{Pool: pool, Auth: o.auth, StatementTimeout: o.statementTimeout, Logger: o.log}
+	cfg := console.Config{Pool: pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, Logger: o.log}
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}
@@ -197,6 +202,9 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	fmt.Fprintf(o.stderr, "engagement-console: open http://%s/\n", displayAddr(ln.Addr()))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go handler.Refresh(refreshCtx)
 	select {
 	case err := <-done:
 		return err
