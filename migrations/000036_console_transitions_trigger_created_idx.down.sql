@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS engagement_state_transitions_trigger_created_idx;
