@@ -32,8 +32,9 @@ type cache struct {
 	maxAge time.Duration
 	now    func() time.Time
 
-	mu    sync.Mutex
-	cur   *snapshot
+	mu     sync.Mutex
+	viewed time.Time // the last get; the zero time until then
+	cur    *snapshot
 	gen   int // bumped by drop, so a computation begun before it is not kept
 	group singleflight.Group
 }
@@ -43,11 +44,20 @@ type cache struct {
 func (c *cache) get(ctx context.Context) (*snapshot, error) {
 	c.mu.Lock()
 	cur := c.cur
+	c.viewed = c.now()
 	c.mu.Unlock()
 	if cur != nil && c.now().Sub(cur.taken) < c.maxAge {
 		return cur, nil
 	}
 	return c.refresh(ctx)
+}
+
+// viewedSince reports whether the page was asked for since t, or has no
+// snapshot yet (the first round computes every page).
+func (c *cache) viewedSince(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur == nil || c.viewed.After(t)
 }
 
 // refresh computes a new snapshot (or joins the one under way).
@@ -59,7 +69,7 @@ func (c *cache) refresh(ctx context.Context) (*snapshot, error) {
 		start := c.now()
 		// Not the request's context: a computation others wait for must
 		// not end because its first asker went away.
-		data, err := c.load(context.WithoutCancel(ctx))
+		data, err := c.load(context.WithValue(context.WithoutCancel(ctx), snapshotKey{}, true))
 		if err != nil {
 			return nil, err
 		}

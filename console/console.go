@@ -40,6 +40,8 @@ const (
 	Weeks = 8
 	// ForecastDays is how many coming days the forecast dry-runs.
 	ForecastDays = 7
+	// DefaultSnapshotTimeout bounds every statement of a snapshot.
+	DefaultSnapshotTimeout = 2 * time.Minute
 	// DefaultMaxAge is how old a page's snapshot may be.
 	DefaultMaxAge = time.Minute
 	// ReactivationWindow is how long after a goodbye a user who writes
@@ -59,6 +61,10 @@ type Config struct {
 	// AsOf is the instant the pages treat as now; the database clock when
 	// nil. Tests and demos pass a fixed time.
 	AsOf func() time.Time
+	// SnapshotTimeout bounds each statement of a snapshot's computation,
+	// which reads whole tables in the background
+	// (DefaultSnapshotTimeout when 0).
+	SnapshotTimeout time.Duration
 	// MaxAge is how old the snapshot of the overview, queue, verify and
 	// forecast pages may be (DefaultMaxAge when 0; see cache.go).
 	MaxAge time.Duration
@@ -98,7 +104,9 @@ type Console struct {
 
 // Refresh recomputes the snapshot pages' data every half MaxAge until ctx
 // ends, so that no request waits for it: engagement-console runs it beside
-// the server. Failures are logged; the next round tries again.
+// the server. It computes every page once at the start, then only the
+// pages someone looked at in the last ViewedWithin: an idle console puts no
+// load on the database. Failures are logged; the next round tries again.
 func (c *Console) Refresh(ctx context.Context) {
 	tick := time.NewTicker(c.s.cfg.MaxAge / 2)
 	defer tick.Stop()
@@ -106,6 +114,9 @@ func (c *Console) Refresh(ctx context.Context) {
 		for _, name := range cachedPages {
 			if ctx.Err() != nil {
 				return
+			}
+			if !c.s.caches[name].viewedSince(time.Now().Add(-ViewedWithin)) {
+				continue
 			}
 			if snap, err := c.s.caches[name].refresh(ctx); err != nil {
 				c.s.cfg.Logger.Warn().Err(err).Str("page", name).Msg("refreshing a page's snapshot failed")
@@ -121,6 +132,10 @@ func (c *Console) Refresh(ctx context.Context) {
 	}
 }
 
+// ViewedWithin is how recently a snapshot page must have been viewed for
+// Refresh to keep it fresh.
+const ViewedWithin = 15 * time.Minute
+
 // cachedPages are the pages served from a snapshot (cache.go).
 var cachedPages = []string{"overview", "queue", "verify", "forecast"}
 
@@ -131,6 +146,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
+	cfg.SnapshotTimeout = cmp.Or(cfg.SnapshotTimeout, DefaultSnapshotTimeout)
 	tok, err := newCSRF(cfg.CSRFKey)
 	if err != nil {
 		return nil, err
@@ -244,12 +260,22 @@ func (s *server) read(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) er
 }
 
 // limit sets the statement timeout for the rest of tx (SET LOCAL: it
-// ends with the transaction, so it holds through a transaction pooler).
+// ends with the transaction, so it holds through a transaction pooler):
+// StatementTimeout, or SnapshotTimeout for a snapshot's computation. JIT
+// compilation is off: the pages' statements read a lot but are planned
+// over estimates that make compiling them cost more than it saves.
 func (s *server) limit(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)",
-		fmt.Sprintf("%dms", s.cfg.StatementTimeout.Milliseconds()))
+	timeout := s.cfg.StatementTimeout
+	if ctx.Value(snapshotKey{}) != nil {
+		timeout = max(timeout, s.cfg.SnapshotTimeout)
+	}
+	_, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",
+		fmt.Sprintf("%dms", timeout.Milliseconds()))
 	return err
 }
+
+// snapshotKey marks the context of a snapshot's computation.
+type snapshotKey struct{}
 
 func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	if s.cfg.AsOf != nil {

@@ -131,22 +131,19 @@ func (s *server) overview(ctx context.Context) (any, error) {
 // funnel reads the goodbye funnel, its triggers and states from the state
 // machine's table.
 func funnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
-	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
 	rows, _ := tx.Query(ctx, query("funnel"), pgx.NamedArgs{
 		"as_of":               asOf,
 		"weeks":               Weeks,
 		"window":              ReactivationWindow,
 		"goodbye_trigger":     string(sm.Inactivity14d),
 		"goodbye_state":       string(sm.GoodbyeSent),
-		"goodbye_infix":       goodbye.KeyInfix,
+		"goodbye_kind":        string(sm.GoodbyeMessage),
 		"comeback_trigger":    string(sm.UserMessage),
 		"answer_help":         string(sm.GoodbyeAnswerHelp),
 		"answer_remind_later": string(sm.GoodbyeAnswerRemindLater),
 		"answer_dormant":      string(sm.GoodbyeAnswerDormant),
 		"timeout_trigger":     string(sm.GoodbyeTimeout),
 		"undelivered_trigger": string(sm.GoodbyeUndelivered),
-		"delivered_outcomes": []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater),
-			string(sm.GoodbyeAnswerDormant), string(sm.GoodbyeTimeout)},
 	})
 	var out []Cohort
 	var c Cohort

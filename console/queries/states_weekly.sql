@@ -13,7 +13,7 @@ WITH bounds AS (
     SELECT i, b.first_start + i * interval '7 days' AS week_start,
            least(b.first_start + (i + 1) * interval '7 days', @as_of::timestamptz) AS week_end
       FROM bounds b, generate_series(0, @weeks::int - 1) AS i
-), moves AS (
+), moves AS MATERIALIZED (
     SELECT CASE WHEN t.created_at > @as_of::timestamptz THEN @weeks::int
                 ELSE ceil(extract(epoch FROM t.created_at - b.first_start) / 604800)::int - 1 END AS b,
            t.from_state, t.to_state, count(*) AS n
@@ -21,7 +21,7 @@ WITH bounds AS (
      WHERE t.created_at > b.first_start + interval '7 days'
        AND t.from_state <> t.to_state
      GROUP BY 1, 2, 3
-), arrivals AS (
+), arrivals AS MATERIALIZED (
     SELECT CASE WHEN s.created_at > @as_of::timestamptz THEN @weeks::int
                 ELSE ceil(extract(epoch FROM s.created_at - b.first_start) / 604800)::int - 1 END AS b,
            count(*) AS n

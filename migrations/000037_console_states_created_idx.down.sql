@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS user_engagement_states_created_idx;
