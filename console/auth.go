@@ -68,7 +68,7 @@ func ParseHtpasswd(r io.Reader) (map[string][]byte, error) {
 		users[name] = []byte(hash)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrHtpasswd, err)
+		return nil, fmt.Errorf("%w: %w", ErrHtpasswd, err)
 	}
 	if len(users) == 0 {
 		return nil, fmt.Errorf("%w: no user in the file", ErrHtpasswd)

@@ -187,10 +187,10 @@ func writePlans(b *testing.B, url string, pages []string, file string) {
 		fmt.Fprintf(&out, "==== GET %s\n\n%s\n\n", p, strings.Join(plans, "\n\n"))
 		mu.Unlock()
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil { //nolint:gosec // the path the person running the benchmark chose
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil { //nolint:gosec // the path the person running the benchmark chose
 		b.Fatal(err)
 	}
 }

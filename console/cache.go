@@ -35,8 +35,8 @@ type cache struct {
 	mu     sync.Mutex
 	viewed time.Time // the last get; the zero time until then
 	cur    *snapshot
-	gen   int // bumped by drop, so a computation begun before it is not kept
-	group singleflight.Group
+	gen    int // bumped by drop, so a computation begun before it is not kept
+	group  singleflight.Group
 }
 
 // get returns a snapshot no older than maxAge, computing it when there is

@@ -96,9 +96,16 @@ func seededWithFailures(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// reply is a response, read whole and closed: the status, the headers and
+// the body.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // get requests path as user (no user: no credentials), asking for JSON
 // when asJSON.
-func get(t testing.TB, srv *httptest.Server, path, user, password string, asJSON bool) (*http.Response, string) {
+func get(t testing.TB, srv *httptest.Server, path, user, password string, asJSON bool) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 	if err != nil {
@@ -114,7 +121,7 @@ func get(t testing.TB, srv *httptest.Server, path, user, password string, asJSON
 }
 
 // post posts form to path as user, asking for JSON.
-func post(t testing.TB, srv *httptest.Server, path, user, password string, form url.Values) (*http.Response, string) {
+func post(t testing.TB, srv *httptest.Server, path, user, password string, form url.Values) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -128,7 +135,7 @@ func post(t testing.TB, srv *httptest.Server, path, user, password string, form 
 	return do(t, srv, req)
 }
 
-func do(t testing.TB, srv *httptest.Server, req *http.Request) (*http.Response, string) {
+func do(t testing.TB, srv *httptest.Server, req *http.Request) (reply, string) {
 	t.Helper()
 	resp, err := srv.Client().Do(req)
 	if err != nil {
@@ -139,7 +146,7 @@ func do(t testing.TB, srv *httptest.Server, req *http.Request) (*http.Response, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(body)
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, string(body)
 }
 
 // decode unmarshals a JSON body into v.

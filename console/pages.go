@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -471,7 +472,7 @@ func (s *server) user(r *http.Request) (any, error) {
 		var st UserState
 		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
 			&st.GoodbyeExpiresAt, &st.RemindAt, &st.CreatedAt, &st.OptedOut, &st.Destination, &st.JID, &st.HasProfile)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {

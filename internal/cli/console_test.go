@@ -40,7 +40,7 @@ func waitUp(t *testing.T, url string, running *cmdtest.Running) {
 			t.Fatalf("the console exited %d before serving: %s", res.Code, res.Stderr)
 		default:
 		}
-		if resp, err := http.Get(url); err == nil {
+		if resp, err := http.Get(url); err == nil { //nolint:gosec // the test's own server
 			resp.Body.Close()
 			return
 		}
