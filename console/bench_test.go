@@ -85,18 +85,18 @@ func BenchmarkPages(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := benchServer(b, pool)
 		for _, p := range pages {
 			name := strings.TrimPrefix(strings.SplitN(p, "?", 2)[0], "/")
 			if name == "" {
 				name = "overview"
 			}
 			b.Run(via.name+"/"+name, func(b *testing.B) {
+				srv := benchServer(b, pool) // a fresh console: its first request computes the snapshot
 				// The first request computes a snapshot page's data (the
 				// background refresh's work), the rest are served from it.
 				start := time.Now()
 				get(b, srv, p, "", "", false)
-				b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms-first")
+				first := time.Since(start)
 				times := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
 				for range b.N {
@@ -112,6 +112,7 @@ func BenchmarkPages(b *testing.B) {
 				median, slowest := times[len(times)/2], times[len(times)-1]
 				b.ReportMetric(float64(median.Microseconds())/1000, "ms-median")
 				b.ReportMetric(float64(slowest.Microseconds())/1000, "ms-max")
+				b.ReportMetric(float64(first.Milliseconds()), "ms-first") // after ResetTimer, which drops metrics
 				if full && slowest > pageBudget {
 					b.Errorf("GET %s via %s: slowest %s of %d, over the %s budget", p, via.name, slowest, b.N, pageBudget)
 				}
