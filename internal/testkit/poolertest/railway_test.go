@@ -3,6 +3,9 @@ package poolertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/seed"
@@ -137,6 +141,10 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 			}
 			before := queueLength(t, direct)
 			for _, s := range services {
+				if s.start[0] == cli.ConsoleCommand {
+					serveConsole(t, env, s.start)
+					continue
+				}
 				res := runCommand(t, env, s.start)
 				var sum map[string]any
 				if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &sum) != nil {
@@ -209,9 +217,66 @@ func runCommand(t *testing.T, env []string, fields []string) cmdtest.Result {
 		"engagement-weekly": cli.NewWeeklyCommand,
 		"queue-process":     cli.NewQueueCommand,
 		"engagementctl":     cli.NewCtlCommand,
+		cli.ConsoleCommand:  cli.NewConsoleCommand,
 	}
 	if len(fields) == 0 || commands[fields[0]] == nil {
 		t.Fatalf("shipped command %q runs no binary of the project", strings.Join(fields, " "))
 	}
 	return cmdtest.Exec(t, commands[fields[0]], env, fields[1:]...)
+}
+
+// serveConsole runs the console's shipped start command as Railway would
+// (PORT set, so on every interface, with the htpasswd entries in a
+// variable), checks that its health check and a signed-in page answer
+// through the transaction pooler, and stops it: exit 0.
+func serveConsole(t *testing.T, env []string, fields []string) {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	env = append(env[:len(env):len(env)], fmt.Sprintf("PORT=%d", port),
+		"ENGAGEMENT_CONSOLE_HTPASSWD=ops:"+string(hash), "ENGAGEMENT_CONSOLE_OPERATORS=ops")
+	running := cmdtest.Start(cli.NewConsoleCommand, env, fields[1:]...)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(base + "/healthz") //nolint:gosec // the test's own server
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-running.Done():
+			res := running.Wait()
+			t.Fatalf("%s exited %d before its health check answered: %s", cli.ConsoleCommand, res.Code, res.Stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /healthz did not answer 200 within a minute", cli.ConsoleCommand)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a starting server, not timing a test
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/queue", nil)
+	req.SetBasicAuth("ops", "pw")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: GET /queue through the transaction pooler: %d, want 200", cli.ConsoleCommand, resp.StatusCode)
+	}
+	if res := running.Stop(); res.Code != 0 {
+		t.Errorf("%s stopped: exit %d, want 0: %s", cli.ConsoleCommand, res.Code, res.Stderr)
+	}
 }
