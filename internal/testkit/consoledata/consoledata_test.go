@@ -296,4 +296,3 @@ func TestSeedIsDeterministic(t *testing.T) {
 		t.Errorf("two seeds of %+v differ: %s and %s", sz, a, b)
 	}
 }
-
