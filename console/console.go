@@ -458,8 +458,10 @@ func formatSeconds(f float64) string {
 		return fmt.Sprintf("%.1f s", d.Seconds())
 	case d < time.Hour:
 		return fmt.Sprintf("%.1f min", d.Minutes())
-	default:
+	case d < 48*time.Hour:
 		return fmt.Sprintf("%.1f h", d.Hours())
+	default:
+		return fmt.Sprintf("%.1f d", d.Hours()/24)
 	}
 }
 

@@ -361,3 +361,24 @@ func httptestServer(t testing.TB, h http.Handler) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+func TestReplicasWithOneCSRFKeyAcceptEachOthersForms(t *testing.T) {
+	pool := seededWithFailures(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	replica := func(key []byte) *httptest.Server {
+		h, err := console.New(console.Config{Pool: pool, CSRFKey: key,
+			Auth: console.Auth{Users: htpasswd(t), Operators: []string{operator}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return httptestServer(t, h)
+	}
+	a, b, other := replica(key), replica(key), replica(nil)
+	form := url.Values{"csrf": {csrfToken(t, a, operator, operatorPassword)}, "status": {"failed"}}
+	if resp, body := post(t, b, "/actions/requeue/preview", operator, operatorPassword, form); resp.StatusCode != http.StatusOK {
+		t.Errorf("a form from a replica with the same key: %d %s, want 200", resp.StatusCode, body)
+	}
+	if resp, body := post(t, other, "/actions/requeue/preview", operator, operatorPassword, form); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a form from a console with another key: %d %s, want 403", resp.StatusCode, body)
+	}
+}

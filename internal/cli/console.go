@@ -30,6 +30,7 @@ type consoleOptions struct {
 	operators         []string
 	statementTimeout  time.Duration
 	maxAge            time.Duration
+	csrfKey           string
 	asOf              asOfValue
 	logs              logFlags
 
@@ -77,6 +78,9 @@ is open to anyone who reaches it, so it refuses to start (exit 2) unless
 	bindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
 	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may be: they are recomputed in the background, and after every action")
+	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens, the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
+	bindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
+	markSecret(fs, "csrf-key")
 	o.asOf.name = "--as-of"
 	fs.Var(&o.asOf, "as-of", "the instant the pages treat as now, RFC3339 (default: the database clock)")
 	o.logs.register(fs)
@@ -93,6 +97,9 @@ func (o *consoleOptions) Validate() error {
 	}
 	if o.statementTimeout <= 0 {
 		return usagef("--statement-timeout must be positive, got %s", o.statementTimeout)
+	}
+	if o.csrfKey != "" && len(o.csrfKey) < 32 {
+		return usagef("--csrf-key must be at least 32 characters (e.g. openssl rand -hex 32)")
 	}
 	if o.maxAge < time.Second {
 		return usagef("--max-age must be at least 1s, got %s", o.maxAge)
@@ -175,7 +182,7 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	cfg := console.Config{Pool: pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, Logger: o.log}
+	cfg := console.Config{Pool: pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log}
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}

@@ -87,6 +87,7 @@ var invocations = []invocation{
 	{name: "engagement-console", cmd: cli.NewConsoleCommand, garbage: [][]string{
 		{"--listen", "8080", "host:port"},
 		{"--statement-timeout", "0s"},
+		{"--csrf-key", "short", "32 characters"},
 		{"--htpasswd", "/nonexistent/htpasswd"},
 		{"--htpasswd", "ops:plaintext", "bcrypt"},
 		// Open (no authentication) on every interface: refused.
