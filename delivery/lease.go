@@ -220,16 +220,24 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		"quiet_start":    (*time.Duration)(nil),
 		"quiet_end":      (*time.Duration)(nil),
 		"kinds":          sendRules,
+		"transport":      p.cfg.Transport.Name(),
+		"clock_offset":   p.cfg.ClockOffset,
+		"window":         BudgetWindow,
+		"daily_limit":    (*int)(nil),
 	}
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End
 	}
+	if p.budget != nil {
+		args["daily_limit"] = p.budget.limitNow()
+	}
 	var batch []claimed
-	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		rows, err := conn.Query(ctx, p.claimSQL, args)
+	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) (err error) {
+		rows, done, err := p.runClaim(ctx, conn, args)
 		if err != nil {
 			return err
 		}
+		defer func() { err = errors.Join(err, done()) }()
 		var (
 			verdict string
 			m       claimed
@@ -241,8 +249,8 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 			case verdict == "claimed":
 				m.Attempt = m.retryCount + 1
 				batch = append(batch, m)
-			case verdict == "deferred":
-				p.tally.deferred.Add(1)
+			case strings.HasPrefix(verdict, "deferred:"):
+				p.tally.deferral(strings.TrimPrefix(verdict, "deferred:"))
 			default:
 				p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
 			}
@@ -275,16 +283,42 @@ func (p *Processor) release(ms []claimed) error {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
 	p.tally.released.Add(int64(len(ms)))
+	p.refund(ids)
 	return nil
+}
+
+// runClaim runs the claim on conn: alone, or under a send budget after
+// the statements that lock the transport's budget and drop the recipients
+// out of its window, in one implicit transaction (a pipelined batch, so
+// it holds through a transaction pooler). done ends it, once the rows are
+// read.
+func (p *Processor) runClaim(ctx context.Context, conn *pgxpool.Conn, args pgx.NamedArgs) (pgx.Rows, func() error, error) {
+	if p.budget == nil {
+		rows, err := conn.Query(ctx, p.claimSQL, args)
+		return rows, func() error { return nil }, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(budgetLockSQL, args)
+	b.Queue(budgetPruneSQL, args)
+	b.Queue(p.claimSQL, args)
+	br := conn.SendBatch(ctx, b)
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, errors.Join(err, br.Close())
+		}
+	}
+	rows, err := br.Query()
+	return rows, br.Close, err
 }
 
 // recoverAbandoned settles the messages whose claim was abandoned
 // (recover.sql) and returns how many.
 func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
-	n, err := p.recoverClaims(ctx, "")
+	n, pending, err := p.recoverClaims(ctx, "")
 	if err != nil {
 		return 0, fmt.Errorf("settle abandoned claims: %w", err)
 	}
+	p.refund(pending)
 	if n > 0 {
 		p.tally.recovered.Add(int64(n))
 		p.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
@@ -292,16 +326,20 @@ func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// recoverClaims runs recover.sql, for own's claims too when own is set.
-func (p *Processor) recoverClaims(ctx context.Context, own string) (int, error) {
-	var n int
+// recoverClaims runs recover.sql, for own's claims too when own is set,
+// and returns how many it settled and the ids of those pending again.
+func (p *Processor) recoverClaims(ctx context.Context, own string) (int, []string, error) {
+	var (
+		n       int
+		pending []string
+	)
 	err := p.pool.QueryRow(ctx, recoverSQL, pgx.NamedArgs{
 		"own":          own,
 		"transport":    p.cfg.Transport.Name(),
 		"deduplicates": p.cfg.Transport.Deduplicates(),
 		"unknown":      ErrOutcomeUnknown.Error(),
-	}).Scan(&n)
-	return n, err
+	}).Scan(&n, &pending)
+	return n, pending, err
 }
 
 // handBack runs as a processor stops, after its last send: every claim it
@@ -317,9 +355,13 @@ func (p *Processor) handBack() (left int, err error) {
 	wait := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-		var n int
-		n, err = p.recoverClaims(ctx, p.holder)
+		var (
+			n       int
+			pending []string
+		)
+		n, pending, err = p.recoverClaims(ctx, p.holder)
 		if err == nil {
+			p.refund(pending)
 			_, err = p.pool.Exec(ctx, unholdSQL, pgx.NamedArgs{"holder": p.holder})
 		}
 		cancel()

@@ -134,6 +134,7 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	args := pgx.NamedArgs{
 		"ids": ids, "statuses": statuses, "provider_ids": providerIDs, "retry_ins": retryIns,
 		"errors": errTexts, "attempted": attempted, "holder": p.holder, "transport": p.cfg.Transport.Name(),
+		"clock_offset": p.cfg.ClockOffset,
 	}
 	var recorded int
 	err := retryConflicts(func(ctx context.Context) error {

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -99,7 +100,19 @@ type ProcessorConfig struct {
 	// stays pending, moved to their end.
 	QuietHours QuietHours
 	Timezone   string
-	Logger     zerolog.Logger
+	// DailyLimit, when positive, is the send budget: at most this many
+	// distinct recipients on the transport in any rolling BudgetWindow,
+	// across every process (see budget.go). A due message over it stays
+	// pending, its retries unspent, moved to its place in line. Ramp, when
+	// set, starts the budget lower on its first day and grows it each day
+	// up to DailyLimit.
+	DailyLimit int
+	Ramp       Ramp
+	// ClockOffset is how far ahead of the database's clock the
+	// processor's runs: what is due, the budget's window, sent_at. 0 but
+	// in a simulation (queue-process --as-of).
+	ClockOffset time.Duration
+	Logger      zerolog.Logger
 }
 
 // ProcessSummary is what a run of the processor did.
@@ -130,9 +143,13 @@ type ProcessSummary struct {
 	// claim.sql), by reason in CancelReasons: opted_out, stale, no_user.
 	Cancelled     int            `json:"cancelled"`
 	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
-	// Deferred counts messages due inside the quiet hours, left pending
-	// until they end.
-	Deferred int `json:"deferred"`
+	// Deferred counts messages left pending past when they were due, by
+	// reason in DeferReasons: quiet_hours (due inside them: moved to their
+	// end), budget (over the send budget: moved to their place in line).
+	Deferred     int            `json:"deferred"`
+	DeferReasons map[string]int `json:"defer_reasons,omitempty"`
+	// Budget is the send budget as the run leaves it (with --daily-limit).
+	Budget *BudgetState `json:"budget,omitempty"`
 	// Released counts claimed messages handed back unsent, due as they
 	// were and their retries unspent: at a shutdown, the deadline, an
 	// outage.
@@ -153,10 +170,20 @@ type ProcessSummary struct {
 
 // tally counts a run's deliveries across its workers.
 type tally struct {
-	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered, deferred, released atomic.Int64
+	processed, sent, retried, failed, invalid, deduplicated, claimsLost, recovered, released atomic.Int64
 
 	mu        sync.Mutex
 	cancelled map[string]int // by reason
+	deferred  map[string]int // by reason
+}
+
+func (t *tally) deferral(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.deferred == nil {
+		t.deferred = map[string]int{}
+	}
+	t.deferred[reason]++
 }
 
 func (t *tally) cancel(reason string) {
@@ -178,6 +205,7 @@ type Processor struct {
 	claimSQL string
 	pacer    *pacer // nil without pacing
 	log      zerolog.Logger
+	budget   *budget // the run's send budget; nil without one
 	// The current run's state.
 	tally   *tally
 	lease   *lease
@@ -221,6 +249,16 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	cfg.Timezone = cmp.Or(cfg.Timezone, "UTC")
 	if _, err := time.LoadLocation(cfg.Timezone); err != nil {
 		return nil, fmt.Errorf("time zone %q: unknown", cfg.Timezone)
+	}
+	switch {
+	case cfg.DailyLimit < 0:
+		return nil, fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
+	case cfg.Ramp.Set() && cfg.DailyLimit == 0:
+		return nil, errors.New("a ramp needs a daily limit to grow to")
+	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:
+		return nil, fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
+	case cfg.ClockOffset < 0:
+		return nil, fmt.Errorf("clock offset %s is negative", cfg.ClockOffset)
 	}
 	p := &Processor{
 		pool:     pool,
@@ -292,7 +330,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
 	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
 	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
-	sum.Deferred, sum.Released, sum.ClaimsLeft = int(t.deferred.Load()), int(t.released.Load()), left
+	sum.Released, sum.ClaimsLeft = int(t.released.Load()), left
 	if st, ok := p.cfg.Dedupe.(interface{ Stats() idempotency.Stats }); ok {
 		s := st.Stats()
 		sum.DedupeChecks, sum.DedupeCheckErrors, sum.DedupeCheckSeconds = int(s.Ops), int(s.Errors), s.Duration.Seconds()
@@ -305,7 +343,23 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		}
 		sum.CancelReasons[reason] = n
 	}
+	for reason, n := range t.deferred {
+		sum.Deferred += n
+		if sum.DeferReasons == nil {
+			sum.DeferReasons = map[string]int{}
+		}
+		sum.DeferReasons[reason] = n
+	}
 	t.mu.Unlock()
+	if p.budget != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		state, stateErr := p.budgetState(ctx)
+		cancel()
+		if stateErr != nil {
+			p.log.Warn().Err(stateErr).Msg("could not read the send budget for the summary")
+		}
+		sum.Budget = state
+	}
 	cause := context.Cause(runCtx)
 	if pe := (*recovered.Error)(nil); errors.As(cause, &pe) && !errors.As(err, &pe) {
 		err = errors.Join(err, pe) // a panic in the renewal stops the run: say so
@@ -328,6 +382,14 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 // workers until they are done. ctx is the caller's (a shutdown); runCtx
 // also ends when the run stops for its own reasons.
 func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
+	p.budget = nil
+	if p.cfg.DailyLimit > 0 {
+		b, err := p.openBudget(runCtx)
+		if err != nil {
+			return stopping(runCtx, err)
+		}
+		p.budget = b
+	}
 	if _, err := p.hold(runCtx, p.pool); err != nil {
 		return stopping(runCtx, err)
 	}
@@ -673,7 +735,7 @@ func (p *Processor) pastDeadline() bool {
 // 0 when one is due already.
 func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
 	var wait *time.Duration
-	if err := p.pool.QueryRow(ctx, nextDueSQL).Scan(&wait); err != nil {
+	if err := p.pool.QueryRow(ctx, nextDueSQL, pgx.NamedArgs{"clock_offset": p.cfg.ClockOffset}).Scan(&wait); err != nil {
 		return 0, false, fmt.Errorf("look for retries: %w", err)
 	}
 	if wait == nil {

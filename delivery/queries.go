@@ -26,6 +26,13 @@ var (
 	recoverSQL = mustQuery("recover")
 	paceSQL    = mustQuery("pace")
 	nextDueSQL = mustQuery("next_due")
+
+	budgetCreateSQL = mustQuery("budget_create")
+	budgetLockSQL   = mustQuery("budget_lock")
+	budgetOpenSQL   = mustQuery("budget_open")
+	budgetPruneSQL  = mustQuery("budget_prune")
+	budgetRefundSQL = mustQuery("budget_refund")
+	budgetStateSQL  = mustQuery("budget_state")
 )
 
 // sendRules is the claim's @kinds: each kind's send-time rule, as JSON.

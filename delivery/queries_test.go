@@ -15,17 +15,27 @@ import (
 func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
 	id := "00000000-0000-0000-0000-000000000001"
+	budget := pgx.NamedArgs{"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow}
 	pgtest.ExplainAll(t, queryFiles, map[string]pgx.NamedArgs{
 		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": sender.DefaultLocale,
-			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour, "kinds": sendRules},
+			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour, "kinds": sendRules,
+			"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow, "daily_limit": 10},
 		"start": {"id": id, "holder": "h", "claim_timeout": time.Minute, "transport": "webhook"},
 		"settle": {"ids": []string{id}, "statuses": []string{"sent"}, "provider_ids": []*string{nil},
-			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook"},
-		"hold":     {"holder": "h", "claim_timeout": time.Minute},
-		"unhold":   {"holder": "h"},
-		"release":  {"ids": []string{id}, "holder": "h"},
-		"recover":  {"own": "h", "transport": "webhook", "deduplicates": true, "unknown": "x"},
-		"pace":     {"transport": "webhook", "interval": time.Second},
-		"next_due": {},
+			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook",
+			"clock_offset": time.Duration(0)},
+		"hold":          {"holder": "h", "claim_timeout": time.Minute},
+		"unhold":        {"holder": "h"},
+		"release":       {"ids": []string{id}, "holder": "h"},
+		"recover":       {"own": "h", "transport": "webhook", "deduplicates": true, "unknown": "x"},
+		"pace":          {"transport": "webhook", "interval": time.Second},
+		"next_due":      {"clock_offset": time.Duration(0)},
+		"budget_create": {"transport": "webhook", "daily_limit": 10},
+		"budget_lock":   budget,
+		"budget_prune":  budget,
+		"budget_state":  budget,
+		"budget_refund": {"transport": "webhook", "ids": []string{id}},
+		"budget_open": {"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow, "daily_limit": 10,
+			"ramp_start": 100, "ramp_factor": 2.0},
 	})
 }

@@ -1,4 +1,5 @@
--- How long until the next pending message comes due (NULL: none is pending).
-SELECT min(scheduled_for) - now()
+-- How long until the next pending message comes due on the processor's
+-- clock, @clock_offset ahead of the database's (NULL: none is pending).
+SELECT min(scheduled_for) - (now() + @clock_offset::interval)
   FROM engagement_message_queue
  WHERE status = 'pending';

@@ -14,6 +14,8 @@
 --                   same idempotency key); otherwise failed with @unknown,
 --                   never sent again.
 --   none/'failed' → no send was in flight: pending, its retries unspent.
+-- Returns how many were settled, and the ids of those pending again (their
+-- send budget is given back).
 WITH buried AS (
     UPDATE engagement_queue_holders
        SET buried = true
@@ -51,4 +53,5 @@ WITH buried AS (
        AND l.status = 'processing'
        AND s.status = 'failed'
 )
-SELECT count(*) FROM settled;
+SELECT count(*)::int, coalesce(array_agg(id::text) FILTER (WHERE status = 'pending'), '{}')
+  FROM settled;

@@ -5,7 +5,8 @@
 -- that attempt says 'failed'. attempted is 1 when the attempt reached the
 -- transport and was not counted when it started, else 0. Rows are locked in
 -- id order, the one order every statement on claimed rows takes, before
--- any is changed.
+-- any is changed. sent_at and a retry's time are on the processor's clock,
+-- @clock_offset ahead of the database's (0 but in a simulation).
 WITH outcome AS (
     SELECT *
       FROM unnest(@ids::uuid[], @statuses::text[], @provider_ids::text[], @retry_ins::interval[],
@@ -22,10 +23,10 @@ WITH outcome AS (
 ), settled AS (
     UPDATE engagement_message_queue q
        SET status = o.status,
-           sent_at = CASE WHEN o.status = 'sent' THEN now() END,
+           sent_at = CASE WHEN o.status = 'sent' THEN now() + @clock_offset::interval END,
            provider_message_id = coalesce(o.provider_id, q.provider_message_id),
            retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
-           scheduled_for = CASE WHEN o.status = 'pending' THEN now() + o.retry_in ELSE q.scheduled_for END,
+           scheduled_for = CASE WHEN o.status = 'pending' THEN now() + @clock_offset::interval + o.retry_in ELSE q.scheduled_for END,
            error_message = o.error,
            claimed_until = NULL,
            claimed_by = NULL

@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/idempotency"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -43,6 +44,8 @@ type deliveryFlags struct {
 	waBaseURL     string
 	quietHours    string
 	timezone      string
+	dailyLimit    int
+	ramp          string
 }
 
 // Titles of the --help section the delivery flags are listed in.
@@ -79,6 +82,10 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "quiet-hours", "ENGAGEMENT_QUIET_HOURS")
 	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA time zone of the quiet hours, for users without user_profiles.timezone")
 	bindEnv(fs, "timezone", "ENGAGEMENT_TIMEZONE")
+	fs.IntVar(&f.dailyLimit, "daily-limit", 0, "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none)")
+	bindEnv(fs, "daily-limit", "ENGAGEMENT_DAILY_LIMIT")
+	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
+	bindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
 	for _, t := range transports {
 		t.register(fs, f)
 	}
@@ -105,6 +112,15 @@ func (f *deliveryFlags) validate() error {
 		return usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
 	case f.dedupeTTL <= 0:
 		return usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
+	case f.dailyLimit < 0:
+		return usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
+	case f.ramp != "" && f.dailyLimit == 0:
+		return usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
+	}
+	if f.ramp != "" {
+		if _, err := delivery.ParseRamp(f.ramp); err != nil {
+			return usagef("--daily-limit-ramp: %v", err)
+		}
 	}
 	if f.quietHours != "" {
 		if _, err := delivery.ParseQuietHours(f.quietHours); err != nil {
@@ -160,6 +176,10 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
 	cfg.RetryUnknown = f.waRetry // a Cloud API flag, off for the others
+	cfg.DailyLimit = f.dailyLimit
+	if f.ramp != "" {
+		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
+	}
 	if f.dedupeStore != "" {
 		cfg.DedupeTTL = f.dedupeTTL
 	}
@@ -214,6 +234,10 @@ finishes the send in flight and releases the rest.`,
 	registerDatabaseURL(fs, &o.databaseURL)
 	fs.StringVar(&o.output, "output", "text", "summary format on stdout: text or json")
 	fs.BoolVar(&o.failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
+	o.asOf.name = "--as-of (or ENGAGEMENT_AS_OF)"
+	fs.Var(&o.asOf, "as-of", "simulate a later instant, RFC3339: what is due and the send budget's window are read as of it (needs --allow-future-as-of; default: the database clock)")
+	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
+	fs.BoolVar(&o.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of ahead of the database clock (a simulation: messages go before their time)")
 	o.delivery.register(fs, deliveryGroup)
 	o.logs.register(fs)
 	o.metrics.register(fs)
@@ -224,12 +248,14 @@ finishes the send in flight and releases the rest.`,
 // queueOptions is one run of queue-process: its flags, and what Validate
 // makes of them. Run reads nothing else.
 type queueOptions struct {
-	databaseURL   string
-	output        string
-	failOnPartial bool
-	delivery      deliveryFlags
-	logs          logFlags
-	metrics       metricsFlags
+	databaseURL     string
+	output          string
+	failOnPartial   bool
+	asOf            asOfValue
+	allowFutureAsOf bool
+	delivery        deliveryFlags
+	logs            logFlags
+	metrics         metricsFlags
 	cmdIO
 
 	// Set by Validate.
@@ -244,6 +270,9 @@ func (o *queueOptions) Validate() error {
 		return err
 	}
 	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	if err := o.asOf.Check(); err != nil {
 		return err
 	}
 	if err := o.metrics.validate(); err != nil {
@@ -277,6 +306,9 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	if err := o.delivery.attachDedupe(&o.cfg, pool, o.log); err != nil {
 		return err
 	}
+	if o.cfg.ClockOffset, err = o.clockOffset(ctx, pool); err != nil {
+		return err
+	}
 	p, err := delivery.NewProcessor(pool, o.cfg)
 	if err != nil {
 		return err
@@ -289,6 +321,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	}
 	o.log.Info().Int("processed", sum.Processed).Int("sent", sum.Sent).Int("retried", sum.Retried).
 		Int("failed", sum.Failed).Int("cancelled", sum.Cancelled).Int("deferred", sum.Deferred).
+		Int("deferred_budget", sum.DeferReasons["budget"]).
 		Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
 	if err := writeQueueSummary(o.stdout, o.output, sum); err != nil {
 		return err
@@ -299,6 +332,31 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// clockOffset is how far --as-of is ahead of the database clock: 0
+// without it. queue-process sends now, so an --as-of is only a simulation
+// of a later instant: one in the past is refused, and one more than
+// MaxAsOfSkew ahead needs --allow-future-as-of, as for the jobs.
+func (o *queueOptions) clockOffset(ctx context.Context, db *pgxpool.Pool) (time.Duration, error) {
+	asOf := o.asOf.Time()
+	if asOf.IsZero() {
+		return 0, nil
+	}
+	now, err := postgres.Now(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	switch ahead := asOf.Sub(now); {
+	case ahead < -MaxAsOfSkew:
+		return 0, usagef("--as-of %s is before the database clock (%s): queue-process sends now, and can only simulate a later instant",
+			asOf.Format(time.RFC3339), now.Format(time.RFC3339))
+	case ahead > MaxAsOfSkew && !o.allowFutureAsOf:
+		return 0, usagef("--as-of %s is %s ahead of the database clock (%s): messages would go before their time; pass --allow-future-as-of to simulate the future on purpose",
+			asOf.Format(time.RFC3339), ahead.Round(time.Second), now.Format(time.RFC3339))
+	default:
+		return max(ahead, 0), nil
+	}
+}
+
 func writeQueueSummary(w io.Writer, format string, sum delivery.ProcessSummary) error {
 	var err error
 	if format == "json" {
@@ -307,6 +365,14 @@ func writeQueueSummary(w io.Writer, format string, sum delivery.ProcessSummary) 
 		_, err = fmt.Fprintf(w, "queue-process via %s: %d processed, %d sent, %d retried, %d failed, %d cancelled, %d deferred in %s\n",
 			sum.Transport, sum.Processed, sum.Sent, sum.Retried, sum.Failed, sum.Cancelled, sum.Deferred,
 			time.Duration(sum.DurationMS)*time.Millisecond)
+		if b := sum.Budget; err == nil && b != nil {
+			next := ""
+			if b.NextSlotAt != nil {
+				next = ", next slot at " + b.NextSlotAt.Format(time.RFC3339)
+			}
+			_, err = fmt.Fprintf(w, "send budget: %d of %d recipients in the last 24 h, %d messages waiting on it%s\n",
+				b.Used, b.Limit, b.Waiting, next)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("write summary: %w", err)

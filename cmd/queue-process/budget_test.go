@@ -1,0 +1,228 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// recipients is a bot webhook that answers 200 at once and counts the
+// requests for each idempotency key.
+type recipients struct {
+	mu     sync.Mutex
+	byKey  map[string]int
+	server *httptest.Server
+}
+
+func newRecipients(t *testing.T) *recipients {
+	r := &recipients{byKey: map[string]int{}}
+	r.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.byKey[req.Header.Get("Idempotency-Key")]++
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.server.Close)
+	return r
+}
+
+// take returns the keys requested since the last take, and fails the test
+// for a key requested twice, ever.
+func (r *recipients) take(t *testing.T, seen map[string]bool) []string {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var keys []string
+	for k, n := range r.byKey {
+		if n > 1 {
+			t.Errorf("message %s was requested %d times", k, n)
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// queueBacklog queues n due weekly reviews of one active user, each to a
+// recipient of its own (a recipient is a destination JID), message i due
+// n-i seconds ago: their due order is their number. Keys are
+// "budget-00001" and on.
+func queueBacklog(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net', now() - ($2 - i) * interval '1 second',
+		       'budget-' || lpad(i::text, 5, '0')
+		  FROM generate_series(1, $2) AS i`, user, n)
+}
+
+// dbNow is the database clock.
+func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+func queueSummary(t *testing.T, res cmdtest.Result) delivery.ProcessSummary {
+	t.Helper()
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	var sum delivery.ProcessSummary
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+		t.Fatalf("summary %q: %v", res.Stdout, err)
+	}
+	return sum
+}
+
+// Issue 34's first acceptance point: 30 due messages to 30 recipients,
+// --daily-limit 10, two processes at once. Exactly 10 recipients get a
+// request; the 20 others stay pending with their retries unspent, a day
+// on; a further run sends nothing; with the clock moved past the window
+// (--as-of a day and a minute on) the next 10 go, and the last 10 wait
+// for the window after.
+func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	bot := newRecipients(t)
+	queueBacklog(t, pool, 30)
+	start := dbNow(t, pool)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT=10")
+	// Paced, each worker claims 4 at a time: the two processes' 32 workers
+	// claim side by side, and the budget is all that keeps them to 10.
+	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "5ms", "--output", "json"}
+
+	var (
+		cmds    [2]*exec.Cmd
+		outs    [2]fmt.Stringer
+		errOuts [2]fmt.Stringer
+	)
+	for i := range cmds {
+		cmd, out, errOut := cmdtest.Command(bin, env, args...)
+		cmds[i], outs[i], errOuts[i] = cmd, out, errOut
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deferred := 0
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("process %d: %v: %s", i, err, errOuts[i])
+		}
+		sum := queueSummary(t, cmdtest.Result{Stdout: outs[i].String()})
+		deferred += sum.DeferReasons["budget"]
+		if sum.Budget == nil || sum.Budget.Limit != 10 {
+			t.Errorf("process %d: budget %+v, want the limit of 10 in the summary", i, sum.Budget)
+		}
+	}
+	seen := map[string]bool{}
+	first := bot.take(t, seen)
+	if len(first) != 10 || deferred != 20 {
+		t.Fatalf("%d recipients got a request and %d messages were deferred for the budget, want 10 and 20", len(first), deferred)
+	}
+	if want := keys(1, 10); !slices.Equal(first, want) {
+		t.Errorf("the first window sent %v, want the 10 due first, %v", first, want)
+	}
+	var pending, unspent, waiting, early int
+	if err := pool.QueryRow(context.Background(), `
+		SELECT count(*), count(*) FILTER (WHERE coalesce(retry_count, 0) = 0),
+		       count(*) FILTER (WHERE deferred_reason = 'budget'),
+		       count(*) FILTER (WHERE scheduled_for < $1::timestamptz + interval '24 hours')
+		  FROM engagement_message_queue WHERE status = 'pending'`, start).Scan(&pending, &unspent, &waiting, &early); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 20 || unspent != 20 || waiting != 20 || early != 0 {
+		t.Errorf("pending %d (retries unspent %d, waiting on the budget %d, due within the window %d), want 20, 20, 20, 0",
+			pending, unspent, waiting, early)
+	}
+
+	again := queueSummary(t, cmdtest.Run(t, bin, env, args...))
+	if got := bot.take(t, seen); len(got) != 0 || again.Sent != 0 {
+		t.Errorf("a further run sent %d (requests %v), want nothing", again.Sent, got)
+	}
+
+	asOf := start.Add(delivery.BudgetWindow + time.Minute).UTC().Format(time.RFC3339)
+	later := queueSummary(t, cmdtest.Run(t, bin, env, append(args, "--as-of", asOf, "--allow-future-as-of")...))
+	second := bot.take(t, seen)
+	if want := keys(11, 20); !slices.Equal(second, want) || later.Sent != 10 {
+		t.Errorf("a day later %d were sent: %v, want the next 10, %v", later.Sent, second, want)
+	}
+	if later.Budget == nil || later.Budget.Used != 10 || later.Budget.Waiting != 10 || later.Budget.NextSlotAt == nil {
+		t.Errorf("a day later the budget is %+v, want 10 used, 10 waiting and the next slot's time", later.Budget)
+	}
+}
+
+// Issue 34's second acceptance point: a backlog of 5,000 under a limit of
+// 1,000 drains over 5 windows, each the next 1,000 in the order they came
+// due, none sent twice, none failed.
+func TestBacklogDrainsInOrderUnderTheBudget(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	bot := newRecipients(t)
+	const n, limit = 5000, 1000
+	queueBacklog(t, pool, n)
+	start := dbNow(t, pool)
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	seen := map[string]bool{}
+	for w := range 5 {
+		args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "0",
+			"--daily-limit", strconv.Itoa(limit), "--output", "json"}
+		if w > 0 {
+			asOf := start.Add(time.Duration(w) * (delivery.BudgetWindow + time.Minute)).UTC().Format(time.RFC3339)
+			args = append(args, "--as-of", asOf, "--allow-future-as-of")
+		}
+		sum := queueSummary(t, cmdtest.Run(t, bin, env, args...))
+		got := bot.take(t, seen)
+		if want := keys(w*limit+1, (w+1)*limit); !slices.Equal(got, want) {
+			t.Fatalf("window %d sent %d messages (%s … %s), want the next %d in due order (%s … %s)",
+				w+1, len(got), first(got), last(got), limit, want[0], want[len(want)-1])
+		}
+		if sum.Failed != 0 || sum.Retried != 0 {
+			t.Errorf("window %d: %d failed, %d retried, want none", w+1, sum.Failed, sum.Retried)
+		}
+	}
+	if got := statusCounts(t, pool); got["sent"] != n || len(got) != 1 {
+		t.Errorf("statuses %v, want all %d sent", got, n)
+	}
+}
+
+// keys are the idempotency keys of backlog messages from to to.
+func keys(from, to int) []string {
+	var ks []string
+	for i := from; i <= to; i++ {
+		ks = append(ks, fmt.Sprintf("budget-%05d", i))
+	}
+	return ks
+}
+
+func first(ks []string) string { return strings.Join(ks[:min(1, len(ks))], "") }
+
+func last(ks []string) string { return strings.Join(ks[max(len(ks)-1, 0):], "") }

@@ -1,0 +1,195 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BudgetWindow is the send budget's window: a budget of N lets at most N
+// distinct recipients get a message on one transport in any BudgetWindow.
+const BudgetWindow = 24 * time.Hour
+
+// The send budget (queue-process --daily-limit) caps how many distinct
+// recipients one transport sends to in any rolling 24 hours, across every
+// process: what a WhatsApp number can take (the Cloud API's messaging
+// tiers; a Baileys number that writes to thousands it has not talked to in
+// weeks is the classic way to get banned). It is kept in PostgreSQL:
+//
+//   - engagement_send_budgets, a row per transport, is locked by every
+//     claim under the budget (budget_lock.sql), so claims take the free
+//     slots one after another, whichever process they come from;
+//   - engagement_send_budget_recipients has a row per recipient in the
+//     window, stamped with their last claim; a claim drops the rows out of
+//     the window first (budget_prune.sql), and the row's used counts the
+//     rest, so a claim never counts the window again.
+//
+// A slot is spent when a message is claimed, not when it is sent, so two
+// processes can never both spend the last one. A message handed back
+// unsent gives its slot back (budget_refund.sql); one that reached the
+// transport keeps it, whatever the outcome: its request may have reached
+// WhatsApp. A message to a recipient already in the window costs nothing.
+// The messages over the budget wait in line in the order they came due
+// (claim.sql).
+
+// Ramp is a warm-up for a new number: Start recipients on its first day,
+// Factor times more each next day, up to the budget's daily limit. That is
+// how providers raise a number's tier: by the volume it has sent without
+// complaint.
+type Ramp struct {
+	Start  int
+	Factor float64
+}
+
+// Set reports whether r is a ramp (the zero value is none).
+func (r Ramp) Set() bool { return r.Start > 0 }
+
+// String formats r as ParseRamp reads it ("" when none).
+func (r Ramp) String() string {
+	if !r.Set() {
+		return ""
+	}
+	return strconv.Itoa(r.Start) + "," + strconv.FormatFloat(r.Factor, 'f', -1, 64)
+}
+
+// ParseRamp reads START,FACTOR: a positive whole number of recipients for
+// the first day and a growth factor of 1 or more per day ("250,2").
+func ParseRamp(s string) (Ramp, error) {
+	start, factor, ok := strings.Cut(strings.TrimSpace(s), ",")
+	n, errN := strconv.Atoi(strings.TrimSpace(start))
+	f, errF := strconv.ParseFloat(strings.TrimSpace(factor), 64)
+	switch {
+	case !ok || errN != nil || errF != nil:
+		return Ramp{}, fmt.Errorf("%q is not START,FACTOR (like 250,2: 250 recipients the first day, twice as many each next day)", s)
+	case n < 1:
+		return Ramp{}, fmt.Errorf("%q: the first day's recipients must be at least 1", s)
+	case f < 1 || math.IsInf(f, 0) || f > 100:
+		return Ramp{}, fmt.Errorf("%q: the factor must be from 1 to 100", s)
+	}
+	return Ramp{Start: n, Factor: f}, nil
+}
+
+// LimitOn is the budget on day (0: the ramp's first) under a daily limit
+// of ceiling: Start × Factor^day, rounded down, never above ceiling.
+func (r Ramp) LimitOn(day int, ceiling int) int {
+	if !r.Set() || day < 0 {
+		return min(max(r.Start, 0), ceiling)
+	}
+	limit := float64(r.Start) * math.Pow(r.Factor, float64(day))
+	if limit >= float64(ceiling) || math.IsInf(limit, 0) || math.IsNaN(limit) {
+		return ceiling
+	}
+	return int(limit)
+}
+
+// budget is a processor's send budget, as its run opened it.
+type budget struct {
+	limit int
+	ramp  Ramp
+	// rampStarted is the ramp's first day, on the processor's clock; the
+	// clock read clockAt when the run opened the budget, at local time
+	// localAt.
+	rampStarted, clockAt, localAt time.Time
+}
+
+// limitNow is the number of recipients the window may hold now: the daily
+// limit, or the ramp's figure for today.
+func (b *budget) limitNow() int {
+	if !b.ramp.Set() {
+		return b.limit
+	}
+	now := b.clockAt.Add(time.Since(b.localAt))
+	return b.ramp.LimitOn(int(now.Sub(b.rampStarted)/BudgetWindow), b.limit)
+}
+
+// openBudget records the processor's budget on its transport
+// (budget_create, budget_lock, budget_open: the limit and ramp shown to
+// operators, the ramp's first day, used counted afresh) and returns it.
+func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
+	b := &budget{limit: p.cfg.DailyLimit, ramp: p.cfg.Ramp}
+	args := p.budgetArgs()
+	args["daily_limit"] = p.cfg.DailyLimit
+	args["ramp_start"], args["ramp_factor"] = (*int)(nil), (*float64)(nil)
+	if b.ramp.Set() {
+		args["ramp_start"], args["ramp_factor"] = b.ramp.Start, b.ramp.Factor
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(budgetCreateSQL, args)
+	batch.Queue(budgetLockSQL, args)
+	batch.Queue(budgetOpenSQL, args)
+	br := p.pool.SendBatch(ctx, batch)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	var rampStarted *time.Time
+	if err == nil {
+		err = br.QueryRow().Scan(&rampStarted, &b.clockAt)
+	}
+	b.localAt = time.Now()
+	if err = errors.Join(err, br.Close()); err != nil {
+		return nil, fmt.Errorf("open the send budget: %w", err)
+	}
+	if rampStarted != nil {
+		b.rampStarted = *rampStarted
+	}
+	return b, nil
+}
+
+// budgetArgs are the arguments every budget statement takes.
+func (p *Processor) budgetArgs() pgx.NamedArgs {
+	return pgx.NamedArgs{"transport": p.cfg.Transport.Name(), "clock_offset": p.cfg.ClockOffset, "window": BudgetWindow}
+}
+
+// refund gives back the budget slots of messages handed back unsent
+// (budget_refund.sql). A refund that fails only leaves the slots spent
+// until the window turns: the budget errs on the side of sending less.
+func (p *Processor) refund(ids []string) {
+	if p.budget == nil || len(ids) == 0 {
+		return
+	}
+	args := p.budgetArgs()
+	args["ids"] = ids
+	err := retryConflicts(func(ctx context.Context) error {
+		batch := &pgx.Batch{}
+		batch.Queue(budgetLockSQL, args)
+		batch.Queue(budgetRefundSQL, args)
+		return p.pool.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		p.log.Warn().Err(err).Int("messages", len(ids)).
+			Msg("could not give back the send budget of messages handed back unsent; their slots stay spent until the window turns")
+	}
+}
+
+// BudgetState is a transport's send budget as a run leaves it.
+type BudgetState struct {
+	Limit int `json:"limit"` // recipients the window may hold now (the ramp's figure, when ramping)
+	Used  int `json:"used"`  // recipients in the window
+	// Waiting counts the messages pending on the budget (every transport's:
+	// a queue row does not say which transport will send it).
+	Waiting int `json:"waiting"`
+	// NextSlotAt is when the next slot frees, when the window is full.
+	NextSlotAt *time.Time `json:"next_slot_at,omitempty"`
+}
+
+// budgetState reads the budget as the run leaves it.
+func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {
+	s := &BudgetState{Limit: p.budget.limitNow()}
+	var oldest *time.Time
+	err := p.pool.QueryRow(ctx, budgetStateSQL, p.budgetArgs()).Scan(&s.Used, &s.Waiting, &oldest)
+	if err != nil {
+		return nil, fmt.Errorf("read the send budget: %w", err)
+	}
+	if oldest != nil && s.Used >= s.Limit {
+		next := oldest.Add(BudgetWindow).UTC()
+		s.NextSlotAt = &next
+	}
+	return s, nil
+}

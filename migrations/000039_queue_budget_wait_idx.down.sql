@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS engagement_message_queue_budget_wait_idx;
