@@ -193,3 +193,74 @@ func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {
 	}
 	return s, nil
 }
+
+// Querier runs a query: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// BudgetReport is a transport's send budget as operators see it
+// (engagementctl status, the console).
+type BudgetReport struct {
+	Transport  string `json:"transport"`
+	DailyLimit int    `json:"daily_limit"` // as its processes last started
+	Ramp       string `json:"ramp,omitempty"`
+	// RampDay is the ramp's day now (0: its first), when ramping.
+	RampDay *int `json:"ramp_day,omitempty"`
+	// Limit is how many recipients the window may hold today: the daily
+	// limit, or the ramp's figure.
+	Limit int `json:"limit"`
+	Used  int `json:"used"` // distinct recipients in the last 24 hours
+	// Waiting counts the messages pending on the budget; ClearsAt is when
+	// the last of them is due, as the line stands (a ramp that grows
+	// meanwhile clears it sooner).
+	Waiting      int        `json:"waiting"`
+	ClearsAt     *time.Time `json:"clears_at,omitempty"`
+	NextSlotAt   *time.Time `json:"next_slot_at,omitempty"` // when the window is full
+	ConfiguredAt time.Time  `json:"configured_at"`
+}
+
+// ReadBudgets reads every transport's send budget (budgets.sql), by
+// transport name; none when no queue-process ever ran with --daily-limit.
+func ReadBudgets(ctx context.Context, db Querier) ([]BudgetReport, error) {
+	rows, err := db.Query(ctx, budgetsSQL, pgx.NamedArgs{"window": BudgetWindow})
+	if err != nil {
+		return nil, fmt.Errorf("read the send budgets: %w", err)
+	}
+	var out []BudgetReport
+	var (
+		r           BudgetReport
+		rampStart   *int
+		rampFactor  *float64
+		rampStarted *time.Time
+		oldest      *time.Time
+		now         time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.Transport, &r.DailyLimit, &rampStart, &rampFactor, &rampStarted,
+		&r.Used, &oldest, &r.Waiting, &r.ClearsAt, &r.ConfiguredAt, &now}, func() error {
+		r.Limit = r.DailyLimit
+		if rampStart != nil && rampFactor != nil {
+			ramp := Ramp{Start: *rampStart, Factor: *rampFactor}
+			r.Ramp = ramp.String()
+			if rampStarted != nil {
+				day := int(now.Sub(*rampStarted) / BudgetWindow)
+				r.RampDay = &day
+				r.Limit = ramp.LimitOn(day, r.DailyLimit)
+			}
+		}
+		if oldest != nil && r.Used >= r.Limit {
+			next := oldest.Add(BudgetWindow)
+			r.NextSlotAt = &next
+		}
+		if r.Waiting == 0 {
+			r.ClearsAt = nil
+		}
+		out = append(out, r)
+		r = BudgetReport{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the send budgets: %w", err)
+	}
+	return out, nil
+}

@@ -79,14 +79,9 @@ func (l *lease) usable() bool {
 	return !l.lost && time.Until(l.until) > l.timeout/3
 }
 
-// querier runs a statement: the pool, or the lease's own connection.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // hold starts or renews the lease (hold.sql) through db. It reports false
 // when recovery buried this holder.
-func (p *Processor) hold(ctx context.Context, db querier) (bool, error) {
+func (p *Processor) hold(ctx context.Context, db Querier) (bool, error) {
 	from := time.Now()
 	rows, err := db.Query(ctx, holdSQL, pgx.NamedArgs{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
 	if err != nil {

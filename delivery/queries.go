@@ -33,6 +33,7 @@ var (
 	budgetPruneSQL  = mustQuery("budget_prune")
 	budgetRefundSQL = mustQuery("budget_refund")
 	budgetStateSQL  = mustQuery("budget_state")
+	budgetsSQL      = mustQuery("budgets")
 )
 
 // sendRules is the claim's @kinds: each kind's send-time rule, as JSON.

@@ -34,6 +34,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"budget_lock":   budget,
 		"budget_prune":  budget,
 		"budget_state":  budget,
+		"budgets":       {"window": BudgetWindow},
 		"budget_refund": {"transport": "webhook", "ids": []string{id}},
 		"budget_open": {"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow, "daily_limit": 10,
 			"ramp_start": 100, "ramp_factor": 2.0},

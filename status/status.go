@@ -1,7 +1,7 @@
 // Package status reads what engagementctl status reports, from one
 // read-only snapshot: the queue by status (due, oldest due, abandoned
-// claims, cancel reasons), the users by state, unusable time zones and the
-// latest runs of each job.
+// claims, cancel reasons), the users by state, unusable time zones, the
+// latest runs of each job and the send budgets.
 package status
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -41,6 +42,9 @@ type Status struct {
 	// RunsPerJob is how many of the latest runs Runs holds per job and shard.
 	RunsPerJob int   `json:"runs_per_job"`
 	Runs       []Run `json:"runs"`
+	// Budgets are the send budgets (queue-process --daily-limit), one per
+	// transport a budgeted process ran on; empty when none did.
+	Budgets []delivery.BudgetReport `json:"budgets"`
 }
 
 // Queue is the message queue at a glance.
@@ -164,6 +168,12 @@ func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob in
 	}
 	if st.Runs, err = readRuns(ctx, tx, runsPerJob); err != nil {
 		return nil, err
+	}
+	if st.Budgets, err = delivery.ReadBudgets(ctx, tx); err != nil {
+		return nil, err
+	}
+	if st.Budgets == nil {
+		st.Budgets = []delivery.BudgetReport{}
 	}
 	return st, nil
 }

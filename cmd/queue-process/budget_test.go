@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -163,6 +164,24 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 			pending, unspent, waiting, early)
 	}
 
+	// engagementctl status shows it: the window full, the next slot a day
+	// after the first claims, and the line through a day after that.
+	st := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "status", "--output", "json")
+	var report struct{ Budgets []delivery.BudgetReport }
+	if err := json.Unmarshal([]byte(st.Stdout), &report); st.Code != 0 || err != nil || len(report.Budgets) != 1 {
+		t.Fatalf("status: exit %d, %v: %s%s", st.Code, err, st.Stdout, st.Stderr)
+	}
+	b := report.Budgets[0]
+	if b.Transport != "webhook" || b.Used != 10 || b.Limit != 10 || b.Waiting != 20 || b.NextSlotAt == nil || b.ClearsAt == nil ||
+		!near(*b.NextSlotAt, start.Add(delivery.BudgetWindow)) || !near(*b.ClearsAt, start.Add(2*delivery.BudgetWindow)) {
+		t.Errorf("status reports the budget as %+v, want webhook's 10 of 10 used, 20 waiting, the next slot in a day, the line through in two", b)
+	}
+	text := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "status")
+	if !strings.Contains(text.Stdout, "send budget on webhook: 10 recipients in the last 24 h of 10 a day; full") ||
+		!strings.Contains(text.Stdout, "waiting on it: 20 messages; at this rate the last goes at") {
+		t.Errorf("status does not show the budget:\n%s", text.Stdout)
+	}
+
 	again := queueSummary(t, cmdtest.Run(t, bin, env, args...))
 	if got := bot.take(t, seen); len(got) != 0 || again.Sent != 0 {
 		t.Errorf("a further run sent %d (requests %v), want nothing", again.Sent, got)
@@ -213,6 +232,9 @@ func TestBacklogDrainsInOrderUnderTheBudget(t *testing.T) {
 		t.Errorf("statuses %v, want all %d sent", got, n)
 	}
 }
+
+// near reports whether a is within a minute of b: the claims took a moment.
+func near(a, b time.Time) bool { return a.Sub(b).Abs() < time.Minute }
 
 // keys are the idempotency keys of backlog messages from to to.
 func keys(from, to int) []string {

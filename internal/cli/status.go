@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/status"
 )
 
@@ -158,7 +160,9 @@ func writeStatus(w io.Writer, st *status.Status) error {
 	for _, r := range st.Queue.CancelledByReason {
 		reasons = append(reasons, fmt.Sprintf("%s %d", r.Reason, r.Messages))
 	}
-	fmt.Fprintf(w, "cancelled by reason: %s\n\n", strings.Join(reasons, ", "))
+	fmt.Fprintf(w, "cancelled by reason: %s\n", strings.Join(reasons, ", "))
+	writeBudgets(w, st.AsOf, st.Budgets)
+	fmt.Fprintln(w)
 
 	fmt.Fprintf(w, "users: %d (%d opted out)\n", st.Users.Total, st.Users.OptedOut)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -212,4 +216,37 @@ func writeStatus(w io.Writer, st *status.Status) error {
 		fmt.Fprintf(w, "run %d (%s): %s\n", r.ID, r.Status, oneLine(r.Error))
 	}
 	return nil
+}
+
+// writeBudgets writes a line per send budget: what the window holds, what
+// waits on it, and when the line clears at this rate.
+func writeBudgets(w io.Writer, now time.Time, budgets []delivery.BudgetReport) {
+	if len(budgets) == 0 {
+		fmt.Fprintln(w, "send budget: none (queue-process --daily-limit)")
+		return
+	}
+	for _, b := range budgets {
+		limit := fmt.Sprintf("%d a day", b.Limit)
+		if b.RampDay != nil {
+			limit = fmt.Sprintf("%d today, day %d of the ramp %s up to %d", b.Limit, *b.RampDay+1, b.Ramp, b.DailyLimit)
+		}
+		fmt.Fprintf(w, "send budget on %s: %d recipients in the last 24 h of %s", b.Transport, b.Used, limit)
+		if b.NextSlotAt != nil {
+			fmt.Fprintf(w, "; full, the next slot frees at %s", b.NextSlotAt.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "\n  waiting on it: %d messages", b.Waiting)
+		if b.ClearsAt != nil {
+			fmt.Fprintf(w, "; at this rate the last goes at %s (%s)", b.ClearsAt.UTC().Format(time.RFC3339), days(b.ClearsAt.Sub(now)))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// days says how far off d is, in days when it is a day or more.
+func days(d time.Duration) string {
+	if d < 24*time.Hour {
+		return "in " + d.Round(time.Minute).String()
+	}
+	n := int(math.Ceil(d.Hours() / 24))
+	return fmt.Sprintf("in %d days", n)
 }
