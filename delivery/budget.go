@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // BudgetWindow is the send budget's window: a budget of N lets at most N
@@ -166,6 +167,30 @@ func (p *Processor) refund(ids []string) {
 		p.log.Warn().Err(err).Int("messages", len(ids)).
 			Msg("could not give back the send budget of messages handed back unsent; their slots stay spent until the window turns")
 	}
+}
+
+// advanceLine moves the budget's line up when the window has room
+// (budget_advance.sql) and returns how many messages it made due.
+func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
+	args := p.budgetArgs()
+	args["daily_limit"] = p.budget.limitNow()
+	batch := &pgx.Batch{}
+	batch.Queue(budgetLockSQL, args)
+	batch.Queue(budgetPruneSQL, args)
+	batch.Queue(budgetAdvanceSQL, args)
+	br := p.pool.SendBatch(ctx, batch)
+	var tag pgconn.CommandTag
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if err = errors.Join(err, br.Close()); err != nil {
+		return 0, fmt.Errorf("move the send budget's line up: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // BudgetState is a transport's send budget as a run leaves it.

@@ -448,6 +448,17 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 				claimedNothingDue = false
 				continue
 			}
+			// Under a budget with room (a ramp that grew, slots given
+			// back), the messages waiting on it need not wait their turn.
+			if p.budget != nil {
+				if n, err := p.advanceLine(gctx); err != nil || n > 0 {
+					if err != nil {
+						return stopping(gctx, err)
+					}
+					claimedNothingDue = false
+					continue
+				}
+			}
 			wait, ok, err := p.nextDue(gctx)
 			if err != nil || !ok {
 				return stopping(gctx, err)

@@ -27,13 +27,14 @@ var (
 	paceSQL    = mustQuery("pace")
 	nextDueSQL = mustQuery("next_due")
 
-	budgetCreateSQL = mustQuery("budget_create")
-	budgetLockSQL   = mustQuery("budget_lock")
-	budgetOpenSQL   = mustQuery("budget_open")
-	budgetPruneSQL  = mustQuery("budget_prune")
-	budgetRefundSQL = mustQuery("budget_refund")
-	budgetStateSQL  = mustQuery("budget_state")
-	budgetsSQL      = mustQuery("budgets")
+	budgetCreateSQL  = mustQuery("budget_create")
+	budgetLockSQL    = mustQuery("budget_lock")
+	budgetOpenSQL    = mustQuery("budget_open")
+	budgetPruneSQL   = mustQuery("budget_prune")
+	budgetRefundSQL  = mustQuery("budget_refund")
+	budgetStateSQL   = mustQuery("budget_state")
+	budgetsSQL       = mustQuery("budgets")
+	budgetAdvanceSQL = mustQuery("budget_advance")
 )
 
 // sendRules is the claim's @kinds: each kind's send-time rule, as JSON.

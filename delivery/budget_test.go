@@ -1,0 +1,229 @@
+package delivery_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+func TestParseRamp(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]delivery.Ramp{"250,2": {250, 2}, " 50 , 1.5 ": {50, 1.5}, "10,1": {10, 1}} {
+		if got, err := delivery.ParseRamp(in); err != nil || got != want {
+			t.Errorf("ParseRamp(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "250", "250,", ",2", "0,2", "-5,2", "250,0.5", "250,x", "250,2,3", "250,1000", "250,Inf", "1e3,2"} {
+		if got, err := delivery.ParseRamp(in); err == nil {
+			t.Errorf("ParseRamp(%q) = %+v, want an error", in, got)
+		}
+	}
+}
+
+func TestRampLimitOn(t *testing.T) {
+	t.Parallel()
+	r := delivery.Ramp{Start: 250, Factor: 2}
+	for day, want := range map[int]int{0: 250, 1: 500, 2: 1000, 3: 1000, 400: 1000} {
+		if got := r.LimitOn(day, 1000); got != want {
+			t.Errorf("day %d: %d, want %d", day, got, want)
+		}
+	}
+	if got := (delivery.Ramp{Start: 100, Factor: 1.5}).LimitOn(1, 1000); got != 150 {
+		t.Errorf("100 × 1.5 on day 1 = %d, want 150", got)
+	}
+}
+
+// budgetBot is a webhook that answers 200, or holds the first request
+// until release is closed.
+type budgetBot struct {
+	requests atomic.Int64
+	arrived  chan struct{}
+	release  chan struct{}
+	holdOne  sync.Once
+	server   *httptest.Server
+}
+
+func newBudgetBot(t *testing.T, hold bool) (*budgetBot, transport.Transport) {
+	b := &budgetBot{arrived: make(chan struct{}, 1), release: make(chan struct{})}
+	if !hold {
+		close(b.release)
+	}
+	b.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.requests.Add(1)
+		b.holdOne.Do(func() {
+			b.arrived <- struct{}{}
+			<-b.release
+		})
+	}))
+	t.Cleanup(b.server.Close)
+	hook, err := transport.NewWebhook(transport.WebhookConfig{URL: b.server.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, hook
+}
+
+// queueDistinct queues n due weekly reviews of one active user, each to a
+// recipient (a destination JID) of its own.
+func queueDistinct(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net', now() - ($2 - i) * interval '1 second', 'ramp-' || i
+		  FROM generate_series(1, $2) AS i`, user, n)
+}
+
+// A ramp of 2,2 under a limit of 5 sends to 2 recipients on its first
+// day, 4 the next (the line moves up to use the room the ramp made), then
+// 5, the limit, each day after.
+func TestRampGrowsTheBudgetDayByDay(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	bot, hook := newBudgetBot(t, false)
+	queueDistinct(t, pool, 20)
+	for day, want := range []int{2, 4, 5, 5, 4} {
+		p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+			Transport: hook, SendInterval: -1, Logger: zerolog.Nop(),
+			DailyLimit: 5, Ramp: delivery.Ramp{Start: 2, Factor: 2},
+			ClockOffset: time.Duration(day) * (delivery.BudgetWindow + time.Minute),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := bot.requests.Load()
+		sum, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bot.requests.Load() - before; got != int64(want) || sum.Sent != want {
+			t.Errorf("day %d: %d requests, %d sent, want %d", day, got, sum.Sent, want)
+		}
+		if limit := min(2<<day, 5); sum.Budget == nil || sum.Budget.Limit != limit {
+			t.Errorf("day %d: budget %+v, want the limit %d", day, sum.Budget, limit)
+		}
+	}
+}
+
+// A shutdown while the first send is in flight hands the rest of the
+// claim back unsent, and gives their budget back: only the recipient whose
+// request went out stays in the window.
+func TestMessagesHandedBackGiveTheirBudgetBack(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	bot, hook := newBudgetBot(t, true)
+	queueDistinct(t, pool, 8)
+	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+		Transport: hook, SendInterval: -1, Workers: 1, DailyLimit: 5, Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan delivery.ProcessSummary)
+	go func() {
+		sum, err := p.Run(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	<-bot.arrived
+	cancel()
+	close(bot.release)
+	sum := <-done
+	if sum.Sent != 1 || sum.Released != 4 {
+		t.Fatalf("sent %d, released %d; want the one in flight sent and the 4 others of the claim handed back", sum.Sent, sum.Released)
+	}
+	var used, inWindow, waiting int
+	if err := pool.QueryRow(context.Background(), `
+		SELECT (SELECT used FROM engagement_send_budgets WHERE transport = 'webhook'),
+		       (SELECT count(*) FROM engagement_send_budget_recipients),
+		       (SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND deferred_reason = 'budget')`,
+	).Scan(&used, &inWindow, &waiting); err != nil {
+		t.Fatal(err)
+	}
+	if used != 1 || inWindow != 1 || waiting != 3 {
+		t.Errorf("used %d, recipients in the window %d, waiting on the budget %d; want 1, 1 and 3", used, inWindow, waiting)
+	}
+
+	// The next run has the 4 slots given back: the 4 handed back go now,
+	// the line moves up for nothing else, and the window is full.
+	p, err = delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: hook, SendInterval: -1, DailyLimit: 5, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := p.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Sent != 4 || bot.requests.Load() != 5 || next.Budget == nil || next.Budget.Used != 5 || next.Budget.Waiting != 3 {
+		t.Errorf("the next run sent %d (%d requests in all), budget %+v; want 4 (5), 5 used and 3 waiting", next.Sent, bot.requests.Load(), next.Budget)
+	}
+}
+
+// A message whose place in line falls inside the quiet hours, in its
+// user's time zone, waits for them to end: the budget never moves a
+// message into them. The window is full with a recipient claimed 22 hours
+// ago, so the first slot frees in 2 hours, inside quiet hours from 1 hour
+// to 3 hours from now.
+func TestBudgetNeverMovesAMessageIntoQuietHours(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	_, hook := newBudgetBot(t, false)
+	queueDistinct(t, pool, 3)
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at)
+		VALUES ('webhook', gen_random_uuid(), now() - interval '22 hours')`)
+	now := time.Now().UTC()
+	quiet, err := delivery.ParseQuietHours(now.Add(time.Hour).Format("15:04") + "-" + now.Add(3*time.Hour).Format("15:04"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+		Transport: hook, SendInterval: -1, DailyLimit: 1, QuietHours: quiet, Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := p.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Sent != 0 || sum.DeferReasons["budget"] != 3 {
+		t.Fatalf("sent %d, deferred %v; want none sent and 3 deferred for the budget", sum.Sent, sum.DeferReasons)
+	}
+	rows, err := pool.Query(context.Background(), `
+		SELECT scheduled_for FROM engagement_message_queue WHERE status = 'pending' ORDER BY scheduled_for`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range due {
+		at = at.UTC()
+		if quiet.Contains(at.Sub(at.Truncate(24 * time.Hour))) {
+			t.Errorf("a message moved to %s, inside the quiet hours %s", at.Format(time.RFC3339), quiet)
+		}
+	}
+	if len(due) != 3 || due[0].Before(now.Add(2*time.Hour)) {
+		t.Errorf("pending at %v; want 3, the first no earlier than when its slot frees, in 2 hours", due)
+	}
+}
