@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,23 +24,36 @@ const BudgetWindow = 24 * time.Hour
 // recipients one transport sends to in any rolling 24 hours, across every
 // process: what a WhatsApp number can take (the Cloud API's messaging
 // tiers; a Baileys number that writes to thousands it has not talked to in
-// weeks is the classic way to get banned). It is kept in PostgreSQL:
+// weeks is the classic way to get banned). It is kept in PostgreSQL, in a
+// row per transport (engagement_send_budgets) whose used counts the slots
+// spent in the window, and it is spent two ways:
 //
-//   - engagement_send_budgets, a row per transport, is locked by every
-//     claim under the budget (budget_lock.sql), so claims take the free
-//     slots one after another, whichever process they come from;
-//   - engagement_send_budget_recipients has a row per recipient in the
-//     window, stamped with their last claim; a claim drops the rows out of
-//     the window first (budget_prune.sql), and the row's used counts the
-//     rest, so a claim never counts the window again.
+//   - With ample room (tight: less than two claims' worth left), claims
+//     run side by side as they do without a budget, and each then spends
+//     a slot per recipient it claimed in one statement (budget_spend.sql:
+//     one row of engagement_send_budget_claims), if they fit; the row
+//     update is the only point where claims meet. Every message then
+//     fits, so their order does not matter.
+//   - Near the limit, a claim first locks the row (budget_lock.sql), drops
+//     what left the window (budget_prune.sql), claims, and applies the
+//     budget recipient by recipient in due order (budget_apply.sql: one
+//     row of engagement_send_budget_recipients each, so a recipient in the
+//     window already costs nothing), all in one transaction: claims take
+//     the last slots one after another, oldest due first, whichever
+//     process they come from. The messages over the budget go back to
+//     pending, in line.
+//
+// A spend that finds less room than it needs (claims of other processes
+// took it) fails whole, and the claim is applied under the lock instead.
+// So the limit holds however many processes run, and the budget errs only
+// on the side of sending less (a recipient of two claims made with room
+// counts twice).
 //
 // A slot is spent when a message is claimed, not when it is sent, so two
 // processes can never both spend the last one. A message handed back
 // unsent gives its slot back (budget_refund.sql); one that reached the
 // transport keeps it, whatever the outcome: its request may have reached
-// WhatsApp. A message to a recipient already in the window costs nothing.
-// The messages over the budget wait in line in the order they came due
-// (claim.sql).
+// WhatsApp.
 
 // Ramp is a warm-up for a new number: Start recipients on its first day,
 // Factor times more each next day, up to the budget's daily limit. That is
@@ -97,6 +113,17 @@ type budget struct {
 	// clock read clockAt when the run opened the budget, at local time
 	// localAt.
 	rampStarted, clockAt, localAt time.Time
+	// used is the recipients in the window as this processor last saw it.
+	used atomic.Int64
+}
+
+// tight reports whether the window may be too full for the claims that
+// can run at once (claims of this processor's size, from it and as many
+// again from others): then claims take the budget's lock before they
+// claim, so that the last slots go in due order. With more room, claims
+// run side by side, as they do without a budget, and all they claim fits.
+func (b *budget) tight(claimSize int) bool {
+	return int64(b.limitNow())-b.used.Load() < int64(2*claimSize)
 }
 
 // limitNow is the number of recipients the window may hold now: the daily
@@ -129,10 +156,14 @@ func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 	if err == nil {
 		_, err = br.Exec()
 	}
-	var rampStarted *time.Time
+	var (
+		rampStarted *time.Time
+		used        int64
+	)
 	if err == nil {
-		err = br.QueryRow().Scan(&rampStarted, &b.clockAt)
+		err = br.QueryRow().Scan(&rampStarted, &b.clockAt, &used)
 	}
+	b.used.Store(used)
 	b.localAt = time.Now()
 	if err = errors.Join(err, br.Close()); err != nil {
 		return nil, fmt.Errorf("open the send budget: %w", err)
@@ -149,14 +180,26 @@ func (p *Processor) budgetArgs() pgx.NamedArgs {
 }
 
 // refund gives back the budget slots of messages handed back unsent
-// (budget_refund.sql). A refund that fails only leaves the slots spent
-// until the window turns: the budget errs on the side of sending less.
-func (p *Processor) refund(ids []string) {
+// (budget_refund.sql): ids, and ms, when the caller has them (a recovery
+// has only their ids: the slots their claims spent with ample room stay
+// spent). A refund that fails only leaves the slots spent until the window
+// turns: the budget errs on the side of sending less.
+func (p *Processor) refund(ids []string, ms []claimed) {
 	if p.budget == nil || len(ids) == 0 {
 		return
 	}
+	given := map[int64]int{}
+	for _, m := range ms {
+		if m.spend != nil && m.spend.giveBack(m) {
+			given[m.spend.id]++
+		}
+	}
+	claims, counts := make([]int64, 0, len(given)), make([]int32, 0, len(given))
+	for id, n := range given {
+		claims, counts = append(claims, id), append(counts, int32(n))
+	}
 	args := p.budgetArgs()
-	args["ids"] = ids
+	args["ids"], args["claims"], args["counts"] = ids, claims, counts
 	err := retryConflicts(func(ctx context.Context) error {
 		batch := &pgx.Batch{}
 		batch.Queue(budgetLockSQL, args)
@@ -169,9 +212,145 @@ func (p *Processor) refund(ids []string) {
 	}
 }
 
+// claimSpend is the budget's slots a claim made with ample room spent
+// (budget_spend.sql): one per recipient, counted in its row id. A
+// recipient's slot is given back when every message of the claim to them
+// was handed back unsent.
+type claimSpend struct {
+	id int64
+	mu sync.Mutex
+	// left counts the claim's messages to each recipient not handed back.
+	left map[string]int
+}
+
+// giveBack records that m was handed back unsent and reports whether it
+// was the last of the claim's messages to its recipient.
+func (s *claimSpend) giveBack(m claimed) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.left[m.DestinationJID] <= 0 {
+		return false
+	}
+	s.left[m.DestinationJID]--
+	return s.left[m.DestinationJID] == 0
+}
+
+// applyBudget spends the budget on a batch claimed while the window had
+// ample room (budget_spend.sql: a slot per recipient, if they all fit),
+// and when they do not all fit after all (other claims took the room
+// meanwhile), holds back the ones it has no room for, under the budget's
+// lock (budget_apply.sql), and switches this processor's claims to taking
+// the lock first. It returns the messages that may go. It runs to its end
+// even when the run is stopping: it is short, and a batch whose budget is
+// not settled is not sent. When it fails, nothing of the batch is sent:
+// the run stops, and hands the claims back.
+func (p *Processor) applyBudget(batch []claimed) ([]claimed, error) {
+	spend := &claimSpend{left: map[string]int{}}
+	for _, m := range batch {
+		spend.left[m.DestinationJID]++
+	}
+	args := p.budgetArgs()
+	args["recipients"], args["daily_limit"] = len(spend.left), p.budget.limitNow()
+	var used int64
+	err := retryConflicts(func(ctx context.Context) error {
+		return p.pool.QueryRow(ctx, budgetSpendSQL, args).Scan(&used, &spend.id)
+	})
+	if err == nil {
+		p.budget.used.Store(used)
+		for i := range batch {
+			batch[i].spend = spend
+		}
+		return batch, nil
+	}
+	if !noRoom(err) {
+		return nil, fmt.Errorf("spend the send budget on a claim: %w", err)
+	}
+	// Not all of them fit: the budget is applied under its lock, and the
+	// next claims take the lock first.
+	p.budget.used.Store(int64(p.budget.limitNow()))
+	var out []claimed
+	err = retryConflicts(func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			if err := p.lockBudget(ctx, tx); err != nil {
+				return err
+			}
+			var err error
+			out, err = p.holdBack(ctx, tx, batch)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply the send budget to a claim: %w", err)
+	}
+	for range len(batch) - len(out) {
+		p.tally.deferral("budget")
+	}
+	return out, nil
+}
+
+// noRoom reports the error of budget_spend.sql when a claim's recipients
+// do not all fit in the budget's window (SQLSTATE EB001).
+func noRoom(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "EB001"
+}
+
+// lockBudget takes the transport's budget lock for tx and drops the
+// recipients out of the window (budget_lock.sql, budget_prune.sql).
+func (p *Processor) lockBudget(ctx context.Context, tx pgx.Tx) error {
+	args := p.budgetArgs()
+	if _, err := tx.Exec(ctx, budgetLockSQL, args); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, budgetPruneSQL, args)
+	return err
+}
+
+// holdBack applies the budget to a claimed batch in tx, under the budget's
+// lock (budget_apply.sql), and returns the messages that may go. The
+// caller counts the ones held back once tx commits.
+func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([]claimed, error) {
+	if len(batch) == 0 {
+		return batch, nil
+	}
+	ids := make([]string, len(batch))
+	for i, m := range batch {
+		ids[i] = m.ID
+	}
+	args := p.budgetArgs()
+	args["ids"], args["holder"], args["daily_limit"] = ids, p.holder, p.budget.limitNow()
+	args["timezone"], args["quiet_start"], args["quiet_end"] = p.cfg.Timezone, (*time.Duration)(nil), (*time.Duration)(nil)
+	if q := p.cfg.QuietHours; q.Set() {
+		args["quiet_start"], args["quiet_end"] = q.Start, q.End
+	}
+	var (
+		held []string
+		used int
+	)
+	if err := tx.QueryRow(ctx, budgetApplySQL, args).Scan(&held, &used); err != nil {
+		return nil, err
+	}
+	p.budget.used.Store(int64(used))
+	if len(held) == 0 {
+		return batch, nil
+	}
+	out := make([]claimed, 0, len(batch)-len(held))
+	for _, m := range batch {
+		if !slices.Contains(held, m.ID) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 // advanceLine moves the budget's line up when the window has room
-// (budget_advance.sql) and returns how many messages it made due.
+// (budget_advance.sql) and returns how many messages it made due. When
+// nothing waits on the budget, it takes no lock.
 func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
+	var waiting bool
+	if err := p.pool.QueryRow(ctx, budgetWaitingSQL).Scan(&waiting); err != nil || !waiting {
+		return 0, err
+	}
 	args := p.budgetArgs()
 	args["daily_limit"] = p.budget.limitNow()
 	batch := &pgx.Batch{}

@@ -122,58 +122,67 @@ func TestRampGrowsTheBudgetDayByDay(t *testing.T) {
 
 // A shutdown while the first send is in flight hands the rest of the
 // claim back unsent, and gives their budget back: only the recipient whose
-// request went out stays in the window.
+// request went out keeps their slot. Both ways a claim spends the budget:
+// near the limit (5: recipient by recipient, under the lock) and with
+// ample room (10,000: a slot per recipient of the claim, counted at once).
 func TestMessagesHandedBackGiveTheirBudgetBack(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
-	bot, hook := newBudgetBot(t, true)
-	queueDistinct(t, pool, 8)
-	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
-		Transport: hook, SendInterval: -1, Workers: 1, DailyLimit: 5, Logger: zerolog.Nop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan delivery.ProcessSummary)
-	go func() {
-		sum, err := p.Run(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- sum
-	}()
-	<-bot.arrived
-	cancel()
-	close(bot.release)
-	sum := <-done
-	if sum.Sent != 1 || sum.Released != 4 {
-		t.Fatalf("sent %d, released %d; want the one in flight sent and the 4 others of the claim handed back", sum.Sent, sum.Released)
-	}
-	var used, inWindow, waiting int
-	if err := pool.QueryRow(context.Background(), `
-		SELECT (SELECT used FROM engagement_send_budgets WHERE transport = 'webhook'),
-		       (SELECT count(*) FROM engagement_send_budget_recipients),
-		       (SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND deferred_reason = 'budget')`,
-	).Scan(&used, &inWindow, &waiting); err != nil {
-		t.Fatal(err)
-	}
-	if used != 1 || inWindow != 1 || waiting != 3 {
-		t.Errorf("used %d, recipients in the window %d, waiting on the budget %d; want 1, 1 and 3", used, inWindow, waiting)
-	}
+	for _, tc := range []struct {
+		name                    string
+		limit, released, queued int
+	}{
+		{"near_the_limit", 5, 4, 3},
+		{"with_ample_room", 10_000, 7, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := pgtest.NewPool(t)
+			bot, hook := newBudgetBot(t, true)
+			queueDistinct(t, pool, 8)
+			p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+				Transport: hook, SendInterval: -1, Workers: 1, DailyLimit: tc.limit, Logger: zerolog.Nop(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan delivery.ProcessSummary)
+			go func() {
+				sum, err := p.Run(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- sum
+			}()
+			<-bot.arrived
+			cancel()
+			close(bot.release)
+			sum := <-done
+			if sum.Sent != 1 || sum.Released != tc.released || sum.Budget == nil || sum.Budget.Used != 1 || sum.Budget.Waiting != tc.queued {
+				t.Fatalf("sent %d, released %d, budget %+v; want the one in flight sent, the %d others of the claim handed back, 1 used and %d waiting",
+					sum.Sent, sum.Released, sum.Budget, tc.released, tc.queued)
+			}
+			var used int
+			if err := pool.QueryRow(context.Background(), `SELECT used FROM engagement_send_budgets WHERE transport = 'webhook'`).Scan(&used); err != nil || used != 1 {
+				t.Errorf("the budget's counter is %d (%v), want 1", used, err)
+			}
 
-	// The next run has the 4 slots given back: the 4 handed back go now,
-	// the line moves up for nothing else, and the window is full.
-	p, err = delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: hook, SendInterval: -1, DailyLimit: 5, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := p.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.Sent != 4 || bot.requests.Load() != 5 || next.Budget == nil || next.Budget.Used != 5 || next.Budget.Waiting != 3 {
-		t.Errorf("the next run sent %d (%d requests in all), budget %+v; want 4 (5), 5 used and 3 waiting", next.Sent, bot.requests.Load(), next.Budget)
+			// The next run has the slots given back: the ones handed back
+			// go now.
+			p, err = delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: hook, SendInterval: -1, DailyLimit: tc.limit, Logger: zerolog.Nop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, err := p.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.Sent != tc.released || bot.requests.Load() != int64(1+tc.released) || next.Budget == nil ||
+				next.Budget.Used != 1+tc.released || next.Budget.Waiting != tc.queued {
+				t.Errorf("the next run sent %d (%d requests in all), budget %+v; want %d, %d used and %d waiting",
+					next.Sent, bot.requests.Load(), next.Budget, tc.released, 1+tc.released, tc.queued)
+			}
+		})
 	}
 }
 

@@ -44,10 +44,53 @@ SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_
 // with the reference claim that checks nothing, alternating in each round.
 // Target (issue 17): the checks cost at most 10% of the throughput.
 func BenchmarkSendTimeChecks(b *testing.B) {
-	n := 20_000
+	quiet, _ := ParseQuietHours(time.Now().UTC().Add(2*time.Hour).Format("15:04") + "-" + time.Now().UTC().Add(3*time.Hour).Format("15:04"))
+	elapsed := benchDelivery(b, []deliveryVariant{
+		{"no_checks", claimWithoutChecksSQL, QuietHours{}, 0},
+		{"checks", claimSQL, QuietHours{}, 0},
+		{"checks_and_quiet_hours", claimSQL, quiet, 0},
+	})
+	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "checks_time_ratio")
+	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "quiet_hours_time_ratio")
+}
+
+// BenchmarkSendBudget delivers BENCH_MESSAGES (20,000) weekly reviews, one
+// per user, unpaced through a local webhook, without a send budget and
+// with one the messages fit in ten times over (what it costs is the
+// budget's upkeep and a stamp per recipient, not waiting for slots),
+// alternating which goes first in each round. Target (issue 34): the
+// budget costs unpaced delivery at most 5%.
+func BenchmarkSendBudget(b *testing.B) {
+	n := benchMessages()
+	elapsed := benchDelivery(b, []deliveryVariant{
+		{"no_budget", claimSQL, QuietHours{}, 0},
+		{"budget", claimSQL, QuietHours{}, 10 * n},
+	})
+	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "budget_time_ratio")
+}
+
+func benchMessages() int {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_MESSAGES")); err == nil && v > 0 {
-		n = v
+		return v
 	}
+	return 20_000
+}
+
+// deliveryVariant is one way a delivery benchmark delivers: its claim
+// statement, quiet hours and send budget (0: none).
+type deliveryVariant struct {
+	name  string
+	claim string
+	quiet QuietHours
+	limit int
+}
+
+// benchDelivery queues BENCH_MESSAGES weekly reviews, one per user, and
+// delivers them unpaced through a local webhook with each variant in turn,
+// in each round (the first variant first in odd rounds, last in even
+// ones); it reports each variant's messages/s and returns its time.
+func benchDelivery(b *testing.B, variants []deliveryVariant) []time.Duration {
+	n := benchMessages()
 	pool, _ := pgtest.NewPool(b)
 	ctx := context.Background()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
@@ -65,21 +108,19 @@ func BenchmarkSendTimeChecks(b *testing.B) {
 		INSERT INTO user_engagement_states (user_id, state, last_activity_at) SELECT user_id, 'active', now() FROM u`, n); err != nil {
 		b.Fatal(err)
 	}
-	quiet, _ := ParseQuietHours(time.Now().UTC().Add(2*time.Hour).Format("15:04") + "-" + time.Now().UTC().Add(3*time.Hour).Format("15:04"))
-	variants := []struct {
-		name  string
-		claim string
-		quiet QuietHours
-	}{
-		{"no_checks", claimWithoutChecksSQL, QuietHours{}},
-		{"checks", claimSQL, QuietHours{}},
-		{"checks_and_quiet_hours", claimSQL, quiet},
-	}
 	elapsed := make([]time.Duration, len(variants))
+	round := 0
 	for b.Loop() {
-		for i, v := range variants {
+		round++
+		for k := range variants {
+			i := k
+			if round%2 == 0 {
+				i = len(variants) - 1 - k
+			}
+			v := variants[i]
 			if _, err := pool.Exec(ctx, `
-				TRUNCATE engagement_message_queue, engagement_processed_messages;
+				TRUNCATE engagement_message_queue, engagement_processed_messages,
+				         engagement_send_budgets, engagement_send_budget_recipients;
 				INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 				       destination_jid, scheduled_for, idempotency_key)
 				SELECT user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
@@ -90,7 +131,8 @@ func BenchmarkSendTimeChecks(b *testing.B) {
 			if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
 				b.Fatal(err)
 			}
-			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: -1, QuietHours: v.quiet, Logger: zerolog.Nop()})
+			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: -1, QuietHours: v.quiet,
+				DailyLimit: v.limit, Logger: zerolog.Nop()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -109,6 +151,5 @@ func BenchmarkSendTimeChecks(b *testing.B) {
 	for i, v := range variants {
 		b.ReportMetric(float64(n*b.N)/elapsed[i].Seconds(), v.name+"_msgs/s")
 	}
-	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "checks_time_ratio")
-	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "quiet_hours_time_ratio")
+	return elapsed
 }

@@ -40,6 +40,7 @@ type claimed struct {
 	transport.Delivery
 	rawParams  *string // message_params as JSON text; nil for SQL NULL
 	retryCount int
+	spend      *claimSpend // the budget's slots its claim spent, with ample room; nil otherwise
 }
 
 // lease is this processor's lease as it knows it: the row's deadline
@@ -217,47 +218,81 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		"kinds":          sendRules,
 		"transport":      p.cfg.Transport.Name(),
 		"clock_offset":   p.cfg.ClockOffset,
-		"window":         BudgetWindow,
-		"daily_limit":    (*int)(nil),
 	}
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End
 	}
-	if p.budget != nil {
-		args["daily_limit"] = p.budget.limitNow()
-	}
-	var batch []claimed
-	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) (err error) {
-		rows, done, err := p.runClaim(ctx, conn, args)
-		if err != nil {
+	// Under a budget near its limit, the claim takes the budget's lock
+	// first and applies it in the same transaction, so that the slots
+	// left go in due order; with ample room, claims run side by side and
+	// the budget is applied after (applyBudget).
+	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
+	var (
+		batch []claimed
+		held  int
+	)
+	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		if !inOrder {
+			rows, err := conn.Query(ctx, p.claimSQL, args)
+			if err != nil {
+				return err
+			}
+			batch, err = p.readClaim(rows)
 			return err
 		}
-		defer func() { err = errors.Join(err, done()) }()
-		var (
-			verdict string
-			m       claimed
-			due     *time.Time
-		)
-		_, err = pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
-			&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
-			switch {
-			case verdict == "claimed":
-				m.Attempt = m.retryCount + 1
-				batch = append(batch, m)
-			case strings.HasPrefix(verdict, "deferred:"):
-				p.tally.deferral(strings.TrimPrefix(verdict, "deferred:"))
-			default:
-				p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if err := p.lockBudget(ctx, tx); err != nil {
+				return err
 			}
-			m = claimed{}
-			return nil
+			rows, err := tx.Query(ctx, p.claimSQL, args)
+			if err != nil {
+				return err
+			}
+			if batch, err = p.readClaim(rows); err != nil {
+				return err
+			}
+			claimedN := len(batch)
+			batch, err = p.holdBack(ctx, tx, batch)
+			held = claimedN - len(batch)
+			return err
 		})
-		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim messages: %w", err)
 	}
+	for range held {
+		p.tally.deferral("budget")
+	}
+	if p.budget != nil && !inOrder && len(batch) > 0 {
+		return p.applyBudget(batch)
+	}
 	return batch, nil
+}
+
+// readClaim reads the claim's rows: the messages claimed, and the
+// cancelled and deferred ones counted.
+func (p *Processor) readClaim(rows pgx.Rows) ([]claimed, error) {
+	var (
+		batch   []claimed
+		verdict string
+		m       claimed
+		due     *time.Time
+	)
+	_, err := pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
+		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
+		switch {
+		case verdict == "claimed":
+			m.Attempt = m.retryCount + 1
+			batch = append(batch, m)
+		case strings.HasPrefix(verdict, "deferred:"):
+			p.tally.deferral(strings.TrimPrefix(verdict, "deferred:"))
+		default:
+			p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+		}
+		m = claimed{}
+		return nil
+	})
+	return batch, err
 }
 
 // release hands claimed messages this processor has not sent back to the
@@ -278,32 +313,8 @@ func (p *Processor) release(ms []claimed) error {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
 	p.tally.released.Add(int64(len(ms)))
-	p.refund(ids)
+	p.refund(ids, ms)
 	return nil
-}
-
-// runClaim runs the claim on conn: alone, or under a send budget after
-// the statements that lock the transport's budget and drop the recipients
-// out of its window, in one implicit transaction (a pipelined batch, so
-// it holds through a transaction pooler). done ends it, once the rows are
-// read.
-func (p *Processor) runClaim(ctx context.Context, conn *pgxpool.Conn, args pgx.NamedArgs) (pgx.Rows, func() error, error) {
-	if p.budget == nil {
-		rows, err := conn.Query(ctx, p.claimSQL, args)
-		return rows, func() error { return nil }, err
-	}
-	b := &pgx.Batch{}
-	b.Queue(budgetLockSQL, args)
-	b.Queue(budgetPruneSQL, args)
-	b.Queue(p.claimSQL, args)
-	br := conn.SendBatch(ctx, b)
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return nil, nil, errors.Join(err, br.Close())
-		}
-	}
-	rows, err := br.Query()
-	return rows, br.Close, err
 }
 
 // recoverAbandoned settles the messages whose claim was abandoned
@@ -313,7 +324,7 @@ func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("settle abandoned claims: %w", err)
 	}
-	p.refund(pending)
+	p.refund(pending, nil)
 	if n > 0 {
 		p.tally.recovered.Add(int64(n))
 		p.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
@@ -356,7 +367,7 @@ func (p *Processor) handBack() (left int, err error) {
 		)
 		n, pending, err = p.recoverClaims(ctx, p.holder)
 		if err == nil {
-			p.refund(pending)
+			p.refund(pending, nil)
 			_, err = p.pool.Exec(ctx, unholdSQL, pgx.NamedArgs{"holder": p.holder})
 		}
 		cancel()

@@ -35,6 +35,9 @@ var (
 	budgetStateSQL   = mustQuery("budget_state")
 	budgetsSQL       = mustQuery("budgets")
 	budgetAdvanceSQL = mustQuery("budget_advance")
+	budgetApplySQL   = mustQuery("budget_apply")
+	budgetSpendSQL   = mustQuery("budget_spend")
+	budgetWaitingSQL = mustQuery("budget_waiting")
 )
 
 // sendRules is the claim's @kinds: each kind's send-time rule, as JSON.

@@ -55,6 +55,12 @@ var wantPrivileges = map[string][]string{
 	"engagement_adopted_tables":     {"SELECT"},
 	"engagement_fire_requests":      {"SELECT", "DELETE"},
 	"engagement_console_audit":      {"SELECT", "INSERT"},
+	// The send budget (queue-process --daily-limit): a claim under it
+	// creates and updates its transport's row and stamps the recipients it
+	// takes; it deletes those out of the window, a refund those handed back.
+	"engagement_send_budgets":           {"SELECT", "INSERT", "UPDATE"},
+	"engagement_send_budget_recipients": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"engagement_send_budget_claims":     {"SELECT", "INSERT", "UPDATE", "DELETE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
@@ -356,9 +362,20 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 		t.Errorf("enqueue: %v, want created true", enq)
 	}
 
-	sum = run(queue, "--transport", "log", "--send-interval", "1ms", "--dedupe-store", "postgres", "--output", "json")
+	// Under a send budget, as every shipped configuration runs it: the
+	// claims lock, prune and stamp the budget's tables as this role.
+	sum = run(queue, "--transport", "log", "--send-interval", "1ms", "--dedupe-store", "postgres",
+		"--daily-limit", "100", "--daily-limit-ramp", "50,1.5", "--output", "json")
 	wantNumber("queue-process", sum, "sent", 3)
 	wantNumber("queue-process", sum, "failed", 0)
+	wantNumber("queue-process", sum, "deferred", 0)
+	recipients := fixture.Count(t, admin, `SELECT count(DISTINCT destination_jid) FROM engagement_message_queue WHERE status = 'sent'`)
+	if budget, _ := sum["budget"].(map[string]any); budget == nil {
+		t.Errorf("queue-process --daily-limit: no budget in the summary %v", sum)
+	} else {
+		wantNumber("queue-process's budget", budget, "limit", 50)
+		wantNumber("queue-process's budget", budget, "used", float64(recipients))
+	}
 	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_transport_pacing`); n != 1 {
 		t.Errorf("pacing rows after queue-process = %d, want 1", n)
 	}
@@ -366,7 +383,9 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 		t.Errorf("dedupe keys after queue-process = %d, want 3", n)
 	}
 
-	run(ctl, "status", "--output", "json")
+	if budgets, _ := run(ctl, "status", "--output", "json")["budgets"].([]any); len(budgets) != 1 {
+		t.Errorf("engagementctl status as %s: budgets %v, want the log transport's", rs.app, budgets)
+	}
 	if res := cmdtest.Exec(t, ctl, env, "verify"); res.Code != 0 {
 		t.Errorf("engagementctl verify as %s: exit %d, want 0\n%s%s", rs.app, res.Code, res.Stdout, res.Stderr)
 	}

@@ -4,10 +4,11 @@
 --
 -- engagement_send_budgets holds one row per budgeted transport: the limit
 -- its processes were last started with (for engagementctl status and the
--- console), the warm-up ramp, and how many recipients are in the window
--- now (used). Every claim under a budget locks the row first, so claims on
--- one transport take their slots one after another and two or ten
--- processes together never exceed the limit.
+-- console), the warm-up ramp, and how many slots of the window are spent
+-- now (used). Every claim under a budget counts its slots onto the row, if
+-- they fit, in the statement that spends them; near the limit, claims lock
+-- the row first and take the slots one after another in due order. Two or
+-- ten processes together never exceed the limit.
 CREATE TABLE engagement_send_budgets (
     transport       text PRIMARY KEY,
     daily_limit     integer     NOT NULL CHECK (daily_limit > 0),
@@ -18,13 +19,27 @@ CREATE TABLE engagement_send_budgets (
     configured_at   timestamptz NOT NULL DEFAULT now()
 );
 
--- The recipients in a transport's window: one row each (a recipient is the
--- address a message goes to, destination_jid, kept as md5(jid)::uuid so the
--- budget stores no JID), stamped with the
--- last claim of a message to them (on the processor's clock). A recipient
--- counts until 24 hours after that; a claim drops the rows older than
--- that. message_id and previous_spent_at let a message handed back unsent
--- (a shutdown, an outage) give its slot back.
+-- What a transport's window holds, two ways. While it has ample room, a
+-- claim spends one slot per recipient it sends to and records them as one
+-- row here: a claim's worth of slots, counted once whoever they go to.
+CREATE TABLE engagement_send_budget_claims (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    transport  text        NOT NULL,
+    spent_at   timestamptz NOT NULL,
+    recipients integer     NOT NULL CHECK (recipients >= 0)
+);
+CREATE INDEX engagement_send_budget_claims_spent_idx
+    ON engagement_send_budget_claims (transport, spent_at);
+
+-- Near the limit, each recipient counts once, and a message to a recipient
+-- already in the window costs nothing: one row per recipient (a recipient
+-- is the address a message goes to, destination_jid, kept as
+-- md5(jid)::uuid so the budget stores no JID), stamped with the last claim
+-- of a message to them. message_id and previous_spent_at let a message
+-- handed back unsent give its slot back.
+--
+-- Either way a slot counts until 24 hours after the claim that spent it;
+-- the claims under the budget's lock drop what is older.
 CREATE TABLE engagement_send_budget_recipients (
     transport         text        NOT NULL,
     recipient         uuid        NOT NULL,
@@ -65,9 +80,22 @@ AS $$
            END
 $$;
 
+-- Raised by a claim's spend of the budget (delivery's budget_spend.sql)
+-- when the claim's recipients do not all fit: the statement, stamps and
+-- all, is undone, and the claim is applied under the budget's lock
+-- instead. SQLSTATE EB001.
+CREATE FUNCTION engagement_send_budget_full() RETURNS integer
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    RAISE EXCEPTION 'the send budget has no room for the whole claim' USING ERRCODE = 'EB001';
+END
+$$;
+
 -- Closed to Supabase's Data API as migration 28 closes the rest.
 ALTER TABLE engagement_send_budgets ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engagement_send_budget_recipients ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engagement_send_budget_claims ENABLE ROW LEVEL SECURITY;
 DO $$
 DECLARE
     api text := (SELECT string_agg(quote_ident(rolname), ', ')
@@ -75,8 +103,11 @@ DECLARE
 BEGIN
     EXECUTE format('REVOKE ALL ON FUNCTION engagement_quiet_until(timestamptz, text, interval, interval) FROM PUBLIC%s',
                    coalesce(', ' || api, ''));
+    EXECUTE format('REVOKE ALL ON FUNCTION engagement_send_budget_full() FROM PUBLIC%s', coalesce(', ' || api, ''));
     IF api IS NOT NULL THEN
-        EXECUTE format('REVOKE ALL ON TABLE engagement_send_budgets, engagement_send_budget_recipients FROM %s', api);
+        EXECUTE format('REVOKE ALL ON TABLE engagement_send_budgets, engagement_send_budget_recipients, '
+                       'engagement_send_budget_claims FROM %s', api);
+        EXECUTE format('REVOKE ALL ON SEQUENCE engagement_send_budget_claims_id_seq FROM %s', api);
     END IF;
 END
 $$;

@@ -2,9 +2,9 @@
 -- warm-up ramp (for engagementctl status and the console), the ramp's first
 -- day (kept while the ramp is unchanged; now, on the processor's clock,
 -- @clock_offset ahead of the database's, when it starts or changes), and
--- used counted afresh from the recipients in the window. Runs after
+-- used counted afresh from the slots spent in the window. Runs after
 -- budget_create.sql and budget_lock.sql, in their transaction. Returns the
--- ramp's first day and the processor's clock.
+-- ramp's first day, the processor's clock and the recipients in the window.
 UPDATE engagement_send_budgets b
    SET daily_limit = @daily_limit::int,
        ramp_started_at = CASE WHEN @ramp_start::int IS NULL THEN NULL
@@ -18,7 +18,11 @@ UPDATE engagement_send_budgets b
        used = (SELECT count(*)
                  FROM engagement_send_budget_recipients r
                 WHERE r.transport = @transport
-                  AND r.spent_at > now() + @clock_offset::interval - @window::interval),
+                  AND r.spent_at > now() + @clock_offset::interval - @window::interval)
+            + (SELECT coalesce(sum(c.recipients), 0)
+                 FROM engagement_send_budget_claims c
+                WHERE c.transport = @transport
+                  AND c.spent_at > now() + @clock_offset::interval - @window::interval),
        configured_at = now()
  WHERE b.transport = @transport
-RETURNING b.ramp_started_at, now() + @clock_offset::interval;
+RETURNING b.ramp_started_at, now() + @clock_offset::interval, b.used;

@@ -29,6 +29,12 @@
 --   engagement_adopted_tables      SELECT                          which tables were the bot's
 --   engagement_fire_requests       SELECT, DELETE                  the bot's request keys; cleanup
 --   engagement_console_audit       SELECT, INSERT                  the console's audit log only grows
+--   engagement_send_budgets        SELECT, INSERT, UPDATE          the send budget per transport
+--   engagement_send_budget_recipients
+--                                  SELECT, INSERT, UPDATE, DELETE  who is in the budget's window;
+--                                                                  claims drop who left it
+--   engagement_send_budget_claims  SELECT, INSERT, UPDATE, DELETE  slots spent with room to spare;
+--                                                                  claims drop the old ones
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -156,10 +162,14 @@ DECLARE
         ['engagement_schema_migrations',  'SELECT'],
         ['engagement_adopted_tables',     'SELECT'],
         ['engagement_fire_requests',      'SELECT, DELETE'],
-        ['engagement_console_audit',      'SELECT, INSERT']
+        ['engagement_console_audit',      'SELECT, INSERT'],
+        ['engagement_send_budgets',       'SELECT, INSERT, UPDATE'],
+        ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
+        ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
-    -- shard predicate and the deadlines the jobs decide by): the migrator
+    -- shard predicate, the deadlines the jobs decide by and the end of the
+    -- quiet hours the claim defers to): the migrator
     -- owns them too, so it can drop or replace them.
     funcs    text[] := ARRAY['engagement_stamp_state_change()',
                              'engagement_claim_abandoned(text, timestamptz, timestamptz)',
@@ -168,7 +178,9 @@ DECLARE
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_goodbye_due(timestamptz, interval, text, boolean, timestamptz, timestamptz, text, text, timestamptz, timestamptz)',
                              'engagement_reminder_due(timestamptz, timestamptz)',
-                             'engagement_error_group(text)'];
+                             'engagement_error_group(text)',
+                             'engagement_quiet_until(timestamptz, text, interval, interval)',
+                             'engagement_send_budget_full()'];
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)'];
     f        text;
