@@ -68,6 +68,10 @@ func chartsDrawn(t *testing.T, ctx context.Context) int {
 
 func TestEveryPageInTheBrowser(t *testing.T) {
 	h := newHistory(t)
+	// A send budget, full, with a line waiting on it: the queue page's
+	// panel and the forecast's backlog show it (the reminders go to users
+	// whose pages are not shown).
+	seedBudget(t, h.pool, []string{h.u["u3"], h.u["u4"], h.u["u8"], h.u["u9"]})
 	srv := serve(t, h.pool, historyAsOf)
 	user := h.u["u1"]
 	ctx := browse(t, operator, operatorPassword)
@@ -75,15 +79,16 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 	for _, p := range []struct {
 		name, path string
 		charts     int
-		shows      string
+		shows      []string
 	}{
-		{"overview", "/", 3, "Goodbye funnel by weekly cohort"},
-		{"queue", "/queue", 1, "webhook: receiver answered 500"},
-		{"runs", "/runs", 1, "engagement-daily"},
-		{"verify", "/verify", 0, "log_matches_state"},
-		{"user", "/users?id=" + user, 0, "Timeline"},
-		{"forecast", "/forecast", 1, "would do on each of the next 7 days"},
-		{"audit", "/audit", 0, "No action yet."},
+		{"overview", "/", 3, []string{"Goodbye funnel by weekly cohort"}},
+		{"queue", "/queue", 1, []string{"webhook: receiver answered 500", "10 / 10", "the last waiting message goes at"}},
+		{"runs", "/runs", 1, []string{"engagement-daily"}},
+		{"verify", "/verify", 0, []string{"log_matches_state"}},
+		{"user", "/users?id=" + user, 0, []string{"Timeline"}},
+		{"forecast", "/forecast", 1, []string{"would do on each of the next 7 days",
+			"25 messages wait on the send budget of webhook (10 a day): the last goes at"}},
+		{"audit", "/audit", 0, []string{"No action yet."}},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible("footer"))
@@ -94,8 +99,10 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(text, p.shows) {
-				t.Errorf("%s does not show %q", p.path, p.shows)
+			for _, want := range p.shows {
+				if !strings.Contains(text, want) {
+					t.Errorf("%s does not show %q", p.path, want)
+				}
 			}
 			browsertest.Screenshot(t, ctx, filepath.Join(dir, p.name+".png"))
 			browsertest.RequireNoErrors(t, ctx)

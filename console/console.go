@@ -423,7 +423,19 @@ var funcs = template.FuncMap{
 	"day":     func(t time.Time) string { return t.UTC().Format("Mon 2006-01-02") },
 	"pct":     func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"seconds": func(f float64) string { return formatSeconds(f) },
-	"num":     formatInt,
+	"num":     num,
+}
+
+// num formats a count, int64 as the queries give them or int as
+// delivery's budget reports do.
+func num(n any) (string, error) {
+	switch v := n.(type) {
+	case int64:
+		return formatInt(v), nil
+	case int:
+		return formatInt(int64(v)), nil
+	}
+	return "", fmt.Errorf("num: %T is not an integer", n)
 }
 
 // parsePages parses each page's template with the layout.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/verify"
@@ -192,7 +194,7 @@ type Queue struct {
 	Throughput      []HourCount    `json:"throughput"`
 	Failures        []FailureGroup `json:"failures"`
 	Cancelled       []ReasonCount  `json:"cancelled"`
-	SendBudget      string         `json:"send_budget"`
+	Budgets         []Budget       `json:"budgets"`
 	matrix          map[[2]string]int64
 	ThroughputHours int `json:"throughput_hours"`
 }
@@ -214,8 +216,11 @@ type Pending struct {
 	OldestWait      string     `json:"oldest_wait"`
 	QuietHours      int64      `json:"held_by_quiet_hours"`
 	QuietHoursUntil *time.Time `json:"quiet_hours_until"`
-	Retrying        int64      `json:"retrying"`
-	Later           int64      `json:"later"`
+	// Budget counts the messages the send budget moved down the line
+	// (queue-process --daily-limit): the budget panel says when they go.
+	Budget   int64 `json:"waiting_on_budget"`
+	Retrying int64 `json:"retrying"`
+	Later    int64 `json:"later"`
 }
 
 // Latency is the send latency over the last day.
@@ -255,8 +260,7 @@ const (
 )
 
 func (s *server) queue(ctx context.Context) (any, error) {
-	q := Queue{matrix: map[[2]string]int64{}, ThroughputHours: throughputHours,
-		SendBudget: "queue-process has no send budget in this release: nothing is held by one"}
+	q := Queue{matrix: map[[2]string]int64{}, ThroughputHours: throughputHours}
 	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		q.AsOf = asOf
 		rows, _ := tx.Query(ctx, query("queue_counts"))
@@ -273,11 +277,14 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		}
 		p := &q.Pending
 		if err := tx.QueryRow(ctx, query("queue_pending"), pgx.NamedArgs{"as_of": asOf}).Scan(
-			&p.Due, &p.OldestDue, &p.QuietHours, &p.QuietHoursUntil, &p.Retrying, &p.Later); err != nil {
+			&p.Due, &p.OldestDue, &p.QuietHours, &p.QuietHoursUntil, &p.Budget, &p.Retrying, &p.Later); err != nil {
 			return err
 		}
 		if p.OldestDue != nil {
 			p.OldestWait = formatSeconds(asOf.Sub(*p.OldestDue).Seconds())
+		}
+		if q.Budgets, err = budgets(ctx, tx); err != nil {
+			return err
 		}
 		q.Latency.Window = latencyWindow.String()
 		if err := tx.QueryRow(ctx, query("queue_latency"), pgx.NamedArgs{"as_of": asOf, "window": latencyWindow}).Scan(
@@ -297,6 +304,81 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		return err
 	})
 	return q, err
+}
+
+// Budget is a transport's send budget (queue-process --daily-limit) as
+// the queue and forecast pages show it: delivery.ReadBudgets' report, the
+// one engagementctl status prints, and how far off its times are.
+type Budget struct {
+	delivery.BudgetReport
+	// NextSlotIn and ClearsIn say how far off NextSlotAt and ClearsAt are
+	// ("in 3 h 20 min", "in 2 days"), from the database's clock.
+	NextSlotIn string `json:"next_slot_in,omitempty"`
+	ClearsIn   string `json:"clears_in,omitempty"`
+}
+
+// Free is how many new recipients the window takes before it is full.
+func (b Budget) Free() int { return max(b.Limit-b.Used, 0) }
+
+// Rate says the budget's limit today: "1000 a day", or while a ramp warms
+// the number up, "250 today, day 1 of the ramp 250,2 up to 1000".
+func (b Budget) Rate() string {
+	if b.RampDay == nil {
+		return formatInt(int64(b.Limit)) + " a day"
+	}
+	return fmt.Sprintf("%s today, day %d of the ramp %s up to %s",
+		formatInt(int64(b.Limit)), *b.RampDay+1, b.Ramp, formatInt(int64(b.DailyLimit)))
+}
+
+// budgets reads the send budgets in the page's transaction. They are what
+// queue-process sees now, on the database's clock, whatever the page's
+// as-of (a window and a line have no past to look at), so how far off
+// their times are is said from that clock too: now(), the transaction's
+// start, the instant ReadBudgets read them at. Never nil: the JSON says
+// [] rather than null when no queue-process ran with a budget.
+func budgets(ctx context.Context, tx pgx.Tx) ([]Budget, error) {
+	reports, err := delivery.ReadBudgets(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Budget, 0, len(reports))
+	if len(reports) == 0 {
+		return out, nil
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return nil, err
+	}
+	for _, r := range reports {
+		b := Budget{BudgetReport: r}
+		if r.NextSlotAt != nil {
+			b.NextSlotIn = until(r.NextSlotAt.Sub(now))
+		}
+		if r.ClearsAt != nil {
+			b.ClearsIn = until(r.ClearsAt.Sub(now))
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// until says how far off an instant d from now is: in minutes under a
+// day, else in whole days rounded up (as engagementctl status says it):
+// a line that clears in 30 hours takes a second day.
+func until(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "due now"
+	case d < time.Minute:
+		return "in under a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("in %d min", int(d.Round(time.Minute).Minutes()))
+	case d < 24*time.Hour:
+		m := int(d.Round(time.Minute).Minutes())
+		return fmt.Sprintf("in %d h %d min", m/60, m%60)
+	}
+	n := int(math.Ceil(d.Hours() / 24))
+	return fmt.Sprintf("in %d days", n)
 }
 
 // Runs is the runs page.
@@ -505,6 +587,9 @@ func truncate(s string, n int) string {
 type Forecast struct {
 	AsOf time.Time     `json:"as_of"`
 	Days []ForecastDay `json:"days"`
+	// Budgets are the send budgets, for how long the messages waiting on
+	// them take to go: the dry runs do not send, the budget's line does.
+	Budgets []Budget `json:"budgets"`
 }
 
 // ForecastDay is one coming day's daily run, as of its scheduled time.
@@ -552,7 +637,9 @@ func (s *server) forecast(ctx context.Context) (any, error) {
 			prev = cum
 			out.Days = append(out.Days, d)
 		}
-		return nil
+		var err error
+		out.Budgets, err = budgets(ctx, tx)
+		return err
 	})
 	return out, err
 }

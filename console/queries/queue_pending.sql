@@ -1,14 +1,25 @@
--- The pending messages: due now and how long the oldest has waited; held
--- back by quiet hours (never attempted, due later than they were queued:
--- queue-process moved them to the end of the quiet hours); waiting for a
--- retry (attempted before, due later).
+-- The pending messages: due now and how long the oldest has waited; and
+-- those due later, each counted once, by why they wait:
+--   held back by quiet hours: queue-process moved them to the end of the
+--     quiet hours (deferred_reason 'quiet_hours'; a row deferred before the
+--     column existed has none, and is one never attempted that is due later
+--     than it was queued);
+--   waiting on the send budget: moved down the budget's line
+--     (deferred_reason 'budget'; the budget panel says when they go);
+--   waiting for a retry: attempted before, due later, deferred by neither.
 SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
        min(scheduled_for) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS oldest_due,
-       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz AND retry_count = 0
-                          AND scheduled_for > created_at + interval '1 minute') AS quiet_hours,
-       min(scheduled_for) FILTER (WHERE scheduled_for > @as_of::timestamptz AND retry_count = 0
-                          AND scheduled_for > created_at + interval '1 minute') AS quiet_hours_until,
-       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz AND retry_count > 0) AS retrying,
+       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz
+                          AND (deferred_reason = 'quiet_hours'
+                               OR deferred_reason IS NULL AND retry_count = 0
+                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours,
+       min(scheduled_for) FILTER (WHERE scheduled_for > @as_of::timestamptz
+                          AND (deferred_reason = 'quiet_hours'
+                               OR deferred_reason IS NULL AND retry_count = 0
+                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours_until,
+       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz AND deferred_reason = 'budget') AS budget,
+       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz AND retry_count > 0
+                          AND deferred_reason IS NULL) AS retrying,
        count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz) AS later
   FROM engagement_message_queue
  WHERE status = 'pending';
