@@ -17,5 +17,7 @@
 // one, every command must name a binary under cmd/, and every flag and
 // environment variable a manifest passes must exist on that binary's cobra
 // command, built by package internal/cli exactly as the binary builds it.
-// There is no Go code here to import.
+// Every scheduled binary keeps the shipped quiet hours (hours_test.go) and
+// the same send budget (budget_test.go). There is no Go code here to
+// import.
 package deploy
