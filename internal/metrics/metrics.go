@@ -77,6 +77,10 @@ const (
 	DedupeChecks         = "engagement_dedupe_checks"
 	DedupeCheckErrors    = "engagement_dedupe_check_errors"
 	DedupeCheckSeconds   = "engagement_dedupe_check_seconds"
+	BudgetDeferred       = "engagement_delivery_budget_deferred_messages"
+	BudgetLimit          = "engagement_send_budget_limit"
+	BudgetUsed           = "engagement_send_budget_used"
+	BudgetWaiting        = "engagement_send_budget_waiting_messages"
 	QueuePending         = "engagement_queue_pending_messages"
 	QueueDue             = "engagement_queue_due_messages"
 	QueueOldestDueAge    = "engagement_queue_oldest_due_age_seconds"
@@ -161,8 +165,18 @@ func Gatherer(r Run) prometheus.Gatherer {
 		for _, reason := range []string{"opted_out", "stale", "no_user"} {
 			cancelled.WithLabelValues(d.Transport, reason).Set(float64(d.CancelReasons[reason]))
 		}
-		vec(DeliveryDeferred, "Messages the last completed run found due inside the quiet hours and left pending until they end.", "transport").
+		vec(DeliveryDeferred, "Messages the last completed run left pending past when they were due: inside the quiet hours, or over the send budget.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Deferred))
+		if b := d.Budget; b != nil {
+			vec(BudgetDeferred, "Messages the last completed run found over the send budget and put in its line.", "transport").
+				WithLabelValues(d.Transport).Set(float64(d.DeferReasons["budget"]))
+			vec(BudgetLimit, "Recipients the send budget's window may hold, as the last completed run left it (today's figure while a ramp warms up).", "transport").
+				WithLabelValues(d.Transport).Set(float64(b.Limit))
+			vec(BudgetUsed, "Slots of the send budget spent in the last 24 hours (a recipient each), as the last completed run left it.", "transport").
+				WithLabelValues(d.Transport).Set(float64(b.Used))
+			vec(BudgetWaiting, "Messages waiting on the send budget after the last completed run.", "transport").
+				WithLabelValues(d.Transport).Set(float64(b.Waiting))
+		}
 		vec(DeliveryInvalid, "Messages the last completed run failed because they could not be rendered (bad params, unknown key).", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Invalid))
 		vec(DeliveryReleased, "Claimed messages the last completed run handed back unsent (a shutdown, the deadline, an outage), their retries unspent.", "transport").

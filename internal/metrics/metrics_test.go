@@ -31,7 +31,9 @@ func dailyRun(end time.Time) metrics.Run {
 			{Name: "reminder_due"},
 		}},
 		Delivery: &delivery.ProcessSummary{Transport: "log", Processed: 5, Sent: 3, Retried: 1, Failed: 1, Recovered: 2,
-			Invalid: 1, Cancelled: 3, CancelReasons: map[string]int{"stale": 2, "opted_out": 1}, Deferred: 4},
+			Invalid: 1, Cancelled: 3, CancelReasons: map[string]int{"stale": 2, "opted_out": 1}, Deferred: 4,
+			DeferReasons: map[string]int{"quiet_hours": 1, "budget": 3},
+			Budget:       &delivery.BudgetState{Limit: 300, Used: 300, Waiting: 7}},
 	}
 }
 
@@ -95,6 +97,10 @@ func TestCompletedRunPushesEveryMetric(t *testing.T) {
 	want(t, got, 1, metrics.DeliveryCancelled, with("transport", "log", "reason", "opted_out")...)
 	want(t, got, 0, metrics.DeliveryCancelled, with("transport", "log", "reason", "no_user")...)
 	want(t, got, 4, metrics.DeliveryDeferred, with("transport", "log")...)
+	want(t, got, 3, metrics.BudgetDeferred, with("transport", "log")...)
+	want(t, got, 300, metrics.BudgetLimit, with("transport", "log")...)
+	want(t, got, 300, metrics.BudgetUsed, with("transport", "log")...)
+	want(t, got, 7, metrics.BudgetWaiting, with("transport", "log")...)
 	want(t, got, 1, metrics.DeliveryInvalid, with("transport", "log")...)
 	for _, s := range got {
 		if s.Labels["shard"] != "" {
