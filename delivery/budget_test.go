@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,5 +235,58 @@ func TestBudgetNeverMovesAMessageIntoQuietHours(t *testing.T) {
 	}
 	if len(due) != 3 || due[0].Before(now.Add(2*time.Hour)) {
 		t.Errorf("pending at %v; want 3, the first no earlier than when its slot frees, in 2 hours", due)
+	}
+}
+
+// Under a budget, messages go oldest due first whatever their kind: a
+// weekly review does not starve a goodbye, nor the reverse. Ten messages,
+// goodbyes and weekly reviews by turns, each to a recipient of its own;
+// a budget of 4 sends the 4 due first, then (a day on) the next 4, then
+// the last 2.
+func TestBudgetTakesTheOldestDueFirstWhateverTheKind(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	_, hook := newBudgetBot(t, false)
+	now := time.Now()
+	leaving := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour), GoodbyeSentAt: &now})
+	active := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		SELECT CASE WHEN i % 2 = 1 THEN $1::uuid ELSE $2::uuid END,
+		       CASE WHEN i % 2 = 1 THEN 'goodbye' ELSE 'weekly_review' END,
+		       CASE WHEN i % 2 = 1 THEN 'engagement.goodbye.self_select' ELSE 'engagement.weekly_review.celebration' END,
+		       '{"count":"2"}', 'individual', '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net',
+		       now() - (10 - i) * interval '1 minute', 'order-' || lpad(i::text, 2, '0')
+		  FROM generate_series(1, 10) AS i`, leaving, active)
+	for day, want := range [][]string{
+		{"order-01", "order-02", "order-03", "order-04"},
+		{"order-05", "order-06", "order-07", "order-08"},
+		{"order-09", "order-10"},
+	} {
+		p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+			Transport: hook, SendInterval: -1, DailyLimit: 4, Logger: zerolog.Nop(),
+			ClockOffset: time.Duration(day) * (delivery.BudgetWindow + time.Minute),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := pool.Query(context.Background(), `
+			SELECT idempotency_key FROM engagement_message_queue
+			 WHERE status = 'sent' AND sent_at > now() + $1::interval - interval '1 hour' ORDER BY 1`,
+			time.Duration(day)*(delivery.BudgetWindow+time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("day %d sent %v, want %v", day, got, want)
+		}
 	}
 }
