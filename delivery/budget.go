@@ -28,12 +28,12 @@ const BudgetWindow = 24 * time.Hour
 // row per transport (engagement_send_budgets) whose used counts the slots
 // spent in the window, and it is spent two ways:
 //
-//   - With ample room (tight: less than two claims' worth left), claims
-//     run side by side as they do without a budget, and each then spends
-//     a slot per recipient it claimed in one statement (budget_spend.sql:
-//     one row of engagement_send_budget_claims), if they fit; the row
-//     update is the only point where claims meet. Every message then
-//     fits, so their order does not matter.
+//   - With ample room (more than two claims' worth left: see tight),
+//     claims run side by side as they do without a budget, and each
+//     spends a slot per recipient it claimed in the claim statement itself
+//     (claim.sql: one row of engagement_send_budget_claims), if they fit;
+//     the row update is the only point where claims meet. Every message
+//     then fits, so their order does not matter.
 //   - Near the limit, a claim first locks the row (budget_lock.sql), drops
 //     what left the window (budget_prune.sql), claims, and applies the
 //     budget recipient by recipient in due order (budget_apply.sql: one
@@ -43,8 +43,8 @@ const BudgetWindow = 24 * time.Hour
 //     process they come from. The messages over the budget go back to
 //     pending, in line.
 //
-// A spend that finds less room than it needs (claims of other processes
-// took it) fails whole, and the claim is applied under the lock instead.
+// A claim that finds less room than it spends (claims of other processes
+// took it) fails whole, nothing claimed, and is made again under the lock.
 // So the limit holds however many processes run, and the budget errs only
 // on the side of sending less (a recipient of two claims made with room
 // counts twice).
@@ -213,7 +213,7 @@ func (p *Processor) refund(ids []string, ms []claimed) {
 }
 
 // claimSpend is the budget's slots a claim made with ample room spent
-// (budget_spend.sql): one per recipient, counted in its row id. A
+// (claim.sql): one per recipient, counted in its row id. A
 // recipient's slot is given back when every message of the claim to them
 // was handed back unsent.
 type claimSpend struct {
@@ -235,61 +235,8 @@ func (s *claimSpend) giveBack(m claimed) bool {
 	return s.left[m.DestinationJID] == 0
 }
 
-// applyBudget spends the budget on a batch claimed while the window had
-// ample room (budget_spend.sql: a slot per recipient, if they all fit),
-// and when they do not all fit after all (other claims took the room
-// meanwhile), holds back the ones it has no room for, under the budget's
-// lock (budget_apply.sql), and switches this processor's claims to taking
-// the lock first. It returns the messages that may go. It runs to its end
-// even when the run is stopping: it is short, and a batch whose budget is
-// not settled is not sent. When it fails, nothing of the batch is sent:
-// the run stops, and hands the claims back.
-func (p *Processor) applyBudget(batch []claimed) ([]claimed, error) {
-	spend := &claimSpend{left: map[string]int{}}
-	for _, m := range batch {
-		spend.left[m.DestinationJID]++
-	}
-	args := p.budgetArgs()
-	args["recipients"], args["daily_limit"] = len(spend.left), p.budget.limitNow()
-	var used int64
-	err := retryConflicts(func(ctx context.Context) error {
-		return p.pool.QueryRow(ctx, budgetSpendSQL, args).Scan(&used, &spend.id)
-	})
-	if err == nil {
-		p.budget.used.Store(used)
-		for i := range batch {
-			batch[i].spend = spend
-		}
-		return batch, nil
-	}
-	if !noRoom(err) {
-		return nil, fmt.Errorf("spend the send budget on a claim: %w", err)
-	}
-	// Not all of them fit: the budget is applied under its lock, and the
-	// next claims take the lock first.
-	p.budget.used.Store(int64(p.budget.limitNow()))
-	var out []claimed
-	err = retryConflicts(func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			if err := p.lockBudget(ctx, tx); err != nil {
-				return err
-			}
-			var err error
-			out, err = p.holdBack(ctx, tx, batch)
-			return err
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("apply the send budget to a claim: %w", err)
-	}
-	for range len(batch) - len(out) {
-		p.tally.deferral("budget")
-	}
-	return out, nil
-}
-
-// noRoom reports the error of budget_spend.sql when a claim's recipients
-// do not all fit in the budget's window (SQLSTATE EB001).
+// noRoom reports the error of a claim whose recipients do not all fit in
+// the budget's window (SQLSTATE EB001, claim.sql).
 func noRoom(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "EB001"

@@ -222,11 +222,32 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End
 	}
-	// Under a budget near its limit, the claim takes the budget's lock
-	// first and applies it in the same transaction, so that the slots
-	// left go in due order; with ample room, claims run side by side and
-	// the budget is applied after (applyBudget).
+	for {
+		batch, err := p.claimOnce(ctx, args)
+		if p.budget != nil && noRoom(err) {
+			// Other claims took the room this one counted on: nothing was
+			// claimed, and claims take the budget's lock from now on.
+			p.budget.used.Store(int64(p.budget.limitNow()))
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim messages: %w", err)
+		}
+		return batch, nil
+	}
+}
+
+// claimOnce runs the claim. Under a send budget with ample room, the claim
+// spends its slots itself (claim.sql's @spend_limit), side by side with
+// other claims; near the limit, it takes the budget's lock first and the
+// budget is applied to what it claimed in the same transaction
+// (budget_apply.sql), so that the last slots go in due order.
+func (p *Processor) claimOnce(ctx context.Context, args pgx.NamedArgs) ([]claimed, error) {
 	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
+	args["spend_limit"] = (*int)(nil)
+	if p.budget != nil && !inOrder {
+		args["spend_limit"] = p.budget.limitNow()
+	}
 	var (
 		batch []claimed
 		held  int
@@ -258,13 +279,10 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim messages: %w", err)
+		return nil, err
 	}
 	for range held {
 		p.tally.deferral("budget")
-	}
-	if p.budget != nil && !inOrder && len(batch) > 0 {
-		return p.applyBudget(batch)
 	}
 	return batch, nil
 }
@@ -273,16 +291,27 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 // cancelled and deferred ones counted.
 func (p *Processor) readClaim(rows pgx.Rows) ([]claimed, error) {
 	var (
-		batch   []claimed
-		verdict string
-		m       claimed
-		due     *time.Time
+		batch      []claimed
+		verdict    string
+		m          claimed
+		due        *time.Time
+		spendID    *int64
+		budgetUsed *int64
+		spend      *claimSpend
 	)
 	_, err := pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
-		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due}, func() error {
+		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due, &spendID, &budgetUsed}, func() error {
 		switch {
 		case verdict == "claimed":
 			m.Attempt = m.retryCount + 1
+			if spendID != nil {
+				if spend == nil {
+					spend = &claimSpend{id: *spendID, left: map[string]int{}}
+					p.budget.used.Store(*budgetUsed)
+				}
+				spend.left[m.DestinationJID]++
+				m.spend = spend
+			}
 			batch = append(batch, m)
 		case strings.HasPrefix(verdict, "deferred:"):
 			p.tally.deferral(strings.TrimPrefix(verdict, "deferred:"))

@@ -36,7 +36,6 @@ var (
 	budgetsSQL       = mustQuery("budgets")
 	budgetAdvanceSQL = mustQuery("budget_advance")
 	budgetApplySQL   = mustQuery("budget_apply")
-	budgetSpendSQL   = mustQuery("budget_spend")
 	budgetWaitingSQL = mustQuery("budget_waiting")
 )
 

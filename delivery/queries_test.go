@@ -19,7 +19,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	pgtest.ExplainAll(t, queryFiles, map[string]pgx.NamedArgs{
 		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": sender.DefaultLocale,
 			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour, "kinds": sendRules,
-			"clock_offset": time.Duration(0)},
+			"clock_offset": time.Duration(0), "transport": "webhook", "spend_limit": 10},
 		"start": {"id": id, "holder": "h", "claim_timeout": time.Minute, "transport": "webhook"},
 		"settle": {"ids": []string{id}, "statuses": []string{"sent"}, "provider_ids": []*string{nil},
 			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook",
@@ -37,7 +37,6 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"budgets":       {"window": BudgetWindow},
 		"budget_apply": {"ids": []string{id}, "holder": "h", "transport": "webhook", "clock_offset": time.Duration(0),
 			"window": BudgetWindow, "daily_limit": 10, "timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour},
-		"budget_spend":   {"recipients": 1, "transport": "webhook", "clock_offset": time.Duration(0), "daily_limit": 10},
 		"budget_waiting": {},
 		"budget_advance": {"transport": "webhook", "clock_offset": time.Duration(0), "daily_limit": 10},
 		"budget_refund":  {"transport": "webhook", "ids": []string{id}},

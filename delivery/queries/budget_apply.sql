@@ -10,7 +10,7 @@
 -- A recipient is the address a message goes to (destination_jid: a number
 -- or a group), kept as its MD5, a uuid: the budget stores no JID. A
 -- message to a recipient stamped in the window already costs nothing
--- (the slots of claims made with ample room, budget_spend.sql, are counted
+-- (the slots of claims made with ample room, claim.sql, are counted
 -- but not by recipient); the others
 -- take the free slots in claim order (the order they came due), one per
 -- recipient, and each recipient is stamped with this claim

@@ -22,8 +22,15 @@
 -- @timezone) stays pending, moved to the end of the quiet hours
 -- (engagement_quiet_until), deferred_reason 'quiet_hours'.
 --
--- Under a send budget, budget_apply.sql then holds back the messages the
--- budget has no room for, in a transaction of its own.
+-- Under a send budget with ample room (@spend_limit: the budget's limit;
+-- NULL otherwise), the claim spends a slot of @transport's budget per
+-- recipient it claimed (distinct destination_jid), as one row of
+-- engagement_send_budget_claims, counted onto the budget's used if they
+-- fit under @spend_limit. If not (other claims took the room), the whole
+-- statement fails with SQLSTATE EB001 (engagement_send_budget_full),
+-- nothing claimed, and the processor claims again under the budget's lock
+-- (budget_apply.sql). The row of engagement_send_budgets is updated last,
+-- so claims meet only from then to their commit.
 --
 -- Nullable columns come back coalesced and the params as raw JSON text, so
 -- no row can make the claim itself fail: a row that cannot be delivered
@@ -75,6 +82,20 @@ WITH due AS (
       FROM verdict v
      WHERE q.id = v.id
     RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why
+), spent AS (
+    INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients)
+    SELECT @transport, now() + @clock_offset::interval, count(DISTINCT coalesce(s.destination_jid, ''))
+      FROM settled s
+     WHERE @spend_limit::int IS NOT NULL AND s.reason IS NULL AND s.defer_until IS NULL
+    HAVING count(*) > 0
+    RETURNING id, recipients
+), counted AS (
+    UPDATE engagement_send_budgets b
+       SET used = b.used + s.recipients
+      FROM spent s
+     WHERE b.transport = @transport
+       AND b.used + s.recipients <= @spend_limit::int
+    RETURNING b.used
 )
 SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
             WHEN s.defer_until IS NOT NULL THEN 'deferred:' || s.why
@@ -89,6 +110,9 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
        coalesce(s.destination_jid, '')     AS destination_jid,
        coalesce(s.idempotency_key, s.id::text) AS idempotency_key,
        coalesce(s.retry_count, 0)         AS retry_count,
-       s.scheduled_for
+       s.scheduled_for,
+       (SELECT id FROM spent)              AS spend_id,
+       coalesce((SELECT used FROM counted),
+                CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used
   FROM settled s
  ORDER BY s.scheduled_for, s.id;
