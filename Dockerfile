@@ -9,11 +9,14 @@
 #   docker run --rm -e DATABASE_URL engagement-scheduler:dev engagementctl migrate up
 #   docker run --rm -e DATABASE_URL -e ENGAGEMENT_WEBHOOK_URL -e ENGAGEMENT_WEBHOOK_SECRET \
 #     engagement-scheduler:dev queue-process --transport webhook \
-#     --quiet-hours 21:00-09:00 --timezone America/Sao_Paulo --output json
+#     --quiet-hours 21:00-09:00 --timezone America/Sao_Paulo \
+#     --daily-limit 300 --daily-limit-ramp 50,1.5 --output json
 #
-# Quiet hours are off in the binaries; every example and manifest we ship
-# sets them (nothing is sent from 21:00 to 09:00 in the user's zone,
-# São Paulo's when unknown): see docs/deploy.md, "Waking hours".
+# Quiet hours and the send budget are off in the binaries; every example
+# and manifest we ship sets them (nothing is sent from 21:00 to 09:00 in
+# the user's zone, São Paulo's when unknown; at most 300 people a day,
+# warmed up from 50): see docs/deploy.md, "Waking hours", and
+# docs/delivery.md, "The send budget".
 
 # Keep in step with the go directive in go.mod (deploy's tests check it).
 ARG GO_VERSION=1.26
