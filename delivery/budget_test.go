@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/delivery"
@@ -77,19 +76,6 @@ func newBudgetBot(t *testing.T, hold bool) (*budgetBot, transport.Transport) {
 	return b, hook
 }
 
-// queueDistinct queues n due weekly reviews of one active user, each to a
-// recipient (a destination JID) of its own.
-func queueDistinct(t *testing.T, pool *pgxpool.Pool, n int) {
-	t.Helper()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net', now() - ($2 - i) * interval '1 second', 'ramp-' || i
-		  FROM generate_series(1, $2) AS i`, user, n)
-}
-
 // A ramp of 2,2 under a limit of 5 sends to 2 recipients on its first
 // day, 4 the next (the line moves up to use the room the ramp made), then
 // 5, the limit, each day after.
@@ -97,7 +83,7 @@ func TestRampGrowsTheBudgetDayByDay(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	bot, hook := newBudgetBot(t, false)
-	queueDistinct(t, pool, 20)
+	fixture.DueToRecipients(t, pool, 20, "budget-")
 	for day, want := range []int{2, 4, 5, 5, 4} {
 		p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
 			Transport: hook, SendInterval: -1, Logger: zerolog.Nop(),
@@ -139,7 +125,7 @@ func TestMessagesHandedBackGiveTheirBudgetBack(t *testing.T) {
 			t.Parallel()
 			pool, _ := pgtest.NewPool(t)
 			bot, hook := newBudgetBot(t, true)
-			queueDistinct(t, pool, 8)
+			fixture.DueToRecipients(t, pool, 8, "budget-")
 			p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
 				Transport: hook, SendInterval: -1, Workers: 1, DailyLimit: tc.limit, Logger: zerolog.Nop(),
 			})
@@ -196,7 +182,7 @@ func TestBudgetNeverMovesAMessageIntoQuietHours(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	_, hook := newBudgetBot(t, false)
-	queueDistinct(t, pool, 3)
+	fixture.DueToRecipients(t, pool, 3, "budget-")
 	fixture.Exec(t, pool, `
 		INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at)
 		VALUES ('webhook', gen_random_uuid(), now() - interval '22 hours')`)

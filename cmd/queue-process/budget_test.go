@@ -62,22 +62,6 @@ func (r *recipients) take(t *testing.T, seen map[string]bool) []string {
 	return keys
 }
 
-// queueBacklog queues n due weekly reviews of one active user, each to a
-// recipient of its own (a recipient is a destination JID), message i due
-// n-i seconds ago: their due order is their number. Keys are
-// "budget-00001" and on.
-func queueBacklog(t *testing.T, pool *pgxpool.Pool, n int) {
-	t.Helper()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net', now() - ($2 - i) * interval '1 second',
-		       'budget-' || lpad(i::text, 5, '0')
-		  FROM generate_series(1, $2) AS i`, user, n)
-}
-
 // dbNow is the database clock.
 func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
 	t.Helper()
@@ -111,7 +95,7 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	bot := newRecipients(t)
-	queueBacklog(t, pool, 30)
+	fixture.DueToRecipients(t, pool, 30, "budget-")
 	start := dbNow(t, pool)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT=10")
 	// Paced, each worker claims 4 at a time: the two processes' 32 workers
@@ -207,7 +191,7 @@ func TestBacklogDrainsInOrderUnderTheBudget(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	bot := newRecipients(t)
 	const n, limit = 5000, 1000
-	queueBacklog(t, pool, n)
+	fixture.DueToRecipients(t, pool, n, "budget-")
 	start := dbNow(t, pool)
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	seen := map[string]bool{}
