@@ -37,16 +37,6 @@ func deliver(t *testing.T, pool *pgxpool.Pool) delivery.ProcessSummary {
 	return sum
 }
 
-// dbNow is the database clock, which sent_at is written with.
-func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
-	t.Helper()
-	var now time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
-	return now
-}
-
 // Issue 23: re-running a missed day 9 days late queued 4 goodbyes, the next
 // normal run timed those users out (48 h after the old as-of), and
 // queue-process cancelled the goodbyes as stale: the users went dormant
@@ -54,7 +44,7 @@ func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
 func TestALateRerunGivesEveryUser48HoursFromDelivery(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	now := dbNow(t, pool)
+	now := fixture.Now(t, pool)
 	day := 24 * time.Hour
 	missed := now.Add(-9 * day)
 	users := make([]string, 4)
@@ -78,7 +68,7 @@ func TestALateRerunGivesEveryUser48HoursFromDelivery(t *testing.T) {
 	if sum := deliver(t, pool); sum.Sent != 4 || sum.Cancelled != 0 {
 		t.Fatalf("delivery: %+v; want the 4 goodbyes sent, none cancelled", sum)
 	}
-	sentAt := dbNow(t, pool)
+	sentAt := fixture.Now(t, pool)
 	// 47 hours after delivery: still time to answer.
 	runDaily(t, pool, scheduler.Config{AsOf: sentAt.Add(47 * time.Hour), Logger: zerolog.Nop()})
 	for _, u := range users {
@@ -103,7 +93,7 @@ func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
-	now := dbNow(t, pool)
+	now := fixture.Now(t, pool)
 	day := 24 * time.Hour
 	queuedAt := now.Add(-5 * day)
 	failed := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * day)})
@@ -165,7 +155,7 @@ func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 func TestTheReminderIsAChoice(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	now := dbNow(t, pool)
+	now := fixture.Now(t, pool)
 	remindAt := now.Add(-time.Hour).Truncate(time.Millisecond)
 	user := func(optedOut bool) string {
 		return fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: now.Add(-20 * 24 * time.Hour),

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -62,16 +60,6 @@ func (r *recipients) take(t *testing.T, seen map[string]bool) []string {
 	return keys
 }
 
-// dbNow is the database clock.
-func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
-	t.Helper()
-	var now time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
-	return now
-}
-
 func queueSummary(t *testing.T, res cmdtest.Result) delivery.ProcessSummary {
 	t.Helper()
 	if res.Code != 0 {
@@ -96,7 +84,7 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	bot := newRecipients(t)
 	fixture.DueToRecipients(t, pool, 30, "budget-")
-	start := dbNow(t, pool)
+	start := fixture.Now(t, pool)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT=10")
 	// Paced, each worker claims 4 at a time: the two processes' 32 workers
 	// claim side by side, and the budget is all that keeps them to 10.
@@ -192,7 +180,7 @@ func TestBacklogDrainsInOrderUnderTheBudget(t *testing.T) {
 	bot := newRecipients(t)
 	const n, limit = 5000, 1000
 	fixture.DueToRecipients(t, pool, n, "budget-")
-	start := dbNow(t, pool)
+	start := fixture.Now(t, pool)
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	seen := map[string]bool{}
 	for w := range 5 {
