@@ -137,8 +137,10 @@ func (b *budget) limitNow() int {
 }
 
 // openBudget records the processor's budget on its transport
-// (budget_create, budget_lock, budget_open: the limit and ramp shown to
-// operators, the ramp's first day, used counted afresh) and returns it.
+// (budget_create, budget_lock, budget_prune, budget_open: the limit and
+// ramp shown to operators, the ramp's first day, used counted afresh once
+// what left the window is gone, so that no later prune counts it off
+// again) and returns it.
 func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 	b := &budget{limit: p.cfg.DailyLimit, ramp: p.cfg.Ramp}
 	args := p.budgetArgs()
@@ -150,11 +152,14 @@ func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(budgetCreateSQL, args)
 	batch.Queue(budgetLockSQL, args)
+	batch.Queue(budgetPruneSQL, args)
 	batch.Queue(budgetOpenSQL, args)
 	br := p.pool.SendBatch(ctx, batch)
-	_, err := br.Exec()
-	if err == nil {
-		_, err = br.Exec()
+	var err error
+	for range 3 {
+		if err == nil {
+			_, err = br.Exec()
+		}
 	}
 	var (
 		rampStarted *time.Time

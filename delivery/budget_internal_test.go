@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -63,5 +64,31 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 	}
 	if got := p.tally.deferred["budget"]; got != 1 {
 		t.Errorf("%d counted as deferred for the budget, want 1", got)
+	}
+}
+
+// A run that opens the budget counts what is in the window afresh, and
+// drops what left it first: a prune after it must not count the old slots
+// off a second time, or the budget would let that many more through.
+func TestOpeningTheBudgetCountsNothingOffTwice(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_send_budgets (transport, daily_limit, used) VALUES ('log', 10, 8);
+		INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients)
+		VALUES ('log', now() - interval '25 hours', 3), ('log', now() - interval '1 hour', 5)`)
+	p, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, DailyLimit: 10, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.budget, err = p.openBudget(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return p.lockBudget(ctx, tx) }); err != nil {
+		t.Fatal(err)
+	}
+	if used := fixture.Count(t, pool, `SELECT used FROM engagement_send_budgets WHERE transport = 'log'`); used != 5 || p.budget.used.Load() != 5 {
+		t.Errorf("used %d (the processor saw %d) after opening and a prune, want the 5 slots in the window", used, p.budget.used.Load())
 	}
 }

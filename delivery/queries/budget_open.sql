@@ -3,8 +3,10 @@
 -- day (kept while the ramp is unchanged; now, on the processor's clock,
 -- @clock_offset ahead of the database's, when it starts or changes), and
 -- used counted afresh from the slots spent in the window. Runs after
--- budget_create.sql and budget_lock.sql, in their transaction. Returns the
--- ramp's first day, the processor's clock and the recipients in the window.
+-- budget_create.sql, budget_lock.sql and budget_prune.sql, in their
+-- transaction: nothing out of the window is left for a later prune to
+-- count off again. Returns the ramp's first day, the processor's clock and
+-- the slots spent in the window.
 UPDATE engagement_send_budgets b
    SET daily_limit = @daily_limit::int,
        ramp_started_at = CASE WHEN @ramp_start::int IS NULL THEN NULL
