@@ -107,6 +107,13 @@ func TestConfigurationErrors(t *testing.T) {
 		{"bad quiet hours", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--quiet-hours", "25:00-08:00"}, "--quiet-hours"},
 		{"quiet hours of no length", []string{"DATABASE_URL=" + url, "ENGAGEMENT_QUIET_HOURS=08:00-08:00"}, []string{"--transport", "log"}, "--quiet-hours"},
 		{"unknown time zone", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--timezone", "Mars/Olympus_Mons"}, "--timezone"},
+		{"negative daily limit", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--daily-limit", "-1"}, "--daily-limit"},
+		{"daily limit not a number", []string{"DATABASE_URL=" + url, "ENGAGEMENT_DAILY_LIMIT=lots"}, []string{"--transport", "log"}, "ENGAGEMENT_DAILY_LIMIT"},
+		{"ramp without a limit", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--daily-limit-ramp", "50,2"}, "--daily-limit-ramp needs --daily-limit"},
+		{"bad ramp", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--daily-limit", "300", "--daily-limit-ramp", "50"}, "START,FACTOR"},
+		{"ramp shrinking", []string{"DATABASE_URL=" + url, "ENGAGEMENT_DAILY_LIMIT_RAMP=50,0.5"}, []string{"--transport", "log", "--daily-limit", "300"}, "factor"},
+		{"as-of in the past", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--as-of", "2020-01-01T00:00:00Z"}, "can only simulate a later instant"},
+		{"as-of in the future without the flag", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--as-of", "2099-01-01T00:00:00Z"}, "--allow-future-as-of"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
