@@ -20,8 +20,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -39,8 +37,8 @@ var (
 
 // WindowArgs are the named arguments @window_start and @as_of of a
 // statement over the week that ends at asOf: (asOf − 7 days, asOf].
-func WindowArgs(asOf time.Time) pgx.NamedArgs {
-	return pgx.NamedArgs{"window_start": asOf.Add(-sm.WeeklyWindow), "as_of": asOf}
+func WindowArgs(asOf time.Time) sqlfile.Args {
+	return sqlfile.Args{"window_start": asOf.Add(-sm.WeeklyWindow), "as_of": asOf}
 }
 
 // ActiveUser is a user active in the window.
@@ -91,7 +89,7 @@ func ActivityCount(ctx context.Context, db Querier, userID string, days int, asO
 		return 0, fmt.Errorf("activity count: days must not be negative, got %d", days)
 	}
 	var n int
-	err := db.QueryRow(ctx, activityCountSQL, pgx.NamedArgs{
+	err := db.QueryRow(ctx, activityCountSQL, sqlfile.Args{
 		"user_id": userID, "since": asOf.AddDate(0, 0, -days), "as_of": asOf,
 	}).Scan(&n)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
@@ -51,7 +50,7 @@ type FireOptions struct {
 // user's state is a *sm.TransitionError (wrapping sm.ErrInvalidTransition);
 // each leaves the user as they were.
 func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOptions) (sm.State, error) {
-	args := pgx.NamedArgs{"user_id": userID, "trigger": string(t), "at": nil, "request_key": nil}
+	args := sqlfile.Args{"user_id": userID, "trigger": string(t), "at": nil, "request_key": nil}
 	if !o.At.IsZero() {
 		args["at"] = o.At
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/repair"
 )
 
@@ -135,7 +136,7 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.QueryRow(ctx, query("audit_insert"), pgx.NamedArgs{
+	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
 		"actor": u.Name, "action": action, "filter": filter, "messages": res.Messages,
 	}).Scan(&res.AuditID); err != nil {
 		return nil, err

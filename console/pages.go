@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/verify"
@@ -99,7 +100,7 @@ func (s *server) overview(ctx context.Context) (any, error) {
 		for _, c := range o.States {
 			nowStates, nowUsers = append(nowStates, c.State), append(nowUsers, c.Users)
 		}
-		rows, _ = tx.Query(ctx, query("states_weekly"), pgx.NamedArgs{
+		rows, _ = tx.Query(ctx, query("states_weekly"), sqlfile.Args{
 			"as_of": asOf, "weeks": Weeks, "states": o.StateList, "initial_state": string(sm.Active),
 			"now_states": nowStates, "now_users": nowUsers,
 		})
@@ -122,7 +123,7 @@ func (s *server) overview(ctx context.Context) (any, error) {
 		if o.Funnel, err = funnel(ctx, tx, asOf); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("reviews_weekly"), pgx.NamedArgs{
+		rows, _ = tx.Query(ctx, query("reviews_weekly"), sqlfile.Args{
 			"as_of": asOf, "weeks": Weeks, "message_type": string(sm.WeeklyReviewMessage),
 		})
 		o.Reviews, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReviewWeek])
@@ -134,7 +135,7 @@ func (s *server) overview(ctx context.Context) (any, error) {
 // funnel reads the goodbye funnel, its triggers and states from the state
 // machine's table.
 func funnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
-	rows, _ := tx.Query(ctx, query("funnel"), pgx.NamedArgs{
+	rows, _ := tx.Query(ctx, query("funnel"), sqlfile.Args{
 		"as_of":               asOf,
 		"weeks":               Weeks,
 		"window":              ReactivationWindow,
@@ -276,7 +277,7 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			q.matrix[[2]string{c.Kind, c.Status}] = c.Messages
 		}
 		p := &q.Pending
-		if err := tx.QueryRow(ctx, query("queue_pending"), pgx.NamedArgs{"as_of": asOf}).Scan(
+		if err := tx.QueryRow(ctx, query("queue_pending"), sqlfile.Args{"as_of": asOf}).Scan(
 			&p.Due, &p.OldestDue, &p.QuietHours, &p.QuietHoursUntil, &p.Budget, &p.Retrying, &p.Later); err != nil {
 			return err
 		}
@@ -287,15 +288,15 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			return err
 		}
 		q.Latency.Window = latencyWindow.String()
-		if err := tx.QueryRow(ctx, query("queue_latency"), pgx.NamedArgs{"as_of": asOf, "window": latencyWindow}).Scan(
+		if err := tx.QueryRow(ctx, query("queue_latency"), sqlfile.Args{"as_of": asOf, "window": latencyWindow}).Scan(
 			&q.Latency.Sent, &q.Latency.P50, &q.Latency.P95); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("queue_throughput"), pgx.NamedArgs{"as_of": asOf, "hours": throughputHours})
+		rows, _ = tx.Query(ctx, query("queue_throughput"), sqlfile.Args{"as_of": asOf, "hours": throughputHours})
 		if q.Throughput, err = pgx.CollectRows(rows, pgx.RowToStructByPos[HourCount]); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("queue_failures"), pgx.NamedArgs{"max_groups": maxFailureRows})
+		rows, _ = tx.Query(ctx, query("queue_failures"), sqlfile.Args{"max_groups": maxFailureRows})
 		if q.Failures, err = pgx.CollectRows(rows, pgx.RowToStructByPos[FailureGroup]); err != nil {
 			return err
 		}
@@ -424,7 +425,7 @@ const maxRuns = 200
 func (s *server) runs(r *http.Request) (any, error) {
 	var out Runs
 	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
-		rows, _ := tx.Query(r.Context(), query("runs"), pgx.NamedArgs{"limit": maxRuns})
+		rows, _ := tx.Query(r.Context(), query("runs"), sqlfile.Args{"limit": maxRuns})
 		var err error
 		out.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 			var run Run
@@ -550,7 +551,7 @@ func (s *server) user(r *http.Request) (any, error) {
 	out.ID = id.String()
 	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
 		ctx := r.Context()
-		args := pgx.NamedArgs{"user_id": out.ID, "limit": maxUserRows}
+		args := sqlfile.Args{"user_id": out.ID, "limit": maxUserRows}
 		var st UserState
 		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
 			&st.GoodbyeExpiresAt, &st.RemindAt, &st.CreatedAt, &st.OptedOut, &st.Destination, &st.JID, &st.HasProfile)
@@ -664,7 +665,7 @@ const maxAuditRows = 500
 func (s *server) audit(r *http.Request) (any, error) {
 	var out Audit
 	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-		rows, _ := tx.Query(r.Context(), query("audit"), pgx.NamedArgs{"limit": maxAuditRows})
+		rows, _ := tx.Query(r.Context(), query("audit"), sqlfile.Args{"limit": maxAuditRows})
 		var err error
 		out.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
 			var e AuditEntry

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // BudgetWindow is the send budget's window: a budget of N lets at most N
@@ -180,8 +182,8 @@ func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 }
 
 // budgetArgs are the arguments every budget statement takes.
-func (p *Processor) budgetArgs() pgx.NamedArgs {
-	return pgx.NamedArgs{"transport": p.cfg.Transport.Name(), "clock_offset": p.cfg.ClockOffset, "window": BudgetWindow}
+func (p *Processor) budgetArgs() sqlfile.Args {
+	return sqlfile.Args{"transport": p.cfg.Transport.Name(), "clock_offset": p.cfg.ClockOffset, "window": BudgetWindow}
 }
 
 // refund gives back the budget slots of messages handed back unsent
@@ -379,7 +381,7 @@ type BudgetReport struct {
 // ReadBudgets reads every transport's send budget (budgets.sql), by
 // transport name; none when no queue-process ever ran with --daily-limit.
 func ReadBudgets(ctx context.Context, db Querier) ([]BudgetReport, error) {
-	rows, err := db.Query(ctx, budgetsSQL, pgx.NamedArgs{"window": BudgetWindow})
+	rows, err := db.Query(ctx, budgetsSQL, sqlfile.Args{"window": BudgetWindow})
 	if err != nil {
 		return nil, fmt.Errorf("read the send budgets: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -84,7 +85,7 @@ func (l *lease) usable() bool {
 // when recovery buried this holder.
 func (p *Processor) hold(ctx context.Context, db Querier) (bool, error) {
 	from := time.Now()
-	rows, err := db.Query(ctx, holdSQL, pgx.NamedArgs{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
+	rows, err := db.Query(ctx, holdSQL, sqlfile.Args{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
 	if err != nil {
 		return false, fmt.Errorf("renew the claims' lease: %w", err)
 	}
@@ -207,7 +208,7 @@ func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, 
 // server cancelled it (nothing was claimed) or its rows arrive, and the
 // caller releases them.
 func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
-	args := pgx.NamedArgs{
+	args := sqlfile.Args{
 		"holder":         p.holder,
 		"claim_timeout":  p.cfg.ClaimTimeout,
 		"batch":          p.cfg.ClaimBatch,
@@ -242,7 +243,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 // other claims; near the limit, it takes the budget's lock first and the
 // budget is applied to what it claimed in the same transaction
 // (budget_apply.sql), so that the last slots go in due order.
-func (p *Processor) claimOnce(ctx context.Context, args pgx.NamedArgs) ([]claimed, error) {
+func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Args) ([]claimed, error) {
 	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
 	args["spend_limit"] = (*int)(nil)
 	if p.budget != nil && !inOrder {
@@ -335,7 +336,7 @@ func (p *Processor) release(ms []claimed) error {
 		ids[i] = m.ID
 	}
 	err := retryConflicts(func(ctx context.Context) error {
-		_, err := p.pool.Exec(ctx, releaseSQL, pgx.NamedArgs{"ids": ids, "holder": p.holder})
+		_, err := p.pool.Exec(ctx, releaseSQL, sqlfile.Args{"ids": ids, "holder": p.holder})
 		return err
 	})
 	if err != nil {
@@ -368,7 +369,7 @@ func (p *Processor) recoverClaims(ctx context.Context, own string) (int, []strin
 		n       int
 		pending []string
 	)
-	err := p.pool.QueryRow(ctx, recoverSQL, pgx.NamedArgs{
+	err := p.pool.QueryRow(ctx, recoverSQL, sqlfile.Args{
 		"own":          own,
 		"transport":    p.cfg.Transport.Name(),
 		"deduplicates": p.cfg.Transport.Deduplicates(),
@@ -397,7 +398,7 @@ func (p *Processor) handBack() (left int, err error) {
 		n, pending, err = p.recoverClaims(ctx, p.holder)
 		if err == nil {
 			p.refund(pending, nil)
-			_, err = p.pool.Exec(ctx, unholdSQL, pgx.NamedArgs{"holder": p.holder})
+			_, err = p.pool.Exec(ctx, unholdSQL, sqlfile.Args{"holder": p.holder})
 		}
 		cancel()
 		if err == nil {

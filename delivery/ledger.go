@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // recordTimeout bounds a statement that records a delivery: it runs even
@@ -63,7 +65,7 @@ func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
 	if !r.p.lease.usable() {
 		return false, nil
 	}
-	args := pgx.NamedArgs{"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name()}
+	args := sqlfile.Args{"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name()}
 	var started []string
 	err := r.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		rows, _ := conn.Query(ctx, startSQL, args)
@@ -131,7 +133,7 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 			attempted[i] = 1
 		}
 	}
-	args := pgx.NamedArgs{
+	args := sqlfile.Args{
 		"ids": ids, "statuses": statuses, "provider_ids": providerIDs, "retry_ins": retryIns,
 		"errors": errTexts, "attempted": attempted, "holder": p.holder, "transport": p.cfg.Transport.Name(),
 		"clock_offset": p.cfg.ClockOffset,
@@ -167,7 +169,7 @@ func nullIfEmpty(s string) *string {
 const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // settleOnce runs settle.sql once and returns the ids it recorded.
-func (p *Processor) settleOnce(ctx context.Context, args pgx.NamedArgs, lazy bool) ([]string, error) {
+func (p *Processor) settleOnce(ctx context.Context, args sqlfile.Args, lazy bool) ([]string, error) {
 	if !lazy {
 		rows, _ := p.pool.Query(ctx, settleSQL, args)
 		return pgx.CollectRows(rows, pgx.RowTo[string])

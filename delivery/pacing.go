@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // pacer keeps the sends on one transport at least interval apart at their
@@ -73,7 +75,7 @@ func (p *pacer) reserve(ctx context.Context) (time.Duration, error) {
 	// not wait for the disk.
 	b := &pgx.Batch{}
 	b.Queue(lazyCommitSQL)
-	b.Queue(paceSQL, pgx.NamedArgs{"transport": p.transport, "interval": p.interval + p.interval/paceMargin})
+	b.Queue(paceSQL, sqlfile.Args{"transport": p.transport, "interval": p.interval + p.interval/paceMargin})
 	br := p.pool.SendBatch(ctx, b)
 	var delay time.Duration
 	_, err := br.Exec()

@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -28,6 +27,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -746,7 +746,7 @@ func (p *Processor) pastDeadline() bool {
 // 0 when one is due already.
 func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
 	var wait *time.Duration
-	if err := p.pool.QueryRow(ctx, nextDueSQL, pgx.NamedArgs{"clock_offset": p.cfg.ClockOffset}).Scan(&wait); err != nil {
+	if err := p.pool.QueryRow(ctx, nextDueSQL, sqlfile.Args{"clock_offset": p.cfg.ClockOffset}).Scan(&wait); err != nil {
 		return 0, false, fmt.Errorf("look for retries: %w", err)
 	}
 	if wait == nil {

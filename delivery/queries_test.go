@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
 )
@@ -15,8 +14,8 @@ import (
 func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
 	id := "00000000-0000-0000-0000-000000000001"
-	budget := pgx.NamedArgs{"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow}
-	pgtest.ExplainAll(t, queryFiles, map[string]pgx.NamedArgs{
+	budget := sqlfile.Args{"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow}
+	pgtest.ExplainAll(t, queryFiles, map[string]sqlfile.Args{
 		"claim": {"holder": "h", "claim_timeout": time.Minute, "batch": 10, "default_locale": sender.DefaultLocale,
 			"timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour, "kinds": sendRules,
 			"clock_offset": time.Duration(0), "transport": "webhook", "spend_limit": 10},
@@ -39,7 +38,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 			"window": BudgetWindow, "daily_limit": 10, "timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour},
 		"budget_waiting": {},
 		"budget_advance": {"transport": "webhook", "clock_offset": time.Duration(0), "daily_limit": 10},
-		"budget_refund":  {"transport": "webhook", "ids": []string{id}},
+		"budget_refund":  {"transport": "webhook", "ids": []string{id}, "claims": []int64{1}, "counts": []int32{1}},
 		"budget_open": {"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow, "daily_limit": 10,
 			"ramp_start": 100, "ramp_factor": 2.0},
 	})

@@ -51,7 +51,7 @@ func (s *Postgres) Check(ctx context.Context, key string, ttl time.Duration) (bo
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
 	var isNew bool
-	err := s.pool.QueryRow(octx, checkSQL, pgx.NamedArgs{"key": s.prefix + key, "now": now, "expires_at": now.Add(s.ttlOr(ttl))}).Scan(&isNew)
+	err := s.pool.QueryRow(octx, checkSQL, sqlfile.Args{"key": s.prefix + key, "now": now, "expires_at": now.Add(s.ttlOr(ttl))}).Scan(&isNew)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // a live duplicate
 	}
@@ -73,7 +73,7 @@ func (s *Postgres) StoreResult(ctx context.Context, key string, result []byte, t
 	now := s.now()
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(octx, storeResultSQL, pgx.NamedArgs{
+	_, err := s.pool.Exec(octx, storeResultSQL, sqlfile.Args{
 		"key": s.prefix + key, "result": result, "now": now, "expires_at": now.Add(s.ttlOr(ttl)),
 	})
 	return s.fail(ctx, "store result", key, err)
@@ -87,7 +87,7 @@ func (s *Postgres) GetResult(ctx context.Context, key string) ([]byte, bool, err
 		result []byte
 		isNull bool
 	)
-	err := s.pool.QueryRow(octx, getResultSQL, pgx.NamedArgs{"key": s.prefix + key, "now": s.now()}).Scan(&result, &isNull)
+	err := s.pool.QueryRow(octx, getResultSQL, sqlfile.Args{"key": s.prefix + key, "now": s.now()}).Scan(&result, &isNull)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -107,7 +107,7 @@ func (s *Postgres) GetResult(ctx context.Context, key string) ([]byte, bool, err
 func (s *Postgres) Forget(ctx context.Context, key string) error {
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(octx, forgetSQL, pgx.NamedArgs{"key": s.prefix + key})
+	_, err := s.pool.Exec(octx, forgetSQL, sqlfile.Args{"key": s.prefix + key})
 	return s.fail(ctx, "forget", key, err)
 }
 
@@ -126,7 +126,7 @@ func (s *Postgres) DeleteExpired(ctx context.Context, before time.Time, batch in
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, deleteExpiredSQL, pgx.NamedArgs{"before": before, "batch": batch})
+		tag, err := s.pool.Exec(ctx, deleteExpiredSQL, sqlfile.Args{"before": before, "batch": batch})
 		if err != nil {
 			return total, fmt.Errorf("idempotency store: postgres delete expired: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -280,7 +281,7 @@ func (mg *Migrator) inspectBotTables(ctx context.Context) ([]AdoptedTable, []Dif
 	for i, t := range botTables {
 		names[i] = t.name
 	}
-	rows, err := mg.db.QueryContext(ctx, adoptColumnsSQL, pgx.NamedArgs{"tables": names})
+	rows, err := mg.db.QueryContext(ctx, adoptColumnsSQL, sqlfile.Args{"tables": names})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the existing tables: %w", err)
 	}
@@ -374,7 +375,7 @@ func (mg *Migrator) compareContents(ctx context.Context, need tableNeed, have *e
 			continue
 		}
 		var ok bool
-		err := mg.db.QueryRowContext(ctx, adoptUniqueSQL, pgx.NamedArgs{"table": need.name, "column": column}).Scan(&ok)
+		err := mg.db.QueryRowContext(ctx, adoptUniqueSQL, sqlfile.Args{"table": need.name, "column": column}).Scan(&ok)
 		if err != nil {
 			return nil, fmt.Errorf("read the indexes of %s: %w", need.name, err)
 		}
@@ -387,7 +388,7 @@ func (mg *Migrator) compareContents(ctx context.Context, need tableNeed, have *e
 		if _, ok := have.columns[v.column]; !ok {
 			continue
 		}
-		rows, err := mg.db.QueryContext(ctx, v.query, pgx.NamedArgs{"allowed": v.allowed})
+		rows, err := mg.db.QueryContext(ctx, v.query, sqlfile.Args{"allowed": v.allowed})
 		if err != nil {
 			return nil, fmt.Errorf("read the values of %s.%s: %w", need.name, v.column, err)
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // concurrentIndex is an index one of the embedded migrations builds with
@@ -227,7 +229,7 @@ func (mg *Migrator) describe(pgErr *pgconn.PgError) error {
 func (mg *Migrator) awaitWriters(table string) error {
 	ctx := mg.ctx
 	writers := func() (map[string]uint32, error) {
-		rows, err := mg.gate.Query(ctx, writersSQL, pgx.NamedArgs{"table": table})
+		rows, err := mg.gate.Query(ctx, writersSQL, sqlfile.Args{"table": table})
 		if err != nil {
 			return nil, fmt.Errorf("look for transactions writing to %s: %w", table, err)
 		}
@@ -275,7 +277,7 @@ func (mg *Migrator) awaitWriters(table string) error {
 
 func (mg *Migrator) indexState(idx concurrentIndex) (string, error) {
 	var state string
-	if err := mg.gate.QueryRow(mg.ctx, indexStateSQL, pgx.NamedArgs{"index": idx.name}).Scan(&state); err != nil {
+	if err := mg.gate.QueryRow(mg.ctx, indexStateSQL, sqlfile.Args{"index": idx.name}).Scan(&state); err != nil {
 		return "", fmt.Errorf("check index %s: %w", idx.name, err)
 	}
 	return state, nil

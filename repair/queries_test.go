@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -14,9 +13,9 @@ import (
 func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
 	id := "00000000-0000-0000-0000-000000000001"
-	pgtest.ExplainAll(t, queryFiles, map[string]pgx.NamedArgs{
+	pgtest.ExplainAll(t, queryFiles, map[string]sqlfile.Args{
 		"ops_requeue": {"status": "failed", "ids": []string{id}, "message_type": "goodbye", "reason": nil,
-			"error_contains": "HTTP 5", "since": time.Now(), "until": time.Now(), "dry_run": false},
+			"error_contains": "HTTP 5", "error_group": nil, "since": time.Now(), "until": time.Now(), "dry_run": false},
 		"ops_cancel": {"ids": []string{}, "user_id": id, "message_type": nil, "idempotency_key": "k", "all": false, "dry_run": true},
 	})
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -167,7 +167,7 @@ func Requeue(ctx context.Context, db postgres.Querier, f RequeueFilter, dryRun b
 		return 0, err
 	}
 	var n int64
-	err := db.QueryRow(ctx, opsRequeueSQL, pgx.NamedArgs{
+	err := db.QueryRow(ctx, opsRequeueSQL, sqlfile.Args{
 		"status":         f.Status,
 		"ids":            f.IDs,
 		"message_type":   nullIfEmpty(f.Type),
@@ -193,7 +193,7 @@ func Cancel(ctx context.Context, db postgres.Querier, f CancelFilter, dryRun boo
 		return 0, err
 	}
 	var n int64
-	err := db.QueryRow(ctx, opsCancelSQL, pgx.NamedArgs{
+	err := db.QueryRow(ctx, opsCancelSQL, sqlfile.Args{
 		"ids":             f.IDs,
 		"user_id":         nullIfEmpty(f.UserID),
 		"message_type":    nullIfEmpty(f.Type),

@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -13,7 +12,7 @@ import (
 // that no longer matches the schema fails here rather than in production.
 func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
-	pgtest.ExplainAll(t, queryFiles, map[string]pgx.NamedArgs{
+	pgtest.ExplainAll(t, queryFiles, map[string]sqlfile.Args{
 		"cleanup_count":      {"cutoff": time.Now()},
 		"cleanup_delete":     {"cutoff": time.Now(), "n": 10},
 		"cleanup_count_keys": {"as_of": time.Now()},

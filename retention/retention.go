@@ -11,10 +11,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // DefaultRetention is how long settled messages are kept by default.
@@ -62,13 +62,13 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 	}
 	sum := CleanupSummary{Cutoff: cfg.AsOf.Add(-cfg.OlderThan).UTC(), DryRun: cfg.DryRun}
 	batch := cmp.Or(cfg.BatchSize, 5000)
-	args := pgx.NamedArgs{"cutoff": sum.Cutoff, "n": batch}
+	args := sqlfile.Args{"cutoff": sum.Cutoff, "n": batch}
 	if cfg.DryRun {
 		err := pool.QueryRow(ctx, cleanupCountSQL, args).Scan(&sum.Messages, &sum.Ledger)
 		if err != nil {
 			return sum, fmt.Errorf("count old messages: %w", err)
 		}
-		err = pool.QueryRow(ctx, cleanupCountKeysSQL, pgx.NamedArgs{"as_of": cfg.AsOf}).Scan(&sum.IdempotencyKeys)
+		err = pool.QueryRow(ctx, cleanupCountKeysSQL, sqlfile.Args{"as_of": cfg.AsOf}).Scan(&sum.IdempotencyKeys)
 		if err != nil {
 			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
 		}

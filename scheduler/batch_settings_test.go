@@ -4,8 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -27,7 +26,7 @@ func TestABatchRunsWithCustomPlansAndNoJIT(t *testing.T) {
 	r := &run{pool: pool, fenceKey: lockKey("settings-test", Shard{})}
 	var jit, plans string
 	if err := batchRow(withFence(ctx, r), pool, `SELECT current_setting('jit'), current_setting('plan_cache_mode')`,
-		pgx.NamedArgs{}, &jit, &plans); err != nil {
+		sqlfile.Args{}, &jit, &plans); err != nil {
 		t.Fatal(err)
 	}
 	if jit != "off" || plans != "force_custom_plan" {

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
@@ -67,7 +66,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	}
 	asOf := cfg.AsOf.UTC()
 	sum := &Summary{Job: DailyJob, AsOf: asOf, DryRun: cfg.DryRun, Errors: []UserError{}}
-	args := pgx.NamedArgs{
+	args := sqlfile.Args{
 		"as_of":              asOf,
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
 		"send_reminder":      cfg.SendReminder,
@@ -97,7 +96,7 @@ var unknownPrefix = strings.SplitN(delivery.ErrOutcomeUnknown.Error(), ":", 2)[0
 //   - @inactivity_states, @goodbye_states, @reminder_states: the states each
 //     timer runs in, the from-states of the transition table's rows for
 //     inactivity_14d, goodbye_timeout and reminder_due.
-func DeadlineArgs() pgx.NamedArgs {
+func DeadlineArgs() sqlfile.Args {
 	states := func(t sm.Trigger) []string {
 		var out []string
 		for _, tr := range sm.Transitions() {
@@ -107,7 +106,7 @@ func DeadlineArgs() pgx.NamedArgs {
 		}
 		return out
 	}
-	return pgx.NamedArgs{
+	return sqlfile.Args{
 		"inactivity":        sm.Inactivity14d.Wait(),
 		"goodbye_window":    sm.GoodbyeTimeout.Wait(),
 		"unknown_prefix":    unknownPrefix,
@@ -161,7 +160,7 @@ func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminde
 	}
 	t := table[i]
 	args := DeadlineArgs()
-	maps.Copy(args, pgx.NamedArgs{
+	maps.Copy(args, sqlfile.Args{
 		"from_state":  string(t.From),
 		"from_states": fromStates(t),
 		"to_state":    string(t.To),
@@ -218,7 +217,7 @@ func fromStates(t sm.Transition) []string {
 // asks it for each of the coming days.
 func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
 	asOf = asOf.UTC()
-	args := pgx.NamedArgs{
+	args := sqlfile.Args{
 		"as_of":              asOf,
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
 		"send_reminder":      false,

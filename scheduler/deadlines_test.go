@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -31,7 +32,7 @@ func TestTheDeadlineFunctionsAreInlined(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, end := pageSpan(0, 8).tids()
-	base := pgx.NamedArgs{
+	base := sqlfile.Args{
 		"as_of": asOf, "goodbye_expires_at": asOf.Add(48 * time.Hour), "send_reminder": true,
 		"shard_index": 0, "shard_count": 1, "run_id": int64(1), "log_duplicates": false, "first": first, "end": end,
 	}

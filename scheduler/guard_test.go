@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -29,7 +29,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	inactivity := steps[0]
-	args := withArgs(pgx.NamedArgs{
+	args := withArgs(sqlfile.Args{
 		"as_of":              asOf,
 		"due_before":         asOf.Add(-14 * 24 * time.Hour),
 		"goodbye_expires_at": asOf.Add(48 * time.Hour),
@@ -37,6 +37,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		"run_id":             int64(0),
 		"shard_index":        0,
 		"shard_count":        1,
+		"log_duplicates":     false,
 	}, inactivity.args)
 
 	// The user writes to the bot before the chunk runs.
@@ -45,7 +46,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	}
 	b := batcher{move: func(ctx context.Context, s span) (c batchCounts, err error) {
 		first, end := s.tids()
-		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, pgx.NamedArgs{"first": first, "end": end})).
+		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, sqlfile.Args{"first": first, "end": end})).
 			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, new([]string))
 		return c, err
 	}}

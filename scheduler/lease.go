@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // Job run statuses (engagement_job_runs.status).
@@ -116,7 +117,7 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 	}
 	r := &run{pool: pool, fenceKey: lockKey(job, shard), timeout: leaseTimeout}
 	hostname, _ := os.Hostname()
-	args := pgx.NamedArgs{
+	args := sqlfile.Args{
 		"job": job, "as_of": asOf, "hostname": hostname, "pid": os.Getpid(),
 		"shard": shardColumn(shard), "holder": processHolder,
 	}
@@ -163,7 +164,7 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 
 // abandonDead marks the run in progress of args' job and shard abandoned if
 // it is dead, and returns its id (0 when none is, or none runs).
-func abandonDead(ctx context.Context, pool *pgxpool.Pool, args pgx.NamedArgs, leaseTimeout time.Duration) (int64, error) {
+func abandonDead(ctx context.Context, pool *pgxpool.Pool, args sqlfile.Args, leaseTimeout time.Duration) (int64, error) {
 	var (
 		id          int64
 		holder      string
@@ -190,7 +191,7 @@ func abandonDead(ctx context.Context, pool *pgxpool.Pool, args pgx.NamedArgs, le
 	default:
 		return 0, nil // alive, as far as anyone can tell
 	}
-	tag, err := pool.Exec(ctx, runAbandonSQL, pgx.NamedArgs{"id": id, "beat": beat, "reason": reason})
+	tag, err := pool.Exec(ctx, runAbandonSQL, sqlfile.Args{"id": id, "beat": beat, "reason": reason})
 	if err != nil {
 		return 0, fmt.Errorf("mark the dead run abandoned: %w", err)
 	}
@@ -207,7 +208,7 @@ func abandonDead(ctx context.Context, pool *pgxpool.Pool, args pgx.NamedArgs, le
 func (r *run) fence(ctx context.Context, cancel bool, log zerolog.Logger) error {
 	if cancel {
 		var n int
-		if err := r.pool.QueryRow(ctx, runFenceCancelSQL, pgx.NamedArgs{"fence_key": r.fenceKey}).Scan(&n); err != nil {
+		if err := r.pool.QueryRow(ctx, runFenceCancelSQL, sqlfile.Args{"fence_key": r.fenceKey}).Scan(&n); err != nil {
 			return fmt.Errorf("cancel the abandoned run's statements: %w", err)
 		}
 		if n > 0 {
@@ -215,7 +216,7 @@ func (r *run) fence(ctx context.Context, cancel bool, log zerolog.Logger) error 
 		}
 	}
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, runFenceWaitSQL, pgx.NamedArgs{"fence_key": r.fenceKey})
+		_, err := tx.Exec(ctx, runFenceWaitSQL, sqlfile.Args{"fence_key": r.fenceKey})
 		return err
 	})
 	if err != nil {
@@ -242,7 +243,7 @@ func (r *run) heartbeat(ctx context.Context, stop context.CancelCauseFunc, log z
 		}
 		beatCtx, cancel := context.WithTimeout(ctx, interval)
 		var id int64
-		err := r.pool.QueryRow(beatCtx, runHeartbeatSQL, pgx.NamedArgs{"id": r.id}).Scan(&id)
+		err := r.pool.QueryRow(beatCtx, runHeartbeatSQL, sqlfile.Args{"id": r.id}).Scan(&id)
 		cancel()
 		switch {
 		case err == nil:
@@ -285,13 +286,13 @@ func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
 	defer cancel()
 	// counters is JSON text: as []byte, pgx's exec mode would send it as
 	// bytea, which a json column rejects (22P02).
-	_, err = r.pool.Exec(ctx, runFinishSQL, pgx.NamedArgs{"id": r.id, "status": status, "counters": string(counters), "error": errText})
+	_, err = r.pool.Exec(ctx, runFinishSQL, sqlfile.Args{"id": r.id, "status": status, "counters": string(counters), "error": errText})
 	if err != nil && postgres.IsConnectionLost(err) {
 		// The connection was ended (an administrator, a failover) while the
 		// batches went on; what they did is committed, so record it through
 		// a new connection.
 		r.pool.Reset()
-		_, err = r.pool.Exec(ctx, runFinishSQL, pgx.NamedArgs{"id": r.id, "status": status, "counters": string(counters), "error": errText})
+		_, err = r.pool.Exec(ctx, runFinishSQL, sqlfile.Args{"id": r.id, "status": status, "counters": string(counters), "error": errText})
 	}
 	if err != nil {
 		return fmt.Errorf("record the run's outcome: %w", err)
@@ -304,7 +305,7 @@ func (r *run) finishLost(ctx context.Context, runErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	msg := runErr.Error()
-	_, _ = r.pool.Exec(ctx, runFinishSQL, pgx.NamedArgs{"id": r.id, "status": RunFailed, "counters": nil, "error": &msg})
+	_, _ = r.pool.Exec(ctx, runFinishSQL, sqlfile.Args{"id": r.id, "status": RunFailed, "counters": nil, "error": &msg})
 }
 
 func (r *run) stopHeartbeat() {
@@ -331,7 +332,7 @@ func withFence(ctx context.Context, r *run) context.Context {
 // (SET LOCAL: nothing is left on the session) in the same transaction: both
 // go in one round trip with the statement (a pipeline ending in one Sync is
 // one transaction), so a pooler keeps them on one server connection.
-func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args pgx.NamedArgs, dest ...any) error {
+func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args sqlfile.Args, dest ...any) error {
 	r, ok := ctx.Value(fenceCtxKey{}).(*run)
 	if !ok {
 		return pool.QueryRow(ctx, sql, batchExecMode, args).Scan(dest...)
@@ -342,7 +343,7 @@ func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args pgx.Name
 		timeout = &ms
 	}
 	b := &pgx.Batch{}
-	b.Queue(runFenceBatchSQL, pgx.NamedArgs{"fence_key": r.fenceKey, "timeout_ms": timeout})
+	b.Queue(runFenceBatchSQL, sqlfile.Args{"fence_key": r.fenceKey, "timeout_ms": timeout})
 	b.Queue(sql, args).QueryRow(func(row pgx.Row) error { return row.Scan(dest...) })
 	return pool.SendBatch(ctx, b).Close()
 }

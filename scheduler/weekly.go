@@ -4,10 +4,10 @@ import (
 	"context"
 	"maps"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -30,7 +30,7 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: review.Period.Label(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
 	week, weekEnd := review.Period.Bounds(asOf)
 	args := activity.WindowArgs(asOf)
-	maps.Copy(args, pgx.NamedArgs{
+	maps.Copy(args, sqlfile.Args{
 		"period_start": week,
 		"replay_until": weekEnd,
 		"key_suffix":   review.KeySuffix(asOf),

@@ -21,10 +21,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -234,7 +234,7 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 		out    Queued
 		stored Message
 	)
-	err = q.QueryRow(ctx, enqueueSQL, pgx.NamedArgs{
+	err = q.QueryRow(ctx, enqueueSQL, sqlfile.Args{
 		"user_id": m.UserID, "type": m.Type, "key": m.Key, "params": params,
 		"destination": m.Destination, "jid": m.DestinationJID,
 		"scheduled_for": scheduledFor, "idempotency_key": key,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/repair"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -179,7 +180,7 @@ func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob in
 }
 
 func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) error {
-	rows, err := tx.Query(ctx, query("status_queue_counts"), pgx.NamedArgs{"statuses": messageStatuses})
+	rows, err := tx.Query(ctx, query("status_queue_counts"), sqlfile.Args{"statuses": messageStatuses})
 	if err != nil {
 		return fmt.Errorf("count queued messages: %w", err)
 	}
@@ -193,7 +194,7 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) e
 		return fmt.Errorf("count queued messages: %w", err)
 	}
 	// Both use the partial indexes queue-process claims with.
-	err = tx.QueryRow(ctx, query("status_queue_due"), pgx.NamedArgs{"as_of": asOf}).Scan(&q.DuePending, &q.OldestDuePendingAt, &q.ExpiredClaims)
+	err = tx.QueryRow(ctx, query("status_queue_due"), sqlfile.Args{"as_of": asOf}).Scan(&q.DuePending, &q.OldestDuePendingAt, &q.ExpiredClaims)
 	if err != nil {
 		return fmt.Errorf("read the due messages: %w", err)
 	}
@@ -210,7 +211,7 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) e
 
 // readCancelledByReason fills q.CancelledByReason.
 func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
-	rows, err := tx.Query(ctx, query("status_cancelled_reasons"), pgx.NamedArgs{"unspecified": ReasonUnspecified})
+	rows, err := tx.Query(ctx, query("status_cancelled_reasons"), sqlfile.Args{"unspecified": ReasonUnspecified})
 	if err != nil {
 		return fmt.Errorf("count cancelled messages: %w", err)
 	}
@@ -274,7 +275,7 @@ func readUserStatus(ctx context.Context, tx pgx.Tx, u *Users) error {
 // readRuns returns the latest n runs of every job and shard, by job and
 // shard, newest first.
 func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]Run, error) {
-	rows, err := tx.Query(ctx, query("status_runs"), pgx.NamedArgs{"runs_per_job": n})
+	rows, err := tx.Query(ctx, query("status_runs"), sqlfile.Args{"runs_per_job": n})
 	if err != nil {
 		return nil, fmt.Errorf("read the latest runs: %w", err)
 	}

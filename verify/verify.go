@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/retention"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -92,13 +93,13 @@ type Check struct {
 // state machine's table).
 type invariant struct {
 	name, rule, sql string
-	args            pgx.NamedArgs
+	args            sqlfile.Args
 }
 
 // withDeadlines adds to args the parameters of the deadline functions, the
 // daily job's own (scheduler.DeadlineArgs): verify and the job decide by
 // one definition whether a user's deadline has come.
-func withDeadlines(args pgx.NamedArgs) pgx.NamedArgs {
+func withDeadlines(args sqlfile.Args) sqlfile.Args {
 	all := scheduler.DeadlineArgs()
 	maps.Copy(all, args)
 	return all
@@ -128,7 +129,7 @@ func onePerPeriod(k sm.Kind) invariant {
 			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
 			k.Plural, p.name, p.name),
 		sql:  query("verify_one_per_period"),
-		args: pgx.NamedArgs{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
+		args: sqlfile.Args{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
 	}
 }
 
@@ -151,7 +152,7 @@ var invariants = slices.Concat([]invariant{
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		sql:  query("verify_goodbye_queued"),
-		args: pgx.NamedArgs{"message_type": string(goodbye.Message)},
+		args: sqlfile.Args{"message_type": string(goodbye.Message)},
 	},
 }, kindChecks(), []invariant{
 	{
@@ -188,7 +189,7 @@ var invariants = slices.Concat([]invariant{
 			"or cancelled, or, without a message or opted out, past goodbye_expires_at, remind_later past remind_at; " +
 			"exempt: users without a JID to send a goodbye to, and goodbyes still waiting to be delivered",
 		sql:  query("verify_no_user_stuck"),
-		args: withDeadlines(pgx.NamedArgs{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
+		args: withDeadlines(sqlfile.Args{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
 	},
 	{
 		name: CheckTimeZonesUsable,
@@ -243,7 +244,7 @@ func RunTx(ctx context.Context, tx pgx.Tx, cfg Config) (*Report, error) {
 	for _, t := range sm.Transitions() {
 		from, trigger, to = append(from, string(t.From)), append(trigger, string(t.Trigger)), append(to, string(t.To))
 	}
-	args := pgx.NamedArgs{
+	args := sqlfile.Args{
 		"as_of":           asOf,
 		"cutoff":          asOf.Add(-retention),
 		"max_examples":    MaxExamples,

@@ -28,12 +28,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/posthog/posthog-go"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/recovered"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -101,7 +101,7 @@ func PublishRun(ctx context.Context, pool *pgxpool.Pool, runID int64, cfg Config
 
 	var run runInfo
 	run.id = runID
-	err := pool.QueryRow(ctx, runSQL, pgx.NamedArgs{"run_id": runID}).Scan(&run.job, &run.asOf)
+	err := pool.QueryRow(ctx, runSQL, sqlfile.Args{"run_id": runID}).Scan(&run.job, &run.asOf)
 	if err != nil {
 		return Result{}, fmt.Errorf("analytics: read run %d: %w", runID, err)
 	}
@@ -175,7 +175,7 @@ func (r runInfo) properties() posthog.Properties {
 
 // enqueueTransitions streams the run's transitions into the client.
 func enqueueTransitions(ctx context.Context, pool *pgxpool.Pool, client posthog.Client, run runInfo, t *tally) error {
-	rows, err := pool.Query(ctx, runTransitionsSQL, pgx.NamedArgs{"run_id": run.id})
+	rows, err := pool.Query(ctx, runTransitionsSQL, sqlfile.Args{"run_id": run.id})
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func enqueueTransitions(ctx context.Context, pool *pgxpool.Pool, client posthog.
 // enqueueWeeklyReviews streams the weekly reviews the run queued into the client.
 func enqueueWeeklyReviews(ctx context.Context, pool *pgxpool.Pool, client posthog.Client, run runInfo, t *tally) error {
 	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
-	rows, err := pool.Query(ctx, runMessagesSQL, pgx.NamedArgs{"run_id": run.id, "message_type": string(review.Message)})
+	rows, err := pool.Query(ctx, runMessagesSQL, sqlfile.Args{"run_id": run.id, "message_type": string(review.Message)})
 	if err != nil {
 		return err
 	}

@@ -278,7 +278,7 @@ func printStates(ctx context.Context, pool *pgxpool.Pool) error {
 	for _, s := range sm.States() {
 		states = append(states, string(s))
 	}
-	rows, err := pool.Query(ctx, sqlfile.Must(queryFiles, "states"), pgx.NamedArgs{"states": states})
+	rows, err := pool.Query(ctx, sqlfile.Must(queryFiles, "states"), sqlfile.Args{"states": states})
 	if err != nil {
 		return err
 	}

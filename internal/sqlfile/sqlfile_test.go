@@ -24,7 +24,7 @@ var positional = regexp.MustCompile(`\$(\d+)`)
 // Every statement file of every package (each package's queries/*.sql) is
 // prepared and EXPLAINed against a migrated database, so a statement that no
 // longer matches the schema (a missing table, column or function, a type
-// mismatch) fails CI. Named parameters are bound as pgx.NamedArgs binds
+// mismatch) fails CI. Named parameters are bound as pgx.StrictNamedArgs binds
 // them ($1, $2, … in order of first use), positional ones are kept; their
 // types are inferred by the server, as when the packages run them, and the
 // plan is made for NULL values.

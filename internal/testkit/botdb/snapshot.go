@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // Snapshot is what the bot defined and wrote, as it was when taken: for
@@ -73,7 +75,7 @@ func (s Snapshot) read(ctx context.Context, q *pgx.Conn) (map[string]string, err
 		}
 		list := strings.Join(cols, ", ")
 		// Every query takes the same arguments, by name.
-		args := pgx.NamedArgs{"table": t, "columns": s.columns[t], "constraints": s.constraints[t], "indexes": s.indexes[t]}
+		args := sqlfile.Args{"table": t, "columns": s.columns[t], "constraints": s.constraints[t], "indexes": s.indexes[t]}
 		queries := map[string]string{
 			"rows": `SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY to_jsonb(x)::text), '[]')::text
 			           FROM (SELECT ` + list + ` FROM ` + pgx.Identifier{t}.Sanitize() + `) x WHERE @table::text IS NOT NULL`,

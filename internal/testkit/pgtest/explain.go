@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // ExplainAll EXPLAINs every statement file of a package (fsys's
@@ -16,7 +16,7 @@ import (
 // without .sql; a file without arguments, or arguments without a file,
 // fail the test. internal/sqlfile's test plans every file with NULLs; this
 // plans them with the types and values the package passes.
-func ExplainAll(t *testing.T, fsys fs.FS, args map[string]pgx.NamedArgs) {
+func ExplainAll(t *testing.T, fsys fs.FS, args map[string]sqlfile.Args) {
 	t.Helper()
 	pool, _ := NewPool(t)
 	files, err := fs.Glob(fsys, "queries/*.sql")

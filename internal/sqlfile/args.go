@@ -1,0 +1,67 @@
+package sqlfile
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Args are a statement's named arguments (@as_of), as pgx.NamedArgs binds
+// them, except that a name the statement uses and Args does not hold is an
+// error. pgx.NamedArgs binds it as NULL, so a typo in a .sql file (or a
+// key the caller forgot) would quietly turn a filter off. Args may hold
+// names the statement does not use: a job passes one set of arguments to
+// the several statements of a step.
+type Args map[string]any
+
+// RewriteQuery implements pgx.QueryRewriter: it checks that every name sql
+// uses is in a, then binds them as pgx.StrictNamedArgs does.
+func (a Args) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, args []any) (string, []any, error) {
+	used, err := names(ctx, sql)
+	if err != nil {
+		return "", nil, err
+	}
+	bound := make(pgx.StrictNamedArgs, len(used))
+	for _, name := range used {
+		v, ok := a[name]
+		if !ok {
+			return "", nil, fmt.Errorf("the statement uses @%s, which its caller does not pass", name)
+		}
+		bound[name] = v
+	}
+	return bound.RewriteQuery(ctx, conn, sql, args)
+}
+
+// namesUsed caches, per statement, the names it uses.
+var namesUsed sync.Map // sql → []string
+
+// names returns the named parameters sql uses, as pgx's parser reads them
+// (strings, quoted identifiers and comments skipped): pgx.StrictNamedArgs
+// names the first one missing from its map, so asking with an empty map
+// and adding each one it names finds them all. Once per statement.
+func names(ctx context.Context, sql string) ([]string, error) {
+	if v, ok := namesUsed.Load(sql); ok {
+		return v.([]string), nil
+	}
+	found := pgx.StrictNamedArgs{}
+	var list []string
+	for {
+		_, _, err := found.RewriteQuery(ctx, nil, sql, nil)
+		if err == nil {
+			break
+		}
+		var name string
+		if _, scanErr := fmt.Sscanf(err.Error(), "argument %s found in sql query but not present in StrictNamedArgs", &name); scanErr != nil || name == "" {
+			return nil, fmt.Errorf("read the statement's parameters: %w", err)
+		}
+		if _, dup := found[name]; dup {
+			return nil, fmt.Errorf("read the statement's parameters: %w", err)
+		}
+		found[name] = nil
+		list = append(list, name)
+	}
+	namesUsed.Store(sql, list)
+	return list, nil
+}
