@@ -67,7 +67,8 @@ func newStatusCommand(databaseURL *string) *cobra.Command {
 		Short: "Show the queue, users by state and the latest job runs",
 		Long: `Shows, from one consistent snapshot: queued messages by status and type,
 how many pending messages are due and how long the oldest has waited,
-in-flight claims past their deadline, users by state (with opt-outs), and
+in-flight claims past their deadline, users by state (with opt-outs), each
+transport's send budget (used, what waits on it, when its line clears), and
 the latest --runs runs of each job and shard with their outcome and
 counters. --output json prints the same as one JSON object. Read-only.`,
 		Args: cobra.NoArgs,
