@@ -149,8 +149,13 @@ func (o *smokeOptions) Run(ctx context.Context) error {
 		return runErr
 	}
 	res.OK = runErr == nil
-	if errors.Is(runErr, errExpectation) {
+	switch {
+	case errors.Is(runErr, errExpectation):
 		res.Failure = runErr.Error()
+	case runErr != nil:
+		// It could not run (the database did not answer, a job failed):
+		// as every command, an error and nothing on stdout.
+		return runErr
 	}
 	if err := writeSmoke(o.stdout, o.output, res); err != nil {
 		return err

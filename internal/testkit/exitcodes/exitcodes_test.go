@@ -73,6 +73,10 @@ var invocations = []invocation{
 		{"--max-retries", "-1"},
 		{"--workers", "0"},
 		{"--transport", "carrier-pigeon", "transport"},
+		{"--daily-limit", "-1"},
+		{"--daily-limit", "lots"},
+		{"--daily-limit-ramp", "50,2", "needs --daily-limit"},
+		{"--as-of", "junk"},
 	}},
 	{name: "engagementctl status", cmd: cli.NewCtlCommand, args: []string{"status"}, garbage: [][]string{
 		{"--as-of", "junk"},
@@ -84,6 +88,20 @@ var invocations = []invocation{
 		{"--retention", "forever"},
 	}},
 	{name: "engagementctl migrate up", cmd: cli.NewCtlCommand, args: []string{"migrate", "up"}},
+	{name: "engagementctl migrate check", cmd: cli.NewCtlCommand, args: []string{"migrate", "check"}},
+	{name: "engagementctl migrate down", cmd: cli.NewCtlCommand, args: []string{"migrate", "down", "1"}},
+	{name: "engagementctl migrate force", cmd: cli.NewCtlCommand, args: []string{"migrate", "force", "38"}},
+	{name: "engagementctl migrate version", cmd: cli.NewCtlCommand, args: []string{"migrate", "version"}},
+	{name: "engagementctl requeue", cmd: cli.NewCtlCommand, args: []string{"requeue", "--type", "goodbye"}, garbage: [][]string{
+		{"--status", "sent"},
+		{"--ids", "not-a-uuid"},
+		{"--since", "yesterday"},
+	}},
+	{name: "engagementctl cancel", cmd: cli.NewCtlCommand, args: []string{"cancel", "--type", "goodbye"}, garbage: [][]string{
+		{"--user-id", "not-a-uuid"},
+		{"--ids", "not-a-uuid"},
+	}},
+	{name: "engagementctl smoke", cmd: cli.NewCtlCommand, args: []string{"smoke"}},
 	{name: "engagement-console", cmd: cli.NewConsoleCommand, garbage: [][]string{
 		{"--listen", "8080", "host:port"},
 		{"--statement-timeout", "0s"},
@@ -294,5 +312,38 @@ func TestExitCodeMatrix(t *testing.T) {
 				t.Errorf("took %s, want at least %s: it should have waited for the silent server", took.Round(time.Millisecond), c.atLeast)
 			}
 		})
+	}
+}
+
+// noDatabase are the commands that never connect to PostgreSQL, so the
+// matrix's database cases do not apply, each with why.
+var noDatabase = map[string]string{
+	"engagementctl check-receiver": "it probes the bot's webhook, not the database",
+}
+
+// Every command cobra knows, in every binary (each leaf of its tree), is in
+// the matrix (or says why it needs no database): a new command cannot be
+// forgotten.
+func TestTheMatrixHasEveryCommand(t *testing.T) {
+	t.Parallel()
+	inMatrix := map[string]bool{}
+	for _, inv := range invocations {
+		inMatrix[inv.name] = true
+	}
+	var walk func(path string, c *cobra.Command)
+	walk = func(path string, c *cobra.Command) {
+		if c.Runnable() && !c.Hidden && !c.HasSubCommands() {
+			if _, exempt := noDatabase[path]; !inMatrix[path] && !exempt {
+				t.Errorf("%q is not in the exit-code matrix (invocations) nor in noDatabase", path)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(path+" "+sub.Name(), sub)
+		}
+	}
+	for _, newCmd := range []func() *cobra.Command{cli.NewDailyCommand, cli.NewWeeklyCommand, cli.NewQueueCommand,
+		cli.NewConsoleCommand, cli.NewCtlCommand} {
+		root := newCmd()
+		walk(root.Name(), root)
 	}
 }
