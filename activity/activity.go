@@ -54,13 +54,26 @@ type ActiveUser struct {
 // Querier is a pgx pool, connection or transaction.
 type Querier = postgres.Querier
 
+// reviewStates are the states the weekly review may be sent in (its kind's
+// SendWhile): the users it is for.
+func reviewStates() []string {
+	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
+	out := make([]string, len(review.SendWhile))
+	for i, s := range review.SendWhile {
+		out[i] = string(s)
+	}
+	return out
+}
+
 // ActiveUsersLastWeek streams the users who were active in the 7 days up to
 // asOf, in state active or help_flow and not opted out, with their
 // transaction count in the window. Memory stays flat: rows are decoded one at
 // a time. Stop early by breaking out of the loop.
 func ActiveUsersLastWeek(ctx context.Context, db Querier, asOf time.Time) iter.Seq2[ActiveUser, error] {
 	return func(yield func(ActiveUser, error) bool) {
-		rows, err := db.Query(ctx, activeUsersLastWeekSQL, WindowArgs(asOf))
+		args := WindowArgs(asOf)
+		args["states"] = reviewStates()
+		rows, err := db.Query(ctx, activeUsersLastWeekSQL, args)
 		if err != nil {
 			yield(ActiveUser{}, fmt.Errorf("find active users: %w", err))
 			return

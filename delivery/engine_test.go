@@ -409,6 +409,9 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 	if r.Status != "failed" || r.RetryCount != 0 || r.Error == nil || !strings.Contains(*r.Error, "outcome unknown") {
 		t.Errorf("message %+v, want failed at once with outcome unknown", r)
 	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE id = $1 AND in_doubt`, id); n != 1 {
+		t.Error("the message is not marked in_doubt: the daily job would not count its goodbye as delivered")
+	}
 	if n := requests.Load(); n != 1 || sum.Failed != 1 {
 		t.Errorf("the Cloud API got %d requests (summary %+v), want 1", n, sum)
 	}

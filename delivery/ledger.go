@@ -122,12 +122,14 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	ids, statuses := make([]string, n), make([]string, n)
 	providerIDs, errTexts := make([]*string, n), make([]*string, n)
 	retryIns, attempted := make([]time.Duration, n), make([]int32, n)
+	inDoubt := make([]bool, n)
 	for i, d := range done {
 		ids[i], statuses[i] = d.m.ID, d.o.status
 		providerIDs[i], retryIns[i] = nullIfEmpty(d.o.providerID), d.o.retryIn
 		if d.o.err != nil {
 			s := d.o.err.Error()
 			errTexts[i] = &s
+			inDoubt[i] = errors.Is(d.o.err, ErrOutcomeUnknown)
 		}
 		if lazy && !d.o.notSent {
 			attempted[i] = 1
@@ -135,7 +137,7 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	}
 	args := sqlfile.Args{
 		"ids": ids, "statuses": statuses, "provider_ids": providerIDs, "retry_ins": retryIns,
-		"errors": errTexts, "attempted": attempted, "holder": p.holder, "transport": p.cfg.Transport.Name(),
+		"errors": errTexts, "attempted": attempted, "in_doubt": inDoubt, "holder": p.holder, "transport": p.cfg.Transport.Name(),
 		"clock_offset": p.cfg.ClockOffset,
 	}
 	var recorded int

@@ -21,7 +21,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 			"clock_offset": time.Duration(0), "transport": "webhook", "spend_limit": 10},
 		"start": {"id": id, "holder": "h", "claim_timeout": time.Minute, "transport": "webhook"},
 		"settle": {"ids": []string{id}, "statuses": []string{"sent"}, "provider_ids": []*string{nil},
-			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "holder": "h", "transport": "webhook",
+			"retry_ins": []time.Duration{0}, "errors": []*string{nil}, "attempted": []int32{1}, "in_doubt": []bool{false}, "holder": "h", "transport": "webhook",
 			"clock_offset": time.Duration(0)},
 		"hold":          {"holder": "h", "claim_timeout": time.Minute},
 		"unhold":        {"holder": "h"},

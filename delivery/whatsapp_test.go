@@ -106,6 +106,11 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	if unknown.Status != "failed" || unknown.Error == nil || !strings.Contains(*unknown.Error, delivery.ErrOutcomeUnknown.Error()) {
 		t.Errorf("message 4: %+v, want failed as outcome unknown", unknown)
 	}
+	for number, want := range map[string]bool{"5511900000003": false, "5511900000004": true} {
+		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE id = $1 AND in_doubt`, ids[number]); (n == 1) != want {
+			t.Errorf("message %s: in_doubt %v, want %v", number, n == 1, want)
+		}
+	}
 	if calls["5511900000004"] != 1 {
 		t.Errorf("the 500 was sent %d times, want once", calls["5511900000004"])
 	}

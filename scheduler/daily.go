@@ -22,7 +22,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -32,34 +31,37 @@ import (
 // and the application_name of its connections.
 const DailyJob = "engagement-daily"
 
-// RunDaily runs the daily job's steps: one per scheduler trigger of the
-// state machine that has a statement file, queries/daily_<trigger>.sql
-// (see dailySteps), in the order of statemachine.Triggers:
+// RunDaily runs the daily job: one step per timer of the state machine's
+// table (statemachine.Timers: a transition with a Clock and a Wait), in the
+// order of its triggers. Each step moves the users in the timer's
+// from-states whose clock plus wait has come at the run's as-of along the
+// timer's row, queueing the kind the row queues (statemachine.Kinds), and
+// logs every move. DailySteps describes them, for the help and the docs.
 //
-//  1. inactivity_14d: active (and help_flow) users silent for 14 days get
-//     the goodbye message queued and move to goodbye_sent (goodbye_sent_at
-//     = as-of, goodbye_expires_at = as-of + 48 h, the earliest it can
-//     expire), one goodbye per UTC day at most;
-//  2. goodbye_timeout: goodbyes unanswered for 48 h after they were
-//     delivered move to dormant; a goodbye that failed for good or was
-//     cancelled moves its user back to active (goodbye_undelivered,
-//     goodbye_expires_at = as-of: their next goodbye comes the next UTC
-//     day);
-//  3. reminder_due: remind_later users whose remind_at has come move to
-//     dormant (with cfg.SendReminder, their reminder is queued).
+// A timer whose clock is a time on the user's row (last activity,
+// remind_at, the state's entry) runs the generic statement
+// queries/daily_timer.sql; one with rules of its own has its own,
+// queries/daily_<trigger>.sql (see dailySteps):
 //
-// Whether a user's deadline has come is decided by the deadline functions
-// of migration 29 (engagement_inactivity_due, engagement_goodbye_due,
-// engagement_reminder_due) with DeadlineArgs, the same that verify's
-// no_user_stuck asks: a user verify reports is one this job would have
-// moved a day before.
+//   - inactivity_14d: one goodbye per UTC day at most, and users with no
+//     JID to send it to are left as they are (goodbye_sent_at = as-of,
+//     goodbye_expires_at = as-of + 48 h, the earliest it can expire);
+//   - goodbye_timeout: its clock is the goodbye's delivery, in the queue; a
+//     goodbye that failed for good or was cancelled moves its user back to
+//     active instead (goodbye_undelivered, goodbye_expires_at = as-of:
+//     their next goodbye comes the next UTC day).
 //
-// Opted-out users are never messaged: the first step skips them, and their
-// timers (steps 2 and 3) complete silently. Users with no JID to send the
-// goodbye to are left as they are. Both count as skipped. The returned
-// summary is complete even when a user failed; an error means the run
-// stopped (database gone, lock or schema trouble) and the summary holds what
-// was done until then.
+// Whether a user's deadline has come is decided by the SQL functions of
+// migrations 29, 41 and 42 (engagement_inactivity_due,
+// engagement_goodbye_due, engagement_clock) with DeadlineArgs, the same
+// that verify's no_user_stuck asks: a user verify reports is one this job
+// would have moved a day before.
+//
+// Opted-out users are never messaged: inactivity skips them, and other
+// timers complete silently. Both count as skipped. The returned summary is
+// complete even when a user failed; an error means the run stopped
+// (database gone, lock or schema trouble) and the summary holds what was
+// done until then.
 func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -68,7 +70,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	sum := &Summary{Job: DailyJob, AsOf: asOf, DryRun: cfg.DryRun, Errors: []UserError{}}
 	args := sqlfile.Args{
 		"as_of":              asOf,
-		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
+		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
 		"send_reminder":      cfg.SendReminder,
 	}
 	steps, err := dailySteps(asOf, cfg.SendReminder)
@@ -79,55 +81,95 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	return sum, err
 }
 
-// unknownPrefix starts the error_message of a message whose send may have
-// reached the receiver (delivery.ErrOutcomeUnknown): a goodbye in doubt
-// counts as delivered for its timeout.
-var unknownPrefix = strings.SplitN(delivery.ErrOutcomeUnknown.Error(), ":", 2)[0]
+// DailySteps describes the daily job's steps, in the order it runs them,
+// one line each ("inactivity_14d: active, help_flow -> goodbye_sent
+// 14 days after the last activity, queueing goodbye"), from the state
+// machine's table: for engagement-daily's help and the reference.
+func DailySteps() []string {
+	var out []string
+	for _, t := range sm.Timers() {
+		var from []string
+		for _, f := range t.FromStates() {
+			from = append(from, string(f))
+		}
+		line := fmt.Sprintf("%s: %s -> %s %s", t.Trigger, strings.Join(from, ", "), t.To, t.When())
+		if k, ok := sm.KindFiredBy(t.Trigger); ok {
+			if k.OnRequest {
+				line += fmt.Sprintf(", queueing %s with --send-reminder", k.Message)
+			} else {
+				line += fmt.Sprintf(", queueing %s", k.Message)
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
 
 // DeadlineArgs are the parameters every caller of the deadline functions
-// (migration 29) passes them, taken from the state machine: the daily job's
+// passes them, taken from the state machine's table: the daily job's
 // statements and verify's no_user_stuck, so that both decide by one
 // definition whether a user's deadline has come.
 //
-//   - @inactivity: inactivity_14d's wait (statemachine.InactivityPeriod);
-//   - @goodbye_window: goodbye_timeout's wait (statemachine.GoodbyeWindow);
-//   - @unknown_prefix: how the error of a send in doubt begins
-//     (delivery.ErrOutcomeUnknown): such a goodbye may have arrived;
-//   - @inactivity_states, @goodbye_states, @reminder_states: the states each
-//     timer runs in, the from-states of the transition table's rows for
-//     inactivity_14d, goodbye_timeout and reminder_due.
+//   - @inactivity, @inactivity_states: inactivity_14d's wait and the states
+//     it runs in (engagement_inactivity_due);
+//   - @goodbye_window, @goodbye_states: goodbye_timeout's
+//     (engagement_goodbye_due);
+//   - @timer_states, @timer_triggers, @timer_clocks, @timer_waits: every
+//     other timer on a clock of the user's row (engagement_clock), one
+//     entry per from-state.
 func DeadlineArgs() sqlfile.Args {
-	states := func(t sm.Trigger) []string {
-		var out []string
-		for _, tr := range sm.Transitions() {
-			if tr.Trigger == t {
-				out = append(out, string(tr.From))
+	var (
+		states             = map[sm.Trigger][]string{}
+		tStates, tTriggers []string
+		tClocks            []string
+		tWaits             []time.Duration
+	)
+	for _, t := range sm.Timers() {
+		for _, f := range t.FromStates() {
+			states[t.Trigger] = append(states[t.Trigger], string(f))
+			if !ownDeadline[t.Trigger] {
+				tStates, tTriggers = append(tStates, string(f)), append(tTriggers, string(t.Trigger))
+				tClocks, tWaits = append(tClocks, string(t.Clock)), append(tWaits, t.Wait)
 			}
 		}
-		return out
 	}
 	return sqlfile.Args{
 		"inactivity":        sm.Inactivity14d.Wait(),
 		"goodbye_window":    sm.GoodbyeTimeout.Wait(),
-		"unknown_prefix":    unknownPrefix,
-		"inactivity_states": states(sm.Inactivity14d),
-		"goodbye_states":    states(sm.GoodbyeTimeout),
-		"reminder_states":   states(sm.ReminderDue),
+		"inactivity_states": states[sm.Inactivity14d],
+		"goodbye_states":    states[sm.GoodbyeTimeout],
+		"timer_states":      tStates,
+		"timer_triggers":    tTriggers,
+		"timer_clocks":      tClocks,
+		"timer_waits":       tWaits,
 	}
 }
 
-// dailySteps builds the daily steps of a run as of asOf: one for each
-// trigger, in the order of statemachine.Triggers, that has a statement file
-// queries/daily_<trigger>.sql (and daily_<trigger>_dry_run.sql for dry
-// runs) moving a chunk's users along its transition. sendReminder makes
-// reminder_due queue reminders.
+// ownDeadline are the timers with a deadline function of their own
+// (migration 29): the others are due at engagement_clock + their wait.
+var ownDeadline = map[sm.Trigger]bool{sm.Inactivity14d: true, sm.GoodbyeTimeout: true}
+
+// genericStep is the statement of a timer on a clock of the user's row
+// that has none of its own.
+const genericStep = "daily_timer"
+
+// dailySteps builds the daily steps of a run as of asOf: one per timer of
+// the state machine (statemachine.Timers), in their order, each with the
+// statements queries/daily_<trigger>.sql (and _dry_run.sql) when the timer
+// has its own, else the generic daily_timer.sql, which a timer on a clock
+// that is not on the user's row cannot use. sendReminder makes a kind
+// queued on request (the reminder) queued.
 func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
 	var steps []step
 	files := sqlfile.Names(queryFiles)
-	for _, t := range sm.Triggers() {
-		file := "daily_" + string(t)
+	for _, t := range sm.Timers() {
+		file := "daily_" + string(t.Trigger)
 		if !slices.Contains(files, file) {
-			continue
+			if !t.Clock.OnUserRow() {
+				return nil, fmt.Errorf("daily step %s: its clock %q is not on the user's row, so it needs a statement of its own, queries/%s.sql",
+					t.Trigger, t.Clock, file)
+			}
+			file = genericStep
 		}
 		st, err := transitionStep(t, file, asOf, sendReminder)
 		if err != nil {
@@ -138,36 +180,40 @@ func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
 	return steps, nil
 }
 
-// transitionStep is the step that fires trigger, with the statements of
+// transitionStep is the step that fires timer t, with the statements of
 // file: the move (users of one chunk, their message when the transition
 // queues one, and their log rows, in one statement, so a user's state,
 // message and log row commit together or not at all) and its dry run.
 //
 // Everything the statements need to know of the transition comes from the
 // state machine's tables, as parameters: its states and trigger
-// (@from_state, the first row's; @from_states, every state the table moves
-// to the same state on the trigger; @to_state; @trigger), the waits the
-// deadline functions take (DeadlineArgs) and the kind it queues
-// (statemachine.Kinds: @message_type, @message_key, @key_infix and, for a
-// kind whose period is the run's, @key_suffix and the period
-// [@period_start, @replay_until) holding asOf). A kind makes it a message
-// step, unless the kind is queued on request and sendReminder is off.
-func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminder bool) (step, error) {
-	table := sm.Transitions()
-	i := slices.IndexFunc(table, func(t sm.Transition) bool { return t.Trigger == trigger })
-	if i < 0 {
-		return step{}, fmt.Errorf("daily step %s: no transition of the state machine fires on it", trigger)
+// (@from_state, the row's; @from_states, every state the table moves to
+// the same state on the trigger; @to_state; @trigger), its clock and wait
+// (@clock, @wait, and DeadlineArgs) and the kind it queues
+// (statemachine.Kinds: @queue, @message_type, @message_key, @key_infix
+// and, for a kind whose period is the run's, @key_suffix and the period
+// [@period_start, @replay_until) holding asOf; NULL for a kind whose
+// period is its user's own instant). A kind makes it a message step,
+// unless the kind is queued on request and sendReminder is off.
+func transitionStep(t sm.Transition, file string, asOf time.Time, sendReminder bool) (step, error) {
+	var from []string
+	for _, f := range t.FromStates() {
+		from = append(from, string(f))
 	}
-	t := table[i]
 	args := DeadlineArgs()
 	maps.Copy(args, sqlfile.Args{
-		"from_state":  string(t.From),
-		"from_states": fromStates(t),
-		"to_state":    string(t.To),
-		"trigger":     string(t.Trigger),
+		"from_state":   string(t.From),
+		"from_states":  from,
+		"to_state":     string(t.To),
+		"trigger":      string(t.Trigger),
+		"clock":        string(t.Clock),
+		"wait":         t.Wait,
+		"queue":        false,
+		"message_type": nil, "message_key": nil, "key_infix": "",
+		"key_suffix": nil, "period_start": nil, "replay_until": nil,
 	})
-	st := step{name: string(trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
-	if k, ok := sm.KindFiredBy(trigger); ok {
+	st := step{name: string(t.Trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
+	if k, ok := sm.KindFiredBy(t.Trigger); ok {
 		args["message_type"], args["message_key"], args["key_infix"] = string(k.Message), k.CatalogKey, k.KeyInfix
 		if k.Period != sm.PerInstant {
 			args["key_suffix"] = k.KeySuffix(asOf)
@@ -178,15 +224,16 @@ func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminde
 			// without a new message (queued already, opted out, or
 			// without a destination).
 			st.messageType = string(k.Message)
+			args["queue"] = true
 		}
 	}
-	if trigger == sm.GoodbyeTimeout {
+	if t.Trigger == sm.GoodbyeTimeout {
 		// The same statement moves a user whose goodbye never arrived
 		// along the table's undelivered row, and finds the goodbye by its
 		// key.
 		u, err := sm.Next(t.From, sm.GoodbyeUndelivered)
 		if err != nil {
-			return step{}, fmt.Errorf("daily step %s: %w", trigger, err)
+			return step{}, fmt.Errorf("daily step %s: %w", t.Trigger, err)
 		}
 		args["undelivered_to_state"], args["undelivered_trigger"] = string(u.To), string(u.Trigger)
 		args["key_infix"] = goodbye.KeyInfix
@@ -197,19 +244,6 @@ func transitionStep(trigger sm.Trigger, file string, asOf time.Time, sendReminde
 // goodbye is the goodbye's kind: the daily job's own message.
 var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 
-// fromStates lists every state the table moves to t.To on t.Trigger: one
-// step moves them all in one pass over the table (help_flow users who went
-// silent fall back into the inactivity path with active ones).
-func fromStates(t sm.Transition) []string {
-	var from []string
-	for _, o := range sm.Transitions() {
-		if o.Trigger == t.Trigger && o.To == t.To {
-			from = append(from, string(o.From))
-		}
-	}
-	return from
-}
-
 // ForecastDaily counts what a daily run as of asOf would do to the
 // database as it is now, from db (a read-only transaction is enough): the
 // daily job's own dry-run statements, step by step in run order, writing
@@ -219,7 +253,7 @@ func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (St
 	asOf = asOf.UTC()
 	args := sqlfile.Args{
 		"as_of":              asOf,
-		"goodbye_expires_at": asOf.Add(sm.GoodbyeWindow),
+		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
 		"send_reminder":      false,
 		"shard_index":        0,
 		"shard_count":        1,

@@ -14,29 +14,40 @@ import (
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
-// dueUsers makes, for each daily step's trigger, a user the trigger is due
-// for at asOf, in the state of the transition's first row. A new daily
-// step adds its own here.
-var dueUsers = map[sm.Trigger]func(asOf time.Time) fixture.UserOptions{
-	sm.Inactivity14d: func(asOf time.Time) fixture.UserOptions {
-		return fixture.UserOptions{LastActivity: asOf.Add(-sm.InactivityPeriod - time.Hour)}
-	},
-	sm.GoodbyeTimeout: func(asOf time.Time) fixture.UserOptions {
-		sent := asOf.Add(-3 * sm.GoodbyeWindow)
-		return fixture.UserOptions{State: string(sm.GoodbyeSent), LastActivity: sent.Add(-sm.InactivityPeriod),
-			GoodbyeSentAt: &sent, GoodbyeExpiresAt: fixture.Ptr(sent.Add(sm.GoodbyeWindow))}
-	},
-	sm.ReminderDue: func(asOf time.Time) fixture.UserOptions {
-		return fixture.UserOptions{State: string(sm.RemindLater), LastActivity: asOf.Add(-30 * 24 * time.Hour),
-			RemindAt: fixture.Ptr(asOf.Add(-time.Hour))}
-	},
+// userAt makes a user in timer t's from-state whose timer runs out at
+// instant at: the time t's clock names is at − t's wait, every other time
+// recent. It is built from the timer's clock alone, so a new timer of the
+// state machine's table needs no edit here.
+func userAt(tb testing.TB, t sm.Transition, asOf, at time.Time) fixture.UserOptions {
+	tb.Helper()
+	since := at.Add(-t.Wait)
+	u := fixture.UserOptions{State: string(t.From), LastActivity: asOf.Add(-time.Hour), StateEnteredAt: fixture.Ptr(asOf.Add(-time.Hour))}
+	switch t.Clock {
+	case sm.LastActivity:
+		u.LastActivity = since
+	case sm.RemindAt:
+		u.RemindAt = &since
+	case sm.StateEntered:
+		u.StateEnteredAt = &since
+	case sm.GoodbyeDelivered:
+		// No goodbye in the queue: the timer counts from goodbye_sent_at,
+		// its expiry the wait later.
+		u.GoodbyeSentAt, u.GoodbyeExpiresAt = &since, fixture.Ptr(at)
+		u.LastActivity = since.Add(-sm.InactivityPeriod)
+	default:
+		tb.Fatalf("timer %s: no user can be made for clock %q: teach userAt the clock", t.Trigger, t.Clock)
+	}
+	return u
 }
 
 // Each daily step does what the state machine's tables say, read from the
-// database after a real run: a user due for its trigger moves along the
-// table's row, the move is logged as that row, and the kind the trigger
-// queues (statemachine.Kinds) is queued under its key, exactly when the
-// tables say so (a kind queued on request only when asked).
+// database after a real run: for every timer of the table, a user whose
+// timer ran out an hour before as-of moves along the table's row, the move
+// is logged as that row, and the kind the trigger queues
+// (statemachine.Kinds) is queued under its key, exactly when the tables
+// say so (a kind queued on request only when asked); a user whose timer
+// runs out an hour after as-of is left as they are. The test is driven by
+// the table: a new timer needs no edit here.
 func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 	t.Parallel()
 	asOf := time.Date(2026, 11, 18, 12, 0, 0, 0, time.UTC)
@@ -44,42 +55,45 @@ func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var names, timers []string
 	for _, st := range steps {
 		names = append(names, st.name)
 	}
-	if want := []string{"inactivity_14d", "goodbye_timeout", "reminder_due"}; !slices.Equal(names, want) {
-		t.Errorf("daily steps %q, want %q", names, want)
+	for _, tr := range sm.Timers() {
+		timers = append(timers, string(tr.Trigger))
+	}
+	if !slices.Equal(names, timers) {
+		t.Errorf("daily steps %q, want one per timer of the table, %q", names, timers)
 	}
 
 	for _, onRequest := range []bool{false, true} {
 		t.Run(fmt.Sprintf("send_reminder=%v", onRequest), func(t *testing.T) {
 			t.Parallel()
 			pool, _ := pgtest.NewPool(t)
-			users := map[sm.Trigger]string{}
-			for _, st := range steps {
-				due, ok := dueUsers[sm.Trigger(st.name)]
-				if !ok {
-					t.Fatalf("daily step %s has no due user in dueUsers: add one", st.name)
-				}
-				users[sm.Trigger(st.name)] = fixture.User(t, pool, due(asOf))
+			due, notYet := map[sm.Transition]string{}, map[sm.Transition]string{}
+			for _, tr := range sm.Timers() {
+				due[tr] = fixture.User(t, pool, userAt(t, tr, asOf, asOf.Add(-time.Hour)))
+				notYet[tr] = fixture.User(t, pool, userAt(t, tr, asOf, asOf.Add(time.Hour)))
 			}
 			_, err := RunDaily(context.Background(), pool, Config{AsOf: asOf, SendReminder: onRequest, Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for trigger, user := range users {
-				i := slices.IndexFunc(sm.Transitions(), func(t sm.Transition) bool { return t.Trigger == trigger })
-				row := sm.Transitions()[i]
-				if got := fixture.StateOf(t, pool, user).State; got != string(row.To) {
-					t.Errorf("%s: user in %s, want the table's %s", trigger, got, row.To)
+			for row, user := range due {
+				got := fixture.StateOf(t, pool, user)
+				if got.State != string(row.To) {
+					t.Errorf("%s: user in %s, want the table's %s", row.Trigger, got.State, row.To)
 				}
-				want := []fixture.Transition{{From: string(row.From), To: string(row.To), Trigger: string(trigger)}}
+				if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states
+				                                 WHERE user_id = $1 AND state_entered_at = $2`, user, asOf); n != 1 {
+					t.Errorf("%s: state_entered_at is not the run's as-of %v (business time)", row.Trigger, asOf)
+				}
+				want := []fixture.Transition{{From: string(row.From), To: string(row.To), Trigger: string(row.Trigger)}}
 				if got := fixture.TransitionsOf(t, pool, user); !slices.Equal(got, want) {
-					t.Errorf("%s: logged %v, want %v", trigger, got, want)
+					t.Errorf("%s: logged %v, want %v", row.Trigger, got, want)
 				}
 				var wantMsgs []string
-				if k, ok := sm.KindFiredBy(trigger); ok && (!k.OnRequest || onRequest) {
+				if k, ok := sm.KindFiredBy(row.Trigger); ok && (!k.OnRequest || onRequest) {
 					wantMsgs = []string{string(k.Message) + " " + k.CatalogKey}
 				}
 				var gotMsgs []string
@@ -87,7 +101,15 @@ func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 					gotMsgs = append(gotMsgs, m.Type+" "+*m.Key)
 				}
 				if !slices.Equal(gotMsgs, wantMsgs) {
-					t.Errorf("%s: queued %q, want %q", trigger, gotMsgs, wantMsgs)
+					t.Errorf("%s: queued %q, want %q", row.Trigger, gotMsgs, wantMsgs)
+				}
+			}
+			for row, user := range notYet {
+				if got := fixture.StateOf(t, pool, user).State; got != string(row.From) {
+					t.Errorf("%s: a user whose timer runs out an hour after as-of moved to %s", row.Trigger, got)
+				}
+				if got := fixture.TransitionsOf(t, pool, user); len(got) != 0 {
+					t.Errorf("%s: a user whose timer runs out an hour after as-of was logged %v", row.Trigger, got)
 				}
 			}
 		})

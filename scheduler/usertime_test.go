@@ -105,8 +105,9 @@ func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 	settle := func(user, status, reason, errText string) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, `
-			UPDATE engagement_message_queue SET status = $2, cancel_reason = nullif($3, ''), error_message = nullif($4, '')
-			 WHERE user_id = $1`, user, status, reason, errText); err != nil {
+			UPDATE engagement_message_queue SET status = $2, cancel_reason = nullif($3, ''), error_message = nullif($4, ''),
+			       in_doubt = $5
+			 WHERE user_id = $1`, user, status, reason, errText, errText == delivery.ErrOutcomeUnknown.Error()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -31,21 +31,17 @@ func TestNextValid(t *testing.T) {
 		{sm.RemindLater, sm.UserMessage, sm.Active, sm.NoMessage},
 		{sm.Dormant, sm.UserMessage, sm.Active, sm.NoMessage},
 	}
-	if got, want := len(sm.Transitions()), len(tests); got != want {
-		t.Errorf("len(Transitions()) = %d, want %d: the table and this test disagree", got, want)
-	}
 	for _, tt := range tests {
 		t.Run(string(tt.from)+"/"+string(tt.trigger), func(t *testing.T) {
 			got, err := sm.Next(tt.from, tt.trigger)
 			if err != nil {
 				t.Fatalf("Next(%q, %q) error = %v, want a valid transition", tt.from, tt.trigger, err)
 			}
-			want := sm.Transition{From: tt.from, Trigger: tt.trigger, To: tt.to, Message: tt.message}
-			if got != want {
-				t.Errorf("Next(%q, %q) = %+v, want %+v", tt.from, tt.trigger, got, want)
+			if got.From != tt.from || got.Trigger != tt.trigger || got.To != tt.to || got.Message != tt.message {
+				t.Errorf("Next(%q, %q) = %+v, want to %s queueing %q", tt.from, tt.trigger, got, tt.to, tt.message)
 			}
-			if !slices.Contains(sm.Transitions(), want) {
-				t.Errorf("Transitions() does not list %+v", want)
+			if !slices.Contains(sm.Transitions(), got) {
+				t.Errorf("Transitions() does not list %+v", got)
 			}
 		})
 	}
@@ -74,6 +70,54 @@ func TestTransitionsTable(t *testing.T) {
 	}
 	if a, b := sm.Transitions(), sm.Transitions(); !slices.Equal(a, b) {
 		t.Errorf("Transitions() order is not deterministic: %v then %v", a, b)
+	}
+}
+
+// The timers are whole: every row of a trigger has one clock and one wait
+// and one to-state (the daily job moves them in one step), the bot's
+// triggers have none, and the contract's timers are there (a new timer
+// needs no edit here).
+func TestTimers(t *testing.T) {
+	bot := []sm.Trigger{sm.UserMessage, sm.GoodbyeAnswerHelp, sm.GoodbyeAnswerRemindLater, sm.GoodbyeAnswerDormant, sm.GoodbyeUndelivered}
+	first := map[sm.Trigger]sm.Transition{}
+	for _, tr := range sm.Transitions() {
+		if slices.Contains(bot, tr.Trigger) && (tr.Clock != sm.NoClock || tr.Wait != 0) {
+			t.Errorf("row %+v: %s is not a timer, but has a clock or a wait", tr, tr.Trigger)
+		}
+		if tr.Clock == sm.NoClock && tr.Wait != 0 {
+			t.Errorf("row %+v: a wait without a clock", tr)
+		}
+		f, seen := first[tr.Trigger]
+		if !seen {
+			first[tr.Trigger] = tr
+			continue
+		}
+		if f.Clock != tr.Clock || f.Wait != tr.Wait || (tr.Clock != sm.NoClock && f.To != tr.To) {
+			t.Errorf("rows %+v and %+v of one timer disagree on its clock, wait or to-state", f, tr)
+		}
+	}
+	var got []string
+	for _, tr := range sm.Timers() {
+		got = append(got, string(tr.Trigger)+" "+tr.When())
+	}
+	want := []string{
+		"inactivity_14d 14 days after the last activity",
+		"goodbye_timeout 48 h after the goodbye's delivery",
+		"reminder_due at remind_at",
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("Timers() = %q, want it to hold %q", got, w)
+		}
+	}
+	if got := sm.Inactivity14d.Wait(); got != sm.InactivityPeriod {
+		t.Errorf("inactivity_14d waits %v, want InactivityPeriod", got)
+	}
+	if got := sm.GoodbyeTimeout.Wait(); got != sm.GoodbyeWindow {
+		t.Errorf("goodbye_timeout waits %v, want GoodbyeWindow", got)
+	}
+	if got, _ := sm.Next(sm.HelpFlow, sm.Inactivity14d); !slices.Equal(got.FromStates(), []sm.State{sm.HelpFlow, sm.Active}) {
+		t.Errorf("help_flow's inactivity moves %v together, want help_flow and active", got.FromStates())
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// This file is the state machine's table: its triggers, with the waits of
-// the scheduler's, and its transitions. Adding a trigger is a constant, its
-// place in triggers (and its wait) and its rows in transitions; the kind of
+// This file is the state machine's table: its triggers and its
+// transitions, with each timer's clock and wait. Adding a trigger is a
+// constant, its place in triggers and its rows in transitions; the kind of
 // message it queues, if any, is a row of kinds (kind.go).
 
 // Trigger is an event that may move a user from one state to another. Its
@@ -29,7 +29,9 @@ const (
 	// cancelled before the user got it; it moves goodbye_sent back to
 	// active, so that the user is never timed out on a goodbye they could
 	// not answer. Their next goodbye (Inactivity14d) comes on a later UTC
-	// day: one goodbye a day, so a re-run the same day changes nothing.
+	// day: one goodbye a day, so a re-run the same day changes nothing. It
+	// is not a timer of its own: goodbye_timeout's step fires it, on the
+	// goodbye's fate.
 	GoodbyeUndelivered Trigger = "goodbye_undelivered"
 	// ReminderDue fires when remind_at is due; it moves remind_later to
 	// dormant, queueing the reminder when the daily job is told to.
@@ -63,20 +65,50 @@ var triggers = []Trigger{
 	UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant,
 }
 
-// Wait is how long a user stays in the from-state of a transition on
-// scheduler trigger t before it fires: engagement-daily fires it on users
-// whose clock started before as-of − Wait. 0 for the bot's triggers and for
-// a trigger with a due time of its own (reminder_due: remind_at).
-//
-// The rule each wait is part of is defined once, in SQL functions the
-// daily job's statements and engagementctl verify's no_user_stuck both call
-// with these waits (migration 29; scheduler.DeadlineArgs).
-func (t Trigger) Wait() time.Duration { return waits[t] }
+// Wait is the wait of timer t (see Transition.Wait): 0 for a trigger that
+// is not a timer, and for a timer due at its clock (reminder_due).
+func (t Trigger) Wait() time.Duration {
+	for _, tr := range transitions {
+		if tr.Trigger == t {
+			return tr.Wait
+		}
+	}
+	return 0
+}
 
-// waits are the scheduler triggers' waits (see Wait).
-var waits = map[Trigger]time.Duration{
-	Inactivity14d:  InactivityPeriod,
-	GoodbyeTimeout: GoodbyeWindow,
+// Clock is what a timer's wait counts from: a time the user's rows keep,
+// always business time (the as-of of the run or the instant of the bot's
+// move that set it, never the clock of the write). Its string form is the
+// clock's name in SQL (engagement_clock_due, migration 42) and in the
+// reference.
+type Clock string
+
+// The clocks.
+const (
+	// NoClock is the clock of a trigger that is not a timer: the bot's,
+	// and goodbye_undelivered, which goodbye_timeout's step fires.
+	NoClock Clock = ""
+	// LastActivity is the user's last activity: last_activity_at, or the
+	// state row's created_at when the bot recorded none.
+	LastActivity Clock = "last_activity"
+	// GoodbyeDelivered is the delivery of the user's goodbye: its sent_at,
+	// the last attempt of one in doubt, goodbye_expires_at without one.
+	// Only goodbye_timeout's own statement reads it (it is in the queue,
+	// not on the user's row).
+	GoodbyeDelivered Clock = "goodbye_delivered"
+	// RemindAt is the user's remind_at, set by "remind me later".
+	RemindAt Clock = "remind_at"
+	// StateEntered is when the user entered their current state:
+	// state_entered_at (migration 42), set by every move, the jobs' and
+	// the bot's, to the move's business time.
+	StateEntered Clock = "state_entered"
+)
+
+// OnUserRow reports whether c is a time on the user's engagement row, so
+// that a timer counting from it needs no statement of its own (the daily
+// job's generic step, daily_timer.sql, moves its users).
+func (c Clock) OnUserRow() bool {
+	return c == LastActivity || c == RemindAt || c == StateEntered
 }
 
 // ParseTrigger returns the Trigger named by s, or an error wrapping
@@ -106,25 +138,32 @@ type Transition struct {
 	// whose Trigger is the transition's (see Kinds), unless the kind is
 	// queued only on request. Only Inactivity14d queues one, the goodbye.
 	Message Message
+	// Clock and Wait make the transition a timer, one the scheduler
+	// fires: engagement-daily moves a user in From once Wait has passed
+	// since Clock (as-of ≥ clock + wait), and engagementctl verify's
+	// no_user_stuck reports a user still there a day later. NoClock for the
+	// bot's moves. Every row of one trigger has the same clock and wait.
+	Clock Clock
+	Wait  time.Duration
 }
 
 // transitions is the transition table, in the order Transitions reports it.
 // Each row's Message comes from the kinds table (withMessages).
 var transitions = withMessages([]Transition{
-	{From: Active, Trigger: Inactivity14d, To: GoodbyeSent},
+	{From: Active, Trigger: Inactivity14d, To: GoodbyeSent, Clock: LastActivity, Wait: InactivityPeriod},
 	{From: Active, Trigger: UserMessage, To: Active},
 
-	{From: GoodbyeSent, Trigger: GoodbyeTimeout, To: Dormant},
+	{From: GoodbyeSent, Trigger: GoodbyeTimeout, To: Dormant, Clock: GoodbyeDelivered, Wait: GoodbyeWindow},
 	{From: GoodbyeSent, Trigger: GoodbyeUndelivered, To: Active},
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerHelp, To: HelpFlow},
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerRemindLater, To: RemindLater},
 	{From: GoodbyeSent, Trigger: GoodbyeAnswerDormant, To: Dormant},
 	{From: GoodbyeSent, Trigger: UserMessage, To: Active},
 
-	{From: HelpFlow, Trigger: Inactivity14d, To: GoodbyeSent},
+	{From: HelpFlow, Trigger: Inactivity14d, To: GoodbyeSent, Clock: LastActivity, Wait: InactivityPeriod},
 	{From: HelpFlow, Trigger: UserMessage, To: Active},
 
-	{From: RemindLater, Trigger: ReminderDue, To: Dormant},
+	{From: RemindLater, Trigger: ReminderDue, To: Dormant, Clock: RemindAt},
 	{From: RemindLater, Trigger: UserMessage, To: Active},
 
 	{From: Dormant, Trigger: UserMessage, To: Active},
@@ -174,4 +213,69 @@ func Next(from State, t Trigger) (Transition, error) {
 		return Transition{}, &TransitionError{From: from, Trigger: t}
 	}
 	return tr, nil
+}
+
+// Timers returns the rows of the table that are timers (a Clock), one per
+// trigger (its first row), in the order of Triggers: the daily job's steps,
+// in the order it runs them.
+func Timers() []Transition {
+	var out []Transition
+	for _, t := range triggers {
+		for _, tr := range transitions {
+			if tr.Trigger == t && tr.Clock != NoClock {
+				out = append(out, tr)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// FromStates lists every state the table moves to t.To on t.Trigger, t.From
+// first: one step of the daily job moves them all in one pass (help_flow
+// users who went silent fall back into the inactivity path with active
+// ones).
+func (t Transition) FromStates() []State {
+	from := []State{t.From}
+	for _, o := range transitions {
+		if o.Trigger == t.Trigger && o.To == t.To && o.From != t.From {
+			from = append(from, o.From)
+		}
+	}
+	return from
+}
+
+// When says in words when timer t fires, for help texts and the
+// reference: "14 days after the last activity", "at remind_at". "" for a
+// transition that is not a timer.
+func (t Transition) When() string {
+	since, ok := clockWords[t.Clock]
+	switch {
+	case !ok:
+		return ""
+	case t.Wait == 0:
+		return "at " + since
+	}
+	return FormatWait(t.Wait) + " after " + since
+}
+
+// clockWords name the clocks in When.
+var clockWords = map[Clock]string{
+	LastActivity:     "the last activity",
+	GoodbyeDelivered: "the goodbye's delivery",
+	RemindAt:         "remind_at",
+	StateEntered:     "entering the state",
+}
+
+// FormatWait spells a wait as the docs do: whole days as days ("14
+// days"), anything else in hours ("48 h").
+func FormatWait(w time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case w == day:
+		return "1 day"
+	case w%day == 0 && w >= 7*day:
+		return fmt.Sprintf("%d days", w/day)
+	}
+	return fmt.Sprintf("%g h", w.Hours())
 }

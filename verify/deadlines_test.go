@@ -38,17 +38,22 @@ func stuckAt(t *testing.T, pool *pgxpool.Pool, at time.Time) verify.Check {
 
 // settleGoodbyes gives every goodbye still pending the outcome queue-process
 // records: status and error on the message, and its send-ledger row with
-// the last attempt's time.
+// the last attempt's time. An error of delivery.ErrOutcomeUnknown is a send
+// in doubt (in_doubt).
 func settleGoodbyes(t *testing.T, pool *pgxpool.Pool, status, errText string, lastAttempt time.Time) {
 	t.Helper()
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = $1, error_message = $2
-		WHERE message_type = 'goodbye' AND status = 'pending'`, status, errText)
+	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = $1, error_message = $2, in_doubt = $3
+		WHERE message_type = 'goodbye' AND status = 'pending'`, status, errText, inDoubt(errText))
 	fixture.Exec(t, pool, `
 		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at, error)
 		SELECT id, 'webhook', 'failed', 1, $1, $1, error_message FROM engagement_message_queue
 		 WHERE message_type = 'goodbye' AND status = $2
 		    ON CONFLICT DO NOTHING`, lastAttempt, status)
 }
+
+// inDoubt says whether queue-process records a failure with error errText
+// as a send in doubt.
+func inDoubt(errText string) bool { return strings.HasPrefix(errText, delivery.ErrOutcomeUnknown.Error()) }
 
 // nextDay is the start of the UTC day after t's.
 func nextDay(t time.Time) time.Time { return t.UTC().Truncate(day).Add(day) }
@@ -176,16 +181,16 @@ func TestNoUserStuckReportsExactlyTheUsersTheDailyJobWouldMove(t *testing.T) {
 		fixture.Exec(t, pool, `
 			WITH q AS (
 			    INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-			                                          scheduled_for, sent_at, status, error_message, cancel_reason, idempotency_key)
+			                                          scheduled_for, sent_at, status, error_message, in_doubt, cancel_reason, idempotency_key)
 			    SELECT s.user_id, 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511999999999@s.whatsapp.net',
-			           s.goodbye_sent_at, $3, $2, nullif($4, ''), CASE WHEN $2 = 'cancelled' THEN 'operator' END,
+			           s.goodbye_sent_at, $3, $2, nullif($4, ''), $6, CASE WHEN $2 = 'cancelled' THEN 'operator' END,
 			           s.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
 			      FROM user_engagement_states s WHERE s.user_id = $1
 			    RETURNING id
 			)
 			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at)
 			SELECT id, 'webhook', 'failed', 1, $5, $5 FROM q WHERE $5::timestamptz IS NOT NULL`,
-			id, msg.status, msg.sentAt, msg.errText, msg.lastAttempt)
+			id, msg.status, msg.sentAt, msg.errText, msg.lastAttempt, inDoubt(msg.errText))
 	}
 	silent := func(d time.Duration) fixture.UserOptions { return fixture.UserOptions{LastActivity: ago(d)} }
 	goodbyeSent := func(sent time.Time, optedOut bool) fixture.UserOptions {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,6 +106,31 @@ func withDeadlines(args sqlfile.Args) sqlfile.Args {
 	return all
 }
 
+// stuckRule is no_user_stuck's rule, its deadlines from the state
+// machine's table: "… goodbye_sent 48 h after the goodbye's delivery …".
+func stuckRule() string {
+	var deadlines []string
+	for _, t := range sm.Timers() {
+		var from []string
+		for _, f := range t.FromStates() {
+			from = append(from, string(f))
+		}
+		d := strings.Join(from, " or ") + " " + t.When()
+		switch t.Trigger {
+		case sm.Inactivity14d:
+			d += " (not opted out; a user moved back by goodbye_undelivered gets their next goodbye the next UTC day)"
+		case sm.GoodbyeTimeout:
+			d += " (or, in doubt, after its last attempt), failed for good or cancelled, or, without a message " +
+				"or opted out, past goodbye_expires_at"
+		}
+		deadlines = append(deadlines, d)
+	}
+	return "no user is still where the daily job would have moved them on a day before as-of, by the deadlines it " +
+		"decides by (the same SQL functions, with the same parameters, from the state machine's table): " +
+		strings.Join(deadlines, "; ") +
+		"; exempt: users without a JID to send a goodbye to, and goodbyes still waiting to be delivered"
+}
+
 // goodbye is the goodbye's kind, which two checks are about.
 var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 
@@ -152,7 +178,7 @@ var invariants = slices.Concat([]invariant{
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		sql:  query("verify_goodbye_queued"),
-		args: sqlfile.Args{"message_type": string(goodbye.Message)},
+		args: withDeadlines(sqlfile.Args{"message_type": string(goodbye.Message)}),
 	},
 }, kindChecks(), []invariant{
 	{
@@ -178,16 +204,12 @@ var invariants = slices.Concat([]invariant{
 		name: CheckStateTimestamps,
 		rule: "goodbye_sent users have goodbye_sent_at and remind_later users have remind_at; " +
 			"without them the daily job can never move the user on",
-		sql: query("verify_state_timestamps"),
+		sql:  query("verify_state_timestamps"),
+		args: withDeadlines(nil),
 	},
 	{
 		name: CheckNoUserStuck,
-		rule: "no user is still where the daily job would have moved them on a day before as-of, by the deadlines it " +
-			"decides by (migration 29's functions, with the same parameters): active or help_flow silent for 14 days " +
-			"(not opted out; a user moved back by goodbye_undelivered gets their next goodbye the next UTC day), " +
-			"goodbye_sent 48 h after the goodbye was delivered (or, in doubt, after its last attempt), failed for good " +
-			"or cancelled, or, without a message or opted out, past goodbye_expires_at, remind_later past remind_at; " +
-			"exempt: users without a JID to send a goodbye to, and goodbyes still waiting to be delivered",
+		rule: stuckRule(),
 		sql:  query("verify_no_user_stuck"),
 		args: withDeadlines(sqlfile.Args{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
 	},

@@ -217,9 +217,14 @@ func TestKilledMidSendOnTheCloudAPISendsNothingTwice(t *testing.T) {
 	if got["sent"]+got["failed"] != len(numbers) {
 		t.Errorf("statuses %v, want every message settled", got)
 	}
-	unknown := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed' AND error_message LIKE '%outcome unknown%'`)
+	unknown := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue
+	                                   WHERE status = 'failed' AND in_doubt AND error_message LIKE '%outcome unknown%'`)
 	if got["failed"] != inFlight || unknown != inFlight {
-		t.Errorf("statuses %v, %d failed with outcome unknown; want exactly the %d messages in flight at the kill failed so", got, unknown, inFlight)
+		t.Errorf("statuses %v, %d failed in doubt (in_doubt, outcome unknown); want exactly the %d messages in flight at the kill failed so",
+			got, unknown, inFlight)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE in_doubt AND status <> 'failed'`); n != 0 {
+		t.Errorf("%d messages in doubt that did not fail", n)
 	}
 }
 

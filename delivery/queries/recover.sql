@@ -11,8 +11,8 @@
 --   'sent'        → the send succeeded before its holder stopped: sent.
 --   'processing'  → a send started and its outcome is unknown: on a
 --                   transport that de-duplicates, pending (resent under the
---                   same idempotency key); otherwise failed with @unknown,
---                   never sent again.
+--                   same idempotency key); otherwise failed with @unknown
+--                   and in_doubt, never sent again.
 --   none/'failed' → no send was in flight: pending, its retries unspent.
 -- Returns how many were settled, and the ids of those pending again (their
 -- send budget is given back).
@@ -39,6 +39,7 @@ WITH buried AS (
            provider_message_id = coalesce(a.provider_message_id, q.provider_message_id),
            error_message = CASE WHEN a.ledger_status = 'processing' AND NOT @deduplicates THEN @unknown
                                 ELSE q.error_message END,
+           in_doubt = (a.ledger_status IS NOT DISTINCT FROM 'processing' AND NOT @deduplicates),
            claimed_until = NULL,
            claimed_by = NULL
       FROM abandoned a

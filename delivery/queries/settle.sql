@@ -5,13 +5,15 @@
 -- that attempt says 'failed'. attempted is 1 when the attempt reached the
 -- transport and was not counted when it started, else 0. Rows are locked in
 -- id order, the one order every statement on claimed rows takes, before
--- any is changed. sent_at and a retry's time are on the processor's clock,
+-- any is changed. in_doubt is true for an attempt whose outcome is unknown
+-- (it may have reached a receiver that cannot de-duplicate: failed, never
+-- sent again), false for any other. sent_at and a retry's time are on the processor's clock,
 -- @clock_offset ahead of the database's (0 but in a simulation).
 WITH outcome AS (
     SELECT *
       FROM unnest(@ids::uuid[], @statuses::text[], @provider_ids::text[], @retry_ins::interval[],
-                  @errors::text[], @attempted::int[])
-           AS o(id, status, provider_id, retry_in, error, attempted)
+                  @errors::text[], @attempted::int[], @in_doubt::boolean[])
+           AS o(id, status, provider_id, retry_in, error, attempted, in_doubt)
 ), mine AS (
     SELECT q.id
       FROM engagement_message_queue q
@@ -28,6 +30,7 @@ WITH outcome AS (
            retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
            scheduled_for = CASE WHEN o.status = 'pending' THEN now() + @clock_offset::interval + o.retry_in ELSE q.scheduled_for END,
            error_message = o.error,
+           in_doubt = o.in_doubt,
            claimed_until = NULL,
            claimed_by = NULL
       FROM outcome o

@@ -168,16 +168,17 @@ DECLARE
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
-    -- shard predicate, the deadlines the jobs decide by and the end of the
-    -- quiet hours the claim defers to): the migrator
+    -- shard predicate, the routing, the clocks and deadlines the jobs decide
+    -- by and the end of the quiet hours the claim defers to): the migrator
     -- owns them too, so it can drop or replace them.
     funcs    text[] := ARRAY['engagement_stamp_state_change()',
                              'engagement_claim_abandoned(text, timestamptz, timestamptz)',
                              'engagement_zone(text)',
                              'engagement_in_shard(uuid, integer, integer)',
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
-                             'engagement_goodbye_due(timestamptz, interval, text, boolean, timestamptz, timestamptz, text, text, timestamptz, timestamptz)',
-                             'engagement_reminder_due(timestamptz, timestamptz)',
+                             'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz)',
+                             'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
+                             'engagement_route(text, text, text)',
                              'engagement_error_group(text)',
                              'engagement_quiet_until(timestamptz, text, interval, interval)',
                              'engagement_send_budget_full()'];

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -94,17 +93,17 @@ func renderKinds() []byte {
 			k.Message, k.CatalogKey, by, k.KeyInfix, periodLabel[k.Period], periodName[k.Period], sendWhile, orDash(k.Check))
 	}
 	b.WriteString("\n## Transitions\n\n" +
-		"`statemachine.Transitions`: every move a user can make. The scheduler fires the time triggers " +
-		"(engagement-daily, one step per trigger with a statement file); the bot fires the others.\n\n" +
-		"| from | trigger | to | queues | waits |\n|---|---|---|---|---|\n")
+		"`statemachine.Transitions`: every move a user can make. The scheduler fires the timers: a row with a " +
+		"clock and a wait, which engagement-daily fires on the users whose clock plus wait has come, one step per " +
+		"trigger, in this order (`goodbye_undelivered` is fired by `goodbye_timeout`'s step, on the goodbye's fate). " +
+		"The bot fires the others (`engagement_fire`).\n\n" +
+		"| from | trigger | to | queues | fires |\n|---|---|---|---|---|\n")
 	for _, t := range sm.Transitions() {
-		wait := "—"
-		if w := t.Trigger.Wait(); w%(24*time.Hour) == 0 && w >= 7*24*time.Hour {
-			wait = fmt.Sprintf("%d days", w/(24*time.Hour))
-		} else if w > 0 {
-			wait = fmt.Sprintf("%g h", w.Hours())
+		when := t.When()
+		if when == "" {
+			when = "—"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s | %s |\n", t.From, t.Trigger, t.To, orDash(string(t.Message)), wait)
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s | %s |\n", t.From, t.Trigger, t.To, orDash(string(t.Message)), when)
 	}
 	return b.Bytes()
 }

@@ -37,6 +37,7 @@ WITH matched AS (
        SET status = 'pending',
            retry_count = 0,
            error_message = NULL,
+           in_doubt = false,
            cancel_reason = NULL,
            scheduled_for = now(),
            sent_at = NULL,

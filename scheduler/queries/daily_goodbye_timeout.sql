@@ -9,8 +9,8 @@
 --
 --   delivered ('sent') @goodbye_window (48 h) ago: the user had their 48
 --     hours to answer                    → @to_state, logged @trigger;
---   in doubt ('failed', the error starting with @unknown_prefix: it may
---     have arrived), its last attempt (the send ledger's last_attempt_at)
+--   in doubt ('failed' with in_doubt, migration 41: it may have
+--     arrived), its last attempt (the send ledger's last_attempt_at)
 --     48 h ago                           → the same;
 --   failed for good or cancelled: the user never got it, and is not timed
 --     out on it                          → @undelivered_to_state, logged
@@ -53,9 +53,9 @@ WITH chunk AS MATERIALIZED (
           OFFSET 0
       ) p
       CROSS JOIN LATERAL (
-          SELECT engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval, @unknown_prefix::text,
+          SELECT engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval,
                                         p.opted_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                        q.status, q.error_message, q.sent_at,
+                                        q.status, q.in_doubt, q.sent_at,
                                         (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                           WHERE l.message_id = q.id)) AS verdict
             FROM (SELECT) AS one
@@ -83,7 +83,7 @@ WITH chunk AS MATERIALIZED (
 ), moved AS (
     -- Re-checks the state: a user the bot moved in between is not moved.
     UPDATE user_engagement_states s
-       SET state = c.to_state, updated_at = now(),
+       SET state = c.to_state, updated_at = now(), state_entered_at = @as_of,
            goodbye_expires_at = CASE WHEN c.verdict = 'undelivered' THEN @as_of::timestamptz
                                      ELSE s.goodbye_expires_at END
       FROM chunk c

@@ -10,9 +10,9 @@ SELECT '' AS skip_reason, count(*)::int, 0
     ON q.idempotency_key = s.user_id::text || @key_infix::text
                            || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
  WHERE s.state = @from_state
-   AND engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval, @unknown_prefix::text,
+   AND engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval,
                               p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                              q.status, q.error_message, q.sent_at,
+                              q.status, q.in_doubt, q.sent_at,
                               (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                 WHERE l.message_id = q.id)) IS NOT NULL
    AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

@@ -10,8 +10,8 @@
 -- last_activity_at NULL, is silent since its state row's created_at), and
 -- not on the UTC day their last goodbye was queued or ended undelivered
 -- (one goodbye a day: a re-run the same day after goodbye_undelivered
--- changes nothing). Each gets state @to_state, goodbye_sent_at
--- @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
+-- changes nothing). Each gets state @to_state, state_entered_at and
+-- goodbye_sent_at @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
 -- each one's goodbye under the key user_id || @key_suffix
 -- (':goodbye_sent:YYYY-MM-DD'), covering [@period_start, @replay_until);
 -- and logs each move (from the user's state, @trigger, run @run_id) — all
@@ -22,8 +22,8 @@
 -- checks its outcome against the table.
 --
 -- Opted-out users are never touched; users the goodbye could not reach
--- (destination 'group' uses group_jid when set, else whatsapp_jid) are left
--- for later. Only the run's shard (@shard_index of @shard_count) is seen:
+-- (engagement_route, migration 40, finds them no destination) are left for
+-- later. Only the run's shard (@shard_index of @shard_count) is seen:
 -- a @shard_count of 1 is every user, and the planner drops the hash.
 --
 -- Returns the chunk's counters: candidates, moved, queued, locked (rows
@@ -36,14 +36,11 @@ WITH chunk AS MATERIALIZED (
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                      WHEN NOT ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
-                                OR coalesce(btrim(p.whatsapp_jid), '') <> '') THEN 'no_destination'
+                      WHEN route.destination_jid IS NULL THEN 'no_destination'
                       ELSE '' END AS skip_reason,
-                 CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-                      THEN 'group' ELSE 'individual' END AS destination,
-                 btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-                            THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
+                 route.destination, route.destination_jid
             FROM user_profiles p
+           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
            WHERE p.user_id = s.user_id
           OFFSET 0
       ) p
@@ -68,7 +65,7 @@ WITH chunk AS MATERIALIZED (
     -- or another run) is not moved. The profile is not locked: the state
     -- row is the one the move changes.
     UPDATE user_engagement_states s
-       SET state = @to_state, updated_at = now(),
+       SET state = @to_state, updated_at = now(), state_entered_at = @as_of,
            goodbye_sent_at = @as_of, goodbye_expires_at = @goodbye_expires_at
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid

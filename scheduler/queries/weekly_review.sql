@@ -69,14 +69,11 @@ WITH rerun AS MATERIALIZED (
       -- profile, a foreign key, so no row here means "reviewed").
       LEFT JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                      WHEN NOT ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
-                                OR coalesce(btrim(p.whatsapp_jid), '') <> '') THEN 'no_destination'
+                      WHEN route.destination_jid IS NULL THEN 'no_destination'
                       ELSE '' END AS skip_reason,
-                 CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-                      THEN 'group' ELSE 'individual' END AS destination,
-                 btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-                            THEN p.group_jid ELSE p.whatsapp_jid END) AS destination_jid
+                 route.destination, route.destination_jid
             FROM user_profiles p
+           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
            WHERE p.user_id = s.user_id
              AND NOT (r.probe AND (SELECT true FROM engagement_message_queue q
                                     WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) IS NOT NULL)

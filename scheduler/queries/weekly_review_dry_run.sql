@@ -16,11 +16,11 @@ SELECT c.skip_reason, count(*)::int,
             WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int
   FROM (SELECT s.user_id,
                CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                    WHEN NOT ((p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> '')
-                              OR coalesce(btrim(p.whatsapp_jid), '') <> '') THEN 'no_destination'
+                    WHEN route.destination_jid IS NULL THEN 'no_destination'
                     ELSE '' END AS skip_reason
           FROM user_engagement_states s
           JOIN user_profiles p ON p.user_id = s.user_id
+         CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
           LEFT JOIN window_transactions w ON w.user_id = s.user_id
          WHERE s.state = ANY(@states::text[])
            AND (w.user_id IS NOT NULL

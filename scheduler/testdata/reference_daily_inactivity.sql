@@ -4,7 +4,7 @@
 -- Named arguments: as_of, day (YYYY-MM-DD of the as-of instant), run_id.
 WITH moved AS (
     UPDATE user_engagement_states s
-       SET state = 'goodbye_sent', goodbye_sent_at = @as_of,
+       SET state = 'goodbye_sent', goodbye_sent_at = @as_of, state_entered_at = @as_of,
            goodbye_expires_at = @as_of::timestamptz + interval '48 hours', updated_at = now()
       FROM user_profiles p, user_engagement_states o
      WHERE p.user_id = s.user_id AND o.user_id = s.user_id

@@ -7,9 +7,9 @@
 -- Named arguments: as_of, run_id.
 WITH due AS (
     SELECT s.user_id,
-           engagement_goodbye_due(@as_of::timestamptz, interval '48 hours', 'outcome unknown',
+           engagement_goodbye_due(@as_of::timestamptz, interval '48 hours',
                                   p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                  q.status, q.error_message, q.sent_at,
+                                  q.status, q.in_doubt, q.sent_at,
                                   (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                     WHERE l.message_id = q.id)) AS verdict
       FROM user_engagement_states s
@@ -19,7 +19,7 @@ WITH due AS (
      WHERE s.state = 'goodbye_sent'
 ), moved AS (
     UPDATE user_engagement_states s
-       SET state = CASE d.verdict WHEN 'timed_out' THEN 'dormant' ELSE 'active' END, updated_at = now(),
+       SET state = CASE d.verdict WHEN 'timed_out' THEN 'dormant' ELSE 'active' END, updated_at = now(), state_entered_at = @as_of,
            goodbye_expires_at = CASE d.verdict WHEN 'undelivered' THEN @as_of::timestamptz ELSE s.goodbye_expires_at END
       FROM due d
      WHERE d.user_id = s.user_id AND d.verdict IS NOT NULL

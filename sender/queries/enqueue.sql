@@ -6,8 +6,7 @@
 -- was not freshly inserted.
 --
 -- An omitted destination or JID ('') is routed from the user's profile as
--- the jobs route them: destination 'group' uses group_jid when set, else
--- 'individual' and whatsapp_jid. With neither, destination_jid is NULL and
+-- the jobs route them (engagement_route, migration 40). With neither, destination_jid is NULL and
 -- the insert fails (NOT NULL): the caller reports "no destination".
 -- @period_start and @replay_until (NULL for none) say what the key covers
 -- and until when it could be produced again (cleanup keeps the message
@@ -16,17 +15,13 @@ INSERT INTO engagement_message_queue
        (user_id, message_type, message_key, message_params, destination, destination_jid,
         scheduled_for, idempotency_key, period_start, replay_until)
 SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::jsonb, '{}'),
-       coalesce(NULLIF(@destination, ''),
-                CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-                     THEN 'group' ELSE 'individual' END,
-                'individual'),
-       coalesce(NULLIF(btrim(@jid), ''),
-                NULLIF(btrim(CASE WHEN p.preferred_destination = 'group' AND coalesce(btrim(p.group_jid), '') <> ''
-                                  THEN p.group_jid ELSE p.whatsapp_jid END), '')),
+       coalesce(NULLIF(@destination, ''), route.destination, 'individual'),
+       coalesce(NULLIF(btrim(@jid), ''), route.destination_jid),
        coalesce(@scheduled_for, now()), NULLIF(@idempotency_key, ''),
        @period_start::timestamptz, @replay_until::timestamptz
   FROM (SELECT) AS one
   LEFT JOIN user_profiles p ON p.user_id = @user_id
+  LEFT JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route ON true
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
 DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
 RETURNING id::text, (xmax <> 0) AS duplicate,

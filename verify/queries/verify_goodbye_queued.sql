@@ -1,5 +1,6 @@
--- Check goodbye_queued: every goodbye_sent user whose latest logged
--- transition put them in goodbye_sent has a goodbye queued (any status) for
+-- Check goodbye_queued: every user in @goodbye_states (goodbye_sent, the
+-- goodbye timer's, scheduler.DeadlineArgs) whose latest logged transition
+-- put them there has a goodbye queued (any status) for
 -- the UTC day of goodbye_sent_at, as its period_start says (@message_type
 -- is the goodbye kind's). Exempt: users with no such log row (the bot or
 -- an import set the state), no goodbye_sent_at (see
@@ -11,7 +12,7 @@
 -- and up to @max_examples examples of the violations, sorted.
 WITH found (example, exempt) AS MATERIALIZED (
     SELECT s.user_id::text,
-           l.to_state IS DISTINCT FROM 'goodbye_sent'
+           NOT coalesce(l.to_state = ANY(@goodbye_states::text[]), false)
            OR s.goodbye_sent_at IS NULL
            OR ((s.goodbye_sent_at AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC' < @cutoff
       FROM user_engagement_states s
@@ -20,7 +21,7 @@ WITH found (example, exempt) AS MATERIALIZED (
             WHERE l.user_id = s.user_id
             ORDER BY l.id DESC LIMIT 1
       ) l ON true
-     WHERE s.state = 'goodbye_sent'
+     WHERE s.state = ANY(@goodbye_states::text[])
        AND NOT EXISTS (
            SELECT 1 FROM engagement_message_queue q
             WHERE q.user_id = s.user_id AND q.message_type = @message_type::text
