@@ -16,12 +16,12 @@ import (
 type cleanupOptions struct {
 	cmdIO
 	timeFlags
-	databaseURL *string
-	cfg         retention.CleanupConfig
+	dbOptions
+	cfg retention.CleanupConfig
 }
 
-func newCleanupCommand(databaseURL *string) *cobra.Command {
-	o := &cleanupOptions{databaseURL: databaseURL}
+func newCleanupCommand(databaseURL *string, runF func(*cleanupOptions) error) *cobra.Command {
+	o := &cleanupOptions{dbOptions: dbOptions{dbURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Delete settled messages and ledger rows past the retention",
@@ -34,7 +34,7 @@ reminder until its instant, is older than the cutoff. Re-running a day older
 than the retention window is therefore not protected against duplicates.
 --dry-run reports the counts and deletes nothing.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	fs := cmd.Flags()
@@ -51,20 +51,16 @@ func (o *cleanupOptions) Validate() error {
 	if o.cfg.BatchSize < 1 {
 		return usagef("--batch-size must be at least 1")
 	}
-	return o.timeFlags.validate(*o.databaseURL)
+	return o.timeFlags.validate(*o.dbURL)
 }
 
 func (o *cleanupOptions) Run(ctx context.Context) error {
-	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 	cfg := o.cfg
-	if cfg.AsOf, err = postgres.AsOf(ctx, pool, o.asOf.Time()); err != nil {
+	var err error
+	if cfg.AsOf, err = postgres.AsOf(ctx, o.pool, o.asOf.Time()); err != nil {
 		return err
 	}
-	sum, err := retention.Cleanup(ctx, pool, cfg)
+	sum, err := retention.Cleanup(ctx, o.pool, cfg)
 	if err != nil {
 		return err
 	}

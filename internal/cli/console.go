@@ -22,6 +22,7 @@ const ConsoleCommand = "engagement-console"
 // consoleOptions is one engagement-console.
 type consoleOptions struct {
 	cmdIO
+	dbOptions
 	databaseURL       string
 	listen            string
 	port              string
@@ -41,6 +42,7 @@ type consoleOptions struct {
 // NewConsoleCommand returns the engagement-console command.
 func NewConsoleCommand() *cobra.Command {
 	o := &consoleOptions{}
+	o.dbURL = &o.databaseURL
 	cmd := &cobra.Command{
 		Use:   ConsoleCommand,
 		Short: "Serve the operators' web console: the funnel, the queue, runs, verify, users, forecast, actions",
@@ -60,7 +62,7 @@ safe when nothing but the proxy reaches the console). Users named in
 is open to anyone who reaches it, so it refuses to start (exit 2) unless
 --listen is a loopback address. See docs/console.md.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, nil),
 	}
 	fs := cmd.Flags()
 	registerDatabaseURL(fs, &o.databaseURL)
@@ -173,16 +175,16 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// around runs the console with its logger in the run's context: the pool
+// logs server warnings with it.
+func (o *consoleOptions) around(ctx context.Context, run func(context.Context) error) error {
+	return run(o.log.WithContext(ctx))
+}
+
 // Run serves until ctx ends, then shuts down, letting requests in flight
 // finish (a few seconds at most).
 func (o *consoleOptions) Run(ctx context.Context) error {
-	ctx = o.log.WithContext(ctx)
-	pool, err := openChecked(ctx, o.databaseURL, ConsoleCommand)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cfg := console.Config{Pool: pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log}
+	cfg := console.Config{Pool: o.pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log}
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}

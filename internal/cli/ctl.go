@@ -26,12 +26,12 @@ func NewCtlCommand() *cobra.Command {
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
-	root.AddCommand(newMigrateCommand(&databaseURL), newEnqueueCommand(&databaseURL), newCleanupCommand(&databaseURL))
-	root.AddCommand(newStatusCommand(&databaseURL), newVerifyCommand(&databaseURL))
-	root.AddCommand(newSeedCommand(&databaseURL))
-	root.AddCommand(newSmokeCommand(&databaseURL))
-	root.AddCommand(newRequeueCommand(&databaseURL), newCancelCommand(&databaseURL))
-	root.AddCommand(newCheckReceiverCommand())
+	root.AddCommand(newMigrateCommand(&databaseURL, nil), newEnqueueCommand(&databaseURL, nil), newCleanupCommand(&databaseURL, nil))
+	root.AddCommand(newStatusCommand(&databaseURL, nil), newVerifyCommand(&databaseURL, nil))
+	root.AddCommand(newSeedCommand(&databaseURL, nil))
+	root.AddCommand(newSmokeCommand(&databaseURL, nil))
+	root.AddCommand(newRequeueCommand(&databaseURL, nil), newCancelCommand(&databaseURL, nil))
+	root.AddCommand(newCheckReceiverCommand(nil))
 	return root
 }
 
@@ -54,7 +54,11 @@ type migrateOptions struct {
 	work func(*migrations.Migrator) error // set by Validate
 }
 
-func newMigrateCommand(databaseURL *string) *cobra.Command {
+// newMigrateCommand builds engagementctl migrate and its subcommands,
+// which open the database their own way (migrations.OpenConfig, after
+// checking the connection keeps a session) and so do not embed dbOptions;
+// runF, when not nil, replaces each subcommand's run (see runOptions).
+func newMigrateCommand(databaseURL *string, runF func(*migrateOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply, review or roll back the database schema (up, check, down [N], force V, version)",
@@ -79,7 +83,7 @@ docs/migrations.md.`,
 
 	sub := func(c *cobra.Command, action string) *migrateOptions {
 		o := &migrateOptions{migrateFlags: f, cmd: c, action: action}
-		c.RunE = runOptions(o)
+		c.RunE = runOptions(o, runF)
 		return o
 	}
 	up := &cobra.Command{

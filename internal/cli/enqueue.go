@@ -18,7 +18,7 @@ import (
 // enqueueOptions is one engagementctl enqueue.
 type enqueueOptions struct {
 	cmdIO
-	databaseURL                  *string
+	dbOptions
 	m                            sender.Message
 	params, scheduledFor, output string
 	periodStart, replayUntil     string
@@ -27,8 +27,8 @@ type enqueueOptions struct {
 	log zerolog.Logger // set by Validate
 }
 
-func newEnqueueCommand(databaseURL *string) *cobra.Command {
-	o := &enqueueOptions{databaseURL: databaseURL}
+func newEnqueueCommand(databaseURL *string, runF func(*enqueueOptions) error) *cobra.Command {
+	o := &enqueueOptions{dbOptions: dbOptions{dbURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "enqueue",
 		Short: "Queue one message, idempotently when given a key",
@@ -40,7 +40,7 @@ callers. A key that breaks the rule is refused (exit 2, nothing written):
 queue-process could not send it. Without a key every call creates a
 message. --destination and --jid default to the user's profile routing.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.m.UserID, "user-id", "", "the user's id (UUID)")
@@ -60,7 +60,7 @@ message. --destination and --jid default to the user's profile routing.`,
 
 // Validate checks every flag and builds the message.
 func (o *enqueueOptions) Validate() error {
-	if err := requireDatabaseURL(*o.databaseURL); err != nil {
+	if err := requireDatabaseURL(*o.dbURL); err != nil {
 		return err
 	}
 	if err := validateOutput(o.output); err != nil {
@@ -118,12 +118,7 @@ func (o *enqueueOptions) Validate() error {
 }
 
 func (o *enqueueOptions) Run(ctx context.Context) error {
-	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	q, err := sender.Enqueue(ctx, pool, o.m)
+	q, err := sender.Enqueue(ctx, o.pool, o.m)
 	switch {
 	case errors.Is(err, sender.ErrNoDestination), errors.Is(err, sender.ErrNoCatalogKey):
 		return usageError(err)

@@ -10,20 +10,17 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // envAnnotation names the environment variable a flag falls back to.
-const envAnnotation = "engagement_env"
+const envAnnotation = cliflag.EnvAnnotation
 
 // bindEnv makes flag fall back to the environment variable env when it is not
 // given on the command line (the flag wins), and says so in --help. The
 // variable's value never appears in the help text.
-func bindEnv(fs *pflag.FlagSet, flag, env string) {
-	f := fs.Lookup(flag)
-	f.Usage += fmt.Sprintf(" (env %s)", env)
-	_ = fs.SetAnnotation(flag, envAnnotation, []string{env})
-}
+func bindEnv(fs *pflag.FlagSet, flag, env string) { cliflag.BindEnv(fs, flag, env) }
 
 // applyEnv fills every flag of cmd that was not set on the command line from
 // its environment variable, if lookup finds it set. Main does it for the

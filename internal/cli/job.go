@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/migrations"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -27,18 +27,14 @@ type jobFunc func(context.Context, *pgxpool.Pool, scheduler.Config) (*scheduler.
 func NewDailyCommand() *cobra.Command {
 	return newJobCommand(scheduler.DailyJob, scheduler.RunDaily,
 		"Move inactive users through the engagement state machine",
-		`Runs the daily engagement steps, in order:
+		"Runs the daily engagement steps, one per timer of the state machine, in order:\n\n"+
+			"  "+strings.Join(scheduler.DailySteps(), "\n  ")+`
 
-  inactivity_14d   active or help_flow users silent for 14 days get a goodbye
-                   queued -> goodbye_sent
-  goodbye_timeout  goodbyes unanswered 48 h after they were delivered -> dormant;
-                   a goodbye that failed or was cancelled -> active again
-  reminder_due     remind_later users whose remind_at has come -> dormant
-                   (with --send-reminder, their reminder is queued)
-
-Opted-out users are never messaged; their timers complete silently.
-Re-running is always safe: a second run of the same day changes nothing.
-Re-run a missed day with --as-of.`)
+A goodbye that failed for good or was cancelled moves its user back to
+active instead (goodbye_undelivered): they are never timed out on a goodbye
+they did not get. Opted-out users are never messaged; their timers complete
+silently. Re-running is always safe: a second run of the same day changes
+nothing. Re-run a missed day with --as-of.`)
 }
 
 // NewWeeklyCommand builds the engagement-weekly command.
@@ -55,12 +51,13 @@ States are not changed; opted-out users are never touched.`)
 
 func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
 	o := &jobOptions{name: name, job: job}
+	o.dbURL = &o.databaseURL
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short,
 		Long:  long,
 		Args:  cobra.NoArgs,
-		RunE:  runOptions(o),
+		RunE:  runOptions(o, nil),
 	}
 	o.register(cmd)
 	o.secrets = secretsOf(cmd) // the flags' values, read when the run logs an error
@@ -75,12 +72,15 @@ type jobOptions struct {
 	name string
 	job  jobFunc
 	cmdIO
+	dbOptions
 	secrets secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
 
 	// Set by Validate.
 	shard    scheduler.Shard
 	log      zerolog.Logger
 	delivery *delivery.ProcessorConfig // the queue step's; nil: no queue step
+
+	sum *scheduler.Summary // set by Run, for the metrics around it
 }
 
 // Validate checks everything that can be checked before any work (a usage
@@ -128,24 +128,25 @@ func (o *jobOptions) Validate() error {
 	return nil
 }
 
-// Run runs the job, its analytics and its queue step, writes the summary
-// and pushes the metrics, however the run ends.
-func (o *jobOptions) Run(ctx context.Context) (err error) {
-	var sum *scheduler.Summary
+// around runs the job with the job's logger in its context (the pool logs
+// server warnings with it) and pushes the metrics, however the run ends,
+// a database that did not open included.
+func (o *jobOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
 	defer func(start time.Time) {
-		o.metrics.pushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, sum, err)
+		o.metrics.pushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, o.sum, err)
 	}(time.Now())
-	ctx = o.log.WithContext(ctx) // the pool logs server warnings with it
-	pool, err := openChecked(ctx, o.databaseURL, o.name)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	return run(o.log.WithContext(ctx))
+}
+
+// Run runs the job, its analytics and its queue step, and writes the
+// summary.
+func (o *jobOptions) Run(ctx context.Context) error {
+	pool := o.pool
 	asOf, err := o.resolveAsOf(ctx, pool)
 	if err != nil {
 		return err
 	}
-	sum, err = o.job(ctx, pool, scheduler.Config{
+	sum, err := o.job(ctx, pool, scheduler.Config{
 		AsOf:         asOf,
 		DryRun:       o.dryRun,
 		BatchSize:    o.batchSize,
@@ -154,6 +155,7 @@ func (o *jobOptions) Run(ctx context.Context) (err error) {
 		SendReminder: o.sendReminder,
 		Logger:       o.log,
 	})
+	o.sum = sum
 	if err != nil {
 		return err
 	}
@@ -222,19 +224,6 @@ func (o *jobOptions) sendQueued(ctx context.Context, pool *pgxpool.Pool, sum *sc
 		Int("retried", delivered.Retried).Int("failed", delivered.Failed).Msg("queue step finished")
 	sum.Delivery = &delivered
 	return delivered, nil
-}
-
-// openChecked opens the pool and checks the schema is migrated.
-func openChecked(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
-	pool, err := postgres.Open(ctx, databaseURL, app)
-	if err != nil {
-		return nil, err
-	}
-	if err := migrations.Check(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
 }
 
 // writeSummary prints the summary: exactly one JSON object with --output

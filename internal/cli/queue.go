@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,34 +17,31 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
+	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
 // deliveryFlags configure the transport and the pace of delivery: the
 // flags of queue-process and, the same flags built by the same register,
 // of the daily and weekly jobs' trailing queue step.
 type deliveryFlags struct {
-	transport     string
-	webhookURL    string
-	webhookSecret string
-	sendInterval  time.Duration
-	maxRetries    int
-	retryBase     time.Duration
-	claimTimeout  time.Duration
-	maxDuration   time.Duration
-	catalog       string
-	workers       int
-	dedupeStore   string
-	dedupeTTL     time.Duration
-	dedupeOpen    bool
-	waPhoneID     string
-	waToken       string
-	waTemplates   string
-	waRetry       bool
-	waBaseURL     string
-	quietHours    string
-	timezone      string
-	dailyLimit    int
-	ramp          string
+	transport string
+	// transports holds each kind's configuration, by --transport name, as
+	// its own flags fill it (see transports).
+	transports   map[string]transport.Config
+	sendInterval time.Duration
+	maxRetries   int
+	retryBase    time.Duration
+	claimTimeout time.Duration
+	maxDuration  time.Duration
+	catalog      string
+	workers      int
+	dedupeStore  string
+	dedupeTTL    time.Duration
+	dedupeOpen   bool
+	quietHours   string
+	timezone     string
+	dailyLimit   int
+	ramp         string
 }
 
 // Titles of the --help section the delivery flags are listed in.
@@ -86,8 +82,9 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "daily-limit", "ENGAGEMENT_DAILY_LIMIT")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	bindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
+	f.transports = make(map[string]transport.Config, len(transports))
 	for _, t := range transports {
-		t.register(fs, f)
+		f.transports[t.Name] = t.Flags(fs)
 	}
 }
 
@@ -146,17 +143,20 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if f.transport == "" {
 		return cfg, usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to %s", transportNames())
 	}
-	i := slices.IndexFunc(transports, func(t transportKind) bool { return t.name == f.transport })
-	if i < 0 {
+	conf, ok := f.transports[f.transport]
+	if !ok {
 		return cfg, usagef("unknown transport %q: use %s", f.transport, transportNames())
 	}
-	if missing := transports[i].missing(f); missing != "" {
+	if missing := conf.Missing(); missing != "" {
 		return cfg, usagef("--transport %s needs %s", f.transport, missing)
 	}
 	var err error
-	cfg.Transport, err = transports[i].build(f, stderr)
+	cfg.Transport, err = conf.Build(stderr)
 	if err != nil {
 		return cfg, usageError(err)
+	}
+	if r, ok := conf.(transport.UnknownRetrier); ok {
+		cfg.RetryUnknown = r.RetryUnknown()
 	}
 	cfg.Catalog = sender.DefaultCatalog()
 	if f.catalog != "" {
@@ -175,7 +175,6 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.MaxRetries = offIfZero(f.maxRetries)
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
-	cfg.RetryUnknown = f.waRetry // a Cloud API flag, off for the others
 	cfg.DailyLimit = f.dailyLimit
 	if f.ramp != "" {
 		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
@@ -216,19 +215,27 @@ func (f *deliveryFlags) attachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpoo
 }
 
 // NewQueueCommand builds the queue-process command.
-func NewQueueCommand() *cobra.Command {
+func NewQueueCommand() *cobra.Command { return newQueueCommand(nil) }
+
+// newQueueCommand builds queue-process; runF, when not nil, replaces the
+// run (see runOptions).
+func newQueueCommand(runF func(*queueOptions) error) *cobra.Command {
 	o := &queueOptions{}
+	o.dbURL = &o.databaseURL
 	cmd := &cobra.Command{
 		Use:   "queue-process",
 		Short: "Deliver due queued messages through a transport",
 		Long: `Claims due pending messages (any number of queue-process instances can run at
-once), renders each in the user's locale, and delivers it through the
-transport: webhook (the running bot), whatsapp-cloud (Meta's Cloud API,
-template messages) or log. Failures are retried with exponential backoff;
-the pace holds across every running process. SIGTERM stops claiming,
-finishes the send in flight and releases the rest.`,
+once), renders each in the user's locale, and delivers it through one
+transport, the one --transport names:
+
+` + transportList() + `
+
+Failures are retried with exponential backoff; the pace holds across every
+running process. SIGTERM stops claiming, finishes the send in flight and
+releases the rest.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	registerDatabaseURL(fs, &o.databaseURL)
@@ -257,10 +264,13 @@ type queueOptions struct {
 	logs            logFlags
 	metrics         metricsFlags
 	cmdIO
+	dbOptions
 
 	// Set by Validate.
 	log zerolog.Logger
 	cfg delivery.ProcessorConfig
+
+	sum delivery.ProcessSummary // set by Run, for the metrics around it
 }
 
 // Validate checks every flag before any work (a usage error, exit 2) and
@@ -292,17 +302,18 @@ func (o *queueOptions) Validate() error {
 	return nil
 }
 
-// Run delivers what is due, writes the summary and pushes the metrics,
-// however the run ends.
+// around runs queue-process with its logger in the run's context (the
+// pool logs server warnings with it) and pushes the metrics, however the
+// run ends, a database that did not open included.
+func (o *queueOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+	ctx = o.log.WithContext(ctx)
+	defer func(start time.Time) { o.metrics.pushQueue(ctx, o.log, start, o.sum, err) }(time.Now())
+	return run(ctx)
+}
+
+// Run delivers what is due and writes the summary.
 func (o *queueOptions) Run(ctx context.Context) (err error) {
-	ctx = o.log.WithContext(ctx) // the pool logs server warnings with it
-	var sum delivery.ProcessSummary
-	defer func(start time.Time) { o.metrics.pushQueue(ctx, o.log, start, sum, err) }(time.Now())
-	pool, err := openChecked(ctx, o.databaseURL, "queue-process")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	pool := o.pool
 	if err := o.delivery.attachDedupe(&o.cfg, pool, o.log); err != nil {
 		return err
 	}
@@ -314,7 +325,8 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 		return err
 	}
 	o.log.Info().Str("transport", o.cfg.Transport.Name()).Msg("queue-process started")
-	sum, err = p.Run(ctx)
+	sum, err := p.Run(ctx)
+	o.sum = sum
 	o.metrics.readQueue(ctx, o.log, pool) // the backlog it leaves, for the push
 	if err != nil {
 		return err

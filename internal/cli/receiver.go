@@ -20,8 +20,10 @@ type receiverOptions struct {
 	timeout             time.Duration
 }
 
-// newCheckReceiverCommand builds engagementctl check-receiver.
-func newCheckReceiverCommand() *cobra.Command {
+// newCheckReceiverCommand builds engagementctl check-receiver, which never
+// connects to the database; runF, when not nil, replaces the run (see
+// runOptions).
+func newCheckReceiverCommand(runF func(*receiverOptions) error) *cobra.Command {
 	o := &receiverOptions{}
 	cmd := &cobra.Command{
 		Use:   "check-receiver",
@@ -45,7 +47,7 @@ each failed check failed. Exits 0 when every check holds, 4 when the
 receiver answered but a check failed, 1 when it did not answer, 2 on bad
 flags. Needs no database.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.url, "webhook-url", "", "the bot's endpoint")

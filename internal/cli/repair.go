@@ -19,10 +19,10 @@ import (
 // repairFlags are what requeue and cancel share, and what Validate makes
 // of them.
 type repairFlags struct {
-	databaseURL *string
-	dryRun      bool
-	output      string
-	logs        logFlags
+	dbOptions
+	dryRun bool
+	output string
+	logs   logFlags
 
 	log zerolog.Logger // set by validate
 }
@@ -36,7 +36,7 @@ func (f *repairFlags) register(cmd *cobra.Command, verb string) {
 
 // validate checks the shared flags and makes the audit logger.
 func (f *repairFlags) validate(stderr io.Writer) error {
-	if err := requireDatabaseURL(*f.databaseURL); err != nil {
+	if err := requireDatabaseURL(*f.dbURL); err != nil {
 		return err
 	}
 	if err := validateOutput(f.output); err != nil {
@@ -75,8 +75,8 @@ type requeueOptions struct {
 	since, until string
 }
 
-func newRequeueCommand(databaseURL *string) *cobra.Command {
-	o := &requeueOptions{repairFlags: repairFlags{databaseURL: databaseURL}}
+func newRequeueCommand(databaseURL *string, runF func(*requeueOptions) error) *cobra.Command {
+	o := &requeueOptions{repairFlags: repairFlags{dbOptions: dbOptions{dbURL: databaseURL}}}
 	cmd := &cobra.Command{
 		Use:   "requeue",
 		Short: "Put failed (or cancelled) messages back in the queue, same id and idempotency key",
@@ -97,7 +97,7 @@ changes nothing. A message requeued on a transport that cannot de-duplicate
 (whatsapp-cloud) whose outcome was unknown may reach the user twice: filter
 those out with --error-contains, or check them first. See docs/repair.md.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.filter.Status, "status", repair.StatusFailed, "which messages to requeue: failed or cancelled")
@@ -155,8 +155,8 @@ type cancelOptions struct {
 	filter repair.CancelFilter
 }
 
-func newCancelCommand(databaseURL *string) *cobra.Command {
-	o := &cancelOptions{repairFlags: repairFlags{databaseURL: databaseURL}}
+func newCancelCommand(databaseURL *string, runF func(*cancelOptions) error) *cobra.Command {
+	o := &cancelOptions{repairFlags: repairFlags{dbOptions: dbOptions{dbURL: databaseURL}}}
 	cmd := &cobra.Command{
 		Use:   "cancel",
 		Short: "Cancel pending messages (reason operator) by id, user, type or key",
@@ -170,7 +170,7 @@ One statement, safe while queue-process runs: a message in flight (claimed
 by a queue-process, status processing) is never touched; it is being sent.
 --dry-run counts and changes nothing. See docs/repair.md.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringSliceVar(&o.filter.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
@@ -207,19 +207,14 @@ func (o *cancelOptions) Run(ctx context.Context) error {
 	})
 }
 
-// run opens the database, runs one repair statement, logs one line with
-// the filter and the count (an audit trail on stderr; the filter holds ids
-// and keys, never message texts or JIDs) and writes the count as text or
-// JSON.
+// run runs one repair statement on the pool the runner opened, logs one
+// line with the filter and the count (an audit trail on stderr; the filter
+// holds ids and keys, never message texts or JIDs) and writes the count as
+// text or JSON.
 func (f *repairFlags) run(ctx context.Context, stdout io.Writer, command string, filter map[string]any,
 	work func(postgres.Querier) (int64, error), asJSON func(int64) any, asText func(int64) string,
 ) error {
-	pool, err := openChecked(ctx, *f.databaseURL, "engagementctl")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	n, err := work(pool)
+	n, err := work(f.pool)
 	if err != nil {
 		return err
 	}

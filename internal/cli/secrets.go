@@ -4,19 +4,18 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // secretAnnotation marks a flag whose value is a secret: a token, or a URL
 // that may carry a password.
-const secretAnnotation = "engagement_secret"
+const secretAnnotation = cliflag.SecretAnnotation
 
 // markSecret registers flag as a secret: Main scrubs its value (given on
 // the command line or from the environment) from the error a run ends
 // with, and the commands from the errors they log, wherever it appears.
-func markSecret(fs *pflag.FlagSet, flag string) {
-	_ = fs.SetAnnotation(flag, secretAnnotation, []string{"true"})
-}
+func markSecret(fs *pflag.FlagSet, flag string) { cliflag.MarkSecret(fs, flag) }
 
 // secrets are a command's secret flags; scrub reads their values when it
 // runs, as given on the command line or from the environment by then.

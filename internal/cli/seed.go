@@ -33,16 +33,16 @@ type seedStatsJSON struct {
 type seedOptions struct {
 	cmdIO
 	timeFlags
-	databaseURL *string
-	users       int
-	seed        int64
-	force       bool
+	dbOptions
+	users int
+	seed  int64
+	force bool
 }
 
 // newSeedCommand builds the hidden `engagementctl seed`: the benchmarks'
 // data generator (package seed), for a database made for measuring.
-func newSeedCommand(databaseURL *string) *cobra.Command {
-	o := &seedOptions{databaseURL: databaseURL}
+func newSeedCommand(databaseURL *string, runF func(*seedOptions) error) *cobra.Command {
+	o := &seedOptions{dbOptions: dbOptions{dbURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:    "seed",
 		Short:  "Fill an empty database with generated users (for benchmarks)",
@@ -55,7 +55,7 @@ It refuses a database that already holds users (exit 2) unless --force;
 a different --seed then adds disjoint users, the same one fails on the
 primary key (exit 1). Never point it at a production database.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	o.timeFlags.registerAsOf(cmd, "", "the instant the mix is relative to, RFC3339 (required)")
 	fs := cmd.Flags()
@@ -75,15 +75,11 @@ func (o *seedOptions) Validate() error {
 	if o.asOf.Time().IsZero() {
 		return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
 	}
-	return o.timeFlags.validate(*o.databaseURL)
+	return o.timeFlags.validate(*o.dbURL)
 }
 
 func (o *seedOptions) Run(ctx context.Context) error {
-	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	pool := o.pool
 	at := o.asOf.Time()
 	var existing int64
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {

@@ -90,7 +90,11 @@ type smokeOptions struct {
 	log zerolog.Logger // set by Validate
 }
 
-func newSmokeCommand(databaseURL *string) *cobra.Command {
+// newSmokeCommand builds engagementctl smoke, which opens the database its
+// own way (it refuses a database with users, then migrates it) and so
+// does not embed dbOptions; runF, when not nil, replaces the run (see
+// runOptions).
+func newSmokeCommand(databaseURL *string, runF func(*smokeOptions) error) *cobra.Command {
 	o := &smokeOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
 		Use:   "smoke",
@@ -108,7 +112,7 @@ the first broken expectation) or the database failed; 2 usage, or the
 database already holds users: smoke refuses it and writes nothing. Never
 point it at a database that matters.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	o.timeFlags.registerAsOf(cmd, DefaultSmokeAsOf, "the instant the sample is relative to and the jobs run as of, RFC3339")
 	fs := cmd.Flags()

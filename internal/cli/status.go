@@ -56,12 +56,12 @@ func (f *timeFlags) validate(databaseURL string) error {
 type statusOptions struct {
 	cmdIO
 	timeFlags
-	databaseURL *string
-	runs        int
+	dbOptions
+	runs int
 }
 
-func newStatusCommand(databaseURL *string) *cobra.Command {
-	o := &statusOptions{databaseURL: databaseURL}
+func newStatusCommand(databaseURL *string, runF func(*statusOptions) error) *cobra.Command {
+	o := &statusOptions{dbOptions: dbOptions{dbURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the queue, users by state and the latest job runs",
@@ -72,7 +72,7 @@ transport's send budget (used, what waits on it, when its line clears), and
 the latest --runs runs of each job and shard with their outcome and
 counters. --output json prints the same as one JSON object. Read-only.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	cmd.Flags().IntVar(&o.runs, "runs", status.DefaultRuns, "latest runs shown per job and shard")
@@ -83,16 +83,11 @@ func (o *statusOptions) Validate() error {
 	if o.runs < 1 {
 		return usagef("--runs must be at least 1, got %d", o.runs)
 	}
-	return o.timeFlags.validate(*o.databaseURL)
+	return o.timeFlags.validate(*o.dbURL)
 }
 
 func (o *statusOptions) Run(ctx context.Context) error {
-	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	st, err := status.Read(ctx, pool, o.asOf.Time(), o.runs)
+	st, err := status.Read(ctx, o.pool, o.asOf.Time(), o.runs)
 	if err != nil {
 		return err
 	}

@@ -19,13 +19,15 @@ import (
 type verifyOptions struct {
 	cmdIO
 	timeFlags
-	databaseURL *string
-	keep        time.Duration // cleanup's retention
-	push        metricsFlags
+	dbOptions
+	keep time.Duration // cleanup's retention
+	push metricsFlags
+
+	rep *verify.Report // set by Run, for the push around it
 }
 
-func newVerifyCommand(databaseURL *string) *cobra.Command {
-	o := &verifyOptions{databaseURL: databaseURL}
+func newVerifyCommand(databaseURL *string, runF func(*verifyOptions) error) *cobra.Command {
+	o := &verifyOptions{dbOptions: dbOptions{dbURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the scheduler's invariants; exit 4 when one is broken",
@@ -48,7 +50,7 @@ With --pushgateway-url (PUSHGATEWAY_URL) the outcome is pushed under job
 engagementctl-verify (engagement_verify_ok, engagement_verify_violations
 by check) for the alert in deploy/prometheus/alerts.yml.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: runOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	cmd.Flags().DurationVar(&o.keep, "retention", retention.DefaultRetention, "cleanup's retention (its --older-than)")
@@ -63,26 +65,27 @@ func (o *verifyOptions) Validate() error {
 	if err := o.push.validate(); err != nil {
 		return err
 	}
-	return o.timeFlags.validate(*o.databaseURL)
+	return o.timeFlags.validate(*o.dbURL)
 }
 
-// Run checks the invariants, prints the report and pushes its outcome,
-// however the run ends; a broken invariant is exit 4.
-func (o *verifyOptions) Run(ctx context.Context) (err error) {
+// around pushes the outcome of the run, however it ends, a database that
+// did not open included.
+func (o *verifyOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
 	// Only a failed push is logged (a warning on stderr), with the run's
 	// logger (Main's: in the run's format, at its level, warn at least).
 	log := *zerolog.Ctx(ctx)
 	if log.GetLevel() < zerolog.WarnLevel {
 		log = log.Level(zerolog.WarnLevel)
 	}
-	var rep *verify.Report
-	defer func(start time.Time) { o.push.pushVerify(ctx, log, start, rep, err) }(time.Now())
-	pool, err := openChecked(ctx, *o.databaseURL, "engagementctl")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rep, err = verify.Run(ctx, pool, verify.Config{AsOf: o.asOf.Time(), Retention: o.keep})
+	defer func(start time.Time) { o.push.pushVerify(ctx, log, start, o.rep, err) }(time.Now())
+	return run(ctx)
+}
+
+// Run checks the invariants and prints the report; a broken invariant is
+// exit 4.
+func (o *verifyOptions) Run(ctx context.Context) error {
+	rep, err := verify.Run(ctx, o.pool, verify.Config{AsOf: o.asOf.Time(), Retention: o.keep})
+	o.rep = rep
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"sync"
+
+	"github.com/spf13/pflag"
 )
 
 // Log "delivers" a message by writing one JSON line about it, for dry runs:
@@ -25,6 +27,20 @@ func NewLog(w io.Writer) *Log {
 	}
 	return &Log{w: w}
 }
+
+// LogKind offers the log to the binaries: --transport log, without flags
+// of its own. It writes to the command's stderr.
+var LogKind = Kind{
+	Name:  "log",
+	Help:  "one JSON line per message on stderr, nothing sent (dry runs)",
+	Flags: func(*pflag.FlagSet) Config { return logFlags{} },
+}
+
+// logFlags is the log's configuration: none.
+type logFlags struct{}
+
+func (logFlags) Missing() string                           { return "" }
+func (logFlags) Build(stderr io.Writer) (Transport, error) { return NewLog(stderr), nil }
 
 // Name returns "log".
 func (l *Log) Name() string { return "log" }

@@ -13,6 +13,10 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 )
 
 // defaultWhatsAppBaseURL is the Graph API root used when
@@ -99,6 +103,60 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 		http:          httpCaller{name: "whatsapp", client: newClient(cfg.Client), timeout: timeout},
 	}, nil
 }
+
+// WhatsAppCloudKind offers the Cloud API to the binaries: --transport
+// whatsapp-cloud, with --whatsapp-phone-number-id, --whatsapp-token and
+// --whatsapp-templates (required), --whatsapp-base-url and
+// --whatsapp-retry-unknown.
+//
+// The transport calls itself "whatsapp" (its Name), the name its ledger
+// rows and its shared pace are stored under: renaming it would split the
+// pace of a rolling deploy in two and orphan the ledger rows of sends in
+// flight.
+var WhatsAppCloudKind = Kind{
+	Name: "whatsapp-cloud",
+	Help: "Meta's Cloud API, template messages",
+	Flags: func(fs *pflag.FlagSet) Config {
+		c := &whatsAppFlags{}
+		fs.StringVar(&c.phoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
+		cliflag.BindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
+		fs.StringVar(&c.token, "whatsapp-token", "", "Cloud API access token")
+		cliflag.BindEnv(fs, "whatsapp-token", "WHATSAPP_ACCESS_TOKEN")
+		cliflag.MarkSecret(fs, "whatsapp-token")
+		fs.StringVar(&c.templates, "whatsapp-templates", "", "JSON file mapping message keys to approved templates")
+		cliflag.BindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
+		fs.StringVar(&c.baseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
+		cliflag.BindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
+		fs.BoolVar(&c.retryUnknown, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
+		return c
+	},
+}
+
+// whatsAppFlags is the Cloud API's configuration as its flags fill it.
+type whatsAppFlags struct {
+	phoneID, token, templates, baseURL string
+	retryUnknown                       bool
+}
+
+func (c *whatsAppFlags) Missing() string {
+	if c.phoneID == "" || c.token == "" || c.templates == "" {
+		return "--whatsapp-phone-number-id, --whatsapp-token and --whatsapp-templates"
+	}
+	return ""
+}
+
+func (c *whatsAppFlags) Build(io.Writer) (Transport, error) {
+	templates, err := LoadWhatsAppTemplates(c.templates)
+	if err != nil {
+		return nil, err
+	}
+	return NewWhatsApp(WhatsAppConfig{BaseURL: c.baseURL, PhoneNumberID: c.phoneID, AccessToken: c.token, Templates: templates})
+}
+
+// RetryUnknown is --whatsapp-retry-unknown: the Cloud API has no
+// idempotency key, so a send whose outcome is unknown fails unless it is
+// given.
+func (c *whatsAppFlags) RetryUnknown() bool { return c.retryUnknown }
 
 // LoadWhatsAppTemplates reads a JSON file mapping message keys to templates:
 //
