@@ -12,20 +12,20 @@ import (
 
 func TestActiveUsersLastWeekAndActivityCount(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
 	asOf := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	day := 24 * time.Hour
 
-	buyer := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * day), Locale: "en"})
-	fixture.Transactions(t, pool, buyer, asOf.Add(-day), asOf.Add(-2*day), asOf.Add(-9*day))
-	talker := fixture.User(t, pool, fixture.UserOptions{State: "help_flow", LastActivity: asOf.Add(-day)})
-	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-day), OptedOut: true})
-	fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: asOf.Add(-day)})
-	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-8 * day)})
+	buyer := fixture.User(t, tx, fixture.UserOptions{LastActivity: asOf.Add(-20 * day), Locale: "en"})
+	fixture.Transactions(t, tx, buyer, asOf.Add(-day), asOf.Add(-2*day), asOf.Add(-9*day))
+	talker := fixture.User(t, tx, fixture.UserOptions{State: "help_flow", LastActivity: asOf.Add(-day)})
+	fixture.User(t, tx, fixture.UserOptions{LastActivity: asOf.Add(-day), OptedOut: true})
+	fixture.User(t, tx, fixture.UserOptions{State: "dormant", LastActivity: asOf.Add(-day)})
+	fixture.User(t, tx, fixture.UserOptions{LastActivity: asOf.Add(-8 * day)})
 
 	got := map[string]activity.ActiveUser{}
-	for u, err := range activity.ActiveUsersLastWeek(ctx, pool, asOf) {
+	for u, err := range activity.ActiveUsersLastWeek(ctx, tx, asOf) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,12 +42,12 @@ func TestActiveUsersLastWeekAndActivityCount(t *testing.T) {
 	}
 
 	for _, c := range []struct{ days, want int }{{7, 2}, {2, 1}, {1, 0}, {30, 3}, {0, 0}} {
-		n, err := activity.ActivityCount(ctx, pool, buyer, c.days, asOf)
+		n, err := activity.ActivityCount(ctx, tx, buyer, c.days, asOf)
 		if err != nil || n != c.want {
 			t.Errorf("ActivityCount(%d days) = %d, %v; want %d", c.days, n, err, c.want)
 		}
 	}
-	if _, err := activity.ActivityCount(ctx, pool, buyer, -1, asOf); err == nil {
+	if _, err := activity.ActivityCount(ctx, tx, buyer, -1, asOf); err == nil {
 		t.Error("ActivityCount with negative days: no error")
 	}
 }

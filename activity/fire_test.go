@@ -32,6 +32,16 @@ func userIn(t *testing.T, db fixture.DB, from sm.State, lastActivity time.Time) 
 	return fixture.User(t, db, o)
 }
 
+// fireIn is activity.Fire in a savepoint of tx, as a call on its own
+// commits or rolls back alone: a refused move leaves tx usable.
+func fireIn(ctx context.Context, tx pgx.Tx, user string, trig sm.Trigger, o activity.FireOptions) (st sm.State, err error) {
+	err = pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
+		st, err = activity.Fire(ctx, tx, user, trig, o)
+		return err
+	})
+	return st, err
+}
+
 // TestFireAgreesWithTheTable: every state × trigger pair, fired through
 // engagement_fire, does what the Go table (statemachine.Next) says: a bot
 // move goes where the table says and is logged once (user_message from
@@ -40,7 +50,6 @@ func userIn(t *testing.T, db fixture.DB, from sm.State, lastActivity time.Time) 
 // the table without the SQL side fails here.
 func TestFireAgreesWithTheTable(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	bot := map[sm.Trigger]bool{sm.UserMessage: true, sm.GoodbyeAnswerHelp: true,
@@ -48,12 +57,13 @@ func TestFireAgreesWithTheTable(t *testing.T) {
 	for _, from := range sm.States() {
 		for _, trig := range sm.Triggers() {
 			t.Run(fmt.Sprintf("%s/%s", from, trig), func(t *testing.T) {
-				user := userIn(t, pool, from, at.Add(-20*24*time.Hour))
-				before := fixture.StateOf(t, pool, user)
-				got, err := activity.Fire(ctx, pool, user, trig, activity.FireOptions{At: at})
+				tx := pgtest.NewTx(t)
+				user := userIn(t, tx, from, at.Add(-20*24*time.Hour))
+				before := fixture.StateOf(t, tx, user)
+				got, err := fireIn(ctx, tx, user, trig, activity.FireOptions{At: at})
 				tr, nextErr := sm.Next(from, trig)
-				after := fixture.StateOf(t, pool, user)
-				logged := fixture.TransitionsOf(t, pool, user)
+				after := fixture.StateOf(t, tx, user)
+				logged := fixture.TransitionsOf(t, tx, user)
 				switch {
 				case !bot[trig]:
 					if !errors.Is(err, activity.ErrNotABotTrigger) {
@@ -123,16 +133,16 @@ func TestAnAnswerToTheGoodbyeIsActivity(t *testing.T) {
 // are refused with their errors, and change nothing.
 func TestFireRefusesWhatIsNotAMove(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
-	user := userIn(t, pool, sm.Active, time.Now())
-	if _, err := activity.Fire(ctx, pool, user, "wave", activity.FireOptions{}); !errors.Is(err, sm.ErrUnknownTrigger) {
+	user := userIn(t, tx, sm.Active, time.Now())
+	if _, err := fireIn(ctx, tx, user, "wave", activity.FireOptions{}); !errors.Is(err, sm.ErrUnknownTrigger) {
 		t.Errorf("Fire(wave) = %v, want ErrUnknownTrigger", err)
 	}
-	if _, err := activity.Fire(ctx, pool, fixture.NewID(), sm.UserMessage, activity.FireOptions{}); !errors.Is(err, activity.ErrUnknownUser) {
+	if _, err := fireIn(ctx, tx, fixture.NewID(), sm.UserMessage, activity.FireOptions{}); !errors.Is(err, activity.ErrUnknownUser) {
 		t.Errorf("Fire for an unknown user = %v, want ErrUnknownUser", err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`); n != 0 {
+	if n := fixture.Count(t, tx, `SELECT count(*) FROM engagement_state_transitions`); n != 0 {
 		t.Errorf("%d transitions logged by refused calls, want 0", n)
 	}
 }

@@ -163,13 +163,8 @@ func checkInvocation(t *testing.T, where, binary string, args, env []string) {
 	}
 	bound := map[string]bool{}
 	visit := func(f *pflag.Flag) {
-		for _, e := range f.Annotations["engagement_env"] {
+		if e := flagEnv(f); e != "" {
 			bound[e] = true
-		}
-		if _, rest, ok := strings.Cut(f.Usage, "(env "); ok {
-			if name, _, ok := strings.Cut(rest, ")"); ok {
-				bound[name] = true
-			}
 		}
 	}
 	cmd.Flags().VisitAll(visit)
@@ -969,153 +964,6 @@ func TestKustomization(t *testing.T) {
 	}
 }
 
-// dockerfile is the Dockerfile as instructions, continuation lines joined.
-type instruction struct{ op, args string }
-
-func readDockerfile(t *testing.T) []instruction {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []instruction
-	var cur strings.Builder
-	for _, line := range strings.Split(string(data), "\n") {
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
-			continue
-		}
-		if body, ok := strings.CutSuffix(trimmed, `\`); ok {
-			cur.WriteString(body + " ")
-			continue
-		}
-		cur.WriteString(trimmed)
-		op, args, _ := strings.Cut(strings.TrimSpace(cur.String()), " ")
-		out = append(out, instruction{strings.ToUpper(op), strings.Join(strings.Fields(args), " ")})
-		cur.Reset()
-	}
-	return out
-}
-
-// TestDockerfile checks the Dockerfile as text: no Docker engine runs where
-// the tests run, so the image itself is not built here.
-func TestDockerfile(t *testing.T) {
-	t.Parallel()
-	ins := readDockerfile(t)
-	argDefaults := map[string]string{}
-	var froms []int
-	for i, in := range ins {
-		switch in.op {
-		case "ARG":
-			if len(froms) == 0 {
-				if k, v, ok := strings.Cut(in.args, "="); ok {
-					argDefaults[k] = v
-				}
-			}
-		case "FROM":
-			froms = append(froms, i)
-		}
-	}
-	if len(froms) < 2 {
-		t.Fatalf("%d FROM stages, want a build stage and a small final stage", len(froms))
-	}
-	expand := func(s string) string {
-		for k, v := range argDefaults {
-			s = strings.ReplaceAll(s, "${"+k+"}", v)
-		}
-		return s
-	}
-
-	// The builder's Go is go.mod's.
-	builder := strings.Fields(expand(ins[froms[0]].args))[0]
-	goVersion, ok := strings.CutPrefix(builder, "golang:")
-	if !ok {
-		t.Fatalf("the first stage is %s, want golang:<version>", builder)
-	}
-	goVersion, _, _ = strings.Cut(goVersion, "-")
-	mod, err := os.ReadFile(filepath.Join(repoRoot(t), "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(mod))
-	if want == nil || goVersion != want[1] {
-		t.Errorf("the builder is Go %s; go.mod says %v", goVersion, want)
-	}
-
-	build := ""
-	modDownload, copyAll := -1, -1
-	for i, in := range ins[froms[0]:froms[len(froms)-1]] {
-		switch {
-		case in.op == "RUN" && strings.Contains(in.args, "go build"):
-			build = in.args
-		case in.op == "RUN" && strings.Contains(in.args, "go mod download"):
-			modDownload = i
-		case in.op == "COPY" && strings.HasPrefix(in.args, ". "):
-			copyAll = i
-		}
-	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w", "internal/cli.Version=${VERSION}"} {
-		if !strings.Contains(build, want) {
-			t.Errorf("go build %q lacks %s (a static, reproducible, small binary that knows its version)", build, want)
-		}
-	}
-	// The final image says what it is (OCI labels), its version included.
-	last := ins[froms[len(froms)-1]:]
-	labels := ""
-	for _, in := range last {
-		if in.op == "LABEL" {
-			labels += " " + in.args
-		}
-	}
-	for _, want := range []string{"org.opencontainers.image.version=\"${VERSION}\"", "org.opencontainers.image.revision=", "org.opencontainers.image.source="} {
-		if !strings.Contains(labels, want) {
-			t.Errorf("the final stage's LABELs %q lack %s", labels, want)
-		}
-	}
-	for _, bin := range binaries(t) {
-		if !slices.Contains(strings.Fields(build), "./cmd/"+bin) {
-			t.Errorf("the image does not build cmd/%s", bin)
-		}
-	}
-	if modDownload < 0 || copyAll < 0 || modDownload > copyAll {
-		t.Error("want `go mod download` after copying go.mod and go.sum and before `COPY . .`, so dependencies are a cached layer")
-	}
-
-	final := ins[froms[len(froms)-1]:]
-	base := strings.Fields(expand(final[0].args))[0]
-	var user, copied string
-	for _, in := range final {
-		switch in.op {
-		case "USER":
-			user = in.args
-		case "COPY":
-			copied += in.args + "\n"
-		}
-	}
-	switch {
-	case strings.HasPrefix(base, "gcr.io/distroless/static") && strings.HasSuffix(base, ":nonroot"):
-		// CA certificates, tzdata and the nonroot user are in the base.
-	case base == "scratch":
-		if !strings.Contains(copied, "/etc/ssl/certs") {
-			t.Error("a scratch image needs /etc/ssl/certs copied in, for TLS to PostgreSQL and the webhook")
-		}
-	default:
-		t.Errorf("final stage %s: want gcr.io/distroless/static-…:nonroot or scratch", base)
-	}
-	uid, _, _ := strings.Cut(user, ":")
-	if n, err := strconv.Atoi(uid); err != nil || n != nonrootUID {
-		t.Errorf("final USER %q, want the numeric %d (Kubernetes can verify runAsNonRoot only for a numeric user)", user, nonrootUID)
-	}
-	if !strings.Contains(copied, "/usr/local/bin") {
-		t.Error("the binaries are not copied into /usr/local/bin (on PATH, so `docker run image engagement-daily` works)")
-	}
-	for _, in := range final {
-		if in.op == "ENTRYPOINT" && in.args != "[]" {
-			t.Errorf("ENTRYPOINT %s: the command names the binary; an entrypoint would swallow it", in.args)
-		}
-	}
-}
-
 // TestDockerignore checks .dockerignore keeps every file the binaries are
 // built from in the build context.
 func TestDockerignore(t *testing.T) {
@@ -1156,17 +1004,19 @@ func TestDockerignore(t *testing.T) {
 		t.Error(".dockerignore should leave out .git, bin/ and the manifests")
 	}
 	// What the Dockerfile copies from the context (not from a stage).
-	for _, in := range readDockerfile(t) {
-		if in.op != "COPY" || strings.Contains(in.args, "--from") {
-			continue
-		}
-		fields := strings.Fields(in.args)
-		for _, src := range fields[:len(fields)-1] {
-			if src == "." {
+	for _, s := range loadDockerfile(t).stages {
+		for _, n := range s.ins {
+			if _, fromStage := flagValue(n, "from"); op(n) != "copy" || fromStage {
 				continue
 			}
-			if probe := strings.TrimSuffix(src, "/") + "/README.md"; strings.HasSuffix(src, "/") && ignored(probe) {
-				t.Errorf(".dockerignore leaves out %s, which the Dockerfile copies", src)
+			w := words(n)
+			for _, src := range w[:len(w)-1] {
+				if src == "." {
+					continue
+				}
+				if probe := strings.TrimSuffix(src, "/") + "/README.md"; strings.HasSuffix(src, "/") && ignored(probe) {
+					t.Errorf(".dockerignore leaves out %s, which the Dockerfile copies", src)
+				}
 			}
 		}
 	}

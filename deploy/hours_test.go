@@ -1,11 +1,6 @@
 package deploy_test
 
 import (
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +37,13 @@ func checkWakingHours(t *testing.T, where string, args []string, env map[string]
 		t.Errorf("%s: no quiet hours in the user's zone: add --quiet-hours %s --timezone %s (docs/deploy.md, \"Waking hours\")", where, wantQuiet, wantTimezone)
 		return
 	}
+	checkQuietHours(t, where, quiet, zone)
+}
+
+// checkQuietHours fails unless quiet, parsed as queue-process parses
+// --quiet-hours, holds 03:00 and 22:00 and leaves 12:00 free, in zone.
+func checkQuietHours(t *testing.T, where, quiet, zone string) {
+	t.Helper()
 	q, err := delivery.ParseQuietHours(quiet)
 	if err != nil {
 		t.Errorf("%s: --quiet-hours %q: %v", where, quiet, err)
@@ -49,6 +51,15 @@ func checkWakingHours(t *testing.T, where string, args []string, env map[string]
 	}
 	if zone != wantTimezone {
 		t.Errorf("%s: --timezone %q, want %s: the bot's users are in Brazil", where, zone, wantTimezone)
+	}
+	// Issue 23's case: the daily job's 06:00 UTC, in the users' zone.
+	if loc, err := time.LoadLocation(zone); err != nil {
+		t.Errorf("%s: --timezone %q: %v", where, zone, err)
+	} else {
+		local := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC).In(loc)
+		if clock := time.Duration(local.Hour())*time.Hour + time.Duration(local.Minute())*time.Minute; !q.Contains(clock) {
+			t.Errorf("%s: the daily job's 06:00 UTC is %s in %s, outside --quiet-hours %s: its goodbyes would go out then", where, local.Format("15:04"), zone, quiet)
+		}
 	}
 	for _, c := range []struct {
 		hour  int
@@ -58,48 +69,5 @@ func checkWakingHours(t *testing.T, where string, args []string, env map[string]
 		if q.Contains(at) != c.quiet {
 			t.Errorf("%s: --quiet-hours %s: %02d:00 quiet is %v, want %v", where, quiet, c.hour, !c.quiet, c.quiet)
 		}
-	}
-}
-
-// The image's documented examples (the Dockerfile's header) that run a
-// scheduled binary keep waking hours too.
-func TestDockerfileExamplesKeepWakingHours(t *testing.T) {
-	t.Parallel()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Join the header's comment lines, continuations included, into commands.
-	var commands []string
-	cur := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		text, ok := strings.CutPrefix(line, "#")
-		if !ok {
-			break
-		}
-		text = strings.TrimSpace(text)
-		cont := strings.HasSuffix(text, `\`)
-		cur += " " + strings.TrimSuffix(text, `\`)
-		if !cont {
-			commands = append(commands, strings.TrimSpace(cur))
-			cur = ""
-		}
-	}
-	examples := 0
-	for _, c := range commands {
-		fields := strings.Fields(c)
-		if len(fields) < 2 || fields[0] != "docker" || fields[1] != "run" {
-			continue
-		}
-		for i, f := range fields {
-			if slices.Contains(scheduledBinaries, f) && !slices.Contains(fields[i+1:], "--help") {
-				examples++
-				checkWakingHours(t, "Dockerfile example "+strconv.Quote(c), fields[i+1:], nil)
-				break
-			}
-		}
-	}
-	if examples == 0 {
-		t.Error("the Dockerfile's header shows no example running a scheduled binary")
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/repair"
@@ -24,13 +22,13 @@ type queueRow struct {
 }
 
 // insertRow queues one message for user as r says and returns its id.
-func insertRow(t *testing.T, pool *pgxpool.Pool, user string, r queueRow) string {
+func insertRow(t *testing.T, db fixture.DB, user string, r queueRow) string {
 	t.Helper()
 	if r.ScheduledFor.IsZero() {
 		r.ScheduledFor = time.Now().Add(-time.Hour)
 	}
 	var id string
-	err := pool.QueryRow(context.Background(), `
+	err := db.QueryRow(context.Background(), `
 		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
 		       scheduled_for, status, retry_count, error_message, cancel_reason, idempotency_key,
 		       claimed_by, claimed_until)
@@ -45,10 +43,10 @@ func insertRow(t *testing.T, pool *pgxpool.Pool, user string, r queueRow) string
 }
 
 // readRow reads back a queue row.
-func readRow(t *testing.T, pool *pgxpool.Pool, id string) queueRow {
+func readRow(t *testing.T, db fixture.DB, id string) queueRow {
 	t.Helper()
 	var r queueRow
-	err := pool.QueryRow(context.Background(), `
+	err := db.QueryRow(context.Background(), `
 		SELECT message_type, status, idempotency_key, error_message, cancel_reason, retry_count, scheduled_for, claimed_by
 		  FROM engagement_message_queue WHERE id = $1`, id).
 		Scan(&r.Type, &r.Status, &r.Key, &r.Error, &r.Reason, &r.Retries, &r.ScheduledFor, &r.ClaimedBy)
@@ -64,51 +62,51 @@ func readRow(t *testing.T, pool *pgxpool.Pool, id string) queueRow {
 // included), other types, other errors.
 func TestRequeueFailedKeepsIDAndKey(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	user := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
 	e503, e422, e503b := "webhook: HTTP 503", "webhook: HTTP 422 (permanent)", "webhook: HTTP 503 after Retry-After"
 	holder := "other-host:42:abc"
 	ids := map[string]string{
-		"failed 503":       insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-503", Error: &e503, Retries: 3}),
-		"failed 422":       insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-422", Error: &e422}),
-		"failed review":    insertRow(t, pool, user, queueRow{Type: "weekly_review", Status: "failed", Key: "k-rev", Error: &e503b, Retries: 3}),
-		"cancelled":        insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "cancelled", Key: "k-can", Error: &e503, Reason: fixture.Ptr("opted_out")}),
-		"processing":       insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "processing", Key: "k-pro", Error: &e503, Retries: 2, ClaimedBy: &holder}),
-		"pending":          insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "pending", Key: "k-pen", Error: &e503, Retries: 1}),
-		"sent":             insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "sent", Key: "k-snt", Error: &e503}),
-		"failed no error":  insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-nil"}),
-		"failed other key": insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-503-2", Error: &e503, Retries: 3}),
+		"failed 503":       insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-503", Error: &e503, Retries: 3}),
+		"failed 422":       insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-422", Error: &e422}),
+		"failed review":    insertRow(t, tx, user, queueRow{Type: "weekly_review", Status: "failed", Key: "k-rev", Error: &e503b, Retries: 3}),
+		"cancelled":        insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "cancelled", Key: "k-can", Error: &e503, Reason: fixture.Ptr("opted_out")}),
+		"processing":       insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "processing", Key: "k-pro", Error: &e503, Retries: 2, ClaimedBy: &holder}),
+		"pending":          insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "pending", Key: "k-pen", Error: &e503, Retries: 1}),
+		"sent":             insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "sent", Key: "k-snt", Error: &e503}),
+		"failed no error":  insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-nil"}),
+		"failed other key": insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "failed", Key: "k-503-2", Error: &e503, Retries: 3}),
 	}
 	before := map[string]queueRow{}
 	for name, id := range ids {
-		before[name] = readRow(t, pool, id)
+		before[name] = readRow(t, tx, id)
 	}
 
 	f := repair.RequeueFilter{Type: "goodbye", ErrorContains: "http 503"}
-	n, err := repair.Requeue(ctx, pool, f, true)
+	n, err := repair.Requeue(ctx, tx, f, true)
 	if err != nil || n != 2 {
 		t.Fatalf("dry run: %d, %v; want 2 (the two failed goodbyes with a 503)", n, err)
 	}
 	for name, id := range ids {
-		if got := readRow(t, pool, id); got.Status != before[name].Status {
+		if got := readRow(t, tx, id); got.Status != before[name].Status {
 			t.Errorf("dry run changed %s: status %s", name, got.Status)
 		}
 	}
 
-	start := time.Now()
-	n, err = repair.Requeue(ctx, pool, f, false)
+	now := fixture.Now(t, tx) // the transaction's clock, what now() writes
+	n, err = repair.Requeue(ctx, tx, f, false)
 	if err != nil || n != 2 {
 		t.Fatalf("requeue: %d, %v; want 2", n, err)
 	}
 	for name, id := range ids {
-		got := readRow(t, pool, id)
+		got := readRow(t, tx, id)
 		if name == "failed 503" || name == "failed other key" {
 			if got.Status != "pending" || got.Retries != 0 || got.Error != nil || got.Reason != nil || got.Key != before[name].Key {
 				t.Errorf("%s after requeue: %+v; want pending, 0 retries, no error or reason, key %s", name, got, before[name].Key)
 			}
-			if d := got.ScheduledFor.Sub(start); d < -5*time.Second || d > 5*time.Second {
-				t.Errorf("%s scheduled for %s, want now (%s)", name, got.ScheduledFor, start)
+			if !got.ScheduledFor.Equal(now) {
+				t.Errorf("%s scheduled for %s, want now (%s)", name, got.ScheduledFor, now)
 			}
 			continue
 		}
@@ -116,28 +114,28 @@ func TestRequeueFailedKeepsIDAndKey(t *testing.T) {
 			t.Errorf("requeue touched %s: %+v, was %+v", name, got, before[name])
 		}
 	}
-	if got := readRow(t, pool, ids["processing"]); got.ClaimedBy == nil || *got.ClaimedBy != holder {
+	if got := readRow(t, tx, ids["processing"]); got.ClaimedBy == nil || *got.ClaimedBy != holder {
 		t.Errorf("the message in flight lost its claim: %+v", got)
 	}
 
 	// By id, and the cancelled one with --status cancelled and its reason.
-	if n, err := repair.Requeue(ctx, pool, repair.RequeueFilter{IDs: []string{ids["failed 422"], ids["cancelled"]}}, false); err != nil || n != 1 {
+	if n, err := repair.Requeue(ctx, tx, repair.RequeueFilter{IDs: []string{ids["failed 422"], ids["cancelled"]}}, false); err != nil || n != 1 {
 		t.Errorf("requeue by ids: %d, %v; want 1 (the cancelled one is not failed)", n, err)
 	}
-	if n, err := repair.Requeue(ctx, pool, repair.RequeueFilter{Status: "cancelled", Reason: "stale"}, false); err != nil || n != 0 {
+	if n, err := repair.Requeue(ctx, tx, repair.RequeueFilter{Status: "cancelled", Reason: "stale"}, false); err != nil || n != 0 {
 		t.Errorf("requeue cancelled as stale: %d, %v; want 0 (it was opted_out)", n, err)
 	}
-	if n, err := repair.Requeue(ctx, pool, repair.RequeueFilter{Status: "cancelled", Reason: "opted_out"}, false); err != nil || n != 1 {
+	if n, err := repair.Requeue(ctx, tx, repair.RequeueFilter{Status: "cancelled", Reason: "opted_out"}, false); err != nil || n != 1 {
 		t.Errorf("requeue cancelled as opted_out: %d, %v; want 1", n, err)
 	}
-	if got := readRow(t, pool, ids["cancelled"]); got.Status != "pending" || got.Reason != nil || got.Error != nil {
+	if got := readRow(t, tx, ids["cancelled"]); got.Status != "pending" || got.Reason != nil || got.Error != nil {
 		t.Errorf("the cancelled message after requeue: %+v; want pending without reason or error", got)
 	}
 	// Everything else that failed: the review and the one without an error.
-	if n, err := repair.Requeue(ctx, pool, repair.RequeueFilter{}, false); err != nil || n != 2 {
+	if n, err := repair.Requeue(ctx, tx, repair.RequeueFilter{}, false); err != nil || n != 2 {
 		t.Errorf("requeue every failed message: %d, %v; want 2", n, err)
 	}
-	if got := readRow(t, pool, ids["processing"]); got.Status != "processing" || got.Retries != 2 {
+	if got := readRow(t, tx, ids["processing"]); got.Status != "processing" || got.Retries != 2 {
 		t.Errorf("the message in flight after requeueing everything: %+v", got)
 	}
 }
@@ -146,20 +144,20 @@ func TestRequeueFailedKeepsIDAndKey(t *testing.T) {
 // the send ledger, or when it came due if it has none after that.
 func TestRequeueSinceUntilUseTheLastAttempt(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	user := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	e := "webhook: HTTP 500"
 	// Due at 06:00, last attempt (ledger) at 09:30: settled 09:30.
-	retried := insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "failed", Key: "a", Error: &e, Retries: 3, ScheduledFor: day.Add(6 * time.Hour)})
-	if _, err := pool.Exec(ctx, `
+	retried := insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "failed", Key: "a", Error: &e, Retries: 3, ScheduledFor: day.Add(6 * time.Hour)})
+	if _, err := tx.Exec(ctx, `
 		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at, error)
 		VALUES ($1, 'webhook', 'failed', 4, $2, $3, $4)`, retried, day.Add(6*time.Hour), day.Add(9*time.Hour+30*time.Minute), e); err != nil {
 		t.Fatal(err)
 	}
 	// Cancelled when it came due at 08:00 (no attempt).
-	cancelled := insertRow(t, pool, user, queueRow{Type: "goodbye", Status: "cancelled", Key: "b", Reason: fixture.Ptr("stale"), ScheduledFor: day.Add(8 * time.Hour)})
+	cancelled := insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "cancelled", Key: "b", Reason: fixture.Ptr("stale"), ScheduledFor: day.Add(8 * time.Hour)})
 
 	for _, c := range []struct {
 		status       string
@@ -180,7 +178,7 @@ func TestRequeueSinceUntilUseTheLastAttempt(t *testing.T) {
 		if c.until != 0 {
 			f.Until = day.Add(c.until)
 		}
-		if n, err := repair.Requeue(ctx, pool, f, true); err != nil || n != c.want {
+		if n, err := repair.Requeue(ctx, tx, f, true); err != nil || n != c.want {
 			t.Errorf("%s since %s until %s: %d, %v; want %d", c.status, c.since, c.until, n, err, c.want)
 		}
 	}
@@ -192,46 +190,46 @@ func TestRequeueSinceUntilUseTheLastAttempt(t *testing.T) {
 // message in flight or already settled.
 func TestCancelPendingByFilters(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
-	alice := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	bob := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	alice := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
+	bob := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
 	holder := "other-host:42:abc"
 	ids := map[string]string{
-		"alice goodbye":    insertRow(t, pool, alice, queueRow{Type: "goodbye", Status: "pending", Key: alice + ":goodbye_sent:2026-03-02"}),
-		"alice review":     insertRow(t, pool, alice, queueRow{Type: "weekly_review", Status: "pending", Key: alice + ":weekly_review:2026-W10"}),
-		"alice in flight":  insertRow(t, pool, alice, queueRow{Type: "goodbye", Status: "processing", Key: "fl", ClaimedBy: &holder}),
-		"alice failed":     insertRow(t, pool, alice, queueRow{Type: "goodbye", Status: "failed", Key: "fa"}),
-		"bob goodbye":      insertRow(t, pool, bob, queueRow{Type: "goodbye", Status: "pending", Key: bob + ":goodbye_sent:2026-03-02"}),
-		"bob review later": insertRow(t, pool, bob, queueRow{Type: "weekly_review", Status: "pending", Key: "br", ScheduledFor: time.Now().Add(24 * time.Hour)}),
+		"alice goodbye":    insertRow(t, tx, alice, queueRow{Type: "goodbye", Status: "pending", Key: alice + ":goodbye_sent:2026-03-02"}),
+		"alice review":     insertRow(t, tx, alice, queueRow{Type: "weekly_review", Status: "pending", Key: alice + ":weekly_review:2026-W10"}),
+		"alice in flight":  insertRow(t, tx, alice, queueRow{Type: "goodbye", Status: "processing", Key: "fl", ClaimedBy: &holder}),
+		"alice failed":     insertRow(t, tx, alice, queueRow{Type: "goodbye", Status: "failed", Key: "fa"}),
+		"bob goodbye":      insertRow(t, tx, bob, queueRow{Type: "goodbye", Status: "pending", Key: bob + ":goodbye_sent:2026-03-02"}),
+		"bob review later": insertRow(t, tx, bob, queueRow{Type: "weekly_review", Status: "pending", Key: "br", ScheduledFor: time.Now().Add(24 * time.Hour)}),
 	}
 
-	if n, err := repair.Cancel(ctx, pool, repair.CancelFilter{UserID: alice}, true); err != nil || n != 2 {
+	if n, err := repair.Cancel(ctx, tx, repair.CancelFilter{UserID: alice}, true); err != nil || n != 2 {
 		t.Fatalf("dry run for alice: %d, %v; want 2", n, err)
 	}
-	if got := readRow(t, pool, ids["alice goodbye"]); got.Status != "pending" {
+	if got := readRow(t, tx, ids["alice goodbye"]); got.Status != "pending" {
 		t.Fatalf("dry run cancelled: %+v", got)
 	}
-	if n, err := repair.Cancel(ctx, pool, repair.CancelFilter{UserID: alice, Type: "goodbye"}, false); err != nil || n != 1 {
+	if n, err := repair.Cancel(ctx, tx, repair.CancelFilter{UserID: alice, Type: "goodbye"}, false); err != nil || n != 1 {
 		t.Fatalf("cancel alice's goodbye: %d, %v; want 1", n, err)
 	}
-	got := readRow(t, pool, ids["alice goodbye"])
+	got := readRow(t, tx, ids["alice goodbye"])
 	if got.Status != "cancelled" || got.Reason == nil || *got.Reason != "operator" || got.Key != alice+":goodbye_sent:2026-03-02" {
 		t.Errorf("alice's goodbye: %+v; want cancelled by the operator, same key", got)
 	}
-	if n, err := repair.Cancel(ctx, pool, repair.CancelFilter{Key: " " + bob + ":goodbye_sent:2026-03-02 "}, false); err != nil || n != 1 {
+	if n, err := repair.Cancel(ctx, tx, repair.CancelFilter{Key: " " + bob + ":goodbye_sent:2026-03-02 "}, false); err != nil || n != 1 {
 		t.Errorf("cancel by key: %d, %v; want 1", n, err)
 	}
-	if n, err := repair.Cancel(ctx, pool, repair.CancelFilter{IDs: []string{ids["alice review"], ids["alice in flight"], ids["alice failed"]}}, false); err != nil || n != 1 {
+	if n, err := repair.Cancel(ctx, tx, repair.CancelFilter{IDs: []string{ids["alice review"], ids["alice in flight"], ids["alice failed"]}}, false); err != nil || n != 1 {
 		t.Errorf("cancel by ids: %d, %v; want 1 (only the review is pending)", n, err)
 	}
-	if n, err := repair.Cancel(ctx, pool, repair.CancelFilter{All: true}, false); err != nil || n != 1 {
+	if n, err := repair.Cancel(ctx, tx, repair.CancelFilter{All: true}, false); err != nil || n != 1 {
 		t.Errorf("cancel --all: %d, %v; want 1 (bob's later review)", n, err)
 	}
-	if got := readRow(t, pool, ids["alice in flight"]); got.Status != "processing" || got.ClaimedBy == nil || got.Reason != nil {
+	if got := readRow(t, tx, ids["alice in flight"]); got.Status != "processing" || got.ClaimedBy == nil || got.Reason != nil {
 		t.Errorf("the message in flight: %+v; want untouched", got)
 	}
-	if got := readRow(t, pool, ids["alice failed"]); got.Status != "failed" || got.Reason != nil {
+	if got := readRow(t, tx, ids["alice failed"]); got.Status != "failed" || got.Reason != nil {
 		t.Errorf("the failed message: %+v; want untouched", got)
 	}
 }

@@ -130,50 +130,50 @@ func TestEnqueueIsIdempotent(t *testing.T) {
 
 func TestEnqueueKeysAndRouting(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.NewPool(t)
+	tx := pgtest.NewTx(t)
 	ctx := context.Background()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(),
+	user := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now(),
 		Destination: "group", GroupJID: fixture.Ptr("120363000000000042@g.us")})
 	msg := sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: "  k "}
 
-	first, err := sender.Enqueue(ctx, pool, msg)
+	first, err := sender.Enqueue(ctx, tx, msg)
 	if err != nil || first.Duplicate {
 		t.Fatalf("first = %+v, %v", first, err)
 	}
 	msg.IdempotencyKey = "k"
-	second, err := sender.Enqueue(ctx, pool, msg)
+	second, err := sender.Enqueue(ctx, tx, msg)
 	if err != nil || !second.Duplicate || second.ID != first.ID || second.PayloadDiffers {
 		t.Errorf(`"k" after "  k ": %+v, %v; want the same message, same payload`, second, err)
 	}
 	msg.Params = map[string]string{"count": "1"}
-	if third, err := sender.Enqueue(ctx, pool, msg); err != nil || !third.PayloadDiffers || third.ID != first.ID {
+	if third, err := sender.Enqueue(ctx, tx, msg); err != nil || !third.PayloadDiffers || third.ID != first.ID {
 		t.Errorf("replay with other params: %+v, %v; want the same id, flagged as differing", third, err)
 	}
-	msgs := fixture.MessagesOf(t, pool, user)
+	msgs := fixture.MessagesOf(t, tx, user)
 	if len(msgs) != 1 || *msgs[0].IdempotencyKey != "k" || msgs[0].Destination != "group" || msgs[0].DestinationJID != "120363000000000042@g.us" || len(msgs[0].Params) != 0 {
 		t.Errorf("queue = %+v, want one message keyed \"k\", routed to the profile's group, params as first written", msgs)
 	}
 
 	long := strings.Repeat("x", sender.MaxKeyLength+1)
-	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: long}); !errors.Is(err, sender.ErrKeyTooLong) || !strings.Contains(err.Error(), "128") {
+	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: long}); !errors.Is(err, sender.ErrKeyTooLong) || !strings.Contains(err.Error(), "128") {
 		t.Errorf("a %d-character key: %v, want ErrKeyTooLong stating the limit", len(long), err)
 	}
-	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: "  " + strings.Repeat("y", 128) + " "}); err != nil {
+	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: "  " + strings.Repeat("y", 128) + " "}); err != nil {
 		t.Errorf("a 128-character key with spaces around: %v, want it accepted", err)
 	}
 	// Issue 31: a key delivery would refuse (sender.ValidateKey) is
 	// refused here, before anything is written.
 	for _, bad := range []string{"k\r\nX-Injected: 1", "week\t48", "week\a48"} {
-		if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: bad}); !errors.Is(err, sender.ErrInvalidKey) || !strings.Contains(err.Error(), "control character") {
+		if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: bad}); !errors.Is(err, sender.ErrInvalidKey) || !strings.Contains(err.Error(), "control character") {
 			t.Errorf("key %q: %v, want ErrInvalidKey naming the control character", bad, err)
 		}
 	}
-	if n := len(fixture.MessagesOf(t, pool, user)); n != 2 {
+	if n := len(fixture.MessagesOf(t, tx, user)); n != 2 {
 		t.Errorf("%d messages, want 2: the long key and the keys with control characters wrote nothing", n)
 	}
 
-	nobody := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.NoJID})
-	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: nobody, Type: sender.TypeReminder}); !errors.Is(err, sender.ErrNoDestination) {
+	nobody := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.NoJID})
+	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: nobody, Type: sender.TypeReminder}); !errors.Is(err, sender.ErrNoDestination) {
 		t.Errorf("user without a JID: %v, want ErrNoDestination", err)
 	}
 }

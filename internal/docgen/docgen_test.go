@@ -1,10 +1,17 @@
 package docgen_test
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/text"
 
 	"github.com/engagement-scheduler/engagement/internal/docgen"
 )
@@ -107,17 +114,89 @@ func TestWriteRemovesStalePages(t *testing.T) {
 	}
 }
 
-// TestReferenceIndexLinksEveryBinary keeps the hand-written index,
-// docs/reference/README.md, linking the page of each binary.
-func TestReferenceIndexLinksEveryBinary(t *testing.T) {
-	t.Parallel()
-	index, err := os.ReadFile(filepath.Join(reference, "README.md"))
+// localLinks returns the files the Markdown file links to, resolved from
+// its directory, as GitHub's Markdown (CommonMark and its extensions, read
+// by goldmark) sees the links: links to other sites and fragments of the
+// same page left out, a #fragment cut off.
+func localLinks(t *testing.T, file string) []string {
+	t.Helper()
+	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, root := range docgen.Commands() {
-		if link := "(" + docgen.PageName(root) + ")"; !strings.Contains(string(index), link) {
-			t.Errorf("%s/README.md does not link %s, the page of %s", docgen.Dir, docgen.PageName(root), root.Name())
+	doc := goldmark.New(goldmark.WithExtensions(extension.GFM)).Parser().Parse(text.NewReader(src))
+	var links []string
+	err = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		l, ok := n.(*ast.Link)
+		if !entering || !ok {
+			return ast.WalkContinue, nil
 		}
+		u, err := url.Parse(string(l.Destination))
+		if err != nil {
+			t.Errorf("%s: link %q: %v", file, l.Destination, err)
+			return ast.WalkContinue, nil
+		}
+		if u.Scheme != "" || u.Host != "" || u.Path == "" {
+			return ast.WalkContinue, nil
+		}
+		links = append(links, filepath.Join(filepath.Dir(file), filepath.FromSlash(u.Path)))
+		return ast.WalkContinue, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return links
+}
+
+// TestTheReferenceIndexLeadsToEveryCommandsPage: the hand-written index,
+// docs/reference/README.md, links the page of each binary, every file it
+// links exists, and the page of every command of every binary's cobra tree
+// (hidden ones aside, as the generator leaves them out) exists and is
+// reached by following the links from the index.
+func TestTheReferenceIndexLeadsToEveryCommandsPage(t *testing.T) {
+	t.Parallel()
+	index := filepath.Join(reference, "README.md")
+	linked := map[string]bool{}
+	for _, l := range localLinks(t, index) {
+		if _, err := os.Stat(l); err != nil {
+			t.Errorf("%s/README.md links %s, which does not exist", docgen.Dir, l)
+		}
+		linked[l] = true
+	}
+
+	// Every page of the reference a reader gets to from the index.
+	reached := map[string]bool{}
+	for queue := []string{index}; len(queue) > 0; queue = queue[1:] {
+		for _, l := range localLinks(t, queue[0]) {
+			if filepath.Dir(l) != filepath.Clean(reference) || filepath.Ext(l) != ".md" || reached[l] {
+				continue
+			}
+			if _, err := os.Stat(l); err != nil {
+				continue // reported for the index; the generated pages' drift test covers theirs
+			}
+			reached[l] = true
+			queue = append(queue, l)
+		}
+	}
+
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		page := filepath.Join(reference, docgen.PageName(cmd))
+		if _, err := os.Stat(page); err != nil {
+			t.Errorf("%s has no page %s: run `make docs`", cmd.CommandPath(), page)
+		} else if !reached[page] {
+			t.Errorf("the page of %s, %s, is not reached by following the links from %s/README.md", cmd.CommandPath(), docgen.PageName(cmd), docgen.Dir)
+		}
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() && !c.IsAdditionalHelpTopicCommand() {
+				walk(c)
+			}
+		}
+	}
+	for _, root := range docgen.Commands() {
+		if page := filepath.Join(reference, docgen.PageName(root)); !linked[page] {
+			t.Errorf("%s/README.md does not link %s, the page of the binary %s", docgen.Dir, docgen.PageName(root), root.Name())
+		}
+		walk(root)
 	}
 }

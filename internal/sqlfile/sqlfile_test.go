@@ -2,6 +2,7 @@ package sqlfile_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,15 +32,10 @@ var positional = regexp.MustCompile(`\$(\d+)`)
 func TestEveryStatementFilePlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := pgtest.NewPool(t)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	tx := pgtest.NewTx(t)
 
 	var files []string
-	err = filepath.WalkDir(moduleRoot, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(moduleRoot, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -71,16 +67,9 @@ func TestEveryStatementFilePlansAgainstTheSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Positional parameters, one per distinct name, as pgx binds them.
-		sql, args, err := pgx.NamedArgs{}.RewriteQuery(ctx, conn.Conn(), string(b), nil)
+		sql, args, err := pgx.NamedArgs{}.RewriteQuery(ctx, tx.Conn(), string(b), nil)
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
-			continue
-		}
-		if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, "PREPARE statement_file AS "+sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Errorf("%s does not match the schema: %v", rel, err)
 			continue
 		}
 		params := len(args)
@@ -93,8 +82,27 @@ func TestEveryStatementFilePlansAgainstTheSchema(t *testing.T) {
 		if params > 0 {
 			explain += " (" + nulls + ")"
 		}
-		if _, err := conn.Exec(ctx, explain, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Errorf("EXPLAIN %s: %v", rel, err)
+		// Each file in a savepoint: a failure aborts it, not the test's
+		// transaction. A prepared statement outlives a rollback, so it is
+		// deallocated whatever happens.
+		prepared := false
+		err = pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "PREPARE statement_file AS "+sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("%s does not match the schema: %w", rel, err)
+			}
+			prepared = true
+			if _, err := tx.Exec(ctx, explain, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("EXPLAIN %s: %w", rel, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		if prepared {
+			if _, err := tx.Exec(ctx, "DEALLOCATE statement_file", pgx.QueryExecModeSimpleProtocol); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Logf("planned %d statement files in %d packages", len(files), len(packages))

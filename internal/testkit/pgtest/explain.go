@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
@@ -15,10 +17,12 @@ import (
 // database, each with its realistic arguments in args, by file name
 // without .sql; a file without arguments, or arguments without a file,
 // fail the test. internal/sqlfile's test plans every file with NULLs; this
-// plans them with the types and values the package passes.
+// plans them with the types and values the package passes. It plans in a
+// NewTx transaction, each statement in a savepoint of its own.
 func ExplainAll(t *testing.T, fsys fs.FS, args map[string]sqlfile.Args) {
 	t.Helper()
-	pool, _ := NewPool(t)
+	tx := NewTx(t)
+	ctx := context.Background()
 	files, err := fs.Glob(fsys, "queries/*.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +40,11 @@ func ExplainAll(t *testing.T, fsys fs.FS, args map[string]sqlfile.Args) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(context.Background(), "EXPLAIN "+string(sql), a); err != nil {
+		err = pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error { // a failure aborts the savepoint only
+			_, err := tx.Exec(ctx, "EXPLAIN "+string(sql), a)
+			return err
+		})
+		if err != nil {
 			t.Errorf("EXPLAIN %s: %v", f, err)
 		}
 	}
