@@ -63,6 +63,10 @@ func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOp
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case SQLStateUnknownTrigger:
+			if t.Valid() && !t.ByBot() {
+				// A timer newer than engagement_fire's list of them.
+				return "", fmt.Errorf("engagement_fire: %q: %w", t, ErrNotABotTrigger)
+			}
 			return "", fmt.Errorf("engagement_fire: %w %q", sm.ErrUnknownTrigger, t)
 		case SQLStateJobTrigger:
 			return "", fmt.Errorf("engagement_fire: %q: %w", t, ErrNotABotTrigger)

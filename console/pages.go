@@ -551,7 +551,7 @@ func (s *server) user(r *http.Request) (any, error) {
 	out.ID = id.String()
 	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
 		ctx := r.Context()
-		args := sqlfile.Args{"user_id": out.ID, "limit": maxUserRows}
+		args := sqlfile.Shared{"user_id": out.ID, "limit": maxUserRows} // the three statements of the page
 		var st UserState
 		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
 			&st.GoodbyeExpiresAt, &st.RemindAt, &st.CreatedAt, &st.OptedOut, &st.Destination, &st.JID, &st.HasProfile)

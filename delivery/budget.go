@@ -182,8 +182,8 @@ func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 }
 
 // budgetArgs are the arguments every budget statement takes.
-func (p *Processor) budgetArgs() sqlfile.Args {
-	return sqlfile.Args{"transport": p.cfg.Transport.Name(), "clock_offset": p.cfg.ClockOffset, "window": BudgetWindow}
+func (p *Processor) budgetArgs() sqlfile.Shared {
+	return sqlfile.Shared{"transport": p.cfg.Transport.Name(), "clock_offset": p.cfg.ClockOffset, "window": BudgetWindow}
 }
 
 // refund gives back the budget slots of messages handed back unsent

@@ -208,7 +208,7 @@ func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, 
 // server cancelled it (nothing was claimed) or its rows arrive, and the
 // caller releases them.
 func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
-	args := sqlfile.Args{
+	args := sqlfile.Shared{ // the claim's and the budget's statements
 		"holder":         p.holder,
 		"claim_timeout":  p.cfg.ClaimTimeout,
 		"batch":          p.cfg.ClaimBatch,
@@ -243,7 +243,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 // other claims; near the limit, it takes the budget's lock first and the
 // budget is applied to what it claimed in the same transaction
 // (budget_apply.sql), so that the last slots go in due order.
-func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Args) ([]claimed, error) {
+func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Shared) ([]claimed, error) {
 	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
 	args["spend_limit"] = (*int)(nil)
 	if p.budget != nil && !inOrder {

@@ -64,7 +64,8 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 	batch := cmp.Or(cfg.BatchSize, 5000)
 	args := sqlfile.Args{"cutoff": sum.Cutoff, "n": batch}
 	if cfg.DryRun {
-		err := pool.QueryRow(ctx, cleanupCountSQL, args).Scan(&sum.Messages, &sum.Ledger)
+		counted := sqlfile.Args{"cutoff": sum.Cutoff}
+		err := pool.QueryRow(ctx, cleanupCountSQL, counted).Scan(&sum.Messages, &sum.Ledger)
 		if err != nil {
 			return sum, fmt.Errorf("count old messages: %w", err)
 		}
@@ -72,7 +73,7 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		if err != nil {
 			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
 		}
-		err = pool.QueryRow(ctx, cleanupCountFireRequestsSQL, args).Scan(&sum.FireRequests)
+		err = pool.QueryRow(ctx, cleanupCountFireRequestsSQL, counted).Scan(&sum.FireRequests)
 		if err != nil {
 			return sum, fmt.Errorf("count old request keys: %w", err)
 		}

@@ -26,7 +26,7 @@ func TestABatchRunsWithCustomPlansAndNoJIT(t *testing.T) {
 	r := &run{pool: pool, fenceKey: lockKey("settings-test", Shard{})}
 	var jit, plans string
 	if err := batchRow(withFence(ctx, r), pool, `SELECT current_setting('jit'), current_setting('plan_cache_mode')`,
-		sqlfile.Args{}, &jit, &plans); err != nil {
+		sqlfile.Shared{}, &jit, &plans); err != nil {
 		t.Fatal(err)
 	}
 	if jit != "off" || plans != "force_custom_plan" {

@@ -68,7 +68,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	}
 	asOf := cfg.AsOf.UTC()
 	sum := &Summary{Job: DailyJob, AsOf: asOf, DryRun: cfg.DryRun, Errors: []UserError{}}
-	args := sqlfile.Args{
+	args := sqlfile.Shared{
 		"as_of":              asOf,
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
 		"send_reminder":      cfg.SendReminder,
@@ -117,7 +117,7 @@ func DailySteps() []string {
 //   - @timer_states, @timer_triggers, @timer_clocks, @timer_waits: every
 //     other timer on a clock of the user's row (engagement_clock), one
 //     entry per from-state.
-func DeadlineArgs() sqlfile.Args {
+func DeadlineArgs() sqlfile.Shared {
 	var (
 		states             = map[sm.Trigger][]string{}
 		tStates, tTriggers []string
@@ -133,7 +133,7 @@ func DeadlineArgs() sqlfile.Args {
 			}
 		}
 	}
-	return sqlfile.Args{
+	return sqlfile.Shared{
 		"inactivity":        sm.Inactivity14d.Wait(),
 		"goodbye_window":    sm.GoodbyeTimeout.Wait(),
 		"inactivity_states": states[sm.Inactivity14d],
@@ -201,7 +201,7 @@ func transitionStep(t sm.Transition, file string, asOf time.Time, sendReminder b
 		from = append(from, string(f))
 	}
 	args := DeadlineArgs()
-	maps.Copy(args, sqlfile.Args{
+	maps.Copy(args, sqlfile.Shared{
 		"from_state":   string(t.From),
 		"from_states":  from,
 		"to_state":     string(t.To),
@@ -251,7 +251,7 @@ var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 // asks it for each of the coming days.
 func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
 	asOf = asOf.UTC()
-	args := sqlfile.Args{
+	args := sqlfile.Shared{
 		"as_of":              asOf,
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
 		"send_reminder":      false,

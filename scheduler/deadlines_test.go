@@ -32,7 +32,7 @@ func TestTheDeadlineFunctionsAreInlined(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, end := pageSpan(0, 8).tids()
-	base := sqlfile.Args{
+	base := sqlfile.Shared{
 		"as_of": asOf, "goodbye_expires_at": asOf.Add(48 * time.Hour), "send_reminder": true,
 		"shard_index": 0, "shard_count": 1, "run_id": int64(1), "log_duplicates": false, "first": first, "end": end,
 	}

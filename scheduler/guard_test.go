@@ -29,7 +29,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	inactivity := steps[0]
-	args := withArgs(sqlfile.Args{
+	args := withArgs(sqlfile.Shared{
 		"as_of":              asOf,
 		"due_before":         asOf.Add(-14 * 24 * time.Hour),
 		"goodbye_expires_at": asOf.Add(48 * time.Hour),
@@ -46,7 +46,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	}
 	b := batcher{move: func(ctx context.Context, s span) (c batchCounts, err error) {
 		first, end := s.tids()
-		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, sqlfile.Args{"first": first, "end": end})).
+		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, sqlfile.Shared{"first": first, "end": end})).
 			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, new([]string))
 		return c, err
 	}}

@@ -91,8 +91,8 @@ func (c Config) Validate() error {
 // (@key_suffix) taken already.
 type step struct {
 	name        string
-	messageType string       // the type of message the step queues, if any
-	args        sqlfile.Args // the step's own arguments, over the job's
+	messageType string         // the type of message the step queues, if any
+	args        sqlfile.Shared // the step's own arguments, over the job's
 	dryRunSQL   string
 	moveSQL     string
 }
@@ -117,16 +117,16 @@ var (
 // runJob runs steps in order, each to completion, and sums their counters.
 // args are the job-wide named arguments (as_of and friends); @run_id and
 // @user_ids are added here.
-func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, args sqlfile.Args, cfg Config, sum *Summary) (err error) {
+func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, args sqlfile.Shared, cfg Config, sum *Summary) (err error) {
 	start := time.Now()
 	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
 	// Every statement takes the shard as a parameter; one shard of one is
 	// every user.
-	args = withArgs(args, sqlfile.Args{"shard_index": 0, "shard_count": 1})
+	args = withArgs(args, sqlfile.Shared{"shard_index": 0, "shard_count": 1})
 	if cfg.Shard.Sharded() {
 		sum.Shard = cfg.Shard.String()
 		logCtx = logCtx.Str("shard", sum.Shard)
-		args = withArgs(args, sqlfile.Args{"shard_index": cfg.Shard.Index, "shard_count": cfg.Shard.Count})
+		args = withArgs(args, sqlfile.Shared{"shard_index": cfg.Shard.Index, "shard_count": cfg.Shard.Count})
 	}
 	log := logCtx.Logger()
 	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
@@ -140,7 +140,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 		defer r.release()
 		sum.RunID = r.id
 		log = log.With().Int64("run_id", r.id).Logger()
-		args = withArgs(args, sqlfile.Args{"run_id": r.id})
+		args = withArgs(args, sqlfile.Shared{"run_id": r.id})
 	}
 	log.Info().Msg("job started")
 
@@ -212,7 +212,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 // order, each chunk reading only its own: a step costs one pass over the
 // table however many chunks it takes. Rows put past the last page while the
 // step runs (by the bot, or the step's own moves) wait for the next run.
-func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Args, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
+func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shared, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
 	var blocks int64
 	if err := pool.QueryRow(ctx, tableBlocksSQL).Scan(&blocks); err != nil {
 		return Counts{}, nil, fmt.Errorf("measure user_engagement_states: %w", err)
@@ -220,12 +220,12 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Args
 	// With debug logs on, each batch also lists the keys it found taken
 	// (the story's T9: which duplicate, first queued when).
 	debug := log.Debug().Enabled()
-	args = withArgs(args, sqlfile.Args{"log_duplicates": debug})
+	args = withArgs(args, sqlfile.Shared{"log_duplicates": debug})
 	b := batcher{
 		move: func(ctx context.Context, s span) (c batchCounts, err error) {
 			first, end := s.tids()
 			var duplicateKeys []string // listed only when debug logs are on
-			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, sqlfile.Args{"first": first, "end": end}),
+			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, sqlfile.Shared{"first": first, "end": end}),
 				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &duplicateKeys)
 			if err == nil && len(duplicateKeys) > 0 {
 				logDuplicates(ctx, pool, log, st.name, duplicateKeys)
@@ -325,7 +325,7 @@ func logDuplicates(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, 
 // writing nothing: every selected user counts as succeeded, and for steps
 // that queue, keys already taken count as duplicates. The database counts;
 // no user id comes to the client.
-func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.Args) (Counts, error) {
+func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.Shared) (Counts, error) {
 	rows, err := db.Query(ctx, st.dryRunSQL, batchExecMode, args)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count users: %w", err)
@@ -357,10 +357,10 @@ func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.
 }
 
 // withArgs returns base overlaid with extra, leaving both unchanged.
-func withArgs(base, extra sqlfile.Args) sqlfile.Args {
+func withArgs(base, extra sqlfile.Shared) sqlfile.Shared {
 	out := maps.Clone(base)
 	if out == nil {
-		out = sqlfile.Args{}
+		out = sqlfile.Shared{}
 	}
 	maps.Copy(out, extra)
 	return out

@@ -131,7 +131,7 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, fmt.Errorf("record the run: %w", err)
 		}
-		abandoned, err := abandonDead(ctx, pool, args, leaseTimeout)
+		abandoned, err := abandonDead(ctx, pool, sqlfile.Args{"job": job, "shard": args["shard"]}, leaseTimeout)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -332,7 +332,7 @@ func withFence(ctx context.Context, r *run) context.Context {
 // (SET LOCAL: nothing is left on the session) in the same transaction: both
 // go in one round trip with the statement (a pipeline ending in one Sync is
 // one transaction), so a pooler keeps them on one server connection.
-func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args sqlfile.Args, dest ...any) error {
+func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args sqlfile.Shared, dest ...any) error {
 	r, ok := ctx.Value(fenceCtxKey{}).(*run)
 	if !ok {
 		return pool.QueryRow(ctx, sql, batchExecMode, args).Scan(dest...)

@@ -29,8 +29,8 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
 	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: review.Period.Label(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
 	week, weekEnd := review.Period.Bounds(asOf)
-	args := activity.WindowArgs(asOf)
-	maps.Copy(args, sqlfile.Args{
+	args := sqlfile.Shared(activity.WindowArgs(asOf))
+	maps.Copy(args, sqlfile.Shared{
 		"period_start": week,
 		"replay_until": weekEnd,
 		"key_suffix":   review.KeySuffix(asOf),

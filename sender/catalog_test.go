@@ -263,7 +263,9 @@ func TestLoadCatalogOverride(t *testing.T) {
 		"custom.key": {"pt-BR": "Oi {name}", "en-GB": "Hello {name}"}
 	}`)
 
-	if got, want := c.Keys(), []string{"custom.key", sender.KeyGoodbye, sender.KeyReminder, sender.KeyWeeklyReview}; !slices.Equal(got, want) {
+	want := append(def.Keys(), "custom.key")
+	slices.Sort(want)
+	if got := c.Keys(); !slices.Equal(got, want) {
 		t.Errorf("Keys() = %q, want %q", got, want)
 	}
 	tests := []struct {
@@ -288,8 +290,8 @@ func TestLoadCatalogOverride(t *testing.T) {
 	if got, want := mustRender(t, def, sender.KeyGoodbye, "en", nil), "Bye {for now}: 1, 2 or 3?"; got == want {
 		t.Errorf("DefaultCatalog goodbye in en = %q after LoadCatalog, want the embedded text", got)
 	}
-	if got := def.Keys(); len(got) != 3 {
-		t.Errorf("DefaultCatalog Keys() = %q after LoadCatalog, want the three embedded keys", got)
+	if got := def.Keys(); slices.Contains(got, "custom.key") {
+		t.Errorf("DefaultCatalog Keys() = %q after LoadCatalog, want the embedded keys only", got)
 	}
 
 	// An empty object overrides nothing.

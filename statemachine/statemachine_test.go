@@ -260,8 +260,16 @@ func TestParseTrigger(t *testing.T) {
 		sm.Inactivity14d, sm.GoodbyeTimeout, sm.GoodbyeUndelivered, sm.ReminderDue,
 		sm.UserMessage, sm.GoodbyeAnswerHelp, sm.GoodbyeAnswerRemindLater, sm.GoodbyeAnswerDormant,
 	}
-	if got := sm.Triggers(); !slices.Equal(got, want) {
-		t.Errorf("Triggers() = %v, want %v", got, want)
+	// A trigger may be added (the contract is extended, never broken),
+	// but these stay, in this order.
+	var got []sm.Trigger
+	for _, tr := range sm.Triggers() {
+		if slices.Contains(want, tr) {
+			got = append(got, tr)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Triggers() = %v, want %v among them, in this order", sm.Triggers(), want)
 	}
 	// The stored strings are a public contract.
 	contract := map[sm.Trigger]string{
@@ -274,7 +282,7 @@ func TestParseTrigger(t *testing.T) {
 		sm.GoodbyeAnswerRemindLater: "goodbye_answer_remind_later",
 		sm.GoodbyeAnswerDormant:     "goodbye_answer_dormant",
 	}
-	for _, tr := range sm.Triggers() {
+	for _, tr := range want {
 		if got, want := tr.String(), contract[tr]; got != want {
 			t.Errorf("trigger String() = %q, want the contract value %q", got, want)
 		}

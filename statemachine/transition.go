@@ -120,6 +120,17 @@ func ParseTrigger(s string) (Trigger, error) {
 	return "", fmt.Errorf("%w %q", ErrUnknownTrigger, s)
 }
 
+// ByBot reports whether t is one of the bot's moves (engagement_fire's):
+// user_message and the answers to the goodbye. Every other trigger is the
+// scheduler's.
+func (t Trigger) ByBot() bool {
+	switch t {
+	case UserMessage, GoodbyeAnswerHelp, GoodbyeAnswerRemindLater, GoodbyeAnswerDormant:
+		return true
+	}
+	return false
+}
+
 // Valid reports whether t is one of the known triggers.
 func (t Trigger) Valid() bool { return slices.Contains(triggers, t) }
 

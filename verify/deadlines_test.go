@@ -53,7 +53,9 @@ func settleGoodbyes(t *testing.T, pool *pgxpool.Pool, status, errText string, la
 
 // inDoubt says whether queue-process records a failure with error errText
 // as a send in doubt.
-func inDoubt(errText string) bool { return strings.HasPrefix(errText, delivery.ErrOutcomeUnknown.Error()) }
+func inDoubt(errText string) bool {
+	return strings.HasPrefix(errText, delivery.ErrOutcomeUnknown.Error())
+}
 
 // nextDay is the start of the UTC day after t's.
 func nextDay(t time.Time) time.Time { return t.UTC().Truncate(day).Add(day) }

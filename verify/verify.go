@@ -94,13 +94,13 @@ type Check struct {
 // state machine's table).
 type invariant struct {
 	name, rule, sql string
-	args            sqlfile.Args
+	args            sqlfile.Shared
 }
 
 // withDeadlines adds to args the parameters of the deadline functions, the
 // daily job's own (scheduler.DeadlineArgs): verify and the job decide by
 // one definition whether a user's deadline has come.
-func withDeadlines(args sqlfile.Args) sqlfile.Args {
+func withDeadlines(args sqlfile.Shared) sqlfile.Shared {
 	all := scheduler.DeadlineArgs()
 	maps.Copy(all, args)
 	return all
@@ -155,7 +155,7 @@ func onePerPeriod(k sm.Kind) invariant {
 			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
 			k.Plural, p.name, p.name),
 		sql:  query("verify_one_per_period"),
-		args: sqlfile.Args{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
+		args: sqlfile.Shared{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
 	}
 }
 
@@ -178,7 +178,7 @@ var invariants = slices.Concat([]invariant{
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		sql:  query("verify_goodbye_queued"),
-		args: withDeadlines(sqlfile.Args{"message_type": string(goodbye.Message)}),
+		args: withDeadlines(sqlfile.Shared{"message_type": string(goodbye.Message)}),
 	},
 }, kindChecks(), []invariant{
 	{
@@ -211,7 +211,7 @@ var invariants = slices.Concat([]invariant{
 		name: CheckNoUserStuck,
 		rule: stuckRule(),
 		sql:  query("verify_no_user_stuck"),
-		args: withDeadlines(sqlfile.Args{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
+		args: withDeadlines(sqlfile.Shared{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
 	},
 	{
 		name: CheckTimeZonesUsable,
@@ -266,7 +266,8 @@ func RunTx(ctx context.Context, tx pgx.Tx, cfg Config) (*Report, error) {
 	for _, t := range sm.Transitions() {
 		from, trigger, to = append(from, string(t.From)), append(trigger, string(t.Trigger)), append(to, string(t.To))
 	}
-	args := sqlfile.Args{
+	// Every check gets these, whether it uses them or not.
+	args := sqlfile.Shared{
 		"as_of":           asOf,
 		"cutoff":          asOf.Add(-retention),
 		"max_examples":    MaxExamples,
