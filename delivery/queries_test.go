@@ -30,7 +30,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"pace":          {"transport": "webhook", "interval": time.Second},
 		"next_due":      {"clock_offset": time.Duration(0)},
 		"budget_create": {"transport": "webhook", "daily_limit": 10},
-		"budget_lock":   budget,
+		"budget_lock":   {"transport": "webhook"},
 		"budget_prune":  budget,
 		"budget_state":  budget,
 		"budgets":       {"window": BudgetWindow},

@@ -75,7 +75,8 @@ func (s Snapshot) read(ctx context.Context, q *pgx.Conn) (map[string]string, err
 		}
 		list := strings.Join(cols, ", ")
 		// Every query takes the same arguments, by name.
-		args := sqlfile.Args{"table": t, "columns": s.columns[t], "constraints": s.constraints[t], "indexes": s.indexes[t]}
+		// Each of the table's statements reads some of these.
+		args := sqlfile.Shared{"table": t, "columns": s.columns[t], "constraints": s.constraints[t], "indexes": s.indexes[t]}
 		queries := map[string]string{
 			"rows": `SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY to_jsonb(x)::text), '[]')::text
 			           FROM (SELECT ` + list + ` FROM ` + pgx.Identifier{t}.Sanitize() + `) x WHERE @table::text IS NOT NULL`,

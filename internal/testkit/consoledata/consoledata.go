@@ -175,7 +175,7 @@ const uuidMin = "00000000-0000-0000-0000-000000000000"
 // generator holds the parameters one Seed's steps share.
 type generator struct {
 	sz   Sizes
-	args sqlfile.Args
+	args sqlfile.Shared
 }
 
 func newGenerator(sz Sizes, asOf time.Time) *generator {
@@ -203,7 +203,7 @@ func newGenerator(sz Sizes, asOf time.Time) *generator {
 		return k
 	}
 	goodbye, reminder, review := kind(sm.GoodbyeMessage), kind(sm.ReminderMessage), kind(sm.WeeklyReviewMessage)
-	return &generator{sz: sz, args: sqlfile.Args{
+	return &generator{sz: sz, args: sqlfile.Shared{
 		"users":           sz.Users,
 		"transitions":     sz.Transitions,
 		"as_of":           asOf,
@@ -242,7 +242,7 @@ func (g *generator) connect(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn,
 }
 
 // exec runs step name on conn with the shared arguments and extra.
-func (g *generator) exec(ctx context.Context, conn *pgx.Conn, name string, extra sqlfile.Args) error {
+func (g *generator) exec(ctx context.Context, conn *pgx.Conn, name string, extra sqlfile.Shared) error {
 	if _, err := conn.Exec(ctx, step(name), withArgs(g.args, extra)); err != nil {
 		return fmt.Errorf("consoledata: step %s: %w", name, err)
 	}
@@ -277,7 +277,7 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 	if err != nil {
 		return err
 	}
-	if err := g.exec(ctx, first, "07_runs", sqlfile.Args{"first_day": plan.firstDay}); err != nil {
+	if err := g.exec(ctx, first, "07_runs", sqlfile.Shared{"first_day": plan.firstDay}); err != nil {
 		return err
 	}
 	runs, err := g.runs(ctx, first, plan.firstDay)
@@ -296,13 +296,13 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 		return err
 	}
 	defer second.Close(context.WithoutCancel(ctx))
-	parts := make(chan sqlfile.Args, len(queueParts))
+	parts := make(chan sqlfile.Shared, len(queueParts))
 	for i, lo := range queueParts {
 		var hi any
 		if i+1 < len(queueParts) {
 			hi = queueParts[i+1]
 		}
-		parts <- withArgs(plan.messages, sqlfile.Args{"user_lo": lo, "user_hi": hi})
+		parts <- withArgs(plan.messages, sqlfile.Shared{"user_lo": lo, "user_hi": hi})
 	}
 	close(parts)
 	queue := func(ctx context.Context, conn *pgx.Conn) error {
@@ -376,7 +376,7 @@ func (g *generator) states(ctx context.Context, conn *pgx.Conn) error {
 // the log needs and the arguments of the queue's step.
 type seedPlan struct {
 	firstDay time.Time
-	messages sqlfile.Args
+	messages sqlfile.Shared
 }
 
 // plan counts, from the staged users, the log rows (which must be exactly
@@ -415,7 +415,7 @@ func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) 
 		}
 	}
 
-	m := sqlfile.Args{"cut": false, "cut_at": time.Time{}, "cut_user": uuidMin,
+	m := sqlfile.Shared{"cut": false, "cut_at": time.Time{}, "cut_user": uuidMin,
 		"use_emask": true, "cands": engaged, "reviews": int64(0)}
 	reviews := int64(g.sz.Messages) - goodbyes - reminders
 	switch {
@@ -432,7 +432,7 @@ func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) 
 			 CROSS JOIN LATERAL generate_subscripts(u.tr, 1) AS k
 			 WHERE u.tr[k] = 1 OR (u.tr[k] = 4 AND NOT u.opt AND pg_temp.cd_run(u.ts[k]) >= @reminders_since::timestamptz)
 			 ORDER BY u.ts[k] DESC, u.user_id DESC
-			OFFSET @offset LIMIT 1`, withArgs(g.args, sqlfile.Args{"offset": g.sz.Messages - 1})).Scan(&at, &user)
+			OFFSET @offset LIMIT 1`, withArgs(g.args, sqlfile.Shared{"offset": g.sz.Messages - 1})).Scan(&at, &user)
 		if err != nil {
 			return seedPlan{}, fmt.Errorf("consoledata: find the oldest goodbye kept: %w", err)
 		}
@@ -457,7 +457,7 @@ func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) 
 // id, the key suffix and period of the goodbye (daily) and the review
 // (weekly), when the weekly run started, and per run and zone (0: the
 // default, then zones) where quiet hours put scheduled_for.
-func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time) (sqlfile.Args, error) {
+func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time) (sqlfile.Shared, error) {
 	r0, w0, weeks := g.args["r0"].(time.Time), g.args["w0"].(time.Time), g.args["nw"].(int)
 	days := int(r0.Sub(firstDay)/(24*time.Hour)) + 1
 	dAsOf, wAsOf := make([]time.Time, days), make([]time.Time, weeks)
@@ -526,7 +526,7 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 		wAsOf).Scan(&wStarted); err != nil {
 		return nil, fmt.Errorf("consoledata: weekly runs: %w", err)
 	}
-	return sqlfile.Args{
+	return sqlfile.Shared{
 		"first_day": firstDay, "first_daynum": firstDay.Unix() / 86400, "nd": days, "nz": len(allZones),
 		"daily_ids": dIDs, "d_asof": dAsOf, "d_suffix": dSuffix, "d_period": dPeriod, "d_sched": dSched,
 		"weekly_ids": wIDs, "w_asof": wAsOf, "w_suffix": wSuffix, "w_period": wPeriod, "w_sched": wSched, "w_started": wStarted,
@@ -534,8 +534,8 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 }
 
 // withArgs is a with b's arguments added (b wins).
-func withArgs(a, b sqlfile.Args) sqlfile.Args {
-	out := make(sqlfile.Args, len(a)+len(b))
+func withArgs(a, b sqlfile.Shared) sqlfile.Shared {
+	out := make(sqlfile.Shared, len(a)+len(b))
 	for k, v := range a {
 		out[k] = v
 	}

@@ -5,8 +5,8 @@
 -- that move and the last activity (the bot stamps updated_at on every
 -- message, changing the state or not).
 INSERT INTO user_engagement_states (user_id, state, last_activity_at, goodbye_sent_at, goodbye_expires_at, remind_at,
-                                    updated_at, state_changed_at, state_changed_xact_at, created_at)
+                                    updated_at, state_changed_at, state_changed_xact_at, state_entered_at, created_at)
 SELECT user_id, (ARRAY['active', 'goodbye_sent', 'help_flow', 'remind_later', 'dormant'])[state],
-       la, gs_at, ge_at, remind_at, updated_at, t1, t1, created_at
+       la, gs_at, ge_at, remind_at, updated_at, t1, t1, t1, created_at
   FROM consoledata.users
  ORDER BY user_id
