@@ -188,7 +188,7 @@ func BenchmarkDaily(b *testing.B) {
 		timed(b, &refTotal, func() error {
 			for _, sql := range referenceDaily {
 				var n int
-				if err := ref.QueryRow(ctx, sql, sqlfile.Args{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly), "run_id": benchRunID}).Scan(&n); err != nil {
+				if err := ref.QueryRow(ctx, sql, sqlfile.Shared{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly), "run_id": benchRunID}).Scan(&n); err != nil {
 					return err
 				}
 				refMoved += n
@@ -401,7 +401,7 @@ func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Dur
 func BenchmarkWeekly(b *testing.B) {
 	ctx := context.Background()
 	src := benchSource(b, benchUsers(b))
-	args := sqlfile.Args{"as_of": benchAsOf, "week": "2026-W48", "run_id": benchRunID}
+	args := sqlfile.Shared{"as_of": benchAsOf, "week": "2026-W48", "run_id": benchRunID}
 	var refFirst, refRerun, jobFirst, jobRerun time.Duration
 	var refQueued, jobQueued int64
 	rounds := 0
