@@ -136,8 +136,10 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	if err != nil {
 		return nil, err
 	}
+	// The filter is JSON text: as []byte, the binary's exec-mode pool would
+	// send it as bytea, which the jsonb column rejects (22P02).
 	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
-		"actor": u.Name, "action": action, "filter": filter, "messages": res.Messages,
+		"actor": u.Name, "action": action, "filter": string(filter), "messages": res.Messages,
 	}).Scan(&res.AuditID); err != nil {
 		return nil, err
 	}

@@ -44,11 +44,10 @@ const (
 // The pool works through transaction poolers; see the package comment.
 // Errors never contain the password.
 func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
-	config, err := parseConfig(databaseURL, app, ConnectTimeout(ctx))
+	config, err := PoolConfig(ctx, databaseURL, app)
 	if err != nil {
 		return nil, err
 	}
-	config.ConnConfig.OnNotice = logWarnings(*zerolog.Ctx(ctx))
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, Redact(fmt.Errorf("connect to database: %w", err), databaseURL)
@@ -58,6 +57,21 @@ func Open(ctx context.Context, databaseURL, app string) (*pgxpool.Pool, error) {
 		return nil, Redact(fmt.Errorf("connect to database: %w%s", err, tlsHint(err)), databaseURL)
 	}
 	return pool, nil
+}
+
+// PoolConfig is the configuration Open connects with: every setting a
+// binary's pool has (exec mode, the client-side statement timeout, the
+// pool's size, the warning log). The test kit builds its pools from it, so
+// that a test runs the statements as the binaries send them; a pool from
+// pgxpool.New's defaults once hid a 500 on every console action (a []byte
+// argument is bytea text in exec mode, not JSON).
+func PoolConfig(ctx context.Context, databaseURL, app string) (*pgxpool.Config, error) {
+	config, err := parseConfig(databaseURL, app, ConnectTimeout(ctx))
+	if err != nil {
+		return nil, err
+	}
+	config.ConnConfig.OnNotice = logWarnings(*zerolog.Ctx(ctx))
+	return config, nil
 }
 
 // WarningMessage is the message of the log line a server WARNING becomes.

@@ -52,9 +52,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/migrations"
-
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
+	"github.com/engagement-scheduler/engagement/migrations"
 )
 
 // schemaRevision is part of the template database's name. Bump it to force
@@ -165,21 +165,20 @@ func NewEmptyDatabase(t testing.TB) string {
 }
 
 // NewPool returns a pool on a fresh migrated database (see NewDatabase) and
-// that database's URL. The pool is closed in t.Cleanup before the database is
-// dropped.
+// that database's URL. The pool is the binaries' own (postgres.Open: exec
+// mode, statement timeout, size), so a test runs its statements as the
+// shipped binaries send them. The pool is closed in t.Cleanup before the
+// database is dropped.
 func NewPool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	dbURL := NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := postgres.Open(ctx, dbURL, "pgtest")
 	if err != nil {
 		t.Fatalf("pgtest: open pool on %s: %v", redact(dbURL), err)
 	}
 	t.Cleanup(pool.Close) // registered after NewDatabase's drop, so it runs first
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("pgtest: ping %s: %v", redact(dbURL), err)
-	}
 	return pool, dbURL
 }
 

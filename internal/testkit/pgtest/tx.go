@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 const (
@@ -142,13 +144,14 @@ func sharedPool(ctx context.Context) (*pgxpool.Pool, error) {
 		holder.Close(context.Background())
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	cfg, err := postgres.PoolConfig(ctx, dbURL, "pgtest")
 	if err != nil {
 		holder.Close(context.Background())
 		return nil, fmt.Errorf("parse %s: %w", redact(dbURL), err)
 	}
-	// Each test holds one connection for its whole run: room for every
-	// parallel test, and for a few that use two.
+	// The binaries' settings (exec mode above all), but each test holds
+	// one connection for its whole run: room for every parallel test, and
+	// for a few that use two.
 	cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,355 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// asOf is the bot's rows' clock in the bot-schema case.
+var asOf = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+
+// TestConfirmRequeueAndCancelThroughTheBinary is what an operator does:
+// the shipped engagement-console, a requeue and a cancel, each previewed
+// and confirmed through HTML forms, on the project's own database, on the
+// bot's adopted one and through PgBouncer in transaction mode. The
+// console's handler tests once ran on a pool the binary does not build,
+// and every Confirm answered 500 in the binary (the audit's filter went as
+// bytea in exec mode).
+func TestConfirmRequeueAndCancelThroughTheBinary(t *testing.T) {
+	ctl := cmdtest.Build(t, "./cmd/engagementctl")
+	console := cmdtest.Build(t, "./cmd/engagement-console")
+
+	migrated := func(t *testing.T, url string) string {
+		t.Helper()
+		res := cmdtest.Run(t, ctl, cmdtest.Env("DATABASE_URL="+url), "migrate", "up")
+		if res.Code != 0 {
+			t.Fatalf("engagementctl migrate up: exit %d: %s", res.Code, res.Stderr)
+		}
+		return url
+	}
+	for _, tc := range []struct {
+		name string
+		// db returns the database's direct URL (for the fixture and the
+		// checks) and the URL the console is given.
+		db func(t *testing.T) (direct, served string)
+	}{
+		{"empty project database", func(t *testing.T) (string, string) {
+			url := migrated(t, pgtest.NewEmptyDatabase(t))
+			return url, url
+		}},
+		{"the bot's database", func(t *testing.T) (string, string) {
+			url := migrated(t, botdb.NewDatabaseWithRows(t, asOf))
+			return url, url
+		}},
+		{"through PgBouncer in transaction mode", func(t *testing.T) (string, string) {
+			return pgtest.NewPooledDatabase(t)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			direct, served := tc.db(t)
+			failed, pending := seedQueue(t, direct)
+			c := startConsole(t, console, served)
+
+			form := url.Values{"status": {"failed"}, "ids": {strings.Join(failed, " ")}}
+			preview := c.submit(t, "/actions/requeue/preview", form)
+			if !strings.Contains(preview, fmt.Sprintf("<strong>%d</strong> messages", len(failed))) {
+				t.Errorf("requeue preview does not say %d messages:\n%s", len(failed), excerpt(preview))
+			}
+			done := c.submit(t, "/actions/requeue/confirm", form)
+			if !strings.Contains(done, fmt.Sprintf("Requeued %d messages", len(failed))) {
+				t.Errorf("requeue confirmation does not say it requeued %d:\n%s", len(failed), excerpt(done))
+			}
+
+			form = url.Values{"ids": {strings.Join(pending, " ")}}
+			c.submit(t, "/actions/cancel/preview", form)
+			done = c.submit(t, "/actions/cancel/confirm", form)
+			if !strings.Contains(done, fmt.Sprintf("Cancelled %d messages", len(pending))) {
+				t.Errorf("cancel confirmation does not say it cancelled %d:\n%s", len(pending), excerpt(done))
+			}
+
+			statuses := queueStatuses(t, direct)
+			for _, id := range failed {
+				if statuses[id] != "pending" {
+					t.Errorf("requeued message %s is %q, want pending", id, statuses[id])
+				}
+			}
+			for _, id := range pending {
+				if statuses[id] != "cancelled" {
+					t.Errorf("cancelled message %s is %q, want cancelled", id, statuses[id])
+				}
+			}
+			audit := auditRows(t, direct)
+			want := []string{fmt.Sprintf("requeue by ops: %d", len(failed)), fmt.Sprintf("cancel by ops: %d", len(pending))}
+			if strings.Join(audit, "; ") != strings.Join(want, "; ") {
+				t.Errorf("audit rows %q, want %q", audit, want)
+			}
+			if strings.Contains(c.stderr(), `"level":"error"`) {
+				t.Errorf("the console logged an error:\n%s", c.stderr())
+			}
+		})
+	}
+}
+
+// seedQueue puts two users in the database, each with a failed goodbye and
+// a pending weekly review, and returns the failed and the pending ids.
+func seedQueue(t *testing.T, url string) (failed, pending []string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var botUsers bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('public.users') IS NOT NULL`).Scan(&botUsers); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"6c1f2a7e-0000-4000-8000-00000000c001", "6c1f2a7e-0000-4000-8000-00000000c002"} {
+		if botUsers {
+			if _, err := conn.Exec(ctx, `INSERT INTO users (id) VALUES ($1)`, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		jid := fmt.Sprintf("55119%08d@s.whatsapp.net", 7000+i)
+		if _, err := conn.Exec(ctx, `INSERT INTO user_profiles (user_id, whatsapp_jid) VALUES ($1, $2)`, id, jid); err != nil {
+			t.Fatal(err)
+		}
+		var f, p string
+		err := conn.QueryRow(ctx, `
+			INSERT INTO engagement_message_queue
+			       (user_id, message_type, message_key, destination, destination_jid, scheduled_for,
+			        status, retry_count, error_message)
+			VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', 'individual', $2, now() - interval '1 day',
+			        'failed', 3, 'webhook: receiver answered 502 Bad Gateway')
+			RETURNING id::text`, id, jid).Scan(&f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = conn.QueryRow(ctx, `
+			INSERT INTO engagement_message_queue
+			       (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for)
+			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count": "2"}', 'individual', $2,
+			        now() + interval '1 day')
+			RETURNING id::text`, id, jid).Scan(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed, pending = append(failed, f), append(pending, p)
+	}
+	return failed, pending
+}
+
+func queueStatuses(t *testing.T, url string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT id::text, status FROM engagement_message_queue`)
+	got := map[string]string{}
+	var id, status string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error { got[id] = status; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// auditRows are the console's audit rows as "action by actor: messages",
+// checking that each filter is a JSON object.
+func auditRows(t *testing.T, url string) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT action, actor, messages, jsonb_typeof(filter) FROM engagement_console_audit ORDER BY id`)
+	var got []string
+	var action, actor, kind string
+	var messages int64
+	if _, err := pgx.ForEachRow(rows, []any{&action, &actor, &messages, &kind}, func() error {
+		if kind != "object" {
+			t.Errorf("audit row %s: filter is a JSON %s, want an object", action, kind)
+		}
+		got = append(got, fmt.Sprintf("%s by %s: %d", action, actor, messages))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// consoleProc is a running engagement-console with an operator, ops.
+type consoleProc struct {
+	base   string
+	client *http.Client
+	errBuf *syncBuffer
+}
+
+// syncBuffer is the console's stderr, read while it runs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const opsPassword = "ops-password"
+
+func startConsole(t *testing.T, bin, dbURL string) *consoleProc {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(opsPassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "htpasswd")
+	if err := os.WriteFile(file, []byte("ops:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd, _, _ := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+dbURL),
+		"--listen", addr, "--htpasswd", file, "--operators", "ops", "--log-format", "json")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }() //nolint:errcheck // the exit is checked through exited
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt) //nolint:errcheck // it may have exited
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill() //nolint:errcheck // a console that does not stop is the failure reported
+			t.Errorf("the console did not stop within 30 s of SIGINT")
+		}
+	})
+	c := &consoleProc{base: "http://" + addr, client: &http.Client{Timeout: time.Minute}, errBuf: stderr}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("the console exited before serving: %s", stderr)
+		default:
+		}
+		if resp, err := c.client.Get(c.base + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console did not answer /healthz within a minute: %s", stderr)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a starting server, not timing a test
+	}
+}
+
+func (c *consoleProc) stderr() string { return c.errBuf.String() }
+
+// submit posts form to path as a browser's form would (with the page's
+// CSRF token, accepting HTML) and returns the page it answers; anything
+// but 200 fails the test.
+func (c *consoleProc) submit(t *testing.T, path string, form url.Values) string {
+	t.Helper()
+	form = cloneValues(form)
+	form.Set("csrf", c.csrfToken(t))
+	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "text/html")
+	req.SetBasicAuth("ops", opsPassword)
+	status, body := c.do(t, req)
+	if status != http.StatusOK {
+		t.Fatalf("POST %s: %d\n%s\nconsole log:\n%s", path, status, excerpt(body), c.stderr())
+	}
+	return body
+}
+
+func (c *consoleProc) csrfToken(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, c.base+"/queue", nil)
+	req.SetBasicAuth("ops", opsPassword)
+	req.Header.Set("Accept", "text/html")
+	status, body := c.do(t, req)
+	const marker = `<meta name="csrf-token" content="`
+	i := strings.Index(body, marker)
+	if status != http.StatusOK || i < 0 {
+		t.Fatalf("GET /queue: %d, no CSRF token:\n%s", status, excerpt(body))
+	}
+	rest := body[i+len(marker):]
+	return rest[:strings.Index(rest, `"`)]
+}
+
+func (c *consoleProc) do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// excerpt is the text of an HTML page without its head, short enough for
+// a failure message.
+func excerpt(body string) string {
+	if i := strings.Index(body, "<main"); i >= 0 {
+		body = body[i:]
+	}
+	if len(body) > 1500 {
+		body = body[:1500]
+	}
+	return body
+}
