@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/consoledata"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
@@ -64,7 +65,7 @@ func BenchmarkPages(b *testing.B) {
 		if err := migrations.Up(ctx, url); err != nil {
 			return err
 		}
-		pool, err := pgxpool.New(ctx, url)
+		pool, err := pgxpool.New(ctx, url) // not the binaries' pool: the seeder's
 		if err != nil {
 			return err
 		}
@@ -81,7 +82,7 @@ func BenchmarkPages(b *testing.B) {
 		writePlans(b, url, pages, file)
 	}
 	for _, via := range []struct{ name, url string }{{"direct", url}, {"pgbouncer", bouncer.URL(b, url)}} {
-		pool, err := pgxpool.New(context.Background(), via.url)
+		pool, err := postgres.Open(context.Background(), via.url, "engagement-console")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -136,7 +137,7 @@ func benchServer(b *testing.B, pool *pgxpool.Pool) *httptest.Server {
 
 // someUser is a user with moves and messages, for the user page.
 func someUser(b *testing.B, url string) string {
-	conn, err := pgxpool.New(context.Background(), url)
+	conn, err := pgxpool.New(context.Background(), url) // not the binaries' pool: the test's own lookup
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func someUser(b *testing.B, url string) string {
 // auto_explain report every statement's plan, with its actual rows and
 // times, as a notice, and writes them to file.
 func writePlans(b *testing.B, url string, pages []string, file string) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := postgres.PoolConfig(context.Background(), url, "engagement-console")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -171,8 +172,8 @@ func writePlans(b *testing.B, url string, pages []string, file string) {
 			SET auto_explain.log_buffers = on; SET auto_explain.log_level = notice`)
 		return err
 	}
-	cfg.MaxConns = 1 // one connection: the plans come in the pages' order
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	cfg.MaxConns = 1                                              // one connection: the plans come in the pages' order
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // not the binaries' pool: postgres.PoolConfig's, with auto_explain
 	if err != nil {
 		b.Fatal(err)
 	}

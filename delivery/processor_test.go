@@ -17,6 +17,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -329,7 +330,7 @@ func TestProcessorPaceHoldsAcrossProcessors(t *testing.T) {
 	const interval = 150 * time.Millisecond
 	var wg sync.WaitGroup
 	for range 2 {
-		other, err := pgxpool.New(context.Background(), url)
+		other, err := postgres.Open(context.Background(), url, "queue-process")
 		if err != nil {
 			t.Fatal(err)
 		}

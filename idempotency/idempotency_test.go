@@ -417,7 +417,7 @@ func TestDeleteExpired(t *testing.T) {
 // unreachable returns stores whose backends do not answer.
 func unreachable(t *testing.T, mode idempotency.FailMode, log io.Writer) map[string]idempotency.Store {
 	opts := idempotency.Options{FailMode: mode, Logger: zerolog.New(log), Timeout: 3 * time.Second}
-	pool, err := pgxpool.New(context.Background(), "postgres://x@127.0.0.1:1/x?connect_timeout=1&sslmode=disable")
+	pool, err := pgxpool.New(context.Background(), "postgres://x@127.0.0.1:1/x?connect_timeout=1&sslmode=disable") // not the binaries' pool: a server that is not there
 	if err != nil {
 		t.Fatal(err)
 	}

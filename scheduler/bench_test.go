@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -126,7 +127,7 @@ func benchSource(b *testing.B, users int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(ctx, url) // not the binaries' pool: the seeder's
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func benchCopy(b *testing.B, src, name string) *pgxpool.Pool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := pgxpool.New(ctx, url)
+	p, err := postgres.Open(ctx, url, "engagement-bench")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -288,12 +289,12 @@ func raceSetup(t *testing.T, pool *pgxpool.Pool, at time.Time) (map[string]byte,
 // raceJobPool is a pool of one daily run's own: its batches and its lock.
 func raceJobPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := postgres.PoolConfig(context.Background(), url, "engagement-daily")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // not the binaries' pool: PoolConfig's, with one run's four connections
 	if err != nil {
 		t.Fatal(err)
 	}

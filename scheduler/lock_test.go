@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -57,13 +58,13 @@ func (b *botLock) release(t *testing.T) {
 // instead of moving on.
 func shortTimeoutPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := postgres.PoolConfig(context.Background(), url, "engagement-daily")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "1000"
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "200"
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // not the binaries' pool: PoolConfig's, with server-side timeouts
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -32,7 +33,7 @@ func migratedPool(t *testing.T, url string) *pgxpool.Pool {
 	if err != nil {
 		t.Fatalf("migrate up: %v", err)
 	}
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := postgres.Open(ctx, url, "engagementctl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestVerifyDataAPIClosedWithoutTheRoles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cluster := pgtest.NewCluster(t)
-	pool, err := pgxpool.New(ctx, cluster.URL)
+	pool, err := postgres.Open(ctx, cluster.URL, "engagementctl")
 	if err != nil {
 		t.Fatal(err)
 	}

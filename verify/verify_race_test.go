@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -171,7 +172,7 @@ func poolNamed(t *testing.T, dbURL, app string) *pgxpool.Pool {
 	q := u.Query()
 	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
-	pool, err := pgxpool.New(context.Background(), u.String())
+	pool, err := postgres.Open(context.Background(), u.String(), app)
 	if err != nil {
 		t.Fatal(err)
 	}

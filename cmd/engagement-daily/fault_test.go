@@ -364,7 +364,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	t.Parallel()
 	clean := runClean(t)
 	cluster := pgtest.NewCluster(t)
-	pool, err := pgxpool.New(context.Background(), cluster.URL)
+	pool, err := pgxpool.New(context.Background(), cluster.URL) // not the binaries' pool: the test's fixture and checks
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,7 +331,7 @@ func lastLines(s string, n int) string {
 func TestPostgresRestartedMidRunHandsEveryClaimBack(t *testing.T) {
 	t.Parallel()
 	cluster := pgtest.NewCluster(t)
-	pool, err := pgxpool.New(context.Background(), cluster.URL)
+	pool, err := pgxpool.New(context.Background(), cluster.URL) // not the binaries' pool: the test's fixture and checks
 	if err != nil {
 		t.Fatal(err)
 	}

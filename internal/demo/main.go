@@ -135,7 +135,7 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		return "", err
 	}
 
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(ctx, url) // not the binaries' pool: the demo's own, to move its clock
 	if err != nil {
 		return "", err
 	}

@@ -153,7 +153,7 @@ func sharedPool(ctx context.Context) (*pgxpool.Pool, error) {
 	// one connection for its whole run: room for every parallel test, and
 	// for a few that use two.
 	cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg) // not the binaries' pool: postgres.PoolConfig's, with room for every test
 	if err != nil {
 		holder.Close(context.Background())
 		return nil, fmt.Errorf("open a pool on %s: %w", redact(dbURL), err)

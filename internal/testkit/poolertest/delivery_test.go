@@ -27,7 +27,7 @@ import (
 func TestDeliveryThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	direct, pooled := pgtest.NewPooledDatabase(t)
-	pool, err := pgxpool.New(context.Background(), direct)
+	pool, err := pgxpool.New(context.Background(), direct) // not the binaries' pool: the test's fixture and checks
 	if err != nil {
 		t.Fatal(err)
 	}

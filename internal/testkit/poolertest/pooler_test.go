@@ -50,7 +50,7 @@ func queueBin(t *testing.T) string { return cmdtest.Build(t, "./cmd/queue-proces
 func seeded(t *testing.T) (pool *pgxpool.Pool, direct, pooled string) {
 	t.Helper()
 	direct, pooled = pgtest.NewPooledDatabase(t)
-	pool, err := pgxpool.New(context.Background(), direct)
+	pool, err := pgxpool.New(context.Background(), direct) // not the binaries' pool: the test's fixture and checks
 	if err != nil {
 		t.Fatal(err)
 	}
