@@ -275,6 +275,56 @@ func Parent(pid int) int {
 	return ppid
 }
 
+// startTime is when process pid started, in clock ticks since boot (field
+// 22 of /proc/<pid>/stat), or "" when it is gone: with the pid, it names
+// one process, not a later one that was given the same pid.
+func startTime(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	if f := strings.Fields(s[i+1:]); len(f) > 19 {
+		return f[19]
+	}
+	return ""
+}
+
+// RecordProcess writes to path the process a test service started: its pid
+// and its start time. StopRecorded stops that process, and only it.
+func RecordProcess(path string, pid int) error {
+	st := startTime(pid)
+	if st == "" {
+		return fmt.Errorf("process %d is gone", pid)
+	}
+	return os.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o644)
+}
+
+// Recorded returns the pid recorded in path by RecordProcess when that very
+// process (the same pid and start time) still runs program, and 0
+// otherwise: nothing recorded, the process gone, or its pid now another's.
+// A server of the same name in the same folder that this checkout did not
+// start (another checkout's, a chroot's, the system's) is never it.
+func Recorded(path, program string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 || Command(pid) != program || startTime(pid) != f[1] {
+		return 0
+	}
+	return pid
+}
+
 // Executable is the file name of process pid's program (/proc/<pid>/exe,
 // not truncated as its comm is), or "" when it cannot be read.
 func Executable(pid int) string {

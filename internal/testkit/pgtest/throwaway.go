@@ -148,6 +148,10 @@ func startThrowaway(ctx context.Context, dir string, port int) (dbURL string, st
 	if err != nil {
 		return "", false, fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, localsvc.Tail(logPath, 20), port)
 	}
+	// What a stop may stop: this postmaster, by its pid and start time.
+	if err := localsvc.RecordProcess(startedFile(dir), postmasterPid(dir)); err != nil {
+		return "", true, fmt.Errorf("record the cluster started in %s: %w", dir, err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := ping(ctx, dbURL)
@@ -276,6 +280,14 @@ func stopThrowaway(ctx context.Context, dir string) (stopped bool, err error) {
 			return false, err
 		}
 	}
+	// Only the postmaster this package started and recorded, still the
+	// one dir's postmaster.pid names: pg_ctl signals whatever pid that
+	// file holds, and a stale one (a chroot's, a crashed cluster's) may
+	// name another program's server.
+	pid := localsvc.Recorded(startedFile(dir), "postgres")
+	if pid == 0 || postmasterPid(dir) != pid {
+		return false, nil // not running, or not ours
+	}
 	if _, err := runPG(ctx, owner, bins.pgCtl, "-D", dir, "status"); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 3 {
@@ -286,7 +298,23 @@ func stopThrowaway(ctx context.Context, dir string) (stopped bool, err error) {
 	if _, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-w", "-t", "60", "-m", "fast", "stop"); err != nil {
 		return false, err
 	}
+	os.Remove(startedFile(dir))
 	return true, nil
+}
+
+// startedFile, beside a cluster's data directory, records the postmaster
+// startThrowaway started there (localsvc.RecordProcess).
+func startedFile(dir string) string { return dir + ".started" }
+
+// postmasterPid is the pid on the first line of dir's postmaster.pid, or 0.
+func postmasterPid(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
 }
 
 type pgBinaries struct {

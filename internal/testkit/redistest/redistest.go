@@ -150,35 +150,27 @@ func resolveServer(ctx context.Context) (string, error) {
 // throwawayDir is the working directory of the throwaway server.
 func throwawayDir() string { return filepath.Join(os.TempDir(), "engagement-redistest") }
 
-// StopThrowaway stops the throwaway redis-server this package started (the
-// one working in $TMPDIR/engagement-redistest, whatever its port), if it
-// runs, and reports whether it did. A Redis found running elsewhere is
-// left alone.
+// StopThrowaway stops the throwaway redis-server this package started, if
+// it runs, and reports whether it did: the process whose pid and start
+// time startThrowaway recorded, and no other. A Redis found running
+// elsewhere, or in the same folder but started by someone else (another
+// checkout, a chroot sharing this machine's processes), is left alone.
 func StopThrowaway() (bool, error) {
-	dir := throwawayDir()
-	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = resolved // as /proc/<pid>/cwd names it
+	record := startedFile(throwawayDir())
+	pid := localsvc.Recorded(record, "redis-server")
+	if pid == 0 {
+		os.Remove(record) // stale: that server is gone
+		return false, nil
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false, err
+	if err := localsvc.Terminate(pid, syscall.SIGTERM, 10*time.Second); err != nil {
+		return false, fmt.Errorf("stop the throwaway redis-server: %w", err)
 	}
-	stopped := false
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || localsvc.Command(pid) != "redis-server" {
-			continue
-		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != dir {
-			continue
-		}
-		if err := localsvc.Terminate(pid, syscall.SIGTERM, 10*time.Second); err != nil {
-			return stopped, fmt.Errorf("stop the throwaway redis-server: %w", err)
-		}
-		stopped = true
-	}
-	return stopped, nil
+	os.Remove(record)
+	return true, nil
 }
+
+// startedFile is where startThrowaway records the server it started.
+func startedFile(dir string) string { return dir + ".started" }
 
 // startThrowaway makes sure a redis-server answers on 127.0.0.1:port,
 // starting one (daemonized, working in dir) if needed, and returns its URL.
@@ -200,17 +192,22 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	logPath := filepath.Join(dir, "redis.log")
+	logPath, pidPath := filepath.Join(dir, "redis.log"), filepath.Join(dir, "redis.pid")
+	os.Remove(pidPath)
 	if _, err := localsvc.Run(ctx, dir, bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--daemonize", "yes", "--dir", dir, "--logfile", logPath); err != nil {
+		"--daemonize", "yes", "--dir", dir, "--logfile", logPath, "--pidfile", pidPath); err != nil {
 		return "", err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := ping(ctx, addr)
 		if err == nil {
+			// What services-stop may stop: this server, by its pid.
+			if err = recordStarted(dir, pidPath); err != nil {
+				return "", err
+			}
 			fmt.Fprintf(os.Stderr, "redistest: started redis-server on 127.0.0.1:%d (log %s); "+
 				"it stays running for the next run; stop it with `make services-stop`\n", port, logPath)
 			return u, nil
@@ -221,6 +218,21 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// recordStarted records the server whose pid the daemonized redis-server
+// wrote to pidPath (it writes it as it starts: by the time it answers PING
+// the file is there).
+func recordStarted(dir, pidPath string) error {
+	b, err := os.ReadFile(pidPath)
+	if err != nil {
+		return fmt.Errorf("read the started redis-server's pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("read the started redis-server's pid from %s: %w", pidPath, err)
+	}
+	return localsvc.RecordProcess(startedFile(dir), pid)
 }
 
 // findOrInstallRedis finds redis-server in PATH, installing the Debian
