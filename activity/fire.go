@@ -14,14 +14,31 @@ import (
 
 var fireSQL = sqlfile.Must(queryFiles, "fire")
 
-// The SQLSTATEs engagement_fire raises (migration 30); each leaves the
-// user as they were.
+// The SQLSTATEs engagement_fire raises (migrations 30 and 46); each leaves
+// the user as they were.
 const (
-	SQLStateUnknownTrigger = "EN001" // not a trigger of the state machine
-	SQLStateJobTrigger     = "EN002" // a trigger of the scheduler's jobs, not the bot's
-	SQLStateUnknownUser    = "EN003" // no user_engagement_states row
-	SQLStateNotAMove       = "EN004" // not a move from the user's current state (DETAIL: that state)
+	SQLStateUnknownTrigger    = "EN001" // not a trigger of the state machine
+	SQLStateJobTrigger        = "EN002" // a trigger of the scheduler's jobs, not the bot's
+	SQLStateUnknownUser       = "EN003" // no user_engagement_states row
+	SQLStateNotAMove          = "EN004" // not a move from the user's current state (DETAIL: that state)
+	SQLStateInstantOutOfRange = "EN005" // the move's instant is infinite, before 2000 or beyond the clock skew
+	SQLStateKeyOfAnotherUser  = "EN006" // the request key was used for another user's move
 )
+
+// MaxFireSkew is how far ahead of the database clock a move's instant may
+// be: clock skew between the bot's host and the database's, as the jobs'
+// --as-of allows it. Later instants (and infinities, and any before
+// 2000-01-01) are refused with SQLStateInstantOutOfRange.
+const MaxFireSkew = 5 * time.Minute
+
+// ErrInstantOutOfRange is returned by Fire for an instant the bot cannot
+// mean (FireOptions.At beyond MaxFireSkew, before 2000): stored, it would
+// keep the user from every goodbye, since activity never moves back.
+var ErrInstantOutOfRange = errors.New("instant out of range")
+
+// ErrRequestKeyOfAnotherUser is returned by Fire for a request key that an
+// earlier call used for another user: a key is one user's.
+var ErrRequestKeyOfAnotherUser = errors.New("request key used for another user")
 
 // ErrNotABotTrigger is returned by Fire for a trigger the scheduler's jobs
 // fire (inactivity_14d, goodbye_timeout, …), not the bot.
@@ -34,9 +51,10 @@ var ErrUnknownUser = errors.New("unknown user")
 type FireOptions struct {
 	// At is the move's instant; the transaction's (now) when zero.
 	At time.Time
-	// RequestKey makes the call idempotent: a later call with the same key
-	// changes nothing and returns the state the first one left (a retried
-	// webhook, a message handled twice). Empty: none.
+	// RequestKey makes the call idempotent: a later call for the same user
+	// with the same key changes nothing and returns the state the first one
+	// left (a retried webhook, a message handled twice); the key on another
+	// user's call is refused (ErrRequestKeyOfAnotherUser). Empty: none.
 	RequestKey string
 }
 
@@ -46,7 +64,9 @@ type FireOptions struct {
 // afterwards: one statement, engagement_fire, which works through a
 // transaction pooler and needs only EXECUTE on it. Errors: an unknown
 // trigger wraps sm.ErrUnknownTrigger, a job's trigger ErrNotABotTrigger,
-// an unknown user ErrUnknownUser, and a trigger that is no move from the
+// an unknown user ErrUnknownUser, an instant out of range
+// ErrInstantOutOfRange, a request key another user's call used
+// ErrRequestKeyOfAnotherUser, and a trigger that is no move from the
 // user's state is a *sm.TransitionError (wrapping sm.ErrInvalidTransition);
 // each leaves the user as they were.
 func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOptions) (sm.State, error) {
@@ -74,6 +94,10 @@ func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOp
 			return "", fmt.Errorf("engagement_fire: %w %s", ErrUnknownUser, userID)
 		case SQLStateNotAMove:
 			return "", &sm.TransitionError{From: sm.State(pgErr.Detail), Trigger: t} // DETAIL: the user's state
+		case SQLStateInstantOutOfRange:
+			return "", fmt.Errorf("engagement_fire: %w: %s", ErrInstantOutOfRange, o.At.UTC().Format(time.RFC3339Nano))
+		case SQLStateKeyOfAnotherUser:
+			return "", fmt.Errorf("engagement_fire: %w", ErrRequestKeyOfAnotherUser)
 		}
 	}
 	if err != nil {

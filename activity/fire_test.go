@@ -268,7 +268,7 @@ func TestFireNeedsOnlyExecute(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec // as the binaries talk to a pooler
-		pool, err := pgxpool.NewWithConfig(ctx, cfg) // not the binaries' pool: the bot's, as its own driver would open it
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)                // not the binaries' pool: the bot's, as its own driver would open it
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/retention"
@@ -42,6 +43,7 @@ const (
 	CheckNoUserStuck        = "no_user_stuck"
 	CheckTimeZonesUsable    = "time_zones_usable"
 	CheckDataAPIClosed      = "data_api_closed"
+	CheckInstantsPlausible  = "instants_plausible"
 )
 
 // StuckGrace is how long past a state's deadline a user may wait before
@@ -212,6 +214,15 @@ var invariants = slices.Concat([]invariant{
 		rule: stuckRule(),
 		sql:  query("verify_no_user_stuck"),
 		args: withDeadlines(sqlfile.Shared{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
+	},
+	{
+		name: CheckInstantsPlausible,
+		rule: "no user's last_activity_at is more than " + activity.MaxFireSkew.String() + " past the later of the database clock and as-of, " +
+			"no remind_at more than the remind-later wait past that, and none of a user's clocks is infinite: " +
+			"such an instant (a bot's timestamp in the wrong unit) keeps the user from every goodbye or reminder; " +
+			"engagement_fire refuses them (EN005), so these were written before it or by hand",
+		sql:  query("verify_instants_plausible"),
+		args: sqlfile.Shared{"skew": activity.MaxFireSkew, "remind_wait": sm.RemindLaterPeriod},
 	},
 	{
 		name: CheckTimeZonesUsable,

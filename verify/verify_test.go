@@ -72,7 +72,7 @@ func TestVerifyHoldsOnSeededData(t *testing.T) {
 	}
 	want := []string{verify.CheckGoodbyeQueued, verify.CheckOneGoodbyePerDay, verify.CheckOneReviewPerWeek,
 		verify.CheckNoExpiredClaims, verify.CheckTransitionsAllowed, verify.CheckLogMatchesState, verify.CheckStateTimestamps,
-		verify.CheckNoUserStuck, verify.CheckTimeZonesUsable, verify.CheckDataAPIClosed}
+		verify.CheckNoUserStuck, verify.CheckInstantsPlausible, verify.CheckTimeZonesUsable, verify.CheckDataAPIClosed}
 	if !slices.Equal(names, want) {
 		t.Errorf("checks %v, want %v", names, want)
 	}
@@ -163,6 +163,16 @@ func TestVerifyReportsEachBrokenInvariant(t *testing.T) {
 			at := seeded.AsOf.Add(-48 * time.Hour)
 			exec(t, pool, `UPDATE user_engagement_states SET remind_at = $2 WHERE user_id = $1`, user, at)
 			return user + " (remind_later since " + at.UTC().Format("2006-01-02T15:04Z") + ")"
+		}},
+		{verify.CheckInstantsPlausible, func(t *testing.T, pool *pgxpool.Pool) string {
+			// Issue 42: a JavaScript timestamp in microseconds, stored as
+			// the user's last activity before engagement_fire refused it.
+			user := queryID(t, pool, `SELECT user_id::text FROM user_engagement_states WHERE state = 'active' ORDER BY user_id LIMIT 1`)
+			exec(t, pool, `UPDATE user_engagement_states SET last_activity_at = '58874-01-01 00:00:00+00' WHERE user_id = $1`, user)
+			// A reminder 14 days out is where the bot's move puts it: fine.
+			exec(t, pool, `UPDATE user_engagement_states SET remind_at = now() + interval '14 days'
+				WHERE user_id = (SELECT user_id FROM user_engagement_states WHERE state = 'remind_later' ORDER BY user_id LIMIT 1)`)
+			return user + " (last_activity_at out of range)"
 		}},
 	}
 	for _, tt := range tests {

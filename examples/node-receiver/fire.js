@@ -23,6 +23,8 @@ const SQLSTATE = Object.freeze({
   NOT_A_BOT_TRIGGER: 'EN002', // a trigger of the scheduler's jobs, not the bot's
   UNKNOWN_USER: 'EN003', // no user_engagement_states row
   INVALID_MOVE: 'EN004', // not a move from the user's current state (DETAIL: that state)
+  INSTANT_OUT_OF_RANGE: 'EN005', // options.at infinite, before 2000, or over 5 minutes past the database clock
+  REQUEST_KEY_OF_ANOTHER_USER: 'EN006', // options.requestKey was used for another user's move
 });
 
 // The triggers the bot fires, and the states, as the state machine's
@@ -65,11 +67,24 @@ class InvalidMoveError extends EngagementError {
   }
 }
 
+// InstantOutOfRangeError (EN005): options.at is infinite, before 2000, or
+// more than 5 minutes ahead of the database clock: an instant the bot
+// cannot mean (a Baileys messageTimestamp is Unix seconds: new Date(ts *
+// 1000); ts * 1000000 is the year 58874). Stored, it would keep the user
+// from every goodbye.
+class InstantOutOfRangeError extends EngagementError {}
+
+// RequestKeyOfAnotherUserError (EN006): options.requestKey was used for
+// another user's move; a key is one user's.
+class RequestKeyOfAnotherUserError extends EngagementError {}
+
 const classes = {
   [SQLSTATE.UNKNOWN_TRIGGER]: UnknownTriggerError,
   [SQLSTATE.NOT_A_BOT_TRIGGER]: NotABotTriggerError,
   [SQLSTATE.UNKNOWN_USER]: UnknownUserError,
   [SQLSTATE.INVALID_MOVE]: InvalidMoveError,
+  [SQLSTATE.INSTANT_OUT_OF_RANGE]: InstantOutOfRangeError,
+  [SQLSTATE.REQUEST_KEY_OF_ANOTHER_USER]: RequestKeyOfAnotherUserError,
 };
 
 // engagementError is the EngagementError for err, an error pg threw for
@@ -128,6 +143,8 @@ module.exports = {
   NotABotTriggerError,
   UnknownUserError,
   InvalidMoveError,
+  InstantOutOfRangeError,
+  RequestKeyOfAnotherUserError,
   SQLSTATE,
   BOT_TRIGGERS,
   STATES,

@@ -37,8 +37,10 @@ export const SQLSTATE: {
   readonly NOT_A_BOT_TRIGGER: 'EN002';
   readonly UNKNOWN_USER: 'EN003';
   readonly INVALID_MOVE: 'EN004';
+  readonly INSTANT_OUT_OF_RANGE: 'EN005';
+  readonly REQUEST_KEY_OF_ANOTHER_USER: 'EN006';
 };
-export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004';
+export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004' | 'EN005' | 'EN006';
 
 export interface FireOptions {
   /** The move's instant (a Date or an ISO 8601 string); the transaction's (now()) when absent. */
@@ -111,6 +113,14 @@ export class InvalidMoveError extends EngagementError {
   readonly sqlstate: 'EN004';
   /** The user's state when the move was refused. */
   readonly fromState: EngagementState;
+}
+/** EN005: `options.at` is infinite, before 2000, or more than 5 minutes ahead of the database clock. */
+export class InstantOutOfRangeError extends EngagementError {
+  readonly sqlstate: 'EN005';
+}
+/** EN006: `options.requestKey` was used for another user's move; a key is one user's. */
+export class RequestKeyOfAnotherUserError extends EngagementError {
+  readonly sqlstate: 'EN006';
 }
 
 // ---------------------------------------------------------------- receiver

@@ -11,7 +11,8 @@ const { describe, it, before, after } = require('node:test');
 const { Client } = require('pg');
 
 const { fire, createFire, engagementError, EngagementError, UnknownTriggerError, NotABotTriggerError,
-  UnknownUserError, InvalidMoveError, SQLSTATE, BOT_TRIGGERS, STATES } = require('@engagement-scheduler/bot');
+  UnknownUserError, InvalidMoveError, InstantOutOfRangeError, RequestKeyOfAnotherUserError, SQLSTATE, BOT_TRIGGERS,
+  STATES } = require('@engagement-scheduler/bot');
 const { databaseURL, noDatabase, newPool, userIn, stateOf, transitionsOf, days } = require('./helpers');
 
 const JOB_TRIGGERS = ['inactivity_14d', 'goodbye_timeout', 'goodbye_undelivered', 'reminder_due'];
@@ -148,8 +149,9 @@ describe('fire', { skip: noDatabase }, () => {
 
   it('maps each SQLSTATE of engagement_fire to its class, and nothing else', () => {
     const cases = [[SQLSTATE.UNKNOWN_TRIGGER, UnknownTriggerError], [SQLSTATE.NOT_A_BOT_TRIGGER, NotABotTriggerError],
-      [SQLSTATE.UNKNOWN_USER, UnknownUserError], [SQLSTATE.INVALID_MOVE, InvalidMoveError]];
-    assert.deepEqual(cases.map(([code]) => code), ['EN001', 'EN002', 'EN003', 'EN004']);
+      [SQLSTATE.UNKNOWN_USER, UnknownUserError], [SQLSTATE.INVALID_MOVE, InvalidMoveError],
+      [SQLSTATE.INSTANT_OUT_OF_RANGE, InstantOutOfRangeError], [SQLSTATE.REQUEST_KEY_OF_ANOTHER_USER, RequestKeyOfAnotherUserError]];
+    assert.deepEqual(cases.map(([code]) => code), ['EN001', 'EN002', 'EN003', 'EN004', 'EN005', 'EN006']);
     for (const [code, Class] of cases) {
       const pgErr = Object.assign(new Error('engagement_fire: …'), { code, detail: 'help_flow' });
       const err = engagementError(pgErr, 'u', 't');
@@ -158,7 +160,7 @@ describe('fire', { skip: noDatabase }, () => {
       assert.equal(err.cause, pgErr);
       assert.equal(err.fromState, code === 'EN004' ? 'help_flow' : undefined);
     }
-    for (const other of [new Error('x'), Object.assign(new Error('x'), { code: 'EN005' }), { code: '23505' }, null, undefined, 'EN001']) {
+    for (const other of [new Error('x'), Object.assign(new Error('x'), { code: 'EN099' }), { code: '23505' }, null, undefined, 'EN001']) {
       assert.equal(engagementError(other), null);
     }
   });
@@ -184,6 +186,32 @@ describe('fire', { skip: noDatabase }, () => {
     ]);
     const { rows } = await pool.query('SELECT user_id, trigger, state FROM engagement_fire_requests WHERE request_key = $1', [key]);
     assert.deepEqual(rows, [{ user_id: user, trigger: 'goodbye_answer_remind_later', state: 'remind_later' }]);
+  });
+
+  it('refuses an instant the bot cannot mean, and changes nothing (issue 42)', async () => {
+    const user = await userIn(pool, 'goodbye_sent', at);
+    const before = await stateOf(pool, user);
+    // Date.now() * 1000 is microseconds taken for milliseconds: the year 58874.
+    for (const bad of [new Date(Date.now() * 1000), new Date('9999-12-31T00:00:00Z'), new Date(Date.now() + 10 * 60 * 1000),
+      'infinity', '-infinity', new Date('1970-01-01T00:00:00Z')]) {
+      await assert.rejects(fire(pool, user, 'goodbye_answer_remind_later', { at: bad }),
+        refusal(InstantOutOfRangeError, 'EN005', user, 'goodbye_answer_remind_later'), String(bad));
+    }
+    assert.deepEqual(await stateOf(pool, user), before);
+    assert.deepEqual(await transitionsOf(pool, user), []);
+    // Now, as the database's clock and Baileys' messageTimestamp (seconds) give it: a move.
+    assert.equal(await fire(pool, user, 'user_message', { at: new Date(Math.floor(Date.now() / 1000) * 1000) }), 'active');
+  });
+
+  it('a request key is one user\'s: the same key on another user\'s move is refused (issue 42)', async () => {
+    const first = await userIn(pool, 'goodbye_sent', at);
+    const second = await userIn(pool, 'goodbye_sent', at);
+    const key = `wa:${crypto.randomUUID()}`;
+    assert.equal(await fire(pool, first, 'goodbye_answer_help', { at, requestKey: key }), 'help_flow');
+    await assert.rejects(fire(pool, second, 'goodbye_answer_dormant', { at, requestKey: key }),
+      refusal(RequestKeyOfAnotherUserError, 'EN006', second, 'goodbye_answer_dormant'));
+    assert.equal((await stateOf(pool, second)).state, 'goodbye_sent');
+    assert.equal(await fire(pool, first, 'goodbye_answer_help', { at, requestKey: key }), 'help_flow');
   });
 
   it('a refused call does not use up its request key', async () => {
