@@ -16,22 +16,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/console"
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
-// opsDB is a fresh migrated database and the pool the console binary would
-// open on it (internal/postgres.Open: pgx in exec mode, as the binary runs),
-// the one the console under test gets.
+// opsDB is a fresh migrated database, through the pool the console binary
+// opens (pgtest.NewPool is internal/postgres.Open).
 func opsDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	_, dbURL := pgtest.NewPool(t)
-	pool, err := postgres.Open(context.Background(), dbURL, "engagement-console")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := pgtest.NewPool(t)
 	return pool
 }
 
