@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/repair"
+	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
 // The console's actions are engagementctl requeue and cancel: the same
@@ -36,8 +39,57 @@ type ActionResult struct {
 	Filter map[string]any `json:"filter"`
 	// AuditID is the audit row a confirmation wrote.
 	AuditID int64 `json:"audit_id,omitempty"`
+	// Permanent is how many of the messages a requeue selects failed
+	// permanently (their transport said retrying cannot help). Requeuing
+	// any needs the form's requeue_permanent=yes as well: the preview asks
+	// for it, a confirmation without it is refused.
+	Permanent int64 `json:"permanent"`
 	// Form holds the submitted fields, for the confirmation form.
 	Form map[string]string `json:"-"`
+	// Shown is the filter as the preview shows it, in the form's terms.
+	Shown []FormField `json:"-"`
+}
+
+// FormField is one field of an action's filter, as its form labels it.
+type FormField struct{ Label, Value string }
+
+// formFields are the actions' form fields, in the order the preview shows
+// them, with their labels; a bad filter's message names repair's fields
+// by the same labels (fieldLabel).
+var formFields = []struct{ name, label string }{
+	{"status", "status"}, {"kind", "kind"}, {"error_group", "reason"}, {"error_group_key", "reason"},
+	{"ids", "message ids"}, {"user_id", "user id"}, {"all", "all"},
+}
+
+// fieldLabel names repair's filter fields as the console's forms do.
+func fieldLabel(field string) string {
+	switch field {
+	case "type":
+		return "kind"
+	case "ids":
+		return "message ids"
+	case "user_id":
+		return "user id"
+	case "key":
+		return "idempotency key"
+	case "reason":
+		return "cancel reason"
+	}
+	return field
+}
+
+// requeuePermanent is the checkbox that acknowledges requeuing permanent
+// failures.
+const requeuePermanent = "requeue_permanent"
+
+// errPermanent refuses a confirmation that would requeue permanent
+// failures without the acknowledgement.
+type errPermanent struct{ n int64 }
+
+func (e errPermanent) Error() string {
+	return fmt.Sprintf("%s of these messages failed permanently: the receiver refused them for good, and sending them again "+
+		"will most likely fail again. Tick \"requeue permanent failures anyway\" on the preview to requeue them; nothing was changed.",
+		formatInt(e.n))
 }
 
 // act serves POST /actions/{action}/{step}: operators only, with the form's
@@ -46,6 +98,10 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 	u := requestUser(r)
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	if msg := badText(r.Form); msg != "" {
+		s.fail(w, r, http.StatusBadRequest, msg)
 		return
 	}
 	if !s.csrf.valid(u.Name, r.PostForm.Get("csrf")) {
@@ -63,8 +119,18 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.run(r.Context(), u, action, step == stepConfirm, r.PostForm)
 	if err != nil {
-		if errors.Is(err, repair.ErrBadFilter) {
-			s.fail(w, r, http.StatusBadRequest, strings.TrimPrefix(err.Error(), repair.ErrBadFilter.Error()+": "))
+		var bad *repair.FilterError
+		var perm errPermanent
+		var badReq badRequest
+		switch {
+		case errors.As(err, &bad):
+			s.fail(w, r, http.StatusBadRequest, bad.In(fieldLabel))
+			return
+		case errors.As(err, &perm):
+			s.fail(w, r, http.StatusBadRequest, perm.Error())
+			return
+		case errors.As(err, &badReq):
+			s.fail(w, r, http.StatusBadRequest, badReq.msg)
 			return
 		}
 		s.cfg.Logger.Error().Err(err).Str("action", action).Str("actor", u.Name).Msg("action failed")
@@ -93,24 +159,63 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 		return ""
 	}
 	res := &ActionResult{Action: action, Confirmed: confirm, Form: map[string]string{}}
-	for _, name := range []string{"status", "kind", "error_group", "ids", "user_id", "all"} {
-		if v := field(name); v != "" {
-			res.Form[name] = v
+	for _, ff := range formFields {
+		if v := field(ff.name); v != "" {
+			res.Form[ff.name] = v
 		}
 	}
 	ids := strings.FieldsFunc(field("ids"), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
+	// A failure group is named by its key (its reason in base64url, which
+	// the form carries unaltered), or, from a script, by the reason's
+	// exact text, untrimmed.
+	group := ""
+	if v := form["error_group"]; len(v) > 0 {
+		group = v[0]
+	}
+	if key := field("error_group_key"); key != "" {
+		var ok bool
+		if group, ok = groupFromKey(key); !ok {
+			return nil, badRequestf("the reason's key %q is malformed: reload the queue page and try again", truncate(key, 40))
+		}
+	}
+	_, byText := form["error_group"]
+	_, byKey := form["error_group_key"]
+	if (byText || byKey) && group == "" { // not "no filter": that would be every reason
+		return nil, badRequestf("the reason is empty: requeue messages without an error by their message ids")
+	}
+	for _, ff := range formFields {
+		if v, ok := res.Form[ff.name]; ok && ff.name != "error_group" && ff.name != "error_group_key" {
+			res.Shown = append(res.Shown, FormField{ff.label, v})
+		}
+	}
+	if group != "" {
+		res.Shown = append(res.Shown, FormField{"reason", group})
+		// The confirmation carries the group by its key, whichever way
+		// the preview was asked.
+		delete(res.Form, "error_group")
+		res.Form["error_group_key"] = errorGroupKey(group)
+	}
 
 	var do func(tx pgx.Tx, dryRun bool) (int64, error)
+	var permanent func(tx pgx.Tx) (int64, error)
 	switch action {
 	case actionRequeue:
-		f := repair.RequeueFilter{Status: field("status"), Type: field("kind"), IDs: ids, ErrorGroup: field("error_group")}
+		f := repair.RequeueFilter{Status: field("status"), Type: field("kind"), IDs: ids, ErrorGroup: group}
 		if err := f.Validate(); err != nil {
 			return nil, err
 		}
 		res.Filter = map[string]any{"status": f.Status, "type": f.Type, "error_group": f.ErrorGroup, "ids": f.IDs}
 		do = func(tx pgx.Tx, dryRun bool) (int64, error) { return repair.Requeue(ctx, tx, f, dryRun) }
+		// The permanent ones among them: the same filter, and the error
+		// saying what the transport said of a permanent failure.
+		p := f
+		p.ErrorContains = transport.PermanentMark
+		permanent = func(tx pgx.Tx) (int64, error) { return repair.Requeue(ctx, tx, p, true) }
 	case actionCancel:
 		f := repair.CancelFilter{Type: field("kind"), IDs: ids, UserID: field("user_id"), All: field("all") == "true"}
+		if len(f.IDs) == 0 && f.Type == "" && f.UserID == "" && !f.All {
+			return nil, badRequestf("fill in at least one of kind, user id or message ids")
+		}
 		if err := f.Validate(); err != nil {
 			return nil, err
 		}
@@ -125,6 +230,17 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a preview's end, or a failure's
 	if err := s.limit(ctx, tx); err != nil {
 		return nil, err
+	}
+	if permanent != nil {
+		if res.Permanent, err = permanent(tx); err != nil {
+			return nil, err
+		}
+		if res.Permanent > 0 && confirm {
+			if field(requeuePermanent) != "yes" {
+				return nil, errPermanent{res.Permanent}
+			}
+			res.Filter["requeue_permanent"] = true
+		}
 	}
 	if res.Messages, err = do(tx, !confirm); err != nil {
 		return nil, err
@@ -144,4 +260,21 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 		return nil, err
 	}
 	return res, tx.Commit(ctx)
+}
+
+// badText says what is wrong with a form that is not text: a field name or
+// value in invalid UTF-8 or holding a NUL byte, which PostgreSQL cannot
+// take as text. "" when every field is text.
+func badText(form map[string][]string) string {
+	for name, values := range form {
+		for _, v := range append([]string{name}, values...) {
+			switch {
+			case !utf8.ValidString(v):
+				return fmt.Sprintf("the form field %q is not valid UTF-8 text: send the form from the console's page", truncate(name, 40))
+			case strings.ContainsRune(v, 0):
+				return fmt.Sprintf("the form field %q holds a NUL byte, which no filter can contain", truncate(name, 40))
+			}
+		}
+	}
+	return ""
 }

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
 )
 
@@ -228,4 +230,92 @@ func countFailed(t *testing.T, pool *pgxpool.Pool) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Issue 41: the overview's health summary, in Chromium; a failure group
+// whose reason has newlines requeued from its button (finding 4: Chromium
+// sends them back as CR LF); and a permanent group's requeue, which warns
+// and needs its checkbox ticked.
+func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
+	pool := opsDB(t)
+	now := fixture.Now(t, pool).UTC().Truncate(time.Second)
+	seedUnhealthy(t, pool, now)
+	reason := "webhook: HTTP 502 (transient): <html>\n<head><title>502 Bad Gateway</title></head>\n</html>"
+	seedFailed(t, pool, failedMessage{err: reason, failed: now.Add(-time.Hour)}, failedMessage{err: reason, failed: now.Add(-30 * time.Hour)},
+		failedMessage{err: reason, failed: now.Add(-26 * time.Hour)})
+	srv := serve(t, pool, now)
+	ctx := browse(t, operator, operatorPassword)
+	dir := screenshotDir(t)
+
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#health"))
+	levels, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#health [data-health]')]
+		.map(c => c.dataset.health + '=' + c.className.replace('card health-', '') + (c.title.includes('Red:') ? '' : '(no rule)')).join(' ')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"failed=red", "budget=amber", "latency=red", "run:engagement-daily=red",
+		"run:engagement-weekly=green", "run:queue-process=amber"} {
+		if !strings.Contains(" "+levels+" ", " "+want+" ") {
+			t.Errorf("the summary's cards are %q, want %s with its rule as the tooltip", levels, want)
+		}
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "overview-health.png"))
+
+	// The group's Requeue… button, in the row whose reason says text.
+	clickGroup := func(text string) {
+		t.Helper()
+		browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/queue"), chromedp.WaitVisible("table.failures"))
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => {
+			const tr = [...document.querySelectorAll('table.failures tbody tr')].find(tr => tr.textContent.includes(%q));
+			tr.querySelector('button').click();
+			return true;
+		})()`, text))); err != nil {
+			t.Fatal(err)
+		}
+		browsertest.Run(t, ctx, chromedp.WaitVisible("form#confirm"))
+	}
+	lead := func() string {
+		t.Helper()
+		text, err := chromedp.Run(ctx, chromedp.Text("p.lead"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/queue#failures"), chromedp.WaitVisible("table.failures"))
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "queue-failures.png"))
+
+	clickGroup("502 Bad Gateway")
+	if got := lead(); !strings.Contains(got, "Requeue 3 messages") {
+		t.Fatalf("the newline group's preview says %q, want 3 messages", got)
+	}
+	browsertest.Run(t, ctx, chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
+	if got := lead(); !strings.Contains(got, "Requeued 3 messages") {
+		t.Errorf("after confirming the newline group the page says %q", got)
+	}
+
+	clickGroup("HTTP 410")
+	if got := lead(); !strings.Contains(got, "Requeue 2 messages") {
+		t.Fatalf("the permanent group's preview says %q, want 2 messages", got)
+	}
+	warning, err := chromedp.Run(ctx, chromedp.Text("#permanent-warning"))
+	if err != nil || !strings.Contains(warning, "2 of them failed permanently") {
+		t.Fatalf("the permanent group's preview warns %q (%v)", warning, err)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-permanent.png"))
+	// Unticked, the browser does not send the form.
+	valid, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('form#confirm').checkValidity()`))
+	if err != nil || valid {
+		t.Errorf("the confirmation form without the checkbox is valid=%v (%v), want invalid", valid, err)
+	}
+	browsertest.Run(t, ctx, chromedp.Click(`form#confirm input[name=requeue_permanent]`),
+		chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
+	if got := lead(); !strings.Contains(got, "Requeued 2 messages") {
+		t.Errorf("after confirming the permanent group the page says %q", got)
+	}
+	if n := countFailed(t, pool); n != 0 {
+		t.Errorf("%d failed left, want 0", n)
+	}
+	browsertest.RequireNoErrors(t, ctx)
 }

@@ -20,10 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -328,6 +330,10 @@ func (s *server) snapshotPage(name string) http.HandlerFunc {
 // the page's template, or as JSON when the client asks for it.
 func (s *server) page(name string, load func(r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if msg := badText(r.URL.Query()); msg != "" {
+			s.fail(w, r, http.StatusBadRequest, msg)
+			return
+		}
 		data, err := load(r)
 		if err != nil {
 			var bad badRequest
@@ -379,8 +385,33 @@ func (s *server) renderSnapshot(w http.ResponseWriter, r *http.Request, name str
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	_, _ = buf.WriteTo(w)
+	_, _ = io.WriteString(w, neutralizeBidi(buf.String()))
 }
+
+// neutralizeBidi replaces every bidirectional control character (U+061C,
+// U+200E, U+200F, U+202A–U+202E, U+2066–U+2069: Unicode's Bidi_Control)
+// in a rendered page with its visible name, "[U+202E]". The templates hold
+// none, so every one comes from data: an error text, a kind, a reason, a
+// message id typed into a form. Left in, it reorders the text around it (a
+// masked JID "••••0006" reads "6000••••"). A page's JSON keeps the data
+// as it is.
+func neutralizeBidi(page string) string {
+	if !strings.ContainsFunc(page, isBidiControl) {
+		return page
+	}
+	var b strings.Builder
+	b.Grow(len(page) + 64)
+	for _, r := range page {
+		if isBidiControl(r) {
+			fmt.Fprintf(&b, "[U+%04X]", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
 
 // fail answers an error as JSON or as the error page.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {

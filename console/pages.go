@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -16,6 +18,7 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/verify"
 )
@@ -31,6 +34,8 @@ type Overview struct {
 	Funnel    []Cohort     `json:"funnel"`
 	Reviews   []ReviewWeek `json:"weekly_reviews"`
 	StateList []string     `json:"-"`
+	// Health is the summary at the top: what needs doing (health.go).
+	Health Health `json:"health"`
 }
 
 // StateCount is how many users are in a state.
@@ -77,6 +82,7 @@ type ReviewWeek struct {
 
 func (s *server) overview(ctx context.Context) (any, error) {
 	var o Overview
+	var runs []LatestRun
 	for _, st := range sm.States() {
 		o.StateList = append(o.StateList, string(st))
 	}
@@ -126,10 +132,27 @@ func (s *server) overview(ctx context.Context) (any, error) {
 		rows, _ = tx.Query(ctx, query("reviews_weekly"), sqlfile.Args{
 			"as_of": asOf, "weeks": Weeks, "message_type": string(sm.WeeklyReviewMessage),
 		})
-		o.Reviews, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReviewWeek])
+		if o.Reviews, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReviewWeek]); err != nil {
+			return err
+		}
+		runs, err = latestRuns(ctx, tx)
 		return err
 	})
-	return o, err
+	if err != nil {
+		return o, err
+	}
+	// The summary's other numbers are the queue and verify pages' own
+	// snapshots (computed now if there is none).
+	q, err := s.caches["queue"].get(ctx)
+	if err != nil {
+		return o, err
+	}
+	v, err := s.caches["verify"].get(ctx)
+	if err != nil {
+		return o, err
+	}
+	o.Health = health(o.AsOf, q.data.(Queue), v.data.(Verify), runs)
+	return o, nil
 }
 
 // funnel reads the goodbye funnel, its triggers and states from the state
@@ -198,6 +221,9 @@ type Queue struct {
 	Budgets         []Budget       `json:"budgets"`
 	matrix          map[[2]string]int64
 	ThroughputHours int `json:"throughput_hours"`
+	// FailedLastDay counts the messages that failed in the last 24 h,
+	// over every reason group (shown or not).
+	FailedLastDay int64 `json:"failed_last_24h"`
 }
 
 // Count returns the messages of a kind in a status (for the template).
@@ -240,12 +266,47 @@ type HourCount struct {
 
 // FailureGroup is the failed messages of one reason.
 type FailureGroup struct {
-	Reason    string    `json:"reason"`
+	Reason string `json:"reason"`
+	// Key identifies the group in a form (error_group_key): its reason,
+	// base64url-encoded, which no form round trip alters (a browser sends
+	// a newline back as CR LF).
+	Key       string    `json:"key"`
 	Messages  int64     `json:"messages"`
 	Kinds     []string  `json:"kinds"`
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
 	SampleID  string    `json:"sample_id"`
+	// LastDay and DayBefore count the group's messages that failed in the
+	// last 24 h and in the 24 h before (when each settled: see
+	// queries/queue_failures.sql).
+	LastDay   int64 `json:"last_24h"`
+	DayBefore int64 `json:"previous_24h"`
+	// Permanent counts the messages whose transport called the failure
+	// permanent (retrying cannot help: "HTTP 410 (permanent)"); requeuing
+	// them asks for a second confirmation.
+	Permanent int64 `json:"permanent"`
+
+	allLastWindow int64 // the failures of the last 24 h over every group
+}
+
+// Trend compares the last 24 h with the 24 h before: "up", "down" or
+// "flat".
+func (g FailureGroup) Trend() string {
+	switch {
+	case g.LastDay > g.DayBefore:
+		return "up"
+	case g.LastDay < g.DayBefore:
+		return "down"
+	}
+	return "flat"
+}
+
+// errorGroupKey is a failure group's key for forms; groupFromKey reads it.
+func errorGroupKey(reason string) string { return base64.RawURLEncoding.EncodeToString([]byte(reason)) }
+
+func groupFromKey(key string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(key)
+	return string(b), err == nil && utf8.Valid(b)
 }
 
 // ReasonCount is the cancelled messages of one reason.
@@ -296,9 +357,21 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		if q.Throughput, err = pgx.CollectRows(rows, pgx.RowToStructByPos[HourCount]); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("queue_failures"), sqlfile.Args{"max_groups": maxFailureRows})
-		if q.Failures, err = pgx.CollectRows(rows, pgx.RowToStructByPos[FailureGroup]); err != nil {
+		rows, _ = tx.Query(ctx, query("queue_failures"), sqlfile.Args{
+			"max_groups": maxFailureRows, "as_of": asOf, "window": healthWindow, "permanent_mark": transport.PermanentMark,
+		})
+		q.Failures, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
+			var g FailureGroup
+			err := row.Scan(&g.Reason, &g.Messages, &g.Kinds, &g.FirstSeen, &g.LastSeen, &g.SampleID,
+				&g.LastDay, &g.DayBefore, &g.Permanent, &g.allLastWindow)
+			g.Key = errorGroupKey(g.Reason)
+			return g, err
+		})
+		if err != nil {
 			return err
+		}
+		if len(q.Failures) > 0 {
+			q.FailedLastDay = q.Failures[0].allLastWindow
 		}
 		rows, _ = tx.Query(ctx, query("queue_cancelled"))
 		q.Cancelled, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReasonCount])
@@ -316,6 +389,8 @@ type Budget struct {
 	// ("in 3 h 20 min", "in 2 days"), from the database's clock.
 	NextSlotIn string `json:"next_slot_in,omitempty"`
 	ClearsIn   string `json:"clears_in,omitempty"`
+
+	clearsAfter time.Duration // ClearsAt - now
 }
 
 // Free is how many new recipients the window takes before it is full.
@@ -356,7 +431,8 @@ func budgets(ctx context.Context, tx pgx.Tx) ([]Budget, error) {
 			b.NextSlotIn = until(r.NextSlotAt.Sub(now))
 		}
 		if r.ClearsAt != nil {
-			b.ClearsIn = until(r.ClearsAt.Sub(now))
+			b.clearsAfter = r.ClearsAt.Sub(now)
+			b.ClearsIn = until(b.clearsAfter)
 		}
 		out = append(out, b)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -39,12 +40,44 @@ var (
 )
 
 // ErrBadFilter reports a repair filter that cannot select anything sensible;
-// the message names the flag (engagementctl maps it to exit 2).
+// the message names the flag (engagementctl maps it to exit 2). Every such
+// error is a *FilterError, which can also name the fields another way.
 var ErrBadFilter = errors.New("bad filter")
 
-func badFilter(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadFilter, fmt.Sprintf(format, args...))
+// FilterError is a bad filter: what is wrong with it, naming the filter's
+// fields. Error names them as engagementctl's flags ("bad filter: --ids:
+// "42" is not a UUID"); In names them as another surface does (the
+// console's form says "message ids").
+type FilterError struct {
+	// format holds the message with each field as {field}: {ids},
+	// {user_id}, {type}, {key}, {all}, {status}, {reason}, {since},
+	// {until}.
+	format string
+	args   []any
 }
+
+func badFilter(format string, args ...any) error { return &FilterError{format: format, args: args} }
+
+// Error is the message as engagementctl says it, after "bad filter: ".
+func (e *FilterError) Error() string { return ErrBadFilter.Error() + ": " + e.In(Flag) }
+
+// Unwrap makes errors.Is(err, ErrBadFilter) true.
+func (e *FilterError) Unwrap() error { return ErrBadFilter }
+
+// In is the message with each field named by name (its argument is the
+// field: "ids", "user_id", "type", "key", "all", "status", "reason",
+// "since", "until").
+func (e *FilterError) In(name func(field string) string) string {
+	format := fieldRef.ReplaceAllStringFunc(e.format, func(ref string) string {
+		return strings.ReplaceAll(name(ref[1:len(ref)-1]), "%", "%%")
+	})
+	return fmt.Sprintf(format, e.args...)
+}
+
+var fieldRef = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// Flag names a field as engagementctl's flag: "user_id" is "--user-id".
+func Flag(field string) string { return "--" + strings.ReplaceAll(field, "_", "-") }
 
 // RequeueFilter selects the messages Requeue puts back in the queue. Every
 // field given must match; zero fields match everything.
@@ -77,18 +110,18 @@ func (f *RequeueFilter) Validate() error {
 		f.Status = StatusFailed
 	}
 	if f.Status != StatusFailed && f.Status != StatusCancelled {
-		return badFilter("--status must be failed or cancelled, got %q", f.Status)
+		return badFilter("{status} must be failed or cancelled, got %q", f.Status)
 	}
 	if f.Reason != "" {
 		if f.Status != StatusCancelled {
-			return badFilter("--reason applies to --status cancelled only")
+			return badFilter("{reason} applies to {status} cancelled only")
 		}
 		if !slices.Contains(CancelReasons(), f.Reason) {
-			return badFilter("--reason must be one of %s, got %q", strings.Join(CancelReasons(), ", "), f.Reason)
+			return badFilter("{reason} must be one of %s, got %q", strings.Join(CancelReasons(), ", "), f.Reason)
 		}
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return badFilter("--since %s is not before --until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+		return badFilter("{since} %s is not before {until} %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
 	}
 	ids, err := normalizeIDs(f.IDs)
 	if err != nil {
@@ -121,20 +154,20 @@ func (f *CancelFilter) Validate() error {
 	if f.UserID = strings.TrimSpace(f.UserID); f.UserID != "" {
 		var u pgtype.UUID
 		if err := u.Scan(f.UserID); err != nil || !u.Valid {
-			return badFilter("--user-id %q is not a UUID", f.UserID)
+			return badFilter("{user_id} %q is not a UUID", f.UserID)
 		}
 		f.UserID = u.String()
 	}
 	f.Type = strings.TrimSpace(f.Type)
 	if f.Key, err = sender.NormalizeKey(f.Key); err != nil {
-		return badFilter("--key: %v", err)
+		return badFilter("{key}: %v", err)
 	}
 	filtered := len(f.IDs) > 0 || f.UserID != "" || f.Type != "" || f.Key != ""
 	switch {
 	case !filtered && !f.All:
-		return badFilter("give at least one of --ids, --user-id, --type, --key, or --all to cancel every pending message")
+		return badFilter("give at least one of {ids}, {user_id}, {type}, {key}, or {all} to cancel every pending message")
 	case filtered && f.All:
-		return badFilter("--all cancels every pending message; it cannot be combined with --ids, --user-id, --type or --key")
+		return badFilter("{all} cancels every pending message; it cannot be combined with {ids}, {user_id}, {type} or {key}")
 	}
 	return nil
 }
@@ -149,7 +182,7 @@ func normalizeIDs(ids []string) ([]string, error) {
 		}
 		var u pgtype.UUID
 		if err := u.Scan(s); err != nil || !u.Valid {
-			return nil, badFilter("--ids: %q is not a UUID", s)
+			return nil, badFilter("{ids}: %q is not a UUID", s)
 		}
 		if id := u.String(); !slices.Contains(out, id) {
 			out = append(out, id)

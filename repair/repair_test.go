@@ -314,6 +314,20 @@ func TestRepairFiltersRejectBadInput(t *testing.T) {
 			t.Errorf("%s: %v; want a bad filter naming %s", c.name, err, c.want)
 		}
 	}
+	// Another surface names the fields its own way (issue 41: the console's
+	// form has no --user-id), and the CLI's wording stays as it was.
+	err := (&repair.CancelFilter{UserID: "bob%s"}).Validate()
+	var fe *repair.FilterError
+	if !errors.As(err, &fe) {
+		t.Fatalf("cancel malformed user: %v; want a *FilterError", err)
+	}
+	label := func(field string) string { return map[string]string{"user_id": "user id"}[field] }
+	if got, want := fe.In(label), `user id "bob%s" is not a UUID`; got != want {
+		t.Errorf("In(labels): %q, want %q", got, want)
+	}
+	if got, want := err.Error(), `bad filter: --user-id "bob%s" is not a UUID`; got != want {
+		t.Errorf("Error(): %q, want %q", got, want)
+	}
 	f := repair.RequeueFilter{IDs: []string{" 00000000-0000-0000-0000-000000000001", "", "00000000-0000-0000-0000-000000000001"}}
 	if err := f.Validate(); err != nil || f.Status != "failed" || len(f.IDs) != 1 {
 		t.Errorf("defaults: %+v, %v; want status failed and one id", f, err)

@@ -202,6 +202,19 @@ func classWord(permanent bool) string {
 	return "transient"
 }
 
+// PermanentMark is how a failure's error message says that its transport
+// classified it permanent, retrying cannot help: "webhook: HTTP 422
+// (permanent)", "whatsapp: error 131047 (permanent), HTTP 400". Every
+// transport writes it after the status, code or cause, and a transient
+// failure says "(transient" instead; a stored error_message holding it is
+// one such failure. Readers of the queue (the console's failure groups)
+// recognise permanent failures by it rather than classify them again.
+const PermanentMark = "(permanent"
+
+// PermanentMessage reports whether an error message (an *Error's text, as
+// the queue's error_message keeps it) says the failure is permanent.
+func PermanentMessage(msg string) bool { return strings.Contains(msg, PermanentMark) }
+
 // parseRetryAfter parses a Retry-After header, in delay-seconds or as an
 // HTTP-date, into a delay capped at maxRetryAfter. Garbage, negative values
 // and past dates give 0.

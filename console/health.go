@@ -1,0 +1,322 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// The overview's health summary: one card per thing an operator must act
+// on, each green, amber or red by a fixed rule that its tooltip states. Its
+// numbers are the queue and verify pages' own (their snapshots), and the
+// latest run of each job; nothing is counted twice in two ways.
+
+// Health levels.
+const (
+	Green = "green"
+	Amber = "amber"
+	Red   = "red"
+)
+
+// The health summary's thresholds (docs/console.md lists them).
+const (
+	// FailedRedShare: the failures of the last 24 h are red from this
+	// share of the messages that settled (were sent or failed) in them.
+	FailedRedShare = 0.05
+	// LatencyAmber and LatencyRed: the p95 send latency of the last 24 h,
+	// or how long the oldest due message has waited, above which the
+	// latency card is amber or red.
+	LatencyAmber = time.Hour
+	LatencyRed   = 6 * time.Hour
+	// BudgetRed: messages waiting on the send budget are red when the
+	// line takes longer than this to clear.
+	BudgetRed = 24 * time.Hour
+	// DailyRunRed, WeeklyRunRed: a job's latest run is red when it started
+	// longer ago than this (a day and two hours; a week and a day).
+	DailyRunRed  = 26 * time.Hour
+	WeeklyRunRed = 8 * 24 * time.Hour
+	// DeliveryRunAmber, DeliveryRunRed: the same for queue-process, which
+	// runs every few minutes or for hours at a stretch.
+	DeliveryRunAmber = time.Hour
+	DeliveryRunRed   = 6 * time.Hour
+	// healthWindow is the window of the failures and latency counted.
+	healthWindow = 24 * time.Hour
+	// shardSpan is how far before a job's latest run its other shards'
+	// latest runs are looked for.
+	shardSpan = 12 * time.Hour
+)
+
+// DeliveryJob is the job name queue-process records its runs under.
+const DeliveryJob = "queue-process"
+
+// healthJobs are the jobs whose latest runs the summary shows, in order.
+var healthJobs = []string{scheduler.DailyJob, scheduler.WeeklyJob, DeliveryJob}
+
+// Health is the overview's summary.
+type Health struct {
+	Cards []HealthCard `json:"cards"`
+}
+
+// Worst is the reddest level of the cards.
+func (h Health) Worst() string {
+	worst := Green
+	for _, c := range h.Cards {
+		if c.Level == Red {
+			return Red
+		}
+		if c.Level == Amber {
+			worst = Amber
+		}
+	}
+	return worst
+}
+
+// HealthCard is one line of the summary.
+type HealthCard struct {
+	// Name identifies the card: failed, budget, latency, verify, or
+	// run:<job>.
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	Value string `json:"value"`
+	// Detail says more, in a line.
+	Detail string `json:"detail,omitempty"`
+	// Level is green, amber or red, by Rule.
+	Level string `json:"level"`
+	// Rule says when the card is green, amber and red.
+	Rule string `json:"rule"`
+	// Link is the page that shows the numbers.
+	Link string `json:"link"`
+}
+
+// LatestRun is a job's latest run (of one shard) as the summary sees it.
+type LatestRun struct {
+	Job        string
+	Shard      string
+	AsOf       *time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+	Status     string
+	Error      string
+}
+
+// latestRuns reads the latest run of each job of healthJobs.
+func latestRuns(ctx context.Context, tx pgx.Tx) ([]LatestRun, error) {
+	rows, _ := tx.Query(ctx, query("runs_latest"), sqlfile.Args{"jobs": healthJobs, "shard_span": shardSpan})
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[LatestRun])
+}
+
+// health builds the summary as of asOf from the queue and verify pages'
+// data and the jobs' latest runs.
+func health(asOf time.Time, q Queue, v Verify, runs []LatestRun) Health {
+	var h Health
+	h.Cards = append(h.Cards, q.failedHealth(), q.budgetHealth(), q.LatencyHealth(), verifyHealth(v))
+	byJob := map[string][]LatestRun{}
+	for _, r := range runs {
+		byJob[r.Job] = append(byJob[r.Job], r)
+	}
+	for _, job := range healthJobs {
+		h.Cards = append(h.Cards, runHealth(asOf, job, byJob[job]))
+	}
+	return h
+}
+
+func (q Queue) failedHealth() HealthCard {
+	n := q.FailedLastDay
+	settled := n + q.Latency.Sent
+	c := HealthCard{Name: "failed", Label: "failed in the last 24 h", Value: formatInt(n), Link: "/queue#failures",
+		Rule: fmt.Sprintf("Green: no message failed in the last 24 h. Amber: some did. Red: at least %.0f%% of the messages "+
+			"that were sent or failed in the last 24 h failed.", 100*FailedRedShare),
+		Level: Green}
+	var total int64
+	for _, k := range q.Kinds {
+		total += q.Count(k, "failed")
+	}
+	c.Detail = fmt.Sprintf("of %s sent or failed; %s failed in all", formatInt(settled), formatInt(total))
+	switch {
+	case n > 0 && float64(n) >= FailedRedShare*float64(settled):
+		c.Level = Red
+	case n > 0:
+		c.Level = Amber
+	}
+	return c
+}
+
+func (q Queue) budgetHealth() HealthCard {
+	c := HealthCard{Name: "budget", Label: "waiting on the send budget", Value: formatInt(q.Pending.Budget), Link: "/queue#send-budget",
+		Rule: fmt.Sprintf("Green: nothing waits on the send budget. Amber: messages wait and the line clears within %s. "+
+			"Red: it takes longer.", span(BudgetRed)),
+		Level: Green}
+	if q.Pending.Budget == 0 {
+		c.Detail = "nothing waits"
+		return c
+	}
+	c.Level = Amber
+	var longest time.Duration
+	var clears string
+	for _, b := range q.Budgets {
+		if b.ClearsAt != nil && b.clearsAfter >= longest {
+			longest, clears = b.clearsAfter, "the line clears "+b.ClearsIn
+		}
+	}
+	c.Detail = cmp.Or(clears, "queue-process moves them as slots free")
+	if longest > BudgetRed {
+		c.Level = Red
+	}
+	return c
+}
+
+// LatencyHealth is the send latency card, on the overview's summary and
+// the queue page.
+func (q Queue) LatencyHealth() HealthCard {
+	c := HealthCard{Name: "latency", Label: "send latency p95, last 24 h", Value: formatSeconds(q.Latency.P95), Link: "/queue",
+		Rule: fmt.Sprintf("Green: the p95 of the last 24 h's sends (from due to sent) and the oldest due message's wait are both "+
+			"at most %s. Amber: either is over %s. Red: either is over %s.",
+			span(LatencyAmber), span(LatencyAmber), span(LatencyRed)),
+		Level: Green}
+	if q.Latency.Sent == 0 {
+		c.Value = "none sent"
+	}
+	worst := time.Duration(q.Latency.P95 * float64(time.Second))
+	detail := []string{formatInt(q.Latency.Sent) + " sent"}
+	if q.Pending.OldestDue != nil {
+		wait := q.AsOf.Sub(*q.Pending.OldestDue)
+		worst = max(worst, wait)
+		detail = append(detail, "oldest due waits "+q.Pending.OldestWait)
+	}
+	c.Detail = strings.Join(detail, "; ")
+	switch {
+	case worst > LatencyRed:
+		c.Level = Red
+	case worst > LatencyAmber:
+		c.Level = Amber
+	}
+	return c
+}
+
+func verifyHealth(v Verify) HealthCard {
+	c := HealthCard{Name: "verify", Label: "verify", Link: "/verify", Level: Green,
+		Rule: "Green: every invariant engagementctl verify checks holds. Red: one or more is broken."}
+	if v.Report == nil {
+		c.Value, c.Level = "not run", Amber
+		return c
+	}
+	if v.OK {
+		c.Value = fmt.Sprintf("all %d hold", len(v.Checks))
+		return c
+	}
+	c.Value, c.Level = fmt.Sprintf("%d broken", len(v.Broken)), Red
+	c.Detail = strings.Join(v.Broken, ", ")
+	return c
+}
+
+// runHealth is the card of a job's latest runs (one per shard).
+func runHealth(asOf time.Time, job string, runs []LatestRun) HealthCard {
+	c := HealthCard{Name: "run:" + job, Label: job, Link: "/runs", Level: Green}
+	amber, red := time.Duration(0), DailyRunRed
+	switch job {
+	case scheduler.WeeklyJob:
+		red = WeeklyRunRed
+	case DeliveryJob:
+		amber, red = DeliveryRunAmber, DeliveryRunRed
+	}
+	c.Rule = fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. ", span(red))
+	if amber > 0 {
+		c.Rule = fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. Amber: over %s ago, "+
+			"or no run recorded. ", span(amber), span(amber))
+	}
+	c.Rule += fmt.Sprintf("Amber: it was partial. Red: it failed or was abandoned, or it started over %s ago", span(red))
+	if amber == 0 {
+		c.Rule += ", or there is none"
+	}
+	c.Rule += ". Of a sharded job, the worst shard's."
+
+	var ran []LatestRun
+	for _, r := range runs {
+		if r.StartedAt != nil {
+			ran = append(ran, r)
+		}
+	}
+	if len(ran) == 0 {
+		c.Value, c.Detail = "no run recorded", ""
+		c.Level = Red
+		if amber > 0 {
+			c.Level = Amber
+		}
+		return c
+	}
+	level := func(l string) {
+		if l == Red || (l == Amber && c.Level == Green) {
+			c.Level = l
+		}
+	}
+	latest := ran[0]
+	for _, r := range ran {
+		if r.StartedAt.After(*latest.StartedAt) {
+			latest = r
+		}
+		started := *r.StartedAt
+		if r.AsOf != nil && r.AsOf.After(started) {
+			started = *r.AsOf
+		}
+		age := asOf.Sub(started)
+		switch {
+		case r.Status == "failed" || r.Status == "abandoned":
+			level(Red)
+		case r.Status == "running":
+		case age > red:
+			level(Red)
+		case amber > 0 && age > amber:
+			level(Amber)
+		}
+		if r.Status == "partial" {
+			level(Amber)
+		}
+	}
+	c.Value = latest.Status
+	c.Detail = "started " + ago(asOf, *latest.StartedAt)
+	if len(ran) > 1 {
+		c.Detail += fmt.Sprintf(" · %d shards", len(ran))
+		for _, r := range ran {
+			if r.Status != latest.Status {
+				c.Value = "shards differ"
+			}
+		}
+	}
+	if latest.Error != "" {
+		c.Detail += " · " + truncate(latest.Error, 80)
+	}
+	return c
+}
+
+// ago says when t was, from asOf: "3 h 20 min ago", "2 days ago".
+func ago(asOf, t time.Time) string {
+	d := asOf.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		m := int(d.Minutes())
+		return fmt.Sprintf("%d h %d min ago", m/60, m%60)
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+// span says a threshold in whole units: "26 h", "8 days", "90 min".
+func span(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return fmt.Sprintf("%d min", d/time.Minute)
+}
