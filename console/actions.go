@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -36,6 +37,9 @@ type ActionResult struct {
 	Filter map[string]any `json:"filter"`
 	// AuditID is the audit row a confirmation wrote.
 	AuditID int64 `json:"audit_id,omitempty"`
+	// Reason is the operator's reason, as the audit row records it ('' for
+	// none).
+	Reason string `json:"reason,omitempty"`
 	// Form holds the submitted fields, for the confirmation form.
 	Form map[string]string `json:"-"`
 }
@@ -98,6 +102,10 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 			res.Form[name] = v
 		}
 	}
+	var err error
+	if res.Reason, err = cleanReason(field("reason")); err != nil {
+		return nil, fmt.Errorf("%w: reason: %w", repair.ErrBadFilter, err)
+	}
 	ids := strings.FieldsFunc(field("ids"), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
 
 	var do func(tx pgx.Tx, dryRun bool) (int64, error)
@@ -140,6 +148,7 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	// send it as bytea, which the jsonb column rejects (22P02).
 	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
 		"actor": u.Name, "action": action, "filter": string(filter), "messages": res.Messages,
+		"reason": res.Reason,
 	}).Scan(&res.AuditID); err != nil {
 		return nil, err
 	}
