@@ -236,7 +236,7 @@ func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, r
 }
 
 // cleanReason trims an operator's reason for an action and checks it: at
-// most maxReason characters of UTF-8 on one line ('' for none).
+// most maxReason characters of UTF-8 on one line; empty for none.
 func cleanReason(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if !utf8.ValidString(s) {
