@@ -498,7 +498,7 @@ type UserState struct {
 	LastActivityAt   *time.Time `json:"last_activity_at"`
 	GoodbyeSentAt    *time.Time `json:"goodbye_sent_at"`
 	GoodbyeExpiresAt *time.Time `json:"goodbye_expires_at"`
-	RemindAt         *time.Time `json:"remind_at"`
+	RemindAt         *time.Time `json:"remind_at"` // remind_later's timer: nil in any other state
 	CreatedAt        *time.Time `json:"created_at"`
 	OptedOut         bool       `json:"opted_out"`
 	Destination      string     `json:"destination"`
