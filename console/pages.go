@@ -658,6 +658,8 @@ type AuditEntry struct {
 	Action   string          `json:"action"`
 	Filter   json.RawMessage `json:"filter"`
 	Messages int64           `json:"messages"`
+	// Reason is the operator's, empty when none was given.
+	Reason string `json:"reason,omitempty"`
 }
 
 const maxAuditRows = 500
@@ -670,7 +672,7 @@ func (s *server) audit(r *http.Request) (any, error) {
 		out.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
 			var e AuditEntry
 			var filter []byte
-			err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &filter, &e.Messages)
+			err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &filter, &e.Messages, &e.Reason)
 			e.Filter = filter
 			return e, err
 		})
