@@ -175,6 +175,7 @@ func New(cfg Config) (*Console, error) {
 	s.mux.HandleFunc("GET /runs", s.page("runs", s.runs))
 	s.mux.HandleFunc("GET /verify", s.snapshotPage("verify"))
 	s.mux.HandleFunc("GET /users", s.page("user", s.user))
+	s.mux.HandleFunc("POST /users", s.page("user", s.searchUser)) // a search: the number stays out of URLs
 	s.mux.HandleFunc("GET /forecast", s.snapshotPage("forecast"))
 	s.mux.HandleFunc("GET /audit", s.page("audit", s.audit))
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)

@@ -483,7 +483,11 @@ func (s *server) verify(ctx context.Context) (any, error) {
 
 // User is the user page.
 type User struct {
-	Query       string           `json:"-"`
+	Query string `json:"-"`
+	// Searched is set when the page answers a search (POST /users);
+	// Matches are the users found when there are several (or none).
+	Searched    bool             `json:"searched,omitempty"`
+	Matches     []UserMatch      `json:"matches,omitempty"`
 	Found       bool             `json:"found"`
 	ID          string           `json:"id,omitempty"`
 	State       *UserState       `json:"state,omitempty"`
@@ -546,11 +550,17 @@ func (s *server) user(r *http.Request) (any, error) {
 	}
 	var id pgtype.UUID
 	if err := id.Scan(out.Query); err != nil || !id.Valid {
-		return nil, badRequestf("%q is not a user id (a UUID)", truncate(out.Query, 60))
+		// Not quoted back: it may be a phone number, which belongs in
+		// the search form (a POST), not in a URL.
+		return nil, badRequestf("that is not a user id (a UUID); to find a user by phone number or JID, use the search form")
 	}
 	out.ID = id.String()
-	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-		ctx := r.Context()
+	return s.userByID(r.Context(), out)
+}
+
+// userByID fills in the user out.ID names.
+func (s *server) userByID(ctx context.Context, out User) (User, error) {
+	err := s.read(ctx, func(tx pgx.Tx, _ time.Time) error {
 		args := sqlfile.Shared{"user_id": out.ID, "limit": maxUserRows} // the three statements of the page
 		var st UserState
 		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
@@ -574,13 +584,6 @@ func (s *server) user(r *http.Request) (any, error) {
 		return err
 	})
 	return out, err
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Forecast is the forecast page: the daily job's dry runs for the coming

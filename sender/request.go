@@ -82,7 +82,7 @@ func (r Request) Message() (Message, error) {
 	m.Destination, m.DestinationJID = r.Destination, r.JID
 	if p := bytes.TrimSpace(r.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if err := json.Unmarshal(p, &m.Params); err != nil {
-			return m, fieldErrorf("params", `must be a JSON object of strings, like {"count":"3"}: %v`, err)
+			return m, fieldErrorf("params", `must be a JSON object of strings, like {"count":"3"}: %w`, err)
 		}
 		for k, v := range m.Params {
 			// PostgreSQL's jsonb has no NUL character: it would
