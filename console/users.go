@@ -72,7 +72,7 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 }
 
 // searchTerms reads a phone number or a JID: the numbers a WhatsApp JID's
-// user part could hold for it (phoneForms), and a whole JID ('' for a
+// user part could hold for it (phoneForms), and a whole JID (empty for a
 // phone number), lowercased. ok is false for anything else.
 func searchTerms(q string) (numbers []string, jid string, ok bool) {
 	if user, server, isJID := strings.Cut(strings.ToLower(q), "@"); isJID {
