@@ -37,8 +37,8 @@ type ActionResult struct {
 	Filter map[string]any `json:"filter"`
 	// AuditID is the audit row a confirmation wrote.
 	AuditID int64 `json:"audit_id,omitempty"`
-	// Reason is the operator's reason, as the audit row records it ('' for
-	// none).
+	// Reason is the operator's reason, as the audit row records it;
+	// empty for none.
 	Reason string `json:"reason,omitempty"`
 	// Form holds the submitted fields, for the confirmation form.
 	Form map[string]string `json:"-"`
