@@ -97,7 +97,6 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	if text := waitResult(t, ctx, "refused"); !strings.Contains(text, "400") || !strings.Contains(text, "scheduled_for") {
 		t.Errorf("a bad schedule says %q, want the 400 and the field", text)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "user-enqueue-refused.png"))
 	if n := len(fixture.MessagesOf(t, pool, user)); n != 1 {
 		t.Errorf("%d messages after a replay and a refusal, want 1", n)
 	}
