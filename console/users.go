@@ -47,12 +47,12 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 		out.ID = id.String()
 		return s.userByID(r.Context(), out)
 	}
-	numbers, jid, ok := searchTerms(q)
+	jids, ok := searchTerms(q)
 	if !ok {
 		return nil, badRequestf("search for a user id (a UUID), a phone number (8 to 15 digits, with or without +, spaces, dashes) or a JID (…@s.whatsapp.net, …@g.us)")
 	}
 	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-		rows, _ := tx.Query(r.Context(), query("user_search"), sqlfile.Args{"numbers": numbers, "jid": jid, "limit": maxMatches})
+		rows, _ := tx.Query(r.Context(), query("user_search"), sqlfile.Args{"jids": jids, "limit": maxMatches})
 		var err error
 		out.Matches, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (UserMatch, error) {
 			var m UserMatch
@@ -71,24 +71,21 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 	return s.userByID(r.Context(), out)
 }
 
-// searchTerms reads a phone number or a JID: the numbers a WhatsApp JID's
-// user part could hold for it (phoneForms), and a whole JID (empty for a
-// phone number), lowercased. ok is false for anything else.
-func searchTerms(q string) (numbers []string, jid string, ok bool) {
+// searchTerms reads a phone number or a JID and returns the JIDs a
+// profile could hold for it: a person's as <number>@s.whatsapp.net, for
+// each form of the number (phoneForms); any other JID (a group's) as
+// typed, lowercased. ok is false for anything else.
+func searchTerms(q string) (jids []string, ok bool) {
 	if user, server, isJID := strings.Cut(strings.ToLower(q), "@"); isJID {
 		if user == "" || server == "" || strings.ContainsAny(q, " \t\r\n") {
-			return nil, "", false
+			return nil, false
 		}
-		jid = user + "@" + server
-		// A person's JID: also its number's other forms (a JID from a
-		// device, user:device@…, or Brazil's ninth digit).
-		if server == "s.whatsapp.net" || server == "c.us" {
-			user, _, _ = strings.Cut(user, ":")
-			if digitsOnly(user) {
-				numbers = phoneForms(user)
-			}
+		// A person's JID, from a device (user:device@…) or in the old
+		// c.us form: the number's forms.
+		if number, _, _ := strings.Cut(user, ":"); (server == "s.whatsapp.net" || server == "c.us") && digitsOnly(number) {
+			return personJIDs(phoneForms(number)), true
 		}
-		return numbers, jid, true
+		return []string{user + "@" + server}, true
 	}
 	var digits strings.Builder
 	for _, r := range q {
@@ -97,7 +94,7 @@ func searchTerms(q string) (numbers []string, jid string, ok bool) {
 			digits.WriteRune(r)
 		case strings.ContainsRune("+ -().\u00a0", r):
 		default:
-			return nil, "", false
+			return nil, false
 		}
 	}
 	d := digits.String()
@@ -105,9 +102,18 @@ func searchTerms(q string) (numbers []string, jid string, ok bool) {
 		d = d[2:]
 	}
 	if len(d) < 8 || len(d) > 15 {
-		return nil, "", false
+		return nil, false
 	}
-	return phoneForms(d), "", true
+	return personJIDs(phoneForms(d)), true
+}
+
+// personJIDs are the WhatsApp JIDs of numbers.
+func personJIDs(numbers []string) []string {
+	jids := make([]string, len(numbers))
+	for i, n := range numbers {
+		jids[i] = n + "@s.whatsapp.net"
+	}
+	return jids
 }
 
 // phoneForms are the forms a phone number's digits d can take in a
