@@ -16,26 +16,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/console"
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
-// binaryPool opens a fresh migrated database the way engagement-console
-// does (postgres.Open: pgx's exec mode, for transaction poolers), so a
-// test runs the code operators get: a []byte sent to a jsonb column
-// fails there and nowhere else.
+// binaryPool is a fresh migrated database's pool, opened the way
+// engagement-console opens its own (pgtest.NewPool: postgres.Open, pgx's
+// exec mode), so a test runs the code operators get: a []byte sent to a
+// jsonb column fails there and nowhere else.
 func binaryPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	url := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := postgres.Open(ctx, url, "engagement-console")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := pgtest.NewPool(t)
 	return pool
 }
 
