@@ -44,6 +44,9 @@ type ActionResult struct {
 	// any needs the form's requeue_permanent=yes as well: the preview asks
 	// for it, a confirmation without it is refused.
 	Permanent int64 `json:"permanent"`
+	// Reason is the operator's reason, as the audit row records it;
+	// empty for none.
+	Reason string `json:"reason,omitempty"`
 	// Form holds the submitted fields, for the confirmation form.
 	Form map[string]string `json:"-"`
 	// Shown is the filter as the preview shows it, in the form's terms.
@@ -164,6 +167,10 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 			res.Form[ff.name] = v
 		}
 	}
+	var err error
+	if res.Reason, err = cleanReason(field("reason")); err != nil {
+		return nil, fmt.Errorf("%w: reason: %w", repair.ErrBadFilter, err)
+	}
 	ids := strings.FieldsFunc(field("ids"), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
 	// A failure group is named by its key (its reason in base64url, which
 	// the form carries unaltered), or, from a script, by the reason's
@@ -256,6 +263,7 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	// send it as bytea, which the jsonb column rejects (22P02).
 	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
 		"actor": u.Name, "action": action, "filter": string(filter), "messages": res.Messages,
+		"reason": res.Reason,
 	}).Scan(&res.AuditID); err != nil {
 		return nil, err
 	}

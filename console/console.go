@@ -177,9 +177,12 @@ func New(cfg Config) (*Console, error) {
 	s.mux.HandleFunc("GET /runs", s.page("runs", s.runs))
 	s.mux.HandleFunc("GET /verify", s.snapshotPage("verify"))
 	s.mux.HandleFunc("GET /users", s.page("user", s.user))
+	s.mux.HandleFunc("POST /users", s.page("user", s.searchUser)) // a search: the number stays out of URLs
 	s.mux.HandleFunc("GET /forecast", s.snapshotPage("forecast"))
 	s.mux.HandleFunc("GET /audit", s.page("audit", s.audit))
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
+	s.mux.HandleFunc("POST /api/messages", s.enqueue)
+	s.mux.HandleFunc("GET /api/openapi.json", s.openAPI)
 
 	// Cross-origin POSTs are refused before the token is even looked at
 	// (Sec-Fetch-Site / Origin), the token refuses the rest.
@@ -349,9 +352,10 @@ func (s *server) page(name string, load func(r *http.Request) (any, error)) http
 	}
 }
 
-// wantsJSON reports whether the client asked for JSON.
+// wantsJSON reports whether the client asked for JSON (the API's
+// clients always get it).
 func wantsJSON(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "application/json")
+	return strings.Contains(r.Header.Get("Accept"), "application/json") || strings.HasPrefix(r.URL.Path, "/api/")
 }
 
 func (s *server) render(w http.ResponseWriter, r *http.Request, code int, name string, data any) {

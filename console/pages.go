@@ -559,7 +559,11 @@ func (s *server) verify(ctx context.Context) (any, error) {
 
 // User is the user page.
 type User struct {
-	Query       string           `json:"-"`
+	Query string `json:"-"`
+	// Searched is set when the page answers a search (POST /users);
+	// Matches are the users found when there are several (or none).
+	Searched    bool             `json:"searched,omitempty"`
+	Matches     []UserMatch      `json:"matches,omitempty"`
 	Found       bool             `json:"found"`
 	ID          string           `json:"id,omitempty"`
 	State       *UserState       `json:"state,omitempty"`
@@ -574,7 +578,7 @@ type UserState struct {
 	LastActivityAt   *time.Time `json:"last_activity_at"`
 	GoodbyeSentAt    *time.Time `json:"goodbye_sent_at"`
 	GoodbyeExpiresAt *time.Time `json:"goodbye_expires_at"`
-	RemindAt         *time.Time `json:"remind_at"`
+	RemindAt         *time.Time `json:"remind_at"` // remind_later's timer: nil in any other state
 	CreatedAt        *time.Time `json:"created_at"`
 	OptedOut         bool       `json:"opted_out"`
 	Destination      string     `json:"destination"`
@@ -622,11 +626,17 @@ func (s *server) user(r *http.Request) (any, error) {
 	}
 	var id pgtype.UUID
 	if err := id.Scan(out.Query); err != nil || !id.Valid {
-		return nil, badRequestf("%q is not a user id (a UUID)", truncate(out.Query, 60))
+		// Not quoted back: it may be a phone number, which belongs in
+		// the search form (a POST), not in a URL.
+		return nil, badRequestf("that is not a user id (a UUID); to find a user by phone number or JID, use the search form")
 	}
 	out.ID = id.String()
-	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-		ctx := r.Context()
+	return s.userByID(r.Context(), out)
+}
+
+// userByID fills in the user out.ID names.
+func (s *server) userByID(ctx context.Context, out User) (User, error) {
+	err := s.read(ctx, func(tx pgx.Tx, _ time.Time) error {
 		args := sqlfile.Shared{"user_id": out.ID, "limit": maxUserRows} // the three statements of the page
 		var st UserState
 		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
@@ -650,13 +660,6 @@ func (s *server) user(r *http.Request) (any, error) {
 		return err
 	})
 	return out, err
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Forecast is the forecast page: the daily job's dry runs for the coming
@@ -734,6 +737,8 @@ type AuditEntry struct {
 	Action   string          `json:"action"`
 	Filter   json.RawMessage `json:"filter"`
 	Messages int64           `json:"messages"`
+	// Reason is the operator's, empty when none was given.
+	Reason string `json:"reason,omitempty"`
 }
 
 const maxAuditRows = 500
@@ -746,11 +751,19 @@ func (s *server) audit(r *http.Request) (any, error) {
 		out.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
 			var e AuditEntry
 			var filter []byte
-			err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &filter, &e.Messages)
+			err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &filter, &e.Messages, &e.Reason)
 			e.Filter = filter
 			return e, err
 		})
 		return err
 	})
 	return out, err
+}
+
+// truncate shortens s to at most n runes, marking the cut.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
 }

@@ -1,5 +1,7 @@
 // The console's only script: it draws every element with a data-chart
-// attribute (see charts.go) with uPlot, and marks it data-drawn="true".
+// attribute (see charts.go) with uPlot, and marks it data-drawn="true";
+// and it sends the user page's Enqueue form to POST /api/messages as JSON,
+// showing the answer.
 "use strict";
 
 (function () {
@@ -100,9 +102,86 @@
     });
   }
 
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", drawAll);
-  } else {
+  // The Enqueue form: its fields become the API's JSON body (empty ones
+  // left out, params parsed as JSON when they are), and the answer is
+  // shown below it, as text. The result's data-state is created, replayed
+  // or refused.
+  function say(out, state, parts) {
+    out.hidden = false;
+    out.dataset.state = state;
+    out.className = "result " + (state === "refused" ? "bad" : "good");
+    out.replaceChildren();
+    parts.forEach(function (p) {
+      if (typeof p === "string") {
+        out.append(p);
+      } else if (p.code) {
+        var c = document.createElement("code");
+        c.textContent = p.code;
+        out.append(c);
+      } else if (p.href) {
+        var a = document.createElement("a");
+        a.href = p.href;
+        a.textContent = p.text;
+        out.append(a);
+      }
+    });
+  }
+
+  // utc writes an RFC 3339 instant as the pages do: 2026-11-23 09:00 UTC.
+  function utc(iso) {
+    var d = new Date(iso);
+    return isNaN(d) ? String(iso) : d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  }
+
+  function enqueueForm(form) {
+    var out = document.getElementById("enqueue-result");
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var body = { user_id: form.dataset.userId };
+      new FormData(form).forEach(function (v, k) {
+        v = String(v).trim();
+        if (v === "") return;
+        if (k === "params") {
+          try { v = JSON.parse(v); } catch (e) { /* sent as text: the API says what is wrong */ }
+        }
+        body[k] = v;
+      });
+      var button = form.querySelector("button[type=submit]");
+      button.disabled = true;
+      fetch("/api/messages", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Accept": "application/json" },
+        body: JSON.stringify(body),
+      }).then(function (resp) {
+        return resp.json().catch(function () { return { error: resp.statusText }; }).then(function (m) {
+          var back = { href: "/users?id=" + encodeURIComponent(form.dataset.userId), text: "Reload to see it under Messages." };
+          if (resp.status === 201) {
+            say(out, "created", ["Queued: message ", { code: m.id }, ", " + m.type + ", " + m.status + ", due " + utc(m.scheduled_for) +
+              (m.audit_id ? "; audit entry " + m.audit_id : "") + ". ", back]);
+          } else if (resp.status === 200) {
+            say(out, "replayed", ["Already queued under this key: message ", { code: m.id }, ", " + m.status + ". Nothing was changed" +
+              (m.payload_differs ? "; this request differs from the message that stands, which was kept" : "") + ". ", back]);
+          } else {
+            say(out, "refused", ["Refused (" + resp.status + "): " + (m.error || resp.statusText)]);
+          }
+        });
+      }).catch(function (e) {
+        say(out, "refused", ["The request failed: " + e.message]);
+      }).finally(function () {
+        button.disabled = false;
+      });
+    });
+  }
+
+  function start() {
+    var form = document.getElementById("enqueue");
+    if (form) enqueueForm(form);
     drawAll();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
   }
 })();

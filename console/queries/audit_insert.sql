@@ -1,4 +1,5 @@
--- One action's audit row, in the action's own transaction.
-INSERT INTO engagement_console_audit (actor, action, filter, messages)
-VALUES (@actor, @action, @filter, @messages)
+-- One action's audit row, in the action's own transaction; @reason is the
+-- operator's, '' for none.
+INSERT INTO engagement_console_audit (actor, action, filter, messages, reason)
+VALUES (@actor, @action, @filter, @messages, NULLIF(@reason, ''))
 RETURNING id;

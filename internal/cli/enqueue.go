@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -19,10 +17,12 @@ import (
 type enqueueOptions struct {
 	cmdIO
 	dbOptions
-	m                            sender.Message
-	params, scheduledFor, output string
-	periodStart, replayUntil     string
-	logs                         logFlags
+	req    sender.Request
+	params string // req.Params, as the flag gives it
+	output string
+	logs   logFlags
+
+	m sender.Message // set by Validate
 
 	log zerolog.Logger // set by Validate
 }
@@ -43,16 +43,16 @@ message. --destination and --jid default to the user's profile routing.`,
 		RunE: runOptions(o, runF),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.m.UserID, "user-id", "", "the user's id (UUID)")
-	fs.StringVar(&o.m.Type, "type", "", "message type, e.g. weekly_review")
-	fs.StringVar(&o.m.Key, "key", "", "message catalog key, e.g. engagement.weekly_review.celebration")
+	fs.StringVar(&o.req.UserID, "user-id", "", "the user's id (UUID)")
+	fs.StringVar(&o.req.Type, "type", "", "message type, e.g. weekly_review")
+	fs.StringVar(&o.req.Key, "key", "", "message catalog key, e.g. engagement.weekly_review.celebration")
 	fs.StringVar(&o.params, "params", "", `message params, a JSON object of strings`)
-	fs.StringVar(&o.m.Destination, "destination", "", "individual or group (default: the profile's routing)")
-	fs.StringVar(&o.m.DestinationJID, "jid", "", "destination JID (default: the profile's routing)")
-	fs.StringVar(&o.scheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
-	fs.StringVar(&o.m.IdempotencyKey, "idempotency-key", "", "at most 128 characters, no control characters; a repeated key changes nothing")
-	fs.StringVar(&o.periodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
-	fs.StringVar(&o.replayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none: it ages from when it was queued)")
+	fs.StringVar(&o.req.Destination, "destination", "", "individual or group (default: the profile's routing)")
+	fs.StringVar(&o.req.JID, "jid", "", "destination JID (default: the profile's routing)")
+	fs.StringVar(&o.req.ScheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
+	fs.StringVar(&o.req.IdempotencyKey, "idempotency-key", "", "at most 128 characters, no control characters; a repeated key changes nothing")
+	fs.StringVar(&o.req.PeriodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
+	fs.StringVar(&o.req.ReplayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none: it ages from when it was queued)")
 	fs.StringVar(&o.output, "output", "text", "text or json")
 	o.logs.register(fs)
 	return cmd
@@ -66,53 +66,18 @@ func (o *enqueueOptions) Validate() error {
 	if err := validateOutput(o.output); err != nil {
 		return err
 	}
+	o.req.Params = json.RawMessage(o.params)
 	var err error
 	if o.log, err = o.logs.logger(o.stderr, "engagementctl"); err != nil {
 		return err
 	}
-	var id pgtype.UUID
-	if err := id.Scan(strings.TrimSpace(o.m.UserID)); err != nil || !id.Valid {
-		return usagef("--user-id %q is not a UUID", o.m.UserID)
-	}
-	o.m.UserID = id.String()
-	if strings.TrimSpace(o.m.Type) == "" {
-		return usagef("--type is required (e.g. goodbye, weekly_review, reminder)")
-	}
-	if o.m.Destination != "" && o.m.Destination != sender.DestinationIndividual && o.m.Destination != sender.DestinationGroup {
-		return usagef("--destination must be individual or group, got %q", o.m.Destination)
-	}
-	if o.params != "" {
-		if err := json.Unmarshal([]byte(o.params), &o.m.Params); err != nil {
-			return usagef(`--params must be a JSON object of strings, like {"count":"3"}: %v`, err)
+	// The checks the console's POST /api/messages makes, too.
+	if o.m, err = o.req.Message(); err != nil {
+		var fe *sender.FieldError
+		if errors.As(err, &fe) {
+			return usagef("--%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Problem)
 		}
-		for k, v := range o.m.Params {
-			// PostgreSQL's jsonb has no NUL character: it would
-			// refuse the row with its own error.
-			if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
-				return usagef(`--params: %q holds a NUL character (\u0000), which PostgreSQL cannot store`, strings.ReplaceAll(k, "\x00", `\u0000`))
-			}
-		}
-	}
-	if o.scheduledFor != "" {
-		if o.m.ScheduledFor, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(o.scheduledFor)); err != nil {
-			return usagef("--scheduled-for %q is not an RFC3339 instant", o.scheduledFor)
-		}
-	}
-	for _, f := range []struct {
-		flag, value string
-		into        *time.Time
-	}{{"period-start", o.periodStart, &o.m.PeriodStart}, {"replay-until", o.replayUntil, &o.m.ReplayUntil}} {
-		if f.value == "" {
-			continue
-		}
-		if *f.into, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(f.value)); err != nil {
-			return usagef("--%s %q is not an RFC3339 instant", f.flag, f.value)
-		}
-	}
-	// The rule delivery applies to a stored key (sender.ValidateKey): a
-	// key it would refuse is refused here, before anything is written.
-	if o.m.IdempotencyKey, err = sender.NormalizeKey(o.m.IdempotencyKey); err != nil {
-		return usagef("--idempotency-key: %w", err)
+		return usageError(err)
 	}
 	return nil
 }

@@ -1,0 +1,274 @@
+package console
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/sender"
+)
+
+// The console's HTTP API: POST /api/messages queues one message as
+// engagementctl enqueue does (the same checks, sender.Request, and the
+// same one-statement idempotent insert, sender.Enqueue), for operators,
+// with an audit row; GET /api/openapi.json describes it.
+//
+// Cross-site requests: the API takes application/json only. A form on
+// another site can send only form-encoded, multipart or text/plain
+// bodies, and a script on another site cannot send application/json to
+// the console without a CORS preflight the console never answers, so no
+// CSRF token is needed; the cross-origin check (Sec-Fetch-Site, Origin)
+// in front of every POST refuses the rest.
+
+//go:embed openapi.json
+var openAPIDocument []byte
+
+// maxAPIBody bounds a request body.
+const maxAPIBody = 64 << 10
+
+// maxReason is the longest reason an audit row keeps, in characters.
+const maxReason = 500
+
+// APIMessage is a queued message as POST /api/messages answers it: what
+// the console shows of a message anywhere, never its params (the text's
+// contents) nor more of its JID than the last four digits.
+type APIMessage struct {
+	ID             string     `json:"id"`
+	UserID         string     `json:"user_id"`
+	Type           string     `json:"type"`
+	Key            string     `json:"key,omitempty"`
+	Destination    string     `json:"destination"`
+	JID            string     `json:"jid"`
+	Status         string     `json:"status"`
+	ScheduledFor   time.Time  `json:"scheduled_for"`
+	SentAt         *time.Time `json:"sent_at"`
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	PeriodStart    *time.Time `json:"period_start,omitempty"`
+	ReplayUntil    *time.Time `json:"replay_until,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	// Created is true for a new message (201), false for a replay of its
+	// idempotency key (200).
+	Created bool `json:"created"`
+	// PayloadDiffers is set on a replay whose request differs from the
+	// message that stands (type, catalog key, params or destination).
+	PayloadDiffers bool `json:"payload_differs,omitempty"`
+	// AuditID is the audit row of a new message.
+	AuditID int64 `json:"audit_id,omitempty"`
+}
+
+// APIError is every error the API answers.
+type APIError struct {
+	Error string `json:"error"`
+	Code  int    `json:"code"`
+	// Field is the body's field (or the Idempotency-Key header) at fault,
+	// when one is.
+	Field string `json:"field,omitempty"`
+}
+
+// enqueueBody is POST /api/messages' body: engagementctl enqueue's fields
+// and an optional reason for the audit.
+type enqueueBody struct {
+	sender.Request
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *server) apiFail(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, APIError{Error: msg, Code: code, Field: field})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// openAPI serves GET /api/openapi.json.
+func (s *server) openAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPIDocument)
+}
+
+// enqueue serves POST /api/messages.
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
+	u := requestUser(r)
+	if !u.Operator {
+		s.apiFail(w, http.StatusForbidden, "", "only operators may queue messages; you may look")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		s.apiFail(w, http.StatusUnsupportedMediaType, "", "the body must be JSON, sent as Content-Type: application/json")
+		return
+	}
+	var body enqueueBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.apiFail(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf("the body is over %d bytes", maxAPIBody))
+			return
+		}
+		s.apiFail(w, http.StatusBadRequest, "", "the body is not a JSON object of the API's fields: "+jsonProblem(err))
+		return
+	}
+	if dec.More() {
+		s.apiFail(w, http.StatusBadRequest, "", "the body holds more than one JSON value")
+		return
+	}
+	m, err := body.Message()
+	if err != nil {
+		var fe *sender.FieldError
+		if errors.As(err, &fe) {
+			s.apiFail(w, http.StatusBadRequest, fe.Field, err.Error())
+			return
+		}
+		s.apiFail(w, http.StatusBadRequest, "", err.Error())
+		return
+	}
+	headers := r.Header.Values("Idempotency-Key")
+	if len(headers) > 1 {
+		s.apiFail(w, http.StatusBadRequest, "Idempotency-Key", "Idempotency-Key: give one header, not several")
+		return
+	}
+	if len(headers) == 1 {
+		key, err := sender.NormalizeKey(headers[0])
+		if err != nil {
+			s.apiFail(w, http.StatusBadRequest, "Idempotency-Key", "Idempotency-Key: "+err.Error())
+			return
+		}
+		if m.IdempotencyKey != "" && key != m.IdempotencyKey {
+			s.apiFail(w, http.StatusBadRequest, "Idempotency-Key",
+				"the Idempotency-Key header and the body's idempotency_key differ: give one, or the same in both")
+			return
+		}
+		m.IdempotencyKey = key
+	}
+	reason, err := cleanReason(body.Reason)
+	if err != nil {
+		s.apiFail(w, http.StatusBadRequest, "reason", "reason: "+err.Error())
+		return
+	}
+
+	out, err := s.enqueueAudited(r.Context(), u, m, reason)
+	switch {
+	case errors.Is(err, sender.ErrNoDestination):
+		s.apiFail(w, http.StatusBadRequest, "jid", "jid: "+err.Error())
+		return
+	case errors.Is(err, sender.ErrNoCatalogKey):
+		s.apiFail(w, http.StatusBadRequest, "key", "key: "+err.Error())
+		return
+	case isForeignKey(err):
+		s.apiFail(w, http.StatusBadRequest, "user_id", "user_id: no such user")
+		return
+	case err != nil:
+		s.cfg.Logger.Error().Err(err).Str("actor", u.Name).Msg("enqueue failed")
+		s.apiFail(w, http.StatusInternalServerError, "", "the message could not be queued; nothing was changed (see the console's log)")
+		return
+	}
+	code := http.StatusOK
+	if out.Created {
+		code = http.StatusCreated
+		for _, c := range s.caches { // the queue's counts have changed
+			c.drop()
+		}
+	}
+	ev := s.cfg.Logger.Info()
+	if out.PayloadDiffers {
+		ev = s.cfg.Logger.Warn()
+	}
+	ev.Str("actor", u.Name).Str("message_id", out.ID).Str("type", out.Type).Bool("created", out.Created).
+		Bool("payload_differs", out.PayloadDiffers).Int64("audit_id", out.AuditID).Msg("message enqueued over the API")
+	writeJSON(w, code, out)
+}
+
+// enqueueAudited queues m and, when it is new, writes its audit row, in
+// one transaction; it returns the message that stands under m's key.
+func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, reason string) (*APIMessage, error) {
+	tx, err := s.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit, or a failure's end
+	if err := s.limit(ctx, tx); err != nil {
+		return nil, err
+	}
+	q, err := sender.Enqueue(ctx, tx, m)
+	if err != nil {
+		return nil, err
+	}
+	out := APIMessage{Created: !q.Duplicate, PayloadDiffers: q.PayloadDiffers}
+	if err := tx.QueryRow(ctx, query("api_message"), sqlfile.Args{"id": q.ID}).Scan(&out.ID, &out.UserID, &out.Type,
+		&out.Key, &out.Destination, &out.JID, &out.Status, &out.ScheduledFor, &out.SentAt, &out.IdempotencyKey,
+		&out.PeriodStart, &out.ReplayUntil, &out.CreatedAt); err != nil {
+		return nil, fmt.Errorf("read the queued message back: %w", err)
+	}
+	if out.JID != "" {
+		out.JID = "••••" + out.JID
+	}
+	if !out.Created {
+		return &out, nil // nothing changed: nothing to audit
+	}
+	// JSON goes to jsonb as text: in pgx's exec mode (internal/postgres)
+	// a []byte is sent as bytea.
+	filter, err := json.Marshal(map[string]any{"message_id": out.ID, "user_id": out.UserID, "type": out.Type,
+		"key": out.Key, "idempotency_key": out.IdempotencyKey, "scheduled_for": out.ScheduledFor})
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
+		"actor": u.Name, "action": "enqueue", "filter": string(filter), "messages": int64(1), "reason": reason,
+	}).Scan(&out.AuditID); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return &out, tx.Commit(ctx)
+}
+
+// cleanReason trims an operator's reason for an action and checks it: at
+// most maxReason characters of UTF-8 on one line; empty for none.
+func cleanReason(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) {
+		return "", errors.New("not valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(s); n > maxReason {
+		return "", fmt.Errorf("%d characters, at most %d", n, maxReason)
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return "", errors.New("holds a control character (a reason is one line of text)")
+	}
+	return s, nil
+}
+
+// isForeignKey reports a foreign-key violation: on the bot's database the
+// queue's user_id references its users.
+func isForeignKey(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}
+
+// jsonProblem says what is wrong with a body, short.
+func jsonProblem(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("%s must be %s, not a JSON %s", typ.Field, typ.Type, typ.Value)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}

@@ -1,0 +1,14 @@
+-- The users a phone number or a JID finds (POST /users), most recently
+-- active first: those whose WhatsApp JID or group JID is one of @jids (a
+-- number's forms as <digits>@s.whatsapp.net, or a group's JID). Plain
+-- equality: user_profiles is the bot's table, without an index on the JID,
+-- so this is one scan of it, kept as cheap per row as it can be. The JID
+-- leaves the database as its last four digits only.
+SELECT p.user_id::text, coalesce(s.state, ''), s.last_activity_at,
+       coalesce(right(regexp_replace(split_part(p.whatsapp_jid, '@', 1), '[^0-9]', '', 'g'), 4), '') AS jid_last4,
+       coalesce(p.preferred_destination, '')
+  FROM user_profiles p
+  LEFT JOIN user_engagement_states s ON s.user_id = p.user_id
+ WHERE p.whatsapp_jid = ANY (@jids::text[]) OR p.group_jid = ANY (@jids::text[])
+ ORDER BY s.last_activity_at DESC NULLS LAST, p.user_id
+ LIMIT @limit;

@@ -1,0 +1,128 @@
+package sender
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Request is a message to queue as a caller spells it, every field as
+// text: the flags of engagementctl enqueue and the JSON body of the
+// console's POST /api/messages name the same fields (the JSON names; a
+// flag is the name with dashes: user_id is --user-id). Message checks it
+// and builds the Message to pass to Enqueue, so that both accept and
+// refuse the same requests for the same reasons.
+type Request struct {
+	UserID      string `json:"user_id"`
+	Type        string `json:"type"`
+	Key         string `json:"key,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	JID         string `json:"jid,omitempty"`
+	// Params is a JSON object of strings; empty or null for none.
+	Params json.RawMessage `json:"params,omitempty"`
+	// ScheduledFor, PeriodStart and ReplayUntil are RFC 3339 instants,
+	// empty for none.
+	ScheduledFor   string `json:"scheduled_for,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	PeriodStart    string `json:"period_start,omitempty"`
+	ReplayUntil    string `json:"replay_until,omitempty"`
+}
+
+// ErrInvalidRequest is wrapped by every error of Request.Message.
+var ErrInvalidRequest = errors.New("invalid message request")
+
+// FieldError says which field of a Request is wrong, and why; it wraps
+// ErrInvalidRequest and the cause (ErrInvalidKey for a bad key). Problem
+// never quotes an idempotency key or a params value.
+type FieldError struct {
+	Field   string // the JSON name, e.g. user_id
+	Problem string
+	err     error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Unwrap returns ErrInvalidRequest and the cause, if any.
+func (e *FieldError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrInvalidRequest}
+	}
+	return []error{ErrInvalidRequest, e.err}
+}
+
+func fieldErrorf(field, format string, args ...any) *FieldError {
+	err := fmt.Errorf(format, args...)
+	return &FieldError{Field: field, Problem: err.Error(), err: errors.Unwrap(err)}
+}
+
+// Message checks the request and returns the message it asks for: a UUID
+// user id, a type, an individual or group destination (or none: the
+// profile's routing), params as a JSON object of strings without NUL,
+// RFC 3339 instants, and a key within ValidateKey's rule once trimmed.
+// The first problem found is returned as a *FieldError.
+func (r Request) Message() (Message, error) {
+	var m Message
+	var id pgtype.UUID
+	if err := id.Scan(strings.TrimSpace(r.UserID)); err != nil || !id.Valid {
+		return m, fieldErrorf("user_id", "%q is not a UUID", truncateRunes(r.UserID, 60))
+	}
+	m.UserID = id.String()
+	if m.Type = strings.TrimSpace(r.Type); m.Type == "" {
+		return m, fieldErrorf("type", "is required (e.g. goodbye, weekly_review, reminder)")
+	}
+	m.Key = strings.TrimSpace(r.Key)
+	if r.Destination != "" && r.Destination != DestinationIndividual && r.Destination != DestinationGroup {
+		return m, fieldErrorf("destination", "must be individual or group, got %q", truncateRunes(r.Destination, 40))
+	}
+	m.Destination, m.DestinationJID = r.Destination, r.JID
+	if p := bytes.TrimSpace(r.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if err := json.Unmarshal(p, &m.Params); err != nil {
+			return m, fieldErrorf("params", `must be a JSON object of strings, like {"count":"3"}: %w`, err)
+		}
+		for k, v := range m.Params {
+			// PostgreSQL's jsonb has no NUL character: it would
+			// refuse the row with its own error.
+			if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+				return m, fieldErrorf("params", `%q holds a NUL character (\u0000), which PostgreSQL cannot store`, strings.ReplaceAll(k, "\x00", `\u0000`))
+			}
+		}
+	}
+	for _, f := range []struct {
+		field, value string
+		into         *time.Time
+	}{{"scheduled_for", r.ScheduledFor, &m.ScheduledFor}, {"period_start", r.PeriodStart, &m.PeriodStart}, {"replay_until", r.ReplayUntil, &m.ReplayUntil}} {
+		if strings.TrimSpace(f.value) == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(f.value))
+		if err != nil {
+			return m, fieldErrorf(f.field, "%q is not an RFC 3339 instant (like 2026-11-23T09:00:00Z)", truncateRunes(f.value, 60))
+		}
+		*f.into = t
+	}
+	// The rule delivery applies to a stored key (ValidateKey): a key it
+	// would refuse is refused here, before anything is written.
+	key, err := NormalizeKey(r.IdempotencyKey)
+	if err != nil {
+		return m, fieldErrorf("idempotency_key", "%w", err)
+	}
+	m.IdempotencyKey = key
+	return m, nil
+}
+
+// truncateRunes cuts s to n runes, so that an error quoting what it was
+// given stays short.
+func truncateRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i] + "…"
+		}
+		n--
+	}
+	return s
+}
