@@ -169,7 +169,7 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	}
 	var err error
 	if res.Reason, err = cleanReason(field("reason")); err != nil {
-		return nil, fmt.Errorf("%w: reason: %w", repair.ErrBadFilter, err)
+		return nil, badRequestf("reason: %s", err)
 	}
 	ids := strings.FieldsFunc(field("ids"), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
 	// A failure group is named by its key (its reason in base64url, which
