@@ -21,6 +21,7 @@ require (
 	golang.org/x/crypto v0.53.0
 	golang.org/x/sync v0.23.0
 	golang.org/x/term v0.47.0
+	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 	mvdan.cc/sh/v3 v3.14.1

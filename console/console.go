@@ -22,7 +22,9 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -153,7 +155,11 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, auth: newAuthenticator(cfg.Auth), csrf: tok, mux: http.NewServeMux()}
+	auth, err := newAuthenticator(cfg.Auth, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, auth: auth, csrf: tok, mux: http.NewServeMux()}
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -168,7 +174,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer(assets)))
+	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer(assets, !cfg.Auth.Open())))
 	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/assets/favicon.svg", http.StatusMovedPermanently)
 	})
@@ -221,12 +227,18 @@ func requestUser(r *http.Request) user { u, _ := r.Context().Value(userKey{}).(u
 // passes the rest on with their user.
 func (s *server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, ok := s.auth.identify(r)
-		if !ok {
-			if len(s.auth.Users) > 0 {
+		u, no := s.auth.identify(r)
+		if no != nil {
+			if no.code == http.StatusUnauthorized && len(s.auth.Users) > 0 {
 				w.Header().Set("WWW-Authenticate", `Basic realm="engagement-console", charset="UTF-8"`)
 			}
-			s.fail(w, r, http.StatusUnauthorized, "authentication required")
+			if no.retryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(no.retryAfter.Seconds()))))
+			}
+			// JSON whatever was asked: no page is rendered for a
+			// request without a user (nor its CSRF token).
+			r.Header.Set("Accept", "application/json")
+			s.fail(w, r, no.code, no.msg)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
@@ -486,12 +498,23 @@ func parsePages() (map[string]*template.Template, error) {
 	return pages, nil
 }
 
-// assetServer serves the embedded assets, cacheable: their names change
-// with the binary only, and the layout adds the version.
-func assetServer(assets fs.FS) http.Handler {
+// assetServer serves the embedded assets' files, cacheable: their names
+// change with the binary only, and the layout adds the version. Behind
+// authentication they are private (a shared cache keeps none); a folder
+// is not found (no listing).
+func assetServer(assets fs.FS, authenticated bool) http.Handler {
 	files := http.FileServerFS(assets)
+	cacheControl := "public, max-age=3600"
+	if authenticated {
+		cacheControl = "private, max-age=3600"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=3600")
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if info, err := fs.Stat(assets, name); err != nil || info.IsDir() || !fs.ValidPath(name) {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", cacheControl)
 		files.ServeHTTP(w, r)
 	})
 }

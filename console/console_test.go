@@ -18,7 +18,14 @@ var pages = []string{"/", "/queue", "/runs", "/verify", "/users", "/forecast", "
 
 func TestEveryRequestButHealthNeedsCredentials(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
-	srv := serve(t, pool, seeded.AsOf)
+	// 18 failed logins from one address: over the limit on failures,
+	// which TestFailedLoginsAreLimitedAndLogged tests.
+	h, err := console.New(console.Config{Pool: pool, AsOf: func() time.Time { return seeded.AsOf },
+		Auth: console.Auth{Users: htpasswd(t), Operators: []string{operator}, ClientLimit: noLimit, UserLimit: noLimit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptestServer(t, h)
 
 	for _, p := range append(pages, "/assets/console.js", "/nope") {
 		resp, _ := get(t, srv, p, "", "", false)

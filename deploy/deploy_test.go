@@ -773,6 +773,13 @@ func TestConsoleManifest(t *testing.T) {
 		if _, ok := argValue(c.Args, "trusted-user-header"); ok {
 			hasHeader = true
 		}
+		_, hasProxy := values["ENGAGEMENT_CONSOLE_TRUSTED_PROXY"]
+		if _, ok := argValue(c.Args, "trusted-proxy"); ok {
+			hasProxy = true
+		}
+		if hasHeader && !hasProxy {
+			t.Errorf("%s: a trusted user header without a trusted proxy: off loopback the console refuses to start", where)
+		}
 		if !hasHtpasswd && !hasHeader {
 			t.Errorf("%s: no htpasswd and no trusted user header: off loopback the console refuses to start without authentication", where)
 		}

@@ -237,7 +237,7 @@ func checkRailwayServer(t *testing.T, where, binary string, args []string, cronS
 	if v, ok := argValue(args, "listen"); ok {
 		t.Errorf("%s: --listen %s: on Railway the console listens on $PORT, which it does without --listen", where, v)
 	}
-	for _, f := range []string{"htpasswd", "trusted-user-header", "operators"} {
+	for _, f := range []string{"htpasswd", "trusted-user-header", "trusted-proxy", "operators"} {
 		if _, ok := argValue(args, f); ok {
 			t.Errorf("%s: --%s in startCommand: set ENGAGEMENT_CONSOLE_* in the service's variables, not in this file", where, f)
 		}

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -28,7 +31,10 @@ type consoleOptions struct {
 	port              string
 	htpasswd          string
 	trustedUserHeader string
+	trustedProxies    []string
 	operators         []string
+	tlsCert, tlsKey   string
+	readTimeout       time.Duration
 	statementTimeout  time.Duration
 	maxAge            time.Duration
 	csrfKey           string
@@ -36,8 +42,13 @@ type consoleOptions struct {
 	logs              logFlags
 
 	auth console.Auth
+	tls  *tls.Config
 	log  zerolog.Logger
 }
+
+// DefaultConsoleReadTimeout is how long a client may take to send a whole
+// request to the console, headers and body.
+const DefaultConsoleReadTimeout = 30 * time.Second
 
 // NewConsoleCommand returns the engagement-console command.
 func NewConsoleCommand() *cobra.Command {
@@ -56,11 +67,14 @@ answers, without authentication.
 
 Authentication is built in: --htpasswd (bcrypt entries, as htpasswd -nB
 makes them) for HTTP Basic auth, and/or --trusted-user-header for a
-reverse proxy that authenticates (oauth2-proxy's X-Forwarded-Email; only
-safe when nothing but the proxy reaches the console). Users named in
---operators may act; everyone else only looks. With neither, the console
-is open to anyone who reaches it, so it refuses to start (exit 2) unless
---listen is a loopback address. See docs/console.md.`,
+reverse proxy that authenticates (oauth2-proxy's X-Forwarded-Email),
+believed only from the addresses of --trusted-proxy (loopback when the
+console listens on loopback; without either it refuses to start). Failed
+logins are limited per client and per user (429 with Retry-After) and
+logged one line each. Users named in --operators may act; everyone else
+only looks. With neither, the console is open to anyone who reaches it, so
+it refuses to start (exit 2) unless --listen is a loopback address.
+--tls-cert and --tls-key serve HTTPS. See docs/console.md.`,
 		Args: cobra.NoArgs,
 		RunE: runOptions(o, nil),
 	}
@@ -76,6 +90,13 @@ is open to anyone who reaches it, so it refuses to start (exit 2) unless
 	markSecret(fs, "htpasswd")
 	fs.StringVar(&o.trustedUserHeader, "trusted-user-header", "", "header an authenticating reverse proxy sets to the user, e.g. X-Forwarded-Email")
 	bindEnv(fs, "trusted-user-header", "ENGAGEMENT_CONSOLE_TRUSTED_USER_HEADER")
+	fs.StringSliceVar(&o.trustedProxies, "trusted-proxy", nil, "addresses (CIDRs or IPs, comma-separated or repeated) of the reverse proxies in front of the console: --trusted-user-header is believed only from them (default: loopback, when listening on loopback), and X-Forwarded-For only from them")
+	bindEnv(fs, "trusted-proxy", "ENGAGEMENT_CONSOLE_TRUSTED_PROXY")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file; needs --tls-key")
+	bindEnv(fs, "tls-cert", "ENGAGEMENT_CONSOLE_TLS_CERT")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key file of --tls-cert")
+	bindEnv(fs, "tls-key", "ENGAGEMENT_CONSOLE_TLS_KEY")
+	fs.DurationVar(&o.readTimeout, "read-timeout", DefaultConsoleReadTimeout, "how long a client may take to send a whole request, headers and body, before the connection is closed")
 	fs.StringSliceVar(&o.operators, "operators", nil, "users who may act (requeue, cancel), comma-separated; everyone else only looks")
 	bindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
@@ -106,6 +127,9 @@ func (o *consoleOptions) Validate() error {
 	if o.maxAge < time.Second {
 		return usagef("--max-age must be at least 1s, got %s", o.maxAge)
 	}
+	if o.readTimeout <= 0 {
+		return usagef("--read-timeout must be positive, got %s", o.readTimeout)
+	}
 	var err error
 	if o.log, err = o.logs.logger(o.stderr, ConsoleCommand); err != nil {
 		return err
@@ -127,6 +151,19 @@ func (o *consoleOptions) Validate() error {
 		}
 	}
 	o.auth.TrustedUserHeader = strings.TrimSpace(o.trustedUserHeader)
+	if o.auth.TrustedProxies, err = parseTrustedProxies(o.trustedProxies); err != nil {
+		return err
+	}
+	if o.auth.TrustedUserHeader != "" && len(o.auth.TrustedProxies) == 0 {
+		if !loopback(host) {
+			return usagef("refusing to believe --trusted-user-header %s from anyone who reaches %s: give --trusted-proxy with the proxy's addresses (CIDRs), or listen on loopback",
+				o.auth.TrustedUserHeader, o.listen)
+		}
+		o.auth.TrustedProxies = console.LoopbackPrefixes
+	}
+	if o.tls, err = loadTLS(o.tlsCert, o.tlsKey); err != nil {
+		return err
+	}
 	for _, op := range o.operators {
 		if op = strings.TrimSpace(op); op != "" {
 			o.auth.Operators = append(o.auth.Operators, op)
@@ -139,6 +176,45 @@ func (o *consoleOptions) Validate() error {
 		return usagef("--operators names users, but no authentication is set: give --htpasswd or --trusted-user-header")
 	}
 	return nil
+}
+
+// parseTrustedProxies parses --trusted-proxy: CIDRs, or addresses (one
+// host each).
+func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		addr, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, usagef("--trusted-proxy %q is neither a CIDR (10.0.0.0/8) nor an address", v)
+		}
+		addr = addr.Unmap()
+		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return out, nil
+}
+
+// loadTLS reads --tls-cert and --tls-key: both or neither.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "":
+		return nil, usagef("--tls-key needs --tls-cert")
+	case keyFile == "":
+		return nil, usagef("--tls-cert needs --tls-key")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usagef("--tls-cert %s and --tls-key %s: %v", certFile, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // readHtpasswd reads the htpasswd entries from the file value names or,
@@ -196,7 +272,10 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("--listen %s: %w", o.listen, err))
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// A client has --read-timeout to send a whole request (a slow body
+	// cannot hold a connection), 10 s of it for the headers.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: min(10*time.Second, o.readTimeout), ReadTimeout: o.readTimeout,
+		IdleTimeout: 2 * time.Minute, TLSConfig: o.tls, ErrorLog: httpErrorLog(o.log)}
 	mode := "htpasswd"
 	switch {
 	case o.auth.Open():
@@ -206,11 +285,25 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	case o.auth.TrustedUserHeader != "":
 		mode = "trusted header"
 	}
-	o.log.Info().Str("listen", ln.Addr().String()).Str("auth", mode).Int("operators", len(o.auth.Operators)).
+	scheme := "http"
+	if o.tls != nil {
+		scheme = "https"
+	}
+	o.log.Info().Str("listen", ln.Addr().String()).Str("auth", mode).Str("scheme", scheme).Int("operators", len(o.auth.Operators)).
 		Msg("console listening")
-	fmt.Fprintf(o.stderr, "engagement-console: open http://%s/\n", displayAddr(ln.Addr()))
+	if host, _, _ := net.SplitHostPort(o.listen); len(o.auth.Users) > 0 && o.tls == nil && !loopback(host) {
+		o.log.Warn().Str("listen", ln.Addr().String()).
+			Msg("Basic auth over plain HTTP off loopback: passwords cross the network readable unless a TLS proxy is in front; give --tls-cert and --tls-key")
+	}
+	fmt.Fprintf(o.stderr, "engagement-console: open %s://%s/\n", scheme, displayAddr(ln.Addr()))
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() {
+		if o.tls != nil {
+			done <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		done <- srv.Serve(ln)
+	}()
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	go handler.Refresh(refreshCtx)
@@ -229,6 +322,26 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	}
 	o.log.Info().Msg("console stopped")
 	return nil
+}
+
+// httpErrorLog sends what net/http logs to the console's logger, one line
+// each: a TLS handshake that failed (a scanner, a plain HTTP request on
+// the HTTPS port) at debug, anything else (a panic in a handler) as a
+// warning.
+func httpErrorLog(l zerolog.Logger) *log.Logger {
+	return log.New(httpLogWriter{l}, "", 0)
+}
+
+type httpLogWriter struct{ l zerolog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	msg := oneLine(string(p))
+	e := w.l.Warn()
+	if strings.Contains(msg, "TLS handshake error") {
+		e = w.l.Debug()
+	}
+	e.Str("library", "net/http").Msg(msg)
+	return len(p), nil
 }
 
 // displayAddr is the address to open in a browser: all interfaces shows as

@@ -112,6 +112,9 @@ var invocations = []invocation{
 		{"--listen", "0.0.0.0:8080", "without authentication"},
 		{"--listen", ":8080", "without authentication"},
 		{"--operators", "ops", "no authentication"},
+		{"--trusted-proxy", "proxy.internal", "CIDR"},
+		{"--tls-cert", "/nonexistent/cert.pem", "--tls-key"},
+		{"--read-timeout", "0s"},
 	}},
 	{name: "engagementctl cleanup", cmd: cli.NewCtlCommand, args: []string{"cleanup"}, garbage: [][]string{
 		{"--older-than", "0s"},
