@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS engagement_user_profiles_group_jid_idx;
