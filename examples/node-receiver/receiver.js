@@ -62,9 +62,33 @@ function verifySignature(secret, body, header) {
   return got.length === want.length && crypto.timingSafeEqual(got, want);
 }
 
-// ensureDeliveriesTable creates bot_webhook_deliveries when it is missing.
-function ensureDeliveriesTable(pool) {
-  return pool.query(DELIVERIES_TABLE).then(() => undefined);
+// On Supabase, public's default privileges grant every new table to the
+// Data API roles anon and authenticated: without this, anyone with the
+// project's anon key could read and write the bot's claims. Row level
+// security on (no policy: the bot's role owns the table, or is
+// service_role, and is not bound by it) and nothing granted to those
+// roles, as the scheduler does for its own tables. Each step runs only
+// when needed, so a start on a table already closed takes no lock.
+const CLOSE_DELIVERIES_TABLE = `DO $$
+DECLARE
+    r name;
+BEGIN
+    IF NOT (SELECT relrowsecurity FROM pg_class WHERE oid = 'bot_webhook_deliveries'::regclass) THEN
+        ALTER TABLE bot_webhook_deliveries ENABLE ROW LEVEL SECURITY;
+    END IF;
+    FOR r IN SELECT rolname FROM pg_roles WHERE rolname IN ('anon', 'authenticated') LOOP
+        IF has_table_privilege(r, 'bot_webhook_deliveries', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') THEN
+            EXECUTE format('REVOKE ALL ON TABLE bot_webhook_deliveries FROM %I', r);
+        END IF;
+    END LOOP;
+END
+$$`;
+
+// ensureDeliveriesTable creates bot_webhook_deliveries when it is missing,
+// closed to Supabase's Data API.
+async function ensureDeliveriesTable(pool) {
+  await pool.query(DELIVERIES_TABLE);
+  await pool.query(CLOSE_DELIVERIES_TABLE);
 }
 
 // claimDelivery claims key before sending. {outcome: 'claimed'}: this
