@@ -161,6 +161,7 @@ var botTables = []tableNeed{
 			{"created_at", timestamptz, addedColumn},
 			{"state_changed_at", timestamptz, schedulerColumn},
 			{"state_changed_xact_at", timestamptz, schedulerColumn},
+			{"state_entered_at", timestamptz, schedulerColumn},
 		},
 		unique: []string{"user_id"},
 		values: []valueCheck{{"state", stateNames(), adoptStatesSQL}},
@@ -196,6 +197,8 @@ var botTables = []tableNeed{
 			{"cancel_reason", text, schedulerColumn},
 			{"period_start", timestamptz, schedulerColumn},
 			{"replay_until", timestamptz, schedulerColumn},
+			{"deferred_reason", text, schedulerColumn},
+			{"in_doubt", boolean, schedulerColumn},
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{

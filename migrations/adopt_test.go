@@ -272,3 +272,99 @@ func TestUpgradeFromVersion20(t *testing.T) {
 		t.Errorf("DownAll after the upgrade: %v", err)
 	}
 }
+
+// TestPreflightKnowsEveryColumnTheMigrationsAdd (issue 42, item 6): the
+// adoption preflight did not know deferred_reason, in_doubt or
+// state_entered_at, added after it was written, so a bot table that
+// already had one failed half-way through `migrate up` instead of in
+// `migrate check`. Every column the migrations add to the bot's tables is
+// one the preflight lists.
+func TestPreflightKnowsEveryColumnTheMigrationsAdd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := botdb.NewDatabase(t)
+	conn := connect(t, url)
+	columns := func() map[string]bool {
+		rows, err := conn.Query(ctx, `SELECT table_name || '.' || column_name FROM information_schema.columns
+			WHERE table_schema = 'public' AND table_name = ANY($1)`, botdb.Tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{}
+		for _, n := range names {
+			set[n] = true
+		}
+		return set
+	}
+	before := columns()
+	if err := up(t, url); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for table, cols := range migrations.AddedColumns() {
+		for _, c := range cols {
+			known[table+"."+c] = true
+		}
+	}
+	var added int
+	for col := range columns() {
+		if before[col] {
+			continue
+		}
+		added++
+		if !known[col] {
+			t.Errorf("migrate up adds %s, which the adoption preflight (botTables in adopt.go) does not list", col)
+		}
+	}
+	if added == 0 {
+		t.Fatal("migrate up added no column to the bot's tables: the test no longer sees them")
+	}
+}
+
+// TestCheckRefusesABotTableWithAColumnOfTheSchedulers: a bot queue that
+// already has in_doubt (and a state table with state_entered_at) is
+// refused by `migrate check` (Inspect) and by Up before it changes
+// anything, naming the column.
+func TestCheckRefusesABotTableWithAColumnOfTheSchedulers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := botdb.NewDatabase(t)
+	conn := connect(t, url)
+	for _, stmt := range []string{
+		`ALTER TABLE engagement_message_queue ADD COLUMN in_doubt boolean`,
+		`ALTER TABLE user_engagement_states ADD COLUMN state_entered_at timestamptz`,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := migrations.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	in, err := m.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range in.Differences {
+		got = append(got, d.String())
+	}
+	for _, want := range []string{"engagement_message_queue.in_doubt", "user_engagement_states.state_entered_at"} {
+		if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want+": exists") }) {
+			t.Errorf("migrate check's differences %q do not name %s", got, want)
+		}
+	}
+	before := catalog(t, conn)
+	if err := m.Up(); !errors.Is(err, migrations.ErrIncompatibleSchema) {
+		t.Fatalf("Up = %v, want ErrIncompatibleSchema", err)
+	}
+	if after := catalog(t, conn); !slices.Equal(before, after) {
+		t.Errorf("a refused Up changed the schema")
+	}
+}
