@@ -3,29 +3,35 @@ package transport
 import (
 	"context"
 	"io"
-	"sync"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 )
 
-// Log "delivers" a message by writing one JSON line about it, for dry runs:
+// Log "delivers" a message by writing one JSON line about it, for dry runs,
+// a log line like the binary's own (its level, time and message, so a log
+// platform files it as info, not as an unknown line):
 //
-//	{"transport":"log","id":...,"user_id":...,"message_type":...,"message_key":...,
-//	 "destination":...,"locale":...,"attempt":...,"text_chars":...}
+//	{"level":"info","transport":"log","id":...,"user_id":...,"message_type":...,
+//	 "message_key":...,"destination":...,"locale":...,"attempt":...,"text_chars":...,
+//	 "time":...,"message":"not sent: the log transport"}
 //
 // It never writes the destination JID or the text (text_chars is len(text),
 // in bytes). Send always succeeds, even when the writer fails.
 type Log struct {
-	mu sync.Mutex
-	w  io.Writer
+	log zerolog.Logger
 }
+
+// LogMessage is the message of the log transport's lines.
+const LogMessage = "not sent: the log transport"
 
 // NewLog returns a Log writing to w (nil discards).
 func NewLog(w io.Writer) *Log {
 	if w == nil {
 		w = io.Discard
 	}
-	return &Log{w: w}
+	// One Write per line, so concurrent sends don't interleave.
+	return &Log{log: zerolog.New(zerolog.SyncWriter(w)).With().Timestamp().Logger()}
 }
 
 // LogKind offers the log to the binaries: --transport log, without flags
@@ -48,29 +54,11 @@ func (l *Log) Name() string { return "log" }
 // Deduplicates returns true: nothing is really sent, so repeating is harmless.
 func (l *Log) Deduplicates() bool { return true }
 
-type logLine struct {
-	Transport   string `json:"transport"`
-	ID          string `json:"id"`
-	UserID      string `json:"user_id"`
-	MessageType string `json:"message_type"`
-	MessageKey  string `json:"message_key"`
-	Destination string `json:"destination"`
-	Locale      string `json:"locale"`
-	Attempt     int    `json:"attempt"`
-	TextChars   int    `json:"text_chars"`
-}
-
 // Send writes d's line and returns ProviderMessageID "log-<id>".
 func (l *Log) Send(_ context.Context, d Delivery) (Result, error) {
-	line, err := marshalJSON(logLine{
-		Transport: "log", ID: d.ID, UserID: d.UserID, MessageType: d.Type, MessageKey: d.Key,
-		Destination: d.Destination, Locale: d.Locale, Attempt: d.Attempt, TextChars: len(d.Text),
-	})
-	if err == nil {
-		line = append(line, '\n')
-		l.mu.Lock()
-		_, _ = l.w.Write(line) // one Write per line, so concurrent sends don't interleave
-		l.mu.Unlock()
-	}
+	l.log.Info().Str("transport", "log").Str("id", d.ID).Str("user_id", d.UserID).
+		Str("message_type", d.Type).Str("message_key", d.Key).Str("destination", d.Destination).
+		Str("locale", d.Locale).Int("attempt", d.Attempt).Int("text_chars", len(d.Text)).
+		Msg(LogMessage)
 	return Result{ProviderMessageID: "log-" + d.ID}, nil
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -40,7 +42,14 @@ func TestLog(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output %q is not JSON: %v", out, err)
 	}
+	// A log line like the binary's (issue 42: the lines had no level).
+	if _, err := time.Parse(time.RFC3339, fmt.Sprint(got["time"])); err != nil {
+		t.Errorf("line's time %v: %v", got["time"], err)
+	}
+	delete(got, "time")
 	want := map[string]any{
+		"level":        "info",
+		"message":      transport.LogMessage,
 		"transport":    "log",
 		"id":           d.ID,
 		"user_id":      d.UserID,
