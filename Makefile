@@ -53,6 +53,7 @@ help: ## Show this help
 .PHONY: build
 build: ## Build the binaries into bin/
 	@mkdir -p $(BIN)
+	@echo "build: compiling the binaries into $(BIN)/ (the first time, Go downloads the modules and compiles them: a few minutes)"
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: image
@@ -61,10 +62,12 @@ image: ## Build the container image with all five binaries (IMAGE=engagement-sch
 
 .PHONY: test
 test: test-deps ## Run every test against a real PostgreSQL (RACE=1: with the race detector)
+	@echo "test: compiling and running every package's tests (go test prints each package when it is done; the first compile takes minutes)"
 	$(GO) test -count=1 $(if $(RACE),-race) ./...
 
 .PHONY: test-deps
 test-deps: ## Say what the tests need, install what is missing (Debian packages), start the throwaway PostgreSQL and Redis
+	@echo "test-deps: compiling the test kit's preparer (the first time, Go downloads the modules and compiles them: a few minutes)"
 	$(GO) run ./internal/testkit/localsvc/prepare
 
 .PHONY: test-race

@@ -60,16 +60,25 @@ var progress io.Writer = os.Stderr
 var aptLock = filepath.Join(os.TempDir(), "engagement-apt.lock")
 
 // AptInstall installs the Debian package pkg (a name, or the path of a .deb
-// file) with apt-get update and apt-get install -y --no-install-recommends,
-// as root or through password-less sudo, and leaves none of services (the
-// system services the package ships, e.g. "postgresql") running or
-// enabled: while apt-get runs, a policy-rc.d refuses every service start
-// (unless the machine has a policy of its own), and afterwards each service
-// is stopped and disabled (DisableServices). It first says on stderr, as
-// who, that it installs pkg and that this takes about a minute. One install
-// runs at a time across processes. hint says what the user can do instead;
-// it leads every error.
+// file) as AptInstallAll does. hint says what the user can do instead; it
+// leads every error.
 func AptInstall(ctx context.Context, who, pkg, hint string, services ...string) error {
+	return AptInstallAll(ctx, who, []string{pkg}, hint, services...)
+}
+
+// AptInstallAll installs the Debian packages pkgs (names, or paths of .deb
+// files) with one apt-get update and one apt-get install -y
+// --no-install-recommends, as root or through password-less sudo, and
+// leaves none of services (the system services the packages ship, e.g.
+// "postgresql") running or enabled: while apt-get runs, a policy-rc.d
+// refuses every service start (unless the machine has a policy of its
+// own), and afterwards each service is stopped and disabled
+// (DisableServices). Before installing it says on stderr, as who, how many
+// packages apt will install with their dependencies (about 530 for the
+// tests' on a minimal Debian), read from a simulated install. One install runs at a
+// time across processes. hint says what the user can do instead; it leads
+// every error.
+func AptInstallAll(ctx context.Context, who string, pkgs []string, hint string, services ...string) error {
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		return errors.New(hint)
 	}
@@ -82,9 +91,21 @@ func AptInstall(ctx context.Context, who, pkg, hint string, services ...string) 
 		return fmt.Errorf("%s; %w", hint, err)
 	}
 	defer unlock()
-	fmt.Fprintf(progress, "%s: installing the %s package with apt-get (--no-install-recommends); this takes about a minute\n", who, pkg)
 	run := func(args ...string) (string, error) {
 		return Run(ctx, "/", append(append([]string{}, sudo...), args...)...)
+	}
+	names := strings.Join(pkgs, ", ")
+	fmt.Fprintf(progress, "%s: apt-get update, to install %s\n", who, names)
+	if _, err := run("apt-get", "update"); err != nil {
+		return fmt.Errorf("%s; apt-get update failed: %w", hint, err)
+	}
+	install := append([]string{"apt-get", "install", "-y", "--no-install-recommends"}, pkgs...)
+	if out, err := run(append([]string{"env", "DEBIAN_FRONTEND=noninteractive"}, append(install[:2:2], append([]string{"-s"}, install[2:]...)...)...)...); err == nil {
+		n := countInstalls(out)
+		fmt.Fprintf(progress, "%s: installing %s with apt-get (--no-install-recommends): %d Debian packages with what they need "+
+			"(a few seconds each: on a fresh machine, minutes)\n", who, names, n)
+	} else {
+		fmt.Fprintf(progress, "%s: installing %s with apt-get (--no-install-recommends)\n", who, names)
 	}
 	const policy = "/usr/sbin/policy-rc.d"
 	if _, err := os.Stat(policy); os.IsNotExist(err) {
@@ -98,15 +119,22 @@ func AptInstall(ctx context.Context, who, pkg, hint string, services ...string) 
 	} else {
 		defer DisableServices(ctx, services...)
 	}
-	for _, args := range [][]string{
-		{"apt-get", "update"},
-		{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends", pkg},
-	} {
-		if _, err := run(args...); err != nil {
-			return fmt.Errorf("%s; installing it failed: %w", hint, err)
-		}
+	if _, err := run(append([]string{"env", "DEBIAN_FRONTEND=noninteractive"}, install...)...); err != nil {
+		return fmt.Errorf("%s; installing it failed: %w", hint, err)
 	}
 	return nil
+}
+
+// countInstalls counts the packages a simulated apt-get install (-s) would
+// install: its "Inst " lines.
+func countInstalls(out string) int {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "Inst ") {
+			n++
+		}
+	}
+	return n
 }
 
 // DisableServices stops and disables the system services named (e.g.

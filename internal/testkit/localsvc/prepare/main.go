@@ -101,9 +101,15 @@ func run(ctx context.Context) error {
 		}
 		fmt.Printf("  %-23s %-50s %s\n", n.pkg, n.usedBy, status)
 	}
-	for _, n := range missing {
-		hint := fmt.Sprintf("%s is needed for %s; install it (apt-get install --no-install-recommends %s)", n.pkg, n.usedBy, n.pkg)
-		if err := localsvc.AptInstall(ctx, "make test", n.pkg, hint, n.pkg); err != nil {
+	if len(missing) > 0 {
+		var pkgs []string
+		for _, n := range missing {
+			pkgs = append(pkgs, n.pkg)
+		}
+		list := strings.Join(pkgs, " ")
+		hint := fmt.Sprintf("the tests need %s; install them (apt-get install --no-install-recommends %s)", list, list)
+		// One apt-get for all: it says how many packages that is.
+		if err := localsvc.AptInstallAll(ctx, "make test", pkgs, hint, pkgs...); err != nil {
 			return err
 		}
 	}
