@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
@@ -53,8 +54,10 @@ func parseConcurrentIndex(body []byte) (concurrentIndex, bool) {
 
 // concurrentIndexes are the indexes the embedded up migrations build
 // CONCURRENTLY: the only ones a failed or interrupted migration can leave
-// INVALID.
-var concurrentIndexes = embeddedConcurrentIndexes()
+// INVALID. Found on first use, not at start: reading every migration's
+// body through regular expressions was most of every binary's start-up
+// (issue 42: a SIGTERM in that time found no handler yet, exit 143).
+var concurrentIndexes = sync.OnceValue(embeddedConcurrentIndexes)
 
 func embeddedConcurrentIndexes() []concurrentIndex {
 	entries, _ := fs.ReadDir(files, ".") // fixed at build time; cannot fail
@@ -303,7 +306,7 @@ func (mg *Migrator) dropIfInvalid(idx concurrentIndex) error {
 // again with that migration's own statement. A pending migration builds its
 // own index.
 func (mg *Migrator) rebuildIndexes(version uint) error {
-	for _, idx := range concurrentIndexes {
+	for _, idx := range concurrentIndexes() {
 		state, err := mg.indexState(idx)
 		if err != nil {
 			return err
