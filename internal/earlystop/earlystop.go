@@ -1,0 +1,33 @@
+// Package earlystop catches SIGINT and SIGTERM from the first moments of a
+// binary's life, before the command's own handler exists.
+//
+// Go initializes a program's packages before main runs, and a SIGTERM that
+// arrives then finds no handler: the process dies with 143, no summary
+// written (issue 42: a cron platform's stop in queue-process's first
+// second). This package has no imports but the standard library's signal
+// handling, so it is initialized among the first; its init starts catching
+// the two signals, and cli.Run asks Caught once its own handler is in
+// place. Importing it is enough; cli does.
+package earlystop
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+var caught = make(chan os.Signal, 1)
+
+func init() { signal.Notify(caught, os.Interrupt, syscall.SIGTERM) }
+
+// Caught reports whether SIGINT or SIGTERM arrived before it was called,
+// and stops catching: from then on the caller's handler has them.
+func Caught() bool {
+	signal.Stop(caught)
+	select {
+	case <-caught:
+		return true
+	default:
+		return false
+	}
+}
