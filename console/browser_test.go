@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
@@ -85,7 +87,7 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 	}{
 		{"overview", "/", 3, []string{"Goodbye funnel by weekly cohort"}},
 		{"queue", "/queue", 1, []string{"webhook: receiver answered 500", "10 / 10", "the last waiting message goes at"}},
-		{"runs", "/runs", 1, []string{"engagement-daily"}},
+		{"runs", "/runs", 2, []string{"engagement-daily"}},
 		{"verify", "/verify", 0, []string{"log_matches_state"}},
 		{"user", "/users?id=" + user, 0, []string{"Timeline"}},
 		{"forecast", "/forecast", 1, []string{"would do on each of the next 7 days",
@@ -106,7 +108,9 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 					t.Errorf("%s does not show %q", p.path, want)
 				}
 			}
-			browsertest.Screenshot(t, ctx, filepath.Join(dir, p.name+".png"))
+			if p.name != "runs" { // runs.png is TestRunsAndFunnelChartsInTheBrowser's: every job runs there
+				browsertest.Screenshot(t, ctx, filepath.Join(dir, p.name+".png"))
+			}
 			browsertest.RequireNoErrors(t, ctx)
 		})
 	}
@@ -318,4 +322,94 @@ func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
 		t.Errorf("%d failed left, want 0", n)
 	}
 	browsertest.RequireNoErrors(t, ctx)
+}
+
+// legendAndTicks reads a drawn chart's legend as the page shows it (the
+// cursor off the chart) and its x axis's tick labels, drawn on the canvas.
+func legendAndTicks(t *testing.T, ctx context.Context, id string) (legend string, ticks []string) {
+	t.Helper()
+	legend, err := chromedp.Run(ctx, chromedp.Text("#"+id+" .u-legend"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`document.getElementById('`+id+`').uplot.axes[0]._values.map(String)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return legend, ticks
+}
+
+// Issue 41, point 6, in Chromium: the runs page draws a line per job
+// (queue-process's among them) on a 24-hour UTC axis; the funnel's ticks
+// are the cohorts' Mondays and its open cohorts are dashed; every legend
+// shows the latest values before anyone hovers.
+func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
+	pool, _ := runHistory(t)
+	srv := serve(t, pool, runsAsOf)
+	ctx := browse(t, viewer, viewerPassword)
+	dir := screenshotDir(t)
+
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/runs"), chromedp.WaitVisible("footer"))
+	if got := chartsDrawn(t, ctx); got != 2 {
+		t.Fatalf("/runs: %d charts drawn, want 2", got)
+	}
+	hour := regexp.MustCompile(`^(\d{2}:\d{2}|\d{2}-\d{2}|\d{4})(\n.*)?$`)
+	for _, id := range []string{"chart-runs", "chart-runs-work"} {
+		legend, ticks := legendAndTicks(t, ctx, id)
+		for _, want := range []string{"engagement-daily", "engagement-weekly", "queue-process", "2026-03-03 18:00"} {
+			if !strings.Contains(legend, want) {
+				t.Errorf("%s's legend %q does not show %q", id, legend, want)
+			}
+		}
+		if len(ticks) == 0 {
+			t.Errorf("%s: no x tick", id)
+		}
+		for _, tick := range ticks {
+			if !hour.MatchString(tick) {
+				t.Errorf("%s: x tick %q, want 24-hour HH:MM or a day", id, tick)
+			}
+		}
+	}
+	// The work chart's legend, off the chart, says what each job's latest
+	// run did: queue-process's last run sent nothing (the goodbyes went
+	// the first morning).
+	if legend, _ := legendAndTicks(t, ctx, "chart-runs-work"); !regexp.MustCompile(`queue-process\s*0`).MatchString(legend) {
+		t.Errorf("the work chart's legend %q does not show queue-process's latest value", legend)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text("table.jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "queue-process") || !strings.Contains(text, "2026-03-03 18:00 UTC (21 h 0 min ago)") {
+		t.Errorf("each job's latest run: %q, want queue-process's at 2026-03-03 18:00, 21 h 0 min ago", text)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "runs.png"))
+	browsertest.RequireNoErrors(t, ctx)
+
+	h := newHistory(t)
+	osrv := serve(t, h.pool, historyAsOf)
+	octx := browse(t, viewer, viewerPassword)
+	browsertest.Run(t, octx, chromedp.Navigate(osrv.URL+"/"), chromedp.WaitVisible("footer"))
+	chartsDrawn(t, octx)
+	legend, ticks := legendAndTicks(t, octx, "chart-funnel")
+	var mondays []string
+	for i := range console.Weeks {
+		mondays = append(mondays, time.Date(2026, 1, 12+7*i, 0, 0, 0, 0, time.UTC).Format(time.DateOnly))
+	}
+	if strings.Join(ticks, " ") != strings.Join(mondays, " ") {
+		t.Errorf("the funnel's x ticks %q, want the cohorts' Mondays %q", ticks, mondays)
+	}
+	// Off the chart the legend shows the latest cohort: this week's, empty
+	// so far (cohort B, of 2026-02-23, is the one before).
+	for _, want := range []string{"week of2026-03-02", "reactivated so far (30 d not over)0%", "waiting0"} {
+		if !strings.Contains(strings.ReplaceAll(legend, "\n", ""), want) {
+			t.Errorf("the funnel's legend %q does not show %q before a hover", legend, want)
+		}
+	}
+	note, err := chromedp.Run(octx, chromedp.Text("#chart-funnel .chart-note"))
+	if err != nil || !strings.Contains(note, "Dashed") {
+		t.Errorf("the funnel's note: %q (%v), want what the dashed line means", note, err)
+	}
+	browsertest.Screenshot(t, octx, filepath.Join(dir, "funnel.png"))
+	browsertest.RequireNoErrors(t, octx)
 }

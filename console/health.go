@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -54,7 +55,7 @@ const (
 )
 
 // DeliveryJob is the job name queue-process records its runs under.
-const DeliveryJob = "queue-process"
+const DeliveryJob = delivery.Job
 
 // healthJobs are the jobs whose latest runs the summary shows, in order.
 var healthJobs = []string{scheduler.DailyJob, scheduler.WeeklyJob, DeliveryJob}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -458,9 +460,22 @@ func until(d time.Duration) string {
 	return fmt.Sprintf("in %d days", n)
 }
 
-// Runs is the runs page.
+// Runs is the runs page: the latest RunsPerJob runs of each job, newest
+// first, and each job's latest run.
 type Runs struct {
-	Runs []Run `json:"runs"`
+	Runs []Run     `json:"runs"`
+	Jobs []JobRuns `json:"jobs"`
+	AsOf time.Time `json:"as_of"`
+}
+
+// JobRuns is one job's line on the runs page: its latest run, and its
+// latest that completed (succeeded or partial).
+type JobRuns struct {
+	Job       string `json:"job"`
+	Latest    Run    `json:"latest"`
+	Completed *Run   `json:"last_completed,omitempty"`
+	// Runs is how many of its runs the page shows.
+	Runs int `json:"runs"`
 }
 
 // Run is one job run.
@@ -479,6 +494,8 @@ type Run struct {
 	// Moved is how many users it moved or messages it queued or sent: the
 	// counters' processed, or sent for queue-process.
 	Moved int64 `json:"moved"`
+	// Ago is how long before the page's as-of it started ("3 h ago").
+	Ago string `json:"-"`
 }
 
 // Summary is the counters' totals in a line: "processed 5 · queued 5".
@@ -493,15 +510,22 @@ func (r Run) Summary() string {
 			parts = append(parts, fmt.Sprintf("%s %d", k, int64(v)))
 		}
 	}
+	if v, ok := c["stopped"].(string); ok && v != "" { // queue-process stopped before the queue was drained
+		parts = append(parts, "stopped: "+v)
+	}
 	return strings.Join(parts, " · ")
 }
 
-const maxRuns = 200
+// RunsPerJob is how many of each job's latest runs the runs page shows.
+const RunsPerJob = 100
+
+func init() { funcs["runsPerJob"] = func() int { return RunsPerJob } }
 
 func (s *server) runs(r *http.Request) (any, error) {
 	var out Runs
 	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
-		rows, _ := tx.Query(r.Context(), query("runs"), sqlfile.Args{"limit": maxRuns})
+		out.AsOf = asOf
+		rows, _ := tx.Query(r.Context(), query("runs"), sqlfile.Args{"per_job": RunsPerJob})
 		var err error
 		out.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 			var run Run
@@ -516,16 +540,43 @@ func (s *server) runs(r *http.Request) (any, error) {
 				end = *run.FinishedAt
 			}
 			run.Seconds = max(0, end.Sub(run.StartedAt).Seconds())
-			run.Moved = moved(counters)
+			run.Moved = moved(run.Job, counters)
+			run.Ago = ago(asOf, run.StartedAt)
 			return run, nil
 		})
+		out.Jobs = jobRuns(out.Runs)
 		return err
 	})
 	return out, err
 }
 
-// moved reads the counters' processed (the jobs) or sent (queue-process).
-func moved(counters []byte) int64 {
+// jobRuns is each job's line, from its runs newest first: the daily job,
+// the weekly job, queue-process, then any other by name.
+func jobRuns(runs []Run) []JobRuns {
+	var out []JobRuns
+	at := map[string]int{}
+	for _, r := range runs {
+		i, ok := at[r.Job]
+		if !ok {
+			i = len(out)
+			at[r.Job] = i
+			out = append(out, JobRuns{Job: r.Job, Latest: r})
+		}
+		j := &out[i]
+		j.Runs++
+		if j.Completed == nil && (r.Status == scheduler.RunSucceeded || r.Status == scheduler.RunPartial) {
+			j.Completed = &r
+		}
+	}
+	slices.SortFunc(out, func(a, b JobRuns) int {
+		return cmp.Or(cmp.Compare(jobOrder(a.Job), jobOrder(b.Job)), cmp.Compare(a.Job, b.Job))
+	})
+	return out
+}
+
+// moved reads the counters' processed (the jobs) or sent (queue-process,
+// whose processed counts retries and failures too).
+func moved(job string, counters []byte) int64 {
 	var c struct {
 		Processed *int64 `json:"processed"`
 		Sent      *int64 `json:"sent"`
@@ -534,6 +585,8 @@ func moved(counters []byte) int64 {
 		return 0
 	}
 	switch {
+	case job == delivery.Job && c.Sent != nil:
+		return *c.Sent
 	case c.Processed != nil:
 		return *c.Processed
 	case c.Sent != nil:

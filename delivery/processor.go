@@ -115,15 +115,22 @@ type ProcessorConfig struct {
 	Logger      zerolog.Logger
 }
 
+// Job is queue-process's name: its summary's job, and its runs' job in
+// engagement_job_runs.
+const Job = "queue-process"
+
 // ProcessSummary is what a run of the processor did.
 type ProcessSummary struct {
 	Job       string `json:"job"`
 	Transport string `json:"transport"`
-	Processed int    `json:"processed"` // delivery attempts settled: sent + retried + failed
-	Sent      int    `json:"sent"`
-	Retried   int    `json:"retried"` // attempts that failed and were rescheduled
-	Failed    int    `json:"failed"`  // messages that ended failed
-	Recovered int    `json:"recovered"`
+	// RunID is the run's engagement_job_runs row (queue-process records
+	// one; the jobs' queue step is part of the job's run: 0).
+	RunID     int64 `json:"run_id,omitempty"`
+	Processed int   `json:"processed"` // delivery attempts settled: sent + retried + failed
+	Sent      int   `json:"sent"`
+	Retried   int   `json:"retried"` // attempts that failed and were rescheduled
+	Failed    int   `json:"failed"`  // messages that ended failed
+	Recovered int   `json:"recovered"`
 	// Deduplicated counts messages the dedupe store stopped (marked sent).
 	Deduplicated int `json:"deduplicated,omitempty"`
 	// DedupeChecks counts the dedupe store's operations (lookups before a
@@ -308,7 +315,7 @@ func holderName() string {
 // the database does not answer: then the summary counts what is left.
 func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	start := time.Now()
-	sum := ProcessSummary{Job: "queue-process", Transport: p.cfg.Transport.Name()}
+	sum := ProcessSummary{Job: Job, Transport: p.cfg.Transport.Name()}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	p.reset(stop)

@@ -185,7 +185,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 	sum.DurationMS = time.Since(start).Milliseconds()
 
 	if r != nil {
-		if finishErr := r.finish(ctx, sum, err); err == nil {
+		if finishErr := r.finish(ctx, sum, sum.Partial(), err); err == nil {
 			err = finishErr
 		}
 	}

@@ -69,6 +69,9 @@ type run struct {
 	timeout  time.Duration // the lease timeout
 	stop     context.CancelFunc
 	done     chan struct{} // closed when the heartbeat has stopped
+	// alongside says the run holds no lease (RecordRun): its heartbeat
+	// only shows it alive, and never stops it.
+	alongside bool
 }
 
 // lockKey is the fence key of a job's shard: stable across releases and
@@ -116,11 +119,7 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 		leaseTimeout = DefaultLeaseTimeout
 	}
 	r := &run{pool: pool, fenceKey: lockKey(job, shard), timeout: leaseTimeout}
-	hostname, _ := os.Hostname()
-	args := sqlfile.Args{
-		"job": job, "as_of": asOf, "hostname": hostname, "pid": os.Getpid(),
-		"shard": shardColumn(shard), "holder": processHolder,
-	}
+	args := runArgs(job, shard, &asOf)
 	poll := min(leaseTimeout/10, time.Second)
 	waiting, tookOver := false, false
 	for {
@@ -135,9 +134,9 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 		if err != nil {
 			return nil, nil, err
 		}
-		if abandoned != 0 {
+		if len(abandoned) != 0 {
 			tookOver = true
-			log.Warn().Int64("abandoned_run_id", abandoned).Msg("the run in progress is dead; marked it abandoned and taking over")
+			log.Warn().Int64("abandoned_run_id", abandoned[0]).Msg("the run in progress is dead; marked it abandoned and taking over")
 			continue
 		}
 		if !waiting {
@@ -162,43 +161,61 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 	return r, withFence(runCtx, r), nil
 }
 
-// abandonDead marks the run in progress of args' job and shard abandoned if
-// it is dead, and returns its id (0 when none is, or none runs).
-func abandonDead(ctx context.Context, pool *pgxpool.Pool, args sqlfile.Args, leaseTimeout time.Duration) (int64, error) {
-	var (
-		id          int64
-		holder      string
-		pid         int
-		noHeartbeat bool
-		silent      float64
-		beat        time.Time
-	)
-	err := pool.QueryRow(ctx, runHolderSQL, args).Scan(&id, &holder, &pid, &noHeartbeat, &silent, &beat)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil // it just finished: try again
+// runArgs are run_start.sql's arguments for a run of job and shard in this
+// process; a nil asOf is the database clock.
+func runArgs(job string, shard Shard, asOf *time.Time) sqlfile.Args {
+	hostname, _ := os.Hostname()
+	return sqlfile.Args{
+		"job": job, "as_of": asOf, "hostname": hostname, "pid": os.Getpid(),
+		"shard": shardColumn(shard), "holder": processHolder,
 	}
+}
+
+// inProgress is a run in progress as run_holder.sql reads it.
+type inProgress struct {
+	id          int64
+	holder      string
+	pid         int
+	noHeartbeat bool
+	silent      float64
+	beat        time.Time
+}
+
+// abandonDead marks the runs in progress of args' job and shard abandoned
+// that are dead, and returns their ids (none when none is, or none runs).
+// A job's runs take turns, so it has one in progress at most; the runs of
+// queue-process work alongside one another, and each dead one is marked.
+func abandonDead(ctx context.Context, pool *pgxpool.Pool, args sqlfile.Args, leaseTimeout time.Duration) ([]int64, error) {
+	rows, _ := pool.Query(ctx, runHolderSQL, args)
+	running, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (inProgress, error) {
+		var p inProgress
+		return p, row.Scan(&p.id, &p.holder, &p.pid, &p.noHeartbeat, &p.silent, &p.beat)
+	})
 	if err != nil {
-		return 0, fmt.Errorf("look up the run in progress: %w", err)
+		return nil, fmt.Errorf("look up the run in progress: %w", err)
 	}
-	var reason string
-	switch {
-	case noHeartbeat:
-		reason = "the run ended without recording an outcome (killed?)"
-	case holder != "" && holder == processHolder && processGone(pid):
-		reason = fmt.Sprintf("the run ended without recording an outcome: its process (pid %d) is gone (killed?)", pid)
-	case time.Duration(silent*float64(time.Second)) > leaseTimeout:
-		reason = fmt.Sprintf("the run ended without recording an outcome: no heartbeat for %.0f s (killed?)", silent)
-	default:
-		return 0, nil // alive, as far as anyone can tell
+	var abandoned []int64 // none running: it just finished, try again
+	for _, p := range running {
+		var reason string
+		switch {
+		case p.noHeartbeat:
+			reason = "the run ended without recording an outcome (killed?)"
+		case p.holder != "" && p.holder == processHolder && processGone(p.pid):
+			reason = fmt.Sprintf("the run ended without recording an outcome: its process (pid %d) is gone (killed?)", p.pid)
+		case time.Duration(p.silent*float64(time.Second)) > leaseTimeout:
+			reason = fmt.Sprintf("the run ended without recording an outcome: no heartbeat for %.0f s (killed?)", p.silent)
+		default:
+			continue // alive, as far as anyone can tell
+		}
+		tag, err := pool.Exec(ctx, runAbandonSQL, sqlfile.Args{"id": p.id, "beat": p.beat, "reason": reason})
+		if err != nil {
+			return abandoned, fmt.Errorf("mark the dead run abandoned: %w", err)
+		}
+		if tag.RowsAffected() != 0 { // else it renewed its heartbeat or finished meanwhile
+			abandoned = append(abandoned, p.id)
+		}
 	}
-	tag, err := pool.Exec(ctx, runAbandonSQL, sqlfile.Args{"id": id, "beat": beat, "reason": reason})
-	if err != nil {
-		return 0, fmt.Errorf("mark the dead run abandoned: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return 0, nil // it renewed its heartbeat or finished meanwhile
-	}
-	return id, nil
+	return abandoned, nil
 }
 
 // fence makes sure no statement of an earlier run of the job and shard is
@@ -251,22 +268,27 @@ func (r *run) heartbeat(ctx context.Context, stop context.CancelCauseFunc, log z
 			continue
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, pgx.ErrNoRows) && r.alongside:
+			log.Warn().Msg("another run found this run's heartbeat silent and marked it abandoned; its outcome is still recorded when it ends")
+			return
 		case errors.Is(err, pgx.ErrNoRows):
 			log.Error().Msg("the run's lease was taken over by another run; stopping")
 			stop(ErrLeaseLost)
 			return
 		}
 		log.Warn().Str("error", err.Error()).Msg("could not renew the run's lease; retrying")
-		if time.Since(renewed) > r.timeout {
+		if !r.alongside && time.Since(renewed) > r.timeout {
 			stop(ErrLeaseLost)
 			return
 		}
 	}
 }
 
-// finish records the run's outcome, which also ends its lease. It runs even
-// when ctx was cancelled, so an interrupted run is still written down.
-func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
+// finish records the run's outcome, which also ends its lease: failed with
+// runErr, else partial or succeeded; counters is its summary, written as
+// JSON. It runs even when ctx was cancelled, so an interrupted run is
+// still written down.
+func (r *run) finish(ctx context.Context, counters any, partial bool, runErr error) error {
 	status := RunSucceeded
 	var errText *string
 	switch {
@@ -274,9 +296,14 @@ func (r *run) finish(ctx context.Context, sum *Summary, runErr error) error {
 		status = RunFailed
 		msg := runErr.Error()
 		errText = &msg
-	case sum.Partial():
+	case partial:
 		status = RunPartial
 	}
+	return r.record(ctx, status, counters, errText)
+}
+
+// record writes the run's outcome (see finish).
+func (r *run) record(ctx context.Context, status string, sum any, errText *string) error {
 	counters, err := json.Marshal(sum)
 	if err != nil {
 		return fmt.Errorf("encode run counters: %w", err)

@@ -10,6 +10,37 @@
     return Math.abs(v) >= 1000 ? Math.round(v).toLocaleString("en-US") : String(Math.round(v * 100) / 100);
   }
 
+  // Instants are shown in UTC, 24-hour, as the pages' text shows them.
+  function fmtTime(v) {
+    return v == null ? "" : new Date(v * 1000).toISOString().slice(0, 16).replace("T", " ");
+  }
+
+  function fmtDay(v) {
+    return v == null ? "" : new Date(v * 1000).toISOString().slice(0, 10);
+  }
+
+  // The time axis's labels at each tick spacing, 24-hour (uPlot's own
+  // default writes 12-hour "3pm"): [spacing, label, then the second line
+  // where the year, month, day, hour or minute changes, mode 1].
+  var axis24 = [
+    [3600 * 24 * 365, "{YYYY}", null, null, null, null, null, null, 1],
+    [3600 * 24 * 28, "{MMM}", "\n{YYYY}", null, null, null, null, null, 1],
+    [3600 * 24, "{MM}-{DD}", "\n{YYYY}", null, null, null, null, null, 1],
+    [3600, "{HH}:{mm}", "\n{YYYY}-{MM}-{DD}", null, "\n{MM}-{DD}", null, null, null, 1],
+    [60, "{HH}:{mm}", "\n{YYYY}-{MM}-{DD}", null, "\n{MM}-{DD}", null, null, null, 1],
+    [1, ":{ss}", "\n{YYYY}-{MM}-{DD} {HH}:{mm}", null, "\n{MM}-{DD} {HH}:{mm}", null, "\n{HH}:{mm}", null, 1],
+  ];
+
+  // The index of series si's last value, the one its legend shows while
+  // the cursor is off the chart.
+  function lastIndex(data, si) {
+    var vals = data[si];
+    for (var i = vals.length - 1; i >= 0; i--) {
+      if (vals[i] != null) return i;
+    }
+    return null;
+  }
+
   // Stacked areas and bars: series i (of those on the left axis) becomes
   // the sum of series i..n, drawn first to last, so each one's fill shows
   // as the band above the next.
@@ -37,21 +68,35 @@
     var stacked = kind === "stacked" || kind === "stackedbars";
     if (stacked) data = stack(data, spec);
     var barPaths = uPlot.paths.bars({ size: [0.7, 80] });
-    var series = [spec.numbered
-      ? { label: spec.x_label || "x" }
-      : { label: "time", value: function (u, v) { return v == null ? "" : new Date(v * 1000).toISOString().slice(0, 16).replace("T", " "); } }];
+    // Off the chart, the legend shows each series' last value (and the x
+    // of the last point) instead of nothing.
+    var xValue = spec.numbered ? function (v) { return v == null ? "" : String(v); } : spec.weekly ? fmtDay : fmtTime;
+    var series = [{
+      label: spec.numbered ? spec.x_label || "x" : spec.weekly ? "week of" : "time (UTC)",
+      value: function (u, v, si, idx) {
+        if (idx == null) v = spec.x[spec.x.length - 1];
+        return xValue(v);
+      },
+    }];
     spec.series.forEach(function (s, i) {
       var one = {
         label: s.label,
         stroke: s.color,
         width: kind === "bars" || kind === "stackedbars" ? 0 : 2,
         scale: s.axis === "y2" ? "y2" : "y",
+        spanGaps: !!s.span_gaps,
         value: function (u, v, si, idx) {
+          if (idx == null) {
+            idx = lastIndex(raw, i + 1);
+            if (idx == null) return "";
+            v = data[i + 1][idx];
+          }
           if (s.axis === "y2" && s.percent) return v == null ? "" : Math.round(v * 1000) / 10 + "%";
           return fmtCount(stacked ? raw[i + 1][idx] : v);
         },
         points: { show: kind === "line" || s.axis === "y2" },
       };
+      if (s.dashed) one.dash = [6, 4];
       if (s.axis === "y2") {
         one.width = 2;
       } else if (kind === "bars" || kind === "stackedbars") {
@@ -62,8 +107,17 @@
       }
       series.push(one);
     });
+    var xAxis = {};
+    if (spec.numbered) {
+      xAxis = { label: spec.x_label || "", values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? String(v) : ""; }); } };
+    } else if (spec.weekly) {
+      // A tick on each cohort's Monday, whatever uPlot's spacing would be.
+      xAxis = { label: "week of (Monday, UTC)", splits: function () { return spec.x; }, values: function (u, vals) { return vals.map(fmtDay); } };
+    } else {
+      xAxis = { values: axis24 };
+    }
     var axes = [
-      spec.numbered ? { label: spec.x_label || "", values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? String(v) : ""; }); } } : {},
+      xAxis,
       { label: spec.unit, size: 70, values: function (u, vals) { return vals.map(fmtCount); } },
     ];
     var scales = { x: { time: !spec.numbered }, y: { range: function (u, min, max) { return [0, Math.max(1, max) * 1.08]; } } };
@@ -84,10 +138,20 @@
       series: series,
       axes: axes,
       scales: scales,
+      // Axes and ticks in UTC, as every instant on the pages.
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
     };
-    new uPlot(opts, data, el);
+    // Kept on the element: the axes' labels are drawn on the canvas, and
+    // the browser tests read them from it (axes[i]._values).
+    el.uplot = new uPlot(opts, data, el);
+    if (spec.note) {
+      var note = document.createElement("p");
+      note.className = "hint chart-note";
+      note.textContent = spec.note;
+      el.appendChild(note);
+    }
     el.dataset.drawn = "true";
   }
 

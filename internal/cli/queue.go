@@ -16,6 +16,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -248,6 +249,7 @@ releases the rest.`,
 	o.delivery.register(fs, deliveryGroup)
 	o.logs.register(fs)
 	o.metrics.register(fs)
+	o.secrets = secretsOf(cmd)
 	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
@@ -265,6 +267,7 @@ type queueOptions struct {
 	metrics         metricsFlags
 	cmdIO
 	dbOptions
+	secrets secrets // scrubbed from the error the run's row records
 
 	// Set by Validate.
 	log zerolog.Logger
@@ -324,8 +327,18 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	o.log.Info().Str("transport", o.cfg.Transport.Name()).Msg("queue-process started")
+	rec, err := scheduler.RecordRun(ctx, pool, delivery.Job, o.runAsOf(), 0, o.log)
+	if err != nil {
+		return err
+	}
+	o.log.Info().Str("transport", o.cfg.Transport.Name()).Int64("run_id", rec.ID()).Msg("queue-process started")
 	sum, err := p.Run(ctx)
+	sum.RunID = rec.ID()
+	// The run's row says what it did however it ended (an error's text
+	// without the secret flags' values).
+	if finishErr := rec.Finish(ctx, sum, sum.Failed > 0, o.secrets.scrub(err)); err == nil {
+		err = finishErr
+	}
 	o.sum = sum
 	o.metrics.readQueue(ctx, o.log, pool) // the backlog it leaves, for the push
 	if err != nil {
@@ -340,6 +353,15 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	}
 	if o.failOnPartial && sum.Failed > 0 {
 		return errPartial
+	}
+	return nil
+}
+
+// runAsOf is the run's as-of for its engagement_job_runs row: --as-of, or
+// nil for the database clock.
+func (o *queueOptions) runAsOf() *time.Time {
+	if t := o.asOf.Time(); !t.IsZero() {
+		return &t
 	}
 	return nil
 }

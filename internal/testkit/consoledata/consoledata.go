@@ -49,8 +49,8 @@
 //   - Runs: one engagement-daily a day at 06:00 UTC (a few partial, a few
 //     days with a failed attempt before the one that did the work), one
 //     engagement-weekly each Monday at 09:00 UTC, their counters shaped
-//     like scheduler.Summary. queue-process records no runs, so there are
-//     none of it.
+//     like scheduler.Summary. queue-process records its runs too (since
+//     migration 44), but none is generated here.
 //
 // engagementctl verify (package verify) passes on the result as of asOf:
 // the package's test runs it.
