@@ -14,7 +14,7 @@ import (
 
 var fireSQL = sqlfile.Must(queryFiles, "fire")
 
-// The SQLSTATEs engagement_fire raises (migrations 30 and 46); each leaves
+// The SQLSTATEs engagement_fire raises (migrations 30 and 45); each leaves
 // the user as they were.
 const (
 	SQLStateUnknownTrigger    = "EN001" // not a trigger of the state machine

@@ -1,7 +1,7 @@
 -- The users a phone number or a JID finds (POST /users), most recently
 -- active first: those whose WhatsApp JID or group JID is one of @jids (a
 -- number's forms as <digits>@s.whatsapp.net, or a group's JID). Plain
--- equality, on the JID indexes of migrations 47 and 48 (a bitmap OR of
+-- equality, on the JID indexes of migrations 46 and 47 (a bitmap OR of
 -- the two). The JID leaves the database as its last four digits only.
 SELECT p.user_id::text, coalesce(s.state, ''), s.last_activity_at,
        coalesce(right(regexp_replace(split_part(p.whatsapp_jid, '@', 1), '[^0-9]', '', 'g'), 4), '') AS jid_last4,

@@ -4,7 +4,7 @@
 -- keeps the user from every goodbye, since activity never moves back; a
 -- remind_at more than @remind_wait (the remind-later move's wait) past
 -- that never comes due; an infinite timestamp in any of the user's clocks
--- is either. engagement_fire refuses such instants (EN005, migration 46);
+-- is either. engagement_fire refuses such instants (EN005, migration 45);
 -- this finds those written before it, or by hand. Each example names the
 -- user and the column. See verify_goodbye_queued.sql for the statement's
 -- shape.
