@@ -175,10 +175,30 @@ func (s *Standby) Resume(t testing.TB) {
 // is then visible on the standby.
 func (s *Standby) CatchUp(t testing.TB) {
 	t.Helper()
+	s.waitFor(t, "pg_last_wal_replay_lsn", "replayed")
+}
+
+// WaitReceived waits until the standby has received (not necessarily
+// replayed) the primary's WAL up to where it was when WaitReceived was
+// called: with replay paused, the standby then knows it is behind.
+func (s *Standby) WaitReceived(t testing.TB) {
+	t.Helper()
+	s.waitFor(t, "pg_last_wal_receive_lsn", "received")
+}
+
+// waitFor waits until the standby's position fn (pg_last_wal_replay_lsn,
+// pg_last_wal_receive_lsn) reaches the primary's current WAL position. The
+// primary is asked to flush first: the throwaway cluster commits
+// asynchronously, and only flushed WAL is streamed.
+func (s *Standby) waitFor(t testing.TB, fn, what string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var lsn string
 	if err := s.queryRow(ctx, s.primary, "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := connect(ctx, s.URL)
@@ -188,18 +208,42 @@ func (s *Standby) CatchUp(t testing.TB) {
 	defer conn.Close(context.Background())
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var caughtUp bool
-		if err := conn.QueryRow(ctx, "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn).Scan(&caughtUp); err != nil {
+		var reached bool
+		if err := conn.QueryRow(ctx, "SELECT coalesce("+fn+"() >= $1::pg_lsn, false)", lsn).Scan(&reached); err != nil {
 			t.Fatal(err)
 		}
-		if caughtUp {
+		if reached {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the standby did not replay up to the primary's %s\nlast lines of %s:\n%s", lsn, s.log, localsvc.Tail(s.log, 20))
+			t.Fatalf("the standby has not %s the primary's WAL up to %s in a minute\nlast lines of %s:\n%s", what, lsn, s.log, localsvc.Tail(s.log, 20))
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling the standby, not timing the test
 	}
+}
+
+// flush makes the primary flush its WAL: a transaction that writes WAL and
+// commits with synchronous_commit on waits for the flush of everything
+// before it.
+func (s *Standby) flush(ctx context.Context) error {
+	conn, err := connect(ctx, s.primary)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // committed below
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		return err
+	}
+	// txid_current assigns a transaction id: its commit is a WAL record.
+	if _, err := tx.Exec(ctx, "SELECT txid_current()"); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // pgBasebackup finds pg_basebackup beside the pg_ctl in use (a symlink
