@@ -46,7 +46,7 @@ func (st *replicaStatus) String() string {
 	case st == nil:
 		return ""
 	case !st.Standby:
-		return "replica: the --replica-url server is not a standby (it is not in recovery), so these figures are current"
+		return "replica: the --replica-url server is not a standby (it is not in recovery), so it is never behind"
 	case st.CaughtUp && !st.Paused:
 		return "replica: up to date"
 	case st.CaughtUp:

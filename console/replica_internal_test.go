@@ -11,7 +11,7 @@ func TestReplicaStatusSays(t *testing.T) {
 		st           replicaStatus
 		says, header string
 	}{
-		{replicaStatus{Standby: false}, "replica: the --replica-url server is not a standby (it is not in recovery), so these figures are current", "0"},
+		{replicaStatus{Standby: false}, "replica: the --replica-url server is not a standby (it is not in recovery), so it is never behind", "0"},
 		{replicaStatus{Standby: true, CaughtUp: true, Lag: d(600)}, "replica: up to date", "0"},
 		{replicaStatus{Standby: true, CaughtUp: true, Paused: true}, "replica: up to date, replay paused", "0"},
 		{replicaStatus{Standby: true, Lag: d(4.2)}, "replica: 4.2 s behind", "4.200"},

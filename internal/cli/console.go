@@ -106,7 +106,7 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	fs.StringSliceVar(&o.operators, "operators", nil, "users who may act (requeue, cancel), comma-separated; everyone else only looks")
 	bindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
-	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may be: they are recomputed in the background, and after every action")
+	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may get: they are read again in the background while anyone looks at them and after every action; an older one is served at once, marked as refreshing")
 	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens, the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
 	bindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
 	markSecret(fs, "csrf-key")
