@@ -107,6 +107,10 @@ func NewStandby(t testing.TB, dbURL string) *Standby {
 	if _, err := runPG(ctx, owner, bins.pgCtl, "-D", dir, "-l", logPath, "-w", "-t", "120", "-o", "-p "+strconv.Itoa(port), "start"); err != nil {
 		t.Fatalf("start the standby: %v\nlast lines of %s:\n%s", err, logPath, localsvc.Tail(logPath, 20))
 	}
+	// What the cleanup's stop may stop: this postmaster (stopThrowaway).
+	if err := localsvc.RecordProcess(startedFile(dir), postmasterPid(dir)); err != nil {
+		t.Fatalf("record the standby started in %s: %v", dir, err)
+	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +199,7 @@ func (s *Standby) waitFor(t testing.TB, fn, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var lsn string
-	if err := s.queryRow(ctx, s.primary, "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
+	if err := s.queryRow(ctx, s.primary, "SELECT pg_current_wal_insert_lsn()::text", &lsn); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.flush(ctx); err != nil {
