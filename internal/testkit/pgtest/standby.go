@@ -34,7 +34,8 @@ type Standby struct {
 // NewStandby copies the server dbURL is on with pg_basebackup -R (the
 // whole cluster, every database, streaming the WAL of the copy) and starts
 // the copy as a hot standby that keeps streaming from the primary; it
-// returns once the standby answers queries. Any failure is fatal.
+// returns once the standby answers queries and has replayed a transaction
+// committed on the primary after the copy. Any failure is fatal.
 func NewStandby(t testing.TB, dbURL string) *Standby {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -121,6 +122,13 @@ func NewStandby(t testing.TB, dbURL string) *Standby {
 	if err := s.queryRow(ctx, s.URL, "SELECT pg_is_in_recovery()", &standby); err != nil || !standby {
 		t.Fatalf("the standby on port %d is not in recovery (%v): last lines of %s:\n%s", port, err, logPath, localsvc.Tail(logPath, 20))
 	}
+	// A transaction committed on the primary and replayed here: the
+	// standby is caught up, and has a last replayed transaction to measure
+	// its lag by (pg_last_xact_replay_timestamp is NULL until then).
+	if err := s.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.CatchUp(t)
 	return s
 }
 
