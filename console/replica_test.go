@@ -25,7 +25,7 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 	dbURL, pool := consoleDatabase(t)
 	standby := pgtest.NewStandby(t, dbURL)
 	replica := openPool(t, standby.URL)
-	c, srv := newConsole(t, console.Config{Pool: pool, Replica: replica})
+	c, srv := serveSnapshots(t, console.Config{Pool: pool, Replica: replica})
 	ctx := context.Background()
 
 	overview := func() (console.Overview, reply, string) {
@@ -104,7 +104,7 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 // say it is not a standby, so what they show is current.
 func TestReplicaURLOfAPrimary(t *testing.T) {
 	_, pool := consoleDatabase(t)
-	_, srv := newConsole(t, console.Config{Pool: pool, Replica: pool})
+	_, srv := serveSnapshots(t, console.Config{Pool: pool, Replica: pool})
 	resp, html := getWithin(t, srv, "/queue", false, time.Minute)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Replica-Lag") != "0" ||
 		!strings.Contains(footer(html), "is not a standby") {

@@ -21,7 +21,7 @@ import (
 func TestAStaleSnapshotInTheBrowser(t *testing.T) {
 	_, pool := consoleDatabase(t)
 	clock := newTestClock(time.Date(2026, 3, 2, 14, 2, 0, 0, time.UTC))
-	c, srv := newConsole(t, console.Config{Pool: pool, Replica: pool, Clock: clock.Now})
+	c, srv := serveSnapshots(t, console.Config{Pool: pool, Replica: pool, Clock: clock.Now})
 	ctx := browse(t, operator, operatorPassword)
 
 	text := func(sel string) string {

@@ -65,10 +65,10 @@ func newTestClock(at time.Time) *testClock {
 func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// newConsole serves cfg (with htpasswd auth, ops an operator, pages as of
+// serveSnapshots serves cfg (with htpasswd auth, ops an operator, pages as of
 // seeded.AsOf, and the test's logger) and returns the console and its
 // server.
-func newConsole(t *testing.T, cfg console.Config) (*console.Console, *httptest.Server) {
+func serveSnapshots(t *testing.T, cfg console.Config) (*console.Console, *httptest.Server) {
 	t.Helper()
 	cfg.Auth = console.Auth{Users: htpasswd(t), Operators: []string{operator}}
 	cfg.AsOf = func() time.Time { return seeded.AsOf }
@@ -110,7 +110,7 @@ func getWithin(t *testing.T, srv *httptest.Server, path string, asJSON bool, lim
 func TestPagesStayFastAfterAnAction(t *testing.T) {
 	_, pool := consoleDatabase(t)
 	clock := newTestClock(time.Date(2026, 3, 2, 14, 2, 0, 0, time.UTC))
-	c, srv := newConsole(t, console.Config{Pool: pool, Clock: clock.Now})
+	c, srv := serveSnapshots(t, console.Config{Pool: pool, Clock: clock.Now})
 	ctx := context.Background()
 
 	var before console.Overview
@@ -184,7 +184,7 @@ func footer(html string) string {
 func TestRefreshStopsSoonAfterTheLastView(t *testing.T) {
 	_, pool := consoleDatabase(t)
 	clock := newTestClock(time.Date(2026, 3, 2, 14, 0, 0, 0, time.UTC))
-	c, srv := newConsole(t, console.Config{Pool: pool, Clock: clock.Now, MaxAge: time.Minute})
+	c, srv := serveSnapshots(t, console.Config{Pool: pool, Clock: clock.Now, MaxAge: time.Minute})
 	ctx := context.Background()
 
 	if got := c.RefreshRound(ctx); len(got) != 4 {
