@@ -63,10 +63,16 @@ type cache struct {
 // and refreshed in the background when it is older than maxAge or an
 // action changed what it shows; the first one is computed while the caller
 // waits (concurrent callers share one computation).
+//
+// A get from another snapshot's computation (the overview reads the queue
+// and verify snapshots for its summary) is not a view: it does not keep
+// the page refreshed.
 func (c *cache) get(ctx context.Context) (*snapshot, error) {
 	now := c.now()
 	c.mu.Lock()
-	c.viewed = now
+	if ctx.Value(snapshotKey{}) == nil {
+		c.viewed = now
+	}
 	cur := c.cur
 	if cur == nil {
 		c.mu.Unlock()
