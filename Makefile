@@ -113,8 +113,11 @@ demo: build ## Seed sample users in a throwaway database, run the jobs and deliv
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)
 
 .PHONY: console
+# Not `go run`: go run exits 1 when interrupted, whatever its program does,
+# and make would end Ctrl-C with "Error 1"; the demo exits 0 on Ctrl-C.
 console: build ## Open the web console on the demo's database (loopback, no authentication; makes the demo's database first when missing); Ctrl-C stops it
-	$(GO) run ./internal/demo -bin $(BIN) -console $(CONSOLE_ADDR) $(DEMO_FLAGS)
+	$(GO) build -o $(BIN)/demo ./internal/demo
+	$(BIN)/demo -bin $(BIN) -console $(CONSOLE_ADDR) $(DEMO_FLAGS)
 
 .PHONY: screenshots
 screenshots: ## Retake the console's screenshots in docs/console/ (its browser tests, in Debian's Chromium)

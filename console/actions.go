@@ -141,8 +141,8 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res.Confirmed {
-		for _, c := range s.caches { // what the pages showed has changed
-			c.drop()
+		for _, c := range s.caches { // what the pages show has changed: read them again, in the background
+			c.invalidate()
 		}
 		s.cfg.Logger.Info().Str("action", action).Str("actor", u.Name).Int64("messages", res.Messages).
 			Int64("audit_id", res.AuditID).Msg("action done")

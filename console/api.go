@@ -180,8 +180,8 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if out.Created {
 		code = http.StatusCreated
-		for _, c := range s.caches { // the queue's counts have changed
-			c.drop()
+		for _, c := range s.caches { // the queue's counts have changed: read them again, in the background
+			c.invalidate()
 		}
 	}
 	ev := s.cfg.Logger.Info()

@@ -5,24 +5,36 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sync/singleflight"
 )
 
 // The overview, queue, verify and forecast pages read every user, every
 // message or the whole log: at a million users that is seconds of work, too
 // slow to make an operator wait for on every load, and pointless to repeat
-// for each one of them. Their data is a snapshot: computed at most once per
-// MaxAge (one computation however many requests ask at once), refreshed
-// in the background while the console runs (Console.Refresh), and shown
-// with when it was computed. An action that changes the queue drops the
-// snapshots, so the next load is computed afresh. The other pages (runs,
-// a user, audit) read a few rows and are always live.
+// for each one of them. Their data is a snapshot, read from the replica
+// when there is one (Config.Replica): computed once however many requests
+// ask at once, refreshed in the background while the page is being looked
+// at (Console.Refresh), and shown with when it was computed.
+//
+// No request waits for a snapshot but the very first of a page. A snapshot
+// older than MaxAge, or from before an action that changed the queue, is
+// still served at once, marked stale ("as of 14:02, refreshing…"), while a
+// new one is computed in the background; the next load shows that one.
 
 // snapshot is a page's data and when it was computed.
 type snapshot struct {
 	data  any
 	taken time.Time
 	took  time.Duration
+	// replica is the state of the replica the data was read from; nil when
+	// it was read from the primary.
+	replica *replicaStatus
+	// stale marks a snapshot served while a newer one is computed: it is
+	// older than MaxAge, or an action has changed what it shows.
+	stale bool
+	// failed is when the last refresh after it failed (zero if none did).
+	failed time.Time
 }
 
 // cache holds one page's latest snapshot.
@@ -30,34 +42,89 @@ type cache struct {
 	name   string
 	load   func(ctx context.Context) (any, error)
 	maxAge time.Duration
-	now    func() time.Time
+	// idle is how long after its last view a page stops being refreshed.
+	idle time.Duration
+	now  func() time.Time
+	log  zerolog.Logger
 
 	mu     sync.Mutex
 	viewed time.Time // the last get; the zero time until then
 	cur    *snapshot
-	gen    int // bumped by drop, so a computation begun before it is not kept
-	group  singleflight.Group
+	gen    int  // bumped by invalidate
+	dirty  bool // an action changed what cur shows
+	// refreshing is open while a background refresh (get's, invalidate's)
+	// runs, one at a time, and closed when it ends; nil when none runs.
+	refreshing chan struct{}
+	failed     time.Time
+	group      singleflight.Group
 }
 
-// get returns a snapshot no older than maxAge, computing it when there is
-// none; concurrent callers share one computation.
+// get returns the page's snapshot: the current one at once, marked stale
+// and refreshed in the background when it is older than maxAge or an
+// action changed what it shows; the first one is computed while the caller
+// waits (concurrent callers share one computation).
+//
+// A get from another snapshot's computation (the overview reads the queue
+// and verify snapshots for its summary) is not a view: it does not keep
+// the page refreshed.
 func (c *cache) get(ctx context.Context) (*snapshot, error) {
+	now := c.now()
 	c.mu.Lock()
+	if ctx.Value(snapshotKey{}) == nil {
+		c.viewed = now
+	}
 	cur := c.cur
-	c.viewed = c.now()
-	c.mu.Unlock()
-	if cur != nil && c.now().Sub(cur.taken) < c.maxAge {
+	if cur == nil {
+		c.mu.Unlock()
+		return c.refresh(ctx)
+	}
+	if !c.dirty && now.Sub(cur.taken) < c.maxAge {
+		c.mu.Unlock()
 		return cur, nil
 	}
-	return c.refresh(ctx)
+	start := c.refreshing == nil
+	if start {
+		c.refreshing = make(chan struct{})
+	}
+	stale := *cur
+	stale.stale, stale.failed = true, c.failed
+	c.mu.Unlock()
+	if start {
+		go c.background(context.WithoutCancel(ctx))
+	}
+	return &stale, nil
 }
 
-// viewedSince reports whether the page was asked for since t, or has no
-// snapshot yet (the first round computes every page).
-func (c *cache) viewedSince(t time.Time) bool {
+// due reports whether Refresh should recompute the page: it has no
+// snapshot yet (the first round computes every page), or it was viewed
+// within idle. A page nobody looks at puts no load on the database.
+func (c *cache) due() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cur == nil || c.viewed.After(t)
+	return c.cur == nil || (!c.viewed.IsZero() && c.now().Sub(c.viewed) < c.idle)
+}
+
+// background refreshes the snapshot, once more if an action came while
+// the computation it joined had already begun, and logs a failure.
+func (c *cache) background(ctx context.Context) {
+	defer func() {
+		c.mu.Lock()
+		close(c.refreshing)
+		c.refreshing = nil
+		c.mu.Unlock()
+	}()
+	for range 2 {
+		if _, err := c.refresh(ctx); err != nil {
+			c.log.Warn().Err(err).Str("page", c.name).Msg("refreshing a page's snapshot failed")
+			return
+		}
+		c.mu.Lock()
+		dirty := c.dirty
+		c.mu.Unlock()
+		if !dirty {
+			return
+		}
+	}
 }
 
 // refresh computes a new snapshot (or joins the one under way).
@@ -68,15 +135,22 @@ func (c *cache) refresh(ctx context.Context) (*snapshot, error) {
 		c.mu.Unlock()
 		start := c.now()
 		// Not the request's context: a computation others wait for must
-		// not end because its first asker went away.
-		data, err := c.load(context.WithValue(context.WithoutCancel(ctx), snapshotKey{}, true))
+		// not end because its first asker went away. The snapshot key
+		// tells read to use the snapshot's timeout and pool, and takes
+		// the replica's state.
+		info := &snapshotInfo{}
+		data, err := c.load(context.WithValue(context.WithoutCancel(ctx), snapshotKey{}, info))
 		if err != nil {
+			c.mu.Lock()
+			c.failed = c.now()
+			c.mu.Unlock()
 			return nil, err
 		}
-		s := &snapshot{data: data, taken: start, took: c.now().Sub(start)}
+		s := &snapshot{data: data, taken: start, took: c.now().Sub(start), replica: info.replica}
 		c.mu.Lock()
+		c.cur, c.failed = s, time.Time{}
 		if gen == c.gen {
-			c.cur = s
+			c.dirty = false // else an action came while it was read: still stale
 		}
 		c.mu.Unlock()
 		return s, nil
@@ -87,11 +161,41 @@ func (c *cache) refresh(ctx context.Context) (*snapshot, error) {
 	return v.(*snapshot), nil
 }
 
-// drop forgets the snapshot: the next get computes one.
-func (c *cache) drop() {
+// invalidate marks the snapshot stale after an action changed what it
+// shows: it is still served, marked so, until a new one is computed; the
+// computation starts now, in the background, when the page was viewed
+// within idle (else at its next view).
+func (c *cache) invalidate() {
 	c.mu.Lock()
-	c.cur = nil
 	c.gen++
+	if c.cur == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.dirty = true
+	start := c.refreshing == nil && !c.viewed.IsZero() && c.now().Sub(c.viewed) < c.idle
+	if start {
+		c.refreshing = make(chan struct{})
+	}
 	c.mu.Unlock()
-	c.group.Forget(c.name)
+	if start {
+		go c.background(context.Background())
+	}
+}
+
+// wait waits until no background refresh runs (for the tests:
+// export_test.go).
+func (c *cache) wait(ctx context.Context) error {
+	c.mu.Lock()
+	done := c.refreshing
+	c.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -58,6 +58,12 @@ type Config struct {
 	// Pool is the database. Pages read in read-only transactions; actions
 	// write the queue and the audit table.
 	Pool *pgxpool.Pool
+	// Replica, when set, is a read replica of Pool's database (a hot
+	// standby: Supabase's read replicas, a streaming replica): the
+	// snapshot pages (overview, queue, verify, forecast) read from it, and
+	// say how far behind it was; the other pages, the actions and the
+	// audit stay on Pool.
+	Replica *pgxpool.Pool
 	// Auth says who may look and who may act.
 	Auth Auth
 	// StatementTimeout bounds each statement (DefaultStatementTimeout when 0).
@@ -72,6 +78,10 @@ type Config struct {
 	// MaxAge is how old the snapshot of the overview, queue, verify and
 	// forecast pages may be (DefaultMaxAge when 0; see cache.go).
 	MaxAge time.Duration
+	// Clock is the wall clock the snapshots' ages and the background
+	// refresh go by (time.Now when nil; tests pass their own). It is not
+	// the pages' now: that is AsOf.
+	Clock func() time.Time
 	// CSRFKey signs the forms' tokens; a random key per process when empty
 	// (forms rendered before a restart are then refused: reload them).
 	CSRFKey []byte
@@ -109,25 +119,14 @@ type Console struct {
 // Refresh recomputes the snapshot pages' data every half MaxAge until ctx
 // ends, so that no request waits for it: engagement-console runs it beside
 // the server. It computes every page once at the start, then only the
-// pages someone looked at in the last ViewedWithin: an idle console puts no
-// load on the database. Failures are logged; the next round tries again.
+// pages someone looked at within the last MaxAge (two rounds): an idle
+// console puts no load on the database. Failures are logged; the next
+// round tries again.
 func (c *Console) Refresh(ctx context.Context) {
 	tick := time.NewTicker(c.s.cfg.MaxAge / 2)
 	defer tick.Stop()
 	for {
-		for _, name := range cachedPages {
-			if ctx.Err() != nil {
-				return
-			}
-			if !c.s.caches[name].viewedSince(time.Now().Add(-ViewedWithin)) {
-				continue
-			}
-			if snap, err := c.s.caches[name].refresh(ctx); err != nil {
-				c.s.cfg.Logger.Warn().Err(err).Str("page", name).Msg("refreshing a page's snapshot failed")
-			} else {
-				c.s.cfg.Logger.Debug().Str("page", name).Dur("took", snap.took).Msg("page snapshot refreshed")
-			}
-		}
+		c.s.refreshRound(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -136,9 +135,26 @@ func (c *Console) Refresh(ctx context.Context) {
 	}
 }
 
-// ViewedWithin is how recently a snapshot page must have been viewed for
-// Refresh to keep it fresh.
-const ViewedWithin = 15 * time.Minute
+// refreshRound is one round of Refresh: it recomputes the pages that are
+// due (cache.due) and returns their names.
+func (s *server) refreshRound(ctx context.Context) []string {
+	var done []string
+	for _, name := range cachedPages {
+		if ctx.Err() != nil {
+			break
+		}
+		if !s.caches[name].due() {
+			continue
+		}
+		done = append(done, name)
+		if snap, err := s.caches[name].refresh(ctx); err != nil {
+			s.cfg.Logger.Warn().Err(err).Str("page", name).Msg("refreshing a page's snapshot failed")
+		} else {
+			s.cfg.Logger.Debug().Str("page", name).Dur("took", snap.took).Msg("page snapshot refreshed")
+		}
+	}
+	return done
+}
 
 // cachedPages are the pages served from a snapshot (cache.go).
 var cachedPages = []string{"overview", "queue", "verify", "forecast"}
@@ -151,6 +167,9 @@ func New(cfg Config) (*Console, error) {
 	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
 	cfg.SnapshotTimeout = cmp.Or(cfg.SnapshotTimeout, DefaultSnapshotTimeout)
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	tok, err := newCSRF(cfg.CSRFKey)
 	if err != nil {
 		return nil, err
@@ -168,7 +187,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	s.caches = map[string]*cache{}
 	for _, name := range cachedPages {
-		s.caches[name] = &cache{name: name, load: loads[name], maxAge: cfg.MaxAge, now: time.Now}
+		s.caches[name] = &cache{name: name, load: loads[name], maxAge: cfg.MaxAge, idle: cfg.MaxAge, now: cfg.Clock, log: cfg.Logger}
 	}
 	assets, err := fs.Sub(assetFiles, "assets")
 	if err != nil {
@@ -259,15 +278,27 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // read runs fn in a read-only REPEATABLE READ transaction whose statements
-// each stop after the statement timeout, and gives it the page's as-of.
+// each stop after the statement timeout, and gives it the page's as-of. A
+// snapshot's computation reads from the replica when there is one, and
+// notes how far behind it is.
 func (s *server) read(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) error) error {
-	tx, err := s.cfg.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	pool := s.cfg.Pool
+	info, _ := ctx.Value(snapshotKey{}).(*snapshotInfo)
+	if info != nil && s.cfg.Replica != nil {
+		pool = s.cfg.Replica
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
 	if err := s.limit(ctx, tx); err != nil {
 		return err
+	}
+	if pool == s.cfg.Replica {
+		if info.replica, err = readReplicaStatus(ctx, tx); err != nil {
+			return err
+		}
 	}
 	asOf, err := s.asOf(ctx, tx)
 	if err != nil {
@@ -291,8 +322,16 @@ func (s *server) limit(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// snapshotKey marks the context of a snapshot's computation.
+// snapshotKey marks the context of a snapshot's computation; its value is
+// a *snapshotInfo.
 type snapshotKey struct{}
+
+// snapshotInfo is what read learns about a snapshot besides its data.
+type snapshotInfo struct {
+	// replica is the state of the replica it was read from (nil: the
+	// primary).
+	replica *replicaStatus
+}
 
 func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	if s.cfg.AsOf != nil {
@@ -316,6 +355,16 @@ type view struct {
 	// page), Took how long that took, MaxAge how old it may get.
 	Computed     time.Time
 	Took, MaxAge string
+	// Stale is set when the snapshot is served while a newer one is
+	// computed; RefreshFailed is when the last try failed (zero if not).
+	Stale         bool
+	RefreshFailed time.Time
+	// Replica says how far behind the replica the snapshot was read from
+	// was ("" when read from the primary).
+	Replica string
+	// AsOf is the fixed instant the pages treat as now (Config.AsOf),
+	// zero when they go by the database's clock.
+	AsOf time.Time
 }
 
 // errBadRequest marks an error in what the request asked (a malformed id):
@@ -336,7 +385,14 @@ func (s *server) snapshotPage(name string) http.HandlerFunc {
 			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
 			return
 		}
-		w.Header().Set("X-Computed-At", snap.taken.UTC().Format(time.RFC3339))
+		h := w.Header()
+		h.Set("X-Computed-At", snap.taken.UTC().Format(time.RFC3339))
+		if snap.stale {
+			h.Set("X-Refreshing", "true") // a newer snapshot is being computed
+		}
+		if snap.replica != nil {
+			h.Set("X-Replica-Lag", snap.replica.lagHeader())
+		}
 		s.renderSnapshot(w, r, name, snap)
 	}
 }
@@ -389,9 +445,13 @@ func (s *server) renderSnapshot(w http.ResponseWriter, r *http.Request, name str
 		return
 	}
 	u := requestUser(r)
-	v := view{Page: name, Title: titles[name], User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: time.Now().UTC()}
+	v := view{Page: name, Title: titles[name], User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: s.cfg.Clock().UTC()}
 	if !snap.taken.IsZero() {
 		v.Computed, v.Took, v.MaxAge = snap.taken.UTC(), snap.took.Round(time.Millisecond).String(), s.cfg.MaxAge.String()
+		v.Stale, v.RefreshFailed, v.Replica = snap.stale, snap.failed, snap.replica.String()
+	}
+	if s.cfg.AsOf != nil {
+		v.AsOf = s.cfg.AsOf().UTC()
 	}
 	var buf bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&buf, "layout", v); err != nil {
@@ -468,6 +528,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
 	"day":     func(t time.Time) string { return t.UTC().Format("Mon 2006-01-02") },
+	"clock":   func(t time.Time) string { return t.UTC().Format("15:04") },
 	"pct":     func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"seconds": func(f float64) string { return formatSeconds(f) },
 	"num":     num,

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -27,6 +29,7 @@ type consoleOptions struct {
 	cmdIO
 	dbOptions
 	databaseURL       string
+	replicaURL        string
 	listen            string
 	port              string
 	htpasswd          string
@@ -80,6 +83,9 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	}
 	fs := cmd.Flags()
 	registerDatabaseURL(fs, &o.databaseURL)
+	fs.StringVar(&o.replicaURL, "replica-url", "", "PostgreSQL URL of a read replica of the database (a hot standby, e.g. Supabase's read replica): the overview, queue, verify and forecast pages read from it; actions and the audit stay on --database-url")
+	bindEnv(fs, "replica-url", "ENGAGEMENT_CONSOLE_REPLICA_URL")
+	markSecret(fs, "replica-url")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on, host:port (default 127.0.0.1:8080, or :$PORT when PORT is set)")
 	bindEnv(fs, "listen", "ENGAGEMENT_CONSOLE_LISTEN")
 	fs.StringVar(&o.port, "port", "", "the port to listen on, all interfaces, when --listen is not given (a platform's PORT)")
@@ -100,7 +106,7 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	fs.StringSliceVar(&o.operators, "operators", nil, "users who may act (requeue, cancel), comma-separated; everyone else only looks")
 	bindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
-	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may be: they are recomputed in the background, and after every action")
+	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may get: they are read again in the background while anyone looks at them and after every action; an older one is served at once, marked as refreshing")
 	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens, the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
 	bindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
 	markSecret(fs, "csrf-key")
@@ -117,6 +123,11 @@ func (o *consoleOptions) Validate() error {
 	}
 	if err := o.asOf.Check(); err != nil {
 		return err
+	}
+	if o.replicaURL != "" {
+		if _, err := pgx.ParseConfig(o.replicaURL); err != nil {
+			return usageError(fmt.Errorf("invalid --replica-url: %w", err))
+		}
 	}
 	if o.statementTimeout <= 0 {
 		return usagef("--statement-timeout must be positive, got %s", o.statementTimeout)
@@ -264,6 +275,14 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}
+	if o.replicaURL != "" {
+		replica, err := o.openReplica(ctx)
+		if err != nil {
+			return err
+		}
+		defer replica.Close()
+		cfg.Replica = replica
+	}
 	handler, err := console.New(cfg)
 	if err != nil {
 		return err
@@ -290,7 +309,7 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 		scheme = "https"
 	}
 	o.log.Info().Str("listen", ln.Addr().String()).Str("auth", mode).Str("scheme", scheme).Int("operators", len(o.auth.Operators)).
-		Msg("console listening")
+		Bool("replica", o.replicaURL != "").Msg("console listening")
 	if host, _, _ := net.SplitHostPort(o.listen); len(o.auth.Users) > 0 && o.tls == nil && !loopback(host) {
 		o.log.Warn().Str("listen", ln.Addr().String()).
 			Msg("Basic auth over plain HTTP off loopback: passwords cross the network readable unless a TLS proxy is in front; give --tls-cert and --tls-key")
@@ -342,6 +361,27 @@ func (w httpLogWriter) Write(p []byte) (int, error) {
 	}
 	e.Str("library", "net/http").Msg(msg)
 	return len(p), nil
+}
+
+// openReplica opens --replica-url as the database is opened (the same
+// constructor and settings, its schema checked), and says in the log when
+// it is not a standby: the pages then read from a primary, which works,
+// but takes none of their load off the one the actions use when it is
+// that one.
+func (o *consoleOptions) openReplica(ctx context.Context) (*pgxpool.Pool, error) {
+	replica, err := openChecked(ctx, o.replicaURL, ConsoleCommand)
+	if err != nil {
+		return nil, fmt.Errorf("--replica-url: %w", err)
+	}
+	var standby bool
+	if err := replica.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil {
+		replica.Close()
+		return nil, fmt.Errorf("--replica-url: %w", err)
+	}
+	if !standby {
+		o.log.Warn().Msg("the --replica-url server is not a standby (not in recovery): the snapshot pages read from a primary")
+	}
+	return replica, nil
 }
 
 // displayAddr is the address to open in a browser: all interfaces shows as

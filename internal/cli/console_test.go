@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -101,5 +102,56 @@ func TestConsoleRefusesToServeOpenBeyondLoopback(t *testing.T) {
 	}
 	if n := len(cmdtest.Lines(res.Stderr)); n != 1 {
 		t.Errorf("the refusal is %d lines, want one", n)
+	}
+}
+
+// --replica-url (ENGAGEMENT_CONSOLE_REPLICA_URL) is opened as the
+// database is, and the snapshot pages read from it. Given the primary's
+// own URL, the console says so at start and on the pages, and serves.
+func TestConsoleReplicaURL(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	port := freePort(t)
+	running := cmdtest.Start(cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_CONSOLE_REPLICA_URL="+url),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-format", "json")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitUp(t, base+"/healthz", running)
+	resp, err := http.Get(base + "/queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Replica-Lag") != "0" || !strings.Contains(string(body), "is not a standby") {
+		t.Errorf("GET /queue with the primary as the replica: %d, X-Replica-Lag %q, want 200, 0 and the footer saying it is not a standby",
+			resp.StatusCode, resp.Header.Get("X-Replica-Lag"))
+	}
+	res := running.Stop()
+	if res.Code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, `"replica":true`) || !strings.Contains(res.Stderr, "the --replica-url server is not a standby") {
+		t.Errorf("the log does not say the pages read from a replica that is not a standby:\n%s", res.Stderr)
+	}
+}
+
+// A replica URL that does not parse is a usage error (exit 2), one that
+// does not answer fails the start (exit 1); neither shows its password.
+func TestConsoleReplicaURLErrorsHideThePassword(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	for _, tc := range []struct {
+		replica string
+		code    int
+	}{
+		{"postgres://ops:s3cret-pw@127.0.0.1:notaport/db", cli.ExitUsage},
+		{fmt.Sprintf("postgres://ops:s3cret-pw@127.0.0.1:%d/db?connect_timeout=2", freePort(t)), cli.ExitFatal},
+	} {
+		res := cmdtest.Exec(t, cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_CONSOLE_REPLICA_URL="+tc.replica),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		if res.Code != tc.code || !strings.Contains(res.Stderr, "replica-url") {
+			t.Errorf("replica %s: exit %d %s, want %d naming --replica-url", tc.replica, res.Code, res.Stderr, tc.code)
+		}
+		if strings.Contains(res.Stdout+res.Stderr, "s3cret-pw") {
+			t.Errorf("replica %s: the password is in the output: %s", tc.replica, res.Stderr)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -37,7 +38,9 @@ func main() {
 	database := flag.String("database", "engagement_demo", "the database to (re)create for the demo")
 	console := flag.String("console", "", "serve engagement-console on this loopback address over the demo's database until Ctrl-C (running the demo first when its database is not there)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM stops the console (-console) cleanly: the demo then
+	// exits 0, so `make console` ends without an error.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if !*keep {
 		pgtest.WillStopThrowaway() // so that pgtest does not announce it stays running
@@ -68,8 +71,12 @@ func main() {
 var wakingHours = []string{"--quiet-hours", "21:00-09:00", "--timezone", "America/Sao_Paulo"}
 
 // serveConsole runs engagement-console over the demo's database, on
-// loopback without authentication, until ctx ends (Ctrl-C); when the
-// database is not there yet, the demo makes it first.
+// loopback without authentication, until ctx ends (Ctrl-C, SIGTERM); when
+// the database is not there yet, the demo makes it first. The console's
+// pages treat the demo's last simulated day as now (--as-of): the demo ran
+// the daily job two days ahead, and by the real clock that day's goodbyes
+// would look sent in the future and its timeouts early. A console that
+// stops cleanly when asked is a success.
 func serveConsole(ctx context.Context, bin, database string, users int, addr string) error {
 	url, err := demoDatabase(ctx, database)
 	if err != nil {
@@ -81,16 +88,45 @@ func serveConsole(ctx context.Context, bin, database string, users int, addr str
 			return err
 		}
 	}
+	asOf, err := demoDay(ctx, url)
+	if err != nil {
+		return err
+	}
 	step("engagement-console on the demo's database (Ctrl-C stops it)")
-	fmt.Printf("Open http://%s/ in a browser.\n", addr)
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "engagement-console"), "--listen", addr, "--log-format", "console")
+	fmt.Printf("Open http://%s/ in a browser. The pages treat %s, the last day the demo simulated, as now (--as-of).\n",
+		addr, asOf.Format("2006-01-02 15:04 UTC"))
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "engagement-console"), "--listen", addr, "--log-format", "console",
+		"--as-of", asOf.Format(time.RFC3339))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	if err := cmd.Run(); err != nil && ctx.Err() == nil {
+	cmd.WaitDelay = 20 * time.Second // the console lets requests finish for 10 s at most
+	err = cmd.Run()
+	if ctx.Err() != nil && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		return nil // stopped when asked, and cleanly
+	}
+	if err != nil {
 		return fmt.Errorf("engagement-console: %w", err)
 	}
 	return nil
+}
+
+// demoDay is the demo's "now": the latest instant its jobs ran as of (day
+// 3, simulated).
+func demoDay(ctx context.Context, url string) (time.Time, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var day *time.Time
+	if err := conn.QueryRow(ctx, sqlfile.Must(queryFiles, "last_day")).Scan(&day); err != nil {
+		return time.Time{}, fmt.Errorf("the demo's last day: %w", err)
+	}
+	if day == nil {
+		return time.Time{}, fmt.Errorf("the demo's database %s has no job run: run make demo again", conn.Config().Database)
+	}
+	return day.UTC(), nil
 }
 
 // demoDatabase returns the URL of the demo's database when it exists and
