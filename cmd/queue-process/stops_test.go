@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -616,5 +617,60 @@ func checkStoppedQueue(t *testing.T, pool *pgxpool.Pool, api *heldAPI, messages 
 	if all := statusCounts(t, pool)["sent"]; twice != 0 || !slices.Equal(sent, accepted) || len(sent) != all {
 		t.Errorf("%d messages sent with their wamid (%d sent in all), the provider accepted %d (%d of them twice); want the same messages, once each",
 			len(sent), all, len(accepted), twice)
+	}
+}
+
+// TestSIGTERMWhileConnectingExitsZeroWithASummary (issue 42, finding 4):
+// a SIGTERM while queue-process was still connecting to the database
+// exited 1 with "connect to database: context canceled" and no summary.
+// The database here is a listener that accepts the connection and never
+// answers, so the stop certainly comes while the pool connects: exit 0,
+// one JSON summary saying it stopped for a shutdown, nothing delivered.
+func TestSIGTERMWhileConnectingExitsZeroWithASummary(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	bin := cmdtest.Build(t, "./cmd/queue-process")
+	url := "postgres://nobody@" + ln.Addr().String() + "/x?sslmode=disable&connect_timeout=120"
+	cmd, stdout, stderr := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--output", "json")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case <-time.After(time.Minute):
+		cmd.Process.Kill() //nolint:errcheck // the failure is reported
+		t.Fatal("queue-process never connected to the silent database")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d (%v), want 0\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	var sum struct {
+		Job, Transport, Stopped string
+		Sent                    int
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout %q is not one JSON summary: %v", stdout, err)
+	}
+	if sum.Job != "queue-process" || sum.Transport != "log" || sum.Stopped != "shutdown" || sum.Sent != 0 {
+		t.Errorf("summary %+v, want queue-process via log, stopped for a shutdown, nothing sent", sum)
 	}
 }

@@ -274,6 +274,8 @@ type queueOptions struct {
 	cfg delivery.ProcessorConfig
 
 	sum delivery.ProcessSummary // set by Run, for the metrics around it
+	// summarized is set once Run wrote the summary.
+	summarized bool
 }
 
 // Validate checks every flag before any work (a usage error, exit 2) and
@@ -308,10 +310,30 @@ func (o *queueOptions) Validate() error {
 // around runs queue-process with its logger in the run's context (the
 // pool logs server warnings with it) and pushes the metrics, however the
 // run ends, a database that did not open included.
+//
+// A run told to stop (SIGINT, SIGTERM) exits 0 with its summary at any
+// moment of its life: a stop while it still connects, checks the schema
+// or records its run is a run that stopped before it delivered anything
+// ("stopped": "shutdown"), not a failure (issue 42: exit 1, "connect to
+// database: context canceled", no summary).
 func (o *queueOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
 	ctx = o.log.WithContext(ctx)
-	defer func(start time.Time) { o.metrics.pushQueue(ctx, o.log, start, o.sum, err) }(time.Now())
-	return run(ctx)
+	start := time.Now()
+	defer func() { o.metrics.pushQueue(ctx, o.log, start, o.sum, err) }()
+	err = run(ctx)
+	if err != nil && ctx.Err() != nil && !o.summarized {
+		o.log.Info().Err(err).Msg("queue-process told to stop before it delivered anything")
+		sum := o.sum
+		sum.Job = delivery.Job
+		if sum.Transport == "" && o.cfg.Transport != nil {
+			sum.Transport = o.cfg.Transport.Name()
+		}
+		sum.Stopped = "shutdown"
+		sum.DurationMS = time.Since(start).Milliseconds()
+		o.sum = sum
+		return writeQueueSummary(o.stdout, o.output, sum)
+	}
+	return err
 }
 
 // Run delivers what is due and writes the summary.
@@ -351,6 +373,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	if err := writeQueueSummary(o.stdout, o.output, sum); err != nil {
 		return err
 	}
+	o.summarized = true
 	if o.failOnPartial && sum.Failed > 0 {
 		return errPartial
 	}
