@@ -3,15 +3,11 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -27,20 +23,8 @@ import (
 func TestTheTrustedHeaderAndGuessesThroughTheBinary(t *testing.T) {
 	bin := cmdtest.Build(t, "./cmd/engagement-console")
 	dbURL := pgtest.NewDatabase(t)
-	hash, err := bcrypt.GenerateFromPassword([]byte(opsPassword), 5) // htpasswd -nB's cost
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "htpasswd")
-	if err := os.WriteFile(file, []byte("ops:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	file := htpasswdFile(t, 5) // htpasswd -nB's cost
+	port := freePort(t)
 	env := cmdtest.Env("DATABASE_URL="+dbURL, "ENGAGEMENT_CONSOLE_HTPASSWD="+file, "ENGAGEMENT_CONSOLE_OPERATORS=ops")
 	args := []string{"--listen", fmt.Sprintf("0.0.0.0:%d", port), "--trusted-user-header", "X-Forwarded-Email", "--log-format", "json"}
 

@@ -113,11 +113,7 @@ func TestConfirmRequeueAndCancelThroughTheBinary(t *testing.T) {
 func seedQueue(t *testing.T, url string) (failed, pending []string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	var botUsers bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('public.users') IS NOT NULL`).Scan(&botUsers); err != nil {
 		t.Fatal(err)
@@ -157,14 +153,21 @@ func seedQueue(t *testing.T, url string) (failed, pending []string) {
 	return failed, pending
 }
 
-func queueStatuses(t *testing.T, url string) map[string]string {
+// connect opens a connection of the test's own to url, closed at cleanup.
+func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func queueStatuses(t *testing.T, url string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	conn := connect(t, url)
 	rows, _ := conn.Query(ctx, `SELECT id::text, status FROM engagement_message_queue`)
 	got := map[string]string{}
 	var id, status string
@@ -179,11 +182,7 @@ func queueStatuses(t *testing.T, url string) map[string]string {
 func auditRows(t *testing.T, url string) []string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	rows, _ := conn.Query(ctx, `SELECT action, actor, messages, jsonb_typeof(filter) FROM engagement_console_audit ORDER BY id`)
 	var got []string
 	var action, actor, kind string
@@ -227,9 +226,11 @@ func (b *syncBuffer) String() string {
 
 const opsPassword = "ops-password"
 
-func startConsole(t *testing.T, bin, dbURL string) *consoleProc {
+// htpasswdFile writes an htpasswd file holding ops, with opsPassword
+// hashed at bcrypt cost, and returns its path.
+func htpasswdFile(t *testing.T, cost int) string {
 	t.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte(opsPassword), bcrypt.MinCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(opsPassword), cost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,12 +238,24 @@ func startConsole(t *testing.T, bin, dbURL string) *consoleProc {
 	if err := os.WriteFile(file, []byte("ops:"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return file
+}
+
+// freePort is a loopback port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func startConsole(t *testing.T, bin, dbURL string) *consoleProc {
+	t.Helper()
+	file := htpasswdFile(t, bcrypt.MinCost)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd, _, _ := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+dbURL),
 		"--listen", addr, "--htpasswd", file, "--operators", "ops", "--log-format", "json")
 	stderr := &syncBuffer{}
