@@ -1,14 +1,12 @@
 package console_test
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
 
 // noLimit turns a limit on failed logins off, for tests that fail logins
@@ -24,22 +23,11 @@ import (
 var noLimit = console.LoginLimit{Burst: -1}
 
 // syncBuffer is a log the server writes from its handlers' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type syncBuffer struct{ syncbuf.Buffer }
 
 func (b *syncBuffer) lines(message string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
+	for _, l := range strings.Split(b.String(), "\n") {
 		if strings.Contains(l, `"message":"`+message+`"`) {
 			out = append(out, l)
 		}
@@ -272,9 +260,7 @@ func TestFailedLoginsAreLimitedAndLogged(t *testing.T) {
 	if n := len(log.lines("login throttled: too many failed logins")); n != 3 {
 		t.Errorf("%d login throttled lines, want 3 (client 203.0.113.1, user ops, the /64), not one per refusal", n)
 	}
-	log.mu.Lock()
-	all := log.buf.String()
-	log.mu.Unlock()
+	all := log.String()
 	if strings.Contains(all, "guess") || strings.Contains(all, operatorPassword) {
 		t.Errorf("a password reached the log:\n%s", all)
 	}

@@ -1,11 +1,9 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,26 +12,9 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 	"github.com/engagement-scheduler/engagement/sender"
 )
-
-// lockedBuffer is a log sink the workers may write to at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Issue 24: no delivery success was ever logged, and failure lines lacked
 // the user and the message type. Every attempt now leaves one line with
@@ -45,7 +26,7 @@ func TestEveryAttemptIsOneLogLineWithItsIDs(t *testing.T) {
 	rcv := newReceiver(t, 200, 400)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.Ptr("5511987654321@s.whatsapp.net")})
 	delivered := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-2*time.Minute))
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: -1,
 		Workers: 1, Logger: zerolog.New(&logs)})
 	if err != nil {

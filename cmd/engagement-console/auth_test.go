@@ -11,6 +11,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
 
 // TestTheTrustedHeaderAndGuessesThroughTheBinary is issue 41's curl
@@ -51,7 +52,7 @@ func TestTheTrustedHeaderAndGuessesThroughTheBinary(t *testing.T) {
 
 	// With a trusted proxy that is not this test's address.
 	cmd, _, _ = cmdtest.Command(bin, append(env, "ENGAGEMENT_CONSOLE_TRUSTED_PROXY=192.0.2.0/24"), args...)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
 
 // asOf is the bot's rows' clock in the bot-schema case.
@@ -203,25 +202,7 @@ func auditRows(t *testing.T, url string) []string {
 type consoleProc struct {
 	base   string
 	client *http.Client
-	errBuf *syncBuffer
-}
-
-// syncBuffer is the console's stderr, read while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	errBuf *syncbuf.Buffer
 }
 
 const opsPassword = "ops-password"
@@ -258,7 +239,7 @@ func startConsole(t *testing.T, bin, dbURL string) *consoleProc {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd, _, _ := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+dbURL),
 		"--listen", addr, "--htpasswd", file, "--operators", "ops", "--log-format", "json")
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package poolertest
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -159,7 +159,7 @@ func TestLeaseOfAnotherMachineIsTakenOverWhenItsHeartbeatStops(t *testing.T) {
 	}
 	defer jobs.Close()
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	var sum *scheduler.Summary
 	go func() {
@@ -195,22 +195,4 @@ func TestLeaseOfAnotherMachineIsTakenOverWhenItsHeartbeatStops(t *testing.T) {
 	if status != "abandoned" || !strings.Contains(reason, "no heartbeat") {
 		t.Errorf("the silent run is %q (%q), want abandoned for its missing heartbeat", status, reason)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -25,7 +25,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
 
 const (
@@ -110,7 +110,7 @@ func start(t testing.TB, bin string) (*Gateway, error) {
 			return nil, err
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		var out syncBuffer
+		var out syncbuf.Buffer
 		// Debian's build persists to /var/lib/prometheus by default; an
 		// empty --persistence.file keeps each test's gateway in memory only.
 		cmd := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=", "--log.level=warn")
@@ -296,22 +296,4 @@ func (s Samples) String() string {
 		lines[i] = sample.String()
 	}
 	return strings.Join(lines, "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's two output pipes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
