@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -84,6 +85,23 @@ func TestConfirmRequeueAndCancelThroughTheBinary(t *testing.T) {
 				t.Errorf("cancel confirmation does not say it cancelled %d:\n%s", len(pending), excerpt(done))
 			}
 
+			// The enqueue API writes its audit row the same way: a new
+			// message (201), then its key again (200, the same message).
+			body := `{"user_id":"6c1f2a7e-0000-4000-8000-00000000c001","type":"weekly_review",` +
+				`"key":"engagement.weekly_review.celebration","params":{"count":"3"},"idempotency_key":"e2e-1"}`
+			var ids []string
+			for _, want := range []int{http.StatusCreated, http.StatusOK} {
+				status, answer := c.api(t, body)
+				var msg struct{ ID string }
+				if err := json.Unmarshal([]byte(answer), &msg); status != want || err != nil || msg.ID == "" {
+					t.Fatalf("POST /api/messages: %d %s, want %d with the message", status, answer, want)
+				}
+				ids = append(ids, msg.ID)
+			}
+			if ids[0] != ids[1] {
+				t.Errorf("the replay answered message %s, the first call %s", ids[1], ids[0])
+			}
+
 			statuses := queueStatuses(t, direct)
 			for _, id := range failed {
 				if statuses[id] != "pending" {
@@ -96,7 +114,7 @@ func TestConfirmRequeueAndCancelThroughTheBinary(t *testing.T) {
 				}
 			}
 			audit := auditRows(t, direct)
-			want := []string{fmt.Sprintf("requeue by ops: %d", len(failed)), fmt.Sprintf("cancel by ops: %d", len(pending))}
+			want := []string{fmt.Sprintf("requeue by ops: %d", len(failed)), fmt.Sprintf("cancel by ops: %d", len(pending)), "enqueue by ops: 1"}
 			if strings.Join(audit, "; ") != strings.Join(want, "; ") {
 				t.Errorf("audit rows %q, want %q", audit, want)
 			}
@@ -297,6 +315,19 @@ func (c *consoleProc) submit(t *testing.T, path string, form url.Values) string 
 		t.Fatalf("POST %s: %d\n%s\nconsole log:\n%s", path, status, excerpt(body), c.stderr())
 	}
 	return body
+}
+
+// api posts body to POST /api/messages as ops, as JSON, and returns the
+// status and the answer.
+func (c *consoleProc) api(t *testing.T, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.base+"/api/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("ops", opsPassword)
+	return c.do(t, req)
 }
 
 func (c *consoleProc) csrfToken(t *testing.T) string {
