@@ -248,6 +248,7 @@ func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
 	seedFailed(t, pool, failedMessage{err: reason, failed: now.Add(-time.Hour)}, failedMessage{err: reason, failed: now.Add(-30 * time.Hour)},
 		failedMessage{err: reason, failed: now.Add(-26 * time.Hour)})
 	srv := serve(t, pool, now)
+	readSummarySources(t, srv)
 	ctx := browse(t, operator, operatorPassword)
 	dir := screenshotDir(t)
 

@@ -70,7 +70,7 @@ type cache struct {
 func (c *cache) get(ctx context.Context) (*snapshot, error) {
 	now := c.now()
 	c.mu.Lock()
-	if ctx.Value(snapshotKey{}) == nil {
+	if ctx.Value(snapshotKey{}) == nil && ctx.Value(notAViewKey{}) == nil {
 		c.viewed = now
 	}
 	cur := c.cur
@@ -93,6 +93,36 @@ func (c *cache) get(ctx context.Context) (*snapshot, error) {
 		go c.background(context.WithoutCancel(ctx))
 	}
 	return &stale, nil
+}
+
+// notAViewKey marks a context whose reads of a snapshot are no view of its
+// page (the overview's summary reading the queue's and verify's).
+type notAViewKey struct{}
+
+func notAView(ctx context.Context) context.Context {
+	return context.WithValue(ctx, notAViewKey{}, true)
+}
+
+// peek is get for a reader that must not wait: the current snapshot as get
+// serves it when there is one, and otherwise nil, with the first one
+// computed in the background (the overview's summary reads the queue and
+// verify snapshots this way: at a million users, waiting for verify's
+// first one made a fresh console's overview take minutes).
+func (c *cache) peek(ctx context.Context) (*snapshot, error) {
+	c.mu.Lock()
+	if c.cur != nil {
+		c.mu.Unlock()
+		return c.get(ctx) // at once: there is a snapshot
+	}
+	start := c.refreshing == nil
+	if start {
+		c.refreshing = make(chan struct{})
+	}
+	c.mu.Unlock()
+	if start {
+		go c.background(context.WithoutCancel(ctx))
+	}
+	return nil, nil
 }
 
 // due reports whether Refresh should recompute the page: it has no

@@ -385,6 +385,15 @@ func (s *server) snapshotPage(name string) http.HandlerFunc {
 			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
 			return
 		}
+		if o, ok := snap.data.(Overview); ok {
+			served := *snap
+			if served.data, err = s.withHealth(r.Context(), o); err != nil {
+				s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
+				s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
+				return
+			}
+			snap = &served
+		}
 		h := w.Header()
 		h.Set("X-Computed-At", snap.taken.UTC().Format(time.RFC3339))
 		if snap.stale {

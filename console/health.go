@@ -19,11 +19,13 @@ import (
 // numbers are the queue and verify pages' own (their snapshots), and the
 // latest run of each job; nothing is counted twice in two ways.
 
-// Health levels.
+// Health levels. Reading is a card whose numbers are still being read
+// for the first time since the console started: neither good nor bad.
 const (
-	Green = "green"
-	Amber = "amber"
-	Red   = "red"
+	Green   = "green"
+	Amber   = "amber"
+	Red     = "red"
+	Reading = "reading"
 )
 
 // The health summary's thresholds (docs/console.md lists them).
@@ -114,10 +116,20 @@ func latestRuns(ctx context.Context, tx pgx.Tx) ([]LatestRun, error) {
 }
 
 // health builds the summary as of asOf from the queue and verify pages'
-// data and the jobs' latest runs.
-func health(asOf time.Time, q Queue, v Verify, runs []LatestRun) Health {
+// data (nil: not read yet) and the jobs' latest runs.
+func health(asOf time.Time, q *Queue, v *Verify, runs []LatestRun) Health {
 	var h Health
-	h.Cards = append(h.Cards, q.failedHealth(), q.budgetHealth(), q.LatencyHealth(), verifyHealth(v))
+	if q != nil {
+		h.Cards = append(h.Cards, q.failedHealth(), q.budgetHealth(), q.LatencyHealth())
+	} else {
+		h.Cards = append(h.Cards, pendingCard("failed", "failed in the last 24 h", "/queue#failures"),
+			pendingCard("budget", "waiting on the send budget", "/queue#send-budget"), pendingCard("latency", "send latency p95, last 24 h", "/queue"))
+	}
+	if v != nil {
+		h.Cards = append(h.Cards, verifyHealth(*v))
+	} else {
+		h.Cards = append(h.Cards, pendingCard("verify", "verify", "/verify"))
+	}
 	byJob := map[string][]LatestRun{}
 	for _, r := range runs {
 		byJob[r.Job] = append(byJob[r.Job], r)
@@ -126,6 +138,13 @@ func health(asOf time.Time, q Queue, v Verify, runs []LatestRun) Health {
 		h.Cards = append(h.Cards, runHealth(asOf, job, byJob[job]))
 	}
 	return h
+}
+
+// pendingCard is a card whose page's first snapshot is being read.
+func pendingCard(name, label, link string) HealthCard {
+	return HealthCard{Name: name, Label: label, Link: link, Value: "reading…", Level: Reading,
+		Detail: "first read since the console started",
+		Rule:   "Not yet known: the page these numbers come from is being read for the first time since the console started; they show at the next refresh."}
 }
 
 func (q Queue) failedHealth() HealthCard {
@@ -321,3 +340,5 @@ func span(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d min", d/time.Minute)
 }
+
+func ptr[T any](v T) *T { return &v }

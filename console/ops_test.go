@@ -372,6 +372,18 @@ func TestFailureGroupsCountTheLastDayAndMarkPermanentOnes(t *testing.T) {
 	}
 }
 
+// readSummarySources has a fresh console read the queue's and verify's
+// first snapshots (the overview's summary shows their cards as being read
+// until then; TestTheOverviewNeverWaitsForVerify).
+func readSummarySources(t testing.TB, srv *httptest.Server) {
+	t.Helper()
+	for _, p := range []string{"/queue", "/verify"} {
+		if resp, body := get(t, srv, p, viewer, viewerPassword, true); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %.300s", p, resp.StatusCode, body)
+		}
+	}
+}
+
 // Issue 41, point 6: the overview had no health summary (4,190 failed
 // goodbyes, 420 waiting on the budget, a p95 send latency of 14 h and the
 // verify result were on three other pages, and the latency card never
@@ -383,6 +395,7 @@ func TestTheOverviewSaysWhatNeedsDoing(t *testing.T) {
 	now := fixture.Now(t, pool).UTC().Truncate(time.Second)
 	srv := serve(t, pool, now)
 	seedUnhealthy(t, pool, now)
+	readSummarySources(t, srv)
 
 	var o console.Overview
 	_, body := get(t, srv, "/", viewer, viewerPassword, true)
@@ -460,4 +473,53 @@ func seedUnhealthy(t *testing.T, pool *pgxpool.Pool, now time.Time) {
 		        $1::timestamptz - interval '29 hours', 'succeeded'),
 		       ('engagement-weekly', $1::timestamptz - interval '2 days', $1::timestamptz - interval '2 days',
 		        $1::timestamptz - interval '47 hours', 'succeeded')`, now)
+}
+
+// TestTheOverviewNeverWaitsForVerify: the overview's summary shows the
+// verify and queue pages' numbers, but a fresh console's overview does not
+// wait for their first snapshots (at a million users verify's took 100 s
+// on a busy machine, and the overview with it): its cards say they are
+// being read, and show the numbers once those snapshots exist. verify is
+// held here by a lock on a table only it reads, taken by another
+// connection.
+func TestTheOverviewNeverWaitsForVerify(t *testing.T) {
+	pool := opsDB(t)
+	now := fixture.Now(t, pool).UTC().Truncate(time.Second)
+	srv := serve(t, pool, now)
+	ctx := context.Background()
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below, or at the end
+	if _, err := hold.Exec(ctx, `LOCK TABLE engagement_adopted_tables IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	card := func() console.HealthCard {
+		t.Helper()
+		var o console.Overview
+		resp, body := get(t, srv, "/", viewer, viewerPassword, true)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /: %d %.300s", resp.StatusCode, body)
+		}
+		decode(t, body, &o)
+		for _, c := range o.Health.Cards {
+			if c.Name == "verify" {
+				return c
+			}
+		}
+		t.Fatal("no verify card")
+		return console.HealthCard{}
+	}
+	if c := card(); c.Level != console.Reading || c.Value != "reading…" {
+		t.Errorf("with verify's first snapshot held, the verify card is %+v, want it being read", c)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	readSummarySources(t, srv) // waits for the snapshots under way
+	if c := card(); c.Level == console.Reading || !strings.HasPrefix(c.Value, "all ") {
+		t.Errorf("once verify's snapshot exists, the verify card is %+v, want its result", c)
+	}
 }

@@ -36,8 +36,11 @@ type Overview struct {
 	Funnel    []Cohort     `json:"funnel"`
 	Reviews   []ReviewWeek `json:"weekly_reviews"`
 	StateList []string     `json:"-"`
-	// Health is the summary at the top: what needs doing (health.go).
+	// Health is the summary at the top: what needs doing (health.go),
+	// made when the page is served (withHealth).
 	Health Health `json:"health"`
+	// runs are the jobs' latest runs, read with the rest of the page.
+	runs []LatestRun
 }
 
 // StateCount is how many users are in a state.
@@ -143,17 +146,7 @@ func (s *server) overview(ctx context.Context) (any, error) {
 	if err != nil {
 		return o, err
 	}
-	// The summary's other numbers are the queue and verify pages' own
-	// snapshots (computed now if there is none).
-	q, err := s.caches["queue"].get(ctx)
-	if err != nil {
-		return o, err
-	}
-	v, err := s.caches["verify"].get(ctx)
-	if err != nil {
-		return o, err
-	}
-	o.Health = health(o.AsOf, q.data.(Queue), v.data.(Verify), runs)
+	o.runs = runs
 	return o, nil
 }
 
@@ -819,4 +812,28 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n]) + "…"
+}
+
+// withHealth completes the overview's snapshot when it is served: the
+// health summary from its jobs' latest runs and the queue and verify
+// pages' snapshots as they are now. Until those pages' first snapshots are
+// computed (in the background, never waited for: verify's takes minutes at
+// a million users) their cards say they are being read; an overview
+// computed before them shows their numbers as soon as they exist.
+func (s *server) withHealth(ctx context.Context, o Overview) (Overview, error) {
+	ctx = notAView(ctx)
+	var q *Queue
+	var v *Verify
+	if snap, err := s.caches["queue"].peek(ctx); err != nil {
+		return o, err
+	} else if snap != nil {
+		q = ptr(snap.data.(Queue))
+	}
+	if snap, err := s.caches["verify"].peek(ctx); err != nil {
+		return o, err
+	} else if snap != nil {
+		v = ptr(snap.data.(Verify))
+	}
+	o.Health = health(o.AsOf, q, v, o.runs)
+	return o, nil
 }

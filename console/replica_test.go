@@ -22,8 +22,12 @@ import (
 // says the replica is behind with replay paused; a cancel confirmed then
 // changes the primary; once replay resumes the user shows.
 func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
-	dbURL, pool := consoleDatabase(t)
-	standby := pgtest.NewStandby(t, dbURL)
+	// A cluster of the test's own: the shared server holds every test's
+	// databases (a copy of it is large), and a DATABASE_URL server may
+	// refuse replication connections.
+	cluster := pgtest.NewCluster(t)
+	pool := seedConsole(t, cluster.URL)
+	standby := pgtest.NewStandby(t, cluster.URL)
 	replica := openPool(t, standby.URL)
 	c, srv := serveSnapshots(t, console.Config{Pool: pool, Replica: replica})
 	ctx := context.Background()

@@ -21,7 +21,10 @@ import (
 // managed database's) is. It answers read-only queries on the primary's
 // databases as of the WAL it has replayed; it is stopped and removed when
 // the test ends. The primary must accept replication connections from
-// 127.0.0.1, as the throwaway cluster does (initdb's default pg_hba.conf).
+// 127.0.0.1, as the kit's clusters do (initdb's default pg_hba.conf): give
+// it a Cluster's URL (NewCluster). Not the shared server's: it holds every
+// test's databases, so its copy is large, and a server DATABASE_URL names
+// may refuse replication.
 type Standby struct {
 	// URL is the primary's database URL given to NewStandby, on the
 	// standby: the same database, role and parameters.

@@ -13,7 +13,7 @@ import (
 // when its test ends.
 func TestStandby(t *testing.T) {
 	t.Parallel()
-	dbURL := NewDatabase(t)
+	dbURL := NewCluster(t).URL
 	primary := connectT(t, dbURL)
 	if _, err := primary.Exec(t.Context(), `CREATE TABLE standby_probe (n int); INSERT INTO standby_probe VALUES (1)`); err != nil {
 		t.Fatal(err)
