@@ -289,7 +289,7 @@ func runHealth(asOf time.Time, job string, runs []LatestRun) HealthCard {
 		switch {
 		case r.Status == "failed" || r.Status == "abandoned":
 			level(Red)
-		case r.Status == "running":
+		case scheduler.RunInProgress(r.Status): // a job's running, queue-process's delivering
 		case age > red:
 			level(Red)
 		case amber > 0 && age > amber:

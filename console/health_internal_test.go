@@ -107,6 +107,10 @@ func TestHealthRules(t *testing.T) {
 		{"queue-process, 10 min ago", DeliveryJob, []LatestRun{run(DeliveryJob, "", "succeeded", 10*time.Minute)}, Green},
 		{"queue-process, 2 h ago", DeliveryJob, []LatestRun{run(DeliveryJob, "", "succeeded", 2*time.Hour)}, Amber},
 		{"queue-process, 7 h ago", DeliveryJob, []LatestRun{run(DeliveryJob, "", "succeeded", 7*time.Hour)}, Red},
+		// A queue-process run in progress is 'delivering' (it holds no
+		// lease): as fresh as a job's running run.
+		{"queue-process, delivering for 2 h", DeliveryJob, []LatestRun{run(DeliveryJob, "", "delivering", 2*time.Hour)}, Green},
+		{"queue-process, delivering for 7 h", DeliveryJob, []LatestRun{run(DeliveryJob, "", "delivering", 7*time.Hour)}, Green},
 	}
 	for _, c := range runs {
 		got := runHealth(asOf, c.job, c.runs)

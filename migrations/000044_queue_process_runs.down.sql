@@ -1,14 +1,11 @@
--- Back to one running run per job and shard, queue-process included: the
--- queue-process runs still running, but the newest, are marked abandoned
--- (the index would refuse them; their processes record their outcome over
--- it when they end).
-UPDATE engagement_job_runs r
-   SET status = 'abandoned', finished_at = now(),
-       error = 'marked abandoned by migrate down 44: runs of queue-process no longer run side by side'
- WHERE r.job = 'queue-process' AND r.status = 'running'
-   AND EXISTS (SELECT 1 FROM engagement_job_runs n
-                WHERE n.job = r.job AND n.shard IS NOT DISTINCT FROM r.shard
-                  AND n.status = 'running' AND n.id > r.id);
-DROP INDEX engagement_job_runs_running_idx;
-CREATE UNIQUE INDEX engagement_job_runs_running_idx
-    ON engagement_job_runs (job, (coalesce(shard, ''))) WHERE status = 'running';
+-- Back to the statuses before queue-process recorded its runs: a
+-- queue-process run still in progress ('delivering') is marked abandoned
+-- (its process, if alive, records its outcome over it when it ends).
+UPDATE engagement_job_runs
+   SET status = 'abandoned', finished_at = coalesce(finished_at, now()),
+       error = 'marked abandoned by migrate down 44: the schema no longer knows runs in progress alongside one another'
+ WHERE status = 'delivering';
+DROP INDEX engagement_job_runs_in_progress_idx;
+ALTER TABLE engagement_job_runs DROP CONSTRAINT engagement_job_runs_status_check;
+ALTER TABLE engagement_job_runs ADD CONSTRAINT engagement_job_runs_status_check
+    CHECK (status IN ('running', 'succeeded', 'partial', 'failed', 'abandoned'));

@@ -22,12 +22,18 @@ import (
 
 // Job run statuses (engagement_job_runs.status).
 const (
-	RunRunning   = "running"
-	RunSucceeded = "succeeded"
-	RunPartial   = "partial"   // completed, some users failed
-	RunFailed    = "failed"    // stopped by a fatal error
-	RunAbandoned = "abandoned" // the process died; found by the next run
+	RunRunning    = "running"    // in progress, holding its job and shard's lease
+	RunDelivering = "delivering" // in progress, holding no lease: queue-process's runs (RecordRun)
+	RunSucceeded  = "succeeded"
+	RunPartial    = "partial"   // completed, some users failed
+	RunFailed     = "failed"    // stopped by a fatal error
+	RunAbandoned  = "abandoned" // the process died; found by the next run
 )
+
+// RunInProgress reports whether a run of status has not ended: running (a
+// job's, holding its lease) or delivering (queue-process's, alongside
+// others).
+func RunInProgress(status string) bool { return status == RunRunning || status == RunDelivering }
 
 // DefaultLeaseTimeout is how long a run's heartbeat may be silent before the
 // next run takes its lease over (Config.LeaseTimeout).
@@ -42,6 +48,7 @@ var (
 	runHolderSQL      = query("run_holder")
 	runAbandonSQL     = query("run_abandon")
 	runStartSQL       = query("run_start")
+	runRecordSQL      = query("run_record")
 	runHeartbeatSQL   = query("run_heartbeat")
 	runFinishSQL      = query("run_finish")
 	runFenceCancelSQL = query("run_fence_cancel")

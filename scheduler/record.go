@@ -14,8 +14,10 @@ import (
 // RunRecord is a run recorded in engagement_job_runs that holds no lease:
 // the runs of its job work alongside one another instead of taking turns
 // (queue-process: any number of processes deliver at once, each claiming
-// its own messages). Its row is the same as a job's run: 'running' with a
-// heartbeat until Finish records its outcome and counters. A run that dies
+// its own messages). Its row is a job's run's but for its status while in
+// progress, 'delivering' (RunDelivering), which the unique index on running
+// runs does not cover: a heartbeat, until Finish records its outcome and
+// counters. A run that dies
 // without recording one (kill -9, a lost machine) is marked abandoned by
 // the next RecordRun of the job, by the rules a job's next run uses: its
 // heartbeat silent for the lease timeout, or at once when its process ran
@@ -37,7 +39,7 @@ func RecordRun(ctx context.Context, pool *pgxpool.Pool, job string, asOf *time.T
 	}
 	r := &run{pool: pool, timeout: leaseTimeout, alongside: true}
 	args := runArgs(job, Shard{}, asOf)
-	if err := pool.QueryRow(ctx, runStartSQL, args).Scan(&r.id); err != nil {
+	if err := pool.QueryRow(ctx, runRecordSQL, args).Scan(&r.id); err != nil {
 		return nil, fmt.Errorf("record the run: %w", err)
 	}
 	abandoned, err := abandonDead(ctx, pool, sqlfile.Args{"job": job, "shard": args["shard"]}, leaseTimeout)

@@ -115,7 +115,9 @@ type Run struct {
 	AsOf       time.Time  `json:"as_of"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
-	// Status is running, succeeded, partial, failed or abandoned.
+	// Status is running (a job's run in progress, holding its lease),
+	// delivering (a queue-process run in progress: they hold none),
+	// succeeded, partial, failed or abandoned.
 	Status string `json:"status"`
 	// Counters are nil while the run is in progress, or when it died
 	// before recording them.

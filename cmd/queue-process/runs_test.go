@@ -126,9 +126,11 @@ func TestEachRunIsRecordedWithItsSummary(t *testing.T) {
 
 // Runs of queue-process work alongside one another: a run that starts
 // while another delivers neither waits for it nor marks it abandoned, and
-// each records its own outcome. One killed with SIGKILL stays 'running'
-// until the next run finds its process gone and marks it abandoned, as
-// the jobs' next run does.
+// each records its own outcome. A run in progress is 'delivering' (the
+// status of a run that holds no lease: the jobs' unique index on 'running'
+// runs, which the previous release's job binaries name, leaves it out).
+// One killed with SIGKILL stays 'delivering' until the next run finds its
+// process gone and marks it abandoned, as the jobs' next run does.
 func TestRunsSideBySideAndAKilledOneIsAbandoned(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
@@ -152,8 +154,8 @@ func TestRunsSideBySideAndAKilledOneIsAbandoned(t *testing.T) {
 		t.Fatalf("a run beside another: exit %d: %s", beside.Code, beside.Stderr)
 	}
 	runs := queueRuns(t, pool)
-	if len(runs) != 2 || runs[0].Status != "running" || runs[1].Status != "succeeded" {
-		t.Fatalf("while one run delivers, another ran: %+v; want the first still running, the second succeeded", runs)
+	if len(runs) != 2 || runs[0].Status != "delivering" || runs[1].Status != "succeeded" {
+		t.Fatalf("while one run delivers, another ran: %+v; want the first still delivering, the second succeeded", runs)
 	}
 	release.Do(func() { close(b.hold) })
 	if err := slow.Wait(); err != nil {
@@ -176,8 +178,8 @@ func TestRunsSideBySideAndAKilledOneIsAbandoned(t *testing.T) {
 	_ = killed.Process.Signal(syscall.SIGKILL)
 	_ = killed.Wait()
 	close(b2.hold)
-	if runs = queueRuns(t, pool); len(runs) != 3 || runs[2].Status != "running" {
-		t.Fatalf("after SIGKILL: %+v, want the killed run still running", runs)
+	if runs = queueRuns(t, pool); len(runs) != 3 || runs[2].Status != "delivering" {
+		t.Fatalf("after SIGKILL: %+v, want the killed run still delivering", runs)
 	}
 	next := cmdtest.Run(t, bin, env2, "--send-interval", "0")
 	if next.Code != 0 {

@@ -1,5 +1,6 @@
--- Renews a run's lease; no row when the run is no longer 'running' (another
--- run found it silent and took over).
+-- Renews a run's lease (or shows a run that holds none alive); no row when
+-- the run is no longer in progress (another run found it silent and marked
+-- it abandoned).
 UPDATE engagement_job_runs SET heartbeat_at = clock_timestamp()
- WHERE id = @id AND status = 'running'
+ WHERE id = @id AND status IN ('running', 'delivering')
 RETURNING id
