@@ -514,35 +514,55 @@ func stopping(ctx context.Context, err error) error {
 // it did not start when the run stops midway.
 func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) error {
 	rec := p.recording()
+	chk := p.sendCheck(batch)
 	for i, m := range batch {
 		if gctx.Err() != nil || p.pastDeadline() {
-			return errors.Join(rec.flush(ctx), p.release(batch[i:]))
+			return errors.Join(rec.flush(ctx), p.release(unsent(batch[i:], chk)))
 		}
-		o, err := p.deliver(gctx, rec, m)
+		o, err := p.deliver(gctx, rec, chk, i)
 		if err != nil {
-			return errors.Join(err, rec.flush(ctx), p.release(batch[i:]))
+			return errors.Join(err, rec.flush(ctx), p.release(unsent(batch[i:], chk)))
 		}
-		if o == nil { // not sent: the claim was lost, or the run is stopping
+		if o == nil { // not sent: cancelled, the claim was lost, or the run is stopping
 			continue
 		}
 		if err := rec.record(ctx, settled{m, *o}); err != nil {
-			return errors.Join(err, p.release(batch[i+1:]))
+			return errors.Join(err, p.release(unsent(batch[i+1:], chk)))
 		}
 	}
 	return rec.flush(ctx)
 }
 
-// deliver makes one attempt at m: render it, check the dedupe store, wait
-// for the pace, start the attempt (fenced on the claim), send. It returns
-// the outcome to record, or nil when nothing is to be recorded (the claim
-// was lost: dropped; the run is stopping: m is released). An error stops
-// the run.
+// unsent is ms less the messages chk cancelled: the ones to hand back.
+// (release.sql would leave a cancelled message alone anyway; this keeps
+// it out of the count of released messages and their budget refund.)
+func unsent(ms []claimed, chk *sendCheck) []claimed {
+	if len(chk.cancelled) == 0 {
+		return ms
+	}
+	out := make([]claimed, 0, len(ms))
+	for _, m := range ms {
+		if _, ok := chk.cancelled[m.ID]; !ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// deliver makes one attempt at m, batch message i of chk: render it,
+// check the dedupe store, wait for the pace, check it against its user
+// again (chk: cancelled if no longer wanted), start the attempt (fenced
+// on the claim), send. It returns the outcome to record, or nil when
+// nothing is to be recorded (cancelled: settled already; the claim was
+// lost: dropped; the run is stopping: m is released). An error stops the
+// run.
 //
 // Until the send starts, the run being told to stop (ctx ends: a
 // shutdown, an outage another worker met, a lost lease) is no failure,
 // whichever step it cuts short: m goes back to the queue unsent (see
 // notStarted). Once the send has started, it finishes and is recorded.
-func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*outcome, error) {
+func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, i int) (*outcome, error) {
+	m := chk.batch[i]
 	log := p.messageLog(m)
 	params, err := decodeParams(m.rawParams)
 	if err == nil {
@@ -576,6 +596,12 @@ func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*out
 	}
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts
+	}
+	if reason, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
+		if err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+		return nil, nil // cancelled in the check's statement: never sent
 	}
 	ok, err := rec.begin(ctx, m)
 	if err != nil {
