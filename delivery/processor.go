@@ -1,8 +1,9 @@
 // Package delivery is queue-process's engine: it claims due messages from
 // the queue (FOR UPDATE SKIP LOCKED, under a lease per process), checks each
 // against its user as they are now (the send-time rules of
-// statemachine.Kinds), renders it from the catalog and sends it through a
-// transport (package sender/transport), with retries, backoff, a pace shared
+// statemachine.Kinds) when claimed and again just before its send, renders
+// it from the catalog and sends it through a transport (package
+// sender/transport), with retries, backoff, a pace shared
 // by every process, quiet hours in the user's time zone, and a send ledger
 // that keeps a message from going out twice when a worker dies mid-send.
 package delivery
@@ -146,8 +147,9 @@ type ProcessSummary struct {
 	// ClaimsLost counts messages whose claim this run lost to another
 	// process before it could start or record their send.
 	ClaimsLost int `json:"claims_lost"`
-	// Cancelled counts messages found no longer wanted when claimed (see
-	// claim.sql), by reason in CancelReasons: opted_out, stale, no_user.
+	// Cancelled counts messages found no longer wanted when claimed or
+	// just before their send (claim.sql, recheck.sql), by reason in
+	// CancelReasons: opted_out, stale, no_user.
 	Cancelled     int            `json:"cancelled"`
 	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
 	// Deferred counts messages left pending past when they were due, by
@@ -210,9 +212,14 @@ type Processor struct {
 	// claimSQL is the claim statement (claim.sql); a benchmark swaps in a
 	// reference without the send-time checks to measure what they cost.
 	claimSQL string
-	pacer    *pacer // nil without pacing
-	log      zerolog.Logger
-	budget   *budget // the run's send budget; nil without one
+	// recheckAge is how old the last check of a message may be when its
+	// send starts, unpaced (sendcheck.go): RecheckAge; a benchmark sets
+	// -1 (the claim's check alone) to measure what the checks cost.
+	recheckAge time.Duration
+	clock      func() time.Time // time.Now; a test's own, to age the checks
+	pacer      *pacer           // nil without pacing
+	log        zerolog.Logger
+	budget     *budget // the run's send budget; nil without one
 	// The current run's state.
 	tally   *tally
 	lease   *lease
@@ -275,6 +282,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
 	p.reset(func(error) {})
+	p.recheckAge, p.clock = RecheckAge, time.Now
 	switch {
 	case cfg.SendInterval > 0:
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
@@ -440,6 +448,7 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 			}
 			continue
 		}
+		claimedAt := p.clock()
 		batch, err := p.claim(gctx)
 		if err != nil {
 			return stopping(gctx, err)
@@ -492,7 +501,7 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 		if gctx.Err() != nil {
 			return p.release(batch) // stopped while the claim was under way
 		}
-		if err := p.deliverBatch(ctx, gctx, batch); err != nil {
+		if err := p.deliverBatch(ctx, gctx, batch, claimedAt); err != nil {
 			return err
 		}
 	}
@@ -512,9 +521,9 @@ func stopping(ctx context.Context, err error) error {
 // deliverBatch delivers a claimed batch one message after another, records
 // the outcomes through the recording strategy, and releases the messages
 // it did not start when the run stops midway.
-func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) error {
+func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed, claimedAt time.Time) error {
 	rec := p.recording()
-	chk := p.sendCheck(batch)
+	chk := p.sendCheck(batch, claimedAt)
 	for i, m := range batch {
 		if gctx.Err() != nil || p.pastDeadline() {
 			return errors.Join(rec.flush(ctx), p.release(unsent(batch[i:], chk)))

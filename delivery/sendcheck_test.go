@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,29 +69,29 @@ func (r *firstHeldReceiver) got() map[string]int {
 // answered seconds before (482 of 7,835 in a race with the bot). Here the
 // bot answers for every user but the first through engagement_fire, on a
 // connection of its own, while the first message's request is held by the
-// receiver: after the claim and before any other send. Nothing the check
-// after the bot's move covers may go out.
+// receiver: after the claim and before any other send.
 //
-// Unpaced, one check covers the next delivery.RecheckBatch messages (and
-// is made again once older than delivery.RecheckAge): the messages the
-// check made before the bot's move covered may still go, and are sent
-// only while that check was young, so every message from the second check
-// on must be cancelled 'stale' and never reach the receiver. Paced, each
-// message is checked right before its own send: every later one is
-// cancelled.
+// Paced, each message is checked right before its own send: every later
+// one is cancelled 'stale' and never sent. Unpaced, the claim's check
+// stands for delivery.RecheckAge: once it is older (the processor's clock
+// is the test's, moved past it while the request is held), every later
+// message is checked again and cancelled; within it, they go, as
+// docs/delivery.md says.
 func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		interval time.Duration
-		messages int
-		mayGo    int // messages after the first the claim-time check may still let go
+		aged     time.Duration // how far the test's clock moves while the first request is held
+		stopped  bool          // whether the later goodbyes must be cancelled
 	}{
-		{"unpaced", -1, 2*delivery.RecheckBatch + 3, delivery.RecheckBatch - 1},
-		{"paced", 20 * time.Millisecond, 4, 0},
+		{"paced", 20 * time.Millisecond, 0, true},
+		{"unpaced, the claim's check older than RecheckAge", -1, delivery.RecheckAge + time.Millisecond, true},
+		{"unpaced, within RecheckAge of the claim", -1, delivery.RecheckAge - 10*time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			const messages = 5
 			pool, dbURL := pgtest.NewPool(t)
 			ctx := context.Background()
 			bot, err := postgres.Open(ctx, dbURL, "bot") // the bot's own connections
@@ -98,14 +99,20 @@ func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(bot.Close)
-			users, ids, keys := queueGoodbyes(t, pool, tc.messages)
+			users, ids, keys := queueGoodbyes(t, pool, messages)
 			rcv := newFirstHeldReceiver(t)
 
 			p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""),
-				SendInterval: tc.interval, Logger: zerolog.Nop()})
+				// One worker: every send waits behind the held one (with
+				// more, another worker's message could be checked and
+				// sent before the bot's move, rightly).
+				SendInterval: tc.interval, Workers: 1, ClaimBatch: messages, Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
+			var moved atomic.Int64
+			delivery.SetCheckClock(p, func() time.Time { return start.Add(time.Duration(moved.Load())) })
 			type result struct {
 				sum delivery.ProcessSummary
 				err error
@@ -121,14 +128,15 @@ func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 			case r := <-done:
 				t.Fatalf("the run ended before its first send: %+v, %v", r.sum, r.err)
 			}
-			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != tc.messages {
-				t.Fatalf("%d messages claimed while the first is sent, want all %d", n, tc.messages)
+			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != messages {
+				t.Fatalf("%d messages claimed while the first is sent, want all %d", n, messages)
 			}
 			for _, u := range users[1:] {
 				if _, err := activity.Fire(ctx, bot, u, sm.GoodbyeAnswerHelp, activity.FireOptions{}); err != nil {
 					t.Fatalf("the bot's move: %v", err)
 				}
 			}
+			moved.Store(int64(tc.aged))
 			rcv.release()
 			r := <-done
 			if r.err != nil {
@@ -139,23 +147,23 @@ func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 			if got[keys[0]] != 1 {
 				t.Errorf("the first goodbye reached the receiver %d times, want once", got[keys[0]])
 			}
-			cancelled, cancelledSeen := 0, false
-			for i := 1; i < tc.messages; i++ {
+			for i := 1; i < messages; i++ {
 				row := cancelOf(t, pool, ids[i])
-				switch {
-				case row.Status == "cancelled" && deref(row.Reason) == "stale" && got[keys[i]] == 0:
-					cancelled++
-					cancelledSeen = true
-				case row.Status == "sent" && got[keys[i]] == 1 && !cancelledSeen && i <= tc.mayGo:
-					// covered by the check made before the bot's move, while young
-				default:
-					t.Errorf("goodbye %d of a user who answered after the claim: %s (%s), reached the receiver %d times; "+
-						"want cancelled 'stale' and never sent (only the first %d after the first may go, and none after a cancelled one)",
-						i, row.Status, deref(row.Reason), got[keys[i]], tc.mayGo)
+				if tc.stopped && (row.Status != "cancelled" || deref(row.Reason) != "stale" || got[keys[i]] != 0) {
+					t.Errorf("goodbye %d, to a user who answered after the claim: %s (%s), reached the receiver %d times; want cancelled 'stale', never sent",
+						i, row.Status, deref(row.Reason), got[keys[i]])
+				}
+				if !tc.stopped && (row.Status != "sent" || got[keys[i]] != 1) {
+					t.Errorf("goodbye %d, checked by a claim younger than RecheckAge: %s (%s), reached the receiver %d times; want sent once",
+						i, row.Status, deref(row.Reason), got[keys[i]])
 				}
 			}
-			if r.sum.Cancelled != cancelled || r.sum.CancelReasons["stale"] != cancelled || r.sum.Sent != tc.messages-cancelled {
-				t.Errorf("summary %+v, want %d cancelled (stale) and %d sent", r.sum, cancelled, tc.messages-cancelled)
+			wantCancelled := 0
+			if tc.stopped {
+				wantCancelled = messages - 1
+			}
+			if r.sum.Cancelled != wantCancelled || r.sum.CancelReasons["stale"] != wantCancelled || r.sum.Sent != messages-wantCancelled {
+				t.Errorf("summary %+v, want %d cancelled (stale) and %d sent", r.sum, wantCancelled, messages-wantCancelled)
 			}
 			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status NOT IN ('sent', 'cancelled')`); n != 0 {
 				t.Errorf("%d messages neither sent nor cancelled", n)
