@@ -90,7 +90,7 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 		{"runs", "/runs", 2, []string{"engagement-daily"}},
 		{"verify", "/verify", 0, []string{"log_matches_state"}},
 		{"user", "/users?id=" + user, 0, []string{"Timeline"}},
-		{"forecast", "/forecast", 1, []string{"would do on each of the next 7 days",
+		{"forecast", "/forecast", 1, []string{"would do on each of the next 7 days", "time out three days after them",
 			"25 messages wait on the send budget of webhook (10 a day): the last goes at"}},
 		{"audit", "/audit", 0, []string{"No action yet."}},
 	} {

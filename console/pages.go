@@ -725,15 +725,28 @@ type ForecastDay struct {
 	// if every run before it ran: the users whose deadline falls after the
 	// day before's run and by this one (the first day: every user due by
 	// then, overdue ones included). Timeouts include goodbyes that could
-	// not be delivered (back to active), and not the timeouts of goodbyes
-	// the forecast's own days would send: those come two days after them.
+	// not be delivered (back to active), and the timeouts of the goodbyes
+	// the forecast's own days send (ForecastGoodbyeTimeouts of them).
 	Goodbyes  int64 `json:"goodbyes"`
 	Timeouts  int64 `json:"timeouts"`
 	Reminders int64 `json:"reminders"`
+	// ForecastGoodbyeTimeouts is how many of Timeouts are the goodbyes the
+	// run ForecastGoodbyeTimeoutDays days before this one sends, none
+	// answered: a goodbye's 48 hours start when it is delivered, after its
+	// run (at the earliest once queue-process has claimed it; later under
+	// quiet hours), so the first run 48 hours after that is three days
+	// after its own, when it is delivered within a day.
+	ForecastGoodbyeTimeouts int64 `json:"forecast_goodbye_timeouts"`
 	// Steps are the daily job's dry-run counters as of the day, on the
 	// database as it is now: cumulative, as if no run came before.
 	Steps scheduler.Steps `json:"steps"`
 }
+
+// ForecastGoodbyeTimeoutDays is how many days after the run that sends a
+// goodbye the forecast has it time out (see ForecastDay): delivered after
+// its run and within a day, unanswered, its 48 hours end between the run
+// two days after and the next.
+const ForecastGoodbyeTimeoutDays = 3
 
 func (s *server) forecast(ctx context.Context) (any, error) {
 	var out Forecast
@@ -761,6 +774,10 @@ func (s *server) forecast(ctx context.Context) (any, error) {
 			cum := d
 			d.Goodbyes, d.Timeouts, d.Reminders = d.Goodbyes-prev.Goodbyes, d.Timeouts-prev.Timeouts, d.Reminders-prev.Reminders
 			prev = cum
+			if sent := day - ForecastGoodbyeTimeoutDays; sent >= 1 {
+				d.ForecastGoodbyeTimeouts = out.Days[sent-1].Goodbyes
+				d.Timeouts += d.ForecastGoodbyeTimeouts
+			}
 			out.Days = append(out.Days, d)
 		}
 		var err error

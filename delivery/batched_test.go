@@ -134,7 +134,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 	if err != nil || len(batch) != 2 {
 		t.Fatalf("claim: %d messages, %v; want 2", len(batch), err)
 	}
-	o, err := dead.deliver(ctx, dead.recording(), batch[0])
+	o, err := dead.deliver(ctx, dead.recording(), dead.sendCheck(batch, time.Now()), 0)
 	if err != nil || o == nil || o.status != "sent" {
 		t.Fatalf("send: %v, %+v", err, o)
 	}

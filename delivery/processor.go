@@ -1,8 +1,9 @@
 // Package delivery is queue-process's engine: it claims due messages from
 // the queue (FOR UPDATE SKIP LOCKED, under a lease per process), checks each
 // against its user as they are now (the send-time rules of
-// statemachine.Kinds), renders it from the catalog and sends it through a
-// transport (package sender/transport), with retries, backoff, a pace shared
+// statemachine.Kinds) when claimed and again just before its send, renders
+// it from the catalog and sends it through a transport (package
+// sender/transport), with retries, backoff, a pace shared
 // by every process, quiet hours in the user's time zone, and a send ledger
 // that keeps a message from going out twice when a worker dies mid-send.
 package delivery
@@ -146,8 +147,9 @@ type ProcessSummary struct {
 	// ClaimsLost counts messages whose claim this run lost to another
 	// process before it could start or record their send.
 	ClaimsLost int `json:"claims_lost"`
-	// Cancelled counts messages found no longer wanted when claimed (see
-	// claim.sql), by reason in CancelReasons: opted_out, stale, no_user.
+	// Cancelled counts messages found no longer wanted when claimed or
+	// just before their send (claim.sql, recheck.sql), by reason in
+	// CancelReasons: opted_out, stale, no_user.
 	Cancelled     int            `json:"cancelled"`
 	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
 	// Deferred counts messages left pending past when they were due, by
@@ -210,9 +212,14 @@ type Processor struct {
 	// claimSQL is the claim statement (claim.sql); a benchmark swaps in a
 	// reference without the send-time checks to measure what they cost.
 	claimSQL string
-	pacer    *pacer // nil without pacing
-	log      zerolog.Logger
-	budget   *budget // the run's send budget; nil without one
+	// recheckAge is how old the last check of a message may be when its
+	// send starts, unpaced (sendcheck.go): RecheckAge; a benchmark sets
+	// -1 (the claim's check alone) to measure what the checks cost.
+	recheckAge time.Duration
+	clock      func() time.Time // time.Now; a test's own, to age the checks
+	pacer      *pacer           // nil without pacing
+	log        zerolog.Logger
+	budget     *budget // the run's send budget; nil without one
 	// The current run's state.
 	tally   *tally
 	lease   *lease
@@ -275,6 +282,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
 	p.reset(func(error) {})
+	p.recheckAge, p.clock = RecheckAge, time.Now
 	switch {
 	case cfg.SendInterval > 0:
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
@@ -440,6 +448,7 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 			}
 			continue
 		}
+		claimedAt := p.clock()
 		batch, err := p.claim(gctx)
 		if err != nil {
 			return stopping(gctx, err)
@@ -492,7 +501,7 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 		if gctx.Err() != nil {
 			return p.release(batch) // stopped while the claim was under way
 		}
-		if err := p.deliverBatch(ctx, gctx, batch); err != nil {
+		if err := p.deliverBatch(ctx, gctx, batch, claimedAt); err != nil {
 			return err
 		}
 	}
@@ -512,37 +521,57 @@ func stopping(ctx context.Context, err error) error {
 // deliverBatch delivers a claimed batch one message after another, records
 // the outcomes through the recording strategy, and releases the messages
 // it did not start when the run stops midway.
-func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed) error {
+func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed, claimedAt time.Time) error {
 	rec := p.recording()
+	chk := p.sendCheck(batch, claimedAt)
 	for i, m := range batch {
 		if gctx.Err() != nil || p.pastDeadline() {
-			return errors.Join(rec.flush(ctx), p.release(batch[i:]))
+			return errors.Join(rec.flush(ctx), p.release(unsent(batch[i:], chk)))
 		}
-		o, err := p.deliver(gctx, rec, m)
+		o, err := p.deliver(gctx, rec, chk, i)
 		if err != nil {
-			return errors.Join(err, rec.flush(ctx), p.release(batch[i:]))
+			return errors.Join(err, rec.flush(ctx), p.release(unsent(batch[i:], chk)))
 		}
-		if o == nil { // not sent: the claim was lost, or the run is stopping
+		if o == nil { // not sent: cancelled, the claim was lost, or the run is stopping
 			continue
 		}
 		if err := rec.record(ctx, settled{m, *o}); err != nil {
-			return errors.Join(err, p.release(batch[i+1:]))
+			return errors.Join(err, p.release(unsent(batch[i+1:], chk)))
 		}
 	}
 	return rec.flush(ctx)
 }
 
-// deliver makes one attempt at m: render it, check the dedupe store, wait
-// for the pace, start the attempt (fenced on the claim), send. It returns
-// the outcome to record, or nil when nothing is to be recorded (the claim
-// was lost: dropped; the run is stopping: m is released). An error stops
-// the run.
+// unsent is ms less the messages chk cancelled: the ones to hand back.
+// (release.sql would leave a cancelled message alone anyway; this keeps
+// it out of the count of released messages and their budget refund.)
+func unsent(ms []claimed, chk *sendCheck) []claimed {
+	if len(chk.cancelled) == 0 {
+		return ms
+	}
+	out := make([]claimed, 0, len(ms))
+	for _, m := range ms {
+		if _, ok := chk.cancelled[m.ID]; !ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// deliver makes one attempt at m, batch message i of chk: render it,
+// check the dedupe store, wait for the pace, check it against its user
+// again (chk: cancelled if no longer wanted), start the attempt (fenced
+// on the claim), send. It returns the outcome to record, or nil when
+// nothing is to be recorded (cancelled: settled already; the claim was
+// lost: dropped; the run is stopping: m is released). An error stops the
+// run.
 //
 // Until the send starts, the run being told to stop (ctx ends: a
 // shutdown, an outage another worker met, a lost lease) is no failure,
 // whichever step it cuts short: m goes back to the queue unsent (see
 // notStarted). Once the send has started, it finishes and is recorded.
-func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*outcome, error) {
+func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, i int) (*outcome, error) {
+	m := chk.batch[i]
 	log := p.messageLog(m)
 	params, err := decodeParams(m.rawParams)
 	if err == nil {
@@ -576,6 +605,12 @@ func (p *Processor) deliver(ctx context.Context, rec recording, m claimed) (*out
 	}
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts
+	}
+	if reason, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
+		if err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+		return nil, nil // cancelled in the check's statement: never sent
 	}
 	ok, err := rec.begin(ctx, m)
 	if err != nil {

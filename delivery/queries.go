@@ -26,6 +26,7 @@ var (
 	recoverSQL = mustQuery("recover")
 	paceSQL    = mustQuery("pace")
 	nextDueSQL = mustQuery("next_due")
+	recheckSQL = mustQuery("recheck")
 
 	budgetCreateSQL  = mustQuery("budget_create")
 	budgetLockSQL    = mustQuery("budget_lock")
@@ -39,7 +40,7 @@ var (
 	budgetWaitingSQL = mustQuery("budget_waiting")
 )
 
-// sendRules is the claim's @kinds: each kind's send-time rule, as JSON.
+// sendRules is the claim's (and recheck.sql's) @kinds: each kind's send-time rule, as JSON.
 var sendRules = func() string {
 	type rule struct {
 		SendWhile          []sm.State `json:"send_while"`

@@ -29,6 +29,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"recover":       {"own": "h", "transport": "webhook", "deduplicates": true, "unknown": "x"},
 		"pace":          {"transport": "webhook", "interval": time.Second},
 		"next_due":      {"clock_offset": time.Duration(0)},
+		"recheck":       {"ids": []string{id}, "holder": "h", "kinds": sendRules},
 		"budget_create": {"transport": "webhook", "daily_limit": 10},
 		"budget_lock":   {"transport": "webhook"},
 		"budget_prune":  budget,

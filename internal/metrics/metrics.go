@@ -15,7 +15,7 @@
 //	engagement_job_users_processed{step}               users acted on: succeeded + failed
 //	engagement_job_messages{step,result}               result queued | duplicates (new queue rows, inserts that hit an existing key)
 //	engagement_delivery_messages{transport,result}     result sent | retried | failed (queue-process, or the jobs' queue step)
-//	engagement_delivery_cancelled_messages{transport,reason}  no longer wanted when claimed: opted_out | stale | no_user
+//	engagement_delivery_cancelled_messages{transport,reason}  no longer wanted when claimed or just before the send: opted_out | stale | no_user
 //	engagement_delivery_deferred_messages{transport}   due inside the quiet hours, left pending
 //	engagement_delivery_invalid_messages{transport}    failed because they could not be rendered
 //	engagement_delivery_recovered_messages{transport}  abandoned claims the run settled
