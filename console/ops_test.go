@@ -90,7 +90,7 @@ func browserForm(t *testing.T, body, marker string, extra url.Values) (string, u
 	if open := strings.LastIndex(body[:at], "<form"); open >= 0 && strings.Index(body[open:], "</form>") > at-open {
 		at = open
 	}
-	for _, m := range formRE.FindAllStringSubmatch(body[at:], 1) {
+	if m := formRE.FindStringSubmatch(body[at:]); m != nil {
 		form := url.Values{}
 		for _, in := range hiddenRE.FindAllStringSubmatch(m[2], -1) {
 			form.Add(html.UnescapeString(in[1]), crlf(html.UnescapeString(in[2])))

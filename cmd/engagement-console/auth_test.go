@@ -81,7 +81,12 @@ func TestTheTrustedHeaderAndGuessesThroughTheBinary(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a starting server, not timing a test
 	}
-	get := func(header, password string) *http.Response {
+	// answer is what the tests read of a response (its body is closed).
+	type answer struct {
+		StatusCode int
+		Header     http.Header
+	}
+	get := func(header, password string) answer {
 		req, _ := http.NewRequest(http.MethodGet, base+"/queue", nil)
 		if header != "" {
 			req.Header.Set("X-Forwarded-Email", header)
@@ -94,7 +99,7 @@ func TestTheTrustedHeaderAndGuessesThroughTheBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp
+		return answer{resp.StatusCode, resp.Header}
 	}
 	if resp := get("ops", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("curl -H 'X-Forwarded-Email: ops' from 127.0.0.1: %d, want 401", resp.StatusCode)
