@@ -254,7 +254,7 @@ func fail2banRegexp(t *testing.T) *regexp.Regexp {
 	return nil
 }
 
-func roundTrip(t *testing.T, client *http.Client, req *http.Request) (*http.Response, string) {
+func roundTrip(t *testing.T, client *http.Client, req *http.Request) (answer, string) {
 	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -265,7 +265,14 @@ func roundTrip(t *testing.T, client *http.Client, req *http.Request) (*http.Resp
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(body)
+	return answer{resp.StatusCode, resp.Header, resp.TLS}, string(body)
+}
+
+// answer is what the tests read of a response, its body read and closed.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+	TLS        *tls.ConnectionState
 }
 
 // Issue 41, finding 5: a malformed bcrypt entry (a truncated paste) was
