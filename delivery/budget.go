@@ -267,12 +267,12 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 	if len(batch) == 0 {
 		return batch, nil
 	}
-	ids := make([]string, len(batch))
+	ids, waited := make([]string, len(batch)), make([]bool, len(batch))
 	for i, m := range batch {
-		ids[i] = m.ID
+		ids[i], waited[i] = m.ID, m.waited
 	}
 	args := p.budgetArgs()
-	args["ids"], args["holder"], args["daily_limit"] = ids, p.holder, p.budget.limitNow()
+	args["ids"], args["waited"], args["holder"], args["daily_limit"] = ids, waited, p.holder, p.budget.limitNow()
 	args["timezone"], args["quiet_start"], args["quiet_end"] = p.cfg.Timezone, (*time.Duration)(nil), (*time.Duration)(nil)
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End

@@ -42,6 +42,7 @@ type claimed struct {
 	rawParams  *string // message_params as JSON text; nil for SQL NULL
 	retryCount int
 	spend      *claimSpend // the budget's slots its claim spent, with ample room; nil otherwise
+	waited     bool        // it waited on the send budget until this claim: it heads the line
 }
 
 // lease is this processor's lease as it knows it: the row's deadline
@@ -301,7 +302,7 @@ func (p *Processor) readClaim(rows pgx.Rows) ([]claimed, error) {
 		spend      *claimSpend
 	)
 	_, err := pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
-		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due, &spendID, &budgetUsed}, func() error {
+		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due, &spendID, &budgetUsed, &m.waited}, func() error {
 		switch {
 		case verdict == "claimed":
 			m.Attempt = m.retryCount + 1

@@ -32,11 +32,16 @@
 -- (budget_apply.sql). The row of engagement_send_budgets is updated last,
 -- so claims meet only from then to their commit.
 --
+-- Each row says whether the message waited on the send budget
+-- (deferred_reason 'budget' before this claim cleared it): near the limit,
+-- budget_apply.sql keeps such a message's place at the head of the line.
+--
 -- Nullable columns come back coalesced and the params as raw JSON text, so
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 WITH due AS (
     SELECT q.id, @kinds::jsonb -> q.message_type AS kind, q.period_start, p.locale,
+           q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, s.state,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
@@ -51,7 +56,7 @@ WITH due AS (
      LIMIT @batch
        FOR UPDATE OF q SKIP LOCKED
 ), checked AS (
-    SELECT d.id, d.locale,
+    SELECT d.id, d.locale, d.waited,
            CASE WHEN d.kind IS NULL THEN NULL
                 WHEN d.no_user THEN 'no_user'
                 WHEN d.reengagement_opt_out THEN 'opted_out'
@@ -64,7 +69,7 @@ WITH due AS (
                                   @quiet_start::interval, @quiet_end::interval) AS quiet_until
       FROM due d
 ), verdict AS (
-    SELECT c.id, c.locale, c.cancel_reason,
+    SELECT c.id, c.locale, c.waited, c.cancel_reason,
            CASE WHEN c.cancel_reason IS NULL THEN c.quiet_until END AS defer_until,
            CASE WHEN c.cancel_reason IS NULL AND c.quiet_until IS NOT NULL THEN 'quiet_hours' END AS deferred_reason
       FROM checked c
@@ -81,7 +86,8 @@ WITH due AS (
                                   THEN now() + @claim_timeout::interval END
       FROM verdict v
      WHERE q.id = v.id
-    RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why
+    RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why,
+              v.waited
 ), spent AS (
     INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients)
     SELECT @transport, now() + @clock_offset::interval, count(DISTINCT coalesce(s.destination_jid, ''))
@@ -113,6 +119,7 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
        s.scheduled_for,
        (SELECT id FROM spent)              AS spend_id,
        coalesce((SELECT used FROM counted),
-                CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used
+                CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used,
+       s.waited
   FROM settled s
  ORDER BY s.scheduled_for, s.id;
