@@ -142,9 +142,16 @@ func (o *jobOptions) around(ctx context.Context, run func(context.Context) error
 // summary.
 func (o *jobOptions) Run(ctx context.Context) error {
 	pool := o.pool
-	asOf, err := o.resolveAsOf(ctx, pool)
+	asOf, now, err := o.resolveAsOf(ctx, pool)
 	if err != nil {
 		return err
+	}
+	if o.delivery != nil {
+		// The queue step reads what is due and the send budget's window as
+		// of the run, as queue-process --as-of does: an --as-of ahead of
+		// the database clock is a simulation of that instant (one behind
+		// it, a replay of a past day, sends now).
+		o.delivery.ClockOffset = max(asOf.Sub(now), 0)
 	}
 	sum, err := o.job(ctx, pool, scheduler.Config{
 		AsOf:         asOf,
@@ -175,24 +182,24 @@ func (o *jobOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// resolveAsOf is --as-of, or the database clock without it. A future
-// --as-of acts on users before their time (a 2030 dry run would have
-// queued goodbyes to 4 users in 10), so one more than MaxAsOfSkew ahead of
-// the database clock needs --allow-future-as-of.
-func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (time.Time, error) {
-	now, err := postgres.Now(ctx, db)
+// resolveAsOf is --as-of, or the database clock without it, and the
+// database clock. A future --as-of acts on users before their time (a 2030
+// dry run would have queued goodbyes to 4 users in 10), so one more than
+// MaxAsOfSkew ahead of the database clock needs --allow-future-as-of.
+func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (asOf, now time.Time, err error) {
+	now, err = postgres.Now(ctx, db)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, time.Time{}, err
 	}
-	asOf := o.asOf.Time()
+	asOf = o.asOf.Time()
 	switch {
 	case asOf.IsZero():
-		return now, nil
+		return now, now, nil
 	case asOf.After(now.Add(MaxAsOfSkew)) && !o.allowFutureAsOf:
-		return time.Time{}, usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
+		return time.Time{}, time.Time{}, usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
 			asOf.Format(time.RFC3339), asOf.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339))
 	}
-	return asOf, nil
+	return asOf, now, nil
 }
 
 // sendQueued is the jobs' trailing queue step: with a transport (and no
