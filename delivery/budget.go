@@ -187,10 +187,12 @@ func (p *Processor) budgetArgs() sqlfile.Shared {
 }
 
 // refund gives back the budget slots of messages handed back unsent
-// (budget_refund.sql): ids, and ms, when the caller has them (a recovery
-// has only their ids: the slots their claims spent with ample room stay
-// spent). A refund that fails only leaves the slots spent until the window
-// turns: the budget errs on the side of sending less.
+// (budget_refund.sql): ids, and ms, when the caller has them. A recovery
+// (ms nil) has only their ids: the slots a dead holder's claims spent with
+// ample room are given back from the messages each claim recorded, for
+// the recipients whose messages in it all came back. A refund that fails
+// only leaves the slots spent until the window turns: the budget errs on
+// the side of sending less.
 func (p *Processor) refund(ids []string, ms []claimed) {
 	if p.budget == nil || len(ids) == 0 {
 		return
@@ -206,7 +208,7 @@ func (p *Processor) refund(ids []string, ms []claimed) {
 		claims, counts = append(claims, id), append(counts, int32(n))
 	}
 	args := p.budgetArgs()
-	args["ids"], args["claims"], args["counts"] = ids, claims, counts
+	args["ids"], args["claims"], args["counts"], args["recovered"] = ids, claims, counts, ms == nil
 	err := retryConflicts(func(ctx context.Context) error {
 		batch := &pgx.Batch{}
 		batch.Queue(budgetLockSQL, args)

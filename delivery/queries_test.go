@@ -35,11 +35,11 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"budget_prune":  budget,
 		"budget_state":  budget,
 		"budgets":       {"window": BudgetWindow},
-		"budget_apply": {"ids": []string{id}, "holder": "h", "transport": "webhook", "clock_offset": time.Duration(0),
+		"budget_apply": {"ids": []string{id}, "waited": []bool{true}, "holder": "h", "transport": "webhook", "clock_offset": time.Duration(0),
 			"window": BudgetWindow, "daily_limit": 10, "timezone": "UTC", "quiet_start": 21 * time.Hour, "quiet_end": 8 * time.Hour},
 		"budget_waiting": {},
 		"budget_advance": {"transport": "webhook", "clock_offset": time.Duration(0), "daily_limit": 10},
-		"budget_refund":  {"transport": "webhook", "ids": []string{id}, "claims": []int64{1}, "counts": []int32{1}},
+		"budget_refund":  {"transport": "webhook", "ids": []string{id}, "claims": []int64{1}, "counts": []int32{1}, "recovered": true},
 		"budget_open": {"transport": "webhook", "clock_offset": time.Duration(0), "window": BudgetWindow, "daily_limit": 10,
 			"ramp_start": 100, "ramp_factor": 2.0},
 	})

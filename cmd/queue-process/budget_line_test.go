@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,4 +151,48 @@ func spans(places []int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Issue 42's follow-up: a dead process's slots, spent with ample room,
+// come back. A process claims a batch of 40 messages to 40 recipients
+// under a budget with room for 1,000 (one slot each, spent by the claim),
+// sends the first and is killed -9 while the bot holds that request. Once
+// its claims expire, the next run recovers them (the one in flight is
+// resent under its key, the others were never sent) and sends all 40: the
+// window must hold 40 recipients, not the dead claim's 40 on top (on
+// 7559505 they stayed spent until the window turned).
+func TestDeadProcessBudgetSlotsComeBack(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	const n = 40
+	fixture.DueToRecipients(t, pool, n, "budget-")
+	b := newBot(t, true) // the first request hangs until the kill
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT=1000")
+	args := []string{"--transport", "webhook", "--webhook-url", b.server.URL, "--send-interval", "0",
+		"--workers", "1", "--claim-timeout", "1h", "--output", "json"}
+
+	dead, _, _ := cmdtest.Command(bin, env, args...)
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.arrived
+	_ = dead.Process.Signal(syscall.SIGKILL)
+	_ = dead.Wait()
+	close(b.hold)
+	claimed := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`)
+	if claimed < 2 {
+		t.Fatalf("the killed process held %d messages, want a batch", claimed)
+	}
+
+	// Time passes (the database's clock): the dead process's claims expire.
+	fixture.ExpireClaims(t, pool)
+	sum := queueSummary(t, cmdtest.Run(t, bin, env, args...))
+	if got := statusCounts(t, pool); got["sent"] != n || len(got) != 1 {
+		t.Fatalf("statuses %v, want all %d sent", got, n)
+	}
+	if sum.Budget == nil || sum.Budget.Used != n {
+		t.Errorf("after the recovery the budget is %+v, want the %d recipients in the window, not the %d slots of the dead process's claim on top",
+			sum.Budget, n, claimed)
+	}
 }

@@ -25,7 +25,8 @@
 -- Under a send budget with ample room (@spend_limit: the budget's limit;
 -- NULL otherwise), the claim spends a slot of @transport's budget per
 -- recipient it claimed (distinct destination_jid), as one row of
--- engagement_send_budget_claims, counted onto the budget's used if they
+-- engagement_send_budget_claims (with the messages and their recipients,
+-- for a recovery to give back the slots of a dead holder), counted onto the budget's used if they
 -- fit under @spend_limit. If not (other claims took the room), the whole
 -- statement fails with SQLSTATE EB001 (engagement_send_budget_full),
 -- nothing claimed, and the processor claims again under the budget's lock
@@ -89,8 +90,9 @@ WITH due AS (
     RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why,
               v.waited
 ), spent AS (
-    INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients)
-    SELECT @transport, now() + @clock_offset::interval, count(DISTINCT coalesce(s.destination_jid, ''))
+    INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients, message_ids, message_recipients)
+    SELECT @transport, now() + @clock_offset::interval, count(DISTINCT coalesce(s.destination_jid, '')),
+           array_agg(s.id), array_agg(md5(coalesce(s.destination_jid, ''))::uuid)
       FROM settled s
      WHERE @spend_limit::int IS NOT NULL AND s.reason IS NULL AND s.defer_until IS NULL
     HAVING count(*) > 0
