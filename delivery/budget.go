@@ -53,9 +53,17 @@ const BudgetWindow = 24 * time.Hour
 //
 // A slot is spent when a message is claimed, not when it is sent, so two
 // processes can never both spend the last one. A message handed back
-// unsent gives its slot back (budget_refund.sql); one that reached the
-// transport keeps it, whatever the outcome: its request may have reached
-// WhatsApp.
+// unsent gives its slot back (budget_refund.sql), also when recovery hands
+// back a dead process's messages (a claim made with room lists its
+// messages); one that reached the transport keeps it, whatever the
+// outcome: its request may have reached WhatsApp.
+//
+// The messages over the budget wait in line (budget_apply.sql), each due
+// when the slot forecast for it frees. The forecast is early when slots
+// were spent later than it assumed; a message that comes due before its
+// slot frees keeps its place: the claim says it waited (claim.sql), it
+// takes a free slot before messages that did not wait, and if none is
+// free it goes back to the head of the line, not the back.
 
 // Ramp is a warm-up for a new number: Start recipients on its first day,
 // Factor times more each next day, up to the budget's daily limit. That is
