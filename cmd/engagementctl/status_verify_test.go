@@ -188,14 +188,14 @@ func TestVerifyCommand(t *testing.T) {
 		}
 	}
 	stderr := cmdtest.Lines(res.Stderr)
-	if len(stderr) != 1 || !strings.Contains(stderr[0], "2 of 10 invariants broken: no_expired_claims, transitions_allowed") {
+	if len(stderr) != 1 || !strings.Contains(stderr[0], "2 of 11 invariants broken: no_expired_claims, transitions_allowed") {
 		t.Errorf("stderr %q, want one line naming the broken invariants", res.Stderr)
 	}
 
 	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf)
 	if res.Code != 4 || !strings.Contains(res.Stdout, "no_expired_claims    FAILED (1)") ||
 		!strings.Contains(res.Stdout, "transitions_allowed  FAILED (1)") || !strings.Contains(res.Stdout, "goodbye_queued       ok") ||
-		!strings.Contains(res.Stdout, "2 of 10 invariants broken") {
+		!strings.Contains(res.Stdout, "2 of 11 invariants broken") {
 		t.Errorf("verify text on a broken database: exit %d, stdout:\n%s", res.Code, res.Stdout)
 	}
 }
