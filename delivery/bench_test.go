@@ -62,3 +62,54 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	b.ReportMetric(float64(sent)/total.Seconds(), "messages/s")
 }
+
+// BenchmarkQueueStatements is BenchmarkQueue with a transport that answers
+// at once without a request: the engine's own statements (claim, record,
+// ledger) alone, the share of the cost that is this project's rather
+// than HTTP's. Messages: BENCH_MESSAGES (default 20,000).
+func BenchmarkQueueStatements(b *testing.B) {
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("BENCH_MESSAGES")); err == nil && v > 0 {
+		n = v
+	}
+	pool, _ := pgtest.NewPool(b)
+	ctx := context.Background()
+	user := fixture.User(b, pool, fixture.UserOptions{LastActivity: time.Now()})
+	var total time.Duration
+	sent := 0
+	for b.Loop() {
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key)
+			SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+			       '5511999990000@s.whatsapp.net', now() - interval '1 minute', gen_random_uuid()::text
+			  FROM generate_series(1, $2)`, user, n); err != nil {
+			b.Fatal(err)
+		}
+		p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: instant{}, SendInterval: -1, Logger: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		sum, err := p.Run(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(t0)
+		if sum.Sent != n {
+			b.Fatalf("sent %d of %d", sum.Sent, n)
+		}
+		sent += sum.Sent
+	}
+	b.ReportMetric(float64(sent)/total.Seconds(), "messages/s")
+}
+
+// instant is a de-duplicating transport that delivers every message at
+// once, sending nothing.
+type instant struct{}
+
+func (instant) Name() string       { return "webhook" }
+func (instant) Deduplicates() bool { return true }
+func (instant) Send(context.Context, transport.Delivery) (transport.Result, error) {
+	return transport.Result{}, nil
+}

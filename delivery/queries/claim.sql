@@ -50,8 +50,13 @@ WITH due AS (
                 THEN coalesce(engagement_zone(p.timezone), @timezone)
            END AS tz
       FROM engagement_message_queue q
-      LEFT JOIN user_profiles p ON p.user_id = q.user_id
-      LEFT JOIN user_engagement_states s ON s.user_id = q.user_id
+      -- OFFSET 0 keeps a primary-key probe per message (as in
+      -- recheck.sql): joined whole, the planner hashes every profile and
+      -- state for a batch of 400.
+      LEFT JOIN LATERAL (SELECT p.user_id, p.locale, p.reengagement_opt_out, p.timezone
+                           FROM user_profiles p WHERE p.user_id = q.user_id OFFSET 0) p ON true
+      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at
+                           FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
      WHERE q.status = 'pending' AND q.scheduled_for <= now() + @clock_offset::interval
      ORDER BY q.scheduled_for
      LIMIT @batch
@@ -87,6 +92,9 @@ WITH due AS (
                                   THEN now() + @claim_timeout::interval END
       FROM verdict v
      WHERE q.id = v.id
+       -- The batch's ids again, as an array: joined to the CTE alone, the
+       -- planner hashes every row of the queue, sent history included.
+       AND q.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why,
               v.waited
 ), spent AS (
