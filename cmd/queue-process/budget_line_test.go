@@ -26,11 +26,17 @@ import (
 // keep its place (on 7559505 it went to the back of the line, and the
 // third window sent places 90–119 while 60–89 waited). The sent order must
 // be the line's order: each window the next places, none skipped, none
-// twice.
+// twice. The same holds with runs exactly a day apart (drift 0), where
+// whether a message comes due before its slot frees depends on how long
+// each run took (on a loaded machine, it did).
 func TestBudgetLineKeepsItsOrderAsRunsWander(t *testing.T) {
 	t.Parallel()
-	for _, procs := range []int{1, 10} {
-		t.Run(strconv.Itoa(procs)+" processes", func(t *testing.T) {
+	for _, c := range []struct {
+		procs int
+		drift time.Duration // how much earlier each day's run starts than the day before's
+	}{{1, 2 * time.Second}, {10, 2 * time.Second}, {1, 0}, {10, 0}} {
+		procs := c.procs
+		t.Run(fmt.Sprintf("%d processes, %s earlier each day", procs, c.drift), func(t *testing.T) {
 			t.Parallel()
 			const n, limit = 150, 30
 			bin := binary(t)
@@ -52,7 +58,7 @@ func TestBudgetLineKeepsItsOrderAsRunsWander(t *testing.T) {
 				// earlier each day.
 				asOf := start
 				if day > 0 {
-					asOf = start.Add(time.Duration(day)*delivery.BudgetWindow + 5*time.Minute - time.Duration(2*day)*time.Second)
+					asOf = start.Add(time.Duration(day)*delivery.BudgetWindow + 5*time.Minute - time.Duration(day)*c.drift)
 				}
 				args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "0",
 					"--daily-limit", strconv.Itoa(limit), "--output", "json",
@@ -77,7 +83,7 @@ func TestBudgetLineKeepsItsOrderAsRunsWander(t *testing.T) {
 				next += len(places)
 			}
 			t.Logf("the line by place, window by window: %s; held back again after the first day: %d", strings.Join(windows, "; "), waitedAgain)
-			if waitedAgain == 0 {
+			if waitedAgain == 0 && c.drift > 0 {
 				t.Errorf("no message came due before its slot freed: the runs did not make the line's forecast early, so they did not test it")
 			}
 			if got := statusCounts(t, pool); got["sent"] != n || len(got) != 1 {
