@@ -199,6 +199,8 @@ var botTables = []tableNeed{
 			{"replay_until", timestamptz, schedulerColumn},
 			{"deferred_reason", text, schedulerColumn},
 			{"in_doubt", boolean, schedulerColumn},
+			{"delivered_at", timestamptz, schedulerColumn},
+			{"read_at", timestamptz, schedulerColumn},
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{

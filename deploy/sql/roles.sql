@@ -7,7 +7,8 @@
 --                                engagement-daily, engagement-weekly, queue-process,
 --                                engagement-console
 --                                and engagementctl enqueue|cleanup|status|verify
---   engagement_bot       NOLOGIN EXECUTE on engagement_fire and nothing else: make
+--   engagement_bot       NOLOGIN EXECUTE on engagement_fire and engagement_receipt
+--                                and nothing else: make
 --                                the bot's own login role a member of it
 --                                (GRANT engagement_bot TO <the bot's role>)
 --
@@ -176,14 +177,16 @@ DECLARE
                              'engagement_zone(text)',
                              'engagement_in_shard(uuid, integer, integer)',
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
-                             'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz)',
+                             'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
+                             'engagement_receipt(text, text, timestamptz, text)',
                              'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_route(text, text, text)',
                              'engagement_error_group(text)',
                              'engagement_quiet_until(timestamptz, text, interval, interval)',
                              'engagement_send_budget_full()'];
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
-    bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)'];
+    bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)',
+                              'engagement_receipt(text, text, timestamptz, text)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;
@@ -266,9 +269,10 @@ BEGIN
         END IF;
         EXECUTE format('CREATE POLICY %I ON %s AS PERMISSIVE FOR ALL TO %I USING (true) WITH CHECK (true)', jobs, tbl, jobs);
     END LOOP;
-    -- Each function to its one role: the bot's moves to the bot, the rest
-    -- to the jobs.
-    FOREACH f IN ARRAY funcs || bot_funcs LOOP
+    -- Each function to the roles that call it: the bot's moves to the bot,
+    -- the rest to the jobs; receipts to both (the bot forwards acks, the
+    -- console takes Meta's webhooks).
+    FOREACH f IN ARRAY ARRAY(SELECT DISTINCT unnest(funcs || bot_funcs)) LOOP
         fn := to_regprocedure(format('%I.%s', sch, f));
         IF fn IS NULL THEN
             CONTINUE;
@@ -277,7 +281,12 @@ BEGIN
             EXECUTE format('ALTER FUNCTION %s OWNER TO %I', fn, migrator);
         END IF;
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I, %I', fn, jobs, bot);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, CASE WHEN f = ANY(bot_funcs) THEN bot ELSE jobs END);
+        IF f = ANY(bot_funcs) THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, bot);
+        END IF;
+        IF f = ANY(funcs) THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, jobs);
+        END IF;
     END LOOP;
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', sch, bot);
     IF adopted THEN

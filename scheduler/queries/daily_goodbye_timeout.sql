@@ -7,12 +7,15 @@
 -- engagement_goodbye_due (migration 29, the definition verify's
 -- no_user_stuck uses too) decides it:
 --
---   delivered ('sent') @goodbye_window (48 h) ago: the user had their 48
---     hours to answer                    → @to_state, logged @trigger;
+--   delivered ('sent') @goodbye_window (48 h) ago, by its delivery
+--     receipt (delivered_at, migration 49) or, without one, its
+--     acceptance (sent_at): the user had their 48 hours to answer
+--                                        → @to_state, logged @trigger;
 --   in doubt ('failed' with in_doubt, migration 41: it may have
 --     arrived), its last attempt (the send ledger's last_attempt_at)
 --     48 h ago                           → the same;
---   failed for good or cancelled: the user never got it, and is not timed
+--   failed for good (a late failure WhatsApp reported after accepting it
+--     included) or cancelled: the user never got it, and is not timed
 --     out on it                          → @undelivered_to_state, logged
 --                                           @undelivered_trigger (active:
 --                                           a later goodbye is their
@@ -55,7 +58,7 @@ WITH chunk AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval,
                                         p.opted_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                        q.status, q.in_doubt, q.sent_at,
+                                        q.status, q.in_doubt, q.sent_at, q.delivered_at,
                                         (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                           WHERE l.message_id = q.id)) AS verdict
             FROM (SELECT) AS one

@@ -12,7 +12,7 @@ SELECT '' AS skip_reason, count(*)::int, 0
  WHERE s.state = @from_state
    AND engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval,
                               p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                              q.status, q.in_doubt, q.sent_at,
+                              q.status, q.in_doubt, q.sent_at, q.delivered_at,
                               (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                 WHERE l.message_id = q.id)) IS NOT NULL
    AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

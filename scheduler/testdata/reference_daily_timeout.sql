@@ -9,7 +9,7 @@ WITH due AS (
     SELECT s.user_id,
            engagement_goodbye_due(@as_of::timestamptz, interval '48 hours',
                                   p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                  q.status, q.in_doubt, q.sent_at,
+                                  q.status, q.in_doubt, q.sent_at, q.delivered_at,
                                   (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                     WHERE l.message_id = q.id)) AS verdict
       FROM user_engagement_states s

@@ -58,7 +58,7 @@ WITH found (example, exempt) AS MATERIALIZED (
              WHEN s.state = ANY(@goodbye_states::text[])
              THEN engagement_goodbye_due(@as_of::timestamptz - @grace::interval, @goodbye_window::interval,
                                          p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                         q.status, q.in_doubt, q.sent_at,
+                                         q.status, q.in_doubt, q.sent_at, q.delivered_at,
                                          (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                            WHERE l.message_id = q.id)) IS NOT NULL
                   -- the exempt: still waiting to be delivered
