@@ -87,6 +87,10 @@ type Config struct {
 	CSRFKey []byte
 	// Logger receives one line per request that failed.
 	Logger zerolog.Logger
+	// WhatsApp, when its AppSecret is set, serves Meta's webhook at
+	// WhatsAppWebhookPath, outside the console's authentication: Meta
+	// signs what it sends (whatsapp.go).
+	WhatsApp WhatsAppWebhook
 }
 
 //go:embed templates/*.html
@@ -219,6 +223,9 @@ func New(cfg Config) (*Console, error) {
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", s.healthz)
+	if cfg.WhatsApp.AppSecret != "" {
+		root.HandleFunc(WhatsAppWebhookPath, s.whatsapp)
+	}
 	root.Handle("/", inner)
 	return &Console{Handler: securityHeaders(root), s: s}, nil
 }

@@ -1,0 +1,196 @@
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/activity"
+)
+
+// WhatsAppWebhook is Meta's webhook for the app that sends through the
+// Cloud API (../shared/CONTRACT.md, round six): the console serves it at
+// WhatsAppWebhookPath, outside its own authentication, when AppSecret is
+// set.
+//
+// Meta subscribes the URL with a GET carrying hub.verify_token, which must
+// be VerifyToken, and signs every POST with the app's secret
+// (X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>). Each
+// statuses[] entry of a signed POST is applied as a receipt
+// (engagement_receipt): delivered, read, and failures WhatsApp reports
+// after accepting a message. See
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/
+type WhatsAppWebhook struct {
+	AppSecret   string
+	VerifyToken string
+}
+
+// WhatsAppWebhookPath is where the console serves Meta's webhook.
+const WhatsAppWebhookPath = "/webhooks/whatsapp"
+
+// MaxWhatsAppBody is the largest webhook body read: Meta's payloads are at
+// most 3 MB. A larger body is refused (413) before its signature is
+// checked: Meta never sends one, so no retry follows.
+const MaxWhatsAppBody = 3 << 20
+
+// metaBody is the part of Meta's webhook body the scheduler reads.
+type metaBody struct {
+	Object string `json:"object"`
+	Entry  []struct {
+		Changes []struct {
+			Field string `json:"field"`
+			Value struct {
+				Statuses []metaStatus `json:"statuses"`
+			} `json:"value"`
+		} `json:"changes"`
+	} `json:"entry"`
+}
+
+// metaStatus is one statuses[] entry. recipient_id (the user's number) is
+// never read: it must not reach a log.
+type metaStatus struct {
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	Timestamp string `json:"timestamp"` // Unix seconds, as a string
+	Errors    []struct {
+		Code json.Number `json:"code"`
+	} `json:"errors"`
+}
+
+// whatsapp serves Meta's webhook: the subscription handshake (GET) and the
+// notifications (POST).
+func (s *server) whatsapp(w http.ResponseWriter, r *http.Request) {
+	hook := s.cfg.WhatsApp
+	switch r.Method {
+	case http.MethodGet:
+		q := r.URL.Query()
+		if q.Get("hub.mode") != "subscribe" || hook.VerifyToken == "" ||
+			!hmac.Equal([]byte(q.Get("hub.verify_token")), []byte(hook.VerifyToken)) {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, q.Get("hub.challenge"))
+	case http.MethodPost:
+		s.whatsappNotification(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// whatsappNotification checks a POST's signature and applies its
+// statuses. What Meta is told:
+//
+//	413  a body over MaxWhatsAppBody (never Meta's)
+//	401  no X-Hub-Signature-256; 403 a wrong one: nothing changed
+//	200  a signed body, applied; also a signed body that is not JSON, or a
+//	     status the scheduler cannot use (a status other than sent,
+//	     delivered, read or failed; a timestamp no clock can mean): logged
+//	     and skipped, since Meta would resend it for days and it would
+//	     never apply better
+//	503  the database failed: Meta resends, and receipts apply once
+func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
+	log := s.cfg.Logger.With().Str("path", WhatsAppWebhookPath).Logger()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWhatsAppBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			log.Warn().Int64("limit", tooLarge.Limit).Msg("whatsapp webhook: body too large; refused")
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	sig := r.Header.Get("X-Hub-Signature-256")
+	if sig == "" {
+		log.Warn().Msg("whatsapp webhook: no X-Hub-Signature-256; refused")
+		http.Error(w, "missing signature", http.StatusUnauthorized)
+		return
+	}
+	if !validMetaSignature(s.cfg.WhatsApp.AppSecret, body, sig) {
+		log.Warn().Msg("whatsapp webhook: wrong X-Hub-Signature-256; refused")
+		http.Error(w, "bad signature", http.StatusForbidden)
+		return
+	}
+	var b metaBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		log.Warn().Int("bytes", len(body)).Msg("whatsapp webhook: a signed body that is not Meta's JSON; acknowledged, nothing applied")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	var applied, ours, skipped int
+	for _, e := range b.Entry {
+		for _, c := range e.Changes {
+			if c.Field != "messages" {
+				continue
+			}
+			for _, st := range c.Value.Statuses {
+				ok, err := s.applyMetaStatus(r.Context(), st)
+				switch {
+				case errors.Is(err, activity.ErrUnknownReceiptStatus), errors.Is(err, activity.ErrInstantOutOfRange), errors.Is(err, errBadTimestamp):
+					skipped++
+					log.Warn().Str("status", st.Status).Str("error", err.Error()).Msg("whatsapp webhook: a status the scheduler cannot use; skipped")
+				case err != nil:
+					log.Error().Str("error", err.Error()).Msg("whatsapp webhook: applying a receipt failed; Meta will resend")
+					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+					return
+				default:
+					applied++
+					if ok {
+						ours++
+					}
+				}
+			}
+		}
+	}
+	log.Debug().Int("statuses", applied).Int("ours", ours).Int("skipped", skipped).Msg("whatsapp webhook applied")
+	w.WriteHeader(http.StatusOK)
+}
+
+var errBadTimestamp = errors.New("timestamp is not Unix seconds")
+
+// applyMetaStatus applies one status as a receipt, reporting whether the
+// message was the scheduler's.
+func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, error) {
+	var o activity.ReceiptOptions
+	if st.Timestamp != "" {
+		sec, err := strconv.ParseInt(st.Timestamp, 10, 64)
+		if err != nil {
+			return false, errBadTimestamp
+		}
+		o.At = time.Unix(sec, 0)
+	}
+	if len(st.Errors) > 0 {
+		o.ErrorCode = st.Errors[0].Code.String()
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
+	defer cancel()
+	_, ours, err := activity.Receipt(ctx, s.cfg.Pool, st.ID, st.Status, o)
+	return ours, err
+}
+
+// validMetaSignature reports whether header is "sha256=" and the hex
+// HMAC-SHA256 of body under secret, compared in constant time.
+func validMetaSignature(secret string, body []byte, header string) bool {
+	hexSum, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSum)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}

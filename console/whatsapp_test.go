@@ -1,0 +1,212 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+const (
+	metaSecret = "meta-app-secret"
+	metaToken  = "verify-me"
+)
+
+// metaSign is X-Hub-Signature-256 for body under secret, as Meta computes it.
+func metaSign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// metaStatuses is Meta's webhook body carrying statuses, in the shape of
+// its status messages webhook reference (ids, status, Unix-seconds
+// timestamps, the recipient's number, pricing, errors).
+func metaStatuses(statuses ...string) []byte {
+	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
+		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
+		"statuses":[` + strings.Join(statuses, ",") + `]},"field":"messages"}]}]}`)
+}
+
+func metaStatus(id, status string, at time.Time, errCode string) string {
+	s := fmt.Sprintf(`{"id":%q,"status":%q,"timestamp":"%d","recipient_id":"5511999990000",
+		"pricing":{"billable":true,"pricing_model":"PMP","category":"marketing","type":"regular"}`, id, status, at.Unix())
+	if errCode != "" {
+		s += `,"errors":[{"code":` + errCode + `,"title":"Message undeliverable","message":"Message undeliverable","error_data":{"details":"Message Undeliverable."}}]`
+	}
+	return s + "}"
+}
+
+// whatsappConsole serves the console with Meta's webhook on, over a fresh
+// database with one message the scheduler sent (provider id wamid.OURS).
+func whatsappConsole(t *testing.T) (*httptest.Server, *pgxpool.Pool, string) {
+	t.Helper()
+	pool, _ := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	var id string
+	if err := pool.QueryRow(context.Background(), `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
+		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		        '5511999990000@s.whatsapp.net', now() - interval '2 hours', 'k1', 'sent', now() - interval '2 hours', 'wamid.OURS')
+		RETURNING id::text`, user).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	h, err := console.New(console.Config{Pool: pool, Auth: console.Auth{Users: htpasswd(t), Operators: []string{operator}},
+		WhatsApp: console.WhatsAppWebhook{AppSecret: metaSecret, VerifyToken: metaToken},
+		Logger:   zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, pool, id
+}
+
+func postMeta(t *testing.T, url string, body []byte, sig string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+console.WhatsAppWebhookPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if sig != "" {
+		req.Header.Set("X-Hub-Signature-256", sig)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// Meta's webhook, with a Meta that lies: the handshake with the right and
+// a wrong token; unsigned, wrongly signed, oversized and garbage bodies;
+// statuses repeated and out of order, a late failure, a status the
+// scheduler cannot use. Nothing unsigned changes anything; everything
+// signed is acknowledged, so Meta does not resend it for days.
+func TestWhatsAppWebhook(t *testing.T) {
+	t.Parallel()
+	srv, pool, id := whatsappConsole(t)
+	state := func() string {
+		var s string
+		if err := pool.QueryRow(context.Background(), `
+			SELECT status || ' ' || coalesce(to_char(delivered_at, 'HH24:MI:SS'), '-') || ' ' || coalesce(to_char(read_at, 'HH24:MI:SS'), '-')
+			       || ' ' || coalesce(error_message, '-')
+			  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := state()
+
+	// The handshake, without the console's credentials.
+	for token, want := range map[string]int{metaToken: 200, "guess": 403, "": 403} {
+		res, err := http.Get(srv.URL + console.WhatsAppWebhookPath + "?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=" + token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want || (want == 200 && string(body) != "1158201444") {
+			t.Errorf("handshake with token %q: %d %q, want %d (and the challenge on 200)", token, res.StatusCode, body, want)
+		}
+	}
+
+	now := time.Now().Truncate(time.Second)
+	delivered := metaStatuses(metaStatus("wamid.OURS", "delivered", now.Add(-time.Hour), ""))
+	for name, c := range map[string]struct {
+		body []byte
+		sig  string
+		want int
+	}{
+		"unsigned":              {delivered, "", http.StatusUnauthorized},
+		"signed with another":   {delivered, metaSign("not-the-secret", delivered), http.StatusForbidden},
+		"a signature not hex":   {delivered, "sha256=zz", http.StatusForbidden},
+		"another scheme":        {delivered, "sha1=" + strings.TrimPrefix(metaSign(metaSecret, delivered), "sha256="), http.StatusForbidden},
+		"a body changed":        {append(bytes.Clone(delivered), ' '), metaSign(metaSecret, delivered), http.StatusForbidden},
+		"10 MB":                 {bytes.Repeat([]byte("x"), 10<<20), metaSign(metaSecret, bytes.Repeat([]byte("x"), 10<<20)), http.StatusRequestEntityTooLarge},
+		"unsigned garbage":      {[]byte("{not json"), "", http.StatusUnauthorized},
+		"signed garbage":        {[]byte("{not json"), metaSign(metaSecret, []byte("{not json")), http.StatusOK},
+		"signed, none of ours":  {metaStatuses(metaStatus("wamid.NOT-OURS", "read", now, "")), "", 0},
+		"signed, a bad status":  {metaStatuses(metaStatus("wamid.OURS", "deleted", now, "")), "", 0},
+		"signed, a future time": {metaStatuses(metaStatus("wamid.OURS", "read", now.Add(time.Hour), "")), "", 0},
+	} {
+		sig, want := c.sig, c.want
+		if want == 0 {
+			sig, want = metaSign(metaSecret, c.body), http.StatusOK
+		}
+		if got := postMeta(t, srv.URL, c.body, sig); got != want {
+			t.Errorf("%s: %d, want %d", name, got, want)
+		}
+	}
+	if got := state(); got != before {
+		t.Fatalf("after the lies the message is %q, want it unchanged, %q", got, before)
+	}
+
+	// Read first, then the delivery (reordered), then both again (Meta's
+	// retries): delivered at the delivery's time, read at the read's.
+	read := metaStatuses(metaStatus("wamid.OURS", "read", now.Add(-30*time.Minute), ""))
+	for _, b := range [][]byte{read, delivered, read, delivered} {
+		if got := postMeta(t, srv.URL, b, metaSign(metaSecret, b)); got != http.StatusOK {
+			t.Fatalf("a signed status: %d, want 200", got)
+		}
+	}
+	want := "sent " + now.Add(-time.Hour).UTC().Format("15:04:05") + " " + now.Add(-30*time.Minute).UTC().Format("15:04:05") + " -"
+	if got := stateUTC(t, pool, id); got != want {
+		t.Errorf("after read, delivered and their repeats: %q, want %q", got, want)
+	}
+
+	// Other paths still need the console's credentials.
+	res, err := http.Get(srv.URL + "/queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /queue without credentials: %d, want 401", res.StatusCode)
+	}
+}
+
+// A late failure on the webhook fails the message with WhatsApp's code.
+func TestWhatsAppWebhookLateFailure(t *testing.T) {
+	t.Parallel()
+	srv, pool, id := whatsappConsole(t)
+	b := metaStatuses(metaStatus("wamid.OURS", "failed", time.Now().Add(-time.Minute), "131026"))
+	if got := postMeta(t, srv.URL, b, metaSign(metaSecret, b)); got != http.StatusOK {
+		t.Fatalf("a signed failure: %d, want 200", got)
+	}
+	var status, msg string
+	if err := pool.QueryRow(context.Background(), `SELECT status, error_message FROM engagement_message_queue WHERE id = $1`, id).Scan(&status, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if status != "failed" || !strings.Contains(msg, "131026") {
+		t.Errorf("after a late failure: %s %q, want failed naming 131026", status, msg)
+	}
+}
+
+func stateUTC(t *testing.T, pool *pgxpool.Pool, id string) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), `
+		SELECT status || ' ' || coalesce(to_char(delivered_at AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-') || ' '
+		       || coalesce(to_char(read_at AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-') || ' ' || coalesce(error_message, '-')
+		  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
