@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -73,6 +74,12 @@ func newHistory(t *testing.T) *history {
 	h.daily(t, d1.Add(72*time.Hour))
 	h.daily(t, d2)
 	h.deliver(t, d2.Add(30*time.Minute), "u10", "u11", "u12", "u13", "u14")
+	// WhatsApp's receipts for three of them: a delivery, a read (which
+	// implies it), a failure after acceptance (Meta's per-user marketing
+	// limit).
+	h.receipt(t, "u12", activity.ReceiptDelivered, d2.Add(40*time.Minute), "")
+	h.receipt(t, "u13", activity.ReceiptRead, d2.Add(50*time.Minute), "")
+	h.receipt(t, "u14", activity.ReceiptFailed, d2.Add(time.Hour), "131049")
 	h.fire(t, d2.Add(time.Hour), "u11", sm.UserMessage)
 	h.fire(t, d1.Add(15*24*time.Hour), "u7", sm.UserMessage)
 	return h
@@ -112,6 +119,16 @@ func (h *history) deliver(t *testing.T, at time.Time, names ...string) {
 	}
 }
 
+// receipt applies one of WhatsApp's receipts to the user's goodbye.
+func (h *history) receipt(t *testing.T, name, status string, at time.Time, code string) {
+	t.Helper()
+	fixture.Exec(t, h.pool, `UPDATE engagement_message_queue SET provider_message_id = 'wamid.' || user_id WHERE user_id = $1`, h.u[name])
+	if _, ok, err := activity.Receipt(context.Background(), h.pool, "wamid."+h.u[name], status,
+		activity.ReceiptOptions{At: at, ErrorCode: code}); err != nil || !ok {
+		t.Fatalf("receipt %s for %s: ok %v, %v", status, name, ok, err)
+	}
+}
+
 func (h *history) fire(t *testing.T, at time.Time, name string, trigger sm.Trigger) {
 	t.Helper()
 	before := h.lastID(t)
@@ -130,9 +147,9 @@ func TestFunnelCountsAScriptedHistory(t *testing.T) {
 		t.Fatalf("%d cohorts, want %d", len(o.Funnel), console.Weeks)
 	}
 	want := map[string]console.Cohort{
-		"2026-02-09": {Goodbyes: 10, Delivered: 9, AnsweredHelp: 2, AnsweredRemindLater: 1, AnsweredNotNow: 1,
+		"2026-02-09": {Goodbyes: 10, Accepted: 9, AnsweredHelp: 2, AnsweredRemindLater: 1, AnsweredNotNow: 1,
 			CameBack: 2, TimedOut: 3, Undelivered: 1, Waiting: 0, Reactivated: 4},
-		"2026-02-23": {Goodbyes: 5, Delivered: 5, CameBack: 1, Waiting: 4, Reactivated: 1},
+		"2026-02-23": {Goodbyes: 5, Accepted: 5, Delivered: 2, Read: 1, FailedLate: 1, Receipts: 3, CameBack: 1, Waiting: 4, Reactivated: 1},
 	}
 	for i, c := range o.Funnel {
 		wantStart := time.Date(2026, 1, 12, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * 7 * 24 * time.Hour)

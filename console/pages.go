@@ -60,17 +60,25 @@ type StateWeek struct {
 // Cohort is the goodbyes logged in one ISO week and what became of them
 // (see queries/funnel.sql for each count's definition).
 type Cohort struct {
-	WeekStart           time.Time `json:"week_start"`
-	Goodbyes            int64     `json:"goodbyes"`
-	Delivered           int64     `json:"delivered"`
-	AnsweredHelp        int64     `json:"answered_help"`
-	AnsweredRemindLater int64     `json:"answered_remind_later"`
-	AnsweredNotNow      int64     `json:"answered_not_now"`
-	CameBack            int64     `json:"came_back"`
-	TimedOut            int64     `json:"timed_out"`
-	Undelivered         int64     `json:"undelivered"`
-	Waiting             int64     `json:"waiting"`
-	Reactivated         int64     `json:"reactivated"`
+	WeekStart time.Time `json:"week_start"`
+	Goodbyes  int64     `json:"goodbyes"`
+	// Accepted goodbyes WhatsApp (or the bot) took; of them, Delivered and
+	// Read by its receipts, and FailedLate failed after acceptance.
+	// Receipts is how many any receipt reached: 0 when nobody passes them
+	// on, and then Delivered and Read say nothing.
+	Accepted            int64 `json:"accepted"`
+	Delivered           int64 `json:"delivered"`
+	Read                int64 `json:"read"`
+	FailedLate          int64 `json:"failed_late"`
+	Receipts            int64 `json:"receipts"`
+	AnsweredHelp        int64 `json:"answered_help"`
+	AnsweredRemindLater int64 `json:"answered_remind_later"`
+	AnsweredNotNow      int64 `json:"answered_not_now"`
+	CameBack            int64 `json:"came_back"`
+	TimedOut            int64 `json:"timed_out"`
+	Undelivered         int64 `json:"undelivered"`
+	Waiting             int64 `json:"waiting"`
+	Reactivated         int64 `json:"reactivated"`
 	// ReactivatedShare is Reactivated / Goodbyes (0 without goodbyes).
 	ReactivatedShare float64 `json:"reactivated_share"`
 	// WindowClosed is true when every goodbye of the week has had its
@@ -169,7 +177,7 @@ func funnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
 	})
 	var out []Cohort
 	var c Cohort
-	_, err := pgx.ForEachRow(rows, []any{&c.WeekStart, &c.Goodbyes, &c.Delivered, &c.AnsweredHelp, &c.AnsweredRemindLater,
+	_, err := pgx.ForEachRow(rows, []any{&c.WeekStart, &c.Goodbyes, &c.Accepted, &c.Delivered, &c.Read, &c.FailedLate, &c.Receipts, &c.AnsweredHelp, &c.AnsweredRemindLater,
 		&c.AnsweredNotNow, &c.CameBack, &c.TimedOut, &c.Undelivered, &c.Waiting, &c.Reactivated, &c.WindowClosed}, func() error {
 		c.WeekStart = c.WeekStart.UTC()
 		c.ReactivatedShare = 0
@@ -219,7 +227,45 @@ type Queue struct {
 	// FailedLastDay counts the messages that failed in the last 24 h,
 	// over every reason group (shown or not).
 	FailedLastDay int64 `json:"failed_last_24h"`
+	// Receipts are WhatsApp's receipts for the messages accepted in the
+	// last ReceiptsWindow.
+	Receipts Receipts `json:"receipts"`
 }
+
+// ReceiptsWindow is how far back the queue page's receipts look.
+const ReceiptsWindow = 7 * 24 * time.Hour
+
+// Receipts is what WhatsApp said of the messages it accepted in a window:
+// delivered and read by its receipts, and failed after acceptance, by
+// error code. Accepted without any Delivered or FailedLate means nobody
+// passes receipts on.
+type Receipts struct {
+	Window     string      `json:"window"`
+	Accepted   int64       `json:"accepted"`
+	Delivered  int64       `json:"delivered"`
+	Read       int64       `json:"read"`
+	FailedLate int64       `json:"failed_late"`
+	ByCode     []CodeCount `json:"failed_late_by_code"`
+}
+
+// CodeCount is how many messages failed after acceptance with a WhatsApp
+// error code, and what Meta says it means.
+type CodeCount struct {
+	Code     string `json:"code"`
+	Meaning  string `json:"meaning,omitempty"`
+	Messages int64  `json:"messages"`
+}
+
+// Share is n of the accepted, as a fraction (0 when none were).
+func (r Receipts) Share(n int64) float64 {
+	if r.Accepted == 0 {
+		return 0
+	}
+	return float64(n) / float64(r.Accepted)
+}
+
+// Heard reports whether any receipt came back in the window.
+func (r Receipts) Heard() bool { return r.Delivered+r.FailedLate > 0 }
 
 // Count returns the messages of a kind in a status (for the template).
 func (q Queue) Count(kind, status string) int64 { return q.matrix[[2]string{kind, status}] }
@@ -367,6 +413,23 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		}
 		if len(q.Failures) > 0 {
 			q.FailedLastDay = q.Failures[0].allLastWindow
+		}
+		q.Receipts.Window = "7 days"
+		rows, _ = tx.Query(ctx, query("queue_receipts"), sqlfile.Args{"as_of": asOf, "window": ReceiptsWindow})
+		var code *string
+		var n int64
+		r := &q.Receipts
+		if _, err := pgx.ForEachRow(rows, []any{&r.Accepted, &r.Delivered, &r.Read, &r.FailedLate, &code, &n}, func() error {
+			if code != nil {
+				name := *code
+				if name == "" {
+					name = "no code"
+				}
+				r.ByCode = append(r.ByCode, CodeCount{Code: name, Meaning: whatsAppCodes[*code], Messages: n})
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		rows, _ = tx.Query(ctx, query("queue_cancelled"))
 		q.Cancelled, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReasonCount])
@@ -657,6 +720,8 @@ type UserMessage struct {
 	Status       string     `json:"status"`
 	ScheduledFor time.Time  `json:"scheduled_for"`
 	SentAt       *time.Time `json:"sent_at"`
+	DeliveredAt  *time.Time `json:"delivered_at"` // by WhatsApp's receipt
+	ReadAt       *time.Time `json:"read_at"`      // by WhatsApp's receipt
 	RetryCount   int64      `json:"retry_count"`
 	CancelReason string     `json:"cancel_reason,omitempty"`
 	Error        string     `json:"error,omitempty"`

@@ -210,3 +210,36 @@ func stateUTC(t *testing.T, pool *pgxpool.Pool, id string) string {
 	}
 	return s
 }
+
+// The queue page says what WhatsApp said of the messages it accepted in
+// the last 7 days: delivered and read by their receipts, failed after
+// acceptance by code with Meta's meaning.
+func TestQueuePageShowsWhatWhatsAppSaid(t *testing.T) {
+	t.Parallel()
+	srv, pool, _ := whatsappConsole(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
+		VALUES ($1, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990001@s.whatsapp.net',
+		        now() - interval '1 hour', 'k2', 'sent', now() - interval '1 hour', 'wamid.TWO')`, user)
+	now := time.Now()
+	b := metaStatuses(metaStatus("wamid.OURS", "read", now.Add(-time.Minute), ""), metaStatus("wamid.TWO", "failed", now.Add(-time.Minute), "131049"))
+	if got := postMeta(t, srv.URL, b, metaSign(metaSecret, b)); got != http.StatusOK {
+		t.Fatalf("signed statuses: %d, want 200", got)
+	}
+	var q console.Queue
+	_, body := get(t, srv, "/queue", viewer, viewerPassword, true)
+	decode(t, body, &q)
+	r := q.Receipts
+	if r.Accepted != 2 || r.Delivered != 1 || r.Read != 1 || r.FailedLate != 1 || len(r.ByCode) != 1 ||
+		r.ByCode[0].Code != "131049" || r.ByCode[0].Messages != 1 || !strings.Contains(r.ByCode[0].Meaning, "marketing") {
+		t.Errorf("receipts on the queue page: %+v; want 2 accepted, 1 delivered and read, 1 failed late with 131049 and its meaning", r)
+	}
+	_, html := get(t, srv, "/queue", viewer, viewerPassword, false)
+	for _, want := range []string{"What WhatsApp said", "failed after acceptance", "131049", "Meta&#39;s limit on marketing messages"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the queue page lacks %q", want)
+		}
+	}
+}

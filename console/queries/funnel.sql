@@ -7,10 +7,17 @@
 --                undelivered; none yet: still waiting;
 --   reactivated  the user wrote again (@comeback_trigger, from any state)
 --                within @window of the goodbye, by @as_of;
---   delivered    the cohort's goodbye messages (kind @goodbye_kind, by the
---                day they were queued for) that were sent; or, once cleanup
---                has deleted them, at least the goodbyes answered or timed
---                out (both only follow a delivery).
+--   accepted     the cohort's goodbye messages (kind @goodbye_kind, by the
+--                day they were queued for) that WhatsApp (or the bot)
+--                accepted: sent, or failed after acceptance; or, once
+--                cleanup has deleted them, at least the goodbyes answered
+--                or timed out (both only follow a delivery);
+--   delivered,   of those, the ones a receipt (engagement_receipt,
+--   read         migration 49) says were delivered, and read;
+--   failed_late  the ones WhatsApp failed after accepting them (status
+--                failed with a sent_at: 131026, 131049, …);
+--   receipts     how many of them any receipt reached: 0 means nobody
+--                passes receipts on, and delivered and read say nothing.
 -- Set-based: the goodbyes, the returns and the moves out of goodbye_sent
 -- of the weeks come from the log's indexes alone (migrations 35, 36) and
 -- meet the goodbyes by user in joins; nothing is looked up goodbye by
@@ -58,16 +65,22 @@ WITH bounds AS (
       LEFT JOIN firsts o ON o.id = g.id
      GROUP BY g.w
 ), sent AS (
-    SELECT floor(extract(epoch FROM q.period_start - b.first_start) / 604800)::int AS w, count(*) AS n
+    SELECT floor(extract(epoch FROM q.period_start - b.first_start) / 604800)::int AS w,
+           count(*) AS n,
+           count(*) FILTER (WHERE q.status = 'sent' AND q.delivered_at IS NOT NULL) AS delivered,
+           count(*) FILTER (WHERE q.status = 'sent' AND q.read_at IS NOT NULL) AS read,
+           count(*) FILTER (WHERE q.status = 'failed') AS failed_late,
+           count(*) FILTER (WHERE q.delivered_at IS NOT NULL OR q.status = 'failed') AS receipts
       FROM engagement_message_queue q, bounds b
      WHERE q.message_type = @goodbye_kind::text
        AND q.period_start >= b.first_start AND q.period_start <= @as_of::timestamptz
-       AND q.status = 'sent'
+       AND (q.status = 'sent' OR (q.status = 'failed' AND q.sent_at IS NOT NULL))
      GROUP BY 1
 )
 SELECT b.first_start + w.i * interval '7 days' AS week_start,
        coalesce(o.goodbyes, 0) AS goodbyes,
-       greatest(coalesce(s.n, 0), coalesce(o.answered_help + o.answered_remind_later + o.answered_not_now + o.timed_out, 0)) AS delivered,
+       greatest(coalesce(s.n, 0), coalesce(o.answered_help + o.answered_remind_later + o.answered_not_now + o.timed_out, 0)) AS accepted,
+       coalesce(s.delivered, 0), coalesce(s.read, 0), coalesce(s.failed_late, 0), coalesce(s.receipts, 0),
        coalesce(o.answered_help, 0), coalesce(o.answered_remind_later, 0), coalesce(o.answered_not_now, 0),
        coalesce(o.came_back, 0), coalesce(o.timed_out, 0), coalesce(o.undelivered, 0), coalesce(o.waiting, 0),
        coalesce(r.n, 0) AS reactivated,
