@@ -17,7 +17,8 @@
 // connection, a user id that is not a UUID) is thrown as pg threw it.
 'use strict';
 
-// The SQLSTATEs engagement_fire raises.
+// The SQLSTATEs engagement_fire (EN001-EN006) and engagement_receipt
+// (EN005, EN007; receipt.js) raise.
 const SQLSTATE = Object.freeze({
   UNKNOWN_TRIGGER: 'EN001', // not a trigger of the state machine
   NOT_A_BOT_TRIGGER: 'EN002', // a trigger of the scheduler's jobs, not the bot's
@@ -25,6 +26,7 @@ const SQLSTATE = Object.freeze({
   INVALID_MOVE: 'EN004', // not a move from the user's current state (DETAIL: that state)
   INSTANT_OUT_OF_RANGE: 'EN005', // options.at infinite, before 2000, or over 5 minutes past the database clock
   REQUEST_KEY_OF_ANOTHER_USER: 'EN006', // options.requestKey was used for another user's move
+  UNKNOWN_RECEIPT_STATUS: 'EN007', // receipt(): status is not sent, delivered, read or failed
 });
 
 // The triggers the bot fires, and the states, as the state machine's
@@ -32,16 +34,23 @@ const SQLSTATE = Object.freeze({
 const BOT_TRIGGERS = Object.freeze(['user_message', 'goodbye_answer_help', 'goodbye_answer_remind_later', 'goodbye_answer_dormant']);
 const STATES = Object.freeze(['active', 'goodbye_sent', 'help_flow', 'remind_later', 'dormant']);
 
-// EngagementError is the base of every refusal of engagement_fire: the
-// user was left as they were. sqlstate is the SQLSTATE it came with,
-// cause the error pg threw.
+// EngagementError is the base of every refusal of engagement_fire and
+// engagement_receipt (receipt.js): nothing was changed. sqlstate is the
+// SQLSTATE it came with, cause the error pg threw; userId and trigger are
+// fire's, providerMessageId and status receipt's (set only by receipt).
 class EngagementError extends Error {
-  constructor(message, { sqlstate, userId, trigger, cause } = {}) {
+  constructor(message, { sqlstate, userId, trigger, cause, providerMessageId, status } = {}) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = new.target.name;
     this.sqlstate = sqlstate;
     this.userId = userId;
     this.trigger = trigger;
+    if (providerMessageId !== undefined) {
+      this.providerMessageId = providerMessageId;
+    }
+    if (status !== undefined) {
+      this.status = status;
+    }
   }
 }
 
@@ -71,7 +80,7 @@ class InvalidMoveError extends EngagementError {
 // more than 5 minutes ahead of the database clock: an instant the bot
 // cannot mean (a Baileys messageTimestamp is Unix seconds: new Date(ts *
 // 1000); ts * 1000000 is the year 58874). Stored, it would keep the user
-// from every goodbye.
+// from every goodbye. receipt() throws it too, for a receipt's at.
 class InstantOutOfRangeError extends EngagementError {}
 
 // RequestKeyOfAnotherUserError (EN006): options.requestKey was used for

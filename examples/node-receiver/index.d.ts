@@ -1,4 +1,4 @@
-// Types of @engagement-scheduler/bot (index.js, receiver.js, fire.js),
+// Types of @engagement-scheduler/bot (index.js, receiver.js, fire.js, receipt.js),
 // written by hand: the package is plain JavaScript with no build step.
 // The HTTP types come from @types/node, which a TypeScript bot has.
 
@@ -31,7 +31,7 @@ export interface Queryable {
 
 // ---------------------------------------------------------------- fire
 
-/** The SQLSTATEs `engagement_fire` raises. */
+/** The SQLSTATEs `engagement_fire` (EN001–EN006) and `engagement_receipt` (EN005, EN007) raise. */
 export const SQLSTATE: {
   readonly UNKNOWN_TRIGGER: 'EN001';
   readonly NOT_A_BOT_TRIGGER: 'EN002';
@@ -39,8 +39,9 @@ export const SQLSTATE: {
   readonly INVALID_MOVE: 'EN004';
   readonly INSTANT_OUT_OF_RANGE: 'EN005';
   readonly REQUEST_KEY_OF_ANOTHER_USER: 'EN006';
+  readonly UNKNOWN_RECEIPT_STATUS: 'EN007';
 };
-export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004' | 'EN005' | 'EN006';
+export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004' | 'EN005' | 'EN006' | 'EN007';
 
 export interface FireOptions {
   /** The move's instant (a Date or an ISO 8601 string); the transaction's (now()) when absent. */
@@ -82,17 +83,23 @@ export interface EngagementErrorOptions {
   trigger?: string;
   cause?: unknown;
   fromState?: EngagementState;
+  providerMessageId?: string;
+  status?: string;
 }
 
-/** A move engagement_fire refused; nothing was changed. */
+/** A move engagement_fire, or a receipt engagement_receipt, refused; nothing was changed. */
 export class EngagementError extends Error {
   constructor(message: string, options?: EngagementErrorOptions);
-  /** The SQLSTATE engagement_fire raised. */
+  /** The SQLSTATE engagement_fire or engagement_receipt raised. */
   readonly sqlstate: EngagementSQLState;
-  /** The user the move was for. */
+  /** The user the move was for (fire's errors; undefined in receipt's). */
   readonly userId: string;
-  /** The trigger fired, as given. */
+  /** The trigger fired, as given (fire's errors; undefined in receipt's). */
   readonly trigger: string;
+  /** The receipt's provider message id, as given (receipt's errors only). */
+  readonly providerMessageId?: string;
+  /** The receipt's status, as given (receipt's errors only). */
+  readonly status?: string;
   /** The error pg threw. */
   readonly cause?: unknown;
 }
@@ -114,7 +121,10 @@ export class InvalidMoveError extends EngagementError {
   /** The user's state when the move was refused. */
   readonly fromState: EngagementState;
 }
-/** EN005: `options.at` is infinite, before 2000, or more than 5 minutes ahead of the database clock. */
+/**
+ * EN005: `options.at` (of fire or of receipt) is infinite, before 2000, or
+ * more than 5 minutes ahead of the database clock.
+ */
 export class InstantOutOfRangeError extends EngagementError {
   readonly sqlstate: 'EN005';
 }
@@ -122,6 +132,115 @@ export class InstantOutOfRangeError extends EngagementError {
 export class RequestKeyOfAnotherUserError extends EngagementError {
   readonly sqlstate: 'EN006';
 }
+
+// ---------------------------------------------------------------- receipt
+
+/** A receipt's status, as WhatsApp reports it (Meta's `statuses[].status`; Baileys' acks). */
+export type ReceiptStatus = 'sent' | 'delivered' | 'read' | 'failed';
+
+/**
+ * What is known of a message after a receipt: `accepted` (sent, no
+ * delivery reported yet), `delivered`, `read`, `failed` (at the send, or
+ * after acceptance); for a message the queue has not sent, its status.
+ */
+export type MessageReceiptState = 'accepted' | 'delivered' | 'read' | 'failed' | 'pending' | 'processing' | 'cancelled';
+
+/** The four receipt statuses. */
+export const RECEIPT_STATUSES: readonly ReceiptStatus[];
+
+export interface ReceiptOptions {
+  /** When WhatsApp says it happened (a Date or an ISO 8601 string); the transaction's time (now()) when absent. */
+  at?: Date | string | null;
+  /** WhatsApp's error code of a failure (Meta's `errors[0].code`, e.g. 131026), kept in the message's error_message. */
+  errorCode?: string | number | null;
+}
+
+/** A receipt, as the mappers read it; it is also receipt()'s options (`at`, `errorCode`). */
+export interface Receipt {
+  /** Baileys' `key.id`, or the Cloud API's `wamid…`. */
+  providerMessageId: string;
+  status: ReceiptStatus;
+  at?: Date;
+  errorCode?: string;
+}
+
+/**
+ * Applies one receipt to the message whose provider id is
+ * providerMessageId: one statement, `SELECT engagement_receipt($1, $2, $3,
+ * $4)`. Receipts may come again and in any order: a message never moves
+ * back. Resolves to what is known of the message now, or null for an id
+ * that is none of the scheduler's messages (nothing changed).
+ *
+ * Throws, with nothing changed: {@link UnknownReceiptStatusError} (EN007),
+ * {@link InstantOutOfRangeError} (EN005). Any other error (the database,
+ * the connection) is pg's, as thrown; a providerMessageId that is not a
+ * string, a TypeError.
+ */
+export function receipt(client: Queryable, providerMessageId: string, status: ReceiptStatus, options?: ReceiptOptions): Promise<MessageReceiptState | null>;
+
+/** receipt bound to a client: `const receipt = createReceipt(pool); await receipt(id, 'delivered')`. */
+export function createReceipt(client: Queryable): (providerMessageId: string, status: ReceiptStatus, options?: ReceiptOptions) => Promise<MessageReceiptState | null>;
+
+/**
+ * The {@link EngagementError} for an error pg threw for engagement_receipt
+ * (EN005, EN007), or null when it is not one of its refusals.
+ */
+export function receiptError(err: unknown, providerMessageId?: string, status?: string): EngagementError | null;
+
+/** EN007: the status is not sent, delivered, read or failed. */
+export class UnknownReceiptStatusError extends EngagementError {
+  readonly sqlstate: 'EN007';
+  readonly providerMessageId: string;
+  readonly status: string;
+}
+
+/**
+ * Baileys' WAMessageStatus (`proto.WebMessageInfo.Status` of
+ * @whiskeysockets/baileys' WAProto).
+ */
+export const BAILEYS_STATUS: {
+  readonly ERROR: 0;
+  readonly PENDING: 1;
+  readonly SERVER_ACK: 2;
+  readonly DELIVERY_ACK: 3;
+  readonly READ: 4;
+  readonly PLAYED: 5;
+};
+
+/** The part of a Baileys `WAMessageUpdate` (`messages.update`) the mapper reads. */
+export interface BaileysMessageUpdate {
+  key: { id?: string | null; fromMe?: boolean | null; [field: string]: unknown };
+  update: {
+    /** A WAMessageStatus number, or its name. */
+    status?: number | string | null;
+    /** Unix seconds (a number, a string, or a protobufjs Long). */
+    messageTimestamp?: number | string | { toNumber(): number } | null;
+    messageStubParameters?: (string | null | undefined)[] | null;
+    [field: string]: unknown;
+  };
+}
+
+/**
+ * The receipts of a Baileys `messages.update` event, for the messages the
+ * bot sent (`key.fromMe`): ERROR → failed (the ack's error code as
+ * errorCode), PENDING → none, SERVER_ACK → sent, DELIVERY_ACK → delivered,
+ * READ and PLAYED → read; `at` from `messageTimestamp` (Unix seconds).
+ */
+export function receiptsFromBaileysUpdate(updates: readonly BaileysMessageUpdate[]): Receipt[];
+
+/**
+ * The receipts of a WhatsApp Cloud API webhook body (a parsed object, or
+ * the raw JSON): `entry[].changes[]` of field `messages`, each
+ * `value.statuses[]` entry (id, status, timestamp, errors[0].code).
+ * Throws SyntaxError for a string or Buffer that is not JSON.
+ */
+export function receiptsFromMetaWebhook(body: unknown): Receipt[];
+
+/**
+ * Whether header (`X-Hub-Signature-256: sha256=<hex>`) is the HMAC-SHA256
+ * of the raw body bytes under the app's secret, compared in constant time.
+ */
+export function verifyMetaSignature(appSecret: string, rawBody: Uint8Array | string, header: string | string[] | undefined): boolean;
 
 // ---------------------------------------------------------------- receiver
 

@@ -5,7 +5,11 @@
 //     signature check and the de-duplication by Idempotency-Key in
 //     PostgreSQL, as one HTTP handler (createReceiver) or step by step;
 //   - fire (fire.js): the bot's moves of the state machine, one checked,
-//     logged, idempotent call each over engagement_fire, with typed errors.
+//     logged, idempotent call each over engagement_fire, with typed errors;
+//   - receipt (receipt.js): WhatsApp's receipts of the scheduler's
+//     messages (sent, delivered, read, failed) over engagement_receipt,
+//     from Baileys' messages.update (receiptsFromBaileysUpdate) or Meta's
+//     Cloud API webhook (receiptsFromMetaWebhook, verifyMetaSignature).
 //
 // Types: index.d.ts.
 'use strict';
@@ -13,4 +17,5 @@
 module.exports = {
   ...require('./receiver'),
   ...require('./fire'),
+  ...require('./receipt'),
 };

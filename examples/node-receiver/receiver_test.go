@@ -41,7 +41,8 @@ var (
 )
 
 // nodeReady installs Node.js and npm from Debian's packages when missing,
-// and the receiver's one dependency (npm ci, from package-lock.json).
+// and the package's dependencies, its tests' included (npm ci from
+// package-lock.json, when one is missing: localsvc.NpmReady).
 func nodeReady(t *testing.T) {
 	t.Helper()
 	npmOnce.Do(func() {
@@ -54,10 +55,7 @@ func nodeReady(t *testing.T) {
 				}
 			}
 		}
-		if _, err := os.Stat("node_modules/pg"); err == nil {
-			return
-		}
-		_, npmErr = localsvc.Run(ctx, ".", "npm", "ci", "--no-audit", "--no-fund")
+		_, npmErr = localsvc.NpmReady(ctx, ".")
 	})
 	if npmErr != nil {
 		t.Fatal(npmErr)

@@ -53,4 +53,31 @@ async function transitionsOf(db, userId) {
   return rows;
 }
 
-module.exports = { databaseURL, noDatabase, newPool, userIn, stateOf, transitionsOf, days };
+// sentMessage queues a message to a new active user as queue-process
+// leaves one it sent: status sent at sentAt, with the provider's id
+// (activity/receipt_test.go's sentMessage). It returns the message's id.
+async function sentMessage(db, providerMessageId, sentAt) {
+  const user = await userIn(db, 'active', sentAt);
+  const { rows } = await db.query(
+    `INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+            destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
+     VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+             '5511999990000@s.whatsapp.net', $2, $3, 'sent', $2, $3)
+     RETURNING id::text AS id`, [user, sentAt, providerMessageId]);
+  return rows[0].id;
+}
+
+// messageOf is what a receipt may change of a message.
+async function messageOf(db, id) {
+  const { rows } = await db.query(
+    `SELECT status, delivered_at, read_at, error_message, in_doubt FROM engagement_message_queue WHERE id = $1`, [id]);
+  return rows[0];
+}
+
+// dbNow is the database's clock, to the millisecond (a JavaScript Date).
+async function dbNow(db) {
+  const { rows } = await db.query(`SELECT date_trunc('milliseconds', now()) AS now`);
+  return rows[0].now;
+}
+
+module.exports = { databaseURL, noDatabase, newPool, userIn, stateOf, transitionsOf, days, sentMessage, messageOf, dbNow };

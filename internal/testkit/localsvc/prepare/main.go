@@ -44,7 +44,7 @@ var needs = []need{
 	{pkg: "prometheus", usedBy: "promtool, for the alert rules' tests", bins: []string{"promtool"}},
 	{pkg: "prometheus-pushgateway", usedBy: "the metrics tests", bins: []string{"prometheus-pushgateway", "/usr/bin/prometheus-pushgateway"}},
 	{pkg: "nodejs", usedBy: "the reference Node.js receiver's tests", bins: []string{"node"}},
-	{pkg: "npm", usedBy: "the reference receiver's one dependency (npm ci)", bins: []string{"npm"}},
+	{pkg: "npm", usedBy: "the bot package's dependencies (npm ci)", bins: []string{"npm"}},
 	{pkg: "chromium", usedBy: "the web console's browser tests (browsertest)", bins: []string{"chromium", "/usr/bin/chromium"}},
 }
 
@@ -118,9 +118,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	receiver := filepath.Join(root, "examples", "node-receiver")
-	if _, err := os.Stat(filepath.Join(receiver, "node_modules", "pg")); errors.Is(err, os.ErrNotExist) {
-		fmt.Println("make test: npm ci in examples/node-receiver (the reference receiver's one dependency, pg)")
-		if _, err := localsvc.Run(ctx, receiver, "npm", "ci", "--no-audit", "--no-fund"); err != nil {
+	npmMissing, err := localsvc.NpmMissing(receiver)
+	if err != nil {
+		return err
+	}
+	if len(npmMissing) > 0 {
+		fmt.Printf("make test: %s in examples/node-receiver (the bot package's dependency, pg, and its tests' Baileys; missing: %s)\n",
+			strings.Join(localsvc.NpmCIArgs, " "), strings.Join(npmMissing, ", "))
+		if _, err := localsvc.Run(ctx, receiver, localsvc.NpmCIArgs...); err != nil {
 			return err
 		}
 	}
