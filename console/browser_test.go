@@ -85,8 +85,9 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 		charts     int
 		shows      []string
 	}{
-		{"overview", "/", 3, []string{"Goodbye funnel by weekly cohort"}},
-		{"queue", "/queue", 1, []string{"webhook: receiver answered 500", "10 / 10", "the last waiting message goes at"}},
+		{"overview", "/", 3, []string{"Goodbye funnel by weekly cohort", "accepted", "failed late"}},
+		{"queue", "/queue", 1, []string{"webhook: receiver answered 500", "10 / 10", "the last waiting message goes at",
+			"What WhatsApp said", "131049", "Meta's limit on marketing messages"}},
 		{"runs", "/runs", 2, []string{"engagement-daily"}},
 		{"verify", "/verify", 0, []string{"log_matches_state"}},
 		{"user", "/users?id=" + user, 0, []string{"Timeline"}},
