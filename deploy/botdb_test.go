@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
@@ -80,7 +81,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up on the bot's database: exit %d: %s", res.Code, res.Stderr)
 	}
 	changes, err := before.Changes(ctx, conn)
@@ -163,14 +164,14 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	verify := func(asOf string) {
 		t.Helper()
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf, "--output", "json")
+		res := cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
 		if res.Code != 0 {
 			t.Errorf("verify as of %s: exit %d\n%s\n%s", asOf, res.Code, res.Stdout, res.Stderr)
 		}
 	}
 	verify(at(time.Minute))
 	for _, args := range [][]string{{"status"}, {"status", "--output", "json"}, {"cleanup", "--dry-run"}, {"cleanup"}} {
-		if res := cmdtest.Exec(t, cli.NewCtlCommand, env, args...); res.Code != 0 {
+		if res := cmdtest.Exec(t, ctl.NewCommand, env, args...); res.Code != 0 {
 			t.Errorf("engagementctl %v: exit %d: %s", args, res.Code, res.Stderr)
 		}
 	}
@@ -189,7 +190,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	// The old scheduler's failed review (retry_count NULL) is requeued
 	// and delivered once, under its key.
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "requeue", "--status", "failed", "--type", "weekly_review", "--output", "json")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "requeue", "--status", "failed", "--type", "weekly_review", "--output", "json")
 	if res.Code != 0 || !strings.Contains(res.Stdout, `"requeued":1`) {
 		t.Errorf("requeue the old failed review: exit %d, %s %s", res.Code, res.Stdout, res.Stderr)
 	}
@@ -201,19 +202,19 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	// engagementctl enqueue into the bot's queue, whose message_key is NOT
 	// NULL: a known kind takes its catalog key; another type needs --key.
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "reminder",
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "reminder",
 		"--idempotency-key", "ops-1", "--output", "json")
 	var key string
 	if res.Code != 0 || conn.QueryRow(ctx, `SELECT message_key FROM engagement_message_queue WHERE idempotency_key = 'ops-1'`).Scan(&key) != nil ||
 		key != "engagement.reminder.come_back" {
 		t.Errorf("enqueue --type reminder without --key: exit %d, message_key %q (%s); want the kind's catalog key", res.Code, key, res.Stderr)
 	}
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "promo")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "promo")
 	if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 || !strings.Contains(res.Stderr, "catalog key") {
 		t.Errorf("enqueue --type promo without --key: exit %d, stderr %q; want exit 2 and one line asking for a catalog key", res.Code, res.Stderr)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up")
 	if want := fmt.Sprintf("schema version %d of %d\n", migrations.Latest, migrations.Latest); res.Code != 0 || res.Stdout != want {
 		t.Errorf("a second migrate up: exit %d, %q, want 0 and %q (%s)", res.Code, res.Stdout, want, res.Stderr)
 	}

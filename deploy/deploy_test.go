@@ -20,6 +20,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -28,8 +30,8 @@ var commands = map[string]func() *cobra.Command{
 	"engagement-daily":   cli.NewDailyCommand,
 	"engagement-weekly":  cli.NewWeeklyCommand,
 	"queue-process":      cli.NewQueueCommand,
-	"engagementctl":      cli.NewCtlCommand,
-	"engagement-console": cli.NewConsoleCommand,
+	"engagementctl":      ctl.NewCommand,
+	"engagement-console": consolecmd.NewCommand,
 }
 
 // The documented schedules (UTC). queue-process is checked for a sensible

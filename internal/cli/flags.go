@@ -38,7 +38,7 @@ func applyEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 			return
 		}
 		if setErr := f.Value.Set(v); setErr != nil {
-			err = usagef("invalid %s: %v", envs[0], setErr)
+			err = Usagef("invalid %s: %v", envs[0], setErr)
 		}
 	})
 	return err
@@ -48,7 +48,7 @@ func applyEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 // (the environment applied); jobOptions.Validate checks them.
 type jobFlags struct {
 	databaseURL     string
-	asOf            asOfValue
+	asOf            AsOfValue
 	allowFutureAsOf bool
 	dryRun          bool
 	output          string
@@ -59,15 +59,15 @@ type jobFlags struct {
 	concurrency     int
 	shard           shardFlags
 	delivery        deliveryFlags
-	log             logFlags
-	metrics         metricsFlags
+	log             LogFlags
+	metrics         MetricsFlags
 	analytics       analyticsFlags
 }
 
 func (f *jobFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	registerDatabaseURL(fs, &f.databaseURL)
-	f.asOf.name = "--as-of (or ENGAGEMENT_AS_OF)"
+	RegisterDatabaseURL(fs, &f.databaseURL)
+	f.asOf.Name = "--as-of (or ENGAGEMENT_AS_OF)"
 	fs.Var(&f.asOf, "as-of", "the instant the job treats as now, RFC3339 (default: the database clock)")
 	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
 	fs.BoolVar(&f.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of more than 5 minutes ahead of the database clock (a simulation: users are moved before their time)")
@@ -83,34 +83,34 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
 	f.shard.register(fs)
 	f.delivery.register(fs, queueStepGroup)
-	f.log.register(fs)
-	f.metrics.register(fs)
+	f.log.Register(fs)
+	f.metrics.Register(fs)
 	f.analytics.register(fs)
 }
 
-func registerDatabaseURL(fs *pflag.FlagSet, p *string) {
+func RegisterDatabaseURL(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "database-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db")
 	bindEnv(fs, "database-url", "DATABASE_URL")
 	markSecret(fs, "database-url")
 }
 
-// requireDatabaseURL checks that a database URL is given and parses, so a
+// RequireDatabaseURL checks that a database URL is given and parses, so a
 // malformed one is a configuration error (exit 2, which a cron platform
 // need not retry) found before any work. The message never shows the
 // password.
-func requireDatabaseURL(u string) error {
+func RequireDatabaseURL(u string) error {
 	if strings.TrimSpace(u) == "" {
-		return usagef("no database: set DATABASE_URL or pass --database-url")
+		return Usagef("no database: set DATABASE_URL or pass --database-url")
 	}
 	if _, err := pgx.ParseConfig(u); err != nil {
-		return usageError(fmt.Errorf("invalid database URL: %w", err))
+		return UsageError(fmt.Errorf("invalid database URL: %w", err))
 	}
 	return nil
 }
 
-func validateOutput(o string) error {
+func ValidateOutput(o string) error {
 	if o != "text" && o != "json" {
-		return usagef("--output must be text or json, got %q", o)
+		return Usagef("--output must be text or json, got %q", o)
 	}
 	return nil
 }
@@ -130,42 +130,42 @@ var minAsOf = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 func parseAsOf(name, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
 	if err != nil {
-		return time.Time{}, usagef("%s %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", name, s)
+		return time.Time{}, Usagef("%s %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", name, s)
 	}
 	if t.Before(minAsOf) {
-		return time.Time{}, usagef("%s %q is before %s; give the instant to treat as now (like 2026-11-22T06:00:00Z)", name, s, minAsOf.Format("2006-01-02"))
+		return time.Time{}, Usagef("%s %q is before %s; give the instant to treat as now (like 2026-11-22T06:00:00Z)", name, s, minAsOf.Format("2006-01-02"))
 	}
 	return t.UTC(), nil
 }
 
-// asOfValue is an --as-of flag: an RFC3339 instant no earlier than
+// AsOfValue is an --as-of flag: an RFC3339 instant no earlier than
 // 2000-01-01, kept in UTC. Unset, it is the zero time, which every command
 // reads as "the database clock" (postgres.AsOf). A value that does not
 // parse is kept and reported by Check, from the command's validation: the
 // rest of the command line is read first, so that --output json still
 // shapes the error.
-type asOfValue struct {
-	name string // how errors name it: "--as-of", or with its variable
+type AsOfValue struct {
+	Name string // how errors name it: "--as-of", or with its variable
 	t    time.Time
 	err  error
 }
 
-func (v *asOfValue) Set(s string) error {
-	v.t, v.err = parseAsOf(cmp.Or(v.name, "--as-of"), s)
+func (v *AsOfValue) Set(s string) error {
+	v.t, v.err = parseAsOf(cmp.Or(v.Name, "--as-of"), s)
 	return nil
 }
 
-func (v *asOfValue) String() string {
+func (v *AsOfValue) String() string {
 	if v.t.IsZero() {
 		return ""
 	}
 	return v.t.Format(time.RFC3339Nano)
 }
 
-func (v *asOfValue) Type() string { return "string" }
+func (v *AsOfValue) Type() string { return "string" }
 
 // Check is the usage error of a value that did not parse, else nil.
-func (v *asOfValue) Check() error { return v.err }
+func (v *AsOfValue) Check() error { return v.err }
 
 // Time is the instant given, or the zero time for none.
-func (v *asOfValue) Time() time.Time { return v.t }
+func (v *AsOfValue) Time() time.Time { return v.t }

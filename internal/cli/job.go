@@ -51,13 +51,13 @@ States are not changed; opted-out users are never touched.`)
 
 func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
 	o := &jobOptions{name: name, job: job}
-	o.dbURL = &o.databaseURL
+	o.DBURL = &o.databaseURL
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short,
 		Long:  long,
 		Args:  cobra.NoArgs,
-		RunE:  runOptions(o, nil),
+		RunE:  RunOptions(o, nil),
 	}
 	o.register(cmd)
 	o.secrets = secretsOf(cmd) // the flags' values, read when the run logs an error
@@ -71,8 +71,8 @@ type jobOptions struct {
 	jobFlags
 	name string
 	job  jobFunc
-	cmdIO
-	dbOptions
+	CmdIO
+	DBOptions
 	secrets secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
 
 	// Set by Validate.
@@ -87,17 +87,17 @@ type jobOptions struct {
 // error, exit 2, naming the flag) and resolves the shard, the logger and
 // the queue step's configuration.
 func (o *jobOptions) Validate() error {
-	if err := requireDatabaseURL(o.databaseURL); err != nil {
+	if err := RequireDatabaseURL(o.databaseURL); err != nil {
 		return err
 	}
-	if err := validateOutput(o.output); err != nil {
+	if err := ValidateOutput(o.output); err != nil {
 		return err
 	}
 	if o.batchSize < 1 {
-		return usagef("--batch-size must be at least 1, got %d", o.batchSize)
+		return Usagef("--batch-size must be at least 1, got %d", o.batchSize)
 	}
 	if o.concurrency < 1 || o.concurrency > 8 {
-		return usagef("--concurrency must be from 1 to 8, got %d", o.concurrency)
+		return Usagef("--concurrency must be from 1 to 8, got %d", o.concurrency)
 	}
 	if err := o.asOf.Check(); err != nil {
 		return err
@@ -111,14 +111,14 @@ func (o *jobOptions) Validate() error {
 	if err := o.jobFlags.delivery.validate(); err != nil {
 		return err
 	}
-	if err := o.metrics.validate(); err != nil {
+	if err := o.metrics.Validate(); err != nil {
 		return err
 	}
-	if o.log, err = o.jobFlags.log.logger(o.stderr, o.name); err != nil {
+	if o.log, err = o.jobFlags.log.Logger(o.Stderr, o.name); err != nil {
 		return err
 	}
 	if o.jobFlags.delivery.transport != "" && !o.skipSend && !o.dryRun {
-		cfg, err := o.jobFlags.delivery.processorConfig(o.stderr)
+		cfg, err := o.jobFlags.delivery.processorConfig(o.Stderr)
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func (o *jobOptions) around(ctx context.Context, run func(context.Context) error
 // Run runs the job, its analytics and its queue step, and writes the
 // summary.
 func (o *jobOptions) Run(ctx context.Context) error {
-	pool := o.pool
+	pool := o.Pool
 	asOf, now, err := o.resolveAsOf(ctx, pool)
 	if err != nil {
 		return err
@@ -173,11 +173,11 @@ func (o *jobOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeSummary(o.stdout, o.output, sum); err != nil {
+	if err := writeSummary(o.Stdout, o.output, sum); err != nil {
 		return err
 	}
 	if o.failOnPartial && (sum.Partial() || delivered.Failed > 0) {
-		return errPartial
+		return ErrPartial
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (asOf
 	case asOf.IsZero():
 		return now, now, nil
 	case asOf.After(now.Add(MaxAsOfSkew)) && !o.allowFutureAsOf:
-		return time.Time{}, time.Time{}, usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
+		return time.Time{}, time.Time{}, Usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
 			asOf.Format(time.RFC3339), asOf.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339))
 	}
 	return asOf, now, nil

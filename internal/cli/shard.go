@@ -36,25 +36,25 @@ func (f *shardFlags) register(fs *pflag.FlagSet) {
 func (f *shardFlags) resolve() (scheduler.Shard, error) {
 	switch {
 	case f.shard != "" && f.shards != 0:
-		return scheduler.Shard{}, usagef("give --shard i/N or --shards N, not both")
+		return scheduler.Shard{}, Usagef("give --shard i/N or --shards N, not both")
 	case f.shard != "":
 		s, err := scheduler.ParseShard(f.shard)
 		if err != nil {
-			return scheduler.Shard{}, usagef("--shard: %v", err)
+			return scheduler.Shard{}, Usagef("--shard: %v", err)
 		}
 		return s, nil
 	case f.shards != 0:
 		v := f.completionIndex
 		if strings.TrimSpace(v) == "" {
-			return scheduler.Shard{}, usagef("--shards %d needs %s (set by a Kubernetes Indexed Job); use --shard i/N elsewhere", f.shards, completionIndexEnv)
+			return scheduler.Shard{}, Usagef("--shards %d needs %s (set by a Kubernetes Indexed Job); use --shard i/N elsewhere", f.shards, completionIndexEnv)
 		}
 		i, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
-			return scheduler.Shard{}, usagef("%s %q is not a number", completionIndexEnv, v)
+			return scheduler.Shard{}, Usagef("%s %q is not a number", completionIndexEnv, v)
 		}
 		s, err := scheduler.NewShard(i, f.shards)
 		if err != nil {
-			return scheduler.Shard{}, usagef("--shards %d with %s=%d: %v", f.shards, completionIndexEnv, i, err)
+			return scheduler.Shard{}, Usagef("--shards %d with %s=%d: %v", f.shards, completionIndexEnv, i, err)
 		}
 		return s, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -19,7 +20,7 @@ func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 		"engagement-daily":  cli.NewDailyCommand,
 		"engagement-weekly": cli.NewWeeklyCommand,
 		"queue-process":     cli.NewQueueCommand,
-		"engagementctl":     cli.NewCtlCommand,
+		"engagementctl":     ctl.NewCommand,
 	} {
 		res := cmdtest.Exec(t, newCmd, nil, "--version")
 		if res.Code != 0 || strings.TrimSpace(res.Stdout) != name+" dev" {

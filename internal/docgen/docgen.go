@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/cobra/doc"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -39,8 +41,8 @@ func Commands() []*cobra.Command {
 		cli.NewDailyCommand(),
 		cli.NewWeeklyCommand(),
 		cli.NewQueueCommand(),
-		cli.NewCtlCommand(),
-		cli.NewConsoleCommand(),
+		ctl.NewCommand(),
+		consolecmd.NewCommand(),
 	}
 }
 
