@@ -13,6 +13,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
@@ -93,7 +94,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	}
 
 	// The daily job, without its queue step.
-	daily := run(cli.NewDailyCommand, "--as-of", at(0), "--skip-send")
+	daily := run(jobcmd.NewDailyCommand, "--as-of", at(0), "--skip-send")
 	if got := counter(daily, "queued"); got != 3 {
 		t.Errorf("daily queued %d goodbyes, want 3 (silent 20 days, no activity for 30 days, NULL profile fields): %v", got, daily)
 	}
@@ -123,7 +124,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	// The weekly job: the user active this week, the one whose review
 	// failed last week; the one the old scheduler reviewed this week is a
 	// duplicate.
-	weekly := run(cli.NewWeeklyCommand, "--as-of", at(0), "--skip-send")
+	weekly := run(jobcmd.NewWeeklyCommand, "--as-of", at(0), "--skip-send")
 	if q, d := counter(weekly, "queued"), counter(weekly, "duplicates"); q != 2 || d != 1 {
 		t.Errorf("weekly queued %d and found %d duplicates, want 2 and 1: %v", q, d, weekly)
 	}
@@ -149,10 +150,10 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	}
 
 	// Run everything again: nothing new.
-	if daily := run(cli.NewDailyCommand, "--as-of", at(0)); counter(daily, "queued") != 0 || counter(daily, "processed") != 0 {
+	if daily := run(jobcmd.NewDailyCommand, "--as-of", at(0)); counter(daily, "queued") != 0 || counter(daily, "processed") != 0 {
 		t.Errorf("daily again: %v, want nothing queued or moved", daily)
 	}
-	if weekly := run(cli.NewWeeklyCommand, "--as-of", at(0), "--skip-send"); counter(weekly, "queued") != 0 {
+	if weekly := run(jobcmd.NewWeeklyCommand, "--as-of", at(0), "--skip-send"); counter(weekly, "queued") != 0 {
 		t.Errorf("weekly again: %v, want nothing queued", weekly)
 	}
 	if again := run(cli.NewQueueCommand, "--send-interval", "0"); counter(again, "sent") != 0 {
@@ -178,11 +179,11 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	// The old goodbye's 48 hours count from its delivery (now), not from
 	// the old scheduler's goodbye_expires_at (as-of + 1 day).
-	run(cli.NewDailyCommand, "--as-of", at(47*time.Hour), "--allow-future-as-of", "--skip-send")
+	run(jobcmd.NewDailyCommand, "--as-of", at(47*time.Hour), "--allow-future-as-of", "--skip-send")
 	if got := state(botdb.OldPendingGoodbye); got != "goodbye_sent" {
 		t.Errorf("47 h after its goodbye was delivered, the old scheduler's user is %s, want goodbye_sent", got)
 	}
-	run(cli.NewDailyCommand, "--as-of", at(49*time.Hour), "--allow-future-as-of", "--skip-send")
+	run(jobcmd.NewDailyCommand, "--as-of", at(49*time.Hour), "--allow-future-as-of", "--skip-send")
 	if got := state(botdb.OldPendingGoodbye); got != "dormant" {
 		t.Errorf("49 h after its goodbye was delivered, the old scheduler's user is %s, want dormant", got)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -319,7 +320,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	weekly := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
 	fixture.Transactions(t, admin, weekly, now.Add(-2*time.Hour), now.Add(-26*time.Hour))
 
-	daily, weeklyJob, queue, ctl := cli.NewDailyCommand, cli.NewWeeklyCommand, cli.NewQueueCommand, ctl.NewCommand
+	daily, weeklyJob, queue, ctl := jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand, ctl.NewCommand
 
 	run := func(newCmd func() *cobra.Command, args ...string) map[string]any {
 		t.Helper()
@@ -746,10 +747,10 @@ func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 		}
 		return out
 	}
-	if sum := run(cli.NewDailyCommand, "--skip-send"); sum["queued"] != float64(3) {
+	if sum := run(jobcmd.NewDailyCommand, "--skip-send"); sum["queued"] != float64(3) {
 		t.Errorf("engagement-daily as %s on the bot's database: %v, want 3 goodbyes queued", rs.app, sum)
 	}
-	if sum := run(cli.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
+	if sum := run(jobcmd.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
 		t.Errorf("engagement-weekly as %s: %v, want 2 reviews queued", rs.app, sum)
 	}
 	if sum := run(cli.NewQueueCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {

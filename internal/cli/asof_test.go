@@ -10,6 +10,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 )
 
 // TestAsOfBefore2000IsAUsageError: issue 15 saw `--as-of
@@ -25,8 +26,8 @@ func TestAsOfBefore2000IsAUsageError(t *testing.T) {
 		cmd  func() *cobra.Command
 		args []string
 	}{
-		{"engagement-daily", cli.NewDailyCommand, nil},
-		{"engagement-weekly", cli.NewWeeklyCommand, nil},
+		{"engagement-daily", jobcmd.NewDailyCommand, nil},
+		{"engagement-weekly", jobcmd.NewWeeklyCommand, nil},
 		{"engagementctl status", ctl.NewCommand, []string{"status"}},
 		{"engagementctl verify", ctl.NewCommand, []string{"verify"}},
 		{"engagementctl cleanup", ctl.NewCommand, []string{"cleanup"}},

@@ -1,10 +1,10 @@
 // Package cli holds what the engagement binaries share: Run and Main, the
 // mapping of errors to the documented exit codes, flags with environment
-// fallbacks, logging, secrets, the options runner, and the metrics push;
-// and the commands of queue-process and the daily and weekly jobs, whose
-// queue step is queue-process's own flags and run. engagementctl's commands
-// are in internal/cli/ctl and engagement-console's in internal/cli/consolecmd,
-// so that the jobs and queue-process do not link what only those run.
+// fallbacks, logging, secrets, the options runner and the metrics push;
+// and queue-process's command, whose delivery flags and run are also the
+// jobs' queue step. The other commands are in packages of their own, so
+// that each binary links only what it runs: the jobs in internal/cli/jobcmd,
+// engagementctl in internal/cli/ctl, the console in internal/cli/consolecmd.
 package cli
 
 import (
@@ -129,7 +129,7 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 		return ExitOK
 	}
 	// The edge every error passes: no secret of the command's leaves in it.
-	err = secretsOf(ran).scrub(err)
+	err = SecretsOf(ran).Scrub(err)
 	code = ExitUsage // cobra's own errors: unknown flag, command or argument
 	var exit *ExitError
 	if errors.As(err, &exit) {

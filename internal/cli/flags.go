@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
-	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // envAnnotation names the environment variable a flag falls back to.
@@ -44,50 +43,7 @@ func applyEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 	return err
 }
 
-// jobFlags are the flags every job binary (daily, weekly) takes, as given
-// (the environment applied); jobOptions.Validate checks them.
-type jobFlags struct {
-	databaseURL     string
-	asOf            AsOfValue
-	allowFutureAsOf bool
-	dryRun          bool
-	output          string
-	failOnPartial   bool
-	skipSend        bool
-	sendReminder    bool
-	batchSize       int
-	concurrency     int
-	shard           shardFlags
-	delivery        deliveryFlags
-	log             LogFlags
-	metrics         MetricsFlags
-	analytics       analyticsFlags
-}
-
-func (f *jobFlags) register(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	RegisterDatabaseURL(fs, &f.databaseURL)
-	f.asOf.Name = "--as-of (or ENGAGEMENT_AS_OF)"
-	fs.Var(&f.asOf, "as-of", "the instant the job treats as now, RFC3339 (default: the database clock)")
-	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
-	fs.BoolVar(&f.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of more than 5 minutes ahead of the database clock (a simulation: users are moved before their time)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "compute and report what would change; write nothing")
-	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
-	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
-	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
-	if cmd.Name() == scheduler.DailyJob {
-		fs.BoolVar(&f.sendReminder, "send-reminder", false, `queue the reminder a "remind me later" promised as its user goes dormant (default: dormant silently)`)
-		bindEnv(fs, "send-reminder", "ENGAGEMENT_SEND_REMINDER")
-	}
-	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
-	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
-	f.shard.register(fs)
-	f.delivery.register(fs, queueStepGroup)
-	f.log.Register(fs)
-	f.metrics.Register(fs)
-	f.analytics.register(fs)
-}
-
+// RegisterDatabaseURL adds --database-url (DATABASE_URL), a secret, to fs.
 func RegisterDatabaseURL(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "database-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db")
 	bindEnv(fs, "database-url", "DATABASE_URL")

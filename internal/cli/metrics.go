@@ -49,8 +49,8 @@ func (f *MetricsFlags) Validate() error {
 	return nil
 }
 
-// pushJob pushes a daily or weekly run's metrics; see Push.
-func (f *MetricsFlags) pushJob(ctx context.Context, log zerolog.Logger, job string, shard scheduler.Shard, start time.Time, dryRun bool, sum *scheduler.Summary, err error) {
+// PushJob pushes a daily or weekly run's metrics; see Push.
+func (f *MetricsFlags) PushJob(ctx context.Context, log zerolog.Logger, job string, shard scheduler.Shard, start time.Time, dryRun bool, sum *scheduler.Summary, err error) {
 	if f.pusher == nil {
 		return
 	}

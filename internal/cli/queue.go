@@ -20,10 +20,10 @@ import (
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
-// deliveryFlags configure the transport and the pace of delivery: the
+// DeliveryFlags configure the transport and the pace of delivery: the
 // flags of queue-process and, the same flags built by the same register,
 // of the daily and weekly jobs' trailing queue step.
-type deliveryFlags struct {
+type DeliveryFlags struct {
 	transport string
 	// transports holds each kind's configuration, by --transport name, as
 	// its own flags fill it (see transports).
@@ -47,18 +47,18 @@ type deliveryFlags struct {
 // Titles of the --help section the delivery flags are listed in.
 const (
 	deliveryGroup  = "Delivery flags"
-	queueStepGroup = "Queue step (delivery) flags, used only with --transport and without --skip-send"
+	QueueStepGroup = "Queue step (delivery) flags, used only with --transport and without --skip-send"
 )
 
-// register adds the delivery flags to fs, listed in --help under group.
-func (f *deliveryFlags) register(fs *pflag.FlagSet, group string) {
+// Register adds the delivery flags to fs, listed in --help under group.
+func (f *DeliveryFlags) Register(fs *pflag.FlagSet, group string) {
 	own := pflag.NewFlagSet(group, pflag.ContinueOnError)
 	f.registerOn(own)
 	setGroup(own, group)
 	fs.AddFlagSet(own)
 }
 
-func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
+func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", transportNames())
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
 	fs.DurationVar(&f.sendInterval, "send-interval", delivery.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
@@ -88,12 +88,15 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	}
 }
 
-// validate checks the delivery flags' values, before any work and whether
+// Transport is --transport's value: "" when no transport is given.
+func (f *DeliveryFlags) Transport() string { return f.transport }
+
+// Validate checks the delivery flags' values, before any work and whether
 // or not a transport is given: a value out of range is a usage error
 // (exit 2) with one line naming the flag. 0 means "none" for the flags
 // whose help says so, never "the default": each flag's default is the
 // value --help shows.
-func (f *deliveryFlags) validate() error {
+func (f *DeliveryFlags) Validate() error {
 	switch {
 	case f.workers < 1 || f.workers > 64:
 		return Usagef("--workers must be from 1 to 64, got %d", f.workers)
@@ -136,9 +139,9 @@ func (f *deliveryFlags) validate() error {
 	return nil
 }
 
-// processorConfig builds the processor's configuration from flags validate
+// ProcessorConfig builds the processor's configuration from flags Validate
 // passed. Every error is a usage error: found before any work.
-func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorConfig, error) {
+func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorConfig, error) {
 	var cfg delivery.ProcessorConfig
 	if f.transport == "" {
 		return cfg, Usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to %s", transportNames())
@@ -197,8 +200,8 @@ func offIfZero[T int | time.Duration](v T) T {
 	return v
 }
 
-// attachDedupe opens the --dedupe-store, if any, on pool.
-func (f *deliveryFlags) attachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
+// AttachDedupe opens the --dedupe-store, if any, on pool.
+func (f *DeliveryFlags) AttachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
 	if f.dedupeStore == "" {
 		return nil
 	}
@@ -245,11 +248,11 @@ releases the rest.`,
 	fs.Var(&o.asOf, "as-of", "simulate a later instant, RFC3339: what is due and the send budget's window are read as of it (needs --allow-future-as-of; default: the database clock)")
 	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
 	fs.BoolVar(&o.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of ahead of the database clock (a simulation: messages go before their time)")
-	o.delivery.register(fs, deliveryGroup)
+	o.delivery.Register(fs, deliveryGroup)
 	o.logs.Register(fs)
 	o.metrics.Register(fs)
-	o.secrets = secretsOf(cmd)
-	cmd.SetUsageFunc(groupedUsage)
+	o.secrets = SecretsOf(cmd)
+	cmd.SetUsageFunc(GroupedUsage)
 	return cmd
 }
 
@@ -261,12 +264,12 @@ type queueOptions struct {
 	failOnPartial   bool
 	asOf            AsOfValue
 	allowFutureAsOf bool
-	delivery        deliveryFlags
+	delivery        DeliveryFlags
 	logs            LogFlags
 	metrics         MetricsFlags
 	CmdIO
 	DBOptions
-	secrets secrets // scrubbed from the error the run's row records
+	secrets Secrets // scrubbed from the error the run's row records
 
 	// Set by Validate.
 	log zerolog.Logger
@@ -292,14 +295,14 @@ func (o *queueOptions) Validate() error {
 	if err := o.metrics.Validate(); err != nil {
 		return err
 	}
-	if err := o.delivery.validate(); err != nil {
+	if err := o.delivery.Validate(); err != nil {
 		return err
 	}
 	var err error
 	if o.log, err = o.logs.Logger(o.Stderr, "queue-process"); err != nil {
 		return err
 	}
-	if o.cfg, err = o.delivery.processorConfig(o.Stderr); err != nil {
+	if o.cfg, err = o.delivery.ProcessorConfig(o.Stderr); err != nil {
 		return err
 	}
 	o.cfg.Logger = o.log
@@ -338,7 +341,7 @@ func (o *queueOptions) around(ctx context.Context, run func(context.Context) err
 // Run delivers what is due and writes the summary.
 func (o *queueOptions) Run(ctx context.Context) (err error) {
 	pool := o.Pool
-	if err := o.delivery.attachDedupe(&o.cfg, pool, o.log); err != nil {
+	if err := o.delivery.AttachDedupe(&o.cfg, pool, o.log); err != nil {
 		return err
 	}
 	if o.cfg.ClockOffset, err = o.clockOffset(ctx, pool); err != nil {
@@ -357,7 +360,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	sum.RunID = rec.ID()
 	// The run's row says what it did however it ended (an error's text
 	// without the secret flags' values).
-	if finishErr := rec.Finish(ctx, sum, sum.Failed > 0, o.secrets.scrub(err)); err == nil {
+	if finishErr := rec.Finish(ctx, sum, sum.Failed > 0, o.secrets.Scrub(err)); err == nil {
 		err = finishErr
 	}
 	o.sum = sum

@@ -27,6 +27,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -66,8 +67,8 @@ var jobGarbage = [][]string{
 }
 
 var invocations = []invocation{
-	{name: "engagement-daily", cmd: cli.NewDailyCommand, garbage: jobGarbage},
-	{name: "engagement-weekly", cmd: cli.NewWeeklyCommand, garbage: jobGarbage},
+	{name: "engagement-daily", cmd: jobcmd.NewDailyCommand, garbage: jobGarbage},
+	{name: "engagement-weekly", cmd: jobcmd.NewWeeklyCommand, garbage: jobGarbage},
 	{name: "queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, garbage: [][]string{
 		{"--output", "xml"},
 		{"--send-interval", "soon"},
@@ -346,7 +347,7 @@ func TestTheMatrixHasEveryCommand(t *testing.T) {
 			walk(path+" "+sub.Name(), sub)
 		}
 	}
-	for _, newCmd := range []func() *cobra.Command{cli.NewDailyCommand, cli.NewWeeklyCommand, cli.NewQueueCommand,
+	for _, newCmd := range []func() *cobra.Command{jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand,
 		consolecmd.NewCommand, ctl.NewCommand} {
 		root := newCmd()
 		walk(root.Name(), root)

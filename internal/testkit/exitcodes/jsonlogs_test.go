@@ -13,6 +13,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -46,8 +47,8 @@ var ctlArgs = map[string][]string{
 // does.
 func failingRuns() []failingRun {
 	runs := []failingRun{
-		{name: "engagement-daily", pkg: "./cmd/engagement-daily", cmd: cli.NewDailyCommand, wantCode: 1},
-		{name: "engagement-weekly", pkg: "./cmd/engagement-weekly", cmd: cli.NewWeeklyCommand, wantCode: 1},
+		{name: "engagement-daily", pkg: "./cmd/engagement-daily", cmd: jobcmd.NewDailyCommand, wantCode: 1},
+		{name: "engagement-weekly", pkg: "./cmd/engagement-weekly", cmd: jobcmd.NewWeeklyCommand, wantCode: 1},
 		{name: "queue-process", pkg: "./cmd/queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, wantCode: 1},
 		{name: "queue-process --no-such-flag", pkg: "./cmd/queue-process", cmd: cli.NewQueueCommand, args: []string{"--no-such-flag"}, wantCode: 2},
 		{name: "engagementctl --no-such-flag", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"--no-such-flag"}, wantCode: 2},

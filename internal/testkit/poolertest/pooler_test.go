@@ -12,6 +12,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -36,8 +37,8 @@ var (
 // The binaries' commands, run in process (cmdtest.Exec); the tests of
 // separate processes (a kill, concurrent runs) build the binaries.
 var (
-	daily         = cli.NewDailyCommand
-	weekly        = cli.NewWeeklyCommand
+	daily         = jobcmd.NewDailyCommand
+	weekly        = jobcmd.NewWeeklyCommand
 	queue         = cli.NewQueueCommand
 	engagementctl = ctl.NewCommand
 )

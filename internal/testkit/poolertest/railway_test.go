@@ -19,6 +19,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -215,8 +216,8 @@ func queueLength(t *testing.T, conn *pgx.Conn) int {
 func runCommand(t *testing.T, env []string, fields []string) cmdtest.Result {
 	t.Helper()
 	commands := map[string]func() *cobra.Command{
-		"engagement-daily":  cli.NewDailyCommand,
-		"engagement-weekly": cli.NewWeeklyCommand,
+		"engagement-daily":  jobcmd.NewDailyCommand,
+		"engagement-weekly": jobcmd.NewWeeklyCommand,
 		"queue-process":     cli.NewQueueCommand,
 		"engagementctl":     ctl.NewCommand,
 		consolecmd.Name:     consolecmd.NewCommand,
