@@ -52,14 +52,17 @@ type needsDB interface {
 	database() *DBOptions
 }
 
-// wrapper is options that need something around their run besides the
-// database: RunOptions calls around with the run (the database's open, Run
-// and the pool's close), so that around can put the command's logger in
+// Wrapper is options that need something around their run besides the
+// database: RunOptions calls Around with the run (the database's open, Run
+// and the pool's close), so that Around can put the command's logger in
 // the run's context (the pool logs the server's warnings with the logger
 // its context carries when it opens) and report how the run ended, a
-// database that failed to open included (the metrics pushed).
-type wrapper interface {
-	around(ctx context.Context, run func(context.Context) error) error
+// database that failed to open included (the metrics pushed). Exported,
+// as the method is, so that the commands in other packages implement it
+// (a method named around there would be another method, never called):
+// each says so with a var _ Wrapper line.
+type Wrapper interface {
+	Around(ctx context.Context, run func(context.Context) error) error
 }
 
 // RunOptions is the RunE of a command whose work is o: bound to the
@@ -99,8 +102,8 @@ func run(ctx context.Context, app string, o Options) error {
 			return o.Run(ctx)
 		}
 	}
-	if w, ok := o.(wrapper); ok {
-		return w.around(ctx, work)
+	if w, ok := o.(Wrapper); ok {
+		return w.Around(ctx, work)
 	}
 	return work(ctx)
 }

@@ -60,7 +60,7 @@ func (o *probeOptions) Validate() error {
 	return RequireDatabaseURL(o.url)
 }
 
-func (o *probeOptions) around(ctx context.Context, run func(context.Context) error) error {
+func (o *probeOptions) Around(ctx context.Context, run func(context.Context) error) error {
 	o.steps = append(o.steps, "around")
 	err := run(ctx)
 	if err != nil {

@@ -309,7 +309,9 @@ func (o *queueOptions) Validate() error {
 	return nil
 }
 
-// around runs queue-process with its logger in the run's context (the
+var _ Wrapper = (*queueOptions)(nil)
+
+// Around runs queue-process with its logger in the run's context (the
 // pool logs server warnings with it) and pushes the metrics, however the
 // run ends, a database that did not open included.
 //
@@ -318,7 +320,7 @@ func (o *queueOptions) Validate() error {
 // or records its run is a run that stopped before it delivered anything
 // ("stopped": "shutdown"), not a failure (issue 42: exit 1, "connect to
 // database: context canceled", no summary).
-func (o *queueOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+func (o *queueOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
 	ctx = o.log.WithContext(ctx)
 	start := time.Now()
 	defer func() { o.metrics.pushQueue(ctx, o.log, start, o.sum, err) }()

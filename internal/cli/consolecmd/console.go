@@ -264,9 +264,11 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// around runs the console with its logger in the run's context: the pool
+var _ cli.Wrapper = (*consoleOptions)(nil)
+
+// Around runs the console with its logger in the run's context: the pool
 // logs server warnings with it.
-func (o *consoleOptions) around(ctx context.Context, run func(context.Context) error) error {
+func (o *consoleOptions) Around(ctx context.Context, run func(context.Context) error) error {
 	return run(o.log.WithContext(ctx))
 }
 

@@ -241,7 +241,7 @@ func TestConsoleLimitsAndLogsFailedLogins(t *testing.T) {
 // as a group.
 func fail2banRegexp(t *testing.T) *regexp.Regexp {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/console.md")
+	doc, err := os.ReadFile("../../../docs/console.md")
 	if err != nil {
 		t.Fatal(err)
 	}

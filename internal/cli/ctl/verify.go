@@ -71,9 +71,11 @@ func (o *verifyOptions) Validate() error {
 	return o.timeFlags.validate(*o.DBURL)
 }
 
-// around pushes the outcome of the run, however it ends, a database that
+var _ cli.Wrapper = (*verifyOptions)(nil)
+
+// Around pushes the outcome of the run, however it ends, a database that
 // did not open included.
-func (o *verifyOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+func (o *verifyOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
 	// Only a failed push is logged (a warning on stderr), with the run's
 	// logger (cli.Main's: in the run's format, at its level, warn at least).
 	log := *zerolog.Ctx(ctx)

@@ -129,10 +129,12 @@ func (o *jobOptions) Validate() error {
 	return nil
 }
 
-// around runs the job with the job's logger in its context (the pool logs
+var _ cli.Wrapper = (*jobOptions)(nil)
+
+// Around runs the job with the job's logger in its context (the pool logs
 // server warnings with it) and pushes the metrics, however the run ends,
 // a database that did not open included.
-func (o *jobOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+func (o *jobOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
 	defer func(start time.Time) {
 		o.metrics.PushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, o.sum, err)
 	}(time.Now())
