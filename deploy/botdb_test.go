@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
@@ -80,7 +82,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up on the bot's database: exit %d: %s", res.Code, res.Stderr)
 	}
 	changes, err := before.Changes(ctx, conn)
@@ -92,7 +94,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	}
 
 	// The daily job, without its queue step.
-	daily := run(cli.NewDailyCommand, "--as-of", at(0), "--skip-send")
+	daily := run(jobcmd.NewDailyCommand, "--as-of", at(0), "--skip-send")
 	if got := counter(daily, "queued"); got != 3 {
 		t.Errorf("daily queued %d goodbyes, want 3 (silent 20 days, no activity for 30 days, NULL profile fields): %v", got, daily)
 	}
@@ -122,7 +124,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	// The weekly job: the user active this week, the one whose review
 	// failed last week; the one the old scheduler reviewed this week is a
 	// duplicate.
-	weekly := run(cli.NewWeeklyCommand, "--as-of", at(0), "--skip-send")
+	weekly := run(jobcmd.NewWeeklyCommand, "--as-of", at(0), "--skip-send")
 	if q, d := counter(weekly, "queued"), counter(weekly, "duplicates"); q != 2 || d != 1 {
 		t.Errorf("weekly queued %d and found %d duplicates, want 2 and 1: %v", q, d, weekly)
 	}
@@ -148,10 +150,10 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	}
 
 	// Run everything again: nothing new.
-	if daily := run(cli.NewDailyCommand, "--as-of", at(0)); counter(daily, "queued") != 0 || counter(daily, "processed") != 0 {
+	if daily := run(jobcmd.NewDailyCommand, "--as-of", at(0)); counter(daily, "queued") != 0 || counter(daily, "processed") != 0 {
 		t.Errorf("daily again: %v, want nothing queued or moved", daily)
 	}
-	if weekly := run(cli.NewWeeklyCommand, "--as-of", at(0), "--skip-send"); counter(weekly, "queued") != 0 {
+	if weekly := run(jobcmd.NewWeeklyCommand, "--as-of", at(0), "--skip-send"); counter(weekly, "queued") != 0 {
 		t.Errorf("weekly again: %v, want nothing queued", weekly)
 	}
 	if again := run(cli.NewQueueCommand, "--send-interval", "0"); counter(again, "sent") != 0 {
@@ -163,25 +165,25 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	verify := func(asOf string) {
 		t.Helper()
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf, "--output", "json")
+		res := cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
 		if res.Code != 0 {
 			t.Errorf("verify as of %s: exit %d\n%s\n%s", asOf, res.Code, res.Stdout, res.Stderr)
 		}
 	}
 	verify(at(time.Minute))
 	for _, args := range [][]string{{"status"}, {"status", "--output", "json"}, {"cleanup", "--dry-run"}, {"cleanup"}} {
-		if res := cmdtest.Exec(t, cli.NewCtlCommand, env, args...); res.Code != 0 {
+		if res := cmdtest.Exec(t, ctl.NewCommand, env, args...); res.Code != 0 {
 			t.Errorf("engagementctl %v: exit %d: %s", args, res.Code, res.Stderr)
 		}
 	}
 
 	// The old goodbye's 48 hours count from its delivery (now), not from
 	// the old scheduler's goodbye_expires_at (as-of + 1 day).
-	run(cli.NewDailyCommand, "--as-of", at(47*time.Hour), "--allow-future-as-of", "--skip-send")
+	run(jobcmd.NewDailyCommand, "--as-of", at(47*time.Hour), "--allow-future-as-of", "--skip-send")
 	if got := state(botdb.OldPendingGoodbye); got != "goodbye_sent" {
 		t.Errorf("47 h after its goodbye was delivered, the old scheduler's user is %s, want goodbye_sent", got)
 	}
-	run(cli.NewDailyCommand, "--as-of", at(49*time.Hour), "--allow-future-as-of", "--skip-send")
+	run(jobcmd.NewDailyCommand, "--as-of", at(49*time.Hour), "--allow-future-as-of", "--skip-send")
 	if got := state(botdb.OldPendingGoodbye); got != "dormant" {
 		t.Errorf("49 h after its goodbye was delivered, the old scheduler's user is %s, want dormant", got)
 	}
@@ -189,7 +191,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	// The old scheduler's failed review (retry_count NULL) is requeued
 	// and delivered once, under its key.
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "requeue", "--status", "failed", "--type", "weekly_review", "--output", "json")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "requeue", "--status", "failed", "--type", "weekly_review", "--output", "json")
 	if res.Code != 0 || !strings.Contains(res.Stdout, `"requeued":1`) {
 		t.Errorf("requeue the old failed review: exit %d, %s %s", res.Code, res.Stdout, res.Stderr)
 	}
@@ -201,19 +203,19 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	// engagementctl enqueue into the bot's queue, whose message_key is NOT
 	// NULL: a known kind takes its catalog key; another type needs --key.
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "reminder",
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "reminder",
 		"--idempotency-key", "ops-1", "--output", "json")
 	var key string
 	if res.Code != 0 || conn.QueryRow(ctx, `SELECT message_key FROM engagement_message_queue WHERE idempotency_key = 'ops-1'`).Scan(&key) != nil ||
 		key != "engagement.reminder.come_back" {
 		t.Errorf("enqueue --type reminder without --key: exit %d, message_key %q (%s); want the kind's catalog key", res.Code, key, res.Stderr)
 	}
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "promo")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "promo")
 	if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 || !strings.Contains(res.Stderr, "catalog key") {
 		t.Errorf("enqueue --type promo without --key: exit %d, stderr %q; want exit 2 and one line asking for a catalog key", res.Code, res.Stderr)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up")
 	if want := fmt.Sprintf("schema version %d of %d\n", migrations.Latest, migrations.Latest); res.Code != 0 || res.Stdout != want {
 		t.Errorf("a second migrate up: exit %d, %q, want 0 and %q (%s)", res.Code, res.Stdout, want, res.Stderr)
 	}

@@ -20,16 +20,19 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
 // commands builds each binary's cobra command, as its main does.
 var commands = map[string]func() *cobra.Command{
-	"engagement-daily":   cli.NewDailyCommand,
-	"engagement-weekly":  cli.NewWeeklyCommand,
+	"engagement-daily":   jobcmd.NewDailyCommand,
+	"engagement-weekly":  jobcmd.NewWeeklyCommand,
 	"queue-process":      cli.NewQueueCommand,
-	"engagementctl":      cli.NewCtlCommand,
-	"engagement-console": cli.NewConsoleCommand,
+	"engagementctl":      ctl.NewCommand,
+	"engagement-console": consolecmd.NewCommand,
 }
 
 // The documented schedules (UTC). queue-process is checked for a sensible

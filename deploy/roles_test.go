@@ -22,6 +22,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -319,7 +321,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	weekly := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
 	fixture.Transactions(t, admin, weekly, now.Add(-2*time.Hour), now.Add(-26*time.Hour))
 
-	daily, weeklyJob, queue, ctl := cli.NewDailyCommand, cli.NewWeeklyCommand, cli.NewQueueCommand, cli.NewCtlCommand
+	daily, weeklyJob, queue, ctl := jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand, ctl.NewCommand
 
 	run := func(newCmd func() *cobra.Command, args ...string) map[string]any {
 		t.Helper()
@@ -435,7 +437,7 @@ func TestMigrationsNeedTheMigrator(t *testing.T) {
 	rs := newRoles(t, dbURL)
 	applyRoles(t, dbURL, rs.vars())
 	admin := connect(t, dbURL)
-	ctl := cli.NewCtlCommand
+	ctl := ctl.NewCommand
 	appEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
 	migEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.migrator, rs.migratorPassword))
 	latest := fixture.Count(t, admin, `SELECT version FROM engagement_schema_migrations`)
@@ -499,7 +501,7 @@ func TestRolesScriptOnAnEmptyDatabase(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewEmptyDatabase(t)
 	rs := newRoles(t, dbURL)
-	ctl := cli.NewCtlCommand
+	ctl := ctl.NewCommand
 
 	// First run: the roles, and a notice naming every table still missing.
 	notices := applyRoles(t, dbURL, rs.vars())
@@ -714,7 +716,7 @@ func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 	ctx := context.Background()
 	asOf := time.Now().UTC().Truncate(time.Second)
 	dbURL := botdb.NewDatabaseWithRows(t, asOf)
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+dbURL), "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+dbURL), "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up: exit %d: %s", res.Code, res.Stderr)
 	}
 	admin := connect(t, dbURL)
@@ -746,17 +748,17 @@ func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 		}
 		return out
 	}
-	if sum := run(cli.NewDailyCommand, "--skip-send"); sum["queued"] != float64(3) {
+	if sum := run(jobcmd.NewDailyCommand, "--skip-send"); sum["queued"] != float64(3) {
 		t.Errorf("engagement-daily as %s on the bot's database: %v, want 3 goodbyes queued", rs.app, sum)
 	}
-	if sum := run(cli.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
+	if sum := run(jobcmd.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
 		t.Errorf("engagement-weekly as %s: %v, want 2 reviews queued", rs.app, sum)
 	}
 	if sum := run(cli.NewQueueCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {
 		t.Errorf("queue-process as %s: %v, want 6 sent", rs.app, sum)
 	}
-	run(cli.NewCtlCommand, "verify")
-	run(cli.NewCtlCommand, "status")
+	run(ctl.NewCommand, "verify")
+	run(ctl.NewCommand, "status")
 	var state string
 	if err := admin.QueryRow(ctx, `SELECT state FROM user_engagement_states WHERE user_id = $1`, botdb.Silent20Days).Scan(&state); err != nil || state != "goodbye_sent" {
 		t.Errorf("the bot's silent user is %q (%v) after the jobs ran as %s, want goodbye_sent", state, err, rs.app)

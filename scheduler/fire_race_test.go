@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -236,7 +236,7 @@ func TestDailyRacesTheBotsMovesOnTheSameUsers(t *testing.T) {
 			t.Errorf("after the next run, user %s (group %c) is remind_later until %v: a reminder due at the as-of was left behind", id, groupOf[id], u.remindAt)
 		}
 	}
-	res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url),
+	res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url),
 		"verify", "--as-of", at.Add(day).Format(time.RFC3339), "--output", "json")
 	if res.Code != 0 {
 		t.Errorf("engagementctl verify a day after the race: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)

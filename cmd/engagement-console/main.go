@@ -8,8 +8,9 @@ import (
 	"os"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 )
 
 func main() {
-	os.Exit(cli.Run(cli.NewConsoleCommand()))
+	os.Exit(cli.Run(consolecmd.NewCommand()))
 }

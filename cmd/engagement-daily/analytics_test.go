@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -60,7 +60,7 @@ func TestAnalyticsEventsFollowTheRun(t *testing.T) {
 	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
 	srv := posthogtest.NewServer(t)
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+srv.URL),
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+srv.URL),
 		"--as-of", asOf, "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
@@ -103,7 +103,7 @@ func TestAnalyticsNeverFailTheJob(t *testing.T) {
 	// What the run reports without analytics.
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
-	plain := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	plain := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
 	if plain.Code != 0 {
 		t.Fatalf("exit %d: %s", plain.Code, plain.Stderr)
 	}
@@ -129,7 +129,7 @@ func TestAnalyticsNeverFailTheJob(t *testing.T) {
 
 			const budget = time.Second
 			start := time.Now()
-			res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+tt.host(srv)),
+			res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+tt.host(srv)),
 				"--as-of", asOf, "--output", "json", "--posthog-timeout", budget.String(), "--fail-on-partial")
 			took := time.Since(start)
 			if res.Code != 0 {
@@ -176,7 +176,7 @@ func TestAnalyticsAreOffByDefault(t *testing.T) {
 			fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
 			srv := posthogtest.NewServer(t)
 			env := append([]string{"DATABASE_URL=" + url, "POSTHOG_HOST=" + srv.URL}, tt.env...)
-			res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env(env...), append([]string{"--as-of", asOf, "--output", "json"}, tt.args...)...)
+			res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env(env...), append([]string{"--as-of", asOf, "--output", "json"}, tt.args...)...)
 			if res.Code != 0 {
 				t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 			}

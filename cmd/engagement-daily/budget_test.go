@@ -7,6 +7,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -38,7 +39,7 @@ func TestQueueStepReadsTheBudgetAsOfTheRun(t *testing.T) {
 		  FROM generate_series(1, 5) AS i`, user)
 
 	asOf := fixture.Now(t, pool).Add(delivery.BudgetWindow + time.Minute).UTC().Format(time.RFC3339)
-	res := cmdtest.Exec(t, cli.NewDailyCommand, env, "--as-of", asOf, "--allow-future-as-of", "--output", "json",
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, env, "--as-of", asOf, "--allow-future-as-of", "--output", "json",
 		"--transport", "log", "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)

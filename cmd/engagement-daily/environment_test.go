@@ -3,7 +3,7 @@ package main_test
 import (
 	"testing"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -24,7 +24,7 @@ func TestEnvironmentsKeepTheirOwnMetricGroups(t *testing.T) {
 	}{{"staging", 3}, {"production", 7}} {
 		pool, url := pgtest.NewPool(t)
 		fixture.InactiveUsers(t, pool, env.users, lastWeekOfOctober)
-		res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL, "ENGAGEMENT_ENVIRONMENT="+env.name),
+		res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL, "ENGAGEMENT_ENVIRONMENT="+env.name),
 			"--as-of", asOf, "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("%s: exit %d: %s", env.name, res.Code, res.Stderr)
@@ -35,7 +35,7 @@ func TestEnvironmentsKeepTheirOwnMetricGroups(t *testing.T) {
 		wantSample(t, got, queued, metrics.JobMessages, "job", "engagement-daily", "environment", env, "step", "inactivity_14d", "result", "queued")
 	}
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL=postgres://x@127.0.0.1:1/x", "PUSHGATEWAY_URL="+gw.URL),
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL=postgres://x@127.0.0.1:1/x", "PUSHGATEWAY_URL="+gw.URL),
 		"--metrics-environment", "prod/eu")
 	if res.Code != 2 {
 		t.Errorf("--metrics-environment prod/eu: exit %d, stderr %q; want 2", res.Code, res.Stderr)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -82,7 +82,7 @@ func runClean(t *testing.T) cleanRun {
 func runCleanOnce(t *testing.T) cleanRun {
 	t.Helper()
 	pool, url := seeded(t)
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
 	if res.Code != 0 {
 		t.Fatalf("clean run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -132,7 +132,7 @@ func checkInvariants(t *testing.T, pool *pgxpool.Pool, when string) {
 // to leave exactly what one clean run leaves.
 func rerunEqualsClean(t *testing.T, url string, pool *pgxpool.Pool, clean cleanRun) {
 	t.Helper()
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs()...)
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs()...)
 	if res.Code != 0 {
 		t.Fatalf("re-run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -236,7 +236,7 @@ func TestTerminatedConnectionsTheBatchIsRetried(t *testing.T) {
 	pool, url := seeded(t)
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
 
-	run := cmdtest.Start(cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
+	run := cmdtest.Start(jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), faultArgs("--output", "json")...)
 	first := gate.WaitClosedOn(app, 30*time.Second)
 	if n := fixture.TerminateBackends(t, pool, app); n < 1 {
 		t.Fatalf("terminated %d connections of the job, want the batch's at least (the job's lease lives in a table, not on a connection)", n)
@@ -295,7 +295,7 @@ func TestConnectionsTerminatedOnEveryAttemptExitOneAndTheRerunFinishes(t *testin
 	u.User = url.UserPassword(u.User.Username(), secret)
 
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
-	run := cmdtest.Start(cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+u.String()), faultArgs()...)
+	run := cmdtest.Start(jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+u.String()), faultArgs()...)
 	terminated := map[int]bool{} // the pids the batch came back on
 	deadline := time.After(60 * time.Second)
 wait:
@@ -374,7 +374,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	}
 	gate := fixture.Pause(t, pool, "engagement_state_transitions", "trigger = 'inactivity_14d'", clean.steps["inactivity_14d"]/2)
 
-	run := cmdtest.Start(cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+cluster.URL), faultArgs("--output", "json")...)
+	run := cmdtest.Start(jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+cluster.URL), faultArgs("--output", "json")...)
 	gate.WaitClosedOn(app, 30*time.Second)
 	cluster.Restart(t) // ends the gate's session too: the gate is open
 	gate.Dropped()

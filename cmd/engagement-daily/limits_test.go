@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -34,7 +34,7 @@ func TestAStatementLimitEndsTheRunNotAUser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url+"&statement_timeout=100"), "--output", "json")
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url+"&statement_timeout=100"), "--output", "json")
 	if res.Code != 1 {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 1", res.Code, res.Stdout, res.Stderr)
 	}

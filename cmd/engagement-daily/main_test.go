@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -51,7 +51,7 @@ func TestConfigurationErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env(tt.env...), tt.args...)
+			res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env(tt.env...), tt.args...)
 			if res.Code != tt.wantCode {
 				t.Errorf("exit code %d, want %d; stderr: %s", res.Code, tt.wantCode, res.Stderr)
 			}
@@ -79,7 +79,7 @@ func TestJSONSummaryIsTheOnlyOutputOnStdout(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 25, lastWeekOfOctober)
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -143,12 +143,12 @@ func TestFailOnPartial(t *testing.T) {
 	fixture.Refuse(t, pool, "user_engagement_states", bad)
 
 	// Without the flag, a run with a failed user has completed: exit 0.
-	if res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {
+	if res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf); res.Code != 0 {
 		t.Errorf("exit %d without --fail-on-partial, want 0; stderr: %s", res.Code, res.Stderr)
 	}
 
 	// The bad user is still due, and still fails.
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--fail-on-partial")
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--fail-on-partial")
 	if res.Code != 3 {
 		t.Fatalf("exit %d with --fail-on-partial and a failing user, want 3; stderr: %s", res.Code, res.Stderr)
 	}
@@ -213,7 +213,7 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 		t.Fatalf("after SIGKILL, %d users are half-moved", v)
 	}
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("re-run exit %d: %s", res.Code, res.Stderr)
 	}
@@ -283,7 +283,7 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--transport", "log", "--send-interval", "0")
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf, "--output", "json", "--transport", "log", "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -309,7 +309,7 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 
 	// Without a transport, or with --skip-send, messages wait for queue-process.
 	fixture.InactiveUsers(t, pool, 2, lastWeekOfOctober)
-	res = cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
+	res = cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
 	if res.Code != 0 || fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`) != 2 {
 		t.Errorf("--skip-send: exit %d; want the 2 new goodbyes left pending", res.Code)
 	}
@@ -325,7 +325,7 @@ func TestIndexedJobShards(t *testing.T) {
 
 	total := 0
 	for i, want := range []string{"0/3", "1/3", "2/3"} {
-		res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "JOB_COMPLETION_INDEX="+strconv.Itoa(i)),
+		res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "JOB_COMPLETION_INDEX="+strconv.Itoa(i)),
 			"--shards", "3", "--as-of", asOf, "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("pod %d: exit %d: %s", i, res.Code, res.Stderr)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -55,7 +55,7 @@ func TestPushesTheRunsMetricsToThePushgateway(t *testing.T) {
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: lastWeekOfOctober, OptedOut: true})
 
 	before := time.Now()
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL),
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL),
 		"--as-of", asOf, "--output", "json", "--transport", "log", "--send-interval", "0")
 	after := time.Now()
 	if res.Code != 0 {
@@ -104,7 +104,7 @@ func TestPushesTheRunsMetricsToThePushgateway(t *testing.T) {
 	// A run that fails (here: the schema is missing) records the failure
 	// and leaves the last success and its counters alone.
 	failStart := time.Now()
-	failed := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+pgtest.NewEmptyDatabase(t), "PUSHGATEWAY_URL="+gw.URL), "--as-of", asOf)
+	failed := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+pgtest.NewEmptyDatabase(t), "PUSHGATEWAY_URL="+gw.URL), "--as-of", asOf)
 	if failed.Code != 1 {
 		t.Fatalf("run on an unmigrated database: exit %d, want 1: %s", failed.Code, failed.Stderr)
 	}
@@ -166,7 +166,7 @@ func TestAnUnreachablePushgatewayLeavesTheOutcomeAlone(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL=http://ops:s3cr3t-pw@127.0.0.1:1"),
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL=http://ops:s3cr3t-pw@127.0.0.1:1"),
 		"--as-of", asOf, "--output", "json", "--fail-on-partial")
 	if res.Code != 0 {
 		t.Fatalf("exit %d with an unreachable Pushgateway, want 0: %s", res.Code, res.Stderr)
@@ -209,7 +209,7 @@ func TestPushgatewayURLIsCheckedBeforeAnyWork(t *testing.T) {
 		{"environment", []string{"PUSHGATEWAY_URL=pushgateway:9091"}, nil},
 		{"unparsable", []string{"PUSHGATEWAY_URL=http://ops:s3cr3t-pw@[::1"}, nil},
 	} {
-		res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env(append([]string{"DATABASE_URL=" + url}, tc.env...)...), append([]string{"--as-of", asOf}, tc.args...)...)
+		res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env(append([]string{"DATABASE_URL=" + url}, tc.env...)...), append([]string{"--as-of", asOf}, tc.args...)...)
 		if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 || !strings.Contains(res.Stderr, "--pushgateway-url") {
 			t.Errorf("%s: exit %d, stderr %q: want exit 2 and one line naming --pushgateway-url", tc.name, res.Code, res.Stderr)
 		}
@@ -230,7 +230,7 @@ func TestADryRunPushesNothing(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	fixture.InactiveUsers(t, pool, 3, lastWeekOfOctober)
 
-	res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL), "--as-of", asOf, "--dry-run")
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL), "--as-of", asOf, "--dry-run")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -251,7 +251,7 @@ func TestAShardPushesToItsOwnGroup(t *testing.T) {
 
 	queued := map[string]int{}
 	for _, shard := range []string{"0/2", "1/2"} {
-		res := cmdtest.Exec(t, cli.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL), "--as-of", asOf, "--shard", shard, "--output", "json")
+		res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL), "--as-of", asOf, "--shard", shard, "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("shard %s: exit %d: %s", shard, res.Code, res.Stderr)
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -23,7 +23,7 @@ func TestWeeklyAnalyticsEvents(t *testing.T) {
 	const key = "phc_weekly_s3cr3t"
 	env := cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+key, "POSTHOG_HOST="+srv.URL)
 
-	res := cmdtest.Exec(t, cli.NewWeeklyCommand, env, "--as-of", asOf.Format(time.RFC3339), "--output", "json")
+	res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, env, "--as-of", asOf.Format(time.RFC3339), "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -47,7 +47,7 @@ func TestWeeklyAnalyticsEvents(t *testing.T) {
 	}
 	requests := srv.Requests()
 
-	again := cmdtest.Exec(t, cli.NewWeeklyCommand, env, "--as-of", asOf.Add(24*time.Hour).Format(time.RFC3339), "--output", "json")
+	again := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, env, "--as-of", asOf.Add(24*time.Hour).Format(time.RFC3339), "--output", "json")
 	if again.Code != 0 {
 		t.Fatalf("re-run: exit %d: %s", again.Code, again.Stderr)
 	}

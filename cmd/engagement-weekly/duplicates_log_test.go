@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -23,13 +23,13 @@ func TestEachDuplicateIsADebugLineWithItsFirstQueuedTime(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	args := []string{"--as-of", asOf.Format(time.RFC3339), "--output", "json"}
 
-	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, env, args...); res.Code != 0 {
+	if res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, env, args...); res.Code != 0 {
 		t.Fatalf("first run: exit %d: %s", res.Code, res.Stderr)
 	}
-	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, env, args...); res.Code != 0 || strings.Contains(res.Stderr, "duplicate skipped") {
+	if res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, env, args...); res.Code != 0 || strings.Contains(res.Stderr, "duplicate skipped") {
 		t.Fatalf("second run at info: exit %d, stderr %s; want no duplicate lines", res.Code, res.Stderr)
 	}
-	res := cmdtest.Exec(t, cli.NewWeeklyCommand, env, append(args, "--log-level", "debug")...)
+	res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, env, append(args, "--log-level", "debug")...)
 	if res.Code != 0 {
 		t.Fatalf("third run: exit %d: %s", res.Code, res.Stderr)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -62,7 +62,7 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 	args := []string{"--as-of", faultAsOf.Format(time.RFC3339), "--batch-size", "10", "--concurrency", "1", "--output", "json"}
 
 	cleanPool, cleanURL := mondayMorning(t)
-	res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+cleanURL), args...)
+	res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+cleanURL), args...)
 	if res.Code != 0 {
 		t.Fatalf("clean run: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -91,7 +91,7 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 			gate := fixture.Pause(t, pool, "engagement_message_queue", "message_type = 'weekly_review'", total/2)
 			if c.terminate {
 				// Connections end, the process lives on: run in process.
-				run := cmdtest.Start(cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
+				run := cmdtest.Start(jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
 				pid := gate.WaitClosedOn(app, 30*time.Second)
 				if n := fixture.TerminateBackends(t, pool, app); n < 1 {
 					t.Fatalf("terminated %d connections of the job, want the batch's at least (the job's lease lives in a table, not on a connection)", n)
@@ -141,7 +141,7 @@ func TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun(t *testing.T) {
 			}
 			checkInvariants(t, pool, "after the kill")
 
-			res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
+			res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), args...)
 			if res.Code != 0 {
 				t.Fatalf("re-run: exit %d: %s", res.Code, res.Stderr)
 			}

@@ -7,8 +7,9 @@ import (
 	"os"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 )
 
 func main() {
-	os.Exit(cli.Run(cli.NewWeeklyCommand()))
+	os.Exit(cli.Run(jobcmd.NewWeeklyCommand()))
 }

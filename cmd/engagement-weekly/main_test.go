@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -18,13 +18,13 @@ func TestWeeklyBinary(t *testing.T) {
 	asOf := time.Date(2021, 1, 1, 9, 0, 0, 0, time.UTC)      // a Friday of ISO week 2020-W53
 	fixture.InactiveUsers(t, pool, 20, asOf.Add(-time.Hour)) // active an hour ago
 
-	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env()); res.Code != 2 || !strings.Contains(res.Stderr, "DATABASE_URL") {
+	if res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env()); res.Code != 2 || !strings.Contains(res.Stderr, "DATABASE_URL") {
 		t.Errorf("without a database: exit %d stderr %q, want 2 naming DATABASE_URL", res.Code, res.Stderr)
 	}
-	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2027-13-01"); res.Code != 2 {
+	if res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2027-13-01"); res.Code != 2 {
 		t.Errorf("bad --as-of: exit %d, want 2", res.Code)
 	}
-	if res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+pgtest.NewEmptyDatabase(t))); res.Code != 1 || !strings.Contains(res.Stderr, "engagementctl migrate up") {
+	if res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+pgtest.NewEmptyDatabase(t))); res.Code != 1 || !strings.Contains(res.Stderr, "engagementctl migrate up") {
 		t.Errorf("unmigrated database: exit %d stderr %q, want 1 pointing at migrations", res.Code, res.Stderr)
 	}
 
@@ -38,7 +38,7 @@ func TestWeeklyBinary(t *testing.T) {
 		{Job: "engagement-weekly", ISOWeek: "2020-W53", Queued: 20},
 		{Job: "engagement-weekly", ISOWeek: "2020-W53", Duplicates: 20},
 	} {
-		res := cmdtest.Exec(t, cli.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf.Format(time.RFC3339), "--output", "json")
+		res := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", asOf.Format(time.RFC3339), "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i+1, res.Code, res.Stderr)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/migrations"
@@ -43,7 +43,7 @@ func TestMigrateCheckReviewsTheBotsDatabase(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	before := relations(t, url)
 
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "check")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "check")
 	if res.Code != 0 {
 		t.Fatalf("migrate check: exit %d, stderr %q", res.Code, res.Stderr)
 	}
@@ -62,17 +62,17 @@ func TestMigrateCheckReviewsTheBotsDatabase(t *testing.T) {
 		t.Errorf("migrate check changed the database: relations %q, were %q", after, before)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "check", "--output", "json")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "check", "--output", "json")
 	var in migrations.Inspection
 	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &in) != nil || len(in.Adopted) != 4 || len(in.Pending) != len(migrations.Versions()) {
 		t.Errorf("migrate check --output json: exit %d, %d adopted, %d pending; stdout %q", res.Code, len(in.Adopted), len(in.Pending), res.Stdout)
 	}
 
 	// Once up has run, nothing is left to do.
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up: exit %d, stderr %q", res.Code, res.Stderr)
 	}
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "check")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "check")
 	if res.Code != 0 || !strings.HasPrefix(res.Stdout, "schema version "+strconv.FormatUint(uint64(migrations.Latest), 10)+" of "+strconv.FormatUint(uint64(migrations.Latest), 10)+": 0 migration(s) to apply") {
 		t.Errorf("migrate check after up: exit %d, stdout %q", res.Code, res.Stdout)
 	}
@@ -98,7 +98,7 @@ func TestMigrateRefusesAnIncompatibleBotTable(t *testing.T) {
 	before := relations(t, url)
 	const want = "user_engagement_states.last_activity_at: of type text; the scheduler needs type timestamp with time zone"
 	for _, args := range [][]string{{"migrate", "check"}, {"migrate", "up"}} {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, args...)
+		res := cmdtest.Exec(t, ctl.NewCommand, env, args...)
 		if res.Code != 1 || !strings.Contains(res.Stdout+res.Stderr, want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 naming %q", args, res.Code, res.Stdout, res.Stderr, want)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -36,7 +37,7 @@ func TestEnqueueRefusesAKeyWithControlCharacters(t *testing.T) {
 		{"not UTF-8", "week\xff48"},
 	} {
 		for _, output := range []string{"text", "json"} {
-			res := cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", user, "--type", "weekly_review",
+			res := cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", user, "--type", "weekly_review",
 				"--key", "engagement.weekly_review.celebration", "--params", `{"count":"3"}`,
 				"--idempotency-key", tc.key, "--output", output)
 			lines := cmdtest.Lines(res.Stderr)
@@ -83,7 +84,7 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 		`k"quoted"; with=sign,and/slash`: `k"quoted"; with=sign,and/slash`,
 	}
 	for given, want := range keys {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", user, "--type", "weekly_review",
+		res := cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", user, "--type", "weekly_review",
 			"--key", "engagement.weekly_review.celebration", "--params", `{"count":"3"}`, "--idempotency-key", given)
 		if res.Code != 0 {
 			t.Fatalf("enqueue %q: exit %d, stderr %q", given, res.Code, res.Stderr)
@@ -96,7 +97,7 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 	// A key written by other means (the bot's own SQL) that breaks the
 	// rule fails at delivery, for the reason enqueue gives for it.
 	const badKey = "bot\nreminder"
-	refused := cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", user, "--type", "reminder", "--idempotency-key", badKey)
+	refused := cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", user, "--type", "reminder", "--idempotency-key", badKey)
 	if refused.Code != 2 || len(cmdtest.Lines(refused.Stderr)) != 1 {
 		t.Fatalf("enqueue %q: exit %d, stderr %q; want 2, one line", badKey, refused.Code, refused.Stderr)
 	}

@@ -6,8 +6,9 @@ import (
 	"os"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 )
 
 func main() {
-	os.Exit(cli.Run(cli.NewCtlCommand()))
+	os.Exit(cli.Run(ctl.NewCommand()))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -58,7 +58,7 @@ func TestMigrateUpDownVersion(t *testing.T) {
 		{[]string{"migrate", "up"}, 0, latest, true},
 	}
 	for _, s := range steps {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, s.args...)
+		res := cmdtest.Exec(t, ctl.NewCommand, env, s.args...)
 		if res.Code != s.wantCode || !strings.Contains(res.Stdout, s.wantStdout) {
 			t.Fatalf("engagementctl %s: exit %d stdout %q stderr %q; want exit %d and %q",
 				strings.Join(s.args, " "), res.Code, res.Stdout, res.Stderr, s.wantCode, s.wantStdout)
@@ -85,7 +85,7 @@ func TestCtlUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(tt.env...), tt.args...)
+			res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env(tt.env...), tt.args...)
 			if res.Code != 2 || !strings.Contains(res.Stderr, tt.want) || len(cmdtest.Lines(res.Stderr)) != 1 {
 				t.Errorf("exit %d stderr %q; want exit 2 and one line mentioning %q", res.Code, res.Stderr, tt.want)
 			}
@@ -108,7 +108,7 @@ func TestEnqueue(t *testing.T) {
 		Created bool   `json:"created"`
 	}) {
 		t.Helper()
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, append([]string{"enqueue", "--user-id", user, "--type", "weekly_review",
+		res := cmdtest.Exec(t, ctl.NewCommand, env, append([]string{"enqueue", "--user-id", user, "--type", "weekly_review",
 			"--key", "engagement.weekly_review.celebration", "--output", "json"}, args...)...)
 		var out struct {
 			ID      string `json:"id"`
@@ -154,7 +154,7 @@ func TestEnqueue(t *testing.T) {
 			t.Errorf("%s: exit %d stderr %q, want 2 mentioning %q", bad.name, res.Code, res.Stderr, bad.want)
 		}
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "enqueue", "--user-id", "nope", "--type", "x"); res.Code != 2 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", "nope", "--type", "x"); res.Code != 2 {
 		t.Errorf("bad user id: exit %d, want 2", res.Code)
 	}
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 1 {
@@ -206,7 +206,7 @@ func TestCleanupCommand(t *testing.T) {
 		{nil, `"messages":3,"ledger":0,"idempotency_keys":1`, 2},
 		{nil, `"messages":0,"ledger":0,"idempotency_keys":0`, 2},
 	} {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, append([]string{"cleanup", "--older-than", "720h", "--as-of", "2026-11-22T00:00:00Z", "--output", "json"}, c.args...)...)
+		res := cmdtest.Exec(t, ctl.NewCommand, env, append([]string{"cleanup", "--older-than", "720h", "--as-of", "2026-11-22T00:00:00Z", "--output", "json"}, c.args...)...)
 		if res.Code != 0 || !strings.Contains(res.Stdout, c.want) {
 			t.Errorf("cleanup %v: exit %d stdout %q, want %s", c.args, res.Code, res.Stdout, c.want)
 		}
@@ -217,7 +217,7 @@ func TestCleanupCommand(t *testing.T) {
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_idempotency_keys`); n != 1 {
 		t.Errorf("%d idempotency keys left, want the live one", n)
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {
 		t.Errorf("negative retention: exit %d, want 2", res.Code)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
@@ -63,7 +63,7 @@ func TestConcurrentMigrateUp(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up")
+				results[i] = cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up")
 			}()
 		}
 		wg.Wait()
@@ -94,7 +94,7 @@ func migrateDownTo(t *testing.T, url string, version uint) {
 	}
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	for range 100 {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "down")
+		res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "down")
 		if res.Code != 0 {
 			t.Fatalf("migrate down: exit %d: %s", res.Code, res.Stderr)
 		}
@@ -147,13 +147,13 @@ func TestMigrateWithTheBotHoldingALock(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyDatabase(t)
 	env := cmdtest.Env("DATABASE_URL=" + url)
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up: exit %d: %s", res.Code, res.Stderr)
 	}
 	migrateDownTo(t, url, 1)
 
 	release := holdWriteLock(t, url, botInsert)
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up", "--lock-timeout", "1s")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up", "--lock-timeout", "1s")
 	lines := cmdtest.Lines(res.Stderr)
 	if res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "lock timeout") || !strings.Contains(res.Stderr, "migration 2") {
 		t.Errorf("migrate up with the bot's transaction open: exit %d, stderr %q; want exit 1 and one line naming migration 2 and the lock timeout", res.Code, res.Stderr)
@@ -163,7 +163,7 @@ func TestMigrateWithTheBotHoldingALock(t *testing.T) {
 	}
 
 	release()
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up", "--lock-timeout", "1s")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up", "--lock-timeout", "1s")
 	if res.Code != 0 {
 		t.Errorf("migrate up once the bot's transaction ended: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -212,7 +212,7 @@ func TestMigrateUpRebuildsInvalidIndexes(t *testing.T) {
 		// At version 1, migration 2 (which builds the index) is pending.
 		migrateDownTo(t, url, at)
 		makeInvalidIndex(t, url)
-		if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
+		if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up"); res.Code != 0 {
 			t.Errorf("schema at version %d: migrate up: exit %d: %s", at, res.Code, res.Stderr)
 		}
 		if v, dirty, invalid := schemaState(t, url); v != int64(migrations.Latest) || dirty || len(invalid) > 0 {
@@ -246,13 +246,13 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "down"}, {"status"}} {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, env, args...)
+		res := cmdtest.Exec(t, ctl.NewCommand, env, args...)
 		if lines := cmdtest.Lines(res.Stderr); res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "engagementctl migrate force 1") {
 			t.Errorf("engagementctl %s on a schema dirty at 2: exit %d, stderr %q; want exit 1 and one line naming `engagementctl migrate force 1`",
 				strings.Join(args, " "), res.Code, res.Stderr)
 		}
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "version"); res.Code != 0 || !strings.Contains(res.Stdout, "schema version 2 of") || !strings.Contains(res.Stdout, "dirty") {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "version"); res.Code != 0 || !strings.Contains(res.Stdout, "schema version 2 of") || !strings.Contains(res.Stdout, "dirty") {
 		t.Errorf("migrate version on a dirty schema: exit %d, stdout %q; want 0 and version 2, dirty", res.Code, res.Stdout)
 	}
 
@@ -264,7 +264,7 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 		}
 	}
 	for _, bad := range bads {
-		if res := cmdtest.Exec(t, cli.NewCtlCommand, env, bad...); res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 {
+		if res := cmdtest.Exec(t, ctl.NewCommand, env, bad...); res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 {
 			t.Errorf("engagementctl %s: exit %d, stderr %q; want exit 2 and one line", strings.Join(bad, " "), res.Code, res.Stderr)
 		}
 	}
@@ -272,17 +272,17 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 		t.Fatalf("the rejected force commands changed the schema version to %d (dirty %v)", v, dirty)
 	}
 
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "force", "1"); res.Code != 0 || res.Stdout != "schema version 1 of "+itoa(migrations.Latest)+"\n" {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "force", "1"); res.Code != 0 || res.Stdout != "schema version 1 of "+itoa(migrations.Latest)+"\n" {
 		t.Errorf("migrate force 1: exit %d, stdout %q, stderr %q; want 0 and schema version 1", res.Code, res.Stdout, res.Stderr)
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up"); res.Code != 0 {
 		t.Errorf("migrate up after force: exit %d: %s", res.Code, res.Stderr)
 	}
 	if v, dirty, invalid := schemaState(t, url); v != int64(migrations.Latest) || dirty || len(invalid) > 0 {
 		t.Errorf("after force and up: version %d dirty %v, INVALID indexes %v; want %d, clean, none", v, dirty, invalid, migrations.Latest)
 	}
 	// force 0: no migration recorded.
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "migrate", "force", "0"); res.Code != 0 || !strings.HasPrefix(res.Stdout, "schema version 0 of") {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "force", "0"); res.Code != 0 || !strings.HasPrefix(res.Stdout, "schema version 0 of") {
 		t.Errorf("migrate force 0: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
 }
@@ -323,7 +323,7 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up", "--lock-timeout", "1s")
+	res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up", "--lock-timeout", "1s")
 	if lines := cmdtest.Lines(res.Stderr); res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "migration 6 failed and was undone") {
 		t.Errorf("migrate up with a long query running: exit %d, stderr %q; want exit 1 and one line saying migration 6 was undone", res.Code, res.Stderr)
 	}
@@ -334,7 +334,7 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up"); res.Code != 0 {
 		t.Errorf("migrate up once the query ended: exit %d: %s", res.Code, res.Stderr)
 	}
 	if v, dirty, invalid := schemaState(t, url); v != int64(migrations.Latest) || dirty || len(invalid) > 0 {

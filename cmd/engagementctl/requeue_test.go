@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -66,7 +67,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 		firstKeys[k] = reqs[0].IdempotencyKey
 	}
 
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "requeue", "--error-contains", "HTTP 500", "--output", "json")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "requeue", "--error-contains", "HTTP 500", "--output", "json")
 	var out struct {
 		Requeued int  `json:"requeued"`
 		DryRun   bool `json:"dry_run"`
@@ -121,7 +122,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2, 'cancelled', 'opted_out')`, optedOut, optedOutKey); err != nil {
 		t.Fatal(err)
 	}
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "requeue", "--status", "cancelled", "--reason", "opted_out")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "requeue", "--status", "cancelled", "--reason", "opted_out")
 	if res.Code != 0 || res.Stdout != "requeued 1 cancelled messages\n" {
 		t.Fatalf("requeue --status cancelled: exit %d, %q (%s)", res.Code, res.Stdout, res.Stderr)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -84,7 +84,7 @@ func TestSmokePassesOnAnEmptyDatabaseAndRefusesOneWithUsers(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL=" + dbURL)
 
 	start := time.Now()
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "smoke", "--output", "json")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "smoke", "--output", "json")
 	took := time.Since(start)
 	if res.Code != 0 {
 		t.Fatalf("smoke on an empty database: exit %d, want 0\n%s%s", res.Code, res.Stdout, res.Stderr)
@@ -112,7 +112,7 @@ func TestSmokePassesOnAnEmptyDatabaseAndRefusesOneWithUsers(t *testing.T) {
 	// The same database now holds users: smoke refuses it, exit 2, and
 	// writes nothing (not even a run record).
 	before := dbFingerprint(t, dbURL)
-	again := cmdtest.Exec(t, cli.NewCtlCommand, env, "smoke", "--output", "json")
+	again := cmdtest.Exec(t, ctl.NewCommand, env, "smoke", "--output", "json")
 	var refused struct {
 		Error    string `json:"error"`
 		ExitCode int    `json:"exit_code"`
@@ -141,7 +141,7 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dbFingerprint(t, dbURL)
-	res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(), "smoke", "--database-url", dbURL)
+	res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env(), "smoke", "--database-url", dbURL)
 	if res.Code != 2 || !strings.Contains(res.Stderr, "already holds 1 users") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 saying the database holds 1 user", res.Code, res.Stderr)
 	}
@@ -153,7 +153,7 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"--users", "5"}, {"--as-of", "yesterday"}, {"--output", "yaml"}} {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(), append([]string{"smoke", "--database-url", dbURL}, args...)...)
+		res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env(), append([]string{"smoke", "--database-url", dbURL}, args...)...)
 		if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 {
 			t.Errorf("smoke %v: exit %d, stderr %q; want exit 2 with one line", args, res.Code, res.Stderr)
 		}
@@ -186,7 +186,7 @@ func TestSmokeNamesTheFirstBrokenExpectation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+dbURL), "smoke", "--output", format)
+		res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+dbURL), "smoke", "--output", format)
 		if res.Code != 1 {
 			t.Fatalf("smoke --output %s with a misbehaving weekly job: exit %d, want 1\n%s%s", format, res.Code, res.Stdout, res.Stderr)
 		}

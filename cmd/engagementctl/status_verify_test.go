@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -47,7 +47,7 @@ func TestStatusCommand(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	asOf := seededAsOf.Add(time.Hour).Format(time.RFC3339)
 
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "status", "--as-of", asOf)
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "status", "--as-of", asOf)
 	if res.Code != 0 {
 		t.Fatalf("status: exit %d, stderr %q", res.Code, res.Stderr)
 	}
@@ -68,7 +68,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("status output shows a JID:\n%s", res.Stdout)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "status", "--as-of", asOf, "--output", "json", "--runs", "1")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "status", "--as-of", asOf, "--output", "json", "--runs", "1")
 	if res.Code != 0 {
 		t.Fatalf("status --output json: exit %d, stderr %q", res.Code, res.Stderr)
 	}
@@ -146,11 +146,11 @@ func TestVerifyCommand(t *testing.T) {
 	asOf := seededAsOf.Add(time.Hour).Format(time.RFC3339)
 
 	// Clean: exit 0, every check ok.
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf)
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf)
 	if res.Code != 0 || !strings.Contains(res.Stdout, "all invariants hold") || strings.Contains(res.Stdout, "FAILED") {
 		t.Fatalf("verify on the seeded database: exit %d, stdout %q, stderr %q; want 0 and all invariants hold", res.Code, res.Stdout, res.Stderr)
 	}
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf, "--output", "json")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
 	var rep verifyReport
 	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || res.Code != 0 || !rep.OK || len(rep.Checks) != 11 || len(rep.Broken) != 0 {
 		t.Fatalf("verify --output json: exit %d, %v, report %+v; want ok with 11 checks (instants_plausible the 11th)", res.Code, err, rep)
@@ -173,7 +173,7 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf, "--output", "json")
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
 	rep = verifyReport{}
 	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || len(cmdtest.Lines(res.Stdout)) != 1 {
 		t.Fatalf("verify --output json on a broken database: %v; want one JSON object, got %q", err, res.Stdout)
@@ -192,7 +192,7 @@ func TestVerifyCommand(t *testing.T) {
 		t.Errorf("stderr %q, want one line naming the broken invariants", res.Stderr)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--as-of", asOf)
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf)
 	if res.Code != 4 || !strings.Contains(res.Stdout, "no_expired_claims    FAILED (1)") ||
 		!strings.Contains(res.Stdout, "transitions_allowed  FAILED (1)") || !strings.Contains(res.Stdout, "goodbye_queued       ok") ||
 		!strings.Contains(res.Stdout, "2 of 11 invariants broken") {
@@ -220,7 +220,7 @@ func TestVerifyCouldNotCheck(t *testing.T) {
 		{"bad retention", []string{"DATABASE_URL=" + url}, []string{"verify", "--retention", "0s"}, 2, "--retention"},
 	}
 	for _, tt := range tests {
-		res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env(tt.env...), tt.args...)
+		res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env(tt.env...), tt.args...)
 		if res.Code != tt.wantCode || !strings.Contains(res.Stderr, tt.want) || res.Stdout != "" {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, stderr mentioning %q", tt.name, res.Code, res.Stdout, res.Stderr, tt.wantCode, tt.want)
 		}

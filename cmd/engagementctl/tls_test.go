@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -31,16 +31,16 @@ func TestVerifyFullWithTheProvidersRootCA(t *testing.T) {
 	withCA.RawQuery = url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}}.Encode()
 	withoutCA.RawQuery = url.Values{"sslmode": {"verify-full"}}.Encode()
 
-	res := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+withCA.String()), "status", "--output", "json")
+	res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+withCA.String()), "status", "--output", "json")
 	if res.Code != 0 {
 		t.Errorf("status over verify-full with sslrootcert: exit %d: %s", res.Code, res.Stderr)
 	}
-	res = cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+withCA.String()), "migrate", "up")
+	res = cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+withCA.String()), "migrate", "up")
 	if res.Code != 0 {
 		t.Errorf("migrate up over verify-full with sslrootcert: exit %d: %s", res.Code, res.Stderr)
 	}
 
-	res = cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+withoutCA.String()), "status")
+	res = cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+withoutCA.String()), "status")
 	lines := cmdtest.Lines(res.Stderr)
 	if res.Code != 1 || len(lines) != 1 || !strings.Contains(cmdtest.Message(lines[0]), "certificate") || !strings.Contains(lines[0], "sslrootcert") {
 		t.Errorf("status over verify-full without the CA: exit %d, stderr %q; want exit 1 and one line naming the certificate and sslrootcert", res.Code, res.Stderr)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -24,7 +24,7 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: time.Now().Add(-time.Hour)})
 	env := cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL)
 
-	res := cmdtest.Exec(t, cli.NewCtlCommand, env, "verify", "--output", "json")
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--output", "json")
 	if res.Code != 4 {
 		t.Fatalf("verify with remind_later without remind_at: exit %d, want 4\n%s", res.Code, res.Stderr)
 	}
@@ -43,7 +43,7 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = now() WHERE user_id = $1`, user); err != nil {
 		t.Fatal(err)
 	}
-	if res := cmdtest.Exec(t, cli.NewCtlCommand, env, "verify"); res.Code != 0 {
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "verify"); res.Code != 0 {
 		t.Fatalf("verify after the repair: exit %d\n%s", res.Code, res.Stderr)
 	}
 	got = gw.Metrics(t, "engagement_")

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -138,7 +138,7 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 
 	// engagementctl status shows it: the window full, the next slot a day
 	// after the first claims, and the line through a day after that.
-	st := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "status", "--output", "json")
+	st := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "status", "--output", "json")
 	var report struct{ Budgets []delivery.BudgetReport }
 	if err := json.Unmarshal([]byte(st.Stdout), &report); st.Code != 0 || err != nil || len(report.Budgets) != 1 {
 		t.Fatalf("status: exit %d, %v: %s%s", st.Code, err, st.Stdout, st.Stderr)
@@ -148,7 +148,7 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 		!near(*b.NextSlotAt, start.Add(delivery.BudgetWindow)) || !near(*b.ClearsAt, start.Add(2*delivery.BudgetWindow)) {
 		t.Errorf("status reports the budget as %+v, want webhook's 10 of 10 used, 20 waiting, the next slot in a day, the line through in two", b)
 	}
-	text := cmdtest.Exec(t, cli.NewCtlCommand, cmdtest.Env("DATABASE_URL="+url), "status")
+	text := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "status")
 	if !strings.Contains(text.Stdout, "send budget on webhook: 10 recipients in the last 24 h of 10 a day; full") ||
 		!strings.Contains(text.Stdout, "waiting on it: 20 messages; at this rate the last goes at") {
 		t.Errorf("status does not show the budget:\n%s", text.Stdout)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
@@ -134,7 +134,7 @@ type report struct {
 
 func checkReceiver(t *testing.T, url string, args ...string) (cmdtest.Result, report) {
 	t.Helper()
-	res := cmdtest.Exec(t, cli.NewCtlCommand, nil, append([]string{"check-receiver", "--webhook-url", url, "--output", "json"}, args...)...)
+	res := cmdtest.Exec(t, ctl.NewCommand, nil, append([]string{"check-receiver", "--webhook-url", url, "--output", "json"}, args...)...)
 	var rep report
 	if res.Stdout != "" {
 		if err := json.Unmarshal([]byte(cmdtest.Lines(res.Stdout)[0]), &rep); err != nil {

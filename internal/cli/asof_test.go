@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"bytes"
@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 )
 
 // TestAsOfBefore2000IsAUsageError: issue 15 saw `--as-of
@@ -22,37 +26,37 @@ func TestAsOfBefore2000IsAUsageError(t *testing.T) {
 		cmd  func() *cobra.Command
 		args []string
 	}{
-		{"engagement-daily", NewDailyCommand, nil},
-		{"engagement-weekly", NewWeeklyCommand, nil},
-		{"engagementctl status", NewCtlCommand, []string{"status"}},
-		{"engagementctl verify", NewCtlCommand, []string{"verify"}},
-		{"engagementctl cleanup", NewCtlCommand, []string{"cleanup"}},
-		{"engagementctl seed", NewCtlCommand, []string{"seed", "--users", "10"}},
+		{"engagement-daily", jobcmd.NewDailyCommand, nil},
+		{"engagement-weekly", jobcmd.NewWeeklyCommand, nil},
+		{"engagementctl status", ctl.NewCommand, []string{"status"}},
+		{"engagementctl verify", ctl.NewCommand, []string{"verify"}},
+		{"engagementctl cleanup", ctl.NewCommand, []string{"cleanup"}},
+		{"engagementctl seed", ctl.NewCommand, []string{"seed", "--users", "10"}},
 	}
 	for _, asOf := range []string{"0001-01-01T00:00:00Z", "1999-12-31T23:59:59Z", "1999-12-31T20:59:59-03:00"} {
 		for _, c := range commands {
 			var stderr bytes.Buffer
 			args := append(append([]string{"--database-url", unreachable}, c.args...), "--as-of", asOf)
-			code := Main(context.Background(), c.cmd(), args, Env{Stderr: &stderr})
-			if code != ExitUsage || !strings.Contains(stderr.String(), "--as-of") || strings.Count(stderr.String(), "\n") != 1 {
-				t.Errorf("%s --as-of %s: exit %d, stderr %q; want exit %d and one line naming --as-of", c.name, asOf, code, stderr.String(), ExitUsage)
+			code := cli.Main(context.Background(), c.cmd(), args, cli.Env{Stderr: &stderr})
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), "--as-of") || strings.Count(stderr.String(), "\n") != 1 {
+				t.Errorf("%s --as-of %s: exit %d, stderr %q; want exit %d and one line naming --as-of", c.name, asOf, code, stderr.String(), cli.ExitUsage)
 			}
 		}
 	}
 
 	// The jobs read ENGAGEMENT_AS_OF when --as-of is absent.
-	env := MapEnv([]string{"ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z"})
+	env := cli.MapEnv([]string{"ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z"})
 	for _, c := range commands[:2] {
 		var stderr bytes.Buffer
-		code := Main(context.Background(), c.cmd(), []string{"--database-url", unreachable}, Env{LookupEnv: env, Stderr: &stderr})
-		if code != ExitUsage || !strings.Contains(stderr.String(), "ENGAGEMENT_AS_OF") {
-			t.Errorf("%s with ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z: exit %d, stderr %q; want exit %d naming ENGAGEMENT_AS_OF", c.name, code, stderr.String(), ExitUsage)
+		code := cli.Main(context.Background(), c.cmd(), []string{"--database-url", unreachable}, cli.Env{LookupEnv: env, Stderr: &stderr})
+		if code != cli.ExitUsage || !strings.Contains(stderr.String(), "ENGAGEMENT_AS_OF") {
+			t.Errorf("%s with ENGAGEMENT_AS_OF=0001-01-01T00:00:00Z: exit %d, stderr %q; want exit %d naming ENGAGEMENT_AS_OF", c.name, code, stderr.String(), cli.ExitUsage)
 		}
 	}
 
 	// 2000-01-01 itself is accepted (this run then fails to connect: exit 1).
 	var stderr bytes.Buffer
-	if code := Main(context.Background(), NewCtlCommand(), []string{"--database-url", unreachable, "status", "--as-of", "2000-01-01T00:00:00Z"}, Env{Stderr: &stderr}); code != ExitFatal {
-		t.Errorf("status --as-of 2000-01-01T00:00:00Z: exit %d (%s), want %d (accepted, then no database)", code, stderr.String(), ExitFatal)
+	if code := cli.Main(context.Background(), ctl.NewCommand(), []string{"--database-url", unreachable, "status", "--as-of", "2000-01-01T00:00:00Z"}, cli.Env{Stderr: &stderr}); code != cli.ExitFatal {
+		t.Errorf("status --as-of 2000-01-01T00:00:00Z: exit %d (%s), want %d (accepted, then no database)", code, stderr.String(), cli.ExitFatal)
 	}
 }

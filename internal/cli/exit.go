@@ -1,6 +1,10 @@
-// Package cli holds what the engagement binaries share: the cobra commands,
-// flags with environment fallbacks, logging, and the mapping of errors to the
-// documented exit codes.
+// Package cli holds what the engagement binaries share: Run and Main, the
+// mapping of errors to the documented exit codes, flags with environment
+// fallbacks, logging, secrets, the options runner and the metrics push;
+// and queue-process's command, whose delivery flags and run are also the
+// jobs' queue step. The other commands are in packages of their own, so
+// that each binary links only what it runs: the jobs in internal/cli/jobcmd,
+// engagementctl in internal/cli/ctl, the console in internal/cli/consolecmd.
 package cli
 
 import (
@@ -42,15 +46,15 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// usageError marks err as a usage or configuration error (exit 2).
-func usageError(err error) error { return &ExitError{Code: ExitUsage, Err: err} }
+// UsageError marks err as a usage or configuration error (exit 2).
+func UsageError(err error) error { return &ExitError{Code: ExitUsage, Err: err} }
 
-// usagef formats a usage error.
-func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
+// Usagef formats a usage error.
+func Usagef(format string, args ...any) error { return UsageError(fmt.Errorf(format, args...)) }
 
-// errPartial is returned after the summary was written when --fail-on-partial
+// ErrPartial is returned after the summary was written when --fail-on-partial
 // is set and something failed.
-var errPartial = &ExitError{Code: ExitPartial, Err: errors.New("completed with failures (--fail-on-partial)")}
+var ErrPartial = &ExitError{Code: ExitPartial, Err: errors.New("completed with failures (--fail-on-partial)")}
 
 // runE adapts a command's work so that its errors exit 1 unless they already
 // carry a code. Everything cobra itself rejects (unknown flags, commands,
@@ -125,7 +129,7 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 		return ExitOK
 	}
 	// The edge every error passes: no secret of the command's leaves in it.
-	err = secretsOf(ran).scrub(err)
+	err = SecretsOf(ran).Scrub(err)
 	code = ExitUsage // cobra's own errors: unknown flag, command or argument
 	var exit *ExitError
 	if errors.As(err, &exit) {
@@ -137,8 +141,8 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	if pe := (*recovered.Error)(nil); errors.As(err, &pe) {
 		code, stack = ExitFatal, pe.Stack
 	}
-	if exit != errPartial {
-		finish(ran, env, stdout, oneLine(err.Error()), code, stack)
+	if exit != ErrPartial {
+		finish(ran, env, stdout, OneLine(err.Error()), code, stack)
 	}
 	return code
 }
@@ -246,4 +250,4 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
-	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // envAnnotation names the environment variable a flag falls back to.
@@ -38,79 +37,36 @@ func applyEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 			return
 		}
 		if setErr := f.Value.Set(v); setErr != nil {
-			err = usagef("invalid %s: %v", envs[0], setErr)
+			err = Usagef("invalid %s: %v", envs[0], setErr)
 		}
 	})
 	return err
 }
 
-// jobFlags are the flags every job binary (daily, weekly) takes, as given
-// (the environment applied); jobOptions.Validate checks them.
-type jobFlags struct {
-	databaseURL     string
-	asOf            asOfValue
-	allowFutureAsOf bool
-	dryRun          bool
-	output          string
-	failOnPartial   bool
-	skipSend        bool
-	sendReminder    bool
-	batchSize       int
-	concurrency     int
-	shard           shardFlags
-	delivery        deliveryFlags
-	log             logFlags
-	metrics         metricsFlags
-	analytics       analyticsFlags
-}
-
-func (f *jobFlags) register(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	registerDatabaseURL(fs, &f.databaseURL)
-	f.asOf.name = "--as-of (or ENGAGEMENT_AS_OF)"
-	fs.Var(&f.asOf, "as-of", "the instant the job treats as now, RFC3339 (default: the database clock)")
-	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
-	fs.BoolVar(&f.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of more than 5 minutes ahead of the database clock (a simulation: users are moved before their time)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "compute and report what would change; write nothing")
-	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
-	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
-	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
-	if cmd.Name() == scheduler.DailyJob {
-		fs.BoolVar(&f.sendReminder, "send-reminder", false, `queue the reminder a "remind me later" promised as its user goes dormant (default: dormant silently)`)
-		bindEnv(fs, "send-reminder", "ENGAGEMENT_SEND_REMINDER")
-	}
-	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
-	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
-	f.shard.register(fs)
-	f.delivery.register(fs, queueStepGroup)
-	f.log.register(fs)
-	f.metrics.register(fs)
-	f.analytics.register(fs)
-}
-
-func registerDatabaseURL(fs *pflag.FlagSet, p *string) {
+// RegisterDatabaseURL adds --database-url (DATABASE_URL), a secret, to fs.
+func RegisterDatabaseURL(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "database-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db")
 	bindEnv(fs, "database-url", "DATABASE_URL")
 	markSecret(fs, "database-url")
 }
 
-// requireDatabaseURL checks that a database URL is given and parses, so a
+// RequireDatabaseURL checks that a database URL is given and parses, so a
 // malformed one is a configuration error (exit 2, which a cron platform
 // need not retry) found before any work. The message never shows the
 // password.
-func requireDatabaseURL(u string) error {
+func RequireDatabaseURL(u string) error {
 	if strings.TrimSpace(u) == "" {
-		return usagef("no database: set DATABASE_URL or pass --database-url")
+		return Usagef("no database: set DATABASE_URL or pass --database-url")
 	}
 	if _, err := pgx.ParseConfig(u); err != nil {
-		return usageError(fmt.Errorf("invalid database URL: %w", err))
+		return UsageError(fmt.Errorf("invalid database URL: %w", err))
 	}
 	return nil
 }
 
-func validateOutput(o string) error {
+func ValidateOutput(o string) error {
 	if o != "text" && o != "json" {
-		return usagef("--output must be text or json, got %q", o)
+		return Usagef("--output must be text or json, got %q", o)
 	}
 	return nil
 }
@@ -130,42 +86,42 @@ var minAsOf = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 func parseAsOf(name, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
 	if err != nil {
-		return time.Time{}, usagef("%s %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", name, s)
+		return time.Time{}, Usagef("%s %q is not an RFC3339 instant (like 2026-11-22T06:00:00Z)", name, s)
 	}
 	if t.Before(minAsOf) {
-		return time.Time{}, usagef("%s %q is before %s; give the instant to treat as now (like 2026-11-22T06:00:00Z)", name, s, minAsOf.Format("2006-01-02"))
+		return time.Time{}, Usagef("%s %q is before %s; give the instant to treat as now (like 2026-11-22T06:00:00Z)", name, s, minAsOf.Format("2006-01-02"))
 	}
 	return t.UTC(), nil
 }
 
-// asOfValue is an --as-of flag: an RFC3339 instant no earlier than
+// AsOfValue is an --as-of flag: an RFC3339 instant no earlier than
 // 2000-01-01, kept in UTC. Unset, it is the zero time, which every command
 // reads as "the database clock" (postgres.AsOf). A value that does not
 // parse is kept and reported by Check, from the command's validation: the
 // rest of the command line is read first, so that --output json still
 // shapes the error.
-type asOfValue struct {
-	name string // how errors name it: "--as-of", or with its variable
+type AsOfValue struct {
+	Name string // how errors name it: "--as-of", or with its variable
 	t    time.Time
 	err  error
 }
 
-func (v *asOfValue) Set(s string) error {
-	v.t, v.err = parseAsOf(cmp.Or(v.name, "--as-of"), s)
+func (v *AsOfValue) Set(s string) error {
+	v.t, v.err = parseAsOf(cmp.Or(v.Name, "--as-of"), s)
 	return nil
 }
 
-func (v *asOfValue) String() string {
+func (v *AsOfValue) String() string {
 	if v.t.IsZero() {
 		return ""
 	}
 	return v.t.Format(time.RFC3339Nano)
 }
 
-func (v *asOfValue) Type() string { return "string" }
+func (v *AsOfValue) Type() string { return "string" }
 
 // Check is the usage error of a value that did not parse, else nil.
-func (v *asOfValue) Check() error { return v.err }
+func (v *AsOfValue) Check() error { return v.err }
 
 // Time is the instant given, or the zero time for none.
-func (v *asOfValue) Time() time.Time { return v.t }
+func (v *AsOfValue) Time() time.Time { return v.t }

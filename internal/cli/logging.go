@@ -24,28 +24,29 @@ const (
 	logFormatEnv = "LOG_FORMAT"
 )
 
-// logFlags configure the zerolog logger every binary writes to stderr.
-type logFlags struct {
+// LogFlags configure the zerolog logger every binary writes to stderr.
+type LogFlags struct {
 	level  string
 	format string
 }
 
-func (f *logFlags) register(fs *pflag.FlagSet) { f.registerLevel(fs, "info") }
+// Register adds --log-level (default info) and --log-format to fs.
+func (f *LogFlags) Register(fs *pflag.FlagSet) { f.RegisterLevel(fs, "info") }
 
-// registerLevel registers the flags with level as --log-level's default.
-func (f *logFlags) registerLevel(fs *pflag.FlagSet, level string) {
+// RegisterLevel registers the flags with level as --log-level's default.
+func (f *LogFlags) RegisterLevel(fs *pflag.FlagSet, level string) {
 	fs.StringVar(&f.level, "log-level", level, "debug, info, warn or error")
 	bindEnv(fs, "log-level", logLevelEnv)
 	fs.StringVar(&f.format, "log-format", "auto", "json, console, or auto: console when stderr is a terminal, else json")
 	bindEnv(fs, "log-format", logFormatEnv)
 }
 
-// logger builds the logger; logs go to w (stderr) only, never to stdout,
+// Logger builds the logger; logs go to w (stderr) only, never to stdout,
 // which carries the summary.
-func (f *logFlags) logger(w io.Writer, app string) (zerolog.Logger, error) {
+func (f *LogFlags) Logger(w io.Writer, app string) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(strings.ToLower(strings.TrimSpace(f.level)))
 	if err != nil || level == zerolog.NoLevel {
-		return zerolog.Nop(), usagef("--log-level must be debug, info, warn or error, got %q", f.level)
+		return zerolog.Nop(), Usagef("--log-level must be debug, info, warn or error, got %q", f.level)
 	}
 	format := strings.ToLower(strings.TrimSpace(f.format))
 	if format == "auto" || format == "" {
@@ -59,7 +60,7 @@ func (f *logFlags) logger(w io.Writer, app string) (zerolog.Logger, error) {
 	case "console":
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	default:
-		return zerolog.Nop(), usagef("--log-format must be json, console or auto, got %q", f.format)
+		return zerolog.Nop(), Usagef("--log-format must be json, console or auto, got %q", f.format)
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("app", app).Logger(), nil
 }
@@ -109,6 +110,6 @@ func (redisLogger) Printf(_ context.Context, format string, v ...any) {
 		return
 	}
 	if e := log.Debug(); e.Enabled() {
-		e.Str("library", "go-redis").Msg(oneLine(fmt.Sprintf(format, v...)))
+		e.Str("library", "go-redis").Msg(OneLine(fmt.Sprintf(format, v...)))
 	}
 }

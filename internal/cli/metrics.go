@@ -11,18 +11,19 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/verify"
 )
 
-// metricsFlags configure the Pushgateway every run pushes its metrics to.
-type metricsFlags struct {
+// MetricsFlags configure the Pushgateway a run pushes its metrics to: the
+// jobs', queue-process's and engagementctl verify's.
+type MetricsFlags struct {
 	pushgatewayURL string
 	environment    string
 	pusher         *metrics.Pusher // nil: no pushgateway, no HTTP at all
 	queue          *metrics.Queue  // the backlog queue-process left, read by readQueue
 }
 
-func (f *metricsFlags) register(fs *pflag.FlagSet) {
+// Register adds --pushgateway-url and --metrics-environment to fs.
+func (f *MetricsFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pushgatewayURL, "pushgateway-url", "", "Prometheus Pushgateway to push the run's metrics to, e.g. http://pushgateway:9091")
 	bindEnv(fs, "pushgateway-url", "PUSHGATEWAY_URL")
 	markSecret(fs, "pushgateway-url")
@@ -30,26 +31,26 @@ func (f *metricsFlags) register(fs *pflag.FlagSet) {
 	bindEnv(fs, "metrics-environment", "ENGAGEMENT_ENVIRONMENT")
 }
 
-// validate checks the URL before any work (a usage error otherwise) and
+// Validate checks the URL before any work (a usage error otherwise) and
 // prepares the pusher. The message never repeats the URL: it may hold a
 // password.
-func (f *metricsFlags) validate() error {
+func (f *MetricsFlags) Validate() error {
 	if f.pushgatewayURL == "" {
 		return nil
 	}
 	if err := metrics.ValidateLabelValue(f.environment); err != nil {
-		return usagef("--metrics-environment (or ENGAGEMENT_ENVIRONMENT): %v", err)
+		return Usagef("--metrics-environment (or ENGAGEMENT_ENVIRONMENT): %v", err)
 	}
 	p, err := metrics.NewPusher(f.pushgatewayURL)
 	if err != nil {
-		return usagef("--pushgateway-url (or PUSHGATEWAY_URL): %v", err)
+		return Usagef("--pushgateway-url (or PUSHGATEWAY_URL): %v", err)
 	}
 	f.pusher = p
 	return nil
 }
 
-// pushJob pushes a daily or weekly run's metrics; see push.
-func (f *metricsFlags) pushJob(ctx context.Context, log zerolog.Logger, job string, shard scheduler.Shard, start time.Time, dryRun bool, sum *scheduler.Summary, err error) {
+// PushJob pushes a daily or weekly run's metrics; see Push.
+func (f *MetricsFlags) PushJob(ctx context.Context, log zerolog.Logger, job string, shard scheduler.Shard, start time.Time, dryRun bool, sum *scheduler.Summary, err error) {
 	if f.pusher == nil {
 		return
 	}
@@ -64,21 +65,21 @@ func (f *metricsFlags) pushJob(ctx context.Context, log zerolog.Logger, job stri
 	if sum != nil {
 		r.Delivery = sum.Delivery
 	}
-	f.push(ctx, log, start, r, err)
+	f.Push(ctx, log, start, r, err)
 }
 
-// pushQueue pushes a queue-process run's metrics; see push.
-func (f *metricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start time.Time, sum delivery.ProcessSummary, err error) {
+// pushQueue pushes a queue-process run's metrics; see Push.
+func (f *MetricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start time.Time, sum delivery.ProcessSummary, err error) {
 	if f.pusher == nil {
 		return
 	}
-	f.push(ctx, log, start, metrics.Run{Job: "queue-process", Delivery: &sum, Queue: f.queue}, err)
+	f.Push(ctx, log, start, metrics.Run{Job: "queue-process", Delivery: &sum, Queue: f.queue}, err)
 }
 
 // readQueue reads the backlog queue-process leaves, for pushQueue, when
 // metrics are pushed at all. A failed read is a warning: the gauges are
 // left out of the push and the run's outcome stands.
-func (f *metricsFlags) readQueue(ctx context.Context, log zerolog.Logger, db metrics.Querier) {
+func (f *MetricsFlags) readQueue(ctx context.Context, log zerolog.Logger, db metrics.Querier) {
 	if f.pusher == nil {
 		return
 	}
@@ -92,24 +93,14 @@ func (f *metricsFlags) readQueue(ctx context.Context, log zerolog.Logger, db met
 	f.queue = &q
 }
 
-// pushVerify pushes engagementctl verify's report. A report, broken
-// invariants included, is a completed run; without one (rep nil) the checks
-// could not run, err says why, and the run counts as failed.
-func (f *metricsFlags) pushVerify(ctx context.Context, log zerolog.Logger, start time.Time, rep *verify.Report, err error) {
-	if f.pusher == nil {
-		return
-	}
-	if rep != nil {
-		err = nil
-	}
-	f.push(ctx, log, start, metrics.Run{Job: metrics.VerifyJob, Verify: rep}, err)
-}
-
-// push pushes the run that started at start and ends now with err (nil or
+// Push pushes the run that started at start and ends now with err (nil or
 // --fail-on-partial's exit 3: completed; anything else: failed). It never
 // changes the run's outcome: a failed push is a warning. It runs even when
 // ctx was cancelled (SIGTERM), within the push's own timeout.
-func (f *metricsFlags) push(ctx context.Context, log zerolog.Logger, start time.Time, r metrics.Run, err error) {
+func (f *MetricsFlags) Push(ctx context.Context, log zerolog.Logger, start time.Time, r metrics.Run, err error) {
+	if f.pusher == nil {
+		return
+	}
 	r.End = time.Now()
 	r.Duration = r.End.Sub(start)
 	r.Environment = f.environment

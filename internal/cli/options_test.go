@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -43,8 +42,8 @@ func refusingDatabase(t *testing.T) (url string, connections func() int64) {
 // probeOptions is a command's options that record what the runner did
 // with them, in order.
 type probeOptions struct {
-	cmdIO
-	dbOptions
+	CmdIO
+	DBOptions
 	url     string
 	invalid bool
 
@@ -56,12 +55,12 @@ type probeOptions struct {
 func (o *probeOptions) Validate() error {
 	o.steps = append(o.steps, "validate")
 	if o.invalid {
-		return usagef("--invalid was given")
+		return Usagef("--invalid was given")
 	}
-	return requireDatabaseURL(o.url)
+	return RequireDatabaseURL(o.url)
 }
 
-func (o *probeOptions) around(ctx context.Context, run func(context.Context) error) error {
+func (o *probeOptions) Around(ctx context.Context, run func(context.Context) error) error {
 	o.steps = append(o.steps, "around")
 	err := run(ctx)
 	if err != nil {
@@ -72,20 +71,20 @@ func (o *probeOptions) around(ctx context.Context, run func(context.Context) err
 
 func (o *probeOptions) Run(ctx context.Context) error {
 	o.steps = append(o.steps, "run")
-	o.runPool = o.pool
-	return o.pool.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&o.app)
+	o.runPool = o.Pool
+	return o.Pool.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&o.app)
 }
 
 func newProbeCommand(o *probeOptions) *cobra.Command {
-	cmd := &cobra.Command{Use: "probe", Args: cobra.NoArgs, RunE: runOptions(o, nil)}
-	registerDatabaseURL(cmd.Flags(), &o.url)
+	cmd := &cobra.Command{Use: "probe", Args: cobra.NoArgs, RunE: RunOptions(o, nil)}
+	RegisterDatabaseURL(cmd.Flags(), &o.url)
 	cmd.Flags().BoolVar(&o.invalid, "invalid", false, "fail Validate")
-	o.dbURL = &o.url
+	o.DBURL = &o.url
 	return cmd
 }
 
 // The runner opens and checks the database once, after Validate and before
-// Run, for options that embed dbOptions: Run gets the pool, its
+// Run, for options that embed DBOptions: Run gets the pool, its
 // connections named after the binary, and it is closed once Run returns. A
 // usage error never connects; a database that does not open never reaches
 // Run, and the options' wrapper sees its error.
@@ -123,81 +122,5 @@ func TestTheRunnerOpensTheDatabaseBetweenValidateAndRun(t *testing.T) {
 		strings.Count(stderr.String(), "\n") != 1 || strings.Contains(stderr.String(), ":pw@") {
 		t.Errorf("probe on a database that closes connections: exit %d, %d connections, steps %q, stderr %q; want %d, a connection tried, Run never called, the wrapper seeing the error, one line without the password",
 			code, connections(), o.steps, stderr.String(), ExitFatal)
-	}
-}
-
-// ctlWith is engagementctl with only the subcommand sub builds, for tests
-// that pass sub a runF.
-func ctlWith(sub func(databaseURL *string) *cobra.Command) *cobra.Command {
-	var databaseURL string
-	root := &cobra.Command{Use: "engagementctl", Args: cobra.NoArgs, RunE: missingSubcommand}
-	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
-	root.AddCommand(sub(&databaseURL))
-	return root
-}
-
-// runF runs a command's flag parsing and Validate and hands over the
-// options, without a database: here requeue's filter, from its flags and
-// the environment, exactly as a run would get it.
-func TestRunFSeesTheOptionsARunWouldGet(t *testing.T) {
-	t.Parallel()
-	refusing, connections := refusingDatabase(t)
-	var got *requeueOptions
-	cmd := ctlWith(func(u *string) *cobra.Command {
-		return newRequeueCommand(u, func(o *requeueOptions) error { got = o; return nil })
-	})
-	const id1, id2 = "7c9e6679-7425-40de-944b-e07fc1f90ae7", "0b1e2b8a-3f43-4c3c-9d5e-0b4c1f6e8a2d"
-	var stdout, stderr bytes.Buffer
-	env := Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: MapEnv([]string{"DATABASE_URL=" + refusing, "LOG_LEVEL=warn"})}
-	code := Main(context.Background(), cmd, []string{"requeue", "--status", "cancelled", "--reason", " operator ", "--type", " goodbye",
-		"--since", "2026-03-02T06:00:00-03:00", "--ids", id1 + "," + id2, "--dry-run", "--output", "json"}, env)
-	if code != ExitOK || got == nil {
-		t.Fatalf("requeue: exit %d (%s), options %v", code, stderr.String(), got)
-	}
-	f := got.filter
-	if f.Status != "cancelled" || f.Reason != "operator" || f.Type != "goodbye" || !slices.Equal(f.IDs, []string{id1, id2}) ||
-		!f.Since.Equal(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)) || !f.Until.IsZero() || !got.dryRun || got.output != "json" {
-		t.Errorf("requeue's options: filter %+v, dry run %v, output %q; want the flags as given, trimmed, --since in UTC", f, got.dryRun, got.output)
-	}
-	if *got.dbURL != refusing || got.log.GetLevel().String() != "warn" {
-		t.Errorf("requeue's options: database URL %q, log level %s; want the environment's", *got.dbURL, got.log.GetLevel())
-	}
-	if connections() != 0 || got.pool != nil || stdout.Len() != 0 {
-		t.Errorf("runF: %d connections, pool %v, stdout %q; want nothing done", connections(), got.pool, stdout.String())
-	}
-}
-
-// A usage error is found without a database: Validate runs before runF,
-// which is never called, and the error is the usual one line, exit 2.
-func TestRunFIsNotReachedOnAUsageError(t *testing.T) {
-	t.Parallel()
-	refusing, connections := refusingDatabase(t)
-	for _, args := range [][]string{
-		{"cleanup", "--older-than", "0s"},
-		{"cleanup", "--batch-size", "0"},
-		{"cleanup", "--as-of", "yesterday"},
-	} {
-		called := false
-		cmd := ctlWith(func(u *string) *cobra.Command {
-			return newCleanupCommand(u, func(*cleanupOptions) error { called = true; return nil })
-		})
-		var stderr bytes.Buffer
-		code := Main(context.Background(), cmd, append([]string{"--database-url", refusing}, args...), Env{Stderr: &stderr})
-		if code != ExitUsage || called || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), args[1]) {
-			t.Errorf("%v: exit %d, runF called %v, stderr %q; want %d, not called, one line naming %s", args, code, called, stderr.String(), ExitUsage, args[1])
-		}
-	}
-	// The edges are accepted, and reach runF with the values given.
-	var got *cleanupOptions
-	cmd := ctlWith(func(u *string) *cobra.Command {
-		return newCleanupCommand(u, func(o *cleanupOptions) error { got = o; return nil })
-	})
-	var stderr bytes.Buffer
-	code := Main(context.Background(), cmd, []string{"--database-url", refusing, "cleanup", "--older-than", "1ns", "--batch-size", "1", "--dry-run"}, Env{Stderr: &stderr})
-	if code != ExitOK || got == nil || got.cfg.OlderThan != time.Nanosecond || got.cfg.BatchSize != 1 || !got.cfg.DryRun {
-		t.Errorf("cleanup at the edges: exit %d (%s), options %+v", code, stderr.String(), got)
-	}
-	if connections() != 0 {
-		t.Errorf("%d connections; runF and the usage errors need none", connections())
 	}
 }

@@ -12,19 +12,18 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/engagement-scheduler/engagement/idempotency"
-
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/idempotency"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
-// deliveryFlags configure the transport and the pace of delivery: the
+// DeliveryFlags configure the transport and the pace of delivery: the
 // flags of queue-process and, the same flags built by the same register,
 // of the daily and weekly jobs' trailing queue step.
-type deliveryFlags struct {
+type DeliveryFlags struct {
 	transport string
 	// transports holds each kind's configuration, by --transport name, as
 	// its own flags fill it (see transports).
@@ -48,18 +47,18 @@ type deliveryFlags struct {
 // Titles of the --help section the delivery flags are listed in.
 const (
 	deliveryGroup  = "Delivery flags"
-	queueStepGroup = "Queue step (delivery) flags, used only with --transport and without --skip-send"
+	QueueStepGroup = "Queue step (delivery) flags, used only with --transport and without --skip-send"
 )
 
-// register adds the delivery flags to fs, listed in --help under group.
-func (f *deliveryFlags) register(fs *pflag.FlagSet, group string) {
+// Register adds the delivery flags to fs, listed in --help under group.
+func (f *DeliveryFlags) Register(fs *pflag.FlagSet, group string) {
 	own := pflag.NewFlagSet(group, pflag.ContinueOnError)
 	f.registerOn(own)
 	setGroup(own, group)
 	fs.AddFlagSet(own)
 }
 
-func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
+func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", transportNames())
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
 	fs.DurationVar(&f.sendInterval, "send-interval", delivery.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
@@ -89,72 +88,75 @@ func (f *deliveryFlags) registerOn(fs *pflag.FlagSet) {
 	}
 }
 
-// validate checks the delivery flags' values, before any work and whether
+// Transport is --transport's value: "" when no transport is given.
+func (f *DeliveryFlags) Transport() string { return f.transport }
+
+// Validate checks the delivery flags' values, before any work and whether
 // or not a transport is given: a value out of range is a usage error
 // (exit 2) with one line naming the flag. 0 means "none" for the flags
 // whose help says so, never "the default": each flag's default is the
 // value --help shows.
-func (f *deliveryFlags) validate() error {
+func (f *DeliveryFlags) Validate() error {
 	switch {
 	case f.workers < 1 || f.workers > 64:
-		return usagef("--workers must be from 1 to 64, got %d", f.workers)
+		return Usagef("--workers must be from 1 to 64, got %d", f.workers)
 	case f.sendInterval < 0:
-		return usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
+		return Usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
 	case f.maxRetries < 0:
-		return usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
+		return Usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
 	case f.retryBase <= 0:
-		return usagef("--retry-base must be positive, got %s", f.retryBase)
+		return Usagef("--retry-base must be positive, got %s", f.retryBase)
 	case f.claimTimeout < delivery.MinClaimTimeout:
-		return usagef("--claim-timeout must be at least %s, got %s", delivery.MinClaimTimeout, f.claimTimeout)
+		return Usagef("--claim-timeout must be at least %s, got %s", delivery.MinClaimTimeout, f.claimTimeout)
 	case f.maxDuration < 0:
-		return usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
+		return Usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
 	case f.dedupeTTL <= 0:
-		return usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
+		return Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
 	case f.dailyLimit < 0:
-		return usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
+		return Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
 	case f.ramp != "" && f.dailyLimit == 0:
-		return usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
+		return Usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
 	}
 	if f.ramp != "" {
 		if _, err := delivery.ParseRamp(f.ramp); err != nil {
-			return usagef("--daily-limit-ramp: %v", err)
+			return Usagef("--daily-limit-ramp: %v", err)
 		}
 	}
 	if f.quietHours != "" {
 		if _, err := delivery.ParseQuietHours(f.quietHours); err != nil {
-			return usagef("--quiet-hours: %v", err)
+			return Usagef("--quiet-hours: %v", err)
 		}
 	}
 	if _, err := time.LoadLocation(f.timezone); err != nil || f.timezone == "" || f.timezone == "Local" {
-		return usagef("--timezone: %q is not an IANA time zone such as America/Sao_Paulo", f.timezone)
+		return Usagef("--timezone: %q is not an IANA time zone such as America/Sao_Paulo", f.timezone)
 	}
 	if f.dedupeStore != "" {
 		// Checked now, opened once the database is (the postgres store uses its pool).
 		if err := idempotency.CheckSpec(f.dedupeStore); err != nil {
-			return usageError(err)
+			return UsageError(err)
 		}
 	}
 	return nil
 }
 
-// processorConfig builds the processor's configuration from flags validate
+// ProcessorConfig builds the processor's configuration from flags Validate
 // passed. Every error is a usage error: found before any work.
-func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorConfig, error) {
+func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorConfig, error) {
 	var cfg delivery.ProcessorConfig
 	if f.transport == "" {
-		return cfg, usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to %s", transportNames())
+		return cfg, Usagef("no transport: set --transport (or ENGAGEMENT_TRANSPORT) to %s", transportNames())
 	}
 	conf, ok := f.transports[f.transport]
 	if !ok {
-		return cfg, usagef("unknown transport %q: use %s", f.transport, transportNames())
+		return cfg, Usagef("unknown transport %q: use %s", f.transport, transportNames())
 	}
 	if missing := conf.Missing(); missing != "" {
-		return cfg, usagef("--transport %s needs %s", f.transport, missing)
+		return cfg, Usagef("--transport %s needs %s", f.transport, missing)
 	}
 	var err error
 	cfg.Transport, err = conf.Build(stderr)
 	if err != nil {
-		return cfg, usageError(err)
+		return cfg, UsageError(err)
 	}
 	if r, ok := conf.(transport.UnknownRetrier); ok {
 		cfg.RetryUnknown = r.RetryUnknown()
@@ -162,7 +164,7 @@ func (f *deliveryFlags) processorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.Catalog = sender.DefaultCatalog()
 	if f.catalog != "" {
 		if cfg.Catalog, err = sender.LoadCatalog(f.catalog); err != nil {
-			return cfg, usageError(err)
+			return cfg, UsageError(err)
 		}
 	}
 	if f.quietHours != "" {
@@ -198,8 +200,8 @@ func offIfZero[T int | time.Duration](v T) T {
 	return v
 }
 
-// attachDedupe opens the --dedupe-store, if any, on pool.
-func (f *deliveryFlags) attachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
+// AttachDedupe opens the --dedupe-store, if any, on pool.
+func (f *DeliveryFlags) AttachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpool.Pool, log zerolog.Logger) error {
 	if f.dedupeStore == "" {
 		return nil
 	}
@@ -209,7 +211,7 @@ func (f *deliveryFlags) attachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpoo
 	}
 	store, err := idempotency.ParseStore(f.dedupeStore, pool, idempotency.Options{FailMode: mode, Logger: log})
 	if err != nil {
-		return usageError(err)
+		return UsageError(err)
 	}
 	cfg.Dedupe = store
 	return nil
@@ -219,10 +221,10 @@ func (f *deliveryFlags) attachDedupe(cfg *delivery.ProcessorConfig, pool *pgxpoo
 func NewQueueCommand() *cobra.Command { return newQueueCommand(nil) }
 
 // newQueueCommand builds queue-process; runF, when not nil, replaces the
-// run (see runOptions).
+// run (see RunOptions).
 func newQueueCommand(runF func(*queueOptions) error) *cobra.Command {
 	o := &queueOptions{}
-	o.dbURL = &o.databaseURL
+	o.DBURL = &o.databaseURL
 	cmd := &cobra.Command{
 		Use:   "queue-process",
 		Short: "Deliver due queued messages through a transport",
@@ -236,21 +238,21 @@ Failures are retried with exponential backoff; the pace holds across every
 running process. SIGTERM stops claiming, finishes the send in flight and
 releases the rest.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
-	registerDatabaseURL(fs, &o.databaseURL)
+	RegisterDatabaseURL(fs, &o.databaseURL)
 	fs.StringVar(&o.output, "output", "text", "summary format on stdout: text or json")
 	fs.BoolVar(&o.failOnPartial, "fail-on-partial", false, "exit 3 when any message failed")
-	o.asOf.name = "--as-of (or ENGAGEMENT_AS_OF)"
+	o.asOf.Name = "--as-of (or ENGAGEMENT_AS_OF)"
 	fs.Var(&o.asOf, "as-of", "simulate a later instant, RFC3339: what is due and the send budget's window are read as of it (needs --allow-future-as-of; default: the database clock)")
 	bindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
 	fs.BoolVar(&o.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of ahead of the database clock (a simulation: messages go before their time)")
-	o.delivery.register(fs, deliveryGroup)
-	o.logs.register(fs)
-	o.metrics.register(fs)
-	o.secrets = secretsOf(cmd)
-	cmd.SetUsageFunc(groupedUsage)
+	o.delivery.Register(fs, deliveryGroup)
+	o.logs.Register(fs)
+	o.metrics.Register(fs)
+	o.secrets = SecretsOf(cmd)
+	cmd.SetUsageFunc(GroupedUsage)
 	return cmd
 }
 
@@ -260,14 +262,14 @@ type queueOptions struct {
 	databaseURL     string
 	output          string
 	failOnPartial   bool
-	asOf            asOfValue
+	asOf            AsOfValue
 	allowFutureAsOf bool
-	delivery        deliveryFlags
-	logs            logFlags
-	metrics         metricsFlags
-	cmdIO
-	dbOptions
-	secrets secrets // scrubbed from the error the run's row records
+	delivery        DeliveryFlags
+	logs            LogFlags
+	metrics         MetricsFlags
+	CmdIO
+	DBOptions
+	secrets Secrets // scrubbed from the error the run's row records
 
 	// Set by Validate.
 	log zerolog.Logger
@@ -281,33 +283,35 @@ type queueOptions struct {
 // Validate checks every flag before any work (a usage error, exit 2) and
 // builds the processor's configuration.
 func (o *queueOptions) Validate() error {
-	if err := requireDatabaseURL(o.databaseURL); err != nil {
+	if err := RequireDatabaseURL(o.databaseURL); err != nil {
 		return err
 	}
-	if err := validateOutput(o.output); err != nil {
+	if err := ValidateOutput(o.output); err != nil {
 		return err
 	}
 	if err := o.asOf.Check(); err != nil {
 		return err
 	}
-	if err := o.metrics.validate(); err != nil {
+	if err := o.metrics.Validate(); err != nil {
 		return err
 	}
-	if err := o.delivery.validate(); err != nil {
+	if err := o.delivery.Validate(); err != nil {
 		return err
 	}
 	var err error
-	if o.log, err = o.logs.logger(o.stderr, "queue-process"); err != nil {
+	if o.log, err = o.logs.Logger(o.Stderr, "queue-process"); err != nil {
 		return err
 	}
-	if o.cfg, err = o.delivery.processorConfig(o.stderr); err != nil {
+	if o.cfg, err = o.delivery.ProcessorConfig(o.Stderr); err != nil {
 		return err
 	}
 	o.cfg.Logger = o.log
 	return nil
 }
 
-// around runs queue-process with its logger in the run's context (the
+var _ Wrapper = (*queueOptions)(nil)
+
+// Around runs queue-process with its logger in the run's context (the
 // pool logs server warnings with it) and pushes the metrics, however the
 // run ends, a database that did not open included.
 //
@@ -316,7 +320,7 @@ func (o *queueOptions) Validate() error {
 // or records its run is a run that stopped before it delivered anything
 // ("stopped": "shutdown"), not a failure (issue 42: exit 1, "connect to
 // database: context canceled", no summary).
-func (o *queueOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+func (o *queueOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
 	ctx = o.log.WithContext(ctx)
 	start := time.Now()
 	defer func() { o.metrics.pushQueue(ctx, o.log, start, o.sum, err) }()
@@ -331,15 +335,15 @@ func (o *queueOptions) around(ctx context.Context, run func(context.Context) err
 		sum.Stopped = "shutdown"
 		sum.DurationMS = time.Since(start).Milliseconds()
 		o.sum = sum
-		return writeQueueSummary(o.stdout, o.output, sum)
+		return writeQueueSummary(o.Stdout, o.output, sum)
 	}
 	return err
 }
 
 // Run delivers what is due and writes the summary.
 func (o *queueOptions) Run(ctx context.Context) (err error) {
-	pool := o.pool
-	if err := o.delivery.attachDedupe(&o.cfg, pool, o.log); err != nil {
+	pool := o.Pool
+	if err := o.delivery.AttachDedupe(&o.cfg, pool, o.log); err != nil {
 		return err
 	}
 	if o.cfg.ClockOffset, err = o.clockOffset(ctx, pool); err != nil {
@@ -358,7 +362,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	sum.RunID = rec.ID()
 	// The run's row says what it did however it ended (an error's text
 	// without the secret flags' values).
-	if finishErr := rec.Finish(ctx, sum, sum.Failed > 0, o.secrets.scrub(err)); err == nil {
+	if finishErr := rec.Finish(ctx, sum, sum.Failed > 0, o.secrets.Scrub(err)); err == nil {
 		err = finishErr
 	}
 	o.sum = sum
@@ -370,12 +374,12 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 		Int("failed", sum.Failed).Int("cancelled", sum.Cancelled).Int("deferred", sum.Deferred).
 		Int("deferred_budget", sum.DeferReasons["budget"]).
 		Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
-	if err := writeQueueSummary(o.stdout, o.output, sum); err != nil {
+	if err := writeQueueSummary(o.Stdout, o.output, sum); err != nil {
 		return err
 	}
 	o.summarized = true
 	if o.failOnPartial && sum.Failed > 0 {
-		return errPartial
+		return ErrPartial
 	}
 	return nil
 }
@@ -404,10 +408,10 @@ func (o *queueOptions) clockOffset(ctx context.Context, db *pgxpool.Pool) (time.
 	}
 	switch ahead := asOf.Sub(now); {
 	case ahead < -MaxAsOfSkew:
-		return 0, usagef("--as-of %s is before the database clock (%s): queue-process sends now, and can only simulate a later instant",
+		return 0, Usagef("--as-of %s is before the database clock (%s): queue-process sends now, and can only simulate a later instant",
 			asOf.Format(time.RFC3339), now.Format(time.RFC3339))
 	case ahead > MaxAsOfSkew && !o.allowFutureAsOf:
-		return 0, usagef("--as-of %s is %s ahead of the database clock (%s): messages would go before their time; pass --allow-future-as-of to simulate the future on purpose",
+		return 0, Usagef("--as-of %s is %s ahead of the database clock (%s): messages would go before their time; pass --allow-future-as-of to simulate the future on purpose",
 			asOf.Format(time.RFC3339), ahead.Round(time.Second), now.Format(time.RFC3339))
 	default:
 		return max(ahead, 0), nil

@@ -17,14 +17,14 @@ const secretAnnotation = cliflag.SecretAnnotation
 // with, and the commands from the errors they log, wherever it appears.
 func markSecret(fs *pflag.FlagSet, flag string) { cliflag.MarkSecret(fs, flag) }
 
-// secrets are a command's secret flags; scrub reads their values when it
+// Secrets are a command's secret flags; Scrub reads their values when it
 // runs, as given on the command line or from the environment by then.
-type secrets []*pflag.Flag
+type Secrets []*pflag.Flag
 
-// secretsOf collects cmd's secret flags, its parents' persistent ones
+// SecretsOf collects cmd's secret flags, its parents' persistent ones
 // included.
-func secretsOf(cmd *cobra.Command) secrets {
-	var s secrets
+func SecretsOf(cmd *cobra.Command) Secrets {
+	var s Secrets
 	seen := map[*pflag.Flag]bool{}
 	visit := func(f *pflag.Flag) {
 		if !seen[f] && len(f.Annotations[secretAnnotation]) > 0 {
@@ -39,10 +39,10 @@ func secretsOf(cmd *cobra.Command) secrets {
 	return s
 }
 
-// scrub returns err as one line with every secret's value masked (see
+// Scrub returns err as one line with every secret's value masked (see
 // postgres.Scrub). nil stays nil; the error still unwraps to err, so exit
 // codes survive.
-func (s secrets) scrub(err error) error {
+func (s Secrets) Scrub(err error) error {
 	if err == nil || len(s) == 0 {
 		return err
 	}

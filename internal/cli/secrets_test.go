@@ -21,7 +21,7 @@ func TestMainScrubsEverySecretFlag(t *testing.T) {
 		cmd := &cobra.Command{
 			Use: "secretive",
 			RunE: func(*cobra.Command, []string) error {
-				return usageError(errors.New("refused " + token + " at " + dsn + " for " + plain))
+				return UsageError(errors.New("refused " + token + " at " + dsn + " for " + plain))
 			},
 		}
 		fs := cmd.Flags()

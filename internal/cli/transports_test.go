@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -26,7 +28,7 @@ import (
 // carrierKind is a transport added as docs/development.md, "Adding a
 // transport", says, in a test: its kind, flags and configuration beside
 // the transport (here, in this file, as its own file in sender/transport
-// would hold them), and its row in transports (withTransport). Nothing
+// would hold them), and its row in transports (cli.WithTransport). Nothing
 // else: no edit of the delivery flags, of queue-process or of its help.
 var carrierKind = transport.Kind{
 	Name: "carrier",
@@ -53,7 +55,7 @@ func (c *carrierConfig) Missing() string {
 
 func (c *carrierConfig) Build(io.Writer) (transport.Transport, error) {
 	if !strings.HasPrefix(c.url, "http://127.0.0.1:") {
-		// A careless transport, whose error shows its token: Main scrubs
+		// A careless transport, whose error shows its token: cli.Main scrubs
 		// it, as the flag is marked secret.
 		return nil, fmt.Errorf("carrier: %s with token %s is not a loopback receiver", c.url, c.token)
 	}
@@ -83,20 +85,11 @@ func (c *carrier) Send(ctx context.Context, d transport.Delivery) (transport.Res
 	return transport.Result{ProviderMessageID: "carrier-" + d.ID}, nil
 }
 
-// withTransport adds kind to transports for the test: its one row. The
-// test must not be parallel (transports is read by every command built).
-func withTransport(t *testing.T, kind transport.Kind) {
-	t.Helper()
-	saved := transports
-	transports = append(slices.Clip(saved), kind)
-	t.Cleanup(func() { transports = saved })
-}
-
 // help is cmd's --help.
 func help(t *testing.T, cmd *cobra.Command) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	if code := Main(context.Background(), cmd, []string{"--help"}, Env{Stdout: &stdout, Stderr: &stderr}); code != ExitOK {
+	if code := cli.Main(context.Background(), cmd, []string{"--help"}, cli.Env{Stdout: &stdout, Stderr: &stderr}); code != cli.ExitOK {
 		t.Fatalf("%s --help: exit %d: %s", cmd.Name(), code, stderr.String())
 	}
 	return stdout.String()
@@ -108,9 +101,9 @@ func help(t *testing.T, cmd *cobra.Command) string {
 // their variables), --transport picks it, its required flag is checked
 // before any work, its secret flag is scrubbed, and it delivers.
 func TestATransportIsItsKindAndItsRow(t *testing.T) {
-	withTransport(t, carrierKind)
+	cli.WithTransport(t, carrierKind)
 
-	queueHelp := help(t, NewQueueCommand())
+	queueHelp := help(t, cli.NewQueueCommand())
 	listed := slices.ContainsFunc(strings.Split(queueHelp, "\n"), func(line string) bool {
 		help, ok := strings.CutPrefix(line, "  carrier ")
 		return ok && strings.TrimSpace(help) == carrierKind.Help
@@ -129,7 +122,7 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	for _, c := range []struct {
 		cmd   *cobra.Command
 		group string
-	}{{NewQueueCommand(), deliveryGroup}, {NewDailyCommand(), queueStepGroup}, {NewWeeklyCommand(), queueStepGroup}} {
+	}{{cli.NewQueueCommand(), cli.DeliveryGroup}, {jobcmd.NewDailyCommand(), cli.QueueStepGroup}, {jobcmd.NewWeeklyCommand(), cli.QueueStepGroup}} {
 		sections := helpSections(help(t, c.cmd))
 		for _, flag := range []string{"carrier-url", "carrier-token"} {
 			if !slices.Contains(sections[c.group], flag) {
@@ -142,28 +135,28 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	// database URL points at a closed port: reaching it would exit 1.
 	const unreachable = "postgres://scheduler@127.0.0.1:1/engagement?connect_timeout=1"
 	var stdout, stderr bytes.Buffer
-	code := Main(context.Background(), NewQueueCommand(), []string{"--database-url", unreachable, "--transport", "carrier"},
-		Env{Stdout: &stdout, Stderr: &stderr})
-	if code != ExitUsage || !strings.Contains(stderr.String(), "--transport carrier needs --carrier-url (or CARRIER_URL)") {
-		t.Errorf("--transport carrier without its URL: exit %d, %q; want %d naming --carrier-url", code, stderr.String(), ExitUsage)
+	code := cli.Main(context.Background(), cli.NewQueueCommand(), []string{"--database-url", unreachable, "--transport", "carrier"},
+		cli.Env{Stdout: &stdout, Stderr: &stderr})
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "--transport carrier needs --carrier-url (or CARRIER_URL)") {
+		t.Errorf("--transport carrier without its URL: exit %d, %q; want %d naming --carrier-url", code, stderr.String(), cli.ExitUsage)
 	}
 	// Its secret, from the environment, never shows in the error.
 	stderr.Reset()
-	env := Env{Stderr: &stderr, LookupEnv: MapEnv([]string{"CARRIER_URL=http://example.com/", "CARRIER_TOKEN=tok-3f9a1c"})}
-	code = Main(context.Background(), NewQueueCommand(), []string{"--database-url", unreachable, "--transport", "carrier"}, env)
-	if code != ExitUsage || strings.Contains(stderr.String(), "tok-3f9a1c") || !strings.Contains(stderr.String(), "is not a loopback receiver") {
-		t.Errorf("--transport carrier with a refused URL: exit %d, %q; want %d, the error without the token", code, stderr.String(), ExitUsage)
+	env := cli.Env{Stderr: &stderr, LookupEnv: cli.MapEnv([]string{"CARRIER_URL=http://example.com/", "CARRIER_TOKEN=tok-3f9a1c"})}
+	code = cli.Main(context.Background(), cli.NewQueueCommand(), []string{"--database-url", unreachable, "--transport", "carrier"}, env)
+	if code != cli.ExitUsage || strings.Contains(stderr.String(), "tok-3f9a1c") || !strings.Contains(stderr.String(), "is not a loopback receiver") {
+		t.Errorf("--transport carrier with a refused URL: exit %d, %q; want %d, the error without the token", code, stderr.String(), cli.ExitUsage)
 	}
 
 	// --transport carrier builds it, from its flags: the options a run
 	// would get, without running (runF).
 	var got *carrier
-	cmd := newQueueCommand(func(o *queueOptions) error {
-		got, _ = o.cfg.Transport.(*carrier)
+	cmd := cli.NewQueueCommandRunF(func(tr transport.Transport) error {
+		got, _ = tr.(*carrier)
 		return nil
 	})
-	env = Env{LookupEnv: MapEnv([]string{"CARRIER_TOKEN=tok-3f9a1c"}), Stderr: &stderr}
-	if code := Main(context.Background(), cmd, []string{"--database-url", unreachable, "--transport", "carrier", "--carrier-url", "http://127.0.0.1:9/in"}, env); code != ExitOK {
+	env = cli.Env{LookupEnv: cli.MapEnv([]string{"CARRIER_TOKEN=tok-3f9a1c"}), Stderr: &stderr}
+	if code := cli.Main(context.Background(), cmd, []string{"--database-url", unreachable, "--transport", "carrier", "--carrier-url", "http://127.0.0.1:9/in"}, env); code != cli.ExitOK {
 		t.Fatalf("queue-process --transport carrier: exit %d: %s", code, stderr.String())
 	}
 	if got == nil || got.url != "http://127.0.0.1:9/in" || got.token != "tok-3f9a1c" {
@@ -191,10 +184,10 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	fixture.DueReviews(t, pool, 2, "carrier")
 	stdout.Reset()
 	stderr.Reset()
-	env = Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: MapEnv([]string{
+	env = cli.Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: cli.MapEnv([]string{
 		"DATABASE_URL=" + dbURL, "ENGAGEMENT_TRANSPORT=carrier", "CARRIER_URL=" + receiver.URL, "CARRIER_TOKEN=tok-3f9a1c"})}
-	code = Main(context.Background(), NewQueueCommand(), []string{"--send-interval", "0"}, env)
-	if code != ExitOK || !strings.HasPrefix(stdout.String(), "queue-process via carrier: 2 processed, 2 sent, 0 retried, 0 failed") {
+	code = cli.Main(context.Background(), cli.NewQueueCommand(), []string{"--send-interval", "0"}, env)
+	if code != cli.ExitOK || !strings.HasPrefix(stdout.String(), "queue-process via carrier: 2 processed, 2 sent, 0 retried, 0 failed") {
 		t.Fatalf("queue-process via the carrier: exit %d, %q (%s); want both messages sent", code, stdout.String(), stderr.String())
 	}
 	mu.Lock()
@@ -221,8 +214,8 @@ func TestTheTransportFlagsKeepTheirContract(t *testing.T) {
 		{"whatsapp-base-url", "WHATSAPP_BASE_URL", "", false},
 		{"whatsapp-retry-unknown", "", "false", false},
 	}
-	for _, cmd := range []*cobra.Command{NewQueueCommand(), NewDailyCommand(), NewWeeklyCommand()} {
-		secrets := secretsOf(cmd)
+	for _, cmd := range []*cobra.Command{cli.NewQueueCommand(), jobcmd.NewDailyCommand(), jobcmd.NewWeeklyCommand()} {
+		secrets := cli.SecretsOf(cmd)
 		for _, w := range want {
 			f := cmd.Flags().Lookup(w.flag)
 			if f == nil {
@@ -230,7 +223,7 @@ func TestTheTransportFlagsKeepTheirContract(t *testing.T) {
 				continue
 			}
 			env := ""
-			if e := f.Annotations[envAnnotation]; len(e) > 0 {
+			if e := f.Annotations[cliflag.EnvAnnotation]; len(e) > 0 {
 				env = e[0]
 			}
 			if env != w.env || f.DefValue != w.def || slices.Contains(secrets, f) != w.secret {
@@ -253,13 +246,13 @@ func TestTheTransportFlagsKeepTheirContract(t *testing.T) {
 		{[]string{"--transport", "whatsapp-cloud", "--whatsapp-phone-number-id", "123", "--whatsapp-token", "tok", "--whatsapp-templates", templates}, false},
 		{[]string{"--transport", "log", "--whatsapp-retry-unknown"}, false},
 	} {
-		var f deliveryFlags
+		var f cli.DeliveryFlags
 		fs := pflag.NewFlagSet("", pflag.ContinueOnError)
-		f.register(fs, "x")
+		f.Register(fs, "x")
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := f.processorConfig(io.Discard)
+		cfg, err := f.ProcessorConfig(io.Discard)
 		if err != nil || cfg.RetryUnknown != c.want {
 			t.Errorf("%v: retry unknown %v (%v), want %v", c.args, cfg.RetryUnknown, err, c.want)
 		}

@@ -22,11 +22,11 @@ func setGroup(fs *pflag.FlagSet, title string) {
 	})
 }
 
-// groupedUsage is the usage function of the commands whose flags are
+// GroupedUsage is the usage function of the commands whose flags are
 // grouped (setGroup): cobra's layout, with each group in a section of its
 // own after the ungrouped flags (groups in the order their first flag
 // appears in the sorted list).
-func groupedUsage(cmd *cobra.Command) error {
+func GroupedUsage(cmd *cobra.Command) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage:\n  %s\n", cmd.UseLine())
 	var titles []string

@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"bytes"
@@ -10,13 +10,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 )
 
-// deliveryFlagNames are the flags deliveryFlags registers.
+// deliveryFlagNames are the flags cli.DeliveryFlags registers.
 func deliveryFlagNames() []string {
-	var f deliveryFlags
+	var f cli.DeliveryFlags
 	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
-	f.register(fs, "x")
+	f.Register(fs, "x")
 	var names []string
 	fs.VisitAll(func(fl *pflag.Flag) { names = append(names, fl.Name) })
 	return names
@@ -49,19 +52,19 @@ func helpSections(help string) map[string][]string {
 func TestQueueStepFlagsAreOneSectionOfHelp(t *testing.T) {
 	want := deliveryFlagNames()
 	if len(want) < 15 {
-		t.Fatalf("deliveryFlags registers %d flags: %v; the test expects the whole delivery set", len(want), want)
+		t.Fatalf("DeliveryFlags registers %d flags: %v; the test expects the whole delivery set", len(want), want)
 	}
 	for _, c := range []struct {
 		name  string
 		cmd   func() *cobra.Command
 		group string
 	}{
-		{"engagement-daily", NewDailyCommand, queueStepGroup},
-		{"engagement-weekly", NewWeeklyCommand, queueStepGroup},
-		{"queue-process", NewQueueCommand, deliveryGroup},
+		{"engagement-daily", jobcmd.NewDailyCommand, cli.QueueStepGroup},
+		{"engagement-weekly", jobcmd.NewWeeklyCommand, cli.QueueStepGroup},
+		{"queue-process", cli.NewQueueCommand, cli.DeliveryGroup},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := Main(context.Background(), c.cmd(), []string{"--help"}, Env{Stdout: &stdout, Stderr: &stderr}); code != ExitOK {
+		if code := cli.Main(context.Background(), c.cmd(), []string{"--help"}, cli.Env{Stdout: &stdout, Stderr: &stderr}); code != cli.ExitOK {
 			t.Fatalf("%s --help: exit %d: %s", c.name, code, stderr.String())
 		}
 		sections := helpSections(stdout.String())
@@ -108,25 +111,20 @@ func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
 	var runs []run
 	for _, bad := range deliveryBad {
 		runs = append(runs,
-			run{NewDailyCommand, bad, bad[0]},
-			run{NewWeeklyCommand, append([]string{"--skip-send"}, bad...), bad[0]},
-			run{NewQueueCommand, append([]string{"--transport", "log"}, bad...), bad[0]})
+			run{jobcmd.NewDailyCommand, bad, bad[0]},
+			run{jobcmd.NewWeeklyCommand, append([]string{"--skip-send"}, bad...), bad[0]},
+			run{cli.NewQueueCommand, append([]string{"--transport", "log"}, bad...), bad[0]})
 	}
 	runs = append(runs,
-		run{NewDailyCommand, []string{"--batch-size", "0"}, "--batch-size"},
-		run{NewDailyCommand, []string{"--concurrency", "9"}, "--concurrency"},
-		run{NewCtlCommand, []string{"migrate", "up", "--lock-timeout", "-1s"}, "--lock-timeout"},
-		run{NewCtlCommand, []string{"migrate", "up", "--wait", "0s"}, "--wait"},
-		run{NewCtlCommand, []string{"status", "--runs", "0"}, "--runs"},
-		run{NewCtlCommand, []string{"cleanup", "--batch-size", "0"}, "--batch-size"},
-		run{NewCtlCommand, []string{"verify", "--retention", "0s"}, "--retention"},
+		run{jobcmd.NewDailyCommand, []string{"--batch-size", "0"}, "--batch-size"},
+		run{jobcmd.NewDailyCommand, []string{"--concurrency", "9"}, "--concurrency"},
 	)
 	for _, r := range runs {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"--database-url", unreachable}, r.args...)
-		code := Main(context.Background(), r.cmd(), args, Env{Stdout: &stdout, Stderr: &stderr})
-		if code != ExitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), r.flag) || stdout.Len() != 0 {
-			t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit %d and one line naming %s", r.cmd().Name(), r.args, code, stdout.String(), stderr.String(), ExitUsage, r.flag)
+		code := cli.Main(context.Background(), r.cmd(), args, cli.Env{Stdout: &stdout, Stderr: &stderr})
+		if code != cli.ExitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), r.flag) || stdout.Len() != 0 {
+			t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit %d and one line naming %s", r.cmd().Name(), r.args, code, stdout.String(), stderr.String(), cli.ExitUsage, r.flag)
 		}
 	}
 
@@ -137,8 +135,8 @@ func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
 	} {
 		var stderr bytes.Buffer
 		args := append([]string{"--database-url", unreachable, "--transport", "log"}, ok...)
-		if code := Main(context.Background(), NewQueueCommand(), args, Env{Stderr: &stderr}); code != ExitFatal {
-			t.Errorf("queue-process %v: exit %d (%s), want %d: accepted, then no database", ok, code, stderr.String(), ExitFatal)
+		if code := cli.Main(context.Background(), cli.NewQueueCommand(), args, cli.Env{Stderr: &stderr}); code != cli.ExitFatal {
+			t.Errorf("queue-process %v: exit %d (%s), want %d: accepted, then no database", ok, code, stderr.String(), cli.ExitFatal)
 		}
 	}
 }
@@ -147,18 +145,18 @@ func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
 // the flag says: --max-retries 0 is no retry (not the library's default),
 // --send-interval 0 no pacing, and the defaults are the ones --help shows.
 func TestDeliveryFlagsMeanWhatTheySay(t *testing.T) {
-	parse := func(args ...string) deliveryFlags {
+	parse := func(args ...string) cli.DeliveryFlags {
 		t.Helper()
-		var f deliveryFlags
+		var f cli.DeliveryFlags
 		fs := pflag.NewFlagSet("", pflag.ContinueOnError)
-		f.register(fs, "x")
+		f.Register(fs, "x")
 		if err := fs.Parse(append([]string{"--transport", "log"}, args...)); err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
 	f := parse()
-	cfg, err := f.processorConfig(&bytes.Buffer{})
+	cfg, err := f.ProcessorConfig(&bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +165,7 @@ func TestDeliveryFlagsMeanWhatTheySay(t *testing.T) {
 			cfg.MaxRetries, cfg.SendInterval, cfg.RetryBase, cfg.Workers, cfg.Deadline)
 	}
 	f = parse("--max-retries", "0", "--send-interval", "0")
-	if cfg, err = f.processorConfig(&bytes.Buffer{}); err != nil {
+	if cfg, err = f.ProcessorConfig(&bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	// delivery.ProcessorConfig, as River, reads 0 as its default and -1 as
@@ -182,7 +180,7 @@ func TestDeliveryFlagsMeanWhatTheySay(t *testing.T) {
 func TestLogFormatAuto(t *testing.T) {
 	for _, format := range []string{"auto", "AUTO", ""} {
 		var buf bytes.Buffer
-		log, err := (&logFlags{level: "info", format: format}).logger(&buf, "engagement-test")
+		log, err := cli.NewLogFlags("info", format).Logger(&buf, "engagement-test")
 		if err != nil {
 			t.Fatalf("--log-format %q: %v", format, err)
 		}
@@ -193,8 +191,8 @@ func TestLogFormatAuto(t *testing.T) {
 		}
 	}
 	var stderr bytes.Buffer
-	env := Env{LookupEnv: MapEnv([]string{"LOG_FORMAT=auto"}), Stderr: &stderr}
-	if code := Main(context.Background(), NewDailyCommand(), []string{"--database-url", "postgres://x@127.0.0.1:1/db?connect_timeout=1"}, env); code != ExitFatal {
-		t.Errorf("LOG_FORMAT=auto: exit %d (%s), want %d: accepted, then no database", code, stderr.String(), ExitFatal)
+	env := cli.Env{LookupEnv: cli.MapEnv([]string{"LOG_FORMAT=auto"}), Stderr: &stderr}
+	if code := cli.Main(context.Background(), jobcmd.NewDailyCommand(), []string{"--database-url", "postgres://x@127.0.0.1:1/db?connect_timeout=1"}, env); code != cli.ExitFatal {
+		t.Errorf("LOG_FORMAT=auto: exit %d (%s), want %d: accepted, then no database", code, stderr.String(), cli.ExitFatal)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -16,10 +18,10 @@ import (
 // database.
 func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	for name, newCmd := range map[string]func() *cobra.Command{
-		"engagement-daily":  cli.NewDailyCommand,
-		"engagement-weekly": cli.NewWeeklyCommand,
+		"engagement-daily":  jobcmd.NewDailyCommand,
+		"engagement-weekly": jobcmd.NewWeeklyCommand,
 		"queue-process":     cli.NewQueueCommand,
-		"engagementctl":     cli.NewCtlCommand,
+		"engagementctl":     ctl.NewCommand,
 	} {
 		res := cmdtest.Exec(t, newCmd, nil, "--version")
 		if res.Code != 0 || strings.TrimSpace(res.Stdout) != name+" dev" {
@@ -50,7 +52,7 @@ func TestAFailedRunEndsInJSONWhenAskedFor(t *testing.T) {
 		code    int
 	}{
 		{"database unreachable", cli.NewQueueCommand, []string{"--transport", "log", "--output", "json"}, "127.0.0.1", 1},
-		{"usage error", cli.NewDailyCommand, []string{"--as-of", "yesterday", "--output", "json"}, "--as-of", 2},
+		{"usage error", jobcmd.NewDailyCommand, []string{"--as-of", "yesterday", "--output", "json"}, "--as-of", 2},
 	} {
 		res := cmdtest.Exec(t, tc.newCmd, env, tc.args...)
 		var sum struct {

@@ -53,7 +53,6 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // Metric names, the documented contract of the dashboards and alerts.
@@ -112,8 +111,23 @@ type Run struct {
 	Delivery *delivery.ProcessSummary
 	// Queue is the backlog queue-process left (nil: not read).
 	Queue *Queue
-	// Verify is engagementctl verify's report (nil for the other binaries).
-	Verify *verify.Report
+	// Verify is engagementctl verify's outcome (nil for the other binaries).
+	Verify *Verify
+}
+
+// Verify is what is pushed of engagementctl verify's report: whether every
+// invariant held, and each check's violations. It is not verify.Report
+// itself so that the jobs and queue-process, which push their runs through
+// this package, do not link package verify.
+type Verify struct {
+	OK     bool
+	Checks []VerifyCheck
+}
+
+// VerifyCheck is one invariant's violations, by its check's name.
+type VerifyCheck struct {
+	Name       string
+	Violations int64
 }
 
 // Gatherer builds a fresh registry holding the run's metrics: every metric

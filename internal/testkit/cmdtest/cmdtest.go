@@ -82,7 +82,7 @@ func Build(t testing.TB, pkg string) string {
 	v, _ := buildOnce.LoadOrStore(pkg, &buildResult{})
 	b := v.(*buildResult)
 	b.once.Do(func() {
-		root, err := moduleRoot()
+		root, err := ModuleRoot()
 		if err != nil {
 			b.err = err
 			return
@@ -279,7 +279,9 @@ func Lines(s string) []string {
 	return out
 }
 
-func moduleRoot() (string, error) {
+// ModuleRoot is the directory of the module's go.mod, as the go command on
+// PATH finds it from the test's directory.
+func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", err

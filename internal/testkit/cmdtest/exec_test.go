@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 )
 
 // echoCommand prints its arguments on stdout and a line on stderr, fails
@@ -48,7 +49,7 @@ func TestExecRunsTheCommandInProcess(t *testing.T) {
 	}
 
 	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/db?connect_timeout=1") // must not leak in
-	if res := Exec(t, cli.NewDailyCommand, Env()); res.Code != 2 || !strings.Contains(res.Stderr, "DATABASE_URL") {
+	if res := Exec(t, jobcmd.NewDailyCommand, Env()); res.Code != 2 || !strings.Contains(res.Stderr, "DATABASE_URL") {
 		t.Errorf("engagement-daily without DATABASE_URL in its Env: %+v, want exit 2 naming DATABASE_URL", res)
 	}
 }

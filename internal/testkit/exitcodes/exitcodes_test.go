@@ -25,6 +25,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -64,8 +67,8 @@ var jobGarbage = [][]string{
 }
 
 var invocations = []invocation{
-	{name: "engagement-daily", cmd: cli.NewDailyCommand, garbage: jobGarbage},
-	{name: "engagement-weekly", cmd: cli.NewWeeklyCommand, garbage: jobGarbage},
+	{name: "engagement-daily", cmd: jobcmd.NewDailyCommand, garbage: jobGarbage},
+	{name: "engagement-weekly", cmd: jobcmd.NewWeeklyCommand, garbage: jobGarbage},
 	{name: "queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, garbage: [][]string{
 		{"--output", "xml"},
 		{"--send-interval", "soon"},
@@ -78,31 +81,31 @@ var invocations = []invocation{
 		{"--daily-limit-ramp", "50,2", "needs --daily-limit"},
 		{"--as-of", "junk"},
 	}},
-	{name: "engagementctl status", cmd: cli.NewCtlCommand, args: []string{"status"}, garbage: [][]string{
+	{name: "engagementctl status", cmd: ctl.NewCommand, args: []string{"status"}, garbage: [][]string{
 		{"--as-of", "junk"},
 		{"--output", "xml"},
 		{"--runs", "0"},
 	}},
-	{name: "engagementctl verify", cmd: cli.NewCtlCommand, args: []string{"verify"}, garbage: [][]string{
+	{name: "engagementctl verify", cmd: ctl.NewCommand, args: []string{"verify"}, garbage: [][]string{
 		{"--output", "xml"},
 		{"--retention", "forever"},
 	}},
-	{name: "engagementctl migrate up", cmd: cli.NewCtlCommand, args: []string{"migrate", "up"}},
-	{name: "engagementctl migrate check", cmd: cli.NewCtlCommand, args: []string{"migrate", "check"}},
-	{name: "engagementctl migrate down", cmd: cli.NewCtlCommand, args: []string{"migrate", "down", "1"}},
-	{name: "engagementctl migrate force", cmd: cli.NewCtlCommand, args: []string{"migrate", "force", "38"}},
-	{name: "engagementctl migrate version", cmd: cli.NewCtlCommand, args: []string{"migrate", "version"}},
-	{name: "engagementctl requeue", cmd: cli.NewCtlCommand, args: []string{"requeue", "--type", "goodbye"}, garbage: [][]string{
+	{name: "engagementctl migrate up", cmd: ctl.NewCommand, args: []string{"migrate", "up"}},
+	{name: "engagementctl migrate check", cmd: ctl.NewCommand, args: []string{"migrate", "check"}},
+	{name: "engagementctl migrate down", cmd: ctl.NewCommand, args: []string{"migrate", "down", "1"}},
+	{name: "engagementctl migrate force", cmd: ctl.NewCommand, args: []string{"migrate", "force", "38"}},
+	{name: "engagementctl migrate version", cmd: ctl.NewCommand, args: []string{"migrate", "version"}},
+	{name: "engagementctl requeue", cmd: ctl.NewCommand, args: []string{"requeue", "--type", "goodbye"}, garbage: [][]string{
 		{"--status", "sent"},
 		{"--ids", "not-a-uuid"},
 		{"--since", "yesterday"},
 	}},
-	{name: "engagementctl cancel", cmd: cli.NewCtlCommand, args: []string{"cancel", "--type", "goodbye"}, garbage: [][]string{
+	{name: "engagementctl cancel", cmd: ctl.NewCommand, args: []string{"cancel", "--type", "goodbye"}, garbage: [][]string{
 		{"--user-id", "not-a-uuid"},
 		{"--ids", "not-a-uuid"},
 	}},
-	{name: "engagementctl smoke", cmd: cli.NewCtlCommand, args: []string{"smoke"}},
-	{name: "engagement-console", cmd: cli.NewConsoleCommand, garbage: [][]string{
+	{name: "engagementctl smoke", cmd: ctl.NewCommand, args: []string{"smoke"}},
+	{name: "engagement-console", cmd: consolecmd.NewCommand, garbage: [][]string{
 		{"--listen", "8080", "host:port"},
 		{"--statement-timeout", "0s"},
 		{"--csrf-key", "short", "32 characters"},
@@ -116,11 +119,11 @@ var invocations = []invocation{
 		{"--tls-cert", "/nonexistent/cert.pem", "--tls-key"},
 		{"--read-timeout", "0s"},
 	}},
-	{name: "engagementctl cleanup", cmd: cli.NewCtlCommand, args: []string{"cleanup"}, garbage: [][]string{
+	{name: "engagementctl cleanup", cmd: ctl.NewCommand, args: []string{"cleanup"}, garbage: [][]string{
 		{"--older-than", "0s"},
 		{"--batch-size", "0"},
 	}},
-	{name: "engagementctl enqueue", cmd: cli.NewCtlCommand,
+	{name: "engagementctl enqueue", cmd: ctl.NewCommand,
 		args: []string{"enqueue", "--user-id", userID, "--type", "weekly_review", "--jid", "5511999990000@s.whatsapp.net"},
 		garbage: [][]string{
 			{"--user-id", "not-a-uuid"},
@@ -344,8 +347,8 @@ func TestTheMatrixHasEveryCommand(t *testing.T) {
 			walk(path+" "+sub.Name(), sub)
 		}
 	}
-	for _, newCmd := range []func() *cobra.Command{cli.NewDailyCommand, cli.NewWeeklyCommand, cli.NewQueueCommand,
-		cli.NewConsoleCommand, cli.NewCtlCommand} {
+	for _, newCmd := range []func() *cobra.Command{jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand,
+		consolecmd.NewCommand, ctl.NewCommand} {
 		root := newCmd()
 		walk(root.Name(), root)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -45,13 +47,13 @@ var ctlArgs = map[string][]string{
 // does.
 func failingRuns() []failingRun {
 	runs := []failingRun{
-		{name: "engagement-daily", pkg: "./cmd/engagement-daily", cmd: cli.NewDailyCommand, wantCode: 1},
-		{name: "engagement-weekly", pkg: "./cmd/engagement-weekly", cmd: cli.NewWeeklyCommand, wantCode: 1},
+		{name: "engagement-daily", pkg: "./cmd/engagement-daily", cmd: jobcmd.NewDailyCommand, wantCode: 1},
+		{name: "engagement-weekly", pkg: "./cmd/engagement-weekly", cmd: jobcmd.NewWeeklyCommand, wantCode: 1},
 		{name: "queue-process", pkg: "./cmd/queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, wantCode: 1},
 		{name: "queue-process --no-such-flag", pkg: "./cmd/queue-process", cmd: cli.NewQueueCommand, args: []string{"--no-such-flag"}, wantCode: 2},
-		{name: "engagementctl --no-such-flag", pkg: "./cmd/engagementctl", cmd: cli.NewCtlCommand, args: []string{"--no-such-flag"}, wantCode: 2},
-		{name: "engagementctl no-such-command", pkg: "./cmd/engagementctl", cmd: cli.NewCtlCommand, args: []string{"no-such-command"}, wantCode: 2},
-		{name: "engagementctl status --output xml", pkg: "./cmd/engagementctl", cmd: cli.NewCtlCommand, args: []string{"status", "--output", "xml"}, wantCode: 2},
+		{name: "engagementctl --no-such-flag", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"--no-such-flag"}, wantCode: 2},
+		{name: "engagementctl no-such-command", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"no-such-command"}, wantCode: 2},
+		{name: "engagementctl status --output xml", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"status", "--output", "xml"}, wantCode: 2},
 	}
 	var walk func(c *cobra.Command, path []string)
 	walk = func(c *cobra.Command, path []string) {
@@ -61,12 +63,12 @@ func failingRuns() []failingRun {
 			code = 2 // "needs a command: one of …"
 		}
 		args := append(append([]string(nil), path...), ctlArgs[name]...)
-		runs = append(runs, failingRun{name: name, pkg: "./cmd/engagementctl", cmd: cli.NewCtlCommand, args: args, wantCode: code})
+		runs = append(runs, failingRun{name: name, pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: args, wantCode: code})
 		for _, sub := range c.Commands() {
 			walk(sub, append(append([]string(nil), path...), sub.Name()))
 		}
 	}
-	walk(cli.NewCtlCommand(), nil)
+	walk(ctl.NewCommand(), nil)
 	return runs
 }
 

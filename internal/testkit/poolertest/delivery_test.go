@@ -55,7 +55,7 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 	const n = 12
 	for i := range n {
 		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-		runOK(t, "engagementctl enqueue", ctl, pooled, "enqueue", "--user-id", user, "--type", "weekly_review",
+		runOK(t, "engagementctl enqueue", engagementctl, pooled, "enqueue", "--user-id", user, "--type", "weekly_review",
 			"--key", "engagement.weekly_review.celebration", "--params", `{"count":"3"}`,
 			"--jid", fmt.Sprintf("551190000%04d@s.whatsapp.net", i), "--idempotency-key", user+":pooled")
 	}

@@ -19,17 +19,17 @@ func TestMigrateThroughPgBouncerPointsAtMigrateDatabaseURL(t *testing.T) {
 	empty := pgtest.NewEmptyDatabase(t)
 	pooled := pgtest.NewBouncer(t).URL(t, empty)
 
-	res := cmdtest.Exec(t, ctl, cmdtest.Env("DATABASE_URL="+pooled), "migrate", "up")
+	res := cmdtest.Exec(t, engagementctl, cmdtest.Env("DATABASE_URL="+pooled), "migrate", "up")
 	lines := cmdtest.Lines(res.Stderr)
 	if res.Code != 2 || len(lines) != 1 || !strings.Contains(res.Stderr, "MIGRATE_DATABASE_URL") || !strings.Contains(res.Stderr, "transaction pooler") {
 		t.Errorf("migrate up through PgBouncer: exit %d, stderr %q; want exit 2 and one line naming the transaction pooler and MIGRATE_DATABASE_URL", res.Code, res.Stderr)
 	}
-	res = cmdtest.Exec(t, ctl, cmdtest.Env("DATABASE_URL="+empty), "migrate", "version")
+	res = cmdtest.Exec(t, engagementctl, cmdtest.Env("DATABASE_URL="+empty), "migrate", "version")
 	if res.Code != 0 || !strings.HasPrefix(res.Stdout, "schema version 0 ") {
 		t.Errorf("after the refused migrate: exit %d, %q %q; want schema version 0", res.Code, res.Stdout, res.Stderr)
 	}
 
-	res = cmdtest.Exec(t, ctl, cmdtest.Env("DATABASE_URL="+pooled, "MIGRATE_DATABASE_URL="+empty), "migrate", "up")
+	res = cmdtest.Exec(t, engagementctl, cmdtest.Env("DATABASE_URL="+pooled, "MIGRATE_DATABASE_URL="+empty), "migrate", "up")
 	if res.Code != 0 {
 		t.Fatalf("migrate up with MIGRATE_DATABASE_URL direct: exit %d: %s", res.Code, res.Stderr)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -35,10 +37,10 @@ var (
 // The binaries' commands, run in process (cmdtest.Exec); the tests of
 // separate processes (a kill, concurrent runs) build the binaries.
 var (
-	daily  = cli.NewDailyCommand
-	weekly = cli.NewWeeklyCommand
-	queue  = cli.NewQueueCommand
-	ctl    = cli.NewCtlCommand
+	daily         = jobcmd.NewDailyCommand
+	weekly        = jobcmd.NewWeeklyCommand
+	queue         = cli.NewQueueCommand
+	engagementctl = ctl.NewCommand
 )
 
 func dailyBin(t *testing.T) string { return cmdtest.Build(t, "./cmd/engagement-daily") }
@@ -138,9 +140,9 @@ func TestEveryBinaryThroughPgBouncer(t *testing.T) {
 		t.Errorf("%d messages are not sent after queue-process", n)
 	}
 
-	res = runOK(t, "engagementctl status", ctl, pooled, "status", "--as-of", asOfFlag)
+	res = runOK(t, "engagementctl status", engagementctl, pooled, "status", "--as-of", asOfFlag)
 	if !strings.Contains(res.Stdout, "engagement-daily") || !strings.Contains(res.Stdout, "engagement-weekly") {
 		t.Errorf("status through PgBouncer does not list the runs: %s", res.Stdout)
 	}
-	runOK(t, "engagementctl verify", ctl, pooled, "verify", "--as-of", asOfFlag)
+	runOK(t, "engagementctl verify", engagementctl, pooled, "verify", "--as-of", asOfFlag)
 }

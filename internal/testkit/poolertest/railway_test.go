@@ -17,6 +17,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -141,7 +144,7 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 			}
 			before := queueLength(t, direct)
 			for _, s := range services {
-				if s.start[0] == cli.ConsoleCommand {
+				if s.start[0] == consolecmd.Name {
 					serveConsole(t, env, s.start)
 					continue
 				}
@@ -213,11 +216,11 @@ func queueLength(t *testing.T, conn *pgx.Conn) int {
 func runCommand(t *testing.T, env []string, fields []string) cmdtest.Result {
 	t.Helper()
 	commands := map[string]func() *cobra.Command{
-		"engagement-daily":  cli.NewDailyCommand,
-		"engagement-weekly": cli.NewWeeklyCommand,
+		"engagement-daily":  jobcmd.NewDailyCommand,
+		"engagement-weekly": jobcmd.NewWeeklyCommand,
 		"queue-process":     cli.NewQueueCommand,
-		"engagementctl":     cli.NewCtlCommand,
-		cli.ConsoleCommand:  cli.NewConsoleCommand,
+		"engagementctl":     ctl.NewCommand,
+		consolecmd.Name:     consolecmd.NewCommand,
 	}
 	if len(fields) == 0 || commands[fields[0]] == nil {
 		t.Fatalf("shipped command %q runs no binary of the project", strings.Join(fields, " "))
@@ -243,7 +246,7 @@ func serveConsole(t *testing.T, env []string, fields []string) {
 	ln.Close()
 	env = append(env[:len(env):len(env)], fmt.Sprintf("PORT=%d", port),
 		"ENGAGEMENT_CONSOLE_HTPASSWD=ops:"+string(hash), "ENGAGEMENT_CONSOLE_OPERATORS=ops")
-	running := cmdtest.Start(cli.NewConsoleCommand, env, fields[1:]...)
+	running := cmdtest.Start(consolecmd.NewCommand, env, fields[1:]...)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -257,11 +260,11 @@ func serveConsole(t *testing.T, env []string, fields []string) {
 		select {
 		case <-running.Done():
 			res := running.Wait()
-			t.Fatalf("%s exited %d before its health check answered: %s", cli.ConsoleCommand, res.Code, res.Stderr)
+			t.Fatalf("%s exited %d before its health check answered: %s", consolecmd.Name, res.Code, res.Stderr)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: /healthz did not answer 200 within a minute", cli.ConsoleCommand)
+			t.Fatalf("%s: /healthz did not answer 200 within a minute", consolecmd.Name)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a starting server, not timing a test
 	}
@@ -274,9 +277,9 @@ func serveConsole(t *testing.T, env []string, fields []string) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Errorf("%s: GET /queue through the transaction pooler: %d, want 200", cli.ConsoleCommand, resp.StatusCode)
+		t.Errorf("%s: GET /queue through the transaction pooler: %d, want 200", consolecmd.Name, resp.StatusCode)
 	}
 	if res := running.Stop(); res.Code != 0 {
-		t.Errorf("%s stopped: exit %d, want 0: %s", cli.ConsoleCommand, res.Code, res.Stderr)
+		t.Errorf("%s stopped: exit %d, want 0: %s", consolecmd.Name, res.Code, res.Stderr)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -10,19 +10,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
 // receiverOptions is one engagementctl check-receiver.
 type receiverOptions struct {
-	cmdIO
+	cli.CmdIO
 	url, secret, output string
 	timeout             time.Duration
 }
 
 // newCheckReceiverCommand builds engagementctl check-receiver, which never
 // connects to the database; runF, when not nil, replaces the run (see
-// runOptions).
+// cli.RunOptions).
 func newCheckReceiverCommand(runF func(*receiverOptions) error) *cobra.Command {
 	o := &receiverOptions{}
 	cmd := &cobra.Command{
@@ -47,31 +49,31 @@ each failed check failed. Exits 0 when every check holds, 4 when the
 receiver answered but a check failed, 1 when it did not answer, 2 on bad
 flags. Needs no database.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.url, "webhook-url", "", "the bot's endpoint")
-	bindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
+	cliflag.BindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
 	fs.StringVar(&o.secret, "webhook-secret", "", "the HMAC-SHA256 key queue-process signs with")
-	bindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
-	markSecret(fs, "webhook-secret")
+	cliflag.BindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
+	cliflag.MarkSecret(fs, "webhook-secret")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long each probe may wait for its answer")
 	fs.StringVar(&o.output, "output", "text", "report format on stdout: text or json")
 	return cmd
 }
 
 func (o *receiverOptions) Validate() error {
-	if err := validateOutput(o.output); err != nil {
+	if err := cli.ValidateOutput(o.output); err != nil {
 		return err
 	}
 	if strings.TrimSpace(o.url) == "" {
-		return usagef("--webhook-url (or ENGAGEMENT_WEBHOOK_URL) is required")
+		return cli.Usagef("--webhook-url (or ENGAGEMENT_WEBHOOK_URL) is required")
 	}
 	if o.secret == "" {
-		return usagef("--webhook-secret (or ENGAGEMENT_WEBHOOK_SECRET) is required: without it the probe cannot check the signature")
+		return cli.Usagef("--webhook-secret (or ENGAGEMENT_WEBHOOK_SECRET) is required: without it the probe cannot check the signature")
 	}
 	if o.timeout <= 0 {
-		return usagef("--timeout must be positive, like 10s")
+		return cli.Usagef("--timeout must be positive, like 10s")
 	}
 	return nil
 }
@@ -81,23 +83,23 @@ func (o *receiverOptions) Validate() error {
 func (o *receiverOptions) Run(ctx context.Context) error {
 	rep, err := transport.CheckReceiver(ctx, o.url, o.secret, o.timeout)
 	if err != nil && !errors.Is(err, transport.ErrUnreachable) {
-		return usageError(err)
+		return cli.UsageError(err)
 	}
 	if err != nil {
 		rep.Error = err.Error()
 	}
 	if o.output == "json" {
-		if err := json.NewEncoder(o.stdout).Encode(rep); err != nil {
+		if err := json.NewEncoder(o.Stdout).Encode(rep); err != nil {
 			return fmt.Errorf("write the report: %w", err)
 		}
 	} else {
-		fmt.Fprintln(o.stdout, receiverLine(rep))
+		fmt.Fprintln(o.Stdout, receiverLine(rep))
 	}
 	switch {
 	case err != nil:
 		return err
 	case !rep.OK:
-		return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("check-receiver: %s", receiverLine(rep))}
+		return &cli.ExitError{Code: cli.ExitInvariant, Err: fmt.Errorf("check-receiver: %s", receiverLine(rep))}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package cli_test
+package consolecmd_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -62,7 +63,7 @@ func TestConsoleServesWithHtpasswdAndStopsCleanly(t *testing.T) {
 	}
 	port := freePort(t)
 	// PORT alone would listen on every interface: with htpasswd that is allowed.
-	running := cmdtest.Start(cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url, "PORT="+fmt.Sprint(port),
+	running := cmdtest.Start(consolecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "PORT="+fmt.Sprint(port),
 		"ENGAGEMENT_CONSOLE_HTPASSWD="+file, "ENGAGEMENT_CONSOLE_OPERATORS=ops"), "--log-format", "json")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitUp(t, base+"/healthz", running)
@@ -96,7 +97,7 @@ func TestConsoleServesWithHtpasswdAndStopsCleanly(t *testing.T) {
 
 func TestConsoleRefusesToServeOpenBeyondLoopback(t *testing.T) {
 	url := pgtest.NewDatabase(t)
-	res := cmdtest.Exec(t, cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url, "PORT=8080"))
+	res := cmdtest.Exec(t, consolecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "PORT=8080"))
 	if res.Code != cli.ExitUsage || !strings.Contains(res.Stderr, "refusing to serve the console without authentication") {
 		t.Fatalf("open on :8080: exit %d %s, want 2 with the reason", res.Code, res.Stderr)
 	}
@@ -111,7 +112,7 @@ func TestConsoleRefusesToServeOpenBeyondLoopback(t *testing.T) {
 func TestConsoleReplicaURL(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	port := freePort(t)
-	running := cmdtest.Start(cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_CONSOLE_REPLICA_URL="+url),
+	running := cmdtest.Start(consolecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_CONSOLE_REPLICA_URL="+url),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-format", "json")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitUp(t, base+"/healthz", running)
@@ -145,7 +146,7 @@ func TestConsoleReplicaURLErrorsHideThePassword(t *testing.T) {
 		{"postgres://ops:s3cret-pw@127.0.0.1:notaport/db", cli.ExitUsage},
 		{fmt.Sprintf("postgres://ops:s3cret-pw@127.0.0.1:%d/db?connect_timeout=2", freePort(t)), cli.ExitFatal},
 	} {
-		res := cmdtest.Exec(t, cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_CONSOLE_REPLICA_URL="+tc.replica),
+		res := cmdtest.Exec(t, consolecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_CONSOLE_REPLICA_URL="+tc.replica),
 			"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 		if res.Code != tc.code || !strings.Contains(res.Stderr, "replica-url") {
 			t.Errorf("replica %s: exit %d %s, want %d naming --replica-url", tc.replica, res.Code, res.Stderr, tc.code)

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
 )
@@ -19,10 +20,10 @@ import (
 // repairFlags are what requeue and cancel share, and what Validate makes
 // of them.
 type repairFlags struct {
-	dbOptions
+	cli.DBOptions
 	dryRun bool
 	output string
-	logs   logFlags
+	logs   cli.LogFlags
 
 	log zerolog.Logger // set by validate
 }
@@ -31,26 +32,26 @@ func (f *repairFlags) register(cmd *cobra.Command, verb string) {
 	fs := cmd.Flags()
 	fs.BoolVar(&f.dryRun, "dry-run", false, "count what would be "+verb+"; change nothing")
 	fs.StringVar(&f.output, "output", "text", "text or json")
-	f.logs.register(fs)
+	f.logs.Register(fs)
 }
 
 // validate checks the shared flags and makes the audit logger.
 func (f *repairFlags) validate(stderr io.Writer) error {
-	if err := requireDatabaseURL(*f.dbURL); err != nil {
+	if err := cli.RequireDatabaseURL(*f.DBURL); err != nil {
 		return err
 	}
-	if err := validateOutput(f.output); err != nil {
+	if err := cli.ValidateOutput(f.output); err != nil {
 		return err
 	}
 	var err error
-	f.log, err = f.logs.logger(stderr, "engagementctl")
+	f.log, err = f.logs.Logger(stderr, "engagementctl")
 	return err
 }
 
 // filterError turns the sender's bad-filter errors into usage errors (exit 2).
 func filterError(err error) error {
 	if errors.Is(err, repair.ErrBadFilter) {
-		return usageError(errors.New(strings.TrimPrefix(err.Error(), repair.ErrBadFilter.Error()+": ")))
+		return cli.UsageError(errors.New(strings.TrimPrefix(err.Error(), repair.ErrBadFilter.Error()+": ")))
 	}
 	return err
 }
@@ -62,21 +63,21 @@ func parseInstant(flag, s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
 	if err != nil {
-		return time.Time{}, usagef("%s %q is not an RFC3339 instant (like 2026-03-02T06:00:00Z)", flag, s)
+		return time.Time{}, cli.Usagef("%s %q is not an RFC3339 instant (like 2026-03-02T06:00:00Z)", flag, s)
 	}
 	return t.UTC(), nil
 }
 
 // requeueOptions is one engagementctl requeue.
 type requeueOptions struct {
-	cmdIO
+	cli.CmdIO
 	repairFlags
 	filter       repair.RequeueFilter
 	since, until string
 }
 
 func newRequeueCommand(databaseURL *string, runF func(*requeueOptions) error) *cobra.Command {
-	o := &requeueOptions{repairFlags: repairFlags{dbOptions: dbOptions{dbURL: databaseURL}}}
+	o := &requeueOptions{repairFlags: repairFlags{DBOptions: cli.DBOptions{DBURL: databaseURL}}}
 	cmd := &cobra.Command{
 		Use:   "requeue",
 		Short: "Put failed (or cancelled) messages back in the queue, same id and idempotency key",
@@ -97,7 +98,7 @@ changes nothing. A message requeued on a transport that cannot de-duplicate
 (whatsapp-cloud) whose outcome was unknown may reach the user twice: filter
 those out with --error-contains, or check them first. See docs/repair.md.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.filter.Status, "status", repair.StatusFailed, "which messages to requeue: failed or cancelled")
@@ -125,14 +126,14 @@ func (o *requeueOptions) Validate() error {
 	if err := filterError(f.Validate()); err != nil {
 		return err
 	}
-	return o.repairFlags.validate(o.stderr)
+	return o.repairFlags.validate(o.Stderr)
 }
 
 func (o *requeueOptions) Run(ctx context.Context) error {
 	f := o.filter
 	audit := map[string]any{"status": f.Status, "type": f.Type, "reason": f.Reason, "ids": len(f.IDs),
 		"error_contains": f.ErrorContains, "error_group": f.ErrorGroup, "since": o.since, "until": o.until}
-	return o.run(ctx, o.stdout, "requeue", audit, func(pool postgres.Querier) (int64, error) {
+	return o.run(ctx, o.Stdout, "requeue", audit, func(pool postgres.Querier) (int64, error) {
 		return repair.Requeue(ctx, pool, f, o.dryRun)
 	}, func(n int64) any {
 		return struct {
@@ -150,13 +151,13 @@ func (o *requeueOptions) Run(ctx context.Context) error {
 
 // cancelOptions is one engagementctl cancel.
 type cancelOptions struct {
-	cmdIO
+	cli.CmdIO
 	repairFlags
 	filter repair.CancelFilter
 }
 
 func newCancelCommand(databaseURL *string, runF func(*cancelOptions) error) *cobra.Command {
-	o := &cancelOptions{repairFlags: repairFlags{dbOptions: dbOptions{dbURL: databaseURL}}}
+	o := &cancelOptions{repairFlags: repairFlags{DBOptions: cli.DBOptions{DBURL: databaseURL}}}
 	cmd := &cobra.Command{
 		Use:   "cancel",
 		Short: "Cancel pending messages (reason operator) by id, user, type or key",
@@ -170,7 +171,7 @@ One statement, safe while queue-process runs: a message in flight (claimed
 by a queue-process, status processing) is never touched; it is being sent.
 --dry-run counts and changes nothing. See docs/repair.md.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringSliceVar(&o.filter.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
@@ -186,13 +187,13 @@ func (o *cancelOptions) Validate() error {
 	if err := filterError(o.filter.Validate()); err != nil {
 		return err
 	}
-	return o.repairFlags.validate(o.stderr)
+	return o.repairFlags.validate(o.Stderr)
 }
 
 func (o *cancelOptions) Run(ctx context.Context) error {
 	f := o.filter
 	audit := map[string]any{"user_id": f.UserID, "type": f.Type, "idempotency_key": f.Key, "ids": len(f.IDs), "all": f.All}
-	return o.run(ctx, o.stdout, "cancel", audit, func(pool postgres.Querier) (int64, error) {
+	return o.run(ctx, o.Stdout, "cancel", audit, func(pool postgres.Querier) (int64, error) {
 		return repair.Cancel(ctx, pool, f, o.dryRun)
 	}, func(n int64) any {
 		return struct {
@@ -214,7 +215,7 @@ func (o *cancelOptions) Run(ctx context.Context) error {
 func (f *repairFlags) run(ctx context.Context, stdout io.Writer, command string, filter map[string]any,
 	work func(postgres.Querier) (int64, error), asJSON func(int64) any, asText func(int64) string,
 ) error {
-	n, err := work(f.pool)
+	n, err := work(f.Pool)
 	if err != nil {
 		return err
 	}

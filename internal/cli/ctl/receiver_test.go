@@ -1,4 +1,4 @@
-package cli_test
+package ctl_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -56,7 +56,7 @@ type receiverReport struct {
 
 func checkReceiver(t *testing.T, url string, args ...string) (cmdtest.Result, receiverReport) {
 	t.Helper()
-	res := cmdtest.Exec(t, cli.NewCtlCommand, nil, append([]string{"check-receiver", "--webhook-url", url, "--webhook-secret", receiverSecret}, args...)...)
+	res := cmdtest.Exec(t, ctl.NewCommand, nil, append([]string{"check-receiver", "--webhook-url", url, "--webhook-secret", receiverSecret}, args...)...)
 	var rep receiverReport
 	if strings.Contains(strings.Join(args, " "), "json") {
 		lines := cmdtest.Lines(res.Stdout)

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -10,17 +10,18 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // enqueueOptions is one engagementctl enqueue.
 type enqueueOptions struct {
-	cmdIO
-	dbOptions
+	cli.CmdIO
+	cli.DBOptions
 	req    sender.Request
 	params string // req.Params, as the flag gives it
 	output string
-	logs   logFlags
+	logs   cli.LogFlags
 
 	m sender.Message // set by Validate
 
@@ -28,7 +29,7 @@ type enqueueOptions struct {
 }
 
 func newEnqueueCommand(databaseURL *string, runF func(*enqueueOptions) error) *cobra.Command {
-	o := &enqueueOptions{dbOptions: dbOptions{dbURL: databaseURL}}
+	o := &enqueueOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "enqueue",
 		Short: "Queue one message, idempotently when given a key",
@@ -40,7 +41,7 @@ callers. A key that breaks the rule is refused (exit 2, nothing written):
 queue-process could not send it. Without a key every call creates a
 message. --destination and --jid default to the user's profile routing.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.req.UserID, "user-id", "", "the user's id (UUID)")
@@ -54,39 +55,39 @@ message. --destination and --jid default to the user's profile routing.`,
 	fs.StringVar(&o.req.PeriodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
 	fs.StringVar(&o.req.ReplayUntil, "replay-until", "", "until when the key could be produced again, RFC3339; cleanup keeps the message until then (default: none: it ages from when it was queued)")
 	fs.StringVar(&o.output, "output", "text", "text or json")
-	o.logs.register(fs)
+	o.logs.Register(fs)
 	return cmd
 }
 
 // Validate checks every flag and builds the message.
 func (o *enqueueOptions) Validate() error {
-	if err := requireDatabaseURL(*o.dbURL); err != nil {
+	if err := cli.RequireDatabaseURL(*o.DBURL); err != nil {
 		return err
 	}
-	if err := validateOutput(o.output); err != nil {
+	if err := cli.ValidateOutput(o.output); err != nil {
 		return err
 	}
 	o.req.Params = json.RawMessage(o.params)
 	var err error
-	if o.log, err = o.logs.logger(o.stderr, "engagementctl"); err != nil {
+	if o.log, err = o.logs.Logger(o.Stderr, "engagementctl"); err != nil {
 		return err
 	}
 	// The checks the console's POST /api/messages makes, too.
 	if o.m, err = o.req.Message(); err != nil {
 		var fe *sender.FieldError
 		if errors.As(err, &fe) {
-			return usagef("--%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Problem)
+			return cli.Usagef("--%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Problem)
 		}
-		return usageError(err)
+		return cli.UsageError(err)
 	}
 	return nil
 }
 
 func (o *enqueueOptions) Run(ctx context.Context) error {
-	q, err := sender.Enqueue(ctx, o.pool, o.m)
+	q, err := sender.Enqueue(ctx, o.Pool, o.m)
 	switch {
 	case errors.Is(err, sender.ErrNoDestination), errors.Is(err, sender.ErrNoCatalogKey):
-		return usageError(err)
+		return cli.UsageError(err)
 	case err != nil:
 		return err
 	}
@@ -95,7 +96,7 @@ func (o *enqueueOptions) Run(ctx context.Context) error {
 			Msg("idempotency key replayed with a different payload; the first message stands")
 	}
 	if o.output == "json" {
-		return json.NewEncoder(o.stdout).Encode(struct {
+		return json.NewEncoder(o.Stdout).Encode(struct {
 			ID      string `json:"id"`
 			Created bool   `json:"created"`
 		}{q.ID, !q.Duplicate})
@@ -104,6 +105,6 @@ func (o *enqueueOptions) Run(ctx context.Context) error {
 	if q.Duplicate {
 		verb = "already queued under this key"
 	}
-	_, err = fmt.Fprintf(o.stdout, "%s %s\n", q.ID, verb)
+	_, err = fmt.Fprintf(o.Stdout, "%s %s\n", q.ID, verb)
 	return err
 }

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -19,19 +20,19 @@ func TestSeedCommand(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	run := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
-		code := Main(context.Background(), NewCtlCommand(), append([]string{"--database-url", dbURL}, args...), Env{Stdout: &out, Stderr: &errOut})
+		code := cli.Main(context.Background(), NewCommand(), append([]string{"--database-url", dbURL}, args...), cli.Env{Stdout: &out, Stderr: &errOut})
 		return code, out.String(), errOut.String()
 	}
 	asOf := "--as-of=2026-11-23T06:00:00Z"
 
 	for _, bad := range [][]string{{"seed", asOf}, {"seed", "--users", "10"}, {"seed", "--users", "-1", asOf}, {"seed", "--users", "10", "--as-of", "monday"}} {
-		if code, _, stderr := run(bad...); code != ExitUsage {
-			t.Errorf("%v: exit %d (%s), want %d", bad, code, stderr, ExitUsage)
+		if code, _, stderr := run(bad...); code != cli.ExitUsage {
+			t.Errorf("%v: exit %d (%s), want %d", bad, code, stderr, cli.ExitUsage)
 		}
 	}
 
 	code, stdout, stderr := run("seed", "--users", "1000", "--seed", "7", asOf, "--output", "json")
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("seed: exit %d: %s", code, stderr)
 	}
 	var got seedResult
@@ -42,10 +43,10 @@ func TestSeedCommand(t *testing.T) {
 		t.Errorf("seed reported %+v, want 1000 users of seed 7", got)
 	}
 
-	if code, _, stderr := run("seed", "--users", "10", "--seed", "8", asOf); code != ExitUsage || !strings.Contains(stderr, "already has 1000 users") {
-		t.Errorf("seeding a database with users: exit %d (%s), want %d naming the 1000 users", code, stderr, ExitUsage)
+	if code, _, stderr := run("seed", "--users", "10", "--seed", "8", asOf); code != cli.ExitUsage || !strings.Contains(stderr, "already has 1000 users") {
+		t.Errorf("seeding a database with users: exit %d (%s), want %d naming the 1000 users", code, stderr, cli.ExitUsage)
 	}
-	if code, stdout, stderr := run("seed", "--users", "10", "--seed", "8", asOf, "--force"); code != ExitOK || !strings.Contains(stdout, "now has 1010 users") {
+	if code, stdout, stderr := run("seed", "--users", "10", "--seed", "8", asOf, "--force"); code != cli.ExitOK || !strings.Contains(stdout, "now has 1010 users") {
 		t.Errorf("seed --force with another seed: exit %d, %q (%s), want 0 and 1010 users", code, stdout, stderr)
 	}
 
@@ -84,7 +85,7 @@ func TestSeedLiftsTheStatementTimeout(t *testing.T) {
 		sep = "&"
 	}
 	args := []string{"--database-url", dbURL + sep + "statement_timeout=100", "seed", "--users", "30000", "--as-of", "2026-11-23T06:00:00Z"}
-	if code := Main(ctx, NewCtlCommand(), args, Env{Stdout: &out, Stderr: &errOut}); code != ExitOK || !strings.Contains(out.String(), "now has 30000 users") {
+	if code := cli.Main(ctx, NewCommand(), args, cli.Env{Stdout: &out, Stderr: &errOut}); code != cli.ExitOK || !strings.Contains(out.String(), "now has 30000 users") {
 		t.Errorf("seed --users 30000 under a 100 ms statement timeout: exit %d, stdout %q, stderr %q; want 0 and 30000 users", code, out.String(), errOut.String())
 	}
 }

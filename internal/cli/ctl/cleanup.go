@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -8,20 +8,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/retention"
 )
 
 // cleanupOptions is one engagementctl cleanup.
 type cleanupOptions struct {
-	cmdIO
+	cli.CmdIO
 	timeFlags
-	dbOptions
+	cli.DBOptions
 	cfg retention.CleanupConfig
 }
 
 func newCleanupCommand(databaseURL *string, runF func(*cleanupOptions) error) *cobra.Command {
-	o := &cleanupOptions{dbOptions: dbOptions{dbURL: databaseURL}}
+	o := &cleanupOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Delete settled messages and ledger rows past the retention",
@@ -34,7 +35,7 @@ reminder until its instant, is older than the cutoff. Re-running a day older
 than the retention window is therefore not protected against duplicates.
 --dry-run reports the counts and deletes nothing.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	fs := cmd.Flags()
@@ -46,32 +47,32 @@ than the retention window is therefore not protected against duplicates.
 
 func (o *cleanupOptions) Validate() error {
 	if o.cfg.OlderThan <= 0 {
-		return usagef("--older-than must be positive, like 720h")
+		return cli.Usagef("--older-than must be positive, like 720h")
 	}
 	if o.cfg.BatchSize < 1 {
-		return usagef("--batch-size must be at least 1")
+		return cli.Usagef("--batch-size must be at least 1")
 	}
-	return o.timeFlags.validate(*o.dbURL)
+	return o.timeFlags.validate(*o.DBURL)
 }
 
 func (o *cleanupOptions) Run(ctx context.Context) error {
 	cfg := o.cfg
 	var err error
-	if cfg.AsOf, err = postgres.AsOf(ctx, o.pool, o.asOf.Time()); err != nil {
+	if cfg.AsOf, err = postgres.AsOf(ctx, o.Pool, o.asOf.Time()); err != nil {
 		return err
 	}
-	sum, err := retention.Cleanup(ctx, o.pool, cfg)
+	sum, err := retention.Cleanup(ctx, o.Pool, cfg)
 	if err != nil {
 		return err
 	}
 	if o.output == "json" {
-		return json.NewEncoder(o.stdout).Encode(sum)
+		return json.NewEncoder(o.Stdout).Encode(sum)
 	}
 	verb := "deleted"
 	if sum.DryRun {
 		verb = "would delete"
 	}
-	_, err = fmt.Fprintf(o.stdout, "cleanup before %s: %s %d messages, %d ledger rows, %d expired idempotency keys and %d bot request keys\n",
+	_, err = fmt.Fprintf(o.Stdout, "cleanup before %s: %s %d messages, %d ledger rows, %d expired idempotency keys and %d bot request keys\n",
 		sum.Cutoff.Format(time.RFC3339), verb, sum.Messages, sum.Ledger, sum.IdempotencyKeys, sum.FireRequests)
 	return err
 }

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -11,23 +11,25 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/retention"
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // verifyOptions is one engagementctl verify.
 type verifyOptions struct {
-	cmdIO
+	cli.CmdIO
 	timeFlags
-	dbOptions
+	cli.DBOptions
 	keep time.Duration // cleanup's retention
-	push metricsFlags
+	push cli.MetricsFlags
 
 	rep *verify.Report // set by Run, for the push around it
 }
 
 func newVerifyCommand(databaseURL *string, runF func(*verifyOptions) error) *cobra.Command {
-	o := &verifyOptions{dbOptions: dbOptions{dbURL: databaseURL}}
+	o := &verifyOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the scheduler's invariants; exit 4 when one is broken",
@@ -51,58 +53,75 @@ With --pushgateway-url (PUSHGATEWAY_URL) the outcome is pushed under job
 engagementctl-verify (engagement_verify_ok, engagement_verify_violations
 by check) for the alert in deploy/prometheus/alerts.yml.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	cmd.Flags().DurationVar(&o.keep, "retention", retention.DefaultRetention, "cleanup's retention (its --older-than)")
-	o.push.register(cmd.Flags())
+	o.push.Register(cmd.Flags())
 	return cmd
 }
 
 func (o *verifyOptions) Validate() error {
 	if o.keep <= 0 {
-		return usagef("--retention must be positive, like 720h")
+		return cli.Usagef("--retention must be positive, like 720h")
 	}
-	if err := o.push.validate(); err != nil {
+	if err := o.push.Validate(); err != nil {
 		return err
 	}
-	return o.timeFlags.validate(*o.dbURL)
+	return o.timeFlags.validate(*o.DBURL)
 }
 
-// around pushes the outcome of the run, however it ends, a database that
+var _ cli.Wrapper = (*verifyOptions)(nil)
+
+// Around pushes the outcome of the run, however it ends, a database that
 // did not open included.
-func (o *verifyOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+func (o *verifyOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
 	// Only a failed push is logged (a warning on stderr), with the run's
-	// logger (Main's: in the run's format, at its level, warn at least).
+	// logger (cli.Main's: in the run's format, at its level, warn at least).
 	log := *zerolog.Ctx(ctx)
 	if log.GetLevel() < zerolog.WarnLevel {
 		log = log.Level(zerolog.WarnLevel)
 	}
-	defer func(start time.Time) { o.push.pushVerify(ctx, log, start, o.rep, err) }(time.Now())
+	defer func(start time.Time) { pushVerify(ctx, &o.push, log, start, o.rep, err) }(time.Now())
 	return run(ctx)
 }
 
 // Run checks the invariants and prints the report; a broken invariant is
 // exit 4.
 func (o *verifyOptions) Run(ctx context.Context) error {
-	rep, err := verify.Run(ctx, o.pool, verify.Config{AsOf: o.asOf.Time(), Retention: o.keep})
+	rep, err := verify.Run(ctx, o.Pool, verify.Config{AsOf: o.asOf.Time(), Retention: o.keep})
 	o.rep = rep
 	if err != nil {
 		return err
 	}
 	if o.output == "json" {
-		err = json.NewEncoder(o.stdout).Encode(rep)
+		err = json.NewEncoder(o.Stdout).Encode(rep)
 	} else {
-		err = writeReport(o.stdout, rep)
+		err = writeReport(o.Stdout, rep)
 	}
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	if !rep.OK {
-		return &ExitError{Code: ExitInvariant, Err: fmt.Errorf("verify: %d of %d invariants broken: %s",
+		return &cli.ExitError{Code: cli.ExitInvariant, Err: fmt.Errorf("verify: %d of %d invariants broken: %s",
 			len(rep.Broken), len(rep.Checks), strings.Join(rep.Broken, ", "))}
 	}
 	return nil
+}
+
+// pushVerify pushes the report. A report, broken invariants included, is a
+// completed run; without one (rep nil) the checks could not run, err says
+// why, and the run counts as failed.
+func pushVerify(ctx context.Context, m *cli.MetricsFlags, log zerolog.Logger, start time.Time, rep *verify.Report, err error) {
+	var pushed *metrics.Verify
+	if rep != nil {
+		err = nil
+		pushed = &metrics.Verify{OK: rep.OK}
+		for _, c := range rep.Checks {
+			pushed.Checks = append(pushed.Checks, metrics.VerifyCheck{Name: c.Name, Violations: c.Violations})
+		}
+	}
+	m.Push(ctx, log, start, metrics.Run{Job: metrics.VerifyJob, Verify: pushed}, err)
 }
 
 // writeReport prints one line per check, then each broken check's examples.

@@ -1,4 +1,4 @@
-package cli
+package jobcmd
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -51,17 +52,17 @@ States are not changed; opted-out users are never touched.`)
 
 func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
 	o := &jobOptions{name: name, job: job}
-	o.dbURL = &o.databaseURL
+	o.DBURL = &o.databaseURL
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short,
 		Long:  long,
 		Args:  cobra.NoArgs,
-		RunE:  runOptions(o, nil),
+		RunE:  cli.RunOptions(o, nil),
 	}
 	o.register(cmd)
-	o.secrets = secretsOf(cmd) // the flags' values, read when the run logs an error
-	cmd.SetUsageFunc(groupedUsage)
+	o.secrets = cli.SecretsOf(cmd) // the flags' values, read when the run logs an error
+	cmd.SetUsageFunc(cli.GroupedUsage)
 	return cmd
 }
 
@@ -71,9 +72,9 @@ type jobOptions struct {
 	jobFlags
 	name string
 	job  jobFunc
-	cmdIO
-	dbOptions
-	secrets secrets // scrubbed from the errors it logs; Main scrubs the one it ends with
+	cli.CmdIO
+	cli.DBOptions
+	secrets cli.Secrets // scrubbed from the errors it logs; cli.Main scrubs the one it ends with
 
 	// Set by Validate.
 	shard    scheduler.Shard
@@ -87,17 +88,17 @@ type jobOptions struct {
 // error, exit 2, naming the flag) and resolves the shard, the logger and
 // the queue step's configuration.
 func (o *jobOptions) Validate() error {
-	if err := requireDatabaseURL(o.databaseURL); err != nil {
+	if err := cli.RequireDatabaseURL(o.databaseURL); err != nil {
 		return err
 	}
-	if err := validateOutput(o.output); err != nil {
+	if err := cli.ValidateOutput(o.output); err != nil {
 		return err
 	}
 	if o.batchSize < 1 {
-		return usagef("--batch-size must be at least 1, got %d", o.batchSize)
+		return cli.Usagef("--batch-size must be at least 1, got %d", o.batchSize)
 	}
 	if o.concurrency < 1 || o.concurrency > 8 {
-		return usagef("--concurrency must be from 1 to 8, got %d", o.concurrency)
+		return cli.Usagef("--concurrency must be from 1 to 8, got %d", o.concurrency)
 	}
 	if err := o.asOf.Check(); err != nil {
 		return err
@@ -108,17 +109,17 @@ func (o *jobOptions) Validate() error {
 	}
 	// The queue step's flags are checked even when the step does not run:
 	// a value out of range is a mistake either way.
-	if err := o.jobFlags.delivery.validate(); err != nil {
+	if err := o.jobFlags.delivery.Validate(); err != nil {
 		return err
 	}
-	if err := o.metrics.validate(); err != nil {
+	if err := o.metrics.Validate(); err != nil {
 		return err
 	}
-	if o.log, err = o.jobFlags.log.logger(o.stderr, o.name); err != nil {
+	if o.log, err = o.jobFlags.log.Logger(o.Stderr, o.name); err != nil {
 		return err
 	}
-	if o.jobFlags.delivery.transport != "" && !o.skipSend && !o.dryRun {
-		cfg, err := o.jobFlags.delivery.processorConfig(o.stderr)
+	if o.jobFlags.delivery.Transport() != "" && !o.skipSend && !o.dryRun {
+		cfg, err := o.jobFlags.delivery.ProcessorConfig(o.Stderr)
 		if err != nil {
 			return err
 		}
@@ -128,12 +129,14 @@ func (o *jobOptions) Validate() error {
 	return nil
 }
 
-// around runs the job with the job's logger in its context (the pool logs
+var _ cli.Wrapper = (*jobOptions)(nil)
+
+// Around runs the job with the job's logger in its context (the pool logs
 // server warnings with it) and pushes the metrics, however the run ends,
 // a database that did not open included.
-func (o *jobOptions) around(ctx context.Context, run func(context.Context) error) (err error) {
+func (o *jobOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
 	defer func(start time.Time) {
-		o.metrics.pushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, o.sum, err)
+		o.metrics.PushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, o.sum, err)
 	}(time.Now())
 	return run(o.log.WithContext(ctx))
 }
@@ -141,7 +144,7 @@ func (o *jobOptions) around(ctx context.Context, run func(context.Context) error
 // Run runs the job, its analytics and its queue step, and writes the
 // summary.
 func (o *jobOptions) Run(ctx context.Context) error {
-	pool := o.pool
+	pool := o.Pool
 	asOf, now, err := o.resolveAsOf(ctx, pool)
 	if err != nil {
 		return err
@@ -173,11 +176,11 @@ func (o *jobOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeSummary(o.stdout, o.output, sum); err != nil {
+	if err := writeSummary(o.Stdout, o.output, sum); err != nil {
 		return err
 	}
 	if o.failOnPartial && (sum.Partial() || delivered.Failed > 0) {
-		return errPartial
+		return cli.ErrPartial
 	}
 	return nil
 }
@@ -185,7 +188,7 @@ func (o *jobOptions) Run(ctx context.Context) error {
 // resolveAsOf is --as-of, or the database clock without it, and the
 // database clock. A future --as-of acts on users before their time (a 2030
 // dry run would have queued goodbyes to 4 users in 10), so one more than
-// MaxAsOfSkew ahead of the database clock needs --allow-future-as-of.
+// cli.MaxAsOfSkew ahead of the database clock needs --allow-future-as-of.
 func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (asOf, now time.Time, err error) {
 	now, err = postgres.Now(ctx, db)
 	if err != nil {
@@ -195,8 +198,8 @@ func (o *jobOptions) resolveAsOf(ctx context.Context, db postgres.Querier) (asOf
 	switch {
 	case asOf.IsZero():
 		return now, now, nil
-	case asOf.After(now.Add(MaxAsOfSkew)) && !o.allowFutureAsOf:
-		return time.Time{}, time.Time{}, usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
+	case asOf.After(now.Add(cli.MaxAsOfSkew)) && !o.allowFutureAsOf:
+		return time.Time{}, time.Time{}, cli.Usagef("--as-of %s is %s ahead of the database clock (%s): the job would act on users before their time; pass --allow-future-as-of to simulate the future on purpose",
 			asOf.Format(time.RFC3339), asOf.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339))
 	}
 	return asOf, now, nil
@@ -216,7 +219,7 @@ func (o *jobOptions) sendQueued(ctx context.Context, pool *pgxpool.Pool, sum *sc
 		}
 		return delivery.ProcessSummary{}, nil
 	}
-	if err := o.jobFlags.delivery.attachDedupe(cfg, pool, log); err != nil {
+	if err := o.jobFlags.delivery.AttachDedupe(cfg, pool, log); err != nil {
 		return delivery.ProcessSummary{}, err
 	}
 	p, err := delivery.NewProcessor(pool, *cfg)

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/status"
 )
 
 // timeFlags are what status, verify, cleanup and seed share: the output format and the
 // instant treated as now.
 type timeFlags struct {
-	asOf   asOfValue
+	asOf   cli.AsOfValue
 	output string
 }
 
@@ -43,10 +44,10 @@ func (f *timeFlags) registerAsOf(cmd *cobra.Command, asOf, usage string) {
 
 // validate checks the flags and the database URL they go with.
 func (f *timeFlags) validate(databaseURL string) error {
-	if err := requireDatabaseURL(databaseURL); err != nil {
+	if err := cli.RequireDatabaseURL(databaseURL); err != nil {
 		return err
 	}
-	if err := validateOutput(f.output); err != nil {
+	if err := cli.ValidateOutput(f.output); err != nil {
 		return err
 	}
 	return f.asOf.Check()
@@ -54,14 +55,14 @@ func (f *timeFlags) validate(databaseURL string) error {
 
 // statusOptions is one engagementctl status.
 type statusOptions struct {
-	cmdIO
+	cli.CmdIO
 	timeFlags
-	dbOptions
+	cli.DBOptions
 	runs int
 }
 
 func newStatusCommand(databaseURL *string, runF func(*statusOptions) error) *cobra.Command {
-	o := &statusOptions{dbOptions: dbOptions{dbURL: databaseURL}}
+	o := &statusOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the queue, users by state and the latest job runs",
@@ -72,7 +73,7 @@ transport's send budget (used, what waits on it, when its line clears), and
 the latest --runs runs of each job and shard with their outcome and
 counters. --output json prints the same as one JSON object. Read-only.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	cmd.Flags().IntVar(&o.runs, "runs", status.DefaultRuns, "latest runs shown per job and shard")
@@ -81,20 +82,20 @@ counters. --output json prints the same as one JSON object. Read-only.`,
 
 func (o *statusOptions) Validate() error {
 	if o.runs < 1 {
-		return usagef("--runs must be at least 1, got %d", o.runs)
+		return cli.Usagef("--runs must be at least 1, got %d", o.runs)
 	}
-	return o.timeFlags.validate(*o.dbURL)
+	return o.timeFlags.validate(*o.DBURL)
 }
 
 func (o *statusOptions) Run(ctx context.Context) error {
-	st, err := status.Read(ctx, o.pool, o.asOf.Time(), o.runs)
+	st, err := status.Read(ctx, o.Pool, o.asOf.Time(), o.runs)
 	if err != nil {
 		return err
 	}
 	if o.output == "json" {
-		return json.NewEncoder(o.stdout).Encode(st)
+		return json.NewEncoder(o.Stdout).Encode(st)
 	}
-	return writeStatus(o.stdout, st)
+	return writeStatus(o.Stdout, st)
 }
 
 // writeStatus prints the status as three tables: queue, users, runs.
@@ -209,7 +210,7 @@ func writeStatus(w io.Writer, st *status.Status) error {
 		return fmt.Errorf("write status: %w", err)
 	}
 	for _, r := range errs {
-		fmt.Fprintf(w, "run %d (%s): %s\n", r.ID, r.Status, oneLine(r.Error))
+		fmt.Fprintf(w, "run %d (%s): %s\n", r.ID, r.Status, cli.OneLine(r.Error))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 )
@@ -31,9 +32,9 @@ type seedStatsJSON struct {
 
 // seedOptions is one (hidden) engagementctl seed.
 type seedOptions struct {
-	cmdIO
+	cli.CmdIO
 	timeFlags
-	dbOptions
+	cli.DBOptions
 	users int
 	seed  int64
 	force bool
@@ -42,7 +43,7 @@ type seedOptions struct {
 // newSeedCommand builds the hidden `engagementctl seed`: the benchmarks'
 // data generator (package seed), for a database made for measuring.
 func newSeedCommand(databaseURL *string, runF func(*seedOptions) error) *cobra.Command {
-	o := &seedOptions{dbOptions: dbOptions{dbURL: databaseURL}}
+	o := &seedOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}}
 	cmd := &cobra.Command{
 		Use:    "seed",
 		Short:  "Fill an empty database with generated users (for benchmarks)",
@@ -55,7 +56,7 @@ It refuses a database that already holds users (exit 2) unless --force;
 a different --seed then adds disjoint users, the same one fails on the
 primary key (exit 1). Never point it at a production database.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	o.timeFlags.registerAsOf(cmd, "", "the instant the mix is relative to, RFC3339 (required)")
 	fs := cmd.Flags()
@@ -67,26 +68,26 @@ primary key (exit 1). Never point it at a production database.`,
 
 func (o *seedOptions) Validate() error {
 	if o.users < 1 || o.users > seed.MaxUsers {
-		return usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, o.users)
+		return cli.Usagef("--users must be from 1 to %d, got %d", seed.MaxUsers, o.users)
 	}
 	if err := o.asOf.Check(); err != nil {
 		return err
 	}
 	if o.asOf.Time().IsZero() {
-		return usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
+		return cli.Usagef("--as-of is required: the instant the mix is relative to (e.g. the jobs' --as-of)")
 	}
-	return o.timeFlags.validate(*o.dbURL)
+	return o.timeFlags.validate(*o.DBURL)
 }
 
 func (o *seedOptions) Run(ctx context.Context) error {
-	pool := o.pool
+	pool := o.Pool
 	at := o.asOf.Time()
 	var existing int64
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {
 		return fmt.Errorf("count existing users: %w", err)
 	}
 	if existing > 0 && !o.force {
-		return usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
+		return cli.Usagef("the database already has %d users; seed fills empty benchmark databases (--force adds to it)", existing)
 	}
 	start := time.Now()
 	// Generating is one statement meant to run long (minutes at 10M
@@ -98,12 +99,12 @@ func (o *seedOptions) Run(ctx context.Context) error {
 	}
 	took := time.Since(start)
 	if o.output == "json" {
-		return json.NewEncoder(o.stdout).Encode(seedResult{
+		return json.NewEncoder(o.Stdout).Encode(seedResult{
 			Users: o.users, Seed: o.seed, AsOf: at, DurationMS: took.Milliseconds(), ByState: st.ByState,
 			Stats: seedStatsJSON{Users: st.Users, OptedOut: st.OptedOut, Transactions: st.Transactions, ByCategory: st.ByCategory},
 		})
 	}
-	fmt.Fprintf(o.stdout, "seeded %d users (seed %d, as of %s) in %s; the database now has %d users, %d transactions\n",
+	fmt.Fprintf(o.Stdout, "seeded %d users (seed %d, as of %s) in %s; the database now has %d users, %d transactions\n",
 		o.users, o.seed, at.Format(time.RFC3339), took.Round(time.Millisecond), st.Users, st.Transactions)
 	return nil
 }

@@ -1,4 +1,4 @@
-package cli
+package jobcmd
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/internal/analytics"
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -24,10 +26,10 @@ type analyticsFlags struct {
 
 func (f *analyticsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.apiKey, "posthog-api-key", "", "PostHog project API key: when set, the run's state changes and weekly reviews are sent as analytics events")
-	bindEnv(fs, "posthog-api-key", "POSTHOG_API_KEY")
-	markSecret(fs, "posthog-api-key")
+	cliflag.BindEnv(fs, "posthog-api-key", "POSTHOG_API_KEY")
+	cliflag.MarkSecret(fs, "posthog-api-key")
 	fs.StringVar(&f.host, "posthog-host", analytics.DefaultEndpoint, "PostHog host the events go to")
-	bindEnv(fs, "posthog-host", "POSTHOG_HOST")
+	cliflag.BindEnv(fs, "posthog-host", "POSTHOG_HOST")
 	fs.DurationVar(&f.timeout, "posthog-timeout", analytics.DefaultTimeout, "longest the analytics events may take after the run; what is not sent by then is dropped")
 }
 
@@ -48,7 +50,7 @@ func (f *analyticsFlags) check() string {
 // committed: only for a real run, and only with an API key. It never fails
 // the job and never outlasts --posthog-timeout (plus a second); trouble is
 // one warning. Neither the key nor the events' content is logged.
-func (a analyticsFlags) publish(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, secrets secrets) {
+func (a analyticsFlags) publish(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, sum *scheduler.Summary, secrets cli.Secrets) {
 	if a.apiKey == "" || sum == nil || sum.DryRun || sum.RunID == 0 {
 		return
 	}
@@ -66,7 +68,7 @@ func (a analyticsFlags) publish(ctx context.Context, pool *pgxpool.Pool, log zer
 	})
 	ev, msg := log.Info(), "analytics events published"
 	if err != nil {
-		ev, msg = log.Warn().Str("error", secrets.scrub(err).Error()), "analytics events not all published; the run is unaffected"
+		ev, msg = log.Warn().Str("error", secrets.Scrub(err).Error()), "analytics events not all published; the run is unaffected"
 	}
 	ev.Int("events", res.Events).Int("sent", res.Sent).Int("failed", res.Failed).
 		Int64("duration_ms", time.Since(start).Milliseconds()).Msg(msg)

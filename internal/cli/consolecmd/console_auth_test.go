@@ -1,4 +1,4 @@
-package cli_test
+package consolecmd_test
 
 import (
 	"bufio"
@@ -27,6 +27,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -61,7 +62,7 @@ func startConsole(t *testing.T, all bool, env []string, args ...string) (*cmdtes
 	} else {
 		args = append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 	}
-	running := cmdtest.Start(cli.NewConsoleCommand, env, append(args, "--log-format", "json")...)
+	running := cmdtest.Start(consolecmd.NewCommand, env, append(args, "--log-format", "json")...)
 	t.Cleanup(func() { running.Stop() })
 	waitUp(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), running)
 	return running, port
@@ -72,7 +73,7 @@ func startConsole(t *testing.T, all bool, env []string, args ...string) (*cmdtes
 // stopped, and its result returned with started true).
 func startsOrExits(t *testing.T, env []string, port int, args ...string) (cmdtest.Result, bool) {
 	t.Helper()
-	running := cmdtest.Start(cli.NewConsoleCommand, env, args...)
+	running := cmdtest.Start(consolecmd.NewCommand, env, args...)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		select {
@@ -206,7 +207,7 @@ func TestConsoleLimitsAndLogsFailedLogins(t *testing.T) {
 		var l struct {
 			Message, User, Client string
 		}
-		if strings.HasPrefix(line, cli.ConsoleCommand+": open ") {
+		if strings.HasPrefix(line, consolecmd.Name+": open ") {
 			continue // the address to open, for the person who started it
 		}
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
@@ -240,7 +241,7 @@ func TestConsoleLimitsAndLogsFailedLogins(t *testing.T) {
 // as a group.
 func fail2banRegexp(t *testing.T) *regexp.Regexp {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/console.md")
+	doc, err := os.ReadFile("../../../docs/console.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func TestConsoleServesHTTPS(t *testing.T) {
 	port := freePort(t)
 	env := cmdtest.Env("DATABASE_URL="+url, "PORT="+fmt.Sprint(port), "ENGAGEMENT_CONSOLE_HTPASSWD="+htpasswdFile(t, bcrypt.MinCost),
 		"ENGAGEMENT_CONSOLE_TLS_KEY="+keyFile)
-	running := cmdtest.Start(cli.NewConsoleCommand, env, "--tls-cert", certFile, "--log-format", "json")
+	running := cmdtest.Start(consolecmd.NewCommand, env, "--tls-cert", certFile, "--log-format", "json")
 	t.Cleanup(func() { running.Stop() })
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
@@ -412,7 +413,7 @@ func TestConsoleServesHTTPS(t *testing.T) {
 	}
 
 	// One of the two is a usage error.
-	if res := cmdtest.Exec(t, cli.NewConsoleCommand, cmdtest.Env("DATABASE_URL="+url), "--tls-cert", certFile); res.Code != cli.ExitUsage ||
+	if res := cmdtest.Exec(t, consolecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url), "--tls-cert", certFile); res.Code != cli.ExitUsage ||
 		!strings.Contains(res.Stderr, "--tls-key") {
 		t.Errorf("--tls-cert alone: exit %d %s, want 2 naming --tls-key", res.Code, res.Stderr)
 	}

@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
@@ -31,7 +32,7 @@ func migrateDatabaseURL(cmd *cobra.Command, current, migrateURL string) string {
 func requireMigrateSession(ctx context.Context, databaseURL string) error {
 	err := postgres.RequireSession(ctx, databaseURL)
 	if errors.Is(err, postgres.ErrTransactionPooler) {
-		return usagef("%v; migrations hold a lock across statements and need a direct connection: "+
+		return cli.Usagef("%v; migrations hold a lock across statements and need a direct connection: "+
 			"set MIGRATE_DATABASE_URL (or --database-url) to PostgreSQL itself or a session-mode pooler", err)
 	}
 	return err

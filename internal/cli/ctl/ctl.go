@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -12,11 +12,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
-// NewCtlCommand builds engagementctl, the operator's command.
-func NewCtlCommand() *cobra.Command {
+// NewCommand builds engagementctl, the operator's command.
+func NewCommand() *cobra.Command {
 	var databaseURL string
 	root := &cobra.Command{
 		Use:   "engagementctl",
@@ -25,7 +27,7 @@ func NewCtlCommand() *cobra.Command {
 		RunE:  missingSubcommand,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	registerDatabaseURL(root.PersistentFlags(), &databaseURL)
+	cli.RegisterDatabaseURL(root.PersistentFlags(), &databaseURL)
 	root.AddCommand(newMigrateCommand(&databaseURL, nil), newEnqueueCommand(&databaseURL, nil), newCleanupCommand(&databaseURL, nil))
 	root.AddCommand(newStatusCommand(&databaseURL, nil), newVerifyCommand(&databaseURL, nil))
 	root.AddCommand(newSeedCommand(&databaseURL, nil))
@@ -44,7 +46,7 @@ type migrateFlags struct {
 
 // migrateOptions is one engagementctl migrate up, down, force or version.
 type migrateOptions struct {
-	cmdIO
+	cli.CmdIO
 	*migrateFlags
 	cmd      *cobra.Command // to tell whether --database-url was given on the command line
 	action   string
@@ -56,8 +58,8 @@ type migrateOptions struct {
 
 // newMigrateCommand builds engagementctl migrate and its subcommands,
 // which open the database their own way (migrations.OpenConfig, after
-// checking the connection keeps a session) and so do not embed dbOptions;
-// runF, when not nil, replaces each subcommand's run (see runOptions).
+// checking the connection keeps a session) and so do not embed cli.DBOptions;
+// runF, when not nil, replaces each subcommand's run (see cli.RunOptions).
 func newMigrateCommand(databaseURL *string, runF func(*migrateOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -74,8 +76,8 @@ docs/migrations.md.`,
 	fs := cmd.PersistentFlags()
 	fs.StringVar(&f.migrateURL, "migrate-database-url", "",
 		"PostgreSQL URL of a direct or session-mode connection, used instead of DATABASE_URL when --database-url is not given")
-	bindEnv(fs, "migrate-database-url", "MIGRATE_DATABASE_URL")
-	markSecret(fs, "migrate-database-url")
+	cliflag.BindEnv(fs, "migrate-database-url", "MIGRATE_DATABASE_URL")
+	cliflag.MarkSecret(fs, "migrate-database-url")
 	fs.DurationVar(&f.cfg.LockTimeout, "lock-timeout", migrations.DefaultLockTimeout,
 		"how long a migration may wait in all for a table lock another transaction holds, a second at a time (0: no limit)")
 	fs.DurationVar(&f.cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
@@ -83,7 +85,7 @@ docs/migrations.md.`,
 
 	sub := func(c *cobra.Command, action string) *migrateOptions {
 		o := &migrateOptions{migrateFlags: f, cmd: c, action: action}
-		c.RunE = runOptions(o, runF)
+		c.RunE = cli.RunOptions(o, runF)
 		return o
 	}
 	up := &cobra.Command{
@@ -145,24 +147,24 @@ func (o *migrateOptions) Validate() error {
 	case "version":
 		o.work = func(*migrations.Migrator) error { return nil }
 	case "check":
-		if err := validateOutput(o.output); err != nil {
+		if err := cli.ValidateOutput(o.output); err != nil {
 			return err
 		}
 		o.work = o.check
 	case "down":
 		steps := 1
-		if len(o.args) == 1 {
-			n, err := strconv.Atoi(o.args[0])
+		if len(o.Args) == 1 {
+			n, err := strconv.Atoi(o.Args[0])
 			if err != nil || n < 1 {
-				return usagef("down takes a positive number of migrations, got %q", o.args[0])
+				return cli.Usagef("down takes a positive number of migrations, got %q", o.Args[0])
 			}
 			if o.all {
-				return usagef("give either N or --all, not both")
+				return cli.Usagef("give either N or --all, not both")
 			}
 			steps = n
 		}
 		if o.all && !o.yes {
-			return usagef("migrate down --all drops every table of the scheduler and its data: add --yes to confirm")
+			return cli.Usagef("migrate down --all drops every table of the scheduler and its data: add --yes to confirm")
 		}
 		o.work = func(m *migrations.Migrator) error {
 			if o.all {
@@ -171,24 +173,24 @@ func (o *migrateOptions) Validate() error {
 			return m.Down(steps)
 		}
 	case "force":
-		v, err := strconv.ParseUint(o.args[0], 10, 64)
+		v, err := strconv.ParseUint(o.Args[0], 10, 64)
 		known := []string{"0"}
 		for _, k := range migrations.Versions() {
 			known = append(known, strconv.FormatUint(uint64(k), 10))
 		}
 		if err != nil || !slices.Contains(known, strconv.FormatUint(v, 10)) {
-			return usagef("force takes 0 or the version of a migration (%s), got %q", strings.Join(known, ", "), o.args[0])
+			return cli.Usagef("force takes 0 or the version of a migration (%s), got %q", strings.Join(known, ", "), o.Args[0])
 		}
 		o.work = func(m *migrations.Migrator) error { return m.Force(uint(v)) }
 	}
 	if o.cfg.LockTimeout < 0 {
-		return usagef("--lock-timeout must not be negative (0: no limit), got %s", o.cfg.LockTimeout)
+		return cli.Usagef("--lock-timeout must not be negative (0: no limit), got %s", o.cfg.LockTimeout)
 	}
 	if o.cfg.WaitTimeout <= 0 {
-		return usagef("--wait must be positive, got %s", o.cfg.WaitTimeout)
+		return cli.Usagef("--wait must be positive, got %s", o.cfg.WaitTimeout)
 	}
 	*o.databaseURL = migrateDatabaseURL(o.cmd, *o.databaseURL, o.migrateURL)
-	return requireDatabaseURL(*o.databaseURL)
+	return cli.RequireDatabaseURL(*o.databaseURL)
 }
 
 // Run checks the connection keeps a session (no transaction pooler), runs
@@ -224,7 +226,7 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	if dirty {
 		state = " (dirty: the last migration failed half-way)"
 	}
-	fmt.Fprintf(o.stdout, "schema version %d of %d%s\n", version, migrations.Latest, state)
+	fmt.Fprintf(o.Stdout, "schema version %d of %d%s\n", version, migrations.Latest, state)
 	return nil
 }
 
@@ -236,11 +238,11 @@ func (o *migrateOptions) check(m *migrations.Migrator) error {
 		return err
 	}
 	if o.output == "json" {
-		if err := json.NewEncoder(o.stdout).Encode(in); err != nil {
+		if err := json.NewEncoder(o.Stdout).Encode(in); err != nil {
 			return err
 		}
 	} else {
-		writeInspection(o.stdout, in)
+		writeInspection(o.Stdout, in)
 	}
 	if len(in.Differences) > 0 {
 		return fmt.Errorf("%w: migrate up would refuse this database (%d difference(s) above)",
@@ -294,5 +296,5 @@ func missingSubcommand(cmd *cobra.Command, _ []string) error {
 			names = append(names, c.Name())
 		}
 	}
-	return usagef("%s needs a command: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
+	return cli.Usagef("%s needs a command: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
 }

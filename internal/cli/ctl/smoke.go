@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
@@ -80,20 +81,20 @@ var errExpectation = errors.New("smoke")
 
 // smokeOptions is one engagementctl smoke.
 type smokeOptions struct {
-	cmdIO
+	cli.CmdIO
 	timeFlags
 	databaseURL *string
 	users       int
 	seed        int64
-	logs        logFlags
+	logs        cli.LogFlags
 
 	log zerolog.Logger // set by Validate
 }
 
 // newSmokeCommand builds engagementctl smoke, which opens the database its
 // own way (it refuses a database with users, then migrates it) and so
-// does not embed dbOptions; runF, when not nil, replaces the run (see
-// runOptions).
+// does not embed cli.DBOptions; runF, when not nil, replaces the run (see
+// cli.RunOptions).
 func newSmokeCommand(databaseURL *string, runF func(*smokeOptions) error) *cobra.Command {
 	o := &smokeOptions{databaseURL: databaseURL}
 	cmd := &cobra.Command{
@@ -112,32 +113,32 @@ the first broken expectation) or the database failed; 2 usage, or the
 database already holds users: smoke refuses it and writes nothing. Never
 point it at a database that matters.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, runF),
+		RunE: cli.RunOptions(o, runF),
 	}
 	o.timeFlags.registerAsOf(cmd, DefaultSmokeAsOf, "the instant the sample is relative to and the jobs run as of, RFC3339")
 	fs := cmd.Flags()
 	// The jobs' step logs are noise in a CI log; --log-level info shows them.
-	o.logs.registerLevel(fs, "warn")
+	o.logs.RegisterLevel(fs, "warn")
 	fs.IntVar(&o.users, "users", DefaultSmokeUsers, "sample users to seed")
 	fs.Int64Var(&o.seed, "seed", 1, "the sample's seed: the same seed gives the same users")
 	return cmd
 }
 
 func (o *smokeOptions) Validate() error {
-	if err := requireDatabaseURL(*o.databaseURL); err != nil {
+	if err := cli.RequireDatabaseURL(*o.databaseURL); err != nil {
 		return err
 	}
-	if err := validateOutput(o.output); err != nil {
+	if err := cli.ValidateOutput(o.output); err != nil {
 		return err
 	}
 	if o.users < MinSmokeUsers || o.users > MaxSmokeUsers {
-		return usagef("--users must be from %d to %d, got %d", MinSmokeUsers, MaxSmokeUsers, o.users)
+		return cli.Usagef("--users must be from %d to %d, got %d", MinSmokeUsers, MaxSmokeUsers, o.users)
 	}
 	if err := o.asOf.Check(); err != nil {
 		return err
 	}
 	var err error
-	o.log, err = o.logs.logger(o.stderr, "engagementctl-smoke")
+	o.log, err = o.logs.Logger(o.Stderr, "engagementctl-smoke")
 	return err
 }
 
@@ -148,8 +149,8 @@ func (o *smokeOptions) Run(ctx context.Context) error {
 	start := time.Now()
 	runErr := runSmoke(ctx, *o.databaseURL, o.log, res)
 	res.DurationMS = time.Since(start).Milliseconds()
-	var exit *ExitError
-	if errors.As(runErr, &exit) && exit.Code == ExitUsage {
+	var exit *cli.ExitError
+	if errors.As(runErr, &exit) && exit.Code == cli.ExitUsage {
 		return runErr
 	}
 	res.OK = runErr == nil
@@ -161,7 +162,7 @@ func (o *smokeOptions) Run(ctx context.Context) error {
 		// as every command, an error and nothing on stdout.
 		return runErr
 	}
-	if err := writeSmoke(o.stdout, o.output, res); err != nil {
+	if err := writeSmoke(o.Stdout, o.output, res); err != nil {
 		return err
 	}
 	return runErr
@@ -199,7 +200,7 @@ func runSmoke(ctx context.Context, databaseURL string, log zerolog.Logger, res *
 	if err != nil {
 		return err
 	}
-	pool, err := openChecked(ctx, databaseURL, "engagementctl-smoke")
+	pool, err := cli.OpenChecked(ctx, databaseURL, "engagementctl-smoke")
 	if err != nil {
 		return err
 	}
@@ -329,7 +330,7 @@ func refuseUsers(ctx context.Context, databaseURL string) error {
 	case err != nil:
 		return fmt.Errorf("count existing users: %w", err)
 	case users > 0:
-		return usagef("the database already holds %d users; smoke runs only on an empty database (a CI service container), and wrote nothing", users)
+		return cli.Usagef("the database already holds %d users; smoke runs only on an empty database (a CI service container), and wrote nothing", users)
 	}
 	return nil
 }

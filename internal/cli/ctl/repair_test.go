@@ -1,4 +1,4 @@
-package cli
+package ctl
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -15,7 +16,7 @@ import (
 // runCtl runs engagementctl in process against dbURL.
 func runCtl(dbURL string, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = Main(context.Background(), NewCtlCommand(), append([]string{"--database-url", dbURL}, args...), Env{Stdout: &out, Stderr: &errOut})
+	code = cli.Main(context.Background(), NewCommand(), append([]string{"--database-url", dbURL}, args...), cli.Env{Stdout: &out, Stderr: &errOut})
 	return code, out.String(), errOut.String()
 }
 
@@ -51,14 +52,14 @@ func TestRequeueAndCancelCommands(t *testing.T) {
 
 	code, out, errOut := runCtl(dbURL, "requeue", "--since", "2026-03-02T00:00:00Z", "--until", "2026-03-03T00:00:00Z",
 		"--type", "goodbye", "--error-contains", "503", "--dry-run", "--output", "json")
-	if code != ExitOK || strings.TrimSpace(out) != `{"status":"failed","requeued":1,"dry_run":true}` {
+	if code != cli.ExitOK || strings.TrimSpace(out) != `{"status":"failed","requeued":1,"dry_run":true}` {
 		t.Fatalf("requeue --dry-run: exit %d, %q (%s)", code, out, errOut)
 	}
 	if s := status(failed); s != "failed" {
 		t.Fatalf("the dry run requeued: %s", s)
 	}
 	code, out, errOut = runCtl(dbURL, "requeue", "--ids", failed+", "+pending, "--output", "json")
-	if code != ExitOK || strings.TrimSpace(out) != `{"status":"failed","requeued":1,"dry_run":false}` {
+	if code != cli.ExitOK || strings.TrimSpace(out) != `{"status":"failed","requeued":1,"dry_run":false}` {
 		t.Fatalf("requeue --ids: exit %d, %q (%s)", code, out, errOut)
 	}
 	if s := status(failed); s != "pending" {
@@ -70,20 +71,20 @@ func TestRequeueAndCancelCommands(t *testing.T) {
 	}
 
 	code, out, errOut = runCtl(dbURL, "cancel", "--user-id", user, "--type", "weekly_review")
-	if code != ExitOK || out != "cancelled 1 pending messages\n" {
+	if code != cli.ExitOK || out != "cancelled 1 pending messages\n" {
 		t.Fatalf("cancel: exit %d, %q (%s)", code, out, errOut)
 	}
 	// Issue 17, point 4: status counts cancelled messages by reason.
-	if code, out, errOut := runCtl(dbURL, "status"); code != ExitOK ||
+	if code, out, errOut := runCtl(dbURL, "status"); code != cli.ExitOK ||
 		!strings.Contains(out, "cancelled by reason: opted_out 0, stale 0, no_user 0, operator 1\n") {
 		t.Errorf("status: exit %d (%s), want the operator's cancellation counted:\n%s", code, errOut, out)
 	}
 	code, out, errOut = runCtl(dbURL, "cancel", "--all", "--dry-run", "--output", "json")
-	if code != ExitOK || strings.TrimSpace(out) != `{"cancelled":1,"dry_run":true}` {
+	if code != cli.ExitOK || strings.TrimSpace(out) != `{"cancelled":1,"dry_run":true}` {
 		t.Fatalf("cancel --all --dry-run: exit %d, %q (%s), want the requeued goodbye counted", code, out, errOut)
 	}
 	code, out, errOut = runCtl(dbURL, "requeue", "--status", "cancelled", "--reason", "operator")
-	if code != ExitOK || out != "requeued 1 cancelled messages\n" || status(pending) != "pending" {
+	if code != cli.ExitOK || out != "requeued 1 cancelled messages\n" || status(pending) != "pending" {
 		t.Fatalf("requeue the operator's cancellation: exit %d, %q (%s), status %s", code, out, errOut, status(pending))
 	}
 }
@@ -121,7 +122,7 @@ func TestRepairCommandsRejectBadFilters(t *testing.T) {
 		{[]string{"cancel", "--key", strings.Repeat("k", 200)}, "--key"},
 	} {
 		code, out, errOut := runCtl(dbURL, c.args...)
-		if code != ExitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.flag) {
+		if code != cli.ExitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.flag) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", c.args, code, out, errOut, c.flag)
 		}
 	}

@@ -1,4 +1,4 @@
-package cli
+package consolecmd
 
 import (
 	"context"
@@ -19,15 +19,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 )
 
-// ConsoleCommand is the console binary's name.
-const ConsoleCommand = "engagement-console"
+// Name is the console binary's name.
+const Name = "engagement-console"
 
 // consoleOptions is one engagement-console.
 type consoleOptions struct {
-	cmdIO
-	dbOptions
+	cli.CmdIO
+	cli.DBOptions
 	databaseURL       string
 	replicaURL        string
 	listen            string
@@ -41,8 +43,8 @@ type consoleOptions struct {
 	statementTimeout  time.Duration
 	maxAge            time.Duration
 	csrfKey           string
-	asOf              asOfValue
-	logs              logFlags
+	asOf              cli.AsOfValue
+	logs              cli.LogFlags
 
 	auth console.Auth
 	tls  *tls.Config
@@ -53,12 +55,12 @@ type consoleOptions struct {
 // request to the console, headers and body.
 const DefaultConsoleReadTimeout = 30 * time.Second
 
-// NewConsoleCommand returns the engagement-console command.
-func NewConsoleCommand() *cobra.Command {
+// NewCommand returns the engagement-console command.
+func NewCommand() *cobra.Command {
 	o := &consoleOptions{}
-	o.dbURL = &o.databaseURL
+	o.DBURL = &o.databaseURL
 	cmd := &cobra.Command{
-		Use:   ConsoleCommand,
+		Use:   Name,
 		Short: "Serve the operators' web console: the funnel, the queue, runs, verify, users, forecast, actions",
 		Long: `Serves the operators' web console over the scheduler's database until it is
 stopped (SIGTERM or Ctrl-C): the engagement funnel, the queue's health, the
@@ -79,46 +81,46 @@ only looks. With neither, the console is open to anyone who reaches it, so
 it refuses to start (exit 2) unless --listen is a loopback address.
 --tls-cert and --tls-key serve HTTPS. See docs/console.md.`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o, nil),
+		RunE: cli.RunOptions(o, nil),
 	}
 	fs := cmd.Flags()
-	registerDatabaseURL(fs, &o.databaseURL)
+	cli.RegisterDatabaseURL(fs, &o.databaseURL)
 	fs.StringVar(&o.replicaURL, "replica-url", "", "PostgreSQL URL of a read replica of the database (a hot standby, e.g. Supabase's read replica): the overview, queue, verify and forecast pages read from it; actions and the audit stay on --database-url")
-	bindEnv(fs, "replica-url", "ENGAGEMENT_CONSOLE_REPLICA_URL")
-	markSecret(fs, "replica-url")
+	cliflag.BindEnv(fs, "replica-url", "ENGAGEMENT_CONSOLE_REPLICA_URL")
+	cliflag.MarkSecret(fs, "replica-url")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on, host:port (default 127.0.0.1:8080, or :$PORT when PORT is set)")
-	bindEnv(fs, "listen", "ENGAGEMENT_CONSOLE_LISTEN")
+	cliflag.BindEnv(fs, "listen", "ENGAGEMENT_CONSOLE_LISTEN")
 	fs.StringVar(&o.port, "port", "", "the port to listen on, all interfaces, when --listen is not given (a platform's PORT)")
-	bindEnv(fs, "port", "PORT")
+	cliflag.BindEnv(fs, "port", "PORT")
 	_ = fs.MarkHidden("port")
 	fs.StringVar(&o.htpasswd, "htpasswd", "", "htpasswd file of bcrypt entries for HTTP Basic auth; the variable may hold the entries themselves")
-	bindEnv(fs, "htpasswd", "ENGAGEMENT_CONSOLE_HTPASSWD")
-	markSecret(fs, "htpasswd")
+	cliflag.BindEnv(fs, "htpasswd", "ENGAGEMENT_CONSOLE_HTPASSWD")
+	cliflag.MarkSecret(fs, "htpasswd")
 	fs.StringVar(&o.trustedUserHeader, "trusted-user-header", "", "header an authenticating reverse proxy sets to the user, e.g. X-Forwarded-Email")
-	bindEnv(fs, "trusted-user-header", "ENGAGEMENT_CONSOLE_TRUSTED_USER_HEADER")
+	cliflag.BindEnv(fs, "trusted-user-header", "ENGAGEMENT_CONSOLE_TRUSTED_USER_HEADER")
 	fs.StringSliceVar(&o.trustedProxies, "trusted-proxy", nil, "addresses (CIDRs or IPs, comma-separated or repeated) of the reverse proxies in front of the console: --trusted-user-header is believed only from them (default: loopback, when listening on loopback), and X-Forwarded-For only from them")
-	bindEnv(fs, "trusted-proxy", "ENGAGEMENT_CONSOLE_TRUSTED_PROXY")
+	cliflag.BindEnv(fs, "trusted-proxy", "ENGAGEMENT_CONSOLE_TRUSTED_PROXY")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file; needs --tls-key")
-	bindEnv(fs, "tls-cert", "ENGAGEMENT_CONSOLE_TLS_CERT")
+	cliflag.BindEnv(fs, "tls-cert", "ENGAGEMENT_CONSOLE_TLS_CERT")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key file of --tls-cert")
-	bindEnv(fs, "tls-key", "ENGAGEMENT_CONSOLE_TLS_KEY")
+	cliflag.BindEnv(fs, "tls-key", "ENGAGEMENT_CONSOLE_TLS_KEY")
 	fs.DurationVar(&o.readTimeout, "read-timeout", DefaultConsoleReadTimeout, "how long a client may take to send a whole request, headers and body, before the connection is closed")
 	fs.StringSliceVar(&o.operators, "operators", nil, "users who may act (requeue, cancel), comma-separated; everyone else only looks")
-	bindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
+	cliflag.BindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
 	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may get: they are read again in the background while anyone looks at them and after every action; an older one is served at once, marked as refreshing")
 	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens, the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
-	bindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
-	markSecret(fs, "csrf-key")
-	o.asOf.name = "--as-of"
+	cliflag.BindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
+	cliflag.MarkSecret(fs, "csrf-key")
+	o.asOf.Name = "--as-of"
 	fs.Var(&o.asOf, "as-of", "the instant the pages treat as now, RFC3339 (default: the database clock)")
-	o.logs.register(fs)
+	o.logs.Register(fs)
 	return cmd
 }
 
 // Validate checks every flag before the server starts.
 func (o *consoleOptions) Validate() error {
-	if err := requireDatabaseURL(o.databaseURL); err != nil {
+	if err := cli.RequireDatabaseURL(o.databaseURL); err != nil {
 		return err
 	}
 	if err := o.asOf.Check(); err != nil {
@@ -126,23 +128,23 @@ func (o *consoleOptions) Validate() error {
 	}
 	if o.replicaURL != "" {
 		if _, err := pgx.ParseConfig(o.replicaURL); err != nil {
-			return usageError(fmt.Errorf("invalid --replica-url: %w", err))
+			return cli.UsageError(fmt.Errorf("invalid --replica-url: %w", err))
 		}
 	}
 	if o.statementTimeout <= 0 {
-		return usagef("--statement-timeout must be positive, got %s", o.statementTimeout)
+		return cli.Usagef("--statement-timeout must be positive, got %s", o.statementTimeout)
 	}
 	if o.csrfKey != "" && len(o.csrfKey) < 32 {
-		return usagef("--csrf-key must be at least 32 characters (e.g. openssl rand -hex 32)")
+		return cli.Usagef("--csrf-key must be at least 32 characters (e.g. openssl rand -hex 32)")
 	}
 	if o.maxAge < time.Second {
-		return usagef("--max-age must be at least 1s, got %s", o.maxAge)
+		return cli.Usagef("--max-age must be at least 1s, got %s", o.maxAge)
 	}
 	if o.readTimeout <= 0 {
-		return usagef("--read-timeout must be positive, got %s", o.readTimeout)
+		return cli.Usagef("--read-timeout must be positive, got %s", o.readTimeout)
 	}
 	var err error
-	if o.log, err = o.logs.logger(o.stderr, ConsoleCommand); err != nil {
+	if o.log, err = o.logs.Logger(o.Stderr, Name); err != nil {
 		return err
 	}
 	switch {
@@ -154,11 +156,11 @@ func (o *consoleOptions) Validate() error {
 	}
 	host, port, err := net.SplitHostPort(o.listen)
 	if err != nil || port == "" {
-		return usagef("--listen must be host:port, got %q", o.listen)
+		return cli.Usagef("--listen must be host:port, got %q", o.listen)
 	}
 	if o.htpasswd != "" {
 		if o.auth.Users, err = readHtpasswd(o.htpasswd); err != nil {
-			return usageError(err)
+			return cli.UsageError(err)
 		}
 	}
 	o.auth.TrustedUserHeader = strings.TrimSpace(o.trustedUserHeader)
@@ -167,7 +169,7 @@ func (o *consoleOptions) Validate() error {
 	}
 	if o.auth.TrustedUserHeader != "" && len(o.auth.TrustedProxies) == 0 {
 		if !loopback(host) {
-			return usagef("refusing to believe --trusted-user-header %s from anyone who reaches %s: give --trusted-proxy with the proxy's addresses (CIDRs), or listen on loopback",
+			return cli.Usagef("refusing to believe --trusted-user-header %s from anyone who reaches %s: give --trusted-proxy with the proxy's addresses (CIDRs), or listen on loopback",
 				o.auth.TrustedUserHeader, o.listen)
 		}
 		o.auth.TrustedProxies = console.LoopbackPrefixes
@@ -181,10 +183,10 @@ func (o *consoleOptions) Validate() error {
 		}
 	}
 	if o.auth.Open() && !loopback(host) {
-		return usagef("refusing to serve the console without authentication on %s: give --htpasswd or --trusted-user-header, or listen on loopback (127.0.0.1:8080)", o.listen)
+		return cli.Usagef("refusing to serve the console without authentication on %s: give --htpasswd or --trusted-user-header, or listen on loopback (127.0.0.1:8080)", o.listen)
 	}
 	if o.auth.Open() && len(o.auth.Operators) > 0 {
-		return usagef("--operators names users, but no authentication is set: give --htpasswd or --trusted-user-header")
+		return cli.Usagef("--operators names users, but no authentication is set: give --htpasswd or --trusted-user-header")
 	}
 	return nil
 }
@@ -203,7 +205,7 @@ func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
 		}
 		addr, err := netip.ParseAddr(v)
 		if err != nil {
-			return nil, usagef("--trusted-proxy %q is neither a CIDR (10.0.0.0/8) nor an address", v)
+			return nil, cli.Usagef("--trusted-proxy %q is neither a CIDR (10.0.0.0/8) nor an address", v)
 		}
 		addr = addr.Unmap()
 		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
@@ -217,13 +219,13 @@ func loadTLS(certFile, keyFile string) (*tls.Config, error) {
 	case certFile == "" && keyFile == "":
 		return nil, nil
 	case certFile == "":
-		return nil, usagef("--tls-key needs --tls-cert")
+		return nil, cli.Usagef("--tls-key needs --tls-cert")
 	case keyFile == "":
-		return nil, usagef("--tls-cert needs --tls-key")
+		return nil, cli.Usagef("--tls-cert needs --tls-key")
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, usagef("--tls-cert %s and --tls-key %s: %v", certFile, keyFile, err)
+		return nil, cli.Usagef("--tls-cert %s and --tls-key %s: %v", certFile, keyFile, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
@@ -262,16 +264,18 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// around runs the console with its logger in the run's context: the pool
+var _ cli.Wrapper = (*consoleOptions)(nil)
+
+// Around runs the console with its logger in the run's context: the pool
 // logs server warnings with it.
-func (o *consoleOptions) around(ctx context.Context, run func(context.Context) error) error {
+func (o *consoleOptions) Around(ctx context.Context, run func(context.Context) error) error {
 	return run(o.log.WithContext(ctx))
 }
 
 // Run serves until ctx ends, then shuts down, letting requests in flight
 // finish (a few seconds at most).
 func (o *consoleOptions) Run(ctx context.Context) error {
-	cfg := console.Config{Pool: o.pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log}
+	cfg := console.Config{Pool: o.Pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log}
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}
@@ -289,7 +293,7 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return usageError(fmt.Errorf("--listen %s: %w", o.listen, err))
+		return cli.UsageError(fmt.Errorf("--listen %s: %w", o.listen, err))
 	}
 	// A client has --read-timeout to send a whole request (a slow body
 	// cannot hold a connection), 10 s of it for the headers.
@@ -314,7 +318,7 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 		o.log.Warn().Str("listen", ln.Addr().String()).
 			Msg("Basic auth over plain HTTP off loopback: passwords cross the network readable unless a TLS proxy is in front; give --tls-cert and --tls-key")
 	}
-	fmt.Fprintf(o.stderr, "engagement-console: open %s://%s/\n", scheme, displayAddr(ln.Addr()))
+	fmt.Fprintf(o.Stderr, "engagement-console: open %s://%s/\n", scheme, displayAddr(ln.Addr()))
 	done := make(chan error, 1)
 	go func() {
 		if o.tls != nil {
@@ -354,7 +358,7 @@ func httpErrorLog(l zerolog.Logger) *log.Logger {
 type httpLogWriter struct{ l zerolog.Logger }
 
 func (w httpLogWriter) Write(p []byte) (int, error) {
-	msg := oneLine(string(p))
+	msg := cli.OneLine(string(p))
 	e := w.l.Warn()
 	if strings.Contains(msg, "TLS handshake error") {
 		e = w.l.Debug()
@@ -369,7 +373,7 @@ func (w httpLogWriter) Write(p []byte) (int, error) {
 // but takes none of their load off the one the actions use when it is
 // that one.
 func (o *consoleOptions) openReplica(ctx context.Context) (*pgxpool.Pool, error) {
-	replica, err := openChecked(ctx, o.replicaURL, ConsoleCommand)
+	replica, err := cli.OpenChecked(ctx, o.replicaURL, Name)
 	if err != nil {
 		return nil, fmt.Errorf("--replica-url: %w", err)
 	}

@@ -1,4 +1,4 @@
-package cli
+package jobcmd
 
 import (
 	"strconv"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -24,11 +26,11 @@ type shardFlags struct {
 
 func (f *shardFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.shard, "shard", "", "handle only the users of shard i of N, 0-based, e.g. 1/3")
-	bindEnv(fs, "shard", "ENGAGEMENT_SHARD")
+	cliflag.BindEnv(fs, "shard", "ENGAGEMENT_SHARD")
 	fs.IntVar(&f.shards, "shards", 0, "split the users in N shards and handle the one "+completionIndexEnv+" names (a Kubernetes Indexed Job)")
-	bindEnv(fs, "shards", "ENGAGEMENT_SHARDS")
+	cliflag.BindEnv(fs, "shards", "ENGAGEMENT_SHARDS")
 	fs.StringVar(&f.completionIndex, "completion-index", "", "the shard --shards handles (default "+completionIndexEnv+")")
-	bindEnv(fs, "completion-index", completionIndexEnv)
+	cliflag.BindEnv(fs, "completion-index", completionIndexEnv)
 	_ = fs.MarkHidden("completion-index") // Kubernetes sets it; people use --shard
 }
 
@@ -36,25 +38,25 @@ func (f *shardFlags) register(fs *pflag.FlagSet) {
 func (f *shardFlags) resolve() (scheduler.Shard, error) {
 	switch {
 	case f.shard != "" && f.shards != 0:
-		return scheduler.Shard{}, usagef("give --shard i/N or --shards N, not both")
+		return scheduler.Shard{}, cli.Usagef("give --shard i/N or --shards N, not both")
 	case f.shard != "":
 		s, err := scheduler.ParseShard(f.shard)
 		if err != nil {
-			return scheduler.Shard{}, usagef("--shard: %v", err)
+			return scheduler.Shard{}, cli.Usagef("--shard: %v", err)
 		}
 		return s, nil
 	case f.shards != 0:
 		v := f.completionIndex
 		if strings.TrimSpace(v) == "" {
-			return scheduler.Shard{}, usagef("--shards %d needs %s (set by a Kubernetes Indexed Job); use --shard i/N elsewhere", f.shards, completionIndexEnv)
+			return scheduler.Shard{}, cli.Usagef("--shards %d needs %s (set by a Kubernetes Indexed Job); use --shard i/N elsewhere", f.shards, completionIndexEnv)
 		}
 		i, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
-			return scheduler.Shard{}, usagef("%s %q is not a number", completionIndexEnv, v)
+			return scheduler.Shard{}, cli.Usagef("%s %q is not a number", completionIndexEnv, v)
 		}
 		s, err := scheduler.NewShard(i, f.shards)
 		if err != nil {
-			return scheduler.Shard{}, usagef("--shards %d with %s=%d: %v", f.shards, completionIndexEnv, i, err)
+			return scheduler.Shard{}, cli.Usagef("--shards %d with %s=%d: %v", f.shards, completionIndexEnv, i, err)
 		}
 		return s, nil
 	}

@@ -1,0 +1,53 @@
+package jobcmd
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// jobFlags are the flags every job binary (daily, weekly) takes, as given
+// (the environment applied); jobOptions.Validate checks them.
+type jobFlags struct {
+	databaseURL     string
+	asOf            cli.AsOfValue
+	allowFutureAsOf bool
+	dryRun          bool
+	output          string
+	failOnPartial   bool
+	skipSend        bool
+	sendReminder    bool
+	batchSize       int
+	concurrency     int
+	shard           shardFlags
+	delivery        cli.DeliveryFlags
+	log             cli.LogFlags
+	metrics         cli.MetricsFlags
+	analytics       analyticsFlags
+}
+
+func (f *jobFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	cli.RegisterDatabaseURL(fs, &f.databaseURL)
+	f.asOf.Name = "--as-of (or ENGAGEMENT_AS_OF)"
+	fs.Var(&f.asOf, "as-of", "the instant the job treats as now, RFC3339 (default: the database clock)")
+	cliflag.BindEnv(fs, "as-of", "ENGAGEMENT_AS_OF")
+	fs.BoolVar(&f.allowFutureAsOf, "allow-future-as-of", false, "accept an --as-of more than 5 minutes ahead of the database clock (a simulation: users are moved before their time)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "compute and report what would change; write nothing")
+	fs.StringVar(&f.output, "output", "text", "summary format on stdout: text or json")
+	fs.BoolVar(&f.failOnPartial, "fail-on-partial", false, "exit 3 when any user failed")
+	fs.BoolVar(&f.skipSend, "skip-send", false, "do not run the trailing queue step")
+	if cmd.Name() == scheduler.DailyJob {
+		fs.BoolVar(&f.sendReminder, "send-reminder", false, `queue the reminder a "remind me later" promised as its user goes dormant (default: dormant silently)`)
+		cliflag.BindEnv(fs, "send-reminder", "ENGAGEMENT_SEND_REMINDER")
+	}
+	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
+	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
+	f.shard.register(fs)
+	f.delivery.Register(fs, cli.QueueStepGroup)
+	f.log.Register(fs)
+	f.metrics.Register(fs)
+	f.analytics.register(fs)
+}
