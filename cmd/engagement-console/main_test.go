@@ -251,12 +251,12 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func startConsole(t *testing.T, bin, dbURL string) *consoleProc {
+func startConsole(t *testing.T, bin, dbURL string, extra ...string) *consoleProc {
 	t.Helper()
 	file := htpasswdFile(t, bcrypt.MinCost)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd, _, _ := cmdtest.Command(bin, cmdtest.Env("DATABASE_URL="+dbURL),
-		"--listen", addr, "--htpasswd", file, "--operators", "ops", "--log-format", "json")
+		append([]string{"--listen", addr, "--htpasswd", file, "--operators", "ops", "--log-format", "json"}, extra...)...)
 	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

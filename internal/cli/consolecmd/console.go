@@ -43,6 +43,8 @@ type consoleOptions struct {
 	statementTimeout  time.Duration
 	maxAge            time.Duration
 	csrfKey           string
+	whatsAppSecret    string
+	whatsAppToken     string
 	asOf              cli.AsOfValue
 	logs              cli.LogFlags
 
@@ -112,6 +114,12 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens, the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
 	cliflag.BindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
 	cliflag.MarkSecret(fs, "csrf-key")
+	fs.StringVar(&o.whatsAppSecret, "whatsapp-app-secret", "", "the Meta app's secret: serve Meta's webhook at "+console.WhatsAppWebhookPath+" (outside the console's authentication; every POST must be signed with it) and apply WhatsApp's statuses as receipts")
+	cliflag.BindEnv(fs, "whatsapp-app-secret", "WHATSAPP_APP_SECRET")
+	cliflag.MarkSecret(fs, "whatsapp-app-secret")
+	fs.StringVar(&o.whatsAppToken, "whatsapp-verify-token", "", "the verify token Meta's webhook subscription sends (with --whatsapp-app-secret)")
+	cliflag.BindEnv(fs, "whatsapp-verify-token", "WHATSAPP_VERIFY_TOKEN")
+	cliflag.MarkSecret(fs, "whatsapp-verify-token")
 	o.asOf.Name = "--as-of"
 	fs.Var(&o.asOf, "as-of", "the instant the pages treat as now, RFC3339 (default: the database clock)")
 	o.logs.Register(fs)
@@ -136,6 +144,9 @@ func (o *consoleOptions) Validate() error {
 	}
 	if o.csrfKey != "" && len(o.csrfKey) < 32 {
 		return cli.Usagef("--csrf-key must be at least 32 characters (e.g. openssl rand -hex 32)")
+	}
+	if (o.whatsAppSecret == "") != (o.whatsAppToken == "") {
+		return cli.Usagef("--whatsapp-app-secret and --whatsapp-verify-token go together: Meta's webhook needs both")
 	}
 	if o.maxAge < time.Second {
 		return cli.Usagef("--max-age must be at least 1s, got %s", o.maxAge)
@@ -275,7 +286,8 @@ func (o *consoleOptions) Around(ctx context.Context, run func(context.Context) e
 // Run serves until ctx ends, then shuts down, letting requests in flight
 // finish (a few seconds at most).
 func (o *consoleOptions) Run(ctx context.Context) error {
-	cfg := console.Config{Pool: o.Pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log}
+	cfg := console.Config{Pool: o.Pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log,
+		WhatsApp: console.WhatsAppWebhook{AppSecret: o.whatsAppSecret, VerifyToken: o.whatsAppToken}}
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}
@@ -313,7 +325,7 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 		scheme = "https"
 	}
 	o.log.Info().Str("listen", ln.Addr().String()).Str("auth", mode).Str("scheme", scheme).Int("operators", len(o.auth.Operators)).
-		Bool("replica", o.replicaURL != "").Msg("console listening")
+		Bool("replica", o.replicaURL != "").Bool("whatsapp_webhook", o.whatsAppSecret != "").Msg("console listening")
 	if host, _, _ := net.SplitHostPort(o.listen); len(o.auth.Users) > 0 && o.tls == nil && !loopback(host) {
 		o.log.Warn().Str("listen", ln.Addr().String()).
 			Msg("Basic auth over plain HTTP off loopback: passwords cross the network readable unless a TLS proxy is in front; give --tls-cert and --tls-key")

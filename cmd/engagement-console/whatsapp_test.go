@@ -1,0 +1,164 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+const (
+	appSecret   = "meta-app-secret-0123456789"
+	verifyToken = "meta-verify-token"
+)
+
+func sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// statusBody is Meta's status webhook body (its reference's shape) for one
+// message.
+func statusBody(id, status string, at time.Time, code string) []byte {
+	errs := ""
+	if code != "" {
+		errs = `,"errors":[{"code":` + code + `,"title":"Message undeliverable","message":"Message undeliverable","error_data":{"details":"Message Undeliverable."}}]`
+	}
+	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
+		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
+		"statuses":[{"id":%q,"status":%q,"timestamp":"%d","recipient_id":"5511999990000",
+		"pricing":{"billable":true,"pricing_model":"PMP","category":"marketing","type":"regular"}%s}]},"field":"messages"}]}]}`,
+		id, status, at.Unix(), errs))
+}
+
+// Issue 43: Meta's webhook through the shipped engagement-console, with a
+// Meta that lies (no signature, another app's, a tampered body, 10 MB,
+// garbage) and one that tells the truth out of order and twice, as its
+// retries do. Nothing unsigned changes anything; the truth lands once;
+// the app secret never reaches the log; the pages still want credentials.
+func TestMetasWebhookThroughTheBinary(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	var id string
+	if err := pool.QueryRow(context.Background(), `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
+		VALUES ($1, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990000@s.whatsapp.net',
+		        now() - interval '3 hours', 'g1', 'sent', now() - interval '3 hours', 'wamid.HBgLNTUxMTk5OTk5MDAwMBUCABEYEjA=')
+		RETURNING id::text`, user).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	hook := c.base + "/webhooks/whatsapp"
+	post := func(body []byte, sig string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, hook, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if sig != "" {
+			req.Header.Set("X-Hub-Signature-256", sig)
+		}
+		res, err := c.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	row := func() string {
+		var s string
+		if err := pool.QueryRow(context.Background(), `
+			SELECT status || ' ' || coalesce(delivered_at::text, '-') || ' ' || coalesce(read_at::text, '-') || ' ' || coalesce(error_message, '-')
+			  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := row()
+
+	res, err := c.client.Get(hook + "?hub.mode=subscribe&hub.challenge=424242&hub.verify_token=" + verifyToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	challenge, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(challenge) != "424242" {
+		t.Errorf("Meta's handshake: %d %q, want 200 and the challenge", res.StatusCode, challenge)
+	}
+
+	now := time.Now().Truncate(time.Second)
+	wamid := "wamid.HBgLNTUxMTk5OTk5MDAwMBUCABEYEjA="
+	delivered, read := statusBody(wamid, "delivered", now.Add(-2*time.Hour), ""), statusBody(wamid, "read", now.Add(-time.Hour), "")
+	big := bytes.Repeat([]byte(" "), 10<<20)
+	for name, l := range map[string]struct {
+		body []byte
+		sig  string
+		want int
+	}{
+		"no signature":      {read, "", 401},
+		"another app's":     {read, sign("another-app", read), 403},
+		"a tampered body":   {append(bytes.Clone(read[:len(read)-3]), []byte(`]}]}`)...), sign(appSecret, read), 403},
+		"10 MB":             {big, sign(appSecret, big), 413},
+		"garbage, unsigned": {[]byte("\x00\x01garbage"), "", 401},
+	} {
+		if got := post(l.body, l.sig); got != l.want {
+			t.Errorf("%s: %d, want %d", name, got, l.want)
+		}
+	}
+	if got := row(); got != before {
+		t.Fatalf("after the lies: %q, want unchanged %q", got, before)
+	}
+	// The truth, read before delivered, each twice (Meta's retries).
+	for _, b := range [][]byte{read, delivered, read, delivered} {
+		if got := post(b, sign(appSecret, b)); got != 200 {
+			t.Fatalf("a signed status: %d, want 200", got)
+		}
+	}
+	var deliveredAt, readAt time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT delivered_at, read_at FROM engagement_message_queue WHERE id = $1`, id).
+		Scan(&deliveredAt, &readAt); err != nil {
+		t.Fatal(err)
+	}
+	if !deliveredAt.Equal(now.Add(-2*time.Hour)) || !readAt.Equal(now.Add(-time.Hour)) {
+		t.Errorf("delivered %s, read %s; want %s and %s", deliveredAt, readAt, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	}
+	if strings.Contains(c.stderr(), appSecret) || strings.Contains(c.stderr(), verifyToken) || strings.Contains(c.stderr(), "5511999990000") {
+		t.Errorf("the console's log carries the app secret, the verify token or a number:\n%s", c.stderr())
+	}
+	page, err := c.client.Get(c.base + "/queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /queue without credentials: %d, want 401", page.StatusCode)
+	}
+}
+
+// The app secret without the verify token (or the other way round) is a
+// configuration error: exit 2, one line.
+func TestMetasWebhookNeedsBothFlags(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	bin := cmdtest.Build(t, "./cmd/engagement-console")
+	for _, args := range [][]string{{"--whatsapp-app-secret", appSecret}, {"--whatsapp-verify-token", verifyToken}} {
+		res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+url), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+		if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 || !strings.Contains(res.Stderr, "go together") || strings.Contains(res.Stderr, appSecret) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line saying both are needed, without the secret", args, res.Code, res.Stderr)
+		}
+	}
+}
