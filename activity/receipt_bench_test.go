@@ -1,0 +1,102 @@
+package activity_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// BenchmarkReceipt times engagement_receipt from 8 connections, as a
+// bot's and Meta's receipts arrive side by side, against the same number
+// of primary-key UPDATEs of the same rows (the cheapest write a receipt
+// could be), alternating: median and p99 of each (make bench: 5,000,000
+// messages of 1,000,000 users). The queue holds
+// BENCH_MESSAGES sent messages (default 1,000,000) with provider ids, over
+// BENCH_MESSAGES/5 users; each round applies a delivered receipt to
+// 8 × 2,000 random messages, and the UPDATE touches 8 × 2,000 others.
+func BenchmarkReceipt(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("BENCH_MESSAGES")); err == nil && v > 0 {
+		n = v
+	}
+	pool, _ := pgtest.NewPool(b)
+	ctx := context.Background()
+	users := max(n/5, 1)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO user_profiles (user_id, whatsapp_jid)
+		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, '55' || g || '@s.whatsapp.net'
+		  FROM generate_series(1, $1::int) g`, users); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
+		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g % $2::int + 1), 12, '0'))::uuid, 'weekly_review',
+		       'engagement.weekly_review.celebration', '{}', 'individual', '55@s.whatsapp.net',
+		       now() - interval '1 day', 'k' || g, 'sent', now() - interval '1 day', 'wamid.' || g
+		  FROM generate_series(1, $1::int) g`, n, users); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
+		b.Fatal(err)
+	}
+	var ids []string // by message number, for the primary-key UPDATE
+	if err := pool.QueryRow(ctx, `SELECT array_agg(id::text ORDER BY substr(idempotency_key, 2)::int) FROM engagement_message_queue`).Scan(&ids); err != nil {
+		b.Fatal(err)
+	}
+	const conns, per = 8, 2000
+	at := time.Now().Add(-time.Hour)
+	var receipts, updates []time.Duration
+	round := 0
+	for b.Loop() {
+		for _, kind := range []string{"receipt", "update"} {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for c := range conns {
+				wg.Go(func() {
+					lat := make([]time.Duration, 0, per)
+					for i := range per {
+						k := (round*conns*per*2+c*per+i)*7919%n + 1
+						t0 := time.Now()
+						var err error
+						if kind == "receipt" {
+							_, _, err = activity.Receipt(ctx, pool, fmt.Sprint("wamid.", k), activity.ReceiptDelivered, activity.ReceiptOptions{At: at})
+						} else {
+							_, err = pool.Exec(ctx, `UPDATE engagement_message_queue SET delivered_at = $2 WHERE id = $1`, ids[k-1], at)
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						lat = append(lat, time.Since(t0))
+					}
+					mu.Lock()
+					if kind == "receipt" {
+						receipts = append(receipts, lat...)
+					} else {
+						updates = append(updates, lat...)
+					}
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+		}
+		round++
+	}
+	q := func(d []time.Duration, p float64) float64 {
+		slices.Sort(d)
+		return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(q(receipts, 0.5), "receipt-p50-ms")
+	b.ReportMetric(q(receipts, 0.99), "receipt-p99-ms")
+	b.ReportMetric(q(updates, 0.5), "update-p50-ms")
+	b.ReportMetric(q(updates, 0.99), "update-p99-ms")
+}
