@@ -131,6 +131,7 @@ bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and p
 	$(GO) test -run '^$$' -bench 'Queue|SendTimeChecks' -benchtime 2x -timeout 30m ./delivery
 	$(GO) test -run '^$$' -bench 'SendBudget' -benchtime 6x -timeout 30m ./delivery
 	BENCH_MESSAGES=5000000 $(GO) test -run '^$$' -bench 'Receipt' -benchtime 3x -timeout 30m ./activity
+	$(GO) test -run '^$$' -bench 'WhatsAppWebhook' -benchtime 3x -timeout 10m ./console
 	BENCH_USERS=$(CONSOLE_BENCH_USERS) CONSOLE_BENCH_PLANS=$(CURDIR)/bench/results/console-plans.txt $(GO) test -run '^$$' -bench Pages -benchtime 20x -timeout 60m ./console
 	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -pooler-users $(BENCH_POOLER_USERS) -template-db '$(BENCH_TEMPLATE_DB)' -out results -plot ../docs/scaling.png
 
