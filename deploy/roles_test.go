@@ -63,6 +63,7 @@ var wantPrivileges = map[string][]string{
 	"engagement_send_budgets":           {"SELECT", "INSERT", "UPDATE"},
 	"engagement_send_budget_recipients": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_send_budget_claims":     {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"engagement_consent_events":         {"SELECT", "DELETE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
@@ -267,13 +268,14 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 
 	// Every function of the scheduler's (which the migrations take from
 	// PUBLIC) is one the jobs may execute, but the bot's engagement_fire,
-	// which only the bot's role may, and engagement_receipt, which both
-	// may (the bot forwards acks, the console takes Meta's webhooks):
+	// which only the bot's role may, and engagement_receipt,
+	// engagement_opt_out and engagement_opt_in, which both may (the bot
+	// forwards acks and hears "stop", the console takes Meta's webhooks):
 	// roles.sql's lists name them all, and the migrator owns them.
 	rows, err = admin.Query(ctx, `
 		SELECT p.oid::regprocedure::text,
 		       has_function_privilege($1, p.oid, 'EXECUTE') = (p.proname <> 'engagement_fire')
-		       AND has_function_privilege($3, p.oid, 'EXECUTE') = (p.proname IN ('engagement_fire', 'engagement_receipt')),
+		       AND has_function_privilege($3, p.oid, 'EXECUTE') = (p.proname IN ('engagement_fire', 'engagement_receipt', 'engagement_opt_out', 'engagement_opt_in')),
 		       pg_get_userbyid(p.proowner) = $2
 		  FROM pg_proc p
 		 WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'engagement\_%'
@@ -290,7 +292,7 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 		}
 		functions++
 		if !may || !owned {
-			t.Errorf("function %s: executable by exactly the right roles (%s; %s for engagement_fire, both for engagement_receipt) %v, the migrator owns it %v; want both (list it in roles.sql's funcs or bot_funcs)", fn, rs.app, rs.bot, may, owned)
+			t.Errorf("function %s: executable by exactly the right roles (%s; %s for engagement_fire, both for receipts and consent) %v, the migrator owns it %v; want both (list it in roles.sql's funcs or bot_funcs)", fn, rs.app, rs.bot, may, owned)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -7,8 +7,9 @@
 --                                engagement-daily, engagement-weekly, queue-process,
 --                                engagement-console
 --                                and engagementctl enqueue|cleanup|status|verify
---   engagement_bot       NOLOGIN EXECUTE on engagement_fire and engagement_receipt
---                                and nothing else: make
+--   engagement_bot       NOLOGIN EXECUTE on engagement_fire, engagement_receipt,
+--                                engagement_opt_out and engagement_opt_in and nothing
+--                                else: make
 --                                the bot's own login role a member of it
 --                                (GRANT engagement_bot TO <the bot's role>)
 --
@@ -36,6 +37,8 @@
 --                                                                  claims drop who left it
 --   engagement_send_budget_claims  SELECT, INSERT, UPDATE, DELETE  slots spent with room to spare;
 --                                                                  claims drop the old ones
+--   engagement_consent_events      SELECT, DELETE                  consent history: the calls write it,
+--                                                                  cleanup and erase delete
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -166,7 +169,8 @@ DECLARE
         ['engagement_console_audit',      'SELECT, INSERT'],
         ['engagement_send_budgets',       'SELECT, INSERT, UPDATE'],
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
-        ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE']
+        ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],
+        ['engagement_consent_events',     'SELECT, DELETE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide
@@ -179,6 +183,9 @@ DECLARE
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
                              'engagement_receipt(text, text, timestamptz, text)',
+                             'engagement_consent(uuid, boolean, text, timestamptz, text)',
+                             'engagement_opt_out(uuid, text, timestamptz, text)',
+                             'engagement_opt_in(uuid, text, timestamptz, text)',
                              'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_route(text, text, text)',
                              'engagement_error_group(text)',
@@ -186,7 +193,9 @@ DECLARE
                              'engagement_send_budget_full()'];
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)',
-                              'engagement_receipt(text, text, timestamptz, text)'];
+                              'engagement_receipt(text, text, timestamptz, text)',
+                              'engagement_opt_out(uuid, text, timestamptz, text)',
+                              'engagement_opt_in(uuid, text, timestamptz, text)'];
     f        text;
     fn       regprocedure;
     tbl      regclass;

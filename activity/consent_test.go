@@ -1,0 +1,201 @@
+package activity_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// consentEvent is one row of engagement_consent_events.
+type consentEvent struct {
+	OptedOut bool
+	Source   string
+	Actor    *string
+	At       time.Time
+}
+
+func consentEvents(t *testing.T, db fixture.DB, user string) []consentEvent {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `
+		SELECT opted_out, source, actor, at FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[consentEvent])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// withMessages makes a user with a pending, a processing and a sent message.
+func withMessages(t *testing.T, db fixture.DB) string {
+	t.Helper()
+	user := fixture.User(t, db, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour)})
+	fixture.Exec(t, db, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at, claimed_by, claimed_until)
+		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '55@s.whatsapp.net',
+		       now(), $1::uuid::text || ':' || s, s, CASE WHEN s = 'sent' THEN now() END,
+		       CASE WHEN s = 'processing' THEN 'h' END, CASE WHEN s = 'processing' THEN now() + interval '1 minute' END
+		  FROM unnest(ARRAY['pending', 'processing', 'sent']) s`, user)
+	return user
+}
+
+// Issue 44: an opt-out is one call that writes the flag, records the
+// change and cancels what waits; repeated, it changes and records
+// nothing; an opt-in reverses the flag (nothing is requeued) and is
+// recorded too.
+func TestOptOutAndInAreRecordedOnce(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	user := withMessages(t, tx)
+	at := fixture.Now(t, tx).Add(-time.Minute).Truncate(time.Microsecond)
+
+	changed, err := activity.OptOut(ctx, tx, user, activity.SourceKeyword, activity.ConsentOptions{At: at})
+	if err != nil || !changed {
+		t.Fatalf("OptOut: %v, %v; want a change", changed, err)
+	}
+	if changed, err := activity.OptOut(ctx, tx, user, activity.SourceMetaPreferences, activity.ConsentOptions{}); err != nil || changed {
+		t.Errorf("OptOut again: %v, %v; want no change", changed, err)
+	}
+	var optedOut bool
+	if err := tx.QueryRow(ctx, `SELECT reengagement_opt_out FROM user_profiles WHERE user_id = $1`, user).Scan(&optedOut); err != nil || !optedOut {
+		t.Errorf("reengagement_opt_out %v (%v), want true", optedOut, err)
+	}
+	got := statusesOf(t, tx, user)
+	if got["pending"] != "cancelled:opted_out" || got["processing"] != "processing" || got["sent"] != "sent" {
+		t.Errorf("messages after the opt-out: %v; want the pending one cancelled (opted_out), the others as they were", got)
+	}
+
+	if changed, err := activity.OptIn(ctx, tx, user, activity.SourceConsole, activity.ConsentOptions{Actor: "ops"}); err != nil || !changed {
+		t.Errorf("OptIn: %v, %v; want a change", changed, err)
+	}
+	if changed, err := activity.OptIn(ctx, tx, user, activity.SourceConsole, activity.ConsentOptions{Actor: "ops"}); err != nil || changed {
+		t.Errorf("OptIn again: %v, %v; want no change", changed, err)
+	}
+	ev := consentEvents(t, tx, user)
+	if len(ev) != 2 || !ev[0].OptedOut || ev[0].Source != activity.SourceKeyword || !ev[0].At.Equal(at) || ev[0].Actor != nil ||
+		ev[1].OptedOut || ev[1].Source != activity.SourceConsole || ev[1].Actor == nil || *ev[1].Actor != "ops" {
+		t.Errorf("consent events %+v; want the keyword's opt-out at %s, then ops's opt-in on the console", ev, at)
+	}
+	if got := statusesOf(t, tx, user); got["pending"] != "cancelled:opted_out" {
+		t.Errorf("an opt-in requeued %v; want the cancelled message left cancelled", got)
+	}
+}
+
+// What a consent call refuses changes nothing: an unknown user, no
+// source, an instant no clock can mean.
+func TestConsentRefusals(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	user := withMessages(t, tx)
+	call := func(f func() (bool, error)) error {
+		var err error
+		_ = pgx.BeginFunc(ctx, tx, func(pgx.Tx) error { _, err = f(); return err })
+		return err
+	}
+	for name, c := range map[string]struct {
+		err error
+		f   func() (bool, error)
+	}{
+		"unknown user": {activity.ErrUnknownUser, func() (bool, error) {
+			return activity.OptOut(ctx, tx, "00000000-0000-4000-8000-00000000dead", activity.SourceKeyword, activity.ConsentOptions{})
+		}},
+		"no source": {activity.ErrNoSource, func() (bool, error) {
+			return activity.OptOut(ctx, tx, user, "  ", activity.ConsentOptions{})
+		}},
+		"a future instant": {activity.ErrInstantOutOfRange, func() (bool, error) {
+			return activity.OptOut(ctx, tx, user, activity.SourceKeyword, activity.ConsentOptions{At: time.Now().Add(time.Hour)})
+		}},
+	} {
+		if err := call(c.f); !errors.Is(err, c.err) {
+			t.Errorf("%s: %v, want %v", name, err, c.err)
+		}
+	}
+	if ev := consentEvents(t, tx, user); len(ev) != 0 {
+		t.Errorf("refused calls recorded %+v", ev)
+	}
+	if got := statusesOf(t, tx, user); got["pending"] != "pending" {
+		t.Errorf("refused calls changed the messages: %v", got)
+	}
+}
+
+// WhatsApp's 131050 in a receipt (the user stopped marketing messages
+// from this business) opts the user out, recorded as its source.
+func TestError131050OptsTheUserOut(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	user := withMessages(t, tx)
+	fixture.Exec(t, tx, `UPDATE engagement_message_queue SET provider_message_id = 'wamid.131050' WHERE user_id = $1 AND status = 'sent'`, user)
+	if _, _, err := receiptIn(ctx, tx, "wamid.131050", activity.ReceiptFailed, activity.ReceiptOptions{ErrorCode: "131050"}); err != nil {
+		t.Fatal(err)
+	}
+	ev := consentEvents(t, tx, user)
+	if len(ev) != 1 || !ev[0].OptedOut || ev[0].Source != activity.SourceWhatsApp131050 {
+		t.Errorf("consent events after a 131050: %+v; want one opt-out from %s", ev, activity.SourceWhatsApp131050)
+	}
+	if got := statusesOf(t, tx, user); got["pending"] != "cancelled:opted_out" || got["sent"] != "failed" {
+		t.Errorf("messages after a 131050: %v; want the pending one cancelled and the refused one failed", got)
+	}
+}
+
+// Through PgBouncer in transaction mode, on the binaries' pool: the calls
+// keep no session state.
+func TestConsentThroughATransactionPooler(t *testing.T) {
+	t.Parallel()
+	direct, pooled := pgtest.NewPooledDatabase(t)
+	ctx := context.Background()
+	pool, err := postgres.Open(ctx, pooled, "consent-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	check, err := postgres.Open(ctx, direct, "consent-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(check.Close)
+	user := withMessages(t, check)
+	for i, optOut := range []bool{true, true, false, true} {
+		f := activity.OptIn
+		if optOut {
+			f = activity.OptOut
+		}
+		if _, err := f(ctx, pool, user, activity.SourceKeyword, activity.ConsentOptions{}); err != nil {
+			t.Fatalf("call %d through PgBouncer: %v", i, err)
+		}
+	}
+	if ev := consentEvents(t, check, user); len(ev) != 3 {
+		t.Errorf("%d consent events through PgBouncer, want 3 (out, in, out)", len(ev))
+	}
+}
+
+// statusesOf is the user's messages' status by idempotency-key suffix
+// (pending, processing, sent), with the cancel reason of a cancelled one.
+func statusesOf(t *testing.T, db fixture.DB, user string) map[string]string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `
+		SELECT split_part(idempotency_key, ':', 2), status || coalesce(':' || cancel_reason, '')
+		  FROM engagement_message_queue WHERE user_id = $1`, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var k, v string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
