@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // WhatsAppWebhook is Meta's webhook for the app that sends through the
@@ -26,7 +29,8 @@ import (
 // (X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>). Each
 // statuses[] entry of a signed POST is applied as a receipt
 // (engagement_receipt): delivered, read, and failures WhatsApp reports
-// after accepting a message. See
+// after accepting a message; each user_preferences[] entry (a user who
+// stopped or resumed marketing messages) as an opt-out or opt-in. See
 // https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/
 type WhatsAppWebhook struct {
 	AppSecret   string
@@ -48,7 +52,8 @@ type metaBody struct {
 		Changes []struct {
 			Field string `json:"field"`
 			Value struct {
-				Statuses []metaStatus `json:"statuses"`
+				Statuses    []metaStatus     `json:"statuses"`
+				Preferences []metaPreference `json:"user_preferences"`
 			} `json:"value"`
 		} `json:"changes"`
 	} `json:"entry"`
@@ -57,12 +62,23 @@ type metaBody struct {
 // metaStatus is one statuses[] entry. recipient_id (the user's number) is
 // never read: it must not reach a log.
 type metaStatus struct {
-	ID        string `json:"id"`
-	Status    string `json:"status"`
-	Timestamp string `json:"timestamp"` // Unix seconds, as a string
+	ID        string      `json:"id"`
+	Status    string      `json:"status"`
+	Timestamp json.Number `json:"timestamp"` // Unix seconds (Meta sends a string)
 	Errors    []struct {
 		Code json.Number `json:"code"`
 	} `json:"errors"`
+}
+
+// metaPreference is one user_preferences[] entry: a user stopped or resumed
+// marketing messages with WhatsApp's own control
+// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/user_preferences).
+// wa_id is the user's number: it must not reach a log.
+type metaPreference struct {
+	WaID      string      `json:"wa_id"`
+	Category  string      `json:"category"`
+	Value     string      `json:"value"`
+	Timestamp json.Number `json:"timestamp"` // Unix seconds, a string or a number
 }
 
 // whatsapp serves Meta's webhook: the subscription handshake (GET) and the
@@ -128,9 +144,26 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	var applied, ours, skipped int
+	var applied, ours, skipped, consent int
 	for _, e := range b.Entry {
 		for _, c := range e.Changes {
+			if c.Field == "user_preferences" {
+				for _, p := range c.Value.Preferences {
+					n, err := s.applyMetaPreference(r.Context(), p)
+					switch {
+					case errors.Is(err, activity.ErrInstantOutOfRange), errors.Is(err, errBadTimestamp):
+						skipped++
+						log.Warn().Str("error", err.Error()).Msg("whatsapp webhook: a preference the scheduler cannot use; skipped")
+					case err != nil:
+						log.Error().Str("error", err.Error()).Msg("whatsapp webhook: applying a preference failed; Meta will resend")
+						http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+						return
+					default:
+						consent += n
+					}
+				}
+				continue
+			}
 			if c.Field != "messages" {
 				continue
 			}
@@ -153,7 +186,7 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	log.Debug().Int("statuses", applied).Int("ours", ours).Int("skipped", skipped).Msg("whatsapp webhook applied")
+	log.Debug().Int("statuses", applied).Int("ours", ours).Int("consent_changes", consent).Int("skipped", skipped).Msg("whatsapp webhook applied")
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -164,7 +197,7 @@ var errBadTimestamp = errors.New("timestamp is not Unix seconds")
 func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, error) {
 	var o activity.ReceiptOptions
 	if st.Timestamp != "" {
-		sec, err := strconv.ParseInt(st.Timestamp, 10, 64)
+		sec, err := strconv.ParseInt(st.Timestamp.String(), 10, 64)
 		if err != nil {
 			return false, errBadTimestamp
 		}
@@ -177,6 +210,46 @@ func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, erro
 	defer cancel()
 	_, ours, err := activity.Receipt(ctx, s.cfg.Pool, st.ID, st.Status, o)
 	return ours, err
+}
+
+// applyMetaPreference opts the users with the entry's WhatsApp id out of
+// re-engagement (value "stop") or back in ("resume"), from Meta's
+// user_preferences; it returns how many users' consent it changed. Other
+// categories and values, and ids no profile has, change nothing.
+func (s *server) applyMetaPreference(ctx context.Context, p metaPreference) (int, error) {
+	if p.Category != "marketing_messages" || (p.Value != "stop" && p.Value != "resume") || p.WaID == "" {
+		return 0, nil
+	}
+	var o activity.ConsentOptions
+	if p.Timestamp != "" {
+		sec, err := strconv.ParseInt(p.Timestamp.String(), 10, 64)
+		if err != nil {
+			return 0, errBadTimestamp
+		}
+		o.At = time.Unix(sec, 0)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
+	defer cancel()
+	rows, _ := s.cfg.Pool.Query(ctx, query("users_by_jid"), sqlfile.Args{"jid": p.WaID + "@s.whatsapp.net"})
+	users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	changed := 0
+	for _, u := range users {
+		f := activity.OptIn
+		if p.Value == "stop" {
+			f = activity.OptOut
+		}
+		ok, err := f(ctx, s.cfg.Pool, u, activity.SourceMetaPreferences, o)
+		if err != nil {
+			return changed, err
+		}
+		if ok {
+			changed++
+		}
+	}
+	return changed, nil
 }
 
 // validMetaSignature reports whether header is "sha256=" and the hex

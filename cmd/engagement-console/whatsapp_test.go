@@ -162,3 +162,89 @@ func TestMetasWebhookNeedsBothFlags(t *testing.T) {
 		}
 	}
 }
+
+// preferenceBody is Meta's user_preferences webhook body (its reference's
+// shape): the user with wa_id stopped or resumed marketing messages.
+func preferenceBody(waID, value string, at time.Time) []byte {
+	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
+		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
+		"contacts":[{"profile":{"name":"Maria"},"wa_id":%q}],
+		"user_preferences":[{"wa_id":%q,"detail":"User requested to stop marketing messages","category":"marketing_messages",
+		"value":%q,"timestamp":%d}]},"field":"user_preferences"}]}]}`, waID, waID, value, at.Unix()))
+}
+
+// Issue 44: WhatsApp's own "stop promotions", by Meta's user_preferences
+// webhook through the shipped console: a signed stop opts the user out
+// (recorded from Meta, their pending goodbye cancelled), a repeat records
+// nothing more, an unsigned stop for another user changes nothing, a
+// signed resume opts back in.
+func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	mk := func(jid string) string {
+		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour)})
+		fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = $2 WHERE user_id = $1`, user, jid)
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key)
+			VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', $2, now() + interval '1 hour', $1::uuid::text || ':g')`, user, jid)
+		return user
+	}
+	maria, joao := mk("5511988887777@s.whatsapp.net"), mk("5511977776666@s.whatsapp.net")
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	post := func(body []byte, sig string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, c.base+"/webhooks/whatsapp", bytes.NewReader(body))
+		if sig != "" {
+			req.Header.Set("X-Hub-Signature-256", sig)
+		}
+		res, err := c.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	state := func(user string) string {
+		var s string
+		if err := pool.QueryRow(ctx, `
+			SELECT p.reengagement_opt_out::text || ' ' || q.status || ' ' ||
+			       (SELECT count(*) FROM engagement_consent_events e WHERE e.user_id = p.user_id AND e.source = 'meta:user_preferences')
+			  FROM user_profiles p JOIN engagement_message_queue q ON q.user_id = p.user_id WHERE p.user_id = $1`, user).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	at := time.Now().Add(-time.Minute)
+	stopJoao := preferenceBody("5511977776666", "stop", at)
+	if got := post(stopJoao, ""); got != 401 {
+		t.Errorf("an unsigned stop: %d, want 401", got)
+	}
+	if got := post(stopJoao, sign("another-app", stopJoao)); got != 403 {
+		t.Errorf("a stop signed by another app: %d, want 403", got)
+	}
+	stop := preferenceBody("5511988887777", "stop", at)
+	for range 2 { // Meta's retry
+		if got := post(stop, sign(appSecret, stop)); got != 200 {
+			t.Fatalf("a signed stop: %d, want 200", got)
+		}
+	}
+	if got := state(maria); got != "true cancelled 1" {
+		t.Errorf("after Meta's stop (twice): %q, want opted out, the goodbye cancelled, one consent event", got)
+	}
+	if got := state(joao); got != "false pending 0" {
+		t.Errorf("the unsigned stop changed joão: %q", got)
+	}
+	resume := preferenceBody("5511988887777", "resume", time.Now())
+	if got := post(resume, sign(appSecret, resume)); got != 200 {
+		t.Fatalf("a signed resume: %d, want 200", got)
+	}
+	if got := state(maria); got != "false cancelled 2" {
+		t.Errorf("after Meta's resume: %q, want opted in (the goodbye stays cancelled), two consent events", got)
+	}
+	if strings.Contains(c.stderr(), "5511988887777") {
+		t.Errorf("the console's log carries the user's number")
+	}
+}
