@@ -27,6 +27,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/idempotency"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
@@ -694,8 +695,30 @@ func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result,
 	default:
 		p.tally.failed.Add(1)
 		log.Error().Float64("latency_ms", ms).Str("class", transport.Class(sendErr)).Str("error", o.err.Error()).Msg("message failed")
+		p.optOutOn131050(log, m, sendErr)
 	}
 	return o
+}
+
+// optOutOn131050 opts m's user out when WhatsApp refused the send with
+// 131050 (the user stopped marketing messages from this business): every
+// later goodbye would be refused the same way, and each refusal lowers
+// the number's quality rating. A failure to record it is logged: the next
+// refusal records it again.
+func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error) {
+	var te *transport.Error
+	if !errors.As(sendErr, &te) || te.ProviderCode != 131050 || m.UserID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	changed, err := activity.OptOut(ctx, p.pool, m.UserID, activity.SourceWhatsApp131050, activity.ConsentOptions{})
+	switch {
+	case err != nil:
+		log.Warn().Str("error", err.Error()).Msg("WhatsApp says the user stopped marketing messages (131050); recording the opt-out failed")
+	case changed:
+		log.Info().Msg("WhatsApp says the user stopped marketing messages (131050): opted out")
+	}
 }
 
 // settleHeld records an attempt the circuit held, now known to be the

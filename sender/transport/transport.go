@@ -70,6 +70,9 @@ type Error struct {
 	// made in time): the receiver cannot have acted on it, and the
 	// receiver as a whole, not this message, is the problem.
 	Unreachable bool
+	// ProviderCode is the provider's own error code when it gave one (the
+	// Cloud API's error.code, e.g. 131050), else 0.
+	ProviderCode int
 
 	transport string // prefix of Error(), e.g. "webhook"
 }

@@ -317,6 +317,7 @@ var waPermanentCodes = map[int]bool{
 	190:    true, // access token expired or invalid
 	131026: true, // message undeliverable
 	131047: true, // re-engagement: outside the 24-hour window
+	131050: true, // the user stopped marketing messages from this business
 	131051: true, // unsupported message type
 	132000: true, // template parameter count mismatch
 	132001: true, // template does not exist
@@ -410,7 +411,7 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 func (w *WhatsApp) apiError(resp response, parsed waResponse) *Error {
 	apiErr := parsed.Error
 	perm := waPermanent(resp.status, apiErr.Code)
-	e := &Error{Permanent: perm, StatusCode: resp.status, transport: w.Name()}
+	e := &Error{Permanent: perm, StatusCode: resp.status, ProviderCode: apiErr.Code, transport: w.Name()}
 	// Throttling codes say Meta turned the message away; any other error
 	// answered with a server status, or one of the "something went
 	// wrong" codes, leaves open whether it was accepted first.
