@@ -10,7 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/repair"
 	"github.com/engagement-scheduler/engagement/sender/transport"
@@ -23,9 +25,14 @@ import (
 const (
 	actionRequeue = "requeue"
 	actionCancel  = "cancel"
+	actionOptOut  = "opt_out" // the user's page: activity.OptOut, from the console, by the operator
+	actionOptIn   = "opt_in"
 	stepPreview   = "preview"
 	stepConfirm   = "confirm"
 )
+
+// actions are the console's actions, by the name in their URL.
+var actions = map[string]bool{actionRequeue: true, actionCancel: true, actionOptOut: true, actionOptIn: true}
 
 // ActionResult is what a preview or a confirmation answers.
 type ActionResult struct {
@@ -116,7 +123,7 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action, step := r.PathValue("action"), r.PathValue("step")
-	if (action != actionRequeue && action != actionCancel) || (step != stepPreview && step != stepConfirm) {
+	if !actions[action] || (step != stepPreview && step != stepConfirm) {
 		s.fail(w, r, http.StatusNotFound, "no such action")
 		return
 	}
@@ -228,6 +235,37 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 		}
 		res.Filter = map[string]any{"type": f.Type, "user_id": f.UserID, "ids": f.IDs, "all": f.All}
 		do = func(tx pgx.Tx, dryRun bool) (int64, error) { return repair.Cancel(ctx, tx, f, dryRun) }
+	case actionOptOut, actionOptIn:
+		// The change itself, in the action's transaction: a preview's is
+		// rolled back. Messages counts the pending messages an opt-out
+		// cancels.
+		user := field("user_id")
+		if !validUUID(user) {
+			return nil, badRequestf("user id: %q is not a UUID", truncate(user, 40))
+		}
+		res.Filter = map[string]any{"user_id": user, "source": activity.SourceConsole}
+		do = func(tx pgx.Tx, _ bool) (int64, error) {
+			var pending int64
+			if err := tx.QueryRow(ctx, query("user_pending"), sqlfile.Args{"user_id": user}).Scan(&pending); err != nil {
+				return 0, err
+			}
+			f := activity.OptIn
+			if action == actionOptOut {
+				f = activity.OptOut
+			}
+			changed, err := f(ctx, tx, user, activity.SourceConsole, activity.ConsentOptions{Actor: u.Name})
+			if errors.Is(err, activity.ErrUnknownUser) {
+				return 0, badRequestf("no user %s (no profile): nothing to change", user)
+			}
+			if err != nil {
+				return 0, err
+			}
+			res.Filter["changed"] = changed
+			if action == actionOptIn || !changed {
+				return 0, nil
+			}
+			return pending, nil
+		}
 	}
 
 	tx, err := s.cfg.Pool.Begin(ctx)
@@ -285,4 +323,10 @@ func badText(form map[string][]string) string {
 		}
 	}
 	return ""
+}
+
+// validUUID reports whether s is a UUID, as PostgreSQL reads one.
+func validUUID(s string) bool {
+	var id pgtype.UUID
+	return id.Scan(s) == nil && id.Valid
 }

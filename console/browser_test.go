@@ -415,3 +415,43 @@ func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
 	browsertest.Screenshot(t, octx, filepath.Join(dir, "funnel.png"))
 	browsertest.RequireNoErrors(t, octx)
 }
+
+// Issue 44: an operator opts a user out on their page, in Chromium: the
+// button, the preview, the confirmation, and the history on the page.
+func TestOptOutInTheBrowser(t *testing.T) {
+	pool := opsDB(t)
+	srv := serve(t, pool, opsAsOf)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '55@s.whatsapp.net', now() + interval '1 hour',
+		        $1::uuid::text || ':g')`, user)
+	ctx := browse(t, operator, operatorPassword)
+	dir := screenshotDir(t)
+	browsertest.Run(t, ctx,
+		chromedp.Navigate(srv.URL+"/users?id="+user),
+		chromedp.WaitVisible("form#consent-form"),
+		chromedp.Click(`form#consent-form button[type=submit]`),
+		chromedp.WaitVisible("form#confirm"),
+	)
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "opt-out-preview.png"))
+	browsertest.Run(t, ctx, chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
+	done, err := chromedp.Run(ctx, chromedp.Text("#done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(done, "Opted out; 1 pending message cancelled") {
+		t.Errorf("after the confirmation the page says %q", done)
+	}
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/users?id="+user), chromedp.WaitVisible("table.consent-history"))
+	row, err := chromedp.Run(ctx, chromedp.Text("table.consent-history tbody tr:first-child"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(row, "opted out") || !strings.Contains(row, "console") || !strings.Contains(row, operator) {
+		t.Errorf("the consent history's first row is %q, want ops' opt-out from the console", row)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "opt-out-done.png"))
+	browsertest.RequireNoErrors(t, ctx)
+}

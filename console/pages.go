@@ -678,6 +678,17 @@ type User struct {
 	State       *UserState       `json:"state,omitempty"`
 	Transitions []UserTransition `json:"transitions,omitempty"`
 	Messages    []UserMessage    `json:"messages,omitempty"`
+	Consent     []ConsentChange  `json:"consent,omitempty"`
+}
+
+// ConsentChange is one change of a user's consent to re-engagement
+// messages (engagement_consent_events): which way, through which door,
+// by which operator (empty: none), when the user said it.
+type ConsentChange struct {
+	OptedOut bool      `json:"opted_out"`
+	Source   string    `json:"source"`
+	Actor    string    `json:"actor,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // UserState is a user's state, timers and profile; the JID only as its
@@ -748,7 +759,7 @@ func (s *server) user(r *http.Request) (any, error) {
 // userByID fills in the user out.ID names.
 func (s *server) userByID(ctx context.Context, out User) (User, error) {
 	err := s.read(ctx, func(tx pgx.Tx, _ time.Time) error {
-		args := sqlfile.Shared{"user_id": out.ID, "limit": maxUserRows} // the three statements of the page
+		args := sqlfile.Shared{"user_id": out.ID, "limit": maxUserRows} // the four statements of the page
 		var st UserState
 		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
 			&st.GoodbyeExpiresAt, &st.RemindAt, &st.CreatedAt, &st.OptedOut, &st.Destination, &st.JID, &st.HasProfile)
@@ -767,7 +778,11 @@ func (s *server) userByID(ctx context.Context, out User) (User, error) {
 			return err
 		}
 		rows, _ = tx.Query(ctx, query("user_messages"), args)
-		out.Messages, err = pgx.CollectRows(rows, pgx.RowToStructByPos[UserMessage])
+		if out.Messages, err = pgx.CollectRows(rows, pgx.RowToStructByPos[UserMessage]); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, query("user_consent"), args)
+		out.Consent, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ConsentChange])
 		return err
 	})
 	return out, err
