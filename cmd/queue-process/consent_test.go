@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -65,5 +67,110 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	}
 	if got["w1"] != "failed" || got["w2"] != "cancelled:opted_out" || requests != 1 {
 		t.Errorf("messages %v after %d requests; want the refused one failed (not retried), the later one cancelled for the opt-out, one request", got, requests)
+	}
+}
+
+// Issue 44: opt-outs racing delivery. 400 users with a due message each;
+// two queue-process processes send them through the webhook while 8
+// connections opt 200 of those users out. A message claimed before its
+// user's opt-out committed may still go (it was in flight: docs/consent.md
+// says so); none claimed after it. Checked message by message: a trigger
+// the test adds notes when each message was claimed (clock_timestamp()
+// in the claim), each opt-out notes when it had committed, and the
+// receiver's log says which messages it got.
+func TestOptOutsRacingDelivery(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	const users, optOuts = 400, 200
+	fixture.Exec(t, pool, `
+		CREATE TABLE test_claims (message_id uuid, claimed_at timestamptz);
+		CREATE FUNCTION test_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO test_claims VALUES (NEW.id, clock_timestamp());
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_note_claim AFTER UPDATE OF status ON engagement_message_queue
+			FOR EACH ROW WHEN (NEW.status = 'processing' AND OLD.status IS DISTINCT FROM 'processing')
+			EXECUTE FUNCTION test_note_claim();`)
+	ids := make([]string, users)
+	for i := range ids {
+		ids[i] = fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	}
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		SELECT u, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       '55@s.whatsapp.net', now() - interval '1 minute', u::text || ':race'
+		  FROM unnest($1::uuid[]) u`, ids)
+	rcv := newCounter(t, 3*time.Millisecond)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+rcv.server.URL)
+
+	committed := make([]time.Time, optOuts) // when each opt-out had committed (an upper bound)
+	var wg sync.WaitGroup
+	done := make(chan []int, 1)
+	go func() {
+		codes, _ := processes(t, 2, env, "--send-interval", "0", "--workers", "2")
+		done <- codes
+	}()
+	waitForRequests(t, rcv, 20)
+	for c := range 8 {
+		wg.Go(func() {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Release()
+			for i := c; i < optOuts; i += 8 {
+				if _, err := activity.OptOut(ctx, conn, ids[i], activity.SourceKeyword, activity.ConsentOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&committed[i]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, code := range <-done {
+		if code != 0 {
+			t.Errorf("process %d: exit %d", i, code)
+		}
+	}
+
+	sentAfter, cancelled, inFlight := 0, 0, 0
+	for i := range optOuts {
+		var status string
+		var claimed *time.Time
+		if err := pool.QueryRow(ctx, `
+			SELECT q.status, (SELECT max(c.claimed_at) FROM test_claims c WHERE c.message_id = q.id)
+			  FROM engagement_message_queue q WHERE q.user_id = $1`, ids[i]).Scan(&status, &claimed); err != nil {
+			t.Fatal(err)
+		}
+		rcv.mu.Lock()
+		got := rcv.sent[ids[i]+":race"]
+		rcv.mu.Unlock()
+		switch {
+		case status == "cancelled":
+			cancelled++
+			if got != 0 {
+				t.Errorf("user %d: cancelled, yet the receiver got it", i)
+			}
+		case status == "sent" && claimed != nil && claimed.Before(committed[i]):
+			inFlight++
+		default:
+			sentAfter++
+			t.Errorf("user %d: %s, claimed %v, after the opt-out had committed at %s (the receiver got it %d times)", i, status, claimed, committed[i], got)
+		}
+	}
+	t.Logf("%d opted-out users: %d messages cancelled, %d sent that were claimed before the opt-out, %d otherwise", optOuts, cancelled, inFlight, sentAfter)
+	if cancelled == 0 {
+		t.Errorf("no opt-out came before its user's claim: the race did not happen")
+	}
+	if keys, _ := rcv.delivered(); keys+cancelled != users {
+		t.Errorf("the receiver got %d keys and %d were cancelled, want all %d accounted for", keys, cancelled, users)
 	}
 }
