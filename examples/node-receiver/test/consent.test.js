@@ -1,11 +1,14 @@
 // optOut and optIn over the real engagement_opt_out and engagement_opt_in
 // (migration 52): a change and its repeat, pending messages cancelled, the
 // consent events with their source and actor, every refusal with its
-// class; and the keyword tables, with many near misses.
+// class; and the keyword tables, with many near misses, against the lists
+// docs/consent.md shows.
 'use strict';
 
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
 const { describe, it, before, after } = require('node:test');
 const { Client } = require('pg');
 
@@ -286,5 +289,27 @@ describe('isOptOutKeyword and isOptInKeyword', () => {
       assert.ok(words.includes('STOP'));
     }
     assert.equal(normalizeKeyword('  Não-quero_mais!! '), 'NAO QUERO MAIS');
+  });
+
+  it('docs/consent.md and the README list exactly the exported keywords', () => {
+    // docs/consent.md: each keyword in backticks; the README: comma-separated.
+    const tables = [
+      [path.join(__dirname, '..', '..', '..', 'docs', 'consent.md'), (cell) => [...cell.matchAll(/`([^`]+)`/g)].map((w) => w[1])],
+      [path.join(__dirname, '..', 'README.md'), (cell) => cell.split(',').map((w) => w.trim())],
+    ];
+    for (const [file, words] of tables) {
+      const table = {};
+      for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+        const m = /^\| `(pt-BR|es|en)` \|(.*)\|(.*)\|\s*$/.exec(line);
+        if (m) {
+          table[m[1]] = { out: words(m[2]), in: words(m[3]) };
+        }
+      }
+      assert.deepEqual(Object.keys(table), ['pt-BR', 'es', 'en'], `the keyword table of ${file}`);
+      for (const locale of Object.keys(table)) {
+        assert.deepEqual(table[locale].out, [...OPT_OUT_KEYWORDS[locale]], `${file}: ${locale} opt-out`);
+        assert.deepEqual(table[locale].in, [...OPT_IN_KEYWORDS[locale]], `${file}: ${locale} opt-in`);
+      }
+    }
   });
 });
