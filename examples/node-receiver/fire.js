@@ -17,8 +17,9 @@
 // connection, a user id that is not a UUID) is thrown as pg threw it.
 'use strict';
 
-// The SQLSTATEs engagement_fire (EN001-EN006) and engagement_receipt
-// (EN005, EN007; receipt.js) raise.
+// The SQLSTATEs engagement_fire (EN001-EN006), engagement_receipt (EN005,
+// EN007; receipt.js) and engagement_opt_out / engagement_opt_in (EN003,
+// EN005, EN008; consent.js) raise.
 const SQLSTATE = Object.freeze({
   UNKNOWN_TRIGGER: 'EN001', // not a trigger of the state machine
   NOT_A_BOT_TRIGGER: 'EN002', // a trigger of the scheduler's jobs, not the bot's
@@ -27,6 +28,7 @@ const SQLSTATE = Object.freeze({
   INSTANT_OUT_OF_RANGE: 'EN005', // options.at infinite, before 2000, or over 5 minutes past the database clock
   REQUEST_KEY_OF_ANOTHER_USER: 'EN006', // options.requestKey was used for another user's move
   UNKNOWN_RECEIPT_STATUS: 'EN007', // receipt(): status is not sent, delivered, read or failed
+  NO_SOURCE: 'EN008', // optOut(), optIn(): options.source is empty or over 200 characters
 });
 
 // The triggers the bot fires, and the states, as the state machine's
@@ -37,9 +39,10 @@ const STATES = Object.freeze(['active', 'goodbye_sent', 'help_flow', 'remind_lat
 // EngagementError is the base of every refusal of engagement_fire and
 // engagement_receipt (receipt.js): nothing was changed. sqlstate is the
 // SQLSTATE it came with, cause the error pg threw; userId and trigger are
-// fire's, providerMessageId and status receipt's (set only by receipt).
+// fire's, providerMessageId and status receipt's (set only by receipt),
+// source optOut's and optIn's (set only by them, with userId).
 class EngagementError extends Error {
-  constructor(message, { sqlstate, userId, trigger, cause, providerMessageId, status } = {}) {
+  constructor(message, { sqlstate, userId, trigger, cause, providerMessageId, status, source } = {}) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = new.target.name;
     this.sqlstate = sqlstate;
@@ -50,6 +53,9 @@ class EngagementError extends Error {
     }
     if (status !== undefined) {
       this.status = status;
+    }
+    if (source !== undefined) {
+      this.source = source;
     }
   }
 }
@@ -63,7 +69,8 @@ class UnknownTriggerError extends EngagementError {}
 class NotABotTriggerError extends EngagementError {}
 
 // UnknownUserError (EN003): the user has no engagement state (no
-// user_engagement_states row).
+// user_engagement_states row); for optOut and optIn (consent.js), no
+// user_profiles row, where the consent flag lives.
 class UnknownUserError extends EngagementError {}
 
 // InvalidMoveError (EN004): trigger is no move from the user's current

@@ -1,4 +1,4 @@
-// Types of @engagement-scheduler/bot (index.js, receiver.js, fire.js, receipt.js),
+// Types of @engagement-scheduler/bot (index.js, receiver.js, fire.js, receipt.js, consent.js),
 // written by hand: the package is plain JavaScript with no build step.
 // The HTTP types come from @types/node, which a TypeScript bot has.
 
@@ -31,7 +31,10 @@ export interface Queryable {
 
 // ---------------------------------------------------------------- fire
 
-/** The SQLSTATEs `engagement_fire` (EN001–EN006) and `engagement_receipt` (EN005, EN007) raise. */
+/**
+ * The SQLSTATEs `engagement_fire` (EN001–EN006), `engagement_receipt` (EN005, EN007) and
+ * `engagement_opt_out` / `engagement_opt_in` (EN003, EN005, EN008) raise.
+ */
 export const SQLSTATE: {
   readonly UNKNOWN_TRIGGER: 'EN001';
   readonly NOT_A_BOT_TRIGGER: 'EN002';
@@ -40,8 +43,9 @@ export const SQLSTATE: {
   readonly INSTANT_OUT_OF_RANGE: 'EN005';
   readonly REQUEST_KEY_OF_ANOTHER_USER: 'EN006';
   readonly UNKNOWN_RECEIPT_STATUS: 'EN007';
+  readonly NO_SOURCE: 'EN008';
 };
-export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004' | 'EN005' | 'EN006' | 'EN007';
+export type EngagementSQLState = 'EN001' | 'EN002' | 'EN003' | 'EN004' | 'EN005' | 'EN006' | 'EN007' | 'EN008';
 
 export interface FireOptions {
   /** The move's instant (a Date or an ISO 8601 string); the transaction's (now()) when absent. */
@@ -85,14 +89,15 @@ export interface EngagementErrorOptions {
   fromState?: EngagementState;
   providerMessageId?: string;
   status?: string;
+  source?: string | null;
 }
 
-/** A move engagement_fire, or a receipt engagement_receipt, refused; nothing was changed. */
+/** A move engagement_fire, a receipt engagement_receipt, or a consent change engagement_opt_out / engagement_opt_in refused; nothing was changed. */
 export class EngagementError extends Error {
   constructor(message: string, options?: EngagementErrorOptions);
-  /** The SQLSTATE engagement_fire or engagement_receipt raised. */
+  /** The SQLSTATE engagement_fire, engagement_receipt, engagement_opt_out or engagement_opt_in raised. */
   readonly sqlstate: EngagementSQLState;
-  /** The user the move was for (fire's errors; undefined in receipt's). */
+  /** The user the move or the consent change was for (fire's, optOut's and optIn's errors; undefined in receipt's). */
   readonly userId: string;
   /** The trigger fired, as given (fire's errors; undefined in receipt's). */
   readonly trigger: string;
@@ -100,6 +105,8 @@ export class EngagementError extends Error {
   readonly providerMessageId?: string;
   /** The receipt's status, as given (receipt's errors only). */
   readonly status?: string;
+  /** The consent change's source, as given (optOut's and optIn's errors only). */
+  readonly source?: string | null;
   /** The error pg threw. */
   readonly cause?: unknown;
 }
@@ -111,7 +118,7 @@ export class UnknownTriggerError extends EngagementError {
 export class NotABotTriggerError extends EngagementError {
   readonly sqlstate: 'EN002';
 }
-/** EN003: the user has no engagement state. */
+/** EN003: the user has no engagement state (fire), or no `user_profiles` row (optOut, optIn). */
 export class UnknownUserError extends EngagementError {
   readonly sqlstate: 'EN003';
 }
@@ -122,7 +129,7 @@ export class InvalidMoveError extends EngagementError {
   readonly fromState: EngagementState;
 }
 /**
- * EN005: `options.at` (of fire or of receipt) is infinite, before 2000, or
+ * EN005: `options.at` (of fire, receipt, optOut or optIn) is infinite, before 2000, or
  * more than 5 minutes ahead of the database clock.
  */
 export class InstantOutOfRangeError extends EngagementError {
@@ -241,6 +248,90 @@ export function receiptsFromMetaWebhook(body: unknown): Receipt[];
  * of the raw body bytes under the app's secret, compared in constant time.
  */
 export function verifyMetaSignature(appSecret: string, rawBody: Uint8Array | string, header: string | string[] | undefined): boolean;
+
+// ---------------------------------------------------------------- consent
+
+/** The sources the project's own doors record (activity/consent.go); a bot may name its own, up to 200 characters. */
+export const CONSENT_SOURCES: {
+  /** The user wrote a keyword to the bot: optOut's and optIn's default. */
+  readonly KEYWORD: 'bot:keyword';
+  /** WhatsApp's "stop promotions" / "resume", by Meta's user_preferences webhook (the console). */
+  readonly META_USER_PREFERENCES: 'meta:user_preferences';
+  /** A send refused, or a failed receipt, with WhatsApp's error 131050. */
+  readonly WHATSAPP_131050: 'whatsapp:131050';
+  /** An operator, on the console's user page. */
+  readonly CONSOLE: 'console';
+  /** An operator, by `engagementctl opt-out` / `opt-in`. */
+  readonly ENGAGEMENTCTL: 'engagementctl';
+};
+
+export interface ConsentOptions {
+  /** The door it came through (1 to 200 characters); `'bot:keyword'` when absent (undefined). */
+  source?: string | null;
+  /** When the user said it (a Date or an ISO 8601 string); the transaction's time (now()) when absent. */
+  at?: Date | string | null;
+  /** The operator who recorded it (up to 200 characters); none when absent or empty. */
+  actor?: string | null;
+}
+
+/**
+ * Records that the user wants no more re-engagement messages: one
+ * statement, `SELECT engagement_opt_out($1, $2, $3, $4)`, which sets
+ * `user_profiles.reengagement_opt_out`, records the change in
+ * `engagement_consent_events` and cancels the user's pending messages
+ * (`opted_out`). Resolves to whether it changed anything (false: opted out
+ * already, nothing recorded).
+ *
+ * Throws, with nothing changed: {@link UnknownUserError} (EN003, no
+ * `user_profiles` row), {@link InstantOutOfRangeError} (EN005),
+ * {@link NoSourceError} (EN008). Any other error (the database, the
+ * connection, a user id that is not a UUID) is pg's, as thrown.
+ */
+export function optOut(client: Queryable, userId: string, options?: ConsentOptions): Promise<boolean>;
+
+/** Records that the user wants re-engagement messages again (`engagement_opt_in`), as optOut the other way; nothing is requeued. */
+export function optIn(client: Queryable, userId: string, options?: ConsentOptions): Promise<boolean>;
+
+/** optOut and optIn bound to a client: `const { optOut } = createConsent(pool); await optOut(userId)`. */
+export function createConsent(client: Queryable): {
+  optOut(userId: string, options?: ConsentOptions): Promise<boolean>;
+  optIn(userId: string, options?: ConsentOptions): Promise<boolean>;
+};
+
+/**
+ * The {@link EngagementError} for an error pg threw for engagement_opt_out
+ * or engagement_opt_in (EN003, EN005, EN008), or null when it is not one of
+ * their refusals.
+ */
+export function consentError(err: unknown, userId?: string, source?: string | null): EngagementError | null;
+
+/** EN008: the source is empty, blank, null or over 200 characters (or the actor over 200). */
+export class NoSourceError extends EngagementError {
+  readonly sqlstate: 'EN008';
+}
+
+/** A locale with its own keyword lists. */
+export type KeywordLocale = 'pt-BR' | 'es' | 'en';
+
+/** The opt-out keywords by locale, frozen, as a bot may show them; English STOP is in each. */
+export const OPT_OUT_KEYWORDS: Readonly<Record<KeywordLocale, readonly string[]>>;
+/** The opt-in keywords by locale, frozen. */
+export const OPT_IN_KEYWORDS: Readonly<Record<KeywordLocale, readonly string[]>>;
+
+/**
+ * Whether the whole message is one of the locale's opt-out keywords,
+ * forgiving case, accents, surrounding whitespace, punctuation and emoji.
+ * A keyword inside a sentence is none. The locale is matched by its
+ * language (`pt`, `pt-PT` → `pt-BR`); any other locale, or none, uses
+ * every list. A text that is not a string is none.
+ */
+export function isOptOutKeyword(text: unknown, locale?: string | null): boolean;
+/** isOptOutKeyword for {@link OPT_IN_KEYWORDS}. */
+export function isOptInKeyword(text: unknown, locale?: string | null): boolean;
+/** A text as keywords are compared: no accents, upper case, ends stripped, inner whitespace, hyphens and underscores one space. */
+export function normalizeKeyword(text: string): string;
+/** The list a locale uses, by its language, or `''` (every list) for any other. */
+export function keywordLocale(locale?: string | null): KeywordLocale | '';
 
 // ---------------------------------------------------------------- receiver
 

@@ -9,7 +9,10 @@
 //   - receipt (receipt.js): WhatsApp's receipts of the scheduler's
 //     messages (sent, delivered, read, failed) over engagement_receipt,
 //     from Baileys' messages.update (receiptsFromBaileysUpdate) or Meta's
-//     Cloud API webhook (receiptsFromMetaWebhook, verifyMetaSignature).
+//     Cloud API webhook (receiptsFromMetaWebhook, verifyMetaSignature);
+//   - consent (consent.js): optOut and optIn over engagement_opt_out and
+//     engagement_opt_in, and the chat keywords by which a user says stop
+//     or resume (isOptOutKeyword, isOptInKeyword; docs/consent.md).
 //
 // Types: index.d.ts.
 'use strict';
@@ -18,4 +21,5 @@ module.exports = {
   ...require('./receiver'),
   ...require('./fire'),
   ...require('./receipt'),
+  ...require('./consent'),
 };

@@ -74,10 +74,41 @@ async function messageOf(db, id) {
   return rows[0];
 }
 
+// profileOnly makes a user with a user_profiles row and no engagement
+// state: the consent flag lives on the profile, and a bot may opt out a
+// user the scheduler has not seen yet.
+async function profileOnly(db) {
+  const id = crypto.randomUUID();
+  await db.query(`INSERT INTO user_profiles (user_id, whatsapp_jid) VALUES ($1, $2)`,
+    [id, `55119${id.slice(0, 8)}@s.whatsapp.net`]);
+  return id;
+}
+
+// queuedMessage queues a message to user with status (pending, sent, …)
+// and returns its id.
+async function queuedMessage(db, user, status, scheduledFor) {
+  const { rows } = await db.query(
+    `INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+            destination_jid, scheduled_for, idempotency_key, status, sent_at)
+     VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+             '5511999990000@s.whatsapp.net', $2::timestamptz, $3, $4::text, CASE WHEN $4::text = 'sent' THEN $2::timestamptz END)
+     RETURNING id::text AS id`, [user, scheduledFor, `test:${crypto.randomUUID()}`, status]);
+  return rows[0].id;
+}
+
+// consentOf is the user's flag and consent events, oldest first.
+async function consentOf(db, user) {
+  const { rows: [p] } = await db.query(`SELECT reengagement_opt_out FROM user_profiles WHERE user_id = $1`, [user]);
+  const { rows: events } = await db.query(
+    `SELECT opted_out, source, actor, at FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, [user]);
+  return { optedOut: p.reengagement_opt_out, events };
+}
+
 // dbNow is the database's clock, to the millisecond (a JavaScript Date).
 async function dbNow(db) {
   const { rows } = await db.query(`SELECT date_trunc('milliseconds', now()) AS now`);
   return rows[0].now;
 }
 
-module.exports = { databaseURL, noDatabase, newPool, userIn, stateOf, transitionsOf, days, sentMessage, messageOf, dbNow };
+module.exports = { databaseURL, noDatabase, newPool, userIn, stateOf, transitionsOf, days, sentMessage, messageOf, dbNow,
+  profileOnly, queuedMessage, consentOf };
