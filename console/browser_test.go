@@ -87,12 +87,14 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 	}{
 		{"overview", "/", 3, []string{"Goodbye funnel by weekly cohort", "accepted", "failed late"}},
 		{"queue", "/queue", 1, []string{"webhook: receiver answered 500", "10 / 10", "the last waiting message goes at",
-			"What WhatsApp said", "131049", "Meta's limit on marketing messages"}},
+			"What WhatsApp said", "131049", "Meta's limit on marketing messages",
+			"Spend, last 30 days", "Meta's category", "marketing", "at the prices as of 2026-01-01"}},
 		{"runs", "/runs", 2, []string{"engagement-daily"}},
 		{"verify", "/verify", 0, []string{"log_matches_state"}},
 		{"user", "/users?id=" + user, 0, []string{"Timeline"}},
 		{"forecast", "/forecast", 1, []string{"would do on each of the next 7 days", "time out three days after them",
-			"25 messages wait on the send budget of webhook (10 a day): the last goes at"}},
+			"25 messages wait on the send budget of webhook (10 a day): the last goes at",
+			"What the next 7 days cost", "billed as marketing in BR"}},
 		{"audit", "/audit", 0, []string{"No action yet."}},
 	} {
 		t.Run(p.name, func(t *testing.T) {

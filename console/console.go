@@ -34,6 +34,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/pricing"
 )
 
 // Defaults of Config.
@@ -91,6 +92,9 @@ type Config struct {
 	// WhatsAppWebhookPath, outside the console's authentication: Meta
 	// signs what it sends (whatsapp.go).
 	WhatsApp WhatsAppWebhook
+	// Prices are Meta's prices the queue page's spend and the forecast's
+	// cost go by (package pricing); the shipped defaults when nil.
+	Prices *pricing.Prices
 }
 
 //go:embed templates/*.html
@@ -548,6 +552,7 @@ var funcs = template.FuncMap{
 	"pct":     func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"seconds": func(f float64) string { return formatSeconds(f) },
 	"num":     num,
+	"usd":     usd,
 }
 
 // num formats a count, int64 as the queries give them or int as
@@ -613,6 +618,18 @@ func formatSeconds(f float64) string {
 }
 
 // formatInt writes n with thin thousands separators: 1 234 567.
+// usd formats US dollars: "US$1,234" from a hundred up, "US$12.50"
+// above a cent, "US$0.0068" below (one message's price).
+func usd(f float64) string {
+	switch {
+	case f >= 100:
+		return "US$" + formatInt(int64(math.Round(f)))
+	case f == 0 || f >= 0.01:
+		return fmt.Sprintf("US$%.2f", f)
+	}
+	return fmt.Sprintf("US$%.4f", f)
+}
+
 func formatInt(n int64) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")

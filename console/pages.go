@@ -19,6 +19,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -230,6 +231,9 @@ type Queue struct {
 	// Receipts are WhatsApp's receipts for the messages accepted in the
 	// last ReceiptsWindow.
 	Receipts Receipts `json:"receipts"`
+	// Spend is what the messages accepted in the last 30 days cost on
+	// Meta's list prices (Config.Prices; package pricing).
+	Spend pricing.Spend `json:"spend"`
 }
 
 // ReceiptsWindow is how far back the queue page's receipts look.
@@ -429,6 +433,9 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			}
 			return nil
 		}); err != nil {
+			return err
+		}
+		if q.Spend, err = pricing.ReadSpend(ctx, tx, asOf, s.cfg.Prices); err != nil {
 			return err
 		}
 		rows, _ = tx.Query(ctx, query("queue_cancelled"))
@@ -796,6 +803,10 @@ type Forecast struct {
 	// Budgets are the send budgets, for how long the messages waiting on
 	// them take to go: the dry runs do not send, the budget's line does.
 	Budgets []Budget `json:"budgets"`
+	// Cost is what the days' goodbyes cost on Meta's list prices: each
+	// one delivered and billed at the goodbye kind's category in the
+	// prices' default country (pricing.ForecastGoodbyes).
+	Cost pricing.Forecast `json:"cost"`
 }
 
 // ForecastDay is one coming day's daily run, as of its scheduled time.
@@ -817,6 +828,9 @@ type ForecastDay struct {
 	// quiet hours), so the first run 48 hours after that is three days
 	// after its own, when it is delivered within a day.
 	ForecastGoodbyeTimeouts int64 `json:"forecast_goodbye_timeouts"`
+	// GoodbyesUSD is what the day's goodbyes cost, as Forecast.Cost says;
+	// nil when the prices have none for them.
+	GoodbyesUSD *float64 `json:"goodbyes_usd"`
 	// Steps are the daily job's dry-run counters as of the day, on the
 	// database as it is now: cumulative, as if no run came before.
 	Steps scheduler.Steps `json:"steps"`
@@ -854,12 +868,18 @@ func (s *server) forecast(ctx context.Context) (any, error) {
 			cum := d
 			d.Goodbyes, d.Timeouts, d.Reminders = d.Goodbyes-prev.Goodbyes, d.Timeouts-prev.Timeouts, d.Reminders-prev.Reminders
 			prev = cum
+			d.GoodbyesUSD = pricing.ForecastGoodbyes(d.Goodbyes, s.cfg.Prices).USD
 			if sent := day - ForecastGoodbyeTimeoutDays; sent >= 1 {
 				d.ForecastGoodbyeTimeouts = out.Days[sent-1].Goodbyes
 				d.Timeouts += d.ForecastGoodbyeTimeouts
 			}
 			out.Days = append(out.Days, d)
 		}
+		var goodbyes int64
+		for _, d := range out.Days {
+			goodbyes += d.Goodbyes
+		}
+		out.Cost = pricing.ForecastGoodbyes(goodbyes, s.cfg.Prices)
 		var err error
 		out.Budgets, err = budgets(ctx, tx)
 		return err

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -29,8 +30,10 @@ import (
 // (X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>). Each
 // statuses[] entry of a signed POST is applied as a receipt
 // (engagement_receipt): delivered, read, and failures WhatsApp reports
-// after accepting a message; each user_preferences[] entry (a user who
-// stopped or resumed marketing messages) as an opt-out or opt-in. See
+// after accepting a message; a status's pricing (billable, category), when
+// it carries one, is kept on the message for what it costs; each
+// user_preferences[] entry (a user who stopped or resumed marketing
+// messages) is applied as an opt-out or opt-in. See
 // https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/
 type WhatsAppWebhook struct {
 	AppSecret   string
@@ -68,6 +71,13 @@ type metaStatus struct {
 	Errors    []struct {
 		Code json.Number `json:"code"`
 	} `json:"errors"`
+	// Pricing is what Meta bills for the message (since July 2025, per
+	// delivered template): absent on some statuses (failed ones, older
+	// API versions).
+	Pricing *struct {
+		Billable *bool  `json:"billable"`
+		Category string `json:"category"`
+	} `json:"pricing"`
 }
 
 // metaPreference is one user_preferences[] entry: a user stopped or resumed
@@ -209,7 +219,19 @@ func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, erro
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
 	_, ours, err := activity.Receipt(ctx, s.cfg.Pool, st.ID, st.Status, o)
-	return ours, err
+	if err != nil || !ours {
+		return ours, err
+	}
+	// Meta's pricing, when the status carries it: the latest Meta says
+	// (whatever the receipt changed), for what the message costs.
+	if p := st.Pricing; p != nil && p.Billable != nil && p.Category != "" && len(p.Category) <= maxPricingCategory {
+		if _, err := s.cfg.Pool.Exec(ctx, query("whatsapp_pricing"), sqlfile.Args{
+			"provider_message_id": st.ID, "billable": *p.Billable, "category": p.Category,
+		}); err != nil {
+			return ours, fmt.Errorf("store Meta's pricing: %w", err)
+		}
+	}
+	return ours, nil
 }
 
 // applyMetaPreference opts the users with the entry's WhatsApp id out of
@@ -251,6 +273,11 @@ func (s *server) applyMetaPreference(ctx context.Context, p metaPreference) (int
 	}
 	return changed, nil
 }
+
+// maxPricingCategory bounds the category kept from Meta's pricing: Meta's
+// are a word (marketing, utility, authentication, service, …); anything
+// longer is not one and is not kept.
+const maxPricingCategory = 64
 
 // validMetaSignature reports whether header is "sha256=" and the hex
 // HMAC-SHA256 of body under secret, compared in constant time.

@@ -237,8 +237,14 @@ func TestQueuePageShowsWhatWhatsAppSaid(t *testing.T) {
 		r.ByCode[0].Code != "131049" || r.ByCode[0].Messages != 1 || !strings.Contains(r.ByCode[0].Meaning, "marketing") {
 		t.Errorf("receipts on the queue page: %+v; want 2 accepted, 1 delivered and read, 1 failed late with 131049 and its meaning", r)
 	}
+	// Meta's pricing came with both statuses (billable marketing): the
+	// spend bills both at Brazil's marketing price.
+	if sp := q.Spend; sp.Accepted != 2 || sp.Billable != 2 || sp.USD != 0.125 || len(sp.Categories) != 1 || sp.Categories[0].Category != "marketing" {
+		t.Errorf("spend on the queue page: %+v; want 2 billed as marketing, US$0.125", sp)
+	}
 	_, html := get(t, srv, "/queue", viewer, viewerPassword, false)
-	for _, want := range []string{"What WhatsApp said", "failed after acceptance", "131049", "Meta&#39;s limit on marketing messages"} {
+	for _, want := range []string{"What WhatsApp said", "failed after acceptance", "131049", "Meta&#39;s limit on marketing messages",
+		"Spend, last 30 days", "US$0.12"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the queue page lacks %q", want)
 		}
@@ -305,4 +311,56 @@ func BenchmarkWhatsAppWebhook(b *testing.B) {
 		posted += messages
 	}
 	b.ReportMetric(float64(posted)/total.Seconds(), "statuses/s")
+}
+
+// Meta's pricing on a signed status is kept on the message (the latest
+// Meta says); an unsigned one changes nothing, and a status without
+// pricing leaves what Meta said before.
+func TestWhatsAppWebhookKeepsMetaPricing(t *testing.T) {
+	t.Parallel()
+	srv, pool, id := whatsappConsole(t)
+	pricing := func() string {
+		var s string
+		if err := pool.QueryRow(context.Background(), `
+			SELECT coalesce(billable::text, '-') || ' ' || coalesce(pricing_category, '-')
+			  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	now := time.Now()
+	utility := metaStatuses(strings.Replace(metaStatus("wamid.OURS", "sent", now.Add(-time.Hour), ""),
+		`"billable":true,"pricing_model":"PMP","category":"marketing"`, `"billable":false,"pricing_model":"PMP","category":"utility"`, 1))
+	if got := postMeta(t, srv.URL, utility, ""); got != http.StatusUnauthorized {
+		t.Fatalf("unsigned: %d, want 401", got)
+	}
+	if got := postMeta(t, srv.URL, utility, metaSign("not-the-secret", utility)); got != http.StatusForbidden {
+		t.Fatalf("wrongly signed: %d, want 403", got)
+	}
+	if got := pricing(); got != "- -" {
+		t.Fatalf("after unsigned pricing: %q, want nothing kept", got)
+	}
+	if got := postMeta(t, srv.URL, utility, metaSign(metaSecret, utility)); got != http.StatusOK {
+		t.Fatalf("signed: %d, want 200", got)
+	}
+	if got := pricing(); got != "false utility" {
+		t.Errorf("after a signed utility status: %q, want %q", got, "false utility")
+	}
+	delivered := metaStatuses(metaStatus("wamid.OURS", "delivered", now.Add(-30*time.Minute), ""))
+	if got := postMeta(t, srv.URL, delivered, metaSign(metaSecret, delivered)); got != http.StatusOK {
+		t.Fatalf("signed: %d, want 200", got)
+	}
+	if got := pricing(); got != "true marketing" {
+		t.Errorf("after a signed marketing delivery: %q, want the latest Meta said, %q", got, "true marketing")
+	}
+	bare := metaStatuses(fmt.Sprintf(`{"id":"wamid.OURS","status":"read","timestamp":"%d","recipient_id":"5511999990000"}`, now.Unix()))
+	if got := postMeta(t, srv.URL, bare, metaSign(metaSecret, bare)); got != http.StatusOK {
+		t.Fatalf("signed: %d, want 200", got)
+	}
+	if got := pricing(); got != "true marketing" {
+		t.Errorf("after a status without pricing: %q, want it unchanged", got)
+	}
+	if got := stateUTC(t, pool, id); !strings.HasPrefix(got, "sent ") || strings.Contains(got, " - -") {
+		t.Errorf("the receipts of the same requests: %q, want delivered and read", got)
+	}
 }

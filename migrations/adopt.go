@@ -201,6 +201,8 @@ var botTables = []tableNeed{
 			{"in_doubt", boolean, schedulerColumn},
 			{"delivered_at", timestamptz, schedulerColumn},
 			{"read_at", timestamptz, schedulerColumn},
+			{"billable", boolean, schedulerColumn},
+			{"pricing_category", text, schedulerColumn},
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{

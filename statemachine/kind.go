@@ -60,7 +60,39 @@ type Kind struct {
 	// period, and Plural is the kind's plural in its examples; empty for a
 	// kind verify does not count (a reminder's period is its own instant).
 	Check, Plural string
+	// Category is the kind's pricing category in Meta's terms (Category*):
+	// what a template of the kind is billed as, per delivered message,
+	// when Meta's own status webhook has not said (package pricing).
+	Category Category
 }
+
+// Category is a Meta pricing category: what WhatsApp's Cloud API bills a
+// template message as (https://developers.facebook.com/docs/whatsapp/pricing).
+type Category string
+
+// Meta's pricing categories.
+const (
+	// CategoryMarketing is any template that is not a utility or an
+	// authentication one: promotions, and re-engagement. The dearest.
+	CategoryMarketing Category = "marketing"
+	// CategoryUtility is a template about a transaction the user asked
+	// for (an order's update, an account alert).
+	CategoryUtility Category = "utility"
+	// CategoryAuthentication is a one-time passcode template.
+	CategoryAuthentication Category = "authentication"
+	// CategoryService is a free-form reply inside the 24 hours the user's
+	// own message opens: free.
+	CategoryService Category = "service"
+)
+
+// Categories returns Meta's pricing categories in a fixed order:
+// marketing, utility, authentication, service.
+func Categories() []Category {
+	return []Category{CategoryMarketing, CategoryUtility, CategoryAuthentication, CategoryService}
+}
+
+// Valid reports whether c is one of Meta's pricing categories.
+func (c Category) Valid() bool { return slices.Contains(Categories(), c) }
 
 // kinds is the table of message kinds, in the order Kinds reports them.
 var kinds = []Kind{
@@ -74,6 +106,9 @@ var kinds = []Kind{
 		CurrentGoodbyeOnly: true,
 		Check:              "one_goodbye_per_day",
 		Plural:             "goodbyes",
+		// Asking a user who went quiet to come back is re-engagement:
+		// Meta's marketing, whatever the template's wording.
+		Category: CategoryMarketing,
 	},
 	{
 		Message:    WeeklyReviewMessage,
@@ -83,6 +118,13 @@ var kinds = []Kind{
 		SendWhile:  []State{Active, HelpFlow},
 		Check:      "one_review_per_week",
 		Plural:     "reviews",
+		// A celebration of the user's week, unasked for: not about a
+		// transaction the user asked for, so not utility by Meta's
+		// guidelines (Meta re-categorises a "utility" template with
+		// promotional or engagement content as marketing anyway).
+		// Marketing is the safe estimate; Meta's webhook says what it
+		// actually billed.
+		Category: CategoryMarketing,
 	},
 	{
 		Message:    ReminderMessage,
@@ -92,6 +134,9 @@ var kinds = []Kind{
 		KeyInfix:   ":reminder:",
 		Period:     PerInstant,
 		SendWhile:  []State{RemindLater, Dormant},
+		// The "remind me later" the user asked for, but its content asks
+		// them to come back: re-engagement, marketing.
+		Category: CategoryMarketing,
 	},
 }
 

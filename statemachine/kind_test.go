@@ -9,7 +9,8 @@ import (
 
 // Every row of the kinds table is whole: a unique name and key infix, a
 // catalog key, a period, send-time states and a trigger the state machine
-// knows, and a one-per-period check only where the period is a span.
+// knows, a one-per-period check only where the period is a span, and one
+// of Meta's pricing categories.
 func TestKindsAreWhole(t *testing.T) {
 	t.Parallel()
 	names, infixes := map[sm.Message]bool{}, map[string]bool{}
@@ -31,6 +32,9 @@ func TestKindsAreWhole(t *testing.T) {
 		}
 		if (k.Check == "") != (k.Plural == "") || k.Check != "" && k.Period == sm.PerInstant {
 			t.Errorf("kind %s: a one-per-period check needs a plural and a period that is a span", k.Message)
+		}
+		if !k.Category.Valid() {
+			t.Errorf("kind %s: pricing category %q is not one of Meta's (%v)", k.Message, k.Category, sm.Categories())
 		}
 		if got, ok := sm.KindOf(k.Message); !ok || got.CatalogKey != k.CatalogKey {
 			t.Errorf("KindOf(%s) = %+v, %v", k.Message, got, ok)
@@ -66,5 +70,18 @@ func TestKindKeys(t *testing.T) {
 	}
 	if _, ok := sm.KindFiredBy(sm.UserMessage); ok {
 		t.Error("user_message queues a kind")
+	}
+}
+
+// The goodbye is re-engagement: Meta bills it as marketing (issue 43).
+func TestGoodbyeIsMarketing(t *testing.T) {
+	t.Parallel()
+	if k, _ := sm.KindOf(sm.GoodbyeMessage); k.Category != sm.CategoryMarketing {
+		t.Errorf("the goodbye's category is %q, want marketing", k.Category)
+	}
+	for _, c := range []sm.Category{"", "Marketing", "free"} {
+		if c.Valid() {
+			t.Errorf("%q is valid, want not", c)
+		}
 	}
 }

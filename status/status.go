@@ -1,7 +1,8 @@
 // Package status reads what engagementctl status reports, from one
 // read-only snapshot: the queue by status (due, oldest due, abandoned
 // claims, cancel reasons), the users by state, unusable time zones, the
-// latest runs of each job and the send budgets.
+// latest runs of each job, the send budgets, and what the messages cost
+// (the last 30 days' spend, the next 7 days' goodbyes).
 package status
 
 import (
@@ -18,7 +19,9 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/repair"
+	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -46,6 +49,38 @@ type Status struct {
 	// Budgets are the send budgets (queue-process --daily-limit), one per
 	// transport a budgeted process ran on; empty when none did.
 	Budgets []delivery.BudgetReport `json:"budgets"`
+	// Spend is what the messages WhatsApp accepted in the last 30 days
+	// cost on Meta's list prices (package pricing; the console's queue
+	// page shows the same).
+	Spend pricing.Spend `json:"spend"`
+	// SpendForecast is what the goodbyes of the daily runs of the next
+	// ForecastDays days would cost (the console's forecast page's sum).
+	SpendForecast SpendForecast `json:"spend_forecast"`
+}
+
+// ForecastDays is how many coming days SpendForecast covers, as the
+// console's forecast.
+const ForecastDays = 7
+
+// SpendForecast is the cost of the goodbyes the daily runs of the next
+// Days days would send: the daily job's dry run as of AsOf + Days days
+// (cumulative: every user due by then), costed by pricing.ForecastGoodbyes.
+type SpendForecast struct {
+	Days int `json:"days"`
+	pricing.Forecast
+}
+
+// Options are ReadWith's arguments.
+type Options struct {
+	// AsOf is the instant the report treats as now: the database clock
+	// when zero.
+	AsOf time.Time
+	// RunsPerJob is how many of the latest runs to report per job and
+	// shard: DefaultRuns when 0.
+	RunsPerJob int
+	// Prices are the prices Spend and SpendForecast go by: the shipped
+	// defaults (pricing.Default) when nil.
+	Prices *pricing.Prices
 }
 
 // Queue is the message queue at a glance.
@@ -150,7 +185,12 @@ type DeliveryCounters struct {
 // when zero), from one read-only snapshot. Each part is one set-based
 // query; the run history uses the (job, started_at) index.
 func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob int) (*Status, error) {
-	runsPerJob = cmp.Or(runsPerJob, DefaultRuns)
+	return ReadWith(ctx, pool, Options{AsOf: asOf, RunsPerJob: runsPerJob})
+}
+
+// ReadWith is Read with the prices the spend goes by (o.Prices).
+func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, error) {
+	asOf, runsPerJob := o.AsOf, cmp.Or(o.RunsPerJob, DefaultRuns)
 	if runsPerJob < 0 {
 		return nil, fmt.Errorf("runs per job must be positive, got %d", runsPerJob)
 	}
@@ -177,6 +217,12 @@ func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob in
 	}
 	if st.Budgets == nil {
 		st.Budgets = []delivery.BudgetReport{}
+	}
+	if st.Spend, err = pricing.ReadSpend(ctx, tx, asOf, o.Prices); err != nil {
+		return nil, err
+	}
+	if st.SpendForecast, err = readSpendForecast(ctx, tx, asOf, o.Prices); err != nil {
+		return nil, err
 	}
 	return st, nil
 }
@@ -308,4 +354,21 @@ func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]Run, error) {
 		return nil, fmt.Errorf("read the latest runs: %w", err)
 	}
 	return runs, nil
+}
+
+// readSpendForecast dry-runs the daily job as of ForecastDays days after
+// asOf: its goodbye step's count is every goodbye the runs until then
+// would send (the sum of the console's forecast days), costed.
+func readSpendForecast(ctx context.Context, tx pgx.Tx, asOf time.Time, prices *pricing.Prices) (SpendForecast, error) {
+	steps, err := scheduler.ForecastDaily(ctx, tx, asOf.Add(ForecastDays*24*time.Hour))
+	if err != nil {
+		return SpendForecast{}, fmt.Errorf("forecast the goodbyes: %w", err)
+	}
+	var goodbyes int64
+	for _, st := range steps {
+		if sm.Trigger(st.Name) == sm.Inactivity14d {
+			goodbyes = int64(st.Succeeded)
+		}
+	}
+	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastGoodbyes(goodbyes, prices)}, nil
 }

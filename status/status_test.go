@@ -2,11 +2,15 @@ package status_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/status"
 )
@@ -125,5 +129,49 @@ func TestStatusOnSeededData(t *testing.T) {
 	}
 	if st.Runs[1].Counters != nil || st.Runs[1].FinishedAt != nil || st.Runs[2].ID <= st.Runs[3].ID {
 		t.Errorf("runs %+v: want the running one without counters, newest first", st.Runs)
+	}
+}
+
+// The spend of the last 30 days and the next 7 days' goodbyes, in the
+// report engagementctl status --output json prints.
+func TestStatusSpend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := pgtest.NewPool(t)
+	asOf := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-40 * 24 * time.Hour)})
+	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-10 * 24 * time.Hour)}) // 14 days silent in 4 days
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at, billable, pricing_category)
+		VALUES ($1, 'weekly_review', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k1', 'sent', $2, true, 'utility'),
+		       ($1, 'goodbye', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k2', 'sent', $2, NULL, NULL)`,
+		user, asOf.Add(-24*time.Hour))
+	st, err := status.Read(ctx, pool, asOf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Spend; s.Accepted != 2 || s.Billable != 2 || s.USD != 0.0693 || len(s.Categories) != 2 {
+		t.Errorf("spend %+v; want 2 billed, a marketing goodbye and a utility review, US$0.0693", s)
+	}
+	f := st.SpendForecast
+	if f.Days != 7 || f.Goodbyes != 2 || f.USD == nil || *f.USD != 0.125 {
+		t.Errorf("forecast %+v; want 7 days, 2 goodbyes (the one overdue, the one due in 4 days), US$0.125", f)
+	}
+	b, _ := json.Marshal(st)
+	for _, want := range []string{`"spend":{"window":"30 days"`, `"spend_forecast":{"days":7,"goodbyes":2,"usd":0.125,"assumption":`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the JSON lacks %s: %s", want, b)
+		}
+	}
+
+	// A prices file's prices, through ReadWith.
+	p := pricing.Default()
+	p.Countries["BR"].Prices["marketing"] = 0.1
+	if st, err = status.ReadWith(ctx, pool, status.Options{AsOf: asOf, Prices: p}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Spend.USD != 0.1068 || *st.SpendForecast.USD != 0.2 {
+		t.Errorf("at 0.1 a marketing message: %v and %v, want 0.1068 and 0.2", st.Spend.USD, *st.SpendForecast.USD)
 	}
 }

@@ -74,8 +74,8 @@ func renderKinds() []byte {
 		"`{userId}{infix}{period}`: a user gets at most one message of a kind per period, whoever queues it. " +
 		"At send time, queue-process cancels a message as `stale` when its user is no longer in one of the " +
 		"kind's states.\n\n" +
-		"| kind (`message_type`) | catalog key (`message_key`) | queued by | key | period | sent while the user is | verify check |\n" +
-		"|---|---|---|---|---|---|---|\n")
+		"| kind (`message_type`) | catalog key (`message_key`) | queued by | key | period | sent while the user is | verify check | Meta's pricing category |\n" +
+		"|---|---|---|---|---|---|---|---|\n")
 	for _, k := range sm.Kinds() {
 		by := "engagement-weekly"
 		if k.Trigger != "" {
@@ -92,8 +92,8 @@ func renderKinds() []byte {
 		if k.CurrentGoodbyeOnly {
 			sendWhile += ", for the goodbye of that day"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | `{userId}%s{%s}` | %s | %s | %s |\n",
-			k.Message, k.CatalogKey, by, k.KeyInfix, periodLabel[k.Period], periodName[k.Period], sendWhile, orDash(k.Check))
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | `{userId}%s{%s}` | %s | %s | %s | `%s` |\n",
+			k.Message, k.CatalogKey, by, k.KeyInfix, periodLabel[k.Period], periodName[k.Period], sendWhile, orDash(k.Check), k.Category)
 	}
 	b.WriteString("\n## Transitions\n\n" +
 		"`statemachine.Transitions`: every move a user can make. The scheduler fires the timers: a row with a " +
