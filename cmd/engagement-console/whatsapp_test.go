@@ -248,3 +248,15 @@ func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 		t.Errorf("the console's log carries the user's number")
 	}
 }
+
+// A prices file the console cannot read is exit 2, one line naming the
+// flag, before it listens.
+func TestConsoleRefusesABadPricesFile(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	res := cmdtest.Run(t, cmdtest.Build(t, "./cmd/engagement-console"), cmdtest.Env("DATABASE_URL="+url),
+		"--listen", "127.0.0.1:0", "--prices-file", "/nonexistent/prices.json")
+	if res.Code != 2 || len(cmdtest.Lines(res.Stderr)) != 1 || !strings.Contains(res.Stderr, "--prices-file") {
+		t.Errorf("--prices-file missing: exit %d, stderr %q; want 2 and one line naming the flag", res.Code, res.Stderr)
+	}
+}

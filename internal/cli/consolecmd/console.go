@@ -21,6 +21,7 @@ import (
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
+	"github.com/engagement-scheduler/engagement/pricing"
 )
 
 // Name is the console binary's name.
@@ -45,6 +46,8 @@ type consoleOptions struct {
 	csrfKey           string
 	whatsAppSecret    string
 	whatsAppToken     string
+	pricesFile        string
+	prices            *pricing.Prices
 	asOf              cli.AsOfValue
 	logs              cli.LogFlags
 
@@ -120,6 +123,8 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	fs.StringVar(&o.whatsAppToken, "whatsapp-verify-token", "", "the verify token Meta's webhook subscription sends (with --whatsapp-app-secret)")
 	cliflag.BindEnv(fs, "whatsapp-verify-token", "WHATSAPP_VERIFY_TOKEN")
 	cliflag.MarkSecret(fs, "whatsapp-verify-token")
+	fs.StringVar(&o.pricesFile, "prices-file", "", "Meta's prices per country and category, JSON, for what the messages cost (docs/console.md, What it costs); default: the shipped, dated prices for Brazil")
+	cliflag.BindEnv(fs, "prices-file", "ENGAGEMENT_PRICES_FILE")
 	o.asOf.Name = "--as-of"
 	fs.Var(&o.asOf, "as-of", "the instant the pages treat as now, RFC3339 (default: the database clock)")
 	o.logs.Register(fs)
@@ -144,6 +149,13 @@ func (o *consoleOptions) Validate() error {
 	}
 	if o.csrfKey != "" && len(o.csrfKey) < 32 {
 		return cli.Usagef("--csrf-key must be at least 32 characters (e.g. openssl rand -hex 32)")
+	}
+	if o.pricesFile != "" {
+		p, err := pricing.Load(o.pricesFile)
+		if err != nil {
+			return cli.UsageError(fmt.Errorf("--prices-file: %w", err))
+		}
+		o.prices = p
 	}
 	if (o.whatsAppSecret == "") != (o.whatsAppToken == "") {
 		return cli.Usagef("--whatsapp-app-secret and --whatsapp-verify-token go together: Meta's webhook needs both")
@@ -287,7 +299,7 @@ func (o *consoleOptions) Around(ctx context.Context, run func(context.Context) e
 // finish (a few seconds at most).
 func (o *consoleOptions) Run(ctx context.Context) error {
 	cfg := console.Config{Pool: o.Pool, Auth: o.auth, StatementTimeout: o.statementTimeout, MaxAge: o.maxAge, CSRFKey: []byte(o.csrfKey), Logger: o.log,
-		WhatsApp: console.WhatsAppWebhook{AppSecret: o.whatsAppSecret, VerifyToken: o.whatsAppToken}}
+		WhatsApp: console.WhatsAppWebhook{AppSecret: o.whatsAppSecret, VerifyToken: o.whatsAppToken}, Prices: o.prices}
 	if at := o.asOf.Time(); !at.IsZero() {
 		cfg.AsOf = func() time.Time { return at }
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/status"
 )
 
@@ -58,7 +60,9 @@ type statusOptions struct {
 	cli.CmdIO
 	timeFlags
 	cli.DBOptions
-	runs int
+	runs       int
+	pricesFile string
+	prices     *pricing.Prices
 }
 
 func newStatusCommand(databaseURL *string, runF func(*statusOptions) error) *cobra.Command {
@@ -77,6 +81,8 @@ counters. --output json prints the same as one JSON object. Read-only.`,
 	}
 	o.timeFlags.register(cmd)
 	cmd.Flags().IntVar(&o.runs, "runs", status.DefaultRuns, "latest runs shown per job and shard")
+	cmd.Flags().StringVar(&o.pricesFile, "prices-file", "", "Meta's prices per country and category, JSON (docs/console.md, What it costs); default: the shipped, dated prices for Brazil")
+	cliflag.BindEnv(cmd.Flags(), "prices-file", "ENGAGEMENT_PRICES_FILE")
 	return cmd
 }
 
@@ -84,11 +90,18 @@ func (o *statusOptions) Validate() error {
 	if o.runs < 1 {
 		return cli.Usagef("--runs must be at least 1, got %d", o.runs)
 	}
+	if o.pricesFile != "" {
+		p, err := pricing.Load(o.pricesFile)
+		if err != nil {
+			return cli.UsageError(fmt.Errorf("--prices-file: %w", err))
+		}
+		o.prices = p
+	}
 	return o.timeFlags.validate(*o.DBURL)
 }
 
 func (o *statusOptions) Run(ctx context.Context) error {
-	st, err := status.Read(ctx, o.Pool, o.asOf.Time(), o.runs)
+	st, err := status.ReadWith(ctx, o.Pool, status.Options{AsOf: o.asOf.Time(), RunsPerJob: o.runs, Prices: o.prices})
 	if err != nil {
 		return err
 	}
