@@ -3,9 +3,6 @@ package console_test
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/metafake"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -27,31 +25,6 @@ const (
 	metaSecret = "meta-app-secret"
 	metaToken  = "verify-me"
 )
-
-// metaSign is X-Hub-Signature-256 for body under secret, as Meta computes it.
-func metaSign(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// metaStatuses is Meta's webhook body carrying statuses, in the shape of
-// its status messages webhook reference (ids, status, Unix-seconds
-// timestamps, the recipient's number, pricing, errors).
-func metaStatuses(statuses ...string) []byte {
-	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
-		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
-		"statuses":[` + strings.Join(statuses, ",") + `]},"field":"messages"}]}]}`)
-}
-
-func metaStatus(id, status string, at time.Time, errCode string) string {
-	s := fmt.Sprintf(`{"id":%q,"status":%q,"timestamp":"%d","recipient_id":"5511999990000",
-		"pricing":{"billable":true,"pricing_model":"PMP","category":"marketing","type":"regular"}`, id, status, at.Unix())
-	if errCode != "" {
-		s += `,"errors":[{"code":` + errCode + `,"title":"Message undeliverable","message":"Message undeliverable","error_data":{"details":"Message Undeliverable."}}]`
-	}
-	return s + "}"
-}
 
 // whatsappConsole serves the console with Meta's webhook on, over a fresh
 // database with one message the scheduler sent (provider id wamid.OURS).
@@ -129,27 +102,27 @@ func TestWhatsAppWebhook(t *testing.T) {
 	}
 
 	now := time.Now().Truncate(time.Second)
-	delivered := metaStatuses(metaStatus("wamid.OURS", "delivered", now.Add(-time.Hour), ""))
+	delivered := metafake.Statuses(metafake.Status("wamid.OURS", "delivered", now.Add(-time.Hour), ""))
 	for name, c := range map[string]struct {
 		body []byte
 		sig  string
 		want int
 	}{
 		"unsigned":              {delivered, "", http.StatusUnauthorized},
-		"signed with another":   {delivered, metaSign("not-the-secret", delivered), http.StatusForbidden},
+		"signed with another":   {delivered, metafake.Sign("not-the-secret", delivered), http.StatusForbidden},
 		"a signature not hex":   {delivered, "sha256=zz", http.StatusForbidden},
-		"another scheme":        {delivered, "sha1=" + strings.TrimPrefix(metaSign(metaSecret, delivered), "sha256="), http.StatusForbidden},
-		"a body changed":        {append(bytes.Clone(delivered), ' '), metaSign(metaSecret, delivered), http.StatusForbidden},
-		"10 MB":                 {bytes.Repeat([]byte("x"), 10<<20), metaSign(metaSecret, bytes.Repeat([]byte("x"), 10<<20)), http.StatusRequestEntityTooLarge},
+		"another scheme":        {delivered, "sha1=" + strings.TrimPrefix(metafake.Sign(metaSecret, delivered), "sha256="), http.StatusForbidden},
+		"a body changed":        {append(bytes.Clone(delivered), ' '), metafake.Sign(metaSecret, delivered), http.StatusForbidden},
+		"10 MB":                 {bytes.Repeat([]byte("x"), 10<<20), metafake.Sign(metaSecret, bytes.Repeat([]byte("x"), 10<<20)), http.StatusRequestEntityTooLarge},
 		"unsigned garbage":      {[]byte("{not json"), "", http.StatusUnauthorized},
-		"signed garbage":        {[]byte("{not json"), metaSign(metaSecret, []byte("{not json")), http.StatusOK},
-		"signed, none of ours":  {metaStatuses(metaStatus("wamid.NOT-OURS", "read", now, "")), "", 0},
-		"signed, a bad status":  {metaStatuses(metaStatus("wamid.OURS", "deleted", now, "")), "", 0},
-		"signed, a future time": {metaStatuses(metaStatus("wamid.OURS", "read", now.Add(time.Hour), "")), "", 0},
+		"signed garbage":        {[]byte("{not json"), metafake.Sign(metaSecret, []byte("{not json")), http.StatusOK},
+		"signed, none of ours":  {metafake.Statuses(metafake.Status("wamid.NOT-OURS", "read", now, "")), "", 0},
+		"signed, a bad status":  {metafake.Statuses(metafake.Status("wamid.OURS", "deleted", now, "")), "", 0},
+		"signed, a future time": {metafake.Statuses(metafake.Status("wamid.OURS", "read", now.Add(time.Hour), "")), "", 0},
 	} {
 		sig, want := c.sig, c.want
 		if want == 0 {
-			sig, want = metaSign(metaSecret, c.body), http.StatusOK
+			sig, want = metafake.Sign(metaSecret, c.body), http.StatusOK
 		}
 		if got := postMeta(t, srv.URL, c.body, sig); got != want {
 			t.Errorf("%s: %d, want %d", name, got, want)
@@ -161,9 +134,9 @@ func TestWhatsAppWebhook(t *testing.T) {
 
 	// Read first, then the delivery (reordered), then both again (Meta's
 	// retries): delivered at the delivery's time, read at the read's.
-	read := metaStatuses(metaStatus("wamid.OURS", "read", now.Add(-30*time.Minute), ""))
+	read := metafake.Statuses(metafake.Status("wamid.OURS", "read", now.Add(-30*time.Minute), ""))
 	for _, b := range [][]byte{read, delivered, read, delivered} {
-		if got := postMeta(t, srv.URL, b, metaSign(metaSecret, b)); got != http.StatusOK {
+		if got := postMeta(t, srv.URL, b, metafake.Sign(metaSecret, b)); got != http.StatusOK {
 			t.Fatalf("a signed status: %d, want 200", got)
 		}
 	}
@@ -187,8 +160,8 @@ func TestWhatsAppWebhook(t *testing.T) {
 func TestWhatsAppWebhookLateFailure(t *testing.T) {
 	t.Parallel()
 	srv, pool, id := whatsappConsole(t)
-	b := metaStatuses(metaStatus("wamid.OURS", "failed", time.Now().Add(-time.Minute), "131026"))
-	if got := postMeta(t, srv.URL, b, metaSign(metaSecret, b)); got != http.StatusOK {
+	b := metafake.Statuses(metafake.Status("wamid.OURS", "failed", time.Now().Add(-time.Minute), "131026"))
+	if got := postMeta(t, srv.URL, b, metafake.Sign(metaSecret, b)); got != http.StatusOK {
 		t.Fatalf("a signed failure: %d, want 200", got)
 	}
 	var status, msg string
@@ -225,8 +198,8 @@ func TestQueuePageShowsWhatWhatsAppSaid(t *testing.T) {
 		VALUES ($1, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990001@s.whatsapp.net',
 		        now() - interval '1 hour', 'k2', 'sent', now() - interval '1 hour', 'wamid.TWO')`, user)
 	now := time.Now()
-	b := metaStatuses(metaStatus("wamid.OURS", "read", now.Add(-time.Minute), ""), metaStatus("wamid.TWO", "failed", now.Add(-time.Minute), "131049"))
-	if got := postMeta(t, srv.URL, b, metaSign(metaSecret, b)); got != http.StatusOK {
+	b := metafake.Statuses(metafake.Status("wamid.OURS", "read", now.Add(-time.Minute), ""), metafake.Status("wamid.TWO", "failed", now.Add(-time.Minute), "131049"))
+	if got := postMeta(t, srv.URL, b, metafake.Sign(metaSecret, b)); got != http.StatusOK {
 		t.Fatalf("signed statuses: %d, want 200", got)
 	}
 	var q console.Queue
@@ -280,7 +253,7 @@ func BenchmarkWhatsAppWebhook(b *testing.B) {
 	at := time.Now().Add(-time.Hour)
 	bodies := make([][]byte, messages)
 	for i := range bodies {
-		bodies[i] = metaStatuses(metaStatus(fmt.Sprint("wamid.", i+1), "delivered", at, ""))
+		bodies[i] = metafake.Statuses(metafake.Status(fmt.Sprint("wamid.", i+1), "delivered", at, ""))
 	}
 	var total time.Duration
 	posted := 0
@@ -291,7 +264,7 @@ func BenchmarkWhatsAppWebhook(b *testing.B) {
 			wg.Go(func() {
 				for i := c; i < messages; i += 8 {
 					req, _ := http.NewRequest(http.MethodPost, srv.URL+console.WhatsAppWebhookPath, bytes.NewReader(bodies[i]))
-					req.Header.Set("X-Hub-Signature-256", metaSign(metaSecret, bodies[i]))
+					req.Header.Set("X-Hub-Signature-256", metafake.Sign(metaSecret, bodies[i]))
 					res, err := http.DefaultClient.Do(req)
 					if err != nil {
 						b.Error(err)
@@ -329,32 +302,32 @@ func TestWhatsAppWebhookKeepsMetaPricing(t *testing.T) {
 		return s
 	}
 	now := time.Now()
-	utility := metaStatuses(strings.Replace(metaStatus("wamid.OURS", "sent", now.Add(-time.Hour), ""),
+	utility := metafake.Statuses(strings.Replace(metafake.Status("wamid.OURS", "sent", now.Add(-time.Hour), ""),
 		`"billable":true,"pricing_model":"PMP","category":"marketing"`, `"billable":false,"pricing_model":"PMP","category":"utility"`, 1))
 	if got := postMeta(t, srv.URL, utility, ""); got != http.StatusUnauthorized {
 		t.Fatalf("unsigned: %d, want 401", got)
 	}
-	if got := postMeta(t, srv.URL, utility, metaSign("not-the-secret", utility)); got != http.StatusForbidden {
+	if got := postMeta(t, srv.URL, utility, metafake.Sign("not-the-secret", utility)); got != http.StatusForbidden {
 		t.Fatalf("wrongly signed: %d, want 403", got)
 	}
 	if got := pricing(); got != "- -" {
 		t.Fatalf("after unsigned pricing: %q, want nothing kept", got)
 	}
-	if got := postMeta(t, srv.URL, utility, metaSign(metaSecret, utility)); got != http.StatusOK {
+	if got := postMeta(t, srv.URL, utility, metafake.Sign(metaSecret, utility)); got != http.StatusOK {
 		t.Fatalf("signed: %d, want 200", got)
 	}
 	if got := pricing(); got != "false utility" {
 		t.Errorf("after a signed utility status: %q, want %q", got, "false utility")
 	}
-	delivered := metaStatuses(metaStatus("wamid.OURS", "delivered", now.Add(-30*time.Minute), ""))
-	if got := postMeta(t, srv.URL, delivered, metaSign(metaSecret, delivered)); got != http.StatusOK {
+	delivered := metafake.Statuses(metafake.Status("wamid.OURS", "delivered", now.Add(-30*time.Minute), ""))
+	if got := postMeta(t, srv.URL, delivered, metafake.Sign(metaSecret, delivered)); got != http.StatusOK {
 		t.Fatalf("signed: %d, want 200", got)
 	}
 	if got := pricing(); got != "true marketing" {
 		t.Errorf("after a signed marketing delivery: %q, want the latest Meta said, %q", got, "true marketing")
 	}
-	bare := metaStatuses(fmt.Sprintf(`{"id":"wamid.OURS","status":"read","timestamp":"%d","recipient_id":"5511999990000"}`, now.Unix()))
-	if got := postMeta(t, srv.URL, bare, metaSign(metaSecret, bare)); got != http.StatusOK {
+	bare := metafake.Statuses(fmt.Sprintf(`{"id":"wamid.OURS","status":"read","timestamp":"%d","recipient_id":"5511999990000"}`, now.Unix()))
+	if got := postMeta(t, srv.URL, bare, metafake.Sign(metaSecret, bare)); got != http.StatusOK {
 		t.Fatalf("signed: %d, want 200", got)
 	}
 	if got := pricing(); got != "true marketing" {

@@ -3,10 +3,6 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +11,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/metafake"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -22,26 +19,6 @@ const (
 	appSecret   = "meta-app-secret-0123456789"
 	verifyToken = "meta-verify-token"
 )
-
-func sign(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// statusBody is Meta's status webhook body (its reference's shape) for one
-// message.
-func statusBody(id, status string, at time.Time, code string) []byte {
-	errs := ""
-	if code != "" {
-		errs = `,"errors":[{"code":` + code + `,"title":"Message undeliverable","message":"Message undeliverable","error_data":{"details":"Message Undeliverable."}}]`
-	}
-	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
-		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
-		"statuses":[{"id":%q,"status":%q,"timestamp":"%d","recipient_id":"5511999990000",
-		"pricing":{"billable":true,"pricing_model":"PMP","category":"marketing","type":"regular"}%s}]},"field":"messages"}]}]}`,
-		id, status, at.Unix(), errs))
-}
 
 // Issue 43: Meta's webhook through the shipped engagement-console, with a
 // Meta that lies (no signature, another app's, a tampered body, 10 MB,
@@ -102,7 +79,7 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 
 	now := time.Now().Truncate(time.Second)
 	wamid := "wamid.HBgLNTUxMTk5OTk5MDAwMBUCABEYEjA="
-	delivered, read := statusBody(wamid, "delivered", now.Add(-2*time.Hour), ""), statusBody(wamid, "read", now.Add(-time.Hour), "")
+	delivered, read := metafake.Statuses(metafake.Status(wamid, "delivered", now.Add(-2*time.Hour), "")), metafake.Statuses(metafake.Status(wamid, "read", now.Add(-time.Hour), ""))
 	big := bytes.Repeat([]byte(" "), 10<<20)
 	for name, l := range map[string]struct {
 		body []byte
@@ -110,9 +87,9 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 		want int
 	}{
 		"no signature":      {read, "", 401},
-		"another app's":     {read, sign("another-app", read), 403},
-		"a tampered body":   {append(bytes.Clone(read[:len(read)-3]), []byte(`]}]}`)...), sign(appSecret, read), 403},
-		"10 MB":             {big, sign(appSecret, big), 413},
+		"another app's":     {read, metafake.Sign("another-app", read), 403},
+		"a tampered body":   {append(bytes.Clone(read[:len(read)-3]), []byte(`]}]}`)...), metafake.Sign(appSecret, read), 403},
+		"10 MB":             {big, metafake.Sign(appSecret, big), 413},
 		"garbage, unsigned": {[]byte("\x00\x01garbage"), "", 401},
 	} {
 		if got := post(l.body, l.sig); got != l.want {
@@ -124,7 +101,7 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 	}
 	// The truth, read before delivered, each twice (Meta's retries).
 	for _, b := range [][]byte{read, delivered, read, delivered} {
-		if got := post(b, sign(appSecret, b)); got != 200 {
+		if got := post(b, metafake.Sign(appSecret, b)); got != 200 {
 			t.Fatalf("a signed status: %d, want 200", got)
 		}
 	}
@@ -161,16 +138,6 @@ func TestMetasWebhookNeedsBothFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line saying both are needed, without the secret", args, res.Code, res.Stderr)
 		}
 	}
-}
-
-// preferenceBody is Meta's user_preferences webhook body (its reference's
-// shape): the user with wa_id stopped or resumed marketing messages.
-func preferenceBody(waID, value string, at time.Time) []byte {
-	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
-		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
-		"contacts":[{"profile":{"name":"Maria"},"wa_id":%q}],
-		"user_preferences":[{"wa_id":%q,"detail":"User requested to stop marketing messages","category":"marketing_messages",
-		"value":%q,"timestamp":%d}]},"field":"user_preferences"}]}]}`, waID, waID, value, at.Unix()))
 }
 
 // Issue 44: WhatsApp's own "stop promotions", by Meta's user_preferences
@@ -218,16 +185,16 @@ func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 		return s
 	}
 	at := time.Now().Add(-time.Minute)
-	stopJoao := preferenceBody("5511977776666", "stop", at)
+	stopJoao := metafake.Preference("5511977776666", "stop", at)
 	if got := post(stopJoao, ""); got != 401 {
 		t.Errorf("an unsigned stop: %d, want 401", got)
 	}
-	if got := post(stopJoao, sign("another-app", stopJoao)); got != 403 {
+	if got := post(stopJoao, metafake.Sign("another-app", stopJoao)); got != 403 {
 		t.Errorf("a stop signed by another app: %d, want 403", got)
 	}
-	stop := preferenceBody("5511988887777", "stop", at)
+	stop := metafake.Preference("5511988887777", "stop", at)
 	for range 2 { // Meta's retry
-		if got := post(stop, sign(appSecret, stop)); got != 200 {
+		if got := post(stop, metafake.Sign(appSecret, stop)); got != 200 {
 			t.Fatalf("a signed stop: %d, want 200", got)
 		}
 	}
@@ -237,8 +204,8 @@ func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 	if got := state(joao); got != "false pending 0" {
 		t.Errorf("the unsigned stop changed joão: %q", got)
 	}
-	resume := preferenceBody("5511988887777", "resume", time.Now())
-	if got := post(resume, sign(appSecret, resume)); got != 200 {
+	resume := metafake.Preference("5511988887777", "resume", time.Now())
+	if got := post(resume, metafake.Sign(appSecret, resume)); got != 200 {
 		t.Fatalf("a signed resume: %d, want 200", got)
 	}
 	if got := state(maria); got != "false cancelled 2" {

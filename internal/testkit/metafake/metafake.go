@@ -1,0 +1,55 @@
+// Package metafake makes what Meta's WhatsApp webhooks send, for the tests
+// of the console's /webhooks/whatsapp: bodies in the shape of Meta's
+// webhook references (status messages, user_preferences) and their
+// X-Hub-Signature-256 under an app secret, as Meta computes it.
+//
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/user_preferences
+package metafake
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sign is body's X-Hub-Signature-256 under secret: "sha256=" and the hex
+// HMAC-SHA256 of the raw body.
+func Sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Status is one statuses[] entry: the message's provider id, its status
+// (sent, delivered, read, failed, or anything Meta might send), when, and
+// a failure's error code ("" for none). It carries the recipient's number
+// and Meta's pricing (billable, marketing), as Meta's do.
+func Status(id, status string, at time.Time, code string) string {
+	s := fmt.Sprintf(`{"id":%q,"status":%q,"timestamp":"%d","recipient_id":"5511999990000",
+		"pricing":{"billable":true,"pricing_model":"PMP","category":"marketing","type":"regular"}`, id, status, at.Unix())
+	if code != "" {
+		s += `,"errors":[{"code":` + code + `,"title":"Message undeliverable","message":"Message undeliverable","error_data":{"details":"Message Undeliverable."}}]`
+	}
+	return s + "}"
+}
+
+// Statuses is a status webhook body carrying the entries (Status's).
+func Statuses(entries ...string) []byte {
+	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
+		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
+		"statuses":[` + strings.Join(entries, ",") + `]},"field":"messages"}]}]}`)
+}
+
+// Preference is a user_preferences webhook body: the user with waID (their
+// number) stopped ("stop") or resumed ("resume") marketing messages at at.
+func Preference(waID, value string, at time.Time) []byte {
+	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
+		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
+		"contacts":[{"profile":{"name":"Maria"},"wa_id":%q}],
+		"user_preferences":[{"wa_id":%q,"detail":"User requested to stop marketing messages","category":"marketing_messages",
+		"value":%q,"timestamp":%d}]},"field":"user_preferences"}]}]}`, waID, waID, value, at.Unix()))
+}
