@@ -34,6 +34,7 @@ func NewCommand() *cobra.Command {
 	root.AddCommand(newSmokeCommand(&databaseURL, nil))
 	root.AddCommand(newRequeueCommand(&databaseURL, nil), newCancelCommand(&databaseURL, nil))
 	root.AddCommand(newCheckReceiverCommand(nil))
+	root.AddCommand(newConsentCommand(&databaseURL, true, nil), newConsentCommand(&databaseURL, false, nil), newEraseCommand(&databaseURL, nil))
 	return root
 }
 
