@@ -83,11 +83,12 @@ type Report struct {
 	// IdempotencyKeys counts dedupe keys holding one of the user's JIDs,
 	// deleted.
 	IdempotencyKeys int64 `json:"idempotency_keys"`
-	// ConsoleAudit, JobRuns and ConsentEvents count rows of those tables
-	// in which a value holding one of the user's JIDs was replaced.
-	ConsoleAudit  int64 `json:"console_audit"`
-	JobRuns       int64 `json:"job_runs"`
-	ConsentEvents int64 `json:"consent_events"`
+	// ConsoleAudit counts the console's audit rows naming the user whose
+	// filter values (but the user id) and reason were replaced.
+	ConsoleAudit int64 `json:"console_audit"`
+	// JobRuns counts job runs whose error or counters held one of the
+	// user's JIDs, replaced.
+	JobRuns int64 `json:"job_runs"`
 }
 
 // Erase erases userID with the default Options.
@@ -133,7 +134,7 @@ func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, er
 		}
 	}
 	err = tx.QueryRow(ctx, scrubSQL, args).Scan(&rep.Messages, &rep.Cancelled, &rep.Ledger, &rep.BudgetRecipients,
-		&rep.BudgetClaims, &rep.FireRequests, &rep.IdempotencyKeys, &rep.ConsoleAudit, &rep.JobRuns, &rep.ConsentEvents)
+		&rep.BudgetClaims, &rep.FireRequests, &rep.IdempotencyKeys, &rep.ConsoleAudit, &rep.JobRuns)
 	if err != nil {
 		return Report{}, fmt.Errorf("erase: scrub: %w", err)
 	}

@@ -27,12 +27,13 @@
 --   engagement_console_audit: a row naming the user (their id or a JID)
 --     keeps its action, actor, count and user id, every other value of
 --     its filter and its reason becoming '[erased]'.
---   engagement_idempotency_keys, engagement_job_runs (error, counters),
---     engagement_consent_events (source, actor): a row holding one of the
---     JIDs (or its local part) has that value replaced ('[erased]'; a
---     dedupe key is deleted).
+--   engagement_idempotency_keys, engagement_job_runs (error, counters): a
+--     row holding one of the JIDs (or its local part) has that value
+--     replaced ('[erased]'; a dedupe key is deleted).
 -- Kept: user ids (UUIDs, not the WhatsApp id), message keys (catalog
--- keys), the state log, consent events (what keeps the user opted out).
+-- keys), the state log, and the consent events (what keeps the user opted
+-- out; their source names a door and their actor an operator, never the
+-- person, and the jobs' role may not rewrite them).
 WITH msgs AS MATERIALIZED (
     SELECT q.id, q.status, q.destination_jid
       FROM engagement_message_queue q
@@ -116,12 +117,6 @@ WITH msgs AS MATERIALIZED (
            counters = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.counters::text, l.s) > 0) THEN '{"erased": true}'::jsonb ELSE r.counters END
      WHERE EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0 OR strpos(r.counters::text, l.s) > 0)
     RETURNING 1
-), consent AS (
-    UPDATE engagement_consent_events c
-       SET source = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(c.source, l.s) > 0) THEN '[erased]' ELSE c.source END,
-           actor = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(c.actor, l.s) > 0) THEN '[erased]' ELSE c.actor END
-     WHERE EXISTS (SELECT FROM locals l WHERE strpos(c.source, l.s) > 0 OR strpos(c.actor, l.s) > 0)
-    RETURNING 1
 )
 SELECT (SELECT count(*) FROM queue),
        (SELECT count(*) FROM queue WHERE cancelled),
@@ -131,5 +126,4 @@ SELECT (SELECT count(*) FROM queue),
        (SELECT count(*) FROM fire),
        (SELECT count(*) FROM keys),
        (SELECT count(*) FROM audit),
-       (SELECT count(*) FROM runs),
-       (SELECT count(*) FROM consent)
+       (SELECT count(*) FROM runs)

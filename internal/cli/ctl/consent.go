@@ -179,10 +179,11 @@ nothing is sent to them afterwards. Their queue rows are kept, scrubbed
 (no JID, params, error text or provider id; pending and in-flight ones
 cancelled), so the funnel's counts stay right; the send budget's hashes of
 their JIDs are replaced by random ids; the bot's request keys of the user
-are deleted; console audit rows, job runs, dedupe keys and consent events
-holding one of their JIDs lose that value. The user id (a UUID) stays,
-with the consent history: it is what keeps them opted out. The bot's own
-tables (user_profiles, transactions) are the bot's to erase.
+are deleted; console audit rows naming them keep only action, actor, count
+and user id; job runs and dedupe keys holding one of their JIDs lose that
+value. The user id (a UUID) stays, with the consent history: it is what
+keeps them opted out. The bot's own tables (user_profiles, transactions)
+are the bot's to erase.
 
 Without --yes: exit 2, nothing changed. Exit 0 with one line (--output json:
 the counts per table); 2 for a --user-id that is not a UUID or that no table
@@ -228,9 +229,9 @@ func (o *eraseOptions) Run(ctx context.Context) error {
 		return json.NewEncoder(o.Stdout).Encode(rep)
 	}
 	_, err = fmt.Fprintf(o.Stdout, "erased %s: %d messages scrubbed (%d cancelled), %d ledger rows, %d budget rows, "+
-		"%d request keys, %d dedupe keys, %d audit rows, %d job runs, %d consent events; %s\n",
+		"%d request keys, %d dedupe keys, %d audit rows, %d job runs; %s\n",
 		rep.UserID, rep.Messages, rep.Cancelled, rep.Ledger, rep.BudgetRecipients+rep.BudgetClaims, rep.FireRequests,
-		rep.IdempotencyKeys, rep.ConsoleAudit, rep.JobRuns, rep.ConsentEvents, optedOutNote(rep))
+		rep.IdempotencyKeys, rep.ConsoleAudit, rep.JobRuns, optedOutNote(rep))
 	return err
 }
 
