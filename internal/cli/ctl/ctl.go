@@ -22,7 +22,7 @@ func NewCommand() *cobra.Command {
 	var databaseURL string
 	root := &cobra.Command{
 		Use:   "engagementctl",
-		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup, status, verify",
+		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup, status, verify, consent, erase",
 		Args:  cobra.NoArgs,
 		RunE:  missingSubcommand,
 	}
