@@ -44,7 +44,8 @@ func seedPerson(t *testing.T, pool *pgxpool.Pool, digits string) person {
 			       destination_jid, scheduled_for, idempotency_key, status, sent_at, error_message, provider_message_id,
 			       claimed_by, claimed_until, cancel_reason, delivered_at)
 			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', $2::jsonb, 'individual', $3::text, now() - interval '1 hour',
-			        $1::text || ':weekly_review:2026-W0' || $4::text, $5::text,
+			        CASE WHEN $5::text = 'cancelled' THEN 'bot-resend:' || $6::text -- a bot's own key, naming the number
+			             ELSE $1::text || ':weekly_review:2026-W0' || $4::text END, $5::text,
 			        CASE WHEN $5 = 'sent' THEN now() - interval '2 hours' END,
 			        CASE WHEN $5 IN ('failed', 'sent') THEN 'HTTP 422: bad number ' || $6::text || ' ' || $7::text END,
 			        CASE WHEN $5 IN ('sent', 'failed') THEN 'wamid.' || $6 END,

@@ -11,7 +11,9 @@
 --     (accepted, delivered, read, failed) stay right, but destination_jid
 --     becomes '' (the column is NOT NULL), message_params '{}', an
 --     error_message '[erased]', provider_message_id NULL (a Cloud API
---     wamid encodes the phone number); one still pending or in flight
+--     wamid encodes the phone number), an idempotency key holding one of
+--     the JIDs NULL (the jobs' keys hold the user id, kind and period; a
+--     bot's own key may hold anything); one still pending or in flight
 --     (processing) is cancelled ('opted_out') and its claim dropped, so its
 --     holder's settle (fenced by status and holder) changes nothing.
 --   send ledger (engagement_processed_messages): the user's messages'
@@ -62,6 +64,8 @@ WITH msgs AS MATERIALIZED (
            message_params = '{}'::jsonb,
            error_message = CASE WHEN q.error_message IS NULL THEN NULL ELSE '[erased]' END,
            provider_message_id = NULL,
+           idempotency_key = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(q.idempotency_key, l.s) > 0)
+                                  THEN NULL ELSE q.idempotency_key END,
            status = CASE WHEN m.status IN ('pending', 'processing') THEN 'cancelled' ELSE q.status END,
            cancel_reason = CASE WHEN m.status IN ('pending', 'processing') THEN 'opted_out' ELSE q.cancel_reason END,
            claimed_by = CASE WHEN m.status IN ('pending', 'processing') THEN NULL ELSE q.claimed_by END,
