@@ -45,7 +45,7 @@ var wantPrivileges = map[string][]string{
 	"user_profiles":                 {"SELECT"},
 	"transactions":                  {"SELECT"},
 	"user_engagement_states":        {"SELECT", "UPDATE"},
-	"engagement_state_transitions":  {"SELECT", "INSERT"},
+	"engagement_state_transitions":  {"SELECT", "INSERT", "DELETE"},
 	"engagement_message_queue":      {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_processed_messages": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_transport_pacing":   {"SELECT", "INSERT", "UPDATE"},
@@ -56,7 +56,7 @@ var wantPrivileges = map[string][]string{
 	"engagement_schema_migrations":  {"SELECT"},
 	"engagement_adopted_tables":     {"SELECT"},
 	"engagement_fire_requests":      {"SELECT", "DELETE"},
-	"engagement_console_audit":      {"SELECT", "INSERT"},
+	"engagement_console_audit":      {"SELECT", "INSERT", "UPDATE"},
 	// The send budget (queue-process --daily-limit): a claim under it
 	// creates and updates its transport's row and stamps the recipients it
 	// takes; it deletes those out of the window, a refund those handed back.
@@ -403,6 +403,18 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	wantNumber("cleanup", sum, "ledger", 3)
 	wantNumber("cleanup", sum, "idempotency_keys", 3)
 
+	// An operator's consent and erase (issue 44), with an audit row naming
+	// the user for erase to scrub and the transition log's horizon.
+	if _, err := admin.Exec(context.Background(), `INSERT INTO engagement_console_audit (actor, action, filter, messages)
+		VALUES ('ana', 'cancel', jsonb_build_object('user_id', $1::text), 1)`, inactive); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(ctl, "opt-out", "--user-id", weekly, "--output", "json"); out["changed"] != true {
+		t.Errorf("opt-out as %s: %v, want changed", rs.app, out)
+	}
+	wantNumber("erase", run(ctl, "erase", "--user-id", inactive, "--yes", "--output", "json"), "console_audit", 1)
+	run(ctl, "cleanup", "--transitions-older-than", "2880h", "--consent-older-than", "24h", "--as-of", later, "--output", "json")
+
 	// What the role must not do, each refused by the server for lack of
 	// privilege (SQLSTATE 42501), not by some other error.
 	app := connect(t, appURL)
@@ -414,7 +426,6 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 		`UPDATE user_profiles SET locale = 'en'`,
 		`INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid())`,
 		`INSERT INTO transactions (user_id, created_at) VALUES (gen_random_uuid(), now())`,
-		`DELETE FROM engagement_state_transitions`,
 		`UPDATE engagement_state_transitions SET trigger = 'x'`,
 		`DELETE FROM user_engagement_states`,
 		`DELETE FROM engagement_job_runs`,

@@ -19,5 +19,10 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 
 		"cleanup_count_fire_requests":  {"cutoff": time.Now()},
 		"cleanup_delete_fire_requests": {"cutoff": time.Now(), "n": 10},
+
+		"cleanup_count_transitions":  {"cutoff": time.Now()},
+		"cleanup_delete_transitions": {"cutoff": time.Now(), "n": 10},
+		"cleanup_count_consent":      {"cutoff": time.Now()},
+		"cleanup_delete_consent":     {"cutoff": time.Now(), "n": 10},
 	})
 }

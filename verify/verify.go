@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/retention"
@@ -44,7 +45,14 @@ const (
 	CheckTimeZonesUsable    = "time_zones_usable"
 	CheckDataAPIClosed      = "data_api_closed"
 	CheckInstantsPlausible  = "instants_plausible"
+	CheckNoSendAfterOptOut  = "no_send_after_opt_out"
 )
+
+// OptOutGrace is how long after an opt-out a message may still be sent
+// (no_send_after_opt_out): one whose send had started when the opt-out
+// committed goes, and is stamped sent when its send settles, within
+// queue-process's default claim timeout.
+const OptOutGrace = delivery.DefaultClaimTimeout
 
 // StuckGrace is how long past a state's deadline a user may wait before
 // verify reports them stuck: the daily job runs once a day.
@@ -223,6 +231,15 @@ var invariants = slices.Concat([]invariant{
 			"engagement_fire refuses them (EN005), so these were written before it or by hand",
 		sql:  query("verify_instants_plausible"),
 		args: sqlfile.Shared{"skew": activity.MaxFireSkew, "remind_wait": sm.RemindLaterPeriod},
+	},
+	{
+		name: CheckNoSendAfterOptOut,
+		rule: "no message was sent (sent_at) while its user was opted out: the user's latest consent event before sent_at " +
+			"(engagement_consent_events, in the order recorded) is not an opt-out that took effect (its at, or when it was " +
+			"recorded if later) more than " + OptOutGrace.String() + " before, the time a send that had started when the " +
+			"opt-out committed may take to settle; users opted out without a consent event are not checked",
+		sql:  query("verify_no_send_after_opt_out"),
+		args: sqlfile.Shared{"grace": OptOutGrace},
 	},
 	{
 		name: CheckTimeZonesUsable,

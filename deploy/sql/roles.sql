@@ -6,7 +6,8 @@
 --   engagement_app       LOGIN   member of engagement_jobs: the DATABASE_URL of
 --                                engagement-daily, engagement-weekly, queue-process,
 --                                engagement-console
---                                and engagementctl enqueue|cleanup|status|verify
+--                                and engagementctl enqueue|cleanup|status|verify|
+--                                opt-out|opt-in|erase
 --   engagement_bot       NOLOGIN EXECUTE on engagement_fire, engagement_receipt,
 --                                engagement_opt_out and engagement_opt_in and nothing
 --                                else: make
@@ -19,7 +20,8 @@
 --   user_profiles                  SELECT                          the bot owns profiles
 --   transactions                   SELECT                          the bot writes them
 --   user_engagement_states         SELECT, UPDATE                  the daily job moves states
---   engagement_state_transitions   SELECT, INSERT                  the log only grows
+--   engagement_state_transitions   SELECT, INSERT, DELETE          the log grows, never changes;
+--                                                                  cleanup's horizon deletes
 --   engagement_message_queue       SELECT, INSERT, UPDATE, DELETE  queue, claim, settle; cleanup deletes
 --   engagement_processed_messages  SELECT, INSERT, UPDATE, DELETE  the send ledger; cleanup deletes
 --   engagement_transport_pacing    SELECT, INSERT, UPDATE          the shared send pace
@@ -30,7 +32,8 @@
 --   engagement_schema_migrations   SELECT                          every binary checks the version
 --   engagement_adopted_tables      SELECT                          which tables were the bot's
 --   engagement_fire_requests       SELECT, DELETE                  the bot's request keys; cleanup
---   engagement_console_audit       SELECT, INSERT                  the console's audit log only grows
+--   engagement_console_audit       SELECT, INSERT, UPDATE          the console's audit log; erase scrubs
+--                                                                  the rows naming the person
 --   engagement_send_budgets        SELECT, INSERT, UPDATE          the send budget per transport
 --   engagement_send_budget_recipients
 --                                  SELECT, INSERT, UPDATE, DELETE  who is in the budget's window;
@@ -155,7 +158,7 @@ DECLARE
         ['user_profiles',                 'SELECT'],
         ['transactions',                  'SELECT'],
         ['user_engagement_states',        'SELECT, UPDATE'],
-        ['engagement_state_transitions',  'SELECT, INSERT'],
+        ['engagement_state_transitions',  'SELECT, INSERT, DELETE'],
         ['engagement_message_queue',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_processed_messages', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_transport_pacing',   'SELECT, INSERT, UPDATE'],
@@ -166,7 +169,7 @@ DECLARE
         ['engagement_schema_migrations',  'SELECT'],
         ['engagement_adopted_tables',     'SELECT'],
         ['engagement_fire_requests',      'SELECT, DELETE'],
-        ['engagement_console_audit',      'SELECT, INSERT'],
+        ['engagement_console_audit',      'SELECT, INSERT, UPDATE'],
         ['engagement_send_budgets',       'SELECT, INSERT, UPDATE'],
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],

@@ -22,7 +22,7 @@ func NewCommand() *cobra.Command {
 	var databaseURL string
 	root := &cobra.Command{
 		Use:   "engagementctl",
-		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup, status, verify",
+		Short: "Operate the engagement scheduler: schema migrations, enqueue, cleanup, status, verify, consent, erase",
 		Args:  cobra.NoArgs,
 		RunE:  missingSubcommand,
 	}
@@ -34,6 +34,7 @@ func NewCommand() *cobra.Command {
 	root.AddCommand(newSmokeCommand(&databaseURL, nil))
 	root.AddCommand(newRequeueCommand(&databaseURL, nil), newCancelCommand(&databaseURL, nil))
 	root.AddCommand(newCheckReceiverCommand(nil))
+	root.AddCommand(newConsentCommand(&databaseURL, true, nil), newConsentCommand(&databaseURL, false, nil), newEraseCommand(&databaseURL, nil))
 	return root
 }
 

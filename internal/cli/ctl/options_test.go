@@ -89,6 +89,9 @@ func TestRunFIsNotReachedOnAUsageError(t *testing.T) {
 		{"cleanup", "--older-than", "0s"},
 		{"cleanup", "--batch-size", "0"},
 		{"cleanup", "--as-of", "yesterday"},
+		{"cleanup", "--transitions-older-than", "720h"},
+		{"cleanup", "--transitions-older-than", "-1h"},
+		{"cleanup", "--consent-older-than", "-1h"},
 	} {
 		called := false
 		cmd := ctlWith(func(u *string) *cobra.Command {
@@ -112,5 +115,79 @@ func TestRunFIsNotReachedOnAUsageError(t *testing.T) {
 	}
 	if connections() != 0 {
 		t.Errorf("%d connections; runF and the usage errors need none", connections())
+	}
+}
+
+// Issue 44: cleanup's horizons default to 400 days and 5 years, take
+// their environment variables, and 0 keeps a log whole.
+func TestCleanupHorizons(t *testing.T) {
+	t.Parallel()
+	refusing, _ := refusingDatabase(t)
+	for _, c := range []struct {
+		env                  []string
+		args                 []string
+		transitions, consent time.Duration
+	}{
+		{nil, nil, 400 * 24 * time.Hour, 5 * 365 * 24 * time.Hour},
+		{[]string{"ENGAGEMENT_TRANSITIONS_RETENTION=3000h", "ENGAGEMENT_CONSENT_RETENTION=0"}, nil, 3000 * time.Hour, 0},
+		{[]string{"ENGAGEMENT_TRANSITIONS_RETENTION=3000h"}, []string{"--transitions-older-than", "0", "--consent-older-than", "1h"}, 0, time.Hour},
+	} {
+		var got *cleanupOptions
+		cmd := ctlWith(func(u *string) *cobra.Command {
+			return newCleanupCommand(u, func(o *cleanupOptions) error { got = o; return nil })
+		})
+		var stderr bytes.Buffer
+		env := cli.Env{Stderr: &stderr, LookupEnv: cli.MapEnv(append([]string{"DATABASE_URL=" + refusing}, c.env...))}
+		code := cli.Main(context.Background(), cmd, append([]string{"cleanup"}, c.args...), env)
+		if code != cli.ExitOK || got == nil || got.cfg.TransitionsOlderThan != c.transitions || got.cfg.ConsentOlderThan != c.consent {
+			t.Errorf("%v %v: exit %d (%s), options %+v; want horizons %s and %s", c.env, c.args, code, stderr.String(), got, c.transitions, c.consent)
+		}
+	}
+}
+
+// opt-out, opt-in and erase refuse bad input before any work: exit 2,
+// one line, no connection; erase without --yes among it.
+func TestConsentAndEraseUsageErrors(t *testing.T) {
+	t.Parallel()
+	refusing, connections := refusingDatabase(t)
+	const id = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	for _, args := range [][]string{
+		{"erase", "--user-id", id},
+		{"erase", "--user-id", "x", "--yes"},
+		{"erase", "--yes"},
+		{"opt-out", "--user-id", "5511999990000"},
+		{"opt-out", "--user-id", id, "--source", ""},
+		{"opt-in", "--user-id", id, "--actor", strings.Repeat("a", 201)},
+		{"opt-in"},
+	} {
+		var stderr bytes.Buffer
+		code := cli.Main(context.Background(), NewCommand(), append([]string{"--database-url", refusing}, args...), cli.Env{Stderr: &stderr})
+		if code != cli.ExitUsage || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, stderr.String())
+		}
+	}
+	if connections() != 0 {
+		t.Errorf("%d connections; usage errors need none", connections())
+	}
+	// The actor: --actor, else USER, else "operator".
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, nil, "operator"},
+		{[]string{"USER=ana"}, nil, "ana"},
+		{[]string{"USER=ana"}, []string{"--actor", "bia"}, "bia"},
+	} {
+		var got *eraseOptions
+		cmd := ctlWith(func(u *string) *cobra.Command {
+			return newEraseCommand(u, func(o *eraseOptions) error { got = o; return nil })
+		})
+		var stderr bytes.Buffer
+		env := cli.Env{Stderr: &stderr, LookupEnv: cli.MapEnv(append([]string{"DATABASE_URL=" + refusing}, c.env...))}
+		code := cli.Main(context.Background(), cmd, append([]string{"erase", "--user-id", strings.ToUpper(id), "--yes"}, c.args...), env)
+		if code != cli.ExitOK || got == nil || got.actor != c.want || got.userID != id {
+			t.Errorf("%v %v: exit %d (%s), options %+v; want actor %q, user %s", c.env, c.args, code, stderr.String(), got, c.want, id)
+		}
 	}
 }

@@ -105,6 +105,16 @@ var invocations = []invocation{
 		{"--ids", "not-a-uuid"},
 	}},
 	{name: "engagementctl smoke", cmd: ctl.NewCommand, args: []string{"smoke"}},
+	{name: "engagementctl opt-out", cmd: ctl.NewCommand, args: []string{"opt-out", "--user-id", userID}, garbage: [][]string{
+		{"--user-id", "not-a-uuid"},
+		{"--source", " ", "--source"},
+	}},
+	{name: "engagementctl opt-in", cmd: ctl.NewCommand, args: []string{"opt-in", "--user-id", userID}, garbage: [][]string{
+		{"--user-id", "5511999990000"},
+	}},
+	{name: "engagementctl erase", cmd: ctl.NewCommand, args: []string{"erase", "--user-id", userID, "--yes"}, garbage: [][]string{
+		{"--user-id", "not-a-uuid"},
+	}},
 	{name: "engagement-console", cmd: consolecmd.NewCommand, garbage: [][]string{
 		{"--listen", "8080", "host:port"},
 		{"--statement-timeout", "0s"},

@@ -34,6 +34,9 @@ type failingRun struct {
 var ctlArgs = map[string][]string{
 	"engagementctl enqueue":        {"--user-id", userID, "--type", "weekly_review", "--jid", "5511999990000@s.whatsapp.net"},
 	"engagementctl cancel":         {"--all"},
+	"engagementctl opt-out":        {"--user-id", userID},
+	"engagementctl opt-in":         {"--user-id", userID},
+	"engagementctl erase":          {"--user-id", userID, "--yes"},
 	"engagementctl seed":           {"--users", "1", "--as-of", "2026-01-05T06:00:00Z"},
 	"engagementctl migrate force":  {"0"},
 	"engagementctl check-receiver": {"--webhook-url", "http://127.0.0.1:1/webhook", "--webhook-secret", "s3cr3t", "--timeout", "2s"},

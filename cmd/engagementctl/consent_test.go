@@ -1,0 +1,79 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// Issue 44: engagementctl opt-out and opt-in over engagement_opt_out and
+// engagement_opt_in: one line, changed or already so; exit 2 for bad
+// input and for a user without a profile.
+func TestOptOutAndOptInThroughTheCommand(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for)
+		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '5511900000001@s.whatsapp.net', now())`,
+		user); err != nil {
+		t.Fatal(err)
+	}
+	env := cmdtest.Env("DATABASE_URL="+url, "USER=ana")
+
+	steps := []struct {
+		args   []string
+		code   int
+		stdout string
+	}{
+		{[]string{"opt-out", "--user-id", user}, 0, user + " opted out\n"},
+		{[]string{"opt-out", "--user-id", user}, 0, user + " already opted out: nothing changed\n"},
+		{[]string{"opt-in", "--user-id", user, "--output", "json"}, 0, `{"user_id":"` + user + `","opted_out":false,"changed":true}` + "\n"},
+		{[]string{"opt-in", "--user-id", strings.ToUpper(user)}, 0, user + " already opted in: nothing changed\n"},
+		{[]string{"opt-out", "--user-id", user, "--source", "support-ticket", "--actor", "bia", "--output", "json"}, 0,
+			`{"user_id":"` + user + `","opted_out":true,"changed":true}` + "\n"},
+		{[]string{"opt-out", "--user-id", "5511900000001"}, 2, ""},
+		{[]string{"opt-out"}, 2, ""},
+		{[]string{"opt-in", "--user-id", user, "--source", " "}, 2, ""},
+		{[]string{"opt-in", "--user-id", user, "--source", strings.Repeat("x", 201)}, 2, ""},
+		{[]string{"opt-in", "--user-id", fixture.NewID()}, 2, ""},
+		{[]string{"opt-in", "--user-id", user, "--output", "yaml"}, 2, ""},
+	}
+	for _, s := range steps {
+		res := cmdtest.Exec(t, ctl.NewCommand, env, s.args...)
+		if res.Code != s.code || (s.code == 0 && res.Stdout != s.stdout) {
+			t.Errorf("%v: exit %d, %q (%s); want %d, %q", s.args, res.Code, res.Stdout, res.Stderr, s.code, s.stdout)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT opted_out, source, coalesce(actor, '') FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var out bool
+		var source, actor string
+		if err := rows.Scan(&out, &source, &actor); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal([]any{out, source, actor})
+		got = append(got, string(b))
+	}
+	want := `["[true,\"engagementctl\",\"ana\"]","[false,\"engagementctl\",\"ana\"]","[true,\"support-ticket\",\"bia\"]"]`
+	if b, _ := json.Marshal(got); string(b) != want {
+		t.Errorf("consent events %s, want %s", b, want)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND status = 'cancelled'
+	                                 AND cancel_reason = 'opted_out'`, user); n != 1 {
+		t.Errorf("%d messages cancelled as opted_out, want the pending one", n)
+	}
+}

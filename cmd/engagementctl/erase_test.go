@@ -1,0 +1,325 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
+)
+
+// person is one user seeded with a trace in every table that can hold
+// one: a JID whose digits and a marker that appear nowhere else.
+type person struct {
+	id, jid, digits, marker string
+}
+
+// seedPerson inserts a user, silent for 20 days (the daily job would send
+// them a goodbye), with a message in every status (params and errors
+// carrying the marker and the digits), send-ledger rows, send-budget
+// rows, a bot request key, consent events, a dedupe key and a console
+// audit row naming them.
+func seedPerson(t *testing.T, pool *pgxpool.Pool, digits string) person {
+	t.Helper()
+	ctx := context.Background()
+	p := person{jid: digits + "@s.whatsapp.net", digits: digits, marker: "MARKER-" + fixture.NewID()[:13]}
+	p.id = fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour), WhatsAppJID: &p.jid})
+	params := fmt.Sprintf(`{"name": %q, "phone": %q}`, p.marker, p.digits)
+	for i, status := range []string{"pending", "processing", "sent", "failed", "cancelled"} {
+		var id string
+		err := pool.QueryRow(ctx, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key, status, sent_at, error_message, provider_message_id,
+			       claimed_by, claimed_until, cancel_reason, delivered_at)
+			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', $2::jsonb, 'individual', $3::text, now() - interval '1 hour',
+			        CASE WHEN $5::text = 'cancelled' THEN 'bot-resend:' || $6::text -- a bot's own key, naming the number
+			             ELSE $1::text || ':weekly_review:2026-W0' || $4::text END, $5::text,
+			        CASE WHEN $5 = 'sent' THEN now() - interval '2 hours' END,
+			        CASE WHEN $5 IN ('failed', 'sent') THEN 'HTTP 422: bad number ' || $6::text || ' ' || $7::text END,
+			        CASE WHEN $5 IN ('sent', 'failed') THEN 'wamid.' || $6 END,
+			        CASE WHEN $5 = 'processing' THEN 'holder-' || $4 END,
+			        CASE WHEN $5 = 'processing' THEN now() + interval '1 hour' END,
+			        CASE WHEN $5 = 'cancelled' THEN 'operator' END,
+			        CASE WHEN $5 = 'sent' THEN now() - interval '1 hour' END)
+			RETURNING id`, p.id, params, p.jid, fmt.Sprint(i), status, p.digits, p.marker).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == "sent" || status == "failed" {
+			_, err = pool.Exec(ctx, `
+				INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, provider_message_id, error)
+				VALUES ($1, 'webhook', $2::text, 1, 'wamid.' || $3::text, CASE WHEN $2::text = 'failed' THEN 'rejected ' || $3::text || ' ' || $4::text END)`,
+				id, status, p.digits, p.marker)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if status == "sent" {
+			_, err = pool.Exec(ctx, `
+				INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at, message_id)
+				VALUES ('webhook', md5($1)::uuid, now() - interval '2 hours', $2)`, p.jid, id)
+			if err == nil {
+				_, err = pool.Exec(ctx, `
+					INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients, message_ids, message_recipients)
+					VALUES ('webhook', now() - interval '2 hours', 1, ARRAY[$2::uuid], ARRAY[md5($1)::uuid])`, p.jid, id)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stmts := []string{
+		`INSERT INTO engagement_fire_requests (request_key, user_id, trigger, state) VALUES ('bot:' || $2::text || ':' || $3::text, $1::uuid, 'message_received', 'active')`,
+		`INSERT INTO engagement_idempotency_keys (key, result, expires_at) VALUES ('bot:webhook:' || $2::text || ':' || $3::text || ':' || $1::text, 'delivered', now() + interval '1 day')`,
+		`INSERT INTO engagement_console_audit (actor, action, filter, messages)
+		 VALUES ('ana', 'cancel', jsonb_build_object('user_id', $1::text, 'jid', $2::text || '@s.whatsapp.net', 'error_contains', $3::text), 1)`,
+	}
+	for _, s := range stmts {
+		if _, err := pool.Exec(ctx, s, p.id, p.digits, p.marker); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for _, out := range []bool{true, false} { // out and back in: two consent events
+		call := map[bool]func(context.Context, activity.Querier, string, string, activity.ConsentOptions) (bool, error){
+			true: activity.OptOut, false: activity.OptIn}[out]
+		if _, err := call(ctx, pool, p.id, activity.SourceKeyword, activity.ConsentOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The opt-out cancelled the pending message: queue it again, as if the
+	// bot had after the opt-in.
+	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET status = 'pending', cancel_reason = NULL
+	                               WHERE user_id = $1 AND idempotency_key LIKE '%W00'`, p.id); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// snapshot is every row of every table of the schema, as text, by table.
+func snapshot(t *testing.T, pool *pgxpool.Pool) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `SELECT table_name FROM information_schema.tables
+	                               WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, s)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	out := map[string]string{}
+	for _, tb := range tables {
+		var s *string
+		if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT string_agg(t::text, E'\n' ORDER BY t::text) FROM %q t`, tb)).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s != nil {
+			out[tb] = *s
+		}
+	}
+	return out
+}
+
+// traces lists each text, jsonb, array or bytea column of the engagement_*
+// tables (the queue among them) holding one of needles.
+func traces(t *testing.T, pool *pgxpool.Pool, needles ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `
+		SELECT table_name, column_name, data_type FROM information_schema.columns
+		 WHERE table_schema = current_schema() AND table_name LIKE 'engagement\_%'
+		   AND data_type IN ('text', 'character varying', 'character', 'jsonb', 'json', 'ARRAY', 'bytea')
+		 ORDER BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols [][3]string
+	for rows.Next() {
+		var c [3]string
+		if err := rows.Scan(&c[0], &c[1], &c[2]); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if rows.Err() != nil || len(cols) < 20 {
+		t.Fatalf("%d columns to scan (%v): the scan is broken", len(cols), rows.Err())
+	}
+	var found []string
+	for _, c := range cols {
+		expr := fmt.Sprintf("%q::text", c[1])
+		if c[2] == "bytea" {
+			expr = fmt.Sprintf("encode(%q, 'escape')", c[1])
+		}
+		for _, n := range needles {
+			var hits int
+			q := fmt.Sprintf(`SELECT count(*) FROM %q WHERE strpos(%s, $1::text) > 0`, c[0], expr)
+			if err := pool.QueryRow(ctx, q, n).Scan(&hits); err != nil {
+				t.Fatalf("scan %s.%s: %v", c[0], c[1], err)
+			}
+			if hits > 0 {
+				found = append(found, fmt.Sprintf("%s.%s (%d rows)", c[0], c[1], hits))
+			}
+		}
+	}
+	return found
+}
+
+// Issue 44: engagementctl erase removes every trace of the user's
+// WhatsApp id and message contents from the scheduler's tables, and
+// nothing is sent to them afterwards; without --yes it changes nothing;
+// another user's data is untouched.
+func TestEraseLeavesNoTraceAndNothingIsSentAfterwards(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	gone := seedPerson(t, pool, "5511987650001")
+	kept := seedPerson(t, pool, "5511987650002")
+	if found := traces(t, pool, gone.digits, gone.marker); len(found) < 8 {
+		t.Fatalf("the seed left traces in only %v: the test would prove little", found)
+	}
+	bot := webhooktest.New(t)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL, "USER=dpo")
+
+	// Refused: no --yes, not a UUID, nobody's id. Nothing changes.
+	before := snapshot(t, pool)
+	for _, args := range [][]string{
+		{"erase", "--user-id", gone.id},
+		{"erase", "--user-id", gone.id, "--output", "json"},
+		{"erase", "--user-id", "5511987650001", "--yes"},
+		{"erase", "--user-id", fixture.NewID(), "--yes"},
+		{"erase", "--yes"},
+	} {
+		res := cmdtest.Exec(t, ctl.NewCommand, env, args...)
+		if res.Code != cli.ExitUsage {
+			t.Errorf("%v: exit %d (%s), want 2", args, res.Code, res.Stderr)
+		}
+		if strings.Contains(res.Stderr+res.Stdout, gone.jid) {
+			t.Errorf("%v: the output names the JID: %s", args, res.Stderr)
+		}
+	}
+	after := snapshot(t, pool)
+	for tb, rows := range before {
+		if after[tb] != rows {
+			t.Errorf("a refused erase changed %s", tb)
+		}
+	}
+
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "erase", "--user-id", gone.id, "--yes", "--output", "json")
+	var rep struct {
+		UserID           string `json:"user_id"`
+		OptedOut         bool   `json:"opted_out"`
+		Messages         int64  `json:"messages"`
+		Cancelled        int64  `json:"cancelled"`
+		Ledger           int64  `json:"ledger"`
+		BudgetRecipients int64  `json:"budget_recipients"`
+		BudgetClaims     int64  `json:"budget_claims"`
+		FireRequests     int64  `json:"fire_requests"`
+		IdempotencyKeys  int64  `json:"idempotency_keys"`
+		ConsoleAudit     int64  `json:"console_audit"`
+	}
+	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &rep) != nil {
+		t.Fatalf("erase: exit %d, %q (%s)", res.Code, res.Stdout, res.Stderr)
+	}
+	want := [...]int64{5, 2, 2, 1, 1, 1, 1, 1}
+	got := [...]int64{rep.Messages, rep.Cancelled, rep.Ledger, rep.BudgetRecipients, rep.BudgetClaims, rep.FireRequests,
+		rep.IdempotencyKeys, rep.ConsoleAudit}
+	if rep.UserID != gone.id || !rep.OptedOut || got != want {
+		t.Errorf("erase reported %+v; want counts %v, opted out", rep, want)
+	}
+	if strings.Contains(res.Stderr+res.Stdout, gone.jid) || strings.Contains(res.Stderr, gone.marker) {
+		t.Errorf("erase's output names the JID or the marker: %s", res.Stderr)
+	}
+
+	if found := traces(t, pool, gone.digits, gone.marker); len(found) > 0 {
+		t.Errorf("after erase, the person's JID or contents are still in %v", found)
+	}
+	var hashes int
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM engagement_send_budget_recipients WHERE recipient = md5($1)::uuid)
+		     + (SELECT count(*) FROM engagement_send_budget_claims WHERE md5($1)::uuid = ANY(message_recipients))`,
+		gone.jid).Scan(&hashes); err != nil || hashes != 0 {
+		t.Errorf("%d send-budget rows still hold the MD5 of the JID (%v)", hashes, err)
+	}
+	// The funnel's counts: every message is still there, in its status
+	// (what was pending or in flight cancelled), the slot still spent.
+	var sent, failed, cancelled, slots int
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE status = 'sent' AND delivered_at IS NOT NULL),
+		       count(*) FILTER (WHERE status = 'failed'),
+		       count(*) FILTER (WHERE status = 'cancelled'),
+		       (SELECT sum(recipients) FROM engagement_send_budget_claims)
+		  FROM engagement_message_queue WHERE user_id = $1`, gone.id).Scan(&sent, &failed, &cancelled, &slots); err != nil {
+		t.Fatal(err)
+	}
+	if sent != 1 || failed != 1 || cancelled != 3 || slots != 2 {
+		t.Errorf("after erase: %d sent, %d failed, %d cancelled, %d budget slots; want 1, 1, 3 and 2", sent, failed, cancelled, slots)
+	}
+	// Consent: the history stays, by user id, ending with erase's opt-out.
+	var events int
+	var source string
+	if err := pool.QueryRow(ctx, `SELECT count(*) OVER (), source FROM engagement_consent_events WHERE user_id = $1
+	                               ORDER BY id DESC LIMIT 1`, gone.id).Scan(&events, &source); err != nil ||
+		events != 3 || source != "erase" {
+		t.Errorf("consent events: %d, latest from %q (%v); want 3, the latest from erase", events, source, err)
+	}
+
+	// The other person is untouched.
+	if found := traces(t, pool, kept.digits, kept.marker); len(found) < 8 {
+		t.Errorf("the other user's data was touched: their traces are left in only %v", found)
+	}
+
+	// A second erase is harmless.
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "erase", "--user-id", gone.id, "--yes"); res.Code != 0 ||
+		!strings.Contains(res.Stdout, "already opted out") {
+		t.Errorf("erase again: exit %d, %q (%s)", res.Code, res.Stdout, res.Stderr)
+	}
+
+	// The real jobs send them nothing: the daily job (a goodbye is due for
+	// both, 20 days silent) and queue-process, on a webhook receiver.
+	if res := cmdtest.Exec(t, jobcmd.NewDailyCommand, env, "--send-interval", "0", "--output", "json"); res.Code != 0 {
+		t.Fatalf("engagement-daily: exit %d: %s", res.Code, res.Stderr)
+	} else {
+		t.Logf("daily: %s", res.Stdout)
+	}
+	if res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--output", "json"); res.Code != 0 {
+		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
+	}
+	toKept := 0
+	for _, r := range bot.Requests() {
+		if strings.HasPrefix(r.IdempotencyKey, gone.id) || strings.Contains(r.Body.DestinationJID, gone.digits) {
+			t.Errorf("the erased user was sent %s", r.IdempotencyKey)
+		}
+		if strings.HasPrefix(r.IdempotencyKey, kept.id) {
+			toKept++
+		}
+	}
+	if toKept < 1 { // the goodbye (their pending review went stale)
+		for _, r := range bot.Requests() {
+			t.Logf("sent %s", r.IdempotencyKey)
+		}
+		t.Errorf("the other user got %d messages, want their goodbye: the jobs did not run", toKept)
+	}
+	if found := traces(t, pool, gone.digits, gone.marker); len(found) > 0 {
+		t.Errorf("after the jobs ran, the person's JID or contents are back in %v", found)
+	}
+}

@@ -1,0 +1,247 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/erase"
+	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
+)
+
+// userFlags are what opt-out, opt-in and erase share.
+type userFlags struct {
+	cli.DBOptions
+	userID string
+	output string
+	logs   cli.LogFlags
+
+	log zerolog.Logger // set by validate
+}
+
+func (f *userFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.userID, "user-id", "", "the user (UUID, user_profiles.user_id); required")
+	fs.StringVar(&f.output, "output", "text", "text or json")
+	f.logs.Register(fs)
+}
+
+// validate checks the shared flags, normalises the user id and makes the
+// audit logger.
+func (f *userFlags) validate(stderr io.Writer) error {
+	if err := cli.RequireDatabaseURL(*f.DBURL); err != nil {
+		return err
+	}
+	if err := cli.ValidateOutput(f.output); err != nil {
+		return err
+	}
+	if strings.TrimSpace(f.userID) == "" {
+		return cli.Usagef("--user-id is required")
+	}
+	var u pgtype.UUID
+	if err := u.Scan(strings.TrimSpace(f.userID)); err != nil || !u.Valid {
+		return cli.Usagef("--user-id %q is not a UUID", f.userID)
+	}
+	f.userID = u.String()
+	var err error
+	f.log, err = f.logs.Logger(stderr, "engagementctl")
+	return err
+}
+
+// defaultActor is who an opt-out, opt-in or erase by engagementctl is
+// recorded as when neither --actor nor USER names anyone.
+const defaultActor = "operator"
+
+// registerActor registers --actor, which falls back to $USER (the
+// operator's login), then to defaultActor.
+func registerActor(cmd *cobra.Command, actor *string, usage string) {
+	fs := cmd.Flags()
+	fs.StringVar(actor, "actor", "", usage+` (default $USER, else "operator")`)
+	cliflag.BindEnv(fs, "actor", "USER")
+}
+
+// consentOptions is one engagementctl opt-out or opt-in.
+type consentOptions struct {
+	cli.CmdIO
+	userFlags
+	optOut        bool
+	source, actor string
+}
+
+func newConsentCommand(databaseURL *string, optOut bool, runF func(*consentOptions) error) *cobra.Command {
+	o := &consentOptions{userFlags: userFlags{DBOptions: cli.DBOptions{DBURL: databaseURL}}, optOut: optOut}
+	use, short, long := "opt-in", "Opt a user back in to re-engagement messages",
+		`Records that the user wants re-engagement messages again
+(engagement_opt_in): user_profiles.reengagement_opt_out becomes false and a
+row of engagement_consent_events records the change, its source and actor.
+Nothing cancelled is requeued. A user already opted in is left as they are
+and nothing is recorded (exit 0, "already opted in").`
+	if optOut {
+		use, short, long = "opt-out", "Opt a user out of re-engagement messages (and cancel what waits for them)",
+			`Records that the user does not want re-engagement messages
+(engagement_opt_out): user_profiles.reengagement_opt_out becomes true, a row
+of engagement_consent_events records the change, its source and actor, and
+the user's pending messages are cancelled (opted_out) in the same
+statement; one whose send had already started may still go. A user already
+opted out is left as they are and nothing is recorded (exit 0, "already
+opted out").`
+	}
+	long += `
+
+Exit 0 with one line (--output json: {"user_id","opted_out","changed"});
+2 for a --user-id that is not a UUID, an empty --source, or a user without
+a profile (user_profiles) in the database; 1 when the database fails.
+See docs/operations.md, "Consent".`
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
+		RunE:  cli.RunOptions(o, runF),
+	}
+	o.userFlags.register(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&o.source, "source", activity.SourceEngagementctl, "the consent event's source: the door the user's wish came through (1 to 200 characters)")
+	registerActor(cmd, &o.actor, "the operator recorded with the event")
+	return cmd
+}
+
+func (o *consentOptions) Validate() error {
+	o.source, o.actor = strings.TrimSpace(o.source), strings.TrimSpace(o.actor)
+	if o.source == "" || len(o.source) > 200 {
+		return cli.Usagef("--source must be 1 to 200 characters, like %s", activity.SourceEngagementctl)
+	}
+	if o.actor == "" {
+		o.actor = defaultActor
+	}
+	if len(o.actor) > 200 {
+		return cli.Usagef("--actor must be at most 200 characters")
+	}
+	return o.userFlags.validate(o.Stderr)
+}
+
+func (o *consentOptions) Run(ctx context.Context) error {
+	call, name := activity.OptIn, "opt-in"
+	if o.optOut {
+		call, name = activity.OptOut, "opt-out"
+	}
+	changed, err := call(ctx, o.Pool, o.userID, o.source, activity.ConsentOptions{Actor: o.actor})
+	switch {
+	case errors.Is(err, activity.ErrUnknownUser), errors.Is(err, activity.ErrNoSource):
+		return cli.UsageError(err)
+	case err != nil:
+		return err
+	}
+	o.log.Info().Str("command", name).Str("user_id", o.userID).Str("source", o.source).Str("actor", o.actor).
+		Bool("changed", changed).Msg("consent recorded")
+	if o.output == "json" {
+		return json.NewEncoder(o.Stdout).Encode(struct {
+			UserID   string `json:"user_id"`
+			OptedOut bool   `json:"opted_out"`
+			Changed  bool   `json:"changed"`
+		}{o.userID, o.optOut, changed})
+	}
+	state := map[bool]string{true: "opted out", false: "opted in"}[o.optOut]
+	line := fmt.Sprintf("%s %s", o.userID, state)
+	if !changed {
+		line = fmt.Sprintf("%s already %s: nothing changed", o.userID, state)
+	}
+	_, err = fmt.Fprintln(o.Stdout, line)
+	return err
+}
+
+// eraseOptions is one engagementctl erase.
+type eraseOptions struct {
+	cli.CmdIO
+	userFlags
+	yes   bool
+	actor string
+}
+
+func newEraseCommand(databaseURL *string, runF func(*eraseOptions) error) *cobra.Command {
+	o := &eraseOptions{userFlags: userFlags{DBOptions: cli.DBOptions{DBURL: databaseURL}}}
+	cmd := &cobra.Command{
+		Use:   "erase",
+		Short: "Erase a user's WhatsApp id and message contents from the scheduler (LGPD), and opt them out",
+		Long: `Removes, in one transaction, every trace of the user's WhatsApp id and of
+their messages' contents from what the scheduler keeps (its engagement_*
+tables and the queue), and opts the user out (source "erase") so that
+nothing is sent to them afterwards. Their queue rows are kept, scrubbed
+(no JID, params, error text or provider id; pending and in-flight ones
+cancelled), so the funnel's counts stay right; the send budget's hashes of
+their JIDs are replaced by random ids; the bot's request keys of the user
+are deleted; console audit rows naming them keep only action, actor, count
+and user id; job runs and dedupe keys holding one of their JIDs lose that
+value. The user id (a UUID) stays, with the consent history: it is what
+keeps them opted out. The bot's own tables (user_profiles, transactions)
+are the bot's to erase.
+
+Without --yes: exit 2, nothing changed. Exit 0 with one line (--output json:
+the counts per table); 2 for a --user-id that is not a UUID or that no table
+knows; 1 when the database fails (nothing changed). Running it again is
+harmless. See docs/operations.md, "Erase".`,
+		Args: cobra.NoArgs,
+		RunE: cli.RunOptions(o, runF),
+	}
+	o.userFlags.register(cmd)
+	fs := cmd.Flags()
+	fs.BoolVar(&o.yes, "yes", false, "confirm: the erase cannot be undone")
+	registerActor(cmd, &o.actor, "the operator recorded with the opt-out")
+	return cmd
+}
+
+func (o *eraseOptions) Validate() error {
+	if o.actor = strings.TrimSpace(o.actor); o.actor == "" {
+		o.actor = defaultActor
+	}
+	if len(o.actor) > 200 {
+		return cli.Usagef("--actor must be at most 200 characters")
+	}
+	if err := o.userFlags.validate(o.Stderr); err != nil {
+		return err
+	}
+	if !o.yes {
+		return cli.Usagef("erase cannot be undone: add --yes to erase user %s", o.userID)
+	}
+	return nil
+}
+
+func (o *eraseOptions) Run(ctx context.Context) error {
+	rep, err := erase.EraseWith(ctx, o.Pool, o.userID, erase.Options{Actor: o.actor})
+	switch {
+	case errors.Is(err, erase.ErrUnknownUser), errors.Is(err, erase.ErrBadUserID):
+		return cli.UsageError(err)
+	case err != nil:
+		return err
+	}
+	o.log.Info().Str("command", "erase").Str("user_id", rep.UserID).Str("actor", o.actor).
+		Int64("messages", rep.Messages).Bool("opted_out", rep.OptedOut).Msg("user erased")
+	if o.output == "json" {
+		return json.NewEncoder(o.Stdout).Encode(rep)
+	}
+	_, err = fmt.Fprintf(o.Stdout, "erased %s: %d messages scrubbed (%d cancelled), %d ledger rows, %d budget rows, "+
+		"%d request keys, %d dedupe keys, %d audit rows, %d job runs; %s\n",
+		rep.UserID, rep.Messages, rep.Cancelled, rep.Ledger, rep.BudgetRecipients+rep.BudgetClaims, rep.FireRequests,
+		rep.IdempotencyKeys, rep.ConsoleAudit, rep.JobRuns, optedOutNote(rep))
+	return err
+}
+
+func optedOutNote(rep erase.Report) string {
+	switch {
+	case !rep.Profile:
+		return "no profile (nothing can be sent to them)"
+	case rep.OptedOut:
+		return "opted out"
+	default:
+		return "already opted out"
+	}
+}
