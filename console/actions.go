@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/erase"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/repair"
 	"github.com/engagement-scheduler/engagement/sender/transport"
@@ -27,12 +28,13 @@ const (
 	actionCancel  = "cancel"
 	actionOptOut  = "opt_out" // the user's page: activity.OptOut, from the console, by the operator
 	actionOptIn   = "opt_in"
+	actionErase   = "erase" // the user's page: package erase, by the operator
 	stepPreview   = "preview"
 	stepConfirm   = "confirm"
 )
 
 // actions are the console's actions, by the name in their URL.
-var actions = map[string]bool{actionRequeue: true, actionCancel: true, actionOptOut: true, actionOptIn: true}
+var actions = map[string]bool{actionRequeue: true, actionCancel: true, actionOptOut: true, actionOptIn: true, actionErase: true}
 
 // ActionResult is what a preview or a confirmation answers.
 type ActionResult struct {
@@ -58,6 +60,9 @@ type ActionResult struct {
 	Form map[string]string `json:"-"`
 	// Shown is the filter as the preview shows it, in the form's terms.
 	Shown []FormField `json:"-"`
+	// Erased is what an erase changed (preview: would change), table by
+	// table.
+	Erased *erase.Report `json:"erased,omitempty"`
 }
 
 // FormField is one field of an action's filter, as its form labels it.
@@ -265,6 +270,26 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 				return 0, nil
 			}
 			return pending, nil
+		}
+	case actionErase:
+		// Erase works in a savepoint of the action's transaction: a
+		// preview's is rolled back. Messages counts the queue rows it
+		// scrubs; Erased says the rest.
+		user := field("user_id")
+		if !validUUID(user) {
+			return nil, badRequestf("user id: %q is not a UUID", truncate(user, 40))
+		}
+		res.Filter = map[string]any{"user_id": user}
+		do = func(tx pgx.Tx, _ bool) (int64, error) {
+			rep, err := erase.EraseWith(ctx, tx, user, erase.Options{Source: activity.SourceConsole + ":erase", Actor: u.Name})
+			if errors.Is(err, erase.ErrUnknownUser) {
+				return 0, badRequestf("no user %s: nothing to erase", user)
+			}
+			if err != nil {
+				return 0, err
+			}
+			res.Erased = &rep
+			return rep.Messages, nil
 		}
 	}
 

@@ -457,3 +457,38 @@ func TestOptOutInTheBrowser(t *testing.T) {
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "opt-out-done.png"))
 	browsertest.RequireNoErrors(t, ctx)
 }
+
+// Issue 44: an operator erases a person in Chromium: the button, the
+// preview of what changes, the confirmation.
+func TestEraseInTheBrowser(t *testing.T) {
+	pool := opsDB(t)
+	srv := serve(t, pool, opsAsOf)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at)
+		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511987654321@s.whatsapp.net',
+		        now() - interval '1 day', $1::uuid::text || ':a', 'sent', now() - interval '1 day')`, user)
+	ctx := browse(t, operator, operatorPassword)
+	dir := screenshotDir(t)
+	browsertest.Run(t, ctx,
+		chromedp.Navigate(srv.URL+"/users?id="+user),
+		chromedp.WaitVisible("form#erase-form"),
+		chromedp.Click(`form#erase-form button[type=submit]`),
+		chromedp.WaitVisible("form#confirm"),
+	)
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "erase-preview.png"))
+	browsertest.Run(t, ctx, chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
+	done, err := chromedp.Run(ctx, chromedp.Text("#done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(done, "Erased: 1 queued message scrubbed") {
+		t.Errorf("after the confirmation the page says %q", done)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "erase-done.png"))
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND destination_jid LIKE '%987654321%'`, user); n != 0 {
+		t.Errorf("%d messages still hold the person's number", n)
+	}
+	browsertest.RequireNoErrors(t, ctx)
+}

@@ -70,3 +70,47 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 		t.Errorf("a viewer's opt-out: %d %.200s, want 403", resp.StatusCode, body)
 	}
 }
+
+// Issue 44: an operator erases a person from their page: the preview says
+// what would change and changes nothing; the confirmation scrubs their
+// WhatsApp id and message contents, opts them out and writes an audit row.
+func TestEraseOnTheUserPage(t *testing.T) {
+	pool := opsDB(t)
+	srv := serve(t, pool, opsAsOf)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
+	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = '5511987654321@s.whatsapp.net' WHERE user_id = $1`, user)
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at)
+		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{"name":"Maria-marker"}', 'individual', '5511987654321@s.whatsapp.net',
+		        now() - interval '1 day', $1::uuid::text || ':a', 'sent', now() - interval '1 day'),
+		       ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '5511987654321@s.whatsapp.net',
+		        now() + interval '1 day', $1::uuid::text || ':b', 'pending', NULL)`, user)
+	traces := func() int {
+		return fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue
+			WHERE user_id = $1 AND (destination_jid LIKE '%987654321%' OR message_params::text LIKE '%marker%')`, user)
+	}
+
+	action, form := browserForm(t, opsPage(t, srv, "/users?id="+user), `id="erase-form"`, nil)
+	code, preview := submit(t, srv, action, form)
+	if code != http.StatusOK || !strings.Contains(preview, "This cannot be undone") || !strings.Contains(preview, "2 (1)") {
+		t.Fatalf("Erase…: %d, %.1500s; want a preview of 2 messages scrubbed, 1 cancelled", code, preview)
+	}
+	if n := traces(); n != 2 {
+		t.Fatalf("the preview changed the messages: %d still hold the person's id or contents, want 2", n)
+	}
+	action, form = browserForm(t, preview, `id="confirm"`, nil)
+	code, done := submit(t, srv, action, form)
+	if code != http.StatusOK || !strings.Contains(done, "Erased: 2 queued messages scrubbed") {
+		t.Fatalf("confirm: %d, %.600s", code, done)
+	}
+	if n := traces(); n != 0 {
+		t.Errorf("%d messages still hold the person's id or contents", n)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit WHERE action = 'erase' AND actor = 'ops' AND filter->>'user_id' = $1::text`, user); n != 1 {
+		t.Errorf("%d audit rows for the erase, want 1", n)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_profiles WHERE user_id = $1 AND reengagement_opt_out`, user); n != 1 {
+		t.Errorf("the erased user is not opted out")
+	}
+}
