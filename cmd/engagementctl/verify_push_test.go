@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,5 +53,35 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 	}
 	if v, ok := got.Value(metrics.VerifyViolations, append(job, "check", verify.CheckStateTimestamps)...); !ok || v != 0 {
 		t.Errorf("after the repair %s{check=%q} = %v (found %v), want 0", metrics.VerifyViolations, verify.CheckStateTimestamps, v, ok)
+	}
+}
+
+// Issue 43: the spend rides on verify's push: engagement_spend_usd and
+// engagement_spend_billable_messages by Meta's pricing category, for the
+// messages accepted in the last 30 days, at the shipped prices.
+func TestVerifyPushesTheSpend(t *testing.T) {
+	t.Parallel()
+	gw := pushtest.New(t)
+	pool, url := pgtest.NewPool(t)
+	for g := range 3 {
+		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
+			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', $2,
+			        now() - interval '2 days', $1::uuid::text || ':w', 'sent', now() - interval '2 days', now() - interval '2 days')`,
+			user, fmt.Sprintf("551190000000%d@s.whatsapp.net", g))
+	}
+	env := cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL)
+	if res := cmdtest.Exec(t, ctl.NewCommand, env, "verify"); res.Code != 0 {
+		t.Fatalf("verify: exit %d\n%s", res.Code, res.Stderr)
+	}
+	got := gw.Metrics(t, "engagement_")
+	labels := []string{"job", metrics.VerifyJob, "category", "marketing"}
+	if v, ok := got.Value(metrics.SpendBillable, labels...); !ok || v != 3 {
+		t.Errorf("%s{marketing} = %v (found %v), want 3; the gateway has:\n%s", metrics.SpendBillable, v, ok, got)
+	}
+	if v, ok := got.Value(metrics.SpendUSD, labels...); !ok || v < 0.1874 || v > 0.1876 {
+		t.Errorf("%s{marketing} = %v (found %v), want 3 × 0.0625", metrics.SpendUSD, v, ok)
 	}
 }

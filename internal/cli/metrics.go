@@ -22,6 +22,10 @@ type MetricsFlags struct {
 	queue          *metrics.Queue  // the backlog queue-process left, read by readQueue
 }
 
+// Pushing reports whether the run's metrics are pushed (a Pushgateway is
+// set), so that a command reads what only its push needs only then.
+func (f *MetricsFlags) Pushing() bool { return f.pushgatewayURL != "" }
+
 // Register adds --pushgateway-url and --metrics-environment to fs.
 func (f *MetricsFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pushgatewayURL, "pushgateway-url", "", "Prometheus Pushgateway to push the run's metrics to, e.g. http://pushgateway:9091")

@@ -85,6 +85,8 @@ const (
 	QueueOldestDueAge    = "engagement_queue_oldest_due_age_seconds"
 	VerifyOK             = "engagement_verify_ok"
 	VerifyViolations     = "engagement_verify_violations"
+	SpendUSD             = "engagement_spend_usd"
+	SpendBillable        = "engagement_spend_billable_messages"
 	DefaultPushTimeout   = 10 * time.Second
 )
 
@@ -113,6 +115,18 @@ type Run struct {
 	Queue *Queue
 	// Verify is engagementctl verify's outcome (nil for the other binaries).
 	Verify *Verify
+	// Spend is what the last 30 days' messages cost, by Meta's pricing
+	// category (engagementctl verify pushes it; nil for the others).
+	Spend []SpendCategory
+}
+
+// SpendCategory is one pricing category's billable messages of the last 30
+// days and their cost in US dollars (package pricing's spend: the priced
+// ones only).
+type SpendCategory struct {
+	Category string
+	Billable int64
+	USD      float64
 }
 
 // Verify is what is pushed of engagementctl verify's report: whether every
@@ -219,6 +233,14 @@ func Gatherer(r Run) prometheus.Gatherer {
 		gauge(QueueDue, "Pending messages already due after the last completed queue-process run.").Set(float64(q.Due))
 		gauge(QueueOldestDueAge, "How long the oldest due pending message had waited after the last completed queue-process run (0: none due).").
 			Set(q.OldestDueAge.Seconds())
+	}
+	if len(r.Spend) > 0 {
+		usd := vec(SpendUSD, "US dollars Meta bills for the messages accepted in the last 30 days, by pricing category (at the prices given; the priced ones only).", "category")
+		billable := vec(SpendBillable, "Billable messages accepted in the last 30 days, by pricing category.", "category")
+		for _, c := range r.Spend {
+			usd.WithLabelValues(c.Category).Set(c.USD)
+			billable.WithLabelValues(c.Category).Set(float64(c.Billable))
+		}
 	}
 	if v := r.Verify; v != nil {
 		ok := gauge(VerifyOK, "1 when every invariant held at the last verify, else 0.")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/retention"
 	"github.com/engagement-scheduler/engagement/verify"
 )
@@ -25,7 +27,8 @@ type verifyOptions struct {
 	keep time.Duration // cleanup's retention
 	push cli.MetricsFlags
 
-	rep *verify.Report // set by Run, for the push around it
+	rep   *verify.Report          // set by Run, for the push around it
+	spend []metrics.SpendCategory // read by Run when pushing, for the push
 }
 
 func newVerifyCommand(databaseURL *string, runF func(*verifyOptions) error) *cobra.Command {
@@ -83,7 +86,7 @@ func (o *verifyOptions) Around(ctx context.Context, run func(context.Context) er
 	if log.GetLevel() < zerolog.WarnLevel {
 		log = log.Level(zerolog.WarnLevel)
 	}
-	defer func(start time.Time) { pushVerify(ctx, &o.push, log, start, o.rep, err) }(time.Now())
+	defer func(start time.Time) { pushVerify(ctx, &o.push, log, start, o.rep, o.spend, err) }(time.Now())
 	return run(ctx)
 }
 
@@ -94,6 +97,11 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 	o.rep = rep
 	if err != nil {
 		return err
+	}
+	if o.push.Pushing() {
+		// The spend rides on verify's push (a daily cron run), at the
+		// shipped prices unless ENGAGEMENT_PRICES_FILE names others.
+		o.spend = readSpend(ctx, o.Pool, o.asOf.Time())
 	}
 	if o.output == "json" {
 		err = json.NewEncoder(o.Stdout).Encode(rep)
@@ -113,7 +121,8 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 // pushVerify pushes the report. A report, broken invariants included, is a
 // completed run; without one (rep nil) the checks could not run, err says
 // why, and the run counts as failed.
-func pushVerify(ctx context.Context, m *cli.MetricsFlags, log zerolog.Logger, start time.Time, rep *verify.Report, err error) {
+func pushVerify(ctx context.Context, m *cli.MetricsFlags, log zerolog.Logger, start time.Time, rep *verify.Report,
+	spend []metrics.SpendCategory, err error) {
 	var pushed *metrics.Verify
 	if rep != nil {
 		err = nil
@@ -122,7 +131,36 @@ func pushVerify(ctx context.Context, m *cli.MetricsFlags, log zerolog.Logger, st
 			pushed.Checks = append(pushed.Checks, metrics.VerifyCheck{Name: c.Name, Violations: c.Violations})
 		}
 	}
-	m.Push(ctx, log, start, metrics.Run{Job: metrics.VerifyJob, Verify: pushed}, err)
+	m.Push(ctx, log, start, metrics.Run{Job: metrics.VerifyJob, Verify: pushed, Spend: spend}, err)
+}
+
+// readSpend is the last 30 days' spend by category for the push, at the
+// prices of ENGAGEMENT_PRICES_FILE (or the shipped ones); nil when it
+// cannot be read, which the push then leaves out (verify's outcome is what
+// the push is for).
+func readSpend(ctx context.Context, db pricing.Querier, asOf time.Time) []metrics.SpendCategory {
+	prices := pricing.Default()
+	if f := os.Getenv("ENGAGEMENT_PRICES_FILE"); f != "" {
+		p, err := pricing.Load(f)
+		if err != nil {
+			zerolog.Ctx(ctx).Warn().Str("error", err.Error()).Msg("spend metric left out: the prices file cannot be read")
+			return nil
+		}
+		prices = p
+	}
+	if asOf.IsZero() {
+		asOf = time.Now()
+	}
+	sp, err := pricing.ReadSpend(ctx, db, asOf, prices)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Str("error", err.Error()).Msg("spend metric left out: reading the spend failed")
+		return nil
+	}
+	out := make([]metrics.SpendCategory, 0, len(sp.Categories))
+	for _, c := range sp.Categories {
+		out = append(out, metrics.SpendCategory{Category: c.Category, Billable: c.Billable, USD: c.USD})
+	}
+	return out
 }
 
 // writeReport prints one line per check, then each broken check's examples.
