@@ -3,6 +3,8 @@ package activity_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -11,11 +13,16 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+	"github.com/rs/zerolog"
 )
 
 // BenchmarkReceipt times engagement_receipt from 8 connections, as a
-// bot's and Meta's receipts arrive side by side, against the same number
+// bot's and Meta's receipts arrive side by side, while a delivery
+// processor sends a backlog (as queue-process does), against the same number
 // of primary-key UPDATEs of the same rows (the cheapest write a receipt
 // could be), alternating: median and p99 of each (make bench: 5,000,000
 // messages of 1,000,000 users). The queue holds
@@ -27,13 +34,18 @@ func BenchmarkReceipt(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_MESSAGES")); err == nil && v > 0 {
 		n = v
 	}
-	pool, _ := pgtest.NewPool(b)
+	pool, url := pgtest.NewPool(b)
 	ctx := context.Background()
 	users := max(n/5, 1)
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO user_profiles (user_id, whatsapp_jid)
 		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, '55' || g || '@s.whatsapp.net'
 		  FROM generate_series(1, $1::int) g`, users); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO user_engagement_states (user_id, state, last_activity_at)
+		SELECT user_id, 'active', now() FROM user_profiles`); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `
@@ -48,16 +60,54 @@ func BenchmarkReceipt(b *testing.B) {
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
 		b.Fatal(err)
 	}
+	// queue-process's work meanwhile: a processor on a pool of its own
+	// (the binaries' pool) delivering a backlog of due weekly reviews,
+	// unpaced, through a local webhook, for as long as the rounds last.
+	backlog := min(n/2, 500_000)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g % $2::int + 1), 12, '0'))::uuid, 'weekly_review',
+		       'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '55@s.whatsapp.net',
+		       now() - interval '1 minute', 'due' || g
+		  FROM generate_series(1, $1::int) g`, backlog, users); err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer srv.Close()
+	hook, err := transport.NewWebhook(transport.WebhookConfig{URL: srv.URL, Secret: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	senderPool, err := postgres.Open(ctx, url, "bench-sender")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer senderPool.Close()
 	var ids []string // by message number, for the primary-key UPDATE
-	if err := pool.QueryRow(ctx, `SELECT array_agg(id::text ORDER BY substr(idempotency_key, 2)::int) FROM engagement_message_queue`).Scan(&ids); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT array_agg(id::text ORDER BY substr(idempotency_key, 2)::int) FROM engagement_message_queue WHERE idempotency_key LIKE 'k%'`).Scan(&ids); err != nil {
 		b.Fatal(err)
 	}
 	const conns, per = 8, 2000
 	at := time.Now().Add(-time.Hour)
 	var receipts, updates []time.Duration
 	round := 0
+	p, err := delivery.NewProcessor(senderPool, delivery.ProcessorConfig{Transport: hook, SendInterval: -1, Logger: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sendCtx, stopSending := context.WithCancel(ctx)
+	sent := make(chan int, 1)
+	go func() {
+		sum, _ := p.Run(sendCtx)
+		sent <- sum.Sent
+	}()
 	for b.Loop() {
-		for _, kind := range []string{"receipt", "update"} {
+		kinds := []string{"receipt", "update"}
+		if round%2 == 1 { // alternating which goes first, beside the same delivery
+			kinds[0], kinds[1] = kinds[1], kinds[0]
+		}
+		for _, kind := range kinds {
 			var mu sync.Mutex
 			var wg sync.WaitGroup
 			for c := range conns {
@@ -90,6 +140,10 @@ func BenchmarkReceipt(b *testing.B) {
 			wg.Wait()
 		}
 		round++
+	}
+	stopSending()
+	if <-sent == 0 {
+		b.Error("the processor sent nothing while the receipts ran: the benchmark did not measure them beside delivery")
 	}
 	q := func(d []time.Duration, p float64) float64 {
 		slices.Sort(d)
