@@ -103,8 +103,15 @@ func (s *server) whatsapp(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
+		// Meta's challenge is a number; echoed as one, nothing else a
+		// caller sends is ever written back.
+		challenge, err := strconv.ParseUint(q.Get("hub.challenge"), 10, 64)
+		if err != nil {
+			http.Error(w, "hub.challenge must be a number", http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, q.Get("hub.challenge"))
+		_, _ = io.WriteString(w, strconv.FormatUint(challenge, 10))
 	case http.MethodPost:
 		s.whatsappNotification(w, r)
 	default:

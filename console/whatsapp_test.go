@@ -101,6 +101,17 @@ func TestWhatsAppWebhook(t *testing.T) {
 		}
 	}
 
+	// A challenge that is not Meta's (a number) is never echoed.
+	res, err := http.Get(srv.URL + console.WhatsAppWebhookPath + "?hub.mode=subscribe&hub.challenge=%3Cscript%3E&hub.verify_token=" + metaToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "<script>") {
+		t.Errorf("a challenge that is not a number: %d %q, want 400 without it", res.StatusCode, body)
+	}
+
 	now := time.Now().Truncate(time.Second)
 	delivered := metafake.Statuses(metafake.Status("wamid.OURS", "delivered", now.Add(-time.Hour), ""))
 	for name, c := range map[string]struct {
