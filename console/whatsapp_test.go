@@ -157,7 +157,7 @@ func TestWhatsAppWebhook(t *testing.T) {
 	}
 
 	// Other paths still need the console's credentials.
-	res, err := http.Get(srv.URL + "/queue")
+	res, err = http.Get(srv.URL + "/queue")
 	if err != nil {
 		t.Fatal(err)
 	}
