@@ -61,6 +61,7 @@ func (f *fleet) keep(i int) {
 		f.mu.Unlock()
 		err := cmd.Wait()
 		f.mu.Lock()
+		f.procs[i] = nil // exited: kill no longer looks at it (Wait wrote its state)
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			code := 0
 			if err != nil {
@@ -80,7 +81,7 @@ func (f *fleet) keep(i int) {
 func (f *fleet) kill(rng *rand.Rand) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p := f.procs[rng.IntN(len(f.procs))]; p != nil && p.ProcessState == nil {
+	if p := f.procs[rng.IntN(len(f.procs))]; p != nil {
 		if p.Process.Signal(syscall.SIGKILL) == nil {
 			f.kills++
 		}
