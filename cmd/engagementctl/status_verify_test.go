@@ -193,8 +193,8 @@ func TestVerifyCommand(t *testing.T) {
 	}
 
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf)
-	if res.Code != 4 || !strings.Contains(res.Stdout, "no_expired_claims    FAILED (1)") ||
-		!strings.Contains(res.Stdout, "transitions_allowed  FAILED (1)") || !strings.Contains(res.Stdout, "goodbye_queued       ok") ||
+	if res.Code != 4 || !strings.Contains(res.Stdout, "no_expired_claims     FAILED (1)") ||
+		!strings.Contains(res.Stdout, "transitions_allowed   FAILED (1)") || !strings.Contains(res.Stdout, "goodbye_queued        ok") ||
 		!strings.Contains(res.Stdout, "2 of 12 invariants broken") {
 		t.Errorf("verify text on a broken database: exit %d, stdout:\n%s", res.Code, res.Stdout)
 	}

@@ -166,6 +166,10 @@ func readSpend(ctx context.Context, db pricing.Querier, asOf time.Time) []metric
 // writeReport prints one line per check, then each broken check's examples.
 func writeReport(w io.Writer, rep *verify.Report) error {
 	fmt.Fprintf(w, "engagement invariants as of %s\n", rep.AsOf.Format(time.RFC3339))
+	width := 0 // the longest check's name: the verdicts line up
+	for _, c := range rep.Checks {
+		width = max(width, len(c.Name))
+	}
 	for _, c := range rep.Checks {
 		verdict := "ok"
 		if !c.OK {
@@ -175,7 +179,7 @@ func writeReport(w io.Writer, rep *verify.Report) error {
 		if c.Exempt > 0 {
 			exempt = fmt.Sprintf("  [%d exempt]", c.Exempt)
 		}
-		fmt.Fprintf(w, "%-20s %s%s\n", c.Name, verdict, exempt)
+		fmt.Fprintf(w, "%-*s %s%s\n", width, c.Name, verdict, exempt)
 	}
 	for _, c := range rep.Checks {
 		if c.OK {
