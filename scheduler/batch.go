@@ -50,6 +50,7 @@ type batchCounts struct {
 	locked        int // eligible users whose row another transaction held
 	optedOut      int
 	noDestination int
+	heldOut       int // of the moved, held out: nothing queued (the goodbye's holdout)
 }
 
 func (c *batchCounts) add(o batchCounts) {
@@ -59,6 +60,7 @@ func (c *batchCounts) add(o batchCounts) {
 	c.locked += o.locked
 	c.optedOut += o.optedOut
 	c.noDestination += o.noDestination
+	c.heldOut += o.heldOut
 }
 
 // batcher moves the users of a chunk of rows with one statement and, when a

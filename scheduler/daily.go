@@ -46,6 +46,8 @@ const DailyJob = "engagement-daily"
 //   - inactivity_14d: one goodbye per UTC day at most, and users with no
 //     JID to send it to are left as they are (goodbye_sent_at = as-of,
 //     goodbye_expires_at = as-of + 48 h, the earliest it can expire);
+//     cfg.Holdout's users take the same move with no goodbye queued,
+//     logged with holdout = true (see Holdout);
 //   - goodbye_timeout: its clock is the goodbye's delivery, in the queue; a
 //     goodbye that failed for good or was cancelled moves its user back to
 //     active instead (goodbye_undelivered, goodbye_expires_at = as-of:
@@ -73,7 +75,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
 		"send_reminder":      cfg.SendReminder,
 	}
-	steps, err := dailySteps(asOf, cfg.SendReminder)
+	steps, err := dailySteps(asOf, cfg.SendReminder, cfg.Holdout)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +160,10 @@ const genericStep = "daily_timer"
 // statements queries/daily_<trigger>.sql (and _dry_run.sql) when the timer
 // has its own, else the generic daily_timer.sql, which a timer on a clock
 // that is not on the user's row cannot use. sendReminder makes a kind
-// queued on request (the reminder) queued.
-func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
+// queued on request (the reminder) queued; holdout is the goodbye's
+// control group, the inactivity step's @holdout_basis_points and
+// @holdout_salt.
+func dailySteps(asOf time.Time, sendReminder bool, holdout Holdout) ([]step, error) {
 	var steps []step
 	files := sqlfile.Names(queryFiles)
 	for _, t := range sm.Timers() {
@@ -174,6 +178,9 @@ func dailySteps(asOf time.Time, sendReminder bool) ([]step, error) {
 		st, err := transitionStep(t, file, asOf, sendReminder)
 		if err != nil {
 			return nil, err
+		}
+		if t.Trigger == sm.Inactivity14d {
+			maps.Copy(st.args, holdout.args())
 		}
 		steps = append(steps, st)
 	}
@@ -248,7 +255,9 @@ var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 // database as it is now, from db (a read-only transaction is enough): the
 // daily job's own dry-run statements, step by step in run order, writing
 // nothing. It is a run's --dry-run without the run: the operator console
-// asks it for each of the coming days.
+// asks it for each of the coming days. It counts no holdout (the console
+// does not know the job's --holdout-percent): its goodbyes are an upper
+// bound.
 func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
 	asOf = asOf.UTC()
 	args := sqlfile.Shared{
@@ -258,7 +267,7 @@ func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (St
 		"shard_index":        0,
 		"shard_count":        1,
 	}
-	steps, err := dailySteps(asOf, false)
+	steps, err := dailySteps(asOf, false, Holdout{})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 	other := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 
-	steps, err := dailySteps(asOf, true)
+	steps, err := dailySteps(asOf, true, Holdout{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	b := batcher{move: func(ctx context.Context, s span) (c batchCounts, err error) {
 		first, end := s.tids()
 		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, sqlfile.Shared{"first": first, "end": end})).
-			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, new([]string))
+			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &c.heldOut, new([]string))
 		return c, err
 	}}
 	if err := b.moveIsolating(ctx, pageSpan(0, 1<<20)); err != nil {

@@ -56,6 +56,9 @@ type Config struct {
 	// (engagement-daily --send-reminder). Off by default: the user goes
 	// dormant silently (AC-5.1.3).
 	SendReminder bool
+	// Holdout is the goodbye's control group (engagement-daily
+	// --holdout-percent, --holdout-salt): the zero value holds out nobody.
+	Holdout Holdout
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
 }
@@ -76,7 +79,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return c.Holdout.Validate()
 }
 
 // step is one set-based move of a job.
@@ -178,7 +181,7 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 		log.Info().Str("step", st.name).Str("message_type", st.messageType).
 			Int("processed", counts.Processed).Int("succeeded", counts.Succeeded).
 			Int("failed", counts.Failed).Int("skipped", counts.Skipped).
-			Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).
+			Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).Int("held_out", counts.HeldOut).
 			Int64("duration_ms", time.Since(stepStart).Milliseconds()).
 			Msg("step finished")
 	}
@@ -226,7 +229,7 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 			first, end := s.tids()
 			var duplicateKeys []string // listed only when debug logs are on
 			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, sqlfile.Shared{"first": first, "end": end}),
-				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &duplicateKeys)
+				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &c.heldOut, &duplicateKeys)
 			if err == nil && len(duplicateKeys) > 0 {
 				logDuplicates(ctx, pool, log, st.name, duplicateKeys)
 			}
@@ -279,8 +282,10 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 	counts.Failed = len(b.failures)
 	counts.Processed = counts.Succeeded + counts.Failed
 	counts.Queued = t.queued
+	counts.HeldOut = t.heldOut
 	if st.messageType != "" {
-		counts.Duplicates = t.moved - t.queued // moved users whose message key was already taken
+		// moved users, not held out, whose message key was already taken
+		counts.Duplicates = t.moved - t.heldOut - t.queued
 	}
 	counts.skip(SkipOptedOut, t.optedOut)
 	counts.skip(SkipNoDestination, t.noDestination)
@@ -331,16 +336,17 @@ func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.
 		return Counts{}, fmt.Errorf("count users: %w", err)
 	}
 	var (
-		counts      Counts
-		reason      string
-		n, existing int
+		counts               Counts
+		reason               string
+		n, existing, heldOut int
 	)
-	_, err = pgx.ForEachRow(rows, []any{&reason, &n, &existing}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&reason, &n, &existing, &heldOut}, func() error {
 		if reason != "" {
 			counts.skip(reason, n)
 			return nil
 		}
 		counts.Succeeded = n
+		counts.HeldOut = heldOut
 		if st.messageType != "" {
 			counts.Duplicates = existing
 		}
@@ -351,7 +357,7 @@ func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.
 	}
 	counts.Processed = counts.Succeeded
 	if st.messageType != "" {
-		counts.Queued = counts.Succeeded - counts.Duplicates
+		counts.Queued = counts.Succeeded - counts.HeldOut - counts.Duplicates
 	}
 	return counts, nil
 }

@@ -21,12 +21,13 @@ const maxErrors = 100
 
 // Counts are the counters of a job and of each of its steps.
 type Counts struct {
-	Processed   int            `json:"processed"`  // users acted on: Succeeded + Failed
-	Succeeded   int            `json:"succeeded"`  // users moved (or, weekly, reviewed)
-	Failed      int            `json:"failed"`     // users whose write failed; see Errors
-	Skipped     int            `json:"skipped"`    // users who qualified but were excluded
-	Queued      int            `json:"queued"`     // new queue rows
-	Duplicates  int            `json:"duplicates"` // inserts that hit an existing idempotency key
+	Processed   int            `json:"processed"`          // users acted on: Succeeded + Failed
+	Succeeded   int            `json:"succeeded"`          // users moved (or, weekly, reviewed)
+	Failed      int            `json:"failed"`             // users whose write failed; see Errors
+	Skipped     int            `json:"skipped"`            // users who qualified but were excluded
+	Queued      int            `json:"queued"`             // new queue rows
+	Duplicates  int            `json:"duplicates"`         // inserts that hit an existing idempotency key
+	HeldOut     int            `json:"held_out,omitempty"` // users moved without their message: the goodbye's holdout
 	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
 }
 
@@ -47,6 +48,7 @@ func (c *Counts) add(o Counts) {
 	c.Failed += o.Failed
 	c.Queued += o.Queued
 	c.Duplicates += o.Duplicates
+	c.HeldOut += o.HeldOut
 	for reason, n := range o.SkipReasons {
 		c.skip(reason, n)
 	}

@@ -46,6 +46,7 @@ const (
 	CheckDataAPIClosed      = "data_api_closed"
 	CheckInstantsPlausible  = "instants_plausible"
 	CheckNoSendAfterOptOut  = "no_send_after_opt_out"
+	CheckNoGoodbyeToHoldout = "no_goodbye_to_holdout"
 )
 
 // OptOutGrace is how long after an opt-out a message may still be sent
@@ -184,7 +185,8 @@ var invariants = slices.Concat([]invariant{
 	{
 		name: CheckGoodbyeQueued,
 		rule: "every goodbye_sent user whose latest logged transition put them in goodbye_sent has a queued goodbye " +
-			"(any status: one cancelled at send time or by an operator was queued too) for the UTC day of goodbye_sent_at; exempt: users with no such log row (the bot or an " +
+			"(any status: one cancelled at send time or by an operator was queued too) for the UTC day of goodbye_sent_at, " +
+			"unless that transition held them out (the holdout: see no_goodbye_to_holdout); exempt: users with no such log row (the bot or an " +
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		sql:  query("verify_goodbye_queued"),
@@ -240,6 +242,13 @@ var invariants = slices.Concat([]invariant{
 			"opt-out committed may take to settle; users opted out without a consent event are not checked",
 		sql:  query("verify_no_send_after_opt_out"),
 		args: sqlfile.Shared{"grace": OptOutGrace},
+	},
+	{
+		name: CheckNoGoodbyeToHoldout,
+		rule: "no user the daily job held out of a goodbye (engagement-daily --holdout-percent: their goodbye's log row " +
+			"says holdout) has a goodbye for that UTC day (the run's as-of) in the queue, in any status but cancelled",
+		sql:  query("verify_no_goodbye_to_holdout"),
+		args: sqlfile.Shared{"message_type": string(goodbye.Message), "trigger": string(sm.Inactivity14d)},
 	},
 	{
 		name: CheckTimeZonesUsable,

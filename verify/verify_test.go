@@ -72,7 +72,7 @@ func TestVerifyHoldsOnSeededData(t *testing.T) {
 	}
 	want := []string{verify.CheckGoodbyeQueued, verify.CheckOneGoodbyePerDay, verify.CheckOneReviewPerWeek,
 		verify.CheckNoExpiredClaims, verify.CheckTransitionsAllowed, verify.CheckLogMatchesState, verify.CheckStateTimestamps,
-		verify.CheckNoUserStuck, verify.CheckInstantsPlausible, verify.CheckNoSendAfterOptOut, verify.CheckTimeZonesUsable, verify.CheckDataAPIClosed}
+		verify.CheckNoUserStuck, verify.CheckInstantsPlausible, verify.CheckNoSendAfterOptOut, verify.CheckNoGoodbyeToHoldout, verify.CheckTimeZonesUsable, verify.CheckDataAPIClosed}
 	if !slices.Equal(names, want) {
 		t.Errorf("checks %v, want %v", names, want)
 	}

@@ -46,6 +46,12 @@ func TestConfigurationErrors(t *testing.T) {
 		{"shard not i/N", []string{"DATABASE_URL=" + migrated, "ENGAGEMENT_SHARD=half"}, nil, 2, "--shard"},
 		{"shard and shards", []string{"DATABASE_URL=" + migrated, "JOB_COMPLETION_INDEX=0"}, []string{"--shard", "0/3", "--shards", "3"}, 2, "not both"},
 		{"shards without an index", []string{"DATABASE_URL=" + migrated}, []string{"--shards", "3"}, 2, "JOB_COMPLETION_INDEX"},
+		{"holdout percent over 100", []string{"DATABASE_URL=" + migrated}, []string{"--holdout-percent", "101"}, 2, "--holdout-percent"},
+		{"holdout percent below 0", []string{"DATABASE_URL=" + migrated}, []string{"--holdout-percent=-1"}, 2, "--holdout-percent"},
+		{"holdout percent not a number", []string{"DATABASE_URL=" + migrated}, []string{"--holdout-percent", "ten"}, 2, "--holdout-percent"},
+		{"holdout percent NaN from the environment", []string{"DATABASE_URL=" + migrated, "ENGAGEMENT_HOLDOUT_PERCENT=NaN"}, nil, 2, "--holdout-percent"},
+		{"holdout percent not a number from the environment", []string{"DATABASE_URL=" + migrated, "ENGAGEMENT_HOLDOUT_PERCENT=10%"}, nil, 2, "ENGAGEMENT_HOLDOUT_PERCENT"},
+		{"empty holdout salt", []string{"DATABASE_URL=" + migrated}, []string{"--holdout-salt", " "}, 2, "--holdout-salt"},
 		{"shards with an index past the count", []string{"DATABASE_URL=" + migrated, "JOB_COMPLETION_INDEX=3"}, []string{"--shards", "3"}, 2, "JOB_COMPLETION_INDEX=3"},
 	}
 	for _, tt := range tests {

@@ -152,8 +152,8 @@ func TestVerifyCommand(t *testing.T) {
 	}
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
 	var rep verifyReport
-	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || res.Code != 0 || !rep.OK || len(rep.Checks) != 12 || len(rep.Broken) != 0 {
-		t.Fatalf("verify --output json: exit %d, %v, report %+v; want ok with 12 checks (no_send_after_opt_out the 12th)", res.Code, err, rep)
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || res.Code != 0 || !rep.OK || len(rep.Checks) != 13 || len(rep.Broken) != 0 {
+		t.Fatalf("verify --output json: exit %d, %v, report %+v; want ok with 13 checks (no_goodbye_to_holdout the 13th)", res.Code, err, rep)
 	}
 
 	// Broken: a claim past its deadline and a transition the table forbids.
@@ -188,14 +188,14 @@ func TestVerifyCommand(t *testing.T) {
 		}
 	}
 	stderr := cmdtest.Lines(res.Stderr)
-	if len(stderr) != 1 || !strings.Contains(stderr[0], "2 of 12 invariants broken: no_expired_claims, transitions_allowed") {
+	if len(stderr) != 1 || !strings.Contains(stderr[0], "2 of 13 invariants broken: no_expired_claims, transitions_allowed") {
 		t.Errorf("stderr %q, want one line naming the broken invariants", res.Stderr)
 	}
 
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf)
 	if res.Code != 4 || !strings.Contains(res.Stdout, "no_expired_claims     FAILED (1)") ||
 		!strings.Contains(res.Stdout, "transitions_allowed   FAILED (1)") || !strings.Contains(res.Stdout, "goodbye_queued        ok") ||
-		!strings.Contains(res.Stdout, "2 of 12 invariants broken") {
+		!strings.Contains(res.Stdout, "2 of 13 invariants broken") {
 		t.Errorf("verify text on a broken database: exit %d, stdout:\n%s", res.Code, res.Stdout)
 	}
 }

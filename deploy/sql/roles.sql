@@ -183,6 +183,7 @@ DECLARE
                              'engagement_claim_abandoned(text, timestamptz, timestamptz)',
                              'engagement_zone(text)',
                              'engagement_in_shard(uuid, integer, integer)',
+                             'engagement_holdout_bucket(text, uuid)',
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
                              'engagement_receipt(text, text, timestamptz, text)',

@@ -104,5 +104,6 @@ SELECT count(*)::int,
        (count(*) - (SELECT count(*) FROM locked))::int,
        0,
        0,
+       0, -- holds out nobody
        '{}'::text[] -- queues nothing: no duplicate keys to name
   FROM chunk

@@ -2,8 +2,8 @@
 -- counts, writing nothing, the users daily_goodbye_timeout.sql would move,
 -- over the whole table (to dormant, or back to active for an undelivered
 -- goodbye, as engagement_goodbye_due decides): one row, '' and how many
--- users (and 0: it queues nothing).
-SELECT '' AS skip_reason, count(*)::int, 0
+-- users (and 0, 0: it queues nothing and holds out nobody).
+SELECT '' AS skip_reason, count(*)::int, 0, 0
   FROM user_engagement_states s
   JOIN user_profiles p ON p.user_id = s.user_id
   LEFT JOIN engagement_message_queue q

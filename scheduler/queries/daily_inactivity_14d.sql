@@ -21,18 +21,28 @@
 -- (statemachine.Transitions); step_test.go runs the step and
 -- checks its outcome against the table.
 --
+-- The holdout (issue 45): a user the goodbye would reach whose bucket,
+-- engagement_holdout_bucket(@holdout_salt, user_id) (migration 55: 0 to
+-- 9999, from the user id alone), is below @holdout_basis_points (the
+-- holdout percent times 100) is held out: moved, logged with holdout =
+-- true, their 48 hours from @as_of like everyone else's, and nothing is
+-- queued for them. 0 basis points holds out nobody.
+--
 -- Opted-out users are never touched; users the goodbye could not reach
 -- (engagement_route, migration 40, finds them no destination) are left for
 -- later. Only the run's shard (@shard_index of @shard_count) is seen:
 -- a @shard_count of 1 is every user, and the planner drops the hash.
 --
 -- Returns the chunk's counters: candidates, moved, queued, locked (rows
--- the bot held: skipped, a later run moves them), opted out, no destination.
+-- the bot held: skipped, a later run moves them), opted out, no
+-- destination, held out.
 WITH chunk AS MATERIALIZED (
     -- The step's users among the chunk's rows, with their profile. OFFSET 0
     -- keeps the profile a primary-key probe per user: joined plainly, the
     -- planner hashed every profile for every chunk.
-    SELECT s.user_id, s.state, p.skip_reason, p.destination, p.destination_jid
+    SELECT s.user_id, s.state, p.skip_reason, p.destination, p.destination_jid,
+           p.skip_reason = '' AND engagement_holdout_bucket(@holdout_salt::text, s.user_id)
+                                  < @holdout_basis_points::int AS held_out
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
@@ -74,11 +84,12 @@ WITH chunk AS MATERIALIZED (
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
                                      s.goodbye_sent_at, s.goodbye_expires_at)
        AND s.state = c.state
- RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid
+ RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid, c.held_out
 ), queued AS (
     -- ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
     -- exists) queues nothing and counts as a duplicate. It does not lock
     -- the row it conflicts with, so a goodbye the bot holds is no wait.
+    -- Held-out users get nothing.
     INSERT INTO engagement_message_queue
            (user_id, message_type, message_key, destination, destination_jid,
             scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
@@ -86,11 +97,12 @@ WITH chunk AS MATERIALIZED (
            least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text,
            @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
       FROM moved
+     WHERE NOT held_out
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING idempotency_key AS k
 ), logged AS (
-    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint FROM moved
+    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout)
+    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint, held_out FROM moved
 )
 SELECT count(*)::int,
        (SELECT count(*) FROM moved)::int,
@@ -98,10 +110,11 @@ SELECT count(*)::int,
        (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
        count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
        count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
+       (SELECT count(*) FROM moved WHERE held_out)::int,
        -- With debug logs on, the keys that were already taken, so the job
        -- can say when each was first queued.
        CASE WHEN @log_duplicates::boolean
-            THEN ARRAY(SELECT m.user_id::text || @key_suffix::text FROM moved m
+            THEN ARRAY(SELECT m.user_id::text || @key_suffix::text FROM moved m WHERE NOT m.held_out
                        EXCEPT SELECT k FROM queued)
             ELSE '{}'::text[] END
   FROM chunk

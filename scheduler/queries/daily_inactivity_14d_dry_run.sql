@@ -1,13 +1,18 @@
 -- Dry run of step inactivity_14d (active -inactivity_14d-> goodbye_sent):
 -- counts, writing nothing, the users daily_inactivity_14d.sql would move,
 -- over the whole table: one row per skip reason ('' for the users it would
--- move, 'opted_out', 'no_destination') with how many users, and how many
--- of them already have the goodbye's key (user_id || @key_suffix) taken.
+-- move, 'opted_out', 'no_destination') with how many users, how many of
+-- those it would queue for already have the goodbye's key (user_id ||
+-- @key_suffix) taken, and how many it would hold out (nothing queued: see
+-- the holdout in daily_inactivity_14d.sql).
 SELECT c.skip_reason, count(*)::int,
-       count(*) FILTER (WHERE EXISTS (
+       count(*) FILTER (WHERE NOT c.held_out AND EXISTS (
            SELECT 1 FROM engagement_message_queue q
-            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int
+            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int,
+       count(*) FILTER (WHERE c.held_out)::int
   FROM (SELECT s.user_id,
+               NOT p.reengagement_opt_out AND route.destination_jid IS NOT NULL
+               AND engagement_holdout_bucket(@holdout_salt::text, s.user_id) < @holdout_basis_points::int AS held_out,
                CASE WHEN p.reengagement_opt_out THEN 'opted_out'
                     WHEN route.destination_jid IS NULL THEN 'no_destination'
                     ELSE '' END AS skip_reason

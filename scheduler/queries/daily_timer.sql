@@ -87,6 +87,7 @@ SELECT count(*)::int,
        (count(*) - (SELECT count(*) FROM locked))::int,
        0,
        0,
+       0, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
        -- With debug logs on, the keys that were already taken.
        CASE WHEN @log_duplicates::boolean
             THEN ARRAY(SELECT m.key FROM moved m

@@ -7,7 +7,8 @@ SELECT '' AS skip_reason, count(*)::int,
        count(*) FILTER (WHERE @queue::boolean AND EXISTS (
            SELECT 1 FROM engagement_message_queue q
             WHERE q.idempotency_key = s.user_id::text || @key_infix::text
-                                      || coalesce(@key_suffix::text, floor(extract(epoch FROM d.due) * 1000)::bigint::text)))::int
+                                      || coalesce(@key_suffix::text, floor(extract(epoch FROM d.due) * 1000)::bigint::text)))::int,
+       0 -- holds out nobody
   FROM user_engagement_states s
  CROSS JOIN LATERAL (
      SELECT engagement_clock(@clock::text, s.last_activity_at, s.created_at, s.remind_at,

@@ -103,6 +103,7 @@ SELECT count(*)::int,
        0,
        count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
        count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
+       0, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
        -- With debug logs on, the keys that were already taken (found by
        -- the probe, or by the insert's conflict).
        CASE WHEN @log_duplicates::boolean

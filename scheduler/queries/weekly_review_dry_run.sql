@@ -13,7 +13,8 @@ WITH window_transactions AS (
 SELECT c.skip_reason, count(*)::int,
        count(*) FILTER (WHERE EXISTS (
            SELECT 1 FROM engagement_message_queue q
-            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int
+            WHERE q.idempotency_key = c.user_id::text || @key_suffix::text))::int,
+       0 -- holds out nobody
   FROM (SELECT s.user_id,
                CASE WHEN p.reengagement_opt_out THEN 'opted_out'
                     WHEN route.destination_jid IS NULL THEN 'no_destination'

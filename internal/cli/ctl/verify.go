@@ -47,6 +47,7 @@ func newVerifyCommand(databaseURL *string, runF func(*verifyOptions) error) *cob
   no_user_stuck        nobody is in a state a day past its deadline (the daily job would have moved them)
   instants_plausible   no user's last activity lies in the future, no reminder past its wait, no clock is infinite
   no_send_after_opt_out no message was sent more than 2m after its user's opt-out (and before an opt-in)
+  no_goodbye_to_holdout no user held out of a goodbye (--holdout-percent) has that day's goodbye queued
   time_zones_usable    every user's timezone, when set, is one PostgreSQL can read
   data_api_closed      no table, sequence or function of the scheduler's is reachable by Supabase's Data API roles (anon, authenticated)
 and prints a report of every check (--output json: one JSON object). Exits 0

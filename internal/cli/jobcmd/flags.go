@@ -19,6 +19,8 @@ type jobFlags struct {
 	failOnPartial   bool
 	skipSend        bool
 	sendReminder    bool
+	holdoutPercent  float64
+	holdoutSalt     string
 	batchSize       int
 	concurrency     int
 	shard           shardFlags
@@ -42,6 +44,10 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	if cmd.Name() == scheduler.DailyJob {
 		fs.BoolVar(&f.sendReminder, "send-reminder", false, `queue the reminder a "remind me later" promised as its user goes dormant (default: dormant silently)`)
 		cliflag.BindEnv(fs, "send-reminder", "ENGAGEMENT_SEND_REMINDER")
+		fs.Float64Var(&f.holdoutPercent, "holdout-percent", 0, "hold out this percent (0-100) of the users due a goodbye as a control group: same move, no message (docs/holdout.md)")
+		cliflag.BindEnv(fs, "holdout-percent", "ENGAGEMENT_HOLDOUT_PERCENT")
+		fs.StringVar(&f.holdoutSalt, "holdout-salt", scheduler.DefaultHoldoutSalt, "mixed into the hash that picks the held-out users; a new salt draws a new group")
+		cliflag.BindEnv(fs, "holdout-salt", "ENGAGEMENT_HOLDOUT_SALT")
 	}
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")

@@ -103,6 +103,12 @@ func (o *jobOptions) Validate() error {
 	if err := o.asOf.Check(); err != nil {
 		return err
 	}
+	if err := o.holdout().Validate(); err != nil {
+		return cli.Usagef("--holdout-percent (or ENGAGEMENT_HOLDOUT_PERCENT): %v", err)
+	}
+	if o.name == scheduler.DailyJob && strings.TrimSpace(o.holdoutSalt) == "" {
+		return cli.Usagef("--holdout-salt (or ENGAGEMENT_HOLDOUT_SALT) must not be empty")
+	}
 	var err error
 	if o.shard, err = o.jobFlags.shard.resolve(); err != nil {
 		return err
@@ -163,6 +169,7 @@ func (o *jobOptions) Run(ctx context.Context) error {
 		Concurrency:  o.concurrency,
 		Shard:        o.shard,
 		SendReminder: o.sendReminder,
+		Holdout:      o.holdout(),
 		Logger:       o.log,
 	})
 	o.sum = sum
@@ -183,6 +190,12 @@ func (o *jobOptions) Run(ctx context.Context) error {
 		return cli.ErrPartial
 	}
 	return nil
+}
+
+// holdout is the goodbye's control group the flags ask for (the daily job's
+// alone: the weekly job has no such flags, and holds out nobody).
+func (o *jobOptions) holdout() scheduler.Holdout {
+	return scheduler.Holdout{Percent: o.holdoutPercent, Salt: o.holdoutSalt}
 }
 
 // resolveAsOf is --as-of, or the database clock without it, and the

@@ -1,0 +1,55 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+)
+
+// DefaultHoldoutSalt is the salt of the goodbye's holdout when none is
+// given (engagement-daily --holdout-salt): a user is held out when
+// engagement_holdout_bucket(salt, user_id) (migration 55) is below the
+// holdout percent times 100. Another salt draws another group: the way to
+// reset the group on purpose (docs/holdout.md).
+const DefaultHoldoutSalt = "engagement-holdout-1"
+
+// Holdout is the goodbye's control group: about Percent % of the users the
+// daily job would send a goodbye take the same move (goodbye_sent, their
+// 48 hours from the run, logged with holdout = true) and get no message.
+// Who is held out depends on Salt and the user id alone, decided in SQL,
+// so a re-run, a shard or another database holds out the same users. The
+// zero value holds out nobody.
+type Holdout struct {
+	// Percent is the share held out, 0 to 100, to a hundredth of a percent.
+	Percent float64
+	// Salt is mixed into the hash (DefaultHoldoutSalt when empty).
+	Salt string
+}
+
+// Validate reports a percent out of range.
+func (h Holdout) Validate() error {
+	if math.IsNaN(h.Percent) || h.Percent < 0 || h.Percent > 100 {
+		return fmt.Errorf("holdout percent must be from 0 to 100, got %v", h.Percent)
+	}
+	return nil
+}
+
+// BasisPoints is Percent in hundredths of a percent, 0 to 10000: a user
+// whose bucket (0 to 9999) is below it is held out.
+func (h Holdout) BasisPoints() int {
+	return int(math.Round(h.Percent * 100))
+}
+
+// salt is the salt the statements are given.
+func (h Holdout) salt() string {
+	if h.Salt == "" {
+		return DefaultHoldoutSalt
+	}
+	return h.Salt
+}
+
+// args are the holdout's parameters of the daily statements.
+func (h Holdout) args() sqlfile.Shared {
+	return sqlfile.Shared{"holdout_basis_points": h.BasisPoints(), "holdout_salt": h.salt()}
+}

@@ -1,0 +1,29 @@
+-- Check no_goodbye_to_holdout: no user the daily job held out of a goodbye
+-- (their @trigger log row says holdout, migration 55) has a goodbye
+-- (@message_type) for that goodbye's UTC day in the queue, in any status
+-- but cancelled: a held-out user is sent nothing. The day is the as-of of
+-- the run that logged the row (engagement_job_runs) or, once cleanup has
+-- pruned the run, the day the row was written.
+--
+-- Like every verify_*.sql: found lists the suspicious rows as (example,
+-- exempt); the statement returns how many are violations, how many exempt,
+-- and up to @max_examples examples of the violations, sorted.
+WITH found (example, exempt) AS MATERIALIZED (
+    SELECT h.user_id::text || ' held out on ' || to_char(d.day AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+           || ', goodbye ' || q.status, false
+      FROM engagement_state_transitions h
+      LEFT JOIN engagement_job_runs r ON r.id = h.job_run_id
+     CROSS JOIN LATERAL (
+           SELECT date_trunc('day', coalesce(r.as_of, h.created_at) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day
+     ) d
+      JOIN engagement_message_queue q
+        ON q.user_id = h.user_id AND q.message_type = @message_type::text
+       AND q.period_start = d.day AND q.status <> 'cancelled'
+     WHERE h.holdout AND h.trigger = @trigger::text
+)
+SELECT count(*) FILTER (WHERE NOT exempt),
+       count(*) FILTER (WHERE exempt),
+       coalesce((SELECT array_agg(example ORDER BY example)
+                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
+                '{}')
+  FROM found
