@@ -29,7 +29,7 @@ func NewCommand() *cobra.Command {
 	root.CompletionOptions.HiddenDefaultCmd = true
 	cli.RegisterDatabaseURL(root.PersistentFlags(), &databaseURL)
 	root.AddCommand(newMigrateCommand(&databaseURL, nil), newEnqueueCommand(&databaseURL, nil), newCleanupCommand(&databaseURL, nil))
-	root.AddCommand(newStatusCommand(&databaseURL, nil), newVerifyCommand(&databaseURL, nil))
+	root.AddCommand(newStatusCommand(&databaseURL, nil), newVerifyCommand(&databaseURL, nil), newFunnelCommand(&databaseURL, nil))
 	root.AddCommand(newSeedCommand(&databaseURL, nil))
 	root.AddCommand(newSmokeCommand(&databaseURL, nil))
 	root.AddCommand(newRequeueCommand(&databaseURL, nil), newCancelCommand(&databaseURL, nil))

@@ -66,8 +66,15 @@ var jobGarbage = [][]string{
 	{"--log-format", "xml"},
 }
 
+// dailyGarbage adds the daily job's own flags: the goodbye's holdout.
+var dailyGarbage = append(append([][]string{}, jobGarbage...),
+	[]string{"--holdout-percent", "101"},
+	[]string{"--holdout-percent", "ten"},
+	[]string{"--holdout-percent", "-0.5"},
+)
+
 var invocations = []invocation{
-	{name: "engagement-daily", cmd: jobcmd.NewDailyCommand, garbage: jobGarbage},
+	{name: "engagement-daily", cmd: jobcmd.NewDailyCommand, garbage: dailyGarbage},
 	{name: "engagement-weekly", cmd: jobcmd.NewWeeklyCommand, garbage: jobGarbage},
 	{name: "queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, garbage: [][]string{
 		{"--output", "xml"},
@@ -85,6 +92,11 @@ var invocations = []invocation{
 		{"--as-of", "junk"},
 		{"--output", "xml"},
 		{"--runs", "0"},
+	}},
+	{name: "engagementctl funnel", cmd: ctl.NewCommand, args: []string{"funnel"}, garbage: [][]string{
+		{"--as-of", "junk"},
+		{"--output", "xml"},
+		{"--weeks", "0"},
 	}},
 	{name: "engagementctl verify", cmd: ctl.NewCommand, args: []string{"verify"}, garbage: [][]string{
 		{"--output", "xml"},

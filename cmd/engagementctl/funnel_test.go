@@ -1,0 +1,82 @@
+package main_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// Issue 45, the contract's shape: engagementctl funnel --output json prints
+// one object whose "cohorts" array holds the goodbye cohorts, each with a
+// "treatment" and a "holdout" object with "users" and "reactivated", the
+// totals outside "cohorts". 300 users due a goodbye, the daily job holding
+// out 20 %; 30 of the treated and 3 of the held-out write again a day on.
+func TestFunnelCommandPrintsTheArms(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	runAt := time.Date(2026, 10, 6, 6, 0, 0, 0, time.UTC)
+	fixture.InactiveUsers(t, pool, 300, runAt.Add(-20*24*time.Hour))
+	if res := cmdtest.Exec(t, jobcmd.NewDailyCommand, env, "--as-of", runAt.Format(time.RFC3339), "--holdout-percent", "20"); res.Code != 0 {
+		t.Fatalf("engagement-daily: exit %d: %s", res.Code, res.Stderr)
+	}
+	// The log's times are the database clock's; the report is read as of
+	// 40 days after the goodbyes were logged, when their window is closed.
+	logged := fixture.Now(t, pool)
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
+		SELECT user_id, 'goodbye_sent', 'active', 'user_message', created_at + interval '1 day'
+		  FROM (SELECT user_id, created_at, holdout, row_number() OVER (PARTITION BY holdout ORDER BY user_id) AS r
+		          FROM engagement_state_transitions WHERE trigger = 'inactivity_14d') g
+		 WHERE (NOT holdout AND r <= 30) OR (holdout AND r <= 3)`)
+	asOf := logged.Add(40 * 24 * time.Hour).UTC().Format(time.RFC3339)
+
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "funnel", "--output", "json", "--as-of", asOf, "--weeks", "8")
+	if res.Code != 0 {
+		t.Fatalf("funnel --output json: exit %d: %s", res.Code, res.Stderr)
+	}
+	type arm struct{ Users, Reactivated *int64 }
+	var rep struct {
+		Cohorts []struct {
+			Treatment, Holdout *arm
+			StillCounting      bool `json:"still_counting"`
+		}
+		Treatment, Holdout *arm
+		Lift               *struct{ Difference, Low, High *float64 }
+		Method             string
+	}
+	dec := json.NewDecoder(strings.NewReader(res.Stdout))
+	if err := dec.Decode(&rep); err != nil || dec.More() {
+		t.Fatalf("stdout is not one JSON object (%v): %s", err, res.Stdout)
+	}
+	if len(rep.Cohorts) != 1 {
+		t.Fatalf("cohorts %+v, want the one week of goodbyes", rep.Cohorts)
+	}
+	c := rep.Cohorts[0]
+	if c.Treatment == nil || c.Holdout == nil || c.Treatment.Users == nil || c.Treatment.Reactivated == nil ||
+		c.Holdout.Users == nil || c.Holdout.Reactivated == nil {
+		t.Fatalf("cohort %+v lacks treatment and holdout with users and reactivated: %s", c, res.Stdout)
+	}
+	held := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE holdout`)
+	if *c.Treatment.Users != int64(300-held) || *c.Holdout.Users != int64(held) || *c.Treatment.Reactivated != 30 ||
+		*c.Holdout.Reactivated != 3 || c.StillCounting {
+		t.Errorf("cohort: treatment %d/%d, holdout %d/%d, still counting %v; want 30/%d, 3/%d, closed",
+			*c.Treatment.Reactivated, *c.Treatment.Users, *c.Holdout.Reactivated, *c.Holdout.Users, c.StillCounting, 300-held, held)
+	}
+	if rep.Treatment == nil || rep.Holdout == nil || *rep.Treatment.Users != *c.Treatment.Users || *rep.Holdout.Users != *c.Holdout.Users ||
+		rep.Lift == nil || rep.Lift.Low == nil || !strings.Contains(rep.Method, "Newcombe") {
+		t.Errorf("totals outside cohorts: treatment %+v, holdout %+v, lift %+v, method %q", rep.Treatment, rep.Holdout, rep.Lift, rep.Method)
+	}
+
+	text := cmdtest.Exec(t, ctl.NewCommand, env, "funnel", "--as-of", asOf, "--weeks", "8")
+	if text.Code != 0 || !strings.Contains(text.Stdout, "pooled (1)") || !strings.Contains(text.Stdout, "not enough users yet to tell") {
+		t.Errorf("funnel text: exit %d:\n%s%s", text.Code, text.Stdout, text.Stderr)
+	}
+}

@@ -1,0 +1,126 @@
+// Package funnel compares the goodbye's arms (engagementctl funnel, the
+// console's overview): per weekly cohort of goodbyes and pooled over the
+// cohorts of a window, how many users of each arm (treatment: sent a
+// goodbye; holdout: held out by engagement-daily --holdout-percent) wrote
+// again within 30 days, and the difference with its 95 % confidence
+// interval (Newcombe's hybrid score interval) and a plain verdict.
+package funnel
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// Defaults of Options.
+const (
+	// DefaultWeeks is how many ISO weeks of cohorts Read reports.
+	DefaultWeeks = 12
+	// Window is how long after a goodbye a user who writes again counts as
+	// reactivated.
+	Window = 30 * 24 * time.Hour
+)
+
+// Options choose the cohorts.
+type Options struct {
+	// AsOf is the instant treated as now (the database clock when zero).
+	AsOf time.Time
+	// Weeks is how many ISO weeks (UTC) of cohorts, up to AsOf's
+	// (DefaultWeeks when 0): the window the totals pool.
+	Weeks int
+}
+
+// Report is the arms by cohort and pooled: the JSON of engagementctl
+// funnel --output json (../shared/CONTRACT.md, round six).
+type Report struct {
+	AsOf       time.Time `json:"as_of"`
+	Weeks      int       `json:"weeks"`
+	WindowDays int       `json:"window_days"`
+	Method     string    `json:"method"`
+	Cohorts    []Cohort  `json:"cohorts"`
+	// The totals pool the cohorts whose window has closed and that held
+	// someone out (PooledCohorts of them): a cohort without a holdout arm
+	// (before the holdout began) would weigh on the treatment alone.
+	PooledCohorts int  `json:"pooled_cohorts"`
+	Treatment     Arm  `json:"treatment"`
+	Holdout       Arm  `json:"holdout"`
+	Lift          Lift `json:"lift"`
+	// StillCounting is the goodbyes of the cohorts younger than the
+	// window, not in the totals.
+	StillCounting int64 `json:"still_counting"`
+}
+
+// Cohort is the goodbyes logged in one ISO week (UTC), by arm.
+type Cohort struct {
+	WeekStart time.Time `json:"week_start"`
+	// StillCounting is true while some of the week's goodbyes are younger
+	// than Window: their users may still come back, and the rates grow.
+	StillCounting bool `json:"still_counting"`
+	Treatment     Arm  `json:"treatment"`
+	Holdout       Arm  `json:"holdout"`
+	Lift          Lift `json:"lift"`
+}
+
+// Read reads the arms from db: a pool, or a transaction (a REPEATABLE READ
+// one for a consistent report). Cohorts are the weeks with goodbyes,
+// oldest first.
+func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) {
+	weeks := cmp.Or(o.Weeks, DefaultWeeks)
+	if weeks < 1 {
+		return nil, fmt.Errorf("weeks must be at least 1, got %d", weeks)
+	}
+	asOf, err := postgres.AsOf(ctx, db, o.AsOf)
+	if err != nil {
+		return nil, err
+	}
+	rows, _ := db.Query(ctx, query("funnel_arms"), sqlfile.Args{
+		"as_of":            asOf,
+		"weeks":            weeks,
+		"window":           Window,
+		"goodbye_trigger":  string(sm.Inactivity14d),
+		"comeback_trigger": string(sm.UserMessage),
+	})
+	rep := &Report{AsOf: asOf, Weeks: weeks, WindowDays: int(Window / (24 * time.Hour)), Method: Method, Cohorts: []Cohort{}}
+	var (
+		week               time.Time
+		held               bool
+		users, reactivated int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&week, &held, &users, &reactivated}, func() error {
+		week = week.UTC()
+		if n := len(rep.Cohorts); n == 0 || !rep.Cohorts[n-1].WeekStart.Equal(week) {
+			rep.Cohorts = append(rep.Cohorts, Cohort{WeekStart: week, StillCounting: week.Add(7*24*time.Hour + Window).After(asOf)})
+		}
+		c := &rep.Cohorts[len(rep.Cohorts)-1]
+		if held {
+			c.Holdout = newArm(users, reactivated)
+		} else {
+			c.Treatment = newArm(users, reactivated)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the goodbye's arms: %w", err)
+	}
+	for i := range rep.Cohorts {
+		c := &rep.Cohorts[i]
+		c.Lift = lift(c.Treatment, c.Holdout)
+		switch {
+		case c.StillCounting:
+			rep.StillCounting += c.Treatment.Users + c.Holdout.Users
+			c.Lift.Verdict = "still counting: " + c.Lift.Verdict
+		case c.Holdout.Users > 0:
+			rep.PooledCohorts++
+			rep.Treatment, rep.Holdout = rep.Treatment.add(c.Treatment), rep.Holdout.add(c.Holdout)
+		}
+	}
+	rep.Lift = lift(rep.Treatment, rep.Holdout)
+	return rep, nil
+}

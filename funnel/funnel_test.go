@@ -1,0 +1,232 @@
+package funnel_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/funnel"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// near reports whether got rounds to want at 3 decimals.
+func near(got, want float64) bool { return math.Abs(got-want) < 0.0005 }
+
+// Newcombe's own worked examples (Newcombe 1998, Statistics in Medicine
+// 17:873–890, Table II, method 10): 56/70 − 48/80 and 9/10 − 3/10.
+func TestNewcombeMatchesThePaper(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		x1, n1, x2, n2 int64
+		d, lo, hi      float64
+	}{
+		{56, 70, 48, 80, 0.2000, 0.0524, 0.3339},
+		{9, 10, 3, 10, 0.6000, 0.1705, 0.8090},
+	} {
+		d, lo, hi := funnel.Newcombe(c.x1, c.n1, c.x2, c.n2, funnel.Z95)
+		if math.Abs(d-c.d) > 5e-5 || math.Abs(lo-c.lo) > 5e-5 || math.Abs(hi-c.hi) > 5e-5 {
+			t.Errorf("%d/%d − %d/%d: %.4f (%.4f, %.4f), the paper says %.4f (%.4f, %.4f)",
+				c.x1, c.n1, c.x2, c.n2, d, lo, hi, c.d, c.lo, c.hi)
+		}
+	}
+}
+
+// The minimal sample of docs/holdout.md: a 3-point lift over 10 % with 80 %
+// power at 5 %, two-sided. With equal arms the textbook figure is 1,774 a
+// side; with a 10 % holdout (9 treated per held-out user), 1,019 held out
+// and 9,171 treated, 10,190 goodbyes.
+func TestSampleSize(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		base, ratio        float64
+		treatment, holdout int64
+	}{
+		{0.10, 1, 1774, 1774},
+		{0.10, 9, 9171, 1019},
+		{0.05, 9, 5616, 624},
+		{0.20, 9, 14940, 1660},
+	} {
+		tr, ho := funnel.SampleSize(c.base, funnel.DetectableLift, c.ratio)
+		if tr != c.treatment || ho != c.holdout {
+			t.Errorf("base %.2f, %g treated per held out: %d and %d, want %d and %d", c.base, c.ratio, tr, ho, c.treatment, c.holdout)
+		}
+	}
+}
+
+// history scripts goodbyes and returns in the log: for each, n users of
+// the arm whose goodbye is logged at at, back of them writing again after
+// back (0: never).
+type history struct {
+	t    *testing.T
+	db   postgres.Querier
+	back []func()
+}
+
+func (h *history) goodbyes(at time.Time, holdout bool, n int, returns map[time.Duration]int) []string {
+	h.t.Helper()
+	var users []string
+	for range n {
+		u := fixture.NewID()
+		users = append(users, u)
+		fixture.Exec(h.t, h.db, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at)
+		                         VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3)`, u, holdout, at)
+	}
+	i := 0
+	for after, k := range returns {
+		for _, u := range users[i : i+k] {
+			h.back = append(h.back, func() { h.comeback(u, at.Add(after)) })
+		}
+		i += k
+	}
+	return users
+}
+
+func (h *history) comeback(user string, at time.Time) {
+	h.t.Helper()
+	fixture.Exec(h.t, h.db, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
+	                         VALUES ($1, 'goodbye_sent', 'active', 'user_message', $2)`, user, at)
+}
+
+// Issue 45: the funnel's arithmetic against a history whose answer is
+// worked out here by hand. As of Sunday 2026-11-22 06:00 UTC, 8 weeks
+// (from the week of 2026-09-28):
+//
+//	week of 10-05 (closed): treated 40, 10 back within 5 days, 2 more after 31 days (too late);
+//	                        one of the 40 has a second goodbye 2 days later (counted once);
+//	                        held out 10, 1 back after 29 days
+//	week of 10-12 (closed): treated 60, 24 back after 10 days; held out 20, 2 back within the hour,
+//	                        and one who wrote the day before the goodbye (not a return)
+//	week of 11-09 (open):   treated 5, 1 back; held out 2: still counting, not pooled
+//	2026-09-01:             a goodbye before the window, not counted
+//
+// Rates: 10/40 = 0.250 and 1/10 = 0.100; 24/60 = 0.400 and 2/20 = 0.100;
+// pooled 34/100 = 0.340 and 3/30 = 0.100, difference 0.240.
+// Wilson 95 % bounds, z = 1.96: 34/100 → (0.2546, 0.4372), 3/30 → (0.0346,
+// 0.2562). Newcombe's interval:
+//
+//	low  = 0.240 − √((0.340 − 0.2546)² + (0.2562 − 0.100)²) = 0.240 − √(0.00729 + 0.02440) = 0.240 − 0.1780 = 0.062
+//	high = 0.240 + √((0.4372 − 0.340)² + (0.100 − 0.0346)²) = 0.240 + √(0.00945 + 0.00428) = 0.240 + 0.1172 = 0.357
+//
+// and the same way 0.150 (−0.173, 0.323) for the first week, 0.300
+// (0.069, 0.445) for the second. The pooled interval excludes zero: the
+// goodbye brings users back; the first week alone cannot tell.
+func TestFunnelArithmeticOnAScriptedHistory(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	h := &history{t: t, db: tx}
+	day := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+	const d = 24 * time.Hour
+
+	h.goodbyes(day("2026-09-01T10:00:00Z"), false, 3, map[time.Duration]int{d: 3})
+	a := h.goodbyes(day("2026-10-06T10:00:00Z"), false, 40, map[time.Duration]int{5 * d: 10, 31 * d: 2})
+	fixture.Exec(t, tx, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
+	                     VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, a[0], day("2026-10-08T10:00:00Z"))
+	h.goodbyes(day("2026-10-06T11:00:00Z"), true, 10, map[time.Duration]int{29 * d: 1})
+	h.goodbyes(day("2026-10-13T10:00:00Z"), false, 60, map[time.Duration]int{10 * d: 24})
+	b := h.goodbyes(day("2026-10-13T10:00:00Z"), true, 20, map[time.Duration]int{time.Hour: 2})
+	h.goodbyes(day("2026-11-10T10:00:00Z"), false, 5, map[time.Duration]int{2 * d: 1})
+	h.goodbyes(day("2026-11-10T10:00:00Z"), true, 2, nil)
+	for _, f := range h.back {
+		f()
+	}
+	// A message the day before the goodbye is no return (logged after it,
+	// with a later id, but earlier in time).
+	h.comeback(b[19], day("2026-10-12T10:00:00Z"))
+
+	rep, err := funnel.Read(context.Background(), tx, funnel.Options{AsOf: day("2026-11-22T06:00:00Z"), Weeks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		week                      string
+		open                      bool
+		tn, tr, hn, hr            int64
+		rate, hrate, diff, lo, hi float64
+		verdict                   string
+	}
+	wants := []want{
+		{"2026-10-05", false, 40, 10, 10, 1, 0.250, 0.100, 0.150, -0.173, 0.323, "not enough users yet to tell"},
+		{"2026-10-12", false, 60, 24, 20, 2, 0.400, 0.100, 0.300, 0.069, 0.445, "the goodbye brings users back"},
+		{"2026-11-09", true, 5, 1, 2, 0, 0.200, 0, 0.200, -0.478, 0.624, "still counting"},
+	}
+	if len(rep.Cohorts) != len(wants) {
+		t.Fatalf("cohorts %+v, want %d", rep.Cohorts, len(wants))
+	}
+	for i, w := range wants {
+		c := rep.Cohorts[i]
+		got := fmt.Sprintf("%s open=%v %d/%d %d/%d", c.WeekStart.Format(time.DateOnly), c.StillCounting,
+			c.Treatment.Reactivated, c.Treatment.Users, c.Holdout.Reactivated, c.Holdout.Users)
+		if exp := fmt.Sprintf("%s open=%v %d/%d %d/%d", w.week, w.open, w.tr, w.tn, w.hr, w.hn); got != exp {
+			t.Errorf("cohort %d: %s, want %s", i, got, exp)
+		}
+		if !near(c.Treatment.Rate, w.rate) || !near(c.Holdout.Rate, w.hrate) || !near(c.Lift.Difference, w.diff) ||
+			!near(c.Lift.Low, w.lo) || !near(c.Lift.High, w.hi) {
+			t.Errorf("cohort %s: rates %.3f %.3f, difference %.3f (%.3f, %.3f); want %.3f %.3f, %.3f (%.3f, %.3f)", w.week,
+				c.Treatment.Rate, c.Holdout.Rate, c.Lift.Difference, c.Lift.Low, c.Lift.High, w.rate, w.hrate, w.diff, w.lo, w.hi)
+		}
+		if !strings.HasPrefix(c.Lift.Verdict, w.verdict) {
+			t.Errorf("cohort %s: verdict %q, want it to start %q", w.week, c.Lift.Verdict, w.verdict)
+		}
+	}
+	if rep.PooledCohorts != 2 || rep.StillCounting != 7 || rep.Treatment.Users != 100 || rep.Treatment.Reactivated != 34 ||
+		rep.Holdout.Users != 30 || rep.Holdout.Reactivated != 3 {
+		t.Errorf("totals: %d cohorts pooled, %d still counting, treated %+v, held out %+v; want 2, 7, 34/100, 3/30",
+			rep.PooledCohorts, rep.StillCounting, rep.Treatment, rep.Holdout)
+	}
+	if l := rep.Lift; !near(rep.Treatment.Rate, 0.340) || !near(rep.Holdout.Rate, 0.100) || !near(l.Difference, 0.240) ||
+		!near(l.Low, 0.062) || !near(l.High, 0.357) || !strings.HasPrefix(l.Verdict, "the goodbye brings users back: +24.0 points (95 % CI +6.2 to +35.7)") {
+		t.Errorf("pooled: %.3f vs %.3f, %+v; want 0.340 vs 0.100, 0.240 (0.062, 0.357) and the goodbye bringing users back",
+			rep.Treatment.Rate, rep.Holdout.Rate, l)
+	}
+}
+
+// The verdict until it can tell, and when it can tell that there is no
+// lift worth having: nobody held out; too few users; enough users (more
+// than SampleSize asks at 10 %) with an interval around zero.
+func TestFunnelVerdicts(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	h := &history{t: t, db: tx}
+	at, _ := time.Parse(time.RFC3339, "2026-09-08T10:00:00Z")
+	asOf := at.Add(60 * 24 * time.Hour)
+	read := func() *funnel.Report {
+		t.Helper()
+		rep, err := funnel.Read(context.Background(), tx, funnel.Options{AsOf: asOf, Weeks: 12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	h.goodbyes(at, false, 50, map[time.Duration]int{time.Hour: 5})
+	if v := read().Lift.Verdict; v != "not enough users yet to tell: nobody held out (engagement-daily --holdout-percent)" {
+		t.Errorf("without a holdout: %q", v)
+	}
+	h.goodbyes(at, true, 6, map[time.Duration]int{time.Hour: 1})
+	for _, f := range h.back {
+		f()
+	}
+	if v := read().Lift.Verdict; !strings.HasPrefix(v, "not enough users yet to tell: -6.7 points") {
+		t.Errorf("50 treated and 6 held out: %q", v)
+	}
+	fixture.Exec(t, tx, `DELETE FROM engagement_state_transitions`)
+	// 10,000 treated and 1,200 held out at 10 % each: enough for 3 points.
+	fixture.Exec(t, tx, `
+		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at)
+		SELECT gen_random_uuid(), 'active', 'goodbye_sent', 'inactivity_14d', i > 10000, $1
+		  FROM generate_series(1, 11200) AS i`, at)
+	fixture.Exec(t, tx, `
+		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
+		SELECT user_id, 'goodbye_sent', 'active', 'user_message', $1
+		  FROM (SELECT user_id, row_number() OVER (PARTITION BY holdout ORDER BY user_id) AS r
+		          FROM engagement_state_transitions) g
+		 WHERE r % 10 = 0`, at.Add(time.Hour))
+	rep := read()
+	if v := rep.Lift.Verdict; !strings.HasPrefix(v, "no lift of 3 points or more: the goodbye makes no clear difference") {
+		t.Errorf("10,000 and 1,200 at 10 %% each: %q (needed %d and %d)", v, rep.Lift.NeededTreatment, rep.Lift.NeededHoldout)
+	}
+}

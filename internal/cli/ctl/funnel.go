@@ -1,0 +1,104 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engagement-scheduler/engagement/funnel"
+	"github.com/engagement-scheduler/engagement/internal/cli"
+)
+
+// funnelOptions is one engagementctl funnel.
+type funnelOptions struct {
+	cli.CmdIO
+	timeFlags
+	cli.DBOptions
+	weeks int
+}
+
+func newFunnelCommand(databaseURL *string, runF func(*funnelOptions) error) *cobra.Command {
+	o := &funnelOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}}
+	cmd := &cobra.Command{
+		Use:   "funnel",
+		Short: "Compare the goodbye's arms: treated and held-out users who wrote again within 30 days",
+		Long: `Shows, per weekly cohort of goodbyes (ISO weeks, UTC) and pooled over the
+--weeks up to --as-of, the users of each arm (treatment: sent a goodbye;
+holdout: held out by engagement-daily --holdout-percent) and how many wrote
+again within 30 days, each arm's rate, the difference with its 95 %
+confidence interval (Newcombe's hybrid score interval) and a plain verdict.
+A cohort younger than 30 days is still counting, and left out of the
+totals, which pool the cohorts that held someone out. --output json prints
+one object: a "cohorts" array, each with "treatment" and "holdout" objects
+("users", "reactivated", "rate") and its "lift"; the totals beside it.
+docs/holdout.md says how to read it. Read-only.`,
+		Args: cobra.NoArgs,
+		RunE: cli.RunOptions(o, runF),
+	}
+	o.timeFlags.register(cmd)
+	cmd.Flags().IntVar(&o.weeks, "weeks", funnel.DefaultWeeks, "ISO weeks of cohorts, up to --as-of's, that the totals pool")
+	return cmd
+}
+
+func (o *funnelOptions) Validate() error {
+	if o.weeks < 1 || o.weeks > 520 {
+		return cli.Usagef("--weeks must be from 1 to 520, got %d", o.weeks)
+	}
+	return o.timeFlags.validate(*o.DBURL)
+}
+
+func (o *funnelOptions) Run(ctx context.Context) error {
+	rep, err := funnel.Read(ctx, o.Pool, funnel.Options{AsOf: o.asOf.Time(), Weeks: o.weeks})
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return json.NewEncoder(o.Stdout).Encode(rep)
+	}
+	return writeFunnel(o.Stdout, rep)
+}
+
+// writeFunnel prints the arms by cohort, then the totals and the verdict.
+func writeFunnel(w io.Writer, rep *funnel.Report) error {
+	fmt.Fprintf(w, "the goodbye's arms as of %s, %d weeks, reactivated = wrote again within %d days\n\n",
+		rep.AsOf.Format(time.RFC3339), rep.Weeks, rep.WindowDays)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "week of\ttreated\treactivated\trate\theld out\treactivated\trate\tdifference\t95% CI\t")
+	row := func(name string, t, h funnel.Arm, l funnel.Lift) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\t", name, t.Users, t.Reactivated, pct(t), h.Users, h.Reactivated, pct(h))
+		if l.Known {
+			fmt.Fprintf(tw, "%+.1f\t%+.1f to %+.1f\t\n", 100*l.Difference, 100*l.Low, 100*l.High)
+		} else {
+			fmt.Fprint(tw, "-\t-\t\n")
+		}
+	}
+	for _, c := range rep.Cohorts {
+		name := c.WeekStart.Format(time.DateOnly)
+		if c.StillCounting {
+			name += "*"
+		}
+		row(name, c.Treatment, c.Holdout, c.Lift)
+	}
+	row(fmt.Sprintf("pooled (%d)", rep.PooledCohorts), rep.Treatment, rep.Holdout, rep.Lift)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write funnel: %w", err)
+	}
+	if rep.StillCounting > 0 {
+		fmt.Fprintf(w, "* still counting: %d users' goodbyes are younger than %d days, not in the totals\n", rep.StillCounting, rep.WindowDays)
+	}
+	fmt.Fprintf(w, "\n%s\n(%s)\n", rep.Lift.Verdict, rep.Method)
+	return nil
+}
+
+// pct is an arm's rate in percent, "-" without users.
+func pct(a funnel.Arm) string {
+	if a.Users == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*a.Rate)
+}
