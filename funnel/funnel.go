@@ -10,6 +10,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,9 +54,20 @@ type Report struct {
 	Treatment     Arm  `json:"treatment"`
 	Holdout       Arm  `json:"holdout"`
 	Lift          Lift `json:"lift"`
+	// Variants is the treated arm of the pooled cohorts by copy variant.
+	Variants []Variant `json:"variants"`
 	// StillCounting is the goodbyes of the cohorts younger than the
 	// window, not in the totals.
 	StillCounting int64 `json:"still_counting"`
+}
+
+// Variant is the treated users of one copy variant (Name "" for the
+// kind's one text: goodbyes queued without variants), and their lift over
+// the same held-out arm.
+type Variant struct {
+	Name string `json:"name"`
+	Arm
+	Lift Lift `json:"lift"`
 }
 
 // Cohort is the goodbyes logged in one ISO week (UTC), by arm.
@@ -66,6 +79,8 @@ type Cohort struct {
 	Treatment     Arm  `json:"treatment"`
 	Holdout       Arm  `json:"holdout"`
 	Lift          Lift `json:"lift"`
+	// Variants breaks the treated arm down by copy variant, in name order.
+	Variants []Variant `json:"variants"`
 }
 
 // Read reads the arms from db: a pool, or a transaction (a REPEATABLE READ
@@ -91,27 +106,35 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	var (
 		week               time.Time
 		held               bool
+		variant            string
 		users, reactivated int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&week, &held, &users, &reactivated}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&week, &held, &variant, &users, &reactivated}, func() error {
 		week = week.UTC()
 		if n := len(rep.Cohorts); n == 0 || !rep.Cohorts[n-1].WeekStart.Equal(week) {
-			rep.Cohorts = append(rep.Cohorts, Cohort{WeekStart: week, StillCounting: week.Add(7*24*time.Hour + Window).After(asOf)})
+			rep.Cohorts = append(rep.Cohorts, Cohort{WeekStart: week, StillCounting: week.Add(7*24*time.Hour + Window).After(asOf),
+				Variants: []Variant{}})
 		}
 		c := &rep.Cohorts[len(rep.Cohorts)-1]
+		a := newArm(users, reactivated)
 		if held {
-			c.Holdout = newArm(users, reactivated)
+			c.Holdout = c.Holdout.add(a)
 		} else {
-			c.Treatment = newArm(users, reactivated)
+			c.Treatment = c.Treatment.add(a)
+			c.Variants = addVariant(c.Variants, Variant{Name: variant, Arm: a})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the goodbye's arms: %w", err)
 	}
+	rep.Variants = []Variant{}
 	for i := range rep.Cohorts {
 		c := &rep.Cohorts[i]
 		c.Lift = lift(c.Treatment, c.Holdout)
+		for j := range c.Variants {
+			c.Variants[j].Lift = lift(c.Variants[j].Arm, c.Holdout)
+		}
 		switch {
 		case c.StillCounting:
 			rep.StillCounting += c.Treatment.Users + c.Holdout.Users
@@ -119,8 +142,25 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		case c.Holdout.Users > 0:
 			rep.PooledCohorts++
 			rep.Treatment, rep.Holdout = rep.Treatment.add(c.Treatment), rep.Holdout.add(c.Holdout)
+			for _, v := range c.Variants {
+				rep.Variants = addVariant(rep.Variants, Variant{Name: v.Name, Arm: v.Arm})
+			}
 		}
 	}
 	rep.Lift = lift(rep.Treatment, rep.Holdout)
+	for j := range rep.Variants {
+		rep.Variants[j].Lift = lift(rep.Variants[j].Arm, rep.Holdout)
+	}
 	return rep, nil
+}
+
+// addVariant adds v's arm to the variant of its name in vs (kept in name
+// order), or adds it.
+func addVariant(vs []Variant, v Variant) []Variant {
+	i, found := slices.BinarySearchFunc(vs, v.Name, func(x Variant, name string) int { return strings.Compare(x.Name, name) })
+	if found {
+		vs[i].Arm = vs[i].add(v.Arm)
+		return vs
+	}
+	return slices.Insert(vs, i, v)
 }

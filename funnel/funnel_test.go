@@ -62,9 +62,10 @@ func TestSampleSize(t *testing.T) {
 // the arm whose goodbye is logged at at, back of them writing again after
 // back (0: never).
 type history struct {
-	t    *testing.T
-	db   postgres.Querier
-	back []func()
+	t       *testing.T
+	db      postgres.Querier
+	back    []func()
+	variant *string // the treated goodbyes' copy variant, nil: none
 }
 
 func (h *history) goodbyes(at time.Time, holdout bool, n int, returns map[time.Duration]int) []string {
@@ -73,8 +74,8 @@ func (h *history) goodbyes(at time.Time, holdout bool, n int, returns map[time.D
 	for range n {
 		u := fixture.NewID()
 		users = append(users, u)
-		fixture.Exec(h.t, h.db, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at)
-		                         VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3)`, u, holdout, at)
+		fixture.Exec(h.t, h.db, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at, variant)
+		                         VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3, $4)`, u, holdout, at, h.variant)
 	}
 	i := 0
 	for after, k := range returns {
@@ -99,7 +100,8 @@ func (h *history) comeback(user string, at time.Time) {
 //	week of 10-05 (closed): treated 40, 10 back within 5 days, 2 more after 31 days (too late);
 //	                        one of the 40 has a second goodbye 2 days later (counted once);
 //	                        held out 10, 1 back after 29 days
-//	week of 10-12 (closed): treated 60, 24 back after 10 days; held out 20, 2 back within the hour,
+//	week of 10-12 (closed): treated 60, 24 back after 10 days (copy variant a: 30, 15 back;
+//	                        b: 30, 9 back); held out 20, 2 back within the hour,
 //	                        and one who wrote the day before the goodbye (not a return)
 //	week of 11-09 (open):   treated 5, 1 back; held out 2: still counting, not pooled
 //	2026-09-01:             a goodbye before the window, not counted
@@ -114,7 +116,10 @@ func (h *history) comeback(user string, at time.Time) {
 //
 // and the same way 0.150 (−0.173, 0.323) for the first week, 0.300
 // (0.069, 0.445) for the second. The pooled interval excludes zero: the
-// goodbye brings users back; the first week alone cannot tell.
+// goodbye brings users back; the first week alone cannot tell. By variant,
+// pooled against the same 3/30: the one text (first week) 10/40, 0.150
+// (−0.040, 0.315); a 15/30, 0.400 (0.170, 0.581); b 9/30, 0.200 (−0.005,
+// 0.390): variant a's interval excludes zero, b's does not, yet.
 func TestFunnelArithmeticOnAScriptedHistory(t *testing.T) {
 	t.Parallel()
 	tx := pgtest.NewTx(t)
@@ -127,7 +132,11 @@ func TestFunnelArithmeticOnAScriptedHistory(t *testing.T) {
 	fixture.Exec(t, tx, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
 	                     VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, a[0], day("2026-10-08T10:00:00Z"))
 	h.goodbyes(day("2026-10-06T11:00:00Z"), true, 10, map[time.Duration]int{29 * d: 1})
-	h.goodbyes(day("2026-10-13T10:00:00Z"), false, 60, map[time.Duration]int{10 * d: 24})
+	h.variant = fixture.Ptr("a")
+	h.goodbyes(day("2026-10-13T10:00:00Z"), false, 30, map[time.Duration]int{10 * d: 15})
+	h.variant = fixture.Ptr("b")
+	h.goodbyes(day("2026-10-13T10:00:00Z"), false, 30, map[time.Duration]int{10 * d: 9})
+	h.variant = nil
 	b := h.goodbyes(day("2026-10-13T10:00:00Z"), true, 20, map[time.Duration]int{time.Hour: 2})
 	h.goodbyes(day("2026-11-10T10:00:00Z"), false, 5, map[time.Duration]int{2 * d: 1})
 	h.goodbyes(day("2026-11-10T10:00:00Z"), true, 2, nil)
@@ -182,6 +191,25 @@ func TestFunnelArithmeticOnAScriptedHistory(t *testing.T) {
 		!near(l.Low, 0.062) || !near(l.High, 0.357) || !strings.HasPrefix(l.Verdict, "the goodbye brings users back: +24.0 points (95 % CI +6.2 to +35.7)") {
 		t.Errorf("pooled: %.3f vs %.3f, %+v; want 0.340 vs 0.100, 0.240 (0.062, 0.357) and the goodbye bringing users back",
 			rep.Treatment.Rate, rep.Holdout.Rate, l)
+	}
+	wantVariants := []struct {
+		name         string
+		users, back  int64
+		diff, lo, hi float64
+	}{{"", 40, 10, 0.150, -0.040, 0.315}, {"a", 30, 15, 0.400, 0.170, 0.581}, {"b", 30, 9, 0.200, -0.005, 0.390}}
+	if len(rep.Variants) != len(wantVariants) {
+		t.Fatalf("pooled variants %+v, want %d", rep.Variants, len(wantVariants))
+	}
+	for i, w := range wantVariants {
+		v := rep.Variants[i]
+		if v.Name != w.name || v.Users != w.users || v.Reactivated != w.back || !near(v.Lift.Difference, w.diff) ||
+			!near(v.Lift.Low, w.lo) || !near(v.Lift.High, w.hi) {
+			t.Errorf("variant %d: %q %d/%d, %.3f (%.3f, %.3f); want %q %d/%d, %.3f (%.3f, %.3f)", i, v.Name, v.Reactivated, v.Users,
+				v.Lift.Difference, v.Lift.Low, v.Lift.High, w.name, w.back, w.users, w.diff, w.lo, w.hi)
+		}
+	}
+	if vs := rep.Cohorts[1].Variants; len(vs) != 2 || vs[0].Name != "a" || vs[0].Users != 30 || vs[1].Name != "b" || vs[1].Reactivated != 9 {
+		t.Errorf("the second week's variants: %+v, want a 15/30 and b 9/30", vs)
 	}
 }
 

@@ -203,6 +203,7 @@ var botTables = []tableNeed{
 			{"read_at", timestamptz, schedulerColumn},
 			{"billable", boolean, schedulerColumn},
 			{"pricing_category", text, schedulerColumn},
+			{"variant", text, schedulerColumn},
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{

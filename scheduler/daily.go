@@ -75,7 +75,7 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
 		"send_reminder":      cfg.SendReminder,
 	}
-	steps, err := dailySteps(asOf, cfg.SendReminder, cfg.Holdout)
+	steps, err := dailySteps(asOf, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -159,11 +159,12 @@ const genericStep = "daily_timer"
 // the state machine (statemachine.Timers), in their order, each with the
 // statements queries/daily_<trigger>.sql (and _dry_run.sql) when the timer
 // has its own, else the generic daily_timer.sql, which a timer on a clock
-// that is not on the user's row cannot use. sendReminder makes a kind
-// queued on request (the reminder) queued; holdout is the goodbye's
+// that is not on the user's row cannot use. cfg.SendReminder makes a kind
+// queued on request (the reminder) queued; cfg.Holdout is the goodbye's
 // control group, the inactivity step's @holdout_basis_points and
-// @holdout_salt.
-func dailySteps(asOf time.Time, sendReminder bool, holdout Holdout) ([]step, error) {
+// @holdout_salt, and cfg.Variants its copy variants, @variant_names and
+// @variant_keys.
+func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 	var steps []step
 	files := sqlfile.Names(queryFiles)
 	for _, t := range sm.Timers() {
@@ -175,12 +176,13 @@ func dailySteps(asOf time.Time, sendReminder bool, holdout Holdout) ([]step, err
 			}
 			file = genericStep
 		}
-		st, err := transitionStep(t, file, asOf, sendReminder)
+		st, err := transitionStep(t, file, asOf, cfg.SendReminder)
 		if err != nil {
 			return nil, err
 		}
 		if t.Trigger == sm.Inactivity14d {
-			maps.Copy(st.args, holdout.args())
+			maps.Copy(st.args, cfg.Holdout.args())
+			maps.Copy(st.args, variantArgs(cfg.Variants[string(goodbye.Message)]))
 		}
 		steps = append(steps, st)
 	}
@@ -267,7 +269,7 @@ func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (St
 		"shard_index":        0,
 		"shard_count":        1,
 	}
-	steps, err := dailySteps(asOf, false, Holdout{})
+	steps, err := dailySteps(asOf, Config{})
 	if err != nil {
 		return nil, err
 	}

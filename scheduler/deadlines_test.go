@@ -27,7 +27,7 @@ func TestTheDeadlineFunctionsAreInlined(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	asOf := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
-	steps, err := dailySteps(asOf, true, Holdout{})
+	steps, err := dailySteps(asOf, Config{SendReminder: true})
 	if err != nil {
 		t.Fatal(err)
 	}

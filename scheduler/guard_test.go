@@ -24,7 +24,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 	other := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 
-	steps, err := dailySteps(asOf, true, Holdout{})
+	steps, err := dailySteps(asOf, Config{SendReminder: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // Defaults of Config.
@@ -59,6 +60,11 @@ type Config struct {
 	// Holdout is the goodbye's control group (engagement-daily
 	// --holdout-percent, --holdout-salt): the zero value holds out nobody.
 	Holdout Holdout
+	// Variants are the copy variants of the kinds the job queues, by
+	// message type (sender.Catalog.Variants; the goodbye's for now): each
+	// user gets one by a hash of their id, recorded on the message and
+	// its log row. None: the kind's one text.
+	Variants map[string][]sender.Variant
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
 }

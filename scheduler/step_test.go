@@ -51,7 +51,7 @@ func userAt(tb testing.TB, t sm.Transition, asOf, at time.Time) fixture.UserOpti
 func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 	t.Parallel()
 	asOf := time.Date(2026, 11, 18, 12, 0, 0, 0, time.UTC)
-	steps, err := dailySteps(asOf, false, Holdout{})
+	steps, err := dailySteps(asOf, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

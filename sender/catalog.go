@@ -50,6 +50,7 @@ var ErrUnknownKey = errors.New("unknown message key")
 // missing param.
 type Catalog struct {
 	messages map[string]*message
+	variants map[string][]Variant // by message kind; see VariantsKey
 }
 
 // message is one key's templates.
@@ -69,11 +70,11 @@ type segment struct {
 
 // defaultCatalog parses the embedded catalog once.
 var defaultCatalog = sync.OnceValues(func() (*Catalog, error) {
-	raw, problems, err := parseCatalogJSON(embeddedCatalog)
+	raw, variants, problems, err := parseCatalogJSON(embeddedCatalog)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", embeddedCatalogName, err)
 	}
-	return compileCatalog(embeddedCatalogName, raw, problems)
+	return compileCatalog(embeddedCatalogName, raw, variants, problems)
 })
 
 // DefaultCatalog returns the catalog embedded in the binary.
@@ -92,6 +93,8 @@ func DefaultCatalog() *Catalog {
 // locale by locale), so an operator overrides only what they change. Every
 // template is validated; errors name the file and say what is wrong. A key
 // the embedded catalog does not have must come with a DefaultLocale template.
+// The file's "$variants" (VariantsKey) replace the embedded ones kind by
+// kind.
 func LoadCatalog(path string) (*Catalog, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -100,11 +103,11 @@ func LoadCatalog(path string) (*Catalog, error) {
 		}
 		return nil, fmt.Errorf("catalog %s: %w", path, err)
 	}
-	override, problems, err := parseCatalogJSON(data)
+	override, overrideVariants, problems, err := parseCatalogJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", path, err)
 	}
-	base, embeddedProblems, err := parseCatalogJSON(embeddedCatalog)
+	base, variants, embeddedProblems, err := parseCatalogJSON(embeddedCatalog)
 	if err == nil {
 		err = errors.Join(embeddedProblems...)
 	}
@@ -121,7 +124,10 @@ func LoadCatalog(path string) (*Catalog, error) {
 			base[key][locale] = t
 		}
 	}
-	return compileCatalog(path, base, problems)
+	for kind, vs := range overrideVariants {
+		variants[kind] = vs
+	}
+	return compileCatalog(path, base, variants, problems)
 }
 
 // Render renders key in locale with params. The locale falls back from an
@@ -184,17 +190,41 @@ type rawTemplate struct {
 }
 
 // parseCatalogJSON decodes a catalog file into key -> canonical locale ->
-// template. err is set when data is not a catalog at all; problems lists the
-// keys and locales that are wrong, which raw leaves out.
-func parseCatalogJSON(data []byte) (raw map[string]map[string]rawTemplate, problems []error, err error) {
-	var doc map[string]map[string]string
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, nil, fmt.Errorf("invalid JSON (want an object of message keys, each an object of locale to template string): %w", err)
+// template, and its "$variants" entry (VariantsKey) as written. err is set
+// when data is not a catalog at all; problems lists the keys and locales
+// that are wrong, which raw leaves out.
+func parseCatalogJSON(data []byte) (raw map[string]map[string]rawTemplate, variants map[string]map[string]string, problems []error, err error) {
+	const want = "invalid JSON (want an object of message keys, each an object of locale to template string)"
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", want, err)
+	}
+	if top == nil {
+		return nil, nil, nil, fmt.Errorf("%s: got null", want)
+	}
+	variants = map[string]map[string]string{}
+	if v, ok := top[VariantsKey]; ok {
+		delete(top, VariantsKey)
+		if err := json.Unmarshal(v, &variants); err != nil {
+			problems = append(problems, fmt.Errorf("%w: %w", errVariants, err))
+		}
+	}
+	doc := make(map[string]map[string]string, len(top))
+	for key, v := range top {
+		var locales map[string]string
+		if err := json.Unmarshal(v, &locales); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: key %q: %w", want, key, err)
+		}
+		doc[key] = locales
 	}
 	raw = make(map[string]map[string]rawTemplate, len(doc))
 	for _, key := range sortedKeys(doc) {
 		if strings.TrimSpace(key) == "" {
 			problems = append(problems, errors.New("empty message key"))
+			continue
+		}
+		if strings.HasPrefix(key, "$") {
+			problems = append(problems, fmt.Errorf("unknown entry %q (keys starting with \"$\" are reserved; %q lists variants)", key, VariantsKey))
 			continue
 		}
 		locales := make(map[string]rawTemplate, len(doc[key]))
@@ -211,16 +241,19 @@ func parseCatalogJSON(data []byte) (raw map[string]map[string]rawTemplate, probl
 		}
 		raw[key] = locales
 	}
-	return raw, problems, nil
+	return raw, variants, problems, nil
 }
 
 // compileCatalog parses every template of raw into a Catalog. It fails,
 // naming the source name, when a template is wrong or problems (found
 // earlier) is not empty.
-func compileCatalog(name string, raw map[string]map[string]rawTemplate, problems []error) (*Catalog, error) {
+func compileCatalog(name string, raw map[string]map[string]rawTemplate, variants map[string]map[string]string, problems []error) (*Catalog, error) {
 	c := &Catalog{messages: make(map[string]*message, len(raw))}
 	defaultLoc := canonicalLocale(DefaultLocale)
 	errs := problems
+	var variantErrs []error
+	c.variants, variantErrs = compileVariants(raw, variants)
+	errs = append(errs, variantErrs...)
 	rank := func(loc string) int { // lower wins a language's template
 		switch loc {
 		case primaryLanguage(loc):

@@ -82,13 +82,14 @@ func FuzzCatalogFile(f *testing.F) {
 	f.Add([]byte(`{"k":{"en":"no default"}}`))
 	f.Add([]byte(`{"k":{"pt-BR":""}}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"$variants":{"goodbye":{"a":"engagement.goodbye.self_select","b":"k"}},"k":{"pt-BR":"x","en":"y"}}`))
 	f.Add(embeddedCatalog)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		raw, problems, err := parseCatalogJSON(data)
+		raw, variants, problems, err := parseCatalogJSON(data)
 		if err != nil {
 			return
 		}
-		c, err := compileCatalog("fuzz", raw, problems)
+		c, err := compileCatalog("fuzz", raw, variants, problems)
 		if err != nil {
 			return
 		}

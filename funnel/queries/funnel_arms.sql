@@ -13,14 +13,16 @@
 --                any state) after that goodbye (logged after it, and no
 --                earlier in time) and within @window of it, by @as_of.
 --
--- One row per cohort week with goodbyes and arm. Set-based: the goodbyes
+-- One row per cohort week with goodbyes, arm and copy variant (the
+-- variant's name the daily job recorded on the log row, migration 57; ''
+-- for the kind's one text, and always for the held-out arm). Set-based: the goodbyes
 -- and the returns of the weeks come from the log's (trigger, created_at)
 -- index (migration 36) and meet by user in a join; nothing is looked up
 -- goodbye by goodbye.
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), goodbyes AS MATERIALIZED (
-    SELECT DISTINCT ON (w.w, g.user_id) g.id, g.user_id, g.created_at, g.holdout, w.w
+    SELECT DISTINCT ON (w.w, g.user_id) g.id, g.user_id, g.created_at, g.holdout, coalesce(g.variant, '') AS variant, w.w
       FROM engagement_state_transitions g
      CROSS JOIN bounds b
      CROSS JOIN LATERAL (
@@ -42,10 +44,11 @@ WITH bounds AS (
 )
 SELECT b.first_start + g.w * interval '7 days' AS week_start,
        g.holdout,
+       g.variant,
        count(*)::bigint AS users,
        count(r.id)::bigint AS reactivated
   FROM goodbyes g
  CROSS JOIN bounds b
   LEFT JOIN reactivated r ON r.id = g.id
- GROUP BY g.w, b.first_start, g.holdout
- ORDER BY g.w, g.holdout
+ GROUP BY g.w, b.first_start, g.holdout, g.variant
+ ORDER BY g.w, g.holdout, g.variant

@@ -161,10 +161,16 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if r, ok := conf.(transport.UnknownRetrier); ok {
 		cfg.RetryUnknown = r.RetryUnknown()
 	}
-	cfg.Catalog = sender.DefaultCatalog()
-	if f.catalog != "" {
-		if cfg.Catalog, err = sender.LoadCatalog(f.catalog); err != nil {
-			return cfg, UsageError(err)
+	if cfg.Catalog, err = f.Catalog(); err != nil {
+		return cfg, err
+	}
+	if t, ok := cfg.Transport.(interface{ HasTemplate(key string) bool }); ok {
+		// A transport of approved templates (the Cloud API) must know
+		// every variant's: a variant without one would fail every send.
+		for _, key := range cfg.Catalog.VariantKeys() {
+			if !t.HasTemplate(key) {
+				return cfg, Usagef("--transport %s: no template for %q, a copy variant of the catalog (each variant is its own approved template)", f.transport, key)
+			}
 		}
 	}
 	if f.quietHours != "" {
@@ -189,6 +195,20 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 		cfg.Deadline = time.Now().Add(f.maxDuration)
 	}
 	return cfg, nil
+}
+
+// Catalog is --catalog laid over the embedded catalog, or the embedded
+// one; a file that is not a valid catalog (its variants included) is a
+// usage error.
+func (f *DeliveryFlags) Catalog() (*sender.Catalog, error) {
+	if f.catalog == "" {
+		return sender.DefaultCatalog(), nil
+	}
+	c, err := sender.LoadCatalog(f.catalog)
+	if err != nil {
+		return nil, UsageError(err)
+	}
+	return c, nil
 }
 
 // offIfZero is v, or -1 (off, in the Go API) when v is 0 (off, on the

@@ -28,6 +28,13 @@
 -- true, their 48 hours from @as_of like everyone else's, and nothing is
 -- queued for them. 0 basis points holds out nobody.
 --
+-- Copy variants (migration 57): with @variant_names (and their catalog
+-- keys, @variant_keys, in the same order) a treated user's goodbye is the
+-- variant at engagement_holdout_bucket('variant:' || @message_type,
+-- user_id) modulo their number (a hash of the user id apart from the
+-- holdout's), its key as message_key and its name recorded on the message
+-- and on the log row; without, the kind's one text (@message_key).
+--
 -- Opted-out users are never touched; users the goodbye could not reach
 -- (engagement_route, migration 40, finds them no destination) are left for
 -- later. Only the run's shard (@shard_index of @shard_count) is seen:
@@ -42,7 +49,10 @@ WITH chunk AS MATERIALIZED (
     -- planner hashed every profile for every chunk.
     SELECT s.user_id, s.state, p.skip_reason, p.destination, p.destination_jid,
            p.skip_reason = '' AND engagement_holdout_bucket(@holdout_salt::text, s.user_id)
-                                  < @holdout_basis_points::int AS held_out
+                                  < @holdout_basis_points::int AS held_out,
+           CASE WHEN cardinality(@variant_names::text[]) > 0
+                THEN 1 + engagement_holdout_bucket('variant:' || @message_type::text, s.user_id)
+                         % cardinality(@variant_names::text[]) END AS variant
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
@@ -84,7 +94,9 @@ WITH chunk AS MATERIALIZED (
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
                                      s.goodbye_sent_at, s.goodbye_expires_at)
        AND s.state = c.state
- RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid, c.held_out
+ RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid, c.held_out,
+           CASE WHEN NOT c.held_out THEN (@variant_names::text[])[c.variant] END AS variant,
+           coalesce((@variant_keys::text[])[c.variant], @message_key::text) AS message_key
 ), queued AS (
     -- ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
     -- exists) queues nothing and counts as a duplicate. It does not lock
@@ -92,17 +104,17 @@ WITH chunk AS MATERIALIZED (
     -- Held-out users get nothing.
     INSERT INTO engagement_message_queue
            (user_id, message_type, message_key, destination, destination_jid,
-            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
-    SELECT user_id, @message_type, @message_key, destination, destination_jid,
+            scheduled_for, idempotency_key, period_start, replay_until, job_run_id, variant)
+    SELECT user_id, @message_type, message_key, destination, destination_jid,
            least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text,
-           @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
+           @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint, variant
       FROM moved
      WHERE NOT held_out
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING idempotency_key AS k
 ), logged AS (
-    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout)
-    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint, held_out FROM moved
+    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout, variant)
+    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint, held_out, variant FROM moved
 )
 SELECT count(*)::int,
        (SELECT count(*) FROM moved)::int,

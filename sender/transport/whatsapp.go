@@ -343,6 +343,13 @@ func (w *WhatsApp) permanent(msg string) *Error {
 	return &Error{Err: errors.New(msg + " (permanent)"), Permanent: true, transport: w.Name()}
 }
 
+// HasTemplate reports whether key has an approved template, so that the
+// binaries can refuse a catalog whose copy variants it lacks.
+func (w *WhatsApp) HasTemplate(key string) bool {
+	_, ok := w.templates[key]
+	return ok
+}
+
 // Send sends d's template to d's individual recipient.
 func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 	tmpl, ok := w.templates[d.Key]

@@ -85,6 +85,13 @@ func writeFunnel(w io.Writer, rep *funnel.Report) error {
 		row(name, c.Treatment, c.Holdout, c.Lift)
 	}
 	row(fmt.Sprintf("pooled (%d)", rep.PooledCohorts), rep.Treatment, rep.Holdout, rep.Lift)
+	for _, v := range rep.Variants {
+		name := "  variant " + v.Name
+		if v.Name == "" {
+			name = "  no variant"
+		}
+		row(name, v.Arm, rep.Holdout, v.Lift)
+	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write funnel: %w", err)
 	}

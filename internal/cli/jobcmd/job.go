@@ -19,6 +19,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // jobFunc is a job's entry point in package scheduler.
@@ -77,6 +78,7 @@ type jobOptions struct {
 	secrets cli.Secrets // scrubbed from the errors it logs; cli.Main scrubs the one it ends with
 
 	// Set by Validate.
+	variants map[string][]sender.Variant // the catalog's copy variants, by message type
 	shard    scheduler.Shard
 	log      zerolog.Logger
 	delivery *delivery.ProcessorConfig // the queue step's; nil: no queue step
@@ -118,6 +120,13 @@ func (o *jobOptions) Validate() error {
 	if err := o.jobFlags.delivery.Validate(); err != nil {
 		return err
 	}
+	// The catalog's copy variants decide which text each user's goodbye
+	// is, whether or not this run delivers it.
+	catalog, err := o.jobFlags.delivery.Catalog()
+	if err != nil {
+		return err
+	}
+	o.variants = map[string][]sender.Variant{sender.TypeGoodbye: catalog.Variants(sender.TypeGoodbye)}
 	if err := o.metrics.Validate(); err != nil {
 		return err
 	}
@@ -170,6 +179,7 @@ func (o *jobOptions) Run(ctx context.Context) error {
 		Shard:        o.shard,
 		SendReminder: o.sendReminder,
 		Holdout:      o.holdout(),
+		Variants:     o.variants,
 		Logger:       o.log,
 	})
 	o.sum = sum
