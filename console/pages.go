@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/funnel"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -29,14 +30,17 @@ import (
 // Overview is the overview page: users by state, the goodbye funnel and
 // the weekly reviews.
 type Overview struct {
-	AsOf      time.Time    `json:"as_of"`
-	States    []StateCount `json:"states"`
-	Users     int64        `json:"users"`
-	OptedOut  int64        `json:"opted_out"`
-	Weeks     []StateWeek  `json:"states_by_week"`
-	Funnel    []Cohort     `json:"funnel"`
-	Reviews   []ReviewWeek `json:"weekly_reviews"`
-	StateList []string     `json:"-"`
+	AsOf     time.Time    `json:"as_of"`
+	States   []StateCount `json:"states"`
+	Users    int64        `json:"users"`
+	OptedOut int64        `json:"opted_out"`
+	Weeks    []StateWeek  `json:"states_by_week"`
+	Funnel   []Cohort     `json:"funnel"`
+	// Lift compares the goodbye's arms (the holdout's control group and
+	// the users sent a goodbye), as engagementctl funnel does.
+	Lift      *funnel.Report `json:"lift"`
+	Reviews   []ReviewWeek   `json:"weekly_reviews"`
+	StateList []string       `json:"-"`
 	// Health is the summary at the top: what needs doing (health.go),
 	// made when the page is served (withHealth).
 	Health Health `json:"health"`
@@ -140,7 +144,10 @@ func (s *server) overview(ctx context.Context) (any, error) {
 			return err
 		}
 
-		if o.Funnel, err = funnel(ctx, tx, asOf); err != nil {
+		if o.Funnel, err = goodbyeFunnel(ctx, tx, asOf); err != nil {
+			return err
+		}
+		if o.Lift, err = funnel.Read(ctx, tx, funnel.Options{AsOf: asOf, Weeks: Weeks}); err != nil {
 			return err
 		}
 		rows, _ = tx.Query(ctx, query("reviews_weekly"), sqlfile.Args{
@@ -159,9 +166,9 @@ func (s *server) overview(ctx context.Context) (any, error) {
 	return o, nil
 }
 
-// funnel reads the goodbye funnel, its triggers and states from the state
-// machine's table.
-func funnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
+// goodbyeFunnel reads the goodbye funnel, its triggers and states from the
+// state machine's table.
+func goodbyeFunnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
 	rows, _ := tx.Query(ctx, query("funnel"), sqlfile.Args{
 		"as_of":               asOf,
 		"weeks":               Weeks,

@@ -3,6 +3,7 @@ package funnel
 import (
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // Z95 is the standard normal quantile for a two-sided 95 % interval.
@@ -132,8 +133,17 @@ func lift(treatment, holdout Arm) Lift {
 	case treatment.Users >= l.NeededTreatment && holdout.Users >= l.NeededHoldout:
 		l.Verdict = fmt.Sprintf("no lift of %.0f points or more: the goodbye makes no clear difference, %s", 100*DetectableLift, ci)
 	default:
-		l.Verdict = fmt.Sprintf("not enough users yet to tell: %s; about %d treated and %d held-out users needed",
-			ci, l.NeededTreatment, l.NeededHoldout)
+		l.Verdict = fmt.Sprintf("not enough users yet to tell: %s; about %s treated and %s held-out users needed",
+			ci, thousands(l.NeededTreatment), thousands(l.NeededHoldout))
 	}
 	return l
+}
+
+// thousands writes n with a comma between thousands: 13,299.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -18,7 +18,10 @@ import (
 //go:embed queries/*.sql
 var queryFiles embed.FS
 
-var spendSQL = sqlfile.Must(queryFiles, "spend")
+var (
+	spendSQL   = sqlfile.Must(queryFiles, "spend")
+	heldOutSQL = sqlfile.Must(queryFiles, "spend_held_out")
+)
 
 // SpendWindow is how far back Spend looks: the last 30 days.
 const SpendWindow = 30 * 24 * time.Hour
@@ -48,6 +51,10 @@ type Spend struct {
 	// Prices say which prices were used: their date and source.
 	PricesAsOf   string `json:"prices_as_of"`
 	PricesSource string `json:"prices_source"`
+	// HeldOut is the goodbyes the holdout did not send in the window
+	// (engagement-daily --holdout-percent) and what they would have cost,
+	// costed as ForecastGoodbyes does: money the control group saved.
+	HeldOut Forecast `json:"held_out"`
 }
 
 // CategorySpend is one pricing category's messages and cost.
@@ -120,6 +127,13 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 		total += c.micro
 	}
 	out.USD = USD(total)
+	var heldOut int64
+	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
+	if err := db.QueryRow(ctx, heldOutSQL, sqlfile.Args{"as_of": asOf, "window": SpendWindow, "trigger": string(goodbye.Trigger)}).
+		Scan(&heldOut); err != nil {
+		return Spend{}, fmt.Errorf("read the goodbyes held out: %w", err)
+	}
+	out.HeldOut = ForecastGoodbyes(heldOut, prices)
 	order := func(c string) int {
 		if i := slices.Index(sm.Categories(), sm.Category(c)); i >= 0 {
 			return i
