@@ -72,7 +72,8 @@ func heldOut(t *testing.T, db *pgxpool.Pool) []string {
 // 1,000, and the dry run counted the same; each held-out user takes the
 // same move as a treated one (goodbye_sent, 48 hours from the run, logged
 // with holdout) and has no message at all; opted-out users and a reminder
-// are untouched by it. queue-process then sends every goodbye but theirs,
+// are untouched by it, and so are the weekly reviews. queue-process then
+// sends every goodbye but theirs,
 // verify finds every invariant holding (the held-out users have no goodbye
 // and need none), and the daily run 49 hours on times the held-out users
 // out into dormant like anyone whose goodbye went unanswered.
@@ -89,6 +90,14 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	runAt, _ := time.Parse(time.RFC3339, asOf)
 	reminded := fixture.User(t, pool, fixture.UserOptions{State: "remind_later", LastActivity: lastWeekOfOctober,
 		RemindAt: fixture.Ptr(runAt.Add(-time.Hour))})
+	// Users active this week, due a weekly review, every one of them in
+	// the holdout's buckets at 100 %.
+	var reviewed []string
+	for range 5 {
+		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: runAt.Add(-24 * time.Hour)})
+		fixture.Transactions(t, pool, u, runAt.Add(-24*time.Hour))
+		reviewed = append(reviewed, u)
+	}
 
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	bin := binary(t)
@@ -123,7 +132,8 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	}
 	var want []string
 	for _, id := range all {
-		if bucket(scheduler.DefaultHoldoutSalt, id) < percent*100 && !slices.Contains(optedOut, id) && id != reminded {
+		if bucket(scheduler.DefaultHoldoutSalt, id) < percent*100 && !slices.Contains(optedOut, id) && id != reminded &&
+			!slices.Contains(reviewed, id) {
 			want = append(want, id)
 		}
 	}
@@ -150,14 +160,23 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 		t.Errorf("the due reminder queued %d times, want once: the holdout is the goodbye's alone", n)
 	}
 
+	// The weekly job knows no holdout: with ENGAGEMENT_HOLDOUT_PERCENT=100
+	// in its environment, every user due a review gets one.
+	weekly := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_HOLDOUT_PERCENT=100"),
+		"--as-of", asOf, "--skip-send")
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = ANY($1::uuid[]) AND message_type = 'weekly_review'`,
+		reviewed); weekly.Code != 0 || n != len(reviewed) {
+		t.Errorf("engagement-weekly beside a holdout: exit %d, %d of %d reviews queued: %s", weekly.Code, n, len(reviewed), weekly.Stderr)
+	}
+
 	// Delivery: everything queued goes, and nothing to a held-out user.
 	q := cmdtest.Exec(t, cli.NewQueueCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
 	var sent delivery.ProcessSummary
 	if err := json.Unmarshal([]byte(q.Stdout), &sent); q.Code != 0 || err != nil {
 		t.Fatalf("queue-process: exit %d, %v: %s", q.Code, err, q.Stderr)
 	}
-	if want := users - len(held) + 1; sent.Sent != want {
-		t.Errorf("queue-process sent %d, want %d (the treated users' goodbyes and the reminder)", sent.Sent, want)
+	if want := users - len(held) + 1 + len(reviewed); sent.Sent != want {
+		t.Errorf("queue-process sent %d, want %d (the treated users' goodbyes, the reminder and the reviews)", sent.Sent, want)
 	}
 	if n := fixture.Count(t, pool, `
 		SELECT count(*) FROM engagement_processed_messages l JOIN engagement_message_queue m ON m.id = l.message_id
