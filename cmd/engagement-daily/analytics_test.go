@@ -200,3 +200,49 @@ func keys(m map[string]bool) []string {
 	}
 	return out
 }
+
+// Issue 45: each goodbye's state_changed event says its arm, and its copy
+// variant when the catalog has variants, as the log row does: 200 users,
+// a 20 % holdout, two variants.
+func TestAnalyticsEventsCarryTheArmAndVariant(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 200, lastWeekOfOctober)
+	srv := posthogtest.NewServer(t)
+	catalog := writeFile(t, "catalog.json", variantsCatalog)
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "POSTHOG_API_KEY="+posthogKey, "POSTHOG_HOST="+srv.URL,
+		"ENGAGEMENT_CATALOG="+catalog), "--as-of", asOf, "--holdout-percent", "20")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	logged := map[string][2]any{}
+	rows, _ := pool.Query(t.Context(), `SELECT user_id::text, holdout, variant FROM engagement_state_transitions`)
+	for rows.Next() {
+		var (
+			user    string
+			holdout bool
+			variant *string
+		)
+		if err := rows.Scan(&user, &holdout, &variant); err != nil {
+			t.Fatal(err)
+		}
+		v := any(nil)
+		if variant != nil {
+			v = *variant
+		}
+		logged[user] = [2]any{holdout, v}
+	}
+	held := 0
+	for _, e := range srv.Events() {
+		want := logged[e.DistinctID]
+		if e.Properties["holdout"] != want[0] || e.Properties["variant"] != want[1] {
+			t.Errorf("event of %s: holdout %v variant %v, the log says %v %v", e.DistinctID, e.Properties["holdout"], e.Properties["variant"], want[0], want[1])
+		}
+		if want[0] == true {
+			held++
+		}
+	}
+	if len(srv.Events()) != 200 || held == 0 {
+		t.Errorf("%d events, %d held out; want 200, some held out", len(srv.Events()), held)
+	}
+}

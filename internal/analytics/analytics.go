@@ -182,22 +182,32 @@ func enqueueTransitions(ctx context.Context, pool *pgxpool.Pool, client posthog.
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			id                        int64
-			userID, from, to, trigger string
-			createdAt                 time.Time
+			id                                 int64
+			userID, from, to, trigger, variant string
+			createdAt                          time.Time
+			holdout                            bool
 		)
-		if err := rows.Scan(&id, &userID, &from, &to, &trigger, &createdAt); err != nil {
+		if err := rows.Scan(&id, &userID, &from, &to, &trigger, &createdAt, &holdout, &variant); err != nil {
 			return err
+		}
+		props := run.properties().
+			Set("from_state", from).
+			Set("to_state", to).
+			Set("trigger", trigger)
+		if trigger == string(sm.Inactivity14d) {
+			// The goodbye's arm, and its copy variant if it has one: a
+			// PostHog funnel can split by them (docs/holdout.md).
+			props = props.Set("holdout", holdout)
+			if variant != "" {
+				props = props.Set("variant", variant)
+			}
 		}
 		err := t.enqueue(ctx, client, posthog.Capture{
 			Uuid:       eventUUID(EventStateChanged, userID, strconv.FormatInt(id, 10)),
 			DistinctId: userID,
 			Event:      EventStateChanged,
 			Timestamp:  createdAt,
-			Properties: run.properties().
-				Set("from_state", from).
-				Set("to_state", to).
-				Set("trigger", trigger),
+			Properties: props,
 		})
 		if err != nil {
 			return err
