@@ -45,10 +45,11 @@ var sendRules = func() string {
 	type rule struct {
 		SendWhile          []sm.State `json:"send_while"`
 		CurrentGoodbyeOnly bool       `json:"current_goodbye_only"`
+		ConfirmsOptOut     bool       `json:"confirms_opt_out"`
 	}
 	rules := map[sm.Message]rule{}
 	for _, k := range sm.Kinds() {
-		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly}
+		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly, k.ConfirmsOptOut}
 	}
 	b, err := json.Marshal(rules)
 	if err != nil {

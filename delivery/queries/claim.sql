@@ -10,6 +10,9 @@
 -- true}, …}; a type without a rule is claimed unchecked):
 --   no user profile or state row            → cancelled, 'no_user'
 --   opted out of re-engagement              → cancelled, 'opted_out'
+--     (but for a kind with confirms_opt_out, the opt-out's confirmation,
+--     which is sent only while its user is still opted out: → 'stale'
+--     once they opted back in)
 --   a user no longer in one of the kind's send_while states
 --     (a goodbye's user who answered or came back; a weekly review's
 --     user sent a goodbye since)                                → 'stale'
@@ -20,7 +23,8 @@
 -- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
 -- (user_profiles.timezone as PostgreSQL reads it, engagement_zone(), else
 -- @timezone) stays pending, moved to the end of the quiet hours
--- (engagement_quiet_until), deferred_reason 'quiet_hours'.
+-- (engagement_quiet_until), deferred_reason 'quiet_hours'; an opt-out's
+-- confirmation answers the user's own message and is not held.
 --
 -- Under a send budget with ample room (@spend_limit: the budget's limit;
 -- NULL otherwise), the claim spends a slot of @transport's budget per
@@ -41,15 +45,18 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 WITH due AS (
-    SELECT q.id, @kinds::jsonb -> q.message_type AS kind, q.period_start, p.locale,
+    SELECT q.id, k.kind, q.period_start, p.locale,
            q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
-           p.reengagement_opt_out, s.state,
+           p.reengagement_opt_out, k.confirms_opt_out, s.state,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
-           CASE WHEN @quiet_start::interval IS NOT NULL
+           CASE WHEN @quiet_start::interval IS NOT NULL AND NOT k.confirms_opt_out
                 THEN coalesce(engagement_zone(p.timezone), @timezone)
            END AS tz
       FROM engagement_message_queue q
+      CROSS JOIN LATERAL (SELECT @kinds::jsonb -> q.message_type AS kind,
+                                 coalesce((@kinds::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
+                                     AS confirms_opt_out) k
       -- OFFSET 0 keeps a primary-key probe per message (as in
       -- recheck.sql): joined whole, the planner hashes every profile and
       -- state for a batch of 400.
@@ -65,7 +72,8 @@ WITH due AS (
     SELECT d.id, d.locale, d.waited,
            CASE WHEN d.kind IS NULL THEN NULL
                 WHEN d.no_user THEN 'no_user'
-                WHEN d.reengagement_opt_out THEN 'opted_out'
+                WHEN d.reengagement_opt_out AND NOT d.confirms_opt_out THEN 'opted_out'
+                WHEN d.confirms_opt_out AND NOT d.reengagement_opt_out THEN 'stale'
                 WHEN NOT (d.kind -> 'send_while') ? d.state THEN 'stale'
                 WHEN (d.kind ->> 'current_goodbye_only')::boolean
                  AND d.period_start IS NOT NULL

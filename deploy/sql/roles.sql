@@ -187,7 +187,7 @@ DECLARE
                              'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
                              'engagement_receipt(text, text, timestamptz, text)',
                              'engagement_consent(uuid, boolean, text, timestamptz, text)',
-                             'engagement_opt_out(uuid, text, timestamptz, text)',
+                             'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                              'engagement_opt_in(uuid, text, timestamptz, text)',
                              'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_route(text, text, text)',
@@ -197,7 +197,7 @@ DECLARE
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)',
                               'engagement_receipt(text, text, timestamptz, text)',
-                              'engagement_opt_out(uuid, text, timestamptz, text)',
+                              'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                               'engagement_opt_in(uuid, text, timestamptz, text)'];
     f        text;
     fn       regprocedure;
