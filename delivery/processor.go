@@ -60,6 +60,13 @@ const (
 	DefaultBatchedClaimBatch = 400
 	DefaultClaimBatch        = 50
 	DefaultPacedClaimBatch   = 4
+	// DefaultKindPriorityMaxWait is how long a message may wait under
+	// KindPriority before it goes first whatever its kind: longer than a
+	// goodbye's 48 hours, shorter than a weekly review's week.
+	DefaultKindPriorityMaxWait = 72 * time.Hour
+	// DefaultPerUserCapWindow is the per-user cap's window: a week, as
+	// Braze's and Customer.io's frequency caps are usually set.
+	DefaultPerUserCapWindow = 7 * 24 * time.Hour
 )
 
 // ErrOutcomeUnknown is the error of a message whose send may or may not have
@@ -110,6 +117,23 @@ type ProcessorConfig struct {
 	// up to DailyLimit.
 	DailyLimit int
 	Ramp       Ramp
+	// KindPriority, when set, is the order the message types go in when
+	// the send budget cannot take every due message: the listed types
+	// first, in this order, then the others, oldest due first within each
+	// (claim.sql). Every type must be a kind of statemachine.Kinds. Empty:
+	// oldest due first, whatever the type.
+	KindPriority []string
+	// KindPriorityMaxWait is how long a message may have been queued before
+	// it goes first whatever its type, so that no type starves under
+	// KindPriority (0: DefaultKindPriorityMaxWait).
+	KindPriorityMaxWait time.Duration
+	// PerUserCap, when positive, is the most messages of the marketing
+	// kinds one user gets in any PerUserCapWindow, across kinds and
+	// processes: one over it waits (deferred, reason frequency) until the
+	// window has room, or is cancelled (frequency) when it would then be
+	// past its period (claim.sql).
+	PerUserCap       int
+	PerUserCapWindow time.Duration // 0: DefaultPerUserCapWindow
 	// ClockOffset is how far ahead of the database's clock the
 	// processor's runs: what is due, the budget's window, sent_at. 0 but
 	// in a simulation (queue-process --as-of).
@@ -274,7 +298,18 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
 	case cfg.ClockOffset < 0:
 		return nil, fmt.Errorf("clock offset %s is negative", cfg.ClockOffset)
+	case cfg.KindPriorityMaxWait < 0:
+		return nil, fmt.Errorf("kind priority max wait %s is negative", cfg.KindPriorityMaxWait)
+	case cfg.PerUserCap < 0:
+		return nil, fmt.Errorf("per-user cap %d is negative", cfg.PerUserCap)
+	case cfg.PerUserCapWindow < 0:
+		return nil, fmt.Errorf("per-user cap window %s is negative", cfg.PerUserCapWindow)
 	}
+	cfg.PerUserCapWindow = cmp.Or(cfg.PerUserCapWindow, DefaultPerUserCapWindow)
+	if err := CheckKindPriority(cfg.KindPriority); err != nil {
+		return nil, err
+	}
+	cfg.KindPriorityMaxWait = cmp.Or(cfg.KindPriorityMaxWait, DefaultKindPriorityMaxWait)
 	p := &Processor{
 		pool:     pool,
 		cfg:      cfg,

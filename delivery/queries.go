@@ -45,10 +45,13 @@ var sendRules = func() string {
 	type rule struct {
 		SendWhile          []sm.State `json:"send_while"`
 		CurrentGoodbyeOnly bool       `json:"current_goodbye_only"`
+		// Capped: the per-user cap counts and holds it (the marketing
+		// kinds; claim.sql).
+		Capped bool `json:"capped"`
 	}
 	rules := map[sm.Message]rule{}
 	for _, k := range sm.Kinds() {
-		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly}
+		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly, k.Category == sm.CategoryMarketing}
 	}
 	b, err := json.Marshal(rules)
 	if err != nil {

@@ -42,6 +42,8 @@ type DeliveryFlags struct {
 	timezone     string
 	dailyLimit   int
 	ramp         string
+	kindPriority string
+	priorityWait time.Duration
 }
 
 // Titles of the --help section the delivery flags are listed in.
@@ -82,6 +84,10 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "daily-limit", "ENGAGEMENT_DAILY_LIMIT")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	bindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
+	fs.StringVar(&f.kindPriority, "kind-priority", "", "message types, comma-separated, that go first, in this order, when the send budget cannot take every due message (default: oldest due first)")
+	bindEnv(fs, "kind-priority", "ENGAGEMENT_KIND_PRIORITY")
+	fs.DurationVar(&f.priorityWait, "kind-priority-max-wait", delivery.DefaultKindPriorityMaxWait, "with --kind-priority, a message queued longer than this goes first whatever its type, so no type starves")
+	bindEnv(fs, "kind-priority-max-wait", "ENGAGEMENT_KIND_PRIORITY_MAX_WAIT")
 	f.transports = make(map[string]transport.Config, len(transports))
 	for _, t := range transports {
 		f.transports[t.Name] = t.Flags(fs)
@@ -121,6 +127,12 @@ func (f *DeliveryFlags) Validate() error {
 		if _, err := delivery.ParseRamp(f.ramp); err != nil {
 			return Usagef("--daily-limit-ramp: %v", err)
 		}
+	}
+	if _, err := delivery.ParseKindPriority(f.kindPriority); err != nil {
+		return Usagef("--kind-priority: %v", err)
+	}
+	if f.priorityWait <= 0 {
+		return Usagef("--kind-priority-max-wait must be positive, got %s", f.priorityWait)
 	}
 	if f.quietHours != "" {
 		if _, err := delivery.ParseQuietHours(f.quietHours); err != nil {
@@ -182,6 +194,8 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if f.ramp != "" {
 		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
 	}
+	cfg.KindPriority, _ = delivery.ParseKindPriority(f.kindPriority) // validated above
+	cfg.KindPriorityMaxWait = f.priorityWait
 	if f.dedupeStore != "" {
 		cfg.DedupeTTL = f.dedupeTTL
 	}

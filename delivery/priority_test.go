@@ -1,0 +1,220 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// kindsBot is a webhook that records the message type of every request.
+type kindsBot struct {
+	mu    sync.Mutex
+	types []string
+}
+
+func newKindsBot(t *testing.T) (*kindsBot, transport.Transport) {
+	t.Helper()
+	b := &kindsBot{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Type string `json:"message_type"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		b.mu.Lock()
+		b.types = append(b.types, body.Type)
+		b.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	hook, err := transport.NewWebhook(transport.WebhookConfig{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, hook
+}
+
+// sent returns the types sent so far, and forgets them.
+func (b *kindsBot) sent() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.types
+	b.types = nil
+	return out
+}
+
+// count is how many of types are kind.
+func count(types []string, kind string) int {
+	n := 0
+	for _, t := range types {
+		if t == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// queueKind queues n messages of kind, each for a new user in the state
+// the kind is sent in and to a recipient of its own, due dueAgo and queued
+// queuedAgo before now (the database's).
+func queueKind(t *testing.T, pool *pgxpool.Pool, kind string, n int, dueAgo, queuedAgo time.Duration) {
+	t.Helper()
+	spec := map[string][3]string{ // state, catalog key, params
+		"goodbye":       {"goodbye_sent", "engagement.goodbye.self_select", "{}"},
+		"weekly_review": {"active", "engagement.weekly_review.celebration", `{"count":"2"}`},
+		"reminder":      {"remind_later", "engagement.reminder.come_back", "{}"},
+	}[kind]
+	state, key, params := spec[0], spec[1], spec[2]
+	for range n {
+		now := time.Now()
+		user := fixture.User(t, pool, fixture.UserOptions{State: state, LastActivity: now.Add(-time.Hour), GoodbyeSentAt: &now})
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, created_at, idempotency_key)
+			SELECT $1::uuid, $2::text, $3, $4::jsonb, 'individual', $1::text || '@s.whatsapp.net',
+			       now() - $5::interval, now() - $6::interval, $1::text || ':' || $2`,
+			user, kind, key, params, dueAgo, queuedAgo)
+	}
+}
+
+// Under a budget that cannot take every due message, --kind-priority
+// goodbye sends the goodbyes due today before the weekly reviews due
+// since yesterday; without it the oldest due go first (issue 46: a
+// Monday's weekly reviews pushed Tuesday's goodbyes back by days).
+func TestKindPriorityUnderTheBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		priority []string
+		want     string
+	}{
+		{"goodbyes_first", []string{"goodbye"}, "goodbye"},
+		{"oldest_first_without_it", nil, "weekly_review"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := pgtest.NewPool(t)
+			bot, hook := newKindsBot(t)
+			queueKind(t, pool, "weekly_review", 8, 20*time.Hour, 20*time.Hour)
+			queueKind(t, pool, "goodbye", 4, time.Hour, time.Hour)
+			p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+				Transport: hook, SendInterval: -1, DailyLimit: 4, KindPriority: tc.priority, Logger: zerolog.Nop(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := p.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bot.sent(); len(got) != 4 || count(got, tc.want) != 4 {
+				t.Errorf("sent %v, want the 4 slots to the %ss", got, tc.want)
+			}
+			if sum.DeferReasons["budget"] != 8 {
+				t.Errorf("deferred %v, want 8 on the budget", sum.DeferReasons)
+			}
+		})
+	}
+}
+
+// The line the budget keeps follows the priority too: goodbyes queued
+// while a day's weekly reviews wait on the budget do not go behind them,
+// they take the next slots that free.
+func TestKindPriorityHoldsInTheBudgetsLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		priority []string
+		want     string
+	}{
+		{"goodbyes_jump_the_line", []string{"goodbye"}, "goodbye"},
+		{"oldest_first_without_it", nil, "weekly_review"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := pgtest.NewPool(t)
+			bot, hook := newKindsBot(t)
+			run := func(offset time.Duration) delivery.ProcessSummary {
+				t.Helper()
+				p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+					Transport: hook, SendInterval: -1, DailyLimit: 4, KindPriority: tc.priority,
+					ClockOffset: offset, Logger: zerolog.Nop(),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum, err := p.Run(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sum
+			}
+			// Monday: 12 weekly reviews, 4 go, 8 wait on the budget.
+			queueKind(t, pool, "weekly_review", 12, time.Minute, time.Minute)
+			run(0)
+			if got := bot.sent(); count(got, "weekly_review") != 4 {
+				t.Fatalf("the first run sent %v, want 4 weekly reviews", got)
+			}
+			// Twelve hours on, 4 goodbyes are due: the window is full.
+			queueKind(t, pool, "goodbye", 4, -12*time.Hour, -12*time.Hour)
+			run(12 * time.Hour)
+			if got := bot.sent(); len(got) != 0 {
+				t.Fatalf("a full window sent %v", got)
+			}
+			// A day on, the 4 slots free: who takes them?
+			run(delivery.BudgetWindow + time.Minute)
+			if got := bot.sent(); len(got) != 4 || count(got, tc.want) != 4 {
+				t.Errorf("the slots that freed went to %v, want the %ss", got, tc.want)
+			}
+		})
+	}
+}
+
+// No kind starves: a weekly review queued longer than the priority's
+// most wait goes before goodbyes.
+func TestKindPriorityAgesSoNoKindStarves(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	bot, hook := newKindsBot(t)
+	queueKind(t, pool, "weekly_review", 2, time.Hour, 80*time.Hour) // queued 80 hours ago
+	queueKind(t, pool, "weekly_review", 4, time.Hour, 20*time.Hour)
+	queueKind(t, pool, "goodbye", 4, time.Hour, time.Hour)
+	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+		Transport: hook, SendInterval: -1, DailyLimit: 4, KindPriority: []string{"goodbye"},
+		KindPriorityMaxWait: 72 * time.Hour, Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := bot.sent()
+	if len(got) != 4 || count(got, "weekly_review") != 2 || count(got, "goodbye") != 2 {
+		t.Errorf("sent %v, want the 2 weekly reviews queued 80 hours ago, then 2 goodbyes", got)
+	}
+}
+
+func TestParseKindPriority(t *testing.T) {
+	t.Parallel()
+	got, err := delivery.ParseKindPriority(" goodbye , weekly_review")
+	if err != nil || !slices.Equal(got, []string{"goodbye", "weekly_review"}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"goodbye,farewell", "goodbye,goodbye", "goodbye,"} {
+		if _, err := delivery.ParseKindPriority(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
