@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -216,5 +217,102 @@ func TestParseKindPriority(t *testing.T) {
 		if _, err := delivery.ParseKindPriority(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// capUser makes a user in state with a message of kind already sent
+// sentAgo before now (none when sentAgo is 0), and queues n messages of
+// kind due now, each under a key of its own, replay_until replayIn from
+// now. It returns the user's id.
+func capUser(t *testing.T, pool *pgxpool.Pool, kind, state string, sentAgo, replayIn time.Duration, n int) string {
+	t.Helper()
+	now := time.Now()
+	user := fixture.User(t, pool, fixture.UserOptions{State: state, LastActivity: now.Add(-time.Hour), GoodbyeSentAt: &now})
+	if sentAgo > 0 {
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
+			       scheduled_for, status, sent_at, idempotency_key)
+			VALUES ($1::uuid, $2::text, 'x', 'individual', $1::text || '@s.whatsapp.net', now() - $3::interval,
+			       'sent', now() - $3::interval, $1::text || ':sent')`, user, kind, sentAgo)
+	}
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, replay_until, idempotency_key)
+		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       $1::text || '@s.whatsapp.net', now() - interval '1 minute' + i * interval '1 millisecond',
+		       now() + $2::interval, $1::text || ':due:' || i
+		  FROM generate_series(1, $3::int) i`, user, replayIn, n)
+	return user
+}
+
+// statuses is user's messages' status and reason ("sent",
+// "pending:frequency", "cancelled:frequency"), oldest due first.
+func statuses(t *testing.T, pool *pgxpool.Pool, user string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT status || coalesce(':' || coalesce(cancel_reason, deferred_reason), '')
+		  FROM engagement_message_queue WHERE user_id = $1 ORDER BY scheduled_for, id`, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// --per-user-cap 1 over a week: one marketing message per user per week,
+// across kinds. A user sent a goodbye two days ago waits for their
+// weekly review until the goodbye leaves the window (five days on), or
+// loses it when its week is over first; of two due for one user, one
+// goes and the other waits a week (its period is longer); a message of a kind the cap does not count (not marketing) does not
+// hold anything back.
+func TestPerUserCapAcrossKinds(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	bot, hook := newKindsBot(t)
+	waits := capUser(t, pool, "goodbye", "active", 48*time.Hour, 6*24*time.Hour, 1)
+	stale := capUser(t, pool, "goodbye", "active", 48*time.Hour, 24*time.Hour, 1)
+	two := capUser(t, pool, "", "active", 0, 8*24*time.Hour, 2)
+	uncounted := capUser(t, pool, "opt_out_confirmation", "active", time.Hour, 6*24*time.Hour, 1)
+	run := func(offset time.Duration) delivery.ProcessSummary {
+		t.Helper()
+		p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+			Transport: hook, SendInterval: -1, PerUserCap: 1, PerUserCapWindow: 7 * 24 * time.Hour,
+			ClockOffset: offset, Logger: zerolog.Nop(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	sum := run(0)
+	if got := len(bot.sent()); got != 2 || sum.DeferReasons["frequency"] != 2 || sum.CancelReasons["frequency"] != 1 {
+		t.Errorf("sent %d, deferred %v, cancelled %v; want 2 sent, 2 deferred and 1 cancelled on the cap", got, sum.DeferReasons, sum.CancelReasons)
+	}
+	for user, want := range map[string][]string{
+		waits:     {"sent", "pending:frequency"},
+		stale:     {"sent", "cancelled:frequency"},
+		two:       {"sent", "pending:frequency"},
+		uncounted: {"sent", "sent"},
+	} {
+		if got := statuses(t, pool, user); !slices.Equal(got, want) {
+			t.Errorf("user %s: %v, want %v", user, got, want)
+		}
+	}
+	// Five days and a minute on, the goodbye sent two days before the
+	// first run has left the window: that weekly review goes; the user
+	// who got one at the first run still waits.
+	run(5*24*time.Hour + time.Minute)
+	if got := bot.sent(); len(got) != 1 {
+		t.Errorf("five days on, sent %v, want the one weekly review whose window has room", got)
+	}
+	if got := statuses(t, pool, waits); !slices.Equal(got, []string{"sent", "sent"}) {
+		t.Errorf("the waiting user: %v", got)
 	}
 }

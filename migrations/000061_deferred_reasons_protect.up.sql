@@ -1,3 +1,10 @@
+-- And one more reason a message is cancelled: 'frequency' (over the
+-- per-user cap, it would wait past its period).
+ALTER TABLE engagement_message_queue
+    DROP CONSTRAINT IF EXISTS engagement_message_queue_cancel_reason_check,
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check
+        CHECK (cancel_reason IN ('opted_out', 'stale', 'no_user', 'operator', 'frequency')) NOT VALID;
+
 -- Three more reasons a pending message waits past when it was due
 -- (queue-process, issue 46): 'frequency' (its user got --per-user-cap
 -- messages in the cap's window), 'quality' (a marketing message while

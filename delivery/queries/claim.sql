@@ -157,7 +157,7 @@ WITH RECURSIVE plain AS (
            CASE WHEN o.frees > o.replay_until THEN 'frequency' END AS cancel,
            coalesce(engagement_quiet_until(o.frees, o.tz, @quiet_start::interval, @quiet_end::interval), o.frees) AS frees
       FROM (SELECT c.id, c.tz, c.replay_until,
-                   greatest(c.oldest, now() + @clock_offset::interval) + @cap_window::interval AS frees
+                   coalesce(c.oldest, now() + @clock_offset::interval) + @cap_window::interval AS frees
               FROM capped c
              WHERE c.ahead >= @per_user_cap::int) o
 ), verdict AS (

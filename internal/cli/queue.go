@@ -44,6 +44,8 @@ type DeliveryFlags struct {
 	ramp         string
 	kindPriority string
 	priorityWait time.Duration
+	perUserCap   int
+	capWindow    time.Duration
 }
 
 // Titles of the --help section the delivery flags are listed in.
@@ -88,6 +90,10 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "kind-priority", "ENGAGEMENT_KIND_PRIORITY")
 	fs.DurationVar(&f.priorityWait, "kind-priority-max-wait", delivery.DefaultKindPriorityMaxWait, "with --kind-priority, a message queued longer than this goes first whatever its type, so no type starves")
 	bindEnv(fs, "kind-priority-max-wait", "ENGAGEMENT_KIND_PRIORITY_MAX_WAIT")
+	fs.IntVar(&f.perUserCap, "per-user-cap", 0, "at most this many marketing messages to one user in any --per-user-cap-window, across kinds and processes; one over it waits (0: none)")
+	bindEnv(fs, "per-user-cap", "ENGAGEMENT_PER_USER_CAP")
+	fs.DurationVar(&f.capWindow, "per-user-cap-window", delivery.DefaultPerUserCapWindow, "the per-user cap's rolling window")
+	bindEnv(fs, "per-user-cap-window", "ENGAGEMENT_PER_USER_CAP_WINDOW")
 	f.transports = make(map[string]transport.Config, len(transports))
 	for _, t := range transports {
 		f.transports[t.Name] = t.Flags(fs)
@@ -131,8 +137,13 @@ func (f *DeliveryFlags) Validate() error {
 	if _, err := delivery.ParseKindPriority(f.kindPriority); err != nil {
 		return Usagef("--kind-priority: %v", err)
 	}
-	if f.priorityWait <= 0 {
+	switch {
+	case f.priorityWait <= 0:
 		return Usagef("--kind-priority-max-wait must be positive, got %s", f.priorityWait)
+	case f.perUserCap < 0:
+		return Usagef("--per-user-cap must not be negative (0: none), got %d", f.perUserCap)
+	case f.capWindow <= 0:
+		return Usagef("--per-user-cap-window must be positive, got %s", f.capWindow)
 	}
 	if f.quietHours != "" {
 		if _, err := delivery.ParseQuietHours(f.quietHours); err != nil {
@@ -196,6 +207,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	}
 	cfg.KindPriority, _ = delivery.ParseKindPriority(f.kindPriority) // validated above
 	cfg.KindPriorityMaxWait = f.priorityWait
+	cfg.PerUserCap, cfg.PerUserCapWindow = f.perUserCap, f.capWindow
 	if f.dedupeStore != "" {
 		cfg.DedupeTTL = f.dedupeTTL
 	}
