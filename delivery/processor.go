@@ -84,6 +84,16 @@ type ProcessorConfig struct {
 	// the transport, across every process (0: the default, 500 ms; -1: no
 	// pacing). Before 2026-11 0 meant no pacing; see CHANGELOG.md.
 	SendInterval time.Duration
+	// SendJitter, when positive, adds a random part of it to every gap
+	// between two sends (pacing.go): the gaps vary from SendInterval, the
+	// floor, to SendInterval + SendJitter. At most SendInterval.
+	SendJitter time.Duration
+	// SpreadBudget spreads the send budget's day over the waking hours
+	// (the day less QuietHours): the least gap between two sends becomes
+	// the waking hours over today's limit, less half the jitter (so the
+	// average gap is the waking hours over the limit), never below
+	// SendInterval (spread.go). It needs DailyLimit and pacing.
+	SpreadBudget bool
 	MaxRetries   int           // retries after the first attempt (0: the default, 3; -1: none)
 	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
 	ClaimTimeout time.Duration // how long a claim lives unless renewed (default 2 min)
@@ -184,6 +194,9 @@ type ProcessSummary struct {
 	DeferReasons map[string]int `json:"defer_reasons,omitempty"`
 	// Budget is the send budget as the run leaves it (with --daily-limit).
 	Budget *BudgetState `json:"budget,omitempty"`
+	// Pace is the run's pace (with pacing): the least gap, the jitter, and
+	// whether the day's budget fits in the waking hours at it.
+	Pace *Pace `json:"pace,omitempty"`
 	// Released counts claimed messages handed back unsent, due as they
 	// were and their retries unspent: at a shutdown, the deadline, an
 	// outage.
@@ -243,6 +256,7 @@ type Processor struct {
 	recheckAge time.Duration
 	clock      func() time.Time // time.Now; a test's own, to age the checks
 	pacer      *pacer           // nil without pacing
+	plan       Pace             // the run's pace, as pace() worked it out
 	log        zerolog.Logger
 	budget     *budget // the run's send budget; nil without one
 	// The current run's state.
@@ -298,6 +312,12 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
 	case cfg.ClockOffset < 0:
 		return nil, fmt.Errorf("clock offset %s is negative", cfg.ClockOffset)
+	case cfg.SendJitter < 0:
+		return nil, fmt.Errorf("send jitter %s is negative", cfg.SendJitter)
+	case cfg.SendJitter > 0 && cfg.SendJitter > cfg.SendInterval:
+		return nil, fmt.Errorf("send jitter %s is above the send interval %s", cfg.SendJitter, cfg.SendInterval)
+	case cfg.SpreadBudget && (cfg.DailyLimit == 0 || cfg.SendInterval == 0):
+		return nil, errors.New("spreading the budget needs a daily limit and pacing")
 	case cfg.KindPriorityMaxWait < 0:
 		return nil, fmt.Errorf("kind priority max wait %s is negative", cfg.KindPriorityMaxWait)
 	case cfg.PerUserCap < 0:
@@ -322,7 +342,11 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	switch {
 	case cfg.SendInterval > 0:
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
-		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval}
+		if cfg.SpreadBudget {
+			// Minutes apart: a claim holds what goes next, not a run's worth.
+			p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, 1)
+		}
+		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval, jitter: cfg.SendJitter}
 	case cfg.Transport.Deduplicates():
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaimBatch)
 	default:
@@ -411,6 +435,10 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		}
 		sum.Budget = state
 	}
+	if p.pacer != nil {
+		plan := p.plan
+		sum.Pace = &plan
+	}
 	cause := context.Cause(runCtx)
 	if pe := (*recovered.Error)(nil); errors.As(cause, &pe) && !errors.As(err, &pe) {
 		err = errors.Join(err, pe) // a panic in the renewal stops the run: say so
@@ -441,6 +469,7 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		}
 		p.budget = b
 	}
+	p.pace()
 	if _, err := p.hold(runCtx, p.pool); err != nil {
 		return stopping(runCtx, err)
 	}

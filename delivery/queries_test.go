@@ -28,7 +28,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		"unhold":        {"holder": "h"},
 		"release":       {"ids": []string{id}, "holder": "h"},
 		"recover":       {"own": "h", "transport": "webhook", "deduplicates": true, "unknown": "x"},
-		"pace":          {"transport": "webhook", "interval": time.Second},
+		"pace":          {"transport": "webhook", "interval": time.Second, "jitter": time.Second},
 		"next_due":      {"clock_offset": time.Duration(0)},
 		"recheck":       {"ids": []string{id}, "holder": "h", "kinds": sendRules},
 		"budget_create": {"transport": "webhook", "daily_limit": 10},

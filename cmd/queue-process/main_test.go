@@ -117,6 +117,9 @@ func TestConfigurationErrors(t *testing.T) {
 		{"no wait before a kind ages", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--kind-priority-max-wait", "0s"}, "--kind-priority-max-wait"},
 		{"negative per-user cap", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--per-user-cap", "-1"}, "--per-user-cap"},
 		{"per-user cap window of nothing", []string{"DATABASE_URL=" + url, "ENGAGEMENT_PER_USER_CAP_WINDOW=0s"}, []string{"--transport", "log", "--per-user-cap", "1"}, "--per-user-cap-window"},
+		{"jitter above the interval", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--send-interval", "1s", "--send-jitter", "2s"}, "--send-jitter"},
+		{"negative jitter", []string{"DATABASE_URL=" + url, "ENGAGEMENT_SEND_JITTER=-1s"}, []string{"--transport", "log"}, "--send-jitter"},
+		{"spread without a budget", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--spread-budget"}, "--spread-budget needs --daily-limit"},
 		{"as-of in the past", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--as-of", "2020-01-01T00:00:00Z"}, "can only simulate a later instant"},
 		{"as-of in the future without the flag", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--as-of", "2099-01-01T00:00:00Z"}, "--allow-future-as-of"},
 	}

@@ -29,6 +29,8 @@ type DeliveryFlags struct {
 	// its own flags fill it (see transports).
 	transports   map[string]transport.Config
 	sendInterval time.Duration
+	sendJitter   time.Duration
+	spread       bool
 	maxRetries   int
 	retryBase    time.Duration
 	claimTimeout time.Duration
@@ -66,6 +68,10 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", transportNames())
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
 	fs.DurationVar(&f.sendInterval, "send-interval", delivery.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
+	fs.DurationVar(&f.sendJitter, "send-jitter", 0, "add a random part of this to every gap between two sends, so they do not tick like a machine's: gaps from --send-interval (the floor) to --send-interval plus this, across all processes (at most --send-interval; 0: none)")
+	bindEnv(fs, "send-jitter", "ENGAGEMENT_SEND_JITTER")
+	fs.BoolVar(&f.spread, "spread-budget", false, "spread the day's --daily-limit over the waking hours (the day less --quiet-hours): the gap between two sends becomes the waking hours over the limit, never below --send-interval")
+	bindEnv(fs, "spread-budget", "ENGAGEMENT_SPREAD_BUDGET")
 	fs.IntVar(&f.maxRetries, "max-retries", delivery.DefaultMaxRetries, "retries after the first attempt (0: none)")
 	fs.DurationVar(&f.retryBase, "retry-base", delivery.DefaultRetryBase, "first retry's delay, doubled for each next")
 	fs.DurationVar(&f.claimTimeout, "claim-timeout", delivery.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
@@ -114,6 +120,14 @@ func (f *DeliveryFlags) Validate() error {
 		return Usagef("--workers must be from 1 to 64, got %d", f.workers)
 	case f.sendInterval < 0:
 		return Usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
+	case f.sendJitter < 0:
+		return Usagef("--send-jitter must not be negative (0: none), got %s", f.sendJitter)
+	case f.sendJitter > f.sendInterval:
+		return Usagef("--send-jitter %s is above --send-interval %s: the jitter may at most double the gap", f.sendJitter, f.sendInterval)
+	case f.spread && f.sendInterval == 0:
+		return Usagef("--spread-budget needs pacing: a --send-interval above 0")
+	case f.spread && f.dailyLimit == 0:
+		return Usagef("--spread-budget needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT): the budget it spreads")
 	case f.maxRetries < 0:
 		return Usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
 	case f.retryBase <= 0:
@@ -198,6 +212,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.Workers = f.workers
 	cfg.Timezone = f.timezone
 	cfg.SendInterval = offIfZero(f.sendInterval)
+	cfg.SendJitter, cfg.SpreadBudget = f.sendJitter, f.spread
 	cfg.MaxRetries = offIfZero(f.maxRetries)
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
