@@ -225,6 +225,9 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		"priority_max_wait": p.cfg.KindPriorityMaxWait,
 		"per_user_cap":      (*int)(nil),
 		"cap_window":        p.cfg.PerUserCapWindow,
+		"quality_hold":      p.verdict.qualityHold,
+		"paused_keys":       p.verdict.pausedKeys(),
+		"verdict_recheck":   VerdictRecheck,
 	}
 	if p.cfg.PerUserCap > 0 {
 		args["per_user_cap"] = p.cfg.PerUserCap

@@ -83,7 +83,7 @@ func queueKind(t *testing.T, pool *pgxpool.Pool, kind string, n int, dueAgo, que
 		fixture.Exec(t, pool, `
 			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 			       destination_jid, scheduled_for, created_at, idempotency_key)
-			SELECT $1::uuid, $2::text, $3, $4::jsonb, 'individual', $1::text || '@s.whatsapp.net',
+			SELECT $1::uuid, $2::text, $3, $4::jsonb, 'individual', '55' || (abs(hashtext($1::text)) % 1000000000)::text || '@s.whatsapp.net',
 			       now() - $5::interval, now() - $6::interval, $1::text || ':' || $2`,
 			user, kind, key, params, dueAgo, queuedAgo)
 	}
@@ -232,14 +232,14 @@ func capUser(t *testing.T, pool *pgxpool.Pool, kind, state string, sentAgo, repl
 		fixture.Exec(t, pool, `
 			INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
 			       scheduled_for, status, sent_at, idempotency_key)
-			VALUES ($1::uuid, $2::text, 'x', 'individual', $1::text || '@s.whatsapp.net', now() - $3::interval,
+			VALUES ($1::uuid, $2::text, 'x', 'individual', '55' || (abs(hashtext($1::text)) % 1000000000)::text || '@s.whatsapp.net', now() - $3::interval,
 			       'sent', now() - $3::interval, $1::text || ':sent')`, user, kind, sentAgo)
 	}
 	fixture.Exec(t, pool, `
 		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 		       destination_jid, scheduled_for, replay_until, idempotency_key)
 		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       $1::text || '@s.whatsapp.net', now() - interval '1 minute' + i * interval '1 millisecond',
+		       '55' || (abs(hashtext($1::text)) % 1000000000)::text || '@s.whatsapp.net', now() - interval '1 minute' + i * interval '1 millisecond',
 		       now() + $2::interval, $1::text || ':due:' || i
 		  FROM generate_series(1, $3::int) i`, user, replayIn, n)
 	return user

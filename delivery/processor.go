@@ -127,6 +127,10 @@ type ProcessorConfig struct {
 	// up to DailyLimit.
 	DailyLimit int
 	Ramp       Ramp
+	// DailyLimitAuto makes DailyLimit follow Meta's messaging limit tier,
+	// read at start (verdict.go); the transport must read its health
+	// (transport.HealthReader: whatsapp-cloud).
+	DailyLimitAuto bool
 	// KindPriority, when set, is the order the message types go in when
 	// the send budget cannot take every due message: the listed types
 	// first, in this order, then the others, oldest due first within each
@@ -194,6 +198,9 @@ type ProcessSummary struct {
 	DeferReasons map[string]int `json:"defer_reasons,omitempty"`
 	// Budget is the send budget as the run leaves it (with --daily-limit).
 	Budget *BudgetState `json:"budget,omitempty"`
+	// Number is Meta's verdict on the number as the run read it
+	// (whatsapp-cloud).
+	Number *NumberHealth `json:"number,omitempty"`
 	// Pace is the run's pace (with pacing): the least gap, the jitter, and
 	// whether the day's budget fits in the waking hours at it.
 	Pace *Pace `json:"pace,omitempty"`
@@ -257,6 +264,8 @@ type Processor struct {
 	clock      func() time.Time // time.Now; a test's own, to age the checks
 	pacer      *pacer           // nil without pacing
 	plan       Pace             // the run's pace, as pace() worked it out
+	verdict    metaVerdict      // Meta's verdict the claim applies
+	health     *NumberHealth    // Meta's verdict as the run read it; nil on other transports
 	log        zerolog.Logger
 	budget     *budget // the run's send budget; nil without one
 	// The current run's state.
@@ -306,7 +315,9 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	switch {
 	case cfg.DailyLimit < 0:
 		return nil, fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
-	case cfg.Ramp.Set() && cfg.DailyLimit == 0:
+	case cfg.DailyLimitAuto && !canReadHealth(cfg.Transport):
+		return nil, fmt.Errorf("a daily limit that follows Meta's tier needs a transport that reads it (whatsapp-cloud), not %s", cfg.Transport.Name())
+	case cfg.Ramp.Set() && cfg.DailyLimit == 0 && !cfg.DailyLimitAuto:
 		return nil, errors.New("a ramp needs a daily limit to grow to")
 	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:
 		return nil, fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
@@ -435,6 +446,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		}
 		sum.Budget = state
 	}
+	sum.Number = p.health
 	if p.pacer != nil {
 		plan := p.plan
 		sum.Pace = &plan
@@ -462,6 +474,11 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 // also ends when the run stops for its own reasons.
 func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	p.budget = nil
+	health, err := p.readVerdict(runCtx)
+	if err != nil {
+		return stopping(runCtx, err)
+	}
+	p.health = health
 	if p.cfg.DailyLimit > 0 {
 		b, err := p.openBudget(runCtx)
 		if err != nil {

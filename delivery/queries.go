@@ -28,6 +28,9 @@ var (
 	nextDueSQL = mustQuery("next_due")
 	recheckSQL = mustQuery("recheck")
 
+	healthSaveSQL = mustQuery("health_save")
+	healthReadSQL = mustQuery("health_read")
+
 	budgetCreateSQL  = mustQuery("budget_create")
 	budgetLockSQL    = mustQuery("budget_lock")
 	budgetOpenSQL    = mustQuery("budget_open")

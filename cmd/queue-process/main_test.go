@@ -120,6 +120,7 @@ func TestConfigurationErrors(t *testing.T) {
 		{"jitter above the interval", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--send-interval", "1s", "--send-jitter", "2s"}, "--send-jitter"},
 		{"negative jitter", []string{"DATABASE_URL=" + url, "ENGAGEMENT_SEND_JITTER=-1s"}, []string{"--transport", "log"}, "--send-jitter"},
 		{"spread without a budget", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--spread-budget"}, "--spread-budget needs --daily-limit"},
+		{"daily limit auto on the webhook", []string{"DATABASE_URL=" + url}, []string{"--transport", "webhook", "--webhook-url", "http://127.0.0.1:1/x", "--daily-limit", "auto"}, "--daily-limit auto"},
 		{"as-of in the past", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--as-of", "2020-01-01T00:00:00Z"}, "can only simulate a later instant"},
 		{"as-of in the future without the flag", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--as-of", "2099-01-01T00:00:00Z"}, "--allow-future-as-of"},
 	}

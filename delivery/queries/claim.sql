@@ -32,6 +32,13 @@
 -- replay_until (the end of its period: a weekly review of a week over) is
 -- cancelled, 'frequency'.
 --
+-- Meta's verdict (the Cloud API; queue-process reads it at start): while
+-- @quality_hold (the number's quality rating is RED or it is FLAGGED), a
+-- message of a marketing kind waits, deferred_reason 'quality'; a message
+-- whose key's template Meta paused or disabled (@paused_keys) waits,
+-- 'template_paused'; both for @verdict_recheck, then the claim looks again
+-- (utility kinds and other templates go meanwhile).
+--
 -- Under a send budget with ample room (@spend_limit: the budget's limit;
 -- NULL otherwise), the claim spends a slot of @transport's budget per
 -- recipient it claimed (distinct destination_jid), as one row of
@@ -103,7 +110,7 @@ WITH RECURSIVE plain AS (
     SELECT id, pos FROM ranked WHERE pos <= @batch
 ), due AS (
     SELECT q.id, @kinds::jsonb -> q.message_type AS kind, q.period_start, p.locale,
-           q.user_id, q.replay_until,
+           q.user_id, q.replay_until, q.message_key,
            q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, s.state,
@@ -160,14 +167,25 @@ WITH RECURSIVE plain AS (
                    coalesce(c.oldest, now() + @clock_offset::interval) + @cap_window::interval AS frees
               FROM capped c
              WHERE c.ahead >= @per_user_cap::int) o
+), held_by_meta AS (
+    SELECT d.id,
+           CASE WHEN d.message_key = ANY (@paused_keys::text[]) THEN 'template_paused' ELSE 'quality' END AS reason
+      FROM due d
+     WHERE d.message_key = ANY (@paused_keys::text[])
+        OR (@quality_hold::boolean AND coalesce((d.kind ->> 'capped')::boolean, false))
 ), verdict AS (
-    SELECT c.id, c.locale, c.waited, coalesce(c.cancel_reason, o.cancel) AS cancel_reason,
-           CASE WHEN c.cancel_reason IS NULL AND o.cancel IS NULL THEN coalesce(o.frees, c.quiet_until) END AS defer_until,
-           CASE WHEN c.cancel_reason IS NOT NULL OR o.cancel IS NOT NULL THEN NULL
+    SELECT c.id, c.locale, c.waited, coalesce(c.cancel_reason, CASE WHEN m.id IS NULL THEN o.cancel END) AS cancel_reason,
+           CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
+                WHEN m.id IS NOT NULL THEN now() + @clock_offset::interval + @verdict_recheck::interval
+                WHEN o.cancel IS NULL THEN coalesce(o.frees, c.quiet_until) END AS defer_until,
+           CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
+                WHEN m.id IS NOT NULL THEN m.reason
+                WHEN o.cancel IS NOT NULL THEN NULL
                 WHEN o.id IS NOT NULL THEN 'frequency'
                 WHEN c.quiet_until IS NOT NULL THEN 'quiet_hours' END AS deferred_reason
       FROM checked c
       LEFT JOIN over_cap o ON o.id = c.id
+      LEFT JOIN held_by_meta m ON m.id = c.id
 ), settled AS (
     UPDATE engagement_message_queue q
        SET status          = CASE WHEN v.cancel_reason IS NOT NULL THEN 'cancelled'

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +45,7 @@ type DeliveryFlags struct {
 	quietHours   string
 	timezone     string
 	dailyLimit   int
+	dailyAuto    bool // --daily-limit auto
 	ramp         string
 	kindPriority string
 	priorityWait time.Duration
@@ -88,7 +91,7 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "quiet-hours", "ENGAGEMENT_QUIET_HOURS")
 	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA time zone of the quiet hours, for users without user_profiles.timezone")
 	bindEnv(fs, "timezone", "ENGAGEMENT_TIMEZONE")
-	fs.IntVar(&f.dailyLimit, "daily-limit", 0, "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none)")
+	fs.Var(&limitValue{n: &f.dailyLimit, auto: &f.dailyAuto}, "daily-limit", "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none); auto: Meta's messaging limit tier, read at start (whatsapp-cloud)")
 	bindEnv(fs, "daily-limit", "ENGAGEMENT_DAILY_LIMIT")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	bindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
@@ -126,7 +129,7 @@ func (f *DeliveryFlags) Validate() error {
 		return Usagef("--send-jitter %s is above --send-interval %s: the jitter may at most double the gap", f.sendJitter, f.sendInterval)
 	case f.spread && f.sendInterval == 0:
 		return Usagef("--spread-budget needs pacing: a --send-interval above 0")
-	case f.spread && f.dailyLimit == 0:
+	case f.spread && f.dailyLimit == 0 && !f.dailyAuto:
 		return Usagef("--spread-budget needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT): the budget it spreads")
 	case f.maxRetries < 0:
 		return Usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
@@ -140,7 +143,7 @@ func (f *DeliveryFlags) Validate() error {
 		return Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
 	case f.dailyLimit < 0:
 		return Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
-	case f.ramp != "" && f.dailyLimit == 0:
+	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
 		return Usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
 	}
 	if f.ramp != "" {
@@ -216,7 +219,10 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.MaxRetries = offIfZero(f.maxRetries)
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
-	cfg.DailyLimit = f.dailyLimit
+	cfg.DailyLimit, cfg.DailyLimitAuto = f.dailyLimit, f.dailyAuto
+	if _, ok := cfg.Transport.(transport.HealthReader); f.dailyAuto && !ok {
+		return cfg, Usagef("--daily-limit auto follows Meta's messaging limit tier: it needs --transport whatsapp-cloud, not %s", f.transport)
+	}
 	if f.ramp != "" {
 		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
 	}
@@ -481,3 +487,35 @@ func writeQueueSummary(w io.Writer, format string, sum delivery.ProcessSummary) 
 	}
 	return nil
 }
+
+// limitValue is --daily-limit: a whole number of recipients, or "auto"
+// (Meta's messaging limit tier, read at start).
+type limitValue struct {
+	n    *int
+	auto *bool
+}
+
+func (v *limitValue) String() string {
+	if v.auto != nil && *v.auto {
+		return "auto"
+	}
+	if v.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v *limitValue) Set(s string) error {
+	if strings.TrimSpace(s) == "auto" {
+		*v.n, *v.auto = 0, true
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%q is neither a whole number nor auto", s)
+	}
+	*v.n, *v.auto = n, false
+	return nil
+}
+
+func (v *limitValue) Type() string { return "int|auto" }
