@@ -1,11 +1,9 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/metafake"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -35,28 +34,10 @@ func cloudOn(t *testing.T, g *metafake.Graph) transport.Transport {
 	return tr
 }
 
-// syncBuffer is a log buffer several goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runCloud runs a processor on tr with the daily limit auto or n.
 func runCloud(t *testing.T, pool *pgxpool.Pool, tr transport.Transport, auto bool, offset time.Duration) (delivery.ProcessSummary, string) {
 	t.Helper()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
 		Transport: tr, SendInterval: -1, DailyLimitAuto: auto, ClockOffset: offset, Logger: zerolog.New(&logs),
 	})
