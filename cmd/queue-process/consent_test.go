@@ -28,6 +28,10 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	var requests int
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		requests++
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
