@@ -39,6 +39,11 @@ type ConsentOptions struct {
 	At time.Time
 	// Actor is the operator who recorded it, if one did.
 	Actor string
+	// Confirm asks OptOut to queue the opt-out's confirmation (the
+	// catalog's engagement.opt_out.confirmation, message kind
+	// opt_out_confirmation) when it changed something and At is within the
+	// last 24 hours. Off by default; OptIn ignores it.
+	Confirm bool
 }
 
 // OptOut records that the user does not want re-engagement messages, from
@@ -60,7 +65,8 @@ func OptIn(ctx context.Context, db Querier, userID, source string, o ConsentOpti
 
 func consent(ctx context.Context, db Querier, userID string, optOut bool, source string, o ConsentOptions) (bool, error) {
 	name := map[bool]string{true: "engagement_opt_out", false: "engagement_opt_in"}[optOut]
-	args := sqlfile.Args{"user_id": userID, "opt_out": optOut, "source": source, "at": nil, "actor": nil}
+	args := sqlfile.Args{"user_id": userID, "opt_out": optOut, "source": source, "at": nil, "actor": nil,
+		"confirm": o.Confirm}
 	if !o.At.IsZero() {
 		args["at"] = o.At
 	}

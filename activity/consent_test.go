@@ -12,6 +12,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // consentEvent is one row of engagement_consent_events.
@@ -198,4 +199,67 @@ func statusesOf(t *testing.T, db fixture.DB, user string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Issue 44: the opt-out's confirmation is off by default. Asked for, the
+// opt-out that changes something queues one message of the kind
+// opt_out_confirmation, to the user's route, under the kind's key for the
+// opt-out's instant, beside cancelling what waited; a repeated opt-out
+// queues nothing more, and one said more than 24 hours ago (replayed from
+// old history) gets no answer days late.
+func TestOptOutConfirmationIsQueuedOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	kind, ok := sm.KindOf(sm.OptOutConfirmationMessage)
+	if !ok || !kind.ConfirmsOptOut {
+		t.Fatalf("the kind %s is missing or does not confirm opt-outs: %+v", sm.OptOutConfirmationMessage, kind)
+	}
+	confirmations := func(user string) (out []string) {
+		t.Helper()
+		rows, err := tx.Query(ctx, `
+			SELECT idempotency_key || ' ' || message_key || ' ' || status || ' ' || coalesce(destination_jid, '-')
+			  FROM engagement_message_queue WHERE user_id = $1 AND message_type = $2 ORDER BY created_at`,
+			user, string(sm.OptOutConfirmationMessage))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	silent := withMessages(t, tx)
+	if _, err := activity.OptOut(ctx, tx, silent, activity.SourceKeyword, activity.ConsentOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := confirmations(silent); len(got) != 0 {
+		t.Errorf("an opt-out without Confirm queued %v; want nothing (off by default)", got)
+	}
+
+	jid := "5511987654321@s.whatsapp.net"
+	asked := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: &jid})
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for i := range 2 {
+		changed, err := activity.OptOut(ctx, tx, asked, activity.SourceKeyword, activity.ConsentOptions{At: at, Confirm: true})
+		if err != nil || changed != (i == 0) {
+			t.Fatalf("opt-out %d with Confirm: changed %v, %v; want %v", i+1, changed, err, i == 0)
+		}
+	}
+	want := kind.Key(asked, at) + " " + kind.CatalogKey + " pending " + jid
+	if got := confirmations(asked); len(got) != 1 || got[0] != want {
+		t.Errorf("confirmations after two opt-outs with Confirm: %q; want one, %q", got, want)
+	}
+
+	late := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
+	changed, err := activity.OptOut(ctx, tx, late, activity.SourceKeyword,
+		activity.ConsentOptions{At: time.Now().Add(-25 * time.Hour), Confirm: true})
+	if err != nil || !changed {
+		t.Fatalf("an opt-out said 25 hours ago: changed %v, %v; want true", changed, err)
+	}
+	if got := confirmations(late); len(got) != 0 {
+		t.Errorf("an opt-out said 25 hours ago queued %v; want no confirmation (outside the 24 hours)", got)
+	}
 }

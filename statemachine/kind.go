@@ -21,6 +21,10 @@ const (
 	// ReminderMessage is the reminder engagement-daily --send-reminder
 	// queues when a "remind me later" comes due.
 	ReminderMessage Message = "reminder"
+	// OptOutConfirmationMessage tells a user who just opted out that they
+	// will get no more such messages: queued by engagement_opt_out only when
+	// its caller asks (off by default; docs/consent.md).
+	OptOutConfirmationMessage Message = "opt_out_confirmation"
 )
 
 // Kind is everything the project knows about one kind of message, declared
@@ -60,6 +64,12 @@ type Kind struct {
 	// period, and Plural is the kind's plural in its examples; empty for a
 	// kind verify does not count (a reminder's period is its own instant).
 	Check, Plural string
+	// ConfirmsOptOut marks the kind that answers a user's opt-out: sent only
+	// while its user is still opted out (every other kind: only while they
+	// are not), in any state, and not held by the quiet hours, since it
+	// answers the user's own message of a moment ago. No job queues it:
+	// engagement_opt_out does, when asked (migration 54).
+	ConfirmsOptOut bool
 	// Category is the kind's pricing category in Meta's terms (Category*):
 	// what a template of the kind is billed as, per delivered message,
 	// when Meta's own status webhook has not said (package pricing).
@@ -138,10 +148,22 @@ var kinds = []Kind{
 		// them to come back: re-engagement, marketing.
 		Category: CategoryMarketing,
 	},
+	{
+		Message:        OptOutConfirmationMessage,
+		CatalogKey:     "engagement.opt_out.confirmation",
+		KeyInfix:       ":opt_out_confirmation:",
+		Period:         PerInstant,
+		SendWhile:      States(),
+		ConfirmsOptOut: true,
+		// The answer to the user's own request, inside the customer
+		// service window their message opened: a utility template on the
+		// Cloud API, which Meta does not bill inside an open window.
+		Category: CategoryUtility,
+	},
 }
 
 // Kinds returns the message kinds in a fixed order: goodbye, weekly_review,
-// reminder. The slice and its rows are copies.
+// reminder, opt_out_confirmation. The slice and its rows are copies.
 func Kinds() []Kind {
 	out := make([]Kind, len(kinds))
 	for i, k := range kinds {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
@@ -27,20 +28,21 @@ func TestVerifyNoSendAfterOptOut(t *testing.T) {
 		                       VALUES ($1, $2, 'bot:keyword', $3, $4)`, user, out, at, recorded)
 	}
 	n := 0
-	sent := func(user string, at time.Time) string {
+	sentKind := func(kind sm.Message, user string, at time.Time) string {
 		t.Helper()
 		n++
 		var id string
 		if err := pool.QueryRow(ctx, `
 			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 			       destination_jid, scheduled_for, status, sent_at, idempotency_key)
-			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '5511900000001@s.whatsapp.net',
+			VALUES ($1::uuid, $4, 'engagement.weekly_review.celebration', '{}', 'individual', '5511900000001@s.whatsapp.net',
 			        $2::timestamptz - interval '1 minute', 'sent', $2, $1::text || ':review:' || $3::text)
-			RETURNING id`, user, at, time.Duration(n).String()).Scan(&id); err != nil {
+			RETURNING id`, user, at, time.Duration(n).String(), string(kind)).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
+	sent := func(user string, at time.Time) string { return sentKind(sm.WeeklyReviewMessage, user, at) }
 	user := func() string { return fixture.User(t, pool, fixture.UserOptions{LastActivity: ago(time.Hour)}) }
 
 	// Opted out an hour ago: before, within the grace, and (broken) after.
@@ -59,13 +61,18 @@ func TestVerifyNoSendAfterOptOut(t *testing.T) {
 	c := user()
 	event(c, true, ago(2*time.Hour), now)
 	sent(c, ago(time.Hour))
+	// The opt-out's confirmation, sent (late) while its user is opted out:
+	// exempt, the one kind sent only then.
+	d := user()
+	event(d, true, ago(2*time.Hour), ago(2*time.Hour))
+	sentKind(sm.OptOutConfirmationMessage, d, ago(time.Hour))
 
 	rep, err := verify.Run(ctx, pool, verify.Config{AsOf: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := checkOf(t, rep, verify.CheckNoSendAfterOptOut)
-	if got.OK || got.Violations != 1 || len(got.Examples) != 1 || !strings.HasPrefix(got.Examples[0], late+" (user "+a) {
-		t.Errorf("no_send_after_opt_out: %+v; want the one message sent 10 minutes after its user's opt-out", got)
+	if got.OK || got.Violations != 1 || len(got.Examples) != 1 || !strings.HasPrefix(got.Examples[0], late+" (user "+a) || got.Exempt != 1 {
+		t.Errorf("no_send_after_opt_out: %+v; want the one message sent 10 minutes after its user's opt-out, and the confirmation exempt", got)
 	}
 }

@@ -170,6 +170,18 @@ func onePerPeriod(k sm.Kind) invariant {
 	}
 }
 
+// optOutConfirmations are the kinds that answer an opt-out, sent only while
+// their user is opted out.
+func optOutConfirmations() []string {
+	var out []string
+	for _, k := range sm.Kinds() {
+		if k.ConfirmsOptOut {
+			out = append(out, string(k.Message))
+		}
+	}
+	return out
+}
+
 // kindChecks are the one-per-period checks of the kinds that ask for one.
 func kindChecks() []invariant {
 	var out []invariant
@@ -239,9 +251,10 @@ var invariants = slices.Concat([]invariant{
 		rule: "no message was sent (sent_at) while its user was opted out: the user's latest consent event before sent_at " +
 			"(engagement_consent_events, in the order recorded) is not an opt-out that took effect (its at, or when it was " +
 			"recorded if later) more than " + OptOutGrace.String() + " before, the time a send that had started when the " +
-			"opt-out committed may take to settle; users opted out without a consent event are not checked",
+			"opt-out committed may take to settle; users opted out without a consent event are not checked; " +
+			"exempt: the opt-out's own confirmation (" + strings.Join(optOutConfirmations(), ", ") + "), sent only to opted-out users",
 		sql:  query("verify_no_send_after_opt_out"),
-		args: sqlfile.Shared{"grace": OptOutGrace},
+		args: sqlfile.Shared{"grace": OptOutGrace, "confirmations": optOutConfirmations()},
 	},
 	{
 		name: CheckNoGoodbyeToHoldout,

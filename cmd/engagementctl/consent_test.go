@@ -39,8 +39,10 @@ func TestOptOutAndOptInThroughTheCommand(t *testing.T) {
 		{[]string{"opt-out", "--user-id", user}, 0, user + " already opted out: nothing changed\n"},
 		{[]string{"opt-in", "--user-id", user, "--output", "json"}, 0, `{"user_id":"` + user + `","opted_out":false,"changed":true}` + "\n"},
 		{[]string{"opt-in", "--user-id", strings.ToUpper(user)}, 0, user + " already opted in: nothing changed\n"},
-		{[]string{"opt-out", "--user-id", user, "--source", "support-ticket", "--actor", "bia", "--output", "json"}, 0,
+		{[]string{"opt-out", "--user-id", user, "--source", "support-ticket", "--actor", "bia", "--output", "json", "--confirm"}, 0,
 			`{"user_id":"` + user + `","opted_out":true,"changed":true}` + "\n"},
+		{[]string{"opt-out", "--user-id", user, "--confirm"}, 0, user + " already opted out: nothing changed\n"},
+		{[]string{"opt-in", "--user-id", user, "--confirm"}, 2, ""},
 		{[]string{"opt-out", "--user-id", "5511900000001"}, 2, ""},
 		{[]string{"opt-out"}, 2, ""},
 		{[]string{"opt-in", "--user-id", user, "--source", " "}, 2, ""},
@@ -75,5 +77,11 @@ func TestOptOutAndOptInThroughTheCommand(t *testing.T) {
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND status = 'cancelled'
 	                                 AND cancel_reason = 'opted_out'`, user); n != 1 {
 		t.Errorf("%d messages cancelled as opted_out, want the pending one", n)
+	}
+	// The first opt-out did not ask for the confirmation; the third did,
+	// and the repeat after it changed nothing, so queued none.
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1
+	                                 AND message_type = 'opt_out_confirmation' AND status = 'pending'`, user); n != 1 {
+		t.Errorf("%d pending confirmations, want the one --confirm asked for", n)
 	}
 }

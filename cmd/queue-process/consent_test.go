@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -25,6 +28,10 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	var requests int
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		requests++
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -53,18 +60,8 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	if !optedOut || source != "whatsapp:131050" {
 		t.Errorf("after a 131050: opted out %v, consent source %q; want true, whatsapp:131050", optedOut, source)
 	}
-	got := map[string]string{}
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, status || coalesce(':' || cancel_reason, '') FROM engagement_message_queue WHERE user_id = $1`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		got[k[len(k)-2:]] = v
-	}
+	got := outcomes(t, pool, `SELECT right(idempotency_key, 2), status || coalesce(':' || cancel_reason, '')
+	                             FROM engagement_message_queue WHERE user_id = $1`, user)
 	if got["w1"] != "failed" || got["w2"] != "cancelled:opted_out" || requests != 1 {
 		t.Errorf("messages %v after %d requests; want the refused one failed (not retried), the later one cancelled for the opt-out, one request", got, requests)
 	}
@@ -173,4 +170,77 @@ func TestOptOutsRacingDelivery(t *testing.T) {
 	if keys, _ := rcv.delivered(); keys+cancelled != users {
 		t.Errorf("the receiver got %d keys and %d were cancelled, want all %d accounted for", keys, cancelled, users)
 	}
+}
+
+// Issue 44: the opt-out's confirmation is the one message queue-process
+// sends to an opted-out user, and only while they stay opted out. Two users
+// opt out asking for it; the second opts back in before the run. At 03:00
+// inside the quiet hours, the run sends the first user's confirmation (it
+// answers the user's own message: the quiet hours do not hold it), cancels
+// the second's as stale, and the weekly review that waited for the first
+// was cancelled by the opt-out itself: the receiver gets exactly one
+// request.
+func TestOptOutConfirmationGoesOnlyToTheOptedOut(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	stays := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	returns := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		        '5511900000001@s.whatsapp.net', now() - interval '1 minute', $1::uuid::text || ':review')`, stays)
+	for _, u := range []string{stays, returns} {
+		if _, err := activity.OptOut(ctx, pool, u, activity.SourceKeyword, activity.ConsentOptions{Confirm: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := activity.OptIn(ctx, pool, returns, activity.SourceKeyword, activity.ConsentOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	rcv := newCounter(t, 0)
+	threeAM := time.Now().UTC().Truncate(24 * time.Hour).Add(27 * time.Hour) // tomorrow, 03:00 UTC
+	res := cmdtest.Run(t, binary(t), cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook",
+		"ENGAGEMENT_WEBHOOK_URL="+rcv.server.URL), "--send-interval", "0",
+		"--quiet-hours", "22:00-07:00", "--timezone", "UTC", "--as-of", threeAM.Format(time.RFC3339), "--allow-future-as-of")
+	if res.Code != 0 {
+		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
+	}
+	got := outcomes(t, pool, `
+		SELECT user_id::text || ' ' || message_type, status || coalesce(':' || cancel_reason, '') || coalesce(':' || deferred_reason, '')
+		  FROM engagement_message_queue`)
+	want := map[string]string{
+		stays + " weekly_review":          "cancelled:opted_out",
+		stays + " opt_out_confirmation":   "sent",
+		returns + " opt_out_confirmation": "cancelled:stale",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %q, want %q", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("queue %v; want exactly %v", got, want)
+	}
+	if keys, repeats := rcv.delivered(); keys != 1 || repeats != 0 {
+		t.Errorf("the receiver got %d keys (%d repeats); want the one confirmation, once", keys, repeats)
+	}
+}
+
+// outcomes runs query, whose rows are (message, outcome) text pairs, and
+// returns them as a map.
+func outcomes(t *testing.T, pool *pgxpool.Pool, query string, args ...any) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	var k, v string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { got[k] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -5,6 +5,8 @@
 -- rule is never cancelled):
 --   no user profile or state row                      → 'no_user'
 --   opted out of re-engagement                        → 'opted_out'
+--   an opt-out's confirmation (confirms_opt_out) whose
+--     user opted back in                              → 'stale'
 --   a user no longer in one of the kind's send_while
 --     states, or (current_goodbye_only) a goodbye whose
 --     period_start is another UTC day than the user's
@@ -20,14 +22,17 @@ WITH checked AS (
     SELECT q.id,
            CASE WHEN k.kind IS NULL THEN NULL
                 WHEN p.user_id IS NULL OR s.user_id IS NULL THEN 'no_user'
-                WHEN p.reengagement_opt_out THEN 'opted_out'
+                WHEN p.reengagement_opt_out AND NOT k.confirms_opt_out THEN 'opted_out'
+                WHEN k.confirms_opt_out AND NOT p.reengagement_opt_out THEN 'stale'
                 WHEN NOT (k.kind -> 'send_while') ? s.state THEN 'stale'
                 WHEN (k.kind ->> 'current_goodbye_only')::boolean
                  AND q.period_start IS NOT NULL
                  AND q.period_start IS DISTINCT FROM date_trunc('day', s.goodbye_sent_at, 'UTC') THEN 'stale'
            END AS cancel_reason
       FROM engagement_message_queue q
-      CROSS JOIN LATERAL (SELECT @kinds::jsonb -> q.message_type AS kind) k
+      CROSS JOIN LATERAL (SELECT @kinds::jsonb -> q.message_type AS kind,
+                                 coalesce((@kinds::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
+                                     AS confirms_opt_out) k
       -- OFFSET 0 keeps a primary-key probe per message: joined whole, the
       -- planner hashes both tables (5 ms at 5,000 users, growing with them,
       -- for 25 messages).

@@ -42,6 +42,9 @@
 --                                                                  claims drop the old ones
 --   engagement_consent_events      SELECT, DELETE                  consent history: the calls write it,
 --                                                                  cleanup and erase delete
+--   engagement_number_health       SELECT, INSERT, UPDATE          Meta's verdict on the number (queue-process,
+--                                                                  the console's webhook)
+--   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -173,7 +176,9 @@ DECLARE
         ['engagement_send_budgets',       'SELECT, INSERT, UPDATE'],
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],
-        ['engagement_consent_events',     'SELECT, DELETE']
+        ['engagement_consent_events',     'SELECT, DELETE'],
+        ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
+        ['engagement_template_status',    'SELECT, INSERT, UPDATE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide
@@ -188,7 +193,7 @@ DECLARE
                              'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
                              'engagement_receipt(text, text, timestamptz, text)',
                              'engagement_consent(uuid, boolean, text, timestamptz, text)',
-                             'engagement_opt_out(uuid, text, timestamptz, text)',
+                             'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                              'engagement_opt_in(uuid, text, timestamptz, text)',
                              'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_route(text, text, text)',
@@ -198,7 +203,7 @@ DECLARE
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)',
                               'engagement_receipt(text, text, timestamptz, text)',
-                              'engagement_opt_out(uuid, text, timestamptz, text)',
+                              'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                               'engagement_opt_in(uuid, text, timestamptz, text)'];
     f        text;
     fn       regprocedure;

@@ -9,8 +9,7 @@
 //     for (const msg of messages) {
 //       const text = msg.message?.conversation ?? msg.message?.extendedTextMessage?.text;
 //       if (!msg.key.fromMe && isOptOutKeyword(text, 'pt-BR')) {
-//         await optOut(pool, userIdOf(msg));          // source 'bot:keyword'
-//         await sock.sendMessage(msg.key.remoteJid, { text: 'your confirmation text' });
+//         await optOut(pool, userIdOf(msg), { confirm: true }); // source 'bot:keyword'
 //       }
 //     }
 //   });
@@ -18,8 +17,11 @@
 // optOut sets user_profiles.reengagement_opt_out (the flag the bot and the
 // jobs read), records the change in engagement_consent_events (source,
 // actor, when) and cancels the user's pending messages ('opted_out'), in
-// one statement; optIn clears the flag and records it (nothing is
-// requeued). Each resolves to whether it changed anything: false for a
+// one statement; with options.confirm it also queues the catalog's
+// confirmation (message kind opt_out_confirmation), which queue-process
+// sends while the user stays opted out (or answer the user yourself and
+// leave it off, the default). optIn clears the flag and records it
+// (nothing is requeued). Each resolves to whether it changed anything: false for a
 // user already so, and then nothing is recorded. Refusals throw the
 // EngagementError classes of fire.js, with userId and source:
 //
@@ -68,11 +70,11 @@ function consentError(err, userId, source) {
 }
 
 const SQL = {
-  optOut: 'SELECT engagement_opt_out($1::uuid, $2::text, $3::timestamptz, $4::text) AS changed',
+  optOut: 'SELECT engagement_opt_out($1::uuid, $2::text, $3::timestamptz, $4::text, $5::boolean) AS changed',
   optIn: 'SELECT engagement_opt_in($1::uuid, $2::text, $3::timestamptz, $4::text) AS changed',
 };
 
-async function consent(name, client, userId, { source = CONSENT_SOURCES.KEYWORD, at, actor } = {}) {
+async function consent(name, client, userId, { source = CONSENT_SOURCES.KEYWORD, at, actor, confirm = false } = {}) {
   if (!client || typeof client.query !== 'function') {
     throw new TypeError(`${name}: client must have a query method (a pg.Pool or a pg.Client)`);
   }
@@ -81,7 +83,11 @@ async function consent(name, client, userId, { source = CONSENT_SOURCES.KEYWORD,
   }
   let result;
   try {
-    result = await client.query(SQL[name], [userId, source, at == null ? null : at, actor ? actor : null]);
+    const params = [userId, source, at == null ? null : at, actor ? actor : null];
+    if (name === 'optOut') {
+      params.push(confirm === true);
+    }
+    result = await client.query(SQL[name], params);
   } catch (err) {
     throw consentError(err, userId, source) || err;
   }
@@ -96,7 +102,10 @@ async function consent(name, client, userId, { source = CONSENT_SOURCES.KEYWORD,
 // the user wrote a keyword); options.at (a Date or an ISO 8601 string)
 // when the user said it, the transaction's time by default (Baileys'
 // messageTimestamp is Unix seconds: new Date(Number(ts) * 1000));
-// options.actor the operator who recorded it, if one did.
+// options.actor the operator who recorded it, if one did;
+// options.confirm (false by default) queues the opt-out's confirmation
+// message (the catalog's engagement.opt_out.confirmation) when the call
+// changed something and the user said it within the last 24 hours.
 function optOut(client, userId, options) {
   return consent('optOut', client, userId, options);
 }

@@ -274,9 +274,20 @@ export interface ConsentOptions {
   actor?: string | null;
 }
 
+export interface OptOutOptions extends ConsentOptions {
+  /**
+   * Queue the opt-out's confirmation (the catalog's
+   * `engagement.opt_out.confirmation`, message kind `opt_out_confirmation`),
+   * which queue-process sends while the user stays opted out; only when the
+   * call changes something and the user said it within the last 24 hours.
+   * `false` by default: answer the user yourself, or not at all.
+   */
+  confirm?: boolean;
+}
+
 /**
  * Records that the user wants no more re-engagement messages: one
- * statement, `SELECT engagement_opt_out($1, $2, $3, $4)`, which sets
+ * statement, `SELECT engagement_opt_out($1, $2, $3, $4, $5)`, which sets
  * `user_profiles.reengagement_opt_out`, records the change in
  * `engagement_consent_events` and cancels the user's pending messages
  * (`opted_out`). Resolves to whether it changed anything (false: opted out
@@ -287,14 +298,14 @@ export interface ConsentOptions {
  * {@link NoSourceError} (EN008). Any other error (the database, the
  * connection, a user id that is not a UUID) is pg's, as thrown.
  */
-export function optOut(client: Queryable, userId: string, options?: ConsentOptions): Promise<boolean>;
+export function optOut(client: Queryable, userId: string, options?: OptOutOptions): Promise<boolean>;
 
 /** Records that the user wants re-engagement messages again (`engagement_opt_in`), as optOut the other way; nothing is requeued. */
 export function optIn(client: Queryable, userId: string, options?: ConsentOptions): Promise<boolean>;
 
 /** optOut and optIn bound to a client: `const { optOut } = createConsent(pool); await optOut(userId)`. */
 export function createConsent(client: Queryable): {
-  optOut(userId: string, options?: ConsentOptions): Promise<boolean>;
+  optOut(userId: string, options?: OptOutOptions): Promise<boolean>;
   optIn(userId: string, options?: ConsentOptions): Promise<boolean>;
 };
 

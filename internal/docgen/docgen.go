@@ -78,7 +78,11 @@ func renderKinds() []byte {
 		"|---|---|---|---|---|---|---|---|\n")
 	for _, k := range sm.Kinds() {
 		by := "engagement-weekly"
-		if k.Trigger != "" {
+		period := periodName[k.Period]
+		switch {
+		case k.ConfirmsOptOut:
+			by, period = "`engagement_opt_out`, when asked (`p_confirm`; off by default)", "the opt-out's instant"
+		case k.Trigger != "":
 			by = "engagement-daily, `" + string(k.Trigger) + "`"
 			if k.OnRequest {
 				by += " with `--send-reminder`"
@@ -89,11 +93,14 @@ func renderKinds() []byte {
 			states[i] = "`" + string(s) + "`"
 		}
 		sendWhile := strings.Join(states, ", ")
+		if k.ConfirmsOptOut {
+			sendWhile = "any state, only while opted out (the quiet hours do not hold it)"
+		}
 		if k.CurrentGoodbyeOnly {
 			sendWhile += ", for the goodbye of that day"
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | `{userId}%s{%s}` | %s | %s | %s | `%s` |\n",
-			k.Message, k.CatalogKey, by, k.KeyInfix, periodLabel[k.Period], periodName[k.Period], sendWhile, orDash(k.Check), k.Category)
+			k.Message, k.CatalogKey, by, k.KeyInfix, periodLabel[k.Period], period, sendWhile, orDash(k.Check), k.Category)
 	}
 	b.WriteString("\n## Transitions\n\n" +
 		"`statemachine.Transitions`: every move a user can make. The scheduler fires the timers: a row with a " +

@@ -9,14 +9,16 @@
 -- whose send had started when the opt-out committed go: it is checked just
 -- before its send, and its sent_at is stamped when the send settles.
 -- Users opted out by writing user_profiles.reengagement_opt_out directly
--- leave no event and are not checked. Each example names the message, its
+-- leave no event and are not checked. The opt-out's own confirmation (the
+-- kinds in @confirmations) is sent only while its user is opted out: it is
+-- counted as exempt. Each example names the message, its
 -- user and both instants. See verify_goodbye_queued.sql for the
 -- statement's shape.
 WITH found (example, exempt) AS MATERIALIZED (
     SELECT q.id::text || ' (user ' || q.user_id::text || ' opted out at ' ||
            to_char(c.since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ', sent at ' ||
            to_char(q.sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ')',
-           false
+           q.message_type = ANY(@confirmations::text[])
       FROM engagement_message_queue q
       JOIN LATERAL (
                SELECT e.opted_out, greatest(e.at, e.created_at) AS since

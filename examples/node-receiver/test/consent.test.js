@@ -102,6 +102,21 @@ describe('optOut and optIn', { skip: noDatabase }, () => {
     }
   });
 
+  it('confirm: the opt-out queues its confirmation once, to the user; off by default', async () => {
+    const confirmations = async (id) => (await pool.query(
+      `SELECT message_key, status, destination_jid FROM engagement_message_queue
+        WHERE user_id = $1 AND message_type = 'opt_out_confirmation'`, [id])).rows;
+    const quiet = await profileOnly(pool);
+    assert.equal(await optOut(pool, quiet), true);
+    assert.deepEqual(await confirmations(quiet), [], 'no confirmation unless asked');
+
+    const user = await profileOnly(pool);
+    assert.equal(await optOut(pool, user, { confirm: true }), true);
+    assert.equal(await optOut(pool, user, { confirm: true }), false, 'opted out already');
+    assert.deepEqual(await confirmations(user), [{ message_key: 'engagement.opt_out.confirmation', status: 'pending',
+      destination_jid: `55119${user.slice(0, 8)}@s.whatsapp.net` }], 'one confirmation, to the user');
+  });
+
   it('refusals: UnknownUserError (EN003), NoSourceError (EN008), InstantOutOfRangeError (EN005); nothing changed', async () => {
     const now = await dbNow(pool);
     const user = await profileOnly(pool);

@@ -73,8 +73,8 @@ func registerActor(cmd *cobra.Command, actor *string, usage string) {
 type consentOptions struct {
 	cli.CmdIO
 	userFlags
-	optOut        bool
-	source, actor string
+	optOut, confirm bool
+	source, actor   string
 }
 
 func newConsentCommand(databaseURL *string, optOut bool, runF func(*consentOptions) error) *cobra.Command {
@@ -93,7 +93,12 @@ of engagement_consent_events records the change, its source and actor, and
 the user's pending messages are cancelled (opted_out) in the same
 statement; one whose send had already started may still go. A user already
 opted out is left as they are and nothing is recorded (exit 0, "already
-opted out").`
+opted out").
+
+With --confirm, the change also queues the user's confirmation (the
+catalog's engagement.opt_out.confirmation, message kind
+opt_out_confirmation), which queue-process sends while they stay opted out.
+See docs/consent.md, "What to tell the user".`
 	}
 	long += `
 
@@ -112,6 +117,9 @@ See docs/operations.md, "Consent".`
 	fs := cmd.Flags()
 	fs.StringVar(&o.source, "source", activity.SourceEngagementctl, "the consent event's source: the door the user's wish came through (1 to 200 characters)")
 	registerActor(cmd, &o.actor, "the operator recorded with the event")
+	if optOut {
+		fs.BoolVar(&o.confirm, "confirm", false, "queue the opt-out's confirmation message to the user (docs/consent.md)")
+	}
 	return cmd
 }
 
@@ -134,7 +142,7 @@ func (o *consentOptions) Run(ctx context.Context) error {
 	if o.optOut {
 		call, name = activity.OptOut, "opt-out"
 	}
-	changed, err := call(ctx, o.Pool, o.userID, o.source, activity.ConsentOptions{Actor: o.actor})
+	changed, err := call(ctx, o.Pool, o.userID, o.source, activity.ConsentOptions{Actor: o.actor, Confirm: o.confirm})
 	switch {
 	case errors.Is(err, activity.ErrUnknownUser), errors.Is(err, activity.ErrNoSource):
 		return cli.UsageError(err)
