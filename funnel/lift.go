@@ -96,7 +96,7 @@ func Newcombe(x1, n1, x2, n2 int64, z float64) (d, low, high float64) {
 // lift over a base rate (the held-out arm's) with 80 % power: the normal
 // approximation without continuity correction for unequal arms (Fleiss,
 // Levin & Paik, Statistical Methods for Rates and Proportions, 3rd ed.,
-// 2003, section 4.4):
+// 2003, chapter 4, unequal sample sizes):
 //
 //	n_holdout = (z₀.₉₇₅ √(p̄ q̄ (1 + 1/k)) + z₀.₈ √(p₁q₁/k + p₀q₀))² / lift²
 //
