@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"html/template"
 	"math"
 
 	"github.com/engagement-scheduler/engagement/funnel"
@@ -74,11 +75,11 @@ func liftRow(name string, open bool, treatment, holdout funnel.Arm, l funnel.Lif
 	return LiftRow{Name: name, Open: open, Treatment: treatment, Holdout: holdout, Lift: l, Bar: ciBar(l, scale), Kind: kind}
 }
 
-func init() {
-	funcs["liftRow"] = liftRow
-	funcs["liftScale"] = liftScale
-	funcs["ciBar"] = ciBar
-	funcs["points"] = func(f float64) string { return signedPoints(100 * f) }
+// liftFuncs are the overview's template functions for the lift's table
+// (its row of the table pages).
+var liftFuncs = template.FuncMap{
+	"liftRow": liftRow, "liftScale": liftScale, "ciBar": ciBar,
+	"points": func(f float64) string { return signedPoints(100 * f) },
 }
 
 // signedPoints is a difference in percentage points with its sign: "+2.4".

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -40,6 +41,16 @@ type page struct {
 	// charts (and other page-only helpers) with; a template using one
 	// not declared here fails at start.
 	charts template.FuncMap
+}
+
+// merged is the functions of maps, together: a page's charts and the
+// helpers of a part it shares.
+func merged(sets ...template.FuncMap) template.FuncMap {
+	out := template.FuncMap{}
+	for _, m := range sets {
+		maps.Copy(out, m)
+	}
+	return out
 }
 
 // navLink is one link of the navigation bar.

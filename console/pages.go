@@ -35,7 +35,7 @@ import (
 var pages = []page{
 	{name: "overview", title: "Overview", route: "GET /{$}", nav: true, snapshot: (*server).overview,
 		served: func(s *server, ctx context.Context, data any) (any, error) { return s.withHealth(ctx, data.(Overview)) },
-		charts: template.FuncMap{"statesChart": statesChart, "funnelChart": funnelChart, "reviewsChart": reviewsChart}},
+		charts: merged(template.FuncMap{"statesChart": statesChart, "funnelChart": funnelChart, "reviewsChart": reviewsChart}, liftFuncs)},
 	{name: "queue", title: "Queue", route: "GET /queue", nav: true, snapshot: (*server).queue,
 		charts: template.FuncMap{"throughputChart": throughputChart, "whatsAppMeaning": WhatsAppMeaning}},
 	{name: "runs", title: "Runs", route: "GET /runs", nav: true, load: (*server).runs,
