@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // A claim belongs to a live processor. A message in flight is 'processing',
@@ -284,7 +285,7 @@ func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Shared) ([]claim
 		return nil, err
 	}
 	for range held {
-		p.tally.deferral("budget")
+		p.tally.deferral(sm.DeferredBudget)
 	}
 	return batch, nil
 }
