@@ -85,7 +85,7 @@ func (l *lease) usable() bool {
 
 // hold starts or renews the lease (hold.sql) through db. It reports false
 // when recovery buried this holder.
-func (p *Processor) hold(ctx context.Context, db Querier) (bool, error) {
+func (p *Processor) hold(ctx context.Context, db postgres.Querier) (bool, error) {
 	from := time.Now()
 	rows, err := db.Query(ctx, holdSQL, sqlfile.Args{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
 	if err != nil {

@@ -86,3 +86,61 @@ func TestEveryPoolIsTheBinariesUnlessSaid(t *testing.T) {
 		t.Fatal("found no pgxpool call at all: the walk no longer reaches the module's files")
 	}
 }
+
+// TestOneQuerier keeps one Querier interface in the module: this
+// package's. A second one (delivery/budget.go had one, with only Query)
+// lets a function accept less than a pool, connection or transaction
+// offers and drifts from the first; the public packages name this one by
+// an alias (type Querier = postgres.Querier).
+func TestOneQuerier(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var aliases int
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "testdata", "bench":
+				if rel != "." {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || rel == filepath.Join("internal", "postgres", "postgres.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok || !strings.HasSuffix(spec.Name.Name, "Querier") {
+				return true
+			}
+			if spec.Assign.IsValid() {
+				aliases++
+				return true
+			}
+			if _, ok := spec.Type.(*ast.InterfaceType); ok {
+				t.Errorf("%s:%d: %s is a second Querier interface: use postgres.Querier (or an alias of it)",
+					rel, fset.Position(spec.Pos()).Line, spec.Name.Name)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aliases == 0 {
+		t.Fatal("found no alias of postgres.Querier at all: the walk no longer reaches the module's files")
+	}
+}
