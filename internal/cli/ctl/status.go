@@ -38,7 +38,7 @@ func (f *timeFlags) registerAsOf(cmd *cobra.Command, asOf, usage string) {
 	fs := cmd.Flags()
 	if asOf != "" {
 		if err := f.asOf.Set(asOf); err != nil {
-			panic("cli: the default --as-of " + asOf + ": " + err.Error())
+			panic("ctl: the default --as-of " + asOf + ": " + err.Error())
 		}
 	}
 	fs.Var(&f.asOf, "as-of", usage)
