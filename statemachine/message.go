@@ -4,7 +4,7 @@ package statemachine
 // here once: every Go package names these constants, every statement and
 // CHECK constraint spells the same words, and
 // TestSQLUsesOnlyDeclaredValues and TestCheckConstraintsMatchTheDeclaredValues
-// (migrations/vocabulary_test.go) hold the SQL to them.
+// (internal/drift/vocabulary_test.go) hold the SQL to them.
 
 // A message's status (engagement_message_queue.status).
 const (

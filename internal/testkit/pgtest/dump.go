@@ -3,6 +3,7 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,7 @@ func pgDumpBinary(ctx context.Context) (string, error) {
 	}
 	p, lookErr := exec.LookPath("pg_dump")
 	if lookErr != nil {
-		return "", fmt.Errorf("pg_dump is neither beside the kit's pg_ctl (%v) nor in PATH: %w", err, lookErr)
+		return "", fmt.Errorf("pg_dump is neither beside the kit's pg_ctl nor in PATH: %w", errors.Join(err, lookErr))
 	}
 	return p, nil
 }

@@ -1,4 +1,4 @@
-package migrations_test
+package drift_test
 
 import (
 	"context"
@@ -163,7 +163,7 @@ func sqlFiles(t *testing.T, root string) []string {
 // no row, silently.
 func TestSQLUsesOnlyDeclaredValues(t *testing.T) {
 	t.Parallel()
-	root := ".."
+	root := filepath.Join("..", "..")
 	files := sqlFiles(t, root)
 	if len(files) < 100 {
 		t.Fatalf("found %d SQL files under %s; the walk is broken", len(files), root)
