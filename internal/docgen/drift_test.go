@@ -136,3 +136,33 @@ func checkDoc(t *testing.T, rel string, fset *token.FileSet, doc *ast.CommentGro
 		t.Errorf("%s:%d: the comment on %s starts with %s: a rename left it stale?", rel, fset.Position(doc.Pos()).Line, name, first)
 	}
 }
+
+// TestOneQuerier keeps one Querier interface in the module:
+// internal/postgres'. A second one (delivery/budget.go had one, with only
+// Query) lets a function accept less than a pool, connection or
+// transaction offers and drifts from the first; the public packages name
+// it by an alias (type Querier = postgres.Querier).
+func TestOneQuerier(t *testing.T) {
+	var aliases int
+	goFiles(t, func(rel string, fset *token.FileSet, f *ast.File) {
+		if rel == "internal/postgres/postgres.go" {
+			return
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok || !strings.HasSuffix(spec.Name.Name, "Querier") {
+				return true
+			}
+			if spec.Assign.IsValid() {
+				aliases++
+			} else if _, ok := spec.Type.(*ast.InterfaceType); ok {
+				t.Errorf("%s:%d: %s is a second Querier interface: use postgres.Querier (or an alias of it)",
+					rel, fset.Position(spec.Pos()).Line, spec.Name.Name)
+			}
+			return true
+		})
+	})
+	if aliases == 0 {
+		t.Fatal("found no alias of postgres.Querier at all: the walk no longer reaches the module's files")
+	}
+}

@@ -55,18 +55,29 @@ func NormalizeDump(s string) string {
 // missing, else in PATH.
 func pgDumpBinary(ctx context.Context) (string, error) {
 	bins, err := findOrInstallPostgres(ctx)
-	if err == nil {
-		ctl := bins.pgCtl
-		if real, err := filepath.EvalSymlinks(ctl); err == nil {
-			ctl = real
+	if err != nil {
+		p, lookErr := exec.LookPath("pg_dump")
+		if lookErr != nil {
+			return "", fmt.Errorf("no pg_dump: %w", errors.Join(err, lookErr))
 		}
-		if p := filepath.Join(filepath.Dir(ctl), "pg_dump"); isExecutable(p) {
-			return p, nil
-		}
+		return p, nil
 	}
-	p, lookErr := exec.LookPath("pg_dump")
-	if lookErr != nil {
-		return "", fmt.Errorf("pg_dump is neither beside the kit's pg_ctl nor in PATH: %w", errors.Join(err, lookErr))
+	return bins.sibling("pg_dump")
+}
+
+// sibling finds the binary name beside the pg_ctl in use (a symlink
+// followed), of the same version as the server, else in PATH.
+func (b pgBinaries) sibling(name string) (string, error) {
+	ctl := b.pgCtl
+	if real, err := filepath.EvalSymlinks(ctl); err == nil {
+		ctl = real
+	}
+	if p := filepath.Join(filepath.Dir(ctl), name); isExecutable(p) {
+		return p, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is neither beside %s nor in PATH: %w", name, ctl, err)
 	}
 	return p, nil
 }
