@@ -255,12 +255,3 @@ func forecastChart(f Forecast) Chart {
 	c.X, c.Series = unix(at), []Series{g, t, r}
 	return c
 }
-
-func init() {
-	funcs["statesChart"] = statesChart
-	funcs["funnelChart"] = funnelChart
-	funcs["reviewsChart"] = reviewsChart
-	funcs["throughputChart"] = throughputChart
-	funcs["runsCharts"] = runsCharts
-	funcs["forecastChart"] = forecastChart
-}

@@ -113,9 +113,12 @@ type server struct {
 	cfg    Config
 	auth   *authenticator
 	csrf   csrf
-	pages  map[string]*template.Template
+	pages  map[string]*template.Template // by page name, parsed from the table
 	mux    *http.ServeMux
-	caches map[string]*cache
+	caches map[string]*cache // the snapshot pages', by name
+	table  []page            // the pages served (pages, but in a test)
+	byName map[string]page
+	nav    []navLink
 }
 
 // Console is the console's HTTP handler.
@@ -147,7 +150,11 @@ func (c *Console) Refresh(ctx context.Context) {
 // due (cache.due) and returns their names.
 func (s *server) refreshRound(ctx context.Context) []string {
 	var done []string
-	for _, name := range cachedPages {
+	for _, p := range s.table {
+		name := p.name
+		if p.snapshot == nil {
+			continue
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -164,11 +171,12 @@ func (s *server) refreshRound(ctx context.Context) []string {
 	return done
 }
 
-// cachedPages are the pages served from a snapshot (cache.go).
-var cachedPages = []string{"overview", "queue", "verify", "forecast"}
-
 // New returns the console.
-func New(cfg Config) (*Console, error) {
+func New(cfg Config) (*Console, error) { return newConsole(cfg, pages, templateFiles) }
+
+// newConsole returns the console serving the pages of table, their
+// templates read from files.
+func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("console: no database pool")
 	}
@@ -186,16 +194,9 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, auth: auth, csrf: tok, mux: http.NewServeMux()}
-	if s.pages, err = parsePages(); err != nil {
+	s := &server{cfg: cfg, auth: auth, csrf: tok, mux: http.NewServeMux(), table: table, byName: map[string]page{}}
+	if s.pages, err = parsePages(files, table); err != nil {
 		return nil, err
-	}
-	loads := map[string]func(context.Context) (any, error){
-		"overview": s.overview, "queue": s.queue, "verify": s.verify, "forecast": s.forecast,
-	}
-	s.caches = map[string]*cache{}
-	for _, name := range cachedPages {
-		s.caches[name] = &cache{name: name, load: loads[name], maxAge: cfg.MaxAge, idle: cfg.MaxAge, now: cfg.Clock, log: cfg.Logger}
 	}
 	assets, err := fs.Sub(assetFiles, "assets")
 	if err != nil {
@@ -205,14 +206,25 @@ func New(cfg Config) (*Console, error) {
 	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/assets/favicon.svg", http.StatusMovedPermanently)
 	})
-	s.mux.HandleFunc("GET /{$}", s.snapshotPage("overview"))
-	s.mux.HandleFunc("GET /queue", s.snapshotPage("queue"))
-	s.mux.HandleFunc("GET /runs", s.page("runs", s.runs))
-	s.mux.HandleFunc("GET /verify", s.snapshotPage("verify"))
-	s.mux.HandleFunc("GET /users", s.page("user", s.user))
-	s.mux.HandleFunc("POST /users", s.page("user", s.searchUser)) // a search: the number stays out of URLs
-	s.mux.HandleFunc("GET /forecast", s.snapshotPage("forecast"))
-	s.mux.HandleFunc("GET /audit", s.page("audit", s.audit))
+	s.caches = map[string]*cache{}
+	for _, p := range table {
+		s.byName[p.name] = p
+		if p.nav {
+			s.nav = append(s.nav, navLink{Page: p.name, Title: p.title, Href: p.href()})
+		}
+		switch {
+		case p.route == "":
+		case p.snapshot != nil:
+			load := func(ctx context.Context) (any, error) { return p.snapshot(s, ctx) }
+			s.caches[p.name] = &cache{name: p.name, load: load, maxAge: cfg.MaxAge, idle: cfg.MaxAge, now: cfg.Clock, log: cfg.Logger}
+			s.mux.HandleFunc(p.route, s.snapshotPage(p))
+		default:
+			s.mux.HandleFunc(p.route, s.page(p.name, func(r *http.Request) (any, error) { return p.load(s, r) }))
+		}
+		if p.post != nil {
+			s.mux.HandleFunc("POST "+p.href(), s.page(p.name, func(r *http.Request) (any, error) { return p.post(s, r) }))
+		}
+	}
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
 	s.mux.HandleFunc("POST /api/messages", s.enqueue)
 	s.mux.HandleFunc("GET /api/openapi.json", s.openAPI)
@@ -358,6 +370,7 @@ func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 type view struct {
 	Page     string
 	Title    string
+	Nav      []navLink // the navigation bar, from the table of pages
 	User     user
 	CSRF     string
 	Data     any
@@ -388,22 +401,19 @@ func badRequestf(format string, args ...any) error { return badRequest{fmt.Sprin
 
 // snapshotPage serves a page from its snapshot (cache.go), saying when it
 // was computed (the X-Computed-At header; the page's footer).
-func (s *server) snapshotPage(name string) http.HandlerFunc {
+func (s *server) snapshotPage(p page) http.HandlerFunc {
+	name := p.name
 	return func(w http.ResponseWriter, r *http.Request) {
 		snap, err := s.caches[name].get(r.Context())
+		if err == nil && p.served != nil {
+			served := *snap
+			served.data, err = p.served(s, r.Context(), snap.data)
+			snap = &served
+		}
 		if err != nil {
 			s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
 			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
 			return
-		}
-		if o, ok := snap.data.(Overview); ok {
-			served := *snap
-			if served.data, err = s.withHealth(r.Context(), o); err != nil {
-				s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
-				s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
-				return
-			}
-			snap = &served
 		}
 		h := w.Header()
 		h.Set("X-Computed-At", snap.taken.UTC().Format(time.RFC3339))
@@ -465,7 +475,7 @@ func (s *server) renderSnapshot(w http.ResponseWriter, r *http.Request, name str
 		return
 	}
 	u := requestUser(r)
-	v := view{Page: name, Title: titles[name], User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: s.cfg.Clock().UTC()}
+	v := view{Page: name, Title: s.byName[name].title, Nav: s.nav, User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: s.cfg.Clock().UTC()}
 	if !snap.taken.IsZero() {
 		v.Computed, v.Took, v.MaxAge = snap.taken.UTC(), snap.took.Round(time.Millisecond).String(), s.cfg.MaxAge.String()
 		v.Stale, v.RefreshFailed, v.Replica = snap.stale, snap.failed, snap.replica.String()
@@ -524,12 +534,6 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg stri
 	s.render(w, r, code, "error", body)
 }
 
-var titles = map[string]string{
-	"overview": "Overview", "queue": "Queue", "runs": "Runs", "verify": "Verify",
-	"user": "User", "forecast": "Forecast", "audit": "Audit", "error": "Error", "preview": "Confirm",
-	"done": "Done",
-}
-
 var funcs = template.FuncMap{
 	"json": func(v any) (string, error) {
 		b, err := json.Marshal(v)
@@ -565,19 +569,6 @@ func num(n any) (string, error) {
 		return formatInt(int64(v)), nil
 	}
 	return "", fmt.Errorf("num: %T is not an integer", n)
-}
-
-// parsePages parses each page's template with the layout.
-func parsePages() (map[string]*template.Template, error) {
-	pages := map[string]*template.Template{}
-	for name := range titles {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
-		if err != nil {
-			return nil, fmt.Errorf("console: template %s: %w", name, err)
-		}
-		pages[name] = t
-	}
-	return pages, nil
 }
 
 // assetServer serves the embedded assets' files, cacheable: their names

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"math"
 	"net/http"
 	"slices"
@@ -25,6 +26,29 @@ import (
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/verify"
 )
+
+// pages is the console's table of pages (page.go), in the navigation's
+// order. A new page is its row, its data type and loader below, its
+// template and its statement (docs/development.md, "Adding a console
+// page").
+var pages = []page{
+	{name: "overview", title: "Overview", route: "GET /{$}", nav: true, snapshot: (*server).overview,
+		served: func(s *server, ctx context.Context, data any) (any, error) { return s.withHealth(ctx, data.(Overview)) },
+		charts: template.FuncMap{"statesChart": statesChart, "funnelChart": funnelChart, "reviewsChart": reviewsChart}},
+	{name: "queue", title: "Queue", route: "GET /queue", nav: true, snapshot: (*server).queue,
+		charts: template.FuncMap{"throughputChart": throughputChart, "whatsAppMeaning": WhatsAppMeaning}},
+	{name: "runs", title: "Runs", route: "GET /runs", nav: true, load: (*server).runs,
+		charts: template.FuncMap{"runsCharts": runsCharts, "runsPerJob": func() int { return RunsPerJob }}},
+	{name: "verify", title: "Verify", route: "GET /verify", nav: true, snapshot: (*server).verify},
+	{name: "user", title: "User", route: "GET /users", nav: true, load: (*server).user, post: (*server).searchUser,
+		charts: template.FuncMap{"kinds": sm.Kinds}},
+	{name: "forecast", title: "Forecast", route: "GET /forecast", nav: true, snapshot: (*server).forecast,
+		charts: template.FuncMap{"forecastChart": forecastChart}},
+	{name: "audit", title: "Audit", route: "GET /audit", nav: true, load: (*server).audit},
+	{name: "error", title: "Error"},
+	{name: "preview", title: "Confirm"},
+	{name: "done", title: "Done"},
+}
 
 // Overview is the overview page: users by state, the goodbye funnel and
 // the weekly reviews.
@@ -581,8 +605,6 @@ func (r Run) Summary() string {
 
 // RunsPerJob is how many of each job's latest runs the runs page shows.
 const RunsPerJob = 100
-
-func init() { funcs["runsPerJob"] = func() int { return RunsPerJob } }
 
 func (s *server) runs(r *http.Request) (any, error) {
 	var out Runs

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
-	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Finding a user: a support request carries a phone number, not a UUID.
@@ -158,9 +157,4 @@ func digitsOnly(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-func init() {
-	// The user page's Enqueue form offers the message kinds.
-	funcs["kinds"] = sm.Kinds
 }

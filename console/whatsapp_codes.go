@@ -27,5 +27,3 @@ func WhatsAppMeaning(reason string) string {
 	}
 	return ""
 }
-
-func init() { funcs["whatsAppMeaning"] = WhatsAppMeaning }

@@ -284,6 +284,7 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 	}
 	args := p.budgetArgs()
 	args["ids"], args["waited"], args["holder"], args["daily_limit"] = ids, waited, p.holder, p.budget.limitNow()
+	args["kind_priority"] = p.kindPriority()
 	args["timezone"], args["quiet_start"], args["quiet_end"] = p.cfg.Timezone, (*time.Duration)(nil), (*time.Duration)(nil)
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End

@@ -382,6 +382,10 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 	pool, _ := pgtest.NewPool(t)
 	var requests atomic.Int32
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		requests.Add(1)
 		conn, _, err := w.(http.Hijacker).Hijack()

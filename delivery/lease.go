@@ -221,6 +221,17 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		"kinds":          sendRules,
 		"transport":      p.cfg.Transport.Name(),
 		"clock_offset":   p.cfg.ClockOffset,
+		"kind_priority":  p.kindPriority(),
+		// budget_apply.sql reads none of these.
+		"priority_max_wait": p.cfg.KindPriorityMaxWait,
+		"per_user_cap":      (*int)(nil),
+		"cap_window":        p.cfg.PerUserCapWindow,
+		"quality_hold":      p.verdict.qualityHold,
+		"paused_keys":       p.verdict.pausedKeys(),
+		"verdict_recheck":   VerdictRecheck,
+	}
+	if p.cfg.PerUserCap > 0 {
+		args["per_user_cap"] = p.cfg.PerUserCap
 	}
 	if q := p.cfg.QuietHours; q.Set() {
 		args["quiet_start"], args["quiet_end"] = q.Start, q.End

@@ -23,10 +23,16 @@ import (
 // slot's wait ends in its own process, a few milliseconds of scheduling and
 // network jitter later, and the margin keeps two starts at least the
 // interval apart at the receiver, and any second there at most at the rate.
+//
+// With jitter, each gap is the interval plus a random part of jitter,
+// drawn in the statement that reserves the slot: never below the interval
+// (the floor), across every process, and never the same twice in a row
+// but by chance, so the sends do not tick like a machine's.
 type pacer struct {
 	pool      *pgxpool.Pool
 	transport string
 	interval  time.Duration
+	jitter    time.Duration
 }
 
 // paceMargin: slots are interval + interval/paceMargin apart.
@@ -51,7 +57,7 @@ const maxLate = time.Second / paceMargin
 // apart.
 func (p *pacer) wait(ctx context.Context) error {
 	for try := 1; ; try++ {
-		delay, err := p.reserve(ctx)
+		delay, _, err := p.reserve(ctx)
 		if err != nil {
 			return err
 		}
@@ -69,26 +75,31 @@ func (p *pacer) wait(ctx context.Context) error {
 	}
 }
 
-// reserve takes the next slot (pace.sql) and returns how long until it.
-func (p *pacer) reserve(ctx context.Context) (time.Duration, error) {
+// reserve takes the next slot (pace.sql) and returns how long until it,
+// and the slot.
+func (p *pacer) reserve(ctx context.Context) (time.Duration, time.Time, error) {
 	// A reservation lost to a crash only leaves a gap, so its commit need
 	// not wait for the disk.
 	b := &pgx.Batch{}
 	b.Queue(lazyCommitSQL)
-	b.Queue(paceSQL, sqlfile.Args{"transport": p.transport, "interval": p.interval + p.interval/paceMargin})
+	b.Queue(paceSQL, sqlfile.Args{"transport": p.transport, "interval": p.interval + p.interval/paceMargin,
+		"jitter": p.jitter + p.jitter/paceMargin})
 	br := p.pool.SendBatch(ctx, b)
-	var delay time.Duration
+	var (
+		delay time.Duration
+		slot  time.Time
+	)
 	_, err := br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(&delay)
+		err = br.QueryRow().Scan(&delay, &slot)
 	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reserve a send slot: %w", err)
+		return 0, time.Time{}, fmt.Errorf("reserve a send slot: %w", err)
 	}
-	return delay, nil
+	return delay, slot, nil
 }
 
 // sleep waits d or until ctx is done, and reports whether it waited d.

@@ -61,6 +61,13 @@ const (
 	DefaultBatchedClaimBatch = 400
 	DefaultClaimBatch        = 50
 	DefaultPacedClaimBatch   = 4
+	// DefaultKindPriorityMaxWait is how long a message may wait under
+	// KindPriority before it goes first whatever its kind: longer than a
+	// goodbye's 48 hours, shorter than a weekly review's week.
+	DefaultKindPriorityMaxWait = 72 * time.Hour
+	// DefaultPerUserCapWindow is the per-user cap's window: a week, as
+	// Braze's and Customer.io's frequency caps are usually set.
+	DefaultPerUserCapWindow = 7 * 24 * time.Hour
 )
 
 // ErrOutcomeUnknown is the error of a message whose send may or may not have
@@ -78,6 +85,16 @@ type ProcessorConfig struct {
 	// the transport, across every process (0: the default, 500 ms; -1: no
 	// pacing). Before 2026-11 0 meant no pacing; see CHANGELOG.md.
 	SendInterval time.Duration
+	// SendJitter, when positive, adds a random part of it to every gap
+	// between two sends (pacing.go): the gaps vary from SendInterval, the
+	// floor, to SendInterval + SendJitter. At most SendInterval.
+	SendJitter time.Duration
+	// SpreadBudget spreads the send budget's day over the waking hours
+	// (the day less QuietHours): the least gap between two sends becomes
+	// the waking hours over today's limit, less half the jitter (so the
+	// average gap is the waking hours over the limit), never below
+	// SendInterval (spread.go). It needs DailyLimit and pacing.
+	SpreadBudget bool
 	MaxRetries   int           // retries after the first attempt (0: the default, 3; -1: none)
 	RetryBase    time.Duration // first retry's delay, doubled for each next (default 1 s)
 	ClaimTimeout time.Duration // how long a claim lives unless renewed (default 2 min)
@@ -111,6 +128,27 @@ type ProcessorConfig struct {
 	// up to DailyLimit.
 	DailyLimit int
 	Ramp       Ramp
+	// DailyLimitAuto makes DailyLimit follow Meta's messaging limit tier,
+	// read at start (verdict.go); the transport must read its health
+	// (transport.HealthReader: whatsapp-cloud).
+	DailyLimitAuto bool
+	// KindPriority, when set, is the order the message types go in when
+	// the send budget cannot take every due message: the listed types
+	// first, in this order, then the others, oldest due first within each
+	// (claim.sql). Every type must be a kind of statemachine.Kinds. Empty:
+	// oldest due first, whatever the type.
+	KindPriority []string
+	// KindPriorityMaxWait is how long a message may have been queued before
+	// it goes first whatever its type, so that no type starves under
+	// KindPriority (0: DefaultKindPriorityMaxWait).
+	KindPriorityMaxWait time.Duration
+	// PerUserCap, when positive, is the most messages of the marketing
+	// kinds one user gets in any PerUserCapWindow, across kinds and
+	// processes: one over it waits (deferred, reason frequency) until the
+	// window has room, or is cancelled (frequency) when it would then be
+	// past its period (claim.sql).
+	PerUserCap       int
+	PerUserCapWindow time.Duration // 0: DefaultPerUserCapWindow
 	// ClockOffset is how far ahead of the database's clock the
 	// processor's runs: what is due, the budget's window, sent_at. 0 but
 	// in a simulation (queue-process --as-of).
@@ -161,6 +199,12 @@ type ProcessSummary struct {
 	DeferReasons map[string]int `json:"defer_reasons,omitempty"`
 	// Budget is the send budget as the run leaves it (with --daily-limit).
 	Budget *BudgetState `json:"budget,omitempty"`
+	// Number is Meta's verdict on the number as the run read it
+	// (whatsapp-cloud).
+	Number *NumberHealth `json:"number,omitempty"`
+	// Pace is the run's pace (with pacing): the least gap, the jitter, and
+	// whether the day's budget fits in the waking hours at it.
+	Pace *Pace `json:"pace,omitempty"`
 	// Released counts claimed messages handed back unsent, due as they
 	// were and their retries unspent: at a shutdown, the deadline, an
 	// outage.
@@ -220,6 +264,9 @@ type Processor struct {
 	recheckAge time.Duration
 	clock      func() time.Time // time.Now; a test's own, to age the checks
 	pacer      *pacer           // nil without pacing
+	plan       Pace             // the run's pace, as pace() worked it out
+	verdict    metaVerdict      // Meta's verdict the claim applies
+	health     *NumberHealth    // Meta's verdict as the run read it; nil on other transports
 	log        zerolog.Logger
 	budget     *budget // the run's send budget; nil without one
 	// The current run's state.
@@ -269,13 +316,32 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	switch {
 	case cfg.DailyLimit < 0:
 		return nil, fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
-	case cfg.Ramp.Set() && cfg.DailyLimit == 0:
+	case cfg.DailyLimitAuto && !canReadHealth(cfg.Transport):
+		return nil, fmt.Errorf("a daily limit that follows Meta's tier needs a transport that reads it (whatsapp-cloud), not %s", cfg.Transport.Name())
+	case cfg.Ramp.Set() && cfg.DailyLimit == 0 && !cfg.DailyLimitAuto:
 		return nil, errors.New("a ramp needs a daily limit to grow to")
 	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:
 		return nil, fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
 	case cfg.ClockOffset < 0:
 		return nil, fmt.Errorf("clock offset %s is negative", cfg.ClockOffset)
+	case cfg.SendJitter < 0:
+		return nil, fmt.Errorf("send jitter %s is negative", cfg.SendJitter)
+	case cfg.SendJitter > 0 && cfg.SendJitter > cfg.SendInterval:
+		return nil, fmt.Errorf("send jitter %s is above the send interval %s", cfg.SendJitter, cfg.SendInterval)
+	case cfg.SpreadBudget && (cfg.DailyLimit == 0 || cfg.SendInterval == 0):
+		return nil, errors.New("spreading the budget needs a daily limit and pacing")
+	case cfg.KindPriorityMaxWait < 0:
+		return nil, fmt.Errorf("kind priority max wait %s is negative", cfg.KindPriorityMaxWait)
+	case cfg.PerUserCap < 0:
+		return nil, fmt.Errorf("per-user cap %d is negative", cfg.PerUserCap)
+	case cfg.PerUserCapWindow < 0:
+		return nil, fmt.Errorf("per-user cap window %s is negative", cfg.PerUserCapWindow)
 	}
+	cfg.PerUserCapWindow = cmp.Or(cfg.PerUserCapWindow, DefaultPerUserCapWindow)
+	if err := CheckKindPriority(cfg.KindPriority); err != nil {
+		return nil, err
+	}
+	cfg.KindPriorityMaxWait = cmp.Or(cfg.KindPriorityMaxWait, DefaultKindPriorityMaxWait)
 	p := &Processor{
 		pool:     pool,
 		cfg:      cfg,
@@ -288,7 +354,11 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	switch {
 	case cfg.SendInterval > 0:
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
-		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval}
+		if cfg.SpreadBudget {
+			// Minutes apart: a claim holds what goes next, not a run's worth.
+			p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, 1)
+		}
+		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval, jitter: cfg.SendJitter}
 	case cfg.Transport.Deduplicates():
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaimBatch)
 	default:
@@ -377,6 +447,11 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		}
 		sum.Budget = state
 	}
+	sum.Number = p.health
+	if p.pacer != nil {
+		plan := p.plan
+		sum.Pace = &plan
+	}
 	cause := context.Cause(runCtx)
 	if pe := (*recovered.Error)(nil); errors.As(cause, &pe) && !errors.As(err, &pe) {
 		err = errors.Join(err, pe) // a panic in the renewal stops the run: say so
@@ -400,6 +475,11 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 // also ends when the run stops for its own reasons.
 func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	p.budget = nil
+	health, err := p.readVerdict(runCtx)
+	if err != nil {
+		return stopping(runCtx, err)
+	}
+	p.health = health
 	if p.cfg.DailyLimit > 0 {
 		b, err := p.openBudget(runCtx)
 		if err != nil {
@@ -407,6 +487,7 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		}
 		p.budget = b
 	}
+	p.pace()
 	if _, err := p.hold(runCtx, p.pool); err != nil {
 		return stopping(runCtx, err)
 	}

@@ -28,6 +28,9 @@ var (
 	nextDueSQL = mustQuery("next_due")
 	recheckSQL = mustQuery("recheck")
 
+	healthSaveSQL = mustQuery("health_save")
+	healthReadSQL = mustQuery("health_read")
+
 	budgetCreateSQL  = mustQuery("budget_create")
 	budgetLockSQL    = mustQuery("budget_lock")
 	budgetOpenSQL    = mustQuery("budget_open")
@@ -46,10 +49,13 @@ var sendRules = func() string {
 		SendWhile          []sm.State `json:"send_while"`
 		CurrentGoodbyeOnly bool       `json:"current_goodbye_only"`
 		ConfirmsOptOut     bool       `json:"confirms_opt_out"`
+		// Capped: the per-user cap counts and holds it (the marketing
+		// kinds; claim.sql).
+		Capped bool `json:"capped"`
 	}
 	rules := map[sm.Message]rule{}
 	for _, k := range sm.Kinds() {
-		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly, k.ConfirmsOptOut}
+		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly, k.ConfirmsOptOut, k.Category == sm.CategoryMarketing}
 	}
 	b, err := json.Marshal(rules)
 	if err != nil {

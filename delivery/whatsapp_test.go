@@ -134,6 +134,10 @@ func TestRetryUnknownIsTheOperatorsChoice(t *testing.T) {
 			pool, _ := pgtest.NewPool(t)
 			var calls atomic.Int32
 			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+					w.WriteHeader(http.StatusNotFound)
+					return
+				}
 				calls.Add(1)
 				w.WriteHeader(http.StatusInternalServerError)
 			}))

@@ -64,6 +64,8 @@ var wantPrivileges = map[string][]string{
 	"engagement_send_budget_recipients": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_send_budget_claims":     {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_consent_events":         {"SELECT", "DELETE"},
+	"engagement_number_health":          {"SELECT", "INSERT", "UPDATE"},
+	"engagement_template_status":        {"SELECT", "INSERT", "UPDATE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

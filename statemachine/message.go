@@ -25,29 +25,33 @@ func MessageStatuses() []string {
 // Why a message was cancelled instead of sent
 // (engagement_message_queue.cancel_reason).
 const (
-	CancelOptedOut = "opted_out" // the user opted out after it was queued (or was erased)
-	CancelStale    = "stale"     // the user's state no longer calls for it
-	CancelNoUser   = "no_user"   // the user's rows are gone
-	CancelOperator = "operator"  // engagementctl cancel, or the console's Cancel
+	CancelOptedOut  = "opted_out" // the user opted out after it was queued (or was erased)
+	CancelStale     = "stale"     // the user's state no longer calls for it
+	CancelNoUser    = "no_user"   // the user's rows are gone
+	CancelOperator  = "operator"  // engagementctl cancel, or the console's Cancel
+	CancelFrequency = "frequency" // over the per-user cap, it would have waited past its period
 )
 
 // CancelReasons returns every cancel reason, in the order reports show them:
-// opted_out, stale, no_user, operator. The slice is a fresh copy.
+// opted_out, stale, no_user, operator, frequency. The slice is a fresh copy.
 func CancelReasons() []string {
-	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator}
+	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator, CancelFrequency}
 }
 
 // Why a pending message waits past its scheduled time
 // (engagement_message_queue.deferred_reason).
 const (
-	DeferredQuietHours = "quiet_hours" // the user's quiet hours: held until they end
-	DeferredBudget     = "budget"      // the day's send budget is spent: waits for the next day's
+	DeferredQuietHours     = "quiet_hours"     // the user's quiet hours: held until they end
+	DeferredBudget         = "budget"          // the day's send budget is spent: waits for the next day's
+	DeferredFrequency      = "frequency"       // its user got --per-user-cap messages in the cap's window
+	DeferredQuality        = "quality"         // a marketing message while Meta rates the number red or flags it
+	DeferredTemplatePaused = "template_paused" // Meta paused or disabled its template
 )
 
-// DeferredReasons returns every deferred reason: quiet_hours, budget. The
-// slice is a fresh copy.
+// DeferredReasons returns every deferred reason: quiet_hours, budget,
+// frequency, quality, template_paused. The slice is a fresh copy.
 func DeferredReasons() []string {
-	return []string{DeferredQuietHours, DeferredBudget}
+	return []string{DeferredQuietHours, DeferredBudget, DeferredFrequency, DeferredQuality, DeferredTemplatePaused}
 }
 
 // Why a job left a user who qualified for a step alone: the keys of a

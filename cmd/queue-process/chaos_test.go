@@ -33,6 +33,10 @@ func TestChaosWithRandomKillsSendsNothingTwice(t *testing.T) {
 	var mu sync.Mutex
 	api := &cloudAPI{received: map[string]int{}, arrived: make(chan string, 10000)}
 	api.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		var body struct {
 			To string `json:"to"`
 		}

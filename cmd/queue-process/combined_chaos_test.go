@@ -186,6 +186,20 @@ func TestCombinedChaosLosesNothing(t *testing.T) {
 // failed: the rest wait on the budget, their retries unspent.
 func TestBudgetHoldsAcrossTenProcessesWithKills(t *testing.T) {
 	t.Parallel()
+	budgetAcrossTenProcesses(t)
+}
+
+// The same with the number's protections on (issue 46): the kinds in
+// order, a per-user cap (the 300 messages are one user's: a cap of 1,000
+// a week runs its statements without holding any) and jitter on the pace.
+func TestBudgetHoldsAcrossTenProcessesWithPriorityCapAndJitter(t *testing.T) {
+	t.Parallel()
+	budgetAcrossTenProcesses(t, "--kind-priority", "reminder,goodbye,weekly_review", "--per-user-cap", "1000",
+		"--send-jitter", "5ms")
+}
+
+func budgetAcrossTenProcesses(t *testing.T, extra ...string) {
+	t.Helper()
 	pool, url := pgtest.NewPool(t)
 	const messages, limit = 300, 40
 	fixture.DueToRecipients(t, pool, messages, "budget-")
@@ -193,6 +207,7 @@ func TestBudgetHoldsAcrossTenProcessesWithKills(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT="+strconv.Itoa(limit))
 	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "5ms",
 		"--claim-timeout", "2s", "--output", "json"}
+	args = append(args, extra...)
 
 	killer := rand.New(rand.NewPCG(43, 43)) //nolint:gosec // seeded: the kills repeat from run to run
 	f := startFleet(t, 10, env, args...)

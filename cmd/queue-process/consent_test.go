@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -25,6 +28,10 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	var requests int
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		requests++
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -53,18 +60,8 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	if !optedOut || source != "whatsapp:131050" {
 		t.Errorf("after a 131050: opted out %v, consent source %q; want true, whatsapp:131050", optedOut, source)
 	}
-	got := map[string]string{}
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, status || coalesce(':' || cancel_reason, '') FROM engagement_message_queue WHERE user_id = $1`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		got[k[len(k)-2:]] = v
-	}
+	got := outcomes(t, pool, `SELECT right(idempotency_key, 2), status || coalesce(':' || cancel_reason, '')
+	                             FROM engagement_message_queue WHERE user_id = $1`, user)
 	if got["w1"] != "failed" || got["w2"] != "cancelled:opted_out" || requests != 1 {
 		t.Errorf("messages %v after %d requests; want the refused one failed (not retried), the later one cancelled for the opt-out, one request", got, requests)
 	}
@@ -211,20 +208,9 @@ func TestOptOutConfirmationGoesOnlyToTheOptedOut(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
-	got := map[string]string{}
-	rows, err := pool.Query(ctx, `
+	got := outcomes(t, pool, `
 		SELECT user_id::text || ' ' || message_type, status || coalesce(':' || cancel_reason, '') || coalesce(':' || deferred_reason, '')
 		  FROM engagement_message_queue`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		got[k] = v
-	}
 	want := map[string]string{
 		stays + " weekly_review":          "cancelled:opted_out",
 		stays + " opt_out_confirmation":   "sent",
@@ -241,4 +227,20 @@ func TestOptOutConfirmationGoesOnlyToTheOptedOut(t *testing.T) {
 	if keys, repeats := rcv.delivered(); keys != 1 || repeats != 0 {
 		t.Errorf("the receiver got %d keys (%d repeats); want the one confirmation, once", keys, repeats)
 	}
+}
+
+// outcomes runs query, whose rows are (message, outcome) text pairs, and
+// returns them as a map.
+func outcomes(t *testing.T, pool *pgxpool.Pool, query string, args ...any) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	var k, v string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { got[k] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -41,6 +41,10 @@ func (api *cloudAPI) answerAtOnce() { api.fast.Store(true) }
 func newCloudAPI(t *testing.T, delay time.Duration) *cloudAPI {
 	api := &cloudAPI{received: map[string]int{}, arrived: make(chan string, 1000)}
 	api.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		var body struct {
 			To string `json:"to"`
 		}

@@ -292,6 +292,10 @@ type heldRequest struct {
 func newHeldAPI(t *testing.T) *heldAPI {
 	api := &heldAPI{arrived: make(chan *heldRequest, 100000), free: make(chan struct{}), accepted: map[string]int{}}
 	api.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		var body struct {
 			To string `json:"to"`
 		}

@@ -31,11 +31,19 @@
 -- never go backwards: a message placed at the back goes after the last one
 -- waiting, and the messages waiting behind one that kept its place at the
 -- head move back to after it (those a concurrent claim holds are left to
--- it). "Now" is the processor's clock, @clock_offset ahead of the
+-- it). With @kind_priority (queue-process --kind-priority), the claim's
+-- order is the line's: the new recipients take the free slots in claim
+-- order, and a message placed at the back goes behind the messages waiting
+-- of its own type or of a type listed before it only (a goodbye is not put
+-- behind a week of weekly reviews); where it meets a later type's message
+-- at the same slot, the next claim's order decides. "Now" is the processor's clock, @clock_offset ahead of the
 -- database's. Returns the ids held back, and how many recipients the
 -- window holds now.
 WITH claimed AS (
     SELECT q.id, o.pos, coalesce(o.waited, false) AS waited,
+           CASE WHEN cardinality(@kind_priority::text[]) > 0
+                THEN coalesce(array_position(@kind_priority::text[], q.message_type),
+                              cardinality(@kind_priority::text[]) + 1) END AS rank,
            md5(coalesce(q.destination_jid, ''))::uuid AS recipient,
            CASE WHEN @quiet_start::interval IS NOT NULL
                 THEN coalesce(engagement_zone(p.timezone), @timezone)
@@ -51,6 +59,7 @@ WITH claimed AS (
     SELECT c.*,
            min(CASE WHEN c.waited THEN c.pos ELSE c.pos + cardinality(@ids::uuid[]) END)
                OVER (PARTITION BY c.recipient) AS first_pos,
+           min(c.pos) OVER (PARTITION BY c.recipient) AS line_pos,
            EXISTS (SELECT FROM engagement_send_budget_recipients r
                     WHERE r.transport = @transport AND r.recipient = c.recipient) AS known
       FROM claimed c
@@ -58,15 +67,23 @@ WITH claimed AS (
     -- A new recipient's place among the claim's new recipients, and the
     -- slots free.
     SELECT k.*,
-           CASE WHEN NOT k.known THEN dense_rank() OVER (PARTITION BY k.known ORDER BY k.first_pos) END AS new_rank,
+           CASE WHEN NOT k.known THEN dense_rank() OVER (PARTITION BY k.known ORDER BY
+                CASE WHEN k.rank IS NOT NULL THEN k.line_pos ELSE k.first_pos END) END AS new_rank,
            @daily_limit::int - (SELECT b.used FROM engagement_send_budgets b WHERE b.transport = @transport) AS free
       FROM known k
 ), waiting AS (
     -- The messages waiting on the budget outside this claim (its own are
-    -- processing), and the last one's time.
-    SELECT count(*) AS n, max(w.scheduled_for) AS last
-      FROM engagement_message_queue w
-     WHERE w.status = 'pending' AND w.deferred_reason = 'budget'
+    -- processing), and the last one's time: all of them (rank NULL), or
+    -- with @kind_priority those of each rank the claim holds or a rank
+    -- before it.
+    SELECT r.rank, count(w.id) AS n, max(w.scheduled_for) AS last
+      FROM (SELECT DISTINCT c.rank FROM claimed c) r
+      LEFT JOIN engagement_message_queue w
+        ON w.status = 'pending' AND w.deferred_reason = 'budget'
+       AND (r.rank IS NULL
+            OR coalesce(array_position(@kind_priority::text[], w.message_type),
+                        cardinality(@kind_priority::text[]) + 1) <= r.rank)
+     GROUP BY r.rank
 ), held AS (
     -- The messages over the budget, each with its place in line, j: at the
     -- head for a recipient whose message waited, behind every message
@@ -75,9 +92,11 @@ WITH claimed AS (
     -- claim's at now, in order) are read once, and only when a message is
     -- over the budget.
     SELECT k.id, k.tz,
-           CASE WHEN k.first_pos <= cardinality(@ids::uuid[]) THEN 0 ELSE (SELECT n FROM waiting) END
+           CASE WHEN k.first_pos <= cardinality(@ids::uuid[]) THEN 0
+                ELSE (SELECT w.n FROM waiting w WHERE w.rank IS NOT DISTINCT FROM k.rank) END
            + k.new_rank - greatest(k.free, 0) - 1 AS j,
-           CASE WHEN k.first_pos > cardinality(@ids::uuid[]) THEN (SELECT last FROM waiting) END AS after,
+           CASE WHEN k.first_pos > cardinality(@ids::uuid[])
+                THEN (SELECT w.last FROM waiting w WHERE w.rank IS NOT DISTINCT FROM k.rank) END AS after,
            (SELECT array_agg(e.at ORDER BY e.at)
               FROM (SELECT CASE WHEN r.recipient IN (SELECT n.recipient FROM ranked n WHERE n.known)
                                 THEN now() + @clock_offset::interval ELSE r.spent_at END AS at

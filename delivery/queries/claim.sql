@@ -1,4 +1,5 @@
--- Claim up to @batch due pending messages, oldest first, for @holder until
+-- Claim up to @batch due pending messages, oldest first (or in the order
+-- of @kind_priority, see below), for @holder until
 -- now() + @claim_timeout. FOR UPDATE SKIP LOCKED lets any number of
 -- processes claim side by side, each message going to exactly one of them.
 -- "Now" is the processor's clock: the database's, @clock_offset ahead (0
@@ -26,6 +27,22 @@
 -- (engagement_quiet_until), deferred_reason 'quiet_hours'; an opt-out's
 -- confirmation answers the user's own message and is not held.
 --
+-- The per-user cap (queue-process --per-user-cap; @per_user_cap NULL when
+-- off): a message of a capped kind (@kinds' "capped": the marketing kinds)
+-- whose user already has @per_user_cap messages of capped kinds sent or in
+-- flight in the last @cap_window (or that many ahead of it in this batch)
+-- waits, deferred_reason 'frequency', until the oldest of them leaves the
+-- window (out of the quiet hours); one that would then be past its
+-- replay_until (the end of its period: a weekly review of a week over) is
+-- cancelled, 'frequency'.
+--
+-- Meta's verdict (the Cloud API; queue-process reads it at start): while
+-- @quality_hold (the number's quality rating is RED or it is FLAGGED), a
+-- message of a marketing kind waits, deferred_reason 'quality'; a message
+-- whose key's template Meta paused or disabled (@paused_keys) waits,
+-- 'template_paused'; both for @verdict_recheck, then the claim looks again
+-- (utility kinds and other templates go meanwhile).
+--
 -- Under a send budget with ample room (@spend_limit: the budget's limit;
 -- NULL otherwise), the claim spends a slot of @transport's budget per
 -- recipient it claimed (distinct destination_jid), as one row of
@@ -41,11 +58,63 @@
 -- (deferred_reason 'budget' before this claim cleared it): near the limit,
 -- budget_apply.sql keeps such a message's place at the head of the line.
 --
+-- The order (queue-process --kind-priority): with @kind_priority empty,
+-- the oldest due first (plain: the pending index in scheduled_for order).
+-- With a list of message types, the listed types first, in its order, then
+-- every other type, oldest due first within each; a message that waited
+-- on the budget goes before one of its type that did not (it heads the
+-- line). No type starves: a message queued more than @priority_max_wait
+-- ago (created_at, which no deferral moves) goes first, whatever its type.
+-- The types pending are found by a loose scan of the pending type index
+-- (types), each type's oldest due taken by its own index probe (ranked),
+-- so a claim reads what its batch holds, never the whole backlog. Rows a
+-- type's probe locked but the batch did not take are free again at the
+-- statement's end. The claim's rows come back in that order (pos), the
+-- order budget_apply.sql gives out the last slots in.
+--
 -- Nullable columns come back coalesced and the params as raw JSON text, so
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
-WITH due AS (
+WITH RECURSIVE plain AS (
+    SELECT q.id, row_number() OVER (ORDER BY q.scheduled_for, q.id) AS pos
+      FROM (SELECT q.id, q.scheduled_for
+              FROM engagement_message_queue q
+             WHERE q.status = 'pending' AND q.scheduled_for <= now() + @clock_offset::interval
+               AND cardinality(@kind_priority::text[]) = 0
+             ORDER BY q.scheduled_for
+             LIMIT @batch
+               FOR UPDATE OF q SKIP LOCKED) q
+), types AS (
+    SELECT (SELECT min(q.message_type) FROM engagement_message_queue q
+             WHERE q.status = 'pending' AND cardinality(@kind_priority::text[]) > 0) AS type
+    UNION ALL
+    SELECT (SELECT min(q.message_type) FROM engagement_message_queue q
+             WHERE q.status = 'pending' AND q.message_type > t.type)
+      FROM types t
+     WHERE t.type IS NOT NULL
+), ranked AS (
+    SELECT c.id,
+           row_number() OVER (ORDER BY CASE WHEN c.created_at <= now() + @clock_offset::interval - @priority_max_wait::interval
+                                            THEN 0
+                                            ELSE coalesce(array_position(@kind_priority::text[], t.type),
+                                                          cardinality(@kind_priority::text[]) + 1) END,
+                                       c.deferred_reason IS DISTINCT FROM 'budget', c.scheduled_for, c.id) AS pos
+      FROM types t
+      CROSS JOIN LATERAL (SELECT q.id, q.scheduled_for, q.created_at, q.deferred_reason
+                            FROM engagement_message_queue q
+                           WHERE q.status = 'pending' AND q.message_type = t.type
+                             AND q.scheduled_for <= now() + @clock_offset::interval
+                           ORDER BY q.scheduled_for
+                           LIMIT @batch
+                             FOR UPDATE OF q SKIP LOCKED) c
+     WHERE t.type IS NOT NULL
+), picked AS (
+    SELECT id, pos FROM plain
+    UNION ALL
+    SELECT id, pos FROM ranked WHERE pos <= @batch
+), due AS (
     SELECT q.id, k.kind, q.period_start, p.locale,
+           q.user_id, q.replay_until, q.message_key,
            q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, k.confirms_opt_out, s.state,
@@ -64,10 +133,7 @@ WITH due AS (
                            FROM user_profiles p WHERE p.user_id = q.user_id OFFSET 0) p ON true
       LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at
                            FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
-     WHERE q.status = 'pending' AND q.scheduled_for <= now() + @clock_offset::interval
-     ORDER BY q.scheduled_for
-     LIMIT @batch
-       FOR UPDATE OF q SKIP LOCKED
+     WHERE q.id = ANY (ARRAY(SELECT id FROM picked))
 ), checked AS (
     SELECT d.id, d.locale, d.waited,
            CASE WHEN d.kind IS NULL THEN NULL
@@ -82,11 +148,52 @@ WITH due AS (
            engagement_quiet_until(now() + @clock_offset::interval, d.tz,
                                   @quiet_start::interval, @quiet_end::interval) AS quiet_until
       FROM due d
-), verdict AS (
-    SELECT c.id, c.locale, c.waited, c.cancel_reason,
-           CASE WHEN c.cancel_reason IS NULL THEN c.quiet_until END AS defer_until,
-           CASE WHEN c.cancel_reason IS NULL AND c.quiet_until IS NOT NULL THEN 'quiet_hours' END AS deferred_reason
+), capped AS (
+    -- The per-user cap: each capped message still wanted, its place among
+    -- its user's in this batch, and the user's capped messages sent or in
+    -- flight in the window (an index probe per user), only when the cap is on.
+    SELECT c.id, c.quiet_until, d.tz, d.replay_until,
+           row_number() OVER (PARTITION BY d.user_id ORDER BY k.pos) + h.n - 1 AS ahead,
+           h.oldest
       FROM checked c
+      JOIN due d ON d.id = c.id
+      JOIN picked k ON k.id = c.id
+      CROSS JOIN LATERAL (
+          SELECT count(*) AS n, min(coalesce(x.sent_at, now() + @clock_offset::interval)) AS oldest
+            FROM engagement_message_queue x
+           WHERE x.user_id = d.user_id
+             AND x.status IN ('sent', 'processing')
+             AND coalesce(x.sent_at, now() + @clock_offset::interval) > now() + @clock_offset::interval - @cap_window::interval
+             AND coalesce((@kinds::jsonb -> x.message_type ->> 'capped')::boolean, false)) h
+     WHERE @per_user_cap::int IS NOT NULL AND c.cancel_reason IS NULL
+       AND coalesce((d.kind ->> 'capped')::boolean, false)
+), over_cap AS (
+    SELECT o.id,
+           CASE WHEN o.frees > o.replay_until THEN 'frequency' END AS cancel,
+           coalesce(engagement_quiet_until(o.frees, o.tz, @quiet_start::interval, @quiet_end::interval), o.frees) AS frees
+      FROM (SELECT c.id, c.tz, c.replay_until,
+                   coalesce(c.oldest, now() + @clock_offset::interval) + @cap_window::interval AS frees
+              FROM capped c
+             WHERE c.ahead >= @per_user_cap::int) o
+), held_by_meta AS (
+    SELECT d.id,
+           CASE WHEN d.message_key = ANY (@paused_keys::text[]) THEN 'template_paused' ELSE 'quality' END AS reason
+      FROM due d
+     WHERE d.message_key = ANY (@paused_keys::text[])
+        OR (@quality_hold::boolean AND coalesce((d.kind ->> 'capped')::boolean, false))
+), verdict AS (
+    SELECT c.id, c.locale, c.waited, coalesce(c.cancel_reason, CASE WHEN m.id IS NULL THEN o.cancel END) AS cancel_reason,
+           CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
+                WHEN m.id IS NOT NULL THEN now() + @clock_offset::interval + @verdict_recheck::interval
+                WHEN o.cancel IS NULL THEN coalesce(o.frees, c.quiet_until) END AS defer_until,
+           CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
+                WHEN m.id IS NOT NULL THEN m.reason
+                WHEN o.cancel IS NOT NULL THEN NULL
+                WHEN o.id IS NOT NULL THEN 'frequency'
+                WHEN c.quiet_until IS NOT NULL THEN 'quiet_hours' END AS deferred_reason
+      FROM checked c
+      LEFT JOIN over_cap o ON o.id = c.id
+      LEFT JOIN held_by_meta m ON m.id = c.id
 ), settled AS (
     UPDATE engagement_message_queue q
        SET status          = CASE WHEN v.cancel_reason IS NOT NULL THEN 'cancelled'
@@ -140,4 +247,5 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
                 CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used,
        s.waited
   FROM settled s
- ORDER BY s.scheduled_for, s.id;
+  JOIN picked k ON k.id = s.id
+ ORDER BY k.pos;

@@ -42,6 +42,9 @@
 --                                                                  claims drop the old ones
 --   engagement_consent_events      SELECT, DELETE                  consent history: the calls write it,
 --                                                                  cleanup and erase delete
+--   engagement_number_health       SELECT, INSERT, UPDATE          Meta's verdict on the number (queue-process,
+--                                                                  the console's webhook)
+--   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -173,7 +176,9 @@ DECLARE
         ['engagement_send_budgets',       'SELECT, INSERT, UPDATE'],
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],
-        ['engagement_consent_events',     'SELECT, DELETE']
+        ['engagement_consent_events',     'SELECT, DELETE'],
+        ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
+        ['engagement_template_status',    'SELECT, INSERT, UPDATE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide

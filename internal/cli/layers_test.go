@@ -25,7 +25,7 @@ var layers = []struct {
 	}},
 	{"application: what the commands run", []string{
 		"scheduler", "delivery", "verify", "status", "repair", "retention", "erase", "console",
-		"internal/metrics", "internal/analytics", "internal/seed",
+		"internal/metrics", "internal/analytics", "internal/seed", "internal/smoke",
 	}},
 	{"domain: the bot's API and the contracts the jobs share with it", []string{
 		"sender", "sender/transport", "activity", "idempotency", "pricing",

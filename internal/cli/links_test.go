@@ -17,21 +17,21 @@ import (
 var notLinked = map[string][]string{
 	"queue-process": {
 		"internal/cli/jobcmd", "internal/cli/ctl", "internal/cli/consolecmd",
-		"console", "verify", "status", "repair", "retention", "internal/seed", "internal/analytics",
+		"console", "verify", "status", "repair", "retention", "internal/seed", "internal/smoke", "internal/analytics",
 	},
 	"engagement-daily": {
 		"internal/cli/ctl", "internal/cli/consolecmd",
-		"console", "verify", "status", "repair", "retention", "internal/seed",
+		"console", "verify", "status", "repair", "retention", "internal/seed", "internal/smoke",
 	},
 	"engagement-weekly": {
 		"internal/cli/ctl", "internal/cli/consolecmd",
-		"console", "verify", "status", "repair", "retention", "internal/seed",
+		"console", "verify", "status", "repair", "retention", "internal/seed", "internal/smoke",
 	},
 	"engagementctl": {
 		"internal/cli/jobcmd", "internal/cli/consolecmd", "console", "internal/analytics",
 	},
 	"engagement-console": {
-		"internal/cli/jobcmd", "internal/cli/ctl", "status", "internal/seed", "internal/analytics",
+		"internal/cli/jobcmd", "internal/cli/ctl", "status", "internal/seed", "internal/smoke", "internal/analytics",
 	},
 }
 

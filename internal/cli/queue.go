@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +32,8 @@ type DeliveryFlags struct {
 	// its own flags fill it (see transports).
 	transports   map[string]transport.Config
 	sendInterval time.Duration
+	sendJitter   time.Duration
+	spread       bool
 	maxRetries   int
 	retryBase    time.Duration
 	claimTimeout time.Duration
@@ -42,7 +46,12 @@ type DeliveryFlags struct {
 	quietHours   string
 	timezone     string
 	dailyLimit   int
+	dailyAuto    bool // --daily-limit auto
 	ramp         string
+	kindPriority string
+	priorityWait time.Duration
+	perUserCap   int
+	capWindow    time.Duration
 }
 
 // Titles of the --help section the delivery flags are listed in.
@@ -63,6 +72,10 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", transportNames())
 	bindEnv(fs, "transport", "ENGAGEMENT_TRANSPORT")
 	fs.DurationVar(&f.sendInterval, "send-interval", delivery.DefaultSendInterval, "least time between two sends, across all processes (0: no pacing)")
+	fs.DurationVar(&f.sendJitter, "send-jitter", 0, "add a random part of this to every gap between two sends, so they do not tick like a machine's: gaps from --send-interval (the floor) to --send-interval plus this, across all processes (at most --send-interval; 0: none)")
+	bindEnv(fs, "send-jitter", "ENGAGEMENT_SEND_JITTER")
+	fs.BoolVar(&f.spread, "spread-budget", false, "spread the day's --daily-limit over the waking hours (the day less --quiet-hours): the gap between two sends becomes the waking hours over the limit, never below --send-interval")
+	bindEnv(fs, "spread-budget", "ENGAGEMENT_SPREAD_BUDGET")
 	fs.IntVar(&f.maxRetries, "max-retries", delivery.DefaultMaxRetries, "retries after the first attempt (0: none)")
 	fs.DurationVar(&f.retryBase, "retry-base", delivery.DefaultRetryBase, "first retry's delay, doubled for each next")
 	fs.DurationVar(&f.claimTimeout, "claim-timeout", delivery.DefaultClaimTimeout, "how long a claim lives before it counts as abandoned")
@@ -79,10 +92,18 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	bindEnv(fs, "quiet-hours", "ENGAGEMENT_QUIET_HOURS")
 	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA time zone of the quiet hours, for users without user_profiles.timezone")
 	bindEnv(fs, "timezone", "ENGAGEMENT_TIMEZONE")
-	fs.IntVar(&f.dailyLimit, "daily-limit", 0, "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none)")
+	fs.Var(&limitValue{n: &f.dailyLimit, auto: &f.dailyAuto}, "daily-limit", "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none); auto: Meta's messaging limit tier, read at start (whatsapp-cloud)")
 	bindEnv(fs, "daily-limit", "ENGAGEMENT_DAILY_LIMIT")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	bindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
+	fs.StringVar(&f.kindPriority, "kind-priority", "", "message types, comma-separated, that go first, in this order, when the send budget cannot take every due message (default: oldest due first)")
+	bindEnv(fs, "kind-priority", "ENGAGEMENT_KIND_PRIORITY")
+	fs.DurationVar(&f.priorityWait, "kind-priority-max-wait", delivery.DefaultKindPriorityMaxWait, "with --kind-priority, a message queued longer than this goes first whatever its type, so no type starves")
+	bindEnv(fs, "kind-priority-max-wait", "ENGAGEMENT_KIND_PRIORITY_MAX_WAIT")
+	fs.IntVar(&f.perUserCap, "per-user-cap", 0, "at most this many marketing messages to one user in any --per-user-cap-window, across kinds and processes; one over it waits (0: none)")
+	bindEnv(fs, "per-user-cap", "ENGAGEMENT_PER_USER_CAP")
+	fs.DurationVar(&f.capWindow, "per-user-cap-window", delivery.DefaultPerUserCapWindow, "the per-user cap's rolling window")
+	bindEnv(fs, "per-user-cap-window", "ENGAGEMENT_PER_USER_CAP_WINDOW")
 	f.transports = make(map[string]transport.Config, len(transports))
 	for _, t := range transports {
 		f.transports[t.Name] = t.Flags(fs)
@@ -103,6 +124,14 @@ func (f *DeliveryFlags) Validate() error {
 		return Usagef("--workers must be from 1 to 64, got %d", f.workers)
 	case f.sendInterval < 0:
 		return Usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
+	case f.sendJitter < 0:
+		return Usagef("--send-jitter must not be negative (0: none), got %s", f.sendJitter)
+	case f.sendJitter > f.sendInterval:
+		return Usagef("--send-jitter %s is above --send-interval %s: the jitter may at most double the gap", f.sendJitter, f.sendInterval)
+	case f.spread && f.sendInterval == 0:
+		return Usagef("--spread-budget needs pacing: a --send-interval above 0")
+	case f.spread && f.dailyLimit == 0 && !f.dailyAuto:
+		return Usagef("--spread-budget needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT): the budget it spreads")
 	case f.maxRetries < 0:
 		return Usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
 	case f.retryBase <= 0:
@@ -115,13 +144,24 @@ func (f *DeliveryFlags) Validate() error {
 		return Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
 	case f.dailyLimit < 0:
 		return Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
-	case f.ramp != "" && f.dailyLimit == 0:
+	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
 		return Usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
 	}
 	if f.ramp != "" {
 		if _, err := delivery.ParseRamp(f.ramp); err != nil {
 			return Usagef("--daily-limit-ramp: %v", err)
 		}
+	}
+	if _, err := delivery.ParseKindPriority(f.kindPriority); err != nil {
+		return Usagef("--kind-priority: %v", err)
+	}
+	switch {
+	case f.priorityWait <= 0:
+		return Usagef("--kind-priority-max-wait must be positive, got %s", f.priorityWait)
+	case f.perUserCap < 0:
+		return Usagef("--per-user-cap must not be negative (0: none), got %d", f.perUserCap)
+	case f.capWindow <= 0:
+		return Usagef("--per-user-cap-window must be positive, got %s", f.capWindow)
 	}
 	if f.quietHours != "" {
 		if _, err := delivery.ParseQuietHours(f.quietHours); err != nil {
@@ -176,13 +216,20 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.Workers = f.workers
 	cfg.Timezone = f.timezone
 	cfg.SendInterval = offIfZero(f.sendInterval)
+	cfg.SendJitter, cfg.SpreadBudget = f.sendJitter, f.spread
 	cfg.MaxRetries = offIfZero(f.maxRetries)
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
-	cfg.DailyLimit = f.dailyLimit
+	cfg.DailyLimit, cfg.DailyLimitAuto = f.dailyLimit, f.dailyAuto
+	if _, ok := cfg.Transport.(transport.HealthReader); f.dailyAuto && !ok {
+		return cfg, Usagef("--daily-limit auto follows Meta's messaging limit tier: it needs --transport whatsapp-cloud, not %s", f.transport)
+	}
 	if f.ramp != "" {
 		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
 	}
+	cfg.KindPriority, _ = delivery.ParseKindPriority(f.kindPriority) // validated above
+	cfg.KindPriorityMaxWait = f.priorityWait
+	cfg.PerUserCap, cfg.PerUserCapWindow = f.perUserCap, f.capWindow
 	if f.dedupeStore != "" {
 		cfg.DedupeTTL = f.dedupeTTL
 	}
@@ -441,3 +488,35 @@ func writeQueueSummary(w io.Writer, format string, sum delivery.ProcessSummary) 
 	}
 	return nil
 }
+
+// limitValue is --daily-limit: a whole number of recipients, or "auto"
+// (Meta's messaging limit tier, read at start).
+type limitValue struct {
+	n    *int
+	auto *bool
+}
+
+func (v *limitValue) String() string {
+	if v.auto != nil && *v.auto {
+		return "auto"
+	}
+	if v.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v *limitValue) Set(s string) error {
+	if strings.TrimSpace(s) == "auto" {
+		*v.n, *v.auto = 0, true
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%q is neither a whole number nor auto", s)
+	}
+	*v.n, *v.auto = n, false
+	return nil
+}
+
+func (v *limitValue) Type() string { return "int|auto" }

@@ -27,12 +27,16 @@ func vocabulary() map[string][]string {
 	}
 	// "status" is the column of several tables: a message's, a job run's
 	// (scheduler.Run*), a processed message's (a message status) and a
-	// receipt's (activity.Receipt*). Their CHECK constraints are held to
+	// receipt's (activity.Receipt*), a template's (Meta's). Their CHECK constraints are held to
 	// their own lists by TestCheckConstraintsMatchTheDeclaredValues.
 	status := slices.Concat(sm.MessageStatuses(),
 		[]string{scheduler.RunRunning, scheduler.RunDelivering, scheduler.RunSucceeded, scheduler.RunPartial,
 			scheduler.RunFailed, scheduler.RunAbandoned},
-		[]string{activity.ReceiptSent, activity.ReceiptDelivered, activity.ReceiptRead, activity.ReceiptFailed})
+		[]string{activity.ReceiptSent, activity.ReceiptDelivered, activity.ReceiptRead, activity.ReceiptFailed},
+		// Meta's template statuses (engagement_template_status.status),
+		// stored as Meta's webhook spells them; no Go constant names them
+		// yet.
+		[]string{"PAUSED", "DISABLED"})
 	return map[string][]string{
 		"status":          status,
 		"cancel_reason":   sm.CancelReasons(),

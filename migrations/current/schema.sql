@@ -591,9 +591,21 @@ CREATE TABLE public.engagement_message_queue (
     read_at timestamp with time zone,
     billable boolean,
     pricing_category text,
-    CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text]))),
     CONSTRAINT engagement_message_queue_destination_check CHECK ((destination = ANY (ARRAY['individual'::text, 'group'::text]))),
     CONSTRAINT engagement_message_queue_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'sent'::text, 'failed'::text, 'cancelled'::text])))
+);
+
+--
+-- Name: engagement_number_health; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_number_health (
+    transport text NOT NULL,
+    quality_rating text,
+    messaging_limit_tier text,
+    flagged boolean DEFAULT false NOT NULL,
+    read_at timestamp with time zone DEFAULT now() NOT NULL,
+    source text NOT NULL
 );
 
 --
@@ -718,6 +730,16 @@ ALTER TABLE public.engagement_state_transitions ALTER COLUMN id ADD GENERATED AL
 );
 
 --
+-- Name: engagement_template_status; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_template_status (
+    template_name text NOT NULL,
+    status text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: engagement_time_zones; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -822,11 +844,18 @@ ALTER TABLE ONLY public.engagement_job_runs
     ADD CONSTRAINT engagement_job_runs_pkey PRIMARY KEY (id);
 
 --
+-- Name: engagement_message_queue engagement_message_queue_cancel_reason_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_message_queue
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text]))) NOT VALID;
+
+--
 -- Name: engagement_message_queue engagement_message_queue_deferred_reason_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE public.engagement_message_queue
-    ADD CONSTRAINT engagement_message_queue_deferred_reason_check CHECK ((deferred_reason = ANY (ARRAY['quiet_hours'::text, 'budget'::text]))) NOT VALID;
+    ADD CONSTRAINT engagement_message_queue_deferred_reason_check CHECK ((deferred_reason = ANY (ARRAY['quiet_hours'::text, 'budget'::text, 'frequency'::text, 'quality'::text, 'template_paused'::text]))) NOT VALID;
 
 --
 -- Name: engagement_message_queue engagement_message_queue_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -834,6 +863,13 @@ ALTER TABLE public.engagement_message_queue
 
 ALTER TABLE ONLY public.engagement_message_queue
     ADD CONSTRAINT engagement_message_queue_pkey PRIMARY KEY (id);
+
+--
+-- Name: engagement_number_health engagement_number_health_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_number_health
+    ADD CONSTRAINT engagement_number_health_pkey PRIMARY KEY (transport);
 
 --
 -- Name: engagement_processed_messages engagement_processed_messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -883,6 +919,13 @@ ALTER TABLE ONLY public.engagement_send_budgets
 
 ALTER TABLE ONLY public.engagement_state_transitions
     ADD CONSTRAINT engagement_state_transitions_pkey PRIMARY KEY (id);
+
+--
+-- Name: engagement_template_status engagement_template_status_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_template_status
+    ADD CONSTRAINT engagement_template_status_pkey PRIMARY KEY (template_name);
 
 --
 -- Name: engagement_time_zones engagement_time_zones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -984,6 +1027,12 @@ CREATE INDEX engagement_message_queue_job_run_idx ON public.engagement_message_q
 --
 
 CREATE INDEX engagement_message_queue_pending_idx ON public.engagement_message_queue USING btree (scheduled_for) WHERE (status = 'pending'::text);
+
+--
+-- Name: engagement_message_queue_pending_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX engagement_message_queue_pending_type_idx ON public.engagement_message_queue USING btree (message_type, scheduled_for) WHERE (status = 'pending'::text);
 
 --
 -- Name: engagement_message_queue_processing_idx; Type: INDEX; Schema: public; Owner: -
@@ -1161,6 +1210,12 @@ ALTER TABLE public.engagement_job_runs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.engagement_message_queue ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: engagement_number_health; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_number_health ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: engagement_processed_messages; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1201,6 +1256,12 @@ ALTER TABLE public.engagement_send_budgets ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_state_transitions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_template_status; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_template_status ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_time_zones; Type: ROW SECURITY; Schema: public; Owner: -

@@ -82,10 +82,18 @@ func New(t testing.TB) context.Context {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Chromium's own temporary files (its shared memory, with
+	// --disable-dev-shm-usage) go into the profile directory, removed with
+	// it, not into /tmp, where a killed browser leaves them behind.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	output := &tailBuffer{max: 16 << 10}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(bin),
 		chromedp.UserDataDir(dir),
+		chromedp.Env("TMPDIR="+tmp),
 		chromedp.Headless,
 		chromedp.NoSandbox, // as root, Chromium refuses to start with its sandbox
 		chromedp.DisableGPU,

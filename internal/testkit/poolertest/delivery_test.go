@@ -41,6 +41,10 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 			mu.Unlock()
 		}))
 		api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
 			var body struct{ To string }
 			_ = json.NewDecoder(r.Body).Decode(&body)
 			mu.Lock()

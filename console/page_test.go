@@ -1,0 +1,141 @@
+package console
+
+import (
+	"context"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// Issue 47: a page is one declaration. The table, the templates and the
+// routes agree: every template (but the layout) is a page of the table and
+// every page has its template, each routed page gets its data one way
+// (a snapshot or a load at each request), routes are distinct, and every
+// template parses with the functions its row declares.
+func TestEveryPageIsOneDeclaration(t *testing.T) {
+	t.Parallel()
+	declared, routes := map[string]bool{}, map[string]bool{}
+	for _, p := range pages {
+		switch {
+		case declared[p.name]:
+			t.Errorf("page %s is declared twice", p.name)
+		case p.title == "":
+			t.Errorf("page %s has no title", p.name)
+		case p.route == "" && (p.nav || p.snapshot != nil || p.load != nil || p.post != nil):
+			t.Errorf("page %s has no route, yet a loader or a place in the navigation", p.name)
+		case p.route != "" && (p.snapshot == nil) == (p.load == nil):
+			t.Errorf("page %s: %s needs exactly one of snapshot and load", p.name, p.route)
+		case p.route != "" && (!strings.HasPrefix(p.route, "GET /") || routes[p.route]):
+			t.Errorf("page %s: route %q is not a GET, or another page's", p.name, p.route)
+		case p.served != nil && p.snapshot == nil:
+			t.Errorf("page %s: served is for snapshot pages", p.name)
+		}
+		declared[p.name], routes[p.route] = true, p.route != ""
+	}
+	entries, err := fs.ReadDir(templateFiles, "templates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".html")
+		if name != "layout" && !declared[name] {
+			t.Errorf("templates/%s has no row in the table of pages", e.Name())
+		}
+		delete(declared, name)
+	}
+	for name := range declared {
+		t.Errorf("page %s has no templates/%s.html", name, name)
+	}
+	if _, err := parsePages(templateFiles, pages); err != nil {
+		t.Error(err)
+	}
+}
+
+// Issue 47: the recipe of docs/development.md, "Adding a console page",
+// carried out. A new page is its row (route, title, navigation, loader,
+// chart functions), its template and its statement; the row and the
+// template below are all this test adds. The page is served with its
+// title, its data (read in the console's read-only transaction) and its
+// page-only function, listed in every page's navigation, and answers JSON
+// too. A template using a function its row does not declare fails at
+// start.
+func TestANewPageIsOneDeclaration(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	type Example struct {
+		Greeting string `json:"greeting"`
+		Users    int64  `json:"users"`
+	}
+	example := page{name: "example", title: "Example", route: "GET /example", nav: true,
+		load: func(s *server, r *http.Request) (any, error) {
+			out := Example{Greeting: "olá"}
+			return out, s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
+				return tx.QueryRow(r.Context(), `SELECT count(*) FROM user_profiles`).Scan(&out.Users)
+			})
+		},
+		charts: template.FuncMap{"shout": strings.ToUpper}}
+	files := fstest.MapFS{"templates/example.html": {Data: []byte(
+		`{{define "content"}}<p id="greeting">{{shout .Data.Greeting}}</p><p id="users">{{.Data.Users}}</p>{{end}}`)}}
+	if err := fs.WalkDir(templateFiles, "templates", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, err := fs.ReadFile(templateFiles, path)
+			files[path] = &fstest.MapFile{Data: b}
+			return err
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t))}
+	c, err := newConsole(cfg, append(slices.Clone(pages), example), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	get := func(path, accept string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	html := get("/example", "text/html")
+	for _, want := range []string{"<title>Example · engagement console</title>", `<p id="greeting">OLÁ</p>`, `<p id="users">0</p>`,
+		`<a href="/example" aria-current="page">Example</a>`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("GET /example lacks %s:\n%s", want, html)
+		}
+	}
+	if audit := get("/audit", "text/html"); !strings.Contains(audit, `<a href="/example" >Example</a>`) {
+		t.Errorf("another page's navigation lacks the new page:\n%s", audit)
+	}
+	if js := get("/example", "application/json"); !strings.Contains(js, `"greeting":"olá"`) {
+		t.Errorf("GET /example as JSON: %s", js)
+	}
+
+	example.charts = nil
+	if _, err := newConsole(cfg, append(slices.Clone(pages), example), files); err == nil || !strings.Contains(err.Error(), "shout") {
+		t.Errorf("a template using an undeclared function: %v; want the start refused, naming it", err)
+	}
+}

@@ -1,0 +1,141 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// Meta's verdict on a Cloud API number (issue 46). At start, a run on a
+// transport that can read its number's health (transport.HealthReader:
+// whatsapp-cloud) asks the Graph API for the quality rating, the
+// messaging limit tier and the number's status, records what it got
+// (engagement_number_health, health_save.sql), and reads what is known,
+// with the templates Meta paused or disabled (engagement_template_status,
+// written by the console's webhook; health_read.sql). Then:
+//
+//   - --daily-limit auto follows the tier (transport.TierLimit); with no
+//     tier ever read, the lowest a business starts at, 250;
+//   - while the rating is RED or the number FLAGGED, the marketing kinds
+//     wait (deferred_reason quality) and the rest still go;
+//   - a message whose template is PAUSED or DISABLED waits
+//     (template_paused), and goes once the template is back.
+//
+// A lying Graph API (not JSON, a 500, a field of the wrong type or
+// missing, no answer in 5 s) changes nothing it did not say right: the run
+// keeps the last known values, logs a warning saying so, and goes on.
+// Nothing known at all is the safe side: the lowest tier, and no hold.
+
+// VerdictRecheck is how long a message held by Meta's verdict waits
+// before the claim looks again.
+const VerdictRecheck = time.Hour
+
+// DefaultAutoLimit is --daily-limit auto's limit while no tier was ever
+// read: a new business's messaging limit.
+const DefaultAutoLimit = 250
+
+// NumberHealth is Meta's verdict as a run found it.
+type NumberHealth struct {
+	QualityRating      string     `json:"quality_rating,omitempty"`
+	MessagingLimitTier string     `json:"messaging_limit_tier,omitempty"`
+	Flagged            bool       `json:"flagged,omitempty"`
+	ReadAt             *time.Time `json:"read_at,omitempty"`
+	PausedTemplates    []string   `json:"paused_templates,omitempty"`
+	// Holding says the marketing kinds wait (RED or FLAGGED).
+	Holding bool `json:"holding_marketing,omitempty"`
+	// Stale says the last read failed: these are the last known values.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// verdict is what the claim applies.
+type metaVerdict struct {
+	qualityHold bool
+	paused      []string // message keys whose template is paused
+}
+
+func (v metaVerdict) pausedKeys() []string {
+	if v.paused == nil {
+		return []string{}
+	}
+	return v.paused
+}
+
+// readVerdict reads Meta's verdict at the start of a run (see above) and
+// sets the run's verdict and, with DailyLimitAuto, its daily limit.
+func (p *Processor) readVerdict(ctx context.Context) (*NumberHealth, error) {
+	p.verdict = metaVerdict{}
+	hr, ok := p.cfg.Transport.(transport.HealthReader)
+	if !ok {
+		return nil, nil
+	}
+	name := p.cfg.Transport.Name()
+	h, readErr := hr.ReadHealth(ctx)
+	stale := readErr != nil
+	if readErr == nil {
+		args := sqlfile.Args{"transport": name, "clock_offset": p.cfg.ClockOffset, "source": "graph_api",
+			"quality_rating": nullIfEmpty(h.QualityRating), "messaging_limit_tier": nullIfEmpty(h.MessagingLimitTier),
+			"flagged": &h.Flagged}
+		if _, err := p.pool.Exec(ctx, healthSaveSQL, args); err != nil {
+			return nil, fmt.Errorf("record the number's health: %w", err)
+		}
+		if len(h.Problems) > 0 {
+			stale = true
+			p.log.Warn().Str("problems", strings.Join(h.Problems, "; ")).
+				Msg("the Graph API's answer about the number's health is incomplete; keeping the last known values for what it did not say")
+		}
+	} else {
+		p.log.Warn().Str("error", readErr.Error()).
+			Msg("could not read the number's health from the Graph API; keeping the last known values (none: the lowest tier, no hold)")
+	}
+	var (
+		rating, tier *string
+		flagged      bool
+		readAt       *time.Time
+		templates    []string
+	)
+	if err := p.pool.QueryRow(ctx, healthReadSQL, sqlfile.Args{"transport": name}).
+		Scan(&rating, &tier, &flagged, &readAt, &templates); err != nil {
+		return nil, fmt.Errorf("read the number's health: %w", err)
+	}
+	out := &NumberHealth{QualityRating: deref(rating), MessagingLimitTier: deref(tier), Flagged: flagged,
+		ReadAt: readAt, PausedTemplates: templates, Stale: stale}
+	out.Holding = out.QualityRating == "RED" || flagged
+	p.verdict.qualityHold = out.Holding
+	keys := hr.TemplateKeys()
+	for _, t := range templates {
+		p.verdict.paused = append(p.verdict.paused, keys[t]...)
+	}
+	slices.Sort(p.verdict.paused)
+	if p.cfg.DailyLimitAuto {
+		limit, ok := transport.TierLimit(out.MessagingLimitTier)
+		if !ok {
+			limit = DefaultAutoLimit
+		}
+		p.cfg.DailyLimit = limit
+	}
+	ev := p.log.Info()
+	if out.Holding || len(templates) > 0 {
+		ev = p.log.Warn()
+	}
+	ev.Str("quality_rating", out.QualityRating).Str("messaging_limit_tier", out.MessagingLimitTier).
+		Bool("flagged", flagged).Strs("paused_templates", templates).Int("daily_limit", p.cfg.DailyLimit).
+		Bool("holding_marketing", out.Holding).Msg("Meta's verdict on the number")
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func canReadHealth(t transport.Transport) bool {
+	_, ok := t.(transport.HealthReader)
+	return ok
+}

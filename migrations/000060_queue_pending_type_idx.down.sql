@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS engagement_message_queue_pending_type_idx;

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS engagement_template_status; DROP TABLE IF EXISTS engagement_number_health;

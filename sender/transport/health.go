@@ -1,0 +1,133 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Health is Meta's verdict on a Cloud API number, as the Graph API's Phone
+// Number node reports it (GET /{phone-number-id}?fields=quality_rating,
+// messaging_limit_tier,status):
+// https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/
+// An empty field is one the answer did not carry in the documented type:
+// the caller keeps what it knew.
+type Health struct {
+	// QualityRating is GREEN, YELLOW, RED or UNKNOWN.
+	QualityRating string
+	// MessagingLimitTier is TIER_50, TIER_250, TIER_1K, TIER_2K, TIER_10K,
+	// TIER_100K, TIER_UNLIMITED or TIER_NOT_SET.
+	MessagingLimitTier string
+	// Flagged: the number's status is FLAGGED (its quality is at risk).
+	Flagged bool
+	// Problems names what was missing or of the wrong type.
+	Problems []string
+}
+
+// HealthReader is a transport that can read its number's health: the
+// Cloud API's.
+type HealthReader interface {
+	ReadHealth(ctx context.Context) (Health, error)
+	// TemplateKeys maps each template name to the message keys sent with it.
+	TemplateKeys() map[string][]string
+}
+
+// healthTimeout bounds a health read: a slow answer is no answer.
+const healthTimeout = 5 * time.Second
+
+var qualityRatings = []string{"GREEN", "YELLOW", "RED", "UNKNOWN"}
+
+// ReadHealth asks the Graph API for the number's quality rating, messaging
+// limit tier and status. An answer that is not a JSON object, a status
+// other than 200, or no answer within 5 s is an error; a field missing or
+// of another type is left empty and named in Problems.
+func (w *WhatsApp) ReadHealth(ctx context.Context) (Health, error) {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	url := strings.TrimSuffix(w.endpoint, "/messages") + "?fields=quality_rating,messaging_limit_tier,status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Health{}, fmt.Errorf("whatsapp health: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	resp, err := w.http.client.Do(req)
+	if err != nil {
+		return Health{}, fmt.Errorf("whatsapp health: %w", scrubURL(err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Health{}, fmt.Errorf("whatsapp health: read the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Health{}, fmt.Errorf("whatsapp health: the Graph API answered %d", resp.StatusCode)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return Health{}, errors.New("whatsapp health: the Graph API's answer is not a JSON object")
+	}
+	var h Health
+	text := func(name string, valid func(string) bool) string {
+		var s string
+		raw, ok := fields[name]
+		switch {
+		case !ok:
+			h.Problems = append(h.Problems, name+" missing")
+		case json.Unmarshal(raw, &s) != nil || !valid(s):
+			h.Problems = append(h.Problems, name+" not one of Meta's values")
+			s = ""
+		}
+		return s
+	}
+	h.QualityRating = text("quality_rating", func(s string) bool { return contains(qualityRatings, s) })
+	h.MessagingLimitTier = text("messaging_limit_tier", func(s string) bool { _, ok := TierLimit(s); return ok || s == "TIER_NOT_SET" })
+	h.Flagged = text("status", func(string) bool { return true }) == "FLAGGED"
+	return h, nil
+}
+
+// TemplateKeys maps each template name to the message keys sent with it.
+func (w *WhatsApp) TemplateKeys() map[string][]string {
+	out := map[string][]string{}
+	for key, t := range w.templates {
+		out[t.Name] = append(out[t.Name], key)
+	}
+	return out
+}
+
+// TierLimit is the number of unique users a day a messaging limit tier
+// allows (Meta's messaging limits: TIER_250 … TIER_100K; TIER_UNLIMITED
+// counts as 100,000 here, the highest finite tier, so the budget stays a
+// budget).
+func TierLimit(tier string) (int, bool) {
+	n, ok := map[string]int{
+		"TIER_50": 50, "TIER_250": 250, "TIER_1K": 1000, "TIER_2K": 2000, "TIER_10K": 10000,
+		"TIER_100K": 100000, "TIER_UNLIMITED": 100000,
+	}[tier]
+	return n, ok
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// scrubURL drops the request's URL from a client error (it names the
+// phone number id; the token is in a header, never in it).
+func scrubURL(err error) error {
+	var uerr interface{ Unwrap() error }
+	if errors.As(err, &uerr) {
+		if inner := uerr.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
