@@ -110,6 +110,10 @@ ci: ## What CI runs (.ci/run): lint, vuln, every fuzzer briefly, bench-smoke, th
 docs: ## Regenerate the command-line reference, docs/reference/*.md, from the cobra commands (a test fails when it drifts)
 	$(GO) run ./internal/docgen/cmd -dir docs/reference
 
+.PHONY: schema
+schema: ## Regenerate migrations/current/schema.sql, the schema as the migrations leave it (pg_dump of a freshly migrated database; a test fails when it drifts)
+	$(GO) test -count=1 -run '^TestSchemaFileIsTheMigratedSchema$$' ./migrations -args -write-schema
+
 .PHONY: demo
 demo: build ## Seed sample users in a throwaway database, run the jobs and deliver the messages
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)

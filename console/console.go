@@ -391,7 +391,7 @@ type view struct {
 	AsOf time.Time
 }
 
-// errBadRequest marks an error in what the request asked (a malformed id):
+// badRequest marks an error in what the request asked (a malformed id):
 // 400 with the message, not 500.
 type badRequest struct{ msg string }
 
@@ -608,7 +608,6 @@ func formatSeconds(f float64) string {
 	}
 }
 
-// formatInt writes n with thin thousands separators: 1 234 567.
 // usd formats US dollars: "US$1,234" from a hundred up, "US$12.50"
 // above a cent, "US$0.0068" below (one message's price).
 func usd(f float64) string {
@@ -621,6 +620,7 @@ func usd(f float64) string {
 	return fmt.Sprintf("US$%.4f", f)
 }
 
+// formatInt writes n with thin thousands separators: 1 234 567.
 func formatInt(n int64) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")

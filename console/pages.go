@@ -406,7 +406,7 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		if q.Counts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[QueueCount]); err != nil {
 			return err
 		}
-		q.Statuses = []string{"pending", "processing", "sent", "failed", "cancelled"}
+		q.Statuses = sm.MessageStatuses()
 		for _, c := range q.Counts {
 			if len(q.Kinds) == 0 || q.Kinds[len(q.Kinds)-1] != c.Kind {
 				q.Kinds = append(q.Kinds, c.Kind)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -82,7 +81,7 @@ func queueDue(t *testing.T, pool *pgxpool.Pool, n int) (ids, keys []string) {
 			       destination_jid, scheduled_for, status, idempotency_key)
 			VALUES ($1, 'weekly_review', $2, '{"count":"2"}', 'individual', '5511999990000@s.whatsapp.net',
 			       now() - interval '1 minute' + $3 * interval '1 ms', 'pending', gen_random_uuid()::text)
-			RETURNING id::text, idempotency_key`, user, sender.KeyWeeklyReview, i).Scan(&id, &key)
+			RETURNING id::text, idempotency_key`, user, fixture.WeeklyReview.CatalogKey, i).Scan(&id, &key)
 		if err != nil {
 			t.Fatal(err)
 		}

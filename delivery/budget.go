@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
@@ -363,11 +364,6 @@ func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {
 	return s, nil
 }
 
-// Querier runs a query: a pool, a connection or a transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // BudgetReport is a transport's send budget as operators see it
 // (engagementctl status, the console).
 type BudgetReport struct {
@@ -391,7 +387,7 @@ type BudgetReport struct {
 
 // ReadBudgets reads every transport's send budget (budgets.sql), by
 // transport name; none when no queue-process ever ran with --daily-limit.
-func ReadBudgets(ctx context.Context, db Querier) ([]BudgetReport, error) {
+func ReadBudgets(ctx context.Context, db postgres.Querier) ([]BudgetReport, error) {
 	rows, err := db.Query(ctx, budgetsSQL, sqlfile.Args{"window": BudgetWindow})
 	if err != nil {
 		return nil, fmt.Errorf("read the send budgets: %w", err)

@@ -21,7 +21,6 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -34,8 +33,8 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	good := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
-	number := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	good := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
+	number := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	setParams(t, pool, number, `{"count": 3}`)
 	bad := map[string]string{ // params → what the error must say
 		`[1, 2]`:                 "message_params is a JSON array",
@@ -49,7 +48,7 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 	}
 	ids := map[string]string{}
 	for params := range bad {
-		id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 		setParams(t, pool, id, params)
 		ids[params] = id
 	}
@@ -100,7 +99,7 @@ func TestAProcessingRowWithoutADeadlineIsRecovered(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	id := queue(t, pool, user, sender.KeyWeeklyReview, "processing", time.Now().Add(-time.Minute))
+	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "processing", time.Now().Add(-time.Minute))
 	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = NULL, claimed_by = NULL WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +122,7 @@ func TestProviderBodyTextNeverReachesLogsOrRows(t *testing.T) {
 	}))
 	defer srv.Close()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	var logs bytes.Buffer
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: -1,
 		Logger: zerolog.New(&logs)})
@@ -165,7 +164,7 @@ func TestPacingHoldsNoLockDuringASendAndIsPerTransport(t *testing.T) {
 	defer srv.Close()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	for range 2 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	done := make(chan delivery.ProcessSummary)
 	go func() {
@@ -229,7 +228,7 @@ func TestPacedSendsOverlapUpToTheWorkers(t *testing.T) {
 	defer srv.Close()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	for range 24 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: interval, Workers: 8})
 	if sum.Sent != 24 {
@@ -251,7 +250,7 @@ func TestTheHTTPClientsOwnResendsKeepThePace(t *testing.T) {
 	recv := newResettingReceiver(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	for range 6 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, recv.url, ""), SendInterval: interval, Workers: 1,
 		RetryBase: time.Millisecond})
@@ -346,7 +345,7 @@ func TestAnOutcomeIsNotRecordedForALostClaim(t *testing.T) {
 	}))
 	defer srv.Close()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	done := make(chan delivery.ProcessSummary)
 	go func() {
 		done <- run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: -1})
@@ -400,14 +399,14 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 	wa, err := transport.NewWhatsApp(transport.WhatsAppConfig{
 		BaseURL: api.URL, PhoneNumberID: "1234567890", AccessToken: "tok",
 		Templates: map[string]transport.WhatsAppTemplate{
-			sender.KeyWeeklyReview: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}},
+			fixture.WeeklyReview.CatalogKey: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: time.Millisecond})
 	r := rowOf(t, pool, id)
 	if r.Status != "failed" || r.RetryCount != 0 || r.Error == nil || !strings.Contains(*r.Error, "outcome unknown") {
@@ -431,9 +430,9 @@ func TestALockedDueRowIsSkippedNotWaitedFor(t *testing.T) {
 	ctx := context.Background()
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	locked := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Hour))
+	locked := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Hour))
 	for range 3 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	bot, err := pool.Begin(ctx)
 	if err != nil {
@@ -473,7 +472,7 @@ func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	for range 3 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	bot, err := pool.Begin(ctx)
 	if err != nil {

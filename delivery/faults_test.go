@@ -12,7 +12,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -108,7 +107,7 @@ func TestTransportFaultsAreRetriedThenFail(t *testing.T) {
 				t.Fatal(err)
 			}
 			user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), Locale: "en"})
-			id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+			id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 
 			for attempt := 1; attempt <= delivery.DefaultMaxRetries+1; attempt++ {
 				if attempt > 1 { // the backoff has passed: the retry is due
@@ -181,7 +180,7 @@ func TestAnsweredWith2xxIsDelivered(t *testing.T) {
 	}
 	ids := map[string]string{}
 	for name, f := range faults {
-		id := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(-time.Minute))
+		id := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
 		ids[name] = id
 		var key string
 		if err := pool.QueryRow(context.Background(), `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, id).Scan(&key); err != nil {

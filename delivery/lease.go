@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // A claim belongs to a live processor. A message in flight is 'processing',
@@ -84,7 +85,7 @@ func (l *lease) usable() bool {
 
 // hold starts or renews the lease (hold.sql) through db. It reports false
 // when recovery buried this holder.
-func (p *Processor) hold(ctx context.Context, db Querier) (bool, error) {
+func (p *Processor) hold(ctx context.Context, db postgres.Querier) (bool, error) {
 	from := time.Now()
 	rows, err := db.Query(ctx, holdSQL, sqlfile.Args{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
 	if err != nil {
@@ -295,7 +296,7 @@ func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Shared) ([]claim
 		return nil, err
 	}
 	for range held {
-		p.tally.deferral("budget")
+		p.tally.deferral(sm.DeferredBudget)
 	}
 	return batch, nil
 }

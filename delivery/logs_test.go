@@ -13,7 +13,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
-	"github.com/engagement-scheduler/engagement/sender"
 )
 
 // Issue 24: no delivery success was ever logged, and failure lines lacked
@@ -25,7 +24,7 @@ func TestEveryAttemptIsOneLogLineWithItsIDs(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	rcv := newReceiver(t, 200, 400)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.Ptr("5511987654321@s.whatsapp.net")})
-	delivered := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-2*time.Minute))
+	delivered := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-2*time.Minute))
 	var logs syncbuf.Buffer
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: -1,
 		Workers: 1, Logger: zerolog.New(&logs)})
@@ -35,7 +34,7 @@ func TestEveryAttemptIsOneLogLineWithItsIDs(t *testing.T) {
 	if _, err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rejected := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+	rejected := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	if _, err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestEveryAttemptIsOneLogLineWithItsIDs(t *testing.T) {
 			t.Errorf("no %q line for message %s in:\n%s", want.msg, want.id, logs.String())
 			continue
 		}
-		if l["level"] != want.level || l["user_id"] != user || l["message_type"] != sender.TypeWeeklyReview ||
+		if l["level"] != want.level || l["user_id"] != user || l["message_type"] != fixture.WeeklyReview.Type() ||
 			l["transport"] != "webhook" || l["attempt"] != float64(1) || l["latency_ms"] == nil {
 			t.Errorf("%s line %v: want level %s, user_id, message_type, transport, attempt 1 and latency_ms", want.msg, l, want.level)
 		}

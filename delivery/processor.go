@@ -32,6 +32,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Defaults of ProcessorConfig, as the contract has them.
@@ -188,7 +189,7 @@ type ProcessSummary struct {
 	ClaimsLost int `json:"claims_lost"`
 	// Cancelled counts messages found no longer wanted when claimed or
 	// just before their send (claim.sql, recheck.sql), by reason in
-	// CancelReasons: opted_out, stale, no_user.
+	// CancelReasons: sm.CancelReasons but operator (an operator cancels with engagementctl, not a run).
 	Cancelled     int            `json:"cancelled"`
 	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
 	// Deferred counts messages left pending past when they were due, by
@@ -665,7 +666,7 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 		p.tally.failed.Add(1)
 		p.tally.invalid.Add(1)
 		log.Error().Str("error", err.Error()).Msg("message cannot be rendered; failed")
-		return &outcome{status: "failed", err: err, notSent: true}, nil
+		return &outcome{status: sm.StatusFailed, err: err, notSent: true}, nil
 	}
 	if p.cfg.Dedupe != nil {
 		delivered, err := p.deliveredBefore(ctx, m)
@@ -676,7 +677,7 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 			p.tally.processed.Add(1)
 			p.tally.deduplicated.Add(1)
 			log.Warn().Msg("the dedupe store has this message's key as delivered: marked sent, not sent again")
-			return &outcome{status: "sent", err: errDeduplicated, notSent: true}, nil
+			return &outcome{status: sm.StatusSent, err: errDeduplicated, notSent: true}, nil
 		}
 	}
 	if p.pacer != nil {
@@ -765,11 +766,11 @@ func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result,
 	o := p.classify(m, res, sendErr)
 	ms := float64(latency.Microseconds()) / 1000
 	switch o.status {
-	case "sent":
+	case sm.StatusSent:
 		p.tally.sent.Add(1)
 		p.rememberDelivered(context.Background(), m, log)
 		log.Info().Float64("latency_ms", ms).Msg("message delivered")
-	case "pending":
+	case sm.StatusPending:
 		p.tally.retried.Add(1)
 		log.Warn().Float64("latency_ms", ms).Dur("retry_in", o.retryIn).Str("class", transport.Class(sendErr)).
 			Str("error", sendErr.Error()).Msg("send failed; retrying later")
@@ -836,21 +837,21 @@ type outcome struct {
 // risk a second delivery.
 func (p *Processor) classify(m claimed, res transport.Result, err error) outcome {
 	if err == nil {
-		return outcome{status: "sent", providerID: res.ProviderMessageID}
+		return outcome{status: sm.StatusSent, providerID: res.ProviderMessageID}
 	}
 	if p.inDoubt(err) {
-		return outcome{status: "failed", err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
+		return outcome{status: sm.StatusFailed, err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
 	}
 	var terr *transport.Error
 	isTransportErr := errors.As(err, &terr)
 	if (isTransportErr && terr.Permanent) || m.retryCount >= p.cfg.MaxRetries {
-		return outcome{status: "failed", err: err}
+		return outcome{status: sm.StatusFailed, err: err}
 	}
 	wait := p.cfg.RetryBase << m.retryCount
 	if isTransportErr && terr.RetryAfter > wait {
 		wait = terr.RetryAfter
 	}
-	return outcome{status: "pending", retryIn: wait, err: err}
+	return outcome{status: sm.StatusPending, retryIn: wait, err: err}
 }
 
 // errDeduplicated is the note left on a message the dedupe store stopped.

@@ -21,7 +21,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -128,15 +127,15 @@ func TestProcessorDeliversDueMessagesOnce(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), Locale: "en"})
 	past := time.Now().Add(-time.Hour)
 	due := []string{
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", past),
-		queue(t, pool, user, sender.KeyGoodbye, "pending", past),
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", past),
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", past),
+		queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", past),
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", past),
 	}
 	untouched := map[string]string{
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(time.Hour)): "pending",
-		queue(t, pool, user, sender.KeyWeeklyReview, "cancelled", past):                    "cancelled",
-		queue(t, pool, user, sender.KeyWeeklyReview, "sent", past):                         "sent",
-		queue(t, pool, user, sender.KeyWeeklyReview, "failed", past):                       "failed",
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(time.Hour)): "pending",
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "cancelled", past):                    "cancelled",
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "sent", past):                         "sent",
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "failed", past):                       "failed",
 	}
 
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, "s3cret"), SendInterval: -1})
@@ -200,7 +199,7 @@ func TestProcessorRetries(t *testing.T) {
 			pool, _ := pgtest.NewPool(t)
 			rcv := newReceiver(t, tt.statuses...)
 			user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-			id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+			id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 
 			run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1, RetryBase: base})
 
@@ -234,7 +233,7 @@ func TestProcessorUnknownKeyFailsThatMessageOnly(t *testing.T) {
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	bad := queue(t, pool, user, "engagement.no_such_message", "pending", time.Now().Add(-time.Minute))
-	good := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(-time.Minute))
+	good := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
 
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 
@@ -257,9 +256,9 @@ func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 	past := time.Now().Add(-time.Hour)
 	// Three messages a dead worker held, their claims expired: one it never
 	// started, one whose send's outcome is unknown, one it had sent.
-	notStarted := queue(t, pool, user, sender.KeyGoodbye, "processing", past)
-	inFlight := queue(t, pool, user, sender.KeyGoodbye, "processing", past)
-	delivered := queue(t, pool, user, sender.KeyGoodbye, "processing", past)
+	notStarted := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
+	inFlight := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
+	delivered := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 minute', claimed_by = 'dead'`); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +295,7 @@ func TestProcessorOutcomeUnknownFailsOnTransportsThatCannotDeduplicate(t *testin
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	id := queue(t, pool, user, sender.KeyGoodbye, "processing", time.Now().Add(-time.Hour))
+	id := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", time.Now().Add(-time.Hour))
 	fixture.ExpireClaims(t, pool)
 	if _, err := pool.Exec(ctx, `INSERT INTO engagement_processed_messages (message_id, transport, status, attempts) VALUES ($1, 'fake', 'processing', 1)`, id); err != nil {
 		t.Fatal(err)
@@ -325,7 +324,7 @@ func TestProcessorPaceHoldsAcrossProcessors(t *testing.T) {
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	for range 6 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	const interval = 150 * time.Millisecond
 	var wg sync.WaitGroup
@@ -364,8 +363,8 @@ func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
 	ctx := context.Background()
 	rcv := newReceiver(t, 500, 200) // the first request fails, the next succeed
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	seen := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(-time.Minute))
-	fresh := queue(t, pool, user, sender.KeyGoodbye, "pending", time.Now().Add(time.Millisecond))
+	seen := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
+	fresh := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(time.Millisecond))
 	store := idempotency.NewPostgres(pool, idempotency.Options{})
 	var seenKey string
 	if err := pool.QueryRow(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, seen).Scan(&seenKey); err != nil {
@@ -403,7 +402,7 @@ func TestAPanicInAWorkerEndsTheRunAndLeavesNoClaim(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	for range 20 {
-		queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+		queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	}
 	var sends atomic.Int32
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Logger: zerolog.Nop(), SendInterval: -1, Workers: 4,

@@ -59,7 +59,7 @@ var sendRules = func() string {
 	}
 	b, err := json.Marshal(rules)
 	if err != nil {
-		panic("sender: encode the send rules: " + err.Error())
+		panic("delivery: encode the send rules: " + err.Error())
 	}
 	return string(b)
 }()

@@ -64,14 +64,14 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 			o.GoodbyeSentAt = &day
 		}
 		user = fixture.User(t, pool, o)
-		return user, sender.GoodbyeKey(user, day)
+		return user, fixture.Goodbye.Key(user, day)
 	}
 
 	// A goodbye as the daily job queues it: its key, and its day in
 	// period_start (which the stale check compares, never the key).
 	queueGoodbye := func(user, key string) string {
-		id := queueTyped(t, pool, user, sender.TypeGoodbye, key)
-		start, _ := sender.GoodbyePeriod(day)
+		id := queueTyped(t, pool, user, fixture.Goodbye.Type(), key)
+		start, _ := fixture.Goodbye.Period.Bounds(day)
 		if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET period_start = $2 WHERE id = $1`, id, start); err != nil {
 			t.Fatal(err)
 		}
@@ -90,11 +90,11 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	u, k = goodbyeUser(fixture.UserOptions{GoodbyeSentAt: &later}) // a later goodbye replaced this one
 	replaced := queueGoodbye(u, k)
 	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})
-	dormantReview := queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:2026-W47")
+	dormantReview := queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:2026-W47")
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})
-	activeReview := queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:2026-W47")
+	activeReview := queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:2026-W47")
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})
-	gone := queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:2026-W47")
+	gone := queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:2026-W47")
 	if _, err := pool.Exec(ctx, `DELETE FROM user_profiles WHERE user_id = $1`, u); err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +103,9 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	// Issue 23, point 4: a reminder is checked at send time like the rest:
 	// wanted while its user is dormant, stale once they came back.
 	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})
-	dormantReminder := queueTyped(t, pool, u, sender.TypeReminder, sender.ReminderKey(u, day))
+	dormantReminder := queueTyped(t, pool, u, fixture.Reminder.Type(), fixture.Reminder.Key(u, day))
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})
-	cameBackReminder := queueTyped(t, pool, u, sender.TypeReminder, sender.ReminderKey(u, day))
+	cameBackReminder := queueTyped(t, pool, u, fixture.Reminder.Type(), fixture.Reminder.Key(u, day))
 
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 
@@ -135,8 +135,8 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, optedOut).Scan(&key); err != nil {
 		t.Fatal(err)
 	}
-	q, err := sender.Enqueue(ctx, pool, sender.Message{UserID: fixture.NewID(), Type: sender.TypeGoodbye,
-		Key: sender.KeyGoodbye, DestinationJID: "5511999990001@s.whatsapp.net", IdempotencyKey: key})
+	q, err := sender.Enqueue(ctx, pool, sender.Message{UserID: fixture.NewID(), Type: fixture.Goodbye.Type(),
+		Key: fixture.Goodbye.CatalogKey, DestinationJID: "5511999990001@s.whatsapp.net", IdempotencyKey: key})
 	if err != nil || !q.Duplicate {
 		t.Errorf("enqueue under a cancelled message's key: %+v, %v; want a duplicate", q, err)
 	}
@@ -171,7 +171,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
 			t.Fatal(err)
 		}
-		ids[name] = queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:quiet")
+		ids[name] = queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:quiet")
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		QuietHours: quiet, Timezone: "UTC"})
@@ -248,7 +248,7 @@ func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
 			t.Fatal(err)
 		}
-		ids[tz] = queueTyped(t, pool, u, sender.TypeWeeklyReview, u+":weekly_review:quiet")
+		ids[tz] = queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:quiet")
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		QuietHours: quiet, Timezone: "UTC"})

@@ -18,7 +18,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -180,11 +179,11 @@ func queueGoodbyes(t *testing.T, pool *pgxpool.Pool, n int) (users, ids, keys []
 	t.Helper()
 	ctx := context.Background()
 	day := time.Now().UTC().Truncate(24 * time.Hour)
-	start, _ := sender.GoodbyePeriod(day)
+	start, _ := fixture.Goodbye.Period.Bounds(day)
 	for i := range n {
 		u := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: day.Add(-15 * 24 * time.Hour),
 			GoodbyeSentAt: &day, GoodbyeExpiresAt: fixture.Ptr(day.Add(48 * time.Hour))})
-		k := sender.GoodbyeKey(u, day)
+		k := fixture.Goodbye.Key(u, day)
 		var id string
 		err := pool.QueryRow(ctx, `
 			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,

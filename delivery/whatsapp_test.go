@@ -15,7 +15,6 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -62,7 +61,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	wa, err := transport.NewWhatsApp(transport.WhatsAppConfig{
 		BaseURL: api.URL, PhoneNumberID: "1234567890", AccessToken: "tok",
 		Templates: map[string]transport.WhatsAppTemplate{
-			sender.KeyWeeklyReview: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}},
+			fixture.WeeklyReview.CatalogKey: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}},
 		},
 	})
 	if err != nil {
@@ -76,7 +75,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
 			       destination_jid, scheduled_for, idempotency_key)
 			VALUES ($1, 'weekly_review', $2, '{"count":"4"}', 'individual', $3, now() - interval '1 minute', $4)
-			RETURNING id::text`, user, sender.KeyWeeklyReview, number+"@s.whatsapp.net", number).Scan(&id)
+			RETURNING id::text`, user, fixture.WeeklyReview.CatalogKey, number+"@s.whatsapp.net", number).Scan(&id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,13 +144,13 @@ func TestRetryUnknownIsTheOperatorsChoice(t *testing.T) {
 			defer api.Close()
 			wa, err := transport.NewWhatsApp(transport.WhatsAppConfig{
 				BaseURL: api.URL, PhoneNumberID: "1234567890", AccessToken: "tok",
-				Templates: map[string]transport.WhatsAppTemplate{sender.KeyWeeklyReview: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}}},
+				Templates: map[string]transport.WhatsAppTemplate{fixture.WeeklyReview.CatalogKey: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}}},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-			id := queue(t, pool, user, sender.KeyWeeklyReview, "pending", time.Now().Add(-time.Minute))
+			id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 
 			run(t, pool, delivery.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: time.Millisecond, RetryUnknown: retry})
 

@@ -207,7 +207,7 @@ var botTables = []tableNeed{
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{
-			{"status", []string{"pending", "processing", "sent", "failed", "cancelled"}, adoptStatusesSQL},
+			{"status", statemachine.MessageStatuses(), adoptStatusesSQL},
 			{"destination", []string{"individual", "group"}, adoptDestinationsSQL},
 		},
 		inserts: []string{"user_id", "message_type", "message_key", "message_params", "destination",

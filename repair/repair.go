@@ -16,23 +16,9 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/jackc/pgx/v5/pgtype"
 )
-
-// Message statuses the operator's repair commands act on (the status column).
-const (
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-)
-
-// CancelReasons lists every cancel reason (the cancel_reason column: why a
-// message was cancelled instead of sent), in the order reports show them:
-// opted_out (the user opted out after it was queued), stale (the user's
-// state no longer calls for it), no_user (the user's rows are gone) and
-// operator (engagementctl cancel). The slice is a fresh copy.
-func CancelReasons() []string {
-	return []string{"opted_out", "stale", "no_user", "operator"}
-}
 
 var (
 	opsRequeueSQL = mustQuery("ops_requeue")
@@ -82,7 +68,7 @@ func Flag(field string) string { return "--" + strings.ReplaceAll(field, "_", "-
 // RequeueFilter selects the messages Requeue puts back in the queue. Every
 // field given must match; zero fields match everything.
 type RequeueFilter struct {
-	// Status is StatusFailed (the default when empty) or StatusCancelled.
+	// Status is sm.StatusFailed (the default when empty) or sm.StatusCancelled.
 	Status string
 	// Type matches message_type exactly.
 	Type string
@@ -98,7 +84,7 @@ type RequeueFilter struct {
 	// text with ids and long numbers masked (engagement_error_group,
 	// migration 31), as the console's queue page groups failures.
 	ErrorGroup string
-	// Reason matches cancel_reason; only with StatusCancelled.
+	// Reason matches cancel_reason (one of sm.CancelReasons); only with sm.StatusCancelled.
 	Reason string
 }
 
@@ -107,17 +93,17 @@ type RequeueFilter struct {
 // wrap ErrBadFilter and name the engagementctl flag.
 func (f *RequeueFilter) Validate() error {
 	if f.Status == "" {
-		f.Status = StatusFailed
+		f.Status = sm.StatusFailed
 	}
-	if f.Status != StatusFailed && f.Status != StatusCancelled {
+	if f.Status != sm.StatusFailed && f.Status != sm.StatusCancelled {
 		return badFilter("{status} must be failed or cancelled, got %q", f.Status)
 	}
 	if f.Reason != "" {
-		if f.Status != StatusCancelled {
+		if f.Status != sm.StatusCancelled {
 			return badFilter("{reason} applies to {status} cancelled only")
 		}
-		if !slices.Contains(CancelReasons(), f.Reason) {
-			return badFilter("{reason} must be one of %s, got %q", strings.Join(CancelReasons(), ", "), f.Reason)
+		if !slices.Contains(sm.CancelReasons(), f.Reason) {
+			return badFilter("{reason} must be one of %s, got %q", strings.Join(sm.CancelReasons(), ", "), f.Reason)
 		}
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {

@@ -135,12 +135,12 @@ func TestCleanupReadsReplayUntilNotTheKey(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: old})
 
 	recentDay := time.Date(2026, 5, 20, 9, 0, 0, 0, time.UTC) // inside the window
-	dayStart, dayEnd := sender.GoodbyePeriod(recentDay)
-	weekStart, weekEnd := sender.WeeklyReviewPeriod(recentDay)
+	dayStart, dayEnd := fixture.Goodbye.Period.Bounds(recentDay)
+	weekStart, weekEnd := fixture.WeeklyReview.Period.Bounds(recentDay)
 	queue := func(key string, start, until time.Time) {
 		t.Helper()
 		q, err := sender.Enqueue(ctx, pool, sender.Message{
-			UserID: user, Type: sender.TypeGoodbye, DestinationJID: "x@s.whatsapp.net",
+			UserID: user, Type: fixture.Goodbye.Type(), DestinationJID: "x@s.whatsapp.net",
 			IdempotencyKey: key, PeriodStart: start, ReplayUntil: until,
 		})
 		if err != nil {

@@ -55,7 +55,7 @@ const DailyJob = "engagement-daily"
 //
 // Whether a user's deadline has come is decided by the SQL functions of
 // migrations 29, 41 and 42 (engagement_inactivity_due,
-// engagement_goodbye_due, engagement_clock) with DeadlineArgs, the same
+// engagement_goodbye_due, engagement_clock) with sm.DeadlineArgs, the same
 // that verify's no_user_stuck asks: a user verify reports is one this job
 // would have moved a day before.
 //
@@ -107,50 +107,6 @@ func DailySteps() []string {
 	return out
 }
 
-// DeadlineArgs are the parameters every caller of the deadline functions
-// passes them, taken from the state machine's table: the daily job's
-// statements and verify's no_user_stuck, so that both decide by one
-// definition whether a user's deadline has come.
-//
-//   - @inactivity, @inactivity_states: inactivity_14d's wait and the states
-//     it runs in (engagement_inactivity_due);
-//   - @goodbye_window, @goodbye_states: goodbye_timeout's
-//     (engagement_goodbye_due);
-//   - @timer_states, @timer_triggers, @timer_clocks, @timer_waits: every
-//     other timer on a clock of the user's row (engagement_clock), one
-//     entry per from-state.
-func DeadlineArgs() sqlfile.Shared {
-	var (
-		states             = map[sm.Trigger][]string{}
-		tStates, tTriggers []string
-		tClocks            []string
-		tWaits             []time.Duration
-	)
-	for _, t := range sm.Timers() {
-		for _, f := range t.FromStates() {
-			states[t.Trigger] = append(states[t.Trigger], string(f))
-			if !ownDeadline[t.Trigger] {
-				tStates, tTriggers = append(tStates, string(f)), append(tTriggers, string(t.Trigger))
-				tClocks, tWaits = append(tClocks, string(t.Clock)), append(tWaits, t.Wait)
-			}
-		}
-	}
-	return sqlfile.Shared{
-		"inactivity":        sm.Inactivity14d.Wait(),
-		"goodbye_window":    sm.GoodbyeTimeout.Wait(),
-		"inactivity_states": states[sm.Inactivity14d],
-		"goodbye_states":    states[sm.GoodbyeTimeout],
-		"timer_states":      tStates,
-		"timer_triggers":    tTriggers,
-		"timer_clocks":      tClocks,
-		"timer_waits":       tWaits,
-	}
-}
-
-// ownDeadline are the timers with a deadline function of their own
-// (migration 29): the others are due at engagement_clock + their wait.
-var ownDeadline = map[sm.Trigger]bool{sm.Inactivity14d: true, sm.GoodbyeTimeout: true}
-
 // genericStep is the statement of a timer on a clock of the user's row
 // that has none of its own.
 const genericStep = "daily_timer"
@@ -198,7 +154,7 @@ func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 // state machine's tables, as parameters: its states and trigger
 // (@from_state, the row's; @from_states, every state the table moves to
 // the same state on the trigger; @to_state; @trigger), its clock and wait
-// (@clock, @wait, and DeadlineArgs) and the kind it queues
+// (@clock, @wait, and sm.DeadlineArgs) and the kind it queues
 // (statemachine.Kinds: @queue, @message_type, @message_key, @key_infix
 // and, for a kind whose period is the run's, @key_suffix and the period
 // [@period_start, @replay_until) holding asOf; NULL for a kind whose
@@ -209,7 +165,7 @@ func transitionStep(t sm.Transition, file string, asOf time.Time, sendReminder b
 	for _, f := range t.FromStates() {
 		from = append(from, string(f))
 	}
-	args := DeadlineArgs()
+	args := sqlfile.Shared(sm.DeadlineArgs())
 	maps.Copy(args, sqlfile.Shared{
 		"from_state":   string(t.From),
 		"from_states":  from,

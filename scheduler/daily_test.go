@@ -13,6 +13,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // asOf is a late-evening instant in São Paulo that is already the next day
@@ -179,8 +180,8 @@ func TestDailyScenarios(t *testing.T) {
 			{"inactivity processed", stepOf(t, sum, "inactivity_14d").Processed, 5},
 			{"inactivity queued", stepOf(t, sum, "inactivity_14d").Queued, 5},
 			{"inactivity skipped (opted out + no destination)", stepOf(t, sum, "inactivity_14d").Skipped, 2},
-			{"inactivity skipped opted out", stepOf(t, sum, "inactivity_14d").SkipReasons[scheduler.SkipOptedOut], 1},
-			{"inactivity skipped no destination", stepOf(t, sum, "inactivity_14d").SkipReasons[scheduler.SkipNoDestination], 1},
+			{"inactivity skipped opted out", stepOf(t, sum, "inactivity_14d").SkipReasons[sm.SkipOptedOut], 1},
+			{"inactivity skipped no destination", stepOf(t, sum, "inactivity_14d").SkipReasons[sm.SkipNoDestination], 1},
 			{"timeout processed", stepOf(t, sum, "goodbye_timeout").Processed, 4},
 			{"timeout skipped", stepOf(t, sum, "goodbye_timeout").Skipped, 0},
 			{"reminder processed", stepOf(t, sum, "reminder_due").Processed, 3},

@@ -20,6 +20,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Defaults of Config.
@@ -293,12 +294,12 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 		// moved users, not held out, whose message key was already taken
 		counts.Duplicates = t.moved - t.heldOut - t.queued
 	}
-	counts.skip(SkipOptedOut, t.optedOut)
-	counts.skip(SkipNoDestination, t.noDestination)
-	counts.skip(SkipLocked, t.locked)
+	counts.skip(sm.SkipOptedOut, t.optedOut)
+	counts.skip(sm.SkipNoDestination, t.noDestination)
+	counts.skip(sm.SkipLocked, t.locked)
 	// Users the chunk found and locked but did not move: the bot changed
 	// them in the instant between (the statement re-checks each one).
-	counts.skip(SkipStateChanged, t.candidates-t.optedOut-t.noDestination-t.locked-t.moved)
+	counts.skip(sm.SkipStateChanged, t.candidates-t.optedOut-t.noDestination-t.locked-t.moved)
 	return counts, errs, nil
 }
 

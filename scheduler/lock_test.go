@@ -13,6 +13,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // botLock is a transaction of "the bot" on a connection of its own,
@@ -112,11 +113,11 @@ func TestDailySkipsUsersTheBotHoldsLocked(t *testing.T) {
 		moved int
 	}{{"inactivity_14d", 31}, {"goodbye_timeout", 10}, {"reminder_due", 10}} {
 		c := stepOf(t, sum, step.name)
-		if c.SkipReasons[scheduler.SkipLocked] != 1 || c.Failed != 0 || c.Succeeded != step.moved {
+		if c.SkipReasons[sm.SkipLocked] != 1 || c.Failed != 0 || c.Succeeded != step.moved {
 			t.Errorf("step %s: %+v, want %d moved, the held user skipped as locked, none failed", step.name, c, step.moved)
 		}
 	}
-	if sum.SkipReasons[scheduler.SkipLocked] != 3 || sum.Skipped != 3 || sum.Failed != 0 {
+	if sum.SkipReasons[sm.SkipLocked] != 3 || sum.Skipped != 3 || sum.Failed != 0 {
 		t.Errorf("summary %+v, want 3 skipped as locked and none failed", sum.Counts)
 	}
 	for user, want := range map[string]string{inactive: "active", expired: "goodbye_sent", due: "remind_later", profileHeld: "goodbye_sent"} {

@@ -43,7 +43,7 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending := fixture.User(t, pool, fixture.UserOptions{LastActivity: runDay})
-	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: pending, Type: sender.TypeReminder, ScheduledFor: runDay}); err != nil {
+	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: pending, Type: fixture.Reminder.Type(), ScheduledFor: runDay}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET created_at = $1 WHERE user_id = $2`, runDay, pending); err != nil {
@@ -52,8 +52,8 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	// A goodbye of a day inside the window, queued (as far as created_at
 	// tells) long ago: a daily re-run of that day would produce its key.
 	lateDay := time.Date(2026, 12, 10, 6, 0, 0, 0, time.UTC)
-	lateGoodbye := sender.GoodbyeKey(pending, lateDay)
-	lateStart, lateEnd := sender.GoodbyePeriod(lateDay)
+	lateGoodbye := fixture.Goodbye.Key(pending, lateDay)
+	lateStart, lateEnd := fixture.Goodbye.Period.Bounds(lateDay)
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, idempotency_key, created_at,
 		                                      period_start, replay_until)

@@ -8,18 +8,11 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 )
 
-// Skip reasons, the keys of Counts.SkipReasons.
-const (
-	SkipOptedOut      = "opted_out"      // reengagement_opt_out is set: never touched
-	SkipNoDestination = "no_destination" // no JID to send the message to: left as is
-	SkipStateChanged  = "state_changed"  // the bot (or another run) moved the user first
-	SkipLocked        = "locked"         // the bot held the user's row locked; a later run handles it
-)
-
 // maxErrors bounds Summary.Errors; Failed still counts every failure.
 const maxErrors = 100
 
-// Counts are the counters of a job and of each of its steps.
+// Counts are the counters of a job and of each of its steps; the keys of
+// SkipReasons are statemachine.SkipReasons.
 type Counts struct {
 	Processed   int            `json:"processed"`          // users acted on: Succeeded + Failed
 	Succeeded   int            `json:"succeeded"`          // users moved (or, weekly, reviewed)

@@ -15,7 +15,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 	"github.com/engagement-scheduler/engagement/status"
 	"github.com/engagement-scheduler/engagement/verify"
@@ -180,11 +179,11 @@ func TestTheReminderIsAChoice(t *testing.T) {
 	sum := runDaily(t, pool, scheduler.Config{AsOf: now, SendReminder: true, Logger: zerolog.Nop()})
 	msgs := fixture.MessagesOf(t, pool, reminded)
 	wantKey := reminded + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
-	if len(msgs) != 1 || msgs[0].Type != sender.TypeReminder || msgs[0].IdempotencyKey == nil || *msgs[0].IdempotencyKey != wantKey {
+	if len(msgs) != 1 || msgs[0].Type != fixture.Reminder.Type() || msgs[0].IdempotencyKey == nil || *msgs[0].IdempotencyKey != wantKey {
 		t.Fatalf("reminded user's messages %+v, want one reminder keyed %s", msgs, wantKey)
 	}
-	if *msgs[0].IdempotencyKey != sender.ReminderKey(reminded, remindAt) {
-		t.Errorf("key %s is not sender.ReminderKey's", *msgs[0].IdempotencyKey)
+	if *msgs[0].IdempotencyKey != fixture.Reminder.Key(reminded, remindAt) {
+		t.Errorf("key %s is not the reminder kind's", *msgs[0].IdempotencyKey)
 	}
 	if got := fixture.StateOf(t, pool, reminded).State; got != "dormant" {
 		t.Errorf("reminded user: %s, want dormant", got)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
-	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates: a user
@@ -47,7 +47,7 @@ func TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates(t *testing
 		t.Errorf("re-run queued %d duplicates %d succeeded %d failed %d, want 0, 3, 3, 0: an earlier review is a duplicate even when the user is now skipped",
 			again.Queued, again.Duplicates, again.Succeeded, again.Failed)
 	}
-	if again.Skipped != 2 || again.SkipReasons[scheduler.SkipOptedOut] != 1 || again.SkipReasons[scheduler.SkipNoDestination] != 1 {
+	if again.Skipped != 2 || again.SkipReasons[sm.SkipOptedOut] != 1 || again.SkipReasons[sm.SkipNoDestination] != 1 {
 		t.Errorf("re-run skipped %d (%v), want the 2 never reviewed: one opted out, one without destination", again.Skipped, again.SkipReasons)
 	}
 	for _, u := range []string{reviewed, willOptOut, willLoseJID} {

@@ -12,6 +12,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // weekAsOf is a Thursday in ISO week 2026-W48.
@@ -146,7 +147,7 @@ func TestWeeklyScenarios(t *testing.T) {
 	if sum.Processed != want.Processed || sum.Succeeded != want.Succeeded || sum.Skipped != want.Skipped || sum.Queued != want.Queued || sum.Duplicates != 0 || sum.Failed != 0 {
 		t.Errorf("summary %+v, want %+v", sum.Counts, want)
 	}
-	if sum.SkipReasons[scheduler.SkipOptedOut] != 1 || sum.SkipReasons[scheduler.SkipNoDestination] != 1 {
+	if sum.SkipReasons[sm.SkipOptedOut] != 1 || sum.SkipReasons[sm.SkipNoDestination] != 1 {
 		t.Errorf("skip reasons %v, want one opted out and one without destination", sum.SkipReasons)
 	}
 	if sum.ISOWeek != "2026-W48" || sum.Job != "engagement-weekly" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -105,12 +106,12 @@ func TestCatalogRender(t *testing.T) {
 		params            map[string]string
 		want              []string // substrings of the text
 	}{
-		{"goodbye pt-BR", sender.KeyGoodbye, "pt-BR", nil, []string{"Oi!", "1️⃣ Preciso de ajuda", "2️⃣ Me lembre mais tarde", "3️⃣ Agora não, obrigado"}},
-		{"goodbye en", sender.KeyGoodbye, "en", nil, []string{"Hi!", "1️⃣ I need help", "2️⃣ Remind me later", "3️⃣ Not now"}},
-		{"goodbye ignores extra params", sender.KeyGoodbye, "pt-BR", map[string]string{"count": "3", "name": "Ana"}, []string{"1️⃣", "2️⃣", "3️⃣"}},
-		{"weekly review pt-BR", sender.KeyWeeklyReview, "pt-BR", count, []string{"🎉", "Transações registradas: 12", "últimos 7 dias"}},
-		{"weekly review en", sender.KeyWeeklyReview, "en", count, []string{"🎉", "Transactions logged: 12", "last 7 days"}},
-		{"weekly review with zero transactions", sender.KeyWeeklyReview, "pt-BR", map[string]string{"count": "0"}, []string{"Transações registradas: 0"}},
+		{"goodbye pt-BR", fixture.Goodbye.CatalogKey, "pt-BR", nil, []string{"Oi!", "1️⃣ Preciso de ajuda", "2️⃣ Me lembre mais tarde", "3️⃣ Agora não, obrigado"}},
+		{"goodbye en", fixture.Goodbye.CatalogKey, "en", nil, []string{"Hi!", "1️⃣ I need help", "2️⃣ Remind me later", "3️⃣ Not now"}},
+		{"goodbye ignores extra params", fixture.Goodbye.CatalogKey, "pt-BR", map[string]string{"count": "3", "name": "Ana"}, []string{"1️⃣", "2️⃣", "3️⃣"}},
+		{"weekly review pt-BR", fixture.WeeklyReview.CatalogKey, "pt-BR", count, []string{"🎉", "Transações registradas: 12", "últimos 7 dias"}},
+		{"weekly review en", fixture.WeeklyReview.CatalogKey, "en", count, []string{"🎉", "Transactions logged: 12", "last 7 days"}},
+		{"weekly review with zero transactions", fixture.WeeklyReview.CatalogKey, "pt-BR", map[string]string{"count": "0"}, []string{"Transações registradas: 0"}},
 	}
 	for _, tt := range tests {
 		got, err := c.Render(tt.key, tt.locale, tt.params)
@@ -203,10 +204,10 @@ func TestRenderErrors(t *testing.T) {
 	}{
 		{"unknown key", sender.DefaultCatalog(), "engagement.nope", nil, true, []string{`"engagement.nope"`, "unknown message key"}},
 		{"empty key", sender.DefaultCatalog(), "", nil, true, []string{`""`}},
-		{"nil catalog", nil, sender.KeyGoodbye, nil, true, []string{sender.KeyGoodbye}},
-		{"zero catalog", &sender.Catalog{}, sender.KeyGoodbye, nil, true, []string{sender.KeyGoodbye}},
-		{"missing param", sender.DefaultCatalog(), sender.KeyWeeklyReview, nil, false, []string{`missing param "count" for message key "` + sender.KeyWeeklyReview + `"`}},
-		{"missing param, others given", sender.DefaultCatalog(), sender.KeyWeeklyReview, map[string]string{"Count": "1", "n": "2"}, false, []string{`missing param "count"`}},
+		{"nil catalog", nil, fixture.Goodbye.CatalogKey, nil, true, []string{fixture.Goodbye.CatalogKey}},
+		{"zero catalog", &sender.Catalog{}, fixture.Goodbye.CatalogKey, nil, true, []string{fixture.Goodbye.CatalogKey}},
+		{"missing param", sender.DefaultCatalog(), fixture.WeeklyReview.CatalogKey, nil, false, []string{`missing param "count" for message key "` + fixture.WeeklyReview.CatalogKey + `"`}},
+		{"missing param, others given", sender.DefaultCatalog(), fixture.WeeklyReview.CatalogKey, map[string]string{"Count": "1", "n": "2"}, false, []string{`missing param "count"`}},
 	}
 	for _, tt := range tests {
 		got, err := tt.catalog.Render(tt.key, "pt-BR", tt.params)
@@ -271,11 +272,11 @@ func TestLoadCatalogOverride(t *testing.T) {
 	tests := []struct {
 		name, key, locale, want string
 	}{
-		{"overridden locale", sender.KeyGoodbye, "en", "Bye {for now}: 1, 2 or 3?"},
-		{"overridden locale, by region", sender.KeyGoodbye, "en-US", "Bye {for now}: 1, 2 or 3?"},
-		{"other locale of the key kept", sender.KeyGoodbye, "pt-BR", mustRender(t, def, sender.KeyGoodbye, "pt-BR", nil)},
-		{"other key kept (pt-BR)", sender.KeyWeeklyReview, "pt-BR", mustRender(t, def, sender.KeyWeeklyReview, "pt-BR", params)},
-		{"other key kept (en)", sender.KeyWeeklyReview, "en", mustRender(t, def, sender.KeyWeeklyReview, "en", params)},
+		{"overridden locale", fixture.Goodbye.CatalogKey, "en", "Bye {for now}: 1, 2 or 3?"},
+		{"overridden locale, by region", fixture.Goodbye.CatalogKey, "en-US", "Bye {for now}: 1, 2 or 3?"},
+		{"other locale of the key kept", fixture.Goodbye.CatalogKey, "pt-BR", mustRender(t, def, fixture.Goodbye.CatalogKey, "pt-BR", nil)},
+		{"other key kept (pt-BR)", fixture.WeeklyReview.CatalogKey, "pt-BR", mustRender(t, def, fixture.WeeklyReview.CatalogKey, "pt-BR", params)},
+		{"other key kept (en)", fixture.WeeklyReview.CatalogKey, "en", mustRender(t, def, fixture.WeeklyReview.CatalogKey, "en", params)},
 		{"new key", "custom.key", "pt-BR", "Oi Ana"},
 		{"new key, language fallback", "custom.key", "en", "Hello Ana"},
 	}
@@ -287,7 +288,7 @@ func TestLoadCatalogOverride(t *testing.T) {
 	}
 
 	// The default catalog is not changed by loading a file.
-	if got, want := mustRender(t, def, sender.KeyGoodbye, "en", nil), "Bye {for now}: 1, 2 or 3?"; got == want {
+	if got, want := mustRender(t, def, fixture.Goodbye.CatalogKey, "en", nil), "Bye {for now}: 1, 2 or 3?"; got == want {
 		t.Errorf("DefaultCatalog goodbye in en = %q after LoadCatalog, want the embedded text", got)
 	}
 	if got := def.Keys(); slices.Contains(got, "custom.key") {
@@ -319,7 +320,7 @@ func TestLoadCatalogErrors(t *testing.T) {
 		{"empty placeholder", `{"k": {"pt-BR": "Hi {}"}}`, []string{`empty placeholder`}},
 		{"invalid name", `{"k": {"pt-BR": "Hi {first name}"}}`, []string{`invalid character ' ' in placeholder`}},
 		{"lone closing brace", `{"k": {"pt-BR": "Hi :}"}}`, []string{`unmatched "}" at byte 4`}},
-		{"override of an embedded key", `{"` + sender.KeyWeeklyReview + `": {"en": "{count"}}`, []string{sender.KeyWeeklyReview, `unclosed "{"`}},
+		{"override of an embedded key", `{"` + fixture.WeeklyReview.CatalogKey + `": {"en": "{count"}}`, []string{fixture.WeeklyReview.CatalogKey, `unclosed "{"`}},
 		{"new key without pt-BR", `{"k": {"en": "Hi"}}`, []string{`key "k": no pt-BR template`}},
 		{"empty template", `{"k": {"pt-BR": "  "}}`, []string{`empty template`}},
 		{"invalid locale", `{"k": {"pt-BR": "x", "pt BR": "y"}}`, []string{`invalid locale "pt BR"`}},

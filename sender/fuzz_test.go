@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 )
 
 // FuzzNormalizeKey: a normalized key has no surrounding space, is never
@@ -60,14 +62,14 @@ func FuzzRenderParams(f *testing.F) {
 	}
 	c := DefaultCatalog()
 	f.Fuzz(func(t *testing.T, value, locale string) {
-		text, err := c.Render(KeyWeeklyReview, locale, map[string]string{"count": value, "extra": value})
+		text, err := c.Render(fixture.WeeklyReview.CatalogKey, locale, map[string]string{"count": value, "extra": value})
 		if err != nil {
 			t.Fatalf("Render(weekly review, %q, count=%q): %v", locale, value, err)
 		}
 		if !strings.Contains(text, value) {
 			t.Fatalf("Render(weekly review, %q, count=%q) = %q: the value is missing", locale, value, text)
 		}
-		if _, err := c.Render(KeyGoodbye, locale, map[string]string{"count": value}); err != nil {
+		if _, err := c.Render(fixture.Goodbye.CatalogKey, locale, map[string]string{"count": value}); err != nil {
 			t.Fatalf("Render(goodbye, %q): %v", locale, err)
 		}
 	})

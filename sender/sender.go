@@ -1,8 +1,10 @@
 // Package sender is the message contract the bot and the jobs share: the
-// message types, their catalog of texts, their idempotency keys, and
-// Enqueue, which queues a message under a key that makes queueing it twice
-// impossible. Package delivery sends them; sender/transport holds the ways
-// it can.
+// catalog of texts, the rule for idempotency keys, and Enqueue, which
+// queues a message under a key that makes queueing it twice impossible.
+// The kinds of message, with their types, catalog keys, key formats and
+// periods, are package statemachine's (statemachine.Kinds: a kind's
+// Key, CatalogKey, Period). Package delivery sends them; sender/transport
+// holds the ways it can.
 //
 // The database enforces idempotency: engagement_message_queue has a partial
 // unique index on idempotency_key, and every insert goes through
@@ -28,73 +30,11 @@ import (
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
-// Message types (the engagement_message_queue.message_type column), as the
-// kinds table of package statemachine declares them.
-const (
-	TypeGoodbye      = string(sm.GoodbyeMessage)
-	TypeWeeklyReview = string(sm.WeeklyReviewMessage)
-	TypeReminder     = string(sm.ReminderMessage)
-)
-
-// The kinds of the message types, from the table.
-var (
-	goodbye, _      = sm.KindOf(sm.GoodbyeMessage)
-	weeklyReview, _ = sm.KindOf(sm.WeeklyReviewMessage)
-	reminder, _     = sm.KindOf(sm.ReminderMessage)
-)
-
-// Message catalog keys (the message_key column), rendered at send time:
-// the kinds' CatalogKey.
-var (
-	KeyGoodbye      = goodbye.CatalogKey
-	KeyWeeklyReview = weeklyReview.CatalogKey
-	// KeyReminder is the reminder engagement-daily --send-reminder queues
-	// when a "remind me later" comes due.
-	KeyReminder = reminder.CatalogKey
-)
-
 // Destinations (the destination column).
 const (
 	DestinationIndividual = "individual"
 	DestinationGroup      = "group"
 )
-
-// GoodbyeKeySuffix is what follows the user id in a goodbye's idempotency key:
-// ":goodbye_sent:YYYY-MM-DD", the UTC date of asOf (the goodbye kind's
-// KeySuffix).
-func GoodbyeKeySuffix(asOf time.Time) string { return goodbye.KeySuffix(asOf) }
-
-// GoodbyeKey is the idempotency key of userID's goodbye on asOf's UTC date.
-// The jobs build it in SQL (GoodbyeKeySuffix); this is the bot's API: the
-// contract's key of the goodbye, for the bot to look the message up.
-func GoodbyeKey(userID string, asOf time.Time) string { return goodbye.Key(userID, asOf) }
-
-// GoodbyePeriod is the period a goodbye queued at asOf covers: its UTC day,
-// [start, end). end is also the last instant a daily run could produce the
-// goodbye's key again (engagement_message_queue.replay_until).
-func GoodbyePeriod(asOf time.Time) (start, end time.Time) { return goodbye.Period.Bounds(asOf) }
-
-// WeeklyReviewPeriod is the period a weekly review queued at asOf covers:
-// its UTC ISO week, Monday to Monday, [start, end). end is also the last
-// instant a weekly run could produce the review's key again.
-func WeeklyReviewPeriod(asOf time.Time) (start, end time.Time) {
-	return weeklyReview.Period.Bounds(asOf)
-}
-
-// ISOWeek formats t's ISO 8601 week-numbering year and week in UTC, like
-// "2026-W48". 2027-01-01 is in 2026-W53 and 2025-12-29 in 2026-W01.
-func ISOWeek(t time.Time) string { return sm.PerISOWeek.Label(t) }
-
-// WeeklyReviewKeySuffix is what follows the user id in a weekly review's
-// idempotency key: ":weekly_review:YYYY-Www" (see ISOWeek).
-func WeeklyReviewKeySuffix(asOf time.Time) string { return weeklyReview.KeySuffix(asOf) }
-
-// ReminderKey is the idempotency key of a reminder due at remindAt, in the
-// contract's format: the key engagement-daily --send-reminder queues under,
-// and the one a bot that queues its own reminders (Enqueue, or
-// engagementctl enqueue --idempotency-key) should use, so the two never
-// both send.
-func ReminderKey(userID string, remindAt time.Time) string { return reminder.Key(userID, remindAt) }
 
 // MaxKeyLength is the longest idempotency key, in characters.
 const MaxKeyLength = 128
@@ -179,7 +119,7 @@ type Message struct {
 	ScheduledFor   time.Time         // zero means now (the database clock)
 	IdempotencyKey string            // trimmed, then ValidateKey's rule; empty means none: every call queues a new row
 	// PeriodStart is the start of the period the idempotency key covers
-	// (see GoodbyePeriod, WeeklyReviewPeriod); zero for none.
+	// (a kind's statemachine.Kind.Period.Bounds); zero for none.
 	PeriodStart time.Time
 	// ReplayUntil is the last instant the idempotency key could be
 	// produced again: engagementctl cleanup keeps the message until then.

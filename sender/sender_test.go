@@ -11,6 +11,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 func TestKeys(t *testing.T) {
@@ -19,12 +20,12 @@ func TestKeys(t *testing.T) {
 	tests := []struct {
 		name, got, want string
 	}{
-		{"goodbye uses the UTC date", sender.GoodbyeKey(user, time.Date(2026, 11, 22, 22, 0, 0, 0, time.FixedZone("BRT", -3*3600))), user + ":goodbye_sent:2026-11-23"},
-		{"ISO week", sender.ISOWeek(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)), "2026-W48"},
-		{"ISO week-year: 2027-01-01 is in 2026-W53", sender.ISOWeek(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)), "2026-W53"},
-		{"ISO week-year: 2025-12-29 is in 2026-W01", sender.ISOWeek(time.Date(2025, 12, 29, 12, 0, 0, 0, time.UTC)), "2026-W01"},
-		{"weekly review key", user + sender.WeeklyReviewKeySuffix(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)), user + ":weekly_review:2026-W47"},
-		{"reminder key is unix ms", sender.ReminderKey(user, time.UnixMilli(1795000000123)), user + ":reminder:1795000000123"},
+		{"goodbye uses the UTC date", fixture.Goodbye.Key(user, time.Date(2026, 11, 22, 22, 0, 0, 0, time.FixedZone("BRT", -3*3600))), user + ":goodbye_sent:2026-11-23"},
+		{"ISO week", sm.PerISOWeek.Label(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)), "2026-W48"},
+		{"ISO week-year: 2027-01-01 is in 2026-W53", sm.PerISOWeek.Label(time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)), "2026-W53"},
+		{"ISO week-year: 2025-12-29 is in 2026-W01", sm.PerISOWeek.Label(time.Date(2025, 12, 29, 12, 0, 0, 0, time.UTC)), "2026-W01"},
+		{"weekly review key", user + fixture.WeeklyReview.KeySuffix(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)), user + ":weekly_review:2026-W47"},
+		{"reminder key is unix ms", fixture.Reminder.Key(user, time.UnixMilli(1795000000123)), user + ":reminder:1795000000123"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -43,10 +44,10 @@ func TestPeriods(t *testing.T) {
 		want       time.Time // start; end is a day or a week later
 		days       int
 	}{
-		{"goodbye: the UTC day", first(sender.GoodbyePeriod(time.Date(2026, 11, 22, 22, 0, 0, 0, brt))), second(sender.GoodbyePeriod(time.Date(2026, 11, 22, 22, 0, 0, 0, brt))), day(2026, 11, 23), 1},
-		{"review: Monday of the ISO week", first(sender.WeeklyReviewPeriod(day(2026, 11, 29))), second(sender.WeeklyReviewPeriod(day(2026, 11, 29))), day(2026, 11, 23), 7},
-		{"review: a Monday is its own week", first(sender.WeeklyReviewPeriod(day(2026, 11, 23))), second(sender.WeeklyReviewPeriod(day(2026, 11, 23))), day(2026, 11, 23), 7},
-		{"review: 2027-01-01 is in 2026-W53", first(sender.WeeklyReviewPeriod(day(2027, 1, 1))), second(sender.WeeklyReviewPeriod(day(2027, 1, 1))), day(2026, 12, 28), 7},
+		{"goodbye: the UTC day", first(fixture.Goodbye.Period.Bounds(time.Date(2026, 11, 22, 22, 0, 0, 0, brt))), second(fixture.Goodbye.Period.Bounds(time.Date(2026, 11, 22, 22, 0, 0, 0, brt))), day(2026, 11, 23), 1},
+		{"review: Monday of the ISO week", first(fixture.WeeklyReview.Period.Bounds(day(2026, 11, 29))), second(fixture.WeeklyReview.Period.Bounds(day(2026, 11, 29))), day(2026, 11, 23), 7},
+		{"review: a Monday is its own week", first(fixture.WeeklyReview.Period.Bounds(day(2026, 11, 23))), second(fixture.WeeklyReview.Period.Bounds(day(2026, 11, 23))), day(2026, 11, 23), 7},
+		{"review: 2027-01-01 is in 2026-W53", first(fixture.WeeklyReview.Period.Bounds(day(2027, 1, 1))), second(fixture.WeeklyReview.Period.Bounds(day(2027, 1, 1))), day(2026, 12, 28), 7},
 	}
 	for _, tt := range tests {
 		if !tt.start.Equal(tt.want) || !tt.end.Equal(tt.want.AddDate(0, 0, tt.days)) {
@@ -64,7 +65,7 @@ func TestEnqueueIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	msg := sender.Message{
-		UserID: user, Type: sender.TypeWeeklyReview, Key: sender.KeyWeeklyReview,
+		UserID: user, Type: fixture.WeeklyReview.Type(), Key: fixture.WeeklyReview.CatalogKey,
 		Params: map[string]string{"count": "3"}, Destination: sender.DestinationIndividual,
 		DestinationJID: "5511999990000@s.whatsapp.net", IdempotencyKey: user + ":weekly_review:2026-W48",
 	}
@@ -134,7 +135,7 @@ func TestEnqueueKeysAndRouting(t *testing.T) {
 	ctx := context.Background()
 	user := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now(),
 		Destination: "group", GroupJID: fixture.Ptr("120363000000000042@g.us")})
-	msg := sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: "  k "}
+	msg := sender.Message{UserID: user, Type: fixture.Reminder.Type(), IdempotencyKey: "  k "}
 
 	first, err := sender.Enqueue(ctx, tx, msg)
 	if err != nil || first.Duplicate {
@@ -155,16 +156,16 @@ func TestEnqueueKeysAndRouting(t *testing.T) {
 	}
 
 	long := strings.Repeat("x", sender.MaxKeyLength+1)
-	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: long}); !errors.Is(err, sender.ErrKeyTooLong) || !strings.Contains(err.Error(), "128") {
+	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: fixture.Reminder.Type(), IdempotencyKey: long}); !errors.Is(err, sender.ErrKeyTooLong) || !strings.Contains(err.Error(), "128") {
 		t.Errorf("a %d-character key: %v, want ErrKeyTooLong stating the limit", len(long), err)
 	}
-	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: "  " + strings.Repeat("y", 128) + " "}); err != nil {
+	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: fixture.Reminder.Type(), IdempotencyKey: "  " + strings.Repeat("y", 128) + " "}); err != nil {
 		t.Errorf("a 128-character key with spaces around: %v, want it accepted", err)
 	}
 	// Issue 31: a key delivery would refuse (sender.ValidateKey) is
 	// refused here, before anything is written.
 	for _, bad := range []string{"k\r\nX-Injected: 1", "week\t48", "week\a48"} {
-		if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: sender.TypeReminder, IdempotencyKey: bad}); !errors.Is(err, sender.ErrInvalidKey) || !strings.Contains(err.Error(), "control character") {
+		if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: user, Type: fixture.Reminder.Type(), IdempotencyKey: bad}); !errors.Is(err, sender.ErrInvalidKey) || !strings.Contains(err.Error(), "control character") {
 			t.Errorf("key %q: %v, want ErrInvalidKey naming the control character", bad, err)
 		}
 	}
@@ -173,7 +174,7 @@ func TestEnqueueKeysAndRouting(t *testing.T) {
 	}
 
 	nobody := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: fixture.NoJID})
-	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: nobody, Type: sender.TypeReminder}); !errors.Is(err, sender.ErrNoDestination) {
+	if _, err := sender.Enqueue(ctx, tx, sender.Message{UserID: nobody, Type: fixture.Reminder.Type()}); !errors.Is(err, sender.ErrNoDestination) {
 		t.Errorf("user without a JID: %v, want ErrNoDestination", err)
 	}
 }

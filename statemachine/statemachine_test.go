@@ -403,3 +403,39 @@ func checkTime(t *testing.T, field string, got, want *time.Time) {
 		t.Errorf("%s = %v, want exactly %v (off by %v)", field, *got, *want, got.Sub(*want))
 	}
 }
+
+// TestDeadlineArgsCoverEveryTimer: each timer's from-states are in
+// DeadlineArgs, under its own deadline function's parameters or, once per
+// from-state, in the generic timer arrays, which line up.
+func TestDeadlineArgsCoverEveryTimer(t *testing.T) {
+	args := sm.DeadlineArgs()
+	states, triggers := args["timer_states"].([]string), args["timer_triggers"].([]string)
+	clocks, waits := args["timer_clocks"].([]string), args["timer_waits"].([]time.Duration)
+	if len(triggers) != len(states) || len(clocks) != len(states) || len(waits) != len(states) {
+		t.Fatalf("timer arrays of lengths %d, %d, %d, %d; want one length", len(states), len(triggers), len(clocks), len(waits))
+	}
+	for _, tm := range sm.Timers() {
+		for _, f := range tm.FromStates() {
+			switch tm.Trigger {
+			case sm.Inactivity14d:
+				if !slices.Contains(args["inactivity_states"].([]string), string(f)) {
+					t.Errorf("inactivity_states lacks %s", f)
+				}
+			case sm.GoodbyeTimeout:
+				if !slices.Contains(args["goodbye_states"].([]string), string(f)) {
+					t.Errorf("goodbye_states lacks %s", f)
+				}
+			default:
+				found := false
+				for i := range states {
+					if states[i] == string(f) && triggers[i] == string(tm.Trigger) {
+						found = found || (clocks[i] == string(tm.Clock) && waits[i] == tm.Wait)
+					}
+				}
+				if tm.Trigger.OwnDeadline() || !found {
+					t.Errorf("timer %s from %s: not in the generic timer arrays with its clock %s and wait %s", tm.Trigger, f, tm.Clock, tm.Wait)
+				}
+			}
+		}
+	}
+}

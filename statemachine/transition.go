@@ -79,8 +79,8 @@ func (t Trigger) Wait() time.Duration {
 // Clock is what a timer's wait counts from: a time the user's rows keep,
 // always business time (the as-of of the run or the instant of the bot's
 // move that set it, never the clock of the write). Its string form is the
-// clock's name in SQL (engagement_clock_due, migration 42) and in the
-// reference.
+// clock's name in SQL (engagement_clock's first argument, migration 42)
+// and in the reference.
 type Clock string
 
 // The clocks.

@@ -20,7 +20,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/pricing"
-	"github.com/engagement-scheduler/engagement/repair"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -28,14 +27,6 @@ import (
 // DefaultRuns is how many of the latest runs Status reports per job
 // and shard.
 const DefaultRuns = 5
-
-// Message statuses (engagement_message_queue.status), in the order status
-// reports list them.
-var messageStatuses = []string{"pending", "processing", "sent", "failed", "cancelled"}
-
-// MessageStatuses returns the queue's message statuses in a fixed order:
-// pending, processing, sent, failed, cancelled. The slice is a fresh copy.
-func MessageStatuses() []string { return append([]string(nil), messageStatuses...) }
 
 // Status is a snapshot of the scheduler's database, read in one consistent
 // transaction: the queue, the users' states and the latest job runs.
@@ -100,7 +91,7 @@ type Queue struct {
 	// claim deadline: the next queue-process settles them.
 	ExpiredClaims int64 `json:"expired_claims"`
 	// CancelledByReason counts cancelled messages by why they were not
-	// sent: every reason repair.CancelReasons lists, 0 included, then
+	// sent: every reason sm.CancelReasons lists, 0 included, then
 	// ReasonUnspecified for those cancelled without a reason (before
 	// reasons were recorded, or by another writer), when there are any.
 	CancelledByReason []ReasonCount `json:"cancelled_by_reason"`
@@ -228,7 +219,7 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 }
 
 func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) error {
-	rows, err := tx.Query(ctx, query("status_queue_counts"), sqlfile.Args{"statuses": messageStatuses})
+	rows, err := tx.Query(ctx, query("status_queue_counts"), sqlfile.Args{"statuses": sm.MessageStatuses()})
 	if err != nil {
 		return fmt.Errorf("count queued messages: %w", err)
 	}
@@ -274,7 +265,7 @@ func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
 	}); err != nil {
 		return fmt.Errorf("count cancelled messages: %w", err)
 	}
-	reasons := repair.CancelReasons()
+	reasons := sm.CancelReasons()
 	var others []string
 	for r := range counts {
 		if !slices.Contains(reasons, r) && r != ReasonUnspecified {

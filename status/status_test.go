@@ -12,6 +12,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
 	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/status"
 )
 
@@ -42,7 +43,7 @@ func TestStatusOnSeededData(t *testing.T) {
 	for _, c := range st.Queue.Counts {
 		got[[2]string{c.Status, c.MessageType}] = c.Messages
 	}
-	for _, status := range status.MessageStatuses() {
+	for _, status := range sm.MessageStatuses() {
 		for _, typ := range []string{"goodbye", "weekly_review"} {
 			want := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = $1 AND message_type = $2`, status, typ)
 			if got[[2]string{status, typ}] != int64(want) {

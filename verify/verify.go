@@ -24,7 +24,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/retention"
-	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -109,10 +108,10 @@ type invariant struct {
 }
 
 // withDeadlines adds to args the parameters of the deadline functions, the
-// daily job's own (scheduler.DeadlineArgs): verify and the job decide by
+// daily job's own (statemachine.DeadlineArgs): verify and the job decide by
 // one definition whether a user's deadline has come.
 func withDeadlines(args sqlfile.Shared) sqlfile.Shared {
-	all := scheduler.DeadlineArgs()
+	all := sqlfile.Shared(sm.DeadlineArgs())
 	maps.Copy(all, args)
 	return all
 }

@@ -1,13 +1,9 @@
 package cli_test
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -60,29 +56,18 @@ func TestEachBinaryLinksOnlyWhatItRuns(t *testing.T) {
 	if len(binaries) == 0 {
 		t.Fatal("no binary in cmd/")
 	}
-	const module = "github.com/engagement-scheduler/engagement/"
 	for _, bin := range binaries {
 		forbidden, ok := notLinked[bin]
 		if !ok {
 			t.Errorf("cmd/%s has no row in notLinked: say which packages it must not link", bin)
 			continue
 		}
-		cmd := exec.Command("go", "list", "-deps", "./cmd/"+bin)
-		cmd.Dir = root
-		out, err := cmd.Output()
-		if err != nil {
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				err = fmt.Errorf("%w\n%s", err, exit.Stderr)
-			}
-			t.Fatalf("go list -deps ./cmd/%s: %v", bin, err)
-		}
-		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, module+"internal/cli") {
+		deps := goList(t, "-deps", "./cmd/"+bin)
+		if !slices.Contains(deps, module+"/internal/cli") {
 			t.Fatalf("go list -deps ./cmd/%s does not list internal/cli: %q", bin, deps)
 		}
 		for _, pkg := range forbidden {
-			if slices.Contains(deps, module+pkg) {
+			if slices.Contains(deps, module+"/"+pkg) {
 				t.Errorf("%s links %s, which it never runs", bin, pkg)
 			}
 		}

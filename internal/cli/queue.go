@@ -20,6 +20,7 @@ import (
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // DeliveryFlags configure the transport and the pace of delivery: the
@@ -439,7 +440,7 @@ func (o *queueOptions) Run(ctx context.Context) (err error) {
 	}
 	o.log.Info().Int("processed", sum.Processed).Int("sent", sum.Sent).Int("retried", sum.Retried).
 		Int("failed", sum.Failed).Int("cancelled", sum.Cancelled).Int("deferred", sum.Deferred).
-		Int("deferred_budget", sum.DeferReasons["budget"]).
+		Int("deferred_budget", sum.DeferReasons[sm.DeferredBudget]).
 		Int64("duration_ms", sum.DurationMS).Msg("queue-process finished")
 	if err := writeQueueSummary(o.Stdout, o.output, sum); err != nil {
 		return err

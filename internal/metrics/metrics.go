@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Metric names, the documented contract of the dashboards and alerts.
@@ -189,15 +191,16 @@ func Gatherer(r Run) prometheus.Gatherer {
 		delivered.WithLabelValues(d.Transport, "failed").Set(float64(d.Failed))
 		vec(DeliveryRecovered, "Abandoned claims (a worker died mid-send) the last completed run settled.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Recovered))
-		cancelled := vec(DeliveryCancelled, "Messages the last completed run found no longer wanted when it claimed them, by reason: opted_out, stale, no_user.", "transport", "reason")
-		for _, reason := range []string{"opted_out", "stale", "no_user"} {
+		reasons := deliveryCancelReasons()
+		cancelled := vec(DeliveryCancelled, "Messages the last completed run found no longer wanted when it claimed them, by reason: "+strings.Join(reasons, ", ")+".", "transport", "reason")
+		for _, reason := range reasons {
 			cancelled.WithLabelValues(d.Transport, reason).Set(float64(d.CancelReasons[reason]))
 		}
 		vec(DeliveryDeferred, "Messages the last completed run left pending past when they were due: inside the quiet hours, or over the send budget.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Deferred))
 		if b := d.Budget; b != nil {
 			vec(BudgetDeferred, "Messages the last completed run found over the send budget and put in its line.", "transport").
-				WithLabelValues(d.Transport).Set(float64(d.DeferReasons["budget"]))
+				WithLabelValues(d.Transport).Set(float64(d.DeferReasons[sm.DeferredBudget]))
 			vec(BudgetLimit, "Recipients the send budget's window may hold, as the last completed run left it (today's figure while a ramp warms up).", "transport").
 				WithLabelValues(d.Transport).Set(float64(b.Limit))
 			vec(BudgetUsed, "Slots of the send budget spent in the last 24 hours (a recipient each), as the last completed run left it.", "transport").
@@ -342,4 +345,10 @@ func (p *Pusher) redact(err error) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
+}
+
+// deliveryCancelReasons are the cancel reasons a delivery run can find:
+// every one but operator (engagementctl cancel's, never a run's).
+func deliveryCancelReasons() []string {
+	return slices.DeleteFunc(sm.CancelReasons(), func(r string) bool { return r == sm.CancelOperator })
 }

@@ -49,7 +49,7 @@ func ctlWith(sub func(databaseURL *string) *cobra.Command) *cobra.Command {
 	return root
 }
 
-// runF runs a command's flag parsing and Validate and hands over the
+// The runF hook runs a command's flag parsing and Validate and hands over the
 // options, without a database: here requeue's filter, from its flags and
 // the environment, exactly as a run would get it.
 func TestRunFSeesTheOptionsARunWouldGet(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // repairFlags are what requeue and cancel share, and what Validate makes
@@ -101,14 +102,14 @@ those out with --error-contains, or check them first. See docs/repair.md.`,
 		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.filter.Status, "status", repair.StatusFailed, "which messages to requeue: failed or cancelled")
+	fs.StringVar(&o.filter.Status, "status", sm.StatusFailed, "which messages to requeue: failed or cancelled")
 	fs.StringVar(&o.filter.Type, "type", "", "only this message type, e.g. goodbye")
 	fs.StringVar(&o.since, "since", "", "only messages that settled at or after this instant, RFC3339")
 	fs.StringVar(&o.until, "until", "", "only messages that settled before this instant, RFC3339")
 	fs.StringSliceVar(&o.filter.IDs, "ids", nil, "only these message ids (UUIDs, comma-separated or repeated)")
 	fs.StringVar(&o.filter.ErrorContains, "error-contains", "", "only messages whose error contains this text (any case)")
 	fs.StringVar(&o.filter.ErrorGroup, "error-group", "", "only messages of this reason group, exactly as the console's queue page names it")
-	fs.StringVar(&o.filter.Reason, "reason", "", "with --status cancelled: only this cancel reason (opted_out, stale, no_user, operator)")
+	fs.StringVar(&o.filter.Reason, "reason", "", "with --status cancelled: only this cancel reason ("+strings.Join(sm.CancelReasons(), ", ")+")")
 	o.repairFlags.register(cmd, "requeued")
 	return cmd
 }

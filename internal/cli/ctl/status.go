@@ -17,6 +17,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/pricing"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/status"
 )
 
@@ -37,7 +38,7 @@ func (f *timeFlags) registerAsOf(cmd *cobra.Command, asOf, usage string) {
 	fs := cmd.Flags()
 	if asOf != "" {
 		if err := f.asOf.Set(asOf); err != nil {
-			panic("cli: the default --as-of " + asOf + ": " + err.Error())
+			panic("ctl: the default --as-of " + asOf + ": " + err.Error())
 		}
 	}
 	fs.Var(&f.asOf, "as-of", usage)
@@ -116,7 +117,7 @@ func writeStatus(w io.Writer, st *status.Status) error {
 	fmt.Fprintf(w, "engagement status as of %s\n\n", st.AsOf.Format(time.RFC3339))
 
 	// The queue: one row per message type, one column per status.
-	statuses := status.MessageStatuses()
+	statuses := sm.MessageStatuses()
 	var types []string
 	counts := map[[2]string]int64{}
 	for _, c := range st.Queue.Counts {

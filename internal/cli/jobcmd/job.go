@@ -20,6 +20,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // jobFunc is a job's entry point in package scheduler.
@@ -126,7 +127,8 @@ func (o *jobOptions) Validate() error {
 	if err != nil {
 		return err
 	}
-	o.variants = map[string][]sender.Variant{sender.TypeGoodbye: catalog.Variants(sender.TypeGoodbye)}
+	goodbye := string(sm.GoodbyeMessage)
+	o.variants = map[string][]sender.Variant{goodbye: catalog.Variants(goodbye)}
 	if err := o.metrics.Validate(); err != nil {
 		return err
 	}

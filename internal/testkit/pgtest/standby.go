@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -263,20 +262,7 @@ func (s *Standby) flush(ctx context.Context) error {
 
 // pgBasebackup finds pg_basebackup beside the pg_ctl in use (a symlink
 // followed), of the same version as the server it starts, else in PATH.
-func pgBasebackup(bins pgBinaries) (string, error) {
-	ctl := bins.pgCtl
-	if real, err := filepath.EvalSymlinks(ctl); err == nil {
-		ctl = real
-	}
-	if p := filepath.Join(filepath.Dir(ctl), "pg_basebackup"); isExecutable(p) {
-		return p, nil
-	}
-	p, err := exec.LookPath("pg_basebackup")
-	if err != nil {
-		return "", fmt.Errorf("pg_basebackup is neither beside %s nor in PATH: %w", ctl, err)
-	}
-	return p, nil
-}
+func pgBasebackup(bins pgBinaries) (string, error) { return bins.sibling("pg_basebackup") }
 
 // queryRow runs one query on the server dbURL names and scans its row.
 func (s *Standby) queryRow(ctx context.Context, dbURL, sql string, dest ...any) error {
