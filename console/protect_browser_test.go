@@ -10,9 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -45,14 +43,7 @@ func protectedQueue(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d, stderr %s", res.Code, res.Stderr)
 	}
-	h, err := console.New(console.Config{Pool: pool, Auth: console.Auth{Users: htpasswd(t), Operators: []string{operator}},
-		WhatsApp: console.WhatsAppWebhook{AppSecret: metaSecret, VerifyToken: metaToken},
-		Logger:   zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := metaConsole(t, pool)
 	for _, b := range [][]byte{
 		metafake.TemplateStatus("goodbye_v1", "PAUSED", time.Now()),
 		metafake.TemplateStatus("weekly_review_v1", "APPROVED", time.Now()),
