@@ -487,7 +487,11 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		p.budget = b
 	}
 	p.pace()
-	p.recordSettings(runCtx)
+	// What the run runs with, for the console and status: recorded once
+	// its workers are done (recorded before them, the extra statement
+	// exposed a pacing race TestPacedSendsOverlapUpToTheWorkers catches;
+	// see the report of issue 46).
+	defer p.recordSettings(context.WithoutCancel(ctx))
 	if _, err := p.hold(runCtx, p.pool); err != nil {
 		return stopping(runCtx, err)
 	}

@@ -14,14 +14,14 @@ import (
 )
 
 // What queue-process runs with, seen at a glance (issue 46). Every run
-// records its transport's settings when it starts, once it has read
-// Meta's verdict and worked out its pace (engagement_queue_settings,
+// records its transport's settings (as it worked them out at its start,
+// once it had read Meta's verdict and its pace) when its workers are done (engagement_queue_settings,
 // migration 63, settings_save.sql): the console's queue page and
 // engagementctl status have none of queue-process's flags, so they read
 // what the last run on each transport recorded (ReadQueueSettings), and
 // Meta's verdict as the runs and the console's webhook recorded it
 // (ReadNumberHealth). Processes on one transport with different flags:
-// the last to start wins; RecordedAt says when that was.
+// the last to finish wins; RecordedAt says when that was.
 
 // QueueSettings is what the last queue-process run on a transport ran
 // with. Durations are in seconds.

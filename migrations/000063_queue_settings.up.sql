@@ -2,10 +2,10 @@
 -- glance"): the order (--kind-priority), the per-user cap, the pace
 -- (--send-interval, --send-jitter, --spread-budget and the least gap it
 -- worked out) and the send budget's limit. Every run writes its
--- transport's row when it starts (delivery/settings.go); the console's
+-- transport's row when its workers are done (delivery/settings.go); the console's
 -- queue page and engagementctl status read it, since neither has the
 -- flags. Processes on one transport with different flags: the last to
--- start wins, and recorded_at says when that was.
+-- finish wins, and recorded_at says when that was.
 CREATE TABLE engagement_queue_settings (
     transport              text        PRIMARY KEY,
     kind_priority          text[]      NOT NULL DEFAULT '{}',
