@@ -244,16 +244,23 @@ func ordered(counts []StateCount, names []string) []StateCount {
 
 // Queue is the queue page.
 type Queue struct {
-	AsOf            time.Time      `json:"as_of"`
-	Counts          []QueueCount   `json:"counts"`
-	Kinds           []string       `json:"kinds"`
-	Statuses        []string       `json:"statuses"`
-	Pending         Pending        `json:"pending"`
-	Latency         Latency        `json:"latency"`
-	Throughput      []HourCount    `json:"throughput"`
-	Failures        []FailureGroup `json:"failures"`
-	Cancelled       []ReasonCount  `json:"cancelled"`
-	Budgets         []Budget       `json:"budgets"`
+	AsOf       time.Time      `json:"as_of"`
+	Counts     []QueueCount   `json:"counts"`
+	Kinds      []string       `json:"kinds"`
+	Statuses   []string       `json:"statuses"`
+	Pending    Pending        `json:"pending"`
+	Latency    Latency        `json:"latency"`
+	Throughput []HourCount    `json:"throughput"`
+	Failures   []FailureGroup `json:"failures"`
+	Cancelled  []ReasonCount  `json:"cancelled"`
+	Budgets    []Budget       `json:"budgets"`
+	// Settings are what the last queue-process run on each transport ran
+	// with (the order, the per-user cap, the pace), and Numbers Meta's
+	// verdict on the Cloud API number (rating, tier, paused templates,
+	// when last read): what engagementctl status reports, from the
+	// database (delivery.ReadQueueSettings, delivery.ReadNumberHealth).
+	Settings        []delivery.QueueSettings `json:"queue_settings"`
+	Numbers         []delivery.NumberReport  `json:"number_health"`
 	matrix          map[[2]string]int64
 	ThroughputHours int `json:"throughput_hours"`
 	// FailedLastDay counts the messages that failed in the last 24 h,
@@ -422,6 +429,12 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			p.OldestWait = formatSeconds(asOf.Sub(*p.OldestDue).Seconds())
 		}
 		if q.Budgets, err = budgets(ctx, tx); err != nil {
+			return err
+		}
+		if q.Settings, err = delivery.ReadQueueSettings(ctx, tx); err != nil {
+			return err
+		}
+		if q.Numbers, err = delivery.ReadNumberHealth(ctx, tx); err != nil {
 			return err
 		}
 		q.Latency.Window = latencyWindow.String()

@@ -33,7 +33,10 @@ import (
 // after accepting a message; a status's pricing (billable, category), when
 // it carries one, is kept on the message for what it costs; each
 // user_preferences[] entry (a user who stopped or resumed marketing
-// messages) is applied as an opt-out or opt-in. See
+// messages) is applied as an opt-out or opt-in; each
+// phone_number_quality_update and message_template_status_update change
+// (Meta's verdict on the number and its templates) is recorded for the
+// next queue-process run (whatsapp_verdict.go). See
 // https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/
 type WhatsAppWebhook struct {
 	AppSecret   string
@@ -48,18 +51,27 @@ const WhatsAppWebhookPath = "/webhooks/whatsapp"
 // checked: Meta never sends one, so no retry follows.
 const MaxWhatsAppBody = 3 << 20
 
-// metaBody is the part of Meta's webhook body the scheduler reads.
+// metaBody is the part of Meta's webhook body the scheduler reads. Each
+// change's value is decoded by its field, so one odd change (a field of
+// the wrong type) spoils itself alone, not the rest of the body.
 type metaBody struct {
 	Object string `json:"object"`
 	Entry  []struct {
+		// Time is when Meta triggered the webhook, in Unix seconds (the
+		// account webhooks carry it: phone_number_quality_update,
+		// message_template_status_update).
+		Time    json.RawMessage `json:"time"`
 		Changes []struct {
-			Field string `json:"field"`
-			Value struct {
-				Statuses    []metaStatus     `json:"statuses"`
-				Preferences []metaPreference `json:"user_preferences"`
-			} `json:"value"`
+			Field string          `json:"field"`
+			Value json.RawMessage `json:"value"`
 		} `json:"changes"`
 	} `json:"entry"`
+}
+
+// metaMessages is a "messages" or "user_preferences" change's value.
+type metaMessages struct {
+	Statuses    []metaStatus     `json:"statuses"`
+	Preferences []metaPreference `json:"user_preferences"`
 }
 
 // metaStatus is one statuses[] entry. recipient_id (the user's number) is
@@ -127,9 +139,9 @@ func (s *server) whatsapp(w http.ResponseWriter, r *http.Request) {
 //	401  no X-Hub-Signature-256; 403 a wrong one: nothing changed
 //	200  a signed body, applied; also a signed body that is not JSON, or a
 //	     status the scheduler cannot use (a status other than sent,
-//	     delivered, read or failed; a timestamp no clock can mean): logged
-//	     and skipped, since Meta would resend it for days and it would
-//	     never apply better
+//	     delivered, read or failed; a timestamp no clock can mean; a
+//	     verdict not in Meta's shape): logged and skipped, since Meta
+//	     would resend it for days and it would never apply better
 //	503  the database failed: Meta resends, and receipts apply once
 func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 	log := s.cfg.Logger.With().Str("path", WhatsAppWebhookPath).Logger()
@@ -161,11 +173,36 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	var applied, ours, skipped, consent int
+	var applied, ours, skipped, consent, verdicts int
 	for _, e := range b.Entry {
 		for _, c := range e.Changes {
+			switch c.Field {
+			case "phone_number_quality_update", "message_template_status_update":
+				n, err := s.applyMetaVerdict(r.Context(), c.Field, e.Time, c.Value)
+				switch {
+				case errors.Is(err, errUnusableVerdict):
+					skipped++
+					log.Warn().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: a verdict the scheduler cannot use; skipped")
+				case err != nil:
+					log.Error().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: recording Meta's verdict failed; Meta will resend")
+					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+					return
+				default:
+					verdicts += n
+				}
+				continue
+			case "messages", "user_preferences":
+			default:
+				continue
+			}
+			var v metaMessages
+			if err := json.Unmarshal(c.Value, &v); err != nil {
+				skipped++
+				log.Warn().Str("field", c.Field).Msg("whatsapp webhook: a change that is not in Meta's shape; skipped")
+				continue
+			}
 			if c.Field == "user_preferences" {
-				for _, p := range c.Value.Preferences {
+				for _, p := range v.Preferences {
 					n, err := s.applyMetaPreference(r.Context(), p)
 					switch {
 					case errors.Is(err, activity.ErrInstantOutOfRange), errors.Is(err, errBadTimestamp):
@@ -181,10 +218,7 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			if c.Field != "messages" {
-				continue
-			}
-			for _, st := range c.Value.Statuses {
+			for _, st := range v.Statuses {
 				ok, err := s.applyMetaStatus(r.Context(), st)
 				switch {
 				case errors.Is(err, activity.ErrUnknownReceiptStatus), errors.Is(err, activity.ErrInstantOutOfRange), errors.Is(err, errBadTimestamp):
@@ -203,7 +237,7 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	log.Debug().Int("statuses", applied).Int("ours", ours).Int("consent_changes", consent).Int("skipped", skipped).Msg("whatsapp webhook applied")
+	log.Debug().Int("statuses", applied).Int("ours", ours).Int("consent_changes", consent).Int("verdicts", verdicts).Int("skipped", skipped).Msg("whatsapp webhook applied")
 	w.WriteHeader(http.StatusOK)
 }
 

@@ -41,6 +41,12 @@ func whatsappConsole(t *testing.T) (*httptest.Server, *pgxpool.Pool, string) {
 		RETURNING id::text`, user).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
+	return metaConsole(t, pool), pool, id
+}
+
+// metaConsole serves the console over pool with Meta's webhook on.
+func metaConsole(t *testing.T, pool *pgxpool.Pool) *httptest.Server {
+	t.Helper()
 	h, err := console.New(console.Config{Pool: pool, Auth: console.Auth{Users: htpasswd(t), Operators: []string{operator}},
 		WhatsApp: console.WhatsAppWebhook{AppSecret: metaSecret, VerifyToken: metaToken},
 		Logger:   zerolog.New(zerolog.NewTestWriter(t))})
@@ -49,7 +55,7 @@ func whatsappConsole(t *testing.T) (*httptest.Server, *pgxpool.Pool, string) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv, pool, id
+	return srv
 }
 
 func postMeta(t *testing.T, url string, body []byte, sig string) int {

@@ -48,9 +48,9 @@ SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_
 func BenchmarkSendTimeChecks(b *testing.B) {
 	quiet, _ := ParseQuietHours(time.Now().UTC().Add(2*time.Hour).Format("15:04") + "-" + time.Now().UTC().Add(3*time.Hour).Format("15:04"))
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{"no_checks", claimWithoutChecksSQL, QuietHours{}, 0, true},
-		{"checks", claimSQL, QuietHours{}, 0, false},
-		{"checks_and_quiet_hours", claimSQL, quiet, 0, false},
+		{name: "no_checks", claim: claimWithoutChecksSQL, claimCheckOnly: true},
+		{name: "checks", claim: claimSQL},
+		{name: "checks_and_quiet_hours", claim: claimSQL, quiet: quiet},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "checks_time_ratio")
 	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "quiet_hours_time_ratio")
@@ -65,10 +65,29 @@ func BenchmarkSendTimeChecks(b *testing.B) {
 func BenchmarkSendBudget(b *testing.B) {
 	n := benchMessages()
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{"no_budget", claimSQL, QuietHours{}, 0, false},
-		{"budget", claimSQL, QuietHours{}, 10 * n, false},
+		{name: "no_budget", claim: claimSQL},
+		{name: "budget", claim: claimSQL, limit: 10 * n},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "budget_time_ratio")
+}
+
+// BenchmarkSendPriorityAndCap delivers BENCH_MESSAGES (20,000) weekly
+// reviews, one per user, unpaced through a local webhook, plain, with
+// --kind-priority goodbye,reminder,weekly_review, with --per-user-cap 1
+// (a week; every user gets one message, so none is held: what it costs is
+// the count), and with both, the order reversed every other round.
+// Target (issue 46): priority and cap cost unpaced delivery at most 5%.
+func BenchmarkSendPriorityAndCap(b *testing.B) {
+	order := []string{"goodbye", "reminder", "weekly_review"}
+	elapsed := benchDelivery(b, []deliveryVariant{
+		{name: "plain", claim: claimSQL},
+		{name: "priority", claim: claimSQL, kindPriority: order},
+		{name: "cap", claim: claimSQL, perUserCap: 1},
+		{name: "priority_and_cap", claim: claimSQL, kindPriority: order, perUserCap: 1},
+	})
+	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "priority_time_ratio")
+	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "cap_time_ratio")
+	b.ReportMetric(float64(elapsed[3])/float64(elapsed[0]), "priority_and_cap_time_ratio")
 }
 
 // BenchmarkSendTimeChecksBeforeTheSend delivers BENCH_MESSAGES (20,000)
@@ -78,8 +97,8 @@ func BenchmarkSendBudget(b *testing.B) {
 // round, and reports the second's time against the first's.
 func BenchmarkSendTimeChecksBeforeTheSend(b *testing.B) {
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{"claim_check_only", claimSQL, QuietHours{}, 0, true},
-		{"recheck", claimSQL, QuietHours{}, 0, false},
+		{name: "claim_check_only", claim: claimSQL, claimCheckOnly: true},
+		{name: "recheck", claim: claimSQL},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "recheck_time_ratio")
 }
@@ -100,6 +119,9 @@ type deliveryVariant struct {
 	limit int
 	// claimCheckOnly: no check again before the sends (as before issue 42).
 	claimCheckOnly bool
+	// kindPriority and perUserCap are --kind-priority and --per-user-cap.
+	kindPriority []string
+	perUserCap   int
 }
 
 // benchDelivery queues BENCH_MESSAGES weekly reviews, one per user, and
@@ -149,7 +171,7 @@ func benchDelivery(b *testing.B, variants []deliveryVariant) []time.Duration {
 				b.Fatal(err)
 			}
 			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: -1, QuietHours: v.quiet,
-				DailyLimit: v.limit, Logger: zerolog.Nop()})
+				DailyLimit: v.limit, KindPriority: v.kindPriority, PerUserCap: v.perUserCap, Logger: zerolog.Nop()})
 			if err != nil {
 				b.Fatal(err)
 			}

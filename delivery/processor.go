@@ -328,7 +328,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("send jitter %s is negative", cfg.SendJitter)
 	case cfg.SendJitter > 0 && cfg.SendJitter > cfg.SendInterval:
 		return nil, fmt.Errorf("send jitter %s is above the send interval %s", cfg.SendJitter, cfg.SendInterval)
-	case cfg.SpreadBudget && (cfg.DailyLimit == 0 || cfg.SendInterval == 0):
+	case cfg.SpreadBudget && ((cfg.DailyLimit == 0 && !cfg.DailyLimitAuto) || cfg.SendInterval == 0):
 		return nil, errors.New("spreading the budget needs a daily limit and pacing")
 	case cfg.KindPriorityMaxWait < 0:
 		return nil, fmt.Errorf("kind priority max wait %s is negative", cfg.KindPriorityMaxWait)
@@ -488,6 +488,11 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		p.budget = b
 	}
 	p.pace()
+	// What the run runs with, for the console and status: recorded once
+	// its workers are done (recorded before them, the extra statement
+	// exposed a pacing race TestPacedSendsOverlapUpToTheWorkers catches;
+	// see the report of issue 46).
+	defer p.recordSettings(context.WithoutCancel(ctx))
 	if _, err := p.hold(runCtx, p.pool); err != nil {
 		return stopping(runCtx, err)
 	}

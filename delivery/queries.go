@@ -31,6 +31,11 @@ var (
 	healthSaveSQL = mustQuery("health_save")
 	healthReadSQL = mustQuery("health_read")
 
+	settingsSaveSQL = mustQuery("settings_save")
+	settingsSQL     = mustQuery("settings")
+	healthReportSQL = mustQuery("health_report")
+	templatesSQL    = mustQuery("templates")
+
 	budgetCreateSQL  = mustQuery("budget_create")
 	budgetLockSQL    = mustQuery("budget_lock")
 	budgetOpenSQL    = mustQuery("budget_open")

@@ -66,6 +66,7 @@ var wantPrivileges = map[string][]string{
 	"engagement_consent_events":         {"SELECT", "DELETE"},
 	"engagement_number_health":          {"SELECT", "INSERT", "UPDATE"},
 	"engagement_template_status":        {"SELECT", "INSERT", "UPDATE"},
+	"engagement_queue_settings":         {"SELECT", "INSERT", "UPDATE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

@@ -1,7 +1,8 @@
 // Package status reads what engagementctl status reports, from one
 // read-only snapshot: the queue by status (due, oldest due, abandoned
 // claims, cancel reasons), the users by state, unusable time zones, the
-// latest runs of each job, the send budgets, and what the messages cost
+// latest runs of each job, the send budgets, what queue-process runs with
+// and Meta's verdict on the number, and what the messages cost
 // (the last 30 days' spend, the next 7 days' goodbyes).
 package status
 
@@ -40,6 +41,16 @@ type Status struct {
 	// Budgets are the send budgets (queue-process --daily-limit), one per
 	// transport a budgeted process ran on; empty when none did.
 	Budgets []delivery.BudgetReport `json:"budgets"`
+	// QueueSettings are what the last queue-process run on each transport
+	// ran with: the order (--kind-priority), the per-user cap, the pace
+	// and the budget's limit, as the run recorded them at its start
+	// (delivery.ReadQueueSettings); empty when no run recorded any.
+	QueueSettings []delivery.QueueSettings `json:"queue_settings"`
+	// NumberHealth is Meta's verdict on each Cloud API number as the runs
+	// (the Graph API) and the console's webhook recorded it: rating, tier,
+	// flag, when last read, and the templates Meta paused
+	// (delivery.ReadNumberHealth); empty on other transports.
+	NumberHealth []delivery.NumberReport `json:"number_health"`
 	// Spend is what the messages WhatsApp accepted in the last 30 days
 	// cost on Meta's list prices (package pricing; the console's queue
 	// page shows the same).
@@ -208,6 +219,12 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	}
 	if st.Budgets == nil {
 		st.Budgets = []delivery.BudgetReport{}
+	}
+	if st.QueueSettings, err = delivery.ReadQueueSettings(ctx, tx); err != nil {
+		return nil, err
+	}
+	if st.NumberHealth, err = delivery.ReadNumberHealth(ctx, tx); err != nil {
+		return nil, err
 	}
 	if st.Spend, err = pricing.ReadSpend(ctx, tx, asOf, o.Prices); err != nil {
 		return nil, err

@@ -45,6 +45,8 @@
 --   engagement_number_health       SELECT, INSERT, UPDATE          Meta's verdict on the number (queue-process,
 --                                                                  the console's webhook)
 --   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
+--   engagement_queue_settings      SELECT, INSERT, UPDATE          what queue-process last ran with, per
+--                                                                  transport (the console and status read it)
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -178,7 +180,8 @@ DECLARE
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_consent_events',     'SELECT, DELETE'],
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
-        ['engagement_template_status',    'SELECT, INSERT, UPDATE']
+        ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
+        ['engagement_queue_settings',     'SELECT, INSERT, UPDATE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide

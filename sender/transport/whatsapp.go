@@ -243,7 +243,11 @@ func (t WhatsAppTemplate) languageFor(locale string) string {
 }
 
 // Name returns "whatsapp".
-func (w *WhatsApp) Name() string { return "whatsapp" }
+func (w *WhatsApp) Name() string { return WhatsAppName }
+
+// WhatsAppName is the Cloud API transport's name: its send budget's,
+// its pace's and its number health's row.
+const WhatsAppName = "whatsapp"
 
 // Deduplicates returns false: the Cloud API has no idempotency key.
 func (w *WhatsApp) Deduplicates() bool { return false }

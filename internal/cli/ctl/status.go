@@ -173,6 +173,7 @@ func writeStatus(w io.Writer, st *status.Status) error {
 	}
 	fmt.Fprintf(w, "cancelled by reason: %s\n", strings.Join(reasons, ", "))
 	writeBudgets(w, st.AsOf, st.Budgets)
+	writeProtection(w, st.QueueSettings, st.NumberHealth)
 	fmt.Fprintln(w)
 
 	fmt.Fprintf(w, "users: %d (%d opted out)\n", st.Users.Total, st.Users.OptedOut)
@@ -250,6 +251,23 @@ func writeBudgets(w io.Writer, now time.Time, budgets []delivery.BudgetReport) {
 			fmt.Fprintf(w, "; at this rate the last goes at %s (%s)", b.ClearsAt.UTC().Format(time.RFC3339), days(b.ClearsAt.Sub(now)))
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// writeProtection writes what the last queue-process run on each
+// transport ran with (the order, the per-user cap, the pace) and Meta's
+// verdict on the Cloud API number, when any was recorded.
+func writeProtection(w io.Writer, settings []delivery.QueueSettings, numbers []delivery.NumberReport) {
+	for _, s := range settings {
+		fmt.Fprintf(w, "queue-process on %s (as of %s): order %s\n  per-user cap: %s\n  pace: %s\n",
+			s.Transport, s.RecordedAt.UTC().Format(time.RFC3339), s.Order(), s.Cap(), s.Pace())
+	}
+	for _, n := range numbers {
+		read := "never read"
+		if n.ReadAt != nil {
+			read = "read " + n.ReadAt.UTC().Format(time.RFC3339) + " from " + n.Source
+		}
+		fmt.Fprintf(w, "number on %s: %s (%s)\n", n.Transport, n.Health(), read)
 	}
 }
 

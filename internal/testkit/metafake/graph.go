@@ -115,22 +115,32 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 
 // TemplateStatus is a message_template_status_update webhook body: Meta
 // changed the template name's status to event (APPROVED, PAUSED,
-// DISABLED, REINSTATED, …).
+// DISABLED, REINSTATED, …) at at (the entry's time, Unix seconds).
 // https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/message_template_status_update/
-func TemplateStatus(name, event string) []byte {
-	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","time":1739321024,"changes":[{"value":{
+func TemplateStatus(name, event string, at time.Time) []byte {
+	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","time":` + itoa(int(at.Unix())) + `,"changes":[{"value":{
 		"event":"` + event + `","message_template_id":1689556908129832,"message_template_name":"` + name + `",
 		"message_template_language":"pt_BR","reason":"NONE","message_template_category":"MARKETING"},
 		"field":"message_template_status_update"}]}]}`)
 }
 
-// QualityUpdate is a phone_number_quality_update webhook body: the
-// number's messaging limit is now limit (TIER_250, TIER_2K, …).
+// QualityUpdate is a phone_number_quality_update webhook body: event
+// (UPGRADE, DOWNGRADE, FLAGGED, UNFLAGGED, THROUGHPUT_UPGRADE, …) at at,
+// the business portfolio's messaging limit now limit (TIER_250, TIER_2K,
+// …), in both the current field (max_daily_conversations_per_business)
+// and the one Meta retires (current_limit).
 // https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/phone_number_quality_update/
-func QualityUpdate(event, limit string) []byte {
-	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","time":1739321024,"changes":[{"value":{
-		"display_phone_number":"15550783881","event":"` + event + `","current_limit":"` + limit + `",
-		"max_daily_conversations_per_business":"` + limit + `"},"field":"phone_number_quality_update"}]}]}`)
+func QualityUpdate(event, limit string, at time.Time) []byte {
+	return Account("phone_number_quality_update", at, `{"display_phone_number":"15550783881","event":"`+event+
+		`","current_limit":"`+limit+`","max_daily_conversations_per_business":"`+limit+`"}`)
+}
+
+// Account is a WhatsApp Business Account webhook body with one change of
+// field whose value is the raw JSON value, triggered at at: for values
+// Meta never documented.
+func Account(field string, at time.Time, value string) []byte {
+	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","time":` + itoa(int(at.Unix())) +
+		`,"changes":[{"value":` + value + `,"field":"` + field + `"}]}]}`)
 }
 
 func readAll(r *http.Request) (string, error) {

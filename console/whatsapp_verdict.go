@@ -1,0 +1,158 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// Meta's verdict on the number and its templates, from the WhatsApp
+// Business Account webhooks (issue 46). What they write is what the next
+// queue-process run on the Cloud API reads (delivery/verdict.go):
+//
+//   - phone_number_quality_update
+//     (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/phone_number_quality_update/):
+//     value.event (ONBOARDING, THROUGHPUT_UPGRADE; and in the reference's
+//     earlier versions UPGRADE, DOWNGRADE, FLAGGED, UNFLAGGED),
+//     value.max_daily_conversations_per_business (the business
+//     portfolio's messaging limit, TIER_50 … TIER_UNLIMITED, TIER_NOT_SET)
+//     and value.current_limit (the same, which Meta says it removes in
+//     February 2026). The tier becomes the number's messaging_limit_tier
+//     (the portfolio's, preferred, else current_limit); FLAGGED sets the
+//     number flagged (marketing waits) and UNFLAGGED clears it. The
+//     webhook carries no quality rating: the rating stays what the Graph
+//     API last said.
+//   - message_template_status_update
+//     (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/message_template_status_update/):
+//     value.event (APPROVED, PAUSED, DISABLED, REINSTATED, REJECTED,
+//     FLAGGED, PENDING_DELETION, …) for value.message_template_name. PAUSED
+//     and DISABLED hold the template's messages (template_paused); APPROVED
+//     (a paused template is unpaused as APPROVED) and REINSTATED release
+//     them; any other event is recorded, but does not release a template
+//     held (a FLAGGED or IN_APPEAL for a disabled template leaves it
+//     disabled).
+//
+// Both apply in the order Meta triggered them (entry.time): a webhook
+// older than what is recorded changes nothing (Meta resends and reorders).
+// A time in the future counts as now. Every value is checked against the
+// shape Meta documents; one that does not fit is skipped with a warning
+// and acknowledged (Meta would resend it for days).
+
+// errUnusableVerdict is a verdict webhook whose value the scheduler cannot
+// use: skipped, acknowledged.
+var errUnusableVerdict = errors.New("not a verdict the scheduler can use")
+
+// metaEvent is how Meta spells an event: upper-case words joined by
+// underscores. Anything else is not stored.
+var metaEvent = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+
+// metaTemplateName is how Meta names a template: lower-case letters,
+// digits and underscores, at most 512 characters.
+var metaTemplateName = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)
+
+// applyMetaVerdict records one phone_number_quality_update or
+// message_template_status_update change; it returns 1 when it changed
+// what is recorded, 0 when it was older than that. A release (APPROVED,
+// REINSTATED, UNFLAGGED) makes the messages it held due now.
+func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, value json.RawMessage) (int, error) {
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(value, &v); err != nil || v == nil {
+		return 0, fmt.Errorf("%w: the value is not a JSON object", errUnusableVerdict)
+	}
+	at, err := metaTime(entryTime)
+	if err != nil {
+		return 0, err
+	}
+	event, _ := metaString(v, "event")
+	if event != "" && !metaEvent.MatchString(event) {
+		return 0, fmt.Errorf("%w: the event is not one of Meta's", errUnusableVerdict)
+	}
+	args := sqlfile.Args{"at": at}
+	name := "whatsapp_number_health"
+	if field == "message_template_status_update" {
+		template, _ := metaString(v, "message_template_name")
+		if event == "" || !metaTemplateName.MatchString(template) {
+			return 0, fmt.Errorf("%w: no event, or no template name in Meta's form", errUnusableVerdict)
+		}
+		name, args["template_name"], args["event"] = "whatsapp_template_status", template, event
+	} else {
+		var tier *string
+		for _, f := range []string{"max_daily_conversations_per_business", "current_limit"} {
+			if t, ok := metaString(v, f); ok && validTier(t) {
+				tier = &t
+				break
+			}
+		}
+		var flagged *bool
+		switch event {
+		case "FLAGGED":
+			flagged = new(bool)
+			*flagged = true
+		case "UNFLAGGED":
+			flagged = new(bool)
+		}
+		if tier == nil && flagged == nil {
+			return 0, fmt.Errorf("%w: neither a messaging limit tier nor a flag", errUnusableVerdict)
+		}
+		args["transport"], args["messaging_limit_tier"], args["flagged"] = transport.WhatsAppName, tier, flagged
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
+	defer cancel()
+	var changed bool
+	var released int64
+	if err := s.cfg.Pool.QueryRow(ctx, query(name), args).Scan(&changed, &released); err != nil {
+		return 0, fmt.Errorf("record Meta's %s: %w", field, err)
+	}
+	if !changed {
+		return 0, nil
+	}
+	ev := s.cfg.Logger.Info().Str("field", field).Str("event", event).Int64("released", released)
+	if t, ok := args["template_name"].(string); ok {
+		ev = ev.Str("template", t)
+	}
+	if t, ok := args["messaging_limit_tier"].(*string); ok && t != nil {
+		ev = ev.Str("messaging_limit_tier", *t)
+	}
+	ev.Msg("whatsapp webhook: Meta's verdict recorded")
+	return 1, nil
+}
+
+// validTier reports whether t is one of Meta's messaging limit tiers.
+func validTier(t string) bool {
+	_, ok := transport.TierLimit(t)
+	return ok || t == "TIER_NOT_SET"
+}
+
+// metaString is v[key] when it is a JSON string.
+func metaString(v map[string]json.RawMessage, key string) (string, bool) {
+	var s string
+	raw, ok := v[key]
+	if !ok || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// metaTime reads entry.time, Unix seconds as a number (or a string of
+// digits); nil when absent (then the database's clock counts).
+func metaTime(raw json.RawMessage) (*time.Time, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	text := string(bytes.Trim(raw, `"`))
+	sec, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || sec <= 0 || sec > 1<<40 {
+		return nil, fmt.Errorf("%w: %w", errUnusableVerdict, errBadTimestamp)
+	}
+	t := time.Unix(sec, 0)
+	return &t, nil
+}
