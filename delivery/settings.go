@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -135,7 +136,7 @@ func (p *Processor) recordSettings(ctx context.Context) {
 // ReadQueueSettings reads what the last queue-process run on each
 // transport ran with (settings.sql), by transport name; none when no run
 // recorded any.
-func ReadQueueSettings(ctx context.Context, db Querier) ([]QueueSettings, error) {
+func ReadQueueSettings(ctx context.Context, db postgres.Querier) ([]QueueSettings, error) {
 	rows, err := db.Query(ctx, settingsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("read the queue's settings: %w", err)
@@ -160,7 +161,7 @@ func ReadQueueSettings(ctx context.Context, db Querier) ([]QueueSettings, error)
 // ReadNumberHealth reads Meta's verdict as recorded (health_report.sql,
 // templates.sql): a report per transport whose number health a run or
 // the webhook recorded; none when nothing was.
-func ReadNumberHealth(ctx context.Context, db Querier) ([]NumberReport, error) {
+func ReadNumberHealth(ctx context.Context, db postgres.Querier) ([]NumberReport, error) {
 	rows, err := db.Query(ctx, templatesSQL, sqlfile.Args{"max_templates": MaxTemplates})
 	if err != nil {
 		return nil, fmt.Errorf("read the templates' statuses: %w", err)

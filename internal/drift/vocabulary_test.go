@@ -34,9 +34,11 @@ func vocabulary() map[string][]string {
 			scheduler.RunFailed, scheduler.RunAbandoned},
 		[]string{activity.ReceiptSent, activity.ReceiptDelivered, activity.ReceiptRead, activity.ReceiptFailed},
 		// Meta's template statuses (engagement_template_status.status),
-		// stored as Meta's webhook spells them; no Go constant names them
-		// yet.
-		[]string{"PAUSED", "DISABLED"})
+		// stored as Meta's webhook spells them: PAUSED and DISABLED hold a
+		// template, APPROVED and REINSTATED release it
+		// (console/queries/whatsapp_template_status.sql); no Go constant
+		// names them yet.
+		[]string{"PAUSED", "DISABLED", "APPROVED", "REINSTATED"})
 	return map[string][]string{
 		"status":          status,
 		"cancel_reason":   sm.CancelReasons(),

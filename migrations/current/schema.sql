@@ -648,6 +648,29 @@ CREATE TABLE public.engagement_queue_holders (
 );
 
 --
+-- Name: engagement_queue_settings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_queue_settings (
+    transport text NOT NULL,
+    kind_priority text[] DEFAULT '{}'::text[] NOT NULL,
+    kind_priority_max_wait interval DEFAULT '00:00:00'::interval NOT NULL,
+    per_user_cap integer DEFAULT 0 NOT NULL,
+    per_user_cap_window interval DEFAULT '00:00:00'::interval NOT NULL,
+    send_interval interval DEFAULT '00:00:00'::interval NOT NULL,
+    least_gap interval DEFAULT '00:00:00'::interval NOT NULL,
+    send_jitter interval DEFAULT '00:00:00'::interval NOT NULL,
+    spread_budget boolean DEFAULT false NOT NULL,
+    waking_hours interval DEFAULT '24:00:00'::interval NOT NULL,
+    pace_fits boolean,
+    daily_limit integer DEFAULT 0 NOT NULL,
+    daily_limit_auto boolean DEFAULT false NOT NULL,
+    quiet_hours text,
+    timezone text,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: engagement_schema_migrations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -899,6 +922,13 @@ ALTER TABLE ONLY public.engagement_processed_messages
 
 ALTER TABLE ONLY public.engagement_queue_holders
     ADD CONSTRAINT engagement_queue_holders_pkey PRIMARY KEY (holder);
+
+--
+-- Name: engagement_queue_settings engagement_queue_settings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_queue_settings
+    ADD CONSTRAINT engagement_queue_settings_pkey PRIMARY KEY (transport);
 
 --
 -- Name: engagement_schema_migrations engagement_schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1247,6 +1277,12 @@ ALTER TABLE public.engagement_processed_messages ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_queue_holders ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_queue_settings; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_queue_settings ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_schema_migrations; Type: ROW SECURITY; Schema: public; Owner: -
