@@ -68,22 +68,14 @@ var untyped = map[string]bool{
 	"activity":                     true,
 	"console":                      true,
 	"delivery":                     true,
-	"erase":                        true,
-	"funnel":                       true,
 	"idempotency":                  true,
-	"internal/analytics":           true,
 	"internal/demo":                true,
-	"internal/metrics":             true,
 	"internal/seed":                true,
 	"internal/smoke":               true,
 	"internal/testkit/consoledata": true,
 	"migrations":                   true,
-	"pricing":                      true,
-	"retention":                    true,
 	"scheduler":                    true,
 	"sender":                       true,
-	"status":                       true,
-	"verify":                       true,
 }
 
 // statementDirs lists the module's packages with a queries/ folder.
