@@ -1,4 +1,4 @@
-// Package sqlfile reads the SQL statements a package keeps next to its code:
+// Package sqlfile runs the SQL statements a package keeps next to its code:
 // one complete statement per file in its queries/ folder, embedded with
 // //go:embed queries/*.sql, with named parameters (@as_of), bound by Args. A reader can paste any file into psql (replacing the
 // parameters); sqlfile_test.go plans every file of every package against a
