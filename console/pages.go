@@ -886,7 +886,7 @@ const ForecastGoodbyeTimeoutDays = 3
 
 func (s *server) forecast(ctx context.Context) (any, error) {
 	var out Forecast
-	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
+	err := s.dryRun(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		out.AsOf = asOf
 		var prev ForecastDay
 		for day := 1; day <= ForecastDays; day++ {

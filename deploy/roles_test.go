@@ -28,6 +28,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // The tests of deploy/sql/roles.sql run it on a real server, as psql would
@@ -350,6 +351,26 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 			t.Errorf("%s: %s = %v, want %v (summary %v)", what, key, summary[key], want, summary)
 		}
 	}
+
+	// The dry runs and the console's forecast, as the same role: the
+	// steps' own statements with their writes switched off, in a
+	// read-write transaction rolled back. They count what the runs below do.
+	dry := run(daily, "--dry-run", "--output", "json")
+	wantNumber("engagement-daily --dry-run", dry, "succeeded", 2)
+	wantNumber("engagement-daily --dry-run", dry, "queued", 1)
+	wantNumber("engagement-weekly --dry-run", run(weeklyJob, "--dry-run", "--output", "json"), "queued", 1)
+	func() {
+		ctx := context.Background()
+		tx, err := connect(t, appURL).BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a dry run's transaction is always rolled back
+		steps, err := scheduler.ForecastDaily(ctx, tx, now.Add(24*time.Hour))
+		if err != nil || len(steps) == 0 || steps[0].Succeeded != 1 {
+			t.Errorf("the console's forecast as %s: %+v, %v; want the inactive user's goodbye", rs.app, steps, err)
+		}
+	}()
 
 	sum := run(daily, "--output", "json")
 	wantNumber("engagement-daily", sum, "succeeded", 2)

@@ -113,8 +113,8 @@ const genericStep = "daily_timer"
 
 // dailySteps builds the daily steps of a run as of asOf: one per timer of
 // the state machine (statemachine.Timers), in their order, each with the
-// statements queries/daily_<trigger>.sql (and _dry_run.sql) when the timer
-// has its own, else the generic daily_timer.sql, which a timer on a clock
+// statement queries/daily_<trigger>.sql when the timer has its own, else
+// the generic daily_timer.sql, which a timer on a clock
 // that is not on the user's row cannot use. cfg.SendReminder makes a kind
 // queued on request (the reminder) queued; cfg.Holdout is the goodbye's
 // control group, the inactivity step's @holdout_basis_points and
@@ -145,10 +145,11 @@ func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 	return steps, nil
 }
 
-// transitionStep is the step that fires timer t, with the statements of
+// transitionStep is the step that fires timer t, with the statement of
 // file: the move (users of one chunk, their message when the transition
 // queues one, and their log rows, in one statement, so a user's state,
-// message and log row commit together or not at all) and its dry run.
+// message and log row commit together or not at all), which with @dry_run
+// is also its dry run.
 //
 // Everything the statements need to know of the transition comes from the
 // state machine's tables, as parameters: its states and trigger
@@ -177,7 +178,7 @@ func transitionStep(t sm.Transition, file string, asOf time.Time, sendReminder b
 		"message_type": nil, "message_key": nil, "key_infix": "",
 		"key_suffix": nil, "period_start": nil, "replay_until": nil,
 	})
-	st := step{name: string(t.Trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
+	st := step{name: string(t.Trigger), args: args, moveSQL: query(file)}
 	if k, ok := sm.KindFiredBy(t.Trigger); ok {
 		args["message_type"], args["message_key"], args["key_infix"] = string(k.Message), k.CatalogKey, k.KeyInfix
 		if k.Period != sm.PerInstant {
@@ -210,12 +211,15 @@ func transitionStep(t sm.Transition, file string, asOf time.Time, sendReminder b
 var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 
 // ForecastDaily counts what a daily run as of asOf would do to the
-// database as it is now, from db (a read-only transaction is enough): the
-// daily job's own dry-run statements, step by step in run order, writing
-// nothing. It is a run's --dry-run without the run: the operator console
-// asks it for each of the coming days. It counts no holdout (the console
-// does not know the job's --holdout-percent): its goodbyes are an upper
-// bound.
+// database as it is now, from db: the daily job's own move statements with
+// their writes switched off (@dry_run), step by step in run order, writing
+// and locking nothing. It is a run's --dry-run without the run: the
+// operator console asks it for each of the coming days, engagementctl
+// status for the week's goodbyes. db must be a transaction that is not
+// READ ONLY, on the primary (PostgreSQL refuses a statement that could
+// write in a read-only transaction or on a standby, even one that writes
+// nothing); roll it back. It counts no holdout (the console does not know
+// the job's --holdout-percent): its goodbyes are an upper bound.
 func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
 	asOf = asOf.UTC()
 	args := sqlfile.Shared{

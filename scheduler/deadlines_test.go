@@ -37,8 +37,8 @@ func TestTheDeadlineFunctionsAreInlined(t *testing.T) {
 		"shard_index": 0, "shard_count": 1, "run_id": int64(1), "log_duplicates": false, "first": first, "end": end,
 	}
 	for _, st := range steps {
-		for kind, sql := range map[string]string{"move": st.moveSQL, "dry run": st.dryRunSQL} {
-			rows, err := pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+sql, withArgs(base, st.args))
+		for kind, dryRun := range map[string]bool{"move": false, "dry run": true} {
+			rows, err := pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+st.moveSQL, withArgs(withArgs(base, st.args), sqlfile.Shared{"dry_run": dryRun}))
 			if err != nil {
 				t.Fatalf("%s %s: %v", st.name, kind, err)
 			}

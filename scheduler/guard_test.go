@@ -38,6 +38,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		"shard_index":        0,
 		"shard_count":        1,
 		"log_duplicates":     false,
+		"dry_run":            false,
 	}, inactivity.args)
 
 	// The user writes to the bot before the chunk runs.

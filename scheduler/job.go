@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -37,7 +38,9 @@ type Config struct {
 	// AsOf is the instant the run treats as now; required. Day and week keys
 	// use its UTC date and ISO week.
 	AsOf time.Time
-	// DryRun computes the counters from a read-only snapshot and writes nothing.
+	// DryRun computes the counters with the steps' own statements, their
+	// writes switched off, in one snapshot, and writes nothing (see
+	// dryRunStep).
 	DryRun bool
 	// BatchSize is how many users one statement moves (DefaultBatchSize when 0).
 	BatchSize int
@@ -95,15 +98,14 @@ func (c Config) Validate() error {
 // whose position (ctid) lies in [@first, @end), in one statement that
 // finds them, locks them (skipping rows another transaction holds) and
 // moves them, and returns the chunk's counters (batchCounts, in order).
-// dryRunSQL counts, over the whole table and writing nothing, the users
-// who qualify: one row per skip reason ("" when the step acts on them)
-// with how many users and how many of them have the step's message key
-// (@key_suffix) taken already.
+// With @dry_run it is the step's dry run: it locks and writes nothing and
+// returns the counters of what it would do, every row taken to be free
+// (dryRunStep runs it over the whole table). One statement says who a
+// step takes, for the run and for its dry run alike.
 type step struct {
 	name        string
 	messageType string         // the type of message the step queues, if any
 	args        sqlfile.Shared // the step's own arguments, over the job's
-	dryRunSQL   string
 	moveSQL     string
 }
 
@@ -154,11 +156,14 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 	}
 	log.Info().Msg("job started")
 
-	// A dry run reads every step's users from one read-only snapshot: the
-	// database refuses any write, and the counters describe one instant.
+	// A dry run reads every step's users from one snapshot, so the
+	// counters describe one instant, in a transaction that is always
+	// rolled back. It is not READ ONLY: PostgreSQL refuses to run a
+	// statement that could write (the steps' own) in a read-only
+	// transaction even when it writes nothing (see dryRunStep).
 	var snapshot pgx.Tx
 	if cfg.DryRun {
-		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 		if err != nil {
 			return fmt.Errorf("begin the dry run's snapshot: %w", err)
 		}
@@ -230,7 +235,7 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 	// With debug logs on, each batch also lists the keys it found taken
 	// (the story's T9: which duplicate, first queued when).
 	debug := log.Debug().Enabled()
-	args = withArgs(args, sqlfile.Shared{"log_duplicates": debug})
+	args = withArgs(args, sqlfile.Shared{"log_duplicates": debug, "dry_run": false})
 	b := batcher{
 		move: func(ctx context.Context, s span) (c batchCounts, err error) {
 			first, end := s.tids()
@@ -283,10 +288,15 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 		log.Error().Str("step", st.name).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
 		errs = append(errs, UserError{UserID: id, Step: st.name, Error: f.err.Error()})
 	}
+	return st.counts(b.total, len(b.failures)), errs, nil
+}
+
+// counts are the step's counters from its statement's, summed over its
+// chunks (or its dry run's), and the users who failed alone.
+func (st step) counts(t batchCounts, failed int) Counts {
 	var counts Counts
-	t := b.total
 	counts.Succeeded = t.moved
-	counts.Failed = len(b.failures)
+	counts.Failed = failed
 	counts.Processed = counts.Succeeded + counts.Failed
 	counts.Queued = t.queued
 	counts.HeldOut = t.heldOut
@@ -300,7 +310,7 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 	// Users the chunk found and locked but did not move: the bot changed
 	// them in the instant between (the statement re-checks each one).
 	counts.skip(sm.SkipStateChanged, t.candidates-t.optedOut-t.noDestination-t.locked-t.moved)
-	return counts, errs, nil
+	return counts
 }
 
 // logDuplicates writes a debug line per key a batch found already taken,
@@ -333,40 +343,37 @@ func logDuplicates(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, 
 	}
 }
 
-// dryRunStep counts what runStep would do, from the step's selection,
-// writing nothing: every selected user counts as succeeded, and for steps
-// that queue, keys already taken count as duplicates. The database counts;
-// no user id comes to the client.
+// wholeTable is every row of user_engagement_states as @first and @end:
+// no row lies at or past the last position of the last block number.
+var wholeTable = [2]pgtype.TID{
+	{Valid: true},
+	{BlockNumber: math.MaxUint32, OffsetNumber: math.MaxUint16, Valid: true},
+}
+
+// dryRunStep counts what runStep would do: the step's own statement with
+// @dry_run, once over the whole table, in db (a transaction the caller
+// rolls back; not READ ONLY, which PostgreSQL refuses for a statement
+// that could write, even one that writes nothing). The statement locks no
+// row and writes none (no transaction id is even assigned): it takes
+// every row to be free, so none counts as locked, and every user it
+// selects as moved, with their message counted as queued when its key is
+// not taken yet and as a duplicate when it is. The database counts; no
+// user id comes to the client.
 func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.Shared) (Counts, error) {
-	rows, err := db.Query(ctx, st.dryRunSQL, batchExecMode, args)
-	if err != nil {
-		return Counts{}, fmt.Errorf("count users: %w", err)
-	}
-	var (
-		counts               Counts
-		reason               string
-		n, existing, heldOut int
-	)
-	_, err = pgx.ForEachRow(rows, []any{&reason, &n, &existing, &heldOut}, func() error {
-		if reason != "" {
-			counts.skip(reason, n)
-			return nil
-		}
-		counts.Succeeded = n
-		counts.HeldOut = heldOut
-		if st.messageType != "" {
-			counts.Duplicates = existing
-		}
-		return nil
+	args = withArgs(args, sqlfile.Shared{
+		"dry_run": true, "first": wholeTable[0], "end": wholeTable[1],
+		"run_id": nil, "log_duplicates": false,
 	})
+	var (
+		t    batchCounts
+		keys []string // none: no duplicate is named in a dry run
+	)
+	err := db.QueryRow(ctx, st.moveSQL, batchExecMode, args).Scan(
+		&t.candidates, &t.moved, &t.queued, &t.locked, &t.optedOut, &t.noDestination, &t.heldOut, &keys)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count users: %w", err)
 	}
-	counts.Processed = counts.Succeeded
-	if st.messageType != "" {
-		counts.Queued = counts.Succeeded - counts.HeldOut - counts.Duplicates
-	}
-	return counts, nil
+	return st.counts(t, 0), nil
 }
 
 // withArgs returns base overlaid with extra, leaving both unchanged.

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"maps"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,8 +27,16 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 		return nil, err
 	}
 	asOf := cfg.AsOf.UTC()
-	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
 	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: review.Period.Label(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
+	err := runJob(ctx, pool, WeeklyJob, []step{weeklyReviewStep}, weeklyArgs(asOf), cfg, sum)
+	return sum, err
+}
+
+// review is the weekly review's kind: the weekly job's message.
+var review, _ = sm.KindOf(sm.WeeklyReviewMessage)
+
+// weeklyArgs are the weekly job's arguments as of asOf (UTC).
+func weeklyArgs(asOf time.Time) sqlfile.Shared {
 	week, weekEnd := review.Period.Bounds(asOf)
 	args := sqlfile.Shared(activity.WindowArgs(asOf))
 	maps.Copy(args, sqlfile.Shared{
@@ -39,13 +48,12 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 		// The users a review is for are those it may be sent to.
 		"states": stateNames(review.SendWhile),
 	})
-	err := runJob(ctx, pool, WeeklyJob, []step{weeklyReviewStep}, args, cfg, sum)
-	return sum, err
+	return args
 }
 
 // weeklyReviewStep queues the reviews of a chunk's users in one statement
-// (queries/weekly_review.sql); its dry run counts them over the whole table
-// (queries/weekly_review_dry_run.sql).
+// (queries/weekly_review.sql); its dry run is the same statement with
+// @dry_run, over the whole table.
 //
 // The review locks no row: states and profiles are only read, and the
 // queue has no foreign key, so a user whose rows the bot holds is reviewed
@@ -55,7 +63,6 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 var weeklyReviewStep = step{
 	name:        "weekly_review",
 	messageType: string(sm.WeeklyReviewMessage),
-	dryRunSQL:   query("weekly_review_dry_run"),
 	moveSQL:     query("weekly_review"),
 }
 

@@ -1,5 +1,5 @@
 // Package status reads what engagementctl status reports, from one
-// read-only snapshot: the queue by status (due, oldest due, abandoned
+// snapshot, writing nothing: the queue by status (due, oldest due, abandoned
 // claims, cancel reasons), the users by state, unusable time zones, the
 // latest runs of each job, the send budgets, what queue-process runs with
 // and Meta's verdict on the number, and what the messages cost
@@ -184,7 +184,7 @@ type DeliveryCounters struct {
 
 // Read reads the queue, the users and the latest runsPerJob runs of each
 // job and shard (DefaultRuns when 0) as of asOf (the database clock
-// when zero), from one read-only snapshot. Each part is one set-based
+// when zero), from one snapshot, writing nothing. Each part is one set-based
 // query; the run history uses the (job, started_at) index.
 func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob int) (*Status, error) {
 	return ReadWith(ctx, pool, Options{AsOf: asOf, RunsPerJob: runsPerJob})
@@ -196,11 +196,15 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	if runsPerJob < 0 {
 		return nil, fmt.Errorf("runs per job must be positive, got %d", runsPerJob)
 	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	// One snapshot, always rolled back. Not READ ONLY: the spend forecast
+	// dry-runs the daily job (scheduler.ForecastDaily), whose move
+	// statements, writes switched off, write and lock nothing, but which
+	// PostgreSQL refuses to run in a read-only transaction.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return nil, fmt.Errorf("begin the status snapshot: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep: always rolled back
 	if asOf, err = postgres.AsOf(ctx, tx, asOf); err != nil {
 		return nil, err
 	}
