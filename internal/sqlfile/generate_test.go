@@ -67,10 +67,8 @@ func TestStatementsAreGenerated(t *testing.T) {
 var untyped = map[string]bool{
 	"activity":                     true,
 	"console":                      true,
-	"delivery":                     true,
 	"erase":                        true,
 	"funnel":                       true,
-	"idempotency":                  true,
 	"internal/analytics":           true,
 	"internal/demo":                true,
 	"internal/metrics":             true,
@@ -81,7 +79,6 @@ var untyped = map[string]bool{
 	"pricing":                      true,
 	"retention":                    true,
 	"scheduler":                    true,
-	"sender":                       true,
 	"status":                       true,
 	"verify":                       true,
 }
