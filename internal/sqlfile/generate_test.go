@@ -67,20 +67,12 @@ func TestStatementsAreGenerated(t *testing.T) {
 var untyped = map[string]bool{
 	"activity":                     true,
 	"console":                      true,
-	"erase":                        true,
-	"funnel":                       true,
-	"internal/analytics":           true,
 	"internal/demo":                true,
-	"internal/metrics":             true,
 	"internal/seed":                true,
 	"internal/smoke":               true,
 	"internal/testkit/consoledata": true,
 	"migrations":                   true,
-	"pricing":                      true,
-	"retention":                    true,
 	"scheduler":                    true,
-	"status":                       true,
-	"verify":                       true,
 }
 
 // statementDirs lists the module's packages with a queries/ folder.
