@@ -67,15 +67,12 @@ func TestStatementsAreGenerated(t *testing.T) {
 var untyped = map[string]bool{
 	"activity":                     true,
 	"console":                      true,
-	"delivery":                     true,
-	"idempotency":                  true,
 	"internal/demo":                true,
 	"internal/seed":                true,
 	"internal/smoke":               true,
 	"internal/testkit/consoledata": true,
 	"migrations":                   true,
 	"scheduler":                    true,
-	"sender":                       true,
 }
 
 // statementDirs lists the module's packages with a queries/ folder.

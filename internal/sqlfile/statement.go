@@ -110,6 +110,23 @@ func (s Statement[P, R, PR]) QueueOne(b *pgx.Batch, p P, dst *R) {
 	})
 }
 
+// QueueAll queues the statement on b; when the batch runs, its rows are
+// appended to *dst.
+func (s Statement[P, R, PR]) QueueAll(b *pgx.Batch, p P, dst *[]R) {
+	b.Queue(s.SQL, p.Args()...).Query(func(rows pgx.Rows) error {
+		var err error
+		*dst, err = pgx.AppendRows(*dst, rows, func(row pgx.CollectableRow) (R, error) {
+			var r R
+			err := row.Scan(PR(&r).Dest()...)
+			return r, err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		return nil
+	})
+}
+
 // QueueExec queues the statement on b, discarding any row.
 func (s Statement[P, R, PR]) QueueExec(b *pgx.Batch, p P) {
 	b.Queue(s.SQL, p.Args()...)
