@@ -66,7 +66,6 @@ func TestStatementsAreGenerated(t *testing.T) {
 // statements generate and its code runs them through queries.gen.go.
 var untyped = map[string]bool{
 	"activity":                     true,
-	"console":                      true,
 	"delivery":                     true,
 	"erase":                        true,
 	"funnel":                       true,
