@@ -33,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/pricing"
 )
 
@@ -104,11 +104,6 @@ var templateFiles embed.FS
 
 //go:embed assets
 var assetFiles embed.FS
-
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-func query(name string) string { return sqlfile.Must(queryFiles, name) }
 
 // server is the console's handler.
 type server struct {
@@ -378,9 +373,7 @@ func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	if s.cfg.AsOf != nil {
 		return s.cfg.AsOf().UTC(), nil
 	}
-	var now time.Time
-	err := tx.QueryRow(ctx, "SELECT now()").Scan(&now)
-	return now.UTC(), err
+	return postgres.Now(ctx, tx)
 }
 
 // view is what every page template gets: the page's own data and what

@@ -62,3 +62,32 @@ func TestArgsRefuseAnArgumentTheStatementDoesNotUse(t *testing.T) {
 		t.Errorf("pgx.NamedArgs: %d, %v; want it to bind @limt as NULL and count 0, which is why Args exists", n, err)
 	}
 }
+
+// Fields binds a struct's tagged fields by name, its embedded structs'
+// too; a nil embedded pointer carries no name, so a statement that uses
+// one of its names fails, naming it, as Shared does.
+func TestFieldsBindTaggedFieldsByName(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	type later struct {
+		Limit int `db:"limit"`
+	}
+	type args struct {
+		From   int `db:"from"`
+		Unused int `db:"unused"`
+		*later
+	}
+	const sql = `SELECT count(*) FROM generate_series(@from::int, 10) i WHERE i <= @limit::int`
+	var n int
+	if err := pool.QueryRow(ctx, sql, sqlfile.Fields(args{From: 2, later: &later{Limit: 4}})).Scan(&n); err != nil || n != 3 {
+		t.Errorf("2 to 4: %d, %v; want 3", n, err)
+	}
+	err := pool.QueryRow(ctx, sql, sqlfile.Fields(args{From: 2})).Scan(&n)
+	if err == nil || !strings.Contains(err.Error(), "@limit") {
+		t.Errorf("without the embedded struct that carries @limit: err %v, want one naming @limit", err)
+	}
+	if err := pool.QueryRow(ctx, sql, sqlfile.Fields(struct{ From int }{2})).Scan(&n); err == nil || !strings.Contains(err.Error(), "db tag") {
+		t.Errorf("a field without a tag: err %v, want one saying so", err)
+	}
+}
