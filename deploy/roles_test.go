@@ -21,9 +21,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -326,7 +326,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	weekly := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
 	fixture.Transactions(t, admin, weekly, now.Add(-2*time.Hour), now.Add(-26*time.Hour))
 
-	daily, weeklyJob, queue, ctl := jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand, ctl.NewCommand
+	daily, weeklyJob, queue, ctl := jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, queuecmd.NewCommand, ctl.NewCommand
 
 	run := func(newCmd func() *cobra.Command, args ...string) map[string]any {
 		t.Helper()
@@ -773,7 +773,7 @@ func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 	if sum := run(jobcmd.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
 		t.Errorf("engagement-weekly as %s: %v, want 2 reviews queued", rs.app, sum)
 	}
-	if sum := run(cli.NewQueueCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {
+	if sum := run(queuecmd.NewCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {
 		t.Errorf("queue-process as %s: %v, want 6 sent", rs.app, sum)
 	}
 	run(ctl.NewCommand, "verify")
