@@ -10,7 +10,7 @@
 -- (migration 42, the definition verify's no_user_stuck uses too). Each
 -- gets state @to_state and state_entered_at @as_of, and its move is logged
 -- (@trigger, run @run_id) in the same statement. Everything here is a
--- parameter from the table (scheduler.transitionStep).
+-- parameter from the table (scheduler.timerMove).
 --
 -- With @queue (the transition's kind, statemachine.Kinds; a kind queued on
 -- request only when asked, engagement-daily --send-reminder), each moved
