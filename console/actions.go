@@ -10,10 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/erase"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -352,16 +352,6 @@ func badText(form map[string][]string) string {
 
 // validUUID reports whether s is a UUID, as PostgreSQL reads one.
 func validUUID(s string) bool {
-	_, ok := parseUUID(s)
+	_, ok := postgres.ParseUUID(s)
 	return ok
-}
-
-// parseUUID reads s as a UUID, as PostgreSQL reads one, and returns it in
-// its canonical form (lowercase, with hyphens).
-func parseUUID(s string) (string, bool) {
-	var id pgtype.UUID
-	if err := id.Scan(s); err != nil || !id.Valid {
-		return "", false
-	}
-	return id.String(), true
 }

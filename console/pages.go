@@ -809,7 +809,7 @@ func (s *server) user(r *http.Request) (any, error) {
 	if out.Query == "" {
 		return out, nil
 	}
-	id, ok := parseUUID(out.Query)
+	id, ok := postgres.ParseUUID(out.Query)
 	if !ok {
 		// Not quoted back: it may be a phone number, which belongs in
 		// the search form (a POST), not in a URL.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Finding a user: a support request carries a phone number, not a UUID.
@@ -38,7 +40,7 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 	if q == "" {
 		return out, nil
 	}
-	if id, ok := parseUUID(q); ok {
+	if id, ok := postgres.ParseUUID(q); ok {
 		out.ID = id
 		return s.userByID(r.Context(), out)
 	}

@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Source is the consent source Erase records its opt-out with unless
@@ -95,11 +95,11 @@ func Erase(ctx context.Context, db DB, userID string) (Report, error) {
 // changed), or the database's; on any error nothing is changed. Errors
 // never hold a JID or a message's text.
 func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, error) {
-	var id pgtype.UUID
-	if err := id.Scan(strings.TrimSpace(userID)); err != nil || !id.Valid {
+	id, ok := postgres.ParseUUID(strings.TrimSpace(userID))
+	if !ok {
 		return Report{}, ErrBadUserID
 	}
-	rep := Report{UserID: id.String()}
+	rep := Report{UserID: id}
 	if o.Source == "" {
 		o.Source = Source
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ErrBadFilter reports a repair filter that cannot select anything sensible;
@@ -132,11 +131,11 @@ func (f *CancelFilter) Validate() error {
 	}
 	f.IDs = ids
 	if f.UserID = strings.TrimSpace(f.UserID); f.UserID != "" {
-		var u pgtype.UUID
-		if err := u.Scan(f.UserID); err != nil || !u.Valid {
+		id, ok := postgres.ParseUUID(f.UserID)
+		if !ok {
 			return badFilter("{user_id} %q is not a UUID", f.UserID)
 		}
-		f.UserID = u.String()
+		f.UserID = id
 	}
 	f.Type = strings.TrimSpace(f.Type)
 	if f.Key, err = sender.NormalizeKey(f.Key); err != nil {
@@ -160,11 +159,11 @@ func normalizeIDs(ids []string) ([]string, error) {
 		if s == "" {
 			continue
 		}
-		var u pgtype.UUID
-		if err := u.Scan(s); err != nil || !u.Valid {
+		id, ok := postgres.ParseUUID(s)
+		if !ok {
 			return nil, badFilter("{ids}: %q is not a UUID", s)
 		}
-		if id := u.String(); !slices.Contains(out, id) {
+		if !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}

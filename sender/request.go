@@ -2,14 +2,13 @@ package sender
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Request is a message to queue as a caller spells it, every field as
@@ -68,7 +67,7 @@ func fieldErrorf(field, format string, args ...any) *FieldError {
 // The first problem found is returned as a *FieldError.
 func (r Request) Message() (Message, error) {
 	var m Message
-	id, ok := canonicalUUID(strings.TrimSpace(r.UserID))
+	id, ok := postgres.ParseUUID(strings.TrimSpace(r.UserID))
 	if !ok {
 		return m, fieldErrorf("user_id", "%q is not a UUID", truncateRunes(r.UserID, 60))
 	}
@@ -126,22 +125,4 @@ func truncateRunes(s string, n int) string {
 		n--
 	}
 	return s
-}
-
-// canonicalUUID returns s, a UUID in its 36-character form or without its
-// dashes (as pgtype.UUID reads one), in its canonical lower-case form; ok
-// is false when s is no UUID.
-func canonicalUUID(s string) (id string, ok bool) {
-	switch len(s) {
-	case 36:
-		s = s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
-	case 32:
-	default:
-		return "", false
-	}
-	var b [16]byte
-	if _, err := hex.Decode(b[:], []byte(s)); err != nil {
-		return "", false
-	}
-	return pgtype.UUID{Bytes: b, Valid: true}.String(), true
 }

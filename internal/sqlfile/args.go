@@ -3,6 +3,7 @@ package sqlfile
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -72,30 +73,40 @@ func bind(ctx context.Context, conn *pgx.Conn, sql string, args []any, used []st
 var namesUsed sync.Map // sql → []string
 
 // names returns the named parameters sql uses, as pgx's parser reads them
-// (strings, quoted identifiers and comments skipped): pgx.StrictNamedArgs
-// names the first one missing from its map, so asking with an empty map
-// and adding each one it names finds them all. Once per statement.
+// (strings, quoted identifiers and comments skipped), in the order pgx
+// numbers them. Once per statement.
 func names(ctx context.Context, sql string) ([]string, error) {
 	if v, ok := namesUsed.Load(sql); ok {
 		return v.([]string), nil
 	}
-	found := pgx.StrictNamedArgs{}
-	var list []string
-	for {
-		_, _, err := found.RewriteQuery(ctx, nil, sql, nil)
-		if err == nil {
-			break
-		}
-		var name string
-		if _, scanErr := fmt.Sscanf(err.Error(), "argument %s found in sql query but not present in StrictNamedArgs", &name); scanErr != nil || name == "" {
-			return nil, fmt.Errorf("read the statement's parameters: %w", err)
-		}
-		if _, dup := found[name]; dup {
-			return nil, fmt.Errorf("read the statement's parameters: %w", err)
-		}
-		found[name] = nil
-		list = append(list, name)
+	_, list, err := parameters(ctx, nil, sql)
+	if err != nil {
+		return nil, fmt.Errorf("read the statement's parameters: %w", err)
 	}
 	namesUsed.Store(sql, list)
 	return list, nil
+}
+
+// mention is a named parameter's spelling, @as_of, wherever it appears.
+var mention = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
+
+// parameters returns src with its named parameters numbered ($1, $2, …)
+// and their names in that order, as pgx binds them at run time: every
+// @word of the text, comments and strings included, is offered to pgx's
+// own rewriting with its name as its value, and the arguments that come
+// back are the parameters pgx found, in the order it numbered them.
+func parameters(ctx context.Context, conn *pgx.Conn, src string) (string, []string, error) {
+	offered := pgx.NamedArgs{}
+	for _, m := range mention.FindAllStringSubmatch(src, -1) {
+		offered[m[1]] = m[1]
+	}
+	sql, args, err := offered.RewriteQuery(ctx, conn, src, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	list := make([]string, len(args))
+	for i, a := range args {
+		list[i] = a.(string)
+	}
+	return sql, list, nil
 }

@@ -80,7 +80,6 @@ type described struct {
 }
 
 var (
-	mention   = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
 	directive = regexp.MustCompile(`(?m)^--\s*(nullable|not null):(.*)$`)
 )
 
@@ -96,15 +95,7 @@ func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error
 		}
 	}
 
-	// Every @word of the text, comments and strings included, is offered
-	// to pgx's own rewriting, with its name as its value: the arguments
-	// that come back are the parameters it found, in the order it numbered
-	// them ($1, $2, …), just as it binds them at run time.
-	offered := pgx.NamedArgs{}
-	for _, m := range mention.FindAllStringSubmatch(src, -1) {
-		offered[m[1]] = m[1]
-	}
-	sql, args, err := offered.RewriteQuery(ctx, conn, src, nil)
+	sql, args, err := parameters(ctx, conn, src)
 	if err != nil {
 		return described{}, err
 	}
@@ -117,8 +108,7 @@ func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error
 	if len(desc.ParamOIDs) != len(args) {
 		return described{}, fmt.Errorf("%d parameters, the server sees %d: use named parameters only", len(args), len(desc.ParamOIDs))
 	}
-	for i, a := range args {
-		name := a.(string)
+	for i, name := range args {
 		t, err := goType(ctx, conn, desc.ParamOIDs[i], nullable["@"+name])
 		if err != nil {
 			return described{}, fmt.Errorf("@%s: %w", name, err)
