@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// activeUsersLastWeekArgs are the parameters of queries/active_users_last_week.sql.
+// activeUsersLastWeekArgs are the parameters of queries/active_users_last_week.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type activeUsersLastWeekArgs struct {
 	WindowStart time.Time // @window_start
 	AsOf        time.Time // @as_of
@@ -61,7 +64,10 @@ SELECT s.user_id::text AS user_id, s.state, coalesce(w.transactions, 0) AS trans
         OR (s.last_activity_at > $1 AND s.last_activity_at <= $2))
 `}
 
-// activityCountArgs are the parameters of queries/activity_count.sql.
+// activityCountArgs are the parameters of queries/activity_count.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type activityCountArgs struct {
 	UserID string    // @user_id
 	Since  time.Time // @since
@@ -89,7 +95,10 @@ SELECT count(*)::int AS transactions FROM transactions
  WHERE user_id = $1 AND created_at > $2 AND created_at <= $3
 `}
 
-// fireArgs are the parameters of queries/fire.sql.
+// fireArgs are the parameters of queries/fire.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type fireArgs struct {
 	UserID     string     // @user_id
 	Trigger    string     // @trigger
@@ -121,7 +130,10 @@ var fireQuery = sqlfile.Statement[fireArgs, fireRow, *fireRow]{Name: "fire", SQL
 SELECT engagement_fire($1::uuid, $2::text, $3::timestamptz, $4::text) AS state
 `}
 
-// optOutArgs are the parameters of queries/opt_out.sql.
+// optOutArgs are the parameters of queries/opt_out.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type optOutArgs struct {
 	OptOut  bool       // @opt_out
 	UserID  string     // @user_id
@@ -158,7 +170,10 @@ SELECT CASE WHEN $1::boolean
             ELSE engagement_opt_in($2::uuid, $3::text, $4::timestamptz, $5::text) END AS changed
 `}
 
-// receiptArgs are the parameters of queries/receipt.sql.
+// receiptArgs are the parameters of queries/receipt.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type receiptArgs struct {
 	ProviderMessageID string     // @provider_message_id
 	Status            string     // @status

@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// apiMessageArgs are the parameters of queries/api_message.sql.
+// apiMessageArgs are the parameters of queries/api_message.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type apiMessageArgs struct {
 	ID string // @id
 }
@@ -50,7 +53,10 @@ SELECT id::text AS id, user_id::text AS user_id, message_type, coalesce(message_
  WHERE id = $1::uuid;
 `}
 
-// auditArgs are the parameters of queries/audit.sql.
+// auditArgs are the parameters of queries/audit.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type auditArgs struct {
 	Limit int64 // @limit
 }
@@ -84,7 +90,10 @@ SELECT id, at, actor, action, filter, messages, coalesce(reason, '') AS reason
  LIMIT $1;
 `}
 
-// auditInsertArgs are the parameters of queries/audit_insert.sql.
+// auditInsertArgs are the parameters of queries/audit_insert.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type auditInsertArgs struct {
 	Actor    string // @actor
 	Action   string // @action
@@ -117,7 +126,10 @@ VALUES ($1::text, $2::text, $3::text::jsonb, $4::bigint, NULLIF($5::text, ''))
 RETURNING id;
 `}
 
-// funnelArgs are the parameters of queries/funnel.sql.
+// funnelArgs are the parameters of queries/funnel.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type funnelArgs struct {
 	AsOf               time.Time     // @as_of
 	Weeks              int           // @weeks
@@ -316,7 +328,10 @@ SELECT status, message_type AS kind, count(*) AS messages
  ORDER BY message_type, status;
 `}
 
-// queueFailuresArgs are the parameters of queries/queue_failures.sql.
+// queueFailuresArgs are the parameters of queries/queue_failures.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type queueFailuresArgs struct {
 	AsOf          time.Time     // @as_of
 	Window        time.Duration // @window
@@ -390,7 +405,10 @@ SELECT engagement_error_group(coalesce(error_message, '')) AS reason,
  LIMIT $4;
 `}
 
-// queueLatencyArgs are the parameters of queries/queue_latency.sql.
+// queueLatencyArgs are the parameters of queries/queue_latency.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type queueLatencyArgs struct {
 	AsOf   time.Time     // @as_of
 	Window time.Duration // @window
@@ -424,7 +442,10 @@ SELECT count(*) AS sent,
    AND sent_at > $1::timestamptz - $2::interval AND sent_at <= $1::timestamptz;
 `}
 
-// queuePendingArgs are the parameters of queries/queue_pending.sql.
+// queuePendingArgs are the parameters of queries/queue_pending.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type queuePendingArgs struct {
 	AsOf time.Time // @as_of
 }
@@ -480,7 +501,10 @@ SELECT count(*) FILTER (WHERE scheduled_for <= $1::timestamptz) AS due,
  WHERE status = 'pending';
 `}
 
-// queueReceiptsArgs are the parameters of queries/queue_receipts.sql.
+// queueReceiptsArgs are the parameters of queries/queue_receipts.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type queueReceiptsArgs struct {
 	AsOf   time.Time     // @as_of
 	Window time.Duration // @window
@@ -540,7 +564,10 @@ SELECT t.accepted, t.delivered, t.read, t.failed_late, c.code, coalesce(c.n, 0) 
  ORDER BY c.n DESC NULLS LAST, c.code;
 `}
 
-// queueThroughputArgs are the parameters of queries/queue_throughput.sql.
+// queueThroughputArgs are the parameters of queries/queue_throughput.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type queueThroughputArgs struct {
 	AsOf  time.Time // @as_of
 	Hours int       // @hours
@@ -611,7 +638,10 @@ SELECT pg_is_in_recovery() AS standby,
        CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() ELSE false END AS paused;
 `}
 
-// reviewsWeeklyArgs are the parameters of queries/reviews_weekly.sql.
+// reviewsWeeklyArgs are the parameters of queries/reviews_weekly.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type reviewsWeeklyArgs struct {
 	AsOf        time.Time // @as_of
 	Weeks       int       // @weeks
@@ -656,7 +686,10 @@ SELECT b.first_start + w.i * interval '7 days' AS week_start,
  ORDER BY w.i;
 `}
 
-// runsArgs are the parameters of queries/runs.sql.
+// runsArgs are the parameters of queries/runs.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runsArgs struct {
 	PerJob int64 // @per_job
 }
@@ -710,7 +743,10 @@ SELECT r.id, r.job, coalesce(r.shard, '') AS shard, r.as_of, r.started_at, r.fin
  ORDER BY r.started_at DESC, r.id DESC;
 `}
 
-// runsLatestArgs are the parameters of queries/runs_latest.sql.
+// runsLatestArgs are the parameters of queries/runs_latest.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runsLatestArgs struct {
 	Jobs      []string      // @jobs
 	ShardSpan time.Duration // @shard_span
@@ -778,7 +814,10 @@ SELECT s.state, count(*) AS users
  ORDER BY s.state;
 `}
 
-// statesWeeklyArgs are the parameters of queries/states_weekly.sql.
+// statesWeeklyArgs are the parameters of queries/states_weekly.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type statesWeeklyArgs struct {
 	AsOf         time.Time // @as_of
 	Weeks        int       // @weeks
@@ -851,7 +890,10 @@ SELECT w.week_start, w.week_end, st.state,
  ORDER BY w.i, st.state;
 `}
 
-// userConsentArgs are the parameters of queries/user_consent.sql.
+// userConsentArgs are the parameters of queries/user_consent.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type userConsentArgs struct {
 	UserID string // @user_id
 	Limit  int64  // @limit
@@ -885,7 +927,10 @@ SELECT opted_out, source, coalesce(actor, '') AS actor, at
  LIMIT $2;
 `}
 
-// userMessagesArgs are the parameters of queries/user_messages.sql.
+// userMessagesArgs are the parameters of queries/user_messages.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type userMessagesArgs struct {
 	UserID string // @user_id
 	Limit  int64  // @limit
@@ -928,7 +973,10 @@ SELECT id::text AS id, message_type, status, scheduled_for, sent_at, delivered_a
  LIMIT $2;
 `}
 
-// userPendingArgs are the parameters of queries/user_pending.sql.
+// userPendingArgs are the parameters of queries/user_pending.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type userPendingArgs struct {
 	UserID string // @user_id
 }
@@ -953,7 +1001,10 @@ var userPendingQuery = sqlfile.Statement[userPendingArgs, userPendingRow, *userP
 SELECT count(*) AS pending FROM engagement_message_queue WHERE user_id = $1::uuid AND status = 'pending'
 `}
 
-// userSearchArgs are the parameters of queries/user_search.sql.
+// userSearchArgs are the parameters of queries/user_search.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type userSearchArgs struct {
 	Jids  []string // @jids
 	Limit int64    // @limit
@@ -997,7 +1048,10 @@ SELECT p.user_id::text AS user_id, coalesce(s.state, '') AS state, s.last_activi
  LIMIT $2;
 `}
 
-// userStateArgs are the parameters of queries/user_state.sql.
+// userStateArgs are the parameters of queries/user_state.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type userStateArgs struct {
 	UserID string // @user_id
 }
@@ -1044,7 +1098,10 @@ SELECT s.state, s.last_activity_at, s.goodbye_sent_at, s.goodbye_expires_at,
  WHERE s.user_id = $1::uuid;
 `}
 
-// userTransitionsArgs are the parameters of queries/user_transitions.sql.
+// userTransitionsArgs are the parameters of queries/user_transitions.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type userTransitionsArgs struct {
 	UserID string // @user_id
 	Limit  int64  // @limit
@@ -1081,7 +1138,10 @@ SELECT id, from_state, to_state, trigger, job_run_id, created_at
  ORDER BY id;
 `}
 
-// usersByJIDArgs are the parameters of queries/users_by_jid.sql.
+// usersByJIDArgs are the parameters of queries/users_by_jid.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type usersByJIDArgs struct {
 	JID string // @jid
 }
@@ -1107,7 +1167,10 @@ var usersByJIDQuery = sqlfile.Statement[usersByJIDArgs, usersByJIDRow, *usersByJ
 SELECT user_id::text AS user_id FROM user_profiles WHERE whatsapp_jid = $1::text ORDER BY user_id
 `}
 
-// whatsappNumberHealthArgs are the parameters of queries/whatsapp_number_health.sql.
+// whatsappNumberHealthArgs are the parameters of queries/whatsapp_number_health.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type whatsappNumberHealthArgs struct {
 	Transport          string     // @transport
 	MessagingLimitTier *string    // @messaging_limit_tier
@@ -1169,7 +1232,10 @@ WITH recorded AS (
 SELECT (SELECT count(*) FROM recorded) > 0 AS changed, (SELECT count(*) FROM released) AS released;
 `}
 
-// whatsappPricingArgs are the parameters of queries/whatsapp_pricing.sql.
+// whatsappPricingArgs are the parameters of queries/whatsapp_pricing.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type whatsappPricingArgs struct {
 	Billable          bool   // @billable
 	Category          string // @category
@@ -1199,7 +1265,10 @@ UPDATE engagement_message_queue q
    AND (q.billable IS DISTINCT FROM $1::boolean OR q.pricing_category IS DISTINCT FROM $2::text);
 `}
 
-// whatsappTemplateStatusArgs are the parameters of queries/whatsapp_template_status.sql.
+// whatsappTemplateStatusArgs are the parameters of queries/whatsapp_template_status.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type whatsappTemplateStatusArgs struct {
 	TemplateName string     // @template_name
 	Event        string     // @event

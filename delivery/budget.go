@@ -155,7 +155,8 @@ func (b *budget) limitNow() int {
 func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 	b := &budget{limit: p.cfg.DailyLimit, ramp: p.cfg.Ramp}
 	transport := p.cfg.Transport.Name()
-	open := budgetOpenArgs{DailyLimit: p.cfg.DailyLimit, ClockOffset: p.cfg.ClockOffset, Transport: transport, Window: BudgetWindow}
+	open := budgetOpenArgs{DailyLimit: p.cfg.DailyLimit, ClockOffset: p.cfg.ClockOffset, Transport: transport, Window: BudgetWindow,
+		RampStart: nil, RampFactor: nil} // no ramp unless set
 	if b.ramp.Set() {
 		open.RampStart, open.RampFactor = &b.ramp.Start, &b.ramp.Factor
 	}
@@ -271,7 +272,8 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 	}
 	args := budgetApplyArgs{KindPriority: p.kindPriority(), Timezone: p.cfg.Timezone, IDs: ids, Waited: waited,
 		Holder: p.holder, Transport: p.cfg.Transport.Name(), DailyLimit: p.budget.limitNow(),
-		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow}
+		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow,
+		QuietStart: nil, QuietEnd: nil} // no quiet hours unless set
 	if q := p.cfg.QuietHours; q.Set() {
 		args.QuietStart, args.QuietEnd = &q.Start, &q.End
 	}

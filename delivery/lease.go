@@ -220,6 +220,10 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		QualityHold:     p.verdict.qualityHold,
 		PausedKeys:      p.verdict.pausedKeys(),
 		VerdictRecheck:  VerdictRecheck,
+		QuietStart:      nil, // each nil unless set, below
+		QuietEnd:        nil,
+		PerUserCap:      nil,
+		SpendLimit:      nil,
 	}
 	if p.cfg.PerUserCap > 0 {
 		args.PerUserCap = &p.cfg.PerUserCap

@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// budgetAdvanceArgs are the parameters of queries/budget_advance.sql.
+// budgetAdvanceArgs are the parameters of queries/budget_advance.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetAdvanceArgs struct {
 	DailyLimit  int           // @daily_limit
 	Transport   string        // @transport
@@ -46,7 +49,10 @@ UPDATE engagement_message_queue q
  WHERE q.id = n.id;
 `}
 
-// budgetApplyArgs are the parameters of queries/budget_apply.sql.
+// budgetApplyArgs are the parameters of queries/budget_apply.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetApplyArgs struct {
 	KindPriority []string       // @kind_priority
 	QuietStart   *time.Duration // @quiet_start
@@ -258,7 +264,10 @@ SELECT coalesce((SELECT array_agg(id::text) FROM deferred), '{}') AS held,
        + (SELECT count(*) FROM spent WHERE spent.new)::int AS used;
 `}
 
-// budgetCreateArgs are the parameters of queries/budget_create.sql.
+// budgetCreateArgs are the parameters of queries/budget_create.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetCreateArgs struct {
 	Transport  string // @transport
 	DailyLimit int    // @daily_limit
@@ -277,7 +286,10 @@ VALUES ($1, $2::int)
     ON CONFLICT (transport) DO NOTHING;
 `}
 
-// budgetLockArgs are the parameters of queries/budget_lock.sql.
+// budgetLockArgs are the parameters of queries/budget_lock.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetLockArgs struct {
 	Transport string // @transport
 }
@@ -308,7 +320,10 @@ SELECT used
    FOR UPDATE;
 `}
 
-// budgetOpenArgs are the parameters of queries/budget_open.sql.
+// budgetOpenArgs are the parameters of queries/budget_open.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetOpenArgs struct {
 	DailyLimit  int           // @daily_limit
 	RampStart   *int          // @ramp_start
@@ -370,7 +385,10 @@ UPDATE engagement_send_budgets b
 RETURNING b.ramp_started_at, now() + $4::interval AS clock_at, b.used;
 `}
 
-// budgetPruneArgs are the parameters of queries/budget_prune.sql.
+// budgetPruneArgs are the parameters of queries/budget_prune.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetPruneArgs struct {
 	Transport   string        // @transport
 	ClockOffset time.Duration // @clock_offset
@@ -404,7 +422,10 @@ UPDATE engagement_send_budgets
  WHERE transport = $1;
 `}
 
-// budgetRefundArgs are the parameters of queries/budget_refund.sql.
+// budgetRefundArgs are the parameters of queries/budget_refund.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetRefundArgs struct {
 	Claims    []int64  // @claims
 	Counts    []int    // @counts
@@ -476,7 +497,10 @@ UPDATE engagement_send_budgets
  WHERE transport = $5;
 `}
 
-// budgetStateArgs are the parameters of queries/budget_state.sql.
+// budgetStateArgs are the parameters of queries/budget_state.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetStateArgs struct {
 	Transport   string        // @transport
 	ClockOffset time.Duration // @clock_offset
@@ -540,7 +564,10 @@ var budgetWaitingQuery = sqlfile.Statement[sqlfile.None, budgetWaitingRow, *budg
 SELECT EXISTS (SELECT FROM engagement_message_queue WHERE status = 'pending' AND deferred_reason = 'budget') AS waiting;
 `}
 
-// budgetsArgs are the parameters of queries/budgets.sql.
+// budgetsArgs are the parameters of queries/budgets.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type budgetsArgs struct {
 	Window time.Duration // @window
 }
@@ -598,7 +625,10 @@ SELECT b.transport, b.daily_limit, b.ramp_start, b.ramp_factor::float8, b.ramp_s
  ORDER BY b.transport;
 `}
 
-// claimArgs are the parameters of queries/claim.sql.
+// claimArgs are the parameters of queries/claim.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type claimArgs struct {
 	ClockOffset     time.Duration  // @clock_offset
 	KindPriority    []string       // @kind_priority
@@ -905,7 +935,10 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
  ORDER BY k.pos;
 `}
 
-// healthReadArgs are the parameters of queries/health_read.sql.
+// healthReadArgs are the parameters of queries/health_read.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type healthReadArgs struct {
 	Transport string // @transport
 }
@@ -942,7 +975,10 @@ SELECT h.quality_rating, h.messaging_limit_tier, coalesce(h.flagged, false) AS f
   LEFT JOIN engagement_number_health h ON h.transport = $1;
 `}
 
-// healthReportArgs are the parameters of queries/health_report.sql.
+// healthReportArgs are the parameters of queries/health_report.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type healthReportArgs struct {
 	CloudTransport string // @cloud_transport
 }
@@ -983,7 +1019,10 @@ SELECT n.transport, h.quality_rating, h.messaging_limit_tier, coalesce(h.flagged
  ORDER BY n.transport;
 `}
 
-// healthSaveArgs are the parameters of queries/health_save.sql.
+// healthSaveArgs are the parameters of queries/health_save.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type healthSaveArgs struct {
 	Transport          string        // @transport
 	QualityRating      *string       // @quality_rating
@@ -1029,7 +1068,10 @@ VALUES ($1, $2, $3, coalesce($4::boolean, false),
 RETURNING h.quality_rating, h.messaging_limit_tier, h.flagged, h.read_at;
 `}
 
-// holdArgs are the parameters of queries/hold.sql.
+// holdArgs are the parameters of queries/hold.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type holdArgs struct {
 	Holder       string        // @holder
 	ClaimTimeout time.Duration // @claim_timeout
@@ -1064,7 +1106,10 @@ VALUES ($1, clock_timestamp() + $2::interval)
 RETURNING h.holder;
 `}
 
-// nextDueArgs are the parameters of queries/next_due.sql.
+// nextDueArgs are the parameters of queries/next_due.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type nextDueArgs struct {
 	ClockOffset time.Duration // @clock_offset
 }
@@ -1094,7 +1139,10 @@ SELECT min(scheduled_for) - (now() + $1::interval) AS wait
  WHERE status = 'pending';
 `}
 
-// ownClaimsArgs are the parameters of queries/own_claims.sql.
+// ownClaimsArgs are the parameters of queries/own_claims.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type ownClaimsArgs struct {
 	Holder string // @holder
 }
@@ -1123,7 +1171,10 @@ SELECT count(*)::int AS claims
  WHERE status = 'processing' AND claimed_by = $1::text;
 `}
 
-// paceArgs are the parameters of queries/pace.sql.
+// paceArgs are the parameters of queries/pace.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type paceArgs struct {
 	Interval  time.Duration // @interval
 	Jitter    time.Duration // @jitter
@@ -1166,7 +1217,10 @@ RETURNING greatest(next_send_at - (SELECT d FROM gap) - clock_timestamp(), inter
           next_send_at - (SELECT d FROM gap) AS slot;
 `}
 
-// recheckArgs are the parameters of queries/recheck.sql.
+// recheckArgs are the parameters of queries/recheck.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type recheckArgs struct {
 	Kinds  string   // @kinds
 	IDs    []string // @ids
@@ -1255,7 +1309,10 @@ UPDATE engagement_message_queue q
 RETURNING q.id::text, d.cancel_reason;
 `}
 
-// recoverArgs are the parameters of queries/recover.sql.
+// recoverArgs are the parameters of queries/recover.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type recoverArgs struct {
 	Transport    string // @transport
 	Own          string // @own
@@ -1340,7 +1397,10 @@ SELECT count(*)::int AS settled, coalesce(array_agg(id::text) FILTER (WHERE stat
   FROM settled;
 `}
 
-// releaseArgs are the parameters of queries/release.sql.
+// releaseArgs are the parameters of queries/release.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type releaseArgs struct {
 	IDs    []string // @ids
 	Holder string   // @holder
@@ -1413,7 +1473,10 @@ SELECT s.transport, s.kind_priority,
  ORDER BY s.transport;
 `}
 
-// settingsSaveArgs are the parameters of queries/settings_save.sql.
+// settingsSaveArgs are the parameters of queries/settings_save.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type settingsSaveArgs struct {
 	Transport           string        // @transport
 	KindPriority        []string      // @kind_priority
@@ -1471,7 +1534,10 @@ VALUES ($1::text, $2::text[], $3::interval, $4::integer,
        recorded_at            = EXCLUDED.recorded_at;
 `}
 
-// settleArgs are the parameters of queries/settle.sql.
+// settleArgs are the parameters of queries/settle.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type settleArgs struct {
 	IDs         []string        // @ids
 	Statuses    []string        // @statuses
@@ -1556,7 +1622,10 @@ SELECT o.id, $10, CASE WHEN o.status = 'pending' THEN 'failed' ELSE o.status END
 RETURNING message_id::text;
 `}
 
-// startArgs are the parameters of queries/start.sql.
+// startArgs are the parameters of queries/start.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type startArgs struct {
 	ClaimTimeout time.Duration // @claim_timeout
 	ID           string        // @id
@@ -1605,7 +1674,10 @@ SELECT id, $4, 'processing', 1
 RETURNING message_id::text;
 `}
 
-// templatesArgs are the parameters of queries/templates.sql.
+// templatesArgs are the parameters of queries/templates.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type templatesArgs struct {
 	MaxTemplates int64 // @max_templates
 }
@@ -1638,7 +1710,10 @@ SELECT t.template_name, t.status, t.status IN ('PAUSED', 'DISABLED') AS held, t.
  LIMIT $1;
 `}
 
-// unholdArgs are the parameters of queries/unhold.sql.
+// unholdArgs are the parameters of queries/unhold.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type unholdArgs struct {
 	Holder string // @holder
 }

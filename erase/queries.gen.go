@@ -6,7 +6,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// eraseFindArgs are the parameters of queries/erase_find.sql.
+// eraseFindArgs are the parameters of queries/erase_find.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type eraseFindArgs struct {
 	UserID string // @user_id
 }
@@ -45,7 +48,10 @@ SELECT EXISTS (SELECT FROM user_profiles p WHERE p.user_id = $1::uuid) AS profil
        (SELECT count(*) FROM engagement_message_queue q WHERE q.user_id = $1::uuid AND q.status = 'pending') AS pending
 `}
 
-// eraseScrubArgs are the parameters of queries/erase_scrub.sql.
+// eraseScrubArgs are the parameters of queries/erase_scrub.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type eraseScrubArgs struct {
 	UserID string // @user_id
 }

@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// funnelArmsArgs are the parameters of queries/funnel_arms.sql.
+// funnelArmsArgs are the parameters of queries/funnel_arms.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type funnelArmsArgs struct {
 	AsOf            time.Time     // @as_of
 	Weeks           int           // @weeks

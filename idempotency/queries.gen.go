@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// checkArgs are the parameters of queries/check.sql.
+// checkArgs are the parameters of queries/check.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type checkArgs struct {
 	Key       string    // @key
 	Now       time.Time // @now
@@ -45,7 +48,10 @@ ON CONFLICT (key) DO UPDATE
 RETURNING true AS is_new
 `}
 
-// deleteExpiredArgs are the parameters of queries/delete_expired.sql.
+// deleteExpiredArgs are the parameters of queries/delete_expired.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type deleteExpiredArgs struct {
 	Before time.Time // @before
 	Batch  int64     // @batch
@@ -67,7 +73,10 @@ DELETE FROM engagement_idempotency_keys
                   FOR UPDATE SKIP LOCKED)
 `}
 
-// forgetArgs are the parameters of queries/forget.sql.
+// forgetArgs are the parameters of queries/forget.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type forgetArgs struct {
 	Key string // @key
 }
@@ -82,7 +91,10 @@ var forgetQuery = sqlfile.Statement[forgetArgs, sqlfile.None, *sqlfile.None]{Nam
 DELETE FROM engagement_idempotency_keys WHERE key = $1
 `}
 
-// getResultArgs are the parameters of queries/get_result.sql.
+// getResultArgs are the parameters of queries/get_result.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type getResultArgs struct {
 	Key string    // @key
 	Now time.Time // @now
@@ -110,7 +122,10 @@ var getResultQuery = sqlfile.Statement[getResultArgs, getResultRow, *getResultRo
 SELECT result, result IS NULL AS no_result FROM engagement_idempotency_keys WHERE key = $1 AND expires_at > $2
 `}
 
-// storeResultArgs are the parameters of queries/store_result.sql.
+// storeResultArgs are the parameters of queries/store_result.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type storeResultArgs struct {
 	Key       string    // @key
 	Result    []byte    // @result

@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// spendArgs are the parameters of queries/spend.sql.
+// spendArgs are the parameters of queries/spend.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type spendArgs struct {
 	AsOf       time.Time     // @as_of
 	Window     time.Duration // @window
@@ -74,7 +77,10 @@ SELECT coalesce(a.pricing_category, k.category, '') AS category,
  ORDER BY 1, 2;
 `}
 
-// spendHeldOutArgs are the parameters of queries/spend_held_out.sql.
+// spendHeldOutArgs are the parameters of queries/spend_held_out.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type spendHeldOutArgs struct {
 	Trigger string        // @trigger
 	AsOf    time.Time     // @as_of

@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// opsCancelArgs are the parameters of queries/ops_cancel.sql.
+// opsCancelArgs are the parameters of queries/ops_cancel.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type opsCancelArgs struct {
 	IDs            []string // @ids
 	UserID         *string  // @user_id
@@ -74,7 +77,10 @@ SELECT CASE WHEN $6::boolean THEN (SELECT count(*) FROM matched)
             ELSE (SELECT count(*) FROM cancelled) END AS cancelled;
 `}
 
-// opsRequeueArgs are the parameters of queries/ops_requeue.sql.
+// opsRequeueArgs are the parameters of queries/ops_requeue.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type opsRequeueArgs struct {
 	Status        string     // @status
 	IDs           []string   // @ids

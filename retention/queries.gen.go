@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// cleanupCountArgs are the parameters of queries/cleanup_count.sql.
+// cleanupCountArgs are the parameters of queries/cleanup_count.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupCountArgs struct {
 	Cutoff time.Time // @cutoff
 }
@@ -43,7 +46,10 @@ SELECT (SELECT count(*) FROM doomed) AS messages,
        (SELECT count(*) FROM engagement_processed_messages l WHERE l.message_id IN (SELECT id FROM doomed)) AS ledger
 `}
 
-// cleanupCountConsentArgs are the parameters of queries/cleanup_count_consent.sql.
+// cleanupCountConsentArgs are the parameters of queries/cleanup_count_consent.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupCountConsentArgs struct {
 	Cutoff time.Time // @cutoff
 }
@@ -71,7 +77,10 @@ SELECT count(*) AS consent_events FROM engagement_consent_events c
    AND EXISTS (SELECT FROM engagement_consent_events l WHERE l.user_id = c.user_id AND l.id > c.id)
 `}
 
-// cleanupCountFireRequestsArgs are the parameters of queries/cleanup_count_fire_requests.sql.
+// cleanupCountFireRequestsArgs are the parameters of queries/cleanup_count_fire_requests.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupCountFireRequestsArgs struct {
 	Cutoff time.Time // @cutoff
 }
@@ -97,7 +106,10 @@ var cleanupCountFireRequestsQuery = sqlfile.Statement[cleanupCountFireRequestsAr
 SELECT count(*) AS fire_requests FROM engagement_fire_requests WHERE created_at < $1
 `}
 
-// cleanupCountKeysArgs are the parameters of queries/cleanup_count_keys.sql.
+// cleanupCountKeysArgs are the parameters of queries/cleanup_count_keys.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupCountKeysArgs struct {
 	AsOf time.Time // @as_of
 }
@@ -123,7 +135,10 @@ var cleanupCountKeysQuery = sqlfile.Statement[cleanupCountKeysArgs, cleanupCount
 SELECT count(*) AS idempotency_keys FROM engagement_idempotency_keys WHERE expires_at <= $1
 `}
 
-// cleanupCountTransitionsArgs are the parameters of queries/cleanup_count_transitions.sql.
+// cleanupCountTransitionsArgs are the parameters of queries/cleanup_count_transitions.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupCountTransitionsArgs struct {
 	Cutoff time.Time // @cutoff
 }
@@ -151,7 +166,10 @@ SELECT count(*) AS transitions FROM engagement_state_transitions t
    AND EXISTS (SELECT FROM engagement_state_transitions l WHERE l.user_id = t.user_id AND l.id > t.id)
 `}
 
-// cleanupDeleteArgs are the parameters of queries/cleanup_delete.sql.
+// cleanupDeleteArgs are the parameters of queries/cleanup_delete.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupDeleteArgs struct {
 	Cutoff time.Time // @cutoff
 	N      int64     // @n
@@ -198,7 +216,10 @@ WITH doomed AS (
 SELECT (SELECT count(*) FROM gone) AS messages, (SELECT count(*) FROM ledger) AS ledger
 `}
 
-// cleanupDeleteConsentArgs are the parameters of queries/cleanup_delete_consent.sql.
+// cleanupDeleteConsentArgs are the parameters of queries/cleanup_delete_consent.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupDeleteConsentArgs struct {
 	Cutoff time.Time // @cutoff
 	N      int64     // @n
@@ -224,7 +245,10 @@ WITH doomed AS (
 DELETE FROM engagement_consent_events c USING doomed WHERE c.id = doomed.id
 `}
 
-// cleanupDeleteFireRequestsArgs are the parameters of queries/cleanup_delete_fire_requests.sql.
+// cleanupDeleteFireRequestsArgs are the parameters of queries/cleanup_delete_fire_requests.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupDeleteFireRequestsArgs struct {
 	Cutoff time.Time // @cutoff
 	N      int64     // @n
@@ -249,7 +273,10 @@ WITH doomed AS (
 DELETE FROM engagement_fire_requests r USING doomed WHERE r.request_key = doomed.request_key
 `}
 
-// cleanupDeleteTransitionsArgs are the parameters of queries/cleanup_delete_transitions.sql.
+// cleanupDeleteTransitionsArgs are the parameters of queries/cleanup_delete_transitions.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type cleanupDeleteTransitionsArgs struct {
 	Cutoff time.Time // @cutoff
 	N      int64     // @n

@@ -320,7 +320,7 @@ func (r *run) finishLost(ctx context.Context, runErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	msg := runErr.Error()
-	_, _ = runFinishQuery.Exec(ctx, r.pool, runFinishArgs{ID: r.id, Status: RunFailed, Error: &msg})
+	_, _ = runFinishQuery.Exec(ctx, r.pool, runFinishArgs{ID: r.id, Status: RunFailed, Counters: nil, Error: &msg})
 }
 
 func (r *run) stopHeartbeat() {

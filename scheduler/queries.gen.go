@@ -10,7 +10,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// dailyGoodbyeTimeoutArgs are the parameters of queries/daily_goodbye_timeout.sql.
+// dailyGoodbyeTimeoutArgs are the parameters of queries/daily_goodbye_timeout.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type dailyGoodbyeTimeoutArgs struct {
 	AsOf               time.Time     // @as_of
 	GoodbyeWindow      time.Duration // @goodbye_window
@@ -173,7 +176,10 @@ SELECT count(*)::int AS candidates,
   FROM chunk
 `}
 
-// dailyInactivity14dArgs are the parameters of queries/daily_inactivity_14d.sql.
+// dailyInactivity14dArgs are the parameters of queries/daily_inactivity_14d.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type dailyInactivity14dArgs struct {
 	HoldoutSalt        string        // @holdout_salt
 	HoldoutBasisPoints int           // @holdout_basis_points
@@ -373,7 +379,10 @@ SELECT count(*)::int AS candidates,
   FROM chunk
 `}
 
-// dailyTimerArgs are the parameters of queries/daily_timer.sql.
+// dailyTimerArgs are the parameters of queries/daily_timer.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type dailyTimerArgs struct {
 	KeyInfix      string        // @key_infix
 	KeySuffix     *string       // @key_suffix
@@ -539,7 +548,10 @@ SELECT count(*)::int AS candidates,
   FROM chunk
 `}
 
-// jobDuplicatesArgs are the parameters of queries/job_duplicates.sql.
+// jobDuplicatesArgs are the parameters of queries/job_duplicates.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type jobDuplicatesArgs struct {
 	Keys []string // @keys
 }
@@ -588,7 +600,10 @@ var jobTablePagesQuery = sqlfile.Statement[sqlfile.None, jobTablePagesRow, *jobT
 SELECT pg_relation_size('user_engagement_states') / current_setting('block_size')::bigint AS pages
 `}
 
-// jobUserAtArgs are the parameters of queries/job_user_at.sql.
+// jobUserAtArgs are the parameters of queries/job_user_at.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type jobUserAtArgs struct {
 	At pgtype.TID // @at
 }
@@ -614,7 +629,10 @@ var jobUserAtQuery = sqlfile.Statement[jobUserAtArgs, jobUserAtRow, *jobUserAtRo
 SELECT user_id FROM user_engagement_states WHERE ctid = $1::tid
 `}
 
-// runAbandonArgs are the parameters of queries/run_abandon.sql.
+// runAbandonArgs are the parameters of queries/run_abandon.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runAbandonArgs struct {
 	Reason string    // @reason
 	ID     int64     // @id
@@ -634,7 +652,10 @@ UPDATE engagement_job_runs
  WHERE id = $2 AND status IN ('running', 'delivering') AND coalesce(heartbeat_at, started_at) = $3::timestamptz
 `}
 
-// runFenceBatchArgs are the parameters of queries/run_fence_batch.sql.
+// runFenceBatchArgs are the parameters of queries/run_fence_batch.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runFenceBatchArgs struct {
 	FenceKey  int64   // @fence_key
 	TimeoutMs *string // @timeout_ms
@@ -677,7 +698,10 @@ SELECT pg_advisory_xact_lock_shared($1),
        set_config('jit', 'off', true) AS jit
 `}
 
-// runFenceCancelArgs are the parameters of queries/run_fence_cancel.sql.
+// runFenceCancelArgs are the parameters of queries/run_fence_cancel.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runFenceCancelArgs struct {
 	FenceKey int64 // @fence_key
 }
@@ -709,7 +733,10 @@ SELECT count(*) FILTER (WHERE pg_cancel_backend(l.pid))::int AS cancelled
    AND l.pid <> pg_backend_pid()
 `}
 
-// runFenceWaitArgs are the parameters of queries/run_fence_wait.sql.
+// runFenceWaitArgs are the parameters of queries/run_fence_wait.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runFenceWaitArgs struct {
 	FenceKey int64 // @fence_key
 }
@@ -726,7 +753,10 @@ var runFenceWaitQuery = sqlfile.Statement[runFenceWaitArgs, sqlfile.None, *sqlfi
 SELECT pg_advisory_xact_lock($1)
 `}
 
-// runFinishArgs are the parameters of queries/run_finish.sql.
+// runFinishArgs are the parameters of queries/run_finish.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runFinishArgs struct {
 	Status   string  // @status
 	Counters *string // @counters
@@ -747,7 +777,10 @@ UPDATE engagement_job_runs
  WHERE id = $4
 `}
 
-// runHeartbeatArgs are the parameters of queries/run_heartbeat.sql.
+// runHeartbeatArgs are the parameters of queries/run_heartbeat.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runHeartbeatArgs struct {
 	ID int64 // @id
 }
@@ -776,7 +809,10 @@ UPDATE engagement_job_runs SET heartbeat_at = clock_timestamp()
 RETURNING id
 `}
 
-// runHolderArgs are the parameters of queries/run_holder.sql.
+// runHolderArgs are the parameters of queries/run_holder.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runHolderArgs struct {
 	Job   string  // @job
 	Shard *string // @shard
@@ -819,7 +855,10 @@ SELECT id, coalesce(holder, '') AS holder, coalesce(pid, 0) AS pid, heartbeat_at
  ORDER BY id
 `}
 
-// runRecordArgs are the parameters of queries/run_record.sql.
+// runRecordArgs are the parameters of queries/run_record.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runRecordArgs struct {
 	Job      string     // @job
 	AsOf     *time.Time // @as_of
@@ -856,7 +895,10 @@ VALUES ($1, coalesce($2::timestamptz, statement_timestamp()), $3, $4, $5::text, 
 RETURNING id
 `}
 
-// runStartArgs are the parameters of queries/run_start.sql.
+// runStartArgs are the parameters of queries/run_start.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runStartArgs struct {
 	Job      string    // @job
 	AsOf     time.Time // @as_of
@@ -894,7 +936,10 @@ ON CONFLICT (job, (coalesce(shard, ''))) WHERE status = 'running' DO NOTHING
 RETURNING id
 `}
 
-// weeklyReviewArgs are the parameters of queries/weekly_review.sql.
+// weeklyReviewArgs are the parameters of queries/weekly_review.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type weeklyReviewArgs struct {
 	KeySuffix     string     // @key_suffix
 	First         pgtype.TID // @first

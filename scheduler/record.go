@@ -37,12 +37,12 @@ func RecordRun(ctx context.Context, pool *pgxpool.Pool, job string, asOf *time.T
 	}
 	r := &run{pool: pool, timeout: leaseTimeout, alongside: true}
 	p := thisProcess()
-	row, err := runRecordQuery.One(ctx, pool, runRecordArgs{Job: job, AsOf: asOf, Hostname: p.hostname, PID: p.pid, Holder: p.holder})
+	row, err := runRecordQuery.One(ctx, pool, runRecordArgs{Job: job, AsOf: asOf, Hostname: p.hostname, PID: p.pid, Shard: nil, Holder: p.holder})
 	if err != nil {
 		return nil, fmt.Errorf("record the run: %w", err)
 	}
 	r.id = row.ID
-	abandoned, err := abandonDead(ctx, pool, runHolderArgs{Job: job}, leaseTimeout)
+	abandoned, err := abandonDead(ctx, pool, runHolderArgs{Job: job, Shard: nil}, leaseTimeout)
 	if err != nil {
 		r.finishLost(ctx, err)
 		return nil, err

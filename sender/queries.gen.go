@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// enqueueArgs are the parameters of queries/enqueue.sql.
+// enqueueArgs are the parameters of queries/enqueue.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type enqueueArgs struct {
 	UserID         string     // @user_id
 	Type           string     // @type

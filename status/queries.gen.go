@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// statusCancelledReasonsArgs are the parameters of queries/status_cancelled_reasons.sql.
+// statusCancelledReasonsArgs are the parameters of queries/status_cancelled_reasons.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type statusCancelledReasonsArgs struct {
 	Unspecified string // @unspecified
 }
@@ -38,7 +41,10 @@ SELECT coalesce(cancel_reason, $1::text) AS reason, count(*) AS messages
  GROUP BY 1
 `}
 
-// statusQueueCountsArgs are the parameters of queries/status_queue_counts.sql.
+// statusQueueCountsArgs are the parameters of queries/status_queue_counts.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type statusQueueCountsArgs struct {
 	Statuses []string // @statuses
 }
@@ -69,7 +75,10 @@ SELECT status, message_type, count(*) AS messages
  ORDER BY array_position($1::text[], status), status, message_type
 `}
 
-// statusQueueDueArgs are the parameters of queries/status_queue_due.sql.
+// statusQueueDueArgs are the parameters of queries/status_queue_due.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type statusQueueDueArgs struct {
 	AsOf time.Time // @as_of
 }
@@ -106,7 +115,10 @@ SELECT (SELECT count(*) FROM engagement_message_queue
          WHERE status = 'processing' AND engagement_claim_abandoned(claimed_by, claimed_until, $1)) AS expired_claims
 `}
 
-// statusRunsArgs are the parameters of queries/status_runs.sql.
+// statusRunsArgs are the parameters of queries/status_runs.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type statusRunsArgs struct {
 	RunsPerJob int64 // @runs_per_job
 }

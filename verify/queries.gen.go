@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// verifyDataAPIClosedArgs are the parameters of queries/verify_data_api_closed.sql.
+// verifyDataAPIClosedArgs are the parameters of queries/verify_data_api_closed.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyDataAPIClosedArgs struct {
 	MaxExamples int64 // @max_examples
 }
@@ -142,7 +145,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyGoodbyeQueuedArgs are the parameters of queries/verify_goodbye_queued.sql.
+// verifyGoodbyeQueuedArgs are the parameters of queries/verify_goodbye_queued.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyGoodbyeQueuedArgs struct {
 	GoodbyeStates []string  // @goodbye_states
 	Cutoff        time.Time // @cutoff
@@ -207,7 +213,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyInstantsPlausibleArgs are the parameters of queries/verify_instants_plausible.sql.
+// verifyInstantsPlausibleArgs are the parameters of queries/verify_instants_plausible.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyInstantsPlausibleArgs struct {
 	AsOf        time.Time     // @as_of
 	Skew        time.Duration // @skew
@@ -267,7 +276,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyLogMatchesStateArgs are the parameters of queries/verify_log_matches_state.sql.
+// verifyLogMatchesStateArgs are the parameters of queries/verify_log_matches_state.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyLogMatchesStateArgs struct {
 	MaxExamples int64 // @max_examples
 }
@@ -324,7 +336,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyNoExpiredClaimsArgs are the parameters of queries/verify_no_expired_claims.sql.
+// verifyNoExpiredClaimsArgs are the parameters of queries/verify_no_expired_claims.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyNoExpiredClaimsArgs struct {
 	AsOf        time.Time // @as_of
 	MaxExamples int64     // @max_examples
@@ -366,7 +381,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyNoGoodbyeToHoldoutArgs are the parameters of queries/verify_no_goodbye_to_holdout.sql.
+// verifyNoGoodbyeToHoldoutArgs are the parameters of queries/verify_no_goodbye_to_holdout.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyNoGoodbyeToHoldoutArgs struct {
 	MessageType string // @message_type
 	Trigger     string // @trigger
@@ -422,7 +440,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyNoSendAfterOptOutArgs are the parameters of queries/verify_no_send_after_opt_out.sql.
+// verifyNoSendAfterOptOutArgs are the parameters of queries/verify_no_send_after_opt_out.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyNoSendAfterOptOutArgs struct {
 	Confirmations []string      // @confirmations
 	Grace         time.Duration // @grace
@@ -488,7 +509,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyNoUserStuckArgs are the parameters of queries/verify_no_user_stuck.sql.
+// verifyNoUserStuckArgs are the parameters of queries/verify_no_user_stuck.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyNoUserStuckArgs struct {
 	InactivityStates []string        // @inactivity_states
 	GoodbyeStates    []string        // @goodbye_states
@@ -597,7 +621,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyOnePerPeriodArgs are the parameters of queries/verify_one_per_period.sql.
+// verifyOnePerPeriodArgs are the parameters of queries/verify_one_per_period.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyOnePerPeriodArgs struct {
 	Format      string // @format
 	Plural      string // @plural
@@ -649,7 +676,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyStateTimestampsArgs are the parameters of queries/verify_state_timestamps.sql.
+// verifyStateTimestampsArgs are the parameters of queries/verify_state_timestamps.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyStateTimestampsArgs struct {
 	GoodbyeStates []string // @goodbye_states
 	TimerStates   []string // @timer_states
@@ -698,7 +728,10 @@ SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
   FROM found
 `}
 
-// verifyTimeZonesUsableArgs are the parameters of queries/verify_time_zones_usable.sql.
+// verifyTimeZonesUsableArgs are the parameters of queries/verify_time_zones_usable.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyTimeZonesUsableArgs struct {
 	MaxExamples int64 // @max_examples
 }
@@ -743,7 +776,10 @@ SELECT count(*) AS violations,
   FROM found
 `}
 
-// verifyTransitionsAllowedArgs are the parameters of queries/verify_transitions_allowed.sql.
+// verifyTransitionsAllowedArgs are the parameters of queries/verify_transitions_allowed.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type verifyTransitionsAllowedArgs struct {
 	AllowedFrom    []string // @allowed_from
 	AllowedTrigger []string // @allowed_trigger

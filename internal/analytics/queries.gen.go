@@ -8,7 +8,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// runArgs are the parameters of queries/run.sql.
+// runArgs are the parameters of queries/run.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runArgs struct {
 	RunID int64 // @run_id
 }
@@ -34,7 +37,10 @@ var runQuery = sqlfile.Statement[runArgs, runRow, *runRow]{Name: "run", SQL: `--
 SELECT job, as_of FROM engagement_job_runs WHERE id = $1
 `}
 
-// runMessagesArgs are the parameters of queries/run_messages.sql.
+// runMessagesArgs are the parameters of queries/run_messages.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runMessagesArgs struct {
 	RunID       int64  // @run_id
 	MessageType string // @message_type
@@ -68,7 +74,10 @@ SELECT id::text AS id, user_id::text AS user_id, message_params->>'count' AS tra
  ORDER BY created_at, id
 `}
 
-// runTransitionsArgs are the parameters of queries/run_transitions.sql.
+// runTransitionsArgs are the parameters of queries/run_transitions.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type runTransitionsArgs struct {
 	RunID int64 // @run_id
 }

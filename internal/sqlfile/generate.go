@@ -222,7 +222,7 @@ func (d described) write(b *bytes.Buffer, name string) {
 	params, row := "sqlfile.None", "sqlfile.None"
 	if len(d.params) > 0 {
 		params = base + "Args"
-		fmt.Fprintf(b, "\n// %s are the parameters of queries/%s.sql.\ntype %s struct {\n", params, name, params)
+		fmt.Fprintf(b, "\n// %s are the parameters of queries/%s.sql; a literal names them all\n// (.golangci.yml, exhaustruct).\n//\n//exhaustruct:enforce\ntype %s struct {\n", params, name, params)
 		for _, p := range d.params {
 			fmt.Fprintf(b, "%s %s // %s\n", p.goName, p.goType, p.sqlName)
 		}

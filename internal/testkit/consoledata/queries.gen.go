@@ -6,7 +6,10 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// holdoutArgs are the parameters of queries/holdout.sql.
+// holdoutArgs are the parameters of queries/holdout.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
 type holdoutArgs struct {
 	GoodbyeTrigger string // @goodbye_trigger
 	Salt           string // @salt
