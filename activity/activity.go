@@ -1,6 +1,6 @@
 // Package activity finds the users who were active in a window of time: a
 // transaction created in it, or bot activity (last_activity_at) in it. The
-// weekly review uses its window (WindowArgs); its statement
+// weekly review uses its window (WindowStart); its statement
 // (scheduler/queries/weekly_review.sql) selects the same users chunk by
 // chunk.
 //
@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -31,15 +30,6 @@ import (
 // WindowStart is the start of the week that ends at asOf: a statement over
 // that week takes (WindowStart(asOf), asOf], as @window_start and @as_of.
 func WindowStart(asOf time.Time) time.Time { return asOf.Add(-sm.WeeklyWindow) }
-
-// WindowArgs are the named arguments @window_start and @as_of of a
-// statement over the week that ends at asOf: (asOf − 7 days, asOf].
-//
-// Deprecated: for the scheduler's weekly review until its statements are
-// typed (issue 47); a typed statement takes WindowStart(asOf) and asOf.
-func WindowArgs(asOf time.Time) sqlfile.Args {
-	return sqlfile.Args{"window_start": WindowStart(asOf), "as_of": asOf}
-}
 
 // ActiveUser is a user active in the window.
 type ActiveUser struct {

@@ -113,7 +113,10 @@ type env struct {
 	// allowedFrom, allowedTrigger and allowedTo are the transition table
 	// (statemachine.Transitions), one entry per row.
 	allowedFrom, allowedTrigger, allowedTo []string
-	deadlines
+	// The deadlines are the daily job's own (statemachine.DeadlineArgs):
+	// verify and the job decide by one definition whether a user's
+	// deadline has come.
+	sm.Deadlines
 }
 
 // found is a check's outcome, the row every verify_*.sql returns.
@@ -139,29 +142,6 @@ func check[P sqlfile.Params, R foundRow, PR sqlfile.Row[R]](s sqlfile.Statement[
 	return func(ctx context.Context, tx pgx.Tx, e env) (found, error) {
 		row, err := s.One(ctx, tx, args(e))
 		return found(row), err
-	}
-}
-
-// deadlines are the parameters of the database's deadline functions, the
-// daily job's own (statemachine.DeadlineArgs): verify and the job decide by
-// one definition whether a user's deadline has come.
-type deadlines struct {
-	inactivity, goodbyeWindow                                 time.Duration
-	inactivityStates, goodbyeStates, timerStates, timerClocks []string
-	timerWaits                                                []time.Duration
-}
-
-// deadlineArgs reads statemachine.DeadlineArgs, by its parameters' names.
-func deadlineArgs() deadlines {
-	a := sm.DeadlineArgs()
-	return deadlines{
-		inactivity:       a["inactivity"].(time.Duration),
-		goodbyeWindow:    a["goodbye_window"].(time.Duration),
-		inactivityStates: a["inactivity_states"].([]string),
-		goodbyeStates:    a["goodbye_states"].([]string),
-		timerStates:      a["timer_states"].([]string),
-		timerClocks:      a["timer_clocks"].([]string),
-		timerWaits:       a["timer_waits"].([]time.Duration),
 	}
 }
 
@@ -252,7 +232,7 @@ var invariants = slices.Concat([]invariant{
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
 		run: check(verifyGoodbyeQueuedQuery, func(e env) verifyGoodbyeQueuedArgs {
-			return verifyGoodbyeQueuedArgs{GoodbyeStates: e.goodbyeStates, Cutoff: e.cutoff, MessageType: string(goodbye.Message),
+			return verifyGoodbyeQueuedArgs{GoodbyeStates: e.GoodbyeStates, Cutoff: e.cutoff, MessageType: string(goodbye.Message),
 				MaxExamples: e.maxExamples}
 		}),
 	},
@@ -288,7 +268,7 @@ var invariants = slices.Concat([]invariant{
 		rule: "goodbye_sent users have goodbye_sent_at and remind_later users have remind_at; " +
 			"without them the daily job can never move the user on",
 		run: check(verifyStateTimestampsQuery, func(e env) verifyStateTimestampsArgs {
-			return verifyStateTimestampsArgs{GoodbyeStates: e.goodbyeStates, TimerStates: e.timerStates, TimerClocks: e.timerClocks,
+			return verifyStateTimestampsArgs{GoodbyeStates: e.GoodbyeStates, TimerStates: e.TimerStates, TimerClocks: e.TimerClocks,
 				MaxExamples: e.maxExamples}
 		}),
 	},
@@ -300,13 +280,13 @@ var invariants = slices.Concat([]invariant{
 				AsOf:             e.asOf,
 				Grace:            StuckGrace,
 				GoodbyeKeyInfix:  goodbye.KeyInfix,
-				Inactivity:       e.inactivity,
-				InactivityStates: e.inactivityStates,
-				GoodbyeWindow:    e.goodbyeWindow,
-				GoodbyeStates:    e.goodbyeStates,
-				TimerStates:      e.timerStates,
-				TimerClocks:      e.timerClocks,
-				TimerWaits:       e.timerWaits,
+				Inactivity:       e.Inactivity,
+				InactivityStates: e.InactivityStates,
+				GoodbyeWindow:    e.GoodbyeWindow,
+				GoodbyeStates:    e.GoodbyeStates,
+				TimerStates:      e.TimerStates,
+				TimerClocks:      e.TimerClocks,
+				TimerWaits:       e.TimerWaits,
 				MaxExamples:      e.maxExamples,
 			}
 		}),
@@ -396,7 +376,7 @@ func RunTx(ctx context.Context, tx pgx.Tx, cfg Config) (*Report, error) {
 	}
 
 	// Every check's arguments come from these.
-	e := env{asOf: asOf, cutoff: asOf.Add(-retention), maxExamples: MaxExamples, deadlines: deadlineArgs()}
+	e := env{asOf: asOf, cutoff: asOf.Add(-retention), maxExamples: MaxExamples, Deadlines: sm.DeadlineArgs()}
 	for _, t := range sm.Transitions() {
 		e.allowedFrom = append(e.allowedFrom, string(t.From))
 		e.allowedTrigger = append(e.allowedTrigger, string(t.Trigger))

@@ -49,6 +49,7 @@
 -- locked (rows the bot held: skipped, a later run moves them), opted out
 -- (always 0: their timers complete), no destination (always 0); in a dry
 -- run, what the move would do.
+-- nullable: @run_id
 WITH chunk AS MATERIALIZED (
     -- OFFSET 0 keeps the profile and the goodbye primary-key and unique-key
     -- probes per user. The send ledger is read only for a goodbye that
@@ -106,14 +107,14 @@ WITH chunk AS MATERIALIZED (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
     SELECT user_id, @from_state, to_state, trigger, @run_id::bigint FROM moved
 )
-SELECT count(*)::int,
+SELECT count(*)::int AS candidates,
        CASE WHEN @dry_run::boolean THEN count(*) -- would move every one
-            ELSE (SELECT count(*) FROM moved) END::int,
-       0,
+            ELSE (SELECT count(*) FROM moved) END::int AS moved,
+       0 AS queued,
        CASE WHEN @dry_run::boolean THEN 0 -- no row is tried
-            ELSE count(*) - (SELECT count(*) FROM locked) END::int,
-       0,
-       0,
-       0, -- holds out nobody
-       '{}'::text[] -- queues nothing: no duplicate keys to name
+            ELSE count(*) - (SELECT count(*) FROM locked) END::int AS locked,
+       0 AS opted_out,
+       0 AS no_destination,
+       0 AS held_out, -- holds out nobody
+       '{}'::text[] AS duplicate_keys -- queues nothing: no duplicate keys to name
   FROM chunk

@@ -49,6 +49,7 @@
 -- Returns the chunk's counters: candidates, moved, queued, locked (rows
 -- the bot held: skipped, a later run moves them), opted out, no
 -- destination, held out; in a dry run, what the move would do.
+-- nullable: @run_id
 WITH chunk AS MATERIALIZED (
     -- The step's users among the chunk's rows, with their profile. OFFSET 0
     -- keeps the profile a primary-key probe per user: joined plainly, the
@@ -131,18 +132,18 @@ WITH chunk AS MATERIALIZED (
       FROM chunk c
      WHERE @dry_run::boolean AND c.skip_reason = ''
 )
-SELECT count(*)::int,
-       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int,
-       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int,
+SELECT count(*)::int AS candidates,
+       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int AS moved,
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int AS queued,
        CASE WHEN @dry_run::boolean THEN 0 -- no row is tried
-            ELSE count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked) END::int,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
-       ((SELECT count(*) FROM moved WHERE held_out) + (SELECT count(*) FROM would WHERE held_out))::int,
+            ELSE count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked) END::int AS locked,
+       count(*) FILTER (WHERE skip_reason = 'opted_out')::int AS opted_out,
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int AS no_destination,
+       ((SELECT count(*) FROM moved WHERE held_out) + (SELECT count(*) FROM would WHERE held_out))::int AS held_out,
        -- With debug logs on, the keys that were already taken, so the job
        -- can say when each was first queued.
        CASE WHEN @log_duplicates::boolean
             THEN ARRAY(SELECT m.user_id::text || @key_suffix::text FROM moved m WHERE NOT m.held_out
                        EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END
+            ELSE '{}'::text[] END AS duplicate_keys
   FROM chunk

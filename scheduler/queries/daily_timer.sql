@@ -10,7 +10,7 @@
 -- (migration 42, the definition verify's no_user_stuck uses too). Each
 -- gets state @to_state and state_entered_at @as_of, and its move is logged
 -- (@trigger, run @run_id) in the same statement. Everything here is a
--- parameter from the table (scheduler.transitionStep).
+-- parameter from the table (scheduler.timerMove).
 --
 -- With @queue (the transition's kind, statemachine.Kinds; a kind queued on
 -- request only when asked, engagement-daily --send-reminder), each moved
@@ -38,6 +38,7 @@
 -- destination (always 0: every user's timer completes; a message that
 -- cannot be queued is simply not queued), and the keys already taken; in a
 -- dry run, what the move would do.
+-- nullable: @run_id, @message_type, @message_key, @key_suffix, @period_start, @replay_until
 WITH chunk AS MATERIALIZED (
     -- OFFSET 0 keeps the profile a primary-key probe per user.
     SELECT s.user_id, s.state, d.due, p.opted_out, p.destination, p.destination_jid,
@@ -99,18 +100,18 @@ WITH chunk AS MATERIALIZED (
       FROM chunk c
      WHERE @dry_run::boolean
 )
-SELECT count(*)::int,
-       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int,
-       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int,
+SELECT count(*)::int AS candidates,
+       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int AS moved,
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int AS queued,
        CASE WHEN @dry_run::boolean THEN 0 -- no row is tried
-            ELSE count(*) - (SELECT count(*) FROM locked) END::int,
-       0,
-       0,
-       0, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
+            ELSE count(*) - (SELECT count(*) FROM locked) END::int AS locked,
+       0 AS opted_out,
+       0 AS no_destination,
+       0 AS held_out, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
        -- With debug logs on, the keys that were already taken.
        CASE WHEN @log_duplicates::boolean
             THEN ARRAY(SELECT m.key FROM moved m
                         WHERE @queue::boolean AND NOT m.opted_out AND m.destination_jid IS NOT NULL
                        EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END
+            ELSE '{}'::text[] END AS duplicate_keys
   FROM chunk

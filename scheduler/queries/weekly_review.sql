@@ -37,6 +37,7 @@
 -- Returns the chunk's counters: candidates, reviewed, queued, locked
 -- (always 0), opted out, no destination; in a dry run, what the step would
 -- do.
+-- nullable: @run_id
 WITH rerun AS MATERIALIZED (
     -- Did an earlier run of the week review this chunk? Asked of its first
     -- few users active in the window (8 index probes): true in a same-week
@@ -113,18 +114,18 @@ WITH rerun AS MATERIALIZED (
        AND NOT EXISTS (SELECT FROM engagement_message_queue q
                         WHERE q.idempotency_key = c.user_id::text || @key_suffix::text)
 )
-SELECT count(*)::int,
-       count(*) FILTER (WHERE skip_reason IN ('', 'queued_before'))::int,
-       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would))::int,
-       0,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
-       0, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
+SELECT count(*)::int AS candidates,
+       count(*) FILTER (WHERE skip_reason IN ('', 'queued_before'))::int AS moved, -- reviewed
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would))::int AS queued,
+       0 AS locked,
+       count(*) FILTER (WHERE skip_reason = 'opted_out')::int AS opted_out,
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int AS no_destination,
+       0 AS held_out, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
        -- With debug logs on, the keys that were already taken (found by
        -- the probe, or by the insert's conflict).
        CASE WHEN @log_duplicates::boolean
             THEN ARRAY(SELECT c.user_id::text || @key_suffix::text FROM chunk c
                         WHERE c.skip_reason IN ('', 'queued_before')
                        EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END
+            ELSE '{}'::text[] END AS duplicate_keys
   FROM chunk
