@@ -13,7 +13,7 @@ import (
 // name they bind (`db:"as_of"`). It is for the statements make sql cannot
 // type, those that run among objects which exist only while they run (a
 // generator's temporary tables and functions), so that their arguments
-// are still typed fields rather than a map. As with Shared, a name the
+// are still typed fields rather than a map. A name the
 // statement uses that no field carries is an error, and v may carry names
 // the statement does not use. An embedded struct's fields are v's own; a
 // nil embedded pointer carries none, so a struct can say that a group of
@@ -23,7 +23,7 @@ func Fields(v any) pgx.QueryRewriter { return fields{v} }
 type fields struct{ v any }
 
 // RewriteQuery implements pgx.QueryRewriter: it reads the names from the
-// fields, then binds those the statement uses as Shared does.
+// fields, then binds those the statement uses (bind).
 func (f fields) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, args []any) (string, []any, error) {
 	named := map[string]any{}
 	if err := collect(reflect.ValueOf(f.v), named); err != nil {

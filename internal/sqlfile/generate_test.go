@@ -34,15 +34,6 @@ func TestStatementsAreGenerated(t *testing.T) {
 	for _, dir := range dirs {
 		rel, _ := filepath.Rel(moduleRoot, dir)
 		got, err := sqlfile.Generate(ctx, conn, packageName(t, dir), os.DirFS(dir))
-		if untyped[filepath.ToSlash(rel)] {
-			if err != nil {
-				t.Logf("%s: not typed yet: %v", rel, err)
-				continue
-			}
-			if _, statErr := os.Stat(filepath.Join(dir, sqlfile.GeneratedFile)); statErr != nil {
-				continue // not even begun
-			}
-		}
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
 			continue
@@ -60,11 +51,6 @@ func TestStatementsAreGenerated(t *testing.T) {
 		}
 	}
 }
-
-// untyped are the packages whose statements are not typed yet (issue 47's
-// conversion, one package at a time): a package leaves the list once its
-// statements generate and its code runs them through queries.gen.go.
-var untyped = map[string]bool{}
 
 // statementDirs lists the module's packages with a queries/ folder.
 func statementDirs(t *testing.T) []string {

@@ -11,16 +11,20 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
-// A name the statement uses that the caller does not pass fails, where
-// pgx.NamedArgs would bind NULL: the planted typo (@limt) is caught.
-// Shared arguments may hold names the statement does not use, and quoted
-// text, quoted identifiers and comments are not read as names.
-func TestArgsRefuseAParameterTheCallerDoesNotPass(t *testing.T) {
+// Fields reads the statement's names as pgx does: a name it uses that no
+// field carries fails, where pgx.NamedArgs would bind NULL (the planted
+// typo, @limt, is caught), fields the statement does not use are fine,
+// and quoted text, quoted identifiers and comments are not read as names.
+func TestFieldsRefuseAParameterNoFieldCarries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const sql = `-- @not_a_parameter
 SELECT @as_of::timestamptz, '@s.whatsapp.net', "@col", @limit::int /* @nor_this */, @as_of::timestamptz`
-	args := sqlfile.Shared{"as_of": "2026-11-25T00:00:00Z", "limit": 3, "unused": true}
+	args := sqlfile.Fields(struct {
+		AsOf   string `db:"as_of"`
+		Limit  int    `db:"limit"`
+		Unused bool   `db:"unused"`
+	}{"2026-11-25T00:00:00Z", 3, true})
 	got, bound, err := args.RewriteQuery(ctx, nil, sql, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -32,34 +36,10 @@ SELECT @as_of::timestamptz, '@s.whatsapp.net', "@col", @limit::int /* @nor_this 
 	if _, _, err := args.RewriteQuery(ctx, nil, typo, nil); err == nil || !strings.Contains(err.Error(), "@limt") {
 		t.Errorf("a statement using @limt, which is not passed: err %v, want one naming @limt", err)
 	}
-}
-
-// The reverse: an argument the statement does not use fails, naming it,
-// through a real pool: the planted typo on the Go side ("limt" for
-// "limit") is caught instead of leaving @limit unbound, and so is the one
-// in the statement, where pgx.NamedArgs binds NULL and returns a row.
-func TestArgsRefuseAnArgumentTheStatementDoesNotUse(t *testing.T) {
-	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
-	const sql = `SELECT count(*) FROM generate_series(1, 10) i WHERE i <= @limit::int`
 	var n int
-	if err := pool.QueryRow(ctx, sql, sqlfile.Args{"limit": 3}).Scan(&n); err != nil || n != 3 {
-		t.Fatalf("exact arguments: %d, %v; want 3", n, err)
-	}
-	err := pool.QueryRow(ctx, sql, sqlfile.Args{"limit": 3, "limt": 3}).Scan(&n)
-	if err == nil || !strings.Contains(err.Error(), "@limt") {
-		t.Errorf("an argument the statement does not use: err %v, want one naming @limt", err)
-	}
-	if err := pool.QueryRow(ctx, sql, sqlfile.Shared{"limit": 3, "limt": 3}).Scan(&n); err != nil || n != 3 {
-		t.Errorf("shared arguments with one more: %d, %v; want 3", n, err)
-	}
-	err = pool.QueryRow(ctx, strings.Replace(sql, "@limit", "@limt", 1), sqlfile.Args{"limit": 3}).Scan(&n)
-	if err == nil {
-		t.Errorf("a statement using @limt, which is not passed, ran (count %d), want an error", n)
-	}
-	if err := pool.QueryRow(ctx, strings.Replace(sql, "@limit", "@limt", 1), pgx.NamedArgs{"limit": 3}).Scan(&n); err != nil || n != 0 {
-		t.Errorf("pgx.NamedArgs: %d, %v; want it to bind @limt as NULL and count 0, which is why Args exists", n, err)
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM generate_series(1, 10) i WHERE i <= @limt::int", pgx.NamedArgs{"limit": 3}).Scan(&n); err != nil || n != 0 {
+		t.Errorf("pgx.NamedArgs: %d, %v; want it to bind @limt as NULL and count 0, which is why Fields checks", n, err)
 	}
 }
 
