@@ -2,15 +2,13 @@ package console
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/status"
 )
 
 // The overview's health summary: one card per thing an operator must act
@@ -97,30 +95,33 @@ type HealthCard struct {
 	Link string `json:"link"`
 }
 
-// LatestRun is a job's latest run (of one shard) as the summary sees it.
-type LatestRun struct {
-	Job        string
-	Shard      string
-	AsOf       *time.Time
-	StartedAt  *time.Time
-	FinishedAt *time.Time
-	Status     string
-	Error      string
-}
-
-// latestRuns reads the latest run of each job of healthJobs.
-func latestRuns(ctx context.Context, tx pgx.Tx) ([]LatestRun, error) {
-	rows, err := runsLatestQuery.All(ctx, tx, runsLatestArgs{Jobs: healthJobs, ShardSpan: shardSpan})
-	out := make([]LatestRun, len(rows))
-	for i, r := range rows {
-		out[i] = LatestRun(r)
+// latestRuns are the runs the summary judges, from the latest run of each
+// job and shard (status.ReadRuns, one per job and shard): of each job of
+// healthJobs, its shards' latest runs that started within shardSpan of
+// the job's latest, so that one failed shard is not hidden behind another
+// that ran after it, while a shard that stopped running long ago is left
+// out.
+func latestRuns(runs []status.Run) []status.Run {
+	newest := map[string]time.Time{}
+	for _, r := range runs {
+		if r.StartedAt.After(newest[r.Job]) {
+			newest[r.Job] = r.StartedAt
+		}
 	}
-	return out, err
+	var out []status.Run
+	for _, job := range healthJobs {
+		for _, r := range runs {
+			if r.Job == job && !r.StartedAt.Before(newest[job].Add(-shardSpan)) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // health builds the summary as of asOf from the queue and verify pages'
 // data (nil: not read yet) and the jobs' latest runs.
-func health(asOf time.Time, q *Queue, v *Verify, runs []LatestRun) Health {
+func health(asOf time.Time, q *Queue, v *Verify, runs []status.Run) Health {
 	var h Health
 	if q != nil {
 		h.Cards = append(h.Cards, q.failedHealth(), q.budgetHealth(), q.LatencyHealth())
@@ -133,7 +134,7 @@ func health(asOf time.Time, q *Queue, v *Verify, runs []LatestRun) Health {
 	} else {
 		h.Cards = append(h.Cards, pendingCard("verify", "verify", "/verify"))
 	}
-	byJob := map[string][]LatestRun{}
+	byJob := map[string][]status.Run{}
 	for _, r := range runs {
 		byJob[r.Job] = append(byJob[r.Job], r)
 	}
@@ -240,7 +241,7 @@ func verifyHealth(v Verify) HealthCard {
 }
 
 // runHealth is the card of a job's latest runs (one per shard).
-func runHealth(asOf time.Time, job string, runs []LatestRun) HealthCard {
+func runHealth(asOf time.Time, job string, ran []status.Run) HealthCard {
 	c := HealthCard{Name: "run:" + job, Label: job, Link: "/runs", Level: Green}
 	amber, red := time.Duration(0), DailyRunRed
 	switch job {
@@ -260,12 +261,6 @@ func runHealth(asOf time.Time, job string, runs []LatestRun) HealthCard {
 	}
 	c.Rule += ". Of a sharded job, the worst shard's."
 
-	var ran []LatestRun
-	for _, r := range runs {
-		if r.StartedAt != nil {
-			ran = append(ran, r)
-		}
-	}
 	if len(ran) == 0 {
 		c.Value, c.Detail = "no run recorded", ""
 		c.Level = Red
@@ -281,12 +276,12 @@ func runHealth(asOf time.Time, job string, runs []LatestRun) HealthCard {
 	}
 	latest := ran[0]
 	for _, r := range ran {
-		if r.StartedAt.After(*latest.StartedAt) {
+		if r.StartedAt.After(latest.StartedAt) {
 			latest = r
 		}
-		started := *r.StartedAt
-		if r.AsOf != nil && r.AsOf.After(started) {
-			started = *r.AsOf
+		started := r.StartedAt
+		if r.AsOf.After(started) {
+			started = r.AsOf
 		}
 		age := asOf.Sub(started)
 		switch {
@@ -303,7 +298,7 @@ func runHealth(asOf time.Time, job string, runs []LatestRun) HealthCard {
 		}
 	}
 	c.Value = latest.Status
-	c.Detail = "started " + ago(asOf, *latest.StartedAt)
+	c.Detail = "started " + ago(asOf, latest.StartedAt)
 	if len(ran) > 1 {
 		c.Detail += fmt.Sprintf(" · %d shards", len(ran))
 		for _, r := range ran {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/status"
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
@@ -84,43 +85,68 @@ func TestHealthRules(t *testing.T) {
 		t.Errorf("every invariant holds: %+v, want green", got)
 	}
 
-	run := func(job, shard, status string, ago time.Duration) LatestRun {
-		return LatestRun{Job: job, Shard: shard, Status: status, StartedAt: at(ago), AsOf: at(ago)}
+	run := func(job, shard, st string, ago time.Duration) status.Run {
+		return status.Run{Job: job, Shard: shard, Status: st, StartedAt: *at(ago), AsOf: *at(ago)}
 	}
 	runs := []struct {
 		name string
 		job  string
-		runs []LatestRun
+		runs []status.Run
 		want string
 	}{
 		{"daily, never", scheduler.DailyJob, nil, Red},
-		{"daily, 25 h ago", scheduler.DailyJob, []LatestRun{run(scheduler.DailyJob, "", "succeeded", 25*time.Hour)}, Green},
-		{"daily, 27 h ago", scheduler.DailyJob, []LatestRun{run(scheduler.DailyJob, "", "succeeded", 27*time.Hour)}, Red},
-		{"daily, failed", scheduler.DailyJob, []LatestRun{run(scheduler.DailyJob, "", "failed", time.Hour)}, Red},
-		{"daily, partial", scheduler.DailyJob, []LatestRun{run(scheduler.DailyJob, "", "partial", time.Hour)}, Amber},
-		{"daily, running for 30 h", scheduler.DailyJob, []LatestRun{run(scheduler.DailyJob, "", "running", 30*time.Hour)}, Green},
-		{"daily, one shard of two failed", scheduler.DailyJob, []LatestRun{
+		{"daily, 25 h ago", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "succeeded", 25*time.Hour)}, Green},
+		{"daily, 27 h ago", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "succeeded", 27*time.Hour)}, Red},
+		{"daily, failed", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "failed", time.Hour)}, Red},
+		{"daily, partial", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "partial", time.Hour)}, Amber},
+		{"daily, running for 30 h", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "running", 30*time.Hour)}, Green},
+		{"daily, one shard of two failed", scheduler.DailyJob, []status.Run{
 			run(scheduler.DailyJob, "1/2", "failed", 2*time.Hour), run(scheduler.DailyJob, "2/2", "succeeded", time.Hour)}, Red},
-		{"weekly, 6 days ago", scheduler.WeeklyJob, []LatestRun{run(scheduler.WeeklyJob, "", "succeeded", 6*24*time.Hour)}, Green},
-		{"weekly, 9 days ago", scheduler.WeeklyJob, []LatestRun{run(scheduler.WeeklyJob, "", "succeeded", 9*24*time.Hour)}, Red},
-		{"queue-process, no run recorded", DeliveryJob, []LatestRun{{Job: DeliveryJob}}, Amber},
-		{"queue-process, 10 min ago", DeliveryJob, []LatestRun{run(DeliveryJob, "", "succeeded", 10*time.Minute)}, Green},
-		{"queue-process, 2 h ago", DeliveryJob, []LatestRun{run(DeliveryJob, "", "succeeded", 2*time.Hour)}, Amber},
-		{"queue-process, 7 h ago", DeliveryJob, []LatestRun{run(DeliveryJob, "", "succeeded", 7*time.Hour)}, Red},
+		{"weekly, 6 days ago", scheduler.WeeklyJob, []status.Run{run(scheduler.WeeklyJob, "", "succeeded", 6*24*time.Hour)}, Green},
+		{"weekly, 9 days ago", scheduler.WeeklyJob, []status.Run{run(scheduler.WeeklyJob, "", "succeeded", 9*24*time.Hour)}, Red},
+		{"queue-process, no run recorded", DeliveryJob, nil, Amber},
+		{"queue-process, 10 min ago", DeliveryJob, []status.Run{run(DeliveryJob, "", "succeeded", 10*time.Minute)}, Green},
+		{"queue-process, 2 h ago", DeliveryJob, []status.Run{run(DeliveryJob, "", "succeeded", 2*time.Hour)}, Amber},
+		{"queue-process, 7 h ago", DeliveryJob, []status.Run{run(DeliveryJob, "", "succeeded", 7*time.Hour)}, Red},
 		// A queue-process run in progress is 'delivering' (it holds no
 		// lease): as fresh as a job's running run.
-		{"queue-process, delivering for 2 h", DeliveryJob, []LatestRun{run(DeliveryJob, "", "delivering", 2*time.Hour)}, Green},
-		{"queue-process, delivering for 7 h", DeliveryJob, []LatestRun{run(DeliveryJob, "", "delivering", 7*time.Hour)}, Green},
+		{"queue-process, delivering for 2 h", DeliveryJob, []status.Run{run(DeliveryJob, "", "delivering", 2*time.Hour)}, Green},
+		{"queue-process, delivering for 7 h", DeliveryJob, []status.Run{run(DeliveryJob, "", "delivering", 7*time.Hour)}, Green},
 	}
 	for _, c := range runs {
 		got := runHealth(asOf, c.job, c.runs)
 		if got.Level != c.want || got.Rule == "" {
 			t.Errorf("%s: %s (%s), want %s", c.name, got.Level, got.Value, c.want)
 		}
-		if len(c.runs) == 0 || c.runs[0].StartedAt == nil {
+		if len(c.runs) == 0 {
 			if got.Value != "no run recorded" {
 				t.Errorf("%s: says %q, want \"no run recorded\"", c.name, got.Value)
 			}
 		}
+	}
+}
+
+// The summary judges each health job's shards that ran within shardSpan
+// of its latest run: a shard that stopped long ago is not held against it.
+func TestLatestRunsKeepTheShardsOfTheLatestSpan(t *testing.T) {
+	t.Parallel()
+	asOf := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	run := func(job, shard string, ago time.Duration) status.Run {
+		return status.Run{Job: job, Shard: shard, Status: "succeeded", StartedAt: asOf.Add(-ago)}
+	}
+	got := latestRuns([]status.Run{
+		run("another-job", "", time.Hour),
+		run(DeliveryJob, "", 5*time.Minute),
+		run(scheduler.DailyJob, "1/2", 30*time.Hour), // before the sharding changed: out of the span
+		run(scheduler.DailyJob, "1/3", 2*time.Hour),
+		run(scheduler.DailyJob, "2/3", 1*time.Hour),
+	})
+	var names []string
+	for _, r := range got {
+		names = append(names, r.Job+" "+r.Shard)
+	}
+	want := []string{scheduler.DailyJob + " 1/3", scheduler.DailyJob + " 2/3", DeliveryJob + " "}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("latest runs: %q, want %q", names, want)
 	}
 }

@@ -20,11 +20,11 @@ import (
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/funnel"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
+	"github.com/engagement-scheduler/engagement/status"
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
@@ -68,8 +68,9 @@ type Overview struct {
 	// Health is the summary at the top: what needs doing (health.go),
 	// made when the page is served (withHealth).
 	Health Health `json:"health"`
-	// runs are the jobs' latest runs, read with the rest of the page.
-	runs []LatestRun
+	// runs are the jobs' latest runs the health summary judges, read
+	// with the rest of the page.
+	runs []status.Run
 }
 
 // StateCount is how many users are in a state.
@@ -124,29 +125,21 @@ type ReviewWeek struct {
 
 func (s *server) overview(ctx context.Context) (any, error) {
 	var o Overview
-	var runs []LatestRun
+	var runs []status.Run
 	for _, st := range sm.States() {
 		o.StateList = append(o.StateList, string(st))
 	}
 	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		o.AsOf = asOf
-		now, err := statesNowQuery.All(ctx, tx, sqlfile.None{})
+		users, err := status.ReadUsers(ctx, tx)
 		if err != nil {
 			return err
 		}
-		counts := make([]StateCount, len(now))
-		for i, c := range now {
-			counts[i] = StateCount(c)
+		o.States = make([]StateCount, len(users.ByState))
+		for i, c := range users.ByState {
+			o.States[i] = StateCount{State: c.State, Users: c.Users}
 		}
-		o.States = ordered(counts, o.StateList)
-		for _, c := range o.States {
-			o.Users += c.Users
-		}
-		optedOut, err := optedOutQuery.One(ctx, tx, sqlfile.None{})
-		if err != nil {
-			return err
-		}
-		o.OptedOut = optedOut.OptedOut
+		o.Users, o.OptedOut = users.Total, users.OptedOut
 
 		var nowStates []string
 		var nowUsers []int64
@@ -183,7 +176,8 @@ func (s *server) overview(ctx context.Context) (any, error) {
 		for i, r := range reviews {
 			o.Reviews[i] = ReviewWeek(r)
 		}
-		runs, err = latestRuns(ctx, tx)
+		all, err := status.ReadRuns(ctx, tx, 1)
+		runs = latestRuns(all)
 		return err
 	})
 	if err != nil {
@@ -225,38 +219,18 @@ func goodbyeFunnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, er
 	return out, err
 }
 
-// ordered lists counts in the order of names (every name, zero when
-// absent), then any other state the database holds.
-func ordered(counts []StateCount, names []string) []StateCount {
-	byName := map[string]int64{}
-	for _, c := range counts {
-		byName[c.State] = c.Users
-	}
-	out := make([]StateCount, 0, len(names))
-	for _, n := range names {
-		out = append(out, StateCount{State: n, Users: byName[n]})
-		delete(byName, n)
-	}
-	for _, c := range counts {
-		if _, left := byName[c.State]; left {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // Queue is the queue page.
 type Queue struct {
-	AsOf       time.Time      `json:"as_of"`
-	Counts     []QueueCount   `json:"counts"`
-	Kinds      []string       `json:"kinds"`
-	Statuses   []string       `json:"statuses"`
-	Pending    Pending        `json:"pending"`
-	Latency    Latency        `json:"latency"`
-	Throughput []HourCount    `json:"throughput"`
-	Failures   []FailureGroup `json:"failures"`
-	Cancelled  []ReasonCount  `json:"cancelled"`
-	Budgets    []Budget       `json:"budgets"`
+	AsOf       time.Time            `json:"as_of"`
+	Counts     []QueueCount         `json:"counts"`
+	Kinds      []string             `json:"kinds"`
+	Statuses   []string             `json:"statuses"`
+	Pending    Pending              `json:"pending"`
+	Latency    Latency              `json:"latency"`
+	Throughput []HourCount          `json:"throughput"`
+	Failures   []FailureGroup       `json:"failures"`
+	Cancelled  []status.ReasonCount `json:"cancelled"`
+	Budgets    []Budget             `json:"budgets"`
 	// Settings are what the last queue-process run on each transport ran
 	// with (the order, the per-user cap, the pace), and Numbers Meta's
 	// verdict on the Cloud API number (rating, tier, paused templates,
@@ -395,12 +369,6 @@ func groupFromKey(key string) (string, bool) {
 	return string(b), err == nil && utf8.Valid(b)
 }
 
-// ReasonCount is the cancelled messages of one reason.
-type ReasonCount struct {
-	Reason   string `json:"reason"`
-	Messages int64  `json:"messages"`
-}
-
 const (
 	latencyWindow   = 24 * time.Hour
 	throughputHours = 48
@@ -411,14 +379,17 @@ func (s *server) queue(ctx context.Context) (any, error) {
 	q := Queue{matrix: map[[2]string]int64{}, ThroughputHours: throughputHours}
 	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		q.AsOf = asOf
-		counts, err := queueCountsQuery.All(ctx, tx, sqlfile.None{})
+		sq, err := status.ReadQueue(ctx, tx, asOf)
 		if err != nil {
 			return err
 		}
-		q.Counts = make([]QueueCount, len(counts))
-		for i, c := range counts {
-			q.Counts[i] = QueueCount(c)
+		q.Counts = make([]QueueCount, len(sq.Counts))
+		for i, c := range sq.Counts {
+			q.Counts[i] = QueueCount{Status: c.Status, Kind: c.MessageType, Messages: c.Messages}
 		}
+		slices.SortFunc(q.Counts, func(a, b QueueCount) int { // by kind, then status
+			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Status, b.Status))
+		})
 		q.Statuses = sm.MessageStatuses()
 		for _, c := range q.Counts {
 			if len(q.Kinds) == 0 || q.Kinds[len(q.Kinds)-1] != c.Kind {
@@ -426,12 +397,10 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			}
 			q.matrix[[2]string{c.Kind, c.Status}] = c.Messages
 		}
-		pending, err := queuePendingQuery.One(ctx, tx, queuePendingArgs{AsOf: asOf})
-		if err != nil {
-			return err
-		}
-		q.Pending = Pending{Due: pending.Due, OldestDue: pending.OldestDue, QuietHours: pending.QuietHours,
-			QuietHoursUntil: pending.QuietHoursUntil, Budget: pending.Budget, Retrying: pending.Retrying, Later: pending.Later}
+		w := sq.Waiting
+		q.Pending = Pending{Due: sq.DuePending, OldestDue: sq.OldestDuePendingAt, QuietHours: w.QuietHours,
+			QuietHoursUntil: w.QuietHoursUntil, Budget: w.Budget, Retrying: w.Retrying, Later: w.Later}
+		q.Cancelled = cancelled(sq.CancelledByReason)
 		p := &q.Pending
 		if p.OldestDue != nil {
 			p.OldestWait = formatSeconds(asOf.Sub(*p.OldestDue).Seconds())
@@ -492,17 +461,27 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		if q.Spend, err = pricing.ReadSpend(ctx, tx, asOf, s.cfg.Prices); err != nil {
 			return err
 		}
-		cancelled, err := queueCancelledQuery.All(ctx, tx, sqlfile.None{})
-		if err != nil {
-			return err
-		}
-		q.Cancelled = make([]ReasonCount, len(cancelled))
-		for i, c := range cancelled {
-			q.Cancelled[i] = ReasonCount(c)
-		}
 		return nil
 	})
 	return q, err
+}
+
+// cancelled is the queue page's cancelled messages by reason, from
+// status's count of them: the reasons that have any, most first, and
+// those cancelled without a reason under the empty one.
+func cancelled(reasons []status.ReasonCount) []status.ReasonCount {
+	out := []status.ReasonCount{}
+	for _, r := range reasons {
+		if r.Messages == 0 {
+			continue
+		}
+		if r.Reason == status.ReasonUnspecified {
+			r.Reason = ""
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b status.ReasonCount) int { return cmp.Compare(b.Messages, a.Messages) })
+	return out
 }
 
 // Budget is a transport's send budget (queue-process --daily-limit) as
@@ -646,22 +625,34 @@ func (s *server) runs(r *http.Request) (any, error) {
 	var out Runs
 	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
 		out.AsOf = asOf
-		runs, err := runsQuery.All(r.Context(), tx, runsArgs{PerJob: RunsPerJob})
+		// The latest RunsPerJob of each job and shard hold the latest
+		// RunsPerJob of each job, its shards together, that the page shows.
+		runs, err := status.ReadRuns(r.Context(), tx, RunsPerJob)
 		if err != nil {
 			return err
 		}
-		out.Runs = make([]Run, len(runs))
-		for i, row := range runs {
+		slices.SortFunc(runs, func(a, b status.Run) int { // newest first
+			return cmp.Or(b.StartedAt.Compare(a.StartedAt), cmp.Compare(b.ID, a.ID))
+		})
+		out.Runs = []Run{}
+		shown := map[string]int{}
+		for _, row := range runs {
+			if shown[row.Job]++; shown[row.Job] > RunsPerJob {
+				continue
+			}
 			run := Run{ID: row.ID, Job: row.Job, Shard: row.Shard, AsOf: row.AsOf, StartedAt: row.StartedAt,
-				FinishedAt: row.FinishedAt, Status: row.Status, Counters: row.Counters, Error: row.Error}
+				FinishedAt: row.FinishedAt, Status: row.Status, Counters: row.RawCounters, Error: row.Error}
+			if run.Counters == nil { // none recorded
+				run.Counters = json.RawMessage(`{}`)
+			}
 			end := asOf
 			if run.FinishedAt != nil {
 				end = *run.FinishedAt
 			}
 			run.Seconds = max(0, end.Sub(run.StartedAt).Seconds())
-			run.Moved = moved(run.Job, row.Counters)
+			run.Moved = moved(run.Job, run.Counters)
 			run.Ago = ago(asOf, run.StartedAt)
-			out.Runs[i] = run
+			out.Runs = append(out.Runs, run)
 		}
 		out.Jobs = jobRuns(out.Runs)
 		return nil

@@ -273,61 +273,6 @@ SELECT b.first_start + w.i * interval '7 days' AS week_start,
  ORDER BY w.i;
 `}
 
-// optedOutRow is a row of queries/opted_out.sql.
-type optedOutRow struct {
-	OptedOut int64 // opted_out
-}
-
-// Dest returns the fields in the columns' order.
-func (r *optedOutRow) Dest() []any {
-	return []any{&r.OptedOut}
-}
-
-// optedOutQuery is queries/opted_out.sql.
-var optedOutQuery = sqlfile.Statement[sqlfile.None, optedOutRow, *optedOutRow]{Name: "opted_out", SQL: `-- Users who opted out of re-engagement (the jobs never message them).
-SELECT count(*) AS opted_out FROM user_profiles WHERE reengagement_opt_out;
-`}
-
-// queueCancelledRow is a row of queries/queue_cancelled.sql.
-type queueCancelledRow struct {
-	Reason   string // reason
-	Messages int64  // messages
-}
-
-// Dest returns the fields in the columns' order.
-func (r *queueCancelledRow) Dest() []any {
-	return []any{&r.Reason, &r.Messages}
-}
-
-// queueCancelledQuery is queries/queue_cancelled.sql.
-var queueCancelledQuery = sqlfile.Statement[sqlfile.None, queueCancelledRow, *queueCancelledRow]{Name: "queue_cancelled", SQL: `-- Cancelled messages by why they were not sent.
-SELECT coalesce(cancel_reason, '') AS reason, count(*) AS messages
-  FROM engagement_message_queue
- WHERE status = 'cancelled'
- GROUP BY 1
- ORDER BY 2 DESC;
-`}
-
-// queueCountsRow is a row of queries/queue_counts.sql.
-type queueCountsRow struct {
-	Status   string // status
-	Kind     string // kind
-	Messages int64  // messages
-}
-
-// Dest returns the fields in the columns' order.
-func (r *queueCountsRow) Dest() []any {
-	return []any{&r.Status, &r.Kind, &r.Messages}
-}
-
-// queueCountsQuery is queries/queue_counts.sql.
-var queueCountsQuery = sqlfile.Statement[sqlfile.None, queueCountsRow, *queueCountsRow]{Name: "queue_counts", SQL: `-- Messages by status and kind.
-SELECT status, message_type AS kind, count(*) AS messages
-  FROM engagement_message_queue
- GROUP BY status, message_type
- ORDER BY message_type, status;
-`}
-
 // queueFailuresArgs are the parameters of queries/queue_failures.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -440,65 +385,6 @@ SELECT count(*) AS sent,
   FROM engagement_message_queue
  WHERE status = 'sent'
    AND sent_at > $1::timestamptz - $2::interval AND sent_at <= $1::timestamptz;
-`}
-
-// queuePendingArgs are the parameters of queries/queue_pending.sql; a literal names them all
-// (.golangci.yml, exhaustruct).
-//
-//exhaustruct:enforce
-type queuePendingArgs struct {
-	AsOf time.Time // @as_of
-}
-
-// Args returns the parameters in the statement's order.
-func (a queuePendingArgs) Args() []any {
-	return []any{a.AsOf}
-}
-
-// queuePendingRow is a row of queries/queue_pending.sql.
-type queuePendingRow struct {
-	Due             int64      // due
-	OldestDue       *time.Time // oldest_due
-	QuietHours      int64      // quiet_hours
-	QuietHoursUntil *time.Time // quiet_hours_until
-	Budget          int64      // budget
-	Retrying        int64      // retrying
-	Later           int64      // later
-}
-
-// Dest returns the fields in the columns' order.
-func (r *queuePendingRow) Dest() []any {
-	return []any{&r.Due, &r.OldestDue, &r.QuietHours, &r.QuietHoursUntil, &r.Budget, &r.Retrying, &r.Later}
-}
-
-// queuePendingQuery is queries/queue_pending.sql.
-var queuePendingQuery = sqlfile.Statement[queuePendingArgs, queuePendingRow, *queuePendingRow]{Name: "queue_pending", SQL: `-- The pending messages: due now and how long the oldest has waited; and
--- those due later, each counted once, by why they wait:
---   held back by quiet hours: queue-process moved them to the end of the
---     quiet hours (deferred_reason 'quiet_hours'; a row deferred before the
---     column existed has none, and is one never attempted that is due later
---     than it was queued);
---   waiting on the send budget: moved down the budget's line
---     (deferred_reason 'budget'; the budget panel says when they go);
---   waiting for a retry: attempted before, due later, deferred by neither.
---
--- nullable: oldest_due, quiet_hours_until
-SELECT count(*) FILTER (WHERE scheduled_for <= $1::timestamptz) AS due,
-       min(scheduled_for) FILTER (WHERE scheduled_for <= $1::timestamptz) AS oldest_due,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz
-                          AND (deferred_reason = 'quiet_hours'
-                               OR deferred_reason IS NULL AND retry_count = 0
-                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours,
-       min(scheduled_for) FILTER (WHERE scheduled_for > $1::timestamptz
-                          AND (deferred_reason = 'quiet_hours'
-                               OR deferred_reason IS NULL AND retry_count = 0
-                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours_until,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz AND deferred_reason = 'budget') AS budget,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz AND retry_count > 0
-                          AND deferred_reason IS NULL) AS retrying,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz) AS later
-  FROM engagement_message_queue
- WHERE status = 'pending';
 `}
 
 // queueReceiptsArgs are the parameters of queries/queue_receipts.sql; a literal names them all
@@ -686,134 +572,6 @@ SELECT b.first_start + w.i * interval '7 days' AS week_start,
  ORDER BY w.i;
 `}
 
-// runsArgs are the parameters of queries/runs.sql; a literal names them all
-// (.golangci.yml, exhaustruct).
-//
-//exhaustruct:enforce
-type runsArgs struct {
-	PerJob int64 // @per_job
-}
-
-// Args returns the parameters in the statement's order.
-func (a runsArgs) Args() []any {
-	return []any{a.PerJob}
-}
-
-// runsRow is a row of queries/runs.sql.
-type runsRow struct {
-	ID         int64      // id
-	Job        string     // job
-	Shard      string     // shard
-	AsOf       time.Time  // as_of
-	StartedAt  time.Time  // started_at
-	FinishedAt *time.Time // finished_at
-	Status     string     // status
-	Counters   []byte     // counters
-	Error      string     // error
-}
-
-// Dest returns the fields in the columns' order.
-func (r *runsRow) Dest() []any {
-	return []any{&r.ID, &r.Job, &r.Shard, &r.AsOf, &r.StartedAt, &r.FinishedAt, &r.Status, &r.Counters, &r.Error}
-}
-
-// runsQuery is queries/runs.sql.
-var runsQuery = sqlfile.Statement[runsArgs, runsRow, *runsRow]{Name: "runs", SQL: `-- The latest @per_job runs of each job (its shards together), newest
--- first, with their counters: queue-process may run every minute, and the
--- daily and weekly jobs' runs must not drop off the page for it. The jobs
--- are found by a skip scan of the (job, started_at) index, one probe per
--- job, not by reading every run.
-WITH RECURSIVE jobs (job) AS (
-    (SELECT job FROM engagement_job_runs ORDER BY job LIMIT 1)
-    UNION ALL
-    SELECT (SELECT r.job FROM engagement_job_runs r WHERE r.job > j.job ORDER BY r.job LIMIT 1)
-      FROM jobs j
-     WHERE j.job IS NOT NULL
-)
-SELECT r.id, r.job, coalesce(r.shard, '') AS shard, r.as_of, r.started_at, r.finished_at, r.status,
-       coalesce(r.counters, '{}'::jsonb) AS counters, coalesce(r.error, '') AS error
-  FROM jobs j
- CROSS JOIN LATERAL (
-       SELECT * FROM engagement_job_runs r
-        WHERE r.job = j.job
-        ORDER BY r.started_at DESC, r.id DESC
-        LIMIT $1
- ) r
- WHERE j.job IS NOT NULL
- ORDER BY r.started_at DESC, r.id DESC;
-`}
-
-// runsLatestArgs are the parameters of queries/runs_latest.sql; a literal names them all
-// (.golangci.yml, exhaustruct).
-//
-//exhaustruct:enforce
-type runsLatestArgs struct {
-	Jobs      []string      // @jobs
-	ShardSpan time.Duration // @shard_span
-}
-
-// Args returns the parameters in the statement's order.
-func (a runsLatestArgs) Args() []any {
-	return []any{a.Jobs, a.ShardSpan}
-}
-
-// runsLatestRow is a row of queries/runs_latest.sql.
-type runsLatestRow struct {
-	Job        string     // job
-	Shard      string     // shard
-	AsOf       *time.Time // as_of
-	StartedAt  *time.Time // started_at
-	FinishedAt *time.Time // finished_at
-	Status     string     // status
-	Error      string     // error
-}
-
-// Dest returns the fields in the columns' order.
-func (r *runsLatestRow) Dest() []any {
-	return []any{&r.Job, &r.Shard, &r.AsOf, &r.StartedAt, &r.FinishedAt, &r.Status, &r.Error}
-}
-
-// runsLatestQuery is queries/runs_latest.sql.
-var runsLatestQuery = sqlfile.Statement[runsLatestArgs, runsLatestRow, *runsLatestRow]{Name: "runs_latest", SQL: `-- The latest run of each job in @jobs, in their order, for the overview's
--- health summary: of each shard of a sharded job, the latest run that
--- started within @shard_span of the job's latest, so that one failed shard
--- is not hidden behind another that ran after it. A job that never ran is
--- one row of NULLs beside its name.
---
--- nullable: as_of, started_at, finished_at
-SELECT j.job, coalesce(r.shard, '') AS shard, r.as_of, r.started_at, r.finished_at,
-       coalesce(r.status, '') AS status, coalesce(r.error, '') AS error
-  FROM unnest($1::text[]) WITH ORDINALITY AS j(job, n)
-  LEFT JOIN LATERAL (
-       SELECT DISTINCT ON (coalesce(r.shard, '')) r.shard, r.as_of, r.started_at, r.finished_at, r.status, r.error
-         FROM engagement_job_runs r
-        WHERE r.job = j.job
-          AND r.started_at >= (SELECT l.started_at FROM engagement_job_runs l WHERE l.job = j.job
-                                ORDER BY l.started_at DESC LIMIT 1) - $2::interval
-        ORDER BY coalesce(r.shard, ''), r.started_at DESC, r.id DESC
-  ) r ON true
- ORDER BY j.n, r.shard;
-`}
-
-// statesNowRow is a row of queries/states_now.sql.
-type statesNowRow struct {
-	State string // state
-	Users int64  // users
-}
-
-// Dest returns the fields in the columns' order.
-func (r *statesNowRow) Dest() []any {
-	return []any{&r.State, &r.Users}
-}
-
-// statesNowQuery is queries/states_now.sql.
-var statesNowQuery = sqlfile.Statement[sqlfile.None, statesNowRow, *statesNowRow]{Name: "states_now", SQL: `-- Users by state now, and how many of them opted out of re-engagement.
-SELECT s.state, count(*) AS users
-  FROM user_engagement_states s
- GROUP BY s.state
- ORDER BY s.state;
-`}
-
 // statesWeeklyArgs are the parameters of queries/states_weekly.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -848,7 +606,7 @@ func (r *statesWeeklyRow) Dest() []any {
 // statesWeeklyQuery is queries/states_weekly.sql.
 var statesWeeklyQuery = sqlfile.Statement[statesWeeklyArgs, statesWeeklyRow, *statesWeeklyRow]{Name: "states_weekly", SQL: `-- Users by state at the end of each of the last @weeks ISO weeks (UTC; the
 -- current week ends at @as_of), worked back from the states now
--- (@now_states, @now_users: states_now.sql's counts): a state's
+-- (@now_states, @now_users: status.ReadUsers' counts): a state's
 -- count at an instant is its count now, less the logged moves into it
 -- after that instant, plus the moves out of it, less the users whose state
 -- row was created after it (they start in @initial_state). One pass over
@@ -877,7 +635,7 @@ WITH bounds AS (
      WHERE s.created_at > b.first_start + interval '7 days'
      GROUP BY 1
 ), now_counts AS (
-    -- the states now, as states_now.sql counted them in this transaction
+    -- the states now, as status.ReadUsers counted them in this transaction
     SELECT unnest($3::text[]) AS state, unnest($4::bigint[]) AS n
 )
 SELECT w.week_start, w.week_end, st.state,

@@ -75,44 +75,70 @@ SELECT status, message_type, count(*) AS messages
  ORDER BY array_position($1::text[], status), status, message_type
 `}
 
-// statusQueueDueArgs are the parameters of queries/status_queue_due.sql; a literal names them all
+// statusQueuePendingArgs are the parameters of queries/status_queue_pending.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
 //exhaustruct:enforce
-type statusQueueDueArgs struct {
+type statusQueuePendingArgs struct {
 	AsOf time.Time // @as_of
 }
 
 // Args returns the parameters in the statement's order.
-func (a statusQueueDueArgs) Args() []any {
+func (a statusQueuePendingArgs) Args() []any {
 	return []any{a.AsOf}
 }
 
-// statusQueueDueRow is a row of queries/status_queue_due.sql.
-type statusQueueDueRow struct {
-	DuePending         int64      // due_pending
-	OldestDuePendingAt *time.Time // oldest_due_pending_at
-	ExpiredClaims      int64      // expired_claims
+// statusQueuePendingRow is a row of queries/status_queue_pending.sql.
+type statusQueuePendingRow struct {
+	Due             int64      // due
+	OldestDue       *time.Time // oldest_due
+	QuietHours      int64      // quiet_hours
+	QuietHoursUntil *time.Time // quiet_hours_until
+	Budget          int64      // budget
+	Retrying        int64      // retrying
+	Later           int64      // later
+	ExpiredClaims   int64      // expired_claims
 }
 
 // Dest returns the fields in the columns' order.
-func (r *statusQueueDueRow) Dest() []any {
-	return []any{&r.DuePending, &r.OldestDuePendingAt, &r.ExpiredClaims}
+func (r *statusQueuePendingRow) Dest() []any {
+	return []any{&r.Due, &r.OldestDue, &r.QuietHours, &r.QuietHoursUntil, &r.Budget, &r.Retrying, &r.Later, &r.ExpiredClaims}
 }
 
-// statusQueueDueQuery is queries/status_queue_due.sql.
-var statusQueueDueQuery = sqlfile.Statement[statusQueueDueArgs, statusQueueDueRow, *statusQueueDueRow]{Name: "status_queue_due", SQL: `-- How many pending messages are due at @as_of and since when the oldest
--- has waited, and how many in-flight claims are abandoned (their holder's
--- lease ran out). All
--- three use the partial indexes queue-process claims with.
+// statusQueuePendingQuery is queries/status_queue_pending.sql.
+var statusQueuePendingQuery = sqlfile.Statement[statusQueuePendingArgs, statusQueuePendingRow, *statusQueuePendingRow]{Name: "status_queue_pending", SQL: `-- The pending messages at @as_of: those due, and since when the oldest has
+-- waited; and those due later, each counted once, by why they wait:
+--   held back by quiet hours: queue-process moved them to the end of the
+--     quiet hours (deferred_reason 'quiet_hours'; a row deferred before the
+--     column existed has none, and is one never attempted that is due later
+--     than it was queued);
+--   waiting on the send budget: moved down the budget's line
+--     (deferred_reason 'budget'; the budget says when they go);
+--   waiting for a retry: attempted before, due later, deferred by neither.
+-- And the in-flight claims that are abandoned (their holder's lease ran
+-- out): the next queue-process settles them. Both read the partial indexes
+-- queue-process claims with.
 --
--- nullable: oldest_due_pending_at
-SELECT (SELECT count(*) FROM engagement_message_queue
-         WHERE status = 'pending' AND scheduled_for <= $1) AS due_pending,
-       (SELECT min(scheduled_for) FROM engagement_message_queue
-         WHERE status = 'pending' AND scheduled_for <= $1) AS oldest_due_pending_at,
+-- nullable: oldest_due, quiet_hours_until
+SELECT count(*) FILTER (WHERE scheduled_for <= $1::timestamptz) AS due,
+       min(scheduled_for) FILTER (WHERE scheduled_for <= $1::timestamptz) AS oldest_due,
+       count(*) FILTER (WHERE scheduled_for > $1::timestamptz
+                          AND (deferred_reason = 'quiet_hours'
+                               OR deferred_reason IS NULL AND retry_count = 0
+                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours,
+       min(scheduled_for) FILTER (WHERE scheduled_for > $1::timestamptz
+                          AND (deferred_reason = 'quiet_hours'
+                               OR deferred_reason IS NULL AND retry_count = 0
+                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours_until,
+       count(*) FILTER (WHERE scheduled_for > $1::timestamptz AND deferred_reason = 'budget') AS budget,
+       count(*) FILTER (WHERE scheduled_for > $1::timestamptz AND retry_count > 0
+                          AND deferred_reason IS NULL) AS retrying,
+       count(*) FILTER (WHERE scheduled_for > $1::timestamptz) AS later,
        (SELECT count(*) FROM engagement_message_queue
-         WHERE status = 'processing' AND engagement_claim_abandoned(claimed_by, claimed_until, $1)) AS expired_claims
+         WHERE status = 'processing'
+           AND engagement_claim_abandoned(claimed_by, claimed_until, $1::timestamptz)) AS expired_claims
+  FROM engagement_message_queue
+ WHERE status = 'pending'
 `}
 
 // statusRunsArgs are the parameters of queries/status_runs.sql; a literal names them all
@@ -148,17 +174,32 @@ func (r *statusRunsRow) Dest() []any {
 
 // statusRunsQuery is queries/status_runs.sql.
 var statusRunsQuery = sqlfile.Statement[statusRunsArgs, statusRunsRow, *statusRunsRow]{Name: "status_runs", SQL: `-- The latest @runs_per_job runs of every job and shard, by job and shard,
--- newest first.
-SELECT r.id, r.job, coalesce(r.shard, '') AS shard, r.as_of, r.started_at, r.finished_at, r.status,
-       r.counters, coalesce(r.error, '') AS error
-  FROM (SELECT DISTINCT job, shard FROM engagement_job_runs) j
+-- newest first. The jobs and shards are found by a loose scan of the
+-- (job, shard, started_at) index, one probe each, and each one's latest
+-- runs by a probe of their own: queue-process may record a run every
+-- minute, and its history is never read whole.
+WITH RECURSIVE shards (job, shard) AS (
+    (SELECT r.job, coalesce(r.shard, '') FROM engagement_job_runs r ORDER BY r.job, coalesce(r.shard, '') LIMIT 1)
+    UNION ALL
+    SELECT n.job, n.shard
+      FROM shards s
+     CROSS JOIN LATERAL (
+           SELECT r.job, coalesce(r.shard, '') AS shard FROM engagement_job_runs r
+            WHERE (r.job, coalesce(r.shard, '')) > (s.job, s.shard)
+            ORDER BY r.job, coalesce(r.shard, '')
+            LIMIT 1
+     ) n
+)
+SELECT r.id, r.job, s.shard, r.as_of, r.started_at, r.finished_at, r.status, r.counters,
+       coalesce(r.error, '') AS error
+  FROM shards s
  CROSS JOIN LATERAL (
        SELECT * FROM engagement_job_runs r
-        WHERE r.job = j.job AND r.shard IS NOT DISTINCT FROM j.shard
+        WHERE r.job = s.job AND coalesce(r.shard, '') = s.shard
         ORDER BY r.started_at DESC, r.id DESC
         LIMIT $1
  ) r
- ORDER BY r.job, r.shard NULLS FIRST, r.started_at DESC, r.id DESC
+ ORDER BY s.job, s.shard, r.started_at DESC, r.id DESC
 `}
 
 // statusTimeZonesRow is a row of queries/status_time_zones.sql.
@@ -196,9 +237,11 @@ func (r *statusUsersRow) Dest() []any {
 }
 
 // statusUsersQuery is queries/status_users.sql.
-var statusUsersQuery = sqlfile.Statement[sqlfile.None, statusUsersRow, *statusUsersRow]{Name: "status_users", SQL: `-- Users by state, with how many of them opted out.
-SELECT s.state, count(*) AS users, count(*) FILTER (WHERE p.reengagement_opt_out) AS opted_out
+var statusUsersQuery = sqlfile.Statement[sqlfile.None, statusUsersRow, *statusUsersRow]{Name: "status_users", SQL: `-- Users by state, with how many of them opted out. Every state row has
+-- its profile (a foreign key); the opted-out profiles, few, are hashed
+-- and the states read once, not joined to every profile.
+SELECT s.state, count(*) AS users, count(o.user_id) AS opted_out
   FROM user_engagement_states s
-  JOIN user_profiles p ON p.user_id = s.user_id
+  LEFT JOIN (SELECT p.user_id FROM user_profiles p WHERE p.reengagement_opt_out) o ON o.user_id = s.user_id
  GROUP BY s.state
 `}

@@ -4,6 +4,10 @@
 // latest runs of each job, the send budgets, what queue-process runs with
 // and Meta's verdict on the number, and what the messages cost
 // (the last 30 days' spend, the next 7 days' goodbyes).
+//
+// Its readers of the queue, the users and the runs (ReadQueue, ReadUsers,
+// ReadRuns) are the console's too: its pages build their data from them,
+// so both say the same of each fact, read by one statement.
 package status
 
 import (
@@ -102,10 +106,30 @@ type Queue struct {
 	// claim deadline: the next queue-process settles them.
 	ExpiredClaims int64 `json:"expired_claims"`
 	// CancelledByReason counts cancelled messages by why they were not
-	// sent: every reason sm.CancelReasons lists, 0 included, then
-	// ReasonUnspecified for those cancelled without a reason (before
-	// reasons were recorded, or by another writer), when there are any.
+	// sent: every reason sm.CancelReasons lists, 0 included, then any
+	// other by name, then ReasonUnspecified for those cancelled without a
+	// reason (before reasons were recorded, or by another writer), when
+	// there are any.
 	CancelledByReason []ReasonCount `json:"cancelled_by_reason"`
+	// Waiting is the pending messages due after AsOf, by why they wait:
+	// the console's queue page shows them, this report does not.
+	Waiting Waiting `json:"-"`
+}
+
+// Waiting is the pending messages due later, each counted once by why it
+// waits (queries/status_queue_pending.sql says how each is told).
+type Waiting struct {
+	// QuietHours counts those queue-process held back by quiet hours,
+	// and QuietHoursUntil is the earliest end it moved them to (nil when
+	// none).
+	QuietHours      int64
+	QuietHoursUntil *time.Time
+	// Budget counts those the send budget moved down its line.
+	Budget int64
+	// Retrying counts those attempted before, waiting for a retry.
+	Retrying int64
+	// Later counts every pending message due later, whatever the reason.
+	Later int64
 }
 
 // ReasonUnspecified stands for a cancelled message without a cancel_reason.
@@ -160,6 +184,9 @@ type Run struct {
 	// before recording them.
 	Counters *RunCounters `json:"counters"`
 	Error    string       `json:"error,omitempty"`
+	// RawCounters are the counters as the run recorded them, every one
+	// (the console's runs page shows them all); nil when none were.
+	RawCounters json.RawMessage `json:"-"`
 }
 
 // RunCounters are the main counters a job run recorded.
@@ -208,14 +235,17 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	if asOf, err = postgres.AsOf(ctx, tx, asOf); err != nil {
 		return nil, err
 	}
-	st := &Status{AsOf: asOf, RunsPerJob: runsPerJob, Queue: Queue{Counts: []QueueCount{}}, Runs: []Run{}}
-	if err := readQueueStatus(ctx, tx, asOf, &st.Queue); err != nil {
+	st := &Status{AsOf: asOf, RunsPerJob: runsPerJob}
+	if st.Queue, err = ReadQueue(ctx, tx, asOf); err != nil {
 		return nil, err
 	}
-	if err := readUserStatus(ctx, tx, &st.Users); err != nil {
+	if st.Users, err = ReadUsers(ctx, tx); err != nil {
 		return nil, err
 	}
-	if st.Runs, err = readRuns(ctx, tx, runsPerJob); err != nil {
+	if st.Users.UnusableTimeZones, err = readUnusableTimeZones(ctx, tx); err != nil {
+		return nil, err
+	}
+	if st.Runs, err = ReadRuns(ctx, tx, runsPerJob); err != nil {
 		return nil, err
 	}
 	if st.Budgets, err = delivery.ReadBudgets(ctx, tx); err != nil {
@@ -239,42 +269,51 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	return st, nil
 }
 
-func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) error {
-	err := statusQueueCountsQuery.Each(ctx, tx, statusQueueCountsArgs{Statuses: sm.MessageStatuses()}, func(c *statusQueueCountsRow) error {
+// ReadQueue reads the queue as of asOf in db (a transaction, for one
+// consistent snapshot): its messages by status and type, the pending ones
+// (due, the oldest due, and those due later by why they wait), the
+// abandoned claims and the cancelled ones by reason. Three set-based
+// statements; the pending ones read the partial indexes queue-process
+// claims with.
+func ReadQueue(ctx context.Context, db postgres.Querier, asOf time.Time) (Queue, error) {
+	q := Queue{Counts: []QueueCount{}}
+	err := statusQueueCountsQuery.Each(ctx, db, statusQueueCountsArgs{Statuses: sm.MessageStatuses()}, func(c *statusQueueCountsRow) error {
 		q.Counts = append(q.Counts, QueueCount(*c)) // the same fields, by the columns' names
 		q.Total += c.Messages
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("count queued messages: %w", err)
+		return Queue{}, fmt.Errorf("count queued messages: %w", err)
 	}
-	// Both use the partial indexes queue-process claims with.
-	due, err := statusQueueDueQuery.One(ctx, tx, statusQueueDueArgs{AsOf: asOf})
+	p, err := statusQueuePendingQuery.One(ctx, db, statusQueuePendingArgs{AsOf: asOf})
 	if err != nil {
-		return fmt.Errorf("read the due messages: %w", err)
+		return Queue{}, fmt.Errorf("read the pending messages: %w", err)
 	}
-	q.DuePending, q.OldestDuePendingAt, q.ExpiredClaims = due.DuePending, due.OldestDuePendingAt, due.ExpiredClaims
-	if err := readCancelledByReason(ctx, tx, q); err != nil {
-		return err
-	}
-	if q.OldestDuePendingAt != nil {
-		at := q.OldestDuePendingAt.UTC()
+	q.DuePending, q.ExpiredClaims = p.Due, p.ExpiredClaims
+	if p.OldestDue != nil {
+		at := p.OldestDue.UTC()
 		age := int64(asOf.Sub(at) / time.Second)
 		q.OldestDuePendingAt, q.OldestDuePendingAgeSeconds = &at, &age
 	}
-	return nil
+	q.Waiting = Waiting{QuietHours: p.QuietHours, QuietHoursUntil: utc(p.QuietHoursUntil), Budget: p.Budget,
+		Retrying: p.Retrying, Later: p.Later}
+	if q.CancelledByReason, err = readCancelledByReason(ctx, db); err != nil {
+		return Queue{}, err
+	}
+	return q, nil
 }
 
-// readCancelledByReason fills q.CancelledByReason.
-func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
+// readCancelledByReason counts the cancelled messages by reason, in
+// Queue.CancelledByReason's order.
+func readCancelledByReason(ctx context.Context, db postgres.Querier) ([]ReasonCount, error) {
 	counts := map[string]int64{}
-	err := statusCancelledReasonsQuery.Each(ctx, tx, statusCancelledReasonsArgs{Unspecified: ReasonUnspecified},
+	err := statusCancelledReasonsQuery.Each(ctx, db, statusCancelledReasonsArgs{Unspecified: ReasonUnspecified},
 		func(c *statusCancelledReasonsRow) error {
 			counts[c.Reason] = c.Messages
 			return nil
 		})
 	if err != nil {
-		return fmt.Errorf("count cancelled messages: %w", err)
+		return nil, fmt.Errorf("count cancelled messages: %w", err)
 	}
 	reasons := sm.CancelReasons()
 	var others []string
@@ -288,21 +327,26 @@ func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
 	if counts[ReasonUnspecified] > 0 {
 		reasons = append(reasons, ReasonUnspecified)
 	}
-	q.CancelledByReason = make([]ReasonCount, 0, len(reasons))
+	out := make([]ReasonCount, 0, len(reasons))
 	for _, r := range reasons {
-		q.CancelledByReason = append(q.CancelledByReason, ReasonCount{Reason: r, Messages: counts[r]})
+		out = append(out, ReasonCount{Reason: r, Messages: counts[r]})
 	}
-	return nil
+	return out, nil
 }
 
-func readUserStatus(ctx context.Context, tx pgx.Tx, u *Users) error {
+// ReadUsers counts the users in db by state, every state of the state
+// machine in its order (0 included), with how many of each opted out of
+// re-engagement, and their totals: one set-based statement. It leaves
+// UnusableTimeZones 0 (ReadWith reads it; the console does not show it).
+func ReadUsers(ctx context.Context, db postgres.Querier) (Users, error) {
+	var u Users
 	counts := map[string]StateCount{}
-	err := statusUsersQuery.Each(ctx, tx, sqlfile.None{}, func(c *statusUsersRow) error {
+	err := statusUsersQuery.Each(ctx, db, sqlfile.None{}, func(c *statusUsersRow) error {
 		counts[c.State] = StateCount(*c) // the same fields, by the columns' names
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("count users by state: %w", err)
+		return Users{}, fmt.Errorf("count users by state: %w", err)
 	}
 	for _, s := range sm.States() {
 		c := counts[string(s)]
@@ -311,31 +355,33 @@ func readUserStatus(ctx context.Context, tx pgx.Tx, u *Users) error {
 		u.Total += c.Users
 		u.OptedOut += c.OptedOut
 	}
-	zones, err := statusTimeZonesQuery.One(ctx, tx, sqlfile.None{})
-	if err != nil {
-		return fmt.Errorf("count unusable time zones: %w", err)
-	}
-	u.UnusableTimeZones = zones.UnusableTimeZones
-	return nil
+	return u, nil
 }
 
-// readRuns returns the latest n runs of every job and shard, by job and
-// shard, newest first.
-func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]Run, error) {
+// readUnusableTimeZones counts the users whose time zone PostgreSQL
+// cannot read (Users.UnusableTimeZones).
+func readUnusableTimeZones(ctx context.Context, db postgres.Querier) (int64, error) {
+	zones, err := statusTimeZonesQuery.One(ctx, db, sqlfile.None{})
+	if err != nil {
+		return 0, fmt.Errorf("count unusable time zones: %w", err)
+	}
+	return zones.UnusableTimeZones, nil
+}
+
+// ReadRuns returns the latest perJob runs of every job and shard in db,
+// by job and shard (the unsharded first), newest first, their times in
+// UTC: one statement, an index probe per job and shard.
+func ReadRuns(ctx context.Context, db postgres.Querier, perJob int) ([]Run, error) {
 	runs := []Run{}
-	err := statusRunsQuery.Each(ctx, tx, statusRunsArgs{RunsPerJob: int64(n)}, func(r *statusRunsRow) error {
+	err := statusRunsQuery.Each(ctx, db, statusRunsArgs{RunsPerJob: int64(perJob)}, func(r *statusRunsRow) error {
 		run := Run{ID: r.ID, Job: r.Job, Shard: r.Shard, AsOf: r.AsOf.UTC(), StartedAt: r.StartedAt.UTC(),
-			Status: r.Status, Error: r.Error}
-		if r.FinishedAt != nil {
-			f := r.FinishedAt.UTC()
-			run.FinishedAt = &f
-		}
+			FinishedAt: utc(r.FinishedAt), Status: r.Status, Error: r.Error}
 		if len(r.Counters) > 0 {
 			var c RunCounters
 			if err := json.Unmarshal(r.Counters, &c); err != nil {
 				return fmt.Errorf("run %d: decode counters: %w", r.ID, err)
 			}
-			run.Counters = &c
+			run.Counters, run.RawCounters = &c, r.Counters
 		}
 		runs = append(runs, run)
 		return nil
@@ -344,6 +390,15 @@ func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]Run, error) {
 		return nil, fmt.Errorf("read the latest runs: %w", err)
 	}
 	return runs, nil
+}
+
+// utc is t in UTC, nil when t is.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // readSpendForecast dry-runs the daily job as of ForecastDays days after

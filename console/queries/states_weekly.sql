@@ -1,6 +1,6 @@
 -- Users by state at the end of each of the last @weeks ISO weeks (UTC; the
 -- current week ends at @as_of), worked back from the states now
--- (@now_states, @now_users: states_now.sql's counts): a state's
+-- (@now_states, @now_users: status.ReadUsers' counts): a state's
 -- count at an instant is its count now, less the logged moves into it
 -- after that instant, plus the moves out of it, less the users whose state
 -- row was created after it (they start in @initial_state). One pass over
@@ -29,7 +29,7 @@ WITH bounds AS (
      WHERE s.created_at > b.first_start + interval '7 days'
      GROUP BY 1
 ), now_counts AS (
-    -- the states now, as states_now.sql counted them in this transaction
+    -- the states now, as status.ReadUsers counted them in this transaction
     SELECT unnest(@now_states::text[]) AS state, unnest(@now_users::bigint[]) AS n
 )
 SELECT w.week_start, w.week_end, st.state,

@@ -1038,6 +1038,12 @@ CREATE INDEX engagement_idempotency_keys_expires_at_idx ON public.engagement_ide
 CREATE INDEX engagement_job_runs_in_progress_idx ON public.engagement_job_runs USING btree (job) WHERE (status = ANY (ARRAY['running'::text, 'delivering'::text]));
 
 --
+-- Name: engagement_job_runs_job_shard_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX engagement_job_runs_job_shard_idx ON public.engagement_job_runs USING btree (job, COALESCE(shard, ''::text), started_at DESC, id DESC);
+
+--
 -- Name: engagement_job_runs_job_started_idx; Type: INDEX; Schema: public; Owner: -
 --
 

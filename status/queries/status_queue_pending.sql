@@ -1,12 +1,15 @@
--- The pending messages: due now and how long the oldest has waited; and
--- those due later, each counted once, by why they wait:
+-- The pending messages at @as_of: those due, and since when the oldest has
+-- waited; and those due later, each counted once, by why they wait:
 --   held back by quiet hours: queue-process moved them to the end of the
 --     quiet hours (deferred_reason 'quiet_hours'; a row deferred before the
 --     column existed has none, and is one never attempted that is due later
 --     than it was queued);
 --   waiting on the send budget: moved down the budget's line
---     (deferred_reason 'budget'; the budget panel says when they go);
+--     (deferred_reason 'budget'; the budget says when they go);
 --   waiting for a retry: attempted before, due later, deferred by neither.
+-- And the in-flight claims that are abandoned (their holder's lease ran
+-- out): the next queue-process settles them. Both read the partial indexes
+-- queue-process claims with.
 --
 -- nullable: oldest_due, quiet_hours_until
 SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
@@ -22,6 +25,9 @@ SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
        count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz AND deferred_reason = 'budget') AS budget,
        count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz AND retry_count > 0
                           AND deferred_reason IS NULL) AS retrying,
-       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz) AS later
+       count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz) AS later,
+       (SELECT count(*) FROM engagement_message_queue
+         WHERE status = 'processing'
+           AND engagement_claim_abandoned(claimed_by, claimed_until, @as_of::timestamptz)) AS expired_claims
   FROM engagement_message_queue
- WHERE status = 'pending';
+ WHERE status = 'pending'

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS engagement_job_runs_job_shard_idx;
