@@ -57,11 +57,16 @@ type buildResult struct {
 	err  error
 }
 
-// Main runs the tests of m, removes the binaries Build made for them, and
-// exits with the tests' exit code. Call it from TestMain.
-func Main(m *testing.M) {
+// Main runs the tests of m, then each of after (in order: what the tests
+// shared, such as browsertest.Share's browser, stopped), removes the
+// binaries Build made for them, and exits with the tests' exit code. Call
+// it from TestMain.
+func Main(m *testing.M, after ...func()) {
 	mainRuns.Store(true)
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if binDir != "" {
 		if err := os.RemoveAll(binDir); err != nil {
 			fmt.Fprintf(os.Stderr, "cmdtest: remove the test binaries: %v\n", err)
