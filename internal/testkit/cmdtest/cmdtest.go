@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,6 +74,28 @@ func Main(m *testing.M, after ...func()) {
 		}
 	}
 	os.Exit(code)
+}
+
+// ParallelAtLeast raises the number of parallel tests of the package
+// (-test.parallel, GOMAXPROCS by default: 2 on a 2-core machine) to n,
+// unless the command line set it (go test -parallel). Call it from
+// TestMain, before Main, in a package whose parallel tests spend their
+// time waiting (on the processes they start, on receivers, on a browser)
+// rather than computing: two at a time leaves the CPU idle. go test
+// -parallel 2 puts the default back.
+func ParallelAtLeast(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	f := flag.Lookup("test.parallel")
+	if set || f == nil {
+		return
+	}
+	if cur, err := strconv.Atoi(f.Value.String()); err == nil && cur < n {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // Build compiles the main package pkg (like "./cmd/engagement-daily",
