@@ -114,6 +114,10 @@ docs: ## Regenerate the command-line reference, docs/reference/*.md, from the co
 schema: ## Regenerate migrations/current/schema.sql, the schema as the migrations leave it (pg_dump of a freshly migrated database; a test fails when it drifts)
 	$(GO) test -count=1 -run '^TestSchemaFileIsTheMigratedSchema$$' ./migrations -args -write-schema
 
+.PHONY: sql
+sql: ## Regenerate each package's queries.gen.go, its statements typed from queries/*.sql on a freshly migrated database (a test fails when it drifts)
+	$(GO) test -count=1 -run '^TestStatementsAreGenerated$$' ./internal/sqlfile -args -write
+
 .PHONY: demo
 demo: build ## Seed sample users in a throwaway database, run the jobs and deliver the messages
 	$(GO) run ./internal/demo -bin $(BIN) $(DEMO_FLAGS)

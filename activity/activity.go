@@ -1,6 +1,6 @@
 // Package activity finds the users who were active in a window of time: a
 // transaction created in it, or bot activity (last_activity_at) in it. The
-// weekly review uses its window (WindowArgs); its statement
+// weekly review uses its window (WindowStart); its statement
 // (scheduler/queries/weekly_review.sql) selects the same users chunk by
 // chunk.
 //
@@ -15,31 +15,21 @@ package activity
 
 import (
 	"context"
-	"embed"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
-// The package's statements, one complete statement per file in queries/.
-//
-//go:embed queries/*.sql
-var queryFiles embed.FS
+// The package's statements are its queries/*.sql files, typed in
+// queries.gen.go (make sql).
 
-var (
-	activeUsersLastWeekSQL = sqlfile.Must(queryFiles, "active_users_last_week")
-	activityCountSQL       = sqlfile.Must(queryFiles, "activity_count")
-)
-
-// WindowArgs are the named arguments @window_start and @as_of of a
-// statement over the week that ends at asOf: (asOf − 7 days, asOf].
-func WindowArgs(asOf time.Time) sqlfile.Args {
-	return sqlfile.Args{"window_start": asOf.Add(-sm.WeeklyWindow), "as_of": asOf}
-}
+// WindowStart is the start of the week that ends at asOf: a statement over
+// that week takes (WindowStart(asOf), asOf], as @window_start and @as_of.
+func WindowStart(asOf time.Time) time.Time { return asOf.Add(-sm.WeeklyWindow) }
 
 // ActiveUser is a user active in the window.
 type ActiveUser struct {
@@ -71,29 +61,23 @@ func reviewStates() []string {
 // a time. Stop early by breaking out of the loop.
 func ActiveUsersLastWeek(ctx context.Context, db Querier, asOf time.Time) iter.Seq2[ActiveUser, error] {
 	return func(yield func(ActiveUser, error) bool) {
-		args := WindowArgs(asOf)
-		args["states"] = reviewStates()
-		rows, err := db.Query(ctx, activeUsersLastWeekSQL, args)
-		if err != nil {
-			yield(ActiveUser{}, fmt.Errorf("find active users: %w", err))
-			return
-		}
-		defer rows.Close()
-		var u ActiveUser
-		for rows.Next() {
-			if err := rows.Scan(&u.UserID, &u.State, &u.Transactions, &u.Destination, &u.DestinationJID, &u.Locale); err != nil {
-				yield(ActiveUser{}, fmt.Errorf("find active users: %w", err))
-				return
-			}
+		args := activeUsersLastWeekArgs{WindowStart: WindowStart(asOf), AsOf: asOf, States: reviewStates()}
+		err := activeUsersLastWeekQuery.Each(ctx, db, args, func(r *activeUsersLastWeekRow) error {
+			u := ActiveUser{UserID: r.UserID, State: sm.State(r.State), Transactions: r.Transactions,
+				Destination: r.Destination, DestinationJID: r.DestinationJID, Locale: r.Locale}
 			if !yield(u, nil) {
-				return
+				return errStopped
 			}
-		}
-		if err := rows.Err(); err != nil {
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
 			yield(ActiveUser{}, fmt.Errorf("find active users: %w", err))
 		}
 	}
 }
+
+// errStopped ends a statement's Each when the caller's loop broke off.
+var errStopped = errors.New("stopped")
 
 // ActivityCount counts userID's transactions created in the days days up to
 // asOf: (asOf − days, asOf].
@@ -101,12 +85,9 @@ func ActivityCount(ctx context.Context, db Querier, userID string, days int, asO
 	if days < 0 {
 		return 0, fmt.Errorf("activity count: days must not be negative, got %d", days)
 	}
-	var n int
-	err := db.QueryRow(ctx, activityCountSQL, sqlfile.Args{
-		"user_id": userID, "since": asOf.AddDate(0, 0, -days), "as_of": asOf,
-	}).Scan(&n)
+	row, err := activityCountQuery.One(ctx, db, activityCountArgs{UserID: userID, Since: asOf.AddDate(0, 0, -days), AsOf: asOf})
 	if err != nil {
 		return 0, fmt.Errorf("activity count: %w", err)
 	}
-	return n, nil
+	return row.Transactions, nil
 }

@@ -7,11 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
-
-var consentSQL = sqlfile.Must(queryFiles, "opt_out")
 
 // SQLStateNoSource is what engagement_opt_out and engagement_opt_in raise
 // (migration 52) for a source that is empty or over 200 characters; an
@@ -65,16 +61,8 @@ func OptIn(ctx context.Context, db Querier, userID, source string, o ConsentOpti
 
 func consent(ctx context.Context, db Querier, userID string, optOut bool, source string, o ConsentOptions) (bool, error) {
 	name := map[bool]string{true: "engagement_opt_out", false: "engagement_opt_in"}[optOut]
-	args := sqlfile.Args{"user_id": userID, "opt_out": optOut, "source": source, "at": nil, "actor": nil,
-		"confirm": o.Confirm}
-	if !o.At.IsZero() {
-		args["at"] = o.At
-	}
-	if o.Actor != "" {
-		args["actor"] = o.Actor
-	}
-	var changed bool
-	err := db.QueryRow(ctx, consentSQL, args).Scan(&changed)
+	row, err := optOutQuery.One(ctx, db, optOutArgs{OptOut: optOut, UserID: userID, Source: source,
+		At: instant(o.At), Actor: optional(o.Actor), Confirm: o.Confirm})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -89,5 +77,5 @@ func consent(ctx context.Context, db Querier, userID string, optOut bool, source
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", name, err)
 	}
-	return changed, nil
+	return row.Changed, nil
 }

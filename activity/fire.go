@@ -8,11 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
-
-var fireSQL = sqlfile.Must(queryFiles, "fire")
 
 // The SQLSTATEs engagement_fire raises (migrations 30 and 45); each leaves
 // the user as they were.
@@ -70,15 +67,7 @@ type FireOptions struct {
 // user's state is a *sm.TransitionError (wrapping sm.ErrInvalidTransition);
 // each leaves the user as they were.
 func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOptions) (sm.State, error) {
-	args := sqlfile.Args{"user_id": userID, "trigger": string(t), "at": nil, "request_key": nil}
-	if !o.At.IsZero() {
-		args["at"] = o.At
-	}
-	if o.RequestKey != "" {
-		args["request_key"] = o.RequestKey
-	}
-	var state string
-	err := db.QueryRow(ctx, fireSQL, args).Scan(&state)
+	row, err := fireQuery.One(ctx, db, fireArgs{UserID: userID, Trigger: string(t), At: instant(o.At), RequestKey: optional(o.RequestKey)})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -103,5 +92,21 @@ func Fire(ctx context.Context, db Querier, userID string, t sm.Trigger, o FireOp
 	if err != nil {
 		return "", fmt.Errorf("engagement_fire: %w", err)
 	}
-	return sm.State(state), nil
+	return sm.State(row.State), nil
+}
+
+// instant is at, or NULL (the transaction's time) when at is zero.
+func instant(at time.Time) *time.Time {
+	if at.IsZero() {
+		return nil
+	}
+	return &at
+}
+
+// optional is s, or NULL when s is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

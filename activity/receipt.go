@@ -7,11 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
-
-var receiptSQL = sqlfile.Must(queryFiles, "receipt")
 
 // SQLStateUnknownReceiptStatus is what engagement_receipt raises (migration
 // 49) for a status other than the four a Receipt may carry; an instant out
@@ -63,15 +59,8 @@ type ReceiptOptions struct {
 // the Receipt* values ErrUnknownReceiptStatus, an instant out of range
 // ErrInstantOutOfRange.
 func Receipt(ctx context.Context, db Querier, providerMessageID, status string, o ReceiptOptions) (known string, ok bool, err error) {
-	args := sqlfile.Args{"provider_message_id": providerMessageID, "status": status, "at": nil, "error_code": nil}
-	if !o.At.IsZero() {
-		args["at"] = o.At
-	}
-	if o.ErrorCode != "" {
-		args["error_code"] = o.ErrorCode
-	}
-	var out *string
-	err = db.QueryRow(ctx, receiptSQL, args).Scan(&out)
+	row, err := receiptQuery.One(ctx, db, receiptArgs{ProviderMessageID: providerMessageID, Status: status,
+		At: instant(o.At), ErrorCode: optional(o.ErrorCode)})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -84,8 +73,8 @@ func Receipt(ctx context.Context, db Querier, providerMessageID, status string, 
 	if err != nil {
 		return "", false, fmt.Errorf("engagement_receipt: %w", err)
 	}
-	if out == nil {
+	if row.Known == nil {
 		return "", false, nil
 	}
-	return *out, true, nil
+	return *row.Known, true, nil
 }

@@ -10,11 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/erase"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -250,8 +249,8 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 		}
 		res.Filter = map[string]any{"user_id": user, "source": activity.SourceConsole}
 		do = func(tx pgx.Tx, _ bool) (int64, error) {
-			var pending int64
-			if err := tx.QueryRow(ctx, query("user_pending"), sqlfile.Args{"user_id": user}).Scan(&pending); err != nil {
+			pending, err := userPendingQuery.One(ctx, tx, userPendingArgs{UserID: user})
+			if err != nil {
 				return 0, err
 			}
 			f := activity.OptIn
@@ -269,7 +268,7 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 			if action == actionOptIn || !changed {
 				return 0, nil
 			}
-			return pending, nil
+			return pending.Pending, nil
 		}
 	case actionErase:
 		// Erase works in a savepoint of the action's transaction: a
@@ -324,12 +323,13 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	}
 	// The filter is JSON text: as []byte, the binary's exec-mode pool would
 	// send it as bytea, which the jsonb column rejects (22P02).
-	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
-		"actor": u.Name, "action": action, "filter": string(filter), "messages": res.Messages,
-		"reason": res.Reason,
-	}).Scan(&res.AuditID); err != nil {
+	row, err := auditInsertQuery.One(ctx, tx, auditInsertArgs{
+		Actor: u.Name, Action: action, Filter: string(filter), Messages: res.Messages, Reason: res.Reason,
+	})
+	if err != nil {
 		return nil, err
 	}
+	res.AuditID = row.ID
 	return res, tx.Commit(ctx)
 }
 
@@ -352,6 +352,6 @@ func badText(form map[string][]string) string {
 
 // validUUID reports whether s is a UUID, as PostgreSQL reads one.
 func validUUID(s string) bool {
-	var id pgtype.UUID
-	return id.Scan(s) == nil && id.Valid
+	_, ok := postgres.ParseUUID(s)
+	return ok
 }

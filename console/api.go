@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -209,11 +208,13 @@ func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, r
 		return nil, err
 	}
 	out := APIMessage{Created: !q.Duplicate, PayloadDiffers: q.PayloadDiffers}
-	if err := tx.QueryRow(ctx, query("api_message"), sqlfile.Args{"id": q.ID}).Scan(&out.ID, &out.UserID, &out.Type,
-		&out.Key, &out.Destination, &out.JID, &out.Status, &out.ScheduledFor, &out.SentAt, &out.IdempotencyKey,
-		&out.PeriodStart, &out.ReplayUntil, &out.CreatedAt); err != nil {
+	row, err := apiMessageQuery.One(ctx, tx, apiMessageArgs{ID: q.ID})
+	if err != nil {
 		return nil, fmt.Errorf("read the queued message back: %w", err)
 	}
+	out.ID, out.UserID, out.Type, out.Key, out.Destination, out.JID = row.ID, row.UserID, row.MessageType, row.MessageKey, row.Destination, row.JIDLast4
+	out.Status, out.ScheduledFor, out.SentAt, out.IdempotencyKey = row.Status, row.ScheduledFor, row.SentAt, row.IdempotencyKey
+	out.PeriodStart, out.ReplayUntil, out.CreatedAt = row.PeriodStart, row.ReplayUntil, row.CreatedAt
 	if out.JID != "" {
 		out.JID = "••••" + out.JID
 	}
@@ -227,11 +228,13 @@ func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, r
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.QueryRow(ctx, query("audit_insert"), sqlfile.Args{
-		"actor": u.Name, "action": "enqueue", "filter": string(filter), "messages": int64(1), "reason": reason,
-	}).Scan(&out.AuditID); err != nil {
+	audit, err := auditInsertQuery.One(ctx, tx, auditInsertArgs{
+		Actor: u.Name, Action: "enqueue", Filter: string(filter), Messages: 1, Reason: reason,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
+	out.AuditID = audit.ID
 	return &out, tx.Commit(ctx)
 }
 

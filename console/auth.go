@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bufio"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -94,10 +93,15 @@ var bcryptHash = regexp.MustCompile(`^\$2[abxy]?\$[0-9]{2}\$[./A-Za-z0-9]{53}$`)
 // Any other hash (MD5, SHA1, crypt, plain) is refused: they are too weak
 // to keep; so is a bcrypt hash that is not whole.
 func ParseHtpasswd(r io.Reader) (map[string][]byte, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHtpasswd, err)
+	}
 	users := map[string][]byte{}
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		n++
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -116,9 +120,6 @@ func ParseHtpasswd(r io.Reader) (map[string][]byte, error) {
 			return nil, fmt.Errorf("%w: line %d: user %s appears twice", ErrHtpasswd, n, name)
 		}
 		users[name] = []byte(hash)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrHtpasswd, err)
 	}
 	if len(users) == 0 {
 		return nil, fmt.Errorf("%w: no user in the file", ErrHtpasswd)

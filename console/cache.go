@@ -13,7 +13,8 @@ import (
 // message or the whole log: at a million users that is seconds of work, too
 // slow to make an operator wait for on every load, and pointless to repeat
 // for each one of them. Their data is a snapshot, read from the replica
-// when there is one (Config.Replica): computed once however many requests
+// when there is one (Config.Replica; the forecast, a dry run of the daily
+// job, from the primary): computed once however many requests
 // ask at once, refreshed in the background while the page is being looked
 // at (Console.Refresh), and shown with when it was computed.
 //

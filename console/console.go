@@ -4,8 +4,8 @@
 // same data as JSON (Accept: application/json), and the two safe actions,
 // requeue and cancel, with a preview, a confirmation and an audit row.
 //
-// Everything a page shows is read in one read-only transaction with a
-// statement timeout; nothing an operator types reaches SQL but as a
+// Everything a page shows is read in one read-only transaction (the
+// forecast, a dry run, in one rolled back) with a statement timeout; nothing an operator types reaches SQL but as a
 // parameter. The pages are server-rendered with html/template; the only
 // script is the console's own (console.js), which draws the charts with the
 // embedded uPlot, so the Content-Security-Policy allows no inline script.
@@ -33,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/pricing"
 )
 
@@ -56,14 +56,16 @@ const (
 
 // Config configures the console.
 type Config struct {
-	// Pool is the database. Pages read in read-only transactions; actions
-	// write the queue and the audit table.
+	// Pool is the database. Pages read in read-only transactions (the
+	// forecast in one rolled back); actions write the queue and the audit
+	// table.
 	Pool *pgxpool.Pool
 	// Replica, when set, is a read replica of Pool's database (a hot
 	// standby: Supabase's read replicas, a streaming replica): the
-	// snapshot pages (overview, queue, verify, forecast) read from it, and
-	// say how far behind it was; the other pages, the actions and the
-	// audit stay on Pool.
+	// snapshot pages (overview, queue, verify) read from it, and say how
+	// far behind it was; the forecast (it dry-runs the daily job's move
+	// statements, which a standby refuses), the other pages, the actions
+	// and the audit stay on Pool.
 	Replica *pgxpool.Pool
 	// Auth says who may look and who may act.
 	Auth Auth
@@ -102,11 +104,6 @@ var templateFiles embed.FS
 
 //go:embed assets
 var assetFiles embed.FS
-
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-func query(name string) string { return sqlfile.Must(queryFiles, name) }
 
 // server is the console's handler.
 type server struct {
@@ -305,16 +302,32 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 // snapshot's computation reads from the replica when there is one, and
 // notes how far behind it is.
 func (s *server) read(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) error) error {
+	return s.readIn(ctx, pgx.ReadOnly, fn)
+}
+
+// dryRun is read for a page that dry-runs the daily job (the forecast):
+// the job's move statements with their writes switched off
+// (scheduler.ForecastDaily) write and lock nothing, but PostgreSQL refuses
+// a statement that could write in a READ ONLY transaction or on a
+// standby, so fn runs on the primary, replica or not, in a transaction
+// that is not read-only and is always rolled back.
+func (s *server) dryRun(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) error) error {
+	return s.readIn(ctx, pgx.ReadWrite, fn)
+}
+
+// readIn is read in a transaction of the access mode given: a read-write
+// one is on the primary.
+func (s *server) readIn(ctx context.Context, access pgx.TxAccessMode, fn func(tx pgx.Tx, asOf time.Time) error) error {
 	pool := s.cfg.Pool
 	info, _ := ctx.Value(snapshotKey{}).(*snapshotInfo)
-	if info != nil && s.cfg.Replica != nil {
+	if info != nil && s.cfg.Replica != nil && access == pgx.ReadOnly {
 		pool = s.cfg.Replica
 	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: access})
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep: always rolled back
 	if err := s.limit(ctx, tx); err != nil {
 		return err
 	}
@@ -360,9 +373,7 @@ func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	if s.cfg.AsOf != nil {
 		return s.cfg.AsOf().UTC(), nil
 	}
-	var now time.Time
-	err := tx.QueryRow(ctx, "SELECT now()").Scan(&now)
-	return now.UTC(), err
+	return postgres.Now(ctx, tx)
 }
 
 // view is what every page template gets: the page's own data and what

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
@@ -111,8 +110,12 @@ type LatestRun struct {
 
 // latestRuns reads the latest run of each job of healthJobs.
 func latestRuns(ctx context.Context, tx pgx.Tx) ([]LatestRun, error) {
-	rows, _ := tx.Query(ctx, query("runs_latest"), sqlfile.Args{"jobs": healthJobs, "shard_span": shardSpan})
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[LatestRun])
+	rows, err := runsLatestQuery.All(ctx, tx, runsLatestArgs{Jobs: healthJobs, ShardSpan: shardSpan})
+	out := make([]LatestRun, len(rows))
+	for i, r := range rows {
+		out[i] = LatestRun(r)
+	}
+	return out, err
 }
 
 // health builds the summary as of asOf from the queue and verify pages'

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -65,8 +66,8 @@ func TestEveryPageIsOneDeclaration(t *testing.T) {
 
 // Issue 47: the recipe of docs/development.md, "Adding a console page",
 // carried out. A new page is its row (route, title, navigation, loader,
-// chart functions), its template and its statement; the row and the
-// template below are all this test adds. The page is served with its
+// chart functions), its template and its statement, typed by make sql;
+// the row, the template and the statement below are all this test adds. The page is served with its
 // title, its data (read in the console's read-only transaction) and its
 // page-only function, listed in every page's navigation, and answers JSON
 // too. A template using a function its row does not declare fails at
@@ -82,7 +83,9 @@ func TestANewPageIsOneDeclaration(t *testing.T) {
 		load: func(s *server, r *http.Request) (any, error) {
 			out := Example{Greeting: "olá"}
 			return out, s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-				return tx.QueryRow(r.Context(), `SELECT count(*) FROM user_profiles`).Scan(&out.Users)
+				row, err := exampleQuery.One(r.Context(), tx, sqlfile.None{})
+				out.Users = row.Users
+				return err
 			})
 		},
 		charts: template.FuncMap{"shout": strings.ToUpper}}
@@ -138,4 +141,33 @@ func TestANewPageIsOneDeclaration(t *testing.T) {
 	if _, err := newConsole(cfg, append(slices.Clone(pages), example), files); err == nil || !strings.Contains(err.Error(), "shout") {
 		t.Errorf("a template using an undeclared function: %v; want the start refused, naming it", err)
 	}
+
+	// The statement's third file, queries/example.sql: make sql types it
+	// as exampleQuery below declares it.
+	gen, err := sqlfile.Generate(context.Background(), pgtest.NewTx(t).Conn(), "console",
+		fstest.MapFS{"queries/example.sql": {Data: []byte(exampleSQL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"type exampleRow struct {\n\tUsers int64 // users\n}",
+		"var exampleQuery = sqlfile.Statement[sqlfile.None, exampleRow, *exampleRow]"} {
+		if !strings.Contains(string(gen), want) {
+			t.Errorf("make sql makes of queries/example.sql:\n%s\nwant it to declare %s", gen, want)
+		}
+	}
 }
+
+// exampleSQL is TestANewPageIsOneDeclaration's queries/example.sql, and
+// exampleRow and exampleQuery what make sql writes for it in
+// queries.gen.go (the test checks that it does).
+const exampleSQL = `-- The users, for the example page.
+SELECT count(*) AS users FROM user_profiles;
+`
+
+type exampleRow struct {
+	Users int64 // users
+}
+
+func (r *exampleRow) Dest() []any { return []any{&r.Users} }
+
+var exampleQuery = sqlfile.Statement[sqlfile.None, exampleRow, *exampleRow]{Name: "example", SQL: exampleSQL}

@@ -16,10 +16,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/funnel"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -130,38 +130,37 @@ func (s *server) overview(ctx context.Context) (any, error) {
 	}
 	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		o.AsOf = asOf
-		rows, _ := tx.Query(ctx, query("states_now"))
-		counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[StateCount])
+		now, err := statesNowQuery.All(ctx, tx, sqlfile.None{})
 		if err != nil {
 			return err
+		}
+		counts := make([]StateCount, len(now))
+		for i, c := range now {
+			counts[i] = StateCount(c)
 		}
 		o.States = ordered(counts, o.StateList)
 		for _, c := range o.States {
 			o.Users += c.Users
 		}
-		if err := tx.QueryRow(ctx, query("opted_out")).Scan(&o.OptedOut); err != nil {
+		optedOut, err := optedOutQuery.One(ctx, tx, sqlfile.None{})
+		if err != nil {
 			return err
 		}
+		o.OptedOut = optedOut.OptedOut
 
 		var nowStates []string
 		var nowUsers []int64
 		for _, c := range o.States {
 			nowStates, nowUsers = append(nowStates, c.State), append(nowUsers, c.Users)
 		}
-		rows, _ = tx.Query(ctx, query("states_weekly"), sqlfile.Args{
-			"as_of": asOf, "weeks": Weeks, "states": o.StateList, "initial_state": string(sm.Active),
-			"now_states": nowStates, "now_users": nowUsers,
-		})
-		var (
-			start, end time.Time
-			state      string
-			n          int64
-		)
-		_, err = pgx.ForEachRow(rows, []any{&start, &end, &state, &n}, func() error {
-			if len(o.Weeks) == 0 || !o.Weeks[len(o.Weeks)-1].WeekStart.Equal(start) {
-				o.Weeks = append(o.Weeks, StateWeek{WeekStart: start.UTC(), At: end.UTC(), Users: map[string]int64{}})
+		err = statesWeeklyQuery.Each(ctx, tx, statesWeeklyArgs{
+			AsOf: asOf, Weeks: Weeks, States: o.StateList, InitialState: string(sm.Active),
+			NowStates: nowStates, NowUsers: nowUsers,
+		}, func(w *statesWeeklyRow) error {
+			if len(o.Weeks) == 0 || !o.Weeks[len(o.Weeks)-1].WeekStart.Equal(w.WeekStart) {
+				o.Weeks = append(o.Weeks, StateWeek{WeekStart: w.WeekStart.UTC(), At: w.WeekEnd.UTC(), Users: map[string]int64{}})
 			}
-			o.Weeks[len(o.Weeks)-1].Users[state] = n
+			o.Weeks[len(o.Weeks)-1].Users[w.State] = w.Users
 			return nil
 		})
 		if err != nil {
@@ -174,11 +173,15 @@ func (s *server) overview(ctx context.Context) (any, error) {
 		if o.Lift, err = funnel.Read(ctx, tx, funnel.Options{AsOf: asOf, Weeks: Weeks}); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("reviews_weekly"), sqlfile.Args{
-			"as_of": asOf, "weeks": Weeks, "message_type": string(sm.WeeklyReviewMessage),
+		reviews, err := reviewsWeeklyQuery.All(ctx, tx, reviewsWeeklyArgs{
+			AsOf: asOf, Weeks: Weeks, MessageType: string(sm.WeeklyReviewMessage),
 		})
-		if o.Reviews, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReviewWeek]); err != nil {
+		if err != nil {
 			return err
+		}
+		o.Reviews = make([]ReviewWeek, len(reviews))
+		for i, r := range reviews {
+			o.Reviews[i] = ReviewWeek(r)
 		}
 		runs, err = latestRuns(ctx, tx)
 		return err
@@ -193,26 +196,26 @@ func (s *server) overview(ctx context.Context) (any, error) {
 // goodbyeFunnel reads the goodbye funnel, its triggers and states from the
 // state machine's table.
 func goodbyeFunnel(ctx context.Context, tx pgx.Tx, asOf time.Time) ([]Cohort, error) {
-	rows, _ := tx.Query(ctx, query("funnel"), sqlfile.Args{
-		"as_of":               asOf,
-		"weeks":               Weeks,
-		"window":              ReactivationWindow,
-		"goodbye_trigger":     string(sm.Inactivity14d),
-		"goodbye_state":       string(sm.GoodbyeSent),
-		"goodbye_kind":        string(sm.GoodbyeMessage),
-		"comeback_trigger":    string(sm.UserMessage),
-		"answer_help":         string(sm.GoodbyeAnswerHelp),
-		"answer_remind_later": string(sm.GoodbyeAnswerRemindLater),
-		"answer_dormant":      string(sm.GoodbyeAnswerDormant),
-		"timeout_trigger":     string(sm.GoodbyeTimeout),
-		"undelivered_trigger": string(sm.GoodbyeUndelivered),
-	})
 	var out []Cohort
-	var c Cohort
-	_, err := pgx.ForEachRow(rows, []any{&c.WeekStart, &c.Goodbyes, &c.Accepted, &c.Delivered, &c.Read, &c.FailedLate, &c.Receipts, &c.AnsweredHelp, &c.AnsweredRemindLater,
-		&c.AnsweredNotNow, &c.CameBack, &c.TimedOut, &c.Undelivered, &c.Waiting, &c.Reactivated, &c.WindowClosed}, func() error {
-		c.WeekStart = c.WeekStart.UTC()
-		c.ReactivatedShare = 0
+	err := funnelQuery.Each(ctx, tx, funnelArgs{
+		AsOf:               asOf,
+		Weeks:              Weeks,
+		Window:             ReactivationWindow,
+		GoodbyeTrigger:     string(sm.Inactivity14d),
+		GoodbyeState:       string(sm.GoodbyeSent),
+		GoodbyeKind:        string(sm.GoodbyeMessage),
+		ComebackTrigger:    string(sm.UserMessage),
+		AnswerHelp:         string(sm.GoodbyeAnswerHelp),
+		AnswerRemindLater:  string(sm.GoodbyeAnswerRemindLater),
+		AnswerDormant:      string(sm.GoodbyeAnswerDormant),
+		TimeoutTrigger:     string(sm.GoodbyeTimeout),
+		UndeliveredTrigger: string(sm.GoodbyeUndelivered),
+	}, func(r *funnelRow) error {
+		c := Cohort{WeekStart: r.WeekStart.UTC(), Goodbyes: r.Goodbyes, Accepted: r.Accepted, Delivered: r.Delivered,
+			Read: r.Read, FailedLate: r.FailedLate, Receipts: r.Receipts, AnsweredHelp: r.AnsweredHelp,
+			AnsweredRemindLater: r.AnsweredRemindLater, AnsweredNotNow: r.AnsweredNotNow, CameBack: r.CameBack,
+			TimedOut: r.TimedOut, Undelivered: r.Undelivered, Waiting: r.Waiting, Reactivated: r.Reactivated,
+			WindowClosed: r.WindowClosed}
 		if c.Goodbyes > 0 {
 			c.ReactivatedShare = float64(c.Reactivated) / float64(c.Goodbyes)
 		}
@@ -408,10 +411,13 @@ func (s *server) queue(ctx context.Context) (any, error) {
 	q := Queue{matrix: map[[2]string]int64{}, ThroughputHours: throughputHours}
 	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		q.AsOf = asOf
-		rows, _ := tx.Query(ctx, query("queue_counts"))
-		var err error
-		if q.Counts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[QueueCount]); err != nil {
+		counts, err := queueCountsQuery.All(ctx, tx, sqlfile.None{})
+		if err != nil {
 			return err
+		}
+		q.Counts = make([]QueueCount, len(counts))
+		for i, c := range counts {
+			q.Counts[i] = QueueCount(c)
 		}
 		q.Statuses = sm.MessageStatuses()
 		for _, c := range q.Counts {
@@ -420,11 +426,13 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			}
 			q.matrix[[2]string{c.Kind, c.Status}] = c.Messages
 		}
-		p := &q.Pending
-		if err := tx.QueryRow(ctx, query("queue_pending"), sqlfile.Args{"as_of": asOf}).Scan(
-			&p.Due, &p.OldestDue, &p.QuietHours, &p.QuietHoursUntil, &p.Budget, &p.Retrying, &p.Later); err != nil {
+		pending, err := queuePendingQuery.One(ctx, tx, queuePendingArgs{AsOf: asOf})
+		if err != nil {
 			return err
 		}
+		q.Pending = Pending{Due: pending.Due, OldestDue: pending.OldestDue, QuietHours: pending.QuietHours,
+			QuietHoursUntil: pending.QuietHoursUntil, Budget: pending.Budget, Retrying: pending.Retrying, Later: pending.Later}
+		p := &q.Pending
 		if p.OldestDue != nil {
 			p.OldestWait = formatSeconds(asOf.Sub(*p.OldestDue).Seconds())
 		}
@@ -438,42 +446,44 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			return err
 		}
 		q.Latency.Window = latencyWindow.String()
-		if err := tx.QueryRow(ctx, query("queue_latency"), sqlfile.Args{"as_of": asOf, "window": latencyWindow}).Scan(
-			&q.Latency.Sent, &q.Latency.P50, &q.Latency.P95); err != nil {
+		latency, err := queueLatencyQuery.One(ctx, tx, queueLatencyArgs{AsOf: asOf, Window: latencyWindow})
+		if err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("queue_throughput"), sqlfile.Args{"as_of": asOf, "hours": throughputHours})
-		if q.Throughput, err = pgx.CollectRows(rows, pgx.RowToStructByPos[HourCount]); err != nil {
+		q.Latency.Sent, q.Latency.P50, q.Latency.P95 = latency.Sent, latency.P50, latency.P95
+		hours, err := queueThroughputQuery.All(ctx, tx, queueThroughputArgs{AsOf: asOf, Hours: throughputHours})
+		if err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("queue_failures"), sqlfile.Args{
-			"max_groups": maxFailureRows, "as_of": asOf, "window": healthWindow, "permanent_mark": transport.PermanentMark,
-		})
-		q.Failures, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
-			var g FailureGroup
-			err := row.Scan(&g.Reason, &g.Messages, &g.Kinds, &g.FirstSeen, &g.LastSeen, &g.SampleID,
-				&g.LastDay, &g.DayBefore, &g.Permanent, &g.allLastWindow)
-			g.Key = errorGroupKey(g.Reason)
-			return g, err
+		q.Throughput = make([]HourCount, len(hours))
+		for i, h := range hours {
+			q.Throughput[i] = HourCount(h)
+		}
+		failures, err := queueFailuresQuery.All(ctx, tx, queueFailuresArgs{
+			MaxGroups: maxFailureRows, AsOf: asOf, Window: healthWindow, PermanentMark: transport.PermanentMark,
 		})
 		if err != nil {
 			return err
+		}
+		q.Failures = make([]FailureGroup, len(failures))
+		for i, f := range failures {
+			q.Failures[i] = FailureGroup{Reason: f.Reason, Key: errorGroupKey(f.Reason), Messages: f.Messages, Kinds: f.Kinds,
+				FirstSeen: f.FirstSeen, LastSeen: f.LastSeen, SampleID: f.SampleID, LastDay: f.LastWindow,
+				DayBefore: f.WindowBefore, Permanent: f.Permanent, allLastWindow: f.AllLastWindow}
 		}
 		if len(q.Failures) > 0 {
 			q.FailedLastDay = q.Failures[0].allLastWindow
 		}
 		q.Receipts.Window = "7 days"
-		rows, _ = tx.Query(ctx, query("queue_receipts"), sqlfile.Args{"as_of": asOf, "window": ReceiptsWindow})
-		var code *string
-		var n int64
 		r := &q.Receipts
-		if _, err := pgx.ForEachRow(rows, []any{&r.Accepted, &r.Delivered, &r.Read, &r.FailedLate, &code, &n}, func() error {
-			if code != nil {
-				name := *code
+		if err := queueReceiptsQuery.Each(ctx, tx, queueReceiptsArgs{AsOf: asOf, Window: ReceiptsWindow}, func(row *queueReceiptsRow) error {
+			r.Accepted, r.Delivered, r.Read, r.FailedLate = row.Accepted, row.Delivered, row.Read, row.FailedLate
+			if row.Code != nil {
+				name := *row.Code
 				if name == "" {
 					name = "no code"
 				}
-				r.ByCode = append(r.ByCode, CodeCount{Code: name, Meaning: whatsAppCodes[*code], Messages: n})
+				r.ByCode = append(r.ByCode, CodeCount{Code: name, Meaning: whatsAppCodes[*row.Code], Messages: row.CodeMessages})
 			}
 			return nil
 		}); err != nil {
@@ -482,9 +492,15 @@ func (s *server) queue(ctx context.Context) (any, error) {
 		if q.Spend, err = pricing.ReadSpend(ctx, tx, asOf, s.cfg.Prices); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("queue_cancelled"))
-		q.Cancelled, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReasonCount])
-		return err
+		cancelled, err := queueCancelledQuery.All(ctx, tx, sqlfile.None{})
+		if err != nil {
+			return err
+		}
+		q.Cancelled = make([]ReasonCount, len(cancelled))
+		for i, c := range cancelled {
+			q.Cancelled[i] = ReasonCount(c)
+		}
+		return nil
 	})
 	return q, err
 }
@@ -530,8 +546,8 @@ func budgets(ctx context.Context, tx pgx.Tx) ([]Budget, error) {
 	if len(reports) == 0 {
 		return out, nil
 	}
-	var now time.Time
-	if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+	now, err := postgres.Now(ctx, tx)
+	if err != nil {
 		return nil, err
 	}
 	for _, r := range reports {
@@ -630,27 +646,25 @@ func (s *server) runs(r *http.Request) (any, error) {
 	var out Runs
 	err := s.read(r.Context(), func(tx pgx.Tx, asOf time.Time) error {
 		out.AsOf = asOf
-		rows, _ := tx.Query(r.Context(), query("runs"), sqlfile.Args{"per_job": RunsPerJob})
-		var err error
-		out.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
-			var run Run
-			var counters []byte
-			if err := row.Scan(&run.ID, &run.Job, &run.Shard, &run.AsOf, &run.StartedAt, &run.FinishedAt, &run.Status,
-				&counters, &run.Error); err != nil {
-				return run, err
-			}
-			run.Counters = counters
+		runs, err := runsQuery.All(r.Context(), tx, runsArgs{PerJob: RunsPerJob})
+		if err != nil {
+			return err
+		}
+		out.Runs = make([]Run, len(runs))
+		for i, row := range runs {
+			run := Run{ID: row.ID, Job: row.Job, Shard: row.Shard, AsOf: row.AsOf, StartedAt: row.StartedAt,
+				FinishedAt: row.FinishedAt, Status: row.Status, Counters: row.Counters, Error: row.Error}
 			end := asOf
 			if run.FinishedAt != nil {
 				end = *run.FinishedAt
 			}
 			run.Seconds = max(0, end.Sub(run.StartedAt).Seconds())
-			run.Moved = moved(run.Job, counters)
+			run.Moved = moved(run.Job, row.Counters)
 			run.Ago = ago(asOf, run.StartedAt)
-			return run, nil
-		})
+			out.Runs[i] = run
+		}
 		out.Jobs = jobRuns(out.Runs)
-		return err
+		return nil
 	})
 	return out, err
 }
@@ -795,44 +809,61 @@ func (s *server) user(r *http.Request) (any, error) {
 	if out.Query == "" {
 		return out, nil
 	}
-	var id pgtype.UUID
-	if err := id.Scan(out.Query); err != nil || !id.Valid {
+	id, ok := postgres.ParseUUID(out.Query)
+	if !ok {
 		// Not quoted back: it may be a phone number, which belongs in
 		// the search form (a POST), not in a URL.
 		return nil, badRequestf("that is not a user id (a UUID); to find a user by phone number or JID, use the search form")
 	}
-	out.ID = id.String()
+	out.ID = id
 	return s.userByID(r.Context(), out)
 }
 
 // userByID fills in the user out.ID names.
 func (s *server) userByID(ctx context.Context, out User) (User, error) {
 	err := s.read(ctx, func(tx pgx.Tx, _ time.Time) error {
-		args := sqlfile.Shared{"user_id": out.ID, "limit": maxUserRows} // the four statements of the page
-		var st UserState
-		err := tx.QueryRow(ctx, query("user_state"), args).Scan(&st.State, &st.LastActivityAt, &st.GoodbyeSentAt,
-			&st.GoodbyeExpiresAt, &st.RemindAt, &st.CreatedAt, &st.OptedOut, &st.Destination, &st.JID, &st.HasProfile)
+		row, err := userStateQuery.One(ctx, tx, userStateArgs{UserID: out.ID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		st := UserState{State: row.State, LastActivityAt: row.LastActivityAt, GoodbyeSentAt: row.GoodbyeSentAt,
+			GoodbyeExpiresAt: row.GoodbyeExpiresAt, RemindAt: row.RemindAt, CreatedAt: row.CreatedAt, OptedOut: row.OptedOut,
+			Destination: row.Destination, JID: row.JIDLast4, HasProfile: row.HasProfile}
 		if st.JID != "" {
 			st.JID = "••••" + st.JID
 		}
 		out.Found, out.State = true, &st
-		rows, _ := tx.Query(ctx, query("user_transitions"), args)
-		if out.Transitions, err = pgx.CollectRows(rows, pgx.RowToStructByPos[UserTransition]); err != nil {
+		transitions, err := userTransitionsQuery.All(ctx, tx, userTransitionsArgs{UserID: out.ID, Limit: maxUserRows})
+		if err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("user_messages"), args)
-		if out.Messages, err = pgx.CollectRows(rows, pgx.RowToStructByPos[UserMessage]); err != nil {
+		out.Transitions = make([]UserTransition, len(transitions))
+		for i, t := range transitions {
+			out.Transitions[i] = UserTransition{ID: t.ID, From: t.FromState, To: t.ToState, Trigger: t.Trigger,
+				JobRunID: t.JobRunID, CreatedAt: t.CreatedAt}
+		}
+		messages, err := userMessagesQuery.All(ctx, tx, userMessagesArgs{UserID: out.ID, Limit: maxUserRows})
+		if err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, query("user_consent"), args)
-		out.Consent, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ConsentChange])
-		return err
+		out.Messages = make([]UserMessage, len(messages))
+		for i, m := range messages {
+			out.Messages[i] = UserMessage{ID: m.ID, Kind: m.MessageType, Status: m.Status, ScheduledFor: m.ScheduledFor,
+				SentAt: m.SentAt, DeliveredAt: m.DeliveredAt, ReadAt: m.ReadAt, RetryCount: int64(m.RetryCount),
+				CancelReason: m.CancelReason, Error: m.Error, CreatedAt: m.CreatedAt}
+		}
+		consent, err := userConsentQuery.All(ctx, tx, userConsentArgs{UserID: out.ID, Limit: maxUserRows})
+		if err != nil {
+			return err
+		}
+		out.Consent = make([]ConsentChange, len(consent))
+		for i, c := range consent {
+			out.Consent[i] = ConsentChange(c)
+		}
+		return nil
 	})
 	return out, err
 }
@@ -886,7 +917,7 @@ const ForecastGoodbyeTimeoutDays = 3
 
 func (s *server) forecast(ctx context.Context) (any, error) {
 	var out Forecast
-	err := s.read(ctx, func(tx pgx.Tx, asOf time.Time) error {
+	err := s.dryRun(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		out.AsOf = asOf
 		var prev ForecastDay
 		for day := 1; day <= ForecastDays; day++ {
@@ -951,16 +982,16 @@ const maxAuditRows = 500
 func (s *server) audit(r *http.Request) (any, error) {
 	var out Audit
 	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-		rows, _ := tx.Query(r.Context(), query("audit"), sqlfile.Args{"limit": maxAuditRows})
-		var err error
-		out.Entries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
-			var e AuditEntry
-			var filter []byte
-			err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &filter, &e.Messages, &e.Reason)
-			e.Filter = filter
-			return e, err
-		})
-		return err
+		entries, err := auditQuery.All(r.Context(), tx, auditArgs{Limit: maxAuditRows})
+		if err != nil {
+			return err
+		}
+		out.Entries = make([]AuditEntry, len(entries))
+		for i, e := range entries {
+			out.Entries[i] = AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Filter: e.Filter,
+				Messages: e.Messages, Reason: e.Reason}
+		}
+		return nil
 	})
 	return out, err
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/metafake"
@@ -36,7 +36,7 @@ func protectedQueue(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	}
 	env := cmdtest.Env("DATABASE_URL="+url, "WHATSAPP_PHONE_NUMBER_ID="+g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
 		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+g.Server.URL)
-	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--transport", "whatsapp-cloud", "--daily-limit", "auto",
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--transport", "whatsapp-cloud", "--daily-limit", "auto",
 		"--kind-priority", "goodbye,reminder", "--per-user-cap", "1", "--per-user-cap-window", "168h",
 		"--send-interval", "10s", "--send-jitter", "5s", "--spread-budget",
 		"--quiet-hours", "21:00-08:00", "--timezone", "America/Sao_Paulo", "--output", "json")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // replicaStatus is the state of the read replica a snapshot was read from,
@@ -27,13 +29,13 @@ type replicaStatus struct {
 
 // readReplicaStatus reads the replica's state in tx, a transaction on it.
 func readReplicaStatus(ctx context.Context, tx pgx.Tx) (*replicaStatus, error) {
-	var st replicaStatus
-	var lag *float64
-	if err := tx.QueryRow(ctx, query("replica_status")).Scan(&st.Standby, &st.CaughtUp, &lag, &st.Paused); err != nil {
+	row, err := replicaStatusQuery.One(ctx, tx, sqlfile.None{})
+	if err != nil {
 		return nil, fmt.Errorf("read the replica's state: %w", err)
 	}
-	if lag != nil {
-		d := time.Duration(*lag * float64(time.Second))
+	st := replicaStatus{Standby: row.Standby, CaughtUp: row.CaughtUp, Paused: row.Paused}
+	if row.LagSeconds != nil {
+		d := time.Duration(*row.LagSeconds * float64(time.Second))
 		st.Lag = &d
 	}
 	return &st, nil

@@ -12,7 +12,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -47,7 +47,7 @@ func runHistory(t *testing.T) (*pgxpool.Pool, string) {
 		}
 		for _, h := range []time.Duration{10 * time.Minute, 12 * time.Hour} {
 			before := lastRun(t, pool)
-			if res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0"); res.Code != 0 {
+			if res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0"); res.Code != 0 {
 				t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 			}
 			dateRuns(t, pool, before, at.Add(h), 2*time.Second)

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Finding a user: a support request carries a phone number, not a UUID.
@@ -41,9 +40,8 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 	if q == "" {
 		return out, nil
 	}
-	var id pgtype.UUID
-	if err := id.Scan(q); err == nil && id.Valid {
-		out.ID = id.String()
+	if id, ok := postgres.ParseUUID(q); ok {
+		out.ID = id
 		return s.userByID(r.Context(), out)
 	}
 	jids, ok := searchTerms(q)
@@ -51,17 +49,19 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 		return nil, badRequestf("search for a user id (a UUID), a phone number (8 to 15 digits, with or without +, spaces, dashes) or a JID (…@s.whatsapp.net, …@g.us)")
 	}
 	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
-		rows, _ := tx.Query(r.Context(), query("user_search"), sqlfile.Args{"jids": jids, "limit": maxMatches})
-		var err error
-		out.Matches, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (UserMatch, error) {
-			var m UserMatch
-			err := row.Scan(&m.ID, &m.State, &m.LastActivityAt, &m.JID, &m.Destination)
-			if m.JID != "" {
-				m.JID = "••••" + m.JID
+		rows, err := userSearchQuery.All(r.Context(), tx, userSearchArgs{Jids: jids, Limit: maxMatches})
+		if err != nil {
+			return err
+		}
+		out.Matches = make([]UserMatch, len(rows))
+		for i, m := range rows {
+			if m.JIDLast4 != "" {
+				m.JIDLast4 = "••••" + m.JIDLast4
 			}
-			return m, err
-		})
-		return err
+			out.Matches[i] = UserMatch{ID: m.UserID, State: m.State, LastActivityAt: m.LastActivityAt,
+				JID: m.JIDLast4, Destination: m.Destination}
+		}
+		return nil
 	})
 	if err != nil || len(out.Matches) != 1 {
 		return out, err

@@ -14,10 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // WhatsAppWebhook is Meta's webhook for the app that sends through the
@@ -266,8 +263,8 @@ func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, erro
 	// Meta's pricing, when the status carries it: the latest Meta says
 	// (whatever the receipt changed), for what the message costs.
 	if p := st.Pricing; p != nil && p.Billable != nil && p.Category != "" && len(p.Category) <= maxPricingCategory {
-		if _, err := s.cfg.Pool.Exec(ctx, query("whatsapp_pricing"), sqlfile.Args{
-			"provider_message_id": st.ID, "billable": *p.Billable, "category": p.Category,
+		if _, err := whatsappPricingQuery.Exec(ctx, s.cfg.Pool, whatsappPricingArgs{
+			ProviderMessageID: st.ID, Billable: *p.Billable, Category: p.Category,
 		}); err != nil {
 			return ours, fmt.Errorf("store Meta's pricing: %w", err)
 		}
@@ -293,8 +290,7 @@ func (s *server) applyMetaPreference(ctx context.Context, p metaPreference) (int
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
-	rows, _ := s.cfg.Pool.Query(ctx, query("users_by_jid"), sqlfile.Args{"jid": p.WaID + "@s.whatsapp.net"})
-	users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	users, err := usersByJIDQuery.All(ctx, s.cfg.Pool, usersByJIDArgs{JID: p.WaID + "@s.whatsapp.net"})
 	if err != nil {
 		return 0, err
 	}
@@ -304,7 +300,7 @@ func (s *server) applyMetaPreference(ctx context.Context, p metaPreference) (int
 		if p.Value == "stop" {
 			f = activity.OptOut
 		}
-		ok, err := f(ctx, s.cfg.Pool, u, activity.SourceMetaPreferences, o)
+		ok, err := f(ctx, s.cfg.Pool, u.UserID, activity.SourceMetaPreferences, o)
 		if err != nil {
 			return changed, err
 		}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -75,16 +74,22 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 	if event != "" && !metaEvent.MatchString(event) {
 		return 0, fmt.Errorf("%w: the event is not one of Meta's", errUnusableVerdict)
 	}
-	args := sqlfile.Args{"at": at}
-	name := "whatsapp_number_health"
+	// One of the two statements, by field: record runs it once the
+	// statement timeout is set.
+	var record func(ctx context.Context) (changed bool, released int64, err error)
+	var template string
+	var tier *string
 	if field == "message_template_status_update" {
-		template, _ := metaString(v, "message_template_name")
+		template, _ = metaString(v, "message_template_name")
 		if event == "" || !metaTemplateName.MatchString(template) {
 			return 0, fmt.Errorf("%w: no event, or no template name in Meta's form", errUnusableVerdict)
 		}
-		name, args["template_name"], args["event"] = "whatsapp_template_status", template, event
+		record = func(ctx context.Context) (bool, int64, error) {
+			row, err := whatsappTemplateStatusQuery.One(ctx, s.cfg.Pool,
+				whatsappTemplateStatusArgs{TemplateName: template, Event: event, At: at})
+			return row.Changed, row.Released, err
+		}
 	} else {
-		var tier *string
 		for _, f := range []string{"max_daily_conversations_per_business", "current_limit"} {
 			if t, ok := metaString(v, f); ok && validTier(t) {
 				tier = &t
@@ -102,24 +107,27 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 		if tier == nil && flagged == nil {
 			return 0, fmt.Errorf("%w: neither a messaging limit tier nor a flag", errUnusableVerdict)
 		}
-		args["transport"], args["messaging_limit_tier"], args["flagged"] = transport.WhatsAppName, tier, flagged
+		record = func(ctx context.Context) (bool, int64, error) {
+			row, err := whatsappNumberHealthQuery.One(ctx, s.cfg.Pool, whatsappNumberHealthArgs{
+				Transport: transport.WhatsAppName, MessagingLimitTier: tier, Flagged: flagged, At: at})
+			return row.Changed, row.Released, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
-	var changed bool
-	var released int64
-	if err := s.cfg.Pool.QueryRow(ctx, query(name), args).Scan(&changed, &released); err != nil {
+	changed, released, err := record(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("record Meta's %s: %w", field, err)
 	}
 	if !changed {
 		return 0, nil
 	}
 	ev := s.cfg.Logger.Info().Str("field", field).Str("event", event).Int64("released", released)
-	if t, ok := args["template_name"].(string); ok {
-		ev = ev.Str("template", t)
+	if template != "" {
+		ev = ev.Str("template", template)
 	}
-	if t, ok := args["messaging_limit_tier"].(*string); ok && t != nil {
-		ev = ev.Str("messaging_limit_tier", *t)
+	if tier != nil {
+		ev = ev.Str("messaging_limit_tier", *tier)
 	}
 	ev.Msg("whatsapp webhook: Meta's verdict recorded")
 	return 1, nil

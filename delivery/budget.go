@@ -154,45 +154,33 @@ func (b *budget) limitNow() int {
 // again) and returns it.
 func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 	b := &budget{limit: p.cfg.DailyLimit, ramp: p.cfg.Ramp}
-	args := p.budgetArgs()
-	args["daily_limit"] = p.cfg.DailyLimit
-	args["ramp_start"], args["ramp_factor"] = (*int)(nil), (*float64)(nil)
+	transport := p.cfg.Transport.Name()
+	open := budgetOpenArgs{DailyLimit: p.cfg.DailyLimit, ClockOffset: p.cfg.ClockOffset, Transport: transport, Window: BudgetWindow}
 	if b.ramp.Set() {
-		args["ramp_start"], args["ramp_factor"] = b.ramp.Start, b.ramp.Factor
+		open.RampStart, open.RampFactor = &b.ramp.Start, &b.ramp.Factor
 	}
+	var opened budgetOpenRow
 	batch := &pgx.Batch{}
-	batch.Queue(budgetCreateSQL, args)
-	batch.Queue(budgetLockSQL, args)
-	batch.Queue(budgetPruneSQL, args)
-	batch.Queue(budgetOpenSQL, args)
-	br := p.pool.SendBatch(ctx, batch)
-	var err error
-	for range 3 {
-		if err == nil {
-			_, err = br.Exec()
-		}
-	}
-	var (
-		rampStarted *time.Time
-		used        int64
-	)
-	if err == nil {
-		err = br.QueryRow().Scan(&rampStarted, &b.clockAt, &used)
-	}
-	b.used.Store(used)
+	budgetCreateQuery.QueueExec(batch, budgetCreateArgs{Transport: transport, DailyLimit: p.cfg.DailyLimit})
+	budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
+	budgetPruneQuery.QueueExec(batch, p.budgetPruneArgs())
+	budgetOpenQuery.QueueOne(batch, open, &opened)
+	err := p.pool.SendBatch(ctx, batch).Close()
+	b.clockAt = opened.ClockAt
+	b.used.Store(int64(opened.Used))
 	b.localAt = time.Now()
-	if err = errors.Join(err, br.Close()); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("open the send budget: %w", err)
 	}
-	if rampStarted != nil {
-		b.rampStarted = *rampStarted
+	if opened.RampStartedAt != nil {
+		b.rampStarted = *opened.RampStartedAt
 	}
 	return b, nil
 }
 
-// budgetArgs are the arguments every budget statement takes.
-func (p *Processor) budgetArgs() sqlfile.Shared {
-	return sqlfile.Shared{"transport": p.cfg.Transport.Name(), "clock_offset": p.cfg.ClockOffset, "window": BudgetWindow}
+// budgetPruneArgs are budget_prune.sql's for the processor's transport.
+func (p *Processor) budgetPruneArgs() budgetPruneArgs {
+	return budgetPruneArgs{Transport: p.cfg.Transport.Name(), ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow}
 }
 
 // refund gives back the budget slots of messages handed back unsent
@@ -212,16 +200,16 @@ func (p *Processor) refund(ids []string, ms []claimed) {
 			given[m.spend.id]++
 		}
 	}
-	claims, counts := make([]int64, 0, len(given)), make([]int32, 0, len(given))
+	claims, counts := make([]int64, 0, len(given)), make([]int, 0, len(given))
 	for id, n := range given {
-		claims, counts = append(claims, id), append(counts, int32(n))
+		claims, counts = append(claims, id), append(counts, n)
 	}
-	args := p.budgetArgs()
-	args["ids"], args["claims"], args["counts"], args["recovered"] = ids, claims, counts, ms == nil
+	transport := p.cfg.Transport.Name()
+	args := budgetRefundArgs{Claims: claims, Counts: counts, IDs: ids, Recovered: ms == nil, Transport: transport}
 	err := retryConflicts(func(ctx context.Context) error {
 		batch := &pgx.Batch{}
-		batch.Queue(budgetLockSQL, args)
-		batch.Queue(budgetRefundSQL, args)
+		budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
+		budgetRefundQuery.QueueExec(batch, args)
 		return p.pool.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
@@ -263,11 +251,10 @@ func noRoom(err error) bool {
 // lockBudget takes the transport's budget lock for tx and drops the
 // recipients out of the window (budget_lock.sql, budget_prune.sql).
 func (p *Processor) lockBudget(ctx context.Context, tx pgx.Tx) error {
-	args := p.budgetArgs()
-	if _, err := tx.Exec(ctx, budgetLockSQL, args); err != nil {
+	if _, err := budgetLockQuery.Exec(ctx, tx, budgetLockArgs{Transport: p.cfg.Transport.Name()}); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, budgetPruneSQL, args)
+	_, err := budgetPruneQuery.Exec(ctx, tx, p.budgetPruneArgs())
 	return err
 }
 
@@ -282,21 +269,18 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 	for i, m := range batch {
 		ids[i], waited[i] = m.ID, m.waited
 	}
-	args := p.budgetArgs()
-	args["ids"], args["waited"], args["holder"], args["daily_limit"] = ids, waited, p.holder, p.budget.limitNow()
-	args["kind_priority"] = p.kindPriority()
-	args["timezone"], args["quiet_start"], args["quiet_end"] = p.cfg.Timezone, (*time.Duration)(nil), (*time.Duration)(nil)
+	args := budgetApplyArgs{KindPriority: p.kindPriority(), Timezone: p.cfg.Timezone, IDs: ids, Waited: waited,
+		Holder: p.holder, Transport: p.cfg.Transport.Name(), DailyLimit: p.budget.limitNow(),
+		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow}
 	if q := p.cfg.QuietHours; q.Set() {
-		args["quiet_start"], args["quiet_end"] = q.Start, q.End
+		args.QuietStart, args.QuietEnd = &q.Start, &q.End
 	}
-	var (
-		held []string
-		used int
-	)
-	if err := tx.QueryRow(ctx, budgetApplySQL, args).Scan(&held, &used); err != nil {
+	applied, err := budgetApplyQuery.One(ctx, tx, args)
+	if err != nil {
 		return nil, err
 	}
-	p.budget.used.Store(int64(used))
+	held := applied.Held
+	p.budget.used.Store(int64(applied.Used))
 	if len(held) == 0 {
 		return batch, nil
 	}
@@ -313,19 +297,19 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 // (budget_advance.sql) and returns how many messages it made due. When
 // nothing waits on the budget, it takes no lock.
 func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
-	var waiting bool
-	if err := p.pool.QueryRow(ctx, budgetWaitingSQL).Scan(&waiting); err != nil || !waiting {
+	waiting, err := budgetWaitingQuery.One(ctx, p.pool, sqlfile.None{})
+	if err != nil || !waiting.Waiting {
 		return 0, err
 	}
-	args := p.budgetArgs()
-	args["daily_limit"] = p.budget.limitNow()
+	transport := p.cfg.Transport.Name()
 	batch := &pgx.Batch{}
-	batch.Queue(budgetLockSQL, args)
-	batch.Queue(budgetPruneSQL, args)
-	batch.Queue(budgetAdvanceSQL, args)
+	budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
+	budgetPruneQuery.QueueExec(batch, p.budgetPruneArgs())
+	budgetAdvanceQuery.QueueExec(batch, budgetAdvanceArgs{DailyLimit: p.budget.limitNow(), Transport: transport,
+		ClockOffset: p.cfg.ClockOffset})
 	br := p.pool.SendBatch(ctx, batch)
 	var tag pgconn.CommandTag
-	_, err := br.Exec()
+	_, err = br.Exec()
 	if err == nil {
 		_, err = br.Exec()
 	}
@@ -352,13 +336,14 @@ type BudgetState struct {
 // budgetState reads the budget as the run leaves it.
 func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {
 	s := &BudgetState{Limit: p.budget.limitNow()}
-	var oldest *time.Time
-	err := p.pool.QueryRow(ctx, budgetStateSQL, p.budgetArgs()).Scan(&s.Used, &s.Waiting, &oldest)
+	row, err := budgetStateQuery.One(ctx, p.pool, budgetStateArgs{Transport: p.cfg.Transport.Name(),
+		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow})
 	if err != nil {
 		return nil, fmt.Errorf("read the send budget: %w", err)
 	}
-	if oldest != nil && s.Used >= s.Limit {
-		next := oldest.Add(BudgetWindow).UTC()
+	s.Used, s.Waiting = row.Used, row.Waiting
+	if row.Oldest != nil && s.Used >= s.Limit {
+		next := row.Oldest.Add(BudgetWindow).UTC()
 		s.NextSlotAt = &next
 	}
 	return s, nil
@@ -388,40 +373,27 @@ type BudgetReport struct {
 // ReadBudgets reads every transport's send budget (budgets.sql), by
 // transport name; none when no queue-process ever ran with --daily-limit.
 func ReadBudgets(ctx context.Context, db postgres.Querier) ([]BudgetReport, error) {
-	rows, err := db.Query(ctx, budgetsSQL, sqlfile.Args{"window": BudgetWindow})
-	if err != nil {
-		return nil, fmt.Errorf("read the send budgets: %w", err)
-	}
 	var out []BudgetReport
-	var (
-		r           BudgetReport
-		rampStart   *int
-		rampFactor  *float64
-		rampStarted *time.Time
-		oldest      *time.Time
-		now         time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&r.Transport, &r.DailyLimit, &rampStart, &rampFactor, &rampStarted,
-		&r.Used, &oldest, &r.Waiting, &r.ClearsAt, &r.ConfiguredAt, &now}, func() error {
-		r.Limit = r.DailyLimit
-		if rampStart != nil && rampFactor != nil {
-			ramp := Ramp{Start: *rampStart, Factor: *rampFactor}
+	err := budgetsQuery.Each(ctx, db, budgetsArgs{Window: BudgetWindow}, func(b *budgetsRow) error {
+		r := BudgetReport{Transport: b.Transport, DailyLimit: b.DailyLimit, Limit: b.DailyLimit, Used: b.Used,
+			Waiting: b.Waiting, ClearsAt: b.ClearsAt, ConfiguredAt: b.ConfiguredAt}
+		if b.RampStart != nil && b.RampFactor != nil {
+			ramp := Ramp{Start: *b.RampStart, Factor: *b.RampFactor}
 			r.Ramp = ramp.String()
-			if rampStarted != nil {
-				day := int(now.Sub(*rampStarted) / BudgetWindow)
+			if b.RampStartedAt != nil {
+				day := int(b.Now.Sub(*b.RampStartedAt) / BudgetWindow)
 				r.RampDay = &day
 				r.Limit = ramp.LimitOn(day, r.DailyLimit)
 			}
 		}
-		if oldest != nil && r.Used >= r.Limit {
-			next := oldest.Add(BudgetWindow)
+		if b.Oldest != nil && r.Used >= r.Limit {
+			next := b.Oldest.Add(BudgetWindow)
 			r.NextSlotAt = &next
 		}
 		if r.Waiting == 0 {
 			r.ClearsAt = nil
 		}
 		out = append(out, r)
-		r = BudgetReport{}
 		return nil
 	})
 	if err != nil {

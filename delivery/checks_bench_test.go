@@ -5,12 +5,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -38,7 +41,46 @@ SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_
   LEFT JOIN user_profiles p ON p.user_id = c.user_id
  WHERE @timezone::text IS NOT NULL OR @quiet_start::interval IS NULL OR @quiet_end::interval IS NULL
     OR @spend_limit::int IS NULL OR @transport::text IS NULL OR @clock_offset::interval IS NULL
+    OR @kinds::text IS NULL OR @kind_priority::text[] IS NULL OR @priority_max_wait::interval IS NULL
+    OR @per_user_cap::int IS NULL OR @cap_window::interval IS NULL OR @quality_hold::boolean IS NULL
+    OR @paused_keys::text[] IS NULL OR @verdict_recheck::interval IS NULL
  ORDER BY c.scheduled_for, c.id`
+
+// claimWithoutChecks is claimWithoutChecksSQL as a claim statement: its
+// parameters numbered as claim.sql's are, in claimQuery, so that it takes
+// the claim's arguments (it names every one, and checks none but the
+// batch's and the holder's).
+func claimWithoutChecks(tb testing.TB) sqlfile.Statement[claimArgs, claimRow, *claimRow] {
+	tb.Helper()
+	src, err := os.ReadFile("queries/claim.sql")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	param := regexp.MustCompile(`@([a-z_]+)`)
+	offered := pgx.NamedArgs{}
+	for _, m := range param.FindAllStringSubmatch(string(src), -1) {
+		offered[m[1]] = m[1]
+	}
+	// pgx numbers the parameters as make sql did (sqlfile.Generate).
+	_, order, err := offered.RewriteQuery(context.Background(), nil, string(src), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	number := map[string]string{}
+	for i, name := range order {
+		number[name.(string)] = "$" + strconv.Itoa(i+1)
+	}
+	ref := claimQuery
+	ref.Name = "claim_without_checks"
+	ref.SQL = param.ReplaceAllStringFunc(claimWithoutChecksSQL, func(m string) string {
+		n, ok := number[m[1:]]
+		if !ok {
+			tb.Fatalf("claimWithoutChecksSQL names %s, which claim.sql does not take", m)
+		}
+		return n
+	})
+	return ref
+}
 
 // BenchmarkSendTimeChecks delivers BENCH_MESSAGES (20,000) weekly reviews,
 // one per user, unpaced through a local webhook, with the claim that
@@ -48,9 +90,9 @@ SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_
 func BenchmarkSendTimeChecks(b *testing.B) {
 	quiet, _ := ParseQuietHours(time.Now().UTC().Add(2*time.Hour).Format("15:04") + "-" + time.Now().UTC().Add(3*time.Hour).Format("15:04"))
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{name: "no_checks", claim: claimWithoutChecksSQL, claimCheckOnly: true},
-		{name: "checks", claim: claimSQL},
-		{name: "checks_and_quiet_hours", claim: claimSQL, quiet: quiet},
+		{name: "no_checks", claim: claimWithoutChecks(b), claimCheckOnly: true},
+		{name: "checks", claim: claimQuery},
+		{name: "checks_and_quiet_hours", claim: claimQuery, quiet: quiet},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "checks_time_ratio")
 	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "quiet_hours_time_ratio")
@@ -65,8 +107,8 @@ func BenchmarkSendTimeChecks(b *testing.B) {
 func BenchmarkSendBudget(b *testing.B) {
 	n := benchMessages()
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{name: "no_budget", claim: claimSQL},
-		{name: "budget", claim: claimSQL, limit: 10 * n},
+		{name: "no_budget", claim: claimQuery},
+		{name: "budget", claim: claimQuery, limit: 10 * n},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "budget_time_ratio")
 }
@@ -80,10 +122,10 @@ func BenchmarkSendBudget(b *testing.B) {
 func BenchmarkSendPriorityAndCap(b *testing.B) {
 	order := []string{"goodbye", "reminder", "weekly_review"}
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{name: "plain", claim: claimSQL},
-		{name: "priority", claim: claimSQL, kindPriority: order},
-		{name: "cap", claim: claimSQL, perUserCap: 1},
-		{name: "priority_and_cap", claim: claimSQL, kindPriority: order, perUserCap: 1},
+		{name: "plain", claim: claimQuery},
+		{name: "priority", claim: claimQuery, kindPriority: order},
+		{name: "cap", claim: claimQuery, perUserCap: 1},
+		{name: "priority_and_cap", claim: claimQuery, kindPriority: order, perUserCap: 1},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "priority_time_ratio")
 	b.ReportMetric(float64(elapsed[2])/float64(elapsed[0]), "cap_time_ratio")
@@ -97,8 +139,8 @@ func BenchmarkSendPriorityAndCap(b *testing.B) {
 // round, and reports the second's time against the first's.
 func BenchmarkSendTimeChecksBeforeTheSend(b *testing.B) {
 	elapsed := benchDelivery(b, []deliveryVariant{
-		{name: "claim_check_only", claim: claimSQL, claimCheckOnly: true},
-		{name: "recheck", claim: claimSQL},
+		{name: "claim_check_only", claim: claimQuery, claimCheckOnly: true},
+		{name: "recheck", claim: claimQuery},
 	})
 	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "recheck_time_ratio")
 }
@@ -114,7 +156,7 @@ func benchMessages() int {
 // statement, quiet hours, send budget (0: none) and check before the sends.
 type deliveryVariant struct {
 	name  string
-	claim string
+	claim sqlfile.Statement[claimArgs, claimRow, *claimRow]
 	quiet QuietHours
 	limit int
 	// claimCheckOnly: no check again before the sends (as before issue 42).
@@ -175,7 +217,7 @@ func benchDelivery(b *testing.B, variants []deliveryVariant) []time.Duration {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p.claimSQL = v.claim
+			p.claimQuery = v.claim
 			if v.claimCheckOnly {
 				p.recheckAge = -1
 			}

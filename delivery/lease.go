@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -87,11 +86,7 @@ func (l *lease) usable() bool {
 // when recovery buried this holder.
 func (p *Processor) hold(ctx context.Context, db postgres.Querier) (bool, error) {
 	from := time.Now()
-	rows, err := db.Query(ctx, holdSQL, sqlfile.Args{"holder": p.holder, "claim_timeout": p.cfg.ClaimTimeout})
-	if err != nil {
-		return false, fmt.Errorf("renew the claims' lease: %w", err)
-	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	held, err := holdQuery.All(ctx, db, holdArgs{Holder: p.holder, ClaimTimeout: p.cfg.ClaimTimeout})
 	if err != nil {
 		return false, fmt.Errorf("renew the claims' lease: %w", err)
 	}
@@ -210,31 +205,27 @@ func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, 
 // server cancelled it (nothing was claimed) or its rows arrive, and the
 // caller releases them.
 func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
-	args := sqlfile.Shared{ // the claim's and the budget's statements
-		"holder":         p.holder,
-		"claim_timeout":  p.cfg.ClaimTimeout,
-		"batch":          p.cfg.ClaimBatch,
-		"default_locale": sender.DefaultLocale,
-		"timezone":       p.cfg.Timezone,
-		"quiet_start":    (*time.Duration)(nil),
-		"quiet_end":      (*time.Duration)(nil),
-		"kinds":          sendRules,
-		"transport":      p.cfg.Transport.Name(),
-		"clock_offset":   p.cfg.ClockOffset,
-		"kind_priority":  p.kindPriority(),
-		// budget_apply.sql reads none of these.
-		"priority_max_wait": p.cfg.KindPriorityMaxWait,
-		"per_user_cap":      (*int)(nil),
-		"cap_window":        p.cfg.PerUserCapWindow,
-		"quality_hold":      p.verdict.qualityHold,
-		"paused_keys":       p.verdict.pausedKeys(),
-		"verdict_recheck":   VerdictRecheck,
+	args := claimArgs{
+		Holder:          p.holder,
+		ClaimTimeout:    p.cfg.ClaimTimeout,
+		Batch:           int64(p.cfg.ClaimBatch),
+		DefaultLocale:   sender.DefaultLocale,
+		Timezone:        p.cfg.Timezone,
+		Kinds:           sendRules,
+		Transport:       p.cfg.Transport.Name(),
+		ClockOffset:     p.cfg.ClockOffset,
+		KindPriority:    p.kindPriority(),
+		PriorityMaxWait: p.cfg.KindPriorityMaxWait,
+		CapWindow:       p.cfg.PerUserCapWindow,
+		QualityHold:     p.verdict.qualityHold,
+		PausedKeys:      p.verdict.pausedKeys(),
+		VerdictRecheck:  VerdictRecheck,
 	}
 	if p.cfg.PerUserCap > 0 {
-		args["per_user_cap"] = p.cfg.PerUserCap
+		args.PerUserCap = &p.cfg.PerUserCap
 	}
 	if q := p.cfg.QuietHours; q.Set() {
-		args["quiet_start"], args["quiet_end"] = q.Start, q.End
+		args.QuietStart, args.QuietEnd = &q.Start, &q.End
 	}
 	for {
 		batch, err := p.claimOnce(ctx, args)
@@ -256,11 +247,12 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 // other claims; near the limit, it takes the budget's lock first and the
 // budget is applied to what it claimed in the same transaction
 // (budget_apply.sql), so that the last slots go in due order.
-func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Shared) ([]claimed, error) {
+func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, error) {
 	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
-	args["spend_limit"] = (*int)(nil)
+	args.SpendLimit = nil
 	if p.budget != nil && !inOrder {
-		args["spend_limit"] = p.budget.limitNow()
+		limit := p.budget.limitNow()
+		args.SpendLimit = &limit
 	}
 	var (
 		batch []claimed
@@ -268,22 +260,16 @@ func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Shared) ([]claim
 	)
 	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if !inOrder {
-			rows, err := conn.Query(ctx, p.claimSQL, args)
-			if err != nil {
-				return err
-			}
-			batch, err = p.readClaim(rows)
+			var err error
+			batch, err = p.readClaim(ctx, conn, args)
 			return err
 		}
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if err := p.lockBudget(ctx, tx); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, p.claimSQL, args)
-			if err != nil {
-				return err
-			}
-			if batch, err = p.readClaim(rows); err != nil {
+			var err error
+			if batch, err = p.readClaim(ctx, tx, args); err != nil {
 				return err
 			}
 			claimedN := len(batch)
@@ -301,38 +287,39 @@ func (p *Processor) claimOnce(ctx context.Context, args sqlfile.Shared) ([]claim
 	return batch, nil
 }
 
-// readClaim reads the claim's rows: the messages claimed, and the
-// cancelled and deferred ones counted.
-func (p *Processor) readClaim(rows pgx.Rows) ([]claimed, error) {
+// readClaim runs the claim (p.claimQuery) on db and reads its rows, one
+// at a time: the messages claimed, and the cancelled and deferred ones
+// counted.
+func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args claimArgs) ([]claimed, error) {
 	var (
-		batch      []claimed
-		verdict    string
-		m          claimed
-		due        *time.Time
-		spendID    *int64
-		budgetUsed *int64
-		spend      *claimSpend
+		batch []claimed
+		spend *claimSpend
 	)
-	_, err := pgx.ForEachRow(rows, []any{&verdict, &m.ID, &m.UserID, &m.Type, &m.Key, &m.rawParams, &m.Locale,
-		&m.Destination, &m.DestinationJID, &m.IdempotencyKey, &m.retryCount, &due, &spendID, &budgetUsed, &m.waited}, func() error {
+	err := p.claimQuery.Each(ctx, db, args, func(r *claimRow) error {
 		switch {
-		case verdict == "claimed":
-			m.Attempt = m.retryCount + 1
-			if spendID != nil {
+		case r.Verdict == "claimed":
+			m := claimed{
+				Delivery: transport.Delivery{ID: r.ID, UserID: r.UserID, Type: r.MessageType, Key: r.MessageKey,
+					Locale: r.Locale, Destination: r.Destination, DestinationJID: r.DestinationJID,
+					IdempotencyKey: r.IdempotencyKey, Attempt: r.RetryCount + 1},
+				rawParams:  r.MessageParams,
+				retryCount: r.RetryCount,
+				waited:     r.Waited,
+			}
+			if r.SpendID != nil {
 				if spend == nil {
-					spend = &claimSpend{id: *spendID, left: map[string]int{}}
-					p.budget.used.Store(*budgetUsed)
+					spend = &claimSpend{id: *r.SpendID, left: map[string]int{}}
+					p.budget.used.Store(int64(*r.BudgetUsed))
 				}
 				spend.left[m.DestinationJID]++
 				m.spend = spend
 			}
 			batch = append(batch, m)
-		case strings.HasPrefix(verdict, "deferred:"):
-			p.tally.deferral(strings.TrimPrefix(verdict, "deferred:"))
+		case strings.HasPrefix(r.Verdict, "deferred:"):
+			p.tally.deferral(strings.TrimPrefix(r.Verdict, "deferred:"))
 		default:
-			p.tally.cancel(strings.TrimPrefix(verdict, "cancelled:"))
+			p.tally.cancel(strings.TrimPrefix(r.Verdict, "cancelled:"))
 		}
-		m = claimed{}
 		return nil
 	})
 	return batch, err
@@ -349,7 +336,7 @@ func (p *Processor) release(ms []claimed) error {
 		ids[i] = m.ID
 	}
 	err := retryConflicts(func(ctx context.Context) error {
-		_, err := p.pool.Exec(ctx, releaseSQL, sqlfile.Args{"ids": ids, "holder": p.holder})
+		_, err := releaseQuery.Exec(ctx, p.pool, releaseArgs{IDs: ids, Holder: p.holder})
 		return err
 	})
 	if err != nil {
@@ -378,17 +365,13 @@ func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
 // recoverClaims runs recover.sql, for own's claims too when own is set,
 // and returns how many it settled and the ids of those pending again.
 func (p *Processor) recoverClaims(ctx context.Context, own string) (int, []string, error) {
-	var (
-		n       int
-		pending []string
-	)
-	err := p.pool.QueryRow(ctx, recoverSQL, sqlfile.Args{
-		"own":          own,
-		"transport":    p.cfg.Transport.Name(),
-		"deduplicates": p.cfg.Transport.Deduplicates(),
-		"unknown":      ErrOutcomeUnknown.Error(),
-	}).Scan(&n, &pending)
-	return n, pending, err
+	row, err := recoverQuery.One(ctx, p.pool, recoverArgs{
+		Own:          own,
+		Transport:    p.cfg.Transport.Name(),
+		Deduplicates: p.cfg.Transport.Deduplicates(),
+		Unknown:      ErrOutcomeUnknown.Error(),
+	})
+	return row.Settled, row.Pending, err
 }
 
 // handBack runs as a processor stops, after its last send: every claim it
@@ -411,7 +394,7 @@ func (p *Processor) handBack() (left int, err error) {
 		n, pending, err = p.recoverClaims(ctx, p.holder)
 		if err == nil {
 			p.refund(pending, nil)
-			_, err = p.pool.Exec(ctx, unholdSQL, sqlfile.Args{"holder": p.holder})
+			_, err = unholdQuery.Exec(ctx, p.pool, unholdArgs{Holder: p.holder})
 		}
 		cancel()
 		if err == nil {
@@ -437,9 +420,8 @@ func (p *Processor) handBack() (left int, err error) {
 func (p *Processor) ownClaims() (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	var n int
-	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing' AND claimed_by = $1`, p.holder).Scan(&n)
-	return n, err
+	row, err := ownClaimsQuery.One(ctx, p.pool, ownClaimsArgs{Holder: p.holder})
+	return row.Claims, err
 }
 
 // retryConflicts runs a statement on claimed rows under recordTimeout,

@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // recordTimeout bounds a statement that records a delivery: it runs even
@@ -65,12 +63,11 @@ func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
 	if !r.p.lease.usable() {
 		return false, nil
 	}
-	args := sqlfile.Args{"id": m.ID, "holder": r.p.holder, "claim_timeout": r.p.cfg.ClaimTimeout, "transport": r.p.cfg.Transport.Name()}
-	var started []string
+	args := startArgs{ClaimTimeout: r.p.cfg.ClaimTimeout, ID: m.ID, Holder: r.p.holder, Transport: r.p.cfg.Transport.Name()}
+	var started []startRow
 	err := r.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		rows, _ := conn.Query(ctx, startSQL, args)
 		var err error
-		started, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		started, err = startQuery.All(ctx, conn, args)
 		return err
 	})
 	if err != nil {
@@ -120,25 +117,24 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	}
 	n := len(done)
 	ids, statuses := make([]string, n), make([]string, n)
-	providerIDs, errTexts := make([]*string, n), make([]*string, n)
-	retryIns, attempted := make([]time.Duration, n), make([]int32, n)
+	providerIDs, errTexts := make([]string, n), make([]string, n) // '' for none (settle.sql)
+	retryIns, attempted := make([]time.Duration, n), make([]int, n)
 	inDoubt := make([]bool, n)
 	for i, d := range done {
 		ids[i], statuses[i] = d.m.ID, d.o.status
-		providerIDs[i], retryIns[i] = nullIfEmpty(d.o.providerID), d.o.retryIn
+		providerIDs[i], retryIns[i] = d.o.providerID, d.o.retryIn
 		if d.o.err != nil {
-			s := d.o.err.Error()
-			errTexts[i] = &s
+			errTexts[i] = d.o.err.Error()
 			inDoubt[i] = errors.Is(d.o.err, ErrOutcomeUnknown)
 		}
 		if lazy && !d.o.notSent {
 			attempted[i] = 1
 		}
 	}
-	args := sqlfile.Args{
-		"ids": ids, "statuses": statuses, "provider_ids": providerIDs, "retry_ins": retryIns,
-		"errors": errTexts, "attempted": attempted, "in_doubt": inDoubt, "holder": p.holder, "transport": p.cfg.Transport.Name(),
-		"clock_offset": p.cfg.ClockOffset,
+	args := settleArgs{
+		IDs: ids, Statuses: statuses, ProviderIDs: providerIDs, RetryIns: retryIns,
+		Errors: errTexts, Attempted: attempted, InDoubt: inDoubt, Holder: p.holder, Transport: p.cfg.Transport.Name(),
+		ClockOffset: p.cfg.ClockOffset,
 	}
 	var recorded int
 	err := retryConflicts(func(ctx context.Context) error {
@@ -156,6 +152,7 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	return nil
 }
 
+// nullIfEmpty is s, or nil (NULL) when s is empty.
 func nullIfEmpty(s string) *string {
 	if s == "" {
 		return nil
@@ -171,23 +168,17 @@ func nullIfEmpty(s string) *string {
 const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // settleOnce runs settle.sql once and returns the ids it recorded.
-func (p *Processor) settleOnce(ctx context.Context, args sqlfile.Args, lazy bool) ([]string, error) {
+func (p *Processor) settleOnce(ctx context.Context, args settleArgs, lazy bool) ([]settleRow, error) {
 	if !lazy {
-		rows, _ := p.pool.Query(ctx, settleSQL, args)
-		return pgx.CollectRows(rows, pgx.RowTo[string])
+		return settleQuery.All(ctx, p.pool, args)
 	}
 	// Pipelined as one implicit transaction: the setting holds for the
 	// statement after it, and nothing outlives the transaction, so this
 	// works through a transaction pooler too.
+	var ids []settleRow
 	b := &pgx.Batch{}
 	b.Queue(lazyCommitSQL)
-	b.Queue(settleSQL, args)
-	br := p.pool.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
-	}
-	rows, _ := br.Query()
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return ids, errors.Join(err, br.Close())
+	settleQuery.QueueAll(b, args, &ids)
+	err := p.pool.SendBatch(ctx, b).Close()
+	return ids, err
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // pacer keeps the sends on one transport at least interval apart at their
@@ -80,26 +78,15 @@ func (p *pacer) wait(ctx context.Context) error {
 func (p *pacer) reserve(ctx context.Context) (time.Duration, time.Time, error) {
 	// A reservation lost to a crash only leaves a gap, so its commit need
 	// not wait for the disk.
+	var slot paceRow
 	b := &pgx.Batch{}
 	b.Queue(lazyCommitSQL)
-	b.Queue(paceSQL, sqlfile.Args{"transport": p.transport, "interval": p.interval + p.interval/paceMargin,
-		"jitter": p.jitter + p.jitter/paceMargin})
-	br := p.pool.SendBatch(ctx, b)
-	var (
-		delay time.Duration
-		slot  time.Time
-	)
-	_, err := br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(&delay, &slot)
-	}
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
+	paceQuery.QueueOne(b, paceArgs{Interval: p.interval + p.interval/paceMargin, Jitter: p.jitter + p.jitter/paceMargin,
+		Transport: p.transport}, &slot)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, time.Time{}, fmt.Errorf("reserve a send slot: %w", err)
 	}
-	return delay, slot, nil
+	return slot.Delay, slot.Slot, nil
 }
 
 // sleep waits d or until ctx is done, and reports whether it waited d.

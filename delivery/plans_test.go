@@ -38,34 +38,32 @@ func TestHotStatementsReadWhatTheBatchHolds(t *testing.T) {
 			pool, _ := pgtest.NewPool(t)
 			mine := seedQueueShape(t, pool, q.pending, q.mine, q.others, q.history)
 			n := len(mine)
-			statuses, providers, retries, errs, attempted, inDoubt := make([]string, n), make([]*string, n),
-				make([]time.Duration, n), make([]*string, n), make([]int32, n), make([]bool, n)
+			statuses, providers, retries, errs, attempted, inDoubt := make([]string, n), make([]string, n),
+				make([]time.Duration, n), make([]string, n), make([]int, n), make([]bool, n)
 			for i := range mine {
 				statuses[i], attempted[i] = "sent", 1
 			}
-			statements := map[string]struct {
-				sql  string
-				args sqlfile.Args
-			}{
-				"claim": {claimSQL, sqlfile.Args{"holder": "h2", "claim_timeout": time.Minute, "batch": 400,
-					"default_locale": sender.DefaultLocale, "timezone": "UTC", "quiet_start": nil, "quiet_end": nil,
-					"kinds": sendRules, "clock_offset": time.Duration(0), "transport": "webhook", "spend_limit": nil,
-					"kind_priority": []string{}, "priority_max_wait": 72 * time.Hour, "per_user_cap": nil, "cap_window": time.Hour,
-					"quality_hold": false, "paused_keys": []string{}, "verdict_recheck": time.Hour}},
-				"claim_by_kind": {claimSQL, sqlfile.Args{"holder": "h2", "claim_timeout": time.Minute, "batch": 400,
-					"default_locale": sender.DefaultLocale, "timezone": "UTC", "quiet_start": nil, "quiet_end": nil,
-					"kinds": sendRules, "clock_offset": time.Duration(0), "transport": "webhook", "spend_limit": nil,
-					"kind_priority": []string{"goodbye", "weekly_review"}, "priority_max_wait": 72 * time.Hour,
-					"per_user_cap": 2, "cap_window": 7 * 24 * time.Hour,
-					"quality_hold": true, "paused_keys": []string{"engagement.goodbye.self_select"}, "verdict_recheck": time.Hour}},
-				"settle": {settleSQL, sqlfile.Args{"ids": mine, "statuses": statuses, "provider_ids": providers,
-					"retry_ins": retries, "errors": errs, "attempted": attempted, "in_doubt": inDoubt, "holder": "h",
-					"transport": "webhook", "clock_offset": time.Duration(0)}},
-				"recheck": {recheckSQL, sqlfile.Args{"ids": mine, "holder": "h", "kinds": sendRules}},
-				"release": {releaseSQL, sqlfile.Args{"ids": mine, "holder": "h"}},
+			perUser := 2
+			statements := map[string]sqlfile.Bound{
+				"claim": claimQuery.Bind(claimArgs{Holder: "h2", ClaimTimeout: time.Minute, Batch: 400,
+					DefaultLocale: sender.DefaultLocale, Timezone: "UTC",
+					Kinds: sendRules, ClockOffset: 0, Transport: "webhook",
+					KindPriority: []string{}, PriorityMaxWait: 72 * time.Hour, CapWindow: time.Hour,
+					QualityHold: false, PausedKeys: []string{}, VerdictRecheck: time.Hour}),
+				"claim_by_kind": claimQuery.Bind(claimArgs{Holder: "h2", ClaimTimeout: time.Minute, Batch: 400,
+					DefaultLocale: sender.DefaultLocale, Timezone: "UTC",
+					Kinds: sendRules, ClockOffset: 0, Transport: "webhook",
+					KindPriority: []string{"goodbye", "weekly_review"}, PriorityMaxWait: 72 * time.Hour,
+					PerUserCap: &perUser, CapWindow: 7 * 24 * time.Hour,
+					QualityHold: true, PausedKeys: []string{"engagement.goodbye.self_select"}, VerdictRecheck: time.Hour}),
+				"settle": settleQuery.Bind(settleArgs{IDs: mine, Statuses: statuses, ProviderIDs: providers,
+					RetryIns: retries, Errors: errs, Attempted: attempted, InDoubt: inDoubt, Holder: "h",
+					Transport: "webhook", ClockOffset: 0}),
+				"recheck": recheckQuery.Bind(recheckArgs{IDs: mine, Holder: "h", Kinds: sendRules}),
+				"release": releaseQuery.Bind(releaseArgs{IDs: mine, Holder: "h"}),
 			}
 			for name, s := range statements {
-				plan := explain(t, pool, s.sql, s.args)
+				plan := explain(t, pool, s)
 				for _, table := range []string{"engagement_message_queue", "user_profiles", "user_engagement_states"} {
 					if strings.Contains(plan, "Seq Scan on "+table) {
 						t.Errorf("%s.sql reads all of %s:\n%s", name, table, plan)
@@ -117,11 +115,10 @@ func seedQueueShape(t *testing.T, pool *pgxpool.Pool, pending, mine, others, his
 	return ids
 }
 
-// explain is sql's plan with args, as text (EXPLAIN without ANALYZE
-// runs nothing).
-func explain(t *testing.T, pool *pgxpool.Pool, sql string, args sqlfile.Args) string {
+// explain is s's plan, as text (EXPLAIN without ANALYZE runs nothing).
+func explain(t *testing.T, pool *pgxpool.Pool, s sqlfile.Bound) string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "EXPLAIN "+sql, args)
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+s.SQL, s.Args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -255,9 +255,9 @@ type Processor struct {
 	pool   *pgxpool.Pool
 	cfg    ProcessorConfig
 	holder string // this processor's name on its claims: host:pid:random
-	// claimSQL is the claim statement (claim.sql); a benchmark swaps in a
-	// reference without the send-time checks to measure what they cost.
-	claimSQL string
+	// claimQuery is the claim statement (claim.sql); a benchmark swaps in
+	// a reference without the send-time checks to measure what they cost.
+	claimQuery sqlfile.Statement[claimArgs, claimRow, *claimRow]
 	// recheckAge is how old the last check of a message may be when its
 	// send starts, unpaced (sendcheck.go): RecheckAge; a benchmark sets
 	// -1 (the claim's check alone) to measure what the checks cost.
@@ -343,11 +343,11 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	}
 	cfg.KindPriorityMaxWait = cmp.Or(cfg.KindPriorityMaxWait, DefaultKindPriorityMaxWait)
 	p := &Processor{
-		pool:     pool,
-		cfg:      cfg,
-		holder:   holderName(),
-		claimSQL: claimSQL,
-		log:      cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
+		pool:       pool,
+		cfg:        cfg,
+		holder:     holderName(),
+		claimQuery: claimQuery,
+		log:        cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
 	p.reset(func(error) {})
 	p.recheckAge, p.clock = RecheckAge, time.Now
@@ -897,10 +897,11 @@ func (p *Processor) pastDeadline() bool {
 // one does before the deadline (or, without a deadline, within a minute);
 // 0 when one is due already.
 func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
-	var wait *time.Duration
-	if err := p.pool.QueryRow(ctx, nextDueSQL, sqlfile.Args{"clock_offset": p.cfg.ClockOffset}).Scan(&wait); err != nil {
+	row, err := nextDueQuery.One(ctx, p.pool, nextDueArgs{ClockOffset: p.cfg.ClockOffset})
+	if err != nil {
 		return 0, false, fmt.Errorf("look for retries: %w", err)
 	}
+	wait := row.Wait
 	if wait == nil {
 		return 0, false, nil
 	}

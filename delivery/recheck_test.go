@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -39,14 +38,13 @@ func TestRecheckSendsTheConfirmationOnlyWhileOptedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err = tx.Query(ctx, recheckSQL, sqlfile.Args{"ids": ids, "holder": "h", "kinds": sendRules})
+	cancelled, err := recheckQuery.All(ctx, tx, recheckArgs{IDs: ids, Holder: "h", Kinds: sendRules})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	var id, reason string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &reason}, func() error { got[id] = reason; return nil }); err != nil {
-		t.Fatal(err)
+	for _, r := range cancelled {
+		got[r.ID] = r.CancelReason
 	}
 	want := map[string]string{ids[0]: "opted_out", ids[2]: "stale"}
 	if len(got) != len(want) || got[ids[0]] != want[ids[0]] || got[ids[2]] != want[ids[2]] {

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // The send-time checks run when a message is claimed (claim.sql, which
@@ -84,14 +81,11 @@ func (c *sendCheck) check(ctx context.Context, i int) error {
 	at := c.p.clock()
 	var gone map[string]string
 	err := c.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		rows, _ := conn.Query(ctx, recheckSQL, sqlfile.Args{"ids": ids, "holder": c.p.holder, "kinds": sendRules})
 		gone = map[string]string{}
-		var id, reason string
-		_, err := pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
-			gone[id] = reason
+		return recheckQuery.Each(ctx, conn, recheckArgs{Kinds: sendRules, IDs: ids, Holder: c.p.holder}, func(r *recheckRow) error {
+			gone[r.ID] = r.CancelReason
 			return nil
 		})
-		return err
 	})
 	if err != nil {
 		return fmt.Errorf("check messages again before their send: %w", err)

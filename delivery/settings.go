@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender/transport"
@@ -122,12 +120,12 @@ func (p *Processor) recordSettings(ctx context.Context) {
 	if p.budget != nil {
 		limit = p.budget.limitNow()
 	}
-	if _, err := p.pool.Exec(ctx, settingsSaveSQL, sqlfile.Args{
-		"transport": c.Transport.Name(), "kind_priority": priority, "kind_priority_max_wait": maxWait,
-		"per_user_cap": max(c.PerUserCap, 0), "per_user_cap_window": capWindow, "send_interval": send,
-		"least_gap": least, "send_jitter": jitter, "spread_budget": c.SpreadBudget && p.pacer != nil,
-		"waking_hours": waking, "pace_fits": fits, "daily_limit": max(limit, 0), "daily_limit_auto": c.DailyLimitAuto,
-		"quiet_hours": quiet, "timezone": zone, "clock_offset": c.ClockOffset,
+	if _, err := settingsSaveQuery.Exec(ctx, p.pool, settingsSaveArgs{
+		Transport: c.Transport.Name(), KindPriority: priority, KindPriorityMaxWait: maxWait,
+		PerUserCap: max(c.PerUserCap, 0), PerUserCapWindow: capWindow, SendInterval: send,
+		LeastGap: least, SendJitter: jitter, SpreadBudget: c.SpreadBudget && p.pacer != nil,
+		WakingHours: waking, PaceFits: fits, DailyLimit: max(limit, 0), DailyLimitAuto: c.DailyLimitAuto,
+		QuietHours: quiet, Timezone: zone, ClockOffset: c.ClockOffset,
 	}); err != nil {
 		p.log.Warn().Err(err).Msg("could not record the run's settings for the console and engagementctl status; sending anyway")
 	}
@@ -137,19 +135,15 @@ func (p *Processor) recordSettings(ctx context.Context) {
 // transport ran with (settings.sql), by transport name; none when no run
 // recorded any.
 func ReadQueueSettings(ctx context.Context, db postgres.Querier) ([]QueueSettings, error) {
-	rows, err := db.Query(ctx, settingsSQL)
-	if err != nil {
-		return nil, fmt.Errorf("read the queue's settings: %w", err)
-	}
-	var quiet, zone *string
-	var s QueueSettings
 	out := []QueueSettings{}
-	_, err = pgx.ForEachRow(rows, []any{&s.Transport, &s.KindPriority, &s.KindPriorityMaxWait, &s.PerUserCap,
-		&s.PerUserCapWindow, &s.SendInterval, &s.LeastGap, &s.SendJitter, &s.SpreadBudget, &s.WakingHours,
-		&s.PaceFits, &s.DailyLimit, &s.DailyLimitAuto, &quiet, &zone, &s.RecordedAt}, func() error {
-		s.QuietHours, s.Timezone = deref(quiet), deref(zone)
-		out = append(out, s)
-		s = QueueSettings{}
+	err := settingsQuery.Each(ctx, db, sqlfile.None{}, func(r *settingsRow) error {
+		out = append(out, QueueSettings{Transport: r.Transport, KindPriority: r.KindPriority,
+			KindPriorityMaxWait: r.KindPriorityMaxWaitSeconds, PerUserCap: r.PerUserCap,
+			PerUserCapWindow: r.PerUserCapWindowSeconds, SendInterval: r.SendIntervalSeconds,
+			LeastGap: r.LeastGapSeconds, SendJitter: r.SendJitterSeconds, SpreadBudget: r.SpreadBudget,
+			WakingHours: r.WakingSeconds, PaceFits: r.PaceFits, DailyLimit: r.DailyLimit,
+			DailyLimitAuto: r.DailyLimitAuto, QuietHours: deref(r.QuietHours), Timezone: deref(r.Timezone),
+			RecordedAt: r.RecordedAt})
 		return nil
 	})
 	if err != nil {
@@ -162,39 +156,28 @@ func ReadQueueSettings(ctx context.Context, db postgres.Querier) ([]QueueSetting
 // templates.sql): a report per transport whose number health a run or
 // the webhook recorded; none when nothing was.
 func ReadNumberHealth(ctx context.Context, db postgres.Querier) ([]NumberReport, error) {
-	rows, err := db.Query(ctx, templatesSQL, sqlfile.Args{"max_templates": MaxTemplates})
-	if err != nil {
-		return nil, fmt.Errorf("read the templates' statuses: %w", err)
-	}
-	templates, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TemplateState])
-	if err != nil {
-		return nil, fmt.Errorf("read the templates' statuses: %w", err)
-	}
+	templates := []TemplateState{}
 	paused := []string{}
-	for _, t := range templates {
+	err := templatesQuery.Each(ctx, db, templatesArgs{MaxTemplates: MaxTemplates}, func(t *templatesRow) error {
+		templates = append(templates, TemplateState{Name: t.TemplateName, Status: t.Status, Held: t.Held, UpdatedAt: t.UpdatedAt})
 		if t.Held {
-			paused = append(paused, t.Name)
+			paused = append(paused, t.TemplateName)
 		}
-	}
-	if templates == nil {
-		templates = []TemplateState{}
-	}
-	rows, err = db.Query(ctx, healthReportSQL, sqlfile.Args{"cloud_transport": transport.WhatsAppName})
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read the number's health: %w", err)
+		return nil, fmt.Errorf("read the templates' statuses: %w", err)
 	}
-	var rating, tier, source *string
-	var r NumberReport
 	out := []NumberReport{}
-	_, err = pgx.ForEachRow(rows, []any{&r.Transport, &rating, &tier, &r.Flagged, &r.ReadAt, &source}, func() error {
-		r.QualityRating, r.MessagingLimitTier, r.Source = deref(rating), deref(tier), deref(source)
+	err = healthReportQuery.Each(ctx, db, healthReportArgs{CloudTransport: transport.WhatsAppName}, func(h *healthReportRow) error {
+		r := NumberReport{Transport: h.Transport, QualityRating: deref(h.QualityRating),
+			MessagingLimitTier: deref(h.MessagingLimitTier), Flagged: h.Flagged, ReadAt: h.ReadAt, Source: deref(h.Source)}
 		r.Holding = r.QualityRating == "RED" || r.Flagged
 		r.PausedTemplates, r.Templates = []string{}, []TemplateState{}
 		if r.Transport == transport.WhatsAppName {
 			r.PausedTemplates, r.Templates = paused, templates
 		}
 		out = append(out, r)
-		r = NumberReport{}
 		return nil
 	})
 	if err != nil {

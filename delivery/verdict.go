@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -77,10 +76,10 @@ func (p *Processor) readVerdict(ctx context.Context) (*NumberHealth, error) {
 	h, readErr := hr.ReadHealth(ctx)
 	stale := readErr != nil
 	if readErr == nil {
-		args := sqlfile.Args{"transport": name, "clock_offset": p.cfg.ClockOffset, "source": "graph_api",
-			"quality_rating": nullIfEmpty(h.QualityRating), "messaging_limit_tier": nullIfEmpty(h.MessagingLimitTier),
-			"flagged": &h.Flagged}
-		if _, err := p.pool.Exec(ctx, healthSaveSQL, args); err != nil {
+		args := healthSaveArgs{Transport: name, ClockOffset: p.cfg.ClockOffset, Source: "graph_api",
+			QualityRating: nullIfEmpty(h.QualityRating), MessagingLimitTier: nullIfEmpty(h.MessagingLimitTier),
+			Flagged: &h.Flagged}
+		if _, err := healthSaveQuery.Exec(ctx, p.pool, args); err != nil {
 			return nil, fmt.Errorf("record the number's health: %w", err)
 		}
 		if len(h.Problems) > 0 {
@@ -92,18 +91,13 @@ func (p *Processor) readVerdict(ctx context.Context) (*NumberHealth, error) {
 		p.log.Warn().Str("error", readErr.Error()).
 			Msg("could not read the number's health from the Graph API; keeping the last known values (none: the lowest tier, no hold)")
 	}
-	var (
-		rating, tier *string
-		flagged      bool
-		readAt       *time.Time
-		templates    []string
-	)
-	if err := p.pool.QueryRow(ctx, healthReadSQL, sqlfile.Args{"transport": name}).
-		Scan(&rating, &tier, &flagged, &readAt, &templates); err != nil {
+	known, err := healthReadQuery.One(ctx, p.pool, healthReadArgs{Transport: name})
+	if err != nil {
 		return nil, fmt.Errorf("read the number's health: %w", err)
 	}
-	out := &NumberHealth{QualityRating: deref(rating), MessagingLimitTier: deref(tier), Flagged: flagged,
-		ReadAt: readAt, PausedTemplates: templates, Stale: stale}
+	flagged, templates := known.Flagged, known.PausedTemplates
+	out := &NumberHealth{QualityRating: deref(known.QualityRating), MessagingLimitTier: deref(known.MessagingLimitTier),
+		Flagged: flagged, ReadAt: known.ReadAt, PausedTemplates: templates, Stale: stale}
 	out.Holding = out.QualityRating == "RED" || flagged
 	p.verdict.qualityHold = out.Holding
 	keys := hr.TemplateKeys()

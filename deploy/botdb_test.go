@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
@@ -131,7 +131,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 
 	// Delivery: each due message once, the old scheduler's goodbye under
 	// its own key.
-	sent := run(cli.NewQueueCommand, "--send-interval", "0")
+	sent := run(queuecmd.NewCommand, "--send-interval", "0")
 	if got := counter(sent, "sent"); got != 6 {
 		t.Errorf("queue-process sent %d, want 6 (the old goodbye, 3 new goodbyes, 2 reviews): %v", got, sent)
 	}
@@ -156,7 +156,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	if weekly := run(jobcmd.NewWeeklyCommand, "--as-of", at(0), "--skip-send"); counter(weekly, "queued") != 0 {
 		t.Errorf("weekly again: %v, want nothing queued", weekly)
 	}
-	if again := run(cli.NewQueueCommand, "--send-interval", "0"); counter(again, "sent") != 0 {
+	if again := run(queuecmd.NewCommand, "--send-interval", "0"); counter(again, "sent") != 0 {
 		t.Errorf("queue-process again: %v, want nothing sent", again)
 	}
 	if n := len(bot.Requests()); n != 6 {
@@ -195,7 +195,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	if res.Code != 0 || !strings.Contains(res.Stdout, `"requeued":1`) {
 		t.Errorf("requeue the old failed review: exit %d, %s %s", res.Code, res.Stdout, res.Stderr)
 	}
-	revived := run(cli.NewQueueCommand, "--send-interval", "0")
+	revived := run(queuecmd.NewCommand, "--send-interval", "0")
 	oldReview := fmt.Sprintf("%s:weekly_review:%d-W%02d", botdb.FailedOldReview, isoYear(asOf.Add(-8*24*time.Hour)), isoWeek(asOf.Add(-8*24*time.Hour)))
 	if n := len(bot.ByKey(oldReview)); n != 1 {
 		t.Errorf("the requeued old review reached the bot %d times, want 1: %v %v", n, revived, messages(botdb.FailedOldReview, "weekly_review"))

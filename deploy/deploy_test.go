@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -30,7 +30,7 @@ import (
 var commands = map[string]func() *cobra.Command{
 	"engagement-daily":   jobcmd.NewDailyCommand,
 	"engagement-weekly":  jobcmd.NewWeeklyCommand,
-	"queue-process":      cli.NewQueueCommand,
+	"queue-process":      queuecmd.NewCommand,
 	"engagementctl":      ctl.NewCommand,
 	"engagement-console": consolecmd.NewCommand,
 }

@@ -21,13 +21,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // The tests of deploy/sql/roles.sql run it on a real server, as psql would
@@ -326,7 +327,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	weekly := fixture.User(t, admin, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
 	fixture.Transactions(t, admin, weekly, now.Add(-2*time.Hour), now.Add(-26*time.Hour))
 
-	daily, weeklyJob, queue, ctl := jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand, ctl.NewCommand
+	daily, weeklyJob, queue, ctl := jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, queuecmd.NewCommand, ctl.NewCommand
 
 	run := func(newCmd func() *cobra.Command, args ...string) map[string]any {
 		t.Helper()
@@ -350,6 +351,26 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 			t.Errorf("%s: %s = %v, want %v (summary %v)", what, key, summary[key], want, summary)
 		}
 	}
+
+	// The dry runs and the console's forecast, as the same role: the
+	// steps' own statements with their writes switched off, in a
+	// read-write transaction rolled back. They count what the runs below do.
+	dry := run(daily, "--dry-run", "--output", "json")
+	wantNumber("engagement-daily --dry-run", dry, "succeeded", 2)
+	wantNumber("engagement-daily --dry-run", dry, "queued", 1)
+	wantNumber("engagement-weekly --dry-run", run(weeklyJob, "--dry-run", "--output", "json"), "queued", 1)
+	func() {
+		ctx := context.Background()
+		tx, err := connect(t, appURL).BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a dry run's transaction is always rolled back
+		steps, err := scheduler.ForecastDaily(ctx, tx, now.Add(24*time.Hour))
+		if err != nil || len(steps) == 0 || steps[0].Succeeded != 1 {
+			t.Errorf("the console's forecast as %s: %+v, %v; want the inactive user's goodbye", rs.app, steps, err)
+		}
+	}()
 
 	sum := run(daily, "--output", "json")
 	wantNumber("engagement-daily", sum, "succeeded", 2)
@@ -773,7 +794,7 @@ func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 	if sum := run(jobcmd.NewWeeklyCommand, "--skip-send"); sum["queued"] != float64(2) {
 		t.Errorf("engagement-weekly as %s: %v, want 2 reviews queued", rs.app, sum)
 	}
-	if sum := run(cli.NewQueueCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {
+	if sum := run(queuecmd.NewCommand, "--transport", "log", "--send-interval", "0"); sum["sent"] != float64(6) {
 		t.Errorf("queue-process as %s: %v, want 6 sent", rs.app, sum)
 	}
 	run(ctl.NewCommand, "verify")

@@ -8,24 +8,14 @@ package erase
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
-)
-
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-var (
-	findSQL  = sqlfile.Must(queryFiles, "erase_find")
-	scrubSQL = sqlfile.Must(queryFiles, "erase_scrub")
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Source is the consent source Erase records its opt-out with unless
@@ -105,11 +95,11 @@ func Erase(ctx context.Context, db DB, userID string) (Report, error) {
 // changed), or the database's; on any error nothing is changed. Errors
 // never hold a JID or a message's text.
 func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, error) {
-	var id pgtype.UUID
-	if err := id.Scan(strings.TrimSpace(userID)); err != nil || !id.Valid {
+	id, ok := postgres.ParseUUID(strings.TrimSpace(userID))
+	if !ok {
 		return Report{}, ErrBadUserID
 	}
-	rep := Report{UserID: id.String()}
+	rep := Report{UserID: id}
 	if o.Source == "" {
 		o.Source = Source
 	}
@@ -118,13 +108,12 @@ func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, er
 		return Report{}, fmt.Errorf("erase: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	args := sqlfile.Args{"user_id": rep.UserID}
-	var traces bool
-	var pending int64
-	if err := tx.QueryRow(ctx, findSQL, args).Scan(&rep.Profile, &traces, &pending); err != nil {
+	found, err := eraseFindQuery.One(ctx, tx, eraseFindArgs{UserID: rep.UserID})
+	if err != nil {
 		return Report{}, fmt.Errorf("erase: find the user: %w", err)
 	}
-	if !rep.Profile && !traces {
+	rep.Profile = found.Profile
+	if !found.Profile && !found.Traces {
 		return Report{}, fmt.Errorf("%w %s", ErrUnknownUser, rep.UserID)
 	}
 	if rep.Profile {
@@ -133,13 +122,16 @@ func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, er
 			return Report{}, fmt.Errorf("erase: %w", err)
 		}
 	}
-	err = tx.QueryRow(ctx, scrubSQL, args).Scan(&rep.Messages, &rep.Cancelled, &rep.Ledger, &rep.BudgetRecipients,
-		&rep.BudgetClaims, &rep.FireRequests, &rep.IdempotencyKeys, &rep.ConsoleAudit, &rep.JobRuns)
+	scrubbed, err := eraseScrubQuery.One(ctx, tx, eraseScrubArgs{UserID: rep.UserID})
 	if err != nil {
 		return Report{}, fmt.Errorf("erase: scrub: %w", err)
 	}
+	rep.Messages, rep.Cancelled, rep.Ledger = scrubbed.Messages, scrubbed.Cancelled, scrubbed.Ledger
+	rep.BudgetRecipients, rep.BudgetClaims = scrubbed.BudgetRecipients, scrubbed.BudgetClaims
+	rep.FireRequests, rep.IdempotencyKeys = scrubbed.FireRequests, scrubbed.IdempotencyKeys
+	rep.ConsoleAudit, rep.JobRuns = scrubbed.ConsoleAudit, scrubbed.JobRuns
 	if rep.OptedOut {
-		rep.Cancelled += pending // the opt-out cancelled them; the scrub found them cancelled
+		rep.Cancelled += found.Pending // the opt-out cancelled them; the scrub found them cancelled
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Report{}, fmt.Errorf("erase: commit: %w", err)

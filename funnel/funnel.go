@@ -14,10 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -95,33 +92,27 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	if err != nil {
 		return nil, err
 	}
-	rows, _ := db.Query(ctx, query("funnel_arms"), sqlfile.Args{
-		"as_of":            asOf,
-		"weeks":            weeks,
-		"window":           Window,
-		"goodbye_trigger":  string(sm.Inactivity14d),
-		"comeback_trigger": string(sm.UserMessage),
-	})
 	rep := &Report{AsOf: asOf, Weeks: weeks, WindowDays: int(Window / (24 * time.Hour)), Method: Method, Cohorts: []Cohort{}}
-	var (
-		week               time.Time
-		held               bool
-		variant            string
-		users, reactivated int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&week, &held, &variant, &users, &reactivated}, func() error {
-		week = week.UTC()
+	args := funnelArmsArgs{
+		AsOf:            asOf,
+		Weeks:           weeks,
+		Window:          Window,
+		GoodbyeTrigger:  string(sm.Inactivity14d),
+		ComebackTrigger: string(sm.UserMessage),
+	}
+	err = funnelArmsQuery.Each(ctx, db, args, func(r *funnelArmsRow) error {
+		week := r.WeekStart.UTC()
 		if n := len(rep.Cohorts); n == 0 || !rep.Cohorts[n-1].WeekStart.Equal(week) {
 			rep.Cohorts = append(rep.Cohorts, Cohort{WeekStart: week, StillCounting: week.Add(7*24*time.Hour + Window).After(asOf),
 				Variants: []Variant{}})
 		}
 		c := &rep.Cohorts[len(rep.Cohorts)-1]
-		a := newArm(users, reactivated)
-		if held {
+		a := newArm(r.Users, r.Reactivated)
+		if r.Holdout {
 			c.Holdout = c.Holdout.add(a)
 		} else {
 			c.Treatment = c.Treatment.add(a)
-			c.Variants = addVariant(c.Variants, Variant{Name: variant, Arm: a})
+			c.Variants = addVariant(c.Variants, Variant{Name: r.Variant, Arm: a})
 		}
 		return nil
 	})

@@ -2,15 +2,12 @@ package idempotency
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // Postgres is a Store on the table engagement_idempotency_keys (migration
@@ -31,27 +28,13 @@ func NewPostgres(pool *pgxpool.Pool, opts Options) *Postgres {
 	return &Postgres{base: newBase("postgres", opts), pool: pool}
 }
 
-// The store's statements, one complete statement per file in queries/.
-//
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-var (
-	checkSQL         = sqlfile.Must(queryFiles, "check")
-	storeResultSQL   = sqlfile.Must(queryFiles, "store_result")
-	getResultSQL     = sqlfile.Must(queryFiles, "get_result")
-	forgetSQL        = sqlfile.Must(queryFiles, "forget")
-	deleteExpiredSQL = sqlfile.Must(queryFiles, "delete_expired")
-)
-
 // Check records key and reports whether it was new or its earlier record
 // had expired.
 func (s *Postgres) Check(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	now := s.now()
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	var isNew bool
-	err := s.pool.QueryRow(octx, checkSQL, sqlfile.Args{"key": s.prefix + key, "now": now, "expires_at": now.Add(s.ttlOr(ttl))}).Scan(&isNew)
+	_, err := checkQuery.One(octx, s.pool, checkArgs{Key: s.prefix + key, Now: now, ExpiresAt: now.Add(s.ttlOr(ttl))})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // a live duplicate
 	}
@@ -73,8 +56,8 @@ func (s *Postgres) StoreResult(ctx context.Context, key string, result []byte, t
 	now := s.now()
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(octx, storeResultSQL, sqlfile.Args{
-		"key": s.prefix + key, "result": result, "now": now, "expires_at": now.Add(s.ttlOr(ttl)),
+	_, err := storeResultQuery.Exec(octx, s.pool, storeResultArgs{
+		Key: s.prefix + key, Result: result, Now: now, ExpiresAt: now.Add(s.ttlOr(ttl)),
 	})
 	return s.fail(ctx, "store result", key, err)
 }
@@ -83,20 +66,17 @@ func (s *Postgres) StoreResult(ctx context.Context, key string, result []byte, t
 func (s *Postgres) GetResult(ctx context.Context, key string) ([]byte, bool, error) {
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	var (
-		result []byte
-		isNull bool
-	)
-	err := s.pool.QueryRow(octx, getResultSQL, sqlfile.Args{"key": s.prefix + key, "now": s.now()}).Scan(&result, &isNull)
+	row, err := getResultQuery.One(octx, s.pool, getResultArgs{Key: s.prefix + key, Now: s.now()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, s.fail(ctx, "get result", key, err)
 	}
-	if isNull {
+	if row.NoResult {
 		return nil, false, nil
 	}
+	result := row.Result
 	if result == nil {
 		result = []byte{}
 	}
@@ -107,7 +87,7 @@ func (s *Postgres) GetResult(ctx context.Context, key string) ([]byte, bool, err
 func (s *Postgres) Forget(ctx context.Context, key string) error {
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	_, err := s.pool.Exec(octx, forgetSQL, sqlfile.Args{"key": s.prefix + key})
+	_, err := forgetQuery.Exec(octx, s.pool, forgetArgs{Key: s.prefix + key})
 	return s.fail(ctx, "forget", key, err)
 }
 
@@ -126,7 +106,7 @@ func (s *Postgres) DeleteExpired(ctx context.Context, before time.Time, batch in
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, deleteExpiredSQL, sqlfile.Args{"before": before, "batch": batch})
+		tag, err := deleteExpiredQuery.Exec(ctx, s.pool, deleteExpiredArgs{Before: before, Batch: int64(batch)})
 		if err != nil {
 			return total, fmt.Errorf("idempotency store: postgres delete expired: %w", err)
 		}

@@ -95,12 +95,35 @@ type columnNeed struct {
 }
 
 // valueCheck is a column whose existing values must all be in allowed,
-// as its statement (queries/<query>.sql) reads them.
+// as its statement (queries/adopt_<column>s.sql) reads them: the values
+// that are not, at most 10.
 type valueCheck struct {
 	column  string
 	allowed []string
-	query   string
+	unknown func(ctx context.Context, conn *pgx.Conn, allowed []string) ([]string, error)
 }
+
+// unknownValues runs one of the adopt_<column>s statements, whose rows are
+// the values not in allowed.
+func unknownValues[P sqlfile.Params, R any, PR sqlfile.Row[R]](st sqlfile.Statement[P, R, PR], args func([]string) P, value func(R) string) func(context.Context, *pgx.Conn, []string) ([]string, error) {
+	return func(ctx context.Context, conn *pgx.Conn, allowed []string) ([]string, error) {
+		rows, err := st.All(ctx, conn, args(allowed))
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			out[i] = value(r)
+		}
+		return out, err
+	}
+}
+
+var (
+	unknownStates = unknownValues(adoptStatesQuery,
+		func(a []string) adoptStatesArgs { return adoptStatesArgs{Allowed: a} }, func(r adoptStatesRow) string { return r.Value })
+	unknownStatuses = unknownValues(adoptStatusesQuery,
+		func(a []string) adoptStatusesArgs { return adoptStatusesArgs{Allowed: a} }, func(r adoptStatusesRow) string { return r.Value })
+	unknownDestinations = unknownValues(adoptDestinationsQuery,
+		func(a []string) adoptDestinationsArgs { return adoptDestinationsArgs{Allowed: a} }, func(r adoptDestinationsRow) string { return r.Value })
+)
 
 type tableNeed struct {
 	name    string
@@ -164,7 +187,7 @@ var botTables = []tableNeed{
 			{"state_entered_at", timestamptz, schedulerColumn},
 		},
 		unique: []string{"user_id"},
-		values: []valueCheck{{"state", stateNames(), adoptStatesSQL}},
+		values: []valueCheck{{"state", stateNames(), unknownStates}},
 	},
 	{
 		name: "transactions",
@@ -207,8 +230,8 @@ var botTables = []tableNeed{
 		},
 		unique: []string{"id", "idempotency_key"},
 		values: []valueCheck{
-			{"status", statemachine.MessageStatuses(), adoptStatusesSQL},
-			{"destination", []string{"individual", "group"}, adoptDestinationsSQL},
+			{"status", statemachine.MessageStatuses(), unknownStatuses},
+			{"destination", []string{"individual", "group"}, unknownDestinations},
 		},
 		inserts: []string{"user_id", "message_type", "message_key", "message_params", "destination",
 			"destination_jid", "scheduled_for", "idempotency_key", "period_start", "replay_until", "job_run_id"},
@@ -284,36 +307,32 @@ func (mg *Migrator) refuseIncompatible() error {
 		ErrIncompatibleSchema, strings.Join(lines, "; "))
 }
 
-func (mg *Migrator) inspectBotTables(ctx context.Context) ([]AdoptedTable, []Difference, error) {
+func (mg *Migrator) inspectBotTables(ctx context.Context) (adopted []AdoptedTable, diffs []Difference, err error) {
+	err = mg.withConn(ctx, func(conn *pgx.Conn) error {
+		adopted, diffs, err = inspectBotTables(ctx, conn)
+		return err
+	})
+	return adopted, diffs, err
+}
+
+func inspectBotTables(ctx context.Context, conn *pgx.Conn) ([]AdoptedTable, []Difference, error) {
 	names := make([]string, len(botTables))
 	for i, t := range botTables {
 		names[i] = t.name
 	}
-	rows, err := mg.db.QueryContext(ctx, adoptColumnsSQL, sqlfile.Args{"tables": names})
+	columns, err := adoptColumnsQuery.All(ctx, conn, adoptColumnsArgs{Tables: names})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the existing tables: %w", err)
 	}
 	existing := map[string]*existingTable{}
-	for rows.Next() {
-		var (
-			table, column string
-			col           existingColumn
-			isTable       bool
-		)
-		if err := rows.Scan(&table, &isTable, &column, &col.typ, &col.notNull, &col.hasDefault); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("read the existing tables: %w", err)
-		}
-		t := existing[table]
+	for _, c := range columns {
+		t := existing[c.TableName]
 		if t == nil {
-			t = &existingTable{isTable: isTable, columns: map[string]existingColumn{}}
-			existing[table] = t
+			t = &existingTable{isTable: c.IsTable, columns: map[string]existingColumn{}}
+			existing[c.TableName] = t
 		}
-		t.columns[column] = col
-		t.order = append(t.order, column)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, nil, fmt.Errorf("read the existing tables: %w", err)
+		t.columns[c.ColumnName] = existingColumn{typ: c.Type, notNull: c.NotNull, hasDefault: c.HasDefault}
+		t.order = append(t.order, c.ColumnName)
 	}
 
 	var (
@@ -331,18 +350,31 @@ func (mg *Migrator) inspectBotTables(ctx context.Context) ([]AdoptedTable, []Dif
 		}
 		d, adds := compareColumns(need, have)
 		diffs = append(diffs, d...)
-		d, err := mg.compareContents(ctx, need, have)
+		d, err := compareContents(ctx, conn, need, have)
 		if err != nil {
 			return nil, nil, err
 		}
 		diffs = append(diffs, d...)
-		var n int64
-		if err := mg.db.QueryRowContext(ctx, `SELECT count(*) FROM `+pgx.Identifier{need.name}.Sanitize()).Scan(&n); err != nil {
+		n, err := countRows(ctx, conn, need.name)
+		if err != nil {
 			return nil, nil, fmt.Errorf("count the rows of %s: %w", need.name, err)
 		}
 		adopted = append(adopted, AdoptedTable{Name: need.name, Rows: n, Adds: adds})
 	}
 	return adopted, diffs, nil
+}
+
+// countRows counts the rows of table, one of botTables: its name is the
+// statement's, built here, so the count is read by name.
+func countRows(ctx context.Context, conn *pgx.Conn, table string) (int64, error) {
+	rows, err := conn.Query(ctx, `SELECT count(*) AS row_count FROM `+pgx.Identifier{table}.Sanitize())
+	if err != nil {
+		return 0, err
+	}
+	n, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[struct {
+		RowCount int64 `db:"row_count"`
+	}])
+	return n.RowCount, err
 }
 
 // compareColumns compares a bot table's columns with what the scheduler
@@ -376,18 +408,17 @@ func compareColumns(need tableNeed, have *existingTable) (diffs []Difference, ad
 
 // compareContents checks a bot table's unique indexes and the values its
 // rows hold, in the columns it has.
-func (mg *Migrator) compareContents(ctx context.Context, need tableNeed, have *existingTable) ([]Difference, error) {
+func compareContents(ctx context.Context, conn *pgx.Conn, need tableNeed, have *existingTable) ([]Difference, error) {
 	var diffs []Difference
 	for _, column := range need.unique {
 		if _, ok := have.columns[column]; !ok {
 			continue
 		}
-		var ok bool
-		err := mg.db.QueryRowContext(ctx, adoptUniqueSQL, sqlfile.Args{"table": need.name, "column": column}).Scan(&ok)
+		row, err := adoptUniqueQuery.One(ctx, conn, adoptUniqueArgs{Table: need.name, Column: column})
 		if err != nil {
 			return nil, fmt.Errorf("read the indexes of %s: %w", need.name, err)
 		}
-		if !ok {
+		if !row.HasUnique {
 			diffs = append(diffs, Difference{need.name, column, "not unique (no unique index on it alone)",
 				fmt.Sprintf("a unique index: CREATE UNIQUE INDEX CONCURRENTLY ON %s (%s) WHERE %s IS NOT NULL", need.name, column, column)})
 		}
@@ -396,21 +427,13 @@ func (mg *Migrator) compareContents(ctx context.Context, need tableNeed, have *e
 		if _, ok := have.columns[v.column]; !ok {
 			continue
 		}
-		rows, err := mg.db.QueryContext(ctx, v.query, sqlfile.Args{"allowed": v.allowed})
+		values, err := v.unknown(ctx, conn, v.allowed)
 		if err != nil {
 			return nil, fmt.Errorf("read the values of %s.%s: %w", need.name, v.column, err)
 		}
 		var unknown []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("read the values of %s.%s: %w", need.name, v.column, err)
-			}
+		for _, s := range values {
 			unknown = append(unknown, fmt.Sprintf("%q", s))
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, fmt.Errorf("read the values of %s.%s: %w", need.name, v.column, err)
 		}
 		if len(unknown) > 0 {
 			diffs = append(diffs, Difference{need.name, v.column, "holding " + strings.Join(unknown, ", "),

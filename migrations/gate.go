@@ -6,16 +6,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
-// tryGateSQL takes the migration gate if it is free, without waiting: a
-// session advisory lock per database and schema (advisory locks are per
-// database already). Its key differs from golang-migrate's own lock, which
-// the gate's holder takes next.
-const tryGateSQL = `SELECT pg_try_advisory_lock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0))`
-
-// releaseGateSQL gives the gate back.
-const releaseGateSQL = `SELECT pg_advisory_unlock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0))`
+// The gate is a session advisory lock per database and schema
+// (queries/try_gate.sql, queries/release_gate.sql), taken and given back
+// in the simple protocol.
 
 // releaseGate gives the gate back, then closes its connection. Unlocking
 // first makes the gate free when the migrator returns: a closed session's
@@ -23,7 +20,7 @@ const releaseGateSQL = `SELECT pg_advisory_unlock(hashtextextended('engagement_s
 // the next migrator would find it held and say it waits. Ending the
 // session releases the gate anyway, should unlocking fail.
 func releaseGate(ctx context.Context, conn *pgx.Conn) {
-	_, _ = conn.Exec(ctx, releaseGateSQL, pgx.QueryExecModeSimpleProtocol)
+	_, _ = releaseGateQuery.WithMode(pgx.QueryExecModeSimpleProtocol).Exec(ctx, conn, sqlfile.None{})
 	conn.Close(ctx)
 }
 
@@ -50,12 +47,12 @@ func (mg *Migrator) acquireGate() (*pgx.Conn, error) {
 	}
 	deadline := time.Now().Add(mg.cfg.WaitTimeout)
 	for waited := false; ; waited = true {
-		var got bool
-		if err := conn.QueryRow(ctx, tryGateSQL, pgx.QueryExecModeSimpleProtocol).Scan(&got); err != nil {
+		gate, err := tryGateQuery.WithMode(pgx.QueryExecModeSimpleProtocol).One(ctx, conn, sqlfile.None{})
+		if err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("take the migration lock: %w", err)
 		}
-		if got {
+		if gate.Taken {
 			return conn, nil
 		}
 		if !waited {

@@ -16,8 +16,6 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // concurrentIndex is an index one of the embedded migrations builds with
@@ -232,16 +230,11 @@ func (mg *Migrator) describe(pgErr *pgconn.PgError) error {
 func (mg *Migrator) awaitWriters(table string) error {
 	ctx := mg.ctx
 	writers := func() (map[string]uint32, error) {
-		rows, err := mg.gate.Query(ctx, writersSQL, sqlfile.Args{"table": table})
-		if err != nil {
-			return nil, fmt.Errorf("look for transactions writing to %s: %w", table, err)
-		}
 		got := map[string]uint32{}
-		var (
-			vxid string
-			pid  uint32
-		)
-		_, err = pgx.ForEachRow(rows, []any{&vxid, &pid}, func() error { got[vxid] = pid; return nil })
+		err := writersQuery.Each(ctx, mg.gate, writersArgs{Table: table}, func(w *writersRow) error {
+			got[w.Virtualtransaction] = uint32(w.PID)
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("look for transactions writing to %s: %w", table, err)
 		}
@@ -279,11 +272,11 @@ func (mg *Migrator) awaitWriters(table string) error {
 }
 
 func (mg *Migrator) indexState(idx concurrentIndex) (string, error) {
-	var state string
-	if err := mg.gate.QueryRow(mg.ctx, indexStateSQL, sqlfile.Args{"index": idx.name}).Scan(&state); err != nil {
+	row, err := indexStateQuery.One(mg.ctx, mg.gate, indexStateArgs{Index: idx.name})
+	if err != nil {
 		return "", fmt.Errorf("check index %s: %w", idx.name, err)
 	}
-	return state, nil
+	return row.State, nil
 }
 
 // dropIfInvalid drops idx CONCURRENTLY if it exists and is INVALID.

@@ -62,23 +62,10 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// The package's own statements (not migrations), one complete statement per
-// file in queries/.
-//
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-var (
-	writersSQL      = sqlfile.Must(queryFiles, "writers")
-	indexStateSQL   = sqlfile.Must(queryFiles, "index_state")
-	adoptColumnsSQL = sqlfile.Must(queryFiles, "adopt_columns")
-	adoptUniqueSQL  = sqlfile.Must(queryFiles, "adopt_unique")
-	hiddenTablesSQL = sqlfile.Must(queryFiles, "hidden_tables")
-
-	adoptStatesSQL       = sqlfile.Must(queryFiles, "adopt_states")
-	adoptStatusesSQL     = sqlfile.Must(queryFiles, "adopt_statuses")
-	adoptDestinationsSQL = sqlfile.Must(queryFiles, "adopt_destinations")
-)
+// The package's own statements (not migrations) are its queries/*.sql
+// files, typed in queries.gen.go (make sql). They read the catalogs, or
+// the bot's tables only once a column is known to exist, so they run on a
+// database the migrations have not touched yet.
 
 // Table is the table golang-migrate records the schema version in. It is not
 // the default schema_migrations, so the scheduler can share a database with
@@ -193,14 +180,13 @@ func OpenConfig(ctx context.Context, databaseURL string, cfg Config) (*Migrator,
 
 // setLockTimeout applies Config.LockTimeout to a new session.
 func (mg *Migrator) setLockTimeout(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, setLockTimeoutSQL, pgx.QueryExecModeSimpleProtocol, mg.cfg.lockTimeoutSetting())
+	_, err := setLockTimeoutQuery.WithMode(pgx.QueryExecModeSimpleProtocol).Exec(ctx, conn,
+		setLockTimeoutArgs{LockTimeout: mg.cfg.lockTimeoutSetting()})
 	if err != nil {
 		return fmt.Errorf("set lock_timeout: %w", err)
 	}
 	return nil
 }
-
-const setLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, false)`
 
 // Up applies every pending migration, after repairing the indexes earlier
 // failed or interrupted runs left INVALID (see rebuildIndexes). An up-to-date database is not an error.
@@ -275,37 +261,44 @@ func (mg *Migrator) Force(version uint) error {
 // last migration was interrupted half-way (dirty). It does not wait for a
 // migrator that is running.
 func (mg *Migrator) Version() (version uint, dirty bool, err error) {
-	rows, err := mg.db.QueryContext(mg.ctx, hiddenTablesSQL)
+	err = mg.withConn(mg.ctx, func(conn *pgx.Conn) error {
+		version, dirty, err = readVersion(mg.ctx, conn)
+		return err
+	})
+	return version, dirty, err
+}
+
+func readVersion(ctx context.Context, conn *pgx.Conn) (version uint, dirty bool, err error) {
+	hidden, err := hiddenTablesQuery.All(ctx, conn, sqlfile.None{})
 	if err != nil {
 		return 0, false, fmt.Errorf("check row level security: %w", err)
 	}
-	var hidden []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return 0, false, fmt.Errorf("check row level security: %w", err)
-		}
-		hidden = append(hidden, name)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, false, fmt.Errorf("check row level security: %w", err)
-	}
-	if slices.Contains(hidden, Table) {
+	if slices.ContainsFunc(hidden, func(h hiddenTablesRow) bool { return h.TableName == Table }) {
 		return 0, false, hiddenError([]string{Table})
 	}
-	var v int64
-	err = mg.db.QueryRowContext(mg.ctx, `SELECT version, dirty FROM `+Table+` LIMIT 1`).Scan(&v, &dirty)
+	v, err := schemaVersionQuery.One(ctx, conn, sqlfile.None{})
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.Is(err, sql.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01":
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01":
 		return 0, false, nil
 	case err != nil:
 		return 0, false, fmt.Errorf("read schema version: %w", err)
-	case v < 0:
-		return 0, dirty, nil
+	case v.Version < 0:
+		return 0, v.Dirty, nil
 	}
-	return uint(v), dirty, nil
+	return uint(v.Version), v.Dirty, nil
+}
+
+// withConn runs fn on one of mg.db's connections, as pgx's own: the
+// statements of queries.gen.go take a pgx connection, and golang-migrate a
+// database/sql one. It is the same session (its lock_timeout set).
+func (mg *Migrator) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	c, err := mg.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer c.Close()
+	return c.Raw(func(driverConn any) error { return fn(driverConn.(*stdlib.Conn).Conn()) })
 }
 
 // Close releases the database connections.
@@ -416,22 +409,19 @@ type Querier = postgres.Querier
 // schema), unless the database's schema is at least Latest and clean. A
 // newer schema is accepted: migrations only add.
 func Check(ctx context.Context, q Querier) error {
-	rows, err := q.Query(ctx, hiddenTablesSQL)
-	if err != nil {
-		return fmt.Errorf("check row level security: %w", err)
-	}
-	hidden, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	hidden, err := hiddenTablesQuery.All(ctx, q, sqlfile.None{})
 	if err != nil {
 		return fmt.Errorf("check row level security: %w", err)
 	}
 	if len(hidden) > 0 {
-		return hiddenError(hidden)
+		names := make([]string, len(hidden))
+		for i, h := range hidden {
+			names[i] = h.TableName
+		}
+		return hiddenError(names)
 	}
-	var (
-		version int64
-		dirty   bool
-	)
-	err = q.QueryRow(ctx, `SELECT version, dirty FROM `+Table+` LIMIT 1`).Scan(&version, &dirty)
+	v, err := schemaVersionQuery.One(ctx, q, sqlfile.None{})
+	version, dirty := v.Version, v.Dirty
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01", errors.Is(err, pgx.ErrNoRows):

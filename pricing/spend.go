@@ -3,24 +3,12 @@ package pricing
 import (
 	"cmp"
 	"context"
-	"embed"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
-)
-
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-var (
-	spendSQL   = sqlfile.Must(queryFiles, "spend")
-	heldOutSQL = sqlfile.Must(queryFiles, "spend_held_out")
 )
 
 // SpendWindow is how far back Spend looks: the last 30 days.
@@ -87,31 +75,21 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 	}
 	out := Spend{Window: "30 days", From: asOf.Add(-SpendWindow).UTC(), To: asOf.UTC(), Currency: Currency,
 		Categories: []CategorySpend{}, PricesAsOf: prices.AsOf, PricesSource: prices.Source}
-	rows, err := db.Query(ctx, spendSQL, sqlfile.Args{"as_of": asOf, "window": SpendWindow,
-		"kinds": kinds, "categories": categories})
-	if err != nil {
-		return Spend{}, fmt.Errorf("read the spend: %w", err)
-	}
 	byCat := map[string]*CategorySpend{}
-	var (
-		cat, prefix        string
-		accepted, billable int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&cat, &prefix, &accepted, &billable}, func() error {
-		if cat == "" {
-			cat = UnknownCategory
-		}
+	args := spendArgs{AsOf: asOf, Window: SpendWindow, Kinds: kinds, Categories: categories}
+	if err := spendQuery.Each(ctx, db, args, func(r *spendRow) error {
+		cat := cmp.Or(r.Category, UnknownCategory)
 		c := byCat[cat]
 		if c == nil {
 			c = &CategorySpend{Category: cat}
 			byCat[cat] = c
 		}
-		c.Accepted += accepted
-		c.Billable += billable
-		if micro, ok := prices.Price(prices.CountryOf(prefix), sm.Category(cat)); ok {
-			c.micro += micro * billable
+		c.Accepted += r.Accepted
+		c.Billable += r.Billable
+		if micro, ok := prices.Price(prices.CountryOf(r.Prefix), sm.Category(cat)); ok {
+			c.micro += micro * r.Billable
 		} else {
-			c.Unpriced += billable
+			c.Unpriced += r.Billable
 		}
 		return nil
 	}); err != nil {
@@ -127,13 +105,12 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 		total += c.micro
 	}
 	out.USD = USD(total)
-	var heldOut int64
 	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
-	if err := db.QueryRow(ctx, heldOutSQL, sqlfile.Args{"as_of": asOf, "window": SpendWindow, "trigger": string(goodbye.Trigger)}).
-		Scan(&heldOut); err != nil {
+	held, err := spendHeldOutQuery.One(ctx, db, spendHeldOutArgs{AsOf: asOf, Window: SpendWindow, Trigger: string(goodbye.Trigger)})
+	if err != nil {
 		return Spend{}, fmt.Errorf("read the goodbyes held out: %w", err)
 	}
-	out.HeldOut = ForecastGoodbyes(heldOut, prices)
+	out.HeldOut = ForecastGoodbyes(held.HeldOut, prices)
 	order := func(c string) int {
 		if i := slices.Index(sm.Categories(), sm.Category(c)); i >= 0 {
 			return i

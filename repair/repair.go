@@ -14,15 +14,8 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
-	"github.com/jackc/pgx/v5/pgtype"
-)
-
-var (
-	opsRequeueSQL = mustQuery("ops_requeue")
-	opsCancelSQL  = mustQuery("ops_cancel")
 )
 
 // ErrBadFilter reports a repair filter that cannot select anything sensible;
@@ -138,11 +131,11 @@ func (f *CancelFilter) Validate() error {
 	}
 	f.IDs = ids
 	if f.UserID = strings.TrimSpace(f.UserID); f.UserID != "" {
-		var u pgtype.UUID
-		if err := u.Scan(f.UserID); err != nil || !u.Valid {
+		id, ok := postgres.ParseUUID(f.UserID)
+		if !ok {
 			return badFilter("{user_id} %q is not a UUID", f.UserID)
 		}
-		f.UserID = u.String()
+		f.UserID = id
 	}
 	f.Type = strings.TrimSpace(f.Type)
 	if f.Key, err = sender.NormalizeKey(f.Key); err != nil {
@@ -166,11 +159,11 @@ func normalizeIDs(ids []string) ([]string, error) {
 		if s == "" {
 			continue
 		}
-		var u pgtype.UUID
-		if err := u.Scan(s); err != nil || !u.Valid {
+		id, ok := postgres.ParseUUID(s)
+		if !ok {
 			return nil, badFilter("{ids}: %q is not a UUID", s)
 		}
-		if id := u.String(); !slices.Contains(out, id) {
+		if !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}
@@ -185,22 +178,21 @@ func Requeue(ctx context.Context, db postgres.Querier, f RequeueFilter, dryRun b
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
-	var n int64
-	err := db.QueryRow(ctx, opsRequeueSQL, sqlfile.Args{
-		"status":         f.Status,
-		"ids":            f.IDs,
-		"message_type":   nullIfEmpty(f.Type),
-		"reason":         nullIfEmpty(f.Reason),
-		"error_contains": nullIfEmpty(f.ErrorContains),
-		"error_group":    nullIfEmpty(f.ErrorGroup),
-		"since":          nullIfZero(f.Since),
-		"until":          nullIfZero(f.Until),
-		"dry_run":        dryRun,
-	}).Scan(&n)
+	row, err := opsRequeueQuery.One(ctx, db, opsRequeueArgs{
+		Status:        f.Status,
+		IDs:           f.IDs,
+		MessageType:   nullIfEmpty(f.Type),
+		Reason:        nullIfEmpty(f.Reason),
+		ErrorContains: nullIfEmpty(f.ErrorContains),
+		ErrorGroup:    nullIfEmpty(f.ErrorGroup),
+		Since:         nullIfZero(f.Since),
+		Until:         nullIfZero(f.Until),
+		DryRun:        dryRun,
+	})
 	if err != nil {
 		return 0, fmt.Errorf("requeue %s messages: %w", f.Status, err)
 	}
-	return n, nil
+	return row.Requeued, nil
 }
 
 // Cancel cancels the pending messages f selects (cancel_reason 'operator'),
@@ -211,19 +203,18 @@ func Cancel(ctx context.Context, db postgres.Querier, f CancelFilter, dryRun boo
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
-	var n int64
-	err := db.QueryRow(ctx, opsCancelSQL, sqlfile.Args{
-		"ids":             f.IDs,
-		"user_id":         nullIfEmpty(f.UserID),
-		"message_type":    nullIfEmpty(f.Type),
-		"idempotency_key": nullIfEmpty(f.Key),
-		"all":             f.All,
-		"dry_run":         dryRun,
-	}).Scan(&n)
+	row, err := opsCancelQuery.One(ctx, db, opsCancelArgs{
+		IDs:            f.IDs,
+		UserID:         nullIfEmpty(f.UserID),
+		MessageType:    nullIfEmpty(f.Type),
+		IdempotencyKey: nullIfEmpty(f.Key),
+		All:            f.All,
+		DryRun:         dryRun,
+	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel pending messages: %w", err)
 	}
-	return n, nil
+	return row.Cancelled, nil
 }
 
 func nullIfZero(t time.Time) *time.Time {

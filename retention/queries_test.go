@@ -4,25 +4,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
-// Every statement file is EXPLAINed against a migrated database, so one
-// that no longer matches the schema fails here rather than in production.
+// Every statement is EXPLAINed against a migrated database with the types
+// and values the package passes, so one that no longer matches the schema
+// fails here rather than in production.
 func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	t.Parallel()
-	pgtest.ExplainAll(t, queryFiles, map[string]sqlfile.Args{
-		"cleanup_count":      {"cutoff": time.Now()},
-		"cleanup_delete":     {"cutoff": time.Now(), "n": 10},
-		"cleanup_count_keys": {"as_of": time.Now()},
+	now, n := time.Now(), int64(10)
+	pgtest.Explain(t,
+		cleanupCountQuery.Bind(cleanupCountArgs{Cutoff: now}),
+		cleanupDeleteQuery.Bind(cleanupDeleteArgs{Cutoff: now, N: n}),
+		cleanupCountKeysQuery.Bind(cleanupCountKeysArgs{AsOf: now}),
 
-		"cleanup_count_fire_requests":  {"cutoff": time.Now()},
-		"cleanup_delete_fire_requests": {"cutoff": time.Now(), "n": 10},
+		cleanupCountFireRequestsQuery.Bind(cleanupCountFireRequestsArgs{Cutoff: now}),
+		cleanupDeleteFireRequestsQuery.Bind(cleanupDeleteFireRequestsArgs{Cutoff: now, N: n}),
 
-		"cleanup_count_transitions":  {"cutoff": time.Now()},
-		"cleanup_delete_transitions": {"cutoff": time.Now(), "n": 10},
-		"cleanup_count_consent":      {"cutoff": time.Now()},
-		"cleanup_delete_consent":     {"cutoff": time.Now(), "n": 10},
-	})
+		cleanupCountTransitionsQuery.Bind(cleanupCountTransitionsArgs{Cutoff: now}),
+		cleanupDeleteTransitionsQuery.Bind(cleanupDeleteTransitionsArgs{Cutoff: now, N: n}),
+		cleanupCountConsentQuery.Bind(cleanupCountConsentArgs{Cutoff: now}),
+		cleanupDeleteConsentQuery.Bind(cleanupDeleteConsentArgs{Cutoff: now, N: n}),
+	)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // DefaultRetention is how long settled messages are kept by default.
@@ -77,51 +77,66 @@ type CleanupSummary struct {
 	ConsentEvents int64      `json:"consent_events"`
 }
 
-var (
-	cleanupCountSQL     = mustQuery("cleanup_count")
-	cleanupDeleteSQL    = mustQuery("cleanup_delete")
-	cleanupCountKeysSQL = mustQuery("cleanup_count_keys")
-
-	cleanupCountFireRequestsSQL  = mustQuery("cleanup_count_fire_requests")
-	cleanupDeleteFireRequestsSQL = mustQuery("cleanup_delete_fire_requests")
-
-	cleanupCountTransitionsSQL  = mustQuery("cleanup_count_transitions")
-	cleanupDeleteTransitionsSQL = mustQuery("cleanup_delete_transitions")
-	cleanupCountConsentSQL      = mustQuery("cleanup_count_consent")
-	cleanupDeleteConsentSQL     = mustQuery("cleanup_delete_consent")
-)
-
-// horizon is one of the logs Cleanup ages out by a horizon of its own.
-type horizon struct {
-	what          string
-	keep          time.Duration
-	count, delete string
-	cutoff        **time.Time
-	n             *int64
+// agedLog is one of the logs Cleanup ages out by a horizon of its own:
+// count counts its rows older than cutoff (never a user's latest), delete
+// deletes up to n of them and says how many.
+type agedLog struct {
+	what   string
+	count  func(ctx context.Context, db postgres.Querier, cutoff time.Time) (int64, error)
+	delete func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error)
 }
 
-// ageOut counts (dry run) or deletes, in batches, the rows of h older than
-// its horizon; nothing when the horizon is 0.
-func ageOut(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig, batch int, h horizon) error {
-	if h.keep <= 0 {
-		return nil
+// The logs with horizons of their own: the state transition log and the
+// consent events.
+var (
+	transitionsLog = agedLog{
+		what: "state transitions",
+		count: func(ctx context.Context, db postgres.Querier, cutoff time.Time) (int64, error) {
+			r, err := cleanupCountTransitionsQuery.One(ctx, db, cleanupCountTransitionsArgs{Cutoff: cutoff})
+			return r.Transitions, err
+		},
+		delete: func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error) {
+			tag, err := cleanupDeleteTransitionsQuery.Exec(ctx, db, cleanupDeleteTransitionsArgs{Cutoff: cutoff, N: n})
+			return tag.RowsAffected(), err
+		},
 	}
-	cutoff := cfg.AsOf.Add(-h.keep).UTC()
-	*h.cutoff = &cutoff
+	consentLog = agedLog{
+		what: "consent events",
+		count: func(ctx context.Context, db postgres.Querier, cutoff time.Time) (int64, error) {
+			r, err := cleanupCountConsentQuery.One(ctx, db, cleanupCountConsentArgs{Cutoff: cutoff})
+			return r.ConsentEvents, err
+		},
+		delete: func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error) {
+			tag, err := cleanupDeleteConsentQuery.Exec(ctx, db, cleanupDeleteConsentArgs{Cutoff: cutoff, N: n})
+			return tag.RowsAffected(), err
+		},
+	}
+)
+
+// ageOut counts (dry run) or deletes, in batches, the rows of l logged
+// before AsOf − keep, and returns that cutoff and how many; nothing (a nil
+// cutoff) when keep is 0.
+func ageOut(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig, batch int64, l agedLog, keep time.Duration) (*time.Time, int64, error) {
+	if keep <= 0 {
+		return nil, 0, nil
+	}
+	cutoff := cfg.AsOf.Add(-keep).UTC()
 	if cfg.DryRun {
-		if err := pool.QueryRow(ctx, h.count, sqlfile.Args{"cutoff": cutoff}).Scan(h.n); err != nil {
-			return fmt.Errorf("count old %s: %w", h.what, err)
-		}
-		return nil
-	}
-	for {
-		tag, err := pool.Exec(ctx, h.delete, sqlfile.Args{"cutoff": cutoff, "n": batch})
+		n, err := l.count(ctx, pool, cutoff)
 		if err != nil {
-			return fmt.Errorf("delete old %s: %w", h.what, err)
+			return &cutoff, 0, fmt.Errorf("count old %s: %w", l.what, err)
 		}
-		*h.n += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return nil
+		return &cutoff, n, nil
+	}
+	var total int64
+	for {
+		n, err := l.delete(ctx, pool, cutoff, batch)
+		if err != nil {
+			return &cutoff, total, fmt.Errorf("delete old %s: %w", l.what, err)
+		}
+		total += n
+		if n < batch {
+			return &cutoff, total, nil
 		}
 	}
 }
@@ -142,56 +157,57 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		return CleanupSummary{}, errors.New("cleanup's horizons must not be negative (0: keep)")
 	}
 	sum := CleanupSummary{Cutoff: cfg.AsOf.Add(-cfg.OlderThan).UTC(), DryRun: cfg.DryRun}
-	batch := cmp.Or(cfg.BatchSize, 5000)
-	for _, h := range []horizon{
-		{"state transitions", cfg.TransitionsOlderThan, cleanupCountTransitionsSQL, cleanupDeleteTransitionsSQL, &sum.TransitionsCutoff, &sum.Transitions},
-		{"consent events", cfg.ConsentOlderThan, cleanupCountConsentSQL, cleanupDeleteConsentSQL, &sum.ConsentCutoff, &sum.ConsentEvents},
-	} {
-		if err := ageOut(ctx, pool, cfg, batch, h); err != nil {
-			return sum, err
-		}
+	batch := int64(cmp.Or(cfg.BatchSize, 5000))
+	var err error
+	sum.TransitionsCutoff, sum.Transitions, err = ageOut(ctx, pool, cfg, batch, transitionsLog, cfg.TransitionsOlderThan)
+	if err != nil {
+		return sum, err
 	}
-	args := sqlfile.Args{"cutoff": sum.Cutoff, "n": batch}
+	sum.ConsentCutoff, sum.ConsentEvents, err = ageOut(ctx, pool, cfg, batch, consentLog, cfg.ConsentOlderThan)
+	if err != nil {
+		return sum, err
+	}
 	if cfg.DryRun {
-		counted := sqlfile.Args{"cutoff": sum.Cutoff}
-		err := pool.QueryRow(ctx, cleanupCountSQL, counted).Scan(&sum.Messages, &sum.Ledger)
+		old, err := cleanupCountQuery.One(ctx, pool, cleanupCountArgs{Cutoff: sum.Cutoff})
 		if err != nil {
 			return sum, fmt.Errorf("count old messages: %w", err)
 		}
-		err = pool.QueryRow(ctx, cleanupCountKeysSQL, sqlfile.Args{"as_of": cfg.AsOf}).Scan(&sum.IdempotencyKeys)
+		sum.Messages, sum.Ledger = old.Messages, old.Ledger
+		keys, err := cleanupCountKeysQuery.One(ctx, pool, cleanupCountKeysArgs{AsOf: cfg.AsOf})
 		if err != nil {
 			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
 		}
-		err = pool.QueryRow(ctx, cleanupCountFireRequestsSQL, counted).Scan(&sum.FireRequests)
+		sum.IdempotencyKeys = keys.IdempotencyKeys
+		fire, err := cleanupCountFireRequestsQuery.One(ctx, pool, cleanupCountFireRequestsArgs{Cutoff: sum.Cutoff})
 		if err != nil {
 			return sum, fmt.Errorf("count old request keys: %w", err)
 		}
+		sum.FireRequests = fire.FireRequests
 		return sum, nil
 	}
 	for {
-		tag, err := pool.Exec(ctx, cleanupDeleteFireRequestsSQL, args)
+		tag, err := cleanupDeleteFireRequestsQuery.Exec(ctx, pool, cleanupDeleteFireRequestsArgs{Cutoff: sum.Cutoff, N: batch})
 		if err != nil {
 			return sum, fmt.Errorf("delete old request keys: %w", err)
 		}
 		sum.FireRequests += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
+		if tag.RowsAffected() < batch {
 			break
 		}
 	}
-	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, batch)
+	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, int(batch))
 	if err != nil {
 		return sum, fmt.Errorf("delete expired idempotency keys: %w", err)
 	}
 	sum.IdempotencyKeys = keys
 	for {
-		var messages, ledger int64
-		err := pool.QueryRow(ctx, cleanupDeleteSQL, args).Scan(&messages, &ledger)
+		deleted, err := cleanupDeleteQuery.One(ctx, pool, cleanupDeleteArgs{Cutoff: sum.Cutoff, N: batch})
 		if err != nil {
 			return sum, fmt.Errorf("delete old messages: %w", err)
 		}
-		sum.Messages += messages
-		sum.Ledger += ledger
-		if messages < int64(batch) {
+		sum.Messages += deleted.Messages
+		sum.Ledger += deleted.Ledger
+		if deleted.Messages < batch {
 			return sum, nil
 		}
 	}

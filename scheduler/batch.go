@@ -42,25 +42,31 @@ func tid(pos uint64) pgtype.TID {
 // tids are the span's bounds as ctids, for @first and @end.
 func (s span) tids() (first, end pgtype.TID) { return tid(s.first), tid(s.end) }
 
-// batchCounts are what one chunk's statement reports.
+// batchCounts are what one chunk's statement reports, its row: every move
+// statement returns these columns (candidates, moved, …), so each one's
+// generated row converts to it (moveRow).
 type batchCounts struct {
-	candidates    int // users in the chunk the step's state and dates select
-	moved         int // of them, moved (or, weekly, reviewed)
-	queued        int // new queue rows
-	locked        int // eligible users whose row another transaction held
-	optedOut      int
-	noDestination int
-	heldOut       int // of the moved, held out: nothing queued (the goodbye's holdout)
+	Candidates    int // users in the chunk the step's state and dates select
+	Moved         int // of them, moved (or, weekly, reviewed)
+	Queued        int // new queue rows
+	Locked        int // eligible users whose row another transaction held
+	OptedOut      int
+	NoDestination int
+	HeldOut       int // of the moved, held out: nothing queued (the goodbye's holdout)
+	// DuplicateKeys are the keys the chunk found already taken, listed
+	// only with @log_duplicates (debug logs on); never summed.
+	DuplicateKeys []string
 }
 
+// add sums o's counters into c.
 func (c *batchCounts) add(o batchCounts) {
-	c.candidates += o.candidates
-	c.moved += o.moved
-	c.queued += o.queued
-	c.locked += o.locked
-	c.optedOut += o.optedOut
-	c.noDestination += o.noDestination
-	c.heldOut += o.heldOut
+	c.Candidates += o.Candidates
+	c.Moved += o.Moved
+	c.Queued += o.Queued
+	c.Locked += o.Locked
+	c.OptedOut += o.OptedOut
+	c.NoDestination += o.NoDestination
+	c.HeldOut += o.HeldOut
 }
 
 // batcher moves the users of a chunk of rows with one statement and, when a
@@ -70,7 +76,7 @@ type batcher struct {
 	move func(ctx context.Context, s span) (batchCounts, error)
 	// userAt names the user whose row is at a position, for the report of
 	// a row that fails alone.
-	userAt func(ctx context.Context, at pgtype.TID) (pgtype.UUID, error)
+	userAt func(ctx context.Context, at pgtype.TID) (string, error)
 	// lost, when set, is called before a batch whose connection was lost is
 	// tried again (attempt is the one that failed).
 	lost     func(attempt int, err error)
@@ -82,7 +88,7 @@ type batcher struct {
 }
 
 type failure struct {
-	userID pgtype.UUID
+	userID string // "" when the row moved before it could be named
 	err    error
 }
 
@@ -113,7 +119,7 @@ func (b *batcher) moveIsolating(ctx context.Context, s span) error {
 		b.mu.Lock()
 		b.total.add(c)
 		if pages := int64(s.end>>16) - int64(s.first>>16); s.first&0xffff == 0 && s.end&0xffff == 0 && pages > 0 {
-			b.lastCandidates, b.lastPages = int64(c.candidates), pages
+			b.lastCandidates, b.lastPages = int64(c.Candidates), pages
 		}
 		b.mu.Unlock()
 		return nil

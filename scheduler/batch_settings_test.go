@@ -8,6 +8,11 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
+// settingsRow is a row of the settings a batch runs with.
+type settingsRow struct{ jit, plans string }
+
+func (r *settingsRow) Dest() []any { return []any{&r.jit, &r.plans} }
+
 // A run's batch statement is planned for its own parameters and not
 // JIT-compiled, in its transaction only. With PostgreSQL's default jit =
 // on, every chunk's statement was compiled anew (15–30 ms of a 65–100 ms
@@ -24,14 +29,17 @@ func TestABatchRunsWithCustomPlansAndNoJIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &run{pool: pool, fenceKey: lockKey("settings-test", Shard{})}
-	var jit, plans string
-	if err := batchRow(withFence(ctx, r), pool, `SELECT current_setting('jit'), current_setting('plan_cache_mode')`,
-		sqlfile.Shared{}, &jit, &plans); err != nil {
+	settings := sqlfile.Statement[sqlfile.None, settingsRow, *settingsRow]{
+		Name: "settings", SQL: `SELECT current_setting('jit'), current_setting('plan_cache_mode')`,
+	}
+	got, err := batchRow(withFence(ctx, r), pool, settings, sqlfile.None{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if jit != "off" || plans != "force_custom_plan" {
-		t.Errorf("in a batch: jit %q, plan_cache_mode %q; want off and force_custom_plan", jit, plans)
+	if got.jit != "off" || got.plans != "force_custom_plan" {
+		t.Errorf("in a batch: jit %q, plan_cache_mode %q; want off and force_custom_plan", got.jit, got.plans)
 	}
+	var jit, plans string
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

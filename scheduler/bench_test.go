@@ -18,7 +18,6 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -30,10 +29,13 @@ var benchAsOf = time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 // can: one statement per step over every qualifying user, no batches, no
 // bookkeeping beyond what the job's rows carry too (the run's id on each
 // message and log row). It is the yardstick the job is measured against.
-var referenceDaily = []string{
-	readReference("reference_daily_inactivity.sql"),
-	readReference("reference_daily_timeout.sql"),
-	readReference("reference_daily_reminder.sql"),
+var referenceDaily = []struct {
+	sql  string
+	args pgx.StrictNamedArgs
+}{
+	{readReference("reference_daily_inactivity.sql"), pgx.StrictNamedArgs{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly), "run_id": benchRunID}},
+	{readReference("reference_daily_timeout.sql"), pgx.StrictNamedArgs{"as_of": benchAsOf, "run_id": benchRunID}},
+	{readReference("reference_daily_reminder.sql"), pgx.StrictNamedArgs{"as_of": benchAsOf, "run_id": benchRunID}},
 }
 
 // benchRunID is the job_run_id the references write, as the job writes its
@@ -187,9 +189,9 @@ func BenchmarkDaily(b *testing.B) {
 		ref := benchCopy(b, src, src+"_ref")
 		refMoved = 0
 		timed(b, &refTotal, func() error {
-			for _, sql := range referenceDaily {
+			for _, step := range referenceDaily {
 				var n int
-				if err := ref.QueryRow(ctx, sql, sqlfile.Shared{"as_of": benchAsOf, "day": benchAsOf.Format(time.DateOnly), "run_id": benchRunID}).Scan(&n); err != nil {
+				if err := ref.QueryRow(ctx, step.sql, step.args).Scan(&n); err != nil {
 					return err
 				}
 				refMoved += n
@@ -402,7 +404,7 @@ func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Dur
 func BenchmarkWeekly(b *testing.B) {
 	ctx := context.Background()
 	src := benchSource(b, benchUsers(b))
-	args := sqlfile.Shared{"as_of": benchAsOf, "week": "2026-W48", "run_id": benchRunID}
+	args := pgx.StrictNamedArgs{"as_of": benchAsOf, "week": "2026-W48", "run_id": benchRunID}
 	var refFirst, refRerun, jobFirst, jobRerun time.Duration
 	var refQueued, jobQueued int64
 	rounds := 0

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -33,7 +32,7 @@ RETURNING id
 // lease.
 func previousStart(t *testing.T, pool *pgxpool.Pool, job string, shard *string) (id int64, ok bool) {
 	t.Helper()
-	err := pool.QueryRow(context.Background(), previousRunStart, sqlfile.Args{
+	err := pool.QueryRow(context.Background(), previousRunStart, pgx.StrictNamedArgs{
 		"job": job, "as_of": asOf, "hostname": "old-release", "pid": 4242, "shard": shard, "holder": "",
 	}).Scan(&id)
 	switch {

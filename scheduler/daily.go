@@ -15,15 +15,13 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/sender"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -70,16 +68,11 @@ func RunDaily(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, er
 	}
 	asOf := cfg.AsOf.UTC()
 	sum := &Summary{Job: DailyJob, AsOf: asOf, DryRun: cfg.DryRun, Errors: []UserError{}}
-	args := sqlfile.Shared{
-		"as_of":              asOf,
-		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
-		"send_reminder":      cfg.SendReminder,
-	}
 	steps, err := dailySteps(asOf, cfg)
 	if err != nil {
 		return nil, err
 	}
-	err = runJob(ctx, pool, DailyJob, steps, args, cfg, sum)
+	err = runJob(ctx, pool, DailyJob, steps, cfg, sum)
 	return sum, err
 }
 
@@ -107,131 +100,162 @@ func DailySteps() []string {
 	return out
 }
 
-// genericStep is the statement of a timer on a clock of the user's row
-// that has none of its own.
-const genericStep = "daily_timer"
-
 // dailySteps builds the daily steps of a run as of asOf: one per timer of
-// the state machine (statemachine.Timers), in their order, each with the
-// statements queries/daily_<trigger>.sql (and _dry_run.sql) when the timer
-// has its own, else the generic daily_timer.sql, which a timer on a clock
-// that is not on the user's row cannot use. cfg.SendReminder makes a kind
-// queued on request (the reminder) queued; cfg.Holdout is the goodbye's
-// control group, the inactivity step's @holdout_basis_points and
-// @holdout_salt, and cfg.Variants its copy variants, @variant_names and
-// @variant_keys.
+// the state machine (statemachine.Timers), in their order. A timer with
+// rules of its own runs its own statement, queries/daily_<trigger>.sql;
+// every other timer, whose clock is a time on the user's row, the generic
+// queries/daily_timer.sql, which a timer on a clock that is not on the
+// user's row cannot use. A step queues the kind its trigger fires
+// (statemachine.Kinds), unless the kind is queued on request and
+// cfg.SendReminder is off; cfg.Holdout and cfg.Variants are the goodbye's
+// (see inactivityMove).
+//
+// Each step's statement moves the users of one chunk, queues their
+// message when the transition queues one, and logs their moves, in one
+// statement, so a user's state, message and log row commit together or
+// not at all; with @dry_run it is also its dry run. Everything it needs to
+// know of the transition comes from the state machine's tables, as
+// parameters: its states and trigger, its clock and wait (with
+// statemachine.DeadlineArgs), and its kind.
 func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 	var steps []step
-	files := sqlfile.Names(queryFiles)
 	for _, t := range sm.Timers() {
-		file := "daily_" + string(t.Trigger)
-		if !slices.Contains(files, file) {
-			if !t.Clock.OnUserRow() {
-				return nil, fmt.Errorf("daily step %s: its clock %q is not on the user's row, so it needs a statement of its own, queries/%s.sql",
-					t.Trigger, t.Clock, file)
+		st := step{name: string(t.Trigger)}
+		if k, ok := sm.KindFiredBy(t.Trigger); ok && (!k.OnRequest || cfg.SendReminder) {
+			// Counted as a message step: duplicates are the users moved
+			// without a new message (queued already, opted out, or
+			// without a destination).
+			st.messageType = string(k.Message)
+		}
+		switch {
+		case t.Trigger == sm.Inactivity14d:
+			st.move = inactivityMove(t, asOf, cfg.Holdout, cfg.Variants[string(goodbye.Message)])
+		case t.Trigger == sm.GoodbyeTimeout:
+			// The same statement moves a user whose goodbye never arrived
+			// along the table's undelivered row.
+			undelivered, err := sm.Next(t.From, sm.GoodbyeUndelivered)
+			if err != nil {
+				return nil, fmt.Errorf("daily step %s: %w", t.Trigger, err)
 			}
-			file = genericStep
-		}
-		st, err := transitionStep(t, file, asOf, cfg.SendReminder)
-		if err != nil {
-			return nil, err
-		}
-		if t.Trigger == sm.Inactivity14d {
-			maps.Copy(st.args, cfg.Holdout.args())
-			maps.Copy(st.args, variantArgs(cfg.Variants[string(goodbye.Message)]))
+			st.move = goodbyeTimeoutMove(t, undelivered, asOf)
+		case t.Clock.OnUserRow():
+			st.move = timerMove(t, asOf, st.messageType != "")
+		default:
+			return nil, fmt.Errorf("daily step %s: its clock %q is not on the user's row, so it needs a statement of its own, queries/daily_%s.sql",
+				t.Trigger, t.Clock, t.Trigger)
 		}
 		steps = append(steps, st)
 	}
 	return steps, nil
 }
 
-// transitionStep is the step that fires timer t, with the statements of
-// file: the move (users of one chunk, their message when the transition
-// queues one, and their log rows, in one statement, so a user's state,
-// message and log row commit together or not at all) and its dry run.
-//
-// Everything the statements need to know of the transition comes from the
-// state machine's tables, as parameters: its states and trigger
-// (@from_state, the row's; @from_states, every state the table moves to
-// the same state on the trigger; @to_state; @trigger), its clock and wait
-// (@clock, @wait, and sm.DeadlineArgs) and the kind it queues
-// (statemachine.Kinds: @queue, @message_type, @message_key, @key_infix
-// and, for a kind whose period is the run's, @key_suffix and the period
-// [@period_start, @replay_until) holding asOf; NULL for a kind whose
-// period is its user's own instant). A kind makes it a message step,
-// unless the kind is queued on request and sendReminder is off.
-func transitionStep(t sm.Transition, file string, asOf time.Time, sendReminder bool) (step, error) {
-	var from []string
-	for _, f := range t.FromStates() {
-		from = append(from, string(f))
-	}
-	args := sqlfile.Shared(sm.DeadlineArgs())
-	maps.Copy(args, sqlfile.Shared{
-		"from_state":   string(t.From),
-		"from_states":  from,
-		"to_state":     string(t.To),
-		"trigger":      string(t.Trigger),
-		"clock":        string(t.Clock),
-		"wait":         t.Wait,
-		"queue":        false,
-		"message_type": nil, "message_key": nil, "key_infix": "",
-		"key_suffix": nil, "period_start": nil, "replay_until": nil,
+// inactivityMove is inactivity_14d's statement,
+// queries/daily_inactivity_14d.sql: timer t moves its users from any of
+// its from-states (@from_states: every state the table moves to the same
+// state on the trigger) once silent for @inactivity, and queues their
+// goodbye, the kind it fires, under the key of asOf's UTC day
+// (@key_suffix, the period [@period_start, @replay_until)), with
+// goodbye_expires_at as-of + the goodbye's 48 hours. holdout is the
+// goodbye's control group (@holdout_basis_points, @holdout_salt), and
+// variants its copy variants (@variant_names, @variant_keys).
+func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, variants []sender.Variant) mover {
+	deadlines := sm.DeadlineArgs()
+	day, dayEnd := goodbye.Period.Bounds(asOf)
+	variantNames, variantKeys := variantArgs(variants)
+	return moveBy(dailyInactivity14dQuery, func(m moveArgs) dailyInactivity14dArgs {
+		return dailyInactivity14dArgs{
+			AsOf: asOf, FromStates: fromStates(t), ToState: string(t.To), Trigger: string(t.Trigger),
+			Inactivity: deadlines.Inactivity, GoodbyeExpiresAt: asOf.Add(deadlines.GoodbyeWindow),
+			MessageType: string(goodbye.Message), MessageKey: goodbye.CatalogKey,
+			KeySuffix: goodbye.KeySuffix(asOf), PeriodStart: day, ReplayUntil: dayEnd,
+			HoldoutBasisPoints: holdout.BasisPoints(), HoldoutSalt: holdout.salt(),
+			VariantNames: variantNames, VariantKeys: variantKeys,
+			First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
+			RunID: m.runID, DryRun: m.dryRun, LogDuplicates: m.logDuplicates,
+		}
 	})
-	st := step{name: string(t.Trigger), args: args, dryRunSQL: query(file + "_dry_run"), moveSQL: query(file)}
-	if k, ok := sm.KindFiredBy(t.Trigger); ok {
-		args["message_type"], args["message_key"], args["key_infix"] = string(k.Message), k.CatalogKey, k.KeyInfix
-		if k.Period != sm.PerInstant {
-			args["key_suffix"] = k.KeySuffix(asOf)
-			args["period_start"], args["replay_until"] = k.Period.Bounds(asOf)
-		}
-		if !k.OnRequest || sendReminder {
-			// Counted as a message step: duplicates are the users moved
-			// without a new message (queued already, opted out, or
-			// without a destination).
-			st.messageType = string(k.Message)
-			args["queue"] = true
-		}
-	}
-	if t.Trigger == sm.GoodbyeTimeout {
-		// The same statement moves a user whose goodbye never arrived
-		// along the table's undelivered row, and finds the goodbye by its
-		// key.
-		u, err := sm.Next(t.From, sm.GoodbyeUndelivered)
-		if err != nil {
-			return step{}, fmt.Errorf("daily step %s: %w", t.Trigger, err)
-		}
-		args["undelivered_to_state"], args["undelivered_trigger"] = string(u.To), string(u.Trigger)
-		args["key_infix"] = goodbye.KeyInfix
-	}
-	return st, nil
 }
+
+// goodbyeTimeoutMove is goodbye_timeout's statement,
+// queries/daily_goodbye_timeout.sql: timer t moves its users from its
+// from-state (@from_state) once their goodbye, found by its key
+// (@key_infix), was delivered @goodbye_window ago; a user whose goodbye
+// failed for good or was cancelled takes the table's undelivered row
+// instead (@undelivered_to_state, @undelivered_trigger). Nothing is queued.
+func goodbyeTimeoutMove(t, undelivered sm.Transition, asOf time.Time) mover {
+	deadlines := sm.DeadlineArgs()
+	return moveBy(dailyGoodbyeTimeoutQuery, func(m moveArgs) dailyGoodbyeTimeoutArgs {
+		return dailyGoodbyeTimeoutArgs{
+			AsOf: asOf, FromState: string(t.From), ToState: string(t.To), Trigger: string(t.Trigger),
+			GoodbyeWindow: deadlines.GoodbyeWindow, KeyInfix: goodbye.KeyInfix,
+			UndeliveredToState: string(undelivered.To), UndeliveredTrigger: string(undelivered.Trigger),
+			First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
+			RunID: m.runID, DryRun: m.dryRun,
+		}
+	})
+}
+
+// timerMove is the statement of a timer on a clock of the user's row
+// without one of its own, queries/daily_timer.sql: timer t moves its users
+// from any of its from-states (@from_states) once its clock plus its wait
+// (@clock, @wait) has come, and, when queue is set, queues the kind it
+// fires (@message_type, @message_key) under the key of the kind's period
+// holding asOf (@key_infix, @key_suffix, [@period_start, @replay_until))
+// or, for a kind whose period is its user's own instant, of that instant
+// (the three NULL).
+func timerMove(t sm.Transition, asOf time.Time, queue bool) mover {
+	var (
+		messageType, messageKey, keySuffix *string
+		keyInfix                           string
+		periodStart, replayUntil           *time.Time
+	)
+	if k, ok := sm.KindFiredBy(t.Trigger); ok {
+		messageType, messageKey, keyInfix = ptr(string(k.Message)), &k.CatalogKey, k.KeyInfix
+		if k.Period != sm.PerInstant {
+			start, end := k.Period.Bounds(asOf)
+			keySuffix, periodStart, replayUntil = ptr(k.KeySuffix(asOf)), &start, &end
+		}
+	}
+	return moveBy(dailyTimerQuery, func(m moveArgs) dailyTimerArgs {
+		return dailyTimerArgs{
+			AsOf: asOf, FromStates: fromStates(t), ToState: string(t.To), Trigger: string(t.Trigger),
+			Clock: string(t.Clock), Wait: t.Wait,
+			Queue: queue, MessageType: messageType, MessageKey: messageKey,
+			KeyInfix: keyInfix, KeySuffix: keySuffix, PeriodStart: periodStart, ReplayUntil: replayUntil,
+			First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
+			RunID: m.runID, DryRun: m.dryRun, LogDuplicates: m.logDuplicates,
+		}
+	})
+}
+
+// fromStates are the states timer t moves from: its row's, and every other
+// the table moves to the same state on the same trigger.
+func fromStates(t sm.Transition) []string { return stateNames(t.FromStates()) }
+
+func ptr[T any](v T) *T { return &v }
 
 // goodbye is the goodbye's kind: the daily job's own message.
 var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 
 // ForecastDaily counts what a daily run as of asOf would do to the
-// database as it is now, from db (a read-only transaction is enough): the
-// daily job's own dry-run statements, step by step in run order, writing
-// nothing. It is a run's --dry-run without the run: the operator console
-// asks it for each of the coming days. It counts no holdout (the console
-// does not know the job's --holdout-percent): its goodbyes are an upper
-// bound.
+// database as it is now, from db: the daily job's own move statements with
+// their writes switched off (@dry_run), step by step in run order, writing
+// and locking nothing. It is a run's --dry-run without the run: the
+// operator console asks it for each of the coming days, engagementctl
+// status for the week's goodbyes. db must be a transaction that is not
+// READ ONLY, on the primary (PostgreSQL refuses a statement that could
+// write in a read-only transaction or on a standby, even one that writes
+// nothing); roll it back. It counts no holdout (the console does not know
+// the job's --holdout-percent): its goodbyes are an upper bound.
 func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
 	asOf = asOf.UTC()
-	args := sqlfile.Shared{
-		"as_of":              asOf,
-		"goodbye_expires_at": asOf.Add(sm.GoodbyeTimeout.Wait()),
-		"send_reminder":      false,
-		"shard_index":        0,
-		"shard_count":        1,
-	}
 	steps, err := dailySteps(asOf, Config{})
 	if err != nil {
 		return nil, err
 	}
 	out := make(Steps, 0, len(steps))
 	for _, st := range steps {
-		counts, err := dryRunStep(ctx, db, st, withArgs(args, st.args))
+		counts, err := dryRunStep(ctx, db, st, moveArgs{shardIndex: 0, shardCount: 1})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
 		}

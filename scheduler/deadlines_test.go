@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -32,13 +31,10 @@ func TestTheDeadlineFunctionsAreInlined(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, end := pageSpan(0, 8).tids()
-	base := sqlfile.Shared{
-		"as_of": asOf, "goodbye_expires_at": asOf.Add(48 * time.Hour), "send_reminder": true,
-		"shard_index": 0, "shard_count": 1, "run_id": int64(1), "log_duplicates": false, "first": first, "end": end,
-	}
 	for _, st := range steps {
-		for kind, sql := range map[string]string{"move": st.moveSQL, "dry run": st.dryRunSQL} {
-			rows, err := pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+sql, withArgs(base, st.args))
+		for kind, dryRun := range map[string]bool{"move": false, "dry run": true} {
+			s := st.move.bind(moveArgs{first: first, end: end, shardIndex: 0, shardCount: 1, runID: ptr(int64(1)), dryRun: dryRun})
+			rows, err := pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+s.SQL, s.Args...)
 			if err != nil {
 				t.Fatalf("%s %s: %v", st.name, kind, err)
 			}

@@ -3,12 +3,12 @@ package scheduler
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -29,31 +29,20 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	inactivity := steps[0]
-	args := withArgs(sqlfile.Shared{
-		"as_of":              asOf,
-		"due_before":         asOf.Add(-14 * 24 * time.Hour),
-		"goodbye_expires_at": asOf.Add(48 * time.Hour),
-		"key_suffix":         ":goodbye_sent:2026-11-22",
-		"run_id":             int64(0),
-		"shard_index":        0,
-		"shard_count":        1,
-		"log_duplicates":     false,
-	}, inactivity.args)
 
 	// The user writes to the bot before the chunk runs.
 	if _, err := pool.Exec(ctx, `UPDATE user_engagement_states SET last_activity_at = $2 WHERE user_id = $1`, user, asOf); err != nil {
 		t.Fatal(err)
 	}
-	b := batcher{move: func(ctx context.Context, s span) (c batchCounts, err error) {
-		first, end := s.tids()
-		err = pool.QueryRow(ctx, inactivity.moveSQL, batchExecMode, withArgs(args, sqlfile.Shared{"first": first, "end": end})).
-			Scan(&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &c.heldOut, new([]string))
-		return c, err
+	b := batcher{move: func(ctx context.Context, s span) (batchCounts, error) {
+		m := moveArgs{shardIndex: 0, shardCount: 1, runID: ptr(int64(0))}
+		m.first, m.end = s.tids()
+		return inactivity.move.run(ctx, pool, m) // no run's fence: the statement alone
 	}}
 	if err := b.moveIsolating(ctx, pageSpan(0, 1<<20)); err != nil {
 		t.Fatal(err)
 	}
-	if want := (batchCounts{candidates: 1, moved: 1, queued: 1}); b.total != want || len(b.failures) != 0 {
+	if want := (batchCounts{Candidates: 1, Moved: 1, Queued: 1}); !reflect.DeepEqual(b.total, want) || len(b.failures) != 0 {
 		t.Errorf("counts %+v, %d failed; want %+v: the other user moved, the changed one left alone", b.total, len(b.failures), want)
 	}
 	if st := fixture.StateOf(t, pool, user).State; st != "active" {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -50,20 +49,15 @@ func (h Holdout) salt() string {
 	return h.Salt
 }
 
-// args are the holdout's parameters of the daily statements.
-func (h Holdout) args() sqlfile.Shared {
-	return sqlfile.Shared{"holdout_basis_points": h.BasisPoints(), "holdout_salt": h.salt()}
-}
-
 // variantArgs are a kind's copy variants as the goodbye's statement takes
-// them: @variant_names and @variant_keys, in name order (empty: the kind's
-// one text, @message_key). A user's variant is the one at
+// them: @variant_names and @variant_keys, in name order (empty, not NULL:
+// the kind's one text, @message_key). A user's variant is the one at
 // engagement_holdout_bucket('variant:' || @message_type, user_id) modulo
 // their number, a hash of the user id of its own, apart from the holdout's.
-func variantArgs(vs []sender.Variant) sqlfile.Shared {
-	names, keys := []string{}, []string{}
+func variantArgs(vs []sender.Variant) (names, keys []string) {
+	names, keys = []string{}, []string{}
 	for _, v := range vs {
 		names, keys = append(names, v.Name), append(keys, v.Key)
 	}
-	return sqlfile.Shared{"variant_names": names, "variant_keys": keys}
+	return names, keys
 }

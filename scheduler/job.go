@@ -1,12 +1,11 @@
 package scheduler
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -37,7 +36,9 @@ type Config struct {
 	// AsOf is the instant the run treats as now; required. Day and week keys
 	// use its UTC date and ISO week.
 	AsOf time.Time
-	// DryRun computes the counters from a read-only snapshot and writes nothing.
+	// DryRun computes the counters with the steps' own statements, their
+	// writes switched off, in one snapshot, and writes nothing (see
+	// dryRunStep).
 	DryRun bool
 	// BatchSize is how many users one statement moves (DefaultBatchSize when 0).
 	BatchSize int
@@ -91,21 +92,82 @@ func (c Config) Validate() error {
 
 // step is one set-based move of a job.
 //
-// moveSQL moves the step's users among the user_engagement_states rows
-// whose position (ctid) lies in [@first, @end), in one statement that
-// finds them, locks them (skipping rows another transaction holds) and
-// moves them, and returns the chunk's counters (batchCounts, in order).
-// dryRunSQL counts, over the whole table and writing nothing, the users
-// who qualify: one row per skip reason ("" when the step acts on them)
-// with how many users and how many of them have the step's message key
-// (@key_suffix) taken already.
+// Its move statement moves the step's users among the
+// user_engagement_states rows whose position (ctid) lies in [@first,
+// @end), in one statement that finds them, locks them (skipping rows
+// another transaction holds) and moves them, and returns the chunk's
+// counters (batchCounts). With @dry_run it is the step's dry run: it locks
+// and writes nothing and returns the counters of what it would do, every
+// row taken to be free (dryRunStep runs it over the whole table). One
+// statement says who a step takes, for the run and for its dry run alike.
 type step struct {
 	name        string
-	messageType string         // the type of message the step queues, if any
-	args        sqlfile.Shared // the step's own arguments, over the job's
-	dryRunSQL   string
-	moveSQL     string
+	messageType string // the type of message the step queues, if any
+	move        mover  // the move statement, with the step's own arguments
 }
+
+// moveArgs are what a run gives every step's move statement, whatever the
+// step: the rows it moves, [first, end) (a chunk, or every row in a dry
+// run), the run's shard (one of one: every user), its run (nil in a dry
+// run, which logs nothing), whether it is a dry run, and whether to name
+// the keys it found already taken (with debug logs on).
+type moveArgs struct {
+	first, end             pgtype.TID
+	shardIndex, shardCount int
+	runID                  *int64
+	dryRun, logDuplicates  bool
+}
+
+// mover is a step's move statement, its step's own arguments bound, that
+// runs with a run's moveArgs.
+type mover interface {
+	// run moves the users of one chunk in a transaction of its own, under
+	// the run's fence when ctx carries one (batchRow).
+	run(ctx context.Context, pool *pgxpool.Pool, m moveArgs) (batchCounts, error)
+	// count runs it alone in db, for a dry run (dryRunStep).
+	count(ctx context.Context, db postgres.Querier, m moveArgs) (batchCounts, error)
+	// bind is the statement with its arguments, for a test to EXPLAIN.
+	bind(m moveArgs) sqlfile.Bound
+}
+
+// moveRow is the row queries.gen.go declares for each move statement:
+// every one returns the same counters under the same names, so its row
+// has batchCounts' fields, and batchCounts(row) reads any of them.
+type moveRow interface {
+	~struct {
+		Candidates    int
+		Moved         int
+		Queued        int
+		Locked        int
+		OptedOut      int
+		NoDestination int
+		HeldOut       int
+		DuplicateKeys []string
+	}
+}
+
+// moveBy is a step's mover: move statement s, its arguments filled by args
+// from a run's moveArgs and the step's own values.
+func moveBy[P sqlfile.Params, R moveRow, PR sqlfile.Row[R]](s sqlfile.Statement[P, R, PR], args func(moveArgs) P) mover {
+	return move[P, R, PR]{statement: s.WithMode(batchExecMode), args: args}
+}
+
+type move[P sqlfile.Params, R moveRow, PR sqlfile.Row[R]] struct {
+	statement sqlfile.Statement[P, R, PR]
+	args      func(moveArgs) P
+}
+
+func (mv move[P, R, PR]) run(ctx context.Context, pool *pgxpool.Pool, m moveArgs) (batchCounts, error) {
+	row, err := batchRow(ctx, pool, mv.statement, mv.args(m))
+	return batchCounts(row), err
+}
+
+func (mv move[P, R, PR]) count(ctx context.Context, db postgres.Querier, m moveArgs) (batchCounts, error) {
+	row, err := mv.statement.One(ctx, db, mv.args(m))
+	return batchCounts(row), err
+}
+
+func (mv move[P, R, PR]) bind(m moveArgs) sqlfile.Bound { return mv.statement.Bind(mv.args(m)) }
 
 // batchExecMode runs batch statements as unnamed prepared statements, which
 // PostgreSQL plans for the actual parameters every time. A cached statement
@@ -118,25 +180,19 @@ type step struct {
 // prepared statement "" requires 3").
 const batchExecMode = pgx.QueryExecModeExec
 
-var (
-	tableBlocksSQL = query("job_table_pages")
-	userAtSQL      = query("job_user_at")
-	duplicatesSQL  = query("job_duplicates")
-)
-
 // runJob runs steps in order, each to completion, and sums their counters.
-// args are the job-wide named arguments (as_of and friends); @run_id and
-// @user_ids are added here.
-func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, args sqlfile.Shared, cfg Config, sum *Summary) (err error) {
+// The steps' statements take the run's shard and run id (moveArgs) from
+// here.
+func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, cfg Config, sum *Summary) (err error) {
 	start := time.Now()
 	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
 	// Every statement takes the shard as a parameter; one shard of one is
 	// every user.
-	args = withArgs(args, sqlfile.Shared{"shard_index": 0, "shard_count": 1})
+	m := moveArgs{shardIndex: 0, shardCount: 1}
 	if cfg.Shard.Sharded() {
 		sum.Shard = cfg.Shard.String()
 		logCtx = logCtx.Str("shard", sum.Shard)
-		args = withArgs(args, sqlfile.Shared{"shard_index": cfg.Shard.Index, "shard_count": cfg.Shard.Count})
+		m.shardIndex, m.shardCount = cfg.Shard.Index, cfg.Shard.Count
 	}
 	log := logCtx.Logger()
 	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
@@ -150,15 +206,18 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 		defer r.release()
 		sum.RunID = r.id
 		log = log.With().Int64("run_id", r.id).Logger()
-		args = withArgs(args, sqlfile.Shared{"run_id": r.id})
+		m.runID = &r.id
 	}
 	log.Info().Msg("job started")
 
-	// A dry run reads every step's users from one read-only snapshot: the
-	// database refuses any write, and the counters describe one instant.
+	// A dry run reads every step's users from one snapshot, so the
+	// counters describe one instant, in a transaction that is always
+	// rolled back. It is not READ ONLY: PostgreSQL refuses to run a
+	// statement that could write (the steps' own) in a read-only
+	// transaction even when it writes nothing (see dryRunStep).
 	var snapshot pgx.Tx
 	if cfg.DryRun {
-		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 		if err != nil {
 			return fmt.Errorf("begin the dry run's snapshot: %w", err)
 		}
@@ -167,15 +226,14 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 
 	for _, st := range steps {
 		stepStart := time.Now()
-		stepArgs := withArgs(args, st.args)
 		var (
 			counts Counts
 			errs   []UserError
 		)
 		if cfg.DryRun {
-			counts, err = dryRunStep(ctx, snapshot, st, stepArgs)
+			counts, err = dryRunStep(ctx, snapshot, st, m)
 		} else {
-			counts, errs, err = runStep(ctx, pool, st, stepArgs, batchSize, concurrency, log)
+			counts, errs, err = runStep(ctx, pool, st, m, batchSize, concurrency, log)
 		}
 		if err != nil {
 			err = fmt.Errorf("step %s: %w", st.name, err)
@@ -222,29 +280,28 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, a
 // order, each chunk reading only its own: a step costs one pass over the
 // table however many chunks it takes. Rows put past the last page while the
 // step runs (by the bot, or the step's own moves) wait for the next run.
-func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shared, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
-	var blocks int64
-	if err := pool.QueryRow(ctx, tableBlocksSQL).Scan(&blocks); err != nil {
+func runStep(ctx context.Context, pool *pgxpool.Pool, st step, m moveArgs, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
+	table, err := jobTablePagesQuery.One(ctx, pool, sqlfile.None{})
+	if err != nil {
 		return Counts{}, nil, fmt.Errorf("measure user_engagement_states: %w", err)
 	}
+	blocks := table.Pages
 	// With debug logs on, each batch also lists the keys it found taken
 	// (the story's T9: which duplicate, first queued when).
-	debug := log.Debug().Enabled()
-	args = withArgs(args, sqlfile.Shared{"log_duplicates": debug})
+	m.logDuplicates, m.dryRun = log.Debug().Enabled(), false
 	b := batcher{
-		move: func(ctx context.Context, s span) (c batchCounts, err error) {
-			first, end := s.tids()
-			var duplicateKeys []string // listed only when debug logs are on
-			err = batchRow(ctx, pool, st.moveSQL, withArgs(args, sqlfile.Shared{"first": first, "end": end}),
-				&c.candidates, &c.moved, &c.queued, &c.locked, &c.optedOut, &c.noDestination, &c.heldOut, &duplicateKeys)
-			if err == nil && len(duplicateKeys) > 0 {
-				logDuplicates(ctx, pool, log, st.name, duplicateKeys)
+		move: func(ctx context.Context, s span) (batchCounts, error) {
+			chunk := m
+			chunk.first, chunk.end = s.tids()
+			c, err := st.move.run(ctx, pool, chunk)
+			if err == nil && len(c.DuplicateKeys) > 0 { // listed only when debug logs are on
+				logDuplicates(ctx, pool, log, st.name, c.DuplicateKeys)
 			}
 			return c, err
 		},
-		userAt: func(ctx context.Context, at pgtype.TID) (id pgtype.UUID, err error) {
-			err = pool.QueryRow(ctx, userAtSQL, sqlfile.Args{"at": at}).Scan(&id)
-			return id, err
+		userAt: func(ctx context.Context, at pgtype.TID) (string, error) {
+			row, err := jobUserAtQuery.One(ctx, pool, jobUserAtArgs{At: at})
+			return row.UserID, err
 		},
 		lost: func(attempt int, err error) {
 			log.Warn().Str("step", st.name).Int("attempt", attempt).Str("error", err.Error()).
@@ -273,34 +330,36 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 	if err := g.Wait(); err != nil {
 		return Counts{}, nil, err
 	}
-	slices.SortFunc(b.failures, func(x, y failure) int { return bytes.Compare(x.userID.Bytes[:], y.userID.Bytes[:]) })
+	slices.SortFunc(b.failures, func(x, y failure) int { return cmp.Compare(x.userID, y.userID) })
 	var errs []UserError
 	for _, f := range b.failures {
-		id := f.userID.String()
-		if !f.userID.Valid {
-			id = "" // the failing row moved before it could be named
-		}
+		id := f.userID // "": the failing row moved before it could be named
 		log.Error().Str("step", st.name).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
 		errs = append(errs, UserError{UserID: id, Step: st.name, Error: f.err.Error()})
 	}
+	return st.counts(b.total, len(b.failures)), errs, nil
+}
+
+// counts are the step's counters from its statement's, summed over its
+// chunks (or its dry run's), and the users who failed alone.
+func (st step) counts(t batchCounts, failed int) Counts {
 	var counts Counts
-	t := b.total
-	counts.Succeeded = t.moved
-	counts.Failed = len(b.failures)
+	counts.Succeeded = t.Moved
+	counts.Failed = failed
 	counts.Processed = counts.Succeeded + counts.Failed
-	counts.Queued = t.queued
-	counts.HeldOut = t.heldOut
+	counts.Queued = t.Queued
+	counts.HeldOut = t.HeldOut
 	if st.messageType != "" {
 		// moved users, not held out, whose message key was already taken
-		counts.Duplicates = t.moved - t.heldOut - t.queued
+		counts.Duplicates = t.Moved - t.HeldOut - t.Queued
 	}
-	counts.skip(sm.SkipOptedOut, t.optedOut)
-	counts.skip(sm.SkipNoDestination, t.noDestination)
-	counts.skip(sm.SkipLocked, t.locked)
+	counts.skip(sm.SkipOptedOut, t.OptedOut)
+	counts.skip(sm.SkipNoDestination, t.NoDestination)
+	counts.skip(sm.SkipLocked, t.Locked)
 	// Users the chunk found and locked but did not move: the bot changed
 	// them in the instant between (the statement re-checks each one).
-	counts.skip(sm.SkipStateChanged, t.candidates-t.optedOut-t.noDestination-t.locked-t.moved)
-	return counts, errs, nil
+	counts.skip(sm.SkipStateChanged, t.Candidates-t.OptedOut-t.NoDestination-t.Locked-t.Moved)
+	return counts
 }
 
 // logDuplicates writes a debug line per key a batch found already taken,
@@ -308,22 +367,11 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, args sqlfile.Shar
 // after the batch committed; a failure to read is a line of its own, never
 // the run's.
 func logDuplicates(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, step string, keys []string) {
-	rows, err := pool.Query(ctx, duplicatesSQL, keys)
-	if err != nil {
-		log.Debug().Str("step", step).Str("error", err.Error()).Msg("duplicates skipped; could not read when they were first queued")
-		return
-	}
-	var (
-		key     string
-		first   time.Time
-		runID   *int64
-		msgType string
-	)
-	_, err = pgx.ForEachRow(rows, []any{&key, &first, &runID, &msgType}, func() error {
-		ev := log.Debug().Str("step", step).Str("idempotency_key", key).Str("message_type", msgType).
-			Time("first_queued_at", first)
-		if runID != nil {
-			ev = ev.Int64("first_run_id", *runID)
+	err := jobDuplicatesQuery.Each(ctx, pool, jobDuplicatesArgs{Keys: keys}, func(d *jobDuplicatesRow) error {
+		ev := log.Debug().Str("step", step).Str("idempotency_key", d.IdempotencyKey).Str("message_type", d.MessageType).
+			Time("first_queued_at", d.FirstQueuedAt)
+		if d.FirstRunID != nil {
+			ev = ev.Int64("first_run_id", *d.FirstRunID)
 		}
 		ev.Msg("duplicate skipped: already queued")
 		return nil
@@ -333,48 +381,29 @@ func logDuplicates(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, 
 	}
 }
 
-// dryRunStep counts what runStep would do, from the step's selection,
-// writing nothing: every selected user counts as succeeded, and for steps
-// that queue, keys already taken count as duplicates. The database counts;
-// no user id comes to the client.
-func dryRunStep(ctx context.Context, db postgres.Querier, st step, args sqlfile.Shared) (Counts, error) {
-	rows, err := db.Query(ctx, st.dryRunSQL, batchExecMode, args)
-	if err != nil {
-		return Counts{}, fmt.Errorf("count users: %w", err)
-	}
-	var (
-		counts               Counts
-		reason               string
-		n, existing, heldOut int
-	)
-	_, err = pgx.ForEachRow(rows, []any{&reason, &n, &existing, &heldOut}, func() error {
-		if reason != "" {
-			counts.skip(reason, n)
-			return nil
-		}
-		counts.Succeeded = n
-		counts.HeldOut = heldOut
-		if st.messageType != "" {
-			counts.Duplicates = existing
-		}
-		return nil
-	})
-	if err != nil {
-		return Counts{}, fmt.Errorf("count users: %w", err)
-	}
-	counts.Processed = counts.Succeeded
-	if st.messageType != "" {
-		counts.Queued = counts.Succeeded - counts.HeldOut - counts.Duplicates
-	}
-	return counts, nil
+// wholeTable is every row of user_engagement_states as @first and @end:
+// no row lies at or past the last position of the last block number.
+var wholeTable = [2]pgtype.TID{
+	{Valid: true},
+	{BlockNumber: math.MaxUint32, OffsetNumber: math.MaxUint16, Valid: true},
 }
 
-// withArgs returns base overlaid with extra, leaving both unchanged.
-func withArgs(base, extra sqlfile.Shared) sqlfile.Shared {
-	out := maps.Clone(base)
-	if out == nil {
-		out = sqlfile.Shared{}
+// dryRunStep counts what runStep would do: the step's own statement with
+// @dry_run, once over the whole table, in db (a transaction the caller
+// rolls back; not READ ONLY, which PostgreSQL refuses for a statement
+// that could write, even one that writes nothing). The statement locks no
+// row and writes none (no transaction id is even assigned): it takes
+// every row to be free, so none counts as locked, and every user it
+// selects as moved, with their message counted as queued when its key is
+// not taken yet and as a duplicate when it is. The database counts; no
+// user id comes to the client. m gives the run's shard; the rows, the run
+// and the flags are the dry run's own.
+func dryRunStep(ctx context.Context, db postgres.Querier, st step, m moveArgs) (Counts, error) {
+	m.first, m.end = wholeTable[0], wholeTable[1]
+	m.runID, m.dryRun, m.logDuplicates = nil, true, false // no duplicate is named in a dry run
+	t, err := st.move.count(ctx, db, m)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count users: %w", err)
 	}
-	maps.Copy(out, extra)
-	return out
+	return st.counts(t, 0), nil
 }

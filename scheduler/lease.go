@@ -44,18 +44,6 @@ const DefaultLeaseTimeout = 30 * time.Second
 // stalled process), so another run may be doing the work now.
 var ErrLeaseLost = errors.New("lost the job's lease: the heartbeat was not renewed within the lease timeout, so another run may have taken over")
 
-var (
-	runHolderSQL      = query("run_holder")
-	runAbandonSQL     = query("run_abandon")
-	runStartSQL       = query("run_start")
-	runRecordSQL      = query("run_record")
-	runHeartbeatSQL   = query("run_heartbeat")
-	runFinishSQL      = query("run_finish")
-	runFenceCancelSQL = query("run_fence_cancel")
-	runFenceWaitSQL   = query("run_fence_wait")
-	runFenceBatchSQL  = query("run_fence_batch")
-)
-
 // run is one job run's bookkeeping: its engagement_job_runs row, which is
 // also the lease that makes runs of the same job and shard take turns.
 //
@@ -126,18 +114,20 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 		leaseTimeout = DefaultLeaseTimeout
 	}
 	r := &run{pool: pool, fenceKey: lockKey(job, shard), timeout: leaseTimeout}
-	args := runArgs(job, shard, &asOf)
+	p := thisProcess()
+	args := runStartArgs{Job: job, AsOf: asOf, Hostname: p.hostname, PID: p.pid, Shard: shardColumn(shard), Holder: p.holder}
 	poll := min(leaseTimeout/10, time.Second)
 	waiting, tookOver := false, false
 	for {
-		err := pool.QueryRow(ctx, runStartSQL, args).Scan(&r.id)
+		row, err := runStartQuery.One(ctx, pool, args)
 		if err == nil {
+			r.id = row.ID
 			break
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, fmt.Errorf("record the run: %w", err)
 		}
-		abandoned, err := abandonDead(ctx, pool, sqlfile.Args{"job": job, "shard": args["shard"]}, leaseTimeout)
+		abandoned, err := abandonDead(ctx, pool, runHolderArgs{Job: job, Shard: args.Shard}, leaseTimeout)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -168,36 +158,26 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 	return r, withFence(runCtx, r), nil
 }
 
-// runArgs are run_start.sql's arguments for a run of job and shard in this
-// process; a nil asOf is the database clock.
-func runArgs(job string, shard Shard, asOf *time.Time) sqlfile.Args {
-	hostname, _ := os.Hostname()
-	return sqlfile.Args{
-		"job": job, "as_of": asOf, "hostname": hostname, "pid": os.Getpid(),
-		"shard": shardColumn(shard), "holder": processHolder,
-	}
+// process is how a run's row names the process that runs it: its
+// hostname, pid and holder (processHolder).
+type process struct {
+	hostname string
+	pid      int
+	holder   string
 }
 
-// inProgress is a run in progress as run_holder.sql reads it.
-type inProgress struct {
-	id          int64
-	holder      string
-	pid         int
-	noHeartbeat bool
-	silent      float64
-	beat        time.Time
+// thisProcess is this process, for the row of a run it starts.
+func thisProcess() process {
+	hostname, _ := os.Hostname()
+	return process{hostname: hostname, pid: os.Getpid(), holder: processHolder}
 }
 
 // abandonDead marks the runs in progress of args' job and shard abandoned
 // that are dead, and returns their ids (none when none is, or none runs).
 // A job's runs take turns, so it has one in progress at most; the runs of
 // queue-process work alongside one another, and each dead one is marked.
-func abandonDead(ctx context.Context, pool *pgxpool.Pool, args sqlfile.Args, leaseTimeout time.Duration) ([]int64, error) {
-	rows, _ := pool.Query(ctx, runHolderSQL, args)
-	running, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (inProgress, error) {
-		var p inProgress
-		return p, row.Scan(&p.id, &p.holder, &p.pid, &p.noHeartbeat, &p.silent, &p.beat)
-	})
+func abandonDead(ctx context.Context, pool *pgxpool.Pool, args runHolderArgs, leaseTimeout time.Duration) ([]int64, error) {
+	running, err := runHolderQuery.All(ctx, pool, args)
 	if err != nil {
 		return nil, fmt.Errorf("look up the run in progress: %w", err)
 	}
@@ -205,21 +185,21 @@ func abandonDead(ctx context.Context, pool *pgxpool.Pool, args sqlfile.Args, lea
 	for _, p := range running {
 		var reason string
 		switch {
-		case p.noHeartbeat:
+		case p.NoHeartbeat:
 			reason = "the run ended without recording an outcome (killed?)"
-		case p.holder != "" && p.holder == processHolder && processGone(p.pid):
-			reason = fmt.Sprintf("the run ended without recording an outcome: its process (pid %d) is gone (killed?)", p.pid)
-		case time.Duration(p.silent*float64(time.Second)) > leaseTimeout:
-			reason = fmt.Sprintf("the run ended without recording an outcome: no heartbeat for %.0f s (killed?)", p.silent)
+		case p.Holder != "" && p.Holder == processHolder && processGone(p.PID):
+			reason = fmt.Sprintf("the run ended without recording an outcome: its process (pid %d) is gone (killed?)", p.PID)
+		case time.Duration(p.SilentSeconds*float64(time.Second)) > leaseTimeout:
+			reason = fmt.Sprintf("the run ended without recording an outcome: no heartbeat for %.0f s (killed?)", p.SilentSeconds)
 		default:
 			continue // alive, as far as anyone can tell
 		}
-		tag, err := pool.Exec(ctx, runAbandonSQL, sqlfile.Args{"id": p.id, "beat": p.beat, "reason": reason})
+		tag, err := runAbandonQuery.Exec(ctx, pool, runAbandonArgs{ID: p.ID, Beat: p.Beat, Reason: reason})
 		if err != nil {
 			return abandoned, fmt.Errorf("mark the dead run abandoned: %w", err)
 		}
 		if tag.RowsAffected() != 0 { // else it renewed its heartbeat or finished meanwhile
-			abandoned = append(abandoned, p.id)
+			abandoned = append(abandoned, p.ID)
 		}
 	}
 	return abandoned, nil
@@ -231,16 +211,16 @@ func abandonDead(ctx context.Context, pool *pgxpool.Pool, args sqlfile.Args, lea
 // fence.
 func (r *run) fence(ctx context.Context, cancel bool, log zerolog.Logger) error {
 	if cancel {
-		var n int
-		if err := r.pool.QueryRow(ctx, runFenceCancelSQL, sqlfile.Args{"fence_key": r.fenceKey}).Scan(&n); err != nil {
+		row, err := runFenceCancelQuery.One(ctx, r.pool, runFenceCancelArgs{FenceKey: r.fenceKey})
+		if err != nil {
 			return fmt.Errorf("cancel the abandoned run's statements: %w", err)
 		}
-		if n > 0 {
-			log.Warn().Int("statements", n).Msg("cancelled the abandoned run's statements still running on the server")
+		if row.Cancelled > 0 {
+			log.Warn().Int("statements", row.Cancelled).Msg("cancelled the abandoned run's statements still running on the server")
 		}
 	}
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, runFenceWaitSQL, sqlfile.Args{"fence_key": r.fenceKey})
+		_, err := runFenceWaitQuery.Exec(ctx, tx, runFenceWaitArgs{FenceKey: r.fenceKey})
 		return err
 	})
 	if err != nil {
@@ -266,8 +246,7 @@ func (r *run) heartbeat(ctx context.Context, stop context.CancelCauseFunc, log z
 		case <-tick.C:
 		}
 		beatCtx, cancel := context.WithTimeout(ctx, interval)
-		var id int64
-		err := r.pool.QueryRow(beatCtx, runHeartbeatSQL, sqlfile.Args{"id": r.id}).Scan(&id)
+		_, err := runHeartbeatQuery.One(beatCtx, r.pool, runHeartbeatArgs{ID: r.id})
 		cancel()
 		switch {
 		case err == nil:
@@ -318,15 +297,17 @@ func (r *run) record(ctx context.Context, status string, sum any, errText *strin
 	r.stopHeartbeat()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	// counters is JSON text: as []byte, pgx's exec mode would send it as
-	// bytea, which a json column rejects (22P02).
-	_, err = r.pool.Exec(ctx, runFinishSQL, sqlfile.Args{"id": r.id, "status": status, "counters": string(counters), "error": errText})
+	// counters is JSON text (@counters::text::jsonb): as []byte, pgx's exec
+	// mode would send it as bytea, which a json column rejects (22P02).
+	text := string(counters)
+	args := runFinishArgs{ID: r.id, Status: status, Counters: &text, Error: errText}
+	_, err = runFinishQuery.Exec(ctx, r.pool, args)
 	if err != nil && postgres.IsConnectionLost(err) {
 		// The connection was ended (an administrator, a failover) while the
 		// batches went on; what they did is committed, so record it through
 		// a new connection.
 		r.pool.Reset()
-		_, err = r.pool.Exec(ctx, runFinishSQL, sqlfile.Args{"id": r.id, "status": status, "counters": string(counters), "error": errText})
+		_, err = runFinishQuery.Exec(ctx, r.pool, args)
 	}
 	if err != nil {
 		return fmt.Errorf("record the run's outcome: %w", err)
@@ -339,7 +320,7 @@ func (r *run) finishLost(ctx context.Context, runErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	msg := runErr.Error()
-	_, _ = r.pool.Exec(ctx, runFinishSQL, sqlfile.Args{"id": r.id, "status": RunFailed, "counters": nil, "error": &msg})
+	_, _ = runFinishQuery.Exec(ctx, r.pool, runFinishArgs{ID: r.id, Status: RunFailed, Error: &msg})
 }
 
 func (r *run) stopHeartbeat() {
@@ -360,16 +341,17 @@ func withFence(ctx context.Context, r *run) context.Context {
 	return context.WithValue(ctx, fenceCtxKey{}, r)
 }
 
-// batchRow runs a batch statement (one that moves users and returns one
-// row, scanned into dest) in a transaction of its own. Under a run's
-// context it holds the run's fence and a server-side statement timeout
-// (SET LOCAL: nothing is left on the session) in the same transaction: both
-// go in one round trip with the statement (a pipeline ending in one Sync is
-// one transaction), so a pooler keeps them on one server connection.
-func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args sqlfile.Shared, dest ...any) error {
+// batchRow runs a batch statement s (one that moves users and returns one
+// row) with p in a transaction of its own, and returns its row. Under a
+// run's context it holds the run's fence and a server-side statement
+// timeout (SET LOCAL: nothing is left on the session) in the same
+// transaction: both go in one round trip with the statement (a pipeline
+// ending in one Sync is one transaction), so a pooler keeps them on one
+// server connection. Without one, s runs alone, in s's mode.
+func batchRow[P sqlfile.Params, R any, PR sqlfile.Row[R]](ctx context.Context, pool *pgxpool.Pool, s sqlfile.Statement[P, R, PR], p P) (R, error) {
 	r, ok := ctx.Value(fenceCtxKey{}).(*run)
 	if !ok {
-		return pool.QueryRow(ctx, sql, batchExecMode, args).Scan(dest...)
+		return s.One(ctx, pool, p)
 	}
 	var timeout *string // pools not made by postgres.Open keep their own
 	if d := postgres.StatementTimeout(ctx, pool); d > 0 {
@@ -377,9 +359,17 @@ func batchRow(ctx context.Context, pool *pgxpool.Pool, sql string, args sqlfile.
 		timeout = &ms
 	}
 	b := &pgx.Batch{}
-	b.Queue(runFenceBatchSQL, sqlfile.Args{"fence_key": r.fenceKey, "timeout_ms": timeout})
-	b.Queue(sql, args).QueryRow(func(row pgx.Row) error { return row.Scan(dest...) })
-	return pool.SendBatch(ctx, b).Close()
+	runFenceBatchQuery.QueueExec(b, runFenceBatchArgs{FenceKey: r.fenceKey, TimeoutMs: timeout})
+	var row R
+	s.QueueOne(b, p, &row)
+	err := pool.SendBatch(ctx, b).Close()
+	// QueueOne puts the statement's name before its error; a failing
+	// row's error is reported as the database said it, as it always was
+	// (the summary's errors).
+	if inner := errors.Unwrap(err); inner != nil && err.Error() == s.Name+": "+inner.Error() {
+		err = inner
+	}
+	return row, err
 }
 
 // shardColumn is engagement_job_runs.shard: "i/N", or NULL when unsharded.

@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // RunRecord is a run recorded in engagement_job_runs that holds no lease:
@@ -38,11 +36,13 @@ func RecordRun(ctx context.Context, pool *pgxpool.Pool, job string, asOf *time.T
 		leaseTimeout = DefaultLeaseTimeout
 	}
 	r := &run{pool: pool, timeout: leaseTimeout, alongside: true}
-	args := runArgs(job, Shard{}, asOf)
-	if err := pool.QueryRow(ctx, runRecordSQL, args).Scan(&r.id); err != nil {
+	p := thisProcess()
+	row, err := runRecordQuery.One(ctx, pool, runRecordArgs{Job: job, AsOf: asOf, Hostname: p.hostname, PID: p.pid, Holder: p.holder})
+	if err != nil {
 		return nil, fmt.Errorf("record the run: %w", err)
 	}
-	abandoned, err := abandonDead(ctx, pool, sqlfile.Args{"job": job, "shard": args["shard"]}, leaseTimeout)
+	r.id = row.ID
+	abandoned, err := abandonDead(ctx, pool, runHolderArgs{Job: job}, leaseTimeout)
 	if err != nil {
 		r.finishLost(ctx, err)
 		return nil, err

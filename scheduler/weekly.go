@@ -2,12 +2,11 @@ package scheduler
 
 import (
 	"context"
-	"maps"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -26,37 +25,43 @@ func RunWeekly(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Summary, e
 		return nil, err
 	}
 	asOf := cfg.AsOf.UTC()
-	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
 	sum := &Summary{Job: WeeklyJob, AsOf: asOf, ISOWeek: review.Period.Label(asOf), DryRun: cfg.DryRun, Errors: []UserError{}}
-	week, weekEnd := review.Period.Bounds(asOf)
-	args := sqlfile.Shared(activity.WindowArgs(asOf))
-	maps.Copy(args, sqlfile.Shared{
-		"period_start": week,
-		"replay_until": weekEnd,
-		"key_suffix":   review.KeySuffix(asOf),
-		"message_type": string(review.Message),
-		"message_key":  review.CatalogKey,
-		// The users a review is for are those it may be sent to.
-		"states": stateNames(review.SendWhile),
-	})
-	err := runJob(ctx, pool, WeeklyJob, []step{weeklyReviewStep}, args, cfg, sum)
+	err := runJob(ctx, pool, WeeklyJob, []step{weeklyReviewStep(asOf)}, cfg, sum)
 	return sum, err
 }
 
+// review is the weekly review's kind: the weekly job's message.
+var review, _ = sm.KindOf(sm.WeeklyReviewMessage)
+
 // weeklyReviewStep queues the reviews of a chunk's users in one statement
-// (queries/weekly_review.sql); its dry run counts them over the whole table
-// (queries/weekly_review_dry_run.sql).
+// (queries/weekly_review.sql), as of asOf (UTC): the users in the states a
+// review may be sent in, active in the week that ends at asOf
+// (activity.WindowStart), under the key of asOf's ISO week, covering that
+// week. Its dry run is the same statement with @dry_run, over the whole
+// table.
 //
 // The review locks no row: states and profiles are only read, and the
 // queue has no foreign key, so a user whose rows the bot holds is reviewed
 // without waiting. (The one wait left is another transaction inserting the
 // same review key and not yet committed: only another run of the week
 // does that, and runs take turns.)
-var weeklyReviewStep = step{
-	name:        "weekly_review",
-	messageType: string(sm.WeeklyReviewMessage),
-	dryRunSQL:   query("weekly_review_dry_run"),
-	moveSQL:     query("weekly_review"),
+func weeklyReviewStep(asOf time.Time) step {
+	week, weekEnd := review.Period.Bounds(asOf)
+	return step{
+		name:        "weekly_review",
+		messageType: string(review.Message),
+		move: moveBy(weeklyReviewQuery, func(m moveArgs) weeklyReviewArgs {
+			return weeklyReviewArgs{
+				AsOf: asOf, WindowStart: activity.WindowStart(asOf),
+				// The users a review is for are those it may be sent to.
+				States:      stateNames(review.SendWhile),
+				MessageType: string(review.Message), MessageKey: review.CatalogKey,
+				KeySuffix: review.KeySuffix(asOf), PeriodStart: week, ReplayUntil: weekEnd,
+				First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
+				RunID: m.runID, DryRun: m.dryRun, LogDuplicates: m.logDuplicates,
+			}
+		}),
+	}
 }
 
 // stateNames is states as the statements take them, text.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // Request is a message to queue as a caller spells it, every field as
@@ -67,11 +67,11 @@ func fieldErrorf(field, format string, args ...any) *FieldError {
 // The first problem found is returned as a *FieldError.
 func (r Request) Message() (Message, error) {
 	var m Message
-	var id pgtype.UUID
-	if err := id.Scan(strings.TrimSpace(r.UserID)); err != nil || !id.Valid {
+	id, ok := postgres.ParseUUID(strings.TrimSpace(r.UserID))
+	if !ok {
 		return m, fieldErrorf("user_id", "%q is not a UUID", truncateRunes(r.UserID, 60))
 	}
-	m.UserID = id.String()
+	m.UserID = id
 	if m.Type = strings.TrimSpace(r.Type); m.Type == "" {
 		return m, fieldErrorf("type", "is required (e.g. goodbye, weekly_review, reminder)")
 	}

@@ -31,6 +31,9 @@ func TestRequestMessage(t *testing.T) {
 		m.IdempotencyKey != want.IdempotencyKey || !m.PeriodStart.Equal(want.PeriodStart) || !m.ReplayUntil.IsZero() {
 		t.Errorf("Message() = %+v, want %+v", m, want)
 	}
+	if m, err := (sender.Request{UserID: strings.ReplaceAll(user, "-", ""), Type: "reminder"}).Message(); err != nil || m.UserID != want.UserID {
+		t.Errorf("a user id without its dashes: %q, %v; want %q", m.UserID, err, want.UserID)
+	}
 	for _, none := range []string{"", "null", "  "} {
 		r := sender.Request{UserID: user, Type: "reminder", Params: json.RawMessage(none)}
 		if m, err := r.Message(); err != nil || m.Params != nil {

@@ -26,7 +26,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -141,9 +140,6 @@ type Queued struct {
 // queued inside a caller's transaction.
 type Querier = postgres.Querier
 
-// enqueueSQL inserts a message or returns the one its key already names.
-var enqueueSQL = mustQuery("enqueue")
-
 // Enqueue queues m unless a message with its idempotency key exists, in which
 // case it returns that message's id with Duplicate set and changes nothing.
 func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
@@ -169,17 +165,17 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 			m.Key = k.CatalogKey
 		}
 	}
-	scheduledFor := optionalTime(m.ScheduledFor)
-	var (
-		out    Queued
-		stored Message
-	)
-	err = q.QueryRow(ctx, enqueueSQL, sqlfile.Args{
-		"user_id": m.UserID, "type": m.Type, "key": m.Key, "params": params,
-		"destination": m.Destination, "jid": m.DestinationJID,
-		"scheduled_for": scheduledFor, "idempotency_key": key,
-		"period_start": optionalTime(m.PeriodStart), "replay_until": optionalTime(m.ReplayUntil),
-	}).Scan(&out.ID, &out.Duplicate, &stored.Type, &stored.Key, &stored.Params, &stored.Destination, &stored.DestinationJID)
+	row, err := enqueueQuery.One(ctx, q, enqueueArgs{
+		UserID: m.UserID, Type: m.Type, Key: m.Key, Params: params,
+		Destination: m.Destination, JID: m.DestinationJID,
+		ScheduledFor: optionalTime(m.ScheduledFor), IdempotencyKey: key,
+		PeriodStart: optionalTime(m.PeriodStart), ReplayUntil: optionalTime(m.ReplayUntil),
+	})
+	var stored map[string]string
+	if err == nil && row.Duplicate && row.MessageParams != nil {
+		// The stored params, to compare: a JSON object of strings.
+		err = json.Unmarshal(row.MessageParams, &stored)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "destination_jid" {
 		return Queued{}, ErrNoDestination
@@ -190,11 +186,12 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	if err != nil {
 		return Queued{}, fmt.Errorf("enqueue %s message: %w", m.Type, err)
 	}
+	out := Queued{ID: row.ID, Duplicate: row.Duplicate}
 	if out.Duplicate {
-		out.PayloadDiffers = stored.Type != m.Type || stored.Key != m.Key ||
-			!maps.Equal(stored.Params, m.Params) || // a nil and an empty map are equal
-			m.Destination != "" && stored.Destination != m.Destination ||
-			m.DestinationJID != "" && stored.DestinationJID != strings.TrimSpace(m.DestinationJID)
+		out.PayloadDiffers = row.MessageType != m.Type || row.MessageKey != m.Key ||
+			!maps.Equal(stored, m.Params) || // a nil and an empty map are equal
+			m.Destination != "" && row.Destination != m.Destination ||
+			m.DestinationJID != "" && row.DestinationJID != strings.TrimSpace(m.DestinationJID)
 	}
 	return out, nil
 }

@@ -2,47 +2,48 @@ package statemachine
 
 import "time"
 
-// DeadlineArgs are the parameters every caller of the database's deadline
+// Deadlines are the parameters every caller of the database's deadline
 // functions passes them, taken from the transition table: the daily job's
 // statements and verify's no_user_stuck, so that both decide by one
-// definition whether a user's deadline has come. The keys are the
-// statements' parameter names:
-//
-//   - inactivity, inactivity_states: inactivity_14d's wait and the states
-//     it runs in (engagement_inactivity_due);
-//   - goodbye_window, goodbye_states: goodbye_timeout's
-//     (engagement_goodbye_due);
-//   - timer_states, timer_triggers, timer_clocks, timer_waits: every
-//     other timer, due at its clock (engagement_clock) plus its wait, one
-//     entry per from-state.
-//
-// The map is a fresh one each call.
-func DeadlineArgs() map[string]any {
-	var (
-		states             = map[Trigger][]string{}
-		tStates, tTriggers []string
-		tClocks            []string
-		tWaits             []time.Duration
-	)
+// definition whether a user's deadline has come. Each field is named after
+// the statements' parameter (@inactivity is Inactivity), so a statement's
+// generated arguments take them field by field.
+type Deadlines struct {
+	// Inactivity and InactivityStates are inactivity_14d's wait and the
+	// states it runs in (engagement_inactivity_due): @inactivity,
+	// @inactivity_states.
+	Inactivity       time.Duration
+	InactivityStates []string
+	// GoodbyeWindow and GoodbyeStates are goodbye_timeout's
+	// (engagement_goodbye_due): @goodbye_window, @goodbye_states.
+	GoodbyeWindow time.Duration
+	GoodbyeStates []string
+	// TimerStates, TimerTriggers, TimerClocks and TimerWaits are every
+	// other timer, due at its clock (engagement_clock) plus its wait, one
+	// entry per from-state, in parallel: @timer_states, @timer_triggers,
+	// @timer_clocks, @timer_waits.
+	TimerStates, TimerTriggers, TimerClocks []string
+	TimerWaits                              []time.Duration
+}
+
+// DeadlineArgs are the deadlines of the transition table (see Deadlines),
+// in fresh slices each call.
+func DeadlineArgs() Deadlines {
+	d := Deadlines{Inactivity: Inactivity14d.Wait(), GoodbyeWindow: GoodbyeTimeout.Wait()}
 	for _, t := range Timers() {
 		for _, f := range t.FromStates() {
-			states[t.Trigger] = append(states[t.Trigger], string(f))
-			if !t.Trigger.OwnDeadline() {
-				tStates, tTriggers = append(tStates, string(f)), append(tTriggers, string(t.Trigger))
-				tClocks, tWaits = append(tClocks, string(t.Clock)), append(tWaits, t.Wait)
+			switch {
+			case t.Trigger == Inactivity14d:
+				d.InactivityStates = append(d.InactivityStates, string(f))
+			case t.Trigger == GoodbyeTimeout:
+				d.GoodbyeStates = append(d.GoodbyeStates, string(f))
+			case !t.Trigger.OwnDeadline():
+				d.TimerStates, d.TimerTriggers = append(d.TimerStates, string(f)), append(d.TimerTriggers, string(t.Trigger))
+				d.TimerClocks, d.TimerWaits = append(d.TimerClocks, string(t.Clock)), append(d.TimerWaits, t.Wait)
 			}
 		}
 	}
-	return map[string]any{
-		"inactivity":        Inactivity14d.Wait(),
-		"goodbye_window":    GoodbyeTimeout.Wait(),
-		"inactivity_states": states[Inactivity14d],
-		"goodbye_states":    states[GoodbyeTimeout],
-		"timer_states":      tStates,
-		"timer_triggers":    tTriggers,
-		"timer_clocks":      tClocks,
-		"timer_waits":       tWaits,
-	}
+	return d
 }
 
 // OwnDeadline reports whether timer t has a deadline function of its own in

@@ -409,8 +409,7 @@ func checkTime(t *testing.T, field string, got, want *time.Time) {
 // from-state, in the generic timer arrays, which line up.
 func TestDeadlineArgsCoverEveryTimer(t *testing.T) {
 	args := sm.DeadlineArgs()
-	states, triggers := args["timer_states"].([]string), args["timer_triggers"].([]string)
-	clocks, waits := args["timer_clocks"].([]string), args["timer_waits"].([]time.Duration)
+	states, triggers, clocks, waits := args.TimerStates, args.TimerTriggers, args.TimerClocks, args.TimerWaits
 	if len(triggers) != len(states) || len(clocks) != len(states) || len(waits) != len(states) {
 		t.Fatalf("timer arrays of lengths %d, %d, %d, %d; want one length", len(states), len(triggers), len(clocks), len(waits))
 	}
@@ -418,11 +417,11 @@ func TestDeadlineArgsCoverEveryTimer(t *testing.T) {
 		for _, f := range tm.FromStates() {
 			switch tm.Trigger {
 			case sm.Inactivity14d:
-				if !slices.Contains(args["inactivity_states"].([]string), string(f)) {
+				if !slices.Contains(args.InactivityStates, string(f)) {
 					t.Errorf("inactivity_states lacks %s", f)
 				}
 			case sm.GoodbyeTimeout:
-				if !slices.Contains(args["goodbye_states"].([]string), string(f)) {
+				if !slices.Contains(args.GoodbyeStates, string(f)) {
 					t.Errorf("goodbye_states lacks %s", f)
 				}
 			default:

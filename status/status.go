@@ -1,5 +1,5 @@
 // Package status reads what engagementctl status reports, from one
-// read-only snapshot: the queue by status (due, oldest due, abandoned
+// snapshot, writing nothing: the queue by status (due, oldest due, abandoned
 // claims, cancel reasons), the users by state, unusable time zones, the
 // latest runs of each job, the send budgets, what queue-process runs with
 // and Meta's verdict on the number, and what the messages cost
@@ -184,7 +184,7 @@ type DeliveryCounters struct {
 
 // Read reads the queue, the users and the latest runsPerJob runs of each
 // job and shard (DefaultRuns when 0) as of asOf (the database clock
-// when zero), from one read-only snapshot. Each part is one set-based
+// when zero), from one snapshot, writing nothing. Each part is one set-based
 // query; the run history uses the (job, started_at) index.
 func Read(ctx context.Context, pool *pgxpool.Pool, asOf time.Time, runsPerJob int) (*Status, error) {
 	return ReadWith(ctx, pool, Options{AsOf: asOf, RunsPerJob: runsPerJob})
@@ -196,11 +196,15 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	if runsPerJob < 0 {
 		return nil, fmt.Errorf("runs per job must be positive, got %d", runsPerJob)
 	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	// One snapshot, always rolled back. Not READ ONLY: the spend forecast
+	// dry-runs the daily job (scheduler.ForecastDaily), whose move
+	// statements, writes switched off, write and lock nothing, but which
+	// PostgreSQL refuses to run in a read-only transaction.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return nil, fmt.Errorf("begin the status snapshot: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep: always rolled back
 	if asOf, err = postgres.AsOf(ctx, tx, asOf); err != nil {
 		return nil, err
 	}
@@ -236,13 +240,8 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 }
 
 func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) error {
-	rows, err := tx.Query(ctx, query("status_queue_counts"), sqlfile.Args{"statuses": sm.MessageStatuses()})
-	if err != nil {
-		return fmt.Errorf("count queued messages: %w", err)
-	}
-	var c QueueCount
-	_, err = pgx.ForEachRow(rows, []any{&c.Status, &c.MessageType, &c.Messages}, func() error {
-		q.Counts = append(q.Counts, c)
+	err := statusQueueCountsQuery.Each(ctx, tx, statusQueueCountsArgs{Statuses: sm.MessageStatuses()}, func(c *statusQueueCountsRow) error {
+		q.Counts = append(q.Counts, QueueCount(*c)) // the same fields, by the columns' names
 		q.Total += c.Messages
 		return nil
 	})
@@ -250,10 +249,11 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) e
 		return fmt.Errorf("count queued messages: %w", err)
 	}
 	// Both use the partial indexes queue-process claims with.
-	err = tx.QueryRow(ctx, query("status_queue_due"), sqlfile.Args{"as_of": asOf}).Scan(&q.DuePending, &q.OldestDuePendingAt, &q.ExpiredClaims)
+	due, err := statusQueueDueQuery.One(ctx, tx, statusQueueDueArgs{AsOf: asOf})
 	if err != nil {
 		return fmt.Errorf("read the due messages: %w", err)
 	}
+	q.DuePending, q.OldestDuePendingAt, q.ExpiredClaims = due.DuePending, due.OldestDuePendingAt, due.ExpiredClaims
 	if err := readCancelledByReason(ctx, tx, q); err != nil {
 		return err
 	}
@@ -267,19 +267,13 @@ func readQueueStatus(ctx context.Context, tx pgx.Tx, asOf time.Time, q *Queue) e
 
 // readCancelledByReason fills q.CancelledByReason.
 func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
-	rows, err := tx.Query(ctx, query("status_cancelled_reasons"), sqlfile.Args{"unspecified": ReasonUnspecified})
-	if err != nil {
-		return fmt.Errorf("count cancelled messages: %w", err)
-	}
 	counts := map[string]int64{}
-	var (
-		reason string
-		n      int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&reason, &n}, func() error {
-		counts[reason] = n
-		return nil
-	}); err != nil {
+	err := statusCancelledReasonsQuery.Each(ctx, tx, statusCancelledReasonsArgs{Unspecified: ReasonUnspecified},
+		func(c *statusCancelledReasonsRow) error {
+			counts[c.Reason] = c.Messages
+			return nil
+		})
+	if err != nil {
 		return fmt.Errorf("count cancelled messages: %w", err)
 	}
 	reasons := sm.CancelReasons()
@@ -303,13 +297,8 @@ func readCancelledByReason(ctx context.Context, tx pgx.Tx, q *Queue) error {
 
 func readUserStatus(ctx context.Context, tx pgx.Tx, u *Users) error {
 	counts := map[string]StateCount{}
-	rows, err := tx.Query(ctx, query("status_users"))
-	if err != nil {
-		return fmt.Errorf("count users by state: %w", err)
-	}
-	var c StateCount
-	_, err = pgx.ForEachRow(rows, []any{&c.State, &c.Users, &c.OptedOut}, func() error {
-		counts[c.State] = c
+	err := statusUsersQuery.Each(ctx, tx, sqlfile.None{}, func(c *statusUsersRow) error {
+		counts[c.State] = StateCount(*c) // the same fields, by the columns' names
 		return nil
 	})
 	if err != nil {
@@ -322,42 +311,35 @@ func readUserStatus(ctx context.Context, tx pgx.Tx, u *Users) error {
 		u.Total += c.Users
 		u.OptedOut += c.OptedOut
 	}
-	if err := tx.QueryRow(ctx, query("status_time_zones")).Scan(&u.UnusableTimeZones); err != nil {
+	zones, err := statusTimeZonesQuery.One(ctx, tx, sqlfile.None{})
+	if err != nil {
 		return fmt.Errorf("count unusable time zones: %w", err)
 	}
+	u.UnusableTimeZones = zones.UnusableTimeZones
 	return nil
 }
 
 // readRuns returns the latest n runs of every job and shard, by job and
 // shard, newest first.
 func readRuns(ctx context.Context, tx pgx.Tx, n int) ([]Run, error) {
-	rows, err := tx.Query(ctx, query("status_runs"), sqlfile.Args{"runs_per_job": n})
-	if err != nil {
-		return nil, fmt.Errorf("read the latest runs: %w", err)
-	}
 	runs := []Run{}
-	var (
-		r        Run
-		counters []byte
-	)
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Job, &r.Shard, &r.AsOf, &r.StartedAt, &r.FinishedAt, &r.Status, &counters, &r.Error},
-		func() error {
-			run := r
-			run.AsOf, run.StartedAt = r.AsOf.UTC(), r.StartedAt.UTC()
-			if r.FinishedAt != nil {
-				f := r.FinishedAt.UTC()
-				run.FinishedAt = &f
+	err := statusRunsQuery.Each(ctx, tx, statusRunsArgs{RunsPerJob: int64(n)}, func(r *statusRunsRow) error {
+		run := Run{ID: r.ID, Job: r.Job, Shard: r.Shard, AsOf: r.AsOf.UTC(), StartedAt: r.StartedAt.UTC(),
+			Status: r.Status, Error: r.Error}
+		if r.FinishedAt != nil {
+			f := r.FinishedAt.UTC()
+			run.FinishedAt = &f
+		}
+		if len(r.Counters) > 0 {
+			var c RunCounters
+			if err := json.Unmarshal(r.Counters, &c); err != nil {
+				return fmt.Errorf("run %d: decode counters: %w", r.ID, err)
 			}
-			if len(counters) > 0 {
-				var c RunCounters
-				if err := json.Unmarshal(counters, &c); err != nil {
-					return fmt.Errorf("run %d: decode counters: %w", r.ID, err)
-				}
-				run.Counters = &c
-			}
-			runs = append(runs, run)
-			return nil
-		})
+			run.Counters = &c
+		}
+		runs = append(runs, run)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read the latest runs: %w", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -97,23 +96,53 @@ type Check struct {
 	Exempt int64 `json:"exempt,omitempty"`
 }
 
-// invariant is one check: its statement (a queries/verify_*.sql) finds the
-// suspicious rows as (example, exempt) and returns how many are violations,
-// how many exempt, and up to @max_examples examples; args are the check's
-// own parameters, over Run's (@as_of, @cutoff, @max_examples and the
-// state machine's table).
+// invariant is one check: run runs its statement (a queries/verify_*.sql),
+// which finds the suspicious rows as (example, exempt) and returns how many
+// are violations, how many exempt, and up to MaxExamples examples.
 type invariant struct {
-	name, rule, sql string
-	args            sqlfile.Shared
+	name, rule string
+	run        func(ctx context.Context, tx pgx.Tx, e env) (found, error)
 }
 
-// withDeadlines adds to args the parameters of the deadline functions, the
-// daily job's own (statemachine.DeadlineArgs): verify and the job decide by
-// one definition whether a user's deadline has come.
-func withDeadlines(args sqlfile.Shared) sqlfile.Shared {
-	all := sqlfile.Shared(sm.DeadlineArgs())
-	maps.Copy(all, args)
-	return all
+// env is what every check's arguments are filled from: the run's as-of,
+// the retention's cutoff, the examples' bound, the state machine's
+// transition table and the daily job's deadlines.
+type env struct {
+	asOf, cutoff time.Time
+	maxExamples  int64
+	// allowedFrom, allowedTrigger and allowedTo are the transition table
+	// (statemachine.Transitions), one entry per row.
+	allowedFrom, allowedTrigger, allowedTo []string
+	// The deadlines are the daily job's own (statemachine.DeadlineArgs):
+	// verify and the job decide by one definition whether a user's
+	// deadline has come.
+	sm.Deadlines
+}
+
+// found is a check's outcome, the row every verify_*.sql returns.
+type found struct {
+	Violations int64
+	Exempt     int64
+	Examples   []string
+}
+
+// foundRow is the row type queries.gen.go declares for each check's
+// statement: found's columns, under the statement's own name.
+type foundRow interface {
+	~struct {
+		Violations int64
+		Exempt     int64
+		Examples   []string
+	}
+}
+
+// check makes an invariant's run of statement s, its arguments filled by
+// args from the run's env.
+func check[P sqlfile.Params, R foundRow, PR sqlfile.Row[R]](s sqlfile.Statement[P, R, PR], args func(env) P) func(context.Context, pgx.Tx, env) (found, error) {
+	return func(ctx context.Context, tx pgx.Tx, e env) (found, error) {
+		row, err := s.One(ctx, tx, args(e))
+		return found(row), err
+	}
 }
 
 // stuckRule is no_user_stuck's rule, its deadlines from the state
@@ -164,8 +193,10 @@ func onePerPeriod(k sm.Kind) invariant {
 		rule: fmt.Sprintf("no user has two %s (any status but cancelled) for one %s, the %s the one the message was "+
 			"queued for or, without one, that of scheduled_for in UTC; checked from the rows, not the unique index",
 			k.Plural, p.name, p.name),
-		sql:  query("verify_one_per_period"),
-		args: sqlfile.Shared{"message_type": string(k.Message), "plural": k.Plural, "unit": p.unit, "format": p.format},
+		run: check(verifyOnePerPeriodQuery, func(e env) verifyOnePerPeriodArgs {
+			return verifyOnePerPeriodArgs{MessageType: string(k.Message), Plural: k.Plural, Unit: p.unit, Format: p.format,
+				MaxExamples: e.maxExamples}
+		}),
 	}
 }
 
@@ -200,20 +231,27 @@ var invariants = slices.Concat([]invariant{
 			"unless that transition held them out (the holdout: see no_goodbye_to_holdout); exempt: users with no such log row (the bot or an " +
 			"import set the state), no goodbye_sent_at (see state_timestamps), or a goodbye day that ended before " +
 			"as-of minus the retention (cleanup may have deleted it)",
-		sql:  query("verify_goodbye_queued"),
-		args: withDeadlines(sqlfile.Shared{"message_type": string(goodbye.Message)}),
+		run: check(verifyGoodbyeQueuedQuery, func(e env) verifyGoodbyeQueuedArgs {
+			return verifyGoodbyeQueuedArgs{GoodbyeStates: e.GoodbyeStates, Cutoff: e.cutoff, MessageType: string(goodbye.Message),
+				MaxExamples: e.maxExamples}
+		}),
 	},
 }, kindChecks(), []invariant{
 	{
 		name: CheckNoExpiredClaims,
 		rule: "no message is in flight (processing) whose claim is abandoned at as-of (its holder's lease ran out, or a claim without a holder is past claimed_until); " +
 			"the next queue-process settles such claims from its send ledger",
-		sql: query("verify_no_expired_claims"),
+		run: check(verifyNoExpiredClaimsQuery, func(e env) verifyNoExpiredClaimsArgs {
+			return verifyNoExpiredClaimsArgs{AsOf: e.asOf, MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckTransitionsAllowed,
 		rule: "every logged transition (from_state, trigger, to_state) is a row of the state machine's transition table",
-		sql:  query("verify_transitions_allowed"),
+		run: check(verifyTransitionsAllowedQuery, func(e env) verifyTransitionsAllowedArgs {
+			return verifyTransitionsAllowedArgs{AllowedFrom: e.allowedFrom, AllowedTrigger: e.allowedTrigger, AllowedTo: e.allowedTo,
+				MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckLogMatchesState,
@@ -221,20 +259,37 @@ var invariants = slices.Concat([]invariant{
 			"the log row was written (state_changed_at, stamped by a trigger on every change of state whoever makes it, " +
 			"whatever they do with updated_at); rows without the stamps compare updated_at with the transition's time; " +
 			"users with no logged transition are not checked",
-		sql: query("verify_log_matches_state"),
+		run: check(verifyLogMatchesStateQuery, func(e env) verifyLogMatchesStateArgs {
+			return verifyLogMatchesStateArgs{MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckStateTimestamps,
 		rule: "goodbye_sent users have goodbye_sent_at and remind_later users have remind_at; " +
 			"without them the daily job can never move the user on",
-		sql:  query("verify_state_timestamps"),
-		args: withDeadlines(nil),
+		run: check(verifyStateTimestampsQuery, func(e env) verifyStateTimestampsArgs {
+			return verifyStateTimestampsArgs{GoodbyeStates: e.GoodbyeStates, TimerStates: e.TimerStates, TimerClocks: e.TimerClocks,
+				MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckNoUserStuck,
 		rule: stuckRule(),
-		sql:  query("verify_no_user_stuck"),
-		args: withDeadlines(sqlfile.Shared{"grace": StuckGrace, "goodbye_key_infix": goodbye.KeyInfix}),
+		run: check(verifyNoUserStuckQuery, func(e env) verifyNoUserStuckArgs {
+			return verifyNoUserStuckArgs{
+				AsOf:             e.asOf,
+				Grace:            StuckGrace,
+				GoodbyeKeyInfix:  goodbye.KeyInfix,
+				Inactivity:       e.Inactivity,
+				InactivityStates: e.InactivityStates,
+				GoodbyeWindow:    e.GoodbyeWindow,
+				GoodbyeStates:    e.GoodbyeStates,
+				TimerStates:      e.TimerStates,
+				TimerClocks:      e.TimerClocks,
+				TimerWaits:       e.TimerWaits,
+				MaxExamples:      e.maxExamples,
+			}
+		}),
 	},
 	{
 		name: CheckInstantsPlausible,
@@ -242,8 +297,10 @@ var invariants = slices.Concat([]invariant{
 			"no remind_at more than the remind-later wait past that, and none of a user's clocks is infinite: " +
 			"such an instant (a bot's timestamp in the wrong unit) keeps the user from every goodbye or reminder; " +
 			"engagement_fire refuses them (EN005), so these were written before it or by hand",
-		sql:  query("verify_instants_plausible"),
-		args: sqlfile.Shared{"skew": activity.MaxFireSkew, "remind_wait": sm.RemindLaterPeriod},
+		run: check(verifyInstantsPlausibleQuery, func(e env) verifyInstantsPlausibleArgs {
+			return verifyInstantsPlausibleArgs{AsOf: e.asOf, Skew: activity.MaxFireSkew, RemindWait: sm.RemindLaterPeriod,
+				MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckNoSendAfterOptOut,
@@ -252,21 +309,26 @@ var invariants = slices.Concat([]invariant{
 			"recorded if later) more than " + OptOutGrace.String() + " before, the time a send that had started when the " +
 			"opt-out committed may take to settle; users opted out without a consent event are not checked; " +
 			"exempt: the opt-out's own confirmation (" + strings.Join(optOutConfirmations(), ", ") + "), sent only to opted-out users",
-		sql:  query("verify_no_send_after_opt_out"),
-		args: sqlfile.Shared{"grace": OptOutGrace, "confirmations": optOutConfirmations()},
+		run: check(verifyNoSendAfterOptOutQuery, func(e env) verifyNoSendAfterOptOutArgs {
+			return verifyNoSendAfterOptOutArgs{Grace: OptOutGrace, Confirmations: optOutConfirmations(), MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckNoGoodbyeToHoldout,
 		rule: "no user the daily job held out of a goodbye (engagement-daily --holdout-percent: their goodbye's log row " +
 			"says holdout) has a goodbye for that UTC day (the run's as-of) in the queue, in any status but cancelled",
-		sql:  query("verify_no_goodbye_to_holdout"),
-		args: sqlfile.Shared{"message_type": string(goodbye.Message), "trigger": string(sm.Inactivity14d)},
+		run: check(verifyNoGoodbyeToHoldoutQuery, func(e env) verifyNoGoodbyeToHoldoutArgs {
+			return verifyNoGoodbyeToHoldoutArgs{MessageType: string(goodbye.Message), Trigger: string(sm.Inactivity14d),
+				MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckTimeZonesUsable,
 		rule: "every user_profiles.timezone that is set is one PostgreSQL can read (any case, links, POSIX specs); " +
 			"for a value it cannot, quiet hours fall back to the operator's --timezone",
-		sql: query("verify_time_zones_usable"),
+		run: check(verifyTimeZonesUsableQuery, func(e env) verifyTimeZonesUsableArgs {
+			return verifyTimeZonesUsableArgs{MaxExamples: e.maxExamples}
+		}),
 	},
 	{
 		name: CheckDataAPIClosed,
@@ -276,7 +338,9 @@ var invariants = slices.Concat([]invariant{
 			"SELECT, INSERT, UPDATE or DELETE on with row level security off or a policy that applies to them or PUBLIC, " +
 			"a sequence they hold USAGE, SELECT or UPDATE on, a function they may EXECUTE (SECURITY DEFINER or plain, " +
 			"the example says which); exempt: a table they hold privileges on that row level security keeps closed to them",
-		sql: query("verify_data_api_closed"),
+		run: check(verifyDataAPIClosedQuery, func(e env) verifyDataAPIClosedArgs {
+			return verifyDataAPIClosedArgs{MaxExamples: e.maxExamples}
+		}),
 	},
 })
 
@@ -311,29 +375,21 @@ func RunTx(ctx context.Context, tx pgx.Tx, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	var from, trigger, to []string
+	// Every check's arguments come from these.
+	e := env{asOf: asOf, cutoff: asOf.Add(-retention), maxExamples: MaxExamples, Deadlines: sm.DeadlineArgs()}
 	for _, t := range sm.Transitions() {
-		from, trigger, to = append(from, string(t.From)), append(trigger, string(t.Trigger)), append(to, string(t.To))
-	}
-	// Every check gets these, whether it uses them or not.
-	args := sqlfile.Shared{
-		"as_of":           asOf,
-		"cutoff":          asOf.Add(-retention),
-		"max_examples":    MaxExamples,
-		"allowed_from":    from,
-		"allowed_trigger": trigger,
-		"allowed_to":      to,
+		e.allowedFrom = append(e.allowedFrom, string(t.From))
+		e.allowedTrigger = append(e.allowedTrigger, string(t.Trigger))
+		e.allowedTo = append(e.allowedTo, string(t.To))
 	}
 
 	rep := &Report{AsOf: asOf, Retention: retention.String(), OK: true, Broken: []string{}}
 	for _, inv := range invariants {
-		c := Check{Name: inv.name, Rule: inv.rule}
-		all := maps.Clone(args)
-		maps.Copy(all, inv.args)
-		err := tx.QueryRow(ctx, inv.sql, all).Scan(&c.Violations, &c.Exempt, &c.Examples)
+		f, err := inv.run(ctx, tx, e)
 		if err != nil {
 			return nil, fmt.Errorf("check %s: %w", inv.name, err)
 		}
+		c := Check{Name: inv.name, Rule: inv.rule, Violations: f.Violations, Exempt: f.Exempt, Examples: f.Examples}
 		c.OK = c.Violations == 0
 		if !c.OK {
 			rep.OK = false

@@ -10,7 +10,7 @@ WITH window_transactions AS (
      WHERE created_at > @window_start AND created_at <= @as_of
      GROUP BY user_id
 )
-SELECT s.user_id::text, s.state, coalesce(w.transactions, 0) AS transactions,
+SELECT s.user_id::text AS user_id, s.state, coalesce(w.transactions, 0) AS transactions,
        route.destination, coalesce(route.destination_jid, '') AS destination_jid,
        p.locale
   FROM user_engagement_states s

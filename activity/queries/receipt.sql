@@ -3,4 +3,6 @@
 -- message whose provider id is @provider_message_id, as of @at (NULL:
 -- now), with WhatsApp's @error_code for a failure (NULL: none). Returns
 -- what is known of the message now, or NULL for an id none of the queue's.
-SELECT engagement_receipt(@provider_message_id::text, @status::text, @at::timestamptz, @error_code::text)
+--
+-- nullable: @at, @error_code, known
+SELECT engagement_receipt(@provider_message_id::text, @status::text, @at::timestamptz, @error_code::text) AS known

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -24,7 +24,7 @@ func TestQueueStepReadsTheBudgetAsOfTheRun(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT=10")
 	fixture.DueToRecipients(t, pool, 10, "budget-")
-	first := cmdtest.Exec(t, cli.NewQueueCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
+	first := cmdtest.Exec(t, queuecmd.NewCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
 	var sum delivery.ProcessSummary
 	if err := json.Unmarshal([]byte(first.Stdout), &sum); first.Code != 0 || err != nil || sum.Sent != 10 ||
 		sum.Budget == nil || sum.Budget.Used != 10 {

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -170,7 +170,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	}
 
 	// Delivery: everything queued goes, and nothing to a held-out user.
-	q := cmdtest.Exec(t, cli.NewQueueCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
+	q := cmdtest.Exec(t, queuecmd.NewCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
 	var sent delivery.ProcessSummary
 	if err := json.Unmarshal([]byte(q.Stdout), &sent); q.Code != 0 || err != nil {
 		t.Fatalf("queue-process: exit %d, %v: %s", q.Code, err, q.Stderr)

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -93,7 +93,7 @@ func TestVariantsAreRecordedAndReported(t *testing.T) {
 		t.Errorf("variants %v of %d treated, want about half each", perVariant, treated)
 	}
 
-	q := cmdtest.Exec(t, cli.NewQueueCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
+	q := cmdtest.Exec(t, queuecmd.NewCommand, env, "--transport", "log", "--send-interval", "0", "--output", "json")
 	var sent delivery.ProcessSummary
 	if err := json.Unmarshal([]byte(q.Stdout), &sent); q.Code != 0 || err != nil || sent.Sent != treated {
 		t.Fatalf("queue-process: exit %d, %v, sent %d; want the %d goodbyes: %s", q.Code, err, sent.Sent, treated, q.Stderr)

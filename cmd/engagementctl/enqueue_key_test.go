@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -110,7 +110,7 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 	}
 
 	bot := webhooktest.New(t)
-	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook",
+	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook",
 		"ENGAGEMENT_WEBHOOK_URL="+bot.URL, "ENGAGEMENT_WEBHOOK_SECRET=s3cret"), "--send-interval", "0", "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)

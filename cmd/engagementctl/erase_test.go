@@ -14,6 +14,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -301,7 +302,7 @@ func TestEraseLeavesNoTraceAndNothingIsSentAfterwards(t *testing.T) {
 	} else {
 		t.Logf("daily: %s", res.Stdout)
 	}
-	if res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--output", "json"); res.Code != 0 {
+	if res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0", "--output", "json"); res.Code != 0 {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
 	toKept := 0

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -49,7 +49,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL)
 	process := func() {
 		t.Helper()
-		res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--retry-base", "10ms", "--max-retries", "1", "--output", "json")
+		res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0", "--retry-base", "10ms", "--max-retries", "1", "--output", "json")
 		if res.Code != 0 {
 			t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 		}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -29,7 +29,7 @@ func TestStatusShowsOrderCapPaceAndTheNumbersHealth(t *testing.T) {
 		t.Fatalf("status before any run: %v, queue_settings %s, number_health %s; want both []", err, before["queue_settings"], before["number_health"])
 	}
 
-	if res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--transport", "log", "--kind-priority", "goodbye,reminder,weekly_review",
+	if res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--transport", "log", "--kind-priority", "goodbye,reminder,weekly_review",
 		"--per-user-cap", "2", "--per-user-cap-window", "72h", "--send-interval", "2m", "--send-jitter", "1m",
 		"--daily-limit", "300", "--spread-budget", "--quiet-hours", "21:00-08:00", "--timezone", "America/Sao_Paulo"); res.Code != 0 {
 		t.Fatalf("queue-process: exit %d, stderr %s", res.Code, res.Stderr)

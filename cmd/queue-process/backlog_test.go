@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -29,7 +29,7 @@ func TestPushesTheQueueBacklogItLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
+	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
 		"--max-duration", "1ns", "--output", "json", "--pushgateway-url", gw.URL)
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)

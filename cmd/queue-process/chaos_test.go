@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -100,7 +100,7 @@ func TestChaosWithRandomKillsSendsNothingTwice(t *testing.T) {
 		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status IN ('pending', 'processing')`); n == 0 {
 			break
 		}
-		if res := cmdtest.Exec(t, cli.NewQueueCommand, env, append(args, "--max-duration", "20s")...); res.Code != 0 {
+		if res := cmdtest.Exec(t, queuecmd.NewCommand, env, append(args, "--max-duration", "20s")...); res.Code != 0 {
 			t.Fatalf("draining run: exit %d: %s", res.Code, res.Stderr)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -212,7 +212,7 @@ func TestKilledMidSendOnTheCloudAPISendsNothingTwice(t *testing.T) {
 
 	// Time passes (the database's clock): the dead process's claims expire.
 	fixture.ExpireClaims(t, pool)
-	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--workers", "4")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0", "--workers", "4")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -255,7 +255,7 @@ func TestDedupeStoreNeverMarksAnUndeliveredMessageSent(t *testing.T) {
 	close(b.hold)
 
 	fixture.ExpireClaims(t, pool)
-	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -71,7 +71,7 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL, "ENGAGEMENT_WEBHOOK_SECRET="+secret)
 	start := time.Now()
-	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0", "--retry-base", "20ms", "--output", "json")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0", "--retry-base", "20ms", "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}

@@ -7,8 +7,9 @@ import (
 	"os"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 )
 
 func main() {
-	os.Exit(cli.Run(cli.NewQueueCommand()))
+	os.Exit(cli.Run(queuecmd.NewCommand()))
 }

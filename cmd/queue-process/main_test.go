@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -126,7 +126,7 @@ func TestConfigurationErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env(tt.env...), tt.args...)
+			res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env(tt.env...), tt.args...)
 			if res.Code != 2 || !strings.Contains(res.Stderr, tt.want) || len(cmdtest.Lines(res.Stderr)) != 1 {
 				t.Errorf("exit %d stderr %q; want exit 2 and one line mentioning %q", res.Code, res.Stderr, tt.want)
 			}
@@ -141,7 +141,7 @@ func TestDefaultPacingAndJSONSummary(t *testing.T) {
 	const n = 4
 	queueMessages(t, pool, n)
 
-	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL, "ENGAGEMENT_WEBHOOK_SECRET=topsecret"), "--output", "json")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL, "ENGAGEMENT_WEBHOOK_SECRET=topsecret"), "--output", "json")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -189,12 +189,12 @@ func TestKilledMidSendIsFinishedUnderTheSameKey(t *testing.T) {
 		t.Fatalf("after SIGKILL: %v, want the message still claimed", got)
 	}
 	// A run now finds the claim alive and leaves it alone.
-	if res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0"); res.Code != 0 || statusCounts(t, pool)["processing"] != 1 {
+	if res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0"); res.Code != 0 || statusCounts(t, pool)["processing"] != 1 {
 		t.Fatalf("a run during the claim: exit %d, %v; want the claim respected", res.Code, statusCounts(t, pool))
 	}
 	// Time passes (the clock is the database's): the claim expires.
 	fixture.ExpireClaims(t, pool)
-	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "0")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
@@ -290,7 +290,7 @@ func TestMaxDurationStopsClaiming(t *testing.T) {
 	queueMessages(t, pool, 20)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
 
-	res := cmdtest.Exec(t, cli.NewQueueCommand, env, "--send-interval", "200ms", "--max-duration", "700ms")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "200ms", "--max-duration", "700ms")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -18,7 +18,7 @@ func TestPushesTheDeliveryMetricsToThePushgateway(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	queueMessages(t, pool, 7)
 
-	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
+	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
 		"--output", "json", "--pushgateway-url", gw.URL)
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
@@ -59,7 +59,7 @@ func TestPushesTheDedupeStoresChecks(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	queueMessages(t, pool, 5)
 
-	res := cmdtest.Exec(t, cli.NewQueueCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
+	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",
 		"--dedupe-store", "postgres", "--output", "json", "--pushgateway-url", gw.URL)
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)

@@ -80,9 +80,11 @@ WITH bounds AS (
 SELECT b.first_start + w.i * interval '7 days' AS week_start,
        coalesce(o.goodbyes, 0) AS goodbyes,
        greatest(coalesce(s.n, 0), coalesce(o.answered_help + o.answered_remind_later + o.answered_not_now + o.timed_out, 0)) AS accepted,
-       coalesce(s.delivered, 0), coalesce(s.read, 0), coalesce(s.failed_late, 0), coalesce(s.receipts, 0),
-       coalesce(o.answered_help, 0), coalesce(o.answered_remind_later, 0), coalesce(o.answered_not_now, 0),
-       coalesce(o.came_back, 0), coalesce(o.timed_out, 0), coalesce(o.undelivered, 0), coalesce(o.waiting, 0),
+       coalesce(s.delivered, 0) AS delivered, coalesce(s.read, 0) AS read, coalesce(s.failed_late, 0) AS failed_late,
+       coalesce(s.receipts, 0) AS receipts,
+       coalesce(o.answered_help, 0) AS answered_help, coalesce(o.answered_remind_later, 0) AS answered_remind_later,
+       coalesce(o.answered_not_now, 0) AS answered_not_now, coalesce(o.came_back, 0) AS came_back,
+       coalesce(o.timed_out, 0) AS timed_out, coalesce(o.undelivered, 0) AS undelivered, coalesce(o.waiting, 0) AS waiting,
        coalesce(r.n, 0) AS reactivated,
        b.first_start + (w.i + 1) * interval '7 days' + @window::interval <= @as_of::timestamptz AS window_closed
   FROM bounds b

@@ -1,5 +1,5 @@
 -- Messages by status and kind.
-SELECT status, message_type, count(*) AS messages
+SELECT status, message_type AS kind, count(*) AS messages
   FROM engagement_message_queue
  GROUP BY status, message_type
  ORDER BY message_type, status;

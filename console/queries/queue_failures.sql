@@ -32,7 +32,7 @@ SELECT engagement_error_group(coalesce(error_message, '')) AS reason,
                           AND settled <= @as_of::timestamptz - @window::interval) AS window_before,
        count(*) FILTER (WHERE strpos(error_message, @permanent_mark::text) > 0) AS permanent,
        sum(count(*) FILTER (WHERE settled > @as_of::timestamptz - @window::interval
-                              AND settled <= @as_of::timestamptz)) OVER () AS all_last_window
+                              AND settled <= @as_of::timestamptz)) OVER ()::bigint AS all_last_window
   FROM failed
  GROUP BY 1
  ORDER BY 2 DESC, 1

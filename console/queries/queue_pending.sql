@@ -7,6 +7,8 @@
 --   waiting on the send budget: moved down the budget's line
 --     (deferred_reason 'budget'; the budget panel says when they go);
 --   waiting for a retry: attempted before, due later, deferred by neither.
+--
+-- nullable: oldest_due, quiet_hours_until
 SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
        min(scheduled_for) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS oldest_due,
        count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz

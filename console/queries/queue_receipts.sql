@@ -3,7 +3,10 @@
 -- and failed after acceptance (failed with a sent_at: engagement_receipt
 -- keeps it), by WhatsApp's error code. One row per code, the totals on
 -- every row; no row when nothing was accepted. The sent ones come from the
--- sent_at index; the failed from the failed alone.
+-- sent_at index; the failed from the failed alone. code is NULL on the row
+-- of a window without a failure.
+--
+-- nullable: code
 WITH accepted AS (
     SELECT q.delivered_at, q.read_at, NULL::text AS code
       FROM engagement_message_queue q
@@ -21,7 +24,7 @@ WITH accepted AS (
            count(*) FILTER (WHERE code IS NOT NULL) AS failed_late
       FROM accepted
 )
-SELECT t.accepted, t.delivered, t.read, t.failed_late, c.code, coalesce(c.n, 0)
+SELECT t.accepted, t.delivered, t.read, t.failed_late, c.code, coalesce(c.n, 0) AS code_messages
   FROM totals t
   LEFT JOIN (SELECT code, count(*) AS n FROM accepted WHERE code IS NOT NULL GROUP BY code) c ON true
  WHERE t.accepted > 0

@@ -3,6 +3,8 @@
 -- started within @shard_span of the job's latest, so that one failed shard
 -- is not hidden behind another that ran after it. A job that never ran is
 -- one row of NULLs beside its name.
+--
+-- nullable: as_of, started_at, finished_at
 SELECT j.job, coalesce(r.shard, '') AS shard, r.as_of, r.started_at, r.finished_at,
        coalesce(r.status, '') AS status, coalesce(r.error, '') AS error
   FROM unnest(@jobs::text[]) WITH ORDINALITY AS j(job, n)

@@ -1,6 +1,6 @@
 -- One user's consent history, newest first (the latest @limit): each change
 -- of their opt-out, its source, who (an operator) and when.
-SELECT opted_out, source, coalesce(actor, ''), at
+SELECT opted_out, source, coalesce(actor, '') AS actor, at
   FROM engagement_consent_events
  WHERE user_id = @user_id::uuid
  ORDER BY id DESC

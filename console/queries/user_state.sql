@@ -2,6 +2,8 @@
 -- four digits only, masked here so that the whole never leaves the database).
 -- remind_at is remind_later's timer only: the bot leaves the column set when
 -- the user moves on, and a stale one would read as a reminder to come.
+--
+-- nullable: last_activity_at, remind_at
 SELECT s.state, s.last_activity_at, s.goodbye_sent_at, s.goodbye_expires_at,
        CASE WHEN s.state = 'remind_later' THEN s.remind_at END AS remind_at, s.created_at,
        coalesce(p.reengagement_opt_out, false) AS opted_out,

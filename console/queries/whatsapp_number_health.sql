@@ -9,6 +9,8 @@
 -- quality due now: the next claim sends them, or holds them again while
 -- the rating is still RED. Returns whether the health changed and how many
 -- messages were released.
+--
+-- nullable: @messaging_limit_tier, @flagged, @at
 WITH recorded AS (
     INSERT INTO engagement_number_health AS h (transport, quality_rating, messaging_limit_tier, flagged, read_at, source)
     VALUES (@transport::text, NULL, @messaging_limit_tier::text, coalesce(@flagged::boolean, false),
@@ -30,4 +32,4 @@ WITH recorded AS (
        AND EXISTS (SELECT FROM recorded r WHERE NOT r.flagged)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM recorded) > 0, (SELECT count(*) FROM released);
+SELECT (SELECT count(*) FROM recorded) > 0 AS changed, (SELECT count(*) FROM released) AS released;

@@ -7,6 +7,8 @@
 -- the messages held by a paused template due now: the next claim sends
 -- them, or holds again those whose template is still paused. Returns
 -- whether the status changed and how many messages were released.
+--
+-- nullable: @at
 WITH recorded AS (
     INSERT INTO engagement_template_status AS t (template_name, status, updated_at)
     VALUES (@template_name::text, @event::text, least(coalesce(@at::timestamptz, now()), now()))
@@ -26,4 +28,4 @@ WITH recorded AS (
        AND EXISTS (SELECT FROM recorded r WHERE r.status IN ('APPROVED', 'REINSTATED'))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM recorded) > 0, (SELECT count(*) FROM released);
+SELECT (SELECT count(*) FROM recorded) > 0 AS changed, (SELECT count(*) FROM released) AS released;

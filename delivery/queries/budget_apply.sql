@@ -39,6 +39,8 @@
 -- at the same slot, the next claim's order decides. "Now" is the processor's clock, @clock_offset ahead of the
 -- database's. Returns the ids held back, and how many recipients the
 -- window holds now.
+--
+-- nullable: @quiet_start, @quiet_end
 WITH claimed AS (
     SELECT q.id, o.pos, coalesce(o.waited, false) AS waited,
            CASE WHEN cardinality(@kind_priority::text[]) > 0
@@ -171,6 +173,6 @@ WITH claimed AS (
        SET used = b.used + (SELECT count(*) FROM spent WHERE spent.new)
      WHERE b.transport = @transport
 )
-SELECT coalesce((SELECT array_agg(id::text) FROM deferred), '{}'),
+SELECT coalesce((SELECT array_agg(id::text) FROM deferred), '{}') AS held,
        (SELECT used FROM engagement_send_budgets WHERE transport = @transport)
-       + (SELECT count(*) FROM spent WHERE spent.new)::int;
+       + (SELECT count(*) FROM spent WHERE spent.new)::int AS used;

@@ -7,6 +7,8 @@
 -- transaction: nothing out of the window is left for a later prune to
 -- count off again. Returns the ramp's first day, the processor's clock and
 -- the slots spent in the window.
+--
+-- nullable: @ramp_start, @ramp_factor
 UPDATE engagement_send_budgets b
    SET daily_limit = @daily_limit::int,
        ramp_started_at = CASE WHEN @ramp_start::int IS NULL THEN NULL
@@ -27,4 +29,4 @@ UPDATE engagement_send_budgets b
                   AND c.spent_at > now() + @clock_offset::interval - @window::interval),
        configured_at = now()
  WHERE b.transport = @transport
-RETURNING b.ramp_started_at, now() + @clock_offset::interval, b.used;
+RETURNING b.ramp_started_at, now() + @clock_offset::interval AS clock_at, b.used;

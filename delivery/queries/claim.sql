@@ -75,6 +75,8 @@
 -- Nullable columns come back coalesced and the params as raw JSON text, so
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
+--
+-- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, message_params, scheduled_for, spend_id, budget_used
 WITH RECURSIVE plain AS (
     SELECT q.id, row_number() OVER (ORDER BY q.scheduled_for, q.id) AS pos
       FROM (SELECT q.id, q.scheduled_for
@@ -123,8 +125,8 @@ WITH RECURSIVE plain AS (
                 THEN coalesce(engagement_zone(p.timezone), @timezone)
            END AS tz
       FROM engagement_message_queue q
-      CROSS JOIN LATERAL (SELECT @kinds::jsonb -> q.message_type AS kind,
-                                 coalesce((@kinds::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
+      CROSS JOIN LATERAL (SELECT @kinds::text::jsonb -> q.message_type AS kind,
+                                 coalesce((@kinds::text::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
                                      AS confirms_opt_out) k
       -- OFFSET 0 keeps a primary-key probe per message (as in
       -- recheck.sql): joined whole, the planner hashes every profile and
@@ -164,7 +166,7 @@ WITH RECURSIVE plain AS (
            WHERE x.user_id = d.user_id
              AND x.status IN ('sent', 'processing')
              AND coalesce(x.sent_at, now() + @clock_offset::interval) > now() + @clock_offset::interval - @cap_window::interval
-             AND coalesce((@kinds::jsonb -> x.message_type ->> 'capped')::boolean, false)) h
+             AND coalesce((@kinds::text::jsonb -> x.message_type ->> 'capped')::boolean, false)) h
      WHERE @per_user_cap::int IS NOT NULL AND c.cancel_reason IS NULL
        AND coalesce((d.kind ->> 'capped')::boolean, false)
 ), over_cap AS (

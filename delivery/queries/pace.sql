@@ -13,5 +13,5 @@ INSERT INTO engagement_transport_pacing AS p (transport, next_send_at)
 VALUES (@transport, clock_timestamp() + (SELECT d FROM gap))
     ON CONFLICT (transport) DO UPDATE
    SET next_send_at = greatest(p.next_send_at, clock_timestamp()) + (SELECT d FROM gap)
-RETURNING greatest(next_send_at - (SELECT d FROM gap) - clock_timestamp(), interval '0'),
-          next_send_at - (SELECT d FROM gap);
+RETURNING greatest(next_send_at - (SELECT d FROM gap) - clock_timestamp(), interval '0') AS delay,
+          next_send_at - (SELECT d FROM gap) AS slot;

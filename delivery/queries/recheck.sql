@@ -30,8 +30,8 @@ WITH checked AS (
                  AND q.period_start IS DISTINCT FROM date_trunc('day', s.goodbye_sent_at, 'UTC') THEN 'stale'
            END AS cancel_reason
       FROM engagement_message_queue q
-      CROSS JOIN LATERAL (SELECT @kinds::jsonb -> q.message_type AS kind,
-                                 coalesce((@kinds::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
+      CROSS JOIN LATERAL (SELECT @kinds::text::jsonb -> q.message_type AS kind,
+                                 coalesce((@kinds::text::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
                                      AS confirms_opt_out) k
       -- OFFSET 0 keeps a primary-key probe per message: joined whole, the
       -- planner hashes both tables (5 ms at 5,000 users, growing with them,

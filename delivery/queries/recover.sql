@@ -54,5 +54,5 @@ WITH buried AS (
        AND l.status = 'processing'
        AND s.status = 'failed'
 )
-SELECT count(*)::int, coalesce(array_agg(id::text) FILTER (WHERE status = 'pending'), '{}')
+SELECT count(*)::int AS settled, coalesce(array_agg(id::text) FILTER (WHERE status = 'pending'), '{}') AS pending
   FROM settled;

@@ -3,6 +3,8 @@
 -- per-user cap, the pace as the run worked it out and the send budget's
 -- limit, at the processor's clock. The console's queue page and
 -- engagementctl status read it.
+--
+-- nullable: @pace_fits, @quiet_hours, @timezone
 INSERT INTO engagement_queue_settings AS s (transport, kind_priority, kind_priority_max_wait, per_user_cap,
        per_user_cap_window, send_interval, least_gap, send_jitter, spread_budget, waking_hours, pace_fits,
        daily_limit, daily_limit_auto, quiet_hours, timezone, recorded_at)

@@ -10,7 +10,9 @@
 -- sent again), false for any other. sent_at and a retry's time are on the processor's clock,
 -- @clock_offset ahead of the database's (0 but in a simulation).
 WITH outcome AS (
-    SELECT *
+    -- '' in @provider_ids and @errors is none (NULL).
+    SELECT o.id, o.status, nullif(o.provider_id, '') AS provider_id, o.retry_in,
+           nullif(o.error, '') AS error, o.attempted, o.in_doubt
       FROM unnest(@ids::uuid[], @statuses::text[], @provider_ids::text[], @retry_ins::interval[],
                   @errors::text[], @attempted::int[], @in_doubt::boolean[])
            AS o(id, status, provider_id, retry_in, error, attempted, in_doubt)

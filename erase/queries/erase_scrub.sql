@@ -122,12 +122,12 @@ WITH msgs AS MATERIALIZED (
      WHERE EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0 OR strpos(r.counters::text, l.s) > 0)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM queue),
-       (SELECT count(*) FROM queue WHERE cancelled),
-       (SELECT count(*) FROM ledger),
-       (SELECT count(*) FROM recipients),
-       (SELECT count(*) FROM claims),
-       (SELECT count(*) FROM fire),
-       (SELECT count(*) FROM keys),
-       (SELECT count(*) FROM audit),
-       (SELECT count(*) FROM runs)
+SELECT (SELECT count(*) FROM queue) AS messages,
+       (SELECT count(*) FROM queue WHERE cancelled) AS cancelled,
+       (SELECT count(*) FROM ledger) AS ledger,
+       (SELECT count(*) FROM recipients) AS budget_recipients,
+       (SELECT count(*) FROM claims) AS budget_claims,
+       (SELECT count(*) FROM fire) AS fire_requests,
+       (SELECT count(*) FROM keys) AS idempotency_keys,
+       (SELECT count(*) FROM audit) AS console_audit,
+       (SELECT count(*) FROM runs) AS job_runs

@@ -9,4 +9,4 @@ ON CONFLICT (key) DO UPDATE
        expires_at = EXCLUDED.expires_at,
        result     = NULL
  WHERE k.expires_at <= @now
-RETURNING true
+RETURNING true AS is_new

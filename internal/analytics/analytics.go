@@ -33,7 +33,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/recovered"
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -99,13 +98,11 @@ func PublishRun(ctx context.Context, pool *pgxpool.Pool, runID int64, cfg Config
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	var run runInfo
-	run.id = runID
-	err := pool.QueryRow(ctx, runSQL, sqlfile.Args{"run_id": runID}).Scan(&run.job, &run.asOf)
+	r, err := runQuery.One(ctx, pool, runArgs{RunID: runID})
 	if err != nil {
 		return Result{}, fmt.Errorf("analytics: read run %d: %w", runID, err)
 	}
-	run.asOf = run.asOf.UTC()
+	run := runInfo{id: runID, job: r.Job, asOf: r.AsOf.UTC()}
 
 	t := newTally()
 	client, err := posthog.NewWithConfig(cfg.APIKey, posthog.Config{
@@ -175,83 +172,49 @@ func (r runInfo) properties() posthog.Properties {
 
 // enqueueTransitions streams the run's transitions into the client.
 func enqueueTransitions(ctx context.Context, pool *pgxpool.Pool, client posthog.Client, run runInfo, t *tally) error {
-	rows, err := pool.Query(ctx, runTransitionsSQL, sqlfile.Args{"run_id": run.id})
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id                                 int64
-			userID, from, to, trigger, variant string
-			createdAt                          time.Time
-			holdout                            bool
-		)
-		if err := rows.Scan(&id, &userID, &from, &to, &trigger, &createdAt, &holdout, &variant); err != nil {
-			return err
-		}
+	return runTransitionsQuery.Each(ctx, pool, runTransitionsArgs{RunID: run.id}, func(tr *runTransitionsRow) error {
 		props := run.properties().
-			Set("from_state", from).
-			Set("to_state", to).
-			Set("trigger", trigger)
-		if trigger == string(sm.Inactivity14d) {
+			Set("from_state", tr.FromState).
+			Set("to_state", tr.ToState).
+			Set("trigger", tr.Trigger)
+		if tr.Trigger == string(sm.Inactivity14d) {
 			// The goodbye's arm, and its copy variant if it has one: a
 			// PostHog funnel can split by them (docs/holdout.md).
-			props = props.Set("holdout", holdout)
-			if variant != "" {
-				props = props.Set("variant", variant)
+			props = props.Set("holdout", tr.Holdout)
+			if tr.Variant != "" {
+				props = props.Set("variant", tr.Variant)
 			}
 		}
-		err := t.enqueue(ctx, client, posthog.Capture{
-			Uuid:       eventUUID(EventStateChanged, userID, strconv.FormatInt(id, 10)),
-			DistinctId: userID,
+		return t.enqueue(ctx, client, posthog.Capture{
+			Uuid:       eventUUID(EventStateChanged, tr.UserID, strconv.FormatInt(tr.ID, 10)),
+			DistinctId: tr.UserID,
 			Event:      EventStateChanged,
-			Timestamp:  createdAt,
+			Timestamp:  tr.CreatedAt,
 			Properties: props,
 		})
-		if err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	})
 }
 
 // enqueueWeeklyReviews streams the weekly reviews the run queued into the client.
 func enqueueWeeklyReviews(ctx context.Context, pool *pgxpool.Pool, client posthog.Client, run runInfo, t *tally) error {
 	review, _ := sm.KindOf(sm.WeeklyReviewMessage)
-	rows, err := pool.Query(ctx, runMessagesSQL, sqlfile.Args{"run_id": run.id, "message_type": string(review.Message)})
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	isoWeek := review.Period.Label(run.asOf)
-	for rows.Next() {
-		var (
-			id, userID string
-			count      *string
-			createdAt  time.Time
-		)
-		if err := rows.Scan(&id, &userID, &count, &createdAt); err != nil {
-			return err
-		}
+	args := runMessagesArgs{RunID: run.id, MessageType: string(review.Message)}
+	return runMessagesQuery.Each(ctx, pool, args, func(m *runMessagesRow) error {
 		props := run.properties().Set("iso_week", isoWeek)
-		if count != nil {
-			if n, err := strconv.Atoi(*count); err == nil {
+		if m.TransactionCount != nil {
+			if n, err := strconv.Atoi(*m.TransactionCount); err == nil {
 				props.Set("transaction_count", n)
 			}
 		}
-		err := t.enqueue(ctx, client, posthog.Capture{
-			Uuid:       eventUUID(EventWeeklyReviewSent, userID, id),
-			DistinctId: userID,
+		return t.enqueue(ctx, client, posthog.Capture{
+			Uuid:       eventUUID(EventWeeklyReviewSent, m.UserID, m.ID),
+			DistinctId: m.UserID,
 			Event:      EventWeeklyReviewSent,
-			Timestamp:  createdAt,
+			Timestamp:  m.CreatedAt,
 			Properties: props,
 		})
-		if err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	})
 }
 
 // eventNamespace is the UUID namespace of the events' ids.

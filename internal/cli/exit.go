@@ -1,9 +1,9 @@
 // Package cli holds what the engagement binaries share: Run and Main, the
 // mapping of errors to the documented exit codes, flags with environment
-// fallbacks, logging, secrets, the options runner and the metrics push;
-// and queue-process's command, whose delivery flags and run are also the
-// jobs' queue step. The other commands are in packages of their own, so
-// that each binary links only what it runs: the jobs in internal/cli/jobcmd,
+// fallbacks, logging, secrets, the options runner and the metrics push.
+// The commands are in packages of their own, so that each binary links
+// only what it runs: queue-process and the delivery flags the jobs' queue
+// step shares in internal/cli/queuecmd, the jobs in internal/cli/jobcmd,
 // engagementctl in internal/cli/ctl, the console in internal/cli/consolecmd.
 package cli
 

@@ -1,34 +1,8 @@
 package cli
 
-import (
-	"slices"
-	"testing"
-
-	"github.com/spf13/cobra"
-
-	"github.com/engagement-scheduler/engagement/sender/transport"
-)
-
-// The package's own for its external tests (package cli_test), which build
-// the jobs' commands too: internal/cli/jobcmd imports this package, so
-// those tests cannot be in it.
-
-const DeliveryGroup = deliveryGroup
+// The package's own for its external tests (package cli_test), which
+// build the jobs' commands too: internal/cli/jobcmd imports this package,
+// so those tests cannot be in it.
 
 // NewLogFlags is LogFlags as --log-level level --log-format format leave it.
 func NewLogFlags(level, format string) *LogFlags { return &LogFlags{level: level, format: format} }
-
-// NewQueueCommandRunF is queue-process with runF in place of the run; it
-// hands runF the processor's configuration the flags built.
-func NewQueueCommandRunF(runF func(transport.Transport) error) *cobra.Command {
-	return newQueueCommand(func(o *queueOptions) error { return runF(o.cfg.Transport) })
-}
-
-// WithTransport adds kind to transports for the test: its one row. The
-// test must not be parallel (transports is read by every command built).
-func WithTransport(t *testing.T, kind transport.Kind) {
-	t.Helper()
-	saved := transports
-	transports = append(slices.Clip(saved), kind)
-	t.Cleanup(func() { transports = saved })
-}

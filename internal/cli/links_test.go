@@ -28,10 +28,10 @@ var notLinked = map[string][]string{
 		"console", "verify", "status", "repair", "retention", "internal/seed", "internal/smoke",
 	},
 	"engagementctl": {
-		"internal/cli/jobcmd", "internal/cli/consolecmd", "console", "internal/analytics",
+		"internal/cli/jobcmd", "internal/cli/queuecmd", "internal/cli/consolecmd", "console", "internal/analytics",
 	},
 	"engagement-console": {
-		"internal/cli/jobcmd", "internal/cli/ctl", "status", "internal/seed", "internal/smoke", "internal/analytics",
+		"internal/cli/jobcmd", "internal/cli/queuecmd", "internal/cli/ctl", "status", "internal/seed", "internal/smoke", "internal/analytics",
 	},
 }
 

@@ -8,9 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
-	"github.com/engagement-scheduler/engagement/scheduler"
 )
 
 // MetricsFlags configure the Pushgateway a run pushes its metrics to: the
@@ -19,7 +17,6 @@ type MetricsFlags struct {
 	pushgatewayURL string
 	environment    string
 	pusher         *metrics.Pusher // nil: no pushgateway, no HTTP at all
-	queue          *metrics.Queue  // the backlog queue-process left, read by readQueue
 }
 
 // Pushing reports whether the run's metrics are pushed (a Pushgateway is
@@ -51,50 +48,6 @@ func (f *MetricsFlags) Validate() error {
 	}
 	f.pusher = p
 	return nil
-}
-
-// PushJob pushes a daily or weekly run's metrics; see Push.
-func (f *MetricsFlags) PushJob(ctx context.Context, log zerolog.Logger, job string, shard scheduler.Shard, start time.Time, dryRun bool, sum *scheduler.Summary, err error) {
-	if f.pusher == nil {
-		return
-	}
-	if dryRun {
-		log.Info().Msg("dry run: no metrics pushed")
-		return
-	}
-	r := metrics.Run{Job: job, Summary: sum}
-	if shard.Sharded() {
-		r.Shard = shard.String()
-	}
-	if sum != nil {
-		r.Delivery = sum.Delivery
-	}
-	f.Push(ctx, log, start, r, err)
-}
-
-// pushQueue pushes a queue-process run's metrics; see Push.
-func (f *MetricsFlags) pushQueue(ctx context.Context, log zerolog.Logger, start time.Time, sum delivery.ProcessSummary, err error) {
-	if f.pusher == nil {
-		return
-	}
-	f.Push(ctx, log, start, metrics.Run{Job: "queue-process", Delivery: &sum, Queue: f.queue}, err)
-}
-
-// readQueue reads the backlog queue-process leaves, for pushQueue, when
-// metrics are pushed at all. A failed read is a warning: the gauges are
-// left out of the push and the run's outcome stands.
-func (f *MetricsFlags) readQueue(ctx context.Context, log zerolog.Logger, db metrics.Querier) {
-	if f.pusher == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metrics.DefaultPushTimeout)
-	defer cancel()
-	q, err := metrics.ReadQueue(ctx, db)
-	if err != nil {
-		log.Warn().Err(err).Msg("could not read the queue backlog; its gauges are not pushed")
-		return
-	}
-	f.queue = &q
 }
 
 // Push pushes the run that started at start and ends now with err (nil or

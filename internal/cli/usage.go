@@ -12,9 +12,9 @@ import (
 // without it are listed under "Flags:".
 const groupAnnotation = "engagement_group"
 
-// setGroup puts every flag of fs that has none yet in the --help section
+// SetGroup puts every flag of fs that has none yet in the --help section
 // title.
-func setGroup(fs *pflag.FlagSet, title string) {
+func SetGroup(fs *pflag.FlagSet, title string) {
 	fs.VisitAll(func(f *pflag.Flag) {
 		if len(f.Annotations[groupAnnotation]) == 0 {
 			_ = fs.SetAnnotation(f.Name, groupAnnotation, []string{title})
@@ -23,7 +23,7 @@ func setGroup(fs *pflag.FlagSet, title string) {
 }
 
 // GroupedUsage is the usage function of the commands whose flags are
-// grouped (setGroup): cobra's layout, with each group in a section of its
+// grouped (SetGroup): cobra's layout, with each group in a section of its
 // own after the ungrouped flags (groups in the order their first flag
 // appears in the sorted list).
 func GroupedUsage(cmd *cobra.Command) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -20,7 +21,7 @@ func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	for name, newCmd := range map[string]func() *cobra.Command{
 		"engagement-daily":  jobcmd.NewDailyCommand,
 		"engagement-weekly": jobcmd.NewWeeklyCommand,
-		"queue-process":     cli.NewQueueCommand,
+		"queue-process":     queuecmd.NewCommand,
 		"engagementctl":     ctl.NewCommand,
 	} {
 		res := cmdtest.Exec(t, newCmd, nil, "--version")
@@ -31,7 +32,7 @@ func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	old := cli.Version
 	cli.Version = "v1.4.0"
 	defer func() { cli.Version = old }()
-	if res := cmdtest.Exec(t, cli.NewQueueCommand, nil, "--version"); strings.TrimSpace(res.Stdout) != "queue-process v1.4.0" {
+	if res := cmdtest.Exec(t, queuecmd.NewCommand, nil, "--version"); strings.TrimSpace(res.Stdout) != "queue-process v1.4.0" {
 		t.Errorf("with the build's version: stdout %q, want %q", res.Stdout, "queue-process v1.4.0")
 	}
 }
@@ -51,7 +52,7 @@ func TestAFailedRunEndsInJSONWhenAskedFor(t *testing.T) {
 		wantErr string
 		code    int
 	}{
-		{"database unreachable", cli.NewQueueCommand, []string{"--transport", "log", "--output", "json"}, "127.0.0.1", 1},
+		{"database unreachable", queuecmd.NewCommand, []string{"--transport", "log", "--output", "json"}, "127.0.0.1", 1},
 		{"usage error", jobcmd.NewDailyCommand, []string{"--as-of", "yesterday", "--output", "json"}, "--as-of", 2},
 	} {
 		res := cmdtest.Exec(t, tc.newCmd, env, tc.args...)

@@ -119,10 +119,11 @@ func demoDay(ctx context.Context, url string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var day *time.Time
-	if err := conn.QueryRow(ctx, sqlfile.Must(queryFiles, "last_day")).Scan(&day); err != nil {
+	row, err := lastDayQuery.One(ctx, conn, sqlfile.None{})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("the demo's last day: %w", err)
 	}
+	day := row.LastDay
 	if day == nil {
 		return time.Time{}, fmt.Errorf("the demo's database %s has no job run: run make demo again", conn.Config().Database)
 	}
@@ -146,8 +147,7 @@ func demoDatabase(ctx context.Context, database string) (string, error) {
 		return "", nil // no such database (or not ours to read): the demo makes it
 	}
 	defer conn.Close(ctx)
-	var migrated bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('engagement_console_audit') IS NOT NULL`).Scan(&migrated); err != nil || !migrated {
+	if row, err := migratedQuery.One(ctx, conn, sqlfile.None{}); err != nil || !row.Migrated {
 		return "", nil
 	}
 	u, err := url.Parse(srv)
@@ -178,11 +178,11 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 	defer pool.Close()
 	// Day 1 is now, by the database's clock: queue-process delivers and
 	// stamps sent_at by that clock, and a goodbye's 48 hours count from it.
-	var day1 time.Time
-	if err := pool.QueryRow(ctx, `SELECT date_trunc('minute', now())`).Scan(&day1); err != nil {
+	first, err := dayOneQuery.One(ctx, pool, sqlfile.None{})
+	if err != nil {
 		return "", err
 	}
-	day1 = day1.UTC()
+	day1 := first.DayOne.UTC()
 	day3 := day1.Add(49 * time.Hour)
 
 	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
@@ -195,7 +195,7 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 	// Some users live abroad: a third get Lisbon's zone, a third Tokyo's;
 	// the rest have none and take the shipped default, São Paulo's. At any
 	// hour some of them are awake, so the demo both delivers and defers.
-	if _, err := pool.Exec(ctx, sqlfile.Must(queryFiles, "zones")); err != nil {
+	if _, err := zonesQuery.Exec(ctx, pool, sqlfile.None{}); err != nil {
 		return "", err
 	}
 	fmt.Println("\nQuiet hours 21:00-09:00 in each user's zone (São Paulo's when unknown); right now:")
@@ -314,45 +314,27 @@ func printStates(ctx context.Context, pool *pgxpool.Pool) error {
 	for _, s := range sm.States() {
 		states = append(states, string(s))
 	}
-	rows, err := pool.Query(ctx, sqlfile.Must(queryFiles, "states"), sqlfile.Args{"states": states})
+	rows, err := statesQuery.All(ctx, pool, statesArgs{States: states})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tusers\topted out\t")
-	for rows.Next() {
-		var state string
-		var n, optedOut int
-		if err := rows.Scan(&state, &n, &optedOut); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", state, n, optedOut)
-	}
-	if err := rows.Err(); err != nil {
-		return err
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", r.State, r.Users, r.OptedOut)
 	}
 	return tw.Flush()
 }
 
 func printQueue(ctx context.Context, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, sqlfile.Must(queryFiles, "queue"))
+	rows, err := queueQuery.All(ctx, pool, sqlfile.None{})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "type\tdestination\tstatus\tmessages\tdistinct keys\t")
-	for rows.Next() {
-		var typ, dest, status string
-		var n, keys int
-		if err := rows.Scan(&typ, &dest, &status, &n, &keys); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", typ, dest, status, n, keys)
-	}
-	if err := rows.Err(); err != nil {
-		return err
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", r.MessageType, r.Destination, r.Status, r.Messages, r.Keys)
 	}
 	return tw.Flush()
 }

@@ -22,10 +22,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -41,7 +41,7 @@ func Commands() []*cobra.Command {
 	return []*cobra.Command{
 		jobcmd.NewDailyCommand(),
 		jobcmd.NewWeeklyCommand(),
-		cli.NewQueueCommand(),
+		queuecmd.NewCommand(),
 		ctl.NewCommand(),
 		consolecmd.NewCommand(),
 	}

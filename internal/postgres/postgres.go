@@ -16,6 +16,7 @@ package postgres
 import (
 	"context"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -343,13 +344,38 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// ParseUUID returns s, a UUID as pgx reads one (32 hex digits, or 36
+// characters with a hyphen between the groups), in the canonical form
+// (lower case, hyphenated), or ok false when s is none: a user id checked
+// before it reaches a statement.
+func ParseUUID(s string) (id string, ok bool) {
+	if len(s) == 36 {
+		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return "", false
+		}
+		s = s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return "", false
+	}
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], true
+}
+
 // Now reads the database clock: the one clock every process agrees on.
 func Now(ctx context.Context, db Querier) (time.Time, error) {
-	var now time.Time
-	if err := db.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+	// Read by the column's name: this package's statements cannot be
+	// internal/sqlfile's typed ones, which import it.
+	rows, err := db.Query(ctx, `SELECT now() AS now`)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
 	}
-	return now.UTC(), nil
+	clock, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[struct{ Now time.Time }])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return clock.Now.UTC(), nil
 }
 
 // AsOf is asOf in UTC, or the database clock when asOf is zero: what "no

@@ -70,14 +70,18 @@ func RequireSession(ctx context.Context, databaseURL string) error {
 	if _, err := tx.Exec(ctx, `SELECT set_config($1, '', false)`, probeSetting); err != nil {
 		return fmt.Errorf("probe the session: %w", err)
 	}
-	var got string
-	if err := a.QueryRow(ctx, `SELECT coalesce(current_setting($1, true), '')`, probeSetting).Scan(&got); err != nil {
+	rows, err := a.Query(ctx, `SELECT coalesce(current_setting($1, true), '') AS setting`, probeSetting)
+	if err != nil {
+		return fmt.Errorf("probe the session: %w", err)
+	}
+	got, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[struct{ Setting string }])
+	if err != nil {
 		return fmt.Errorf("probe the session: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("probe the session: %w", err)
 	}
-	if got != want {
+	if got.Setting != want {
 		return ErrTransactionPooler
 	}
 	// Directly, the setting dies with A's session; clear it anyway.

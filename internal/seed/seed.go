@@ -52,6 +52,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // Options say what to generate.
@@ -231,16 +232,18 @@ var statsSQL = buildStatsSQL()
 func buildStatsSQL() string {
 	var cols strings.Builder
 	for _, st := range states {
-		fmt.Fprintf(&cols, ",\n\t       count(s.user_id) FILTER (WHERE s.state = '%s')", st)
+		fmt.Fprintf(&cols, ",\n\t       count(s.user_id) FILTER (WHERE s.state = '%s') AS state_%s", st, st)
 	}
 	for _, c := range categories {
-		fmt.Fprintf(&cols, ",\n\t       count(s.user_id) FILTER (WHERE %s)", strings.ReplaceAll(c.classify, asof, `$1::timestamptz`))
+		fmt.Fprintf(&cols, ",\n\t       count(s.user_id) FILTER (WHERE %s) AS category_%s", strings.ReplaceAll(c.classify, asof, `$1::timestamptz`), c.name)
 	}
 	return render("stats.sql.tmpl", map[string]string{"Columns": cols.String()})
 }
 
-// The package's statements are text/templates in queries/: their shape is
-// a file a reader can follow, the parts the mix table decides are filled in.
+// The package's built statements are text/templates in queries/: their
+// shape is a file a reader can follow, the parts the mix table decides are
+// filled in. Its fixed ones are queries/*.sql, typed in queries.gen.go
+// (make sql).
 //
 //go:embed queries/*.sql.tmpl
 var queryFiles embed.FS
@@ -289,10 +292,7 @@ func Generate(ctx context.Context, db DB, opts Options) (Stats, error) {
 		return Stats{}, fmt.Errorf("seed: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	var jit, workMem, statementTimeout string
-	err = tx.QueryRow(ctx, `SELECT current_setting('jit'), current_setting('work_mem'), current_setting('statement_timeout'),
-		set_config('jit', 'off', true), set_config('work_mem', '256MB', true), set_config('statement_timeout', '0', true)`).
-		Scan(&jit, &workMem, &statementTimeout, nil, nil, nil)
+	was, err := settingsLiftQuery.One(ctx, tx, sqlfile.None{})
 	if err != nil {
 		return Stats{}, fmt.Errorf("seed: settings: %w", err)
 	}
@@ -301,8 +301,8 @@ func Generate(ctx context.Context, db DB, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	// Back to the caller's values, for a caller whose transaction goes on.
-	if _, err := tx.Exec(ctx, `SELECT set_config('jit', $1, true), set_config('work_mem', $2, true), set_config('statement_timeout', $3, true)`,
-		jit, workMem, statementTimeout); err != nil {
+	if _, err := settingsRestoreQuery.Exec(ctx, tx, settingsRestoreArgs{
+		Jit: was.Jit, WorkMem: was.WorkMem, StatementTimeout: was.StatementTimeout}); err != nil {
 		return Stats{}, fmt.Errorf("seed: settings: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -323,25 +323,37 @@ func generate(ctx context.Context, db DB, opts Options) (Stats, error) {
 	return readStats(ctx, db, opts.AsOf)
 }
 
+// readStats runs statsSQL, whose columns the mix decides: they are read
+// by name (users, opted_out, transactions, state_<state>,
+// category_<category>), not by position.
 func readStats(ctx context.Context, db DB, asOf time.Time) (Stats, error) {
-	st := Stats{ByState: make(map[string]int, len(states)), ByCategory: make(map[string]int, len(categories))}
-	byState := make([]int, len(states))
-	byCat := make([]int, len(categories))
-	dest := []any{&st.Users, &st.OptedOut, &st.Transactions}
-	for i := range byState {
-		dest = append(dest, &byState[i])
-	}
-	for i := range byCat {
-		dest = append(dest, &byCat[i])
-	}
-	if err := db.QueryRow(ctx, statsSQL, asOf).Scan(dest...); err != nil {
+	rows, err := db.Query(ctx, statsSQL, asOf)
+	if err != nil {
 		return Stats{}, fmt.Errorf("seed: count the generated rows: %w", err)
 	}
-	for i, s := range states {
-		st.ByState[s] = byState[i]
+	counts, err := pgx.CollectExactlyOneRow(rows, pgx.RowToMap)
+	if err != nil {
+		return Stats{}, fmt.Errorf("seed: count the generated rows: %w", err)
 	}
-	for i, c := range categories {
-		st.ByCategory[c.name] = byCat[i]
+	count := func(column string) int {
+		n, _ := counts[column].(int64) // count(*) is a bigint, never NULL
+		return int(n)
+	}
+	st := Stats{Users: count("users"), OptedOut: count("opted_out"), Transactions: count("transactions"),
+		ByState: make(map[string]int, len(states)), ByCategory: make(map[string]int, len(categories))}
+	for _, s := range states {
+		st.ByState[s] = count("state_" + s)
+	}
+	for _, c := range categories {
+		st.ByCategory[c.name] = count("category_" + c.name)
 	}
 	return st, nil
+}
+
+// ExistingUsers counts the users db holds: engagementctl seed and smoke
+// fill only empty databases. Without the schema it fails with the
+// server's undefined_table (42P01).
+func ExistingUsers(ctx context.Context, db DB) (int64, error) {
+	row, err := usersQuery.One(ctx, db, sqlfile.None{})
+	return row.Users, err
 }

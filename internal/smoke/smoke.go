@@ -7,13 +7,11 @@ package smoke
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -28,13 +26,8 @@ import (
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
-// The package's statements, one per file in queries/ (internal/sqlfile's
-// test plans each against a migrated database).
-//
-//go:embed queries/*.sql
-var queryFiles embed.FS
-
-var countsSQL = sqlfile.Must(queryFiles, "counts")
+// The package's statements are its queries/*.sql files, typed in
+// queries.gen.go (make sql).
 
 // DefaultAsOf is the instant a smoke run seeds relative to and runs the
 // jobs as of, unless told otherwise: a Monday morning.
@@ -250,8 +243,7 @@ func refuseUsers(ctx context.Context, databaseURL string) error {
 		return err
 	}
 	defer conn.Close()
-	var users int64
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&users)
+	users, err := seed.ExistingUsers(ctx, conn)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: no schema yet
@@ -315,20 +307,17 @@ func (s tally) equal(o tally) bool {
 
 func counts(ctx context.Context, pool *pgxpool.Pool) (tally, error) {
 	t := tally{byStatus: map[string]int64{}}
-	err := pool.QueryRow(ctx, countsSQL).
-		Scan(&t.transitions, &t.messages, &t.byState)
+	c, err := countsQuery.One(ctx, pool, sqlfile.None{})
 	if err != nil {
 		return t, fmt.Errorf("count the outcome: %w", err)
 	}
-	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM engagement_message_queue GROUP BY status`)
+	t.transitions, t.messages, t.byState = c.Transitions, c.Messages, c.States
+	statuses, err := queueStatusesQuery.All(ctx, pool, sqlfile.None{})
 	if err != nil {
 		return t, fmt.Errorf("count the queue: %w", err)
 	}
-	var status string
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error { t.byStatus[status] = n; return nil })
-	if err != nil {
-		return t, fmt.Errorf("count the queue: %w", err)
+	for _, r := range statuses {
+		t.byStatus[r.Status] = r.Messages
 	}
 	return t, nil
 }

@@ -1,8 +1,11 @@
-// Package sqlfile reads the SQL statements a package keeps next to its code:
-// one complete statement per file in its queries/ folder, embedded with
-// //go:embed queries/*.sql, with named parameters (@as_of), bound by Args. A reader can paste any file into psql (replacing the
-// parameters); sqlfile_test.go plans every file of every package against a
-// migrated database, so a statement that drifts from the schema fails CI.
+// Package sqlfile runs the SQL statements a package keeps next to its code:
+// one complete statement per file in its queries/ folder, with named
+// parameters (@as_of), which a reader can paste into psql. make sql
+// (Generate) turns each into a typed Statement in the package's
+// queries.gen.go, its parameters and its columns struct fields;
+// sqlfile_test.go plans every file of every package against a migrated
+// database and holds each queries.gen.go to its files, so a statement that
+// drifts from the schema or from its Go fails CI.
 package sqlfile
 
 import (

@@ -9,4 +9,4 @@ SELECT EXISTS (
        AND i.indisunique AND i.indisvalid AND i.indnatts = 1 AND i.indexprs IS NULL
        AND a.attname = @column::text
        AND (i.indpred IS NULL
-            OR pg_get_expr(i.indpred, i.indrelid) = '(' || quote_ident(@column::text) || ' IS NOT NULL)'))
+            OR pg_get_expr(i.indpred, i.indrelid) = '(' || quote_ident(@column::text) || ' IS NOT NULL)')) AS has_unique

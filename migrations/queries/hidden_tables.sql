@@ -3,7 +3,7 @@
 -- owner, no BYPASSRLS) and no policy applies to the role. Such a role reads
 -- those tables as empty and would quietly do nothing, so every binary
 -- refuses it (deploy/sql/roles.sql gives the jobs' role its policies).
-SELECT c.relname::text
+SELECT c.relname::text AS table_name
   FROM pg_class c
  WHERE c.relnamespace = current_schema()::regnamespace
    AND c.relkind IN ('r', 'p')

@@ -4,4 +4,4 @@ SELECT coalesce((SELECT CASE WHEN i.indisvalid THEN 'valid' ELSE 'invalid' END
                    FROM pg_index i
                    JOIN pg_class c ON c.oid = i.indexrelid
                   WHERE c.relname = @index::text
-                    AND c.relnamespace = current_schema()::regnamespace), 'missing')
+                    AND c.relnamespace = current_schema()::regnamespace), 'missing') AS state

@@ -2,6 +2,8 @@
 -- @table that CREATE INDEX CONCURRENTLY must wait for: one that lets them
 -- write (ShareUpdateExclusiveLock, autovacuum's, is left out: a build
 -- cancels autovacuum rather than waiting for it).
+--
+-- not null: virtualtransaction, pid
 SELECT l.virtualtransaction, l.pid
   FROM pg_locks l
  WHERE l.locktype = 'relation'

@@ -9,6 +9,8 @@
 -- then 'processing', which this leaves alone (in flight: it is being sent).
 -- So this is safe while queue-process runs. With @dry_run nothing changes
 -- and the count is what would have been cancelled.
+--
+-- nullable: @user_id, @message_type, @idempotency_key
 WITH matched AS (
     SELECT q.id
       FROM engagement_message_queue q
@@ -33,4 +35,4 @@ WITH matched AS (
     RETURNING q.id
 )
 SELECT CASE WHEN @dry_run::boolean THEN (SELECT count(*) FROM matched)
-            ELSE (SELECT count(*) FROM cancelled) END;
+            ELSE (SELECT count(*) FROM cancelled) END AS cancelled;

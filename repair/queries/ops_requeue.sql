@@ -15,6 +15,8 @@
 -- message was made, and when a message cancelled at claim time came due
 -- (it is cancelled when a queue-process reaches it, not later than its
 -- backlog); no column records the instant of a cancellation itself.
+--
+-- nullable: @message_type, @reason, @error_contains, @error_group, @since, @until
 WITH matched AS (
     SELECT q.id
       FROM engagement_message_queue q
@@ -50,4 +52,4 @@ WITH matched AS (
     RETURNING q.id
 )
 SELECT CASE WHEN @dry_run::boolean THEN (SELECT count(*) FROM matched)
-            ELSE (SELECT count(*) FROM requeued) END;
+            ELSE (SELECT count(*) FROM requeued) END AS requeued;

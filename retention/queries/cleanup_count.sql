@@ -7,5 +7,5 @@ WITH doomed AS (
        AND q.created_at < @cutoff
        AND (q.replay_until IS NULL OR q.replay_until < @cutoff)
 )
-SELECT (SELECT count(*) FROM doomed),
-       (SELECT count(*) FROM engagement_processed_messages l WHERE l.message_id IN (SELECT id FROM doomed))
+SELECT (SELECT count(*) FROM doomed) AS messages,
+       (SELECT count(*) FROM engagement_processed_messages l WHERE l.message_id IN (SELECT id FROM doomed)) AS ledger

@@ -19,4 +19,4 @@ WITH doomed AS (
 ), gone AS (
     DELETE FROM engagement_message_queue q USING doomed WHERE q.id = doomed.id RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM ledger)
+SELECT (SELECT count(*) FROM gone) AS messages, (SELECT count(*) FROM ledger) AS ledger

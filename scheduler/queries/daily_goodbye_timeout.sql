@@ -39,9 +39,17 @@
 -- Nothing is queued. Only the run's shard (@shard_index of @shard_count)
 -- is seen: a @shard_count of 1 is every user.
 --
+-- A dry run (@dry_run: engagement-daily --dry-run, the console's
+-- forecast) is this statement over the whole table, with @first and @end
+-- spanning every row: it locks, moves and logs nobody (locked is empty, so
+-- moved and logged are), and counts instead every user the move would
+-- take, every row taken to be free.
+--
 -- Returns the chunk's counters: candidates, moved, queued (always 0),
 -- locked (rows the bot held: skipped, a later run moves them), opted out
--- (always 0: their timers complete), no destination (always 0).
+-- (always 0: their timers complete), no destination (always 0); in a dry
+-- run, what the move would do.
+-- nullable: @run_id
 WITH chunk AS MATERIALIZED (
     -- OFFSET 0 keeps the profile and the goodbye primary-key and unique-key
     -- probes per user. The send ledger is read only for a goodbye that
@@ -82,6 +90,7 @@ WITH chunk AS MATERIALIZED (
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state
        AND s.user_id IN (SELECT user_id FROM chunk)
+       AND NOT @dry_run::boolean
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
     -- Re-checks the state: a user the bot moved in between is not moved.
@@ -98,12 +107,14 @@ WITH chunk AS MATERIALIZED (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
     SELECT user_id, @from_state, to_state, trigger, @run_id::bigint FROM moved
 )
-SELECT count(*)::int,
-       (SELECT count(*) FROM moved)::int,
-       0,
-       (count(*) - (SELECT count(*) FROM locked))::int,
-       0,
-       0,
-       0, -- holds out nobody
-       '{}'::text[] -- queues nothing: no duplicate keys to name
+SELECT count(*)::int AS candidates,
+       CASE WHEN @dry_run::boolean THEN count(*) -- would move every one
+            ELSE (SELECT count(*) FROM moved) END::int AS moved,
+       0 AS queued,
+       CASE WHEN @dry_run::boolean THEN 0 -- no row is tried
+            ELSE count(*) - (SELECT count(*) FROM locked) END::int AS locked,
+       0 AS opted_out,
+       0 AS no_destination,
+       0 AS held_out, -- holds out nobody
+       '{}'::text[] AS duplicate_keys -- queues nothing: no duplicate keys to name
   FROM chunk

@@ -40,9 +40,16 @@
 -- later. Only the run's shard (@shard_index of @shard_count) is seen:
 -- a @shard_count of 1 is every user, and the planner drops the hash.
 --
+-- A dry run (@dry_run: engagement-daily --dry-run, the console's
+-- forecast) is this statement over the whole table, with @first and @end
+-- spanning every row: it locks, moves, queues and logs nobody (locked is
+-- empty, so moved, queued and logged are), and counts instead the users
+-- the move would take (would), every row taken to be free.
+--
 -- Returns the chunk's counters: candidates, moved, queued, locked (rows
 -- the bot held: skipped, a later run moves them), opted out, no
--- destination, held out.
+-- destination, held out; in a dry run, what the move would do.
+-- nullable: @run_id
 WITH chunk AS MATERIALIZED (
     -- The step's users among the chunk's rows, with their profile. OFFSET 0
     -- keeps the profile a primary-key probe per user: joined plainly, the
@@ -79,6 +86,7 @@ WITH chunk AS MATERIALIZED (
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
                                      s.goodbye_sent_at, s.goodbye_expires_at)
        AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
+       AND NOT @dry_run::boolean
        FOR NO KEY UPDATE SKIP LOCKED
 ), moved AS (
     -- Re-checks what chunk checked: a user changed in between (by the bot,
@@ -115,18 +123,27 @@ WITH chunk AS MATERIALIZED (
 ), logged AS (
     INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout, variant)
     SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint, held_out, variant FROM moved
+), would AS MATERIALIZED (
+    -- A dry run's users: those the move would take, and whether the
+    -- goodbye it would queue for each is new (its key not taken yet).
+    SELECT c.held_out,
+           NOT c.held_out AND NOT EXISTS (SELECT FROM engagement_message_queue q
+                                           WHERE q.idempotency_key = c.user_id::text || @key_suffix::text) AS queues
+      FROM chunk c
+     WHERE @dry_run::boolean AND c.skip_reason = ''
 )
-SELECT count(*)::int,
-       (SELECT count(*) FROM moved)::int,
-       (SELECT count(*) FROM queued)::int,
-       (count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked))::int,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
-       (SELECT count(*) FROM moved WHERE held_out)::int,
+SELECT count(*)::int AS candidates,
+       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int AS moved,
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int AS queued,
+       CASE WHEN @dry_run::boolean THEN 0 -- no row is tried
+            ELSE count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked) END::int AS locked,
+       count(*) FILTER (WHERE skip_reason = 'opted_out')::int AS opted_out,
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int AS no_destination,
+       ((SELECT count(*) FROM moved WHERE held_out) + (SELECT count(*) FROM would WHERE held_out))::int AS held_out,
        -- With debug logs on, the keys that were already taken, so the job
        -- can say when each was first queued.
        CASE WHEN @log_duplicates::boolean
             THEN ARRAY(SELECT m.user_id::text || @key_suffix::text FROM moved m WHERE NOT m.held_out
                        EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END
+            ELSE '{}'::text[] END AS duplicate_keys
   FROM chunk

@@ -1,3 +1,3 @@
 -- How many pages user_engagement_states has: a step walks them in chunks,
 -- from the first to this one.
-SELECT pg_relation_size('user_engagement_states') / current_setting('block_size')::bigint
+SELECT pg_relation_size('user_engagement_states') / current_setting('block_size')::bigint AS pages

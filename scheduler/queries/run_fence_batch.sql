@@ -10,7 +10,8 @@
 -- compiled anew, 15-30 ms of a 65-100 ms statement, where a single
 -- statement over every user compiles once (the weekly job: 0.86x its
 -- reference at 1M users with JIT, 0.70x without).
+-- nullable: @timeout_ms
 SELECT pg_advisory_xact_lock_shared(@fence_key),
-       set_config('statement_timeout', coalesce(@timeout_ms::text, current_setting('statement_timeout')), true),
-       set_config('plan_cache_mode', 'force_custom_plan', true),
-       set_config('jit', 'off', true)
+       set_config('statement_timeout', coalesce(@timeout_ms::text, current_setting('statement_timeout')), true) AS statement_timeout,
+       set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode,
+       set_config('jit', 'off', true) AS jit

@@ -5,7 +5,8 @@
 -- heartbeat was written before runs had leases. The status test is
 -- engagement_job_runs_in_progress_idx's predicate, so only the runs in
 -- progress are read.
-SELECT id, coalesce(holder, ''), coalesce(pid, 0), heartbeat_at IS NULL AS no_heartbeat,
+-- nullable: @shard
+SELECT id, coalesce(holder, '') AS holder, coalesce(pid, 0) AS pid, heartbeat_at IS NULL AS no_heartbeat,
        extract(epoch FROM clock_timestamp() - coalesce(heartbeat_at, started_at))::float8 AS silent_seconds,
        coalesce(heartbeat_at, started_at) AS beat
   FROM engagement_job_runs

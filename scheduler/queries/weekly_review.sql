@@ -27,8 +27,17 @@
 -- no row is locked at all: states and profiles are only read, and the
 -- queue has no foreign key.
 --
+-- A dry run (@dry_run: engagement-weekly --dry-run) is this statement over
+-- the whole table, with @first and @end spanning every row: it queues
+-- nothing (queued is empty) and counts instead the reviews it would queue
+-- (would). It decides who is skipped by the profile as it is now, as the
+-- dry run always has: no probe for an earlier run, and a user reviewed
+-- earlier in the week who opted out since counts as skipped, not done.
+--
 -- Returns the chunk's counters: candidates, reviewed, queued, locked
--- (always 0), opted out, no destination.
+-- (always 0), opted out, no destination; in a dry run, what the step would
+-- do.
+-- nullable: @run_id
 WITH rerun AS MATERIALIZED (
     -- Did an earlier run of the week review this chunk? Asked of its first
     -- few users active in the window (8 index probes): true in a same-week
@@ -42,6 +51,7 @@ WITH rerun AS MATERIALIZED (
                AND s.state = ANY(@states::text[])
                AND s.last_activity_at > @window_start AND s.last_activity_at <= @as_of
                AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
+               AND NOT @dry_run::boolean
              LIMIT 8) s
 ), chunk AS MATERIALIZED (
     SELECT s.user_id, w.transactions, p.destination, p.destination_jid,
@@ -53,7 +63,8 @@ WITH rerun AS MATERIALIZED (
                 WHEN p.skip_reason = '' THEN ''
                 -- A scalar subquery, not EXISTS: the planner may run an
                 -- EXISTS as a hash of every queued key, once per chunk.
-                WHEN NOT r.probe AND (SELECT true FROM engagement_message_queue q
+                WHEN NOT r.probe AND NOT @dry_run::boolean
+                     AND (SELECT true FROM engagement_message_queue q
                                        WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) THEN 'queued_before'
                 ELSE p.skip_reason END AS skip_reason
       FROM user_engagement_states s
@@ -93,22 +104,28 @@ WITH rerun AS MATERIALIZED (
            least(@as_of::timestamptz, now()), c.user_id::text || @key_suffix::text,
            @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint
       FROM chunk c
-     WHERE c.skip_reason = ''
+     WHERE c.skip_reason = '' AND NOT @dry_run::boolean
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING idempotency_key AS k
+), would AS MATERIALIZED (
+    -- A dry run's new reviews: its users to review whose key is not taken yet.
+    SELECT FROM chunk c
+     WHERE @dry_run::boolean AND c.skip_reason = ''
+       AND NOT EXISTS (SELECT FROM engagement_message_queue q
+                        WHERE q.idempotency_key = c.user_id::text || @key_suffix::text)
 )
-SELECT count(*)::int,
-       count(*) FILTER (WHERE skip_reason IN ('', 'queued_before'))::int,
-       (SELECT count(*) FROM queued)::int,
-       0,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int,
-       0, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
+SELECT count(*)::int AS candidates,
+       count(*) FILTER (WHERE skip_reason IN ('', 'queued_before'))::int AS moved, -- reviewed
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would))::int AS queued,
+       0 AS locked,
+       count(*) FILTER (WHERE skip_reason = 'opted_out')::int AS opted_out,
+       count(*) FILTER (WHERE skip_reason = 'no_destination')::int AS no_destination,
+       0 AS held_out, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
        -- With debug logs on, the keys that were already taken (found by
        -- the probe, or by the insert's conflict).
        CASE WHEN @log_duplicates::boolean
             THEN ARRAY(SELECT c.user_id::text || @key_suffix::text FROM chunk c
                         WHERE c.skip_reason IN ('', 'queued_before')
                        EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END
+            ELSE '{}'::text[] END AS duplicate_keys
   FROM chunk

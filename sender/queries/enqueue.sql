@@ -10,11 +10,14 @@
 -- the insert fails (NOT NULL): the caller reports "no destination".
 -- @period_start and @replay_until (NULL for none) say what the key covers
 -- and until when it could be produced again (cleanup keeps the message
--- until then).
+-- until then). @params is JSON as text (NULL for none): in pgx's exec mode,
+-- for transaction poolers, bytes would be sent as bytea.
+--
+-- nullable: @params, @scheduled_for, @period_start, @replay_until
 INSERT INTO engagement_message_queue
        (user_id, message_type, message_key, message_params, destination, destination_jid,
         scheduled_for, idempotency_key, period_start, replay_until)
-SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::jsonb, '{}'),
+SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::text::jsonb, '{}'),
        coalesce(NULLIF(@destination, ''), route.destination, 'individual'),
        coalesce(NULLIF(btrim(@jid), ''), route.destination_jid),
        coalesce(@scheduled_for, now()), NULLIF(@idempotency_key, ''),
@@ -25,4 +28,4 @@ SELECT @user_id, @type, NULLIF(@key, ''), coalesce(@params::jsonb, '{}'),
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
 DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
 RETURNING id::text, (xmax <> 0) AS duplicate,
-          message_type, coalesce(message_key, ''), message_params, destination, destination_jid
+          message_type, coalesce(message_key, '') AS message_key, message_params, destination, destination_jid

@@ -10,7 +10,7 @@ import (
 // the binaries offer it: the --transport value that picks it, a few words
 // for --help, and its own flags. Each transport's file declares its Kind
 // beside the transport (WebhookKind, WhatsAppCloudKind, LogKind); the
-// binaries list the kinds they offer in one table (internal/cli,
+// binaries list the kinds they offer in one table (internal/cli/queuecmd,
 // transports.go), and --help, the reference and the errors naming the
 // transports follow from it.
 type Kind struct {

@@ -1,7 +1,7 @@
 -- The latest @runs_per_job runs of every job and shard, by job and shard,
 -- newest first.
-SELECT r.id, r.job, coalesce(r.shard, ''), r.as_of, r.started_at, r.finished_at, r.status,
-       r.counters, coalesce(r.error, '')
+SELECT r.id, r.job, coalesce(r.shard, '') AS shard, r.as_of, r.started_at, r.finished_at, r.status,
+       r.counters, coalesce(r.error, '') AS error
   FROM (SELECT DISTINCT job, shard FROM engagement_job_runs) j
  CROSS JOIN LATERAL (
        SELECT * FROM engagement_job_runs r

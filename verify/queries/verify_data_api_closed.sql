@@ -101,9 +101,9 @@ WITH api (role, name, bypassrls) AS MATERIALIZED (
     UNION ALL
     SELECT example, exempt FROM functions
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

@@ -29,9 +29,9 @@ WITH found (example, exempt) AS MATERIALIZED (
             WHERE q.user_id = s.user_id AND q.message_type = @message_type::text
               AND q.period_start = date_trunc('day', s.goodbye_sent_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

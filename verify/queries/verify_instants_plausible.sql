@@ -24,9 +24,9 @@ WITH bound AS (
         OR NOT isfinite(s.goodbye_sent_at) OR NOT isfinite(s.goodbye_expires_at)
         OR NOT isfinite(s.state_entered_at)
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

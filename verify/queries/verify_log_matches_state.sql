@@ -24,9 +24,9 @@ WITH found (example, exempt) AS MATERIALIZED (
                 THEN s.state_changed_at <= l.logged_at
                 ELSE s.updated_at <= l.created_at END
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

@@ -8,9 +8,9 @@ WITH found (example, exempt) AS MATERIALIZED (
     SELECT id::text, false FROM engagement_message_queue
      WHERE status = 'processing' AND engagement_claim_abandoned(claimed_by, claimed_until, @as_of)
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

@@ -21,9 +21,9 @@ WITH found (example, exempt) AS MATERIALIZED (
        AND q.period_start = d.day AND q.status <> 'cancelled'
      WHERE h.holdout AND h.trigger = @trigger::text
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

@@ -31,9 +31,9 @@ WITH found (example, exempt) AS MATERIALIZED (
      WHERE q.sent_at IS NOT NULL
        AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out)
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

@@ -13,9 +13,9 @@ WITH found (example, exempt) AS MATERIALIZED (
             AND s.state IN (SELECT t.state FROM unnest(@timer_states::text[], @timer_clocks::text[]) AS t(state, clock)
                              WHERE t.clock = 'remind_at'))
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

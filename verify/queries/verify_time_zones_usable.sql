@@ -12,9 +12,9 @@ WITH unusable AS MATERIALIZED (
       FROM user_profiles p
       JOIN unusable u ON u.timezone = p.timezone
 )
-SELECT count(*),
-       0::bigint,
+SELECT count(*) AS violations,
+       0::bigint AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

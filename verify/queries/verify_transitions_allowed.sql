@@ -9,9 +9,9 @@ WITH found (example, exempt) AS MATERIALIZED (
            SELECT 1 FROM unnest(@allowed_from::text[], @allowed_trigger::text[], @allowed_to::text[]) AS a (f, t, d)
             WHERE a.f = l.from_state AND a.t = l.trigger AND a.d = l.to_state)
 )
-SELECT count(*) FILTER (WHERE NOT exempt),
-       count(*) FILTER (WHERE exempt),
+SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
+       count(*) FILTER (WHERE exempt) AS exempt,
        coalesce((SELECT array_agg(example ORDER BY example)
                    FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT @max_examples) e),
-                '{}')
+                '{}') AS examples
   FROM found

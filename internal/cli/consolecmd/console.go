@@ -21,6 +21,7 @@ import (
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/pricing"
 )
 
@@ -401,12 +402,12 @@ func (o *consoleOptions) openReplica(ctx context.Context) (*pgxpool.Pool, error)
 	if err != nil {
 		return nil, fmt.Errorf("--replica-url: %w", err)
 	}
-	var standby bool
-	if err := replica.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil {
+	recovery, err := inRecoveryQuery.One(ctx, replica, sqlfile.None{})
+	if err != nil {
 		replica.Close()
 		return nil, fmt.Errorf("--replica-url: %w", err)
 	}
-	if !standby {
+	if !recovery.Standby {
 		o.log.Warn().Msg("the --replica-url server is not a standby (not in recovery): the snapshot pages read from a primary")
 	}
 	return replica, nil

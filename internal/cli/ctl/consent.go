@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/engagement-scheduler/engagement/erase"
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // userFlags are what opt-out, opt-in and erase share.
@@ -47,11 +47,11 @@ func (f *userFlags) validate(stderr io.Writer) error {
 	if strings.TrimSpace(f.userID) == "" {
 		return cli.Usagef("--user-id is required")
 	}
-	var u pgtype.UUID
-	if err := u.Scan(strings.TrimSpace(f.userID)); err != nil || !u.Valid {
+	id, ok := postgres.ParseUUID(strings.TrimSpace(f.userID))
+	if !ok {
 		return cli.Usagef("--user-id %q is not a UUID", f.userID)
 	}
-	f.userID = u.String()
+	f.userID = id
 	var err error
 	f.log, err = f.logs.Logger(stderr, "engagementctl")
 	return err

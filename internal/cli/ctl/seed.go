@@ -82,8 +82,8 @@ func (o *seedOptions) Validate() error {
 func (o *seedOptions) Run(ctx context.Context) error {
 	pool := o.Pool
 	at := o.asOf.Time()
-	var existing int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&existing); err != nil {
+	existing, err := seed.ExistingUsers(ctx, pool)
+	if err != nil {
 		return fmt.Errorf("count existing users: %w", err)
 	}
 	if existing > 0 && !o.force {

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -24,7 +25,7 @@ type jobFlags struct {
 	batchSize       int
 	concurrency     int
 	shard           shardFlags
-	delivery        cli.DeliveryFlags
+	delivery        queuecmd.DeliveryFlags
 	log             cli.LogFlags
 	metrics         cli.MetricsFlags
 	analytics       analyticsFlags
@@ -52,7 +53,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")
 	f.shard.register(fs)
-	f.delivery.Register(fs, cli.QueueStepGroup)
+	f.delivery.Register(fs, queuecmd.QueueStepGroup)
 	f.log.Register(fs)
 	f.metrics.Register(fs)
 	f.analytics.register(fs)

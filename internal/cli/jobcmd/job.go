@@ -17,6 +17,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender"
@@ -152,10 +153,28 @@ var _ cli.Wrapper = (*jobOptions)(nil)
 // server warnings with it) and pushes the metrics, however the run ends,
 // a database that did not open included.
 func (o *jobOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
-	defer func(start time.Time) {
-		o.metrics.PushJob(ctx, o.log, o.name, o.shard, start, o.dryRun, o.sum, err)
-	}(time.Now())
+	defer func(start time.Time) { o.pushMetrics(ctx, start, err) }(time.Now())
 	return run(o.log.WithContext(ctx))
+}
+
+// pushMetrics pushes the run's metrics, its summary and its queue step's;
+// a dry run pushes none. See cli.MetricsFlags.Push.
+func (o *jobOptions) pushMetrics(ctx context.Context, start time.Time, err error) {
+	if !o.metrics.Pushing() {
+		return
+	}
+	if o.dryRun {
+		o.log.Info().Msg("dry run: no metrics pushed")
+		return
+	}
+	r := metrics.Run{Job: o.name, Summary: o.sum}
+	if o.shard.Sharded() {
+		r.Shard = o.shard.String()
+	}
+	if o.sum != nil {
+		r.Delivery = o.sum.Delivery
+	}
+	o.metrics.Push(ctx, o.log, start, r, err)
 }
 
 // Run runs the job, its analytics and its queue step, and writes the

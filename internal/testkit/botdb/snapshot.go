@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // Snapshot is what the bot defined and wrote, as it was when taken: for
@@ -74,28 +72,40 @@ func (s Snapshot) read(ctx context.Context, q *pgx.Conn) (map[string]string, err
 			cols[i] = pgx.Identifier{c}.Sanitize()
 		}
 		list := strings.Join(cols, ", ")
-		// Every query takes the same arguments, by name.
-		// Each of the table's statements reads some of these.
-		args := sqlfile.Shared{"table": t, "columns": s.columns[t], "constraints": s.constraints[t], "indexes": s.indexes[t]}
-		queries := map[string]string{
-			"rows": `SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY to_jsonb(x)::text), '[]')::text
-			           FROM (SELECT ` + list + ` FROM ` + pgx.Identifier{t}.Sanitize() + `) x WHERE @table::text IS NOT NULL`,
-			"columns": `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END
+		// Each statement's first parameter is the table ($1); the
+		// names it compares with, if any, come second ($2).
+		queries := map[string]struct {
+			sql  string
+			args []any
+		}{
+			"rows": {sql: `SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY to_jsonb(x)::text), '[]')::text
+			           FROM (SELECT ` + list + ` FROM ` + pgx.Identifier{t}.Sanitize() + `) x WHERE $1::text IS NOT NULL`},
+			"columns": {sql: `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END
 			                  || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), ''), ', ' ORDER BY attnum)
 			              FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-			             WHERE a.attrelid = @table::regclass AND attname = ANY(@columns::text[]) AND NOT attisdropped`,
-			"constraints": `SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), '; ' ORDER BY conname)
-			                  FROM pg_constraint WHERE conrelid = @table::regclass AND conname = ANY(@constraints::text[])`,
-			"indexes": `SELECT string_agg(pg_get_indexdef(indexrelid) || CASE WHEN indisvalid THEN '' ELSE ' INVALID' END, '; ' ORDER BY indexrelid::regclass::text)
-			              FROM pg_index WHERE indrelid = @table::regclass AND indexrelid::regclass::text = ANY(@indexes::text[])`,
-			"policies": `SELECT coalesce(string_agg(polname || ' ' || coalesce(pg_get_expr(polqual, polrelid), ''), '; ' ORDER BY polname), '')
-			               FROM pg_policy WHERE polrelid = @table::regclass`,
-			"security": `SELECT relrowsecurity::text || ' ' || relforcerowsecurity::text || ' ' || coalesce(relacl::text, '') || ' owner ' || relowner::regrole::text
-			               FROM pg_class WHERE oid = @table::regclass`,
+			             WHERE a.attrelid = $1::regclass AND attname = ANY($2::text[]) AND NOT attisdropped`, args: []any{t, s.columns[t]}},
+			"constraints": {sql: `SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), '; ' ORDER BY conname)
+			                  FROM pg_constraint WHERE conrelid = $1::regclass AND conname = ANY($2::text[])`, args: []any{t, s.constraints[t]}},
+			"indexes": {sql: `SELECT string_agg(pg_get_indexdef(indexrelid) || CASE WHEN indisvalid THEN '' ELSE ' INVALID' END, '; ' ORDER BY indexrelid::regclass::text)
+			              FROM pg_index WHERE indrelid = $1::regclass AND indexrelid::regclass::text = ANY($2::text[])`, args: []any{t, s.indexes[t]}},
+			"policies": {sql: `SELECT coalesce(string_agg(polname || ' ' || coalesce(pg_get_expr(polqual, polrelid), ''), '; ' ORDER BY polname), '')
+			               FROM pg_policy WHERE polrelid = $1::regclass`},
+			"security": {sql: `SELECT relrowsecurity::text || ' ' || relforcerowsecurity::text || ' ' || coalesce(relacl::text, '') || ' owner ' || relowner::regrole::text
+			               FROM pg_class WHERE oid = $1::regclass`},
 		}
 		for what, query := range queries {
-			var v *string
-			if err := q.QueryRow(ctx, query, args).Scan(&v); err != nil {
+			args := query.args
+			if args == nil {
+				args = []any{t}
+			}
+			// One value each, whatever its name: pgx.RowTo fails on a
+			// row of more than one column.
+			rows, err := q.Query(ctx, query.sql, args...)
+			if err != nil {
+				return nil, fmt.Errorf("%s of %s: %w", what, t, err)
+			}
+			v, err := pgx.CollectOneRow(rows, pgx.RowTo[*string])
+			if err != nil {
 				return nil, fmt.Errorf("%s of %s: %w", what, t, err)
 			}
 			if v != nil {

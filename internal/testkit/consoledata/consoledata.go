@@ -175,7 +175,76 @@ const uuidMin = "00000000-0000-0000-0000-000000000000"
 // generator holds the parameters one Seed's steps share.
 type generator struct {
 	sz   Sizes
-	args sqlfile.Shared
+	args stepArgs
+}
+
+// The steps' parameters (steps/*.sql's @names), bound by name
+// (sqlfile.Fields): make sql cannot type the steps, which run among the
+// temporary tables and functions the steps before them made. A group of
+// names that is not known yet is a nil pointer, so a step that uses one
+// too early fails, naming it.
+
+// stepArgs are what the steps share: seedArgs from the start, runArgs once
+// the runs are in (07_runs).
+type stepArgs struct {
+	seedArgs
+	*runArgs
+}
+
+// seedArgs follow from the sizes and asOf.
+type seedArgs struct {
+	Users          int       `db:"users"`
+	Transitions    int       `db:"transitions"`
+	AsOf           time.Time `db:"as_of"`
+	R0             time.Time `db:"r0"` // the last engagement-daily run
+	W0             time.Time `db:"w0"` // the last engagement-weekly run
+	Weeks          int       `db:"nw"`
+	WindowStart    time.Time `db:"window_start"`
+	LastActiveLo   time.Time `db:"la_lo"`
+	RemindersSince time.Time `db:"reminders_since"`
+	Holders        []string  `db:"holders"`
+	Zones          []string  `db:"zones"`
+	Errors         []string  `db:"errors"`
+	GoodbyeType    string    `db:"goodbye_type"`
+	ReminderType   string    `db:"reminder_type"`
+	ReviewType     string    `db:"review_type"`
+	GoodbyeKey     string    `db:"goodbye_key"`
+	ReminderKey    string    `db:"reminder_key"`
+	ReviewKey      string    `db:"review_key"`
+	ReminderInfix  string    `db:"reminder_infix"`
+}
+
+// runArgs are the runs' (see generator.runs), per daily run (d_…) and
+// weekly run (w_…).
+type runArgs struct {
+	FirstDay    time.Time   `db:"first_day"`
+	FirstDaynum int64       `db:"first_daynum"`
+	DayCount    int         `db:"nd"`
+	ZoneCount   int         `db:"nz"`
+	DailyIDs    []int64     `db:"daily_ids"`
+	DAsOf       []time.Time `db:"d_asof"`
+	DSuffix     []string    `db:"d_suffix"`
+	DPeriod     []time.Time `db:"d_period"`
+	DSched      []time.Time `db:"d_sched"`
+	WeeklyIDs   []int64     `db:"weekly_ids"`
+	WAsOf       []time.Time `db:"w_asof"`
+	WSuffix     []string    `db:"w_suffix"`
+	WPeriod     []time.Time `db:"w_period"`
+	WSched      []time.Time `db:"w_sched"`
+	WStarted    []time.Time `db:"w_started"`
+}
+
+// queueArgs are the queue step's own (09_messages): how the plan fills
+// the queue, and the part of the users one run of the step covers.
+type queueArgs struct {
+	Cut      bool      `db:"cut"`
+	CutAt    time.Time `db:"cut_at"`
+	CutUser  string    `db:"cut_user"`
+	UseEmask bool      `db:"use_emask"`
+	Cands    int64     `db:"cands"`
+	Reviews  int64     `db:"reviews"`
+	UserLo   string    `db:"user_lo"`
+	UserHi   *string   `db:"user_hi"` // nil: the last part, open
 }
 
 func newGenerator(sz Sizes, asOf time.Time) *generator {
@@ -203,27 +272,27 @@ func newGenerator(sz Sizes, asOf time.Time) *generator {
 		return k
 	}
 	goodbye, reminder, review := kind(sm.GoodbyeMessage), kind(sm.ReminderMessage), kind(sm.WeeklyReviewMessage)
-	return &generator{sz: sz, args: sqlfile.Shared{
-		"users":           sz.Users,
-		"transitions":     sz.Transitions,
-		"as_of":           asOf,
-		"r0":              r0,
-		"w0":              w0,
-		"nw":              weeks,
-		"window_start":    windowStart,
-		"la_lo":           r0.Add(-sm.InactivityPeriod + time.Hour),
-		"reminders_since": r0.AddDate(0, 0, -remindersSinceDays),
-		"holders":         holders,
-		"zones":           zones,
-		"errors":          deliveryErrors,
-		"goodbye_type":    string(goodbye.Message),
-		"reminder_type":   string(reminder.Message),
-		"review_type":     string(review.Message),
-		"goodbye_key":     goodbye.CatalogKey,
-		"reminder_key":    reminder.CatalogKey,
-		"review_key":      review.CatalogKey,
-		"reminder_infix":  reminder.KeyInfix,
-	}}
+	return &generator{sz: sz, args: stepArgs{seedArgs: seedArgs{
+		Users:          sz.Users,
+		Transitions:    sz.Transitions,
+		AsOf:           asOf,
+		R0:             r0,
+		W0:             w0,
+		Weeks:          weeks,
+		WindowStart:    windowStart,
+		LastActiveLo:   r0.Add(-sm.InactivityPeriod + time.Hour),
+		RemindersSince: r0.AddDate(0, 0, -remindersSinceDays),
+		Holders:        holders,
+		Zones:          zones,
+		Errors:         deliveryErrors,
+		GoodbyeType:    string(goodbye.Message),
+		ReminderType:   string(reminder.Message),
+		ReviewType:     string(review.Message),
+		GoodbyeKey:     goodbye.CatalogKey,
+		ReminderKey:    reminder.CatalogKey,
+		ReviewKey:      review.CatalogKey,
+		ReminderInfix:  reminder.KeyInfix,
+	}}}
 }
 
 // connect opens a connection of Seed's own to pool's database and prepares
@@ -241,9 +310,10 @@ func (g *generator) connect(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn,
 	return conn, nil
 }
 
-// exec runs step name on conn with the shared arguments and extra.
-func (g *generator) exec(ctx context.Context, conn *pgx.Conn, name string, extra sqlfile.Shared) error {
-	if _, err := conn.Exec(ctx, step(name), withArgs(g.args, extra)); err != nil {
+// exec runs step name on conn with args, a struct of tagged fields
+// (sqlfile.Fields): the shared g.args, or more.
+func (g *generator) exec(ctx context.Context, conn *pgx.Conn, name string, args any) error {
+	if _, err := conn.Exec(ctx, step(name), sqlfile.Fields(args)); err != nil {
 		return fmt.Errorf("consoledata: step %s: %w", name, err)
 	}
 	return nil
@@ -266,7 +336,7 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 		}
 	}()
 	for _, name := range []string{"01_seed", "02_chain", "03_users"} {
-		if err := g.exec(ctx, first, name, nil); err != nil {
+		if err := g.exec(ctx, first, name, g.args); err != nil {
 			return err
 		}
 	}
@@ -277,15 +347,14 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 	if err != nil {
 		return err
 	}
-	if err := g.exec(ctx, first, "07_runs", sqlfile.Shared{"first_day": plan.firstDay}); err != nil {
+	if err := g.exec(ctx, first, "07_runs", struct {
+		seedArgs
+		FirstDay time.Time `db:"first_day"`
+	}{g.args.seedArgs, plan.firstDay}); err != nil {
 		return err
 	}
-	runs, err := g.runs(ctx, first, plan.firstDay)
-	if err != nil {
+	if g.args.runArgs, err = g.runs(ctx, first, plan.firstDay); err != nil {
 		return err
-	}
-	for k, v := range runs {
-		g.args[k] = v
 	}
 
 	// Two connections side by side (the machine's two cores): the first
@@ -296,13 +365,18 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 		return err
 	}
 	defer second.Close(context.WithoutCancel(ctx))
-	parts := make(chan sqlfile.Shared, len(queueParts))
+	type queuePart struct {
+		stepArgs
+		queueArgs
+	}
+	parts := make(chan queuePart, len(queueParts))
 	for i, lo := range queueParts {
-		var hi any
+		part := queuePart{g.args, plan.messages}
+		part.UserLo = lo
 		if i+1 < len(queueParts) {
-			hi = queueParts[i+1]
+			part.UserHi = &queueParts[i+1]
 		}
-		parts <- withArgs(plan.messages, sqlfile.Shared{"user_lo": lo, "user_hi": hi})
+		parts <- part
 	}
 	close(parts)
 	queue := func(ctx context.Context, conn *pgx.Conn) error {
@@ -315,14 +389,14 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 	}
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
-		if err := g.exec(ectx, first, "04_profiles", nil); err != nil {
+		if err := g.exec(ectx, first, "04_profiles", g.args); err != nil {
 			return err
 		}
 		if err := g.states(ectx, first); err != nil {
 			return err
 		}
 		for _, name := range []string{"06_transactions", "08_transitions"} {
-			if err := g.exec(ectx, first, name, nil); err != nil {
+			if err := g.exec(ectx, first, name, g.args); err != nil {
 				return err
 			}
 		}
@@ -334,7 +408,7 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 	}
 
 	for _, name := range []string{"10_run_counters", "11_delivery"} {
-		if err := g.exec(ctx, first, name, nil); err != nil {
+		if err := g.exec(ctx, first, name, g.args); err != nil {
 			return err
 		}
 	}
@@ -361,7 +435,7 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 func (g *generator) states(ctx context.Context, conn *pgx.Conn) error {
 	_, err := conn.Exec(ctx, `SET session_replication_role = replica`)
 	skipped := err == nil
-	if err := g.exec(ctx, conn, "05_states", nil); err != nil {
+	if err := g.exec(ctx, conn, "05_states", g.args); err != nil {
 		return err
 	}
 	if skipped {
@@ -376,7 +450,7 @@ func (g *generator) states(ctx context.Context, conn *pgx.Conn) error {
 // the log needs and the arguments of the queue's step.
 type seedPlan struct {
 	firstDay time.Time
-	messages sqlfile.Shared
+	messages queueArgs // but the part's
 }
 
 // plan counts, from the staged users, the log rows (which must be exactly
@@ -386,61 +460,71 @@ type seedPlan struct {
 // or, when the goodbyes and reminders alone are more than that, only the
 // newest of them (as engagementctl cleanup leaves a queue), no reviews.
 func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) {
-	var (
-		moves, goodbyes, reminders, all, engaged int64
-		earliest                                 *time.Time
-	)
-	err := conn.QueryRow(ctx, `
-		SELECT coalesce(sum(ell), 0),
-		       coalesce(sum(cardinality(array_positions(tr, 1::smallint))), 0),
+	// Read by name (the staged tables are Seed's own: make sql cannot
+	// type these).
+	rows, _ := conn.Query(ctx, `
+		SELECT coalesce(sum(ell), 0) AS moves,
+		       coalesce(sum(cardinality(array_positions(tr, 1::smallint))), 0) AS goodbyes,
 		       coalesce(sum((SELECT count(*) FROM generate_subscripts(tr, 1) AS k
-		                      WHERE tr[k] = 4 AND pg_temp.cd_run(ts[k]) >= @reminders_since::timestamptz)) FILTER (WHERE NOT opt), 0),
-		       coalesce(sum(bit_count(mask::bit(64))), 0),
-		       coalesce(sum(bit_count((mask & emask)::bit(64))), 0),
-		       min(ts[1])
-		  FROM consoledata.users`, g.args).Scan(&moves, &goodbyes, &reminders, &all, &engaged, &earliest)
+		                      WHERE tr[k] = 4 AND pg_temp.cd_run(ts[k]) >= @reminders_since::timestamptz)) FILTER (WHERE NOT opt), 0) AS reminders,
+		       coalesce(sum(bit_count(mask::bit(64))), 0) AS all_weeks,
+		       coalesce(sum(bit_count((mask & emask)::bit(64))), 0) AS engaged_weeks,
+		       min(ts[1]) AS earliest
+		  FROM consoledata.users`, sqlfile.Fields(g.args))
+	staged, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[struct {
+		Moves        int64      `db:"moves"`
+		Goodbyes     int64      `db:"goodbyes"`
+		Reminders    int64      `db:"reminders"`
+		AllWeeks     int64      `db:"all_weeks"`
+		EngagedWeeks int64      `db:"engaged_weeks"`
+		Earliest     *time.Time `db:"earliest"`
+	}])
 	if err != nil {
 		return seedPlan{}, fmt.Errorf("consoledata: count the staged history: %w", err)
 	}
-	if moves != int64(g.sz.Transitions) {
-		return seedPlan{}, fmt.Errorf("consoledata: the staged history has %d moves, want %d", moves, g.sz.Transitions)
+	goodbyes, reminders, all, engaged := staged.Goodbyes, staged.Reminders, staged.AllWeeks, staged.EngagedWeeks
+	if staged.Moves != int64(g.sz.Transitions) {
+		return seedPlan{}, fmt.Errorf("consoledata: the staged history has %d moves, want %d", staged.Moves, g.sz.Transitions)
 	}
-	p := seedPlan{firstDay: g.args["window_start"].(time.Time)}
-	if earliest != nil {
+	p := seedPlan{firstDay: g.args.WindowStart}
+	if staged.Earliest != nil {
 		// A history longer than the window (many transitions per user)
 		// needs the runs of its earlier days too.
-		r0 := g.args["r0"].(time.Time)
-		for p.firstDay.After(*earliest) && p.firstDay.After(r0.AddDate(-20, 0, 0)) {
+		for p.firstDay.After(*staged.Earliest) && p.firstDay.After(g.args.R0.AddDate(-20, 0, 0)) {
 			p.firstDay = p.firstDay.AddDate(0, 0, -1)
 		}
 	}
 
-	m := sqlfile.Shared{"cut": false, "cut_at": time.Time{}, "cut_user": uuidMin,
-		"use_emask": true, "cands": engaged, "reviews": int64(0)}
+	m := queueArgs{CutUser: uuidMin, UseEmask: true, Cands: engaged}
 	reviews := int64(g.sz.Messages) - goodbyes - reminders
 	switch {
 	case reviews < 0:
 		if g.sz.Messages == 0 {
-			m["cut"], m["cut_at"] = true, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+			m.Cut, m.CutAt = true, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 			break
 		}
-		var at time.Time
-		var user string
-		err := conn.QueryRow(ctx, `
-			SELECT u.ts[k], u.user_id::text
+		rows, _ := conn.Query(ctx, `
+			SELECT u.ts[k] AS at, u.user_id::text AS user_id
 			  FROM consoledata.users u
 			 CROSS JOIN LATERAL generate_subscripts(u.tr, 1) AS k
 			 WHERE u.tr[k] = 1 OR (u.tr[k] = 4 AND NOT u.opt AND pg_temp.cd_run(u.ts[k]) >= @reminders_since::timestamptz)
 			 ORDER BY u.ts[k] DESC, u.user_id DESC
-			OFFSET @offset LIMIT 1`, withArgs(g.args, sqlfile.Shared{"offset": g.sz.Messages - 1})).Scan(&at, &user)
+			OFFSET @offset LIMIT 1`, sqlfile.Fields(struct {
+			seedArgs
+			Offset int `db:"offset"`
+		}{g.args.seedArgs, g.sz.Messages - 1}))
+		kept, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[struct {
+			At     time.Time `db:"at"`
+			UserID string    `db:"user_id"`
+		}])
 		if err != nil {
 			return seedPlan{}, fmt.Errorf("consoledata: find the oldest goodbye kept: %w", err)
 		}
-		m["cut"], m["cut_at"], m["cut_user"] = true, at, user
+		m.Cut, m.CutAt, m.CutUser = true, kept.At, kept.UserID
 	case reviews <= engaged:
-		m["reviews"] = reviews
+		m.Reviews = reviews
 	case reviews <= all:
-		m["reviews"], m["use_emask"], m["cands"] = reviews, false, all
+		m.Reviews, m.UseEmask, m.Cands = reviews, false, all
 	default:
 		return seedPlan{}, fmt.Errorf("consoledata: %d messages leave %d weekly reviews (after %d goodbyes and %d reminders), "+
 			"but the users were active in only %d user-weeks: ask for at most %d messages, or more users",
@@ -457,8 +541,8 @@ func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) 
 // id, the key suffix and period of the goodbye (daily) and the review
 // (weekly), when the weekly run started, and per run and zone (0: the
 // default, then zones) where quiet hours put scheduled_for.
-func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time) (sqlfile.Shared, error) {
-	r0, w0, weeks := g.args["r0"].(time.Time), g.args["w0"].(time.Time), g.args["nw"].(int)
+func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time) (*runArgs, error) {
+	r0, w0, weeks := g.args.R0, g.args.W0, g.args.Weeks
 	days := int(r0.Sub(firstDay)/(24*time.Hour)) + 1
 	dAsOf, wAsOf := make([]time.Time, days), make([]time.Time, weeks)
 	dIDs, wIDs := make([]int64, days), make([]int64, weeks)
@@ -477,26 +561,22 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 		wPeriod[j], _ = review.Period.Bounds(wAsOf[j])
 	}
 
-	rows, err := conn.Query(ctx, `SELECT id, job, as_of FROM engagement_job_runs WHERE status <> 'failed' ORDER BY as_of`)
+	rows, _ := conn.Query(ctx, `SELECT id, job, as_of FROM engagement_job_runs WHERE status <> 'failed' ORDER BY as_of`)
+	runs, err := pgx.CollectRows(rows, pgx.RowToStructByName[struct {
+		ID   int64     `db:"id"`
+		Job  string    `db:"job"`
+		AsOf time.Time `db:"as_of"`
+	}])
 	if err != nil {
 		return nil, fmt.Errorf("consoledata: read the runs: %w", err)
 	}
-	var (
-		id    int64
-		job   string
-		runAt time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &job, &runAt}, func() error {
-		switch job {
+	for _, run := range runs {
+		switch run.Job {
 		case "engagement-daily":
-			dIDs[int(runAt.Sub(firstDay)/(24*time.Hour))] = id
+			dIDs[int(run.AsOf.Sub(firstDay)/(24*time.Hour))] = run.ID
 		case "engagement-weekly":
-			wIDs[int(w0.Sub(runAt)/(7*24*time.Hour))] = id
+			wIDs[int(w0.Sub(run.AsOf)/(7*24*time.Hour))] = run.ID
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consoledata: read the runs: %w", err)
 	}
 	if slices.Contains(dIDs, 0) || slices.Contains(wIDs, 0) {
 		return nil, errors.New("consoledata: a day or week has no run")
@@ -506,12 +586,11 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 	// (pg_temp.cd_defer), once per run and zone.
 	allZones := append([]string{defaultZone}, zones...)
 	quiet := func(at []time.Time) ([]time.Time, error) {
-		var out []time.Time
-		err := conn.QueryRow(ctx, `
+		rows, _ := conn.Query(ctx, `
 			SELECT array_agg(pg_temp.cd_defer(t.at, z.name) ORDER BY t.n, z.k)
 			  FROM unnest($1::timestamptz[]) WITH ORDINALITY AS t (at, n),
-			       unnest($2::text[]) WITH ORDINALITY AS z (name, k)`, at, allZones).Scan(&out)
-		return out, err
+			       unnest($2::text[]) WITH ORDINALITY AS z (name, k)`, at, allZones)
+		return pgx.CollectOneRow(rows, pgx.RowTo[[]time.Time])
 	}
 	dSched, err := quiet(dAsOf)
 	if err != nil {
@@ -521,26 +600,15 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 	if err != nil {
 		return nil, fmt.Errorf("consoledata: quiet hours: %w", err)
 	}
-	var wStarted []time.Time
-	if err := conn.QueryRow(ctx, `SELECT array_agg(pg_temp.cd_wstarted(w) ORDER BY n) FROM unnest($1::timestamptz[]) WITH ORDINALITY AS x (w, n)`,
-		wAsOf).Scan(&wStarted); err != nil {
+	rows, _ = conn.Query(ctx, `SELECT array_agg(pg_temp.cd_wstarted(w) ORDER BY n) FROM unnest($1::timestamptz[]) WITH ORDINALITY AS x (w, n)`,
+		wAsOf)
+	wStarted, err := pgx.CollectOneRow(rows, pgx.RowTo[[]time.Time])
+	if err != nil {
 		return nil, fmt.Errorf("consoledata: weekly runs: %w", err)
 	}
-	return sqlfile.Shared{
-		"first_day": firstDay, "first_daynum": firstDay.Unix() / 86400, "nd": days, "nz": len(allZones),
-		"daily_ids": dIDs, "d_asof": dAsOf, "d_suffix": dSuffix, "d_period": dPeriod, "d_sched": dSched,
-		"weekly_ids": wIDs, "w_asof": wAsOf, "w_suffix": wSuffix, "w_period": wPeriod, "w_sched": wSched, "w_started": wStarted,
+	return &runArgs{
+		FirstDay: firstDay, FirstDaynum: firstDay.Unix() / 86400, DayCount: days, ZoneCount: len(allZones),
+		DailyIDs: dIDs, DAsOf: dAsOf, DSuffix: dSuffix, DPeriod: dPeriod, DSched: dSched,
+		WeeklyIDs: wIDs, WAsOf: wAsOf, WSuffix: wSuffix, WPeriod: wPeriod, WSched: wSched, WStarted: wStarted,
 	}, nil
-}
-
-// withArgs is a with b's arguments added (b wins).
-func withArgs(a, b sqlfile.Shared) sqlfile.Shared {
-	out := make(sqlfile.Shared, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }

@@ -2,18 +2,13 @@ package consoledata
 
 import (
 	"context"
-	"embed"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
-
-//go:embed queries/*.sql
-var queryFiles embed.FS
 
 // HoldOut makes a seeded history one of a daily job run with
 // --holdout-percent percent (the default salt) and two goodbye variants,
@@ -26,14 +21,14 @@ func HoldOut(ctx context.Context, pool *pgxpool.Pool, percent float64) (held, re
 	if err := h.Validate(); err != nil {
 		return 0, 0, err
 	}
-	err = pool.QueryRow(ctx, sqlfile.Must(queryFiles, "holdout"), sqlfile.Args{
-		"basis_points":    h.BasisPoints(),
-		"salt":            scheduler.DefaultHoldoutSalt,
-		"goodbye_trigger": string(sm.Inactivity14d),
-		"goodbye_type":    string(sm.GoodbyeMessage),
-	}).Scan(&held, &removed)
+	row, err := holdoutQuery.One(ctx, pool, holdoutArgs{
+		BasisPoints:    h.BasisPoints(),
+		Salt:           scheduler.DefaultHoldoutSalt,
+		GoodbyeTrigger: string(sm.Inactivity14d),
+		GoodbyeType:    string(sm.GoodbyeMessage),
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("consoledata: hold out %v %%: %w", percent, err)
 	}
-	return held, removed, nil
+	return row.Held, row.Removed, nil
 }

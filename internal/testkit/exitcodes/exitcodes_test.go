@@ -28,6 +28,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -76,7 +77,7 @@ var dailyGarbage = append(append([][]string{}, jobGarbage...),
 var invocations = []invocation{
 	{name: "engagement-daily", cmd: jobcmd.NewDailyCommand, garbage: dailyGarbage},
 	{name: "engagement-weekly", cmd: jobcmd.NewWeeklyCommand, garbage: jobGarbage},
-	{name: "queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, garbage: [][]string{
+	{name: "queue-process", cmd: queuecmd.NewCommand, args: []string{"--transport", "log"}, garbage: [][]string{
 		{"--output", "xml"},
 		{"--send-interval", "soon"},
 		{"--retry-base", "0s"},
@@ -369,7 +370,7 @@ func TestTheMatrixHasEveryCommand(t *testing.T) {
 			walk(path+" "+sub.Name(), sub)
 		}
 	}
-	for _, newCmd := range []func() *cobra.Command{jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, cli.NewQueueCommand,
+	for _, newCmd := range []func() *cobra.Command{jobcmd.NewDailyCommand, jobcmd.NewWeeklyCommand, queuecmd.NewCommand,
 		consolecmd.NewCommand, ctl.NewCommand} {
 		root := newCmd()
 		walk(root.Name(), root)

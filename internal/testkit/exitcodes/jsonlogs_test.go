@@ -14,6 +14,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
@@ -52,8 +53,8 @@ func failingRuns() []failingRun {
 	runs := []failingRun{
 		{name: "engagement-daily", pkg: "./cmd/engagement-daily", cmd: jobcmd.NewDailyCommand, wantCode: 1},
 		{name: "engagement-weekly", pkg: "./cmd/engagement-weekly", cmd: jobcmd.NewWeeklyCommand, wantCode: 1},
-		{name: "queue-process", pkg: "./cmd/queue-process", cmd: cli.NewQueueCommand, args: []string{"--transport", "log"}, wantCode: 1},
-		{name: "queue-process --no-such-flag", pkg: "./cmd/queue-process", cmd: cli.NewQueueCommand, args: []string{"--no-such-flag"}, wantCode: 2},
+		{name: "queue-process", pkg: "./cmd/queue-process", cmd: queuecmd.NewCommand, args: []string{"--transport", "log"}, wantCode: 1},
+		{name: "queue-process --no-such-flag", pkg: "./cmd/queue-process", cmd: queuecmd.NewCommand, args: []string{"--no-such-flag"}, wantCode: 2},
 		{name: "engagementctl --no-such-flag", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"--no-such-flag"}, wantCode: 2},
 		{name: "engagementctl no-such-command", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"no-such-command"}, wantCode: 2},
 		{name: "engagementctl status --output xml", pkg: "./cmd/engagementctl", cmd: ctl.NewCommand, args: []string{"status", "--output", "xml"}, wantCode: 2},

@@ -139,8 +139,7 @@ func probeServer(ctx context.Context, url string) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	var canCreate bool
-	err = conn.QueryRow(ctx, `SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user`).Scan(&canCreate)
+	canCreate, err := value[bool](ctx, conn, `SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user`)
 	if err != nil {
 		return err
 	}
@@ -376,8 +375,8 @@ func ensureTemplateFor(ctx context.Context, srv, name string, build func(ctx con
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, templateLockKey) //nolint:errcheck // closing the connection releases it anyway
 
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+	exists, err := value[bool](ctx, conn, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name)
+	if err != nil {
 		return "", fmt.Errorf("look for template %s: %w", name, err)
 	}
 	if !exists {
@@ -529,4 +528,17 @@ func splitConnString(s string) ([][2]string, error) {
 		pairs = append(pairs, [2]string{key, s[:end]})
 		s = s[end:]
 	}
+}
+
+// value is the only column of sql's first row (pgx.ErrNoRows without
+// one): the test kit's one-value reads of the server's catalogs and
+// settings, outside any package's typed statements; pgx.RowTo fails on a
+// row of more than one column, so no column is read for another.
+func value[T any](ctx context.Context, conn *pgx.Conn, sql string, args ...any) (T, error) {
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return pgx.CollectOneRow(rows, pgx.RowTo[T])
 }

@@ -120,8 +120,8 @@ func NewStandby(t testing.TB, dbURL string) *Standby {
 	}
 	u.Host = "127.0.0.1:" + strconv.Itoa(port)
 	s := &Standby{URL: u.String(), primary: dbURL, log: logPath}
-	var standby bool
-	if err := s.queryRow(ctx, s.URL, "SELECT pg_is_in_recovery()", &standby); err != nil || !standby {
+	standby, err := queryValue[bool](ctx, s.URL, "SELECT pg_is_in_recovery()")
+	if err != nil || !standby {
 		t.Fatalf("the standby on port %d is not in recovery (%v): last lines of %s:\n%s", port, err, logPath, localsvc.Tail(logPath, 20))
 	}
 	// A transaction committed on the primary and replayed here: the
@@ -152,8 +152,8 @@ func (s *Standby) Pause(t testing.TB) {
 	// A pause is requested, then takes effect at the next record: wait
 	// for it, so nothing committed after Pause returns is replayed.
 	for {
-		var state string
-		if err := conn.QueryRow(ctx, "SELECT pg_get_wal_replay_pause_state()").Scan(&state); err != nil {
+		state, err := value[string](ctx, conn, "SELECT pg_get_wal_replay_pause_state()")
+		if err != nil {
 			t.Fatal(err)
 		}
 		if state == "paused" {
@@ -208,8 +208,8 @@ func (s *Standby) waitFor(t testing.TB, fn, what string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var lsn string
-	if err := s.queryRow(ctx, s.primary, "SELECT pg_current_wal_insert_lsn()::text", &lsn); err != nil {
+	lsn, err := queryValue[string](ctx, s.primary, "SELECT pg_current_wal_insert_lsn()::text")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.flush(ctx); err != nil {
@@ -222,8 +222,8 @@ func (s *Standby) waitFor(t testing.TB, fn, what string) {
 	defer conn.Close(context.Background())
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var reached bool
-		if err := conn.QueryRow(ctx, "SELECT coalesce("+fn+"() >= $1::pg_lsn, false)", lsn).Scan(&reached); err != nil {
+		reached, err := value[bool](ctx, conn, "SELECT coalesce("+fn+"() >= $1::pg_lsn, false)", lsn)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if reached {
@@ -264,15 +264,18 @@ func (s *Standby) flush(ctx context.Context) error {
 // followed), of the same version as the server it starts, else in PATH.
 func pgBasebackup(bins pgBinaries) (string, error) { return bins.sibling("pg_basebackup") }
 
-// queryRow runs one query on the server dbURL names and scans its row.
-func (s *Standby) queryRow(ctx context.Context, dbURL, sql string, dest ...any) error {
+// queryValue runs one query on the server dbURL names and returns its
+// value (value).
+func queryValue[T any](ctx context.Context, dbURL, sql string) (T, error) {
 	conn, err := connect(ctx, dbURL)
 	if err != nil {
-		return err
+		var zero T
+		return zero, err
 	}
 	defer conn.Close(context.Background())
-	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
-		return fmt.Errorf("%s on %s: %w", sql, redact(dbURL), err)
+	v, err := value[T](ctx, conn, sql)
+	if err != nil {
+		return v, fmt.Errorf("%s on %s: %w", sql, redact(dbURL), err)
 	}
-	return nil
+	return v, nil
 }

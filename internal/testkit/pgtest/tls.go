@@ -85,8 +85,7 @@ func (c *Cluster) EnableTLS(t testing.TB) (caFile string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var on string
-		err = probe.QueryRow(ctx, `SHOW ssl`).Scan(&on)
+		on, err := value[string](ctx, probe, `SHOW ssl`)
 		probe.Close(context.Background())
 		if err != nil {
 			t.Fatal(err)

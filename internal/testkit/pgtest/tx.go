@@ -170,8 +170,7 @@ func makeShared(ctx context.Context, holder *pgx.Conn, srv, name, tmpl string) (
 		return "", fmt.Errorf("take the lock of %s: %w", name, err)
 	}
 	for _, other := range databasesLike(ctx, holder, sharedPrefix) {
-		var free bool
-		if err := holder.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, sharedLockClass, other).Scan(&free); err != nil || !free {
+		if free, err := value[bool](ctx, holder, `SELECT pg_try_advisory_lock($1, hashtext($2))`, sharedLockClass, other); err != nil || !free {
 			continue // in use by a running process
 		}
 		holder.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(other)+` WITH (FORCE)`)               //nolint:errcheck // best effort

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -39,7 +39,7 @@ var (
 var (
 	daily         = jobcmd.NewDailyCommand
 	weekly        = jobcmd.NewWeeklyCommand
-	queue         = cli.NewQueueCommand
+	queue         = queuecmd.NewCommand
 	engagementctl = ctl.NewCommand
 )
 

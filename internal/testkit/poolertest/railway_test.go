@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/consolecmd"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -218,7 +218,7 @@ func runCommand(t *testing.T, env []string, fields []string) cmdtest.Result {
 	commands := map[string]func() *cobra.Command{
 		"engagement-daily":  jobcmd.NewDailyCommand,
 		"engagement-weekly": jobcmd.NewWeeklyCommand,
-		"queue-process":     cli.NewQueueCommand,
+		"queue-process":     queuecmd.NewCommand,
 		"engagementctl":     ctl.NewCommand,
 		consolecmd.Name:     consolecmd.NewCommand,
 	}

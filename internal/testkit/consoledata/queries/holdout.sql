@@ -32,4 +32,4 @@ WITH held AS (
      WHERE q.message_type = @goodbye_type::text
        AND engagement_holdout_bucket(@salt::text, q.user_id) >= @basis_points::int
 )
-SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM gone)
+SELECT (SELECT count(*) FROM held) AS held, (SELECT count(*) FROM gone) AS removed

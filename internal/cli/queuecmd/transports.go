@@ -1,4 +1,4 @@
-package cli
+package queuecmd
 
 import (
 	"fmt"

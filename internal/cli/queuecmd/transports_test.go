@@ -1,4 +1,4 @@
-package cli_test
+package queuecmd_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -28,7 +29,7 @@ import (
 // carrierKind is a transport added as docs/development.md, "Adding a
 // transport", says, in a test: its kind, flags and configuration beside
 // the transport (here, in this file, as its own file in sender/transport
-// would hold them), and its row in transports (cli.WithTransport). Nothing
+// would hold them), and its row in transports (queuecmd.WithTransport). Nothing
 // else: no edit of the delivery flags, of queue-process or of its help.
 var carrierKind = transport.Kind{
 	Name: "carrier",
@@ -101,9 +102,9 @@ func help(t *testing.T, cmd *cobra.Command) string {
 // their variables), --transport picks it, its required flag is checked
 // before any work, its secret flag is scrubbed, and it delivers.
 func TestATransportIsItsKindAndItsRow(t *testing.T) {
-	cli.WithTransport(t, carrierKind)
+	queuecmd.WithTransport(t, carrierKind)
 
-	queueHelp := help(t, cli.NewQueueCommand())
+	queueHelp := help(t, queuecmd.NewCommand())
 	listed := slices.ContainsFunc(strings.Split(queueHelp, "\n"), func(line string) bool {
 		help, ok := strings.CutPrefix(line, "  carrier ")
 		return ok && strings.TrimSpace(help) == carrierKind.Help
@@ -122,7 +123,7 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	for _, c := range []struct {
 		cmd   *cobra.Command
 		group string
-	}{{cli.NewQueueCommand(), cli.DeliveryGroup}, {jobcmd.NewDailyCommand(), cli.QueueStepGroup}, {jobcmd.NewWeeklyCommand(), cli.QueueStepGroup}} {
+	}{{queuecmd.NewCommand(), queuecmd.DeliveryGroup}, {jobcmd.NewDailyCommand(), queuecmd.QueueStepGroup}, {jobcmd.NewWeeklyCommand(), queuecmd.QueueStepGroup}} {
 		sections := helpSections(help(t, c.cmd))
 		for _, flag := range []string{"carrier-url", "carrier-token"} {
 			if !slices.Contains(sections[c.group], flag) {
@@ -135,7 +136,7 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	// database URL points at a closed port: reaching it would exit 1.
 	const unreachable = "postgres://scheduler@127.0.0.1:1/engagement?connect_timeout=1"
 	var stdout, stderr bytes.Buffer
-	code := cli.Main(context.Background(), cli.NewQueueCommand(), []string{"--database-url", unreachable, "--transport", "carrier"},
+	code := cli.Main(context.Background(), queuecmd.NewCommand(), []string{"--database-url", unreachable, "--transport", "carrier"},
 		cli.Env{Stdout: &stdout, Stderr: &stderr})
 	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "--transport carrier needs --carrier-url (or CARRIER_URL)") {
 		t.Errorf("--transport carrier without its URL: exit %d, %q; want %d naming --carrier-url", code, stderr.String(), cli.ExitUsage)
@@ -143,7 +144,7 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	// Its secret, from the environment, never shows in the error.
 	stderr.Reset()
 	env := cli.Env{Stderr: &stderr, LookupEnv: cli.MapEnv([]string{"CARRIER_URL=http://example.com/", "CARRIER_TOKEN=tok-3f9a1c"})}
-	code = cli.Main(context.Background(), cli.NewQueueCommand(), []string{"--database-url", unreachable, "--transport", "carrier"}, env)
+	code = cli.Main(context.Background(), queuecmd.NewCommand(), []string{"--database-url", unreachable, "--transport", "carrier"}, env)
 	if code != cli.ExitUsage || strings.Contains(stderr.String(), "tok-3f9a1c") || !strings.Contains(stderr.String(), "is not a loopback receiver") {
 		t.Errorf("--transport carrier with a refused URL: exit %d, %q; want %d, the error without the token", code, stderr.String(), cli.ExitUsage)
 	}
@@ -151,7 +152,7 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	// --transport carrier builds it, from its flags: the options a run
 	// would get, without running (runF).
 	var got *carrier
-	cmd := cli.NewQueueCommandRunF(func(tr transport.Transport) error {
+	cmd := queuecmd.NewCommandRunF(func(tr transport.Transport) error {
 		got, _ = tr.(*carrier)
 		return nil
 	})
@@ -186,7 +187,7 @@ func TestATransportIsItsKindAndItsRow(t *testing.T) {
 	stderr.Reset()
 	env = cli.Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: cli.MapEnv([]string{
 		"DATABASE_URL=" + dbURL, "ENGAGEMENT_TRANSPORT=carrier", "CARRIER_URL=" + receiver.URL, "CARRIER_TOKEN=tok-3f9a1c"})}
-	code = cli.Main(context.Background(), cli.NewQueueCommand(), []string{"--send-interval", "0"}, env)
+	code = cli.Main(context.Background(), queuecmd.NewCommand(), []string{"--send-interval", "0"}, env)
 	if code != cli.ExitOK || !strings.HasPrefix(stdout.String(), "queue-process via carrier: 2 processed, 2 sent, 0 retried, 0 failed") {
 		t.Fatalf("queue-process via the carrier: exit %d, %q (%s); want both messages sent", code, stdout.String(), stderr.String())
 	}
@@ -214,7 +215,7 @@ func TestTheTransportFlagsKeepTheirContract(t *testing.T) {
 		{"whatsapp-base-url", "WHATSAPP_BASE_URL", "", false},
 		{"whatsapp-retry-unknown", "", "false", false},
 	}
-	for _, cmd := range []*cobra.Command{cli.NewQueueCommand(), jobcmd.NewDailyCommand(), jobcmd.NewWeeklyCommand()} {
+	for _, cmd := range []*cobra.Command{queuecmd.NewCommand(), jobcmd.NewDailyCommand(), jobcmd.NewWeeklyCommand()} {
 		secrets := cli.SecretsOf(cmd)
 		for _, w := range want {
 			f := cmd.Flags().Lookup(w.flag)
@@ -246,7 +247,7 @@ func TestTheTransportFlagsKeepTheirContract(t *testing.T) {
 		{[]string{"--transport", "whatsapp-cloud", "--whatsapp-phone-number-id", "123", "--whatsapp-token", "tok", "--whatsapp-templates", templates}, false},
 		{[]string{"--transport", "log", "--whatsapp-retry-unknown"}, false},
 	} {
-		var f cli.DeliveryFlags
+		var f queuecmd.DeliveryFlags
 		fs := pflag.NewFlagSet("", pflag.ContinueOnError)
 		f.Register(fs, "x")
 		if err := fs.Parse(c.args); err != nil {

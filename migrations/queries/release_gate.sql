@@ -1,0 +1,2 @@
+-- Gives the migration gate (try_gate.sql) back.
+SELECT pg_advisory_unlock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0)) AS released
