@@ -59,6 +59,7 @@ func from(h http.Handler, addr string, req *http.Request) *httptest.ResponseReco
 
 // Issue 41, finding 2: the trusted header was believed from anyone.
 func TestTrustedHeaderOnlyFromATrustedProxy(t *testing.T) {
+	t.Parallel()
 	h, _ := newConsole(t, console.Auth{Users: htpasswd(t), TrustedUserHeader: "X-Forwarded-Email",
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::/64")},
 		Operators:      []string{"ana@example.com"}})
@@ -109,6 +110,7 @@ func TestTrustedHeaderOnlyFromATrustedProxy(t *testing.T) {
 // With no TrustedProxies, loopback is the proxy (the command refuses to
 // start so anywhere else).
 func TestTrustedHeaderDefaultsToLoopback(t *testing.T) {
+	t.Parallel()
 	h, _ := newConsole(t, console.Auth{TrustedUserHeader: "X-Forwarded-Email"})
 	for peer, want := range map[string]int{"127.0.0.1:1": http.StatusOK, "[::1]:1": http.StatusOK, "192.0.2.1:1": http.StatusUnauthorized} {
 		req := httptest.NewRequest(http.MethodGet, "/audit", nil)
@@ -131,6 +133,7 @@ func median(ds []time.Duration) time.Duration {
 // HTTP: their medians must be alike (within 2x either way; the gap was
 // about 20x).
 func TestUnknownUserAndWrongPasswordTakeAlike(t *testing.T) {
+	t.Parallel()
 	hash, err := bcrypt.GenerateFromPassword([]byte(operatorPassword), 5) // htpasswd -nB's cost
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +174,7 @@ func TestUnknownUserAndWrongPasswordTakeAlike(t *testing.T) {
 // without hashing; a user name gets its own limit, whatever the address;
 // a signed-in session keeps working; each failure is one log line.
 func TestFailedLoginsAreLimitedAndLogged(t *testing.T) {
+	t.Parallel()
 	// Cost 10: a comparison takes a noticeable time, so that the test can
 	// tell a refusal that hashed from one that did not.
 	hash, err := bcrypt.GenerateFromPassword([]byte(operatorPassword), 10)
@@ -270,6 +274,7 @@ func TestFailedLoginsAreLimitedAndLogged(t *testing.T) {
 // X-Forwarded-For, not the proxy (whose address all clients share) nor
 // what a client wrote there before it.
 func TestTheClientBehindATrustedProxy(t *testing.T) {
+	t.Parallel()
 	h, log := newConsole(t, console.Auth{Users: htpasswd(t), TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	req := httptest.NewRequest(http.MethodGet, "/audit", nil)
 	req.SetBasicAuth(operator, "guess")
@@ -289,6 +294,7 @@ func TestTheClientBehindATrustedProxy(t *testing.T) {
 // Issue 41, finding 5: bcrypt.Cost reads only the prefix, so a truncated
 // or mangled hash was accepted and its user could never log in.
 func TestParseHtpasswdRefusesAMalformedHash(t *testing.T) {
+	t.Parallel()
 	good, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +321,7 @@ func TestParseHtpasswdRefusesAMalformedHash(t *testing.T) {
 // Issue 41, finding 5: /assets/ listed its folders, and the assets of an
 // authenticated console were Cache-Control: public.
 func TestAssetsListNothingAndArePrivateBehindAuth(t *testing.T) {
+	t.Parallel()
 	h, _ := newConsole(t, console.Auth{Users: htpasswd(t)})
 	open, _ := newConsole(t, console.Auth{})
 	for _, path := range []string{"/assets/", "/assets/uplot/", "/assets/uplot", "/assets/nope.js"} {

@@ -71,6 +71,7 @@ func chartsDrawn(t *testing.T, ctx context.Context) int {
 }
 
 func TestEveryPageInTheBrowser(t *testing.T) {
+	t.Parallel()
 	h := newHistory(t)
 	// A send budget, full, with a line waiting on it: the queue page's
 	// panel and the forecast's backlog show it (the reminders go to users
@@ -120,6 +121,7 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 }
 
 func TestRequeueInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	ctx := browse(t, operator, operatorPassword)
@@ -175,6 +177,7 @@ func TestRequeueInTheBrowser(t *testing.T) {
 }
 
 func TestAViewerSeesNoAction(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	ctx := browse(t, viewer, viewerPassword)
@@ -198,6 +201,7 @@ func TestAViewerSeesNoAction(t *testing.T) {
 }
 
 func TestAForgedPostIsRefused(t *testing.T) {
+	t.Parallel()
 	// A page on another origin that the signed-in operator opens posts a
 	// requeue to the console on their behalf, with their credentials: the
 	// console refuses it and nothing changes.
@@ -244,6 +248,7 @@ func countFailed(t *testing.T, pool *pgxpool.Pool) int {
 // sends them back as CR LF); and a permanent group's requeue, which warns
 // and needs its checkbox ticked.
 func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	now := fixture.Now(t, pool).UTC().Truncate(time.Second)
 	seedUnhealthy(t, pool, now)
@@ -348,6 +353,7 @@ func legendAndTicks(t *testing.T, ctx context.Context, id string) (legend string
 // are the cohorts' Mondays and its open cohorts are dashed; every legend
 // shows the latest values before anyone hovers.
 func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool, _ := runHistory(t)
 	srv := serve(t, pool, runsAsOf)
 	ctx := browse(t, viewer, viewerPassword)
@@ -421,6 +427,7 @@ func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
 // Issue 44: an operator opts a user out on their page, in Chromium: the
 // button, the preview, the confirmation, and the history on the page.
 func TestOptOutInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
@@ -461,6 +468,7 @@ func TestOptOutInTheBrowser(t *testing.T) {
 // Issue 44: an operator erases a person in Chromium: the button, the
 // preview of what changes, the confirmation.
 func TestEraseInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})

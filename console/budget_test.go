@@ -50,6 +50,7 @@ func seedBudget(t *testing.T, pool *pgxpool.Pool, users []string) {
 }
 
 func TestTheSendBudgetOnTheQueueAndForecastPages(t *testing.T) {
+	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	now := time.Now()
 	var users []string

@@ -15,6 +15,7 @@ import (
 // and a consent event naming the operator; the opt-out cancels what
 // waits. A viewer may not.
 func TestOptOutAndInOnTheUserPage(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
@@ -75,6 +76,7 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 // what would change and changes nothing; the confirmation scrubs their
 // WhatsApp id and message contents, opts them out and writes an audit row.
 func TestEraseOnTheUserPage(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})

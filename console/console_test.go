@@ -17,6 +17,7 @@ import (
 var pages = []string{"/", "/queue", "/runs", "/verify", "/users", "/forecast", "/audit"}
 
 func TestEveryRequestButHealthNeedsCredentials(t *testing.T) {
+	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	// 18 failed logins from one address: over the limit on failures,
 	// which TestFailedLoginsAreLimitedAndLogged tests.
@@ -55,6 +56,7 @@ func TestEveryRequestButHealthNeedsCredentials(t *testing.T) {
 }
 
 func TestHealthzFailsWithoutTheDatabase(t *testing.T) {
+	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	srv := serve(t, pool, seeded.AsOf)
 	pool.Close()
@@ -65,6 +67,7 @@ func TestHealthzFailsWithoutTheDatabase(t *testing.T) {
 }
 
 func TestTrustedHeader(t *testing.T) {
+	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	h, err := console.New(console.Config{Pool: pool, Auth: console.Auth{TrustedUserHeader: "X-Forwarded-Email",
 		Operators: []string{"ana@example.com"}}})
@@ -92,6 +95,7 @@ func TestTrustedHeader(t *testing.T) {
 }
 
 func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	srv := serve(t, pool, seeded.AsOf)
 	resp, body := get(t, srv, "/", operator, operatorPassword, false)
@@ -121,6 +125,7 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 func TestEveryPageIsAlsoJSON(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	for _, p := range append(pages, "/users?id=00000000-0000-0000-0000-000000000000") {
@@ -151,6 +156,7 @@ func TestEveryPageIsAlsoJSON(t *testing.T) {
 }
 
 func TestPostsNeedATokenAndAnOperator(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	failed := func() int {
@@ -201,6 +207,7 @@ func TestPostsNeedATokenAndAnOperator(t *testing.T) {
 }
 
 func TestRequeueByReasonGroupIsAudited(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	ctx := context.Background()
@@ -262,6 +269,7 @@ func TestRequeueByReasonGroupIsAudited(t *testing.T) {
 }
 
 func TestCancelPendingByKind(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	ctx := context.Background()
@@ -296,6 +304,7 @@ func TestCancelPendingByKind(t *testing.T) {
 }
 
 func TestUserPageMasksTheJIDAndShowsNoText(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	ctx := context.Background()
@@ -335,6 +344,7 @@ func TestUserPageMasksTheJIDAndShowsNoText(t *testing.T) {
 }
 
 func TestAPageStopsAtTheStatementTimeout(t *testing.T) {
+	t.Parallel()
 	// Another connection holds a lock the runs page must wait for: the
 	// page gives up after the statement timeout instead of hanging.
 	pool, _ := pgtest.NewPool(t)
@@ -370,6 +380,7 @@ func httptestServer(t testing.TB, h http.Handler) *httptest.Server {
 }
 
 func TestReplicasWithOneCSRFKeyAcceptEachOthersForms(t *testing.T) {
+	t.Parallel()
 	pool := seededWithFailures(t)
 	key := []byte("0123456789abcdef0123456789abcdef")
 	replica := func(key []byte) *httptest.Server {

@@ -40,6 +40,7 @@ func waitResult(t *testing.T, ctx context.Context, state string) string {
 // a new message, a replay of its key, a refusal. Through the pool the
 // binary opens.
 func TestFindAndEnqueueInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool := binaryPool(t)
 	srv, _ := serveLogged(t, pool)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-3 * 24 * time.Hour),

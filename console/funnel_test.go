@@ -137,6 +137,7 @@ func (h *history) fire(t *testing.T, at time.Time, name string, trigger sm.Trigg
 }
 
 func TestFunnelCountsAScriptedHistory(t *testing.T) {
+	t.Parallel()
 	h := newHistory(t)
 	srv := serve(t, h.pool, historyAsOf)
 	var o console.Overview

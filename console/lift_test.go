@@ -90,6 +90,7 @@ func TestOverviewShowsTheLift(t *testing.T) {
 // verdict, and the held-out card of the queue page's spend; screenshots
 // lift.png and spend-held-out.png.
 func TestLiftInTheBrowser(t *testing.T) {
+	t.Parallel()
 	pool := liftHistory(t)
 	srv := serve(t, pool, historyAsOf)
 	ctx := browse(t, viewer, viewerPassword)

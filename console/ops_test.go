@@ -142,6 +142,7 @@ func submit(t *testing.T, srv *httptest.Server, action string, form url.Values) 
 // back with CR LF, and the server compared it exactly (0 matches). The
 // group's form round trip now leaves it intact.
 func TestRequeueAGroupWhoseReasonHasANewline(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	reason := "webhook: HTTP 502 (transient): <html>\n<head><title>502 Bad Gateway</title></head>\r\n</html>\n"
@@ -176,6 +177,7 @@ func TestRequeueAGroupWhoseReasonHasANewline(t *testing.T) {
 // A group without an error text has no Requeue…: an empty reason would be
 // no filter at all, and requeue every failed message.
 func TestAnEmptyReasonIsNotEveryReason(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	seedFailed(t, pool, failedMessage{failed: opsAsOf.Add(-time.Hour)}, failedMessage{err: "x", failed: opsAsOf.Add(-time.Hour)})
@@ -201,6 +203,7 @@ func TestAnEmptyReasonIsNotEveryReason(t *testing.T) {
 // Issue 41, finding 5: invalid UTF-8 or a NUL byte in a form field was a
 // 500 (PostgreSQL refused the text); it is a 400 saying what is wrong.
 func TestAFormFieldThatIsNotTextIs400(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	token := csrfToken(t, srv, operator, operatorPassword)
@@ -227,6 +230,7 @@ func TestAFormFieldThatIsNotTextIs400(t *testing.T) {
 // Issue 41, point 6: a bad filter's message named engagementctl's flags
 // (--user-id, --ids) to an operator who filled in a form without them.
 func TestFormErrorsSpeakTheFormsTerms(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	token := csrfToken(t, srv, operator, operatorPassword)
@@ -254,6 +258,7 @@ func TestFormErrorsSpeakTheFormsTerms(t *testing.T) {
 // around them (a masked JID read "6000••••"). No bidi control reaches a
 // page: each shows as its name.
 func TestBidiControlsInDataShowAsTheirNames(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-time.Hour),
@@ -291,6 +296,7 @@ func TestBidiControlsInDataShowAsTheirNames(t *testing.T) {
 // and how many its transport called permanent; requeuing those needs a
 // second confirmation that the server checks.
 func TestFailureGroupsCountTheLastDayAndMarkPermanentOnes(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	var msgs []failedMessage
@@ -391,6 +397,7 @@ func readSummarySources(t testing.TB, srv *httptest.Server) {
 // their tooltips, from the queue and verify pages' own numbers and the
 // jobs' latest runs.
 func TestTheOverviewSaysWhatNeedsDoing(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	now := fixture.Now(t, pool).UTC().Truncate(time.Second)
 	srv := serve(t, pool, now)
@@ -483,6 +490,7 @@ func seedUnhealthy(t *testing.T, pool *pgxpool.Pool, now time.Time) {
 // held here by a lock on a table only it reads, taken by another
 // connection.
 func TestTheOverviewNeverWaitsForVerify(t *testing.T) {
+	t.Parallel()
 	pool := opsDB(t)
 	now := fixture.Now(t, pool).UTC().Truncate(time.Second)
 	srv := serve(t, pool, now)

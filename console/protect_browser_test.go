@@ -60,6 +60,7 @@ func protectedQueue(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 // tier, paused templates, when last read), all from the database: what
 // the run recorded and Meta's webhook wrote. Its JSON carries the same.
 func TestOrderCapPaceAndTheNumbersHealthInTheBrowser(t *testing.T) {
+	t.Parallel()
 	srv, _ := protectedQueue(t)
 
 	var q struct {

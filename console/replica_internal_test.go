@@ -6,6 +6,7 @@ import (
 )
 
 func TestReplicaStatusSays(t *testing.T) {
+	t.Parallel()
 	d := func(s float64) *time.Duration { v := time.Duration(s * float64(time.Second)); return &v }
 	for _, tc := range []struct {
 		st           replicaStatus

@@ -22,6 +22,7 @@ import (
 // says the replica is behind with replay paused; a cancel confirmed then
 // changes the primary; once replay resumes the user shows.
 func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
+	t.Parallel()
 	// A cluster of the test's own: the shared server holds every test's
 	// databases (a copy of it is large), and a DATABASE_URL server may
 	// refuse replication connections.
@@ -107,6 +108,7 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 // The primary's own URL given as the replica: the pages read from it, and
 // say it is not a standby, so what they show is current.
 func TestReplicaURLOfAPrimary(t *testing.T) {
+	t.Parallel()
 	_, pool := consoleDatabase(t)
 	_, srv := serveSnapshots(t, console.Config{Pool: pool, Replica: pool})
 	resp, html := getWithin(t, srv, "/queue", false, time.Minute)

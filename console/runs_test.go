@@ -161,6 +161,7 @@ func points(c chart, values []*float64) []int64 {
 // one line, and queue-process's runs were nowhere. Each job is its own
 // line now, its points its own runs, and each job's latest run is listed.
 func TestRunsPageHasALinePerJob(t *testing.T) {
+	t.Parallel()
 	pool, _ := runHistory(t)
 	srv := serve(t, pool, runsAsOf)
 
@@ -258,6 +259,7 @@ func equalInts(a, b []int64) bool {
 // dashed line of their own, joined to the solid one at the last closed
 // cohort, with a note; the x are the cohorts' Mondays, ticks on each.
 func TestFunnelChartDrawsOpenCohortsApart(t *testing.T) {
+	t.Parallel()
 	h := newHistory(t)
 	srv := serve(t, h.pool, historyAsOf)
 	var o console.Overview

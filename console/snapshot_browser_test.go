@@ -19,6 +19,7 @@ import (
 // primary) and the pages' fixed now; once the refresh is done the mark
 // goes.
 func TestAStaleSnapshotInTheBrowser(t *testing.T) {
+	t.Parallel()
 	_, pool := consoleDatabase(t)
 	clock := newTestClock(time.Date(2026, 3, 2, 14, 2, 0, 0, time.UTC))
 	c, srv := serveSnapshots(t, console.Config{Pool: pool, Replica: pool, Clock: clock.Now})

@@ -115,6 +115,7 @@ func getWithin(t *testing.T, srv *httptest.Server, path string, asJSON bool, lim
 // overview reads and the cancel does not touch): the page answers all the
 // same, from the old snapshot; once the lock goes, the new one is served.
 func TestPagesStayFastAfterAnAction(t *testing.T) {
+	t.Parallel()
 	_, pool := consoleDatabase(t)
 	clock := newTestClock(time.Date(2026, 3, 2, 14, 2, 0, 0, time.UTC))
 	c, srv := serveSnapshots(t, console.Config{Pool: pool, Clock: clock.Now})
@@ -189,6 +190,7 @@ func footer(html string) string {
 // refreshes it in the background. Time is the console's clock, moved by
 // the test.
 func TestRefreshStopsSoonAfterTheLastView(t *testing.T) {
+	t.Parallel()
 	_, pool := consoleDatabase(t)
 	clock := newTestClock(time.Date(2026, 3, 2, 14, 0, 0, 0, time.UTC))
 	c, srv := serveSnapshots(t, console.Config{Pool: pool, Clock: clock.Now, MaxAge: time.Minute})

@@ -11,7 +11,11 @@
 //
 // Each New starts a browser of the test's own, with a fresh profile, so that
 // no cookie, cache or storage leaks from one test into another, and stops it
-// in t.Cleanup. For the whole life of the tab it collects what a developer
+// in t.Cleanup; or, in a package whose TestMain called Share, opens the
+// test's tab in a browser context of its own (an incognito profile: its
+// own cookies, cache and storage, dropped with it) in one browser the
+// test process shares, which saves a browser's start, about a second of
+// CPU, per test. For the whole life of the tab it collects what a developer
 // would see in red in the DevTools console: console.error and console.assert
 // calls, uncaught exceptions, error entries of the browser log, and requests
 // to the page's own origin that failed or were answered with a status of 400
@@ -72,22 +76,48 @@ var binary = localsvc.Resolver{Timeout: setupTimeout, Find: findOrInstall}
 // failure is fatal.
 func New(t testing.TB) context.Context {
 	t.Helper()
+	if sharing.Load() {
+		return newInShared(t)
+	}
 	setupCtx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	bin, err := binary.URL(setupCtx)
 	if err != nil {
 		t.Fatalf("browsertest: no Chromium: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "browsertest-profile-")
+	allocCtx, output, stop, err := allocator(bin)
 	if err != nil {
 		t.Fatal(err)
+	}
+	c := &collector{requests: map[network.RequestID]*request{}}
+	// WithListener, not Listen: it sees the tab's events from before the
+	// first command, so nothing the page reports is missed.
+	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(c.listen))
+	t.Cleanup(func() {
+		cancelTab()
+		stop() // waits for the browser to exit
+	})
+	if err := startTab(tabCtx, cancelTab); err != nil {
+		t.Fatalf("browsertest: start %s: %v\nits last output:\n%s", bin, err, output.String())
+	}
+	return context.WithValue(tabCtx, collectorKey{}, c)
+}
+
+// allocator returns the context that starts a headless Chromium (bin) with
+// a fresh, temporary profile directory, the browser's output, and the
+// function that stops the browser and removes the directory.
+func allocator(bin string) (context.Context, *tailBuffer, func(), error) {
+	dir, err := os.MkdirTemp("", "browsertest-profile-")
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	// Chromium's own temporary files (its shared memory, with
 	// --disable-dev-shm-usage) go into the profile directory, removed with
 	// it, not into /tmp, where a killed browser leaves them behind.
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
 	}
 	output := &tailBuffer{max: 16 << 10}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -107,31 +137,121 @@ func New(t testing.TB) context.Context {
 		chromedp.WindowSize(width, height),
 		chromedp.CombinedOutput(output),
 	)
-	c := &collector{requests: map[network.RequestID]*request{}}
-	// WithListener, not Listen: it sees the tab's events from before the
-	// first command, so nothing the page reports is missed.
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(c.listen))
-	t.Cleanup(func() {
-		cancelTab()
+	return allocCtx, output, func() {
 		cancelAlloc() // waits for the browser to exit
 		os.RemoveAll(dir)
-	})
-	// The first command starts the browser and binds it to the context it
-	// gets, so it must get the tab's own context, without a deadline; a
-	// timer bounds the start instead.
+	}, nil
+}
+
+// startTab runs the first command in the tab of tabCtx, which starts the
+// browser (or, in a shared one, the tab) and binds it to the context it
+// gets, so it must get the tab's own context, without a deadline; a timer
+// bounds the start instead, cancelling the tab (cancelTab) at Timeout.
+func startTab(tabCtx context.Context, cancelTab func()) error {
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(Timeout, func() { timedOut.Store(true); cancelTab() })
 	// chromedp enables the log domain of a new tab too; enabling it here
 	// keeps the browser log's errors collected should that ever change.
-	err = chromedp.Do(tabCtx, chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+	err := chromedp.Do(tabCtx, chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tgt, log.Enable, cdp.Empty{})
 		return err
 	}))
 	if !timer.Stop() && timedOut.Load() {
 		err = fmt.Errorf("not started within %s", Timeout)
 	}
+	return err
+}
+
+// sharing is set by Share: New opens tabs in the shared browser.
+var sharing atomic.Bool
+
+// shared is the browser the process shares once Share was called, started
+// by the first New.
+var shared struct {
+	sync.Mutex
+	ctx    context.Context // the browser's first tab: new browser contexts are made from it
+	output *tailBuffer
+	stop   func()
+	err    error
+}
+
+// Share makes every later New of the process open the test's tab in a
+// browser context of its own in one browser the process shares (started
+// by the first New), rather than start a browser per test. A browser
+// context is what an incognito window is: its cookies, cache and storage
+// are its own and are dropped with it, so tests see no more of each
+// other than with a browser each, and may run in parallel. It returns the
+// function that stops the shared browser: call it once the tests ended,
+// from TestMain,
+//
+//	func TestMain(m *testing.M) { cmdtest.Main(m, browsertest.Share()) }
+//
+// (the browser would die with the process anyway, but leave its profile
+// directory behind).
+func Share() (stop func()) {
+	sharing.Store(true)
+	return func() {
+		shared.Lock()
+		defer shared.Unlock()
+		if shared.stop != nil {
+			shared.stop()
+			shared.stop, shared.ctx = nil, nil
+		}
+		shared.err = errors.New("the shared browser is stopped")
+	}
+}
+
+// sharedBrowser returns the context of the shared browser's first tab,
+// starting the browser on first use, and its output.
+func sharedBrowser() (context.Context, *tailBuffer, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.ctx != nil || shared.err != nil {
+		return shared.ctx, shared.output, shared.err
+	}
+	setupCtx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	bin, err := binary.URL(setupCtx)
 	if err != nil {
-		t.Fatalf("browsertest: start %s: %v\nits last output:\n%s", bin, err, output.String())
+		shared.err = fmt.Errorf("no Chromium: %w", err)
+		return nil, nil, shared.err
+	}
+	allocCtx, output, stop, err := allocator(bin)
+	if err != nil {
+		shared.err = err
+		return nil, nil, err
+	}
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
+	if err := startTab(browserCtx, cancelBrowser); err != nil {
+		cancelBrowser()
+		stop()
+		shared.err = fmt.Errorf("start %s: %w\nits last output:\n%s", bin, err, output.String())
+		return nil, nil, shared.err
+	}
+	shared.ctx, shared.output = browserCtx, output
+	shared.stop = func() {
+		cancelBrowser()
+		stop()
+	}
+	return shared.ctx, shared.output, nil
+}
+
+// newInShared is New in the shared browser: the test's tab in a browser
+// context of its own, closed with it in t.Cleanup.
+func newInShared(t testing.TB) context.Context {
+	t.Helper()
+	browserCtx, output, err := sharedBrowser()
+	if err != nil {
+		t.Fatalf("browsertest: the shared browser: %v", err)
+	}
+	c := &collector{requests: map[network.RequestID]*request{}}
+	tabCtx, cancelTab := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext(), chromedp.WithListener(c.listen))
+	t.Cleanup(func() {
+		cancelTab()
+		_ = chromedp.Cancel(tabCtx) // waits until the tab is closed and its browser context disposed
+	})
+	if err := startTab(tabCtx, cancelTab); err != nil {
+		t.Fatalf("browsertest: open a tab in the shared browser: %v\nits last output:\n%s", err, output.String())
 	}
 	return context.WithValue(tabCtx, collectorKey{}, c)
 }

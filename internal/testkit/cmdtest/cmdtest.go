@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,17 +58,44 @@ type buildResult struct {
 	err  error
 }
 
-// Main runs the tests of m, removes the binaries Build made for them, and
-// exits with the tests' exit code. Call it from TestMain.
-func Main(m *testing.M) {
+// Main runs the tests of m, then each of after (in order: what the tests
+// shared, such as browsertest.Share's browser, stopped), removes the
+// binaries Build made for them, and exits with the tests' exit code. Call
+// it from TestMain.
+func Main(m *testing.M, after ...func()) {
 	mainRuns.Store(true)
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if binDir != "" {
 		if err := os.RemoveAll(binDir); err != nil {
 			fmt.Fprintf(os.Stderr, "cmdtest: remove the test binaries: %v\n", err)
 		}
 	}
 	os.Exit(code)
+}
+
+// ParallelAtLeast raises the number of parallel tests of the package
+// (-test.parallel, GOMAXPROCS by default: 2 on a 2-core machine) to n,
+// unless the command line set it (go test -parallel). Call it from
+// TestMain, before Main, in a package whose parallel tests spend their
+// time waiting (on the processes they start, on receivers, on a browser)
+// rather than computing: two at a time leaves the CPU idle. go test
+// -parallel 2 puts the default back.
+func ParallelAtLeast(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	f := flag.Lookup("test.parallel")
+	if set || f == nil {
+		return
+	}
+	if cur, err := strconv.Atoi(f.Value.String()); err == nil && cur < n {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // Build compiles the main package pkg (like "./cmd/engagement-daily",
