@@ -3,10 +3,16 @@
 package activity
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // activeUsersLastWeekArgs are the parameters of queries/active_users_last_week.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -39,30 +45,7 @@ func (r *activeUsersLastWeekRow) Dest() []any {
 }
 
 // activeUsersLastWeekQuery is queries/active_users_last_week.sql.
-var activeUsersLastWeekQuery = sqlfile.Statement[activeUsersLastWeekArgs, activeUsersLastWeekRow, *activeUsersLastWeekRow]{Name: "active_users_last_week", SQL: `-- The users in @states (the weekly review's: active, help_flow) with a transaction or bot activity
--- (last_activity_at) in the window (@window_start, @as_of], not opted out,
--- one row each: user_id, state, transactions (their count in the window),
--- destination and destination_jid as engagement_route (migration 40)
--- routes them ('' when the user has neither JID), locale. The window's transactions are counted
--- per user once, in one scan.
-WITH window_transactions AS (
-    SELECT user_id, count(*)::int AS transactions
-      FROM transactions
-     WHERE created_at > $1 AND created_at <= $2
-     GROUP BY user_id
-)
-SELECT s.user_id::text AS user_id, s.state, coalesce(w.transactions, 0) AS transactions,
-       route.destination, coalesce(route.destination_jid, '') AS destination_jid,
-       p.locale
-  FROM user_engagement_states s
-  JOIN user_profiles p ON p.user_id = s.user_id
- CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-  LEFT JOIN window_transactions w ON w.user_id = s.user_id
- WHERE s.state = ANY($3::text[])
-   AND NOT p.reengagement_opt_out
-   AND (w.user_id IS NOT NULL
-        OR (s.last_activity_at > $1 AND s.last_activity_at <= $2))
-`}
+var activeUsersLastWeekQuery = sqlfile.Load[activeUsersLastWeekArgs, activeUsersLastWeekRow, *activeUsersLastWeekRow](statementFiles, "active_users_last_week", "window_start", "as_of", "states")
 
 // activityCountArgs are the parameters of queries/activity_count.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -90,10 +73,7 @@ func (r *activityCountRow) Dest() []any {
 }
 
 // activityCountQuery is queries/activity_count.sql.
-var activityCountQuery = sqlfile.Statement[activityCountArgs, activityCountRow, *activityCountRow]{Name: "activity_count", SQL: `-- How many transactions user @user_id created in (@since, @as_of].
-SELECT count(*)::int AS transactions FROM transactions
- WHERE user_id = $1 AND created_at > $2 AND created_at <= $3
-`}
+var activityCountQuery = sqlfile.Load[activityCountArgs, activityCountRow, *activityCountRow](statementFiles, "activity_count", "user_id", "since", "as_of")
 
 // fireArgs are the parameters of queries/fire.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -122,13 +102,7 @@ func (r *fireRow) Dest() []any {
 }
 
 // fireQuery is queries/fire.sql.
-var fireQuery = sqlfile.Statement[fireArgs, fireRow, *fireRow]{Name: "fire", SQL: `-- One move of the bot's (migration 30's engagement_fire): @trigger for
--- @user_id as of @at (NULL: now), once per @request_key (NULL: none).
--- Returns the user's state afterwards.
---
--- nullable: @at, @request_key
-SELECT engagement_fire($1::uuid, $2::text, $3::timestamptz, $4::text) AS state
-`}
+var fireQuery = sqlfile.Load[fireArgs, fireRow, *fireRow](statementFiles, "fire", "user_id", "trigger", "at", "request_key")
 
 // optOutArgs are the parameters of queries/opt_out.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -159,16 +133,7 @@ func (r *optOutRow) Dest() []any {
 }
 
 // optOutQuery is queries/opt_out.sql.
-var optOutQuery = sqlfile.Statement[optOutArgs, optOutRow, *optOutRow]{Name: "opt_out", SQL: `-- The user's consent (migration 52's engagement_opt_out / engagement_opt_in):
--- @opt_out says which, from @source, as of @at (NULL: now), by @actor (an
--- operator; NULL: none), an opt-out queueing its confirmation when
--- @confirm (migration 54). Returns whether it changed anything.
---
--- nullable: @at, @actor
-SELECT CASE WHEN $1::boolean
-            THEN engagement_opt_out($2::uuid, $3::text, $4::timestamptz, $5::text, $6::boolean)
-            ELSE engagement_opt_in($2::uuid, $3::text, $4::timestamptz, $5::text) END AS changed
-`}
+var optOutQuery = sqlfile.Load[optOutArgs, optOutRow, *optOutRow](statementFiles, "opt_out", "opt_out", "user_id", "source", "at", "actor", "confirm")
 
 // receiptArgs are the parameters of queries/receipt.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -197,12 +162,4 @@ func (r *receiptRow) Dest() []any {
 }
 
 // receiptQuery is queries/receipt.sql.
-var receiptQuery = sqlfile.Statement[receiptArgs, receiptRow, *receiptRow]{Name: "receipt", SQL: `-- One receipt of WhatsApp's for a message the scheduler sent (migration
--- 49's engagement_receipt): @status (sent, delivered, read, failed) of the
--- message whose provider id is @provider_message_id, as of @at (NULL:
--- now), with WhatsApp's @error_code for a failure (NULL: none). Returns
--- what is known of the message now, or NULL for an id none of the queue's.
---
--- nullable: @at, @error_code, known
-SELECT engagement_receipt($1::text, $2::text, $3::timestamptz, $4::text) AS known
-`}
+var receiptQuery = sqlfile.Load[receiptArgs, receiptRow, *receiptRow](statementFiles, "receipt", "provider_message_id", "status", "at", "error_code")

@@ -150,7 +150,7 @@ func TestANewPageIsOneDeclaration(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"type exampleRow struct {\n\tUsers int64 // users\n}",
-		"var exampleQuery = sqlfile.Statement[sqlfile.None, exampleRow, *exampleRow]"} {
+		`var exampleQuery = sqlfile.Load[sqlfile.None, exampleRow, *exampleRow](statementFiles, "example")`} {
 		if !strings.Contains(string(gen), want) {
 			t.Errorf("make sql makes of queries/example.sql:\n%s\nwant it to declare %s", gen, want)
 		}

@@ -3,10 +3,16 @@
 package console
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // apiMessageArgs are the parameters of queries/api_message.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -44,14 +50,7 @@ func (r *apiMessageRow) Dest() []any {
 }
 
 // apiMessageQuery is queries/api_message.sql.
-var apiMessageQuery = sqlfile.Statement[apiMessageArgs, apiMessageRow, *apiMessageRow]{Name: "api_message", SQL: `-- One queued message as POST /api/messages answers it: never its params
--- (the text's contents), its JID as its last four digits only.
-SELECT id::text AS id, user_id::text AS user_id, message_type, coalesce(message_key, '') AS message_key, destination,
-       coalesce(right(regexp_replace(split_part(destination_jid, '@', 1), '[^0-9]', '', 'g'), 4), '') AS jid_last4,
-       status, scheduled_for, sent_at, coalesce(idempotency_key, '') AS idempotency_key, period_start, replay_until, created_at
-  FROM engagement_message_queue
- WHERE id = $1::uuid;
-`}
+var apiMessageQuery = sqlfile.Load[apiMessageArgs, apiMessageRow, *apiMessageRow](statementFiles, "api_message", "id")
 
 // auditArgs are the parameters of queries/audit.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -83,12 +82,7 @@ func (r *auditRow) Dest() []any {
 }
 
 // auditQuery is queries/audit.sql.
-var auditQuery = sqlfile.Statement[auditArgs, auditRow, *auditRow]{Name: "audit", SQL: `-- The console's audit log, newest first.
-SELECT id, at, actor, action, filter, messages, coalesce(reason, '') AS reason
-  FROM engagement_console_audit
- ORDER BY id DESC
- LIMIT $1;
-`}
+var auditQuery = sqlfile.Load[auditArgs, auditRow, *auditRow](statementFiles, "audit", "limit")
 
 // auditInsertArgs are the parameters of queries/audit_insert.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -118,13 +112,7 @@ func (r *auditInsertRow) Dest() []any {
 }
 
 // auditInsertQuery is queries/audit_insert.sql.
-var auditInsertQuery = sqlfile.Statement[auditInsertArgs, auditInsertRow, *auditInsertRow]{Name: "audit_insert", SQL: `-- One action's audit row, in the action's own transaction; @reason is the
--- operator's, '' for none. @filter is JSON text, cast here: as []byte, the
--- binary's exec-mode pool would send it as bytea, which jsonb rejects.
-INSERT INTO engagement_console_audit (actor, action, filter, messages, reason)
-VALUES ($1::text, $2::text, $3::text::jsonb, $4::bigint, NULLIF($5::text, ''))
-RETURNING id;
-`}
+var auditInsertQuery = sqlfile.Load[auditInsertArgs, auditInsertRow, *auditInsertRow](statementFiles, "audit_insert", "actor", "action", "filter", "messages", "reason")
 
 // funnelArgs are the parameters of queries/funnel.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -176,102 +164,7 @@ func (r *funnelRow) Dest() []any {
 }
 
 // funnelQuery is queries/funnel.sql.
-var funnelQuery = sqlfile.Statement[funnelArgs, funnelRow, *funnelRow]{Name: "funnel", SQL: `-- The goodbye funnel by weekly cohort: every goodbye (an @goodbye_trigger
--- move) logged in the last @weeks ISO weeks (UTC) up to @as_of, by the
--- week it was logged in, with
---   the outcome  the user's next move out of @goodbye_state, logged by
---                @as_of: an answer (help, remind later, not now), came
---                back on their own (@comeback_trigger), timed out, or
---                undelivered; none yet: still waiting;
---   reactivated  the user wrote again (@comeback_trigger, from any state)
---                within @window of the goodbye, by @as_of;
---   accepted     the cohort's goodbye messages (kind @goodbye_kind, by the
---                day they were queued for) that WhatsApp (or the bot)
---                accepted: sent, or failed after acceptance; or, once
---                cleanup has deleted them, at least the goodbyes answered
---                or timed out (both only follow a delivery);
---   delivered,   of those, the ones a receipt (engagement_receipt,
---   read         migration 49) says were delivered, and read;
---   failed_late  the ones WhatsApp failed after accepting them (status
---                failed with a sent_at: 131026, 131049, …);
---   receipts     how many of them any receipt reached: 0 means nobody
---                passes receipts on, and delivered and read say nothing.
--- Set-based: the goodbyes, the returns and the moves out of goodbye_sent
--- of the weeks come from the log's indexes alone (migrations 35, 36) and
--- meet the goodbyes by user in joins; nothing is looked up goodbye by
--- goodbye.
-WITH bounds AS (
-    SELECT date_trunc('week', $1::timestamptz, 'UTC') - ($2::int - 1) * interval '7 days' AS first_start
-), goodbyes AS MATERIALIZED (
-    SELECT g.id, g.user_id, g.created_at,
-           ceil(extract(epoch FROM g.created_at - b.first_start) / 604800)::int - 1 AS w
-      FROM engagement_state_transitions g, bounds b
-     WHERE g.trigger = $3::text
-       AND g.created_at > b.first_start AND g.created_at <= $1::timestamptz
-), returns AS MATERIALIZED (
-    SELECT c.id, c.user_id, c.created_at
-      FROM engagement_state_transitions c, bounds b
-     WHERE c.trigger = $4::text
-       AND c.created_at > b.first_start AND c.created_at <= $1::timestamptz
-), reactivated AS (
-    SELECT g.w, count(DISTINCT g.id) AS n
-      FROM goodbyes g
-      JOIN returns c ON c.user_id = g.user_id AND c.id > g.id AND c.created_at <= g.created_at + $5::interval
-     GROUP BY g.w
-), exits AS MATERIALIZED (
-    SELECT e.id, e.user_id, e.trigger
-      FROM engagement_state_transitions e, bounds b
-     WHERE e.from_state = $6::text
-       AND e.created_at > b.first_start AND e.created_at <= $1::timestamptz
-), firsts AS (
-    -- each goodbye's outcome: the user's first move out of goodbye_sent after it
-    SELECT DISTINCT ON (g.id) g.id, e.trigger
-      FROM goodbyes g
-      JOIN exits e ON e.user_id = g.user_id AND e.id > g.id
-     ORDER BY g.id, e.id
-), outcomes AS (
-    SELECT g.w,
-           count(*) AS goodbyes,
-           count(*) FILTER (WHERE o.trigger = $7::text) AS answered_help,
-           count(*) FILTER (WHERE o.trigger = $8::text) AS answered_remind_later,
-           count(*) FILTER (WHERE o.trigger = $9::text) AS answered_not_now,
-           count(*) FILTER (WHERE o.trigger = $4::text) AS came_back,
-           count(*) FILTER (WHERE o.trigger = $10::text) AS timed_out,
-           count(*) FILTER (WHERE o.trigger = $11::text) AS undelivered,
-           count(*) FILTER (WHERE o.trigger IS NULL) AS waiting
-      FROM goodbyes g
-      LEFT JOIN firsts o ON o.id = g.id
-     GROUP BY g.w
-), sent AS (
-    SELECT floor(extract(epoch FROM q.period_start - b.first_start) / 604800)::int AS w,
-           count(*) AS n,
-           count(*) FILTER (WHERE q.status = 'sent' AND q.delivered_at IS NOT NULL) AS delivered,
-           count(*) FILTER (WHERE q.status = 'sent' AND q.read_at IS NOT NULL) AS read,
-           count(*) FILTER (WHERE q.status = 'failed') AS failed_late,
-           count(*) FILTER (WHERE q.delivered_at IS NOT NULL OR q.status = 'failed') AS receipts
-      FROM engagement_message_queue q, bounds b
-     WHERE q.message_type = $12::text
-       AND q.period_start >= b.first_start AND q.period_start <= $1::timestamptz
-       AND (q.status = 'sent' OR (q.status = 'failed' AND q.sent_at IS NOT NULL))
-     GROUP BY 1
-)
-SELECT b.first_start + w.i * interval '7 days' AS week_start,
-       coalesce(o.goodbyes, 0) AS goodbyes,
-       greatest(coalesce(s.n, 0), coalesce(o.answered_help + o.answered_remind_later + o.answered_not_now + o.timed_out, 0)) AS accepted,
-       coalesce(s.delivered, 0) AS delivered, coalesce(s.read, 0) AS read, coalesce(s.failed_late, 0) AS failed_late,
-       coalesce(s.receipts, 0) AS receipts,
-       coalesce(o.answered_help, 0) AS answered_help, coalesce(o.answered_remind_later, 0) AS answered_remind_later,
-       coalesce(o.answered_not_now, 0) AS answered_not_now, coalesce(o.came_back, 0) AS came_back,
-       coalesce(o.timed_out, 0) AS timed_out, coalesce(o.undelivered, 0) AS undelivered, coalesce(o.waiting, 0) AS waiting,
-       coalesce(r.n, 0) AS reactivated,
-       b.first_start + (w.i + 1) * interval '7 days' + $5::interval <= $1::timestamptz AS window_closed
-  FROM bounds b
- CROSS JOIN generate_series(0, $2::int - 1) AS w(i)
-  LEFT JOIN outcomes o ON o.w = w.i
-  LEFT JOIN reactivated r ON r.w = w.i
-  LEFT JOIN sent s ON s.w = w.i
- ORDER BY w.i;
-`}
+var funnelQuery = sqlfile.Load[funnelArgs, funnelRow, *funnelRow](statementFiles, "funnel", "as_of", "weeks", "goodbye_trigger", "comeback_trigger", "window", "goodbye_state", "answer_help", "answer_remind_later", "answer_dormant", "timeout_trigger", "undelivered_trigger", "goodbye_kind")
 
 // queueFailuresArgs are the parameters of queries/queue_failures.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -309,46 +202,7 @@ func (r *queueFailuresRow) Dest() []any {
 }
 
 // queueFailuresQuery is queries/queue_failures.sql.
-var queueFailuresQuery = sqlfile.Statement[queueFailuresArgs, queueFailuresRow, *queueFailuresRow]{Name: "queue_failures", SQL: `-- Failed messages grouped by reason (engagement_error_group: the error with
--- ids and long numbers masked), largest first: how many, of which kinds,
--- first and last seen (when they were last due), the latest one as a
--- sample; how many failed in the last @window up to @as_of and in the
--- @window before that (when a message failed: when it settled, the later
--- of when it was last due and its last attempt in the send ledger, the
--- instant engagementctl requeue --since filters on); how many of them the
--- transport that failed them called permanent (their error says
--- @permanent_mark, sender/transport's PermanentMark); and, on every row,
--- the failures of the last @window over every group, the shown and the
--- rest.
-WITH failed AS (
-    SELECT q.id, q.message_type, q.scheduled_for, q.error_message,
-           greatest(q.scheduled_for, l.at) AS settled
-      FROM engagement_message_queue q
-      LEFT JOIN LATERAL (
-           SELECT max(l.last_attempt_at) AS at
-             FROM engagement_processed_messages l
-            WHERE l.message_id = q.id
-      ) l ON true
-     WHERE q.status = 'failed'
-)
-SELECT engagement_error_group(coalesce(error_message, '')) AS reason,
-       count(*) AS messages,
-       array_agg(DISTINCT message_type ORDER BY message_type) AS kinds,
-       min(scheduled_for) AS first_seen,
-       max(scheduled_for) AS last_seen,
-       (array_agg(id::text ORDER BY scheduled_for DESC, id))[1] AS sample_id,
-       count(*) FILTER (WHERE settled > $1::timestamptz - $2::interval
-                          AND settled <= $1::timestamptz) AS last_window,
-       count(*) FILTER (WHERE settled > $1::timestamptz - 2 * $2::interval
-                          AND settled <= $1::timestamptz - $2::interval) AS window_before,
-       count(*) FILTER (WHERE strpos(error_message, $3::text) > 0) AS permanent,
-       sum(count(*) FILTER (WHERE settled > $1::timestamptz - $2::interval
-                              AND settled <= $1::timestamptz)) OVER ()::bigint AS all_last_window
-  FROM failed
- GROUP BY 1
- ORDER BY 2 DESC, 1
- LIMIT $4;
-`}
+var queueFailuresQuery = sqlfile.Load[queueFailuresArgs, queueFailuresRow, *queueFailuresRow](statementFiles, "queue_failures", "as_of", "window", "permanent_mark", "max_groups")
 
 // queueLatencyArgs are the parameters of queries/queue_latency.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -377,15 +231,7 @@ func (r *queueLatencyRow) Dest() []any {
 }
 
 // queueLatencyQuery is queries/queue_latency.sql.
-var queueLatencyQuery = sqlfile.Statement[queueLatencyArgs, queueLatencyRow, *queueLatencyRow]{Name: "queue_latency", SQL: `-- Send latency over the messages sent in the last @window up to @as_of:
--- from when each was (last) due to when it was sent.
-SELECT count(*) AS sent,
-       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - scheduled_for)), 0) AS p50,
-       coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - scheduled_for)), 0) AS p95
-  FROM engagement_message_queue
- WHERE status = 'sent'
-   AND sent_at > $1::timestamptz - $2::interval AND sent_at <= $1::timestamptz;
-`}
+var queueLatencyQuery = sqlfile.Load[queueLatencyArgs, queueLatencyRow, *queueLatencyRow](statementFiles, "queue_latency", "as_of", "window")
 
 // queueReceiptsArgs are the parameters of queries/queue_receipts.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -417,38 +263,7 @@ func (r *queueReceiptsRow) Dest() []any {
 }
 
 // queueReceiptsQuery is queries/queue_receipts.sql.
-var queueReceiptsQuery = sqlfile.Statement[queueReceiptsArgs, queueReceiptsRow, *queueReceiptsRow]{Name: "queue_receipts", SQL: `-- WhatsApp's receipts for the messages accepted (sent_at) in the @window up
--- to @as_of: how many were accepted, delivered and read by their receipts,
--- and failed after acceptance (failed with a sent_at: engagement_receipt
--- keeps it), by WhatsApp's error code. One row per code, the totals on
--- every row; no row when nothing was accepted. The sent ones come from the
--- sent_at index; the failed from the failed alone. code is NULL on the row
--- of a window without a failure.
---
--- nullable: code
-WITH accepted AS (
-    SELECT q.delivered_at, q.read_at, NULL::text AS code
-      FROM engagement_message_queue q
-     WHERE q.status = 'sent'
-       AND q.sent_at > $1::timestamptz - $2::interval AND q.sent_at <= $1::timestamptz
-    UNION ALL
-    SELECT NULL, NULL, coalesce(substring(q.error_message FROM 'WhatsApp error ([0-9]+)'), '')
-      FROM engagement_message_queue q
-     WHERE q.status = 'failed' AND q.sent_at IS NOT NULL
-       AND q.sent_at > $1::timestamptz - $2::interval AND q.sent_at <= $1::timestamptz
-), totals AS (
-    SELECT count(*) AS accepted,
-           count(*) FILTER (WHERE delivered_at IS NOT NULL) AS delivered,
-           count(*) FILTER (WHERE read_at IS NOT NULL) AS read,
-           count(*) FILTER (WHERE code IS NOT NULL) AS failed_late
-      FROM accepted
-)
-SELECT t.accepted, t.delivered, t.read, t.failed_late, c.code, coalesce(c.n, 0) AS code_messages
-  FROM totals t
-  LEFT JOIN (SELECT code, count(*) AS n FROM accepted WHERE code IS NOT NULL GROUP BY code) c ON true
- WHERE t.accepted > 0
- ORDER BY c.n DESC NULLS LAST, c.code;
-`}
+var queueReceiptsQuery = sqlfile.Load[queueReceiptsArgs, queueReceiptsRow, *queueReceiptsRow](statementFiles, "queue_receipts", "as_of", "window")
 
 // queueThroughputArgs are the parameters of queries/queue_throughput.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -476,23 +291,7 @@ func (r *queueThroughputRow) Dest() []any {
 }
 
 // queueThroughputQuery is queries/queue_throughput.sql.
-var queueThroughputQuery = sqlfile.Statement[queueThroughputArgs, queueThroughputRow, *queueThroughputRow]{Name: "queue_throughput", SQL: `-- Messages sent per hour over the last @hours hours up to @as_of (UTC
--- hours): the sent messages of the window counted by hour (through the
--- queue's sent_at index), then every hour of the window, zero or not.
-WITH sent AS (
-    SELECT date_trunc('hour', sent_at, 'UTC') AS hour, count(*) AS sent
-      FROM engagement_message_queue
-     WHERE status = 'sent'
-       AND sent_at >= date_trunc('hour', $1::timestamptz, 'UTC') - ($2::int - 1) * interval '1 hour'
-       AND sent_at <= $1::timestamptz
-     GROUP BY 1
-)
-SELECT h AS hour, coalesce(s.sent, 0) AS sent
-  FROM generate_series(date_trunc('hour', $1::timestamptz, 'UTC') - ($2::int - 1) * interval '1 hour',
-                       date_trunc('hour', $1::timestamptz, 'UTC'), interval '1 hour') AS h
-  LEFT JOIN sent s ON s.hour = h
- ORDER BY h;
-`}
+var queueThroughputQuery = sqlfile.Load[queueThroughputArgs, queueThroughputRow, *queueThroughputRow](statementFiles, "queue_throughput", "as_of", "hours")
 
 // replicaStatusRow is a row of queries/replica_status.sql.
 type replicaStatusRow struct {
@@ -508,21 +307,7 @@ func (r *replicaStatusRow) Dest() []any {
 }
 
 // replicaStatusQuery is queries/replica_status.sql.
-var replicaStatusQuery = sqlfile.Statement[sqlfile.None, replicaStatusRow, *replicaStatusRow]{Name: "replica_status", SQL: `-- How far behind the replica the snapshot pages read from is, read on the
--- replica in the snapshot's own transaction: whether it is a standby at
--- all (--replica-url may name a primary), whether it has replayed all the
--- WAL it received (then it is as current as streaming allows), how long
--- ago the last transaction it replayed committed on the primary, and
--- whether replay is paused (pg_wal_replay_pause). Every function is
--- executable by any role. The lag is NULL until the standby has replayed a
--- transaction.
---
--- nullable: lag_seconds
-SELECT pg_is_in_recovery() AS standby,
-       coalesce(pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn(), false) AS caught_up,
-       extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 AS lag_seconds,
-       CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() ELSE false END AS paused;
-`}
+var replicaStatusQuery = sqlfile.Load[sqlfile.None, replicaStatusRow, *replicaStatusRow](statementFiles, "replica_status")
 
 // reviewsWeeklyArgs are the parameters of queries/reviews_weekly.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -552,25 +337,7 @@ func (r *reviewsWeeklyRow) Dest() []any {
 }
 
 // reviewsWeeklyQuery is queries/reviews_weekly.sql.
-var reviewsWeeklyQuery = sqlfile.Statement[reviewsWeeklyArgs, reviewsWeeklyRow, *reviewsWeeklyRow]{Name: "reviews_weekly", SQL: `-- Weekly reviews by the ISO week they cover (period_start), for the last
--- @weeks weeks up to @as_of: how many were queued and how many sent,
--- counted from the queue's (message_type, period_start) index alone.
-WITH bounds AS (
-    SELECT date_trunc('week', $1::timestamptz, 'UTC') - ($2::int - 1) * interval '7 days' AS first_start
-), reviews AS (
-    SELECT q.period_start, count(*) AS queued, count(*) FILTER (WHERE q.status = 'sent') AS sent
-      FROM engagement_message_queue q, bounds b
-     WHERE q.message_type = $3::text
-       AND q.period_start >= b.first_start AND q.period_start < b.first_start + $2::int * interval '7 days'
-     GROUP BY q.period_start
-)
-SELECT b.first_start + w.i * interval '7 days' AS week_start,
-       coalesce(r.queued, 0) AS queued, coalesce(r.sent, 0) AS sent
-  FROM bounds b
- CROSS JOIN generate_series(0, $2::int - 1) AS w(i)
-  LEFT JOIN reviews r ON r.period_start = b.first_start + w.i * interval '7 days'
- ORDER BY w.i;
-`}
+var reviewsWeeklyQuery = sqlfile.Load[reviewsWeeklyArgs, reviewsWeeklyRow, *reviewsWeeklyRow](statementFiles, "reviews_weekly", "as_of", "weeks", "message_type")
 
 // statesWeeklyArgs are the parameters of queries/states_weekly.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -604,49 +371,7 @@ func (r *statesWeeklyRow) Dest() []any {
 }
 
 // statesWeeklyQuery is queries/states_weekly.sql.
-var statesWeeklyQuery = sqlfile.Statement[statesWeeklyArgs, statesWeeklyRow, *statesWeeklyRow]{Name: "states_weekly", SQL: `-- Users by state at the end of each of the last @weeks ISO weeks (UTC; the
--- current week ends at @as_of), worked back from the states now
--- (@now_states, @now_users: status.ReadUsers' counts): a state's
--- count at an instant is its count now, less the logged moves into it
--- after that instant, plus the moves out of it, less the users whose state
--- row was created after it (they start in @initial_state). One pass over
--- the log's moves since the first week's end, bucketed by week: bucket b
--- holds the moves in (start of week b, end of week b], and @weeks those
--- after @as_of.
-WITH bounds AS (
-    SELECT date_trunc('week', $1::timestamptz, 'UTC') - ($2::int - 1) * interval '7 days' AS first_start
-), weeks AS (
-    SELECT i, b.first_start + i * interval '7 days' AS week_start,
-           least(b.first_start + (i + 1) * interval '7 days', $1::timestamptz) AS week_end
-      FROM bounds b, generate_series(0, $2::int - 1) AS i
-), moves AS MATERIALIZED (
-    SELECT CASE WHEN t.created_at > $1::timestamptz THEN $2::int
-                ELSE ceil(extract(epoch FROM t.created_at - b.first_start) / 604800)::int - 1 END AS b,
-           t.from_state, t.to_state, count(*) AS n
-      FROM engagement_state_transitions t, bounds b
-     WHERE t.created_at > b.first_start + interval '7 days'
-       AND t.from_state <> t.to_state
-     GROUP BY 1, 2, 3
-), arrivals AS MATERIALIZED (
-    SELECT CASE WHEN s.created_at > $1::timestamptz THEN $2::int
-                ELSE ceil(extract(epoch FROM s.created_at - b.first_start) / 604800)::int - 1 END AS b,
-           count(*) AS n
-      FROM user_engagement_states s, bounds b
-     WHERE s.created_at > b.first_start + interval '7 days'
-     GROUP BY 1
-), now_counts AS (
-    -- the states now, as status.ReadUsers counted them in this transaction
-    SELECT unnest($3::text[]) AS state, unnest($4::bigint[]) AS n
-)
-SELECT w.week_start, w.week_end, st.state,
-       (coalesce((SELECT n FROM now_counts c WHERE c.state = st.state), 0)
-        - coalesce((SELECT sum(n) FROM moves m WHERE m.b > w.i AND m.to_state = st.state), 0)
-        + coalesce((SELECT sum(n) FROM moves m WHERE m.b > w.i AND m.from_state = st.state), 0)
-        - CASE WHEN st.state = $5::text
-               THEN coalesce((SELECT sum(n) FROM arrivals a WHERE a.b > w.i), 0) ELSE 0 END)::bigint AS users
-  FROM weeks w CROSS JOIN unnest($6::text[]) AS st(state)
- ORDER BY w.i, st.state;
-`}
+var statesWeeklyQuery = sqlfile.Load[statesWeeklyArgs, statesWeeklyRow, *statesWeeklyRow](statementFiles, "states_weekly", "as_of", "weeks", "now_states", "now_users", "initial_state", "states")
 
 // userConsentArgs are the parameters of queries/user_consent.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -676,14 +401,7 @@ func (r *userConsentRow) Dest() []any {
 }
 
 // userConsentQuery is queries/user_consent.sql.
-var userConsentQuery = sqlfile.Statement[userConsentArgs, userConsentRow, *userConsentRow]{Name: "user_consent", SQL: `-- One user's consent history, newest first (the latest @limit): each change
--- of their opt-out, its source, who (an operator) and when.
-SELECT opted_out, source, coalesce(actor, '') AS actor, at
-  FROM engagement_consent_events
- WHERE user_id = $1::uuid
- ORDER BY id DESC
- LIMIT $2;
-`}
+var userConsentQuery = sqlfile.Load[userConsentArgs, userConsentRow, *userConsentRow](statementFiles, "user_consent", "user_id", "limit")
 
 // userMessagesArgs are the parameters of queries/user_messages.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -720,16 +438,7 @@ func (r *userMessagesRow) Dest() []any {
 }
 
 // userMessagesQuery is queries/user_messages.sql.
-var userMessagesQuery = sqlfile.Statement[userMessagesArgs, userMessagesRow, *userMessagesRow]{Name: "user_messages", SQL: `-- One user's messages, newest first (the latest @limit), with WhatsApp's
--- receipts (delivered_at, read_at): never their text, parameters or JID.
-SELECT id::text AS id, message_type, status, scheduled_for, sent_at, delivered_at, read_at, coalesce(retry_count, 0) AS retry_count,
-       coalesce(cancel_reason, '') AS cancel_reason,
-       coalesce(engagement_error_group(error_message), '') AS error, created_at
-  FROM engagement_message_queue
- WHERE user_id = $1::uuid
- ORDER BY created_at DESC, id
- LIMIT $2;
-`}
+var userMessagesQuery = sqlfile.Load[userMessagesArgs, userMessagesRow, *userMessagesRow](statementFiles, "user_messages", "user_id", "limit")
 
 // userPendingArgs are the parameters of queries/user_pending.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -755,9 +464,7 @@ func (r *userPendingRow) Dest() []any {
 }
 
 // userPendingQuery is queries/user_pending.sql.
-var userPendingQuery = sqlfile.Statement[userPendingArgs, userPendingRow, *userPendingRow]{Name: "user_pending", SQL: `-- How many of @user_id's messages are pending: what an opt-out cancels.
-SELECT count(*) AS pending FROM engagement_message_queue WHERE user_id = $1::uuid AND status = 'pending'
-`}
+var userPendingQuery = sqlfile.Load[userPendingArgs, userPendingRow, *userPendingRow](statementFiles, "user_pending", "user_id")
 
 // userSearchArgs are the parameters of queries/user_search.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -788,23 +495,7 @@ func (r *userSearchRow) Dest() []any {
 }
 
 // userSearchQuery is queries/user_search.sql.
-var userSearchQuery = sqlfile.Statement[userSearchArgs, userSearchRow, *userSearchRow]{Name: "user_search", SQL: `-- The users a phone number or a JID finds (POST /users), most recently
--- active first: those whose WhatsApp JID or group JID is one of @jids (a
--- number's forms as <digits>@s.whatsapp.net, or a group's JID). Plain
--- equality, on the JID indexes of migrations 46 and 47 (a bitmap OR of
--- the two). The JID leaves the database as its last four digits only. A
--- profile without a state row has no last activity.
---
--- nullable: last_activity_at
-SELECT p.user_id::text AS user_id, coalesce(s.state, '') AS state, s.last_activity_at,
-       coalesce(right(regexp_replace(split_part(p.whatsapp_jid, '@', 1), '[^0-9]', '', 'g'), 4), '') AS jid_last4,
-       coalesce(p.preferred_destination, '') AS destination
-  FROM user_profiles p
-  LEFT JOIN user_engagement_states s ON s.user_id = p.user_id
- WHERE p.whatsapp_jid = ANY ($1::text[]) OR p.group_jid = ANY ($1::text[])
- ORDER BY s.last_activity_at DESC NULLS LAST, p.user_id
- LIMIT $2;
-`}
+var userSearchQuery = sqlfile.Load[userSearchArgs, userSearchRow, *userSearchRow](statementFiles, "user_search", "jids", "limit")
 
 // userStateArgs are the parameters of queries/user_state.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -839,22 +530,7 @@ func (r *userStateRow) Dest() []any {
 }
 
 // userStateQuery is queries/user_state.sql.
-var userStateQuery = sqlfile.Statement[userStateArgs, userStateRow, *userStateRow]{Name: "user_state", SQL: `-- One user's state, timers and profile (no JID: the page shows its last
--- four digits only, masked here so that the whole never leaves the database).
--- remind_at is remind_later's timer only: the bot leaves the column set when
--- the user moves on, and a stale one would read as a reminder to come.
---
--- nullable: last_activity_at, remind_at
-SELECT s.state, s.last_activity_at, s.goodbye_sent_at, s.goodbye_expires_at,
-       CASE WHEN s.state = 'remind_later' THEN s.remind_at END AS remind_at, s.created_at,
-       coalesce(p.reengagement_opt_out, false) AS opted_out,
-       coalesce(p.preferred_destination, '') AS destination,
-       coalesce(right(regexp_replace(split_part(p.whatsapp_jid, '@', 1), '[^0-9]', '', 'g'), 4), '') AS jid_last4,
-       p.user_id IS NOT NULL AS has_profile
-  FROM user_engagement_states s
-  LEFT JOIN user_profiles p ON p.user_id = s.user_id
- WHERE s.user_id = $1::uuid;
-`}
+var userStateQuery = sqlfile.Load[userStateArgs, userStateRow, *userStateRow](statementFiles, "user_state", "user_id")
 
 // userTransitionsArgs are the parameters of queries/user_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -886,15 +562,7 @@ func (r *userTransitionsRow) Dest() []any {
 }
 
 // userTransitionsQuery is queries/user_transitions.sql.
-var userTransitionsQuery = sqlfile.Statement[userTransitionsArgs, userTransitionsRow, *userTransitionsRow]{Name: "user_transitions", SQL: `-- One user's moves, oldest first (the latest @limit); a move the bot made
--- has no job run.
---
--- nullable: job_run_id
-SELECT id, from_state, to_state, trigger, job_run_id, created_at
-  FROM (SELECT * FROM engagement_state_transitions
-         WHERE user_id = $1::uuid ORDER BY id DESC LIMIT $2) t
- ORDER BY id;
-`}
+var userTransitionsQuery = sqlfile.Load[userTransitionsArgs, userTransitionsRow, *userTransitionsRow](statementFiles, "user_transitions", "user_id", "limit")
 
 // usersByJIDArgs are the parameters of queries/users_by_jid.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -920,10 +588,7 @@ func (r *usersByJIDRow) Dest() []any {
 }
 
 // usersByJIDQuery is queries/users_by_jid.sql.
-var usersByJIDQuery = sqlfile.Statement[usersByJIDArgs, usersByJIDRow, *usersByJIDRow]{Name: "users_by_jid", SQL: `-- The users whose WhatsApp JID is @jid (Meta's user_preferences name a
--- user by their wa_id): the profiles' JID index (migration 46).
-SELECT user_id::text AS user_id FROM user_profiles WHERE whatsapp_jid = $1::text ORDER BY user_id
-`}
+var usersByJIDQuery = sqlfile.Load[usersByJIDArgs, usersByJIDRow, *usersByJIDRow](statementFiles, "users_by_jid", "jid")
 
 // whatsappNumberHealthArgs are the parameters of queries/whatsapp_number_health.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -953,42 +618,7 @@ func (r *whatsappNumberHealthRow) Dest() []any {
 }
 
 // whatsappNumberHealthQuery is queries/whatsapp_number_health.sql.
-var whatsappNumberHealthQuery = sqlfile.Statement[whatsappNumberHealthArgs, whatsappNumberHealthRow, *whatsappNumberHealthRow]{Name: "whatsapp_number_health", SQL: `-- Meta's phone_number_quality_update webhook on @transport's number
--- (console/whatsapp_verdict.go): the messaging limit tier when it carries
--- one (NULL keeps the known tier), the flag when it says FLAGGED or
--- UNFLAGGED (NULL keeps it), triggered at @at (NULL, or a time in the
--- future: now). The quality rating stays what the Graph API last said.
--- Older than what is recorded (Meta resends and reorders): nothing
--- changes (to the second: Meta says when in whole seconds, so a webhook
--- of the second the Graph API was read in counts as newer). UNFLAGGED makes the marketing messages held for the number's
--- quality due now: the next claim sends them, or holds them again while
--- the rating is still RED. Returns whether the health changed and how many
--- messages were released.
---
--- nullable: @messaging_limit_tier, @flagged, @at
-WITH recorded AS (
-    INSERT INTO engagement_number_health AS h (transport, quality_rating, messaging_limit_tier, flagged, read_at, source)
-    VALUES ($1::text, NULL, $2::text, coalesce($3::boolean, false),
-            least(coalesce($4::timestamptz, now()), now()), 'webhook')
-        ON CONFLICT (transport) DO UPDATE
-       SET messaging_limit_tier = coalesce(EXCLUDED.messaging_limit_tier, h.messaging_limit_tier),
-           flagged              = coalesce($3::boolean, h.flagged),
-           read_at              = EXCLUDED.read_at,
-           source               = EXCLUDED.source
-     WHERE date_trunc('second', h.read_at) <= EXCLUDED.read_at
-    RETURNING h.flagged
-), released AS (
-    UPDATE engagement_message_queue q
-       SET scheduled_for = now()
-     WHERE q.status = 'pending'
-       AND q.deferred_reason = 'quality'
-       AND q.scheduled_for > now()
-       AND $3::boolean IS FALSE
-       AND EXISTS (SELECT FROM recorded r WHERE NOT r.flagged)
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM recorded) > 0 AS changed, (SELECT count(*) FROM released) AS released;
-`}
+var whatsappNumberHealthQuery = sqlfile.Load[whatsappNumberHealthArgs, whatsappNumberHealthRow, *whatsappNumberHealthRow](statementFiles, "whatsapp_number_health", "transport", "messaging_limit_tier", "flagged", "at")
 
 // whatsappPricingArgs are the parameters of queries/whatsapp_pricing.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1006,22 +636,7 @@ func (a whatsappPricingArgs) Args() []any {
 }
 
 // whatsappPricingQuery is queries/whatsapp_pricing.sql.
-var whatsappPricingQuery = sqlfile.Statement[whatsappPricingArgs, sqlfile.None, *sqlfile.None]{Name: "whatsapp_pricing", SQL: `-- Meta's pricing of a message, from a status webhook's pricing object
--- (billable, category): the latest Meta said, on the message whose
--- provider id the status names (the index of migration 50). A provider id
--- that is none of the queue's (the bot's own conversation) changes
--- nothing; so does a repeat. Only the newest row of an id, as
--- engagement_receipt picks it.
-UPDATE engagement_message_queue q
-   SET billable = $1::boolean,
-       pricing_category = $2::text
- WHERE q.id = (SELECT m.id
-                 FROM engagement_message_queue m
-                WHERE m.provider_message_id = $3::text
-                ORDER BY m.created_at DESC
-                LIMIT 1)
-   AND (q.billable IS DISTINCT FROM $1::boolean OR q.pricing_category IS DISTINCT FROM $2::text);
-`}
+var whatsappPricingQuery = sqlfile.Load[whatsappPricingArgs, sqlfile.None, *sqlfile.None](statementFiles, "whatsapp_pricing", "billable", "category", "provider_message_id")
 
 // whatsappTemplateStatusArgs are the parameters of queries/whatsapp_template_status.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1050,35 +665,4 @@ func (r *whatsappTemplateStatusRow) Dest() []any {
 }
 
 // whatsappTemplateStatusQuery is queries/whatsapp_template_status.sql.
-var whatsappTemplateStatusQuery = sqlfile.Statement[whatsappTemplateStatusArgs, whatsappTemplateStatusRow, *whatsappTemplateStatusRow]{Name: "whatsapp_template_status", SQL: `-- Meta's message_template_status_update webhook
--- (console/whatsapp_verdict.go): @template_name's @event, triggered at
--- @at (NULL, or a time in the future: now). PAUSED and DISABLED hold the
--- template's messages, APPROVED and REINSTATED release them; any other
--- event is recorded but leaves a held template held. Older than what is
--- recorded (Meta resends and reorders): nothing changes. A release makes
--- the messages held by a paused template due now: the next claim sends
--- them, or holds again those whose template is still paused. Returns
--- whether the status changed and how many messages were released.
---
--- nullable: @at
-WITH recorded AS (
-    INSERT INTO engagement_template_status AS t (template_name, status, updated_at)
-    VALUES ($1::text, $2::text, least(coalesce($3::timestamptz, now()), now()))
-        ON CONFLICT (template_name) DO UPDATE
-       SET status     = CASE WHEN t.status IN ('PAUSED', 'DISABLED')
-                              AND EXCLUDED.status NOT IN ('PAUSED', 'DISABLED', 'APPROVED', 'REINSTATED')
-                             THEN t.status ELSE EXCLUDED.status END,
-           updated_at = EXCLUDED.updated_at
-     WHERE date_trunc('second', t.updated_at) <= EXCLUDED.updated_at
-    RETURNING t.status
-), released AS (
-    UPDATE engagement_message_queue q
-       SET scheduled_for = now()
-     WHERE q.status = 'pending'
-       AND q.deferred_reason = 'template_paused'
-       AND q.scheduled_for > now()
-       AND EXISTS (SELECT FROM recorded r WHERE r.status IN ('APPROVED', 'REINSTATED'))
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM recorded) > 0 AS changed, (SELECT count(*) FROM released) AS released;
-`}
+var whatsappTemplateStatusQuery = sqlfile.Load[whatsappTemplateStatusArgs, whatsappTemplateStatusRow, *whatsappTemplateStatusRow](statementFiles, "whatsapp_template_status", "template_name", "event", "at")

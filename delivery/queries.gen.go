@@ -3,10 +3,16 @@
 package delivery
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // budgetAdvanceArgs are the parameters of queries/budget_advance.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -24,30 +30,7 @@ func (a budgetAdvanceArgs) Args() []any {
 }
 
 // budgetAdvanceQuery is queries/budget_advance.sql.
-var budgetAdvanceQuery = sqlfile.Statement[budgetAdvanceArgs, sqlfile.None, *sqlfile.None]{Name: "budget_advance", SQL: `-- Move the budget's line up when the window has room and nothing is due:
--- the first messages waiting on @transport's budget, as many as it has
--- free slots (@daily_limit less used: a ramp that grew, slots given back),
--- become due now, in the order they waited (a microsecond apart). Runs
--- after budget_lock.sql and budget_prune.sql, in their transaction.
-WITH free AS (
-    SELECT greatest($1::int - used, 0) AS slots
-      FROM engagement_send_budgets
-     WHERE transport = $2
-), next AS (
-    SELECT w.id, row_number() OVER (ORDER BY w.scheduled_for, w.id) AS place
-      FROM (SELECT id, scheduled_for
-              FROM engagement_message_queue
-             WHERE status = 'pending' AND deferred_reason = 'budget'
-               AND scheduled_for > now() + $3::interval
-             ORDER BY scheduled_for
-             LIMIT (SELECT slots FROM free)
-               FOR UPDATE SKIP LOCKED) w
-)
-UPDATE engagement_message_queue q
-   SET scheduled_for = now() + $3::interval + (n.place - 1) * interval '1 microsecond'
-  FROM next n
- WHERE q.id = n.id;
-`}
+var budgetAdvanceQuery = sqlfile.Load[budgetAdvanceArgs, sqlfile.None, *sqlfile.None](statementFiles, "budget_advance", "daily_limit", "transport", "clock_offset")
 
 // budgetApplyArgs are the parameters of queries/budget_apply.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -84,185 +67,7 @@ func (r *budgetApplyRow) Dest() []any {
 }
 
 // budgetApplyQuery is queries/budget_apply.sql.
-var budgetApplyQuery = sqlfile.Statement[budgetApplyArgs, budgetApplyRow, *budgetApplyRow]{Name: "budget_apply", SQL: `-- Hold back the messages of a claim (@ids, in the order claim.sql took
--- them, still claimed by @holder; @waited says which of them waited on the
--- budget until the claim) that @transport's send budget has no room for:
--- at most @daily_limit distinct recipients in any @window. Runs after
--- budget_lock.sql and budget_prune.sql, in their transaction, so claims on
--- one transport take their slots one at a time, whichever process they
--- come from. While the window has ample room the claim ran before, side by
--- side with other claims; near the limit, in the same transaction, after
--- the lock, so the slots go in line order.
---
--- A recipient is the address a message goes to (destination_jid: a number
--- or a group), kept as its MD5, a uuid: the budget stores no JID. A
--- message to a recipient stamped in the window already costs nothing
--- (the slots of claims made with ample room, claim.sql, are counted
--- but not by recipient); the others take the free slots in line order, one
--- per recipient: first the messages that waited on the budget (they were
--- the head of the line), then the others, each in claim order (the order
--- they came due). Each recipient is stamped with this claim
--- (engagement_send_budget_recipients; the row's used counts the new ones).
---
--- The rest go back to pending, their retries unspent, deferred_reason
--- 'budget', each moved to its place in line. A message that waited keeps
--- its place: it stays at the head, ahead of every message waiting (its
--- time was a forecast: the slot it was due to take frees a window after
--- the claim that spent it, and that claim may have come later than
--- forecast). Any other goes behind every message waiting. The n-th in line
--- is due when the n-th slot frees (a recipient leaves the window @window
--- after their last claim; a turn of the window later for the n-th past the
--- limit), a microsecond after the one before it, and out of the quiet hours
--- in its user's time zone (as claim.sql reads them). The line's times
--- never go backwards: a message placed at the back goes after the last one
--- waiting, and the messages waiting behind one that kept its place at the
--- head move back to after it (those a concurrent claim holds are left to
--- it). With @kind_priority (queue-process --kind-priority), the claim's
--- order is the line's: the new recipients take the free slots in claim
--- order, and a message placed at the back goes behind the messages waiting
--- of its own type or of a type listed before it only (a goodbye is not put
--- behind a week of weekly reviews); where it meets a later type's message
--- at the same slot, the next claim's order decides. "Now" is the processor's clock, @clock_offset ahead of the
--- database's. Returns the ids held back, and how many recipients the
--- window holds now.
---
--- nullable: @quiet_start, @quiet_end
-WITH claimed AS (
-    SELECT q.id, o.pos, coalesce(o.waited, false) AS waited,
-           CASE WHEN cardinality($1::text[]) > 0
-                THEN coalesce(array_position($1::text[], q.message_type),
-                              cardinality($1::text[]) + 1) END AS rank,
-           md5(coalesce(q.destination_jid, ''))::uuid AS recipient,
-           CASE WHEN $2::interval IS NOT NULL
-                THEN coalesce(engagement_zone(p.timezone), $3)
-           END AS tz
-      FROM unnest($4::uuid[], $5::boolean[]) WITH ORDINALITY AS o(id, waited, pos)
-      JOIN engagement_message_queue q ON q.id = o.id
-      LEFT JOIN user_profiles p ON p.user_id = q.user_id
-     WHERE q.status = 'processing' AND q.claimed_by = $6
-), known AS (
-    -- Whether each recipient is in the window already, and its place in
-    -- the claim's line: where it first appears among the messages that
-    -- waited, else among the others (after all that waited).
-    SELECT c.*,
-           min(CASE WHEN c.waited THEN c.pos ELSE c.pos + cardinality($4::uuid[]) END)
-               OVER (PARTITION BY c.recipient) AS first_pos,
-           min(c.pos) OVER (PARTITION BY c.recipient) AS line_pos,
-           EXISTS (SELECT FROM engagement_send_budget_recipients r
-                    WHERE r.transport = $7 AND r.recipient = c.recipient) AS known
-      FROM claimed c
-), ranked AS (
-    -- A new recipient's place among the claim's new recipients, and the
-    -- slots free.
-    SELECT k.*,
-           CASE WHEN NOT k.known THEN dense_rank() OVER (PARTITION BY k.known ORDER BY
-                CASE WHEN k.rank IS NOT NULL THEN k.line_pos ELSE k.first_pos END) END AS new_rank,
-           $8::int - (SELECT b.used FROM engagement_send_budgets b WHERE b.transport = $7) AS free
-      FROM known k
-), waiting AS (
-    -- The messages waiting on the budget outside this claim (its own are
-    -- processing), and the last one's time: all of them (rank NULL), or
-    -- with @kind_priority those of each rank the claim holds or a rank
-    -- before it.
-    SELECT r.rank, count(w.id) AS n, max(w.scheduled_for) AS last
-      FROM (SELECT DISTINCT c.rank FROM claimed c) r
-      LEFT JOIN engagement_message_queue w
-        ON w.status = 'pending' AND w.deferred_reason = 'budget'
-       AND (r.rank IS NULL
-            OR coalesce(array_position($1::text[], w.message_type),
-                        cardinality($1::text[]) + 1) <= r.rank)
-     GROUP BY r.rank
-), held AS (
-    -- The messages over the budget, each with its place in line, j: at the
-    -- head for a recipient whose message waited, behind every message
-    -- waiting for the others. The instants the window's slots free (the
-    -- recipients' last claims, the slots of claims made with room, this
-    -- claim's at now, in order) are read once, and only when a message is
-    -- over the budget.
-    SELECT k.id, k.tz,
-           CASE WHEN k.first_pos <= cardinality($4::uuid[]) THEN 0
-                ELSE (SELECT w.n FROM waiting w WHERE w.rank IS NOT DISTINCT FROM k.rank) END
-           + k.new_rank - greatest(k.free, 0) - 1 AS j,
-           CASE WHEN k.first_pos > cardinality($4::uuid[])
-                THEN (SELECT w.last FROM waiting w WHERE w.rank IS NOT DISTINCT FROM k.rank) END AS after,
-           (SELECT array_agg(e.at ORDER BY e.at)
-              FROM (SELECT CASE WHEN r.recipient IN (SELECT n.recipient FROM ranked n WHERE n.known)
-                                THEN now() + $9::interval ELSE r.spent_at END AS at
-                      FROM engagement_send_budget_recipients r
-                     WHERE r.transport = $7
-                    UNION ALL
-                    SELECT c.spent_at
-                      FROM engagement_send_budget_claims c, generate_series(1, c.recipients)
-                     WHERE c.transport = $7
-                    UNION ALL
-                    SELECT now() + $9::interval
-                      FROM (SELECT DISTINCT n.recipient FROM ranked n WHERE NOT n.known AND n.new_rank <= n.free) n) e) AS frees
-      FROM ranked k
-     WHERE NOT k.known AND k.new_rank > k.free
-), placed AS (
-    -- The n-th in line goes when the n-th slot frees; past the limit, a
-    -- turn of the window later; at the back, never before the last one
-    -- waiting.
-    SELECT h.id, h.tz,
-           greatest(coalesce(h.frees[greatest(cardinality(h.frees) - $8::int, 0) + h.j % $8::int + 1],
-                             now() + $9::interval)
-                    + $10::interval * (1 + h.j / $8::int)
-                    + h.j * interval '1 microsecond',
-                    h.after + (h.j + 1) * interval '1 microsecond') AS at,
-           h.after IS NULL AS head
-      FROM held h
-), deferred AS (
-    UPDATE engagement_message_queue q
-       SET status          = 'pending',
-           deferred_reason = 'budget',
-           scheduled_for   = coalesce(engagement_quiet_until(p.at, p.tz, $2::interval, $11::interval), p.at),
-           claimed_by      = NULL,
-           claimed_until   = NULL
-      FROM placed p
-     WHERE q.id = p.id
-    RETURNING q.id, q.scheduled_for, p.head
-), behind AS (
-    -- The messages waiting behind those that kept their place at the head
-    -- and due before the last of them (looked for up to a second past it),
-    -- in line order, but those another claim holds: they move back to
-    -- after it, each a microsecond after the one before or where it was,
-    -- whichever is later.
-    SELECT b.id, b.scheduled_for, row_number() OVER (ORDER BY b.scheduled_for, b.id) AS n,
-           (SELECT max(d.scheduled_for) FROM deferred d WHERE d.head) AS head_last
-      FROM (SELECT w.id, w.scheduled_for
-              FROM engagement_message_queue w
-             WHERE w.status = 'pending' AND w.deferred_reason = 'budget'
-               AND w.scheduled_for < (SELECT max(d.scheduled_for) FROM deferred d WHERE d.head) + interval '1 second'
-               FOR UPDATE SKIP LOCKED) b
-), moved AS (
-    UPDATE engagement_message_queue q
-       SET scheduled_for = m.at
-      FROM (SELECT b.id, b.scheduled_for,
-                   b.n * interval '1 microsecond'
-                   + greatest(b.head_last, max(b.scheduled_for - b.n * interval '1 microsecond')
-                                               OVER (ORDER BY b.n ROWS UNBOUNDED PRECEDING)) AS at
-              FROM behind b) m
-     WHERE q.id = m.id AND m.at > m.scheduled_for
-), spent AS (
-    INSERT INTO engagement_send_budget_recipients AS r (transport, recipient, spent_at, message_id)
-    SELECT DISTINCT ON (k.recipient) $7, k.recipient, now() + $9::interval, k.id
-      FROM ranked k
-     WHERE k.known OR k.new_rank <= k.free
-     ORDER BY k.recipient, k.pos
-        ON CONFLICT (transport, recipient) DO UPDATE
-       SET previous_spent_at = r.spent_at,
-           spent_at = EXCLUDED.spent_at,
-           message_id = EXCLUDED.message_id
-    RETURNING r.previous_spent_at IS NULL AS new
-), counted AS (
-    UPDATE engagement_send_budgets b
-       SET used = b.used + (SELECT count(*) FROM spent WHERE spent.new)
-     WHERE b.transport = $7
-)
-SELECT coalesce((SELECT array_agg(id::text) FROM deferred), '{}') AS held,
-       (SELECT used FROM engagement_send_budgets WHERE transport = $7)
-       + (SELECT count(*) FROM spent WHERE spent.new)::int AS used;
-`}
+var budgetApplyQuery = sqlfile.Load[budgetApplyArgs, budgetApplyRow, *budgetApplyRow](statementFiles, "budget_apply", "kind_priority", "quiet_start", "timezone", "ids", "waited", "holder", "transport", "daily_limit", "clock_offset", "window", "quiet_end")
 
 // budgetCreateArgs are the parameters of queries/budget_create.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -279,12 +84,7 @@ func (a budgetCreateArgs) Args() []any {
 }
 
 // budgetCreateQuery is queries/budget_create.sql.
-var budgetCreateQuery = sqlfile.Statement[budgetCreateArgs, sqlfile.None, *sqlfile.None]{Name: "budget_create", SQL: `-- Make sure @transport has a send budget row, for budget_lock.sql to lock
--- (budget_open.sql sets it).
-INSERT INTO engagement_send_budgets (transport, daily_limit)
-VALUES ($1, $2::int)
-    ON CONFLICT (transport) DO NOTHING;
-`}
+var budgetCreateQuery = sqlfile.Load[budgetCreateArgs, sqlfile.None, *sqlfile.None](statementFiles, "budget_create", "transport", "daily_limit")
 
 // budgetLockArgs are the parameters of queries/budget_lock.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -310,15 +110,7 @@ func (r *budgetLockRow) Dest() []any {
 }
 
 // budgetLockQuery is queries/budget_lock.sql.
-var budgetLockQuery = sqlfile.Statement[budgetLockArgs, budgetLockRow, *budgetLockRow]{Name: "budget_lock", SQL: `-- Lock @transport's send budget until the transaction ends: under a budget,
--- claims (and the refunds of messages handed back) on one transport take
--- their turn, so that no two count the same free slot. The statements
--- after it in the transaction read the budget as this lock left it.
-SELECT used
-  FROM engagement_send_budgets
- WHERE transport = $1
-   FOR UPDATE;
-`}
+var budgetLockQuery = sqlfile.Load[budgetLockArgs, budgetLockRow, *budgetLockRow](statementFiles, "budget_lock", "transport")
 
 // budgetOpenArgs are the parameters of queries/budget_open.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -351,39 +143,7 @@ func (r *budgetOpenRow) Dest() []any {
 }
 
 // budgetOpenQuery is queries/budget_open.sql.
-var budgetOpenQuery = sqlfile.Statement[budgetOpenArgs, budgetOpenRow, *budgetOpenRow]{Name: "budget_open", SQL: `-- Set @transport's budget as a processor starts with it: its limit and
--- warm-up ramp (for engagementctl status and the console), the ramp's first
--- day (kept while the ramp is unchanged; now, on the processor's clock,
--- @clock_offset ahead of the database's, when it starts or changes), and
--- used counted afresh from the slots spent in the window. Runs after
--- budget_create.sql, budget_lock.sql and budget_prune.sql, in their
--- transaction: nothing out of the window is left for a later prune to
--- count off again. Returns the ramp's first day, the processor's clock and
--- the slots spent in the window.
---
--- nullable: @ramp_start, @ramp_factor
-UPDATE engagement_send_budgets b
-   SET daily_limit = $1::int,
-       ramp_started_at = CASE WHEN $2::int IS NULL THEN NULL
-                              WHEN b.ramp_start IS NOT DISTINCT FROM $2::int
-                               AND b.ramp_factor IS NOT DISTINCT FROM $3::numeric
-                               AND b.ramp_started_at IS NOT NULL
-                              THEN b.ramp_started_at
-                              ELSE now() + $4::interval END,
-       ramp_start = $2::int,
-       ramp_factor = $3::numeric,
-       used = (SELECT count(*)
-                 FROM engagement_send_budget_recipients r
-                WHERE r.transport = $5
-                  AND r.spent_at > now() + $4::interval - $6::interval)
-            + (SELECT coalesce(sum(c.recipients), 0)
-                 FROM engagement_send_budget_claims c
-                WHERE c.transport = $5
-                  AND c.spent_at > now() + $4::interval - $6::interval),
-       configured_at = now()
- WHERE b.transport = $5
-RETURNING b.ramp_started_at, now() + $4::interval AS clock_at, b.used;
-`}
+var budgetOpenQuery = sqlfile.Load[budgetOpenArgs, budgetOpenRow, *budgetOpenRow](statementFiles, "budget_open", "daily_limit", "ramp_start", "ramp_factor", "clock_offset", "transport", "window")
 
 // budgetPruneArgs are the parameters of queries/budget_prune.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -401,26 +161,7 @@ func (a budgetPruneArgs) Args() []any {
 }
 
 // budgetPruneQuery is queries/budget_prune.sql.
-var budgetPruneQuery = sqlfile.Statement[budgetPruneArgs, sqlfile.None, *sqlfile.None]{Name: "budget_prune", SQL: `-- Drop the slots out of @transport's window (spent @window or more before
--- now, on the processor's clock: @clock_offset ahead of the database's),
--- the claims' and the recipients', and count them off the budget's used.
--- Runs after budget_lock.sql, in its transaction.
-WITH claims AS (
-    DELETE FROM engagement_send_budget_claims
-     WHERE transport = $1
-       AND spent_at <= now() + $2::interval - $3::interval
-    RETURNING recipients
-), recipients AS (
-    DELETE FROM engagement_send_budget_recipients
-     WHERE transport = $1
-       AND spent_at <= now() + $2::interval - $3::interval
-    RETURNING 1
-)
-UPDATE engagement_send_budgets
-   SET used = greatest(used - (SELECT coalesce(sum(recipients), 0) FROM claims)
-                            - (SELECT count(*) FROM recipients), 0)
- WHERE transport = $1;
-`}
+var budgetPruneQuery = sqlfile.Load[budgetPruneArgs, sqlfile.None, *sqlfile.None](statementFiles, "budget_prune", "transport", "clock_offset", "window")
 
 // budgetRefundArgs are the parameters of queries/budget_refund.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -440,62 +181,7 @@ func (a budgetRefundArgs) Args() []any {
 }
 
 // budgetRefundQuery is queries/budget_refund.sql.
-var budgetRefundQuery = sqlfile.Statement[budgetRefundArgs, sqlfile.None, *sqlfile.None]{Name: "budget_refund", SQL: `-- Give back the slots of messages handed back unsent (@ids: a shutdown, an
--- outage, a claim recovered with no send in flight). Slots spent with ample
--- room (claim.sql's rows of engagement_send_budget_claims): @claims lose
--- @counts of their recipients (the live holder counts a recipient when
--- every message of the claim to them came back), and, after a recovery
--- (@recovered: its holder is gone, and only the ids are known), every claim
--- listing one of @ids loses the recipients whose messages in it are all
--- among @ids. Either way @ids leave the claims' lists, so a message handed
--- back, claimed again and recovered again never gives a slot back twice.
--- Slots spent near the limit: a recipient the claim of one of @ids brought
--- into the window leaves it, and one it found there gets its earlier stamp
--- back (a stamp a later claim made is left alone). Slots already out of
--- the window (pruned) are not counted twice. Runs after budget_lock.sql,
--- in its transaction.
-WITH given AS (
-    SELECT r.id, r.n
-      FROM unnest($1::bigint[], $2::int[]) AS r(id, n)
-    UNION ALL
-    SELECT c.id, (SELECT count(*)::int
-                    FROM (SELECT m.recipient
-                            FROM unnest(c.message_ids, c.message_recipients) AS m(id, recipient)
-                           GROUP BY m.recipient
-                          HAVING bool_and(m.id = ANY($3::uuid[]))) g)
-      FROM engagement_send_budget_claims c
-     WHERE $4::boolean AND c.transport = $5 AND c.message_ids && $3::uuid[]
-), claims AS (
-    UPDATE engagement_send_budget_claims c
-       SET recipients = greatest(c.recipients - coalesce((SELECT sum(g.n) FROM given g WHERE g.id = c.id), 0), 0),
-           message_ids = (SELECT array_agg(m.id ORDER BY m.o)
-                            FROM unnest(c.message_ids) WITH ORDINALITY AS m(id, o)
-                           WHERE m.id <> ALL($3::uuid[])),
-           message_recipients = (SELECT array_agg(m.recipient ORDER BY m.o)
-                                   FROM unnest(c.message_ids, c.message_recipients) WITH ORDINALITY AS m(id, recipient, o)
-                                  WHERE m.id <> ALL($3::uuid[]))
-     WHERE c.transport = $5
-       AND (c.id IN (SELECT g.id FROM given g) OR c.message_ids && $3::uuid[])
-    RETURNING coalesce((SELECT sum(g.n) FROM given g WHERE g.id = c.id), 0) AS given
-), refunded AS (
-    DELETE FROM engagement_send_budget_recipients
-     WHERE transport = $5
-       AND message_id = ANY($3::uuid[])
-       AND previous_spent_at IS NULL
-    RETURNING 1
-), restored AS (
-    UPDATE engagement_send_budget_recipients
-       SET spent_at = previous_spent_at,
-           previous_spent_at = NULL,
-           message_id = NULL
-     WHERE transport = $5
-       AND message_id = ANY($3::uuid[])
-       AND previous_spent_at IS NOT NULL
-)
-UPDATE engagement_send_budgets
-   SET used = greatest(used - (SELECT coalesce(sum(given), 0) FROM claims) - (SELECT count(*) FROM refunded), 0)
- WHERE transport = $5;
-`}
+var budgetRefundQuery = sqlfile.Load[budgetRefundArgs, sqlfile.None, *sqlfile.None](statementFiles, "budget_refund", "claims", "counts", "ids", "recovered", "transport")
 
 // budgetStateArgs are the parameters of queries/budget_state.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -525,28 +211,7 @@ func (r *budgetStateRow) Dest() []any {
 }
 
 // budgetStateQuery is queries/budget_state.sql.
-var budgetStateQuery = sqlfile.Statement[budgetStateArgs, budgetStateRow, *budgetStateRow]{Name: "budget_state", SQL: `-- @transport's send budget as a run leaves it: the slots spent in the
--- window (on the processor's clock, @clock_offset ahead of the
--- database's), the messages waiting on the budget, and the oldest spend
--- in the window (the next slot frees @window after it).
---
--- nullable: oldest
-WITH spent AS (
-    SELECT 1 AS slots, spent_at
-      FROM engagement_send_budget_recipients
-     WHERE transport = $1 AND spent_at > now() + $2::interval - $3::interval
-    UNION ALL
-    SELECT recipients, spent_at
-      FROM engagement_send_budget_claims
-     WHERE transport = $1 AND spent_at > now() + $2::interval - $3::interval
-       AND recipients > 0
-)
-SELECT coalesce(sum(slots), 0)::int AS used,
-       (SELECT count(*)::int FROM engagement_message_queue
-         WHERE status = 'pending' AND deferred_reason = 'budget') AS waiting,
-       min(spent_at) AS oldest
-  FROM spent;
-`}
+var budgetStateQuery = sqlfile.Load[budgetStateArgs, budgetStateRow, *budgetStateRow](statementFiles, "budget_state", "transport", "clock_offset", "window")
 
 // budgetWaitingRow is a row of queries/budget_waiting.sql.
 type budgetWaitingRow struct {
@@ -559,10 +224,7 @@ func (r *budgetWaitingRow) Dest() []any {
 }
 
 // budgetWaitingQuery is queries/budget_waiting.sql.
-var budgetWaitingQuery = sqlfile.Statement[sqlfile.None, budgetWaitingRow, *budgetWaitingRow]{Name: "budget_waiting", SQL: `-- Whether any message waits on a send budget (the partial index of
--- migration 39 answers it without a lock).
-SELECT EXISTS (SELECT FROM engagement_message_queue WHERE status = 'pending' AND deferred_reason = 'budget') AS waiting;
-`}
+var budgetWaitingQuery = sqlfile.Load[sqlfile.None, budgetWaitingRow, *budgetWaitingRow](statementFiles, "budget_waiting")
 
 // budgetsArgs are the parameters of queries/budgets.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -598,32 +260,7 @@ func (r *budgetsRow) Dest() []any {
 }
 
 // budgetsQuery is queries/budgets.sql.
-var budgetsQuery = sqlfile.Statement[budgetsArgs, budgetsRow, *budgetsRow]{Name: "budgets", SQL: `-- Every transport's send budget, for engagementctl status and the console:
--- its limit and ramp as its processes last started, the slots spent in its
--- window now, the oldest spend in the window (the next slot frees a window
--- after it), and the messages waiting on the budget (every transport's: a
--- queue row does not say which transport will send it) with the last one's
--- time, when the line as it stands is through.
---
--- nullable: ramp_factor, oldest, clears_at
-SELECT b.transport, b.daily_limit, b.ramp_start, b.ramp_factor::float8, b.ramp_started_at,
-       s.used, s.oldest, w.waiting, w.clears_at, b.configured_at, now()
-  FROM engagement_send_budgets b
- CROSS JOIN LATERAL (
-       SELECT coalesce(sum(e.slots), 0)::int AS used, min(e.spent_at) AS oldest
-         FROM (SELECT 1 AS slots, spent_at
-                 FROM engagement_send_budget_recipients
-                WHERE transport = b.transport AND spent_at > now() - $1::interval
-               UNION ALL
-               SELECT recipients, spent_at
-                 FROM engagement_send_budget_claims
-                WHERE transport = b.transport AND spent_at > now() - $1::interval AND recipients > 0) e) s
- CROSS JOIN (
-       SELECT count(*)::int AS waiting, max(scheduled_for) AS clears_at
-         FROM engagement_message_queue
-        WHERE status = 'pending' AND deferred_reason = 'budget') w
- ORDER BY b.transport;
-`}
+var budgetsQuery = sqlfile.Load[budgetsArgs, budgetsRow, *budgetsRow](statementFiles, "budgets", "window")
 
 // claimArgs are the parameters of queries/claim.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -680,260 +317,7 @@ func (r *claimRow) Dest() []any {
 }
 
 // claimQuery is queries/claim.sql.
-var claimQuery = sqlfile.Statement[claimArgs, claimRow, *claimRow]{Name: "claim", SQL: `-- Claim up to @batch due pending messages, oldest first (or in the order
--- of @kind_priority, see below), for @holder until
--- now() + @claim_timeout. FOR UPDATE SKIP LOCKED lets any number of
--- processes claim side by side, each message going to exactly one of them.
--- "Now" is the processor's clock: the database's, @clock_offset ahead (0
--- but in a simulation: queue-process --as-of).
---
--- Each due message is first checked against its user as they are now, by
--- the rule of its kind in @kinds (statemachine's kinds table, as JSON:
--- {"goodbye": {"send_while": ["goodbye_sent"], "current_goodbye_only":
--- true}, …}; a type without a rule is claimed unchecked):
---   no user profile or state row            → cancelled, 'no_user'
---   opted out of re-engagement              → cancelled, 'opted_out'
---     (but for a kind with confirms_opt_out, the opt-out's confirmation,
---     which is sent only while its user is still opted out: → 'stale'
---     once they opted back in)
---   a user no longer in one of the kind's send_while states
---     (a goodbye's user who answered or came back; a weekly review's
---     user sent a goodbye since)                                → 'stale'
---   with current_goodbye_only, a message whose period_start is another
---     UTC day than the user's goodbye_sent_at (one queued without a
---     period_start is checked on the state alone)               → 'stale'
--- A message still wanted but due inside the quiet hours (@quiet_start to
--- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
--- (user_profiles.timezone as PostgreSQL reads it, engagement_zone(), else
--- @timezone) stays pending, moved to the end of the quiet hours
--- (engagement_quiet_until), deferred_reason 'quiet_hours'; an opt-out's
--- confirmation answers the user's own message and is not held.
---
--- The per-user cap (queue-process --per-user-cap; @per_user_cap NULL when
--- off): a message of a capped kind (@kinds' "capped": the marketing kinds)
--- whose user already has @per_user_cap messages of capped kinds sent or in
--- flight in the last @cap_window (or that many ahead of it in this batch)
--- waits, deferred_reason 'frequency', until the oldest of them leaves the
--- window (out of the quiet hours); one that would then be past its
--- replay_until (the end of its period: a weekly review of a week over) is
--- cancelled, 'frequency'.
---
--- Meta's verdict (the Cloud API; queue-process reads it at start): while
--- @quality_hold (the number's quality rating is RED or it is FLAGGED), a
--- message of a marketing kind waits, deferred_reason 'quality'; a message
--- whose key's template Meta paused or disabled (@paused_keys) waits,
--- 'template_paused'; both for @verdict_recheck, then the claim looks again
--- (utility kinds and other templates go meanwhile).
---
--- Under a send budget with ample room (@spend_limit: the budget's limit;
--- NULL otherwise), the claim spends a slot of @transport's budget per
--- recipient it claimed (distinct destination_jid), as one row of
--- engagement_send_budget_claims (with the messages and their recipients,
--- for a recovery to give back the slots of a dead holder), counted onto the budget's used if they
--- fit under @spend_limit. If not (other claims took the room), the whole
--- statement fails with SQLSTATE EB001 (engagement_send_budget_full),
--- nothing claimed, and the processor claims again under the budget's lock
--- (budget_apply.sql). The row of engagement_send_budgets is updated last,
--- so claims meet only from then to their commit.
---
--- Each row says whether the message waited on the send budget
--- (deferred_reason 'budget' before this claim cleared it): near the limit,
--- budget_apply.sql keeps such a message's place at the head of the line.
---
--- The order (queue-process --kind-priority): with @kind_priority empty,
--- the oldest due first (plain: the pending index in scheduled_for order).
--- With a list of message types, the listed types first, in its order, then
--- every other type, oldest due first within each; a message that waited
--- on the budget goes before one of its type that did not (it heads the
--- line). No type starves: a message queued more than @priority_max_wait
--- ago (created_at, which no deferral moves) goes first, whatever its type.
--- The types pending are found by a loose scan of the pending type index
--- (types), each type's oldest due taken by its own index probe (ranked),
--- so a claim reads what its batch holds, never the whole backlog. Rows a
--- type's probe locked but the batch did not take are free again at the
--- statement's end. The claim's rows come back in that order (pos), the
--- order budget_apply.sql gives out the last slots in.
---
--- Nullable columns come back coalesced and the params as raw JSON text, so
--- no row can make the claim itself fail: a row that cannot be delivered
--- fails alone, when its turn comes.
---
--- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, message_params, scheduled_for, spend_id, budget_used
-WITH RECURSIVE plain AS (
-    SELECT q.id, row_number() OVER (ORDER BY q.scheduled_for, q.id) AS pos
-      FROM (SELECT q.id, q.scheduled_for
-              FROM engagement_message_queue q
-             WHERE q.status = 'pending' AND q.scheduled_for <= now() + $1::interval
-               AND cardinality($2::text[]) = 0
-             ORDER BY q.scheduled_for
-             LIMIT $3
-               FOR UPDATE OF q SKIP LOCKED) q
-), types AS (
-    SELECT (SELECT min(q.message_type) FROM engagement_message_queue q
-             WHERE q.status = 'pending' AND cardinality($2::text[]) > 0) AS type
-    UNION ALL
-    SELECT (SELECT min(q.message_type) FROM engagement_message_queue q
-             WHERE q.status = 'pending' AND q.message_type > t.type)
-      FROM types t
-     WHERE t.type IS NOT NULL
-), ranked AS (
-    SELECT c.id,
-           row_number() OVER (ORDER BY CASE WHEN c.created_at <= now() + $1::interval - $4::interval
-                                            THEN 0
-                                            ELSE coalesce(array_position($2::text[], t.type),
-                                                          cardinality($2::text[]) + 1) END,
-                                       c.deferred_reason IS DISTINCT FROM 'budget', c.scheduled_for, c.id) AS pos
-      FROM types t
-      CROSS JOIN LATERAL (SELECT q.id, q.scheduled_for, q.created_at, q.deferred_reason
-                            FROM engagement_message_queue q
-                           WHERE q.status = 'pending' AND q.message_type = t.type
-                             AND q.scheduled_for <= now() + $1::interval
-                           ORDER BY q.scheduled_for
-                           LIMIT $3
-                             FOR UPDATE OF q SKIP LOCKED) c
-     WHERE t.type IS NOT NULL
-), picked AS (
-    SELECT id, pos FROM plain
-    UNION ALL
-    SELECT id, pos FROM ranked WHERE pos <= $3
-), due AS (
-    SELECT q.id, k.kind, q.period_start, p.locale,
-           q.user_id, q.replay_until, q.message_key,
-           q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
-           p.user_id IS NULL OR s.user_id IS NULL AS no_user,
-           p.reengagement_opt_out, k.confirms_opt_out, s.state,
-           date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
-           CASE WHEN $5::interval IS NOT NULL AND NOT k.confirms_opt_out
-                THEN coalesce(engagement_zone(p.timezone), $6)
-           END AS tz
-      FROM engagement_message_queue q
-      CROSS JOIN LATERAL (SELECT $7::text::jsonb -> q.message_type AS kind,
-                                 coalesce(($7::text::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
-                                     AS confirms_opt_out) k
-      -- OFFSET 0 keeps a primary-key probe per message (as in
-      -- recheck.sql): joined whole, the planner hashes every profile and
-      -- state for a batch of 400.
-      LEFT JOIN LATERAL (SELECT p.user_id, p.locale, p.reengagement_opt_out, p.timezone
-                           FROM user_profiles p WHERE p.user_id = q.user_id OFFSET 0) p ON true
-      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at
-                           FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
-     WHERE q.id = ANY (ARRAY(SELECT id FROM picked))
-), checked AS (
-    SELECT d.id, d.locale, d.waited,
-           CASE WHEN d.kind IS NULL THEN NULL
-                WHEN d.no_user THEN 'no_user'
-                WHEN d.reengagement_opt_out AND NOT d.confirms_opt_out THEN 'opted_out'
-                WHEN d.confirms_opt_out AND NOT d.reengagement_opt_out THEN 'stale'
-                WHEN NOT (d.kind -> 'send_while') ? d.state THEN 'stale'
-                WHEN (d.kind ->> 'current_goodbye_only')::boolean
-                 AND d.period_start IS NOT NULL
-                 AND d.period_start IS DISTINCT FROM d.current_goodbye_day THEN 'stale'
-           END AS cancel_reason,
-           engagement_quiet_until(now() + $1::interval, d.tz,
-                                  $5::interval, $8::interval) AS quiet_until
-      FROM due d
-), capped AS (
-    -- The per-user cap: each capped message still wanted, its place among
-    -- its user's in this batch, and the user's capped messages sent or in
-    -- flight in the window (an index probe per user), only when the cap is on.
-    SELECT c.id, c.quiet_until, d.tz, d.replay_until,
-           row_number() OVER (PARTITION BY d.user_id ORDER BY k.pos) + h.n - 1 AS ahead,
-           h.oldest
-      FROM checked c
-      JOIN due d ON d.id = c.id
-      JOIN picked k ON k.id = c.id
-      CROSS JOIN LATERAL (
-          SELECT count(*) AS n, min(coalesce(x.sent_at, now() + $1::interval)) AS oldest
-            FROM engagement_message_queue x
-           WHERE x.user_id = d.user_id
-             AND x.status IN ('sent', 'processing')
-             AND coalesce(x.sent_at, now() + $1::interval) > now() + $1::interval - $9::interval
-             AND coalesce(($7::text::jsonb -> x.message_type ->> 'capped')::boolean, false)) h
-     WHERE $10::int IS NOT NULL AND c.cancel_reason IS NULL
-       AND coalesce((d.kind ->> 'capped')::boolean, false)
-), over_cap AS (
-    SELECT o.id,
-           CASE WHEN o.frees > o.replay_until THEN 'frequency' END AS cancel,
-           coalesce(engagement_quiet_until(o.frees, o.tz, $5::interval, $8::interval), o.frees) AS frees
-      FROM (SELECT c.id, c.tz, c.replay_until,
-                   coalesce(c.oldest, now() + $1::interval) + $9::interval AS frees
-              FROM capped c
-             WHERE c.ahead >= $10::int) o
-), held_by_meta AS (
-    SELECT d.id,
-           CASE WHEN d.message_key = ANY ($11::text[]) THEN 'template_paused' ELSE 'quality' END AS reason
-      FROM due d
-     WHERE d.message_key = ANY ($11::text[])
-        OR ($12::boolean AND coalesce((d.kind ->> 'capped')::boolean, false))
-), verdict AS (
-    SELECT c.id, c.locale, c.waited, coalesce(c.cancel_reason, CASE WHEN m.id IS NULL THEN o.cancel END) AS cancel_reason,
-           CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
-                WHEN m.id IS NOT NULL THEN now() + $1::interval + $13::interval
-                WHEN o.cancel IS NULL THEN coalesce(o.frees, c.quiet_until) END AS defer_until,
-           CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
-                WHEN m.id IS NOT NULL THEN m.reason
-                WHEN o.cancel IS NOT NULL THEN NULL
-                WHEN o.id IS NOT NULL THEN 'frequency'
-                WHEN c.quiet_until IS NOT NULL THEN 'quiet_hours' END AS deferred_reason
-      FROM checked c
-      LEFT JOIN over_cap o ON o.id = c.id
-      LEFT JOIN held_by_meta m ON m.id = c.id
-), settled AS (
-    UPDATE engagement_message_queue q
-       SET status          = CASE WHEN v.cancel_reason IS NOT NULL THEN 'cancelled'
-                                  WHEN v.defer_until IS NOT NULL THEN 'pending'
-                                  ELSE 'processing' END,
-           cancel_reason   = v.cancel_reason,
-           deferred_reason = v.deferred_reason,
-           scheduled_for   = coalesce(v.defer_until, q.scheduled_for),
-           claimed_by      = CASE WHEN v.cancel_reason IS NULL AND v.defer_until IS NULL THEN $14 END,
-           claimed_until   = CASE WHEN v.cancel_reason IS NULL AND v.defer_until IS NULL
-                                  THEN now() + $15::interval END
-      FROM verdict v
-     WHERE q.id = v.id
-       -- The batch's ids again, as an array: joined to the CTE alone, the
-       -- planner hashes every row of the queue, sent history included.
-       AND q.id = ANY (ARRAY(SELECT id FROM due))
-    RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why,
-              v.waited
-), spent AS (
-    INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients, message_ids, message_recipients)
-    SELECT $16, now() + $1::interval, count(DISTINCT coalesce(s.destination_jid, '')),
-           array_agg(s.id), array_agg(md5(coalesce(s.destination_jid, ''))::uuid)
-      FROM settled s
-     WHERE $17::int IS NOT NULL AND s.reason IS NULL AND s.defer_until IS NULL
-    HAVING count(*) > 0
-    RETURNING id, recipients
-), counted AS (
-    UPDATE engagement_send_budgets b
-       SET used = b.used + s.recipients
-      FROM spent s
-     WHERE b.transport = $16
-       AND b.used + s.recipients <= $17::int
-    RETURNING b.used
-)
-SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
-            WHEN s.defer_until IS NOT NULL THEN 'deferred:' || s.why
-            ELSE 'claimed' END               AS verdict,
-       s.id::text,
-       coalesce(s.user_id::text, '')       AS user_id,
-       coalesce(s.message_type, '')        AS message_type,
-       coalesce(s.message_key, '')         AS message_key,
-       s.message_params::text              AS message_params,
-       coalesce(nullif(btrim(s.profile_locale), ''), $18) AS locale,
-       coalesce(s.destination, '')         AS destination,
-       coalesce(s.destination_jid, '')     AS destination_jid,
-       coalesce(s.idempotency_key, s.id::text) AS idempotency_key,
-       coalesce(s.retry_count, 0)         AS retry_count,
-       s.scheduled_for,
-       (SELECT id FROM spent)              AS spend_id,
-       coalesce((SELECT used FROM counted),
-                CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used,
-       s.waited
-  FROM settled s
-  JOIN picked k ON k.id = s.id
- ORDER BY k.pos;
-`}
+var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
 
 // healthReadArgs are the parameters of queries/health_read.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -963,17 +347,7 @@ func (r *healthReadRow) Dest() []any {
 }
 
 // healthReadQuery is queries/health_read.sql.
-var healthReadQuery = sqlfile.Statement[healthReadArgs, healthReadRow, *healthReadRow]{Name: "health_read", SQL: `-- @transport's number health as last recorded (the Graph API or Meta's
--- webhook), and the templates Meta has paused or disabled now.
---
--- nullable: read_at
-SELECT h.quality_rating, h.messaging_limit_tier, coalesce(h.flagged, false) AS flagged, h.read_at,
-       coalesce((SELECT array_agg(t.template_name ORDER BY t.template_name)
-                   FROM engagement_template_status t
-                  WHERE t.status IN ('PAUSED', 'DISABLED')), '{}') AS paused_templates
-  FROM (SELECT 1) one
-  LEFT JOIN engagement_number_health h ON h.transport = $1;
-`}
+var healthReadQuery = sqlfile.Load[healthReadArgs, healthReadRow, *healthReadRow](statementFiles, "health_read", "transport")
 
 // healthReportArgs are the parameters of queries/health_report.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1004,20 +378,7 @@ func (r *healthReportRow) Dest() []any {
 }
 
 // healthReportQuery is queries/health_report.sql.
-var healthReportQuery = sqlfile.Statement[healthReportArgs, healthReportRow, *healthReportRow]{Name: "health_report", SQL: `-- Meta's verdict on each transport's number as recorded (the Graph API's
--- reads, the console's webhook), by transport name. A template status
--- with no number health yet (the webhook came before any run) still shows
--- a row for the Cloud API's transport, @cloud_transport, whose templates
--- they are (templates.sql).
---
--- nullable: read_at, source
-SELECT n.transport, h.quality_rating, h.messaging_limit_tier, coalesce(h.flagged, false) AS flagged, h.read_at, h.source
-  FROM (SELECT h.transport FROM engagement_number_health h
-         UNION
-        SELECT $1::text WHERE EXISTS (SELECT FROM engagement_template_status)) n
-  LEFT JOIN engagement_number_health h ON h.transport = n.transport
- ORDER BY n.transport;
-`}
+var healthReportQuery = sqlfile.Load[healthReportArgs, healthReportRow, *healthReportRow](statementFiles, "health_report", "cloud_transport")
 
 // healthSaveArgs are the parameters of queries/health_save.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1051,22 +412,7 @@ func (r *healthSaveRow) Dest() []any {
 }
 
 // healthSaveQuery is queries/health_save.sql.
-var healthSaveQuery = sqlfile.Statement[healthSaveArgs, healthSaveRow, *healthSaveRow]{Name: "health_save", SQL: `-- Record @transport's number health as the Graph API just read it (a field
--- it did not carry, NULL, keeps the value known before), from @source, at
--- the processor's clock; returns what is known now.
---
--- nullable: @quality_rating, @messaging_limit_tier, @flagged
-INSERT INTO engagement_number_health AS h (transport, quality_rating, messaging_limit_tier, flagged, read_at, source)
-VALUES ($1, $2, $3, coalesce($4::boolean, false),
-        now() + $5::interval, $6)
-    ON CONFLICT (transport) DO UPDATE
-   SET quality_rating       = coalesce(EXCLUDED.quality_rating, h.quality_rating),
-       messaging_limit_tier = coalesce(EXCLUDED.messaging_limit_tier, h.messaging_limit_tier),
-       flagged              = coalesce($4::boolean, h.flagged),
-       read_at              = EXCLUDED.read_at,
-       source               = EXCLUDED.source
-RETURNING h.quality_rating, h.messaging_limit_tier, h.flagged, h.read_at;
-`}
+var healthSaveQuery = sqlfile.Load[healthSaveArgs, healthSaveRow, *healthSaveRow](statementFiles, "health_save", "transport", "quality_rating", "messaging_limit_tier", "flagged", "clock_offset", "source")
 
 // holdArgs are the parameters of queries/hold.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1093,18 +439,7 @@ func (r *holdRow) Dest() []any {
 }
 
 // holdQuery is queries/hold.sql.
-var holdQuery = sqlfile.Statement[holdArgs, holdRow, *holdRow]{Name: "hold", SQL: `-- Start or renew @holder's lease (engagement_queue_holders): alive for
--- @claim_timeout from now. A holder that recovery has buried stays buried:
--- no row comes back, and the holder knows that every claim it had is gone
--- (recovery settled them, or will). Renewing one row, not every claimed
--- message, keeps renewals off the rows that claims and outcomes lock.
-INSERT INTO engagement_queue_holders AS h (holder, alive_until)
-VALUES ($1, clock_timestamp() + $2::interval)
-    ON CONFLICT (holder) DO UPDATE
-   SET alive_until = EXCLUDED.alive_until
- WHERE NOT h.buried
-RETURNING h.holder;
-`}
+var holdQuery = sqlfile.Load[holdArgs, holdRow, *holdRow](statementFiles, "hold", "holder", "claim_timeout")
 
 // nextDueArgs are the parameters of queries/next_due.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1130,14 +465,7 @@ func (r *nextDueRow) Dest() []any {
 }
 
 // nextDueQuery is queries/next_due.sql.
-var nextDueQuery = sqlfile.Statement[nextDueArgs, nextDueRow, *nextDueRow]{Name: "next_due", SQL: `-- How long until the next pending message comes due on the processor's
--- clock, @clock_offset ahead of the database's (NULL: none is pending).
---
--- nullable: wait
-SELECT min(scheduled_for) - (now() + $1::interval) AS wait
-  FROM engagement_message_queue
- WHERE status = 'pending';
-`}
+var nextDueQuery = sqlfile.Load[nextDueArgs, nextDueRow, *nextDueRow](statementFiles, "next_due", "clock_offset")
 
 // ownClaimsArgs are the parameters of queries/own_claims.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1163,13 +491,7 @@ func (r *ownClaimsRow) Dest() []any {
 }
 
 // ownClaimsQuery is queries/own_claims.sql.
-var ownClaimsQuery = sqlfile.Statement[ownClaimsArgs, ownClaimsRow, *ownClaimsRow]{Name: "own_claims", SQL: `-- How many messages @holder still holds (in flight, claimed by it): what a
--- processor that could not hand back its claims as it stopped leaves to
--- recovery.
-SELECT count(*)::int AS claims
-  FROM engagement_message_queue
- WHERE status = 'processing' AND claimed_by = $1::text;
-`}
+var ownClaimsQuery = sqlfile.Load[ownClaimsArgs, ownClaimsRow, *ownClaimsRow](statementFiles, "own_claims", "holder")
 
 // paceArgs are the parameters of queries/pace.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1198,24 +520,7 @@ func (r *paceRow) Dest() []any {
 }
 
 // paceQuery is queries/pace.sql.
-var paceQuery = sqlfile.Statement[paceArgs, paceRow, *paceRow]{Name: "pace", SQL: `-- Reserve the next send slot on @transport and return how long to wait for
--- it: a slot is the later of now and the previous reservation's slot plus
--- the gap after it, @interval and a random part of @jitter (0: none;
--- queue-process --send-jitter), so the starts of two sends on one transport
--- are at least @interval apart, across every process, and their gaps vary
--- up to @interval + @jitter. The gap is drawn once per statement (gap). The
--- row is locked for this statement only, never across a send. Returns the
--- wait and the slot.
-WITH gap AS (
-    SELECT $1::interval + random() * $2::interval AS d
-)
-INSERT INTO engagement_transport_pacing AS p (transport, next_send_at)
-VALUES ($3, clock_timestamp() + (SELECT d FROM gap))
-    ON CONFLICT (transport) DO UPDATE
-   SET next_send_at = greatest(p.next_send_at, clock_timestamp()) + (SELECT d FROM gap)
-RETURNING greatest(next_send_at - (SELECT d FROM gap) - clock_timestamp(), interval '0') AS delay,
-          next_send_at - (SELECT d FROM gap) AS slot;
-`}
+var paceQuery = sqlfile.Load[paceArgs, paceRow, *paceRow](statementFiles, "pace", "interval", "jitter", "transport")
 
 // recheckArgs are the parameters of queries/recheck.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1244,70 +549,7 @@ func (r *recheckRow) Dest() []any {
 }
 
 // recheckQuery is queries/recheck.sql.
-var recheckQuery = sqlfile.Statement[recheckArgs, recheckRow, *recheckRow]{Name: "recheck", SQL: `-- Check claimed messages @ids against their users again, just before their
--- sends start (the claim checked them when it took them, maybe seconds
--- earlier), and cancel the ones no longer wanted: the rules are claim.sql's,
--- by kind in @kinds (statemachine's kinds table, as JSON; a type without a
--- rule is never cancelled):
---   no user profile or state row                      → 'no_user'
---   opted out of re-engagement                        → 'opted_out'
---   an opt-out's confirmation (confirms_opt_out) whose
---     user opted back in                              → 'stale'
---   a user no longer in one of the kind's send_while
---     states, or (current_goodbye_only) a goodbye whose
---     period_start is another UTC day than the user's
---     goodbye_sent_at                                 → 'stale'
--- Only messages @holder still holds (the fencing check): a claim lost
--- meanwhile is its new holder's to check. A cancelled message is
--- 'cancelled' with its cancel_reason and no longer claimed; it was never
--- sent, so the send ledger has nothing to say. The users are read without
--- a lock, and only the rows to cancel are locked, in id order (the one
--- order every statement on claimed rows takes): a check that cancels
--- nothing writes nothing. Returns the cancelled messages and why.
-WITH checked AS (
-    SELECT q.id,
-           CASE WHEN k.kind IS NULL THEN NULL
-                WHEN p.user_id IS NULL OR s.user_id IS NULL THEN 'no_user'
-                WHEN p.reengagement_opt_out AND NOT k.confirms_opt_out THEN 'opted_out'
-                WHEN k.confirms_opt_out AND NOT p.reengagement_opt_out THEN 'stale'
-                WHEN NOT (k.kind -> 'send_while') ? s.state THEN 'stale'
-                WHEN (k.kind ->> 'current_goodbye_only')::boolean
-                 AND q.period_start IS NOT NULL
-                 AND q.period_start IS DISTINCT FROM date_trunc('day', s.goodbye_sent_at, 'UTC') THEN 'stale'
-           END AS cancel_reason
-      FROM engagement_message_queue q
-      CROSS JOIN LATERAL (SELECT $1::text::jsonb -> q.message_type AS kind,
-                                 coalesce(($1::text::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
-                                     AS confirms_opt_out) k
-      -- OFFSET 0 keeps a primary-key probe per message: joined whole, the
-      -- planner hashes both tables (5 ms at 5,000 users, growing with them,
-      -- for 25 messages).
-      LEFT JOIN LATERAL (SELECT p.user_id, p.reengagement_opt_out
-                           FROM user_profiles p WHERE p.user_id = q.user_id OFFSET 0) p ON true
-      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at
-                           FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
-     WHERE q.id = ANY($2::uuid[])
-       AND q.status = 'processing'
-       AND q.claimed_by = $3
-), doomed AS (
-    SELECT q.id, c.cancel_reason
-      FROM engagement_message_queue q
-      JOIN checked c ON c.id = q.id
-     WHERE c.cancel_reason IS NOT NULL
-       AND q.status = 'processing'
-       AND q.claimed_by = $3
-     ORDER BY q.id
-       FOR UPDATE OF q
-)
-UPDATE engagement_message_queue q
-   SET status = 'cancelled',
-       cancel_reason = d.cancel_reason,
-       claimed_by = NULL,
-       claimed_until = NULL
-  FROM doomed d
- WHERE q.id = d.id
-RETURNING q.id::text, d.cancel_reason;
-`}
+var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "kinds", "ids", "holder")
 
 // recoverArgs are the parameters of queries/recover.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1337,65 +579,7 @@ func (r *recoverRow) Dest() []any {
 }
 
 // recoverQuery is queries/recover.sql.
-var recoverQuery = sqlfile.Statement[recoverArgs, recoverRow, *recoverRow]{Name: "recover", SQL: `-- Settle the messages in flight ('processing') that no live processor will
--- finish: those whose claim is abandoned (engagement_claim_abandoned: the
--- holder is dead, or a claim without a holder row is past its deadline or
--- has none), and, when @own is set, every claim of @own (a processor
--- handing back what it still holds as it exits). First, holders not renewed
--- in time are buried: the UPDATE takes each one's row lock, so a renewal
--- racing it (hold.sql) either lands first, and the holder lives, or sees the
--- row buried and learns that its claims are gone.
---
--- The send ledger on @transport says what became of each message:
---   'sent'        → the send succeeded before its holder stopped: sent.
---   'processing'  → a send started and its outcome is unknown: on a
---                   transport that de-duplicates, pending (resent under the
---                   same idempotency key); otherwise failed with @unknown
---                   and in_doubt, never sent again.
---   none/'failed' → no send was in flight: pending, its retries unspent.
--- Returns how many were settled, and the ids of those pending again (their
--- send budget is given back).
-WITH buried AS (
-    UPDATE engagement_queue_holders
-       SET buried = true
-     WHERE NOT buried AND alive_until < clock_timestamp()
-    RETURNING holder
-), abandoned AS (
-    SELECT q.id, l.status AS ledger_status, l.provider_message_id
-      FROM engagement_message_queue q
-      LEFT JOIN engagement_processed_messages l ON l.message_id = q.id AND l.transport = $1
-     WHERE q.status = 'processing'
-       AND (q.claimed_by = $2::text
-            OR q.claimed_by IN (SELECT holder FROM buried)
-            OR engagement_claim_abandoned(q.claimed_by, q.claimed_until, now()))
-       FOR UPDATE OF q SKIP LOCKED
-), settled AS (
-    UPDATE engagement_message_queue q
-       SET status = CASE WHEN a.ledger_status = 'sent' THEN 'sent'
-                         WHEN a.ledger_status = 'processing' AND NOT $3 THEN 'failed'
-                         ELSE 'pending' END,
-           sent_at = CASE WHEN a.ledger_status = 'sent' THEN coalesce(q.sent_at, now()) END,
-           provider_message_id = coalesce(a.provider_message_id, q.provider_message_id),
-           error_message = CASE WHEN a.ledger_status = 'processing' AND NOT $3 THEN $4
-                                ELSE q.error_message END,
-           in_doubt = (a.ledger_status IS NOT DISTINCT FROM 'processing' AND NOT $3),
-           claimed_until = NULL,
-           claimed_by = NULL
-      FROM abandoned a
-     WHERE q.id = a.id
-    RETURNING q.id, q.status
-), ledger AS (
-    UPDATE engagement_processed_messages l
-       SET status = 'failed', error = $4
-      FROM settled s
-     WHERE l.message_id = s.id
-       AND l.transport = $1
-       AND l.status = 'processing'
-       AND s.status = 'failed'
-)
-SELECT count(*)::int AS settled, coalesce(array_agg(id::text) FILTER (WHERE status = 'pending'), '{}') AS pending
-  FROM settled;
-`}
+var recoverQuery = sqlfile.Load[recoverArgs, recoverRow, *recoverRow](statementFiles, "recover", "transport", "own", "deduplicates", "unknown")
 
 // releaseArgs are the parameters of queries/release.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1412,26 +596,7 @@ func (a releaseArgs) Args() []any {
 }
 
 // releaseQuery is queries/release.sql.
-var releaseQuery = sqlfile.Statement[releaseArgs, sqlfile.None, *sqlfile.None]{Name: "release", SQL: `-- Hand messages that @holder claimed and did not send back to the queue,
--- untouched: no attempt is counted and no retry spent, and they are due as
--- they were. Only claims it still holds; rows are locked in id order, the
--- one order every statement on claimed rows takes.
-WITH mine AS (
-    SELECT id
-      FROM engagement_message_queue
-     WHERE id = ANY($1::uuid[])
-       AND status = 'processing'
-       AND claimed_by = $2
-     ORDER BY id
-       FOR UPDATE
-)
-UPDATE engagement_message_queue q
-   SET status = 'pending',
-       claimed_until = NULL,
-       claimed_by = NULL
-  FROM mine
- WHERE q.id = mine.id;
-`}
+var releaseQuery = sqlfile.Load[releaseArgs, sqlfile.None, *sqlfile.None](statementFiles, "release", "ids", "holder")
 
 // settingsRow is a row of queries/settings.sql.
 type settingsRow struct {
@@ -1459,19 +624,7 @@ func (r *settingsRow) Dest() []any {
 }
 
 // settingsQuery is queries/settings.sql.
-var settingsQuery = sqlfile.Statement[sqlfile.None, settingsRow, *settingsRow]{Name: "settings", SQL: `-- What queue-process last ran with on each transport (settings_save.sql),
--- by transport name; the durations in seconds.
-SELECT s.transport, s.kind_priority,
-       extract(epoch FROM s.kind_priority_max_wait)::float8 AS kind_priority_max_wait_seconds, s.per_user_cap,
-       extract(epoch FROM s.per_user_cap_window)::float8 AS per_user_cap_window_seconds,
-       extract(epoch FROM s.send_interval)::float8 AS send_interval_seconds,
-       extract(epoch FROM s.least_gap)::float8 AS least_gap_seconds,
-       extract(epoch FROM s.send_jitter)::float8 AS send_jitter_seconds, s.spread_budget,
-       extract(epoch FROM s.waking_hours)::float8 AS waking_seconds, s.pace_fits, s.daily_limit, s.daily_limit_auto,
-       s.quiet_hours, s.timezone, s.recorded_at
-  FROM engagement_queue_settings s
- ORDER BY s.transport;
-`}
+var settingsQuery = sqlfile.Load[sqlfile.None, settingsRow, *settingsRow](statementFiles, "settings")
 
 // settingsSaveArgs are the parameters of queries/settings_save.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1502,37 +655,7 @@ func (a settingsSaveArgs) Args() []any {
 }
 
 // settingsSaveQuery is queries/settings_save.sql.
-var settingsSaveQuery = sqlfile.Statement[settingsSaveArgs, sqlfile.None, *sqlfile.None]{Name: "settings_save", SQL: `-- Record what a queue-process run on @transport runs with
--- (engagement_queue_settings, delivery/settings.go): the order, the
--- per-user cap, the pace as the run worked it out and the send budget's
--- limit, at the processor's clock. The console's queue page and
--- engagementctl status read it.
---
--- nullable: @pace_fits, @quiet_hours, @timezone
-INSERT INTO engagement_queue_settings AS s (transport, kind_priority, kind_priority_max_wait, per_user_cap,
-       per_user_cap_window, send_interval, least_gap, send_jitter, spread_budget, waking_hours, pace_fits,
-       daily_limit, daily_limit_auto, quiet_hours, timezone, recorded_at)
-VALUES ($1::text, $2::text[], $3::interval, $4::integer,
-        $5::interval, $6::interval, $7::interval, $8::interval,
-        $9::boolean, $10::interval, $11::boolean, $12::integer,
-        $13::boolean, $14::text, $15::text, now() + $16::interval)
-    ON CONFLICT (transport) DO UPDATE
-   SET kind_priority          = EXCLUDED.kind_priority,
-       kind_priority_max_wait = EXCLUDED.kind_priority_max_wait,
-       per_user_cap           = EXCLUDED.per_user_cap,
-       per_user_cap_window    = EXCLUDED.per_user_cap_window,
-       send_interval          = EXCLUDED.send_interval,
-       least_gap              = EXCLUDED.least_gap,
-       send_jitter            = EXCLUDED.send_jitter,
-       spread_budget          = EXCLUDED.spread_budget,
-       waking_hours           = EXCLUDED.waking_hours,
-       pace_fits              = EXCLUDED.pace_fits,
-       daily_limit            = EXCLUDED.daily_limit,
-       daily_limit_auto       = EXCLUDED.daily_limit_auto,
-       quiet_hours            = EXCLUDED.quiet_hours,
-       timezone               = EXCLUDED.timezone,
-       recorded_at            = EXCLUDED.recorded_at;
-`}
+var settingsSaveQuery = sqlfile.Load[settingsSaveArgs, sqlfile.None, *sqlfile.None](statementFiles, "settings_save", "transport", "kind_priority", "kind_priority_max_wait", "per_user_cap", "per_user_cap_window", "send_interval", "least_gap", "send_jitter", "spread_budget", "waking_hours", "pace_fits", "daily_limit", "daily_limit_auto", "quiet_hours", "timezone", "clock_offset")
 
 // settleArgs are the parameters of queries/settle.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1567,60 +690,7 @@ func (r *settleRow) Dest() []any {
 }
 
 // settleQuery is queries/settle.sql.
-var settleQuery = sqlfile.Statement[settleArgs, settleRow, *settleRow]{Name: "settle", SQL: `-- Record the outcomes of attempts, on the messages and in the send ledger
--- together, for the messages @holder still holds (the fencing check): a
--- message whose claim was taken over is left to its new holder. Outcome
--- 'pending' is a failed attempt to retry after retry_in; the ledger row of
--- that attempt says 'failed'. attempted is 1 when the attempt reached the
--- transport and was not counted when it started, else 0. Rows are locked in
--- id order, the one order every statement on claimed rows takes, before
--- any is changed. in_doubt is true for an attempt whose outcome is unknown
--- (it may have reached a receiver that cannot de-duplicate: failed, never
--- sent again), false for any other. sent_at and a retry's time are on the processor's clock,
--- @clock_offset ahead of the database's (0 but in a simulation).
-WITH outcome AS (
-    -- '' in @provider_ids and @errors is none (NULL).
-    SELECT o.id, o.status, nullif(o.provider_id, '') AS provider_id, o.retry_in,
-           nullif(o.error, '') AS error, o.attempted, o.in_doubt
-      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::interval[],
-                  $5::text[], $6::int[], $7::boolean[])
-           AS o(id, status, provider_id, retry_in, error, attempted, in_doubt)
-), mine AS (
-    SELECT q.id
-      FROM engagement_message_queue q
-     WHERE q.id = ANY($1::uuid[])
-       AND q.status = 'processing'
-       AND q.claimed_by = $8
-     ORDER BY q.id
-       FOR UPDATE
-), settled AS (
-    UPDATE engagement_message_queue q
-       SET status = o.status,
-           sent_at = CASE WHEN o.status = 'sent' THEN now() + $9::interval END,
-           provider_message_id = coalesce(o.provider_id, q.provider_message_id),
-           retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
-           scheduled_for = CASE WHEN o.status = 'pending' THEN now() + $9::interval + o.retry_in ELSE q.scheduled_for END,
-           error_message = o.error,
-           in_doubt = o.in_doubt,
-           claimed_until = NULL,
-           claimed_by = NULL
-      FROM outcome o
-      JOIN mine m ON m.id = o.id
-     WHERE q.id = o.id
-    RETURNING q.id
-)
-INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
-SELECT o.id, $10, CASE WHEN o.status = 'pending' THEN 'failed' ELSE o.status END, o.attempted, o.provider_id, o.error
-  FROM outcome o
-  JOIN settled s ON s.id = o.id
-    ON CONFLICT (message_id, transport) DO UPDATE
-   SET status = EXCLUDED.status,
-       attempts = l.attempts + EXCLUDED.attempts,
-       last_attempt_at = now(),
-       provider_message_id = coalesce(EXCLUDED.provider_message_id, l.provider_message_id),
-       error = EXCLUDED.error
-RETURNING message_id::text;
-`}
+var settleQuery = sqlfile.Load[settleArgs, settleRow, *settleRow](statementFiles, "settle", "ids", "statuses", "provider_ids", "retry_ins", "errors", "attempted", "in_doubt", "holder", "clock_offset", "transport")
 
 // startArgs are the parameters of queries/start.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1649,30 +719,7 @@ func (r *startRow) Dest() []any {
 }
 
 // startQuery is queries/start.sql.
-var startQuery = sqlfile.Statement[startArgs, startRow, *startRow]{Name: "start", SQL: `-- Start an attempt at sending message @id, only while @holder still holds
--- its claim and is alive (the fencing check, in the same statement as the
--- start): the send ledger records the attempt as started ('processing',
--- one more attempt) before the external call. No row comes back when the
--- claim was lost: the message must not be sent.
-WITH held AS (
-    UPDATE engagement_message_queue
-       SET claimed_until = now() + $1::interval
-     WHERE id = $2
-       AND status = 'processing'
-       AND claimed_by = $3
-       AND NOT engagement_claim_abandoned(claimed_by, claimed_until, now())
-    RETURNING id
-)
-INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts)
-SELECT id, $4, 'processing', 1
-  FROM held
-    ON CONFLICT (message_id, transport) DO UPDATE
-   SET status = 'processing',
-       attempts = l.attempts + 1,
-       last_attempt_at = now(),
-       error = NULL
-RETURNING message_id::text;
-`}
+var startQuery = sqlfile.Load[startArgs, startRow, *startRow](statementFiles, "start", "claim_timeout", "id", "holder", "transport")
 
 // templatesArgs are the parameters of queries/templates.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1701,14 +748,7 @@ func (r *templatesRow) Dest() []any {
 }
 
 // templatesQuery is queries/templates.sql.
-var templatesQuery = sqlfile.Statement[templatesArgs, templatesRow, *templatesRow]{Name: "templates", SQL: `-- Each template's status as Meta's webhook last said it
--- (engagement_template_status), the held ones (PAUSED, DISABLED) first,
--- then by name; at most @max_templates.
-SELECT t.template_name, t.status, t.status IN ('PAUSED', 'DISABLED') AS held, t.updated_at
-  FROM engagement_template_status t
- ORDER BY held DESC, t.template_name
- LIMIT $1;
-`}
+var templatesQuery = sqlfile.Load[templatesArgs, templatesRow, *templatesRow](statementFiles, "templates", "max_templates")
 
 // unholdArgs are the parameters of queries/unhold.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -1724,11 +764,4 @@ func (a unholdArgs) Args() []any {
 }
 
 // unholdQuery is queries/unhold.sql.
-var unholdQuery = sqlfile.Statement[unholdArgs, sqlfile.None, *sqlfile.None]{Name: "unhold", SQL: `-- End @holder's lease when it holds no claim any more (a clean exit); a
--- holder that still has messages in flight keeps its row, which recovery
--- buries once it has not been renewed in time.
-DELETE FROM engagement_queue_holders h
- WHERE h.holder = $1
-   AND NOT EXISTS (SELECT FROM engagement_message_queue q
-                    WHERE q.status = 'processing' AND q.claimed_by = $1);
-`}
+var unholdQuery = sqlfile.Load[unholdArgs, sqlfile.None, *sqlfile.None](statementFiles, "unhold", "holder")

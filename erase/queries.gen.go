@@ -3,8 +3,15 @@
 package erase
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // eraseFindArgs are the parameters of queries/erase_find.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -32,21 +39,7 @@ func (r *eraseFindRow) Dest() []any {
 }
 
 // eraseFindQuery is queries/erase_find.sql.
-var eraseFindQuery = sqlfile.Statement[eraseFindArgs, eraseFindRow, *eraseFindRow]{Name: "erase_find", SQL: `-- Whether user @user_id has a profile (user_profiles: the opt-out needs
--- it), whether any of the scheduler's tables names them (a user with
--- neither is unknown, and erase changes nothing), and how many of their
--- messages are pending (what the opt-out that follows will cancel). No
--- lock: the jobs' role may only read profiles; the opt-out (SECURITY
--- DEFINER) locks the profile, so a consent change or another erase of the
--- user waits for this erase from there on.
-SELECT EXISTS (SELECT FROM user_profiles p WHERE p.user_id = $1::uuid) AS profile,
-       EXISTS (SELECT FROM engagement_message_queue q WHERE q.user_id = $1::uuid)
-    OR EXISTS (SELECT FROM user_engagement_states s WHERE s.user_id = $1::uuid)
-    OR EXISTS (SELECT FROM engagement_consent_events c WHERE c.user_id = $1::uuid)
-    OR EXISTS (SELECT FROM engagement_fire_requests r WHERE r.user_id = $1::uuid)
-    OR EXISTS (SELECT FROM engagement_state_transitions t WHERE t.user_id = $1::uuid) AS traces,
-       (SELECT count(*) FROM engagement_message_queue q WHERE q.user_id = $1::uuid AND q.status = 'pending') AS pending
-`}
+var eraseFindQuery = sqlfile.Load[eraseFindArgs, eraseFindRow, *eraseFindRow](statementFiles, "erase_find", "user_id")
 
 // eraseScrubArgs are the parameters of queries/erase_scrub.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -80,137 +73,4 @@ func (r *eraseScrubRow) Dest() []any {
 }
 
 // eraseScrubQuery is queries/erase_scrub.sql.
-var eraseScrubQuery = sqlfile.Statement[eraseScrubArgs, eraseScrubRow, *eraseScrubRow]{Name: "erase_scrub", SQL: `-- Erase (engagementctl erase, the console's): removes every trace of user
--- @user_id's WhatsApp id and message contents from the scheduler's tables,
--- in one statement, and returns how many rows of each it changed. Runs in
--- the erase's transaction, after the opt-out (which cancelled what was
--- pending and recorded the consent event).
---
--- The user's JIDs are the destination_jid of each of their messages and
--- user_profiles' whatsapp_jid and group_jid; their local parts (the phone
--- number's digits, a group's id) are what is searched for elsewhere.
---   queue: every message of the user is kept, so the funnel's counts
---     (accepted, delivered, read, failed) stay right, but destination_jid
---     becomes '' (the column is NOT NULL), message_params '{}', an
---     error_message '[erased]', provider_message_id NULL (a Cloud API
---     wamid encodes the phone number), an idempotency key holding one of
---     the JIDs NULL (the jobs' keys hold the user id, kind and period; a
---     bot's own key may hold anything); one still pending or in flight
---     (processing) is cancelled ('opted_out') and its claim dropped, so its
---     holder's settle (fenced by status and holder) changes nothing.
---   send ledger (engagement_processed_messages): the user's messages'
---     provider ids NULL, errors '[erased]'.
---   send budget: a recipient is md5(destination_jid)::uuid, which a brute
---     force over phone numbers reverses; each of the user's recipients
---     (by their JIDs' MD5, and the rows their messages stamped) gets a
---     random uuid instead, in engagement_send_budget_recipients and in the
---     claims' message_recipients alike, so the slot stays spent (the
---     24-hour cap still counts the send) and the refund still pairs them.
---   engagement_fire_requests: the user's rows deleted (a request key is
---     the bot's text and may hold anything).
---   engagement_console_audit: a row naming the user (their id or a JID)
---     keeps its action, actor, count and user id, every other value of
---     its filter and its reason becoming '[erased]'.
---   engagement_idempotency_keys, engagement_job_runs (error, counters): a
---     row holding one of the JIDs (or its local part) has that value
---     replaced ('[erased]'; a dedupe key is deleted).
--- Kept: user ids (UUIDs, not the WhatsApp id), message keys (catalog
--- keys), the state log, and the consent events (what keeps the user opted
--- out; their source names a door and their actor an operator, never the
--- person, and the jobs' role may not rewrite them).
-WITH msgs AS MATERIALIZED (
-    SELECT q.id, q.status, q.destination_jid
-      FROM engagement_message_queue q
-     WHERE q.user_id = $1::uuid
-     ORDER BY q.id
-       FOR UPDATE
-), jids AS MATERIALIZED (
-    SELECT DISTINCT j
-      FROM (SELECT m.destination_jid FROM msgs m
-            UNION ALL SELECT p.whatsapp_jid FROM user_profiles p WHERE p.user_id = $1::uuid
-            UNION ALL SELECT p.group_jid FROM user_profiles p WHERE p.user_id = $1::uuid) s(j)
-     WHERE j IS NOT NULL AND btrim(j) <> ''
-), locals AS MATERIALIZED (
-    -- The searched-for parts: the whole JID and its local part, when that
-    -- is long enough not to match by chance (a phone number is).
-    SELECT DISTINCT s FROM (SELECT j FROM jids UNION ALL SELECT split_part(j, '@', 1) FROM jids) x(s)
-     WHERE length(s) >= 6
-), hashes AS MATERIALIZED (
-    SELECT h.old, gen_random_uuid() AS new
-      FROM (SELECT md5(j)::uuid FROM jids
-            UNION
-            SELECT r.recipient FROM engagement_send_budget_recipients r WHERE r.message_id IN (SELECT id FROM msgs)) h(old)
-), queue AS (
-    UPDATE engagement_message_queue q
-       SET destination_jid = '',
-           message_params = '{}'::jsonb,
-           error_message = CASE WHEN q.error_message IS NULL THEN NULL ELSE '[erased]' END,
-           provider_message_id = NULL,
-           idempotency_key = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(q.idempotency_key, l.s) > 0)
-                                  THEN NULL ELSE q.idempotency_key END,
-           status = CASE WHEN m.status IN ('pending', 'processing') THEN 'cancelled' ELSE q.status END,
-           cancel_reason = CASE WHEN m.status IN ('pending', 'processing') THEN 'opted_out' ELSE q.cancel_reason END,
-           claimed_by = CASE WHEN m.status IN ('pending', 'processing') THEN NULL ELSE q.claimed_by END,
-           claimed_until = CASE WHEN m.status IN ('pending', 'processing') THEN NULL ELSE q.claimed_until END,
-           deferred_reason = NULL
-      FROM msgs m
-     WHERE q.id = m.id
-    RETURNING m.status IN ('pending', 'processing') AS cancelled
-), ledger AS (
-    UPDATE engagement_processed_messages l
-       SET provider_message_id = NULL,
-           error = CASE WHEN l.error IS NULL THEN NULL ELSE '[erased]' END
-     WHERE l.message_id IN (SELECT id FROM msgs)
-    RETURNING 1
-), recipients AS (
-    UPDATE engagement_send_budget_recipients r
-       SET recipient = h.new
-      FROM hashes h
-     WHERE r.recipient = h.old
-    RETURNING 1
-), claims AS (
-    UPDATE engagement_send_budget_claims c
-       SET message_recipients = (SELECT array_agg(coalesce(h.new, e.r) ORDER BY e.n)
-                                   FROM unnest(c.message_recipients) WITH ORDINALITY AS e(r, n)
-                                   LEFT JOIN hashes h ON h.old = e.r)
-     WHERE c.message_recipients && (SELECT coalesce(array_agg(h.old), '{}') FROM hashes h)
-    RETURNING 1
-), fire AS (
-    DELETE FROM engagement_fire_requests r WHERE r.user_id = $1::uuid RETURNING 1
-), keys AS (
-    DELETE FROM engagement_idempotency_keys k
-     WHERE EXISTS (SELECT FROM locals l WHERE strpos(k.key, l.s) > 0)
-    RETURNING 1
-), audit AS (
-    -- An audit row naming the user (their id, or a JID, anywhere in its
-    -- filter or reason) keeps its action, actor, count and the user id;
-    -- every other value of its filter that is text, a list or an object
-    -- (an --error-contains, a JID, ids) becomes '[erased]', its reason too.
-    UPDATE engagement_console_audit a
-       SET filter = CASE WHEN jsonb_typeof(a.filter) = 'object'
-                         THEN (SELECT coalesce(jsonb_object_agg(e.k, CASE WHEN jsonb_typeof(e.v) IN ('string', 'array', 'object')
-                                                                               AND e.v <> to_jsonb($1::text)
-                                                                          THEN '"[erased]"'::jsonb ELSE e.v END), '{}'::jsonb)
-                                 FROM jsonb_each(a.filter) AS e(k, v))
-                         ELSE '{"erased": true}'::jsonb END,
-           reason = CASE WHEN a.reason IS NULL THEN NULL ELSE '[erased]' END
-     WHERE strpos(a.filter::text, $1::text) > 0 OR strpos(a.reason, $1::text) > 0
-        OR EXISTS (SELECT FROM locals l WHERE strpos(a.filter::text, l.s) > 0 OR strpos(a.reason, l.s) > 0)
-    RETURNING 1
-), runs AS (
-    UPDATE engagement_job_runs r
-       SET error = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0) THEN '[erased]' ELSE r.error END,
-           counters = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.counters::text, l.s) > 0) THEN '{"erased": true}'::jsonb ELSE r.counters END
-     WHERE EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0 OR strpos(r.counters::text, l.s) > 0)
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM queue) AS messages,
-       (SELECT count(*) FROM queue WHERE cancelled) AS cancelled,
-       (SELECT count(*) FROM ledger) AS ledger,
-       (SELECT count(*) FROM recipients) AS budget_recipients,
-       (SELECT count(*) FROM claims) AS budget_claims,
-       (SELECT count(*) FROM fire) AS fire_requests,
-       (SELECT count(*) FROM keys) AS idempotency_keys,
-       (SELECT count(*) FROM audit) AS console_audit,
-       (SELECT count(*) FROM runs) AS job_runs
-`}
+var eraseScrubQuery = sqlfile.Load[eraseScrubArgs, eraseScrubRow, *eraseScrubRow](statementFiles, "erase_scrub", "user_id")

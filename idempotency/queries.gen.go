@@ -3,10 +3,16 @@
 package idempotency
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // checkArgs are the parameters of queries/check.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -34,19 +40,7 @@ func (r *checkRow) Dest() []any {
 }
 
 // checkQuery is queries/check.sql.
-var checkQuery = sqlfile.Statement[checkArgs, checkRow, *checkRow]{Name: "check", SQL: `-- Records @key (expiring at @expires_at), or takes over an expired row of
--- the same key (clearing its result); a live row is left alone and no row
--- is returned. The conflict is resolved under the row's lock, so concurrent
--- Checks of one key see exactly one winner. @now is the caller's clock.
-INSERT INTO engagement_idempotency_keys AS k (key, created_at, expires_at)
-VALUES ($1, $2, $3)
-ON CONFLICT (key) DO UPDATE
-   SET created_at = EXCLUDED.created_at,
-       expires_at = EXCLUDED.expires_at,
-       result     = NULL
- WHERE k.expires_at <= $2
-RETURNING true AS is_new
-`}
+var checkQuery = sqlfile.Load[checkArgs, checkRow, *checkRow](statementFiles, "check", "key", "now", "expires_at")
 
 // deleteExpiredArgs are the parameters of queries/delete_expired.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -63,15 +57,7 @@ func (a deleteExpiredArgs) Args() []any {
 }
 
 // deleteExpiredQuery is queries/delete_expired.sql.
-var deleteExpiredQuery = sqlfile.Statement[deleteExpiredArgs, sqlfile.None, *sqlfile.None]{Name: "delete_expired", SQL: `-- Deletes up to @batch keys (of every prefix) that expired at or before
--- @before, oldest first; rows a concurrent Check is reviving are skipped.
-DELETE FROM engagement_idempotency_keys
- WHERE key IN (SELECT key FROM engagement_idempotency_keys
-                WHERE expires_at <= $1
-                ORDER BY expires_at
-                LIMIT $2
-                  FOR UPDATE SKIP LOCKED)
-`}
+var deleteExpiredQuery = sqlfile.Load[deleteExpiredArgs, sqlfile.None, *sqlfile.None](statementFiles, "delete_expired", "before", "batch")
 
 // forgetArgs are the parameters of queries/forget.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -87,9 +73,7 @@ func (a forgetArgs) Args() []any {
 }
 
 // forgetQuery is queries/forget.sql.
-var forgetQuery = sqlfile.Statement[forgetArgs, sqlfile.None, *sqlfile.None]{Name: "forget", SQL: `-- Deletes @key and its result, live or not.
-DELETE FROM engagement_idempotency_keys WHERE key = $1
-`}
+var forgetQuery = sqlfile.Load[forgetArgs, sqlfile.None, *sqlfile.None](statementFiles, "forget", "key")
 
 // getResultArgs are the parameters of queries/get_result.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -117,10 +101,7 @@ func (r *getResultRow) Dest() []any {
 }
 
 // getResultQuery is queries/get_result.sql.
-var getResultQuery = sqlfile.Statement[getResultArgs, getResultRow, *getResultRow]{Name: "get_result", SQL: `-- The result stored for @key, if the key is live at @now (the caller's
--- clock), and whether it has none (NULL: checked, no result stored yet).
-SELECT result, result IS NULL AS no_result FROM engagement_idempotency_keys WHERE key = $1 AND expires_at > $2
-`}
+var getResultQuery = sqlfile.Load[getResultArgs, getResultRow, *getResultRow](statementFiles, "get_result", "key", "now")
 
 // storeResultArgs are the parameters of queries/store_result.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -139,13 +120,4 @@ func (a storeResultArgs) Args() []any {
 }
 
 // storeResultQuery is queries/store_result.sql.
-var storeResultQuery = sqlfile.Statement[storeResultArgs, sqlfile.None, *sqlfile.None]{Name: "store_result", SQL: `-- Sets the @result of a live @key, keeping its expiry, or records an
--- unknown or expired key with the result and a fresh expiry (@expires_at).
--- @now is the caller's clock.
-INSERT INTO engagement_idempotency_keys AS k (key, result, created_at, expires_at)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (key) DO UPDATE
-   SET result     = EXCLUDED.result,
-       created_at = CASE WHEN k.expires_at <= $3 THEN EXCLUDED.created_at ELSE k.created_at END,
-       expires_at = CASE WHEN k.expires_at <= $3 THEN EXCLUDED.expires_at ELSE k.expires_at END
-`}
+var storeResultQuery = sqlfile.Load[storeResultArgs, sqlfile.None, *sqlfile.None](statementFiles, "store_result", "key", "result", "now", "expires_at")

@@ -3,8 +3,15 @@
 package migrations
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // adoptColumnsArgs are the parameters of queries/adopt_columns.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -35,20 +42,7 @@ func (r *adoptColumnsRow) Dest() []any {
 }
 
 // adoptColumnsQuery is queries/adopt_columns.sql.
-var adoptColumnsQuery = sqlfile.Statement[adoptColumnsArgs, adoptColumnsRow, *adoptColumnsRow]{Name: "adopt_columns", SQL: `-- The columns of the tables named in @tables that exist in the current
--- schema, in table order: whether each table is a plain table, and each
--- column's type as PostgreSQL prints it, NOT NULL, and whether an insert
--- that leaves it out still gets a value (a default, an identity, a
--- generated column).
-SELECT c.relname::text AS table_name, c.relkind IN ('r', 'p') AS is_table,
-       a.attname::text AS column_name, format_type(a.atttypid, a.atttypmod) AS type,
-       a.attnotnull AS not_null, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' AS has_default
-  FROM pg_class c
-  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
- WHERE c.relnamespace = current_schema()::regnamespace
-   AND c.relname = ANY($1::text[])
- ORDER BY c.relname, a.attnum
-`}
+var adoptColumnsQuery = sqlfile.Load[adoptColumnsArgs, adoptColumnsRow, *adoptColumnsRow](statementFiles, "adopt_columns", "tables")
 
 // adoptDestinationsArgs are the parameters of queries/adopt_destinations.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -74,17 +68,7 @@ func (r *adoptDestinationsRow) Dest() []any {
 }
 
 // adoptDestinationsQuery is queries/adopt_destinations.sql.
-var adoptDestinationsQuery = sqlfile.Statement[adoptDestinationsArgs, adoptDestinationsRow, *adoptDestinationsRow]{Name: "adopt_destinations", SQL: `-- The values of the bot's engagement_message_queue.destination that the
--- scheduler does not know (not in @allowed; NULL shown as 'NULL'), at most
--- 10: migrate up refuses a table holding any. A value that looks like a
--- WhatsApp JID is shown as '<a JID>': JIDs never reach a log.
-SELECT CASE WHEN destination LIKE '%@%' THEN '<a JID>' ELSE coalesce(destination::text, 'NULL') END AS value
-  FROM engagement_message_queue
- WHERE destination IS NULL OR destination::text <> ALL($1::text[])
- GROUP BY 1
- ORDER BY 1
- LIMIT 10
-`}
+var adoptDestinationsQuery = sqlfile.Load[adoptDestinationsArgs, adoptDestinationsRow, *adoptDestinationsRow](statementFiles, "adopt_destinations", "allowed")
 
 // adoptStatesArgs are the parameters of queries/adopt_states.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -110,16 +94,7 @@ func (r *adoptStatesRow) Dest() []any {
 }
 
 // adoptStatesQuery is queries/adopt_states.sql.
-var adoptStatesQuery = sqlfile.Statement[adoptStatesArgs, adoptStatesRow, *adoptStatesRow]{Name: "adopt_states", SQL: `-- The values of the bot's user_engagement_states.state that the scheduler does not know
--- (not in @allowed; NULL shown as 'NULL'), at most 10: migrate up refuses
--- a table holding any.
-SELECT coalesce(state::text, 'NULL') AS value
-  FROM user_engagement_states
- WHERE state IS NULL OR state::text <> ALL($1::text[])
- GROUP BY 1
- ORDER BY 1
- LIMIT 10
-`}
+var adoptStatesQuery = sqlfile.Load[adoptStatesArgs, adoptStatesRow, *adoptStatesRow](statementFiles, "adopt_states", "allowed")
 
 // adoptStatusesArgs are the parameters of queries/adopt_statuses.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -145,16 +120,7 @@ func (r *adoptStatusesRow) Dest() []any {
 }
 
 // adoptStatusesQuery is queries/adopt_statuses.sql.
-var adoptStatusesQuery = sqlfile.Statement[adoptStatusesArgs, adoptStatusesRow, *adoptStatusesRow]{Name: "adopt_statuses", SQL: `-- The values of the bot's engagement_message_queue.status that the scheduler does not know
--- (not in @allowed; NULL shown as 'NULL'), at most 10: migrate up refuses
--- a table holding any.
-SELECT coalesce(status::text, 'NULL') AS value
-  FROM engagement_message_queue
- WHERE status IS NULL OR status::text <> ALL($1::text[])
- GROUP BY 1
- ORDER BY 1
- LIMIT 10
-`}
+var adoptStatusesQuery = sqlfile.Load[adoptStatusesArgs, adoptStatusesRow, *adoptStatusesRow](statementFiles, "adopt_statuses", "allowed")
 
 // adoptUniqueArgs are the parameters of queries/adopt_unique.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -181,19 +147,7 @@ func (r *adoptUniqueRow) Dest() []any {
 }
 
 // adoptUniqueQuery is queries/adopt_unique.sql.
-var adoptUniqueQuery = sqlfile.Statement[adoptUniqueArgs, adoptUniqueRow, *adoptUniqueRow]{Name: "adopt_unique", SQL: `-- Whether @table has a valid unique index on @column alone, serving
--- ON CONFLICT (@column) WHERE @column IS NOT NULL: without a predicate, or
--- with exactly that one.
-SELECT EXISTS (
-    SELECT
-      FROM pg_index i
-      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-     WHERE i.indrelid = to_regclass(quote_ident($1::text))
-       AND i.indisunique AND i.indisvalid AND i.indnatts = 1 AND i.indexprs IS NULL
-       AND a.attname = $2::text
-       AND (i.indpred IS NULL
-            OR pg_get_expr(i.indpred, i.indrelid) = '(' || quote_ident($2::text) || ' IS NOT NULL)')) AS has_unique
-`}
+var adoptUniqueQuery = sqlfile.Load[adoptUniqueArgs, adoptUniqueRow, *adoptUniqueRow](statementFiles, "adopt_unique", "table", "column")
 
 // hiddenTablesRow is a row of queries/hidden_tables.sql.
 type hiddenTablesRow struct {
@@ -206,26 +160,7 @@ func (r *hiddenTablesRow) Dest() []any {
 }
 
 // hiddenTablesQuery is queries/hidden_tables.sql.
-var hiddenTablesQuery = sqlfile.Statement[sqlfile.None, hiddenTablesRow, *hiddenTablesRow]{Name: "hidden_tables", SQL: `-- The scheduler's tables (and the bot's it reads) whose rows row level
--- security hides from the current role: it is on for the role (not the
--- owner, no BYPASSRLS) and no policy applies to the role. Such a role reads
--- those tables as empty and would quietly do nothing, so every binary
--- refuses it (deploy/sql/roles.sql gives the jobs' role its policies).
-SELECT c.relname::text AS table_name
-  FROM pg_class c
- WHERE c.relnamespace = current_schema()::regnamespace
-   AND c.relkind IN ('r', 'p')
-   AND (c.relname LIKE 'engagement\_%'
-        OR c.relname IN ('user_profiles', 'user_engagement_states', 'transactions'))
-   AND has_table_privilege(c.oid, 'SELECT')
-   AND row_security_active(c.oid)
-   AND NOT EXISTS (SELECT
-                     FROM pg_policy p
-                    WHERE p.polrelid = c.oid
-                      AND (0 = ANY(p.polroles)
-                           OR EXISTS (SELECT FROM unnest(p.polroles) r WHERE pg_has_role(r, 'USAGE'))))
- ORDER BY 1
-`}
+var hiddenTablesQuery = sqlfile.Load[sqlfile.None, hiddenTablesRow, *hiddenTablesRow](statementFiles, "hidden_tables")
 
 // indexStateArgs are the parameters of queries/index_state.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -251,14 +186,7 @@ func (r *indexStateRow) Dest() []any {
 }
 
 // indexStateQuery is queries/index_state.sql.
-var indexStateQuery = sqlfile.Statement[indexStateArgs, indexStateRow, *indexStateRow]{Name: "index_state", SQL: `-- Whether the index @index, in the current schema, is 'valid', 'invalid' (a
--- CONCURRENTLY build that failed or was interrupted) or 'missing'.
-SELECT coalesce((SELECT CASE WHEN i.indisvalid THEN 'valid' ELSE 'invalid' END
-                   FROM pg_index i
-                   JOIN pg_class c ON c.oid = i.indexrelid
-                  WHERE c.relname = $1::text
-                    AND c.relnamespace = current_schema()::regnamespace), 'missing') AS state
-`}
+var indexStateQuery = sqlfile.Load[indexStateArgs, indexStateRow, *indexStateRow](statementFiles, "index_state", "index")
 
 // releaseGateRow is a row of queries/release_gate.sql.
 type releaseGateRow struct {
@@ -271,9 +199,7 @@ func (r *releaseGateRow) Dest() []any {
 }
 
 // releaseGateQuery is queries/release_gate.sql.
-var releaseGateQuery = sqlfile.Statement[sqlfile.None, releaseGateRow, *releaseGateRow]{Name: "release_gate", SQL: `-- Gives the migration gate (try_gate.sql) back.
-SELECT pg_advisory_unlock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0)) AS released
-`}
+var releaseGateQuery = sqlfile.Load[sqlfile.None, releaseGateRow, *releaseGateRow](statementFiles, "release_gate")
 
 // schemaVersionRow is a row of queries/schema_version.sql.
 type schemaVersionRow struct {
@@ -287,11 +213,7 @@ func (r *schemaVersionRow) Dest() []any {
 }
 
 // schemaVersionQuery is queries/schema_version.sql.
-var schemaVersionQuery = sqlfile.Statement[sqlfile.None, schemaVersionRow, *schemaVersionRow]{Name: "schema_version", SQL: `-- The applied schema version and whether its migration was interrupted
--- half-way (golang-migrate's table, migrations.Table; version -1 is none).
--- No row, or no table (42P01), is no schema yet.
-SELECT version, dirty FROM engagement_schema_migrations LIMIT 1
-`}
+var schemaVersionQuery = sqlfile.Load[sqlfile.None, schemaVersionRow, *schemaVersionRow](statementFiles, "schema_version")
 
 // setLockTimeoutArgs are the parameters of queries/set_lock_timeout.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -317,10 +239,7 @@ func (r *setLockTimeoutRow) Dest() []any {
 }
 
 // setLockTimeoutQuery is queries/set_lock_timeout.sql.
-var setLockTimeoutQuery = sqlfile.Statement[setLockTimeoutArgs, setLockTimeoutRow, *setLockTimeoutRow]{Name: "set_lock_timeout", SQL: `-- Sets the session's lock_timeout to @lock_timeout (milliseconds; '0' is
--- no limit): Config.LockTimeout, on each of the migrator's connections.
-SELECT set_config('lock_timeout', $1::text, false) AS lock_timeout
-`}
+var setLockTimeoutQuery = sqlfile.Load[setLockTimeoutArgs, setLockTimeoutRow, *setLockTimeoutRow](statementFiles, "set_lock_timeout", "lock_timeout")
 
 // tryGateRow is a row of queries/try_gate.sql.
 type tryGateRow struct {
@@ -333,12 +252,7 @@ func (r *tryGateRow) Dest() []any {
 }
 
 // tryGateQuery is queries/try_gate.sql.
-var tryGateQuery = sqlfile.Statement[sqlfile.None, tryGateRow, *tryGateRow]{Name: "try_gate", SQL: `-- Takes the migration gate if it is free, without waiting: a session
--- advisory lock per database and schema (advisory locks are per database
--- already). Its key differs from golang-migrate's own lock, which the
--- gate's holder takes next. release_gate.sql gives it back.
-SELECT pg_try_advisory_lock(hashtextextended('engagement_schema_migrations gate: ' || current_schema(), 0)) AS taken
-`}
+var tryGateQuery = sqlfile.Load[sqlfile.None, tryGateRow, *tryGateRow](statementFiles, "try_gate")
 
 // writersArgs are the parameters of queries/writers.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -365,18 +279,4 @@ func (r *writersRow) Dest() []any {
 }
 
 // writersQuery is queries/writers.sql.
-var writersQuery = sqlfile.Statement[writersArgs, writersRow, *writersRow]{Name: "writers", SQL: `-- The transactions (virtual ids and pids) holding a lock on the table
--- @table that CREATE INDEX CONCURRENTLY must wait for: one that lets them
--- write (ShareUpdateExclusiveLock, autovacuum's, is left out: a build
--- cancels autovacuum rather than waiting for it).
---
--- not null: virtualtransaction, pid
-SELECT l.virtualtransaction, l.pid
-  FROM pg_locks l
- WHERE l.locktype = 'relation'
-   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND l.relation = to_regclass($1::text)
-   AND l.granted
-   AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
-   AND l.pid <> pg_backend_pid()
-`}
+var writersQuery = sqlfile.Load[writersArgs, writersRow, *writersRow](statementFiles, "writers", "table")

@@ -3,10 +3,16 @@
 package repair
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // opsCancelArgs are the parameters of queries/ops_cancel.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -37,45 +43,7 @@ func (r *opsCancelRow) Dest() []any {
 }
 
 // opsCancelQuery is queries/ops_cancel.sql.
-var opsCancelQuery = sqlfile.Statement[opsCancelArgs, opsCancelRow, *opsCancelRow]{Name: "ops_cancel", SQL: `-- engagementctl cancel: cancel the pending messages that match every given
--- filter (status 'cancelled', cancel_reason 'operator'); a NULL (or empty
--- @ids) filter matches everything, and with no filter at all nothing
--- matches unless @all. The idempotency key stays, so a re-run of the job
--- that queued a message does not queue it again.
---
--- Only 'pending' rows are touched, re-checked by the UPDATE itself: a
--- message a queue-process is claiming waits for that claim to commit and is
--- then 'processing', which this leaves alone (in flight: it is being sent).
--- So this is safe while queue-process runs. With @dry_run nothing changes
--- and the count is what would have been cancelled.
---
--- nullable: @user_id, @message_type, @idempotency_key
-WITH matched AS (
-    SELECT q.id
-      FROM engagement_message_queue q
-     WHERE q.status = 'pending'
-       AND (cardinality(coalesce($1::uuid[], '{}')) = 0 OR q.id = ANY ($1::uuid[]))
-       AND ($2::uuid IS NULL OR q.user_id = $2::uuid)
-       AND ($3::text IS NULL OR q.message_type = $3::text)
-       AND ($4::text IS NULL OR q.idempotency_key = $4::text)
-       AND ($5::boolean
-            OR cardinality(coalesce($1::uuid[], '{}')) > 0
-            OR $2::uuid IS NOT NULL
-            OR $3::text IS NOT NULL
-            OR $4::text IS NOT NULL)
-), cancelled AS (
-    UPDATE engagement_message_queue q
-       SET status = 'cancelled',
-           cancel_reason = 'operator'
-      FROM matched m
-     WHERE q.id = m.id
-       AND q.status = 'pending'
-       AND NOT $6::boolean
-    RETURNING q.id
-)
-SELECT CASE WHEN $6::boolean THEN (SELECT count(*) FROM matched)
-            ELSE (SELECT count(*) FROM cancelled) END AS cancelled;
-`}
+var opsCancelQuery = sqlfile.Load[opsCancelArgs, opsCancelRow, *opsCancelRow](statementFiles, "ops_cancel", "ids", "user_id", "message_type", "idempotency_key", "all", "dry_run")
 
 // opsRequeueArgs are the parameters of queries/ops_requeue.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -109,59 +77,4 @@ func (r *opsRequeueRow) Dest() []any {
 }
 
 // opsRequeueQuery is queries/ops_requeue.sql.
-var opsRequeueQuery = sqlfile.Statement[opsRequeueArgs, opsRequeueRow, *opsRequeueRow]{Name: "ops_requeue", SQL: `-- engagementctl requeue: put the messages in @status ('failed' or
--- 'cancelled') that match every given filter back to 'pending', due now,
--- with retry_count 0 and no error_message or cancel_reason. The id and the
--- idempotency key stay, so a receiver that de-duplicates by key drops a
--- message it already has. A NULL (or empty @ids) filter matches everything.
---
--- Only rows in @status are touched, re-checked by the UPDATE itself: a
--- message in flight ('processing'), pending or sent is never changed, so
--- this is safe while queue-process runs. With @dry_run nothing changes and
--- the count is what would have been requeued.
---
--- @since (inclusive) and @until (exclusive) filter on when the message
--- settled: the later of when it came due (scheduled_for) and its latest
--- attempt in the send ledger. That is when the last attempt of a failed
--- message was made, and when a message cancelled at claim time came due
--- (it is cancelled when a queue-process reaches it, not later than its
--- backlog); no column records the instant of a cancellation itself.
---
--- nullable: @message_type, @reason, @error_contains, @error_group, @since, @until
-WITH matched AS (
-    SELECT q.id
-      FROM engagement_message_queue q
-      LEFT JOIN LATERAL (
-           SELECT max(l.last_attempt_at) AS at
-             FROM engagement_processed_messages l
-            WHERE l.message_id = q.id
-      ) l ON true
-     WHERE q.status = $1::text
-       AND (cardinality(coalesce($2::uuid[], '{}')) = 0 OR q.id = ANY ($2::uuid[]))
-       AND ($3::text IS NULL OR q.message_type = $3::text)
-       AND ($4::text IS NULL OR q.cancel_reason = $4::text)
-       AND ($5::text IS NULL
-            OR strpos(lower(q.error_message), lower($5::text)) > 0)
-       AND ($6::text IS NULL OR engagement_error_group(q.error_message) = $6::text)
-       AND ($7::timestamptz IS NULL OR greatest(q.scheduled_for, l.at) >= $7::timestamptz)
-       AND ($8::timestamptz IS NULL OR greatest(q.scheduled_for, l.at) < $8::timestamptz)
-), requeued AS (
-    UPDATE engagement_message_queue q
-       SET status = 'pending',
-           retry_count = 0,
-           error_message = NULL,
-           in_doubt = false,
-           cancel_reason = NULL,
-           scheduled_for = now(),
-           sent_at = NULL,
-           claimed_by = NULL,
-           claimed_until = NULL
-      FROM matched m
-     WHERE q.id = m.id
-       AND q.status = $1::text
-       AND NOT $9::boolean
-    RETURNING q.id
-)
-SELECT CASE WHEN $9::boolean THEN (SELECT count(*) FROM matched)
-            ELSE (SELECT count(*) FROM requeued) END AS requeued;
-`}
+var opsRequeueQuery = sqlfile.Load[opsRequeueArgs, opsRequeueRow, *opsRequeueRow](statementFiles, "ops_requeue", "status", "ids", "message_type", "reason", "error_contains", "error_group", "since", "until", "dry_run")

@@ -3,10 +3,16 @@
 package retention
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // cleanupCountArgs are the parameters of queries/cleanup_count.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -33,18 +39,7 @@ func (r *cleanupCountRow) Dest() []any {
 }
 
 // cleanupCountQuery is queries/cleanup_count.sql.
-var cleanupCountQuery = sqlfile.Statement[cleanupCountArgs, cleanupCountRow, *cleanupCountRow]{Name: "cleanup_count", SQL: `-- Dry run of cleanup_delete.sql: how many messages and ledger rows it would
--- delete (settled messages queued before @cutoff whose replay_until, if
--- any, is before @cutoff too), writing nothing.
-WITH doomed AS (
-    SELECT q.id FROM engagement_message_queue q
-     WHERE q.status IN ('sent', 'failed', 'cancelled')
-       AND q.created_at < $1
-       AND (q.replay_until IS NULL OR q.replay_until < $1)
-)
-SELECT (SELECT count(*) FROM doomed) AS messages,
-       (SELECT count(*) FROM engagement_processed_messages l WHERE l.message_id IN (SELECT id FROM doomed)) AS ledger
-`}
+var cleanupCountQuery = sqlfile.Load[cleanupCountArgs, cleanupCountRow, *cleanupCountRow](statementFiles, "cleanup_count", "cutoff")
 
 // cleanupCountConsentArgs are the parameters of queries/cleanup_count_consent.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -70,12 +65,7 @@ func (r *cleanupCountConsentRow) Dest() []any {
 }
 
 // cleanupCountConsentQuery is queries/cleanup_count_consent.sql.
-var cleanupCountConsentQuery = sqlfile.Statement[cleanupCountConsentArgs, cleanupCountConsentRow, *cleanupCountConsentRow]{Name: "cleanup_count_consent", SQL: `-- Dry run of cleanup_delete_consent.sql: how many consent events it would
--- delete (before @cutoff, never a user's latest).
-SELECT count(*) AS consent_events FROM engagement_consent_events c
- WHERE c.created_at < $1
-   AND EXISTS (SELECT FROM engagement_consent_events l WHERE l.user_id = c.user_id AND l.id > c.id)
-`}
+var cleanupCountConsentQuery = sqlfile.Load[cleanupCountConsentArgs, cleanupCountConsentRow, *cleanupCountConsentRow](statementFiles, "cleanup_count_consent", "cutoff")
 
 // cleanupCountFireRequestsArgs are the parameters of queries/cleanup_count_fire_requests.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -101,10 +91,7 @@ func (r *cleanupCountFireRequestsRow) Dest() []any {
 }
 
 // cleanupCountFireRequestsQuery is queries/cleanup_count_fire_requests.sql.
-var cleanupCountFireRequestsQuery = sqlfile.Statement[cleanupCountFireRequestsArgs, cleanupCountFireRequestsRow, *cleanupCountFireRequestsRow]{Name: "cleanup_count_fire_requests", SQL: `-- Dry run of cleanup_delete_fire_requests.sql: how many of the bot's
--- request keys (engagement_fire) are older than @cutoff.
-SELECT count(*) AS fire_requests FROM engagement_fire_requests WHERE created_at < $1
-`}
+var cleanupCountFireRequestsQuery = sqlfile.Load[cleanupCountFireRequestsArgs, cleanupCountFireRequestsRow, *cleanupCountFireRequestsRow](statementFiles, "cleanup_count_fire_requests", "cutoff")
 
 // cleanupCountKeysArgs are the parameters of queries/cleanup_count_keys.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -130,10 +117,7 @@ func (r *cleanupCountKeysRow) Dest() []any {
 }
 
 // cleanupCountKeysQuery is queries/cleanup_count_keys.sql.
-var cleanupCountKeysQuery = sqlfile.Statement[cleanupCountKeysArgs, cleanupCountKeysRow, *cleanupCountKeysRow]{Name: "cleanup_count_keys", SQL: `-- Dry run of the dedupe store's cleanup: how many of its keys have expired
--- by @as_of.
-SELECT count(*) AS idempotency_keys FROM engagement_idempotency_keys WHERE expires_at <= $1
-`}
+var cleanupCountKeysQuery = sqlfile.Load[cleanupCountKeysArgs, cleanupCountKeysRow, *cleanupCountKeysRow](statementFiles, "cleanup_count_keys", "as_of")
 
 // cleanupCountTransitionsArgs are the parameters of queries/cleanup_count_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -159,12 +143,7 @@ func (r *cleanupCountTransitionsRow) Dest() []any {
 }
 
 // cleanupCountTransitionsQuery is queries/cleanup_count_transitions.sql.
-var cleanupCountTransitionsQuery = sqlfile.Statement[cleanupCountTransitionsArgs, cleanupCountTransitionsRow, *cleanupCountTransitionsRow]{Name: "cleanup_count_transitions", SQL: `-- Dry run of cleanup_delete_transitions.sql: how many rows of the state
--- transition log it would delete (before @cutoff, never a user's latest).
-SELECT count(*) AS transitions FROM engagement_state_transitions t
- WHERE t.created_at < $1
-   AND EXISTS (SELECT FROM engagement_state_transitions l WHERE l.user_id = t.user_id AND l.id > t.id)
-`}
+var cleanupCountTransitionsQuery = sqlfile.Load[cleanupCountTransitionsArgs, cleanupCountTransitionsRow, *cleanupCountTransitionsRow](statementFiles, "cleanup_count_transitions", "cutoff")
 
 // cleanupDeleteArgs are the parameters of queries/cleanup_delete.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -192,29 +171,7 @@ func (r *cleanupDeleteRow) Dest() []any {
 }
 
 // cleanupDeleteQuery is queries/cleanup_delete.sql.
-var cleanupDeleteQuery = sqlfile.Statement[cleanupDeleteArgs, cleanupDeleteRow, *cleanupDeleteRow]{Name: "cleanup_delete", SQL: `-- Deletes up to @n settled messages (sent, failed, cancelled) past the
--- retention, with their send ledger rows, and returns how many of each.
--- Past the retention: queued before @cutoff, and no job re-run with an
--- --as-of inside the retention window could produce the message's key
--- again: its replay_until (set when it was queued: the end of the goodbye's
--- day, of the review's ISO week) is before @cutoff too; a message without
--- one (no key, or queued by the bot) counts from when it was queued. No
--- key's text is read. Pending and in-flight messages are never touched;
--- rows another transaction holds are left for the next batch.
-WITH doomed AS (
-    SELECT q.id FROM engagement_message_queue q
-     WHERE q.status IN ('sent', 'failed', 'cancelled')
-       AND q.created_at < $1
-       AND (q.replay_until IS NULL OR q.replay_until < $1)
-     LIMIT $2
-       FOR UPDATE SKIP LOCKED
-), ledger AS (
-    DELETE FROM engagement_processed_messages l USING doomed WHERE l.message_id = doomed.id RETURNING 1
-), gone AS (
-    DELETE FROM engagement_message_queue q USING doomed WHERE q.id = doomed.id RETURNING 1
-)
-SELECT (SELECT count(*) FROM gone) AS messages, (SELECT count(*) FROM ledger) AS ledger
-`}
+var cleanupDeleteQuery = sqlfile.Load[cleanupDeleteArgs, cleanupDeleteRow, *cleanupDeleteRow](statementFiles, "cleanup_delete", "cutoff", "n")
 
 // cleanupDeleteConsentArgs are the parameters of queries/cleanup_delete_consent.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -231,19 +188,7 @@ func (a cleanupDeleteConsentArgs) Args() []any {
 }
 
 // cleanupDeleteConsentQuery is queries/cleanup_delete_consent.sql.
-var cleanupDeleteConsentQuery = sqlfile.Statement[cleanupDeleteConsentArgs, sqlfile.None, *sqlfile.None]{Name: "cleanup_delete_consent", SQL: `-- Deletes up to @n consent events (engagement_consent_events, migration
--- 52) recorded before @cutoff (cleanup --consent-older-than), and returns
--- how many. A user's latest event (by id) is never deleted, however old:
--- it is the record of their standing choice (an opt-out most of all),
--- kept as long as the user is.
-WITH doomed AS (
-    SELECT c.id FROM engagement_consent_events c
-     WHERE c.created_at < $1
-       AND EXISTS (SELECT FROM engagement_consent_events l WHERE l.user_id = c.user_id AND l.id > c.id)
-     LIMIT $2
-)
-DELETE FROM engagement_consent_events c USING doomed WHERE c.id = doomed.id
-`}
+var cleanupDeleteConsentQuery = sqlfile.Load[cleanupDeleteConsentArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_consent", "cutoff", "n")
 
 // cleanupDeleteFireRequestsArgs are the parameters of queries/cleanup_delete_fire_requests.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -260,18 +205,7 @@ func (a cleanupDeleteFireRequestsArgs) Args() []any {
 }
 
 // cleanupDeleteFireRequestsQuery is queries/cleanup_delete_fire_requests.sql.
-var cleanupDeleteFireRequestsQuery = sqlfile.Statement[cleanupDeleteFireRequestsArgs, sqlfile.None, *sqlfile.None]{Name: "cleanup_delete_fire_requests", SQL: `-- Deletes up to @n of the bot's request keys (engagement_fire's
--- engagement_fire_requests) recorded before @cutoff, the messages'
--- retention: a webhook is not retried for that long, so the key has done
--- its work. Returns how many. No row lock is taken first (that would need
--- UPDATE, which the jobs' role has not): a key that old is only ever read.
-WITH doomed AS (
-    SELECT r.request_key FROM engagement_fire_requests r
-     WHERE r.created_at < $1
-     LIMIT $2
-)
-DELETE FROM engagement_fire_requests r USING doomed WHERE r.request_key = doomed.request_key
-`}
+var cleanupDeleteFireRequestsQuery = sqlfile.Load[cleanupDeleteFireRequestsArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_fire_requests", "cutoff", "n")
 
 // cleanupDeleteTransitionsArgs are the parameters of queries/cleanup_delete_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -288,17 +222,4 @@ func (a cleanupDeleteTransitionsArgs) Args() []any {
 }
 
 // cleanupDeleteTransitionsQuery is queries/cleanup_delete_transitions.sql.
-var cleanupDeleteTransitionsQuery = sqlfile.Statement[cleanupDeleteTransitionsArgs, sqlfile.None, *sqlfile.None]{Name: "cleanup_delete_transitions", SQL: `-- Deletes up to @n rows of the state transition log (engagement_state_transitions)
--- logged before @cutoff (cleanup --transitions-older-than), and returns how many.
--- A user's latest row (by id) is never deleted, however old: verify's
--- log_matches_state and goodbye_queued read it, and it says how the user
--- came to their state. The funnel reads 12 weekly cohorts and 30 days
--- after each, so the horizon is at least MinTransitionRetention.
-WITH doomed AS (
-    SELECT t.id FROM engagement_state_transitions t
-     WHERE t.created_at < $1
-       AND EXISTS (SELECT FROM engagement_state_transitions l WHERE l.user_id = t.user_id AND l.id > t.id)
-     LIMIT $2
-)
-DELETE FROM engagement_state_transitions t USING doomed WHERE t.id = doomed.id
-`}
+var cleanupDeleteTransitionsQuery = sqlfile.Load[cleanupDeleteTransitionsArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_transitions", "cutoff", "n")

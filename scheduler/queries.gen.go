@@ -3,12 +3,18 @@
 package scheduler
 
 import (
+	"embed"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // dailyGoodbyeTimeoutArgs are the parameters of queries/daily_goodbye_timeout.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -54,127 +60,7 @@ func (r *dailyGoodbyeTimeoutRow) Dest() []any {
 }
 
 // dailyGoodbyeTimeoutQuery is queries/daily_goodbye_timeout.sql.
-var dailyGoodbyeTimeoutQuery = sqlfile.Statement[dailyGoodbyeTimeoutArgs, dailyGoodbyeTimeoutRow, *dailyGoodbyeTimeoutRow]{Name: "daily_goodbye_timeout", SQL: `-- Step goodbye_timeout: goodbye_sent -goodbye_timeout-> dormant.
---
--- Moves the users of one chunk of user_engagement_states (the rows whose
--- ctid lies in [@first, @end)) who are in @from_state and whose goodbye is
--- over at @as_of, by what became of the goodbye message (found by its key,
--- the user id, @key_infix and the UTC day of goodbye_sent_at), as
--- engagement_goodbye_due (migration 29, the definition verify's
--- no_user_stuck uses too) decides it:
---
---   delivered ('sent') @goodbye_window (48 h) ago, by its delivery
---     receipt (delivered_at, migration 49) or, without one, its
---     acceptance (sent_at): the user had their 48 hours to answer
---                                        → @to_state, logged @trigger;
---   in doubt ('failed' with in_doubt, migration 41: it may have
---     arrived), its last attempt (the send ledger's last_attempt_at)
---     48 h ago                           → the same;
---   failed for good (a late failure WhatsApp reported after accepting it
---     included) or cancelled: the user never got it, and is not timed
---     out on it                          → @undelivered_to_state, logged
---                                           @undelivered_trigger (active:
---                                           a later goodbye is their
---                                           first), and goodbye_expires_at
---                                           = @as_of, the goodbye is over:
---                                           their next goodbye comes the
---                                           next UTC day, so a re-run the
---                                           same day changes nothing;
---   pending or in flight (deferred by quiet hours, an outage, a backlog,
---     or queued by a late re-run): not yet;
---   no such message (the bot set the state, or cleanup deleted it): the
---     old rule, goodbye_expires_at has come, or goodbye_sent_at is 48 h
---     old without it.
---
--- An opted-out user's timer completes silently on the old rule, whatever
--- became of the goodbye (claim cancels it): they are never messaged, and
--- never left in goodbye_sent. Each move is logged (run @run_id) in the
--- same statement. @from_state, @to_state, @trigger and the undelivered
--- transition come from the state machine's table (statemachine.Transitions);
--- step_test.go runs the step and checks its outcome against the table.
--- Nothing is queued. Only the run's shard (@shard_index of @shard_count)
--- is seen: a @shard_count of 1 is every user.
---
--- A dry run (@dry_run: engagement-daily --dry-run, the console's
--- forecast) is this statement over the whole table, with @first and @end
--- spanning every row: it locks, moves and logs nobody (locked is empty, so
--- moved and logged are), and counts instead every user the move would
--- take, every row taken to be free.
---
--- Returns the chunk's counters: candidates, moved, queued (always 0),
--- locked (rows the bot held: skipped, a later run moves them), opted out
--- (always 0: their timers complete), no destination (always 0); in a dry
--- run, what the move would do.
--- nullable: @run_id
-WITH chunk AS MATERIALIZED (
-    -- OFFSET 0 keeps the profile and the goodbye primary-key and unique-key
-    -- probes per user. The send ledger is read only for a goodbye that
-    -- failed or was cancelled (the function reads its argument in that
-    -- branch alone).
-    SELECT s.user_id, v.verdict, g.to_state, g.trigger
-      FROM user_engagement_states s
-      CROSS JOIN LATERAL (
-          SELECT p.reengagement_opt_out AS opted_out
-            FROM user_profiles p
-           WHERE p.user_id = s.user_id
-          OFFSET 0
-      ) p
-      CROSS JOIN LATERAL (
-          SELECT engagement_goodbye_due($1::timestamptz, $2::interval,
-                                        p.opted_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                        q.status, q.in_doubt, q.sent_at, q.delivered_at,
-                                        (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                                          WHERE l.message_id = q.id)) AS verdict
-            FROM (SELECT) AS one
-            LEFT JOIN engagement_message_queue q
-              ON q.idempotency_key = s.user_id::text || $3::text
-                                     || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
-          OFFSET 0
-      ) v
-      CROSS JOIN LATERAL (
-          SELECT CASE v.verdict WHEN 'timed_out' THEN $4::text ELSE $5::text END AS to_state,
-                 CASE v.verdict WHEN 'timed_out' THEN $6::text ELSE $7::text END AS trigger
-      ) g
-     WHERE s.ctid >= $8::tid AND s.ctid < $9::tid
-       AND s.state = $10
-       AND v.verdict IS NOT NULL
-       AND engagement_in_shard(s.user_id, $11::int, $12::int)
-), locked AS MATERIALIZED (
-    -- Rows the bot holds are skipped rather than waited for, and counted.
-    SELECT s.user_id
-      FROM user_engagement_states s
-     WHERE s.ctid >= $8::tid AND s.ctid < $9::tid
-       AND s.state = $10
-       AND s.user_id IN (SELECT user_id FROM chunk)
-       AND NOT $13::boolean
-       FOR NO KEY UPDATE SKIP LOCKED
-), moved AS (
-    -- Re-checks the state: a user the bot moved in between is not moved.
-    UPDATE user_engagement_states s
-       SET state = c.to_state, updated_at = now(), state_entered_at = $1,
-           goodbye_expires_at = CASE WHEN c.verdict = 'undelivered' THEN $1::timestamptz
-                                     ELSE s.goodbye_expires_at END
-      FROM chunk c
-     WHERE s.ctid >= $8::tid AND s.ctid < $9::tid
-       AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-       AND s.state = $10
- RETURNING s.user_id, c.to_state, c.trigger
-), logged AS (
-    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-    SELECT user_id, $10, to_state, trigger, $14::bigint FROM moved
-)
-SELECT count(*)::int AS candidates,
-       CASE WHEN $13::boolean THEN count(*) -- would move every one
-            ELSE (SELECT count(*) FROM moved) END::int AS moved,
-       0 AS queued,
-       CASE WHEN $13::boolean THEN 0 -- no row is tried
-            ELSE count(*) - (SELECT count(*) FROM locked) END::int AS locked,
-       0 AS opted_out,
-       0 AS no_destination,
-       0 AS held_out, -- holds out nobody
-       '{}'::text[] AS duplicate_keys -- queues nothing: no duplicate keys to name
-  FROM chunk
-`}
+var dailyGoodbyeTimeoutQuery = sqlfile.Load[dailyGoodbyeTimeoutArgs, dailyGoodbyeTimeoutRow, *dailyGoodbyeTimeoutRow](statementFiles, "daily_goodbye_timeout", "as_of", "goodbye_window", "key_infix", "to_state", "undelivered_to_state", "trigger", "undelivered_trigger", "first", "end", "from_state", "shard_index", "shard_count", "dry_run", "run_id")
 
 // dailyInactivity14dArgs are the parameters of queries/daily_inactivity_14d.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -228,156 +114,7 @@ func (r *dailyInactivity14dRow) Dest() []any {
 }
 
 // dailyInactivity14dQuery is queries/daily_inactivity_14d.sql.
-var dailyInactivity14dQuery = sqlfile.Statement[dailyInactivity14dArgs, dailyInactivity14dRow, *dailyInactivity14dRow]{Name: "daily_inactivity_14d", SQL: `-- Step inactivity_14d: active -inactivity_14d-> goodbye_sent, queueing the goodbye.
---
--- Moves the users of one chunk of user_engagement_states (the rows whose
--- ctid lies in [@first, @end)) who are in any of @from_states (@from_state,
--- and every other state the table moves to the same state on the same
--- trigger: a help_flow user who went silent falls back into the inactivity
--- path) and whose silence is due at @as_of by engagement_inactivity_due
--- (migration 29, the definition verify's no_user_stuck uses too): silent
--- for @inactivity (14 days; a user the bot recorded no activity for,
--- last_activity_at NULL, is silent since its state row's created_at), and
--- not on the UTC day their last goodbye was queued or ended undelivered
--- (one goodbye a day: a re-run the same day after goodbye_undelivered
--- changes nothing). Each gets state @to_state, state_entered_at and
--- goodbye_sent_at @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
--- each one's goodbye under the key user_id || @key_suffix
--- (':goodbye_sent:YYYY-MM-DD'), covering [@period_start, @replay_until);
--- and logs each move (from the user's state, @trigger, run @run_id) — all
--- in one statement, so a
--- user's state, message and log row commit together or not at all.
--- @from_state, @to_state and @trigger come from the state machine's table
--- (statemachine.Transitions); step_test.go runs the step and
--- checks its outcome against the table.
---
--- The holdout (issue 45): a user the goodbye would reach whose bucket,
--- engagement_holdout_bucket(@holdout_salt, user_id) (migration 55: 0 to
--- 9999, from the user id alone), is below @holdout_basis_points (the
--- holdout percent times 100) is held out: moved, logged with holdout =
--- true, their 48 hours from @as_of like everyone else's, and nothing is
--- queued for them. 0 basis points holds out nobody.
---
--- Copy variants (migration 57): with @variant_names (and their catalog
--- keys, @variant_keys, in the same order) a treated user's goodbye is the
--- variant at engagement_holdout_bucket('variant:' || @message_type,
--- user_id) modulo their number (a hash of the user id apart from the
--- holdout's), its key as message_key and its name recorded on the message
--- and on the log row; without, the kind's one text (@message_key).
---
--- Opted-out users are never touched; users the goodbye could not reach
--- (engagement_route, migration 40, finds them no destination) are left for
--- later. Only the run's shard (@shard_index of @shard_count) is seen:
--- a @shard_count of 1 is every user, and the planner drops the hash.
---
--- A dry run (@dry_run: engagement-daily --dry-run, the console's
--- forecast) is this statement over the whole table, with @first and @end
--- spanning every row: it locks, moves, queues and logs nobody (locked is
--- empty, so moved, queued and logged are), and counts instead the users
--- the move would take (would), every row taken to be free.
---
--- Returns the chunk's counters: candidates, moved, queued, locked (rows
--- the bot held: skipped, a later run moves them), opted out, no
--- destination, held out; in a dry run, what the move would do.
--- nullable: @run_id
-WITH chunk AS MATERIALIZED (
-    -- The step's users among the chunk's rows, with their profile. OFFSET 0
-    -- keeps the profile a primary-key probe per user: joined plainly, the
-    -- planner hashed every profile for every chunk.
-    SELECT s.user_id, s.state, p.skip_reason, p.destination, p.destination_jid,
-           p.skip_reason = '' AND engagement_holdout_bucket($1::text, s.user_id)
-                                  < $2::int AS held_out,
-           CASE WHEN cardinality($3::text[]) > 0
-                THEN 1 + engagement_holdout_bucket('variant:' || $4::text, s.user_id)
-                         % cardinality($3::text[]) END AS variant
-      FROM user_engagement_states s
-      CROSS JOIN LATERAL (
-          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                      WHEN route.destination_jid IS NULL THEN 'no_destination'
-                      ELSE '' END AS skip_reason,
-                 route.destination, route.destination_jid
-            FROM user_profiles p
-           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-           WHERE p.user_id = s.user_id
-          OFFSET 0
-      ) p
-     WHERE s.ctid >= $5::tid AND s.ctid < $6::tid
-       AND s.state = ANY($7::text[])
-       AND engagement_inactivity_due($8::timestamptz, $9::interval, s.last_activity_at, s.created_at,
-                                     s.goodbye_sent_at, s.goodbye_expires_at)
-       AND engagement_in_shard(s.user_id, $10::int, $11::int)
-), locked AS MATERIALIZED (
-    -- The bot holds rows while it handles a user's message: skip them
-    -- rather than wait, and count them.
-    SELECT s.user_id
-      FROM user_engagement_states s
-     WHERE s.ctid >= $5::tid AND s.ctid < $6::tid
-       AND s.state = ANY($7::text[])
-       AND engagement_inactivity_due($8::timestamptz, $9::interval, s.last_activity_at, s.created_at,
-                                     s.goodbye_sent_at, s.goodbye_expires_at)
-       AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
-       AND NOT $12::boolean
-       FOR NO KEY UPDATE SKIP LOCKED
-), moved AS (
-    -- Re-checks what chunk checked: a user changed in between (by the bot,
-    -- or another run) is not moved. The profile is not locked: the state
-    -- row is the one the move changes.
-    UPDATE user_engagement_states s
-       SET state = $13, updated_at = now(), state_entered_at = $8,
-           goodbye_sent_at = $8, goodbye_expires_at = $14
-      FROM chunk c
-     WHERE s.ctid >= $5::tid AND s.ctid < $6::tid
-       AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-       AND s.state = ANY($7::text[])
-       AND engagement_inactivity_due($8::timestamptz, $9::interval, s.last_activity_at, s.created_at,
-                                     s.goodbye_sent_at, s.goodbye_expires_at)
-       AND s.state = c.state
- RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid, c.held_out,
-           CASE WHEN NOT c.held_out THEN ($3::text[])[c.variant] END AS variant,
-           coalesce(($15::text[])[c.variant], $16::text) AS message_key
-), queued AS (
-    -- ON CONFLICT DO NOTHING: a key already taken (this day's goodbye
-    -- exists) queues nothing and counts as a duplicate. It does not lock
-    -- the row it conflicts with, so a goodbye the bot holds is no wait.
-    -- Held-out users get nothing.
-    INSERT INTO engagement_message_queue
-           (user_id, message_type, message_key, destination, destination_jid,
-            scheduled_for, idempotency_key, period_start, replay_until, job_run_id, variant)
-    SELECT user_id, $4, message_key, destination, destination_jid,
-           least($8::timestamptz, now()), user_id::text || $17::text,
-           $18::timestamptz, $19::timestamptz, $20::bigint, variant
-      FROM moved
-     WHERE NOT held_out
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING idempotency_key AS k
-), logged AS (
-    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout, variant)
-    SELECT user_id, from_state, $13, $21, $20::bigint, held_out, variant FROM moved
-), would AS MATERIALIZED (
-    -- A dry run's users: those the move would take, and whether the
-    -- goodbye it would queue for each is new (its key not taken yet).
-    SELECT c.held_out,
-           NOT c.held_out AND NOT EXISTS (SELECT FROM engagement_message_queue q
-                                           WHERE q.idempotency_key = c.user_id::text || $17::text) AS queues
-      FROM chunk c
-     WHERE $12::boolean AND c.skip_reason = ''
-)
-SELECT count(*)::int AS candidates,
-       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int AS moved,
-       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int AS queued,
-       CASE WHEN $12::boolean THEN 0 -- no row is tried
-            ELSE count(*) FILTER (WHERE skip_reason = '') - (SELECT count(*) FROM locked) END::int AS locked,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int AS opted_out,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int AS no_destination,
-       ((SELECT count(*) FROM moved WHERE held_out) + (SELECT count(*) FROM would WHERE held_out))::int AS held_out,
-       -- With debug logs on, the keys that were already taken, so the job
-       -- can say when each was first queued.
-       CASE WHEN $22::boolean
-            THEN ARRAY(SELECT m.user_id::text || $17::text FROM moved m WHERE NOT m.held_out
-                       EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END AS duplicate_keys
-  FROM chunk
-`}
+var dailyInactivity14dQuery = sqlfile.Load[dailyInactivity14dArgs, dailyInactivity14dRow, *dailyInactivity14dRow](statementFiles, "daily_inactivity_14d", "holdout_salt", "holdout_basis_points", "variant_names", "message_type", "first", "end", "from_states", "as_of", "inactivity", "shard_index", "shard_count", "dry_run", "to_state", "goodbye_expires_at", "variant_keys", "message_key", "key_suffix", "period_start", "replay_until", "run_id", "trigger", "log_duplicates")
 
 // dailyTimerArgs are the parameters of queries/daily_timer.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -429,124 +166,7 @@ func (r *dailyTimerRow) Dest() []any {
 }
 
 // dailyTimerQuery is queries/daily_timer.sql.
-var dailyTimerQuery = sqlfile.Statement[dailyTimerArgs, dailyTimerRow, *dailyTimerRow]{Name: "daily_timer", SQL: `-- Step of a timer on the user's row: @from_states -@trigger-> @to_state.
---
--- The daily job's step for every timer of the state machine's table whose
--- clock is a time on the user's engagement row (statemachine.Clock:
--- last_activity, remind_at, state_entered) and that has no statement of its
--- own: reminder_due today (remind_later -> dormant at remind_at). Moves the
--- users of one chunk of user_engagement_states (the rows whose ctid lies
--- in [@first, @end)) who are in any of @from_states and whose timer has
--- run out at @as_of: engagement_clock(@clock, …) + @wait <= @as_of
--- (migration 42, the definition verify's no_user_stuck uses too). Each
--- gets state @to_state and state_entered_at @as_of, and its move is logged
--- (@trigger, run @run_id) in the same statement. Everything here is a
--- parameter from the table (scheduler.timerMove).
---
--- With @queue (the transition's kind, statemachine.Kinds; a kind queued on
--- request only when asked, engagement-daily --send-reminder), each moved
--- user who has not opted out and has a destination (engagement_route) also
--- gets the kind's message (@message_type, @message_key) under the key
--- user_id || @key_infix || the period's label: @key_suffix for a kind whose
--- period is the run's (its day or ISO week, [@period_start,
--- @replay_until)), or, when @key_suffix is NULL, the instant the timer ran
--- out in Unix milliseconds (a reminder: {userId}:reminder:{remind_at}), in
--- the same statement. An opted-out user's timer completes silently: they
--- move, never messaged. Only the run's shard (@shard_index of
--- @shard_count) is seen: a @shard_count of 1 is every user.
---
--- A dry run (@dry_run: engagement-daily --dry-run, the console's
--- forecast) is this statement over the whole table, with @first and @end
--- spanning every row: it locks, moves, queues and logs nobody (locked is
--- empty, so moved, queued and logged are), and counts instead the users
--- the move would take (would), every row taken to be free, and with
--- @queue the messages whose keys are not taken yet: an upper bound, as
--- the dry run has always counted, since an opted-out user or one without
--- a destination gets none.
---
--- Returns the chunk's counters: candidates, moved, queued, locked (rows
--- the bot held: skipped, a later run moves them), opted out and no
--- destination (always 0: every user's timer completes; a message that
--- cannot be queued is simply not queued), and the keys already taken; in a
--- dry run, what the move would do.
--- nullable: @run_id, @message_type, @message_key, @key_suffix, @period_start, @replay_until
-WITH chunk AS MATERIALIZED (
-    -- OFFSET 0 keeps the profile a primary-key probe per user.
-    SELECT s.user_id, s.state, d.due, p.opted_out, p.destination, p.destination_jid,
-           s.user_id::text || $1::text
-             || coalesce($2::text, floor(extract(epoch FROM d.due) * 1000)::bigint::text) AS key
-      FROM user_engagement_states s
-      CROSS JOIN LATERAL (
-          SELECT engagement_clock($3::text, s.last_activity_at, s.created_at, s.remind_at,
-                                  s.state_entered_at, s.state_changed_xact_at) + $4::interval AS due
-      ) d
-      CROSS JOIN LATERAL (
-          SELECT p.reengagement_opt_out AS opted_out, route.destination, route.destination_jid
-            FROM user_profiles p
-           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-           WHERE p.user_id = s.user_id
-          OFFSET 0
-      ) p
-     WHERE s.ctid >= $5::tid AND s.ctid < $6::tid
-       AND s.state = ANY($7::text[]) AND d.due <= $8::timestamptz
-       AND engagement_in_shard(s.user_id, $9::int, $10::int)
-), locked AS MATERIALIZED (
-    -- Rows the bot holds are skipped rather than waited for, and counted.
-    SELECT s.user_id
-      FROM user_engagement_states s
-     WHERE s.ctid >= $5::tid AND s.ctid < $6::tid
-       AND s.user_id IN (SELECT user_id FROM chunk)
-       AND NOT $11::boolean
-       FOR NO KEY UPDATE SKIP LOCKED
-), moved AS (
-    -- Re-checks what chunk checked: a user changed in between is not moved.
-    UPDATE user_engagement_states s
-       SET state = $12, updated_at = now(), state_entered_at = $8::timestamptz
-      FROM chunk c
-     WHERE s.ctid >= $5::tid AND s.ctid < $6::tid
-       AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
-       AND s.state = c.state
-       AND engagement_clock($3::text, s.last_activity_at, s.created_at, s.remind_at,
-                            s.state_entered_at, s.state_changed_xact_at) + $4::interval <= $8::timestamptz
- RETURNING s.user_id, c.state AS from_state, c.due, c.opted_out, c.destination, c.destination_jid, c.key
-), queued AS (
-    INSERT INTO engagement_message_queue
-           (user_id, message_type, message_key, destination, destination_jid,
-            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
-    SELECT user_id, $13, $14, destination, destination_jid,
-           least($8::timestamptz, now()), key,
-           coalesce($15::timestamptz, due), coalesce($16::timestamptz, due), $17::bigint
-      FROM moved
-     WHERE $18::boolean AND NOT opted_out AND destination_jid IS NOT NULL
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING idempotency_key AS k
-), logged AS (
-    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-    SELECT user_id, from_state, $12, $19, $17::bigint FROM moved
-), would AS MATERIALIZED (
-    -- A dry run's users: every one the move would take, and, with @queue,
-    -- whether their message's key is not taken yet.
-    SELECT $18::boolean AND NOT EXISTS (SELECT FROM engagement_message_queue q
-                                            WHERE q.idempotency_key = c.key) AS queues
-      FROM chunk c
-     WHERE $11::boolean
-)
-SELECT count(*)::int AS candidates,
-       ((SELECT count(*) FROM moved) + (SELECT count(*) FROM would))::int AS moved,
-       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would WHERE queues))::int AS queued,
-       CASE WHEN $11::boolean THEN 0 -- no row is tried
-            ELSE count(*) - (SELECT count(*) FROM locked) END::int AS locked,
-       0 AS opted_out,
-       0 AS no_destination,
-       0 AS held_out, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
-       -- With debug logs on, the keys that were already taken.
-       CASE WHEN $20::boolean
-            THEN ARRAY(SELECT m.key FROM moved m
-                        WHERE $18::boolean AND NOT m.opted_out AND m.destination_jid IS NOT NULL
-                       EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END AS duplicate_keys
-  FROM chunk
-`}
+var dailyTimerQuery = sqlfile.Load[dailyTimerArgs, dailyTimerRow, *dailyTimerRow](statementFiles, "daily_timer", "key_infix", "key_suffix", "clock", "wait", "first", "end", "from_states", "as_of", "shard_index", "shard_count", "dry_run", "to_state", "message_type", "message_key", "period_start", "replay_until", "run_id", "queue", "trigger", "log_duplicates")
 
 // jobDuplicatesArgs are the parameters of queries/job_duplicates.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -575,14 +195,7 @@ func (r *jobDuplicatesRow) Dest() []any {
 }
 
 // jobDuplicatesQuery is queries/job_duplicates.sql.
-var jobDuplicatesQuery = sqlfile.Statement[jobDuplicatesArgs, jobDuplicatesRow, *jobDuplicatesRow]{Name: "job_duplicates", SQL: `-- When and by which run the messages under @keys were first queued: the
--- debug line of each duplicate a batch skipped.
--- not null: idempotency_key
-SELECT idempotency_key, created_at AS first_queued_at, job_run_id AS first_run_id, message_type
-  FROM engagement_message_queue
- WHERE idempotency_key = ANY($1::text[])
- ORDER BY idempotency_key
-`}
+var jobDuplicatesQuery = sqlfile.Load[jobDuplicatesArgs, jobDuplicatesRow, *jobDuplicatesRow](statementFiles, "job_duplicates", "keys")
 
 // jobTablePagesRow is a row of queries/job_table_pages.sql.
 type jobTablePagesRow struct {
@@ -595,10 +208,7 @@ func (r *jobTablePagesRow) Dest() []any {
 }
 
 // jobTablePagesQuery is queries/job_table_pages.sql.
-var jobTablePagesQuery = sqlfile.Statement[sqlfile.None, jobTablePagesRow, *jobTablePagesRow]{Name: "job_table_pages", SQL: `-- How many pages user_engagement_states has: a step walks them in chunks,
--- from the first to this one.
-SELECT pg_relation_size('user_engagement_states') / current_setting('block_size')::bigint AS pages
-`}
+var jobTablePagesQuery = sqlfile.Load[sqlfile.None, jobTablePagesRow, *jobTablePagesRow](statementFiles, "job_table_pages")
 
 // jobUserAtArgs are the parameters of queries/job_user_at.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -624,10 +234,7 @@ func (r *jobUserAtRow) Dest() []any {
 }
 
 // jobUserAtQuery is queries/job_user_at.sql.
-var jobUserAtQuery = sqlfile.Statement[jobUserAtArgs, jobUserAtRow, *jobUserAtRow]{Name: "job_user_at", SQL: `-- The user whose user_engagement_states row is at position @at (a ctid):
--- names a user whose row failed alone.
-SELECT user_id FROM user_engagement_states WHERE ctid = $1::tid
-`}
+var jobUserAtQuery = sqlfile.Load[jobUserAtArgs, jobUserAtRow, *jobUserAtRow](statementFiles, "job_user_at", "at")
 
 // runAbandonArgs are the parameters of queries/run_abandon.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -645,12 +252,7 @@ func (a runAbandonArgs) Args() []any {
 }
 
 // runAbandonQuery is queries/run_abandon.sql.
-var runAbandonQuery = sqlfile.Statement[runAbandonArgs, sqlfile.None, *sqlfile.None]{Name: "run_abandon", SQL: `-- Marks a run in progress abandoned, unless its heartbeat moved since it
--- was looked at (@beat): a holder that is alive after all keeps its lease.
-UPDATE engagement_job_runs
-   SET status = 'abandoned', finished_at = clock_timestamp(), error = $1::text
- WHERE id = $2 AND status IN ('running', 'delivering') AND coalesce(heartbeat_at, started_at) = $3::timestamptz
-`}
+var runAbandonQuery = sqlfile.Load[runAbandonArgs, sqlfile.None, *sqlfile.None](statementFiles, "run_abandon", "reason", "id", "beat")
 
 // runFenceBatchArgs are the parameters of queries/run_fence_batch.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -679,24 +281,7 @@ func (r *runFenceBatchRow) Dest() []any {
 }
 
 // runFenceBatchQuery is queries/run_fence_batch.sql.
-var runFenceBatchQuery = sqlfile.Statement[runFenceBatchArgs, runFenceBatchRow, *runFenceBatchRow]{Name: "run_fence_batch", SQL: `-- Opens a batch's transaction: holds the run's fence until the batch
--- commits, so that a later run can wait for (or cancel) it, and bounds the
--- batch's statements on the server for this transaction only (@timeout_ms,
--- e.g. '300000'; NULL keeps the session's own setting). It also plans the
--- batch for its own parameters: a pool that prepares statements (pgx's
--- default mode) would otherwise get a generic plan after five batches, one
--- that cannot see a chunk's page range and joins its rows in nested loops
--- (170 ms became 2.4 s for a chunk of 1,500 users). And it is not
--- JIT-compiled: at PostgreSQL's default jit = on every chunk's statement was
--- compiled anew, 15-30 ms of a 65-100 ms statement, where a single
--- statement over every user compiles once (the weekly job: 0.86x its
--- reference at 1M users with JIT, 0.70x without).
--- nullable: @timeout_ms
-SELECT pg_advisory_xact_lock_shared($1),
-       set_config('statement_timeout', coalesce($2::text, current_setting('statement_timeout')), true) AS statement_timeout,
-       set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode,
-       set_config('jit', 'off', true) AS jit
-`}
+var runFenceBatchQuery = sqlfile.Load[runFenceBatchArgs, runFenceBatchRow, *runFenceBatchRow](statementFiles, "run_fence_batch", "fence_key", "timeout_ms")
 
 // runFenceCancelArgs are the parameters of queries/run_fence_cancel.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -722,16 +307,7 @@ func (r *runFenceCancelRow) Dest() []any {
 }
 
 // runFenceCancelQuery is queries/run_fence_cancel.sql.
-var runFenceCancelQuery = sqlfile.Statement[runFenceCancelArgs, runFenceCancelRow, *runFenceCancelRow]{Name: "run_fence_cancel", SQL: `-- Cancels the statements still running for a job and shard's earlier runs:
--- every batch holds the shared transaction-level advisory lock @fence_key
--- (a bigint key: classid holds its high 32 bits, objid its low ones).
-SELECT count(*) FILTER (WHERE pg_cancel_backend(l.pid))::int AS cancelled
-  FROM pg_locks l
- WHERE l.locktype = 'advisory' AND l.objsubid = 1
-   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1
-   AND l.pid <> pg_backend_pid()
-`}
+var runFenceCancelQuery = sqlfile.Load[runFenceCancelArgs, runFenceCancelRow, *runFenceCancelRow](statementFiles, "run_fence_cancel", "fence_key")
 
 // runFenceWaitArgs are the parameters of queries/run_fence_wait.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -747,11 +323,7 @@ func (a runFenceWaitArgs) Args() []any {
 }
 
 // runFenceWaitQuery is queries/run_fence_wait.sql.
-var runFenceWaitQuery = sqlfile.Statement[runFenceWaitArgs, sqlfile.None, *sqlfile.None]{Name: "run_fence_wait", SQL: `-- Waits until no statement of an earlier run of the job and shard holds
--- the fence (see run_fence_cancel.sql); released at once with the
--- transaction.
-SELECT pg_advisory_xact_lock($1)
-`}
+var runFenceWaitQuery = sqlfile.Load[runFenceWaitArgs, sqlfile.None, *sqlfile.None](statementFiles, "run_fence_wait", "fence_key")
 
 // runFinishArgs are the parameters of queries/run_finish.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -770,12 +342,7 @@ func (a runFinishArgs) Args() []any {
 }
 
 // runFinishQuery is queries/run_finish.sql.
-var runFinishQuery = sqlfile.Statement[runFinishArgs, sqlfile.None, *sqlfile.None]{Name: "run_finish", SQL: `-- Records a run's outcome and ends its lease.
--- nullable: @counters, @error
-UPDATE engagement_job_runs
-   SET finished_at = clock_timestamp(), status = $1, counters = $2::text::jsonb, error = $3::text
- WHERE id = $4
-`}
+var runFinishQuery = sqlfile.Load[runFinishArgs, sqlfile.None, *sqlfile.None](statementFiles, "run_finish", "status", "counters", "error", "id")
 
 // runHeartbeatArgs are the parameters of queries/run_heartbeat.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -801,13 +368,7 @@ func (r *runHeartbeatRow) Dest() []any {
 }
 
 // runHeartbeatQuery is queries/run_heartbeat.sql.
-var runHeartbeatQuery = sqlfile.Statement[runHeartbeatArgs, runHeartbeatRow, *runHeartbeatRow]{Name: "run_heartbeat", SQL: `-- Renews a run's lease (or shows a run that holds none alive); no row when
--- the run is no longer in progress (another run found it silent and marked
--- it abandoned).
-UPDATE engagement_job_runs SET heartbeat_at = clock_timestamp()
- WHERE id = $1 AND status IN ('running', 'delivering')
-RETURNING id
-`}
+var runHeartbeatQuery = sqlfile.Load[runHeartbeatArgs, runHeartbeatRow, *runHeartbeatRow](statementFiles, "run_heartbeat", "id")
 
 // runHolderArgs are the parameters of queries/run_holder.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -839,21 +400,7 @@ func (r *runHolderRow) Dest() []any {
 }
 
 // runHolderQuery is queries/run_holder.sql.
-var runHolderQuery = sqlfile.Statement[runHolderArgs, runHolderRow, *runHolderRow]{Name: "run_holder", SQL: `-- The runs in progress of a job and shard (one 'running' at most; any
--- number 'delivering' for a job whose runs work alongside one another,
--- queue-process): each one's process (holder, hostname, pid) and how long
--- its heartbeat has been silent by the database clock. A row without a
--- heartbeat was written before runs had leases. The status test is
--- engagement_job_runs_in_progress_idx's predicate, so only the runs in
--- progress are read.
--- nullable: @shard
-SELECT id, coalesce(holder, '') AS holder, coalesce(pid, 0) AS pid, heartbeat_at IS NULL AS no_heartbeat,
-       extract(epoch FROM clock_timestamp() - coalesce(heartbeat_at, started_at))::float8 AS silent_seconds,
-       coalesce(heartbeat_at, started_at) AS beat
-  FROM engagement_job_runs
- WHERE job = $1 AND shard IS NOT DISTINCT FROM $2::text AND status IN ('running', 'delivering')
- ORDER BY id
-`}
+var runHolderQuery = sqlfile.Load[runHolderArgs, runHolderRow, *runHolderRow](statementFiles, "run_holder", "job", "shard")
 
 // runRecordArgs are the parameters of queries/run_record.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -884,16 +431,7 @@ func (r *runRecordRow) Dest() []any {
 }
 
 // runRecordQuery is queries/run_record.sql.
-var runRecordQuery = sqlfile.Statement[runRecordArgs, runRecordRow, *runRecordRow]{Name: "run_record", SQL: `-- Records a run that holds no lease (queue-process's: its runs work
--- alongside one another) as 'delivering', a status the unique index on
--- running runs does not cover (migration 44): it is always recorded.
--- Without @as_of (queue-process without --as-of) the run is as of the
--- database clock.
--- nullable: @as_of, @shard
-INSERT INTO engagement_job_runs (job, as_of, hostname, pid, shard, holder, heartbeat_at, status)
-VALUES ($1, coalesce($2::timestamptz, statement_timestamp()), $3, $4, $5::text, $6, clock_timestamp(), 'delivering')
-RETURNING id
-`}
+var runRecordQuery = sqlfile.Load[runRecordArgs, runRecordRow, *runRecordRow](statementFiles, "run_record", "job", "as_of", "hostname", "pid", "shard", "holder")
 
 // runStartArgs are the parameters of queries/run_start.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -924,17 +462,7 @@ func (r *runStartRow) Dest() []any {
 }
 
 // runStartQuery is queries/run_start.sql.
-var runStartQuery = sqlfile.Statement[runStartArgs, runStartRow, *runStartRow]{Name: "run_start", SQL: `-- Takes the lease of a job and shard by recording a 'running' run, unless
--- another run holds it (the unique index on running runs): then no row.
--- The conflict target and its predicate are the index's own, as every
--- release has named them: an earlier release's binary on this schema takes
--- the same lease. (queue-process's runs hold no lease: run_record.sql.)
--- nullable: @shard
-INSERT INTO engagement_job_runs (job, as_of, hostname, pid, shard, holder, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5::text, $6, clock_timestamp())
-ON CONFLICT (job, (coalesce(shard, ''))) WHERE status = 'running' DO NOTHING
-RETURNING id
-`}
+var runStartQuery = sqlfile.Load[runStartArgs, runStartRow, *runStartRow](statementFiles, "run_start", "job", "as_of", "hostname", "pid", "shard", "holder")
 
 // weeklyReviewArgs are the parameters of queries/weekly_review.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -981,135 +509,4 @@ func (r *weeklyReviewRow) Dest() []any {
 }
 
 // weeklyReviewQuery is queries/weekly_review.sql.
-var weeklyReviewQuery = sqlfile.Statement[weeklyReviewArgs, weeklyReviewRow, *weeklyReviewRow]{Name: "weekly_review", SQL: `-- Step weekly_review: queues the weekly reviews of one chunk of
--- user_engagement_states (the rows whose ctid lies in [@first, @end)). No
--- state changes.
---
--- The chunk's users in @states (the review kind's send-time states: active
--- and help_flow), with their transactions
--- of the window (@window_start, @as_of] counted (one probe of
--- transactions' (user_id, created_at) index each), those active in the
--- window (a transaction, or bot activity in last_activity_at) kept, their
--- profile read (one primary-key probe each), and a review queued for each
--- one who is not opted out and has a destination (destination 'group' uses
--- group_jid when set, else whatsapp_jid): params {"count":"<transactions>"},
--- key user_id || @key_suffix (':weekly_review:YYYY-Www'), covering
--- [@period_start, @replay_until). Only the run's shard (@shard_index of
--- @shard_count) is seen: a @shard_count of 1 is every user.
---
--- A review queued by an earlier run of the week is a duplicate. In a first
--- run (no review in the chunk yet) INSERT … ON CONFLICT DO NOTHING finds
--- any with the unique index's own check, before writing anything, and the
--- queue is probed beforehand only for the few users the profile skips
--- (opted out, no destination): probing every user, as before, cost each
--- review a second descent of the idempotency-key index. In a same-week
--- re-run each user's review is probed first and found, so neither the
--- profile nor the insert is touched: little more than finding the week's
--- users. Either way a user reviewed earlier in the week counts as done,
--- even when now opted out. ON CONFLICT does not lock the review it finds;
--- no row is locked at all: states and profiles are only read, and the
--- queue has no foreign key.
---
--- A dry run (@dry_run: engagement-weekly --dry-run) is this statement over
--- the whole table, with @first and @end spanning every row: it queues
--- nothing (queued is empty) and counts instead the reviews it would queue
--- (would). It decides who is skipped by the profile as it is now, as the
--- dry run always has: no probe for an earlier run, and a user reviewed
--- earlier in the week who opted out since counts as skipped, not done.
---
--- Returns the chunk's counters: candidates, reviewed, queued, locked
--- (always 0), opted out, no destination; in a dry run, what the step would
--- do.
--- nullable: @run_id
-WITH rerun AS MATERIALIZED (
-    -- Did an earlier run of the week review this chunk? Asked of its first
-    -- few users active in the window (8 index probes): true in a same-week
-    -- re-run, false in a first run. It only picks the cheaper of two
-    -- equivalent ways below, so a wrong guess (a chunk an earlier run only
-    -- half did) costs time, never a different result.
-    SELECT coalesce(bool_or((SELECT true FROM engagement_message_queue q
-                              WHERE q.idempotency_key = s.user_id::text || $1::text)), false) AS probe
-      FROM (SELECT s.user_id FROM user_engagement_states s
-             WHERE s.ctid >= $2::tid AND s.ctid < $3::tid
-               AND s.state = ANY($4::text[])
-               AND s.last_activity_at > $5 AND s.last_activity_at <= $6
-               AND engagement_in_shard(s.user_id, $7::int, $8::int)
-               AND NOT $9::boolean
-             LIMIT 8) s
-), chunk AS MATERIALIZED (
-    SELECT s.user_id, w.transactions, p.destination, p.destination_jid,
-           -- '' to review (the insert's conflict check finds an earlier
-           -- review); 'queued_before' for a user an earlier run of the week
-           -- reviewed, who counts as done even when the profile would now
-           -- skip them; else the skip reason.
-           CASE WHEN p.skip_reason IS NULL THEN 'queued_before' -- found by the probe below
-                WHEN p.skip_reason = '' THEN ''
-                -- A scalar subquery, not EXISTS: the planner may run an
-                -- EXISTS as a hash of every queued key, once per chunk.
-                WHEN NOT r.probe AND NOT $9::boolean
-                     AND (SELECT true FROM engagement_message_queue q
-                                       WHERE q.idempotency_key = s.user_id::text || $1::text) THEN 'queued_before'
-                ELSE p.skip_reason END AS skip_reason
-      FROM user_engagement_states s
-      CROSS JOIN rerun r
-      CROSS JOIN LATERAL (
-          SELECT count(*)::int AS transactions FROM transactions t
-           WHERE t.user_id = s.user_id AND t.created_at > $5 AND t.created_at <= $6
-      ) w
-      -- OFFSET 0 keeps the profile a primary-key probe per user: joined
-      -- plainly, the planner hashed every profile per chunk. In a re-run
-      -- (r.probe) the queue is probed first and a reviewed user's profile
-      -- is not read at all (a one-time filter; every state row has its
-      -- profile, a foreign key, so no row here means "reviewed").
-      LEFT JOIN LATERAL (
-          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                      WHEN route.destination_jid IS NULL THEN 'no_destination'
-                      ELSE '' END AS skip_reason,
-                 route.destination, route.destination_jid
-            FROM user_profiles p
-           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-           WHERE p.user_id = s.user_id
-             AND NOT (r.probe AND (SELECT true FROM engagement_message_queue q
-                                    WHERE q.idempotency_key = s.user_id::text || $1::text) IS NOT NULL)
-          OFFSET 0
-      ) p ON true
-     WHERE s.ctid >= $2::tid AND s.ctid < $3::tid
-       AND s.state = ANY($4::text[])
-       AND (w.transactions > 0 OR (s.last_activity_at > $5 AND s.last_activity_at <= $6))
-       AND engagement_in_shard(s.user_id, $7::int, $8::int)
-), queued AS (
-    INSERT INTO engagement_message_queue
-           (user_id, message_type, message_key, message_params, destination, destination_jid,
-            scheduled_for, idempotency_key, period_start, replay_until, job_run_id)
-    SELECT c.user_id, $10, $11,
-           jsonb_build_object('count', c.transactions::text),
-           c.destination, c.destination_jid,
-           least($6::timestamptz, now()), c.user_id::text || $1::text,
-           $12::timestamptz, $13::timestamptz, $14::bigint
-      FROM chunk c
-     WHERE c.skip_reason = '' AND NOT $9::boolean
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING idempotency_key AS k
-), would AS MATERIALIZED (
-    -- A dry run's new reviews: its users to review whose key is not taken yet.
-    SELECT FROM chunk c
-     WHERE $9::boolean AND c.skip_reason = ''
-       AND NOT EXISTS (SELECT FROM engagement_message_queue q
-                        WHERE q.idempotency_key = c.user_id::text || $1::text)
-)
-SELECT count(*)::int AS candidates,
-       count(*) FILTER (WHERE skip_reason IN ('', 'queued_before'))::int AS moved, -- reviewed
-       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM would))::int AS queued,
-       0 AS locked,
-       count(*) FILTER (WHERE skip_reason = 'opted_out')::int AS opted_out,
-       count(*) FILTER (WHERE skip_reason = 'no_destination')::int AS no_destination,
-       0 AS held_out, -- holds out nobody: the holdout is the goodbye's (daily_inactivity_14d.sql)
-       -- With debug logs on, the keys that were already taken (found by
-       -- the probe, or by the insert's conflict).
-       CASE WHEN $15::boolean
-            THEN ARRAY(SELECT c.user_id::text || $1::text FROM chunk c
-                        WHERE c.skip_reason IN ('', 'queued_before')
-                       EXCEPT SELECT k FROM queued)
-            ELSE '{}'::text[] END AS duplicate_keys
-  FROM chunk
-`}
+var weeklyReviewQuery = sqlfile.Load[weeklyReviewArgs, weeklyReviewRow, *weeklyReviewRow](statementFiles, "weekly_review", "key_suffix", "first", "end", "states", "window_start", "as_of", "shard_index", "shard_count", "dry_run", "message_type", "message_key", "period_start", "replay_until", "run_id", "log_duplicates")

@@ -3,10 +3,16 @@
 package status
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // statusCancelledReasonsArgs are the parameters of queries/status_cancelled_reasons.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -33,13 +39,7 @@ func (r *statusCancelledReasonsRow) Dest() []any {
 }
 
 // statusCancelledReasonsQuery is queries/status_cancelled_reasons.sql.
-var statusCancelledReasonsQuery = sqlfile.Statement[statusCancelledReasonsArgs, statusCancelledReasonsRow, *statusCancelledReasonsRow]{Name: "status_cancelled_reasons", SQL: `-- Cancelled messages by cancel_reason; those without one count under
--- @unspecified.
-SELECT coalesce(cancel_reason, $1::text) AS reason, count(*) AS messages
-  FROM engagement_message_queue
- WHERE status = 'cancelled'
- GROUP BY 1
-`}
+var statusCancelledReasonsQuery = sqlfile.Load[statusCancelledReasonsArgs, statusCancelledReasonsRow, *statusCancelledReasonsRow](statementFiles, "status_cancelled_reasons", "unspecified")
 
 // statusQueueCountsArgs are the parameters of queries/status_queue_counts.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -67,13 +67,7 @@ func (r *statusQueueCountsRow) Dest() []any {
 }
 
 // statusQueueCountsQuery is queries/status_queue_counts.sql.
-var statusQueueCountsQuery = sqlfile.Statement[statusQueueCountsArgs, statusQueueCountsRow, *statusQueueCountsRow]{Name: "status_queue_counts", SQL: `-- Queued messages by status and type, the statuses in the order of
--- @statuses (the known ones; others after them, by name).
-SELECT status, message_type, count(*) AS messages
-  FROM engagement_message_queue
- GROUP BY status, message_type
- ORDER BY array_position($1::text[], status), status, message_type
-`}
+var statusQueueCountsQuery = sqlfile.Load[statusQueueCountsArgs, statusQueueCountsRow, *statusQueueCountsRow](statementFiles, "status_queue_counts", "statuses")
 
 // statusQueuePendingArgs are the parameters of queries/status_queue_pending.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -106,40 +100,7 @@ func (r *statusQueuePendingRow) Dest() []any {
 }
 
 // statusQueuePendingQuery is queries/status_queue_pending.sql.
-var statusQueuePendingQuery = sqlfile.Statement[statusQueuePendingArgs, statusQueuePendingRow, *statusQueuePendingRow]{Name: "status_queue_pending", SQL: `-- The pending messages at @as_of: those due, and since when the oldest has
--- waited; and those due later, each counted once, by why they wait:
---   held back by quiet hours: queue-process moved them to the end of the
---     quiet hours (deferred_reason 'quiet_hours'; a row deferred before the
---     column existed has none, and is one never attempted that is due later
---     than it was queued);
---   waiting on the send budget: moved down the budget's line
---     (deferred_reason 'budget'; the budget says when they go);
---   waiting for a retry: attempted before, due later, deferred by neither.
--- And the in-flight claims that are abandoned (their holder's lease ran
--- out): the next queue-process settles them. Both read the partial indexes
--- queue-process claims with.
---
--- nullable: oldest_due, quiet_hours_until
-SELECT count(*) FILTER (WHERE scheduled_for <= $1::timestamptz) AS due,
-       min(scheduled_for) FILTER (WHERE scheduled_for <= $1::timestamptz) AS oldest_due,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz
-                          AND (deferred_reason = 'quiet_hours'
-                               OR deferred_reason IS NULL AND retry_count = 0
-                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours,
-       min(scheduled_for) FILTER (WHERE scheduled_for > $1::timestamptz
-                          AND (deferred_reason = 'quiet_hours'
-                               OR deferred_reason IS NULL AND retry_count = 0
-                                  AND scheduled_for > created_at + interval '1 minute')) AS quiet_hours_until,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz AND deferred_reason = 'budget') AS budget,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz AND retry_count > 0
-                          AND deferred_reason IS NULL) AS retrying,
-       count(*) FILTER (WHERE scheduled_for > $1::timestamptz) AS later,
-       (SELECT count(*) FROM engagement_message_queue
-         WHERE status = 'processing'
-           AND engagement_claim_abandoned(claimed_by, claimed_until, $1::timestamptz)) AS expired_claims
-  FROM engagement_message_queue
- WHERE status = 'pending'
-`}
+var statusQueuePendingQuery = sqlfile.Load[statusQueuePendingArgs, statusQueuePendingRow, *statusQueuePendingRow](statementFiles, "status_queue_pending", "as_of")
 
 // statusRunsArgs are the parameters of queries/status_runs.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -173,34 +134,7 @@ func (r *statusRunsRow) Dest() []any {
 }
 
 // statusRunsQuery is queries/status_runs.sql.
-var statusRunsQuery = sqlfile.Statement[statusRunsArgs, statusRunsRow, *statusRunsRow]{Name: "status_runs", SQL: `-- The latest @runs_per_job runs of every job and shard, by job and shard,
--- newest first. The jobs and shards are found by a loose scan of the
--- (job, shard, started_at) index, one probe each, and each one's latest
--- runs by a probe of their own: queue-process may record a run every
--- minute, and its history is never read whole.
-WITH RECURSIVE shards (job, shard) AS (
-    (SELECT r.job, coalesce(r.shard, '') FROM engagement_job_runs r ORDER BY r.job, coalesce(r.shard, '') LIMIT 1)
-    UNION ALL
-    SELECT n.job, n.shard
-      FROM shards s
-     CROSS JOIN LATERAL (
-           SELECT r.job, coalesce(r.shard, '') AS shard FROM engagement_job_runs r
-            WHERE (r.job, coalesce(r.shard, '')) > (s.job, s.shard)
-            ORDER BY r.job, coalesce(r.shard, '')
-            LIMIT 1
-     ) n
-)
-SELECT r.id, r.job, s.shard, r.as_of, r.started_at, r.finished_at, r.status, r.counters,
-       coalesce(r.error, '') AS error
-  FROM shards s
- CROSS JOIN LATERAL (
-       SELECT * FROM engagement_job_runs r
-        WHERE r.job = s.job AND coalesce(r.shard, '') = s.shard
-        ORDER BY r.started_at DESC, r.id DESC
-        LIMIT $1
- ) r
- ORDER BY s.job, s.shard, r.started_at DESC, r.id DESC
-`}
+var statusRunsQuery = sqlfile.Load[statusRunsArgs, statusRunsRow, *statusRunsRow](statementFiles, "status_runs", "runs_per_job")
 
 // statusTimeZonesRow is a row of queries/status_time_zones.sql.
 type statusTimeZonesRow struct {
@@ -213,16 +147,7 @@ func (r *statusTimeZonesRow) Dest() []any {
 }
 
 // statusTimeZonesQuery is queries/status_time_zones.sql.
-var statusTimeZonesQuery = sqlfile.Statement[sqlfile.None, statusTimeZonesRow, *statusTimeZonesRow]{Name: "status_time_zones", SQL: `-- Users whose user_profiles.timezone PostgreSQL cannot read
--- (engagement_zone() is NULL for it): their quiet hours fall back to the
--- operator's --timezone. Each distinct value is looked up once.
-SELECT coalesce(sum(n), 0)::bigint AS unusable_time_zones
-  FROM (SELECT timezone, count(*) AS n
-          FROM user_profiles
-         WHERE btrim(timezone) <> ''
-         GROUP BY timezone) z
- WHERE engagement_zone(z.timezone) IS NULL
-`}
+var statusTimeZonesQuery = sqlfile.Load[sqlfile.None, statusTimeZonesRow, *statusTimeZonesRow](statementFiles, "status_time_zones")
 
 // statusUsersRow is a row of queries/status_users.sql.
 type statusUsersRow struct {
@@ -237,11 +162,4 @@ func (r *statusUsersRow) Dest() []any {
 }
 
 // statusUsersQuery is queries/status_users.sql.
-var statusUsersQuery = sqlfile.Statement[sqlfile.None, statusUsersRow, *statusUsersRow]{Name: "status_users", SQL: `-- Users by state, with how many of them opted out. Every state row has
--- its profile (a foreign key); the opted-out profiles, few, are hashed
--- and the states read once, not joined to every profile.
-SELECT s.state, count(*) AS users, count(o.user_id) AS opted_out
-  FROM user_engagement_states s
-  LEFT JOIN (SELECT p.user_id FROM user_profiles p WHERE p.reengagement_opt_out) o ON o.user_id = s.user_id
- GROUP BY s.state
-`}
+var statusUsersQuery = sqlfile.Load[sqlfile.None, statusUsersRow, *statusUsersRow](statementFiles, "status_users")

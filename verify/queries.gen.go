@@ -3,10 +3,16 @@
 package verify
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // verifyDataAPIClosedArgs are the parameters of queries/verify_data_api_closed.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -34,116 +40,7 @@ func (r *verifyDataAPIClosedRow) Dest() []any {
 }
 
 // verifyDataAPIClosedQuery is queries/verify_data_api_closed.sql.
-var verifyDataAPIClosedQuery = sqlfile.Statement[verifyDataAPIClosedArgs, verifyDataAPIClosedRow, *verifyDataAPIClosedRow]{Name: "verify_data_api_closed", SQL: `-- Check data_api_closed: no table, sequence or function of the scheduler's
--- can be reached by Supabase's Data API roles anon and authenticated
--- (PostgREST runs every request as one of them; migration 28 closes
--- everything to them). The scheduler's: the current schema's relations
--- named engagement_*, user_profiles, user_engagement_states and
--- transactions, unless engagement_adopted_tables lists them (the bot's
--- tables are the bot's), and engagement_message_queue always, adopted or
--- not (a row anyone can insert there is a WhatsApp message the bot sends);
--- its functions named engagement_*. Only a role that exists and may use the
--- schema (USAGE) reaches anything, so on a plain PostgreSQL without those
--- roles the check passes. A role reaches
---   a table when it holds SELECT, INSERT, UPDATE or DELETE on it and row
---     level security does not stop it: off on the table (or a view), the
---     role bypasses it or owns the table (without FORCE), or a permissive
---     policy for the command applies to the role (or one it is a member of)
---     or to PUBLIC;
---   a sequence when it holds USAGE, SELECT or UPDATE on it;
---   a function when it may EXECUTE it, SECURITY DEFINER (runs as its owner,
---     past row level security) or plain, each example saying which.
--- One row per object and role, the example naming both and why. Exempt: a
--- table a role holds privileges on that row level security keeps closed
--- to it (no policy applies), as the bot's adopted queue with the
--- privileges Supabase grants by default. See verify_goodbye_queued.sql for
--- the statement's shape.
-WITH api (role, name, bypassrls) AS MATERIALIZED (
-    SELECT r.oid, r.rolname::text, r.rolbypassrls
-      FROM pg_roles r
-     WHERE r.rolname IN ('anon', 'authenticated')
-       AND has_schema_privilege(r.oid, current_schema(), 'USAGE')
-), mine AS MATERIALIZED (
-    SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity, c.relforcerowsecurity, c.relowner
-      FROM pg_class c
-     WHERE c.relnamespace = current_schema()::regnamespace
-       AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
-       AND (c.relname = 'engagement_message_queue'
-            OR ((c.relname LIKE 'engagement\_%'
-                 OR c.relname IN ('user_profiles', 'user_engagement_states', 'transactions'))
-                AND c.relname NOT IN (SELECT table_name FROM engagement_adopted_tables)))
-), policies AS MATERIALIZED (
-    SELECT m.oid AS relid, a.role, p.polname::text AS policy,
-           CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT'
-                         WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END AS cmd,
-           CASE WHEN 0::oid = ANY (p.polroles) THEN 'PUBLIC' ELSE a.name END AS target
-      FROM mine m
-      JOIN pg_policy p ON p.polrelid = m.oid AND p.polpermissive
-     CROSS JOIN api a
-     WHERE EXISTS (SELECT 1 FROM unnest(p.polroles) AS t (r)
-                    WHERE CASE WHEN t.r = 0::oid THEN true ELSE pg_has_role(a.role, t.r, 'MEMBER') END)
-), tables (example, exempt) AS (
-    SELECT m.name || ': ' || a.name || ' may ' || array_to_string(coalesce(o.cmds, h.cmds), ', ') || ', ' ||
-           coalesce(w.reason, o.reason),
-           w.reason IS NULL AND o.cmds IS NULL
-      FROM mine m
-     CROSS JOIN api a
-     CROSS JOIN LATERAL (
-           SELECT array_agg(c.p ORDER BY c.o)
-             FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY AS c (p, o)
-            WHERE has_table_privilege(a.role, m.oid, c.p)) h (cmds)
-     CROSS JOIN LATERAL (
-           SELECT CASE WHEN m.relkind = 'v' THEN 'a view, which row level security does not guard'
-                       WHEN m.relkind = 'm' THEN 'a materialized view, which row level security does not guard'
-                       WHEN m.relkind = 'f' THEN 'a foreign table, which row level security does not guard'
-                       WHEN NOT m.relrowsecurity THEN 'row level security off'
-                       WHEN a.bypassrls THEN 'row level security on, but ' || a.name || ' bypasses it'
-                       WHEN NOT m.relforcerowsecurity AND pg_has_role(a.role, m.relowner, 'USAGE')
-                       THEN 'row level security on, but ' || a.name || ' owns the table'
-                  END) w (reason)
-     CROSS JOIN LATERAL (
-           SELECT array_agg(c.p ORDER BY c.o),
-                  (SELECT 'row level security on, but ' ||
-                          string_agg(DISTINCT 'policy ' || quote_ident(pol.policy) || ' (' || pol.cmd || ') applies to ' || pol.target, '; ')
-                     FROM policies pol
-                    WHERE pol.relid = m.oid AND pol.role = a.role AND (pol.cmd = 'ALL' OR pol.cmd = ANY (h.cmds)))
-             FROM unnest(h.cmds) WITH ORDINALITY AS c (p, o)
-            WHERE EXISTS (SELECT 1 FROM policies pol
-                           WHERE pol.relid = m.oid AND pol.role = a.role AND pol.cmd IN (c.p, 'ALL'))) o (cmds, reason)
-     WHERE m.relkind <> 'S' AND h.cmds IS NOT NULL
-), sequences (example, exempt) AS (
-    SELECT m.name || ': ' || a.name || ' may ' || array_to_string(h.cmds, ', ') || ' the sequence', false
-      FROM mine m
-     CROSS JOIN api a
-     CROSS JOIN LATERAL (
-           SELECT array_agg(c.p ORDER BY c.o)
-             FROM unnest(ARRAY['USAGE', 'SELECT', 'UPDATE']) WITH ORDINALITY AS c (p, o)
-            WHERE has_sequence_privilege(a.role, m.oid, c.p)) h (cmds)
-     WHERE m.relkind = 'S' AND h.cmds IS NOT NULL
-), functions (example, exempt) AS (
-    SELECT p.oid::regprocedure::text || ': ' || a.name || ' may EXECUTE, ' ||
-           CASE WHEN p.prosecdef THEN 'SECURITY DEFINER (runs as its owner, past row level security)'
-                ELSE 'a plain function (SECURITY INVOKER: runs as its caller)' END,
-           false
-      FROM pg_proc p
-     CROSS JOIN api a
-     WHERE p.pronamespace = current_schema()::regnamespace
-       AND p.proname LIKE 'engagement\_%'
-       AND has_function_privilege(a.role, p.oid, 'EXECUTE')
-), found (example, exempt) AS MATERIALIZED (
-    SELECT example, exempt FROM tables
-    UNION ALL
-    SELECT example, exempt FROM sequences
-    UNION ALL
-    SELECT example, exempt FROM functions
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $1) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyDataAPIClosedQuery = sqlfile.Load[verifyDataAPIClosedArgs, verifyDataAPIClosedRow, *verifyDataAPIClosedRow](statementFiles, "verify_data_api_closed", "max_examples")
 
 // verifyGoodbyeQueuedArgs are the parameters of queries/verify_goodbye_queued.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -174,44 +71,7 @@ func (r *verifyGoodbyeQueuedRow) Dest() []any {
 }
 
 // verifyGoodbyeQueuedQuery is queries/verify_goodbye_queued.sql.
-var verifyGoodbyeQueuedQuery = sqlfile.Statement[verifyGoodbyeQueuedArgs, verifyGoodbyeQueuedRow, *verifyGoodbyeQueuedRow]{Name: "verify_goodbye_queued", SQL: `-- Check goodbye_queued: every user in @goodbye_states (goodbye_sent, the
--- goodbye timer's, scheduler.DeadlineArgs) whose latest logged transition
--- put them there, and did not hold them out (holdout, migration 55: see
--- verify_no_goodbye_to_holdout.sql), has a goodbye queued (any status) for
--- the UTC day of goodbye_sent_at, as its period_start says (@message_type
--- is the goodbye kind's). Exempt: users with no such log row (the bot or
--- an import set the state), no goodbye_sent_at (see
--- verify_state_timestamps.sql), or a goodbye day that ended before @cutoff
--- (as-of minus the retention: cleanup may have deleted it).
---
--- Like every verify_*.sql: found lists the suspicious rows as (example,
--- exempt); the statement returns how many are violations, how many exempt,
--- and up to @max_examples examples of the violations, sorted.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT s.user_id::text,
-           NOT coalesce(l.to_state = ANY($1::text[]), false)
-           OR s.goodbye_sent_at IS NULL
-           OR ((s.goodbye_sent_at AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC' < $2
-      FROM user_engagement_states s
-      LEFT JOIN LATERAL (
-           SELECT l.to_state, l.holdout FROM engagement_state_transitions l
-            WHERE l.user_id = s.user_id
-            ORDER BY l.id DESC LIMIT 1
-      ) l ON true
-     WHERE s.state = ANY($1::text[])
-       AND NOT coalesce(l.holdout, false)
-       AND NOT EXISTS (
-           SELECT 1 FROM engagement_message_queue q
-            WHERE q.user_id = s.user_id AND q.message_type = $3::text
-              AND q.period_start = date_trunc('day', s.goodbye_sent_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $4) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyGoodbyeQueuedQuery = sqlfile.Load[verifyGoodbyeQueuedArgs, verifyGoodbyeQueuedRow, *verifyGoodbyeQueuedRow](statementFiles, "verify_goodbye_queued", "goodbye_states", "cutoff", "message_type", "max_examples")
 
 // verifyInstantsPlausibleArgs are the parameters of queries/verify_instants_plausible.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -242,39 +102,7 @@ func (r *verifyInstantsPlausibleRow) Dest() []any {
 }
 
 // verifyInstantsPlausibleQuery is queries/verify_instants_plausible.sql.
-var verifyInstantsPlausibleQuery = sqlfile.Statement[verifyInstantsPlausibleArgs, verifyInstantsPlausibleRow, *verifyInstantsPlausibleRow]{Name: "verify_instants_plausible", SQL: `-- Check instants_plausible: no user's clock lies where no move could have
--- put it. A last activity more than @skew past the later of the database
--- clock and @as_of (a bot's timestamp in the wrong unit: the year 58874)
--- keeps the user from every goodbye, since activity never moves back; a
--- remind_at more than @remind_wait (the remind-later move's wait) past
--- that never comes due; an infinite timestamp in any of the user's clocks
--- is either. engagement_fire refuses such instants (EN005, migration 45);
--- this finds those written before it, or by hand. Each example names the
--- user and the column. See verify_goodbye_queued.sql for the statement's
--- shape.
-WITH bound AS (
-    SELECT greatest(now(), $1::timestamptz) + $2::interval AS latest
-), found (example, exempt) AS MATERIALIZED (
-    SELECT s.user_id::text || ' (' ||
-           CASE WHEN NOT isfinite(s.last_activity_at) OR s.last_activity_at > b.latest THEN 'last_activity_at '
-                WHEN NOT isfinite(s.remind_at) OR s.remind_at > b.latest + $3::interval THEN 'remind_at '
-                WHEN NOT isfinite(s.goodbye_sent_at) THEN 'goodbye_sent_at '
-                WHEN NOT isfinite(s.goodbye_expires_at) THEN 'goodbye_expires_at '
-                ELSE 'state_entered_at '
-           END || 'out of range)', false
-      FROM user_engagement_states s, bound b
-     WHERE NOT isfinite(s.last_activity_at) OR s.last_activity_at > b.latest
-        OR NOT isfinite(s.remind_at) OR s.remind_at > b.latest + $3::interval
-        OR NOT isfinite(s.goodbye_sent_at) OR NOT isfinite(s.goodbye_expires_at)
-        OR NOT isfinite(s.state_entered_at)
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $4) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyInstantsPlausibleQuery = sqlfile.Load[verifyInstantsPlausibleArgs, verifyInstantsPlausibleRow, *verifyInstantsPlausibleRow](statementFiles, "verify_instants_plausible", "as_of", "skew", "remind_wait", "max_examples")
 
 // verifyLogMatchesStateArgs are the parameters of queries/verify_log_matches_state.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -302,39 +130,7 @@ func (r *verifyLogMatchesStateRow) Dest() []any {
 }
 
 // verifyLogMatchesStateQuery is queries/verify_log_matches_state.sql.
-var verifyLogMatchesStateQuery = sqlfile.Statement[verifyLogMatchesStateArgs, verifyLogMatchesStateRow, *verifyLogMatchesStateRow]{Name: "verify_log_matches_state", SQL: `-- Check log_matches_state: a user's latest logged transition leads to
--- their current state, unless the state changed after that transition was
--- logged. Users with no logged transition are not checked.
---
--- "After" is read from physical write times (migration 15): the trigger
--- stamps state_changed_at (clock_timestamp()) on every change of state,
--- whoever makes it and whatever they do with updated_at, and logged_at is
--- when the log row was written. The bot answering a goodbye in a later
--- transaction that leaves updated_at alone, or in one that began before
--- the job's and wrote after it, both change the state after the log row:
--- no violation. A log row that disagrees with a state last changed before
--- it (the job logged a move it did not make) is one. Rows from before
--- migration 15 (no stamps) fall back to updated_at against the
--- transition's time. See verify_goodbye_queued.sql for the statement's
--- shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT s.user_id::text || ' (state ' || s.state || ', log says ' || l.to_state || ')', false
-      FROM (SELECT DISTINCT ON (user_id) user_id, to_state, created_at, logged_at
-              FROM engagement_state_transitions
-             ORDER BY user_id DESC, id DESC) l
-      JOIN user_engagement_states s ON s.user_id = l.user_id
-     WHERE s.state <> l.to_state
-       AND CASE WHEN s.state_changed_at IS NOT NULL AND l.logged_at IS NOT NULL
-                THEN s.state_changed_at <= l.logged_at
-                ELSE s.updated_at <= l.created_at END
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $1) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyLogMatchesStateQuery = sqlfile.Load[verifyLogMatchesStateArgs, verifyLogMatchesStateRow, *verifyLogMatchesStateRow](statementFiles, "verify_log_matches_state", "max_examples")
 
 // verifyNoExpiredClaimsArgs are the parameters of queries/verify_no_expired_claims.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -363,23 +159,7 @@ func (r *verifyNoExpiredClaimsRow) Dest() []any {
 }
 
 // verifyNoExpiredClaimsQuery is queries/verify_no_expired_claims.sql.
-var verifyNoExpiredClaimsQuery = sqlfile.Statement[verifyNoExpiredClaimsArgs, verifyNoExpiredClaimsRow, *verifyNoExpiredClaimsRow]{Name: "verify_no_expired_claims", SQL: `-- Check no_expired_claims: no message is in flight (processing) whose
--- claim is abandoned at @as_of (engagement_claim_abandoned: its holder's
--- lease ran out, or, for a claim without a holder row, claimed_until is
--- before @as_of or unset); the next queue-process settles such claims from
--- its send ledger. See
--- verify_goodbye_queued.sql for the statement's shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT id::text, false FROM engagement_message_queue
-     WHERE status = 'processing' AND engagement_claim_abandoned(claimed_by, claimed_until, $1)
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $2) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyNoExpiredClaimsQuery = sqlfile.Load[verifyNoExpiredClaimsArgs, verifyNoExpiredClaimsRow, *verifyNoExpiredClaimsRow](statementFiles, "verify_no_expired_claims", "as_of", "max_examples")
 
 // verifyNoGoodbyeToHoldoutArgs are the parameters of queries/verify_no_goodbye_to_holdout.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -409,36 +189,7 @@ func (r *verifyNoGoodbyeToHoldoutRow) Dest() []any {
 }
 
 // verifyNoGoodbyeToHoldoutQuery is queries/verify_no_goodbye_to_holdout.sql.
-var verifyNoGoodbyeToHoldoutQuery = sqlfile.Statement[verifyNoGoodbyeToHoldoutArgs, verifyNoGoodbyeToHoldoutRow, *verifyNoGoodbyeToHoldoutRow]{Name: "verify_no_goodbye_to_holdout", SQL: `-- Check no_goodbye_to_holdout: no user the daily job held out of a goodbye
--- (their @trigger log row says holdout, migration 55) has a goodbye
--- (@message_type) for that goodbye's UTC day in the queue, in any status
--- but cancelled: a held-out user is sent nothing. The day is the as-of of
--- the run that logged the row (engagement_job_runs) or, once cleanup has
--- pruned the run, the day the row was written.
---
--- Like every verify_*.sql: found lists the suspicious rows as (example,
--- exempt); the statement returns how many are violations, how many exempt,
--- and up to @max_examples examples of the violations, sorted.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT h.user_id::text || ' held out on ' || to_char(d.day AT TIME ZONE 'UTC', 'YYYY-MM-DD')
-           || ', goodbye ' || q.status, false
-      FROM engagement_state_transitions h
-      LEFT JOIN engagement_job_runs r ON r.id = h.job_run_id
-     CROSS JOIN LATERAL (
-           SELECT date_trunc('day', coalesce(r.as_of, h.created_at) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day
-     ) d
-      JOIN engagement_message_queue q
-        ON q.user_id = h.user_id AND q.message_type = $1::text
-       AND q.period_start = d.day AND q.status <> 'cancelled'
-     WHERE h.holdout AND h.trigger = $2::text
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $3) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyNoGoodbyeToHoldoutQuery = sqlfile.Load[verifyNoGoodbyeToHoldoutArgs, verifyNoGoodbyeToHoldoutRow, *verifyNoGoodbyeToHoldoutRow](statementFiles, "verify_no_goodbye_to_holdout", "message_type", "trigger", "max_examples")
 
 // verifyNoSendAfterOptOutArgs are the parameters of queries/verify_no_send_after_opt_out.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -468,46 +219,7 @@ func (r *verifyNoSendAfterOptOutRow) Dest() []any {
 }
 
 // verifyNoSendAfterOptOutQuery is queries/verify_no_send_after_opt_out.sql.
-var verifyNoSendAfterOptOutQuery = sqlfile.Statement[verifyNoSendAfterOptOutArgs, verifyNoSendAfterOptOutRow, *verifyNoSendAfterOptOutRow]{Name: "verify_no_send_after_opt_out", SQL: `-- Check no_send_after_opt_out: no message was sent while its user was
--- opted out. For each message with a sent_at (accepted by the transport,
--- whatever receipts said afterwards), the user's latest consent event
--- before sent_at (engagement_consent_events, migration 52, by id: the
--- order they were recorded in) must not be an opt-out that took effect
--- more than @grace before it. An opt-out takes effect at its at, or when
--- it was recorded if later (one reported late cannot stop what went
--- before). @grace (queue-process's default claim timeout) lets a message
--- whose send had started when the opt-out committed go: it is checked just
--- before its send, and its sent_at is stamped when the send settles.
--- Users opted out by writing user_profiles.reengagement_opt_out directly
--- leave no event and are not checked. The opt-out's own confirmation (the
--- kinds in @confirmations) is sent only while its user is opted out: it is
--- counted as exempt. Each example names the message, its
--- user and both instants. See verify_goodbye_queued.sql for the
--- statement's shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT q.id::text || ' (user ' || q.user_id::text || ' opted out at ' ||
-           to_char(c.since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ', sent at ' ||
-           to_char(q.sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ')',
-           q.message_type = ANY($1::text[])
-      FROM engagement_message_queue q
-      JOIN LATERAL (
-               SELECT e.opted_out, greatest(e.at, e.created_at) AS since
-                 FROM engagement_consent_events e
-                WHERE e.user_id = q.user_id
-                  AND greatest(e.at, e.created_at) < q.sent_at
-                ORDER BY e.id DESC
-                LIMIT 1
-           ) c ON c.opted_out AND c.since + $2::interval < q.sent_at
-     WHERE q.sent_at IS NOT NULL
-       AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out)
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $3) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyNoSendAfterOptOutQuery = sqlfile.Load[verifyNoSendAfterOptOutArgs, verifyNoSendAfterOptOutRow, *verifyNoSendAfterOptOutRow](statementFiles, "verify_no_send_after_opt_out", "confirmations", "grace", "max_examples")
 
 // verifyNoUserStuckArgs are the parameters of queries/verify_no_user_stuck.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -545,81 +257,7 @@ func (r *verifyNoUserStuckRow) Dest() []any {
 }
 
 // verifyNoUserStuckQuery is queries/verify_no_user_stuck.sql.
-var verifyNoUserStuckQuery = sqlfile.Statement[verifyNoUserStuckArgs, verifyNoUserStuckRow, *verifyNoUserStuckRow]{Name: "verify_no_user_stuck", SQL: `-- Check no_user_stuck: no user is still where the daily job would have
--- moved them on @grace (a day: the daily job runs once a day) before
--- as-of. Each timer of the state machine's table, with its states, clock
--- and wait, is a parameter (scheduler.DeadlineArgs, the same the daily job
--- passes), and whether its deadline had come is asked, as of @as_of −
--- @grace, of the functions the daily job decides by, so a user the job is
--- rightly waiting on is never reported and one it would have moved is:
---   @inactivity_states, not opted out: engagement_inactivity_due (migration
---     29), silent for @inactivity (from last_activity_at, or created_at
---     when the bot recorded no activity), and not on the UTC day their last
---     goodbye was queued or ended undelivered (a user just moved back by
---     goodbye_undelivered gets their next goodbye the next UTC day);
---   @goodbye_states: engagement_goodbye_due (migration 41), the goodbye
---     delivered @goodbye_window ago, in doubt (in_doubt) that long after
---     its last attempt, failed for good or cancelled (by its last attempt),
---     or (no message, or opted out) past goodbye_expires_at;
---   every other timer (@timer_states, @timer_clocks, @timer_waits, one
---     entry per state): engagement_clock (migration 42) + its wait, opted
---     out or not (their timers complete silently).
--- Exempt: users in @inactivity_states with no JID to send a goodbye to
--- (the daily job skips them until they have one), and users in
--- @goodbye_states whose goodbye still waits to be delivered (the queue's
--- backlog, quiet hours and outages have their own alerts). The goodbye is
--- found by its key (@goodbye_key_infix: the goodbye kind's), its last
--- attempt in the send ledger. Each example names the user, their state and
--- the time their timer counts from. See verify_goodbye_queued.sql for the
--- statement's shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT s.user_id::text || ' (' || s.state || ' since ' ||
-           to_char(CASE WHEN s.state = ANY($1::text[]) THEN coalesce(s.last_activity_at, s.created_at)
-                        WHEN s.state = ANY($2::text[]) THEN coalesce(q.sent_at, s.goodbye_sent_at)
-                        ELSE t.since END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') || ')',
-           CASE WHEN s.state = ANY($1::text[]) THEN route.destination_jid IS NULL
-                ELSE coalesce(q.status IN ('pending', 'processing') AND NOT p.reengagement_opt_out, false) END
-      FROM user_engagement_states s
-      JOIN user_profiles p ON p.user_id = s.user_id
-     CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-      LEFT JOIN engagement_message_queue q
-        ON s.state = ANY($2::text[])
-       AND q.idempotency_key = s.user_id::text || $3::text || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
-      -- The state's earliest other timer, if it has one.
-      LEFT JOIN LATERAL (
-          SELECT c.since, c.since + t.wait AS due
-            FROM unnest($4::text[], $5::text[], $6::interval[]) AS t(state, clock, wait)
-           CROSS JOIN LATERAL (
-               SELECT engagement_clock(t.clock, s.last_activity_at, s.created_at, s.remind_at,
-                                       s.state_entered_at, s.state_changed_xact_at) AS since
-           ) c
-           WHERE t.state = s.state
-           ORDER BY c.since + t.wait
-           LIMIT 1
-      ) t ON true
-     WHERE CASE
-             WHEN s.state = ANY($1::text[])
-             THEN NOT p.reengagement_opt_out
-                  AND engagement_inactivity_due($7::timestamptz - $8::interval, $9::interval,
-                                                s.last_activity_at, s.created_at, s.goodbye_sent_at, s.goodbye_expires_at)
-             WHEN s.state = ANY($2::text[])
-             THEN engagement_goodbye_due($7::timestamptz - $8::interval, $10::interval,
-                                         p.reengagement_opt_out, s.goodbye_sent_at, s.goodbye_expires_at,
-                                         q.status, q.in_doubt, q.sent_at, q.delivered_at,
-                                         (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                                           WHERE l.message_id = q.id)) IS NOT NULL
-                  -- the exempt: still waiting to be delivered
-                  OR (q.status IN ('pending', 'processing') AND NOT p.reengagement_opt_out)
-             ELSE coalesce(t.due <= $7::timestamptz - $8::interval, false)
-           END
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $11) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyNoUserStuckQuery = sqlfile.Load[verifyNoUserStuckArgs, verifyNoUserStuckRow, *verifyNoUserStuckRow](statementFiles, "verify_no_user_stuck", "inactivity_states", "goodbye_states", "goodbye_key_infix", "timer_states", "timer_clocks", "timer_waits", "as_of", "grace", "inactivity", "goodbye_window", "max_examples")
 
 // verifyOnePerPeriodArgs are the parameters of queries/verify_one_per_period.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -651,30 +289,7 @@ func (r *verifyOnePerPeriodRow) Dest() []any {
 }
 
 // verifyOnePerPeriodQuery is queries/verify_one_per_period.sql.
-var verifyOnePerPeriodQuery = sqlfile.Statement[verifyOnePerPeriodArgs, verifyOnePerPeriodRow, *verifyOnePerPeriodRow]{Name: "verify_one_per_period", SQL: `-- Checks one_goodbye_per_day and one_review_per_week: no user has two
--- @message_type messages (any status but cancelled) for one period: the
--- period_start stored when the message was queued or, for a message
--- without one (no key, or queued by the bot), the start of the @unit ('day'
--- or 'week', ISO) of its scheduled_for in UTC. Examples print the period
--- with @format ('YYYY-MM-DD', 'IYYY-"W"IW') and count @plural ('goodbyes').
--- It reads the rows, not the unique index, so it holds even where that
--- index is gone. See verify_goodbye_queued.sql for the statement's shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT user_id::text || ' ' || to_char(period AT TIME ZONE 'UTC', $1::text) || ' (' || count(*) || ' ' || $2::text || ')', false
-      FROM (SELECT user_id,
-                   coalesce(period_start, date_trunc($3::text, scheduled_for AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS period
-              FROM engagement_message_queue
-             WHERE message_type = $4::text AND status <> 'cancelled') m
-     GROUP BY user_id, period
-    HAVING count(*) > 1
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $5) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyOnePerPeriodQuery = sqlfile.Load[verifyOnePerPeriodArgs, verifyOnePerPeriodRow, *verifyOnePerPeriodRow](statementFiles, "verify_one_per_period", "format", "plural", "unit", "message_type", "max_examples")
 
 // verifyStateTimestampsArgs are the parameters of queries/verify_state_timestamps.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -705,28 +320,7 @@ func (r *verifyStateTimestampsRow) Dest() []any {
 }
 
 // verifyStateTimestampsQuery is queries/verify_state_timestamps.sql.
-var verifyStateTimestampsQuery = sqlfile.Statement[verifyStateTimestampsArgs, verifyStateTimestampsRow, *verifyStateTimestampsRow]{Name: "verify_state_timestamps", SQL: `-- Check state_timestamps: every user waiting on a timer has the time it
--- counts from: goodbye_sent_at in @goodbye_states (goodbye_timeout's), and
--- remind_at in a state whose timer's clock is remind_at (@timer_states,
--- @timer_clocks: reminder_due's remind_later); without it the daily job can
--- never move the user on. See verify_goodbye_queued.sql for the
--- statement's shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT s.user_id::text || ' (' || s.state || ' without ' ||
-           CASE WHEN s.state = ANY($1::text[]) THEN 'goodbye_sent_at' ELSE 'remind_at' END || ')', false
-      FROM user_engagement_states s
-     WHERE (s.state = ANY($1::text[]) AND s.goodbye_sent_at IS NULL)
-        OR (s.remind_at IS NULL
-            AND s.state IN (SELECT t.state FROM unnest($2::text[], $3::text[]) AS t(state, clock)
-                             WHERE t.clock = 'remind_at'))
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $4) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyStateTimestampsQuery = sqlfile.Load[verifyStateTimestampsArgs, verifyStateTimestampsRow, *verifyStateTimestampsRow](statementFiles, "verify_state_timestamps", "goodbye_states", "timer_states", "timer_clocks", "max_examples")
 
 // verifyTimeZonesUsableArgs are the parameters of queries/verify_time_zones_usable.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -754,27 +348,7 @@ func (r *verifyTimeZonesUsableRow) Dest() []any {
 }
 
 // verifyTimeZonesUsableQuery is queries/verify_time_zones_usable.sql.
-var verifyTimeZonesUsableQuery = sqlfile.Statement[verifyTimeZonesUsableArgs, verifyTimeZonesUsableRow, *verifyTimeZonesUsableRow]{Name: "verify_time_zones_usable", SQL: `-- Check time_zones_usable: every user_profiles.timezone that is set is one
--- PostgreSQL can read (engagement_zone(): any case, links, POSIX specs).
--- A value it cannot read is not replaced silently: quiet hours fall back
--- to the operator's --timezone for that user, and this check names them.
--- Each distinct value is looked up once. Nothing is exempt.
-WITH unusable AS MATERIALIZED (
-    SELECT timezone
-      FROM (SELECT DISTINCT timezone FROM user_profiles WHERE btrim(timezone) <> '') z
-     WHERE engagement_zone(z.timezone) IS NULL
-), found (example) AS MATERIALIZED (
-    SELECT p.user_id::text || ' (timezone ' || quote_literal(p.timezone) || ')'
-      FROM user_profiles p
-      JOIN unusable u ON u.timezone = p.timezone
-)
-SELECT count(*) AS violations,
-       0::bigint AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found ORDER BY example LIMIT $1) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyTimeZonesUsableQuery = sqlfile.Load[verifyTimeZonesUsableArgs, verifyTimeZonesUsableRow, *verifyTimeZonesUsableRow](statementFiles, "verify_time_zones_usable", "max_examples")
 
 // verifyTransitionsAllowedArgs are the parameters of queries/verify_transitions_allowed.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -805,21 +379,4 @@ func (r *verifyTransitionsAllowedRow) Dest() []any {
 }
 
 // verifyTransitionsAllowedQuery is queries/verify_transitions_allowed.sql.
-var verifyTransitionsAllowedQuery = sqlfile.Statement[verifyTransitionsAllowedArgs, verifyTransitionsAllowedRow, *verifyTransitionsAllowedRow]{Name: "verify_transitions_allowed", SQL: `-- Check transitions_allowed: every logged transition (from_state, trigger,
--- to_state) is a row of the state machine's table, given as the arrays
--- @allowed_from, @allowed_trigger, @allowed_to (statemachine.Transitions).
--- See verify_goodbye_queued.sql for the statement's shape.
-WITH found (example, exempt) AS MATERIALIZED (
-    SELECT 'transition ' || l.id || ' of ' || l.user_id || ': ' || l.from_state || ' -' || l.trigger || '-> ' || l.to_state, false
-      FROM engagement_state_transitions l
-     WHERE NOT EXISTS (
-           SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS a (f, t, d)
-            WHERE a.f = l.from_state AND a.t = l.trigger AND a.d = l.to_state)
-)
-SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
-       count(*) FILTER (WHERE exempt) AS exempt,
-       coalesce((SELECT array_agg(example ORDER BY example)
-                   FROM (SELECT example FROM found WHERE NOT exempt ORDER BY example LIMIT $4) e),
-                '{}') AS examples
-  FROM found
-`}
+var verifyTransitionsAllowedQuery = sqlfile.Load[verifyTransitionsAllowedArgs, verifyTransitionsAllowedRow, *verifyTransitionsAllowedRow](statementFiles, "verify_transitions_allowed", "allowed_from", "allowed_trigger", "allowed_to", "max_examples")

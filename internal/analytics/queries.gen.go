@@ -3,10 +3,16 @@
 package analytics
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // runArgs are the parameters of queries/run.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -33,9 +39,7 @@ func (r *runRow) Dest() []any {
 }
 
 // runQuery is queries/run.sql.
-var runQuery = sqlfile.Statement[runArgs, runRow, *runRow]{Name: "run", SQL: `-- The job and as-of of run @run_id, which every event carries.
-SELECT job, as_of FROM engagement_job_runs WHERE id = $1
-`}
+var runQuery = sqlfile.Load[runArgs, runRow, *runRow](statementFiles, "run", "run_id")
 
 // runMessagesArgs are the parameters of queries/run_messages.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -65,14 +69,7 @@ func (r *runMessagesRow) Dest() []any {
 }
 
 // runMessagesQuery is queries/run_messages.sql.
-var runMessagesQuery = sqlfile.Statement[runMessagesArgs, runMessagesRow, *runMessagesRow]{Name: "run_messages", SQL: `-- The messages of kind @message_type run @run_id queued, in order, with the
--- transaction count a weekly review carries: one event each.
--- nullable: transaction_count
-SELECT id::text AS id, user_id::text AS user_id, message_params->>'count' AS transaction_count, created_at
-  FROM engagement_message_queue
- WHERE job_run_id = $1 AND message_type = $2
- ORDER BY created_at, id
-`}
+var runMessagesQuery = sqlfile.Load[runMessagesArgs, runMessagesRow, *runMessagesRow](statementFiles, "run_messages", "run_id", "message_type")
 
 // runTransitionsArgs are the parameters of queries/run_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -105,10 +102,4 @@ func (r *runTransitionsRow) Dest() []any {
 }
 
 // runTransitionsQuery is queries/run_transitions.sql.
-var runTransitionsQuery = sqlfile.Statement[runTransitionsArgs, runTransitionsRow, *runTransitionsRow]{Name: "run_transitions", SQL: `-- The transitions run @run_id logged, in order: one state_changed event each,
--- with the goodbye's arm and copy variant (migrations 55 and 57).
-SELECT id, user_id::text, from_state, to_state, trigger, created_at, holdout, coalesce(variant, '') AS variant
-  FROM engagement_state_transitions
- WHERE job_run_id = $1
- ORDER BY id
-`}
+var runTransitionsQuery = sqlfile.Load[runTransitionsArgs, runTransitionsRow, *runTransitionsRow](statementFiles, "run_transitions", "run_id")

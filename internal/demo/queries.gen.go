@@ -3,10 +3,16 @@
 package main
 
 import (
+	"embed"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // dayOneRow is a row of queries/day_one.sql.
 type dayOneRow struct {
@@ -19,11 +25,7 @@ func (r *dayOneRow) Dest() []any {
 }
 
 // dayOneQuery is queries/day_one.sql.
-var dayOneQuery = sqlfile.Statement[sqlfile.None, dayOneRow, *dayOneRow]{Name: "day_one", SQL: `-- The demo's day 1: now, by the database's clock, to the minute.
--- queue-process delivers and stamps sent_at by that clock, and a
--- goodbye's 48 hours count from it.
-SELECT date_trunc('minute', now()) AS day_one
-`}
+var dayOneQuery = sqlfile.Load[sqlfile.None, dayOneRow, *dayOneRow](statementFiles, "day_one")
 
 // lastDayRow is a row of queries/last_day.sql.
 type lastDayRow struct {
@@ -36,12 +38,7 @@ func (r *lastDayRow) Dest() []any {
 }
 
 // lastDayQuery is queries/last_day.sql.
-var lastDayQuery = sqlfile.Statement[sqlfile.None, lastDayRow, *lastDayRow]{Name: "last_day", SQL: `-- The demo's "now": the latest instant its jobs ran as of (day 3,
--- simulated); NULL before any run.
---
--- nullable: last_day
-SELECT max(as_of) AS last_day FROM engagement_job_runs;
-`}
+var lastDayQuery = sqlfile.Load[sqlfile.None, lastDayRow, *lastDayRow](statementFiles, "last_day")
 
 // migratedRow is a row of queries/migrated.sql.
 type migratedRow struct {
@@ -54,11 +51,7 @@ func (r *migratedRow) Dest() []any {
 }
 
 // migratedQuery is queries/migrated.sql.
-var migratedQuery = sqlfile.Statement[sqlfile.None, migratedRow, *migratedRow]{Name: "migrated", SQL: `-- Whether the database holds the scheduler's schema (its latest tables
--- among them): the demo reuses such a database, and makes one otherwise.
--- It runs on any database, migrated or not.
-SELECT to_regclass('engagement_console_audit') IS NOT NULL AS migrated
-`}
+var migratedQuery = sqlfile.Load[sqlfile.None, migratedRow, *migratedRow](statementFiles, "migrated")
 
 // queueRow is a row of queries/queue.sql.
 type queueRow struct {
@@ -75,13 +68,7 @@ func (r *queueRow) Dest() []any {
 }
 
 // queueQuery is queries/queue.sql.
-var queueQuery = sqlfile.Statement[sqlfile.None, queueRow, *queueRow]{Name: "queue", SQL: `-- The queue by type, destination and status, with how many distinct keys:
--- as many keys as messages, or something was queued twice.
---
--- not null: message_type, destination, status
-SELECT message_type, destination, status, count(*) AS messages, count(DISTINCT idempotency_key) AS keys
-  FROM engagement_message_queue GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-`}
+var queueQuery = sqlfile.Load[sqlfile.None, queueRow, *queueRow](statementFiles, "queue")
 
 // statesArgs are the parameters of queries/states.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -109,17 +96,7 @@ func (r *statesRow) Dest() []any {
 }
 
 // statesQuery is queries/states.sql.
-var statesQuery = sqlfile.Statement[statesArgs, statesRow, *statesRow]{Name: "states", SQL: `-- The users by state, in the state machine's order, with how many of them
--- opted out.
-SELECT state, count(*) AS users, count(*) FILTER (WHERE p.reengagement_opt_out) AS opted_out
-  FROM user_engagement_states s JOIN user_profiles p USING (user_id)
- GROUP BY state
- ORDER BY array_position($1::text[], state)
-`}
+var statesQuery = sqlfile.Load[statesArgs, statesRow, *statesRow](statementFiles, "states", "states")
 
 // zonesQuery is queries/zones.sql.
-var zonesQuery = sqlfile.Statement[sqlfile.None, sqlfile.None, *sqlfile.None]{Name: "zones", SQL: `-- The demo's users abroad: a third in Lisbon's zone, a third in Tokyo's,
--- the rest without one (they take the shipped default, São Paulo's).
-UPDATE user_profiles
-   SET timezone = CASE abs(hashtext(user_id::text)) % 3 WHEN 1 THEN 'Europe/Lisbon' WHEN 2 THEN 'Asia/Tokyo' END
-`}
+var zonesQuery = sqlfile.Load[sqlfile.None, sqlfile.None, *sqlfile.None](statementFiles, "zones")

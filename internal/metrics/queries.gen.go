@@ -3,8 +3,15 @@
 package metrics
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // queueBacklogRow is a row of queries/queue_backlog.sql.
 type queueBacklogRow struct {
@@ -19,12 +26,4 @@ func (r *queueBacklogRow) Dest() []any {
 }
 
 // queueBacklogQuery is queries/queue_backlog.sql.
-var queueBacklogQuery = sqlfile.Statement[sqlfile.None, queueBacklogRow, *queueBacklogRow]{Name: "queue_backlog", SQL: `-- The delivery queue's backlog, as queue-process leaves it: pending
--- messages, those due by the database clock, and how long the oldest due
--- one has waited (0 when none is due).
-SELECT count(*) AS pending,
-       count(*) FILTER (WHERE scheduled_for <= now()) AS due,
-       coalesce(extract(epoch FROM now() - min(scheduled_for) FILTER (WHERE scheduled_for <= now())), 0)::float8 AS oldest_due_age_seconds
-  FROM engagement_message_queue
- WHERE status = 'pending'
-`}
+var queueBacklogQuery = sqlfile.Load[sqlfile.None, queueBacklogRow, *queueBacklogRow](statementFiles, "queue_backlog")

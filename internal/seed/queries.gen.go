@@ -3,8 +3,15 @@
 package seed
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // settingsLiftRow is a row of queries/settings_lift.sql.
 type settingsLiftRow struct {
@@ -22,17 +29,7 @@ func (r *settingsLiftRow) Dest() []any {
 }
 
 // settingsLiftQuery is queries/settings_lift.sql.
-var settingsLiftQuery = sqlfile.Statement[sqlfile.None, settingsLiftRow, *settingsLiftRow]{Name: "settings_lift", SQL: `-- Generate's settings for its own transaction: no JIT, work_mem 256MB and
--- no statement_timeout (a role's or database's default; 10M users take
--- minutes), returning the values they replace (settings_restore.sql puts
--- them back before the commit, for a caller whose transaction goes on).
-SELECT current_setting('jit') AS jit,
-       current_setting('work_mem') AS work_mem,
-       current_setting('statement_timeout') AS statement_timeout,
-       set_config('jit', 'off', true) AS jit_set,
-       set_config('work_mem', '256MB', true) AS work_mem_set,
-       set_config('statement_timeout', '0', true) AS statement_timeout_set
-`}
+var settingsLiftQuery = sqlfile.Load[sqlfile.None, settingsLiftRow, *settingsLiftRow](statementFiles, "settings_lift")
 
 // settingsRestoreArgs are the parameters of queries/settings_restore.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -62,12 +59,7 @@ func (r *settingsRestoreRow) Dest() []any {
 }
 
 // settingsRestoreQuery is queries/settings_restore.sql.
-var settingsRestoreQuery = sqlfile.Statement[settingsRestoreArgs, settingsRestoreRow, *settingsRestoreRow]{Name: "settings_restore", SQL: `-- Puts back the settings settings_lift.sql replaced, for the rest of the
--- transaction.
-SELECT set_config('jit', $1::text, true) AS jit,
-       set_config('work_mem', $2::text, true) AS work_mem,
-       set_config('statement_timeout', $3::text, true) AS statement_timeout
-`}
+var settingsRestoreQuery = sqlfile.Load[settingsRestoreArgs, settingsRestoreRow, *settingsRestoreRow](statementFiles, "settings_restore", "jit", "work_mem", "statement_timeout")
 
 // usersRow is a row of queries/users.sql.
 type usersRow struct {
@@ -80,8 +72,4 @@ func (r *usersRow) Dest() []any {
 }
 
 // usersQuery is queries/users.sql.
-var usersQuery = sqlfile.Statement[sqlfile.None, usersRow, *usersRow]{Name: "users", SQL: `-- How many users the database holds (user_profiles rows): engagementctl
--- seed and smoke fill only empty databases. On a database without the
--- schema it fails with 42P01 (undefined_table).
-SELECT count(*) AS users FROM user_profiles
-`}
+var usersQuery = sqlfile.Load[sqlfile.None, usersRow, *usersRow](statementFiles, "users")

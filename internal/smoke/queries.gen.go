@@ -3,8 +3,15 @@
 package smoke
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // countsRow is a row of queries/counts.sql.
 type countsRow struct {
@@ -19,13 +26,7 @@ func (r *countsRow) Dest() []any {
 }
 
 // countsQuery is queries/counts.sql.
-var countsQuery = sqlfile.Statement[sqlfile.None, countsRow, *countsRow]{Name: "counts", SQL: `-- engagementctl smoke's tally of a run's outcome: the transitions logged,
--- the messages queued, and the users by state as "state=n …".
-SELECT (SELECT count(*) FROM engagement_state_transitions) AS transitions,
-       (SELECT count(*) FROM engagement_message_queue) AS messages,
-       (SELECT coalesce(string_agg(state || '=' || n, ' ' ORDER BY state), '')
-          FROM (SELECT state, count(*) AS n FROM user_engagement_states GROUP BY state) s) AS states
-`}
+var countsQuery = sqlfile.Load[sqlfile.None, countsRow, *countsRow](statementFiles, "counts")
 
 // queueStatusesRow is a row of queries/queue_statuses.sql.
 type queueStatusesRow struct {
@@ -39,8 +40,4 @@ func (r *queueStatusesRow) Dest() []any {
 }
 
 // queueStatusesQuery is queries/queue_statuses.sql.
-var queueStatusesQuery = sqlfile.Statement[sqlfile.None, queueStatusesRow, *queueStatusesRow]{Name: "queue_statuses", SQL: `-- engagementctl smoke's tally of the queue: the messages by status.
---
--- not null: status
-SELECT status, count(*) AS messages FROM engagement_message_queue GROUP BY status
-`}
+var queueStatusesQuery = sqlfile.Load[sqlfile.None, queueStatusesRow, *queueStatusesRow](statementFiles, "queue_statuses")

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -97,4 +98,24 @@ func packageName(t *testing.T, dir string) string {
 	}
 	t.Fatalf("%s: no Go package", dir)
 	return ""
+}
+
+// Load numbers a file's parameters as pgx does and holds them to the
+// generated declaration's: a file edited since make sql (a parameter
+// added, here @limit) panics, naming both lists, instead of binding a
+// value to the wrong parameter.
+func TestLoadRefusesAFileEditedSinceMakeSQL(t *testing.T) {
+	t.Parallel()
+	files := fstest.MapFS{"queries/count.sql": {Data: []byte("-- @not_this\nSELECT count(*) AS n FROM t WHERE a = @a AND b = @limit AND c = @a")}}
+	st := sqlfile.Load[sqlfile.None, sqlfile.None, *sqlfile.None](files, "count", "a", "limit")
+	if want := "SELECT count(*) AS n FROM t WHERE a = $1 AND b = $2 AND c = $1"; !strings.HasSuffix(st.SQL, want) {
+		t.Errorf("loaded %q, want it to end %q", st.SQL, want)
+	}
+	defer func() {
+		msg, _ := recover().(string)
+		if !strings.Contains(msg, "takes @a, @limit, its generated code @a: run make sql") {
+			t.Errorf("a stale declaration: panic %q, want one naming both lists", msg)
+		}
+	}()
+	sqlfile.Load[sqlfile.None, sqlfile.None, *sqlfile.None](files, "count", "a")
 }

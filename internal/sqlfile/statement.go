@@ -3,6 +3,9 @@ package sqlfile
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,6 +47,25 @@ type Statement[P Params, R any, PR Row[R]] struct {
 	SQL  string
 
 	mode pgx.QueryExecMode // 0: the pool's
+}
+
+// Load returns the statement in fsys's queries/<name>.sql (the package's
+// embedded files) with its named parameters numbered as pgx numbers them,
+// which must be params, in that order: make sql declares each statement
+// of queries.gen.go so, and the SQL stays in its file alone. A file edited
+// since make sql typed it (a parameter added, dropped or moved) panics
+// here, when its package starts, in its every test and binary, rather
+// than binding a value to the wrong parameter.
+func Load[P Params, R any, PR Row[R]](fsys fs.FS, name string, params ...string) Statement[P, R, PR] {
+	sql, names, err := parameters(context.Background(), nil, Must(fsys, name))
+	if err != nil {
+		panic(fmt.Sprintf("sqlfile: queries/%s.sql: %v", name, err))
+	}
+	if !slices.Equal(names, params) {
+		panic(fmt.Sprintf("sqlfile: queries/%s.sql takes @%s, its generated code @%s: run make sql",
+			name, strings.Join(names, ", @"), strings.Join(params, ", @")))
+	}
+	return Statement[P, R, PR]{Name: name, SQL: sql}
 }
 
 // WithMode returns the statement run in mode (e.g. pgx.QueryExecModeExec

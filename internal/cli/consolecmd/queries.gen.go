@@ -3,8 +3,15 @@
 package consolecmd
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // inRecoveryRow is a row of queries/in_recovery.sql.
 type inRecoveryRow struct {
@@ -17,7 +24,4 @@ func (r *inRecoveryRow) Dest() []any {
 }
 
 // inRecoveryQuery is queries/in_recovery.sql.
-var inRecoveryQuery = sqlfile.Statement[sqlfile.None, inRecoveryRow, *inRecoveryRow]{Name: "in_recovery", SQL: `-- Whether the --replica-url server is a standby (in recovery): the
--- console says in its log when it is a primary instead.
-SELECT pg_is_in_recovery() AS standby
-`}
+var inRecoveryQuery = sqlfile.Load[sqlfile.None, inRecoveryRow, *inRecoveryRow](statementFiles, "in_recovery")

@@ -3,8 +3,15 @@
 package consoledata
 
 import (
+	"embed"
+
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
+
+// statementFiles are the package's statements, each typed below.
+//
+//go:embed queries/*.sql
+var statementFiles embed.FS
 
 // holdoutArgs are the parameters of queries/holdout.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -34,39 +41,4 @@ func (r *holdoutRow) Dest() []any {
 }
 
 // holdoutQuery is queries/holdout.sql.
-var holdoutQuery = sqlfile.Statement[holdoutArgs, holdoutRow, *holdoutRow]{Name: "holdout", SQL: `-- HoldOut (holdout.go): about @basis_points / 100 % of the history's
--- goodbyes held out, as engagement-daily --holdout-percent with @salt
--- would have held them out (the users whose engagement_holdout_bucket is
--- below @basis_points): their log rows say holdout and their goodbyes
--- (of the run's UTC day) leave the queue; every other goodbye gets a copy
--- variant, a or b, by the daily job's own hash, on its log row and its
--- message. For the console's page-speed benchmark and its screenshots at
--- a realistic size: the history's answers and undelivered goodbyes of
--- held-out users stay as the generator made them.
-WITH held AS (
-    UPDATE engagement_state_transitions t
-       SET holdout = true
-     WHERE t.trigger = $1::text
-       AND engagement_holdout_bucket($2::text, t.user_id) < $3::int
-    RETURNING t.user_id, t.job_run_id
-), gone AS (
-    DELETE FROM engagement_message_queue q
-     USING held h, engagement_job_runs r
-     WHERE r.id = h.job_run_id AND q.user_id = h.user_id AND q.message_type = $4::text
-       AND q.period_start = date_trunc('day', r.as_of AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-    RETURNING q.id
-), ledger AS (
-    DELETE FROM engagement_processed_messages l USING gone g WHERE l.message_id = g.id
-), logged AS (
-    UPDATE engagement_state_transitions t
-       SET variant = (ARRAY['a', 'b'])[1 + engagement_holdout_bucket('variant:' || $4::text, t.user_id) % 2]
-     WHERE t.trigger = $1::text
-       AND engagement_holdout_bucket($2::text, t.user_id) >= $3::int
-), queued AS (
-    UPDATE engagement_message_queue q
-       SET variant = (ARRAY['a', 'b'])[1 + engagement_holdout_bucket('variant:' || $4::text, q.user_id) % 2]
-     WHERE q.message_type = $4::text
-       AND engagement_holdout_bucket($2::text, q.user_id) >= $3::int
-)
-SELECT (SELECT count(*) FROM held) AS held, (SELECT count(*) FROM gone) AS removed
-`}
+var holdoutQuery = sqlfile.Load[holdoutArgs, holdoutRow, *holdoutRow](statementFiles, "holdout", "goodbye_trigger", "salt", "basis_points", "goodbye_type")
