@@ -221,33 +221,14 @@ func (d described) write(b *bytes.Buffer, name string) {
 	params, row := "sqlfile.None", "sqlfile.None"
 	if len(d.params) > 0 {
 		params = base + "Args"
-		fmt.Fprintf(b, "\n// %s are the parameters of queries/%s.sql; a literal names them all\n// (.golangci.yml, exhaustruct).\n//\n//exhaustruct:enforce\ntype %s struct {\n", params, name, params)
-		for _, p := range d.params {
-			fmt.Fprintf(b, "%s %s // %s\n", p.goName, p.goType, p.sqlName)
-		}
-		fmt.Fprintf(b, "}\n\n// Args returns the parameters in the statement's order.\nfunc (a %s) Args() []any {\nreturn []any{", params)
-		for i, p := range d.params {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("a." + p.goName)
-		}
-		b.WriteString("}\n}\n")
+		writeStruct(b, params, d.params,
+			fmt.Sprintf("are the parameters of queries/%s.sql; a literal names them all\n// (.golangci.yml, exhaustruct).\n//\n//exhaustruct:enforce", name),
+			"// Args returns the parameters in the statement's order.\nfunc (a "+params+") Args() []any", "a.")
 	}
 	if len(d.fields) > 0 {
 		row = base + "Row"
-		fmt.Fprintf(b, "\n// %s is a row of queries/%s.sql.\ntype %s struct {\n", row, name, row)
-		for _, f := range d.fields {
-			fmt.Fprintf(b, "%s %s // %s\n", f.goName, f.goType, f.sqlName)
-		}
-		fmt.Fprintf(b, "}\n\n// Dest returns the fields in the columns' order.\nfunc (r *%s) Dest() []any {\nreturn []any{", row)
-		for i, f := range d.fields {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("&r." + f.goName)
-		}
-		b.WriteString("}\n}\n")
+		writeStruct(b, row, d.fields, fmt.Sprintf("is a row of queries/%s.sql.", name),
+			"// Dest returns the fields in the columns' order.\nfunc (r *"+row+") Dest() []any", "&r.")
 	}
 	fmt.Fprintf(b, "\n// %sQuery is queries/%s.sql.\nvar %sQuery = sqlfile.Load[%s, %s, *%s](statementFiles, %q",
 		base, name, base, params, row, row, name)
@@ -255,4 +236,21 @@ func (d described) write(b *bytes.Buffer, name string) {
 		fmt.Fprintf(b, ", %q", strings.TrimPrefix(p.sqlName, "@"))
 	}
 	b.WriteString(")\n")
+}
+
+// writeStruct writes the struct typ, a field per f, and its method, which
+// returns each field (prefix "a.") or its address ("&r.") in order.
+func writeStruct(b *bytes.Buffer, typ string, fields []field, doc, method, prefix string) {
+	fmt.Fprintf(b, "\n// %s %s\ntype %s struct {\n", typ, doc, typ)
+	for _, f := range fields {
+		fmt.Fprintf(b, "%s %s // %s\n", f.goName, f.goType, f.sqlName)
+	}
+	fmt.Fprintf(b, "}\n\n%s {\nreturn []any{", method)
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(prefix + f.goName)
+	}
+	b.WriteString("}\n}\n")
 }
