@@ -352,18 +352,22 @@ func (p *Processor) release(ms []claimed) error {
 }
 
 // recoverAbandoned settles the messages whose claim was abandoned
-// (recover.sql) and returns how many.
+// (recover.sql) and returns how many. Workers that call it at once share
+// one statement and its count.
 func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
-	n, pending, err := p.recoverClaims(ctx, "")
-	if err != nil {
-		return 0, fmt.Errorf("settle abandoned claims: %w", err)
-	}
-	p.refund(pending, nil)
-	if n > 0 {
-		p.tally.recovered.Add(int64(n))
-		p.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
-	}
-	return n, nil
+	v, err, _ := p.recovering.Do("recover", func() (any, error) {
+		n, pending, err := p.recoverClaims(ctx, "")
+		if err != nil {
+			return 0, fmt.Errorf("settle abandoned claims: %w", err)
+		}
+		p.refund(pending, nil)
+		if n > 0 {
+			p.tally.recovered.Add(int64(n))
+			p.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
+		}
+		return n, nil
+	})
+	return v.(int), err
 }
 
 // recoverClaims runs recover.sql, for own's claims too when own is set,

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 
@@ -269,6 +270,9 @@ type Processor struct {
 	health     *NumberHealth    // Meta's verdict as the run read it; nil on other transports
 	log        zerolog.Logger
 	budget     *budget // the run's send budget; nil without one
+	// recovering lets the workers that run out of work at once share one
+	// recovery (recover.sql) instead of each scanning the claims in flight.
+	recovering singleflight.Group
 	// The current run's state.
 	tally   *tally
 	lease   *lease

@@ -1,11 +1,22 @@
 -- Settle the messages in flight ('processing') that no live processor will
--- finish: those whose claim is abandoned (engagement_claim_abandoned: the
--- holder is dead, or a claim without a holder row is past its deadline or
--- has none), and, when @own is set, every claim of @own (a processor
--- handing back what it still holds as it exits). First, holders not renewed
--- in time are buried: the UPDATE takes each one's row lock, so a renewal
--- racing it (hold.sql) either lands first, and the holder lives, or sees the
--- row buried and learns that its claims are gone.
+-- finish: those whose claim is abandoned, and, when @own is set, every
+-- claim of @own (a processor handing back what it still holds as it exits).
+--
+-- A claim is abandoned when its holder is buried: holders not renewed in
+-- time are buried here, each one's row locked in holder order and skipped
+-- when another transaction holds it. The row's lock decides the race with
+-- that holder's renewal (hold.sql): the renewal lands first, and the holder
+-- lives, or it finds the row buried and learns that its claims are gone.
+-- A row locked elsewhere is a renewal in flight (the holder lives) or
+-- another recovery burying it (that one settles its claims): either way not
+-- this statement's to settle, so a recovery never waits on a holder's row,
+-- and recoveries side by side neither queue the renewals behind them nor
+-- deadlock one another (under a 1 s --claim-timeout on a loaded machine,
+-- they did both: leases lost, "deadlock detected"). A holder buried earlier whose claims are
+-- still in flight (one was locked then) is settled now; a claim without a
+-- holder row, taken by an older release, is abandoned past its own
+-- claimed_until (engagement_claim_abandoned's rule, read here as joins, not
+-- a function call per message).
 --
 -- The send ledger on @transport says what became of each message:
 --   'sent'        → the send succeeded before its holder stopped: sent.
@@ -16,11 +27,18 @@
 --   none/'failed' → no send was in flight: pending, its retries unspent.
 -- Returns how many were settled, and the ids of those pending again (their
 -- send budget is given back).
-WITH buried AS (
-    UPDATE engagement_queue_holders
-       SET buried = true
+WITH expired AS (
+    SELECT holder
+      FROM engagement_queue_holders
      WHERE NOT buried AND alive_until < clock_timestamp()
-    RETURNING holder
+     ORDER BY holder
+       FOR UPDATE SKIP LOCKED
+), buried AS (
+    UPDATE engagement_queue_holders h
+       SET buried = true
+      FROM expired e
+     WHERE h.holder = e.holder
+    RETURNING h.holder
 ), abandoned AS (
     SELECT q.id, l.status AS ledger_status, l.provider_message_id
       FROM engagement_message_queue q
@@ -28,7 +46,9 @@ WITH buried AS (
      WHERE q.status = 'processing'
        AND (q.claimed_by = @own::text
             OR q.claimed_by IN (SELECT holder FROM buried)
-            OR engagement_claim_abandoned(q.claimed_by, q.claimed_until, now()))
+            OR q.claimed_by IN (SELECT holder FROM engagement_queue_holders WHERE buried)
+            OR ((q.claimed_until IS NULL OR q.claimed_until < now())
+                AND NOT EXISTS (SELECT FROM engagement_queue_holders h WHERE h.holder = q.claimed_by)))
        FOR UPDATE OF q SKIP LOCKED
 ), settled AS (
     UPDATE engagement_message_queue q
