@@ -129,7 +129,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 	if _, err := dead.hold(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	batch, err := dead.claim(ctx)
+	batch, _, err := dead.claim(ctx)
 	if err != nil || len(batch) != 2 {
 		t.Fatalf("claim: %d messages, %v; want 2", len(batch), err)
 	}

@@ -44,7 +44,7 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 	if p.budget.tight(p.cfg.Workers * p.cfg.ClaimBatch) {
 		t.Fatal("the processor already sees the window as tight; the test needs it to claim with room")
 	}
-	batch, err := p.claim(ctx)
+	batch, _, err := p.claim(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 	// A claim that waited on the lock would never end: bounded, it fails.
 	claimCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	batch, err := p.claim(claimCtx)
+	batch, _, err := p.claim(claimCtx)
 	if err != nil {
 		t.Fatalf("claim: %v (a claim must not wait on a message another transaction holds)", err)
 	}

@@ -204,7 +204,7 @@ func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, 
 // A shutdown stops the statement on the server (onServer): either the
 // server cancelled it (nothing was claimed) or its rows arrive, and the
 // caller releases them.
-func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
+func (p *Processor) claim(ctx context.Context) ([]claimed, int, error) {
 	args := claimArgs{
 		Holder:          p.holder,
 		ClaimTimeout:    p.cfg.ClaimTimeout,
@@ -232,7 +232,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 		args.QuietStart, args.QuietEnd = &q.Start, &q.End
 	}
 	for {
-		batch, err := p.claimOnce(ctx, args)
+		batch, moved, err := p.claimOnce(ctx, args)
 		if p.budget != nil && noRoom(err) {
 			// Other claims took the room this one counted on: nothing was
 			// claimed, and claims take the budget's lock from now on.
@@ -240,9 +240,9 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("claim messages: %w", err)
+			return nil, 0, fmt.Errorf("claim messages: %w", err)
 		}
-		return batch, nil
+		return batch, moved, nil
 	}
 }
 
@@ -251,7 +251,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, error) {
 // other claims; near the limit, it takes the budget's lock first and the
 // budget is applied to what it claimed in the same transaction
 // (budget_apply.sql), so that the last slots go in due order.
-func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, error) {
+func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, int, error) {
 	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
 	args.SpendLimit = nil
 	if p.budget != nil && !inOrder {
@@ -260,12 +260,13 @@ func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, e
 	}
 	var (
 		batch []claimed
-		held  int
+		moved int // cancelled or deferred by the claim
+		held  int // held back by the budget
 	)
 	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if !inOrder {
 			var err error
-			batch, err = p.readClaim(ctx, conn, args)
+			batch, moved, err = p.readClaim(ctx, conn, args)
 			return err
 		}
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -273,7 +274,7 @@ func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, e
 				return err
 			}
 			var err error
-			if batch, err = p.readClaim(ctx, tx, args); err != nil {
+			if batch, moved, err = p.readClaim(ctx, tx, args); err != nil {
 				return err
 			}
 			claimedN := len(batch)
@@ -283,20 +284,21 @@ func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, e
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for range held {
 		p.tally.deferral(sm.DeferredBudget)
 	}
-	return batch, nil
+	return batch, moved + held, nil
 }
 
 // readClaim runs the claim (p.claimQuery) on db and reads its rows, one
-// at a time: the messages claimed, and the cancelled and deferred ones
-// counted.
-func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args claimArgs) ([]claimed, error) {
+// at a time: the messages claimed, and how many it cancelled or deferred
+// (counted in the tally by reason).
+func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args claimArgs) ([]claimed, int, error) {
 	var (
 		batch []claimed
+		moved int
 		spend *claimSpend
 	)
 	err := p.claimQuery.Each(ctx, db, args, func(r *claimRow) error {
@@ -320,13 +322,15 @@ func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args cla
 			}
 			batch = append(batch, m)
 		case strings.HasPrefix(r.Verdict, "deferred:"):
+			moved++
 			p.tally.deferral(strings.TrimPrefix(r.Verdict, "deferred:"))
 		default:
+			moved++
 			p.tally.cancel(strings.TrimPrefix(r.Verdict, "cancelled:"))
 		}
 		return nil
 	})
-	return batch, err
+	return batch, moved, err
 }
 
 // release hands claimed messages this processor has not sent back to the

@@ -518,18 +518,28 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 
 	// Workers claim and deliver side by side, like separate processes: SKIP
 	// LOCKED hands each message to one of them, and the pace (when set)
-	// spaces their sends across every process.
+	// spaces their sends across every process. They start as there is work:
+	// one at first, and one more each time a claim finds messages, up to
+	// Workers. A run over an empty queue (most cron runs) opens one
+	// connection, not a pool's worth each preparing the claim: 0.05 s of
+	// the server's CPU instead of 0.35 s.
 	g, gctx := errgroup.WithContext(runCtx)
-	for range p.cfg.Workers {
-		g.Go(recovered.Func(func() error { return p.work(runCtx, gctx) }))
+	var started atomic.Int64
+	var more func()
+	more = func() {
+		if started.Add(1) > int64(p.cfg.Workers) {
+			return
+		}
+		g.Go(recovered.Func(func() error { return p.work(runCtx, gctx, more) }))
 	}
+	more()
 	return g.Wait()
 }
 
 // work is one worker's loop: claim a batch, deliver it, until nothing is
-// due. ctx is the run's (a shutdown); gctx also ends when another worker
-// fails.
-func (p *Processor) work(ctx, gctx context.Context) error {
+// due; a claim that finds messages calls more, to start another worker.
+// ctx is the run's (a shutdown); gctx also ends when another worker fails.
+func (p *Processor) work(ctx, gctx context.Context, more func()) error {
 	claimedNothingDue := false
 	for gctx.Err() == nil && !p.pastDeadline() {
 		if !p.lease.usable() {
@@ -541,9 +551,17 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 			continue
 		}
 		claimedAt := p.clock()
-		batch, err := p.claim(gctx)
+		batch, moved, err := p.claim(gctx)
 		if err != nil {
 			return stopping(gctx, err)
+		}
+		if len(batch) == 0 && moved > 0 {
+			// Everything it took was cancelled or moved to later (held
+			// back by the budget, the quiet hours, a cap): claim on, until
+			// nothing is due now. A backlog under a budget is all put in
+			// line in one run, however few the workers.
+			claimedNothingDue = false
+			continue
 		}
 		if len(batch) == 0 {
 			// Claims abandoned meanwhile are settled first, so a run
@@ -593,6 +611,7 @@ func (p *Processor) work(ctx, gctx context.Context) error {
 		if gctx.Err() != nil {
 			return p.release(batch) // stopped while the claim was under way
 		}
+		more()
 		if err := p.deliverBatch(ctx, gctx, batch, claimedAt); err != nil {
 			return err
 		}

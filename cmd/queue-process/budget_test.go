@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -172,20 +173,38 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 
 // Issue 34's second acceptance point: a backlog of 5,000 under a limit of
 // 1,000 drains over 5 windows, each the next 1,000 in the order they came
-// due, none sent twice, none failed.
+// due, none sent twice, none failed. The same with one worker (--workers
+// 1), on a backlog of 1,500 under 300: the run must put the whole backlog
+// in line, not stop at the second claim that held everything back (the
+// next window then sent the messages it never reached before the line).
 func TestBacklogDrainsInOrderUnderTheBudget(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		n, limit int
+		workers  string
+	}{{5000, 1000, ""}, {1500, 300, "1"}} {
+		t.Run(fmt.Sprintf("%d under %d, workers %s", c.n, c.limit, cmp.Or(c.workers, "default")), func(t *testing.T) {
+			t.Parallel()
+			backlogDrainsInOrder(t, c.n, c.limit, c.workers)
+		})
+	}
+}
+
+func backlogDrainsInOrder(t *testing.T, n, limit int, workers string) {
+	t.Helper()
 	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	bot := newRecipients(t)
-	const n, limit = 5000, 1000
 	fixture.DueToRecipients(t, pool, n, "budget-")
 	start := fixture.Now(t, pool)
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	seen := map[string]bool{}
-	for w := range 5 {
+	for w := range n / limit {
 		args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "0",
 			"--daily-limit", strconv.Itoa(limit), "--output", "json"}
+		if workers != "" {
+			args = append(args, "--workers", workers)
+		}
 		if w > 0 {
 			asOf := start.Add(time.Duration(w) * (delivery.BudgetWindow + time.Minute)).UTC().Format(time.RFC3339)
 			args = append(args, "--as-of", asOf, "--allow-future-as-of")
