@@ -16,6 +16,8 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // concurrentIndex is an index one of the embedded migrations builds with
@@ -99,7 +101,11 @@ type guardedDriver struct {
 }
 
 // SetVersion records the migration about to run when golang-migrate marks
-// it dirty.
+// it dirty, and writes the version as golang-migrate's driver does (the
+// table's one row; none for database.NilVersion unless dirty), but with a
+// DELETE where the driver runs TRUNCATE: twice a migration, a TRUNCATE
+// makes the table a new file, some 5 ms of the server's time each, a
+// third of a migration from scratch.
 func (d *guardedDriver) SetVersion(version int, dirty bool) error {
 	if dirty {
 		from, _, err := d.Driver.Version()
@@ -108,7 +114,23 @@ func (d *guardedDriver) SetVersion(version int, dirty bool) error {
 		}
 		d.from, d.to = from, version
 	}
-	return d.Driver.SetVersion(version, dirty)
+	err := d.mg.withConn(d.mg.ctx, func(conn *pgx.Conn) error {
+		return pgx.BeginFunc(d.mg.ctx, conn, func(tx pgx.Tx) error {
+			if _, err := versionClearQuery.WithMode(pgx.QueryExecModeSimpleProtocol).Exec(d.mg.ctx, tx, sqlfile.None{}); err != nil {
+				return err
+			}
+			if version < 0 && !(version == database.NilVersion && dirty) {
+				return nil
+			}
+			_, err := versionWriteQuery.WithMode(pgx.QueryExecModeSimpleProtocol).Exec(d.mg.ctx, tx,
+				versionWriteArgs{Version: int64(version), Dirty: dirty})
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("set the schema version to %d (dirty %v): %w", version, dirty, err)
+	}
+	return nil
 }
 
 // Run runs one migration file. When the server refuses it, nothing of it

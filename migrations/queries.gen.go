@@ -254,6 +254,26 @@ func (r *tryGateRow) Dest() []any {
 // tryGateQuery is queries/try_gate.sql.
 var tryGateQuery = sqlfile.Load[sqlfile.None, tryGateRow, *tryGateRow](statementFiles, "try_gate")
 
+// versionClearQuery is queries/version_clear.sql.
+var versionClearQuery = sqlfile.Load[sqlfile.None, sqlfile.None, *sqlfile.None](statementFiles, "version_clear")
+
+// versionWriteArgs are the parameters of queries/version_write.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type versionWriteArgs struct {
+	Version int64 // @version
+	Dirty   bool  // @dirty
+}
+
+// Args returns the parameters in the statement's order.
+func (a versionWriteArgs) Args() []any {
+	return []any{a.Version, a.Dirty}
+}
+
+// versionWriteQuery is queries/version_write.sql.
+var versionWriteQuery = sqlfile.Load[versionWriteArgs, sqlfile.None, *sqlfile.None](statementFiles, "version_write", "version", "dirty")
+
 // writersArgs are the parameters of queries/writers.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
