@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,24 +87,37 @@ func TestConcurrentMigrateUp(t *testing.T) {
 	}
 }
 
-// migrateDownTo runs `engagementctl migrate down` on the database at url
-// until its schema is at version.
+// migrateDownTo runs `engagementctl migrate down N` on the database at url
+// to bring its schema down to version: N counts the migration files above
+// it (their numbers have gaps).
 func migrateDownTo(t *testing.T, url string, version uint) {
 	t.Helper()
-	if v, _, _ := schemaState(t, url); v == int64(version) {
+	v, _, _ := schemaState(t, url)
+	files, err := filepath.Glob("../../migrations/*.up.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the migration files: %v (%d)", err, len(files))
+	}
+	steps := 0
+	for _, f := range files {
+		n, err := strconv.ParseInt(strings.SplitN(filepath.Base(f), "_", 2)[0], 10, 64)
+		if err != nil {
+			t.Fatalf("migration file %s: %v", f, err)
+		}
+		if n > int64(version) && n <= v {
+			steps++
+		}
+	}
+	if steps == 0 {
 		return
 	}
 	env := cmdtest.Env("DATABASE_URL=" + url)
-	for range 100 {
-		res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "down")
-		if res.Code != 0 {
-			t.Fatalf("migrate down: exit %d: %s", res.Code, res.Stderr)
-		}
-		if strings.HasPrefix(res.Stdout, fmt.Sprintf("schema version %d of", version)) {
-			return
-		}
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "down", strconv.Itoa(steps))
+	if res.Code != 0 {
+		t.Fatalf("migrate down: exit %d: %s", res.Code, res.Stderr)
 	}
-	t.Fatalf("migrate down never reached version %d", version)
+	if !strings.HasPrefix(res.Stdout, fmt.Sprintf("schema version %d of", version)) {
+		t.Fatalf("migrate down %d from %d: %q, want version %d", steps, v, res.Stdout, version)
+	}
 }
 
 // holdWriteLock opens a bot transaction that has written a row of table and
