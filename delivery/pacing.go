@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,13 +48,18 @@ const maxLateTries = 3
 // the rate.
 const maxLate = time.Second / paceMargin
 
+// errNoSlotInTime is wait's answer when the slot it reserved comes after
+// the time it was given: the slot is let go (a gap in the pace).
+var errNoSlotInTime = errors.New("the next send slot comes after the run's deadline")
+
 // wait reserves the next slot and waits for it, or until ctx ends. A
 // process that wakes more than maxLate after its slot (a loaded machine, a
 // long pause) does not send late, right behind the next slot's sender: it
 // lets the slot go and takes a fresh one. So no second holds more starts
 // than the rate, and two starts are at least the interval less maxLate
-// apart.
-func (p *pacer) wait(ctx context.Context) error {
+// apart. A slot after notAfter (not zero) is not waited for:
+// errNoSlotInTime.
+func (p *pacer) wait(ctx context.Context, notAfter time.Time) error {
 	for try := 1; ; try++ {
 		delay, _, err := p.reserve(ctx)
 		if err != nil {
@@ -63,6 +69,9 @@ func (p *pacer) wait(ctx context.Context) error {
 		// answer: the machine's scheduling, not the database's round trip
 		// (a slow answer is not held against the slot).
 		answered := time.Now()
+		if !notAfter.IsZero() && answered.Add(delay).After(notAfter) {
+			return errNoSlotInTime
+		}
 		if !sleep(ctx, delay) {
 			return ctx.Err()
 		}

@@ -273,6 +273,9 @@ type Processor struct {
 	// recovering lets the workers that run out of work at once share one
 	// recovery (recover.sql) instead of each scanning the claims in flight.
 	recovering singleflight.Group
+	// noSlotInTime is set when a paced send's slot came after the run's
+	// deadline: the run stops as at its deadline.
+	noSlotInTime atomic.Bool
 	// The current run's state.
 	tally   *tally
 	lease   *lease
@@ -377,6 +380,7 @@ func (p *Processor) reset(stop context.CancelCauseFunc) {
 	p.tally = &tally{}
 	p.lease = &lease{timeout: p.cfg.ClaimTimeout}
 	p.circuit = &circuit{}
+	p.noSlotInTime.Store(false)
 	p.stop = stop
 }
 
@@ -709,10 +713,19 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 		}
 	}
 	if p.pacer != nil {
-		if err := p.pacer.wait(ctx); err != nil {
+		err := p.pacer.wait(ctx, p.cfg.Deadline)
+		if errors.Is(err, errNoSlotInTime) {
+			// Its slot comes after the run's deadline (--max-duration): not
+			// sent, handed back, and the run stops claiming now rather than
+			// sleep to its end, an interval longer for each worker in line.
+			p.noSlotInTime.Store(true)
+			return nil, p.release([]claimed{m})
+		}
+		if err != nil {
 			return p.notStarted(ctx, m, err)
 		}
-		m.Pace = p.pacer.wait // the HTTP client's own resends wait for the pace too
+		// The HTTP client's own resends wait for the pace too.
+		m.Pace = func(ctx context.Context) error { return p.pacer.wait(ctx, time.Time{}) }
 	}
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts
@@ -912,8 +925,10 @@ func (p *Processor) rememberDelivered(ctx context.Context, m claimed, log zerolo
 	}
 }
 
+// pastDeadline reports whether the run's deadline (--max-duration) has
+// come, or no send slot comes before it.
 func (p *Processor) pastDeadline() bool {
-	return !p.cfg.Deadline.IsZero() && !time.Now().Before(p.cfg.Deadline)
+	return !p.cfg.Deadline.IsZero() && (!time.Now().Before(p.cfg.Deadline) || p.noSlotInTime.Load())
 }
 
 // nextDue reports how long until the next pending message comes due, if

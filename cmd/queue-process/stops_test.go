@@ -678,3 +678,27 @@ func TestSIGTERMWhileConnectingExitsZeroWithASummary(t *testing.T) {
 		t.Errorf("summary %+v, want queue-process via log, stopped for a shutdown, nothing sent", sum)
 	}
 }
+
+// The shipped Railway run (--max-duration 4m, --send-interval 60s,
+// --spread-budget) ran on for more than nine minutes once the quiet hours
+// were over: each worker took the next pace slot, an interval after the one
+// before, and slept until it, the 16th a quarter of an hour on, past the
+// deadline it checked only between messages. A paced wait ends at the run's
+// deadline: its message goes back to the queue unsent, and the run exits
+// with its summary saying "deadline".
+func TestMaxDurationEndsAPacedWait(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	b := newBot(t, false)
+	const messages = 4
+	queueMessages(t, pool, messages)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
+
+	run := startQueue(t, env, "--send-interval", "1h", "--max-duration", "2s", "--output", "json")
+	sum := stoppedRun(t, run, "deadline")
+	_, keys := b.received()
+	if sum.Sent != 1 || len(keys) != 1 || sum.Failed != 0 {
+		t.Errorf("summary %+v, the bot got %d; want the first slot's send only, nothing failed", sum, len(keys))
+	}
+	checkNothingLeftClaimed(t, pool, messages)
+}
