@@ -214,6 +214,45 @@ func TestDailyScenarios(t *testing.T) {
 	})
 }
 
+// TestDailyInvariantViolationsCatchEachBreak holds the check the kill and
+// concurrency tests lean on: zero after a clean run, and one for each way a
+// user can be half-moved.
+func TestDailyInvariantViolationsCatchEachBreak(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 12, asOf.Add(-20*24*time.Hour))
+	runDaily(t, pool, scheduler.Config{Logger: zerolog.Nop()})
+	if v := fixture.DailyInvariantViolations(t, pool); v != 0 {
+		t.Fatalf("a clean run: %d violations, want 0", v)
+	}
+	one := `(SELECT user_id FROM user_engagement_states ORDER BY user_id LIMIT 1)`
+	for _, tt := range []struct{ name, breaks string }{
+		{"goodbye_sent without its goodbye", `DELETE FROM engagement_message_queue WHERE user_id = ` + one},
+		{"goodbye_sent without its log row", `DELETE FROM engagement_state_transitions WHERE user_id = ` + one},
+		{"a second log row", `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger)
+		     SELECT user_id, from_state, to_state, trigger FROM engagement_state_transitions WHERE user_id = ` + one},
+		{"a goodbye for another day", `UPDATE engagement_message_queue
+		     SET period_start = period_start - interval '1 day', replay_until = replay_until - interval '1 day' WHERE user_id = ` + one},
+		{"a goodbye keyed for longer than its day", `UPDATE engagement_message_queue
+		     SET replay_until = replay_until + interval '1 day' WHERE user_id = ` + one},
+		{"an active user with a goodbye", `UPDATE user_engagement_states SET state = 'active' WHERE user_id = ` + one},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tx, err := pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			if _, err := tx.Exec(t.Context(), tt.breaks); err != nil {
+				t.Fatal(err)
+			}
+			if v := fixture.DailyInvariantViolations(t, tx); v != 1 {
+				t.Errorf("%d violations, want 1", v)
+			}
+		})
+	}
+}
+
 func TestDailyRerunSameDayChangesNothing(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
