@@ -18,7 +18,7 @@ import (
 //
 // Every statement (Exec, Query including the reading of its rows, QueryRow,
 // SendBatch) runs under a context deadline of the timeout. When it passes,
-// (and a grace of clientGrace), the statement's connection is closed (pgx's
+// (and a grace: see clientGrace), the statement's connection is closed (pgx's
 // default) and the caller gets a "timeout: context deadline exceeded" error. No cancel request is sent:
 // PgBouncer before 1.20 can crash when a Go client abandons a cancel request
 // (pgbouncer/pgbouncer#801, #904), and the job's statements that may run
@@ -29,8 +29,12 @@ import (
 
 // clientGrace is how long after the statement timeout the client gives up on
 // a statement: a server-side limit of the same value (SET LOCAL) fires first
-// and ends the statement cleanly.
-const clientGrace = 5 * time.Second
+// and ends the statement cleanly. The grace is the limit itself, between a
+// second (a round trip to a far server and back) and five: a short limit is
+// not kept waiting five seconds past itself.
+func clientGrace(limit time.Duration) time.Duration {
+	return min(max(limit, time.Second), 5*time.Second)
+}
 
 // StatementTimeout returns the statement timeout of the statements run under
 // ctx on a pool made by Open: the pool's (DefaultStatementTimeout or the
@@ -80,7 +84,7 @@ func (l *statementLimiter) start(ctx context.Context) context.Context {
 	if limit <= 0 {
 		return ctx
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, limit+clientGrace, &timeoutError{limit: limit})
+	ctx, cancel := context.WithTimeoutCause(ctx, limit+clientGrace(limit), &timeoutError{limit: limit})
 	return context.WithValue(ctx, endKey{}, cancel)
 }
 
