@@ -21,7 +21,7 @@ var asOf = time.Date(2026, 3, 4, 15, 30, 0, 0, time.UTC)
 
 // small is the size the test checks everything at: large enough for every
 // category and outcome to occur, small enough for seconds.
-var small = consoledata.Sizes{Users: 20_000, Messages: 100_000, Transitions: 40_000}
+var small = consoledata.Sizes{Users: 5_000, Messages: 25_000, Transitions: 10_000}
 
 func seed(t *testing.T, sz consoledata.Sizes, at time.Time) *pgxpool.Pool {
 	t.Helper()
