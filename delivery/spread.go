@@ -104,10 +104,10 @@ func (p Pace) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Interval float64 `json:"interval_seconds"`
 		Jitter   float64 `json:"jitter_seconds"`
-		Spread   bool
+		Spread   bool    `json:"spread"`
 		Waking   float64 `json:"waking_seconds"`
-		Limit    int
+		Limit    int     `json:"limit"`
 		Needs    float64 `json:"needs_seconds,omitempty"`
-		Fits     bool
+		Fits     bool    `json:"fits"`
 	}{p.Interval.Seconds(), p.Jitter.Seconds(), p.Spread, p.Waking.Seconds(), p.Limit, p.Needs.Seconds(), p.Fits})
 }

@@ -78,12 +78,19 @@ func TestSpreadBudgetOverTheWakingHours(t *testing.T) {
 		Pace struct {
 			Interval float64 `json:"interval_seconds"`
 			Waking   float64 `json:"waking_seconds"`
-			Spread   bool
-			Fits     bool
+			Spread   bool    `json:"spread"`
+			Fits     bool    `json:"fits"`
 		}
 	}
 	if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
 		t.Fatal(err)
+	}
+	// The keys as docs/delivery.md names them (encoding/json would read
+	// "Spread" into spread: look at the text).
+	for _, key := range []string{`"interval_seconds":`, `"jitter_seconds":`, `"spread":`, `"waking_seconds":`, `"limit":`, `"needs_seconds":`, `"fits":`} {
+		if !strings.Contains(res.Stdout, key) {
+			t.Errorf("the summary's pace has no %s: %s", key, res.Stdout)
+		}
 	}
 	if sum.Sent != 4 || sum.Pace.Interval != 2 || sum.Pace.Waking != 60 || !sum.Pace.Spread || !sum.Pace.Fits {
 		t.Errorf("summary %+v, want 4 sent at one every 2 s, 30 in the waking minute", sum)
