@@ -197,7 +197,7 @@ func TestEveryTransportStoppedMidDrainExitsZeroWithItsSummary(t *testing.T) {
 			t.Run(transport+"/"+stop, func(t *testing.T) {
 				t.Parallel()
 				pool, url := pgtest.NewPool(t)
-				const messages = 10000
+				const messages = 2000
 				queueNumbers(t, pool, messages)
 				api := newHeldAPI(t)
 				api.answerAll(100 * time.Millisecond)
