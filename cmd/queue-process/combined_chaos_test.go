@@ -219,8 +219,8 @@ func budgetAcrossTenProcesses(t *testing.T, extra ...string) {
 
 	killer := rand.New(rand.NewPCG(43, 43)) //nolint:gosec // seeded: the kills repeat from run to run
 	f := startFleet(t, 10, env, args...)
-	for range 30 {
-		time.Sleep(time.Duration(50+killer.IntN(200)) * time.Millisecond) // moments for the kills, not a clock
+	for range 20 {
+		time.Sleep(time.Duration(50+killer.IntN(150)) * time.Millisecond) // moments for the kills, not a clock
 		f.kill(killer)
 	}
 	f.stop()

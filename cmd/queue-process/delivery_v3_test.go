@@ -248,8 +248,8 @@ func TestSIGTERMReleasesEveryClaim(t *testing.T) {
 		perRound int
 		args     []string
 	}{
-		{"paced", 60, []string{"--send-interval", "10ms"}},
-		{"unpaced", 300, []string{"--send-interval", "0"}},
+		{"paced", 40, []string{"--send-interval", "5ms"}},
+		{"unpaced", 200, []string{"--send-interval", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
