@@ -56,7 +56,7 @@ func NewCluster(t testing.TB) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _, err := startThrowaway(ctx, c.dir, port)
+	srv, _, err := startThrowaway(ctx, c.dir, port, true)
 	if err != nil {
 		t.Fatalf("start a PostgreSQL cluster of the test's own: %v", err)
 	}

@@ -110,7 +110,7 @@ func resolveServer(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u, started, err := startThrowaway(ctx, dir, port)
+	u, started, err := startThrowaway(ctx, dir, port, false)
 	if started {
 		startedHere.Store(true)
 	}

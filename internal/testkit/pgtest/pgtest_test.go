@@ -217,7 +217,7 @@ func TestThrowawayCluster(t *testing.T) {
 	check := func(step string, wantStarted bool) {
 		t.Helper()
 		start := time.Now()
-		dbURL, started, err := startThrowaway(ctx, dir, port)
+		dbURL, started, err := startThrowaway(ctx, dir, port, false)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
@@ -232,6 +232,10 @@ func TestThrowawayCluster(t *testing.T) {
 		var fsync string
 		if err := conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync); err != nil || fsync != "off" {
 			t.Errorf("%s: fsync = %q (err %v), want off", step, fsync, err)
+		}
+		var wal string
+		if err := conn.QueryRow(ctx, `SHOW wal_level`).Scan(&wal); err != nil || wal != "minimal" {
+			t.Errorf("%s: wal_level = %q (err %v), want minimal (the cluster streams to no standby)", step, wal, err)
 		}
 		conn.Close(ctx)
 	}

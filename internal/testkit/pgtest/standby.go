@@ -91,7 +91,7 @@ func NewStandby(t testing.TB, dbURL string) *Standby {
 	}
 	// The copy holds the primary's settings file, its port and socket
 	// directory: the standby gets its own.
-	if err := writeConf(dir, port, owner); err != nil {
+	if err := writeConf(dir, port, owner, true); err != nil {
 		t.Fatal(err)
 	}
 	logPath := base + "/standby.log"

@@ -100,7 +100,9 @@ func throwawayURL(port int) string {
 // startThrowaway makes sure a PostgreSQL cluster with data directory dir
 // answers on 127.0.0.1:port, creating and starting it if needed, and returns
 // its URL (user postgres, database postgres) and whether it started it.
-func startThrowaway(ctx context.Context, dir string, port int) (dbURL string, started bool, err error) {
+// Only a cluster that streams (a primary of a standby) writes the WAL a
+// standby needs; the others write the least (see writeConf).
+func startThrowaway(ctx context.Context, dir string, port int, streams bool) (dbURL string, started bool, err error) {
 	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return "", false, err
@@ -130,7 +132,7 @@ func startThrowaway(ctx context.Context, dir string, port int) (dbURL string, st
 	if err := prepareDataDir(ctx, bins, owner, dir); err != nil {
 		return "", false, err
 	}
-	if err := writeConf(dir, port, owner); err != nil {
+	if err := writeConf(dir, port, owner, streams); err != nil {
 		return "", false, err
 	}
 	logPath := dir + ".log"
@@ -227,8 +229,11 @@ func prepareDataDir(ctx context.Context, bins pgBinaries, owner *osUser, dir str
 }
 
 // writeConf (re)writes the included settings file: address, port, socket and
-// the speed-over-durability settings.
-func writeConf(dir string, port int, owner *osUser) error {
+// the speed-over-durability settings. A cluster that does not stream to a
+// standby has wal_level minimal: CREATE DATABASE then copies a test's
+// database without writing every page of it to the WAL (half its server
+// CPU), and so do the tests' bulk loads into tables of their transaction.
+func writeConf(dir string, port int, owner *osUser, streams bool) error {
 	socketDir := dir
 	if len(dir)+len("/.s.PGSQL.")+len(strconv.Itoa(port)) >= 107 { // sun_path is 108 bytes with its NUL
 		socketDir = "" // path too long for a unix socket: TCP only
@@ -244,6 +249,9 @@ full_page_writes = off
 max_connections = 200
 shared_buffers = 256MB
 `, port, q(socketDir))
+	if !streams {
+		content += "wal_level = minimal\nmax_wal_senders = 0\n"
+	}
 	path := filepath.Join(dir, markerConf)
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return err
