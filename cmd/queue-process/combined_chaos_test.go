@@ -72,7 +72,7 @@ func (f *fleet) keep(i int) {
 		f.mu.Unlock()
 		if err == nil {
 			// Nothing left to do for now: the next cron tick.
-			time.Sleep(50 * time.Millisecond) // pacing the restarts, not a clock
+			time.Sleep(200 * time.Millisecond) // pacing the restarts, not a clock
 		}
 	}
 }
