@@ -3,6 +3,7 @@ package activity_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +161,125 @@ func sameTime(a, b *time.Time) bool {
 		return a == nil && b == nil
 	}
 	return a.Equal(*b)
+}
+
+// processingMessage queues a message to a new user as queue-process holds
+// one whose send is under way: claimed, no provider id recorded yet.
+func processingMessage(t *testing.T, db fixture.DB, at time.Time) string {
+	t.Helper()
+	user := fixture.User(t, db, fixture.UserOptions{LastActivity: at})
+	var id string
+	if err := db.QueryRow(context.Background(), `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status)
+		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		        '5511999990000@s.whatsapp.net', $2, $3, 'processing')
+		RETURNING id::text`, user, at, user+":weekly_review:test").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// recordSent records m's send under providerID, as settle.sql does.
+func recordSent(t *testing.T, db fixture.DB, id, providerID string) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), `
+		UPDATE engagement_message_queue SET status = 'sent', sent_at = now(), provider_message_id = $2 WHERE id = $1`,
+		id, providerID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Meta posts a status within milliseconds of answering the API call, and
+// Baileys acks within a second: before queue-process records the provider
+// id. Such receipts are kept (engagement_receipt still answers nothing
+// for them) and apply when the send is recorded, exactly as if they had
+// come after: the earliest delivery, read, a late failure with its code.
+func TestReceiptsThatComeFirstApplyWhenTheSendIsRecorded(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	now := fixture.Now(t, tx).Truncate(time.Microsecond)
+	delivered, read := now.Add(-2*time.Minute), now.Add(-time.Minute)
+
+	early := processingMessage(t, tx, now.Add(-time.Hour))
+	for _, r := range []struct {
+		status string
+		at     time.Time
+	}{{activity.ReceiptSent, delivered}, {activity.ReceiptRead, read}, {activity.ReceiptDelivered, delivered},
+		{activity.ReceiptDelivered, delivered}} { // Meta resends until answered 200
+		if known, ok, err := receiptIn(ctx, tx, "wamid.early", r.status, activity.ReceiptOptions{At: r.at}); err != nil || ok || known != "" {
+			t.Fatalf("a %s receipt before the send is recorded: %q, %v, %v; want nothing yet", r.status, known, ok, err)
+		}
+	}
+	var kept int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id = 'wamid.early'`).Scan(&kept); err != nil || kept != 3 {
+		t.Fatalf("kept receipts: %d, %v; want 3 (a repeat is kept once)", kept, err)
+	}
+	recordSent(t, tx, early, "wamid.early")
+	if r := rowOf(t, tx, early); r.Status != "sent" || !sameTime(r.DeliveredAt, &delivered) || !sameTime(r.ReadAt, &read) {
+		t.Errorf("after the send was recorded: %+v; want sent, delivered %s, read %s", r, delivered, read)
+	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id = 'wamid.early'`).Scan(&kept); err != nil || kept != 0 {
+		t.Errorf("kept receipts after they applied: %d, %v; want none", kept, err)
+	}
+
+	// A late failure that came first fails the message once it is recorded.
+	lost := processingMessage(t, tx, now.Add(-time.Hour))
+	if _, ok, err := receiptIn(ctx, tx, "wamid.lost", activity.ReceiptFailed, activity.ReceiptOptions{ErrorCode: "131026"}); err != nil || ok {
+		t.Fatalf("an early failure: %v, %v", ok, err)
+	}
+	recordSent(t, tx, lost, "wamid.lost")
+	if r := rowOf(t, tx, lost); r.Status != "failed" || r.Error == nil || !strings.Contains(*r.Error, "131026") {
+		t.Errorf("a failure that came first: %+v; want failed with 131026", r)
+	}
+}
+
+// A receipt that finds no message and the send it is about, recorded at
+// the same moment from another connection, never miss each other: every
+// receipt applies, whichever commits first.
+func TestAReceiptRacingItsSendIsNeverLost(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := fixture.Now(t, pool)
+	const n = 200
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = processingMessage(t, pool, now.Add(-time.Hour))
+	}
+	errs := make(chan error, 2*n)
+	start := make(chan struct{})
+	for i, id := range ids {
+		pid := "wamid.race." + strconv.Itoa(i)
+		go func() {
+			<-start
+			_, _, err := activity.Receipt(ctx, pool, pid, activity.ReceiptDelivered, activity.ReceiptOptions{})
+			errs <- err
+		}()
+		go func() {
+			<-start
+			_, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET status = 'sent', sent_at = now(), provider_message_id = $2 WHERE id = $1`, id, pid)
+			errs <- err
+		}()
+	}
+	close(start)
+	for range 2 * n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var undelivered, kept int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE delivered_at IS NULL) FROM engagement_message_queue WHERE id = ANY($1::uuid[])`, ids).Scan(&undelivered); err != nil {
+		t.Fatal(err)
+	}
+	if undelivered != 0 {
+		t.Fatalf("%d of %d messages without their delivery; want none", undelivered, n)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id LIKE 'wamid.race.%'`).Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if undelivered != 0 || kept != 0 {
+		t.Errorf("%d of %d messages without their delivery, %d receipts kept unapplied; want none", undelivered, n, kept)
+	}
 }
