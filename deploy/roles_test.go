@@ -65,9 +65,13 @@ var wantPrivileges = map[string][]string{
 	"engagement_send_budget_recipients": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_send_budget_claims":     {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_consent_events":         {"SELECT", "DELETE"},
-	"engagement_number_health":          {"SELECT", "INSERT", "UPDATE"},
-	"engagement_template_status":        {"SELECT", "INSERT", "UPDATE"},
-	"engagement_queue_settings":         {"SELECT", "INSERT", "UPDATE"},
+	// Receipts that came before their send (migration 65): the functions
+	// keep and apply them; cleanup deletes those that never matched.
+	"engagement_receipt_inbox":   {"SELECT", "DELETE"},
+	"engagement_receipt_gate":    {"SELECT"},
+	"engagement_number_health":   {"SELECT", "INSERT", "UPDATE"},
+	"engagement_template_status": {"SELECT", "INSERT", "UPDATE"},
+	"engagement_queue_settings":  {"SELECT", "INSERT", "UPDATE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

@@ -119,6 +119,32 @@ func (r *cleanupCountKeysRow) Dest() []any {
 // cleanupCountKeysQuery is queries/cleanup_count_keys.sql.
 var cleanupCountKeysQuery = sqlfile.Load[cleanupCountKeysArgs, cleanupCountKeysRow, *cleanupCountKeysRow](statementFiles, "cleanup_count_keys", "as_of")
 
+// cleanupCountReceiptsArgs are the parameters of queries/cleanup_count_receipts.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cleanupCountReceiptsArgs struct {
+	Cutoff time.Time // @cutoff
+}
+
+// Args returns the parameters in the statement's order.
+func (a cleanupCountReceiptsArgs) Args() []any {
+	return []any{a.Cutoff}
+}
+
+// cleanupCountReceiptsRow is a row of queries/cleanup_count_receipts.sql.
+type cleanupCountReceiptsRow struct {
+	KeptReceipts int64 // kept_receipts
+}
+
+// Dest returns the fields in the columns' order.
+func (r *cleanupCountReceiptsRow) Dest() []any {
+	return []any{&r.KeptReceipts}
+}
+
+// cleanupCountReceiptsQuery is queries/cleanup_count_receipts.sql.
+var cleanupCountReceiptsQuery = sqlfile.Load[cleanupCountReceiptsArgs, cleanupCountReceiptsRow, *cleanupCountReceiptsRow](statementFiles, "cleanup_count_receipts", "cutoff")
+
 // cleanupCountTransitionsArgs are the parameters of queries/cleanup_count_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -206,6 +232,23 @@ func (a cleanupDeleteFireRequestsArgs) Args() []any {
 
 // cleanupDeleteFireRequestsQuery is queries/cleanup_delete_fire_requests.sql.
 var cleanupDeleteFireRequestsQuery = sqlfile.Load[cleanupDeleteFireRequestsArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_fire_requests", "cutoff", "n")
+
+// cleanupDeleteReceiptsArgs are the parameters of queries/cleanup_delete_receipts.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cleanupDeleteReceiptsArgs struct {
+	Cutoff time.Time // @cutoff
+	N      int64     // @n
+}
+
+// Args returns the parameters in the statement's order.
+func (a cleanupDeleteReceiptsArgs) Args() []any {
+	return []any{a.Cutoff, a.N}
+}
+
+// cleanupDeleteReceiptsQuery is queries/cleanup_delete_receipts.sql.
+var cleanupDeleteReceiptsQuery = sqlfile.Load[cleanupDeleteReceiptsArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_receipts", "cutoff", "n")
 
 // cleanupDeleteTransitionsArgs are the parameters of queries/cleanup_delete_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

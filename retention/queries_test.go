@@ -25,5 +25,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		cleanupDeleteTransitionsQuery.Bind(cleanupDeleteTransitionsArgs{Cutoff: now, N: n}),
 		cleanupCountConsentQuery.Bind(cleanupCountConsentArgs{Cutoff: now}),
 		cleanupDeleteConsentQuery.Bind(cleanupDeleteConsentArgs{Cutoff: now, N: n}),
+		cleanupCountReceiptsQuery.Bind(cleanupCountReceiptsArgs{Cutoff: now}),
+		cleanupDeleteReceiptsQuery.Bind(cleanupDeleteReceiptsArgs{Cutoff: now, N: n}),
 	)
 }

@@ -41,6 +41,12 @@ const MinTransitionRetention = 120 * Day
 // Brazil, CDC art. 27). A user's latest event is kept whatever its age.
 const DefaultConsentRetention = 5 * 365 * Day
 
+// KeptReceiptRetention is how long a receipt that came before its send
+// is kept for the send to find (../shared/CONTRACT.md, round seven): a
+// send is recorded within a second of its answer, so what is older belongs
+// to no send of the scheduler's (the bot's own conversation).
+const KeptReceiptRetention = 7 * Day
+
 // CleanupConfig configures Cleanup.
 type CleanupConfig struct {
 	OlderThan time.Duration // required: keep everything younger
@@ -75,6 +81,9 @@ type CleanupSummary struct {
 	// (absent: all are kept), never a user's latest.
 	ConsentCutoff *time.Time `json:"consent_cutoff,omitempty"`
 	ConsentEvents int64      `json:"consent_events"`
+	// KeptReceipts counts receipts kept for a send that never came
+	// (engagement_receipt_inbox), older than KeptReceiptRetention.
+	KeptReceipts int64 `json:"kept_receipts"`
 }
 
 // agedLog is one of the logs Cleanup ages out by a horizon of its own:
@@ -86,8 +95,8 @@ type agedLog struct {
 	delete func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error)
 }
 
-// The logs with horizons of their own: the state transition log and the
-// consent events.
+// The logs with horizons of their own: the state transition log, the
+// consent events and the kept receipts.
 var (
 	transitionsLog = agedLog{
 		what: "state transitions",
@@ -108,6 +117,17 @@ var (
 		},
 		delete: func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error) {
 			tag, err := cleanupDeleteConsentQuery.Exec(ctx, db, cleanupDeleteConsentArgs{Cutoff: cutoff, N: n})
+			return tag.RowsAffected(), err
+		},
+	}
+	keptReceipts = agedLog{
+		what: "kept receipts",
+		count: func(ctx context.Context, db postgres.Querier, cutoff time.Time) (int64, error) {
+			r, err := cleanupCountReceiptsQuery.One(ctx, db, cleanupCountReceiptsArgs{Cutoff: cutoff})
+			return r.KeptReceipts, err
+		},
+		delete: func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error) {
+			tag, err := cleanupDeleteReceiptsQuery.Exec(ctx, db, cleanupDeleteReceiptsArgs{Cutoff: cutoff, N: n})
 			return tag.RowsAffected(), err
 		},
 	}
@@ -147,7 +167,8 @@ func ageOut(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig, batch in
 // the PostgreSQL dedupe store's keys expired by AsOf, and the bot's
 // request keys (engagement_fire) older than the retention; and, by their
 // own horizons, the state transition log's rows and the consent events,
-// each user's latest row of either kept. Pending and in-flight messages
+// each user's latest row of either kept, and the receipts kept for a send
+// that never came (KeptReceiptRetention). Pending and in-flight messages
 // are never touched.
 func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (CleanupSummary, error) {
 	if cfg.OlderThan <= 0 || cfg.AsOf.IsZero() {
@@ -164,6 +185,10 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 		return sum, err
 	}
 	sum.ConsentCutoff, sum.ConsentEvents, err = ageOut(ctx, pool, cfg, batch, consentLog, cfg.ConsentOlderThan)
+	if err != nil {
+		return sum, err
+	}
+	_, sum.KeptReceipts, err = ageOut(ctx, pool, cfg, batch, keptReceipts, KeptReceiptRetention)
 	if err != nil {
 		return sum, err
 	}

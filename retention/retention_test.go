@@ -197,3 +197,28 @@ func TestCleanupAgesTheBotsRequestKeys(t *testing.T) {
 		t.Errorf("%d of the 3 recent request keys are left", n)
 	}
 }
+
+// Receipts kept for a send that never came (the bot's own conversation,
+// which it reports too) go after a week; younger ones stay for their send.
+func TestCleanupDropsReceiptsKeptAWeek(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := time.Now()
+	fixture.Exec(t, pool, `INSERT INTO engagement_receipt_inbox (provider_message_id, status, at, received_at)
+		SELECT 'old-' || i, 'delivered', $1::timestamptz, $1::timestamptz FROM generate_series(1, 5) i
+		UNION ALL
+		SELECT 'new-' || i, 'read', $2::timestamptz, $2::timestamptz FROM generate_series(1, 3) i`,
+		now.Add(-retention.KeptReceiptRetention-time.Hour), now.Add(-retention.KeptReceiptRetention+time.Hour))
+	cfg := retention.CleanupConfig{OlderThan: retention.DefaultRetention, AsOf: now, BatchSize: 2, DryRun: true}
+	if dry, err := retention.Cleanup(ctx, pool, cfg); err != nil || dry.KeptReceipts != 5 {
+		t.Fatalf("dry run: %+v, %v; want 5 kept receipts counted", dry, err)
+	}
+	cfg.DryRun = false
+	if sum, err := retention.Cleanup(ctx, pool, cfg); err != nil || sum.KeptReceipts != 5 {
+		t.Fatalf("cleanup: %+v, %v; want 5 kept receipts deleted", sum, err)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id LIKE 'new-%'`); n != 3 {
+		t.Errorf("%d of the 3 receipts kept less than a week are left", n)
+	}
+}

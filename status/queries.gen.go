@@ -92,11 +92,12 @@ type statusQueuePendingRow struct {
 	Retrying        int64      // retrying
 	Later           int64      // later
 	ExpiredClaims   int64      // expired_claims
+	KeptReceipts    int64      // kept_receipts
 }
 
 // Dest returns the fields in the columns' order.
 func (r *statusQueuePendingRow) Dest() []any {
-	return []any{&r.Due, &r.OldestDue, &r.QuietHours, &r.QuietHoursUntil, &r.Budget, &r.Retrying, &r.Later, &r.ExpiredClaims}
+	return []any{&r.Due, &r.OldestDue, &r.QuietHours, &r.QuietHoursUntil, &r.Budget, &r.Retrying, &r.Later, &r.ExpiredClaims, &r.KeptReceipts}
 }
 
 // statusQueuePendingQuery is queries/status_queue_pending.sql.

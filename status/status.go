@@ -105,6 +105,10 @@ type Queue struct {
 	// ExpiredClaims counts in-flight (processing) messages past their
 	// claim deadline: the next queue-process settles them.
 	ExpiredClaims int64 `json:"expired_claims"`
+	// KeptReceipts counts receipts that came before the send they name was
+	// recorded, kept for it (they apply when it is); those that never
+	// match, the bot's own conversation's, go after a week (cleanup).
+	KeptReceipts int64 `json:"kept_receipts"`
 	// CancelledByReason counts cancelled messages by why they were not
 	// sent: every reason sm.CancelReasons lists, 0 included, then any
 	// other by name, then ReasonUnspecified for those cancelled without a
@@ -289,7 +293,7 @@ func ReadQueue(ctx context.Context, db postgres.Querier, asOf time.Time) (Queue,
 	if err != nil {
 		return Queue{}, fmt.Errorf("read the pending messages: %w", err)
 	}
-	q.DuePending, q.ExpiredClaims = p.Due, p.ExpiredClaims
+	q.DuePending, q.ExpiredClaims, q.KeptReceipts = p.Due, p.ExpiredClaims, p.KeptReceipts
 	if p.OldestDue != nil {
 		at := p.OldestDue.UTC()
 		age := int64(asOf.Sub(at) / time.Second)

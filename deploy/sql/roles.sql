@@ -42,6 +42,9 @@
 --                                                                  claims drop the old ones
 --   engagement_consent_events      SELECT, DELETE                  consent history: the calls write it,
 --                                                                  cleanup and erase delete
+--   engagement_receipt_inbox       SELECT, DELETE                  receipts that came before their send:
+--                                                                  engagement_receipt keeps them, cleanup deletes
+--   engagement_receipt_gate        SELECT                          empty at rest: where a receipt and its send meet
 --   engagement_number_health       SELECT, INSERT, UPDATE          Meta's verdict on the number (queue-process,
 --                                                                  the console's webhook)
 --   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
@@ -179,6 +182,8 @@ DECLARE
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_consent_events',     'SELECT, DELETE'],
+        ['engagement_receipt_inbox',      'SELECT, DELETE'],
+        ['engagement_receipt_gate',       'SELECT'],
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
         ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
         ['engagement_queue_settings',     'SELECT, INSERT, UPDATE']
@@ -195,6 +200,8 @@ DECLARE
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
                              'engagement_receipt(text, text, timestamptz, text)',
+                             'engagement_receipt_gate_pass(text)',
+                             'engagement_receipt_inbox_apply()',
                              'engagement_consent(uuid, boolean, text, timestamptz, text)',
                              'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                              'engagement_opt_in(uuid, text, timestamptz, text)',

@@ -332,7 +332,24 @@ BEGIN
      LIMIT 1
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        RETURN NULL;
+        -- Not recorded yet, or not the scheduler's: wait for a send being
+        -- recorded under this id, then look again (a new snapshot); still
+        -- none, keep the receipt for the send to find.
+        PERFORM engagement_receipt_gate_pass(p_provider_message_id);
+        SELECT * INTO m
+          FROM engagement_message_queue q
+         WHERE q.provider_message_id = p_provider_message_id
+         ORDER BY q.created_at DESC
+         LIMIT 1
+           FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            IF length(p_provider_message_id) <= 256 THEN
+                INSERT INTO engagement_receipt_inbox (provider_message_id, status, at, error_code)
+                VALUES (p_provider_message_id, p_status, at, left(nullif(btrim(p_error_code), ''), 64))
+                    ON CONFLICT ON CONSTRAINT engagement_receipt_inbox_receipt_key DO NOTHING;
+            END IF;
+            RETURN NULL;
+        END IF;
     END IF;
     mid := m.id;
 
@@ -364,6 +381,43 @@ BEGIN
                 WHEN m.status = 'sent' AND m.delivered_at IS NOT NULL THEN 'delivered'
                 WHEN m.status = 'sent' THEN 'accepted'
                 ELSE m.status END;
+END
+$$;
+
+--
+-- Name: engagement_receipt_gate_pass(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_receipt_gate_pass(p_provider_message_id text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    INSERT INTO engagement_receipt_gate (provider_message_id) VALUES (p_provider_message_id)
+        ON CONFLICT (provider_message_id) DO NOTHING;
+    DELETE FROM engagement_receipt_gate WHERE provider_message_id = p_provider_message_id;
+$$;
+
+--
+-- Name: engagement_receipt_inbox_apply(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_receipt_inbox_apply() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    r engagement_receipt_inbox%ROWTYPE;
+BEGIN
+    PERFORM engagement_receipt_gate_pass(NEW.provider_message_id);
+    FOR r IN SELECT * FROM engagement_receipt_inbox i
+              WHERE i.provider_message_id = NEW.provider_message_id
+              ORDER BY i.id
+                FOR UPDATE
+    LOOP
+        PERFORM engagement_receipt(r.provider_message_id, r.status, r.at, r.error_code);
+        DELETE FROM engagement_receipt_inbox WHERE id = r.id;
+    END LOOP;
+    RETURN NULL;
 END
 $$;
 
@@ -671,6 +725,43 @@ CREATE TABLE public.engagement_queue_settings (
 );
 
 --
+-- Name: engagement_receipt_gate; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_receipt_gate (
+    provider_message_id text NOT NULL
+);
+
+--
+-- Name: engagement_receipt_inbox; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_receipt_inbox (
+    id bigint NOT NULL,
+    provider_message_id text NOT NULL,
+    status text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    error_code text,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT engagement_receipt_inbox_error_code_check CHECK ((length(error_code) <= 64)),
+    CONSTRAINT engagement_receipt_inbox_provider_message_id_check CHECK (((provider_message_id <> ''::text) AND (length(provider_message_id) <= 256))),
+    CONSTRAINT engagement_receipt_inbox_status_check CHECK ((status = ANY (ARRAY['sent'::text, 'delivered'::text, 'read'::text, 'failed'::text])))
+);
+
+--
+-- Name: engagement_receipt_inbox_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_receipt_inbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.engagement_receipt_inbox_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: engagement_schema_migrations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -931,6 +1022,27 @@ ALTER TABLE ONLY public.engagement_queue_settings
     ADD CONSTRAINT engagement_queue_settings_pkey PRIMARY KEY (transport);
 
 --
+-- Name: engagement_receipt_gate engagement_receipt_gate_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_receipt_gate
+    ADD CONSTRAINT engagement_receipt_gate_pkey PRIMARY KEY (provider_message_id);
+
+--
+-- Name: engagement_receipt_inbox engagement_receipt_inbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_receipt_inbox
+    ADD CONSTRAINT engagement_receipt_inbox_pkey PRIMARY KEY (id);
+
+--
+-- Name: engagement_receipt_inbox engagement_receipt_inbox_receipt_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_receipt_inbox
+    ADD CONSTRAINT engagement_receipt_inbox_receipt_key UNIQUE (provider_message_id, status, at);
+
+--
 -- Name: engagement_schema_migrations engagement_schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1116,6 +1228,12 @@ CREATE INDEX engagement_message_queue_type_period_idx ON public.engagement_messa
 CREATE INDEX engagement_message_queue_user_idx ON public.engagement_message_queue USING btree (user_id, created_at);
 
 --
+-- Name: engagement_receipt_inbox_received_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX engagement_receipt_inbox_received_idx ON public.engagement_receipt_inbox USING btree (received_at);
+
+--
 -- Name: engagement_send_budget_claims_spent_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1212,6 +1330,18 @@ CREATE INDEX user_engagement_states_remind_at_idx ON public.user_engagement_stat
 CREATE INDEX user_engagement_states_state_last_activity_idx ON public.user_engagement_states USING btree (state, last_activity_at);
 
 --
+-- Name: engagement_message_queue engagement_receipt_inbox_apply; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER engagement_receipt_inbox_apply AFTER UPDATE OF provider_message_id ON public.engagement_message_queue FOR EACH ROW WHEN (((new.provider_message_id IS NOT NULL) AND (new.provider_message_id IS DISTINCT FROM old.provider_message_id))) EXECUTE FUNCTION public.engagement_receipt_inbox_apply();
+
+--
+-- Name: engagement_message_queue engagement_receipt_inbox_apply_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER engagement_receipt_inbox_apply_insert AFTER INSERT ON public.engagement_message_queue FOR EACH ROW WHEN ((new.provider_message_id IS NOT NULL)) EXECUTE FUNCTION public.engagement_receipt_inbox_apply();
+
+--
 -- Name: user_engagement_states engagement_stamp_state_change; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1289,6 +1419,18 @@ ALTER TABLE public.engagement_queue_holders ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_queue_settings ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_receipt_gate; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_receipt_gate ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_receipt_inbox; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_receipt_inbox ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_schema_migrations; Type: ROW SECURITY; Schema: public; Owner: -
@@ -1433,6 +1575,18 @@ REVOKE ALL ON FUNCTION public.engagement_quiet_until(at timestamp with time zone
 --
 
 REVOKE ALL ON FUNCTION public.engagement_receipt(p_provider_message_id text, p_status text, p_at timestamp with time zone, p_error_code text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_receipt_gate_pass(p_provider_message_id text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_receipt_gate_pass(p_provider_message_id text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_receipt_inbox_apply(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_receipt_inbox_apply() FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_route(preferred_destination text, group_jid text, whatsapp_jid text, OUT destination text, OUT destination_jid text); Type: ACL; Schema: public; Owner: -

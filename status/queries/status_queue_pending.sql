@@ -9,7 +9,9 @@
 --   waiting for a retry: attempted before, due later, deferred by neither.
 -- And the in-flight claims that are abandoned (their holder's lease ran
 -- out): the next queue-process settles them. Both read the partial indexes
--- queue-process claims with.
+-- queue-process claims with. And the receipts kept for a send not recorded
+-- yet (engagement_receipt_inbox, migration 65): a few, for seconds, while
+-- sends are under way; the bot's own conversation's, until cleanup.
 --
 -- nullable: oldest_due, quiet_hours_until
 SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
@@ -28,6 +30,7 @@ SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
        count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz) AS later,
        (SELECT count(*) FROM engagement_message_queue
          WHERE status = 'processing'
-           AND engagement_claim_abandoned(claimed_by, claimed_until, @as_of::timestamptz)) AS expired_claims
+           AND engagement_claim_abandoned(claimed_by, claimed_until, @as_of::timestamptz)) AS expired_claims,
+       (SELECT count(*) FROM engagement_receipt_inbox) AS kept_receipts
   FROM engagement_message_queue
  WHERE status = 'pending'

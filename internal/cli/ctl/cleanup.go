@@ -104,5 +104,8 @@ func (o *cleanupOptions) Run(ctx context.Context) error {
 		_, err = fmt.Fprintf(o.Stdout, "consent events before %s: %s %d (each user's latest kept)\n",
 			sum.ConsentCutoff.Format(time.RFC3339), verb, sum.ConsentEvents)
 	}
+	if err == nil {
+		_, err = fmt.Fprintf(o.Stdout, "receipts kept a week for a send that never came: %s %d\n", verb, sum.KeptReceipts)
+	}
 	return err
 }

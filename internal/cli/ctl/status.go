@@ -167,6 +167,7 @@ func writeStatus(w io.Writer, st *status.Status) error {
 		fmt.Fprintln(w, "due now: nothing pending is due")
 	}
 	fmt.Fprintf(w, "in flight past the claim deadline: %d\n", st.Queue.ExpiredClaims)
+	fmt.Fprintf(w, "receipts kept for a send not recorded yet: %d\n", st.Queue.KeptReceipts)
 	reasons := make([]string, 0, len(st.Queue.CancelledByReason))
 	for _, r := range st.Queue.CancelledByReason {
 		reasons = append(reasons, fmt.Sprintf("%s %d", r.Reason, r.Messages))
