@@ -43,6 +43,11 @@ type claimed struct {
 	retryCount int
 	spend      *claimSpend // the budget's slots its claim spent, with ample room; nil otherwise
 	waited     bool        // it waited on the send budget until this claim: it heads the line
+	// unwanted is why a message in doubt (its request may have reached the
+	// receiver before a crash) is no longer wanted: claim.sql claims it
+	// instead of cancelling it, and the processor asks the receiver
+	// (resolveDoubt). "" for every other message.
+	unwanted string
 }
 
 // lease is this processor's lease as it knows it: the row's deadline
@@ -311,6 +316,7 @@ func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args cla
 				rawParams:  r.MessageParams,
 				retryCount: r.RetryCount,
 				waited:     r.Waited,
+				unwanted:   r.Unwanted,
 			}
 			if r.SpendID != nil {
 				if spend == nil {

@@ -651,7 +651,7 @@ func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed, cla
 			continue
 		}
 		if err := rec.record(ctx, settled{m, *o}); err != nil {
-			return errors.Join(err, p.release(unsent(batch[i+1:], chk)))
+			return errors.Join(err, rec.flush(ctx), p.release(unsent(batch[i+1:], chk)))
 		}
 	}
 	return rec.flush(ctx)
@@ -687,6 +687,9 @@ func unsent(ms []claimed, chk *sendCheck) []claimed {
 // notStarted). Once the send has started, it finishes and is recorded.
 func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, i int) (*outcome, error) {
 	m := chk.batch[i]
+	if m.unwanted != "" {
+		return p.resolveDoubt(ctx, m, m.unwanted)
+	}
 	log := p.messageLog(m)
 	params, err := decodeParams(m.rawParams)
 	if err == nil {
@@ -730,9 +733,12 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts
 	}
-	if reason, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
+	if reason, doubted, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
 		if err != nil {
 			return p.notStarted(ctx, m, err)
+		}
+		if doubted {
+			return p.resolveDoubt(ctx, m, reason)
 		}
 		return nil, nil // cancelled in the check's statement: never sent
 	}

@@ -262,6 +262,34 @@ func (r *budgetsRow) Dest() []any {
 // budgetsQuery is queries/budgets.sql.
 var budgetsQuery = sqlfile.Load[budgetsArgs, budgetsRow, *budgetsRow](statementFiles, "budgets", "window")
 
+// cancelDoubtedArgs are the parameters of queries/cancel_doubted.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cancelDoubtedArgs struct {
+	Reason string // @reason
+	ID     string // @id
+	Holder string // @holder
+}
+
+// Args returns the parameters in the statement's order.
+func (a cancelDoubtedArgs) Args() []any {
+	return []any{a.Reason, a.ID, a.Holder}
+}
+
+// cancelDoubtedRow is a row of queries/cancel_doubted.sql.
+type cancelDoubtedRow struct {
+	ID string // id
+}
+
+// Dest returns the fields in the columns' order.
+func (r *cancelDoubtedRow) Dest() []any {
+	return []any{&r.ID}
+}
+
+// cancelDoubtedQuery is queries/cancel_doubted.sql.
+var cancelDoubtedQuery = sqlfile.Load[cancelDoubtedArgs, cancelDoubtedRow, *cancelDoubtedRow](statementFiles, "cancel_doubted", "reason", "id", "holder")
+
 // claimArgs are the parameters of queries/claim.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -309,11 +337,12 @@ type claimRow struct {
 	SpendID        *int64     // spend_id
 	BudgetUsed     *int       // budget_used
 	Waited         bool       // waited
+	Unwanted       string     // unwanted
 }
 
 // Dest returns the fields in the columns' order.
 func (r *claimRow) Dest() []any {
-	return []any{&r.Verdict, &r.ID, &r.UserID, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Locale, &r.Destination, &r.DestinationJID, &r.IdempotencyKey, &r.RetryCount, &r.ScheduledFor, &r.SpendID, &r.BudgetUsed, &r.Waited}
+	return []any{&r.Verdict, &r.ID, &r.UserID, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Locale, &r.Destination, &r.DestinationJID, &r.IdempotencyKey, &r.RetryCount, &r.ScheduledFor, &r.SpendID, &r.BudgetUsed, &r.Waited, &r.Unwanted}
 }
 
 // claimQuery is queries/claim.sql.
@@ -541,11 +570,12 @@ func (a recheckArgs) Args() []any {
 type recheckRow struct {
 	ID           string // id
 	CancelReason string // cancel_reason
+	Cancelled    bool   // cancelled
 }
 
 // Dest returns the fields in the columns' order.
 func (r *recheckRow) Dest() []any {
-	return []any{&r.ID, &r.CancelReason}
+	return []any{&r.ID, &r.CancelReason, &r.Cancelled}
 }
 
 // recheckQuery is queries/recheck.sql.

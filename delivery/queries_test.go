@@ -30,6 +30,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		holdQuery.Bind(holdArgs{Holder: "h", ClaimTimeout: time.Minute}),
 		unholdQuery.Bind(unholdArgs{Holder: "h"}),
 		releaseQuery.Bind(releaseArgs{IDs: []string{id}, Holder: "h"}),
+		cancelDoubtedQuery.Bind(cancelDoubtedArgs{ID: id, Reason: "stale", Holder: "h"}),
 		recoverQuery.Bind(recoverArgs{Own: "h", Transport: "webhook", Deduplicates: true, Unknown: "x"}),
 		ownClaimsQuery.Bind(ownClaimsArgs{Holder: "h"}),
 		paceQuery.Bind(paceArgs{Transport: "webhook", Interval: time.Second, Jitter: time.Second}),

@@ -39,12 +39,15 @@ type sendCheck struct {
 	from, to  int
 	at        time.Time
 	cancelled map[string]string // id → cancel_reason, of every check so far
+	// doubted: messages in doubt found no longer wanted (id → why), not
+	// cancelled by the check: resolveDoubt asks the receiver first.
+	doubted map[string]string
 }
 
 // sendCheck starts the checks of batch, claimed by the statement sent at
 // claimedAt: unpaced, that claim is its first check.
 func (p *Processor) sendCheck(batch []claimed, claimedAt time.Time) *sendCheck {
-	c := &sendCheck{p: p, batch: batch, cancelled: map[string]string{}}
+	c := &sendCheck{p: p, batch: batch, cancelled: map[string]string{}, doubted: map[string]string{}}
 	if p.pacer == nil {
 		c.to, c.at = len(batch), claimedAt
 	}
@@ -54,17 +57,22 @@ func (p *Processor) sendCheck(batch []claimed, claimedAt time.Time) *sendCheck {
 // cancelReason reports why batch[i] is no longer wanted ("" when it still
 // is), checking it again first unless a check young enough covered it.
 // A message it reports is cancelled already, counted and its budget slot
-// given back: it must not be sent.
-func (c *sendCheck) cancelReason(ctx context.Context, i int) (string, error) {
+// given back, unless doubted: a message in doubt is not cancelled by the
+// check, and is left to resolveDoubt. Either way it must not be sent.
+func (c *sendCheck) cancelReason(ctx context.Context, i int) (reason string, doubted bool, err error) {
 	if c.p.recheckAge < 0 {
-		return "", nil // a benchmark's reference: the claim's check alone
+		return "", false, nil // a benchmark's reference: the claim's check alone
 	}
 	if i < c.from || i >= c.to || c.p.clock().Sub(c.at) > c.p.recheckAge {
 		if err := c.check(ctx, i); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	return c.cancelled[c.batch[i].ID], nil
+	id := c.batch[i].ID
+	if why, ok := c.doubted[id]; ok {
+		return why, true, nil
+	}
+	return c.cancelled[id], false, nil
 }
 
 // check runs recheck.sql for batch[i] (paced) or the rest of the batch
@@ -83,7 +91,11 @@ func (c *sendCheck) check(ctx context.Context, i int) error {
 	err := c.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		gone = map[string]string{}
 		return recheckQuery.Each(ctx, conn, recheckArgs{Kinds: sendRules, IDs: ids, Holder: c.p.holder}, func(r *recheckRow) error {
-			gone[r.ID] = r.CancelReason
+			if r.Cancelled {
+				gone[r.ID] = r.CancelReason
+			} else {
+				c.doubted[r.ID] = r.CancelReason
+			}
 			return nil
 		})
 	})

@@ -118,6 +118,7 @@ WITH RECURSIVE plain AS (
     SELECT q.id, k.kind, q.period_start, p.locale,
            q.user_id, q.replay_until, q.message_key,
            q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
+           coalesce(q.in_doubt, false) AS in_doubt,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, k.confirms_opt_out, s.state,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
@@ -137,7 +138,7 @@ WITH RECURSIVE plain AS (
                            FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
      WHERE q.id = ANY (ARRAY(SELECT id FROM picked))
 ), checked AS (
-    SELECT d.id, d.locale, d.waited,
+    SELECT d.id, d.locale, d.waited, d.in_doubt,
            CASE WHEN d.kind IS NULL THEN NULL
                 WHEN d.no_user THEN 'no_user'
                 WHEN d.reengagement_opt_out AND NOT d.confirms_opt_out THEN 'opted_out'
@@ -183,8 +184,8 @@ WITH RECURSIVE plain AS (
       FROM due d
      WHERE d.message_key = ANY (@paused_keys::text[])
         OR (@quality_hold::boolean AND coalesce((d.kind ->> 'capped')::boolean, false))
-), verdict AS (
-    SELECT c.id, c.locale, c.waited, coalesce(c.cancel_reason, CASE WHEN m.id IS NULL THEN o.cancel END) AS cancel_reason,
+), judged AS (
+    SELECT c.id, c.locale, c.waited, c.in_doubt, coalesce(c.cancel_reason, CASE WHEN m.id IS NULL THEN o.cancel END) AS cancel_reason,
            CASE WHEN c.cancel_reason IS NOT NULL THEN NULL
                 WHEN m.id IS NOT NULL THEN now() + @clock_offset::interval + @verdict_recheck::interval
                 WHEN o.cancel IS NULL THEN coalesce(o.frees, c.quiet_until) END AS defer_until,
@@ -196,6 +197,19 @@ WITH RECURSIVE plain AS (
       FROM checked c
       LEFT JOIN over_cap o ON o.id = c.id
       LEFT JOIN held_by_meta m ON m.id = c.id
+), verdict AS (
+    -- A message in doubt (its holder died mid-batch on a transport that
+    -- de-duplicates: its request may have reached the receiver, recover.sql)
+    -- is never cancelled here: cancelled, a message the user may have got
+    -- would say it was never sent. One no longer wanted is claimed as it
+    -- is, with why (unwanted), for the processor to ask the receiver
+    -- whether it had it (sent) or not (then cancelled), sending nothing.
+    SELECT j.id, j.locale, j.waited,
+           CASE WHEN NOT j.in_doubt THEN j.cancel_reason END AS cancel_reason,
+           CASE WHEN j.in_doubt AND j.cancel_reason IS NOT NULL THEN NULL ELSE j.defer_until END AS defer_until,
+           CASE WHEN j.in_doubt AND j.cancel_reason IS NOT NULL THEN NULL ELSE j.deferred_reason END AS deferred_reason,
+           CASE WHEN j.in_doubt THEN j.cancel_reason END AS unwanted
+      FROM judged j
 ), settled AS (
     UPDATE engagement_message_queue q
        SET status          = CASE WHEN v.cancel_reason IS NOT NULL THEN 'cancelled'
@@ -213,7 +227,7 @@ WITH RECURSIVE plain AS (
        -- planner hashes every row of the queue, sent history included.
        AND q.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING q.*, v.locale AS profile_locale, v.cancel_reason AS reason, v.defer_until, v.deferred_reason AS why,
-              v.waited
+              v.waited, v.unwanted
 ), spent AS (
     INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients, message_ids, message_recipients)
     SELECT @transport, now() + @clock_offset::interval, count(DISTINCT coalesce(s.destination_jid, '')),
@@ -247,7 +261,8 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
        (SELECT id FROM spent)              AS spend_id,
        coalesce((SELECT used FROM counted),
                 CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used,
-       s.waited
+       s.waited,
+       coalesce(s.unwanted, '')            AS unwanted
   FROM settled s
   JOIN picked k ON k.id = s.id
  ORDER BY k.pos;

@@ -17,9 +17,13 @@
 -- sent, so the send ledger has nothing to say. The users are read without
 -- a lock, and only the rows to cancel are locked, in id order (the one
 -- order every statement on claimed rows takes): a check that cancels
--- nothing writes nothing. Returns the cancelled messages and why.
+-- nothing writes nothing. A message in doubt (in_doubt: its request may
+-- have reached the receiver before a crash, recover.sql) is never cancelled
+-- here; one no longer wanted is returned with why and cancelled false, for
+-- the processor to ask the receiver first. Returns the messages no longer
+-- wanted, why, and whether they were cancelled.
 WITH checked AS (
-    SELECT q.id,
+    SELECT q.id, coalesce(q.in_doubt, false) AS in_doubt,
            CASE WHEN k.kind IS NULL THEN NULL
                 WHEN p.user_id IS NULL OR s.user_id IS NULL THEN 'no_user'
                 WHEN p.reengagement_opt_out AND NOT k.confirms_opt_out THEN 'opted_out'
@@ -48,16 +52,21 @@ WITH checked AS (
       FROM engagement_message_queue q
       JOIN checked c ON c.id = q.id
      WHERE c.cancel_reason IS NOT NULL
+       AND NOT c.in_doubt
        AND q.status = 'processing'
        AND q.claimed_by = @holder
      ORDER BY q.id
        FOR UPDATE OF q
+), cancelled AS (
+    UPDATE engagement_message_queue q
+       SET status = 'cancelled',
+           cancel_reason = d.cancel_reason,
+           claimed_by = NULL,
+           claimed_until = NULL
+      FROM doomed d
+     WHERE q.id = d.id
+    RETURNING q.id, d.cancel_reason
 )
-UPDATE engagement_message_queue q
-   SET status = 'cancelled',
-       cancel_reason = d.cancel_reason,
-       claimed_by = NULL,
-       claimed_until = NULL
-  FROM doomed d
- WHERE q.id = d.id
-RETURNING q.id::text, d.cancel_reason;
+SELECT id::text, cancel_reason, true AS cancelled FROM cancelled
+UNION ALL
+SELECT id::text, cancel_reason, false FROM checked WHERE cancel_reason IS NOT NULL AND in_doubt;

@@ -20,13 +20,17 @@
 --
 -- The send ledger on @transport says what became of each message:
 --   'sent'        → the send succeeded before its holder stopped: sent.
---   'processing'  → a send started and its outcome is unknown: on a
---                   transport that de-duplicates, pending (resent under the
---                   same idempotency key); otherwise failed with @unknown
---                   and in_doubt, never sent again.
+--   'processing'  → a send started and its outcome is unknown: failed with
+--                   @unknown and in_doubt, never sent again.
 --   none/'failed' → no send was in flight: pending, its retries unspent.
--- Returns how many were settled, and the ids of those pending again (their
--- send budget is given back).
+-- On a transport that de-duplicates (@deduplicates: the webhook, the log)
+-- no start is written (batched recording), so none of that is known: its
+-- request may have reached the receiver, whatever the ledger says but
+-- 'sent'. Such a message goes back pending and in_doubt: resent only under
+-- its same idempotency key, never cancelled without asking the receiver
+-- first (claim.sql), and its send budget slot is kept.
+-- Returns how many were settled, and the ids of those pending again and
+-- not in doubt (their send budget is given back: nothing was sent).
 WITH expired AS (
     SELECT holder
       FROM engagement_queue_holders
@@ -59,12 +63,14 @@ WITH expired AS (
            provider_message_id = coalesce(a.provider_message_id, q.provider_message_id),
            error_message = CASE WHEN a.ledger_status = 'processing' AND NOT @deduplicates THEN @unknown
                                 ELSE q.error_message END,
-           in_doubt = (a.ledger_status IS NOT DISTINCT FROM 'processing' AND NOT @deduplicates),
+           in_doubt = CASE WHEN a.ledger_status IS NOT DISTINCT FROM 'sent' THEN false
+                           WHEN @deduplicates THEN true
+                           ELSE a.ledger_status IS NOT DISTINCT FROM 'processing' END,
            claimed_until = NULL,
            claimed_by = NULL
       FROM abandoned a
      WHERE q.id = a.id
-    RETURNING q.id, q.status
+    RETURNING q.id, q.status, q.in_doubt
 ), ledger AS (
     UPDATE engagement_processed_messages l
        SET status = 'failed', error = @unknown
@@ -74,5 +80,5 @@ WITH expired AS (
        AND l.status = 'processing'
        AND s.status = 'failed'
 )
-SELECT count(*)::int AS settled, coalesce(array_agg(id::text) FILTER (WHERE status = 'pending'), '{}') AS pending
+SELECT count(*)::int AS settled, coalesce(array_agg(id::text) FILTER (WHERE status = 'pending' AND NOT in_doubt), '{}') AS pending
   FROM settled;

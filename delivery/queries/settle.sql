@@ -7,7 +7,8 @@
 -- id order, the one order every statement on claimed rows takes, before
 -- any is changed. in_doubt is true for an attempt whose outcome is unknown
 -- (it may have reached a receiver that cannot de-duplicate: failed, never
--- sent again), false for any other. sent_at and a retry's time are on the processor's clock,
+-- sent again; or one that can: retried under its same key, never cancelled
+-- without asking the receiver first), false for any other. sent_at and a retry's time are on the processor's clock,
 -- @clock_offset ahead of the database's (0 but in a simulation).
 WITH outcome AS (
     -- '' in @provider_ids and @errors is none (NULL).
@@ -32,7 +33,9 @@ WITH outcome AS (
            retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
            scheduled_for = CASE WHEN o.status = 'pending' THEN now() + @clock_offset::interval + o.retry_in ELSE q.scheduled_for END,
            error_message = o.error,
-           in_doubt = o.in_doubt,
+           -- A retry keeps the doubt of an earlier attempt: its request
+           -- may have reached the receiver all the same.
+           in_doubt = CASE WHEN o.status = 'pending' THEN coalesce(q.in_doubt, false) OR o.in_doubt ELSE o.in_doubt END,
            claimed_until = NULL,
            claimed_by = NULL
       FROM outcome o

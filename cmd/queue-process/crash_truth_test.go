@@ -1,0 +1,210 @@
+package main_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// dedupBot is a receiver that keeps docs/receiver.md's contract: it claims
+// each Idempotency-Key before "sending" it to WhatsApp (counted in sent),
+// answers a repeat of a key it sent with 200 and Idempotent-Replayed, and
+// sends no probe (a lookup under a key it never had spends the key). After
+// answering answerFirst sends it keeps every later request it sends
+// waiting, unanswered, until the test ends: a process killed then has
+// requests out whose outcome it never learnt.
+type dedupBot struct {
+	mu          sync.Mutex
+	sent        map[string]int // key → times sent to WhatsApp (must stay 1)
+	spent       map[string]bool
+	answered    int
+	answerFirst int
+	reached     chan struct{} // closed when answerFirst sends were answered
+	release     chan struct{} // closed by answerAll
+	open        bool          // answerAll was called
+	server      *httptest.Server
+}
+
+func newDedupBot(t *testing.T, answerFirst int) *dedupBot {
+	b := &dedupBot{sent: map[string]int{}, spent: map[string]bool{}, answerFirst: answerFirst,
+		reached: make(chan struct{}), release: make(chan struct{})}
+	b.server = httptest.NewServer(http.HandlerFunc(b.serve))
+	t.Cleanup(func() {
+		b.answerAll()
+		b.server.CloseClientConnections()
+		b.server.Close()
+	})
+	return b
+}
+
+func (b *dedupBot) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	key := r.Header.Get("Idempotency-Key")
+	probe := r.Header.Get(transport.ProbeHeader) == "1"
+	b.mu.Lock()
+	if b.spent[key] {
+		id := ""
+		if b.sent[key] > 0 {
+			id = "wa." + key
+		}
+		b.mu.Unlock()
+		w.Header().Set(transport.ReplayedHeader, "true")
+		_, _ = w.Write([]byte(`{"duplicate":true,"message_id":"` + id + `"}`))
+		return
+	}
+	b.spent[key] = true
+	if probe {
+		b.mu.Unlock()
+		_, _ = w.Write([]byte(`{"message_id":null}`))
+		return
+	}
+	b.sent[key]++
+	hold := b.answered >= b.answerFirst && !b.open
+	if !hold {
+		b.answered++
+		if b.answered == b.answerFirst {
+			close(b.reached)
+		}
+	}
+	b.mu.Unlock()
+	if hold {
+		select {
+		case <-b.release:
+		case <-r.Context().Done():
+		}
+		return
+	}
+	_, _ = w.Write([]byte(`{"message_id":"wa.` + key + `"}`))
+}
+
+// answerAll ends the hold: the held requests end unanswered (their
+// process is dead by then), and every later one is answered.
+func (b *dedupBot) answerAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		b.open = true
+		close(b.release)
+	}
+}
+
+// sentKeys is every key the bot sent to WhatsApp, and fails the test for
+// one sent twice.
+func (b *dedupBot) sentKeys(t *testing.T) map[string]bool {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]bool{}
+	for k, n := range b.sent {
+		if n > 1 {
+			t.Errorf("message %s was sent %d times", k, n)
+		}
+		out[k] = true
+	}
+	return out
+}
+
+// Issue 55, finding 2: a crash mid-batch turned sent messages into
+// cancelled ones and spent the budget twice. --daily-limit 60 over 90
+// goodbyes; the bot answers 30 requests and holds the next ones; the
+// process is killed -9; the users who got a goodbye answer it; a new run
+// delivers the rest. No more than 60 users ever get a goodbye, every
+// goodbye the bot sent is recorded sent (with the bot's id), none of them
+// cancelled, and nothing is sent twice.
+func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := fixture.Now(t, pool)
+	const users, limit = 90, 60
+	for i := range users {
+		user := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour),
+			GoodbyeSentAt: fixture.Ptr(now), GoodbyeExpiresAt: fixture.Ptr(now.Add(48 * time.Hour))})
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
+			       scheduled_for, idempotency_key, period_start)
+			SELECT $1::uuid, 'goodbye', 'engagement.goodbye.self_select', 'individual', p.whatsapp_jid,
+			       now() - $2 * interval '1 second', $1::text || ':goodbye_sent:' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+			       date_trunc('day', now(), 'UTC')
+			  FROM user_profiles p WHERE p.user_id = $1::uuid`, user, users-i)
+	}
+	bot := newDedupBot(t, 30)
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT="+strconv.Itoa(limit))
+	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "5ms",
+		"--output", "json"}
+
+	cmd, _, stderr := cmdtest.Command(bin, env, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-bot.reached:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the bot never answered 30 requests: %s", stderr)
+	}
+	// Let the workers put a few more requests out, then kill.
+	fixture.PollFor(10*time.Second, func() (int, bool) { n := len(bot.sentKeys(t)); return n, n >= 34 })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	bot.answerAll()
+	first := bot.sentKeys(t)
+
+	// Every user who got one answers it.
+	for key := range first {
+		user, _, _ := strings.Cut(key, ":")
+		if _, err := activity.Fire(ctx, pool, user, sm.UserMessage, activity.FireOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixture.ExpireClaims(t, pool) // the dead process's lease runs out
+	queueSummary(t, cmdtest.Run(t, bin, env, args...))
+
+	sent := bot.sentKeys(t)
+	if len(sent) > limit {
+		t.Errorf("%d users got a goodbye under a daily limit of %d (%d before the crash)", len(sent), limit, len(first))
+	}
+	rows, err := pool.Query(ctx, `SELECT idempotency_key, status, coalesce(cancel_reason, ''), coalesce(provider_message_id, '')
+		FROM engagement_message_queue WHERE message_type = 'goodbye'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cancelledSent, unrecorded int
+	for rows.Next() {
+		var key, status, reason, pid string
+		if err := rows.Scan(&key, &status, &reason, &pid); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case sent[key] && status == "cancelled":
+			cancelledSent++
+		case sent[key] && (status != "sent" || pid != "wa."+key):
+			unrecorded++
+			t.Logf("sent by the bot, recorded %s (%q, %q)", status, reason, pid)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cancelledSent != 0 || unrecorded != 0 {
+		t.Errorf("of %d goodbyes the bot sent (%d before the crash), %d are recorded cancelled and %d otherwise not sent; want all sent",
+			len(sent), len(first), cancelledSent, unrecorded)
+	}
+}

@@ -1,0 +1,104 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// A message is in doubt when its request may have reached the receiver
+// and nobody recorded what came of it: on a transport that de-duplicates
+// (batched recording: no start is written before a send), a process
+// killed mid-batch leaves every message it held so. Recovery puts such a
+// message back in the queue with in_doubt set (recover.sql), its send
+// budget slot kept: while it is still wanted it is sent again under its
+// same idempotency key, which the receiver drops if it had it.
+//
+// One that is no longer wanted (its user answered, opted out, …) is
+// where a crash used to lie: cancelled, it would say it was never sent
+// although the user may have it, and give back a slot the send had used
+// (issue 55: 91 users reached under a limit of 60, 31 of their messages
+// recorded cancelled). The checks never cancel it (claim.sql,
+// recheck.sql); resolveDoubt asks the receiver instead, sending nothing.
+
+// resolveDoubt settles m, in doubt and no longer wanted (reason): the
+// receiver had it → sent, as it was; the receiver did not → cancelled
+// with reason, its slot given back (the lookup spent its key at the
+// receiver, so the lost request cannot go out later); the receiver cannot
+// say, or the transport cannot be asked → failed, outcome unknown, in
+// doubt still, never sent again. Nothing is sent to the user whatever the
+// answer.
+func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) (*outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return p.notStarted(ctx, m, err) // stopping: back in the queue, in doubt still
+	}
+	log := p.messageLog(m).With().Str("unwanted", reason).Logger()
+	looker, ok := p.cfg.Transport.(transport.Looker)
+	if !ok {
+		return p.doubtUnresolved(m, reason, fmt.Errorf("%s cannot be asked", p.cfg.Transport.Name())), nil
+	}
+	answer, err := looker.Lookup(ctx, m.Delivery)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return p.notStarted(ctx, m, err)
+	case err != nil:
+		return p.doubtUnresolved(m, reason, err), nil
+	case answer.Had:
+		p.tally.processed.Add(1)
+		p.tally.sent.Add(1)
+		log.Info().Msg("in doubt after a crash and no longer wanted: the receiver had it, so it is recorded sent")
+		return &outcome{status: sm.StatusSent, providerID: answer.ProviderMessageID}, nil
+	}
+	var cancelled []cancelDoubtedRow
+	err = retryConflicts(func(ctx context.Context) error {
+		return p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			var err error
+			cancelled, err = cancelDoubtedQuery.All(ctx, conn, cancelDoubtedArgs{ID: m.ID, Reason: reason, Holder: p.holder})
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel a message the receiver never had: %w", err)
+	}
+	if len(cancelled) == 0 {
+		p.tally.claimsLost.Add(1)
+		log.Warn().Msg("claim lost before a message in doubt was cancelled; left to its new holder")
+		return nil, nil
+	}
+	p.tally.cancel(reason)
+	p.refund([]string{m.ID}, []claimed{m})
+	log.Info().Str("cancel_reason", reason).Msg("in doubt after a crash and no longer wanted: the receiver never had it; cancelled")
+	return nil, nil
+}
+
+// doubtUnresolved is the outcome of m, in doubt and no longer wanted, when
+// nobody can say whether it went out (why): failed, outcome unknown, so
+// that it is neither sent again nor said never to have been sent.
+func (p *Processor) doubtUnresolved(m claimed, reason string, why error) *outcome {
+	p.tally.processed.Add(1)
+	p.tally.failed.Add(1)
+	log := p.messageLog(m)
+	log.Warn().Str("unwanted", reason).Str("error", why.Error()).
+		Msg("in doubt after a crash and no longer wanted, and the receiver cannot say whether it had it: failed, outcome unknown")
+	return &outcome{status: sm.StatusFailed, err: &doubtError{reason: reason, why: why}, notSent: true}
+}
+
+// doubtError is the error of a message doubtUnresolved failed: an
+// ErrOutcomeUnknown (settle.sql keeps it in doubt).
+type doubtError struct {
+	reason string
+	why    error
+}
+
+func (e *doubtError) Error() string {
+	return "outcome unknown: no longer wanted (" + e.reason + ") after its process died mid-send, and whether its request " +
+		"reached the receiver is unknown (" + e.why.Error() + "), so it is not sent again"
+}
+
+func (e *doubtError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+func (e *doubtError) Unwrap() error { return e.why }
