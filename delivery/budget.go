@@ -266,9 +266,14 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 	if len(batch) == 0 {
 		return batch, nil
 	}
-	ids, waited := make([]string, len(batch)), make([]bool, len(batch))
-	for i, m := range batch {
-		ids[i], waited[i] = m.ID, m.waited
+	// A message in doubt took its slot when the claim that may have sent
+	// it was made (recover.sql keeps it): it is neither held back nor
+	// charged again.
+	ids, waited := make([]string, 0, len(batch)), make([]bool, 0, len(batch))
+	for _, m := range batch {
+		if !m.inDoubt {
+			ids, waited = append(ids, m.ID), append(waited, m.waited)
+		}
 	}
 	args := budgetApplyArgs{KindPriority: p.kindPriority(), Timezone: p.cfg.Timezone, IDs: ids, Waited: waited,
 		Holder: p.holder, Transport: p.cfg.Transport.Name(), DailyLimit: p.budget.limitNow(),

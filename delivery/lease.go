@@ -48,6 +48,7 @@ type claimed struct {
 	// instead of cancelling it, and the processor asks the receiver
 	// (resolveDoubt). "" for every other message.
 	unwanted string
+	inDoubt  bool // its request may have reached the receiver before a crash (recover.sql)
 }
 
 // lease is this processor's lease as it knows it: the row's deadline
@@ -317,6 +318,7 @@ func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args cla
 				retryCount: r.RetryCount,
 				waited:     r.Waited,
 				unwanted:   r.Unwanted,
+				inDoubt:    r.InDoubt,
 			}
 			if r.SpendID != nil {
 				if spend == nil {

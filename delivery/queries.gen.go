@@ -338,11 +338,12 @@ type claimRow struct {
 	BudgetUsed     *int       // budget_used
 	Waited         bool       // waited
 	Unwanted       string     // unwanted
+	InDoubt        bool       // in_doubt
 }
 
 // Dest returns the fields in the columns' order.
 func (r *claimRow) Dest() []any {
-	return []any{&r.Verdict, &r.ID, &r.UserID, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Locale, &r.Destination, &r.DestinationJID, &r.IdempotencyKey, &r.RetryCount, &r.ScheduledFor, &r.SpendID, &r.BudgetUsed, &r.Waited, &r.Unwanted}
+	return []any{&r.Verdict, &r.ID, &r.UserID, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Locale, &r.Destination, &r.DestinationJID, &r.IdempotencyKey, &r.RetryCount, &r.ScheduledFor, &r.SpendID, &r.BudgetUsed, &r.Waited, &r.Unwanted, &r.InDoubt}
 }
 
 // claimQuery is queries/claim.sql.

@@ -45,7 +45,8 @@
 --
 -- Under a send budget with ample room (@spend_limit: the budget's limit;
 -- NULL otherwise), the claim spends a slot of @transport's budget per
--- recipient it claimed (distinct destination_jid), as one row of
+-- recipient it claimed (distinct destination_jid; a message in doubt spends
+-- none: the claim that sent it kept its slot, recover.sql), as one row of
 -- engagement_send_budget_claims (with the messages and their recipients,
 -- for a recovery to give back the slots of a dead holder), counted onto the budget's used if they
 -- fit under @spend_limit. If not (other claims took the room), the whole
@@ -233,7 +234,7 @@ WITH RECURSIVE plain AS (
     SELECT @transport, now() + @clock_offset::interval, count(DISTINCT coalesce(s.destination_jid, '')),
            array_agg(s.id), array_agg(md5(coalesce(s.destination_jid, ''))::uuid)
       FROM settled s
-     WHERE @spend_limit::int IS NOT NULL AND s.reason IS NULL AND s.defer_until IS NULL
+     WHERE @spend_limit::int IS NOT NULL AND s.reason IS NULL AND s.defer_until IS NULL AND NOT coalesce(s.in_doubt, false)
     HAVING count(*) > 0
     RETURNING id, recipients
 ), counted AS (
@@ -258,11 +259,12 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
        coalesce(s.idempotency_key, s.id::text) AS idempotency_key,
        coalesce(s.retry_count, 0)         AS retry_count,
        s.scheduled_for,
-       (SELECT id FROM spent)              AS spend_id,
+       CASE WHEN NOT coalesce(s.in_doubt, false) THEN (SELECT id FROM spent) END AS spend_id,
        coalesce((SELECT used FROM counted),
                 CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used,
        s.waited,
-       coalesce(s.unwanted, '')            AS unwanted
+       coalesce(s.unwanted, '')            AS unwanted,
+       coalesce(s.in_doubt, false)         AS in_doubt
   FROM settled s
   JOIN picked k ON k.id = s.id
  ORDER BY k.pos;
