@@ -41,13 +41,10 @@ type Delivery struct {
 	DestinationJID string            //
 	IdempotencyKey string            // the row's idempotency_key, or the row id when it has none
 	Attempt        int               // counts from 1
-	// Pace is ignored. It was waited for before the HTTP client sent a
-	// request again on its own; the client no longer does (see
-	// noReplay): every attempt is the caller's, after its own checks and
-	// pace slot.
-	//
-	// Deprecated: nothing to pace; the transports never let the client
-	// resend.
+	// Pace is ignored, left for callers that still set it: it was waited
+	// for before the HTTP client sent a request again on its own, which
+	// the client no longer does (noReplay). Every attempt is the
+	// caller's, after its own checks and pace slot.
 	Pace func(context.Context) error
 }
 
