@@ -42,7 +42,7 @@ func TestLateFailuresBackOffByCode(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	ctx := context.Background()
 	now := fixture.Now(t, pool)
-	start := now.UTC().Truncate(24*time.Hour).Add(-70*24*time.Hour + 6*time.Hour)
+	start := now.UTC().Truncate(24 * time.Hour).Add(-70*24*time.Hour + 6*time.Hour)
 	day := func(d int) time.Time { return start.Add(time.Duration(d) * 24 * time.Hour) }
 	silent := start.Add(-20 * 24 * time.Hour)
 	codes := map[string]string{}
