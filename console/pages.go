@@ -758,6 +758,9 @@ type UserState struct {
 	Destination      string     `json:"destination"`
 	JID              string     `json:"jid"`
 	HasProfile       bool       `json:"has_profile"`
+	// GoodbyeBackoff is why the user's next goodbye waits after goodbyes
+	// that failed for good (nil: it does not).
+	GoodbyeBackoff *GoodbyeBackoff `json:"goodbye_backoff,omitempty"`
 }
 
 // UserTransition is one move of the user's.
@@ -813,7 +816,7 @@ func (s *server) user(r *http.Request) (any, error) {
 // userByID fills in the user out.ID names.
 func (s *server) userByID(ctx context.Context, out User) (User, error) {
 	err := s.read(ctx, func(tx pgx.Tx, _ time.Time) error {
-		row, err := userStateQuery.One(ctx, tx, userStateArgs{UserID: out.ID})
+		row, err := userStateQuery.One(ctx, tx, userStateArgs{UserID: out.ID, GoodbyeKeyInfix: goodbyeKind.KeyInfix})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -822,7 +825,8 @@ func (s *server) userByID(ctx context.Context, out User) (User, error) {
 		}
 		st := UserState{State: row.State, LastActivityAt: row.LastActivityAt, GoodbyeSentAt: row.GoodbyeSentAt,
 			GoodbyeExpiresAt: row.GoodbyeExpiresAt, RemindAt: row.RemindAt, CreatedAt: row.CreatedAt, OptedOut: row.OptedOut,
-			Destination: row.Destination, JID: row.JIDLast4, HasProfile: row.HasProfile}
+			Destination: row.Destination, JID: row.JIDLast4, HasProfile: row.HasProfile,
+			GoodbyeBackoff: goodbyeBackoff(row.GoodbyeFailures, row.GoodbyeRetryAt, row.GoodbyeHeld, row.GoodbyeFailureCode)}
 		if st.JID != "" {
 			st.JID = "••••" + st.JID
 		}
