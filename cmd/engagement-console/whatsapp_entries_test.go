@@ -209,3 +209,56 @@ func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 func wamid(name, which string) string {
 	return "wamid.HBgL" + strings.NewReplacer(" ", "_", "'", "").Replace(name) + "." + which
 }
+
+// Issue 55, finding 4, on the console's side: Meta's
+// phone_number_quality_update webhook
+// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/phone_number_quality_update/:
+// max_daily_conversations_per_business and current_limit, strings such as
+// TIER_250) never raises the messaging limit the next run's --daily-limit
+// auto follows without naming a tier: TIER_NOT_SET, a tier of the wrong
+// type or one Meta never named keeps TIER_50 (TIER_NOT_SET used to replace
+// it, and the run then fell back to 250).
+func TestAQualityUpdateNeverRaisesTheLimitWithoutNamingATier(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	post := func(body []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, c.base+"/webhooks/whatsapp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Hub-Signature-256", metafake.Sign(appSecret, body))
+		res, err := c.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("a signed quality update: %d, want 200", res.StatusCode)
+		}
+	}
+	tier := func() string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(context.Background(), `SELECT coalesce(messaging_limit_tier, '-') FROM engagement_number_health WHERE transport = 'whatsapp'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	at := time.Now().Add(-time.Hour)
+	post(metafake.QualityUpdate("DOWNGRADE", "TIER_50", at))
+	if got := tier(); got != "TIER_50" {
+		t.Fatalf("after a DOWNGRADE to TIER_50: %q", got)
+	}
+	for i, value := range []string{
+		`{"display_phone_number":"15550783881","event":"ONBOARDING","current_limit":"TIER_NOT_SET","max_daily_conversations_per_business":"TIER_NOT_SET"}`,
+		`{"display_phone_number":"15550783881","event":"UPGRADE","max_daily_conversations_per_business":100000}`,
+		`{"display_phone_number":"15550783881","event":"UPGRADE","current_limit":["TIER_100K"],"max_daily_conversations_per_business":{"tier":"TIER_100K"}}`,
+		`{"display_phone_number":"15550783881","event":"UPGRADE","current_limit":"TIER_A_LOT","max_daily_conversations_per_business":"TIER_A_LOT"}`,
+	} {
+		post(metafake.Account("phone_number_quality_update", at.Add(time.Duration(i+1)*time.Minute), value))
+		if got := tier(); got != "TIER_50" {
+			t.Errorf("after %s: the tier is %q, want TIER_50 kept", value, got)
+		}
+	}
+}
