@@ -238,8 +238,8 @@ func Gatherer(r Run) prometheus.Gatherer {
 			Set(q.OldestDueAge.Seconds())
 	}
 	if len(r.Spend) > 0 {
-		usd := vec(SpendUSD, "US dollars Meta bills for the messages accepted in the last 30 days, by pricing category (at the prices given; the priced ones only).", "category")
-		billable := vec(SpendBillable, "Billable messages accepted in the last 30 days, by pricing category.", "category")
+		usd := vec(SpendUSD, "US dollars Meta bills for the messages its Cloud API accepted in the last 30 days and delivered, by pricing category (at the prices given; the priced ones only; other transports cost Meta nothing).", "category")
+		billable := vec(SpendBillable, "Messages Meta billed (delivered, not said free) of those its Cloud API accepted in the last 30 days, by pricing category.", "category")
 		for _, c := range r.Spend {
 			usd.WithLabelValues(c.Category).Set(c.USD)
 			billable.WithLabelValues(c.Category).Set(float64(c.Billable))
