@@ -246,8 +246,10 @@ type Queue struct {
 	// Receipts are WhatsApp's receipts for the messages accepted in the
 	// last ReceiptsWindow.
 	Receipts Receipts `json:"receipts"`
-	// Spend is what the messages accepted in the last 30 days cost on
-	// Meta's list prices (Config.Prices; package pricing).
+	// Spend is what Meta bills for the messages its Cloud API accepted in
+	// the last 30 days, the delivered ones, on Meta's list prices
+	// (Config.Prices; package pricing), and the messages other
+	// transports sent, at no Meta cost.
 	Spend pricing.Spend `json:"spend"`
 }
 
