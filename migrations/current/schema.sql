@@ -579,7 +579,7 @@ CREATE TABLE public.engagement_job_runs (
     shard text,
     heartbeat_at timestamp with time zone,
     holder text,
-    CONSTRAINT engagement_job_runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'delivering'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'abandoned'::text])))
+    CONSTRAINT engagement_job_runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'delivering'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'stopped'::text, 'abandoned'::text])))
 );
 
 --
