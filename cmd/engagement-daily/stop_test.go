@@ -10,8 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
 
@@ -183,4 +186,42 @@ func TestSIGTERMStopsTheDailyJobAndTheNextRunDoesTheRest(t *testing.T) {
 	t.Logf("of %d rounds, %d stopped before the run was recorded, %d part-way", len(stopDelays), beforeOpen, midRun)
 
 	rerunEqualsClean(t, url, pool, clean)
+}
+
+// TestAStoppedRunIsNoFailureInTheMetrics (issue 55, finding 5): a stopped
+// run pushed engagement_job_last_run_failed 1, which fires
+// EngagementJobRunFailed. After a completed run, a run told to stop at its
+// first instant (before its database is open) pushes
+// engagement_job_last_run_failed 0 and its stop's timestamp, and keeps the
+// completed run's last success: a stop is no failure, and no success.
+func TestAStoppedRunIsNoFailureInTheMetrics(t *testing.T) {
+	t.Parallel()
+	gw := pushtest.New(t)
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 5, lastWeekOfOctober)
+	env := cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL)
+	bin := binary(t)
+
+	if res := cmdtest.Run(t, bin, env, "--as-of", asOf); res.Code != 0 {
+		t.Fatalf("the completed run: exit %d: %s", res.Code, res.Stderr)
+	}
+	job := []string{"job", app}
+	lastSuccess, ok := gw.Metrics(t, "engagement_").Value(metrics.JobLastSuccess, job...)
+	if !ok {
+		t.Fatal("the completed run pushed no last success")
+	}
+
+	res := cmdtest.Terminate(t, bin, env, 0, "--as-of", asOf, "--output", "json")
+	if res.Code != 0 {
+		t.Fatalf("the stopped run: exit %d, want 0\nstdout: %s\nstderr: %s", res.Code, res.Stdout, res.Stderr)
+	}
+	if sum := oneJSONSummary(t, res.Stdout); sum.Stopped != "shutdown" {
+		t.Fatalf("the run stopped at its first instant says stopped %q, want shutdown", sum.Stopped)
+	}
+	got := gw.Metrics(t, "engagement_")
+	wantSample(t, got, 0, metrics.JobLastRunFailed, job...)
+	wantSample(t, got, lastSuccess, metrics.JobLastSuccess, job...)
+	if _, ok := got.Value(metrics.JobLastStopped, job...); !ok {
+		t.Errorf("no %s after the stopped run; the gateway has:\n%s", metrics.JobLastStopped, got)
+	}
 }

@@ -201,7 +201,8 @@ func (o *jobOptions) pushMetrics(ctx context.Context, start time.Time, err error
 		o.log.Info().Msg("dry run: no metrics pushed")
 		return
 	}
-	r := metrics.Run{Job: o.name, Summary: o.sum}
+	// A stopped run is no failure and no success (metrics.Run.Stopped).
+	r := metrics.Run{Job: o.name, Summary: o.sum, Stopped: o.sum != nil && o.sum.Stopped != ""}
 	if o.shard.Sharded() {
 		r.Shard = o.shard.String()
 	}
@@ -256,11 +257,11 @@ func (o *jobOptions) Run(ctx context.Context) error {
 			o.log.Info().Msg("told to stop: no queue step; queue-process or the next run delivers what was queued")
 		}
 	default:
+		// Told to stop in the queue step, it stops as queue-process does
+		// (its summary, under "delivery", says so); the job's own work is
+		// done, and its run stays recorded as such.
 		if delivered, err = o.sendQueued(ctx, pool, sum); err != nil {
 			return err
-		}
-		if delivered.Stopped == scheduler.StoppedShutdown {
-			sum.Stopped = scheduler.StoppedShutdown // told to stop in the queue step
 		}
 	}
 	if err := writeSummary(o.Stdout, o.output, sum); err != nil {
