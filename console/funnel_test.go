@@ -11,6 +11,7 @@ import (
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -111,11 +112,18 @@ func (h *history) daily(t *testing.T, at time.Time) {
 	h.stamp(t, before, at)
 }
 
+// deliver sends the users' pending messages at at through the Cloud API,
+// as queue-process records them: sent, and the send ledger's row.
 func (h *history) deliver(t *testing.T, at time.Time, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		fixture.Exec(t, h.pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $2
-		                          WHERE user_id = $1 AND status = 'pending'`, h.u[n], at)
+		fixture.Exec(t, h.pool, `
+			WITH sent AS (
+			    UPDATE engagement_message_queue SET status = 'sent', sent_at = $2
+			     WHERE user_id = $1 AND status = 'pending'
+			    RETURNING id)
+			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at)
+			SELECT id, $3, 'sent', 1, $2, $2 FROM sent`, h.u[n], at, pricing.MetaTransport)
 	}
 }
 

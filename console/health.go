@@ -255,7 +255,7 @@ func runHealth(asOf time.Time, job string, ran []status.Run) HealthCard {
 		c.Rule = fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. Amber: over %s ago, "+
 			"or no run recorded. ", span(amber), span(amber))
 	}
-	c.Rule += fmt.Sprintf("Amber: it was partial. Red: it failed or was abandoned, or it started over %s ago", span(red))
+	c.Rule += fmt.Sprintf("Amber: it was partial, or stopped (SIGTERM: the next run does the rest). Red: it failed or was abandoned, or it started over %s ago", span(red))
 	if amber == 0 {
 		c.Rule += ", or there is none"
 	}
@@ -293,8 +293,8 @@ func runHealth(asOf time.Time, job string, ran []status.Run) HealthCard {
 		case amber > 0 && age > amber:
 			level(Amber)
 		}
-		if r.Status == "partial" {
-			level(Amber)
+		if r.Status == scheduler.RunPartial || r.Status == scheduler.RunStopped {
+			level(Amber) // a stop is no failure, but the run's work is not all done
 		}
 	}
 	c.Value = latest.Status

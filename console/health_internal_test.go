@@ -99,6 +99,10 @@ func TestHealthRules(t *testing.T) {
 		{"daily, 27 h ago", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "succeeded", 27*time.Hour)}, Red},
 		{"daily, failed", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "failed", time.Hour)}, Red},
 		{"daily, partial", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "partial", time.Hour)}, Amber},
+		// A SIGTERM's stop is no failure, but the day's work is not all
+		// done (issue 55): amber, never red.
+		{"daily, stopped", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", scheduler.RunStopped, time.Hour)}, Amber},
+		{"weekly, stopped", scheduler.WeeklyJob, []status.Run{run(scheduler.WeeklyJob, "", scheduler.RunStopped, time.Hour)}, Amber},
 		{"daily, running for 30 h", scheduler.DailyJob, []status.Run{run(scheduler.DailyJob, "", "running", 30*time.Hour)}, Green},
 		{"daily, one shard of two failed", scheduler.DailyJob, []status.Run{
 			run(scheduler.DailyJob, "1/2", "failed", 2*time.Hour), run(scheduler.DailyJob, "2/2", "succeeded", time.Hour)}, Red},

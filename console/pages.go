@@ -246,8 +246,10 @@ type Queue struct {
 	// Receipts are WhatsApp's receipts for the messages accepted in the
 	// last ReceiptsWindow.
 	Receipts Receipts `json:"receipts"`
-	// Spend is what the messages accepted in the last 30 days cost on
-	// Meta's list prices (Config.Prices; package pricing).
+	// Spend is what Meta bills for the messages its Cloud API accepted in
+	// the last 30 days, the delivered ones, on Meta's list prices
+	// (Config.Prices; package pricing), and the messages other
+	// transports sent, at no Meta cost.
 	Spend pricing.Spend `json:"spend"`
 }
 
@@ -758,6 +760,9 @@ type UserState struct {
 	Destination      string     `json:"destination"`
 	JID              string     `json:"jid"`
 	HasProfile       bool       `json:"has_profile"`
+	// GoodbyeBackoff is why the user's next goodbye waits after goodbyes
+	// that failed for good (nil: it does not).
+	GoodbyeBackoff *GoodbyeBackoff `json:"goodbye_backoff,omitempty"`
 }
 
 // UserTransition is one move of the user's.
@@ -813,7 +818,7 @@ func (s *server) user(r *http.Request) (any, error) {
 // userByID fills in the user out.ID names.
 func (s *server) userByID(ctx context.Context, out User) (User, error) {
 	err := s.read(ctx, func(tx pgx.Tx, _ time.Time) error {
-		row, err := userStateQuery.One(ctx, tx, userStateArgs{UserID: out.ID})
+		row, err := userStateQuery.One(ctx, tx, userStateArgs{UserID: out.ID, GoodbyeKeyInfix: goodbyeKind.KeyInfix})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -822,7 +827,8 @@ func (s *server) userByID(ctx context.Context, out User) (User, error) {
 		}
 		st := UserState{State: row.State, LastActivityAt: row.LastActivityAt, GoodbyeSentAt: row.GoodbyeSentAt,
 			GoodbyeExpiresAt: row.GoodbyeExpiresAt, RemindAt: row.RemindAt, CreatedAt: row.CreatedAt, OptedOut: row.OptedOut,
-			Destination: row.Destination, JID: row.JIDLast4, HasProfile: row.HasProfile}
+			Destination: row.Destination, JID: row.JIDLast4, HasProfile: row.HasProfile,
+			GoodbyeBackoff: goodbyeBackoff(row.GoodbyeFailures, row.GoodbyeRetryAt, row.GoodbyeHeld, row.GoodbyeFailureCode)}
 		if st.JID != "" {
 			st.JID = "••••" + st.JID
 		}

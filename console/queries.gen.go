@@ -502,35 +502,40 @@ var userSearchQuery = sqlfile.Load[userSearchArgs, userSearchRow, *userSearchRow
 //
 //exhaustruct:enforce
 type userStateArgs struct {
-	UserID string // @user_id
+	GoodbyeKeyInfix string // @goodbye_key_infix
+	UserID          string // @user_id
 }
 
 // Args returns the parameters in the statement's order.
 func (a userStateArgs) Args() []any {
-	return []any{a.UserID}
+	return []any{a.GoodbyeKeyInfix, a.UserID}
 }
 
 // userStateRow is a row of queries/user_state.sql.
 type userStateRow struct {
-	State            string     // state
-	LastActivityAt   *time.Time // last_activity_at
-	GoodbyeSentAt    *time.Time // goodbye_sent_at
-	GoodbyeExpiresAt *time.Time // goodbye_expires_at
-	RemindAt         *time.Time // remind_at
-	CreatedAt        *time.Time // created_at
-	OptedOut         bool       // opted_out
-	Destination      string     // destination
-	JIDLast4         string     // jid_last4
-	HasProfile       bool       // has_profile
+	State              string     // state
+	LastActivityAt     *time.Time // last_activity_at
+	GoodbyeSentAt      *time.Time // goodbye_sent_at
+	GoodbyeExpiresAt   *time.Time // goodbye_expires_at
+	RemindAt           *time.Time // remind_at
+	CreatedAt          *time.Time // created_at
+	GoodbyeFailures    *int       // goodbye_failures
+	GoodbyeRetryAt     *time.Time // goodbye_retry_at
+	GoodbyeHeld        bool       // goodbye_held
+	GoodbyeFailureCode string     // goodbye_failure_code
+	OptedOut           bool       // opted_out
+	Destination        string     // destination
+	JIDLast4           string     // jid_last4
+	HasProfile         bool       // has_profile
 }
 
 // Dest returns the fields in the columns' order.
 func (r *userStateRow) Dest() []any {
-	return []any{&r.State, &r.LastActivityAt, &r.GoodbyeSentAt, &r.GoodbyeExpiresAt, &r.RemindAt, &r.CreatedAt, &r.OptedOut, &r.Destination, &r.JIDLast4, &r.HasProfile}
+	return []any{&r.State, &r.LastActivityAt, &r.GoodbyeSentAt, &r.GoodbyeExpiresAt, &r.RemindAt, &r.CreatedAt, &r.GoodbyeFailures, &r.GoodbyeRetryAt, &r.GoodbyeHeld, &r.GoodbyeFailureCode, &r.OptedOut, &r.Destination, &r.JIDLast4, &r.HasProfile}
 }
 
 // userStateQuery is queries/user_state.sql.
-var userStateQuery = sqlfile.Load[userStateArgs, userStateRow, *userStateRow](statementFiles, "user_state", "user_id")
+var userStateQuery = sqlfile.Load[userStateArgs, userStateRow, *userStateRow](statementFiles, "user_state", "goodbye_key_infix", "user_id")
 
 // userTransitionsArgs are the parameters of queries/user_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

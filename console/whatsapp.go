@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/engagement-scheduler/engagement/activity"
 )
@@ -48,56 +47,35 @@ const WhatsAppWebhookPath = "/webhooks/whatsapp"
 // checked: Meta never sends one, so no retry follows.
 const MaxWhatsAppBody = 3 << 20
 
-// metaBody is the part of Meta's webhook body the scheduler reads. Each
-// change's value is decoded by its field, so one odd change (a field of
-// the wrong type) spoils itself alone, not the rest of the body.
+// metaBody is the part of Meta's webhook body the scheduler reads, one
+// level at a time: each entry, each change and each of a change's
+// statuses[] and user_preferences[] is decoded on its own
+// (whatsapp_entry.go), so that one odd part (a field of the wrong type, a
+// NUL) spoils itself alone, not the rest of the body.
 type metaBody struct {
-	Object string `json:"object"`
-	Entry  []struct {
-		// Time is when Meta triggered the webhook, in Unix seconds (the
-		// account webhooks carry it: phone_number_quality_update,
-		// message_template_status_update).
-		Time    json.RawMessage `json:"time"`
-		Changes []struct {
-			Field string          `json:"field"`
-			Value json.RawMessage `json:"value"`
-		} `json:"changes"`
-	} `json:"entry"`
+	Entry []json.RawMessage `json:"entry"`
 }
 
-// metaMessages is a "messages" or "user_preferences" change's value.
+// metaEntry is one entry[] of the body.
+type metaEntry struct {
+	// Time is when Meta triggered the webhook, in Unix seconds (the
+	// account webhooks carry it: phone_number_quality_update,
+	// message_template_status_update).
+	Time    json.RawMessage   `json:"time"`
+	Changes []json.RawMessage `json:"changes"`
+}
+
+// metaChange is one changes[] of an entry: its value is read by its field.
+type metaChange struct {
+	Field string          `json:"field"`
+	Value json.RawMessage `json:"value"`
+}
+
+// metaMessages is a "messages" or "user_preferences" change's value, its
+// entries still raw: each is read on its own.
 type metaMessages struct {
-	Statuses    []metaStatus     `json:"statuses"`
-	Preferences []metaPreference `json:"user_preferences"`
-}
-
-// metaStatus is one statuses[] entry. recipient_id (the user's number) is
-// never read: it must not reach a log.
-type metaStatus struct {
-	ID        string      `json:"id"`
-	Status    string      `json:"status"`
-	Timestamp json.Number `json:"timestamp"` // Unix seconds (Meta sends a string)
-	Errors    []struct {
-		Code json.Number `json:"code"`
-	} `json:"errors"`
-	// Pricing is what Meta bills for the message (since July 2025, per
-	// delivered template): absent on some statuses (failed ones, older
-	// API versions).
-	Pricing *struct {
-		Billable *bool  `json:"billable"`
-		Category string `json:"category"`
-	} `json:"pricing"`
-}
-
-// metaPreference is one user_preferences[] entry: a user stopped or resumed
-// marketing messages with WhatsApp's own control
-// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/user_preferences).
-// wa_id is the user's number: it must not reach a log.
-type metaPreference struct {
-	WaID      string      `json:"wa_id"`
-	Category  string      `json:"category"`
-	Value     string      `json:"value"`
-	Timestamp json.Number `json:"timestamp"` // Unix seconds, a string or a number
+	Statuses    []json.RawMessage `json:"statuses"`
+	Preferences []json.RawMessage `json:"user_preferences"`
 }
 
 // whatsapp serves Meta's webhook: the subscription handshake (GET) and the
@@ -134,12 +112,15 @@ func (s *server) whatsapp(w http.ResponseWriter, r *http.Request) {
 //
 //	413  a body over MaxWhatsAppBody (never Meta's)
 //	401  no X-Hub-Signature-256; 403 a wrong one: nothing changed
-//	200  a signed body, applied; also a signed body that is not JSON, or a
-//	     status the scheduler cannot use (a status other than sent,
-//	     delivered, read or failed; a timestamp no clock can mean; a
-//	     verdict not in Meta's shape): logged and skipped, since Meta
-//	     would resend it for days and it would never apply better
-//	503  the database failed: Meta resends, and receipts apply once
+//	200  a signed body, applied; also a signed body that is not JSON, and
+//	     a body with entries the scheduler cannot use (a field of the
+//	     wrong type, a NUL, a status other than sent, delivered, read or
+//	     failed, a timestamp no clock can mean, a verdict not in Meta's
+//	     shape): each is logged and skipped, without a value, and the
+//	     others are applied, since Meta would resend the body for days
+//	     and it would never apply better (one entry, one verdict)
+//	503  the database could not take a usable entry: Meta resends, and
+//	     what was applied applies once
 func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 	log := s.cfg.Logger.With().Str("path", WhatsAppWebhookPath).Logger()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWhatsAppBody))
@@ -171,15 +152,34 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var applied, ours, skipped, consent, verdicts int
-	for _, e := range b.Entry {
-		for _, c := range e.Changes {
+	// skip logs and counts one part of the body the scheduler cannot use:
+	// where it is and why, never a value of it.
+	skip := func(field, where string, why error, status string) {
+		skipped++
+		ev := log.Warn().Str("field", field).Str("entry", where).Str("reason", why.Error())
+		if metaWord.MatchString(status) {
+			ev = ev.Str("status", status)
+		}
+		ev.Msg("whatsapp webhook: an entry the scheduler cannot use; skipped")
+	}
+	for i, rawEntry := range b.Entry {
+		var e metaEntry
+		if err := json.Unmarshal(rawEntry, &e); err != nil {
+			skip("", fmt.Sprintf("entry[%d]", i), unusable("the entry is not in Meta's shape"), "")
+			continue
+		}
+		for j, rawChange := range e.Changes {
+			var c metaChange
+			if err := json.Unmarshal(rawChange, &c); err != nil {
+				skip("", fmt.Sprintf("entry[%d].changes[%d]", i, j), unusable("the change is not in Meta's shape"), "")
+				continue
+			}
 			switch c.Field {
 			case "phone_number_quality_update", "message_template_status_update":
 				n, err := s.applyMetaVerdict(r.Context(), c.Field, e.Time, c.Value)
 				switch {
 				case errors.Is(err, errUnusableVerdict):
-					skipped++
-					log.Warn().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: a verdict the scheduler cannot use; skipped")
+					skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), err, "")
 				case err != nil:
 					log.Error().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: recording Meta's verdict failed; Meta will resend")
 					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
@@ -194,17 +194,21 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 			}
 			var v metaMessages
 			if err := json.Unmarshal(c.Value, &v); err != nil {
-				skipped++
-				log.Warn().Str("field", c.Field).Msg("whatsapp webhook: a change that is not in Meta's shape; skipped")
+				skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), unusable("the value is not in Meta's shape"), "")
 				continue
 			}
 			if c.Field == "user_preferences" {
-				for _, p := range v.Preferences {
+				for k, raw := range v.Preferences {
+					where := fmt.Sprintf("entry[%d].changes[%d].value.user_preferences[%d]", i, j, k)
+					p, err := decodeMetaPreference(raw)
+					if err != nil {
+						skip(c.Field, where, err, "")
+						continue
+					}
 					n, err := s.applyMetaPreference(r.Context(), p)
 					switch {
-					case errors.Is(err, activity.ErrInstantOutOfRange), errors.Is(err, errBadTimestamp):
-						skipped++
-						log.Warn().Str("error", err.Error()).Msg("whatsapp webhook: a preference the scheduler cannot use; skipped")
+					case errors.Is(err, activity.ErrInstantOutOfRange):
+						skip(c.Field, where, unusable("timestamp out of range"), "")
 					case err != nil:
 						log.Error().Str("error", err.Error()).Msg("whatsapp webhook: applying a preference failed; Meta will resend")
 						http.Error(w, "database unavailable", http.StatusServiceUnavailable)
@@ -215,12 +219,19 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			for _, st := range v.Statuses {
+			for k, raw := range v.Statuses {
+				where := fmt.Sprintf("entry[%d].changes[%d].value.statuses[%d]", i, j, k)
+				st, err := decodeMetaStatus(raw)
+				if err != nil {
+					skip(c.Field, where, err, st.Status)
+					continue
+				}
 				ok, err := s.applyMetaStatus(r.Context(), st)
 				switch {
-				case errors.Is(err, activity.ErrUnknownReceiptStatus), errors.Is(err, activity.ErrInstantOutOfRange), errors.Is(err, errBadTimestamp):
-					skipped++
-					log.Warn().Str("status", st.Status).Str("error", err.Error()).Msg("whatsapp webhook: a status the scheduler cannot use; skipped")
+				case errors.Is(err, activity.ErrUnknownReceiptStatus):
+					skip(c.Field, where, unusable("status unknown to engagement_receipt"), st.Status)
+				case errors.Is(err, activity.ErrInstantOutOfRange):
+					skip(c.Field, where, unusable("timestamp out of range"), st.Status)
 				case err != nil:
 					log.Error().Str("error", err.Error()).Msg("whatsapp webhook: applying a receipt failed; Meta will resend")
 					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
@@ -234,7 +245,13 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	log.Debug().Int("statuses", applied).Int("ours", ours).Int("consent_changes", consent).Int("verdicts", verdicts).Int("skipped", skipped).Msg("whatsapp webhook applied")
+	total := metaSkipped.Add(int64(skipped))
+	ev := log.Debug()
+	if skipped > 0 {
+		ev = log.Warn()
+	}
+	ev.Int("statuses", applied).Int("ours", ours).Int("consent_changes", consent).Int("verdicts", verdicts).
+		Int("skipped", skipped).Int64("skipped_total", total).Msg("whatsapp webhook applied")
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -243,17 +260,7 @@ var errBadTimestamp = errors.New("timestamp is not Unix seconds")
 // applyMetaStatus applies one status as a receipt, reporting whether the
 // message was the scheduler's.
 func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, error) {
-	var o activity.ReceiptOptions
-	if st.Timestamp != "" {
-		sec, err := strconv.ParseInt(st.Timestamp.String(), 10, 64)
-		if err != nil {
-			return false, errBadTimestamp
-		}
-		o.At = time.Unix(sec, 0)
-	}
-	if len(st.Errors) > 0 {
-		o.ErrorCode = st.Errors[0].Code.String()
-	}
+	o := activity.ReceiptOptions{At: st.At, ErrorCode: st.ErrorCode}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
 	_, ours, err := activity.Receipt(ctx, s.cfg.Pool, st.ID, st.Status, o)
@@ -262,9 +269,9 @@ func (s *server) applyMetaStatus(ctx context.Context, st metaStatus) (bool, erro
 	}
 	// Meta's pricing, when the status carries it: the latest Meta says
 	// (whatever the receipt changed), for what the message costs.
-	if p := st.Pricing; p != nil && p.Billable != nil && p.Category != "" && len(p.Category) <= maxPricingCategory {
+	if st.Billable != nil && st.Category != "" && len(st.Category) <= maxPricingCategory {
 		if _, err := whatsappPricingQuery.Exec(ctx, s.cfg.Pool, whatsappPricingArgs{
-			ProviderMessageID: st.ID, Billable: *p.Billable, Category: p.Category,
+			ProviderMessageID: st.ID, Billable: *st.Billable, Category: st.Category,
 		}); err != nil {
 			return ours, fmt.Errorf("store Meta's pricing: %w", err)
 		}
@@ -280,14 +287,7 @@ func (s *server) applyMetaPreference(ctx context.Context, p metaPreference) (int
 	if p.Category != "marketing_messages" || (p.Value != "stop" && p.Value != "resume") || p.WaID == "" {
 		return 0, nil
 	}
-	var o activity.ConsentOptions
-	if p.Timestamp != "" {
-		sec, err := strconv.ParseInt(p.Timestamp.String(), 10, 64)
-		if err != nil {
-			return 0, errBadTimestamp
-		}
-		o.At = time.Unix(sec, 0)
-	}
+	o := activity.ConsentOptions{At: p.At}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
 	users, err := usersByJIDQuery.All(ctx, s.cfg.Pool, usersByJIDArgs{JID: p.WaID + "@s.whatsapp.net"})

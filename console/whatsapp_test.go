@@ -227,14 +227,17 @@ func TestQueuePageShowsWhatWhatsAppSaid(t *testing.T) {
 		r.ByCode[0].Code != "131049" || r.ByCode[0].Messages != 1 || !strings.Contains(r.ByCode[0].Meaning, "marketing") {
 		t.Errorf("receipts on the queue page: %+v; want 2 accepted, 1 delivered and read, 1 failed late with 131049 and its meaning", r)
 	}
-	// Meta's pricing came with both statuses (billable marketing): the
-	// spend bills both at Brazil's marketing price.
-	if sp := q.Spend; sp.Accepted != 2 || sp.Billable != 2 || sp.USD != 0.125 || len(sp.Categories) != 1 || sp.Categories[0].Category != "marketing" {
-		t.Errorf("spend on the queue page: %+v; want 2 billed as marketing, US$0.125", sp)
+	// Meta's pricing came with both statuses (billable marketing), but
+	// Meta bills a message when it is delivered (issue 55): the read one
+	// at Brazil's marketing price, the one that failed after acceptance
+	// not at all.
+	if sp := q.Spend; sp.Accepted != 2 || sp.Delivered != 1 || sp.Billable != 1 || sp.Failed != 1 || sp.USD != 0.0625 ||
+		len(sp.Categories) != 1 || sp.Categories[0].Category != "marketing" {
+		t.Errorf("spend on the queue page: %+v; want 1 billed as marketing, US$0.0625, and the late failure not billed", sp)
 	}
 	_, html := get(t, srv, "/queue", viewer, viewerPassword, false)
 	for _, want := range []string{"What WhatsApp said", "failed after acceptance", "131049", "Meta&#39;s limit on marketing messages",
-		"Spend, last 30 days", "US$0.12"} {
+		"Spend, last 30 days", "US$0.06", "failed after acceptance", "never delivered: not billed"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the queue page lacks %q", want)
 		}

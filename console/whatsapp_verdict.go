@@ -25,10 +25,12 @@ import (
 //     portfolio's messaging limit, TIER_50 … TIER_UNLIMITED, TIER_NOT_SET)
 //     and value.current_limit (the same, which Meta says it removes in
 //     February 2026). The tier becomes the number's messaging_limit_tier
-//     (the portfolio's, preferred, else current_limit); FLAGGED sets the
-//     number flagged (marketing waits) and UNFLAGGED clears it. The
-//     webhook carries no quality rating: the rating stays what the Graph
-//     API last said.
+//     (the portfolio's, preferred, else current_limit; TIER_NOT_SET, a
+//     tier of the wrong type or an unknown one keeps the tier known
+//     before, so that no webhook raises the limit without naming one);
+//     FLAGGED sets the number flagged (marketing waits) and UNFLAGGED
+//     clears it. The webhook carries no quality rating: the rating stays
+//     what the Graph API last said.
 //   - message_template_status_update
 //     (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/message_template_status_update/):
 //     value.event (APPROVED, PAUSED, DISABLED, REINSTATED, REJECTED,
@@ -133,10 +135,14 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 	return 1, nil
 }
 
-// validTier reports whether t is one of Meta's messaging limit tiers.
+// validTier reports whether t is one of Meta's messaging limit tiers that
+// names a limit. TIER_NOT_SET names none: recorded, it would replace the
+// known tier and --daily-limit auto would fall back to its 250, above
+// TIER_50's 50; it keeps the known tier instead, as a tier of the wrong
+// type or one Meta never named does (issue 55).
 func validTier(t string) bool {
 	_, ok := transport.TierLimit(t)
-	return ok || t == "TIER_NOT_SET"
+	return ok
 }
 
 // metaString is v[key] when it is a JSON string.

@@ -78,7 +78,7 @@ func (p *Processor) readVerdict(ctx context.Context) (*NumberHealth, error) {
 	if readErr == nil {
 		args := healthSaveArgs{Transport: name, ClockOffset: p.cfg.ClockOffset, Source: "graph_api",
 			QualityRating: nullIfEmpty(h.QualityRating), MessagingLimitTier: nullIfEmpty(h.MessagingLimitTier),
-			Flagged: &h.Flagged}
+			Flagged: h.Flagged}
 		if _, err := healthSaveQuery.Exec(ctx, p.pool, args); err != nil {
 			return nil, fmt.Errorf("record the number's health: %w", err)
 		}

@@ -185,6 +185,8 @@ var botTables = []tableNeed{
 			{"state_changed_at", timestamptz, schedulerColumn},
 			{"state_changed_xact_at", timestamptz, schedulerColumn},
 			{"state_entered_at", timestamptz, schedulerColumn},
+			{"goodbye_failures", integer, schedulerColumn},
+			{"goodbye_retry_at", timestamptz, schedulerColumn},
 		},
 		unique: []string{"user_id"},
 		values: []valueCheck{{"state", stateNames(), unknownStates}},

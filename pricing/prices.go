@@ -3,11 +3,14 @@
 // bills per delivered template, at a price per category (marketing,
 // utility, authentication; service is free) and per the recipient's
 // country. Prices holds those prices, from a JSON file or the shipped,
-// dated defaults; Spend counts and costs the messages of the last 30 days.
+// dated defaults; Spend counts and costs the messages of the last 30 days
+// as Meta bills them: a Cloud API message when it is delivered, never one
+// that failed (issue 55).
 //
 // Every figure is an estimate of Meta's list price only: volume tiers,
 // a business solution provider's fee and taxes are not in it, and a
-// message the bot's own connection (Baileys) sent costs Meta nothing.
+// message the bot's own connection (Baileys, the webhook transport) or
+// the log transport sent costs Meta nothing: Spend counts those apart.
 package pricing
 
 import (

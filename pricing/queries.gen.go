@@ -19,32 +19,38 @@ var statementFiles embed.FS
 //
 //exhaustruct:enforce
 type spendArgs struct {
-	AsOf       time.Time     // @as_of
-	Window     time.Duration // @window
-	Kinds      []string      // @kinds
-	Categories []string      // @categories
+	AsOf          time.Time     // @as_of
+	Window        time.Duration // @window
+	MetaTransport string        // @meta_transport
+	Kinds         []string      // @kinds
+	Categories    []string      // @categories
 }
 
 // Args returns the parameters in the statement's order.
 func (a spendArgs) Args() []any {
-	return []any{a.AsOf, a.Window, a.Kinds, a.Categories}
+	return []any{a.AsOf, a.Window, a.MetaTransport, a.Kinds, a.Categories}
 }
 
 // spendRow is a row of queries/spend.sql.
 type spendRow struct {
-	Category string // category
-	Prefix   string // prefix
-	Accepted int64  // accepted
-	Billable int64  // billable
+	Transport        string // transport
+	Category         string // category
+	Prefix           string // prefix
+	Accepted         int64  // accepted
+	Delivered        int64  // delivered
+	Billed           int64  // billed
+	Failed           int64  // failed
+	Awaiting         int64  // awaiting
+	AwaitingBillable int64  // awaiting_billable
 }
 
 // Dest returns the fields in the columns' order.
 func (r *spendRow) Dest() []any {
-	return []any{&r.Category, &r.Prefix, &r.Accepted, &r.Billable}
+	return []any{&r.Transport, &r.Category, &r.Prefix, &r.Accepted, &r.Delivered, &r.Billed, &r.Failed, &r.Awaiting, &r.AwaitingBillable}
 }
 
 // spendQuery is queries/spend.sql.
-var spendQuery = sqlfile.Load[spendArgs, spendRow, *spendRow](statementFiles, "spend", "as_of", "window", "kinds", "categories")
+var spendQuery = sqlfile.Load[spendArgs, spendRow, *spendRow](statementFiles, "spend", "as_of", "window", "meta_transport", "kinds", "categories")
 
 // spendHeldOutArgs are the parameters of queries/spend_held_out.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -18,24 +19,51 @@ const SpendWindow = 30 * 24 * time.Hour
 // does not know and of which Meta said nothing: counted, not priced.
 const UnknownCategory = "unknown"
 
-// Spend is what the messages WhatsApp accepted in the window cost on
-// Meta's list prices.
+// Spend is what Meta bills for the messages its Cloud API accepted in the
+// window, on Meta's list prices: Meta charges a message when it is
+// delivered ("Pricing on the WhatsApp Business Platform",
+// https://developers.facebook.com/docs/whatsapp/pricing: per-message
+// pricing since July 2025; "you are charged each time a billable message
+// is delivered", https://developers.facebook.com/documentation/business-messaging/whatsapp/groups/pricing/).
+// Messages another transport sent (the bot's webhook, Baileys; the log)
+// cost Meta nothing: NotMeta counts them, never in USD.
 type Spend struct {
 	Window string    `json:"window"`
 	From   time.Time `json:"from"`
 	To     time.Time `json:"to"`
 	// Currency is USD.
 	Currency string `json:"currency"`
-	// Accepted and Billable count every category's messages; USD is their
-	// cost, the priced ones only; Unpriced counts the billable ones with
-	// no price (a country or category the prices do not have), not in USD.
-	Accepted int64   `json:"accepted"`
+	// Accepted counts the messages Meta's Cloud API accepted in the window
+	// (sent, or failed after acceptance), every category's. Each is
+	// Delivered (a delivered or read receipt came), Failed (failed after
+	// acceptance and never delivered: never billed, whatever the pricing
+	// of its sent status said) or Awaiting (neither yet: billed only if it
+	// is delivered).
+	Accepted  int64 `json:"accepted"`
+	Delivered int64 `json:"delivered"`
+	Failed    int64 `json:"failed"`
+	Awaiting  int64 `json:"awaiting"`
+	// Billable counts the delivered ones Meta bills: all but those Meta's
+	// webhook said were free (billable false: a utility template inside
+	// the customer service window, a free entry point). USD is their cost,
+	// the priced ones only; Unpriced counts the billed ones with no price
+	// (a country or category the prices do not have), not in USD.
 	Billable int64   `json:"billable"`
 	Unpriced int64   `json:"unpriced"`
 	USD      float64 `json:"usd"`
-	// Categories are the categories that had messages, in Meta's order
-	// (marketing, utility, authentication, service), then any other.
+	// AwaitingUSD is what the awaiting ones would cost if all were
+	// delivered (those Meta has not said are free, priced ones only): not
+	// spent yet, not in USD.
+	AwaitingUSD float64 `json:"awaiting_usd"`
+	// Categories are the categories of the Cloud API's messages, in
+	// Meta's order (marketing, utility, authentication, service), then
+	// any other.
 	Categories []CategorySpend `json:"categories"`
+	// NotMeta are the messages sent in the window through a transport
+	// that is not Meta's Cloud API, by transport (in name order; "" when
+	// the send ledger has no row for them and Meta never priced them):
+	// no Meta cost.
+	NotMeta []TransportMessages `json:"not_meta"`
 	// Prices say which prices were used: their date and source.
 	PricesAsOf   string `json:"prices_as_of"`
 	PricesSource string `json:"prices_source"`
@@ -45,18 +73,37 @@ type Spend struct {
 	HeldOut Forecast `json:"held_out"`
 }
 
-// CategorySpend is one pricing category's messages and cost.
+// CategorySpend is one pricing category's Cloud API messages and cost,
+// counted as Spend's.
 type CategorySpend struct {
-	Category string `json:"category"`
-	Accepted int64  `json:"accepted"`
-	Billable int64  `json:"billable"`
-	// Unpriced counts the billable ones with no price, most often a
+	Category  string `json:"category"`
+	Accepted  int64  `json:"accepted"`
+	Delivered int64  `json:"delivered"`
+	Failed    int64  `json:"failed"`
+	Awaiting  int64  `json:"awaiting"`
+	Billable  int64  `json:"billable"`
+	// Unpriced counts the billed ones with no price, most often a
 	// recipient in a country the prices do not have (Unknown).
-	Unpriced int64   `json:"unpriced"`
-	USD      float64 `json:"usd"`
+	Unpriced    int64   `json:"unpriced"`
+	USD         float64 `json:"usd"`
+	AwaitingUSD float64 `json:"awaiting_usd"`
 
-	micro int64
+	micro, awaitingMicro int64
 }
+
+// TransportMessages are the messages one transport that is not Meta's
+// Cloud API sent in the window: accepted by it (sent, or failed after),
+// and how many a receipt says were delivered. Meta bills none of them.
+type TransportMessages struct {
+	Transport string `json:"transport"`
+	Messages  int64  `json:"messages"`
+	Delivered int64  `json:"delivered"`
+}
+
+// MetaTransport is the send ledger's name of Meta's Cloud API transport
+// (queue-process --transport whatsapp-cloud): the only one whose messages
+// Meta bills.
+const MetaTransport = transport.WhatsAppName
 
 // Querier is what Spend reads from: a pool, a connection or (for a
 // consistent page) a transaction.
@@ -64,7 +111,8 @@ type Querier = postgres.Querier
 
 // ReadSpend counts and costs the messages accepted in the SpendWindow up
 // to asOf (sent, or failed after acceptance), at prices (Default when
-// nil): one statement. See queries/spend.sql for what counts as billed.
+// nil): one statement. See queries/spend.sql for what counts as billed
+// and how a message's transport is known.
 func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) (Spend, error) {
 	if prices == nil {
 		prices = Default()
@@ -74,10 +122,16 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 		kinds, categories = append(kinds, string(k.Message)), append(categories, string(k.Category))
 	}
 	out := Spend{Window: "30 days", From: asOf.Add(-SpendWindow).UTC(), To: asOf.UTC(), Currency: Currency,
-		Categories: []CategorySpend{}, PricesAsOf: prices.AsOf, PricesSource: prices.Source}
+		Categories: []CategorySpend{}, NotMeta: []TransportMessages{}, PricesAsOf: prices.AsOf, PricesSource: prices.Source}
 	byCat := map[string]*CategorySpend{}
-	args := spendArgs{AsOf: asOf, Window: SpendWindow, Kinds: kinds, Categories: categories}
+	args := spendArgs{AsOf: asOf, Window: SpendWindow, MetaTransport: MetaTransport, Kinds: kinds, Categories: categories}
 	if err := spendQuery.Each(ctx, db, args, func(r *spendRow) error {
+		if r.Transport != MetaTransport {
+			// One row per transport: the statement groups them without
+			// category or prefix.
+			out.NotMeta = append(out.NotMeta, TransportMessages{Transport: r.Transport, Messages: r.Accepted, Delivered: r.Delivered})
+			return nil
+		}
 		cat := cmp.Or(r.Category, UnknownCategory)
 		c := byCat[cat]
 		if c == nil {
@@ -85,26 +139,34 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 			byCat[cat] = c
 		}
 		c.Accepted += r.Accepted
-		c.Billable += r.Billable
+		c.Delivered += r.Delivered
+		c.Failed += r.Failed
+		c.Awaiting += r.Awaiting
+		c.Billable += r.Billed
 		if micro, ok := prices.Price(prices.CountryOf(r.Prefix), sm.Category(cat)); ok {
-			c.micro += micro * r.Billable
+			c.micro += micro * r.Billed
+			c.awaitingMicro += micro * r.AwaitingBillable
 		} else {
-			c.Unpriced += r.Billable
+			c.Unpriced += r.Billed
 		}
 		return nil
 	}); err != nil {
 		return Spend{}, fmt.Errorf("read the spend: %w", err)
 	}
-	var total int64
+	var total, awaiting int64
 	for _, c := range byCat {
-		c.USD = USD(c.micro)
+		c.USD, c.AwaitingUSD = USD(c.micro), USD(c.awaitingMicro)
 		out.Categories = append(out.Categories, *c)
 		out.Accepted += c.Accepted
+		out.Delivered += c.Delivered
+		out.Failed += c.Failed
+		out.Awaiting += c.Awaiting
 		out.Billable += c.Billable
 		out.Unpriced += c.Unpriced
 		total += c.micro
+		awaiting += c.awaitingMicro
 	}
-	out.USD = USD(total)
+	out.USD, out.AwaitingUSD = USD(total), USD(awaiting)
 	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
 	held, err := spendHeldOutQuery.One(ctx, db, spendHeldOutArgs{AsOf: asOf, Window: SpendWindow, Trigger: string(goodbye.Trigger)})
 	if err != nil {
@@ -121,6 +183,16 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 		return cmp.Or(cmp.Compare(order(a.Category), order(b.Category)), cmp.Compare(a.Category, b.Category))
 	})
 	return out, nil
+}
+
+// NotMetaMessages is how many messages of the window went through a
+// transport Meta does not bill.
+func (s Spend) NotMetaMessages() int64 {
+	var n int64
+	for _, t := range s.NotMeta {
+		n += t.Messages
+	}
+	return n
 }
 
 // Forecast is what the goodbyes the coming days' runs would send cost.

@@ -79,7 +79,10 @@ type batcher struct {
 	userAt func(ctx context.Context, at pgtype.TID) (string, error)
 	// lost, when set, is called before a batch whose connection was lost is
 	// tried again (attempt is the one that failed).
-	lost     func(attempt int, err error)
+	lost func(attempt int, err error)
+	// stop, when set and cancelled, asks the run to stop: a batch whose
+	// connection was lost is then not tried again (errStopped).
+	stop     context.Context
 	mu       sync.Mutex // guards the fields below
 	total    batchCounts
 	failures []failure
@@ -125,7 +128,7 @@ func (b *batcher) moveIsolating(ctx context.Context, s span) error {
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case postgres.IsRowIndependent(err):
+	case errors.Is(err, errStopped), postgres.IsRowIndependent(err):
 		return err
 	case s.end-s.first == 1 && postgres.IsStatementLimit(err):
 		// A timeout splitting could not get under: the limit, a lock
@@ -152,6 +155,10 @@ func (b *batcher) moveIsolating(ctx context.Context, s span) error {
 	return b.moveIsolating(ctx, span{first: mid, end: s.end})
 }
 
+// errStopped ends a step whose batch lost its connection after the run
+// was told to stop: the batch is not tried again, the next run does it.
+var errStopped = errors.New("told to stop: a batch that lost its connection is left to the next run")
+
 // moveRetrying moves the users in s, trying again (up to batchAttempts in
 // all, waiting longer each time) while the statement's connection is lost;
 // any other outcome is returned as is.
@@ -161,17 +168,27 @@ func (b *batcher) moveRetrying(ctx context.Context, s span) (c batchCounts, err 
 		if err == nil || ctx.Err() != nil || !postgres.IsConnectionLost(err) {
 			return c, err
 		}
+		if b.stop != nil && b.stop.Err() != nil {
+			return batchCounts{}, errStopped
+		}
 		if attempt == batchAttempts {
 			return batchCounts{}, fmt.Errorf("the database connection was lost %d times in a row: %w", attempt, err)
 		}
 		if b.lost != nil {
 			b.lost(attempt, err)
 		}
+		var stopping <-chan struct{} // nil: never
+		if b.stop != nil {
+			stopping = b.stop.Done()
+		}
 		wait := time.NewTimer(time.Duration(attempt) * lostRetryDelay)
 		select {
 		case <-ctx.Done():
 			wait.Stop()
 			return batchCounts{}, err
+		case <-stopping:
+			wait.Stop()
+			return batchCounts{}, errStopped
 		case <-wait.C:
 		}
 	}

@@ -48,8 +48,17 @@ const DailyJob = "engagement-daily"
 //     logged with holdout = true (see Holdout);
 //   - goodbye_timeout: its clock is the goodbye's delivery, in the queue; a
 //     goodbye that failed for good or was cancelled moves its user back to
-//     active instead (goodbye_undelivered, goodbye_expires_at = as-of:
-//     their next goodbye comes the next UTC day).
+//     active instead (goodbye_undelivered, goodbye_expires_at = as-of),
+//     opted out or not: a goodbye that never arrived never times anyone
+//     out to dormant (a 131050 included). Late failures are not retried
+//     blindly: the next goodbye waits by the failure's WhatsApp code and
+//     the count of goodbyes in a row that failed since the user last
+//     wrote (statemachine.BackoffArgs; goodbye_failures and
+//     goodbye_retry_at on the user's row, migration 67): 131049, Meta's
+//     per-user marketing limit, 2, 4, 8, 16 days; 131026 and any other
+//     code or none 7, 14, 28 days; then no goodbye until the user writes.
+//     A cancelled goodbye or a 131050 (the user is opted out) sets no
+//     wait: the next UTC day, as before.
 //
 // Whether a user's deadline has come is decided by the SQL functions of
 // migrations 29, 41 and 42 (engagement_inactivity_due,
@@ -58,7 +67,8 @@ const DailyJob = "engagement-daily"
 // would have moved a day before.
 //
 // Opted-out users are never messaged: inactivity skips them, and other
-// timers complete silently. Both count as skipped. The returned summary is
+// timers complete silently (goodbye_timeout by what became of the goodbye:
+// an undelivered one sends them back to active, never to dormant). Both count as skipped. The returned summary is
 // complete even when a user failed; an error means the run stopped
 // (database gone, lock or schema trouble) and the summary holds what was
 // done until then.
@@ -181,14 +191,18 @@ func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, variants [
 // from-state (@from_state) once their goodbye, found by its key
 // (@key_infix), was delivered @goodbye_window ago; a user whose goodbye
 // failed for good or was cancelled takes the table's undelivered row
-// instead (@undelivered_to_state, @undelivered_trigger). Nothing is queued.
+// instead (@undelivered_to_state, @undelivered_trigger), and a failure
+// sets when their next goodbye may go by its code (sm.BackoffArgs: the
+// schedules and the codes they tell apart). Nothing is queued.
 func goodbyeTimeoutMove(t, undelivered sm.Transition, asOf time.Time) mover {
-	deadlines := sm.DeadlineArgs()
+	deadlines, backoff := sm.DeadlineArgs(), sm.BackoffArgs()
 	return moveBy(dailyGoodbyeTimeoutQuery, func(m moveArgs) dailyGoodbyeTimeoutArgs {
 		return dailyGoodbyeTimeoutArgs{
 			AsOf: asOf, FromState: string(t.From), ToState: string(t.To), Trigger: string(t.Trigger),
 			GoodbyeWindow: deadlines.GoodbyeWindow, KeyInfix: goodbye.KeyInfix,
 			UndeliveredToState: string(undelivered.To), UndeliveredTrigger: string(undelivered.Trigger),
+			EcosystemLimitCode: backoff.EcosystemLimitCode, EcosystemLimitBackoff: backoff.EcosystemLimit,
+			UndeliverableBackoff: backoff.Undeliverable, MarketingStoppedCode: backoff.MarketingStoppedCode,
 			First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
 			RunID: m.runID, DryRun: m.dryRun,
 		}

@@ -180,9 +180,21 @@ func (mv move[P, R, PR]) bind(m moveArgs) sqlfile.Bound { return mv.statement.Bi
 // prepared statement "" requires 3").
 const batchExecMode = pgx.QueryExecModeExec
 
+// StoppedShutdown is Summary.Stopped of a run told to stop (SIGINT,
+// SIGTERM: the context the job was given cancelled), as queue-process's
+// summary says it.
+const StoppedShutdown = "shutdown"
+
 // runJob runs steps in order, each to completion, and sums their counters.
 // The steps' statements take the run's shard and run id (moveArgs) from
 // here.
+//
+// ctx cancelled (SIGINT, SIGTERM) stops the run, which is no failure: the
+// batches in hand finish and are counted (each is one transaction, so a
+// user is moved whole or not at all), no new one starts, the run is
+// recorded stopped with what it did, and runJob returns nil with
+// sum.Stopped set. The next run does the rest. A stop before the run is
+// recorded (while it waits for another run of the job) records nothing.
 func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, cfg Config, sum *Summary) (err error) {
 	start := time.Now()
 	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
@@ -197,10 +209,25 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 	log := logCtx.Logger()
 	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
 	concurrency := cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	// stop is the caller's context: cancelled, the run stops between
+	// batches. The batches run under startRun's context, which only a lost
+	// lease cancels.
+	stop := ctx
+	stopped := func(err error) bool {
+		if stop.Err() == nil || (err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errStopped)) {
+			return false
+		}
+		sum.Stopped = StoppedShutdown
+		return true
+	}
 
 	var r *run
 	if !cfg.DryRun {
 		if r, ctx, err = startRun(ctx, pool, job, cfg.Shard, cfg.AsOf, cfg.LeaseTimeout, log); err != nil {
+			if stopped(err) {
+				log.Info().Str("reason", err.Error()).Msg("told to stop before the run started; nothing done")
+				return nil
+			}
 			return err
 		}
 		defer r.release()
@@ -209,31 +236,46 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 		m.runID = &r.id
 	}
 	log.Info().Msg("job started")
+	defer context.AfterFunc(stop, func() {
+		log.Info().Msg("told to stop (SIGTERM or SIGINT): the batches in hand finish, then the run stops; the next run does the rest")
+	})()
 
 	// A dry run reads every step's users from one snapshot, so the
 	// counters describe one instant, in a transaction that is always
 	// rolled back. It is not READ ONLY: PostgreSQL refuses to run a
 	// statement that could write (the steps' own) in a read-only
-	// transaction even when it writes nothing (see dryRunStep).
+	// transaction even when it writes nothing (see dryRunStep). It writes
+	// nothing, so a stop cancels its statement at once.
 	var snapshot pgx.Tx
 	if cfg.DryRun {
 		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 		if err != nil {
+			if stopped(err) {
+				return nil
+			}
 			return fmt.Errorf("begin the dry run's snapshot: %w", err)
 		}
 		defer snapshot.Rollback(context.WithoutCancel(ctx))
 	}
 
 	for _, st := range steps {
+		if stopped(nil) {
+			break
+		}
 		stepStart := time.Now()
 		var (
 			counts Counts
 			errs   []UserError
+			cut    bool
 		)
 		if cfg.DryRun {
 			counts, err = dryRunStep(ctx, snapshot, st, m)
+			if err != nil && stopped(err) {
+				err = nil
+				break
+			}
 		} else {
-			counts, errs, err = runStep(ctx, pool, st, m, batchSize, concurrency, log)
+			counts, errs, cut, err = runStep(ctx, stop, pool, st, m, batchSize, concurrency, log)
 		}
 		if err != nil {
 			err = fmt.Errorf("step %s: %w", st.name, err)
@@ -243,29 +285,47 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 		if st.messageType != "" {
 			sum.addMessages(st.messageType, counts)
 		}
+		msg := "step finished"
+		if cut {
+			msg = "step stopped part-way; the next run does the rest"
+		}
 		log.Info().Str("step", st.name).Str("message_type", st.messageType).
 			Int("processed", counts.Processed).Int("succeeded", counts.Succeeded).
 			Int("failed", counts.Failed).Int("skipped", counts.Skipped).
 			Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).Int("held_out", counts.HeldOut).
 			Int64("duration_ms", time.Since(stepStart).Milliseconds()).
-			Msg("step finished")
+			Msg(msg)
+		if cut {
+			stopped(nil)
+			break
+		}
 	}
 	sum.DurationMS = time.Since(start).Milliseconds()
 
 	if r != nil {
-		if finishErr := r.finish(ctx, sum, sum.Partial(), err); err == nil {
+		var finishErr error
+		if err == nil && sum.Stopped != "" {
+			finishErr = r.record(ctx, RunStopped, sum, nil)
+		} else {
+			finishErr = r.finish(ctx, sum, sum.Partial(), err)
+		}
+		if err == nil {
 			err = finishErr
 		}
 	}
 	if err != nil {
 		return err
 	}
+	msg := "job finished"
+	if sum.Stopped != "" {
+		msg = "job stopped"
+	}
 	log.Info().
 		Int("processed", sum.Processed).Int("succeeded", sum.Succeeded).
 		Int("failed", sum.Failed).Int("skipped", sum.Skipped).
 		Int("queued", sum.Queued).Int("duplicates", sum.Duplicates).
-		Int64("duration_ms", sum.DurationMS).
-		Msg("job finished")
+		Str("stopped", sum.Stopped).Int64("duration_ms", sum.DurationMS).
+		Msg(msg)
 	return nil
 }
 
@@ -280,16 +340,20 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 // order, each chunk reading only its own: a step costs one pass over the
 // table however many chunks it takes. Rows put past the last page while the
 // step runs (by the bot, or the step's own moves) wait for the next run.
-func runStep(ctx context.Context, pool *pgxpool.Pool, st step, m moveArgs, batchSize, concurrency int, log zerolog.Logger) (Counts, []UserError, error) {
+//
+// stop cancelled, no chunk starts after it; the chunks in hand finish
+// (under ctx) and are counted, and cut says the step was left part-way.
+func runStep(ctx, stop context.Context, pool *pgxpool.Pool, st step, m moveArgs, batchSize, concurrency int, log zerolog.Logger) (c Counts, errs []UserError, cut bool, err error) {
 	table, err := jobTablePagesQuery.One(ctx, pool, sqlfile.None{})
 	if err != nil {
-		return Counts{}, nil, fmt.Errorf("measure user_engagement_states: %w", err)
+		return Counts{}, nil, false, fmt.Errorf("measure user_engagement_states: %w", err)
 	}
 	blocks := table.Pages
 	// With debug logs on, each batch also lists the keys it found taken
 	// (the story's T9: which duplicate, first queued when).
 	m.logDuplicates, m.dryRun = log.Debug().Enabled(), false
 	b := batcher{
+		stop: stop,
 		move: func(ctx context.Context, s span) (batchCounts, error) {
 			chunk := m
 			chunk.first, chunk.end = s.tids()
@@ -318,8 +382,9 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, m moveArgs, batch
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
 	size := chunkSizer{target: batchSize}
-	for next := int64(0); next < blocks; {
-		if gctx.Err() != nil {
+	next := int64(0)
+	for next < blocks {
+		if gctx.Err() != nil || stop.Err() != nil {
 			break
 		}
 		n := min(size.blocks(b.density()), blocks-next)
@@ -327,17 +392,21 @@ func runStep(ctx context.Context, pool *pgxpool.Pool, st step, m moveArgs, batch
 		next += n
 		g.Go(recovered.Func(func() error { return b.moveIsolating(gctx, chunk) }))
 	}
-	if err := g.Wait(); err != nil {
-		return Counts{}, nil, err
+	switch err := g.Wait(); {
+	case errors.Is(err, errStopped):
+		cut = true // a batch whose connection was lost was not retried
+	case err != nil:
+		return Counts{}, nil, false, err
+	case next < blocks:
+		cut = true
 	}
 	slices.SortFunc(b.failures, func(x, y failure) int { return cmp.Compare(x.userID, y.userID) })
-	var errs []UserError
 	for _, f := range b.failures {
 		id := f.userID // "": the failing row moved before it could be named
 		log.Error().Str("step", st.name).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
 		errs = append(errs, UserError{UserID: id, Step: st.name, Error: f.err.Error()})
 	}
-	return st.counts(b.total, len(b.failures)), errs, nil
+	return st.counts(b.total, len(b.failures)), errs, cut, nil
 }
 
 // counts are the step's counters from its statement's, summed over its

@@ -28,6 +28,10 @@ const (
 	RunPartial    = "partial"   // completed, some users failed
 	RunFailed     = "failed"    // stopped by a fatal error
 	RunAbandoned  = "abandoned" // the process died; found by the next run
+	// RunStopped is a job's run told to stop (SIGINT, SIGTERM): it
+	// finished the batches in hand and recorded what it did; the next run
+	// does the rest. Not a failure (migration 66).
+	RunStopped = "stopped"
 )
 
 // RunInProgress reports whether a run of status has not ended: running (a
@@ -151,7 +155,9 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 		r.finishLost(ctx, err)
 		return nil, nil, err
 	}
-	runCtx, stop := context.WithCancelCause(ctx)
+	// The run's work is stopped by a lost lease only: a stop (ctx
+	// cancelled) lets the batches in hand finish (see runJob).
+	runCtx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	r.stop = func() { stop(context.Canceled) }
 	r.done = make(chan struct{})
 	go r.heartbeat(runCtx, stop, log)
@@ -315,12 +321,17 @@ func (r *run) record(ctx context.Context, status string, sum any, errText *strin
 	return nil
 }
 
-// finishLost records a run that could not start work as failed.
+// finishLost records a run that could not start work as failed, or as
+// stopped when it was told to stop (ctx cancelled) meanwhile.
 func (r *run) finishLost(ctx context.Context, runErr error) {
+	status, msg := RunFailed, runErr.Error()
+	errText := &msg
+	if ctx.Err() != nil {
+		status, errText = RunStopped, nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	msg := runErr.Error()
-	_, _ = runFinishQuery.Exec(ctx, r.pool, runFinishArgs{ID: r.id, Status: RunFailed, Counters: nil, Error: &msg})
+	_, _ = runFinishQuery.Exec(ctx, r.pool, runFinishArgs{ID: r.id, Status: status, Counters: nil, Error: errText})
 }
 
 func (r *run) stopHeartbeat() {

@@ -21,25 +21,29 @@ var statementFiles embed.FS
 //
 //exhaustruct:enforce
 type dailyGoodbyeTimeoutArgs struct {
-	AsOf               time.Time     // @as_of
-	GoodbyeWindow      time.Duration // @goodbye_window
-	KeyInfix           string        // @key_infix
-	ToState            string        // @to_state
-	UndeliveredToState string        // @undelivered_to_state
-	Trigger            string        // @trigger
-	UndeliveredTrigger string        // @undelivered_trigger
-	First              pgtype.TID    // @first
-	End                pgtype.TID    // @end
-	FromState          string        // @from_state
-	ShardIndex         int           // @shard_index
-	ShardCount         int           // @shard_count
-	DryRun             bool          // @dry_run
-	RunID              *int64        // @run_id
+	AsOf                  time.Time       // @as_of
+	GoodbyeWindow         time.Duration   // @goodbye_window
+	KeyInfix              string          // @key_infix
+	ToState               string          // @to_state
+	UndeliveredToState    string          // @undelivered_to_state
+	Trigger               string          // @trigger
+	UndeliveredTrigger    string          // @undelivered_trigger
+	EcosystemLimitCode    string          // @ecosystem_limit_code
+	EcosystemLimitBackoff []time.Duration // @ecosystem_limit_backoff
+	UndeliverableBackoff  []time.Duration // @undeliverable_backoff
+	MarketingStoppedCode  string          // @marketing_stopped_code
+	First                 pgtype.TID      // @first
+	End                   pgtype.TID      // @end
+	FromState             string          // @from_state
+	ShardIndex            int             // @shard_index
+	ShardCount            int             // @shard_count
+	DryRun                bool            // @dry_run
+	RunID                 *int64          // @run_id
 }
 
 // Args returns the parameters in the statement's order.
 func (a dailyGoodbyeTimeoutArgs) Args() []any {
-	return []any{a.AsOf, a.GoodbyeWindow, a.KeyInfix, a.ToState, a.UndeliveredToState, a.Trigger, a.UndeliveredTrigger, a.First, a.End, a.FromState, a.ShardIndex, a.ShardCount, a.DryRun, a.RunID}
+	return []any{a.AsOf, a.GoodbyeWindow, a.KeyInfix, a.ToState, a.UndeliveredToState, a.Trigger, a.UndeliveredTrigger, a.EcosystemLimitCode, a.EcosystemLimitBackoff, a.UndeliverableBackoff, a.MarketingStoppedCode, a.First, a.End, a.FromState, a.ShardIndex, a.ShardCount, a.DryRun, a.RunID}
 }
 
 // dailyGoodbyeTimeoutRow is a row of queries/daily_goodbye_timeout.sql.
@@ -60,7 +64,7 @@ func (r *dailyGoodbyeTimeoutRow) Dest() []any {
 }
 
 // dailyGoodbyeTimeoutQuery is queries/daily_goodbye_timeout.sql.
-var dailyGoodbyeTimeoutQuery = sqlfile.Load[dailyGoodbyeTimeoutArgs, dailyGoodbyeTimeoutRow, *dailyGoodbyeTimeoutRow](statementFiles, "daily_goodbye_timeout", "as_of", "goodbye_window", "key_infix", "to_state", "undelivered_to_state", "trigger", "undelivered_trigger", "first", "end", "from_state", "shard_index", "shard_count", "dry_run", "run_id")
+var dailyGoodbyeTimeoutQuery = sqlfile.Load[dailyGoodbyeTimeoutArgs, dailyGoodbyeTimeoutRow, *dailyGoodbyeTimeoutRow](statementFiles, "daily_goodbye_timeout", "as_of", "goodbye_window", "key_infix", "to_state", "undelivered_to_state", "trigger", "undelivered_trigger", "ecosystem_limit_code", "ecosystem_limit_backoff", "undeliverable_backoff", "marketing_stopped_code", "first", "end", "from_state", "shard_index", "shard_count", "dry_run", "run_id")
 
 // dailyInactivity14dArgs are the parameters of queries/daily_inactivity_14d.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

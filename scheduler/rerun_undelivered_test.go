@@ -11,6 +11,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // failGoodbyes marks every queued goodbye failed for good (the receiver
@@ -34,7 +35,7 @@ func failGoodbyes(t *testing.T, pool *pgxpool.Pool, lastAttempt time.Time) {
 // goodbye. A re-run the same UTC day as the move back changes nothing, no
 // transition and no message, whether the move came the day the goodbye was
 // queued or with the next day's run; the next day's run queues the new
-// goodbye.
+// goodbye once the backoff after a failed one is over (issue 55).
 func TestARerunTheSameDayAfterAnUndeliveredGoodbyeChangesNothing(t *testing.T) {
 	t.Parallel()
 	day := 24 * time.Hour
@@ -104,11 +105,17 @@ func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time
 		}
 	}
 
-	// The next day's run queues the new goodbye, their first.
-	next := movedBack.Truncate(day).Add(day + 6*time.Hour)
+	// The next day's run queues nothing: a goodbye that failed for good
+	// (here without a WhatsApp code) waits 7 days from the failed one's
+	// (issue 55, statemachine.UndeliverableBackoff). The first run once
+	// they are over queues the new goodbye.
+	if sum := run(movedBack.Truncate(day).Add(day + 6*time.Hour)); sum.Queued != 0 {
+		t.Errorf("the next day's run: %+v, want nothing queued before the backoff's 7 days", sum.Counts)
+	}
+	next := queuedAt.Add(sm.UndeliverableBackoff[0])
 	sum := run(next)
 	if sum.Queued != 10 || sum.Duplicates != 0 {
-		t.Errorf("the next day's run: %+v, want 10 new goodbyes queued", sum.Counts)
+		t.Errorf("the run 7 days after the failed goodbyes: %+v, want 10 new goodbyes queued", sum.Counts)
 	}
 	wantKeyDay := next.Format(time.DateOnly)
 	n := fixture.Count(t, pool, `

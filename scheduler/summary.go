@@ -106,6 +106,11 @@ type Summary struct {
 	Messages map[string]*MessageCounts `json:"messages,omitempty"`
 	// Delivery is the trailing queue step's summary, when it ran.
 	Delivery *delivery.ProcessSummary `json:"delivery,omitempty"`
+	// Stopped says why the run stopped before its work was done:
+	// "shutdown" (StoppedShutdown: SIGINT or SIGTERM), as queue-process's
+	// summary says it. The counters are what it did; the next run does
+	// the rest. Empty when the run did everything.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // MessageCounts are the queue inserts of one message type.

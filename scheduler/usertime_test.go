@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/status"
 	"github.com/engagement-scheduler/engagement/verify"
 )
@@ -135,17 +136,25 @@ func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 	if c := stepOf(t, sum, "goodbye_timeout"); c.Succeeded != 3 {
 		t.Errorf("goodbye_timeout moved %d, want 3", c.Succeeded)
 	}
-	// The next day, the users whose goodbye never arrived get one: their
-	// first.
-	runDaily(t, pool, scheduler.Config{AsOf: now.Add(day), Logger: zerolog.Nop()})
-	for _, u := range []string{failed, cancelled} {
+	// The next day, the user whose goodbye was cancelled gets one: their
+	// first. The one whose goodbye failed for good waits 7 days from it
+	// (issue 55: statemachine.UndeliverableBackoff), then gets theirs.
+	newGoodbye := func(u, when string) {
+		t.Helper()
 		if got := fixture.StateOf(t, pool, u).State; got != "goodbye_sent" {
-			t.Errorf("user %s the next day: %s, want goodbye_sent with a new goodbye", u, got)
+			t.Errorf("user %s %s: %s, want goodbye_sent with a new goodbye", u, when, got)
 		}
 		if msgs := fixture.MessagesOf(t, pool, u); len(msgs) != 2 || msgs[1].Status != "pending" {
-			t.Errorf("user %s's goodbyes: %+v, want the undelivered one and a new pending one", u, msgs)
+			t.Errorf("user %s's goodbyes %s: %+v, want the undelivered one and a new pending one", u, when, msgs)
 		}
 	}
+	runDaily(t, pool, scheduler.Config{AsOf: now.Add(day), Logger: zerolog.Nop()})
+	newGoodbye(cancelled, "the next day")
+	if got := fixture.StateOf(t, pool, failed).State; got != "active" || len(fixture.MessagesOf(t, pool, failed)) != 1 {
+		t.Errorf("user %s the next day: %s, want active with no new goodbye before 7 days", failed, got)
+	}
+	runDaily(t, pool, scheduler.Config{AsOf: queuedAt.Add(sm.UndeliverableBackoff[0]), Logger: zerolog.Nop()})
+	newGoodbye(failed, "7 days after the failed one")
 }
 
 // Issue 23: "Remind me later" promised a reminder the product never sent.

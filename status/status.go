@@ -55,9 +55,10 @@ type Status struct {
 	// flag, when last read, and the templates Meta paused
 	// (delivery.ReadNumberHealth); empty on other transports.
 	NumberHealth []delivery.NumberReport `json:"number_health"`
-	// Spend is what the messages WhatsApp accepted in the last 30 days
-	// cost on Meta's list prices (package pricing; the console's queue
-	// page shows the same).
+	// Spend is what Meta bills, on its list prices, for the messages its
+	// Cloud API accepted in the last 30 days: the delivered ones (package
+	// pricing; the console's queue page shows the same); other
+	// transports' messages are counted, at no Meta cost.
 	Spend pricing.Spend `json:"spend"`
 	// SpendForecast is what the goodbyes of the daily runs of the next
 	// ForecastDays days would cost (the console's forecast page's sum).

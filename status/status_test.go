@@ -142,12 +142,21 @@ func TestStatusSpend(t *testing.T) {
 	asOf := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-40 * 24 * time.Hour)})
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-10 * 24 * time.Hour)}) // 14 days silent in 4 days
+	// Both sent through the Cloud API (the send ledger says so) and
+	// delivered; Meta priced the review as utility.
 	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, billable, pricing_category)
-		VALUES ($1, 'weekly_review', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k1', 'sent', $2, true, 'utility'),
-		       ($1, 'goodbye', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k2', 'sent', $2, NULL, NULL)`,
-		user, asOf.Add(-24*time.Hour))
+		WITH m AS (
+		    INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		           destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id, billable, pricing_category)
+		    VALUES ($1::uuid, 'weekly_review', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k1', 'sent', $2, 'wamid.' || $1::text || '1', true, 'utility'),
+		           ($1::uuid, 'goodbye', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k2', 'sent', $2, 'wamid.' || $1::text || '2', NULL, NULL)
+		    RETURNING id, provider_message_id)
+		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, provider_message_id)
+		SELECT id, $3, 'sent', 1, provider_message_id FROM m`,
+		user, asOf.Add(-24*time.Hour), pricing.MetaTransport)
+	for _, n := range []string{"1", "2"} {
+		fixture.Exec(t, pool, `SELECT engagement_receipt('wamid.' || $1 || $2, 'delivered', $3)`, user, n, asOf.Add(-23*time.Hour))
+	}
 	st, err := status.Read(ctx, pool, asOf, 0)
 	if err != nil {
 		t.Fatal(err)

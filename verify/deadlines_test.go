@@ -15,6 +15,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
@@ -65,8 +66,9 @@ func nextDay(t time.Time) time.Time { return t.UTC().Truncate(day).Add(day) }
 // ("active since …", 20 days silent) until the next day's run queued the
 // new goodbye. A user just moved back is not stuck, whether the move came
 // the day the goodbye was queued or with the next day's run; the daily job
-// gives them their next goodbye on the UTC day after the move, and verify
-// reports them only once that run is a day late.
+// gives them their next goodbye once the backoff after a failed goodbye is
+// over (7 days, issue 55), and verify reports them only once that run is a
+// day late.
 func TestNoUserStuckSparesAUserMovedBackByGoodbyeUndelivered(t *testing.T) {
 	t.Parallel()
 	queuedAt := time.Date(2026, 11, 9, 6, 0, 0, 0, time.UTC)
@@ -93,22 +95,25 @@ func TestNoUserStuckSparesAUserMovedBackByGoodbyeUndelivered(t *testing.T) {
 				t.Fatalf("%d users moved back by goodbye_undelivered, want 3", n)
 			}
 
-			next := nextDay(tc.movedBack).Add(6 * time.Hour) // the next day's scheduled run
+			// Their next goodbye waits 7 days from the failed one (issue 55:
+			// the backoff after a goodbye that failed for good); the first
+			// run after that queues it.
+			next := queuedAt.Add(sm.UndeliverableBackoff[0])
 			for _, at := range []time.Time{tc.movedBack.Add(time.Minute), next.Add(-time.Minute), nextDay(next).Add(-time.Minute)} {
 				if c := stuckAt(t, pool, at); !c.OK {
 					t.Errorf("verify as of %s, users moved back at %s: %d stuck, e.g. %q; want none",
 						at.Format(time.RFC3339), tc.movedBack.Format(time.RFC3339), c.Violations, c.Examples)
 				}
 			}
-			// With no run on the next day, they are a day past it: stuck.
-			late := nextDay(next).Add(time.Minute)
+			// With no run on that day, they are a day past it: stuck.
+			late := next.Add(day + time.Minute)
 			if c := stuckAt(t, pool, late); c.Violations != 3 {
 				t.Errorf("verify as of %s, no run since the move back: %d stuck (%q), want the 3 users the job would move",
 					late.Format(time.RFC3339), c.Violations, c.Examples)
 			}
-			// The next day's run queues their new goodbye.
+			// The day's run queues their new goodbye.
 			if sum := runDaily(t, pool, next); sum.Queued != 3 {
-				t.Errorf("the next day's run queued %d goodbyes, want 3", sum.Queued)
+				t.Errorf("the run 7 days after the failed goodbyes queued %d goodbyes, want 3", sum.Queued)
 			}
 			if c := stuckAt(t, pool, late); !c.OK {
 				t.Errorf("verify after the next day's run: %+v, want ok", c)

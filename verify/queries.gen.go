@@ -228,20 +228,20 @@ var verifyNoSendAfterOptOutQuery = sqlfile.Load[verifyNoSendAfterOptOutArgs, ver
 type verifyNoUserStuckArgs struct {
 	InactivityStates []string        // @inactivity_states
 	GoodbyeStates    []string        // @goodbye_states
+	AsOf             time.Time       // @as_of
+	Grace            time.Duration   // @grace
+	Inactivity       time.Duration   // @inactivity
 	GoodbyeKeyInfix  string          // @goodbye_key_infix
 	TimerStates      []string        // @timer_states
 	TimerClocks      []string        // @timer_clocks
 	TimerWaits       []time.Duration // @timer_waits
-	AsOf             time.Time       // @as_of
-	Grace            time.Duration   // @grace
-	Inactivity       time.Duration   // @inactivity
 	GoodbyeWindow    time.Duration   // @goodbye_window
 	MaxExamples      int64           // @max_examples
 }
 
 // Args returns the parameters in the statement's order.
 func (a verifyNoUserStuckArgs) Args() []any {
-	return []any{a.InactivityStates, a.GoodbyeStates, a.GoodbyeKeyInfix, a.TimerStates, a.TimerClocks, a.TimerWaits, a.AsOf, a.Grace, a.Inactivity, a.GoodbyeWindow, a.MaxExamples}
+	return []any{a.InactivityStates, a.GoodbyeStates, a.AsOf, a.Grace, a.Inactivity, a.GoodbyeKeyInfix, a.TimerStates, a.TimerClocks, a.TimerWaits, a.GoodbyeWindow, a.MaxExamples}
 }
 
 // verifyNoUserStuckRow is a row of queries/verify_no_user_stuck.sql.
@@ -257,7 +257,7 @@ func (r *verifyNoUserStuckRow) Dest() []any {
 }
 
 // verifyNoUserStuckQuery is queries/verify_no_user_stuck.sql.
-var verifyNoUserStuckQuery = sqlfile.Load[verifyNoUserStuckArgs, verifyNoUserStuckRow, *verifyNoUserStuckRow](statementFiles, "verify_no_user_stuck", "inactivity_states", "goodbye_states", "goodbye_key_infix", "timer_states", "timer_clocks", "timer_waits", "as_of", "grace", "inactivity", "goodbye_window", "max_examples")
+var verifyNoUserStuckQuery = sqlfile.Load[verifyNoUserStuckArgs, verifyNoUserStuckRow, *verifyNoUserStuckRow](statementFiles, "verify_no_user_stuck", "inactivity_states", "goodbye_states", "as_of", "grace", "inactivity", "goodbye_key_infix", "timer_states", "timer_clocks", "timer_waits", "goodbye_window", "max_examples")
 
 // verifyOnePerPeriodArgs are the parameters of queries/verify_one_per_period.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,7 +158,10 @@ func stuckRule() string {
 		d := strings.Join(from, " or ") + " " + t.When()
 		switch t.Trigger {
 		case sm.Inactivity14d:
-			d += " (not opted out; a user moved back by goodbye_undelivered gets their next goodbye the next UTC day)"
+			d += " (not opted out; a user moved back by goodbye_undelivered gets their next goodbye the next UTC day, " +
+				"or, after goodbyes that failed for good, at goodbye_retry_at: " + sm.CodeEcosystemLimit + " " +
+				backoffDays(sm.EcosystemLimitBackoff) + ", any other code " + backoffDays(sm.UndeliverableBackoff) +
+				", then none until they write)"
 		case sm.GoodbyeTimeout:
 			d += " (or, in doubt, after its last attempt), failed for good or cancelled, or, without a message " +
 				"or opted out, past goodbye_expires_at"
@@ -167,7 +171,17 @@ func stuckRule() string {
 	return "no user is still where the daily job would have moved them on a day before as-of, by the deadlines it " +
 		"decides by (the same SQL functions, with the same parameters, from the state machine's table): " +
 		strings.Join(deadlines, "; ") +
-		"; exempt: users without a JID to send a goodbye to, and goodbyes still waiting to be delivered"
+		"; exempt: users without a JID to send a goodbye to, users whose next goodbye waits after failed ones " +
+		"(goodbye_retry_at), and goodbyes still waiting to be delivered"
+}
+
+// backoffDays says a backoff schedule in days: "7, 14, 28 days".
+func backoffDays(waits []time.Duration) string {
+	days := make([]string, len(waits))
+	for i, w := range waits {
+		days[i] = strconv.Itoa(int(w / (24 * time.Hour)))
+	}
+	return strings.Join(days, ", ") + " days"
 }
 
 // goodbye is the goodbye's kind, which two checks are about.

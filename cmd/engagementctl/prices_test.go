@@ -12,6 +12,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/pricing"
 )
 
 // Issue 43: engagementctl status prices the last 30 days' messages from
@@ -22,12 +23,17 @@ func TestStatusPricesFile(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	// Four goodbyes the Cloud API sent (the send ledger says so), delivered.
 	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
-		SELECT $1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511900000' || g || '@s.whatsapp.net',
-		       now() - interval '1 day', $1::uuid::text || ':' || g, 'sent', now() - interval '1 day', now() - interval '1 day'
-		  FROM generate_series(1, 4) g`, user)
+		WITH m AS (
+		    INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		           destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
+		    SELECT $1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511900000' || g || '@s.whatsapp.net',
+		           now() - interval '1 day', $1::uuid::text || ':' || g, 'sent', now() - interval '1 day', now() - interval '1 day'
+		      FROM generate_series(1, 4) g
+		    RETURNING id)
+		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts)
+		SELECT id, $2, 'sent', 1 FROM m`, user, pricing.MetaTransport)
 	dir := t.TempDir()
 	prices := filepath.Join(dir, "prices.json")
 	if err := os.WriteFile(prices, []byte(`{"as_of": "2026-11-01", "source": "our contract", "default_country": "BR",

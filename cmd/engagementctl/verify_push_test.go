@@ -12,6 +12,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
+	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/verify"
 )
 
@@ -58,19 +59,25 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 
 // Issue 43: the spend rides on verify's push: engagement_spend_usd and
 // engagement_spend_billable_messages by Meta's pricing category, for the
-// messages accepted in the last 30 days, at the shipped prices.
+// messages the Cloud API accepted in the last 30 days and Meta billed
+// (delivered), at the shipped prices.
 func TestVerifyPushesTheSpend(t *testing.T) {
 	t.Parallel()
 	gw := pushtest.New(t)
 	pool, url := pgtest.NewPool(t)
 	for g := range 3 {
 		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+		// Sent through the Cloud API (the send ledger's row) and delivered.
 		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
-			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', $2,
-			        now() - interval '2 days', $1::uuid::text || ':w', 'sent', now() - interval '2 days', now() - interval '2 days')`,
-			user, fmt.Sprintf("551190000000%d@s.whatsapp.net", g))
+			WITH m AS (
+			    INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			           destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
+			    VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', $2,
+			            now() - interval '2 days', $1::uuid::text || ':w', 'sent', now() - interval '2 days', now() - interval '2 days')
+			    RETURNING id)
+			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts)
+			SELECT id, $3, 'sent', 1 FROM m`,
+			user, fmt.Sprintf("551190000000%d@s.whatsapp.net", g), pricing.MetaTransport)
 	}
 	env := cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL)
 	if res := cmdtest.Exec(t, ctl.NewCommand, env, "verify"); res.Code != 0 {

@@ -198,6 +198,8 @@ DECLARE
                              'engagement_in_shard(uuid, integer, integer)',
                              'engagement_holdout_bucket(text, uuid)',
                              'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz)',
+                             'engagement_inactivity_due(timestamptz, interval, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
+                             'engagement_failure_code(text)',
                              'engagement_goodbye_due(timestamptz, interval, boolean, timestamptz, timestamptz, text, boolean, timestamptz, timestamptz, timestamptz)',
                              'engagement_receipt(text, text, timestamptz, text)',
                              'engagement_receipt_gate_pass(text)',

@@ -31,7 +31,7 @@ func vocabulary() map[string][]string {
 	// their own lists by TestCheckConstraintsMatchTheDeclaredValues.
 	status := slices.Concat(sm.MessageStatuses(),
 		[]string{scheduler.RunRunning, scheduler.RunDelivering, scheduler.RunSucceeded, scheduler.RunPartial,
-			scheduler.RunFailed, scheduler.RunAbandoned},
+			scheduler.RunFailed, scheduler.RunStopped, scheduler.RunAbandoned},
 		[]string{activity.ReceiptSent, activity.ReceiptDelivered, activity.ReceiptRead, activity.ReceiptFailed},
 		// Meta's template statuses (engagement_template_status.status),
 		// stored as Meta's webhook spells them: PAUSED and DISABLED hold a
@@ -228,7 +228,7 @@ func TestCheckConstraintsMatchTheDeclaredValues(t *testing.T) {
 		{"engagement_message_queue", "deferred_reason", sm.DeferredReasons()},
 		{"engagement_processed_messages", "status", []string{sm.StatusProcessing, sm.StatusSent, sm.StatusFailed}},
 		{"engagement_job_runs", "status", []string{scheduler.RunRunning, scheduler.RunDelivering, scheduler.RunSucceeded,
-			scheduler.RunPartial, scheduler.RunFailed, scheduler.RunAbandoned}},
+			scheduler.RunPartial, scheduler.RunFailed, scheduler.RunStopped, scheduler.RunAbandoned}},
 		{"user_engagement_states", "state", states},
 	} {
 		var defs []string

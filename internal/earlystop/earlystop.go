@@ -8,9 +8,14 @@
 // handling, so it is initialized among the first; its init starts catching
 // the two signals, and cli.Run asks Caught once its own handler is in
 // place. Importing it is enough; cli does.
+//
+// Its own init comes after os and os/signal's: package first, which it
+// imports, has the runtime queue the signals from before them (issue 55),
+// and this package's channel receives what was queued meanwhile.
 package earlystop
 
 import (
+	_ "github.com/engagement-scheduler/engagement/internal/earlystop/first" // the runtime queues SIGINT and SIGTERM from the first package on
 	"os"
 	"os/signal"
 	"syscall"

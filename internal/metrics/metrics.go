@@ -11,6 +11,7 @@
 //	engagement_job_last_success_timestamp_seconds      run-level: end of the last run that completed (exit 0 or 3)
 //	engagement_job_last_failure_timestamp_seconds      run-level: end of the last run, present only while it failed (exit 1)
 //	engagement_job_last_run_failed                     run-level: 1 when the last run failed, else 0
+//	engagement_job_last_stopped_timestamp_seconds      run-level: end of the last run, present only while it was told to stop (SIGTERM) before its work was done
 //	engagement_job_users{step,outcome}                 outcome succeeded | failed | skipped (they partition the users a step considered)
 //	engagement_job_users_processed{step}               users acted on: succeeded + failed
 //	engagement_job_messages{step,result}               result queued | duplicates (new queue rows, inserts that hit an existing key)
@@ -36,7 +37,12 @@
 // A run that completed replaces its group (HTTP PUT): the group is exactly
 // that run. A run that failed adds only the run-level failure metrics to it
 // (HTTP POST), so the last success's timestamp and counters survive for the
-// alert `time() - engagement_job_last_success_timestamp_seconds > …`.
+// alert `time() - engagement_job_last_success_timestamp_seconds > …`. A job
+// run told to stop (SIGTERM) before its work was done is no failure
+// (engagement_job_last_run_failed 0) and no success either: it adds the
+// run-level metrics and its stop's timestamp (POST), and the last success
+// stays, so a job stopped day after day still trips the no-recent-success
+// alerts.
 package metrics
 
 import (
@@ -63,6 +69,7 @@ const (
 	JobLastSuccess       = "engagement_job_last_success_timestamp_seconds"
 	JobLastFailure       = "engagement_job_last_failure_timestamp_seconds"
 	JobLastRunFailed     = "engagement_job_last_run_failed"
+	JobLastStopped       = "engagement_job_last_stopped_timestamp_seconds"
 	JobUsers             = "engagement_job_users"
 	JobUsersProcessed    = "engagement_job_users_processed"
 	JobMessages          = "engagement_job_messages"
@@ -108,6 +115,11 @@ type Run struct {
 	// Failed says the run ended fatally (exit 1): only the run-level
 	// failure metrics are pushed, and the last success is kept.
 	Failed bool
+	// Stopped says a job's run was told to stop (SIGTERM, SIGINT) before
+	// its work was done: exit 0, no failure, but no success either: only
+	// the run-level metrics and JobLastStopped are pushed, and the last
+	// success is kept.
+	Stopped bool
 	// Summary is a daily or weekly job's summary (nil for queue-process).
 	Summary *scheduler.Summary
 	// Delivery is queue-process's summary or the jobs' queue step's (nil
@@ -167,6 +179,10 @@ func Gatherer(r Run) prometheus.Gatherer {
 	if r.Failed {
 		failed.Set(1)
 		gauge(JobLastFailure, "Unix time the last run ended, while it failed (exit 1).").Set(end)
+		return reg
+	}
+	if r.Stopped {
+		gauge(JobLastStopped, "Unix time the last run ended, while it was told to stop (SIGTERM) before its work was done.").Set(end)
 		return reg
 	}
 	gauge(JobLastSuccess, "Unix time the last run that completed (exit 0 or 3) ended.").Set(end)
@@ -238,8 +254,8 @@ func Gatherer(r Run) prometheus.Gatherer {
 			Set(q.OldestDueAge.Seconds())
 	}
 	if len(r.Spend) > 0 {
-		usd := vec(SpendUSD, "US dollars Meta bills for the messages accepted in the last 30 days, by pricing category (at the prices given; the priced ones only).", "category")
-		billable := vec(SpendBillable, "Billable messages accepted in the last 30 days, by pricing category.", "category")
+		usd := vec(SpendUSD, "US dollars Meta bills for the messages its Cloud API accepted in the last 30 days and delivered, by pricing category (at the prices given; the priced ones only; other transports cost Meta nothing).", "category")
+		billable := vec(SpendBillable, "Messages Meta billed (delivered, not said free) of those its Cloud API accepted in the last 30 days, by pricing category.", "category")
 		for _, c := range r.Spend {
 			usd.WithLabelValues(c.Category).Set(c.USD)
 			billable.WithLabelValues(c.Category).Set(float64(c.Billable))
@@ -306,7 +322,8 @@ func NewPusher(rawURL string) (*Pusher, error) {
 func (p *Pusher) URL() string { return p.redacted }
 
 // Push pushes the run within the push timeout: a completed run replaces its
-// group (PUT), a failed run adds the failure metrics to it (POST). The error
+// group (PUT), a failed or stopped run adds its run-level metrics to it
+// (POST). The error
 // never holds the URL's user info.
 func (p *Pusher) Push(ctx context.Context, r Run) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -323,7 +340,7 @@ func (p *Pusher) Push(ctx context.Context, r Run) error {
 		pusher = pusher.BasicAuth(p.user.Username(), password)
 	}
 	var err error
-	if r.Failed {
+	if r.Failed || r.Stopped {
 		err = pusher.AddContext(ctx)
 	} else {
 		err = pusher.PushContext(ctx)

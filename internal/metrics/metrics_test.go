@@ -153,6 +153,50 @@ func TestFailedRunKeepsTheLastSuccess(t *testing.T) {
 	}
 }
 
+// A job's run told to stop (SIGTERM; issue 55) is no failure: it clears
+// engagement_job_last_run_failed, so EngagementJobRunFailed does not fire
+// for a platform's ordinary stop. Nor is it a success: the last success's
+// timestamp and counters stay, so a job stopped day after day still trips
+// the no-recent-success alerts; its stop has a timestamp of its own, gone
+// once a run completes.
+func TestStoppedRunIsNoFailureAndKeepsTheLastSuccess(t *testing.T) {
+	t.Parallel()
+	gw := pushtest.New(t)
+	p := newPusher(t, gw.URL)
+	ctx := context.Background()
+	job := []string{"job", "engagement-daily"}
+	if err := p.Push(ctx, dailyRun(monday)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Push(ctx, metrics.Run{Job: scheduler.DailyJob, Duration: 250 * time.Millisecond, End: tuesday, Failed: true}); err != nil {
+		t.Fatal(err)
+	}
+	wednesday := tuesday.Add(24 * time.Hour)
+	stopped := dailyRun(wednesday)
+	stopped.Stopped, stopped.Duration = true, 750*time.Millisecond
+	stopped.Summary.Steps[0].Queued = 2
+	if err := p.Push(ctx, stopped); err != nil {
+		t.Fatal(err)
+	}
+	got := gw.Metrics(t, "engagement_")
+	want(t, got, 0, metrics.JobLastRunFailed, job...)
+	want(t, got, float64(wednesday.Unix()), metrics.JobLastStopped, job...)
+	want(t, got, float64(monday.Unix()), metrics.JobLastSuccess, job...)
+	want(t, got, 0.75, metrics.JobDuration, job...)
+	// The last completed run's counters stay, not the stopped run's.
+	want(t, got, 4, metrics.JobMessages, "job", "engagement-daily", "step", "inactivity_14d", "result", "queued")
+
+	thursday := wednesday.Add(24 * time.Hour)
+	if err := p.Push(ctx, dailyRun(thursday)); err != nil {
+		t.Fatal(err)
+	}
+	got = gw.Metrics(t, "engagement_")
+	want(t, got, float64(thursday.Unix()), metrics.JobLastSuccess, job...)
+	if f := got.Find(metrics.JobLastStopped); len(f) != 0 {
+		t.Errorf("%s survived a completed run: %s", metrics.JobLastStopped, f)
+	}
+}
+
 func TestShardsPushToGroupsOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	gw := pushtest.New(t)

@@ -97,6 +97,16 @@ CREATE FUNCTION public.engagement_error_group(error_message text) RETURNS text
     RETURN "left"(regexp_replace(error_message, '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}|[0-9]{7,}'::text, '#'::text, 'g'::text), 160);
 
 --
+-- Name: engagement_failure_code(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_failure_code(error_message text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT substring(error_message FROM '(?:WhatsApp error |^whatsapp: error )([0-9]+)')
+$$;
+
+--
 -- Name: engagement_fire(uuid, text, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -198,7 +208,7 @@ CREATE FUNCTION public.engagement_goodbye_due(as_of timestamp with time zone, go
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT CASE
-        WHEN opted_out OR status IS NULL
+        WHEN status IS NULL OR (opted_out AND status NOT IN ('sent', 'failed', 'cancelled'))
         THEN CASE WHEN coalesce(goodbye_expires_at, goodbye_sent_at + goodbye_window) <= as_of THEN 'timed_out' END
         WHEN status = 'sent'
         THEN CASE WHEN coalesce(delivered_at, sent_at) + goodbye_window <= as_of THEN 'timed_out' END
@@ -242,6 +252,22 @@ CREATE FUNCTION public.engagement_inactivity_due(as_of timestamp with time zone,
        AND (greatest(goodbye_sent_at, goodbye_expires_at) IS NULL
             OR as_of >= (date_trunc('day', greatest(goodbye_sent_at, goodbye_expires_at) AT TIME ZONE 'UTC')
                          + interval '1 day') AT TIME ZONE 'UTC')
+$$;
+
+--
+-- Name: engagement_inactivity_due(timestamp with time zone, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_inactivity_due(as_of timestamp with time zone, inactivity interval, last_activity_at timestamp with time zone, created_at timestamp with time zone, goodbye_sent_at timestamp with time zone, goodbye_expires_at timestamp with time zone, goodbye_retry_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(last_activity_at, created_at) < as_of - inactivity
+       AND (greatest(goodbye_sent_at, goodbye_expires_at) IS NULL
+            OR as_of >= (date_trunc('day', greatest(goodbye_sent_at, goodbye_expires_at) AT TIME ZONE 'UTC')
+                         + interval '1 day') AT TIME ZONE 'UTC')
+       AND (goodbye_retry_at IS NULL
+            OR as_of >= goodbye_retry_at
+            OR coalesce(last_activity_at, created_at) > goodbye_sent_at)
 $$;
 
 --
@@ -607,7 +633,7 @@ CREATE TABLE public.engagement_job_runs (
     shard text,
     heartbeat_at timestamp with time zone,
     holder text,
-    CONSTRAINT engagement_job_runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'delivering'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'abandoned'::text])))
+    CONSTRAINT engagement_job_runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'delivering'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'stopped'::text, 'abandoned'::text])))
 );
 
 --
@@ -911,6 +937,8 @@ CREATE TABLE public.user_engagement_states (
     state_changed_xact_at timestamp with time zone DEFAULT now(),
     created_at timestamp with time zone,
     state_entered_at timestamp with time zone DEFAULT now(),
+    goodbye_failures integer,
+    goodbye_retry_at timestamp with time zone,
     CONSTRAINT user_engagement_states_state_check CHECK ((state = ANY (ARRAY['active'::text, 'goodbye_sent'::text, 'help_flow'::text, 'remind_later'::text, 'dormant'::text])))
 );
 
@@ -1523,6 +1551,12 @@ REVOKE ALL ON FUNCTION public.engagement_consent(p_user_id uuid, p_opt_out boole
 REVOKE ALL ON FUNCTION public.engagement_error_group(error_message text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION engagement_failure_code(error_message text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_failure_code(error_message text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION engagement_fire(p_user_id uuid, p_trigger text, p_at timestamp with time zone, p_request_key text); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1551,6 +1585,12 @@ REVOKE ALL ON FUNCTION public.engagement_in_shard(user_id uuid, shard_index inte
 --
 
 REVOKE ALL ON FUNCTION public.engagement_inactivity_due(as_of timestamp with time zone, inactivity interval, last_activity_at timestamp with time zone, created_at timestamp with time zone, goodbye_sent_at timestamp with time zone, goodbye_expires_at timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_inactivity_due(as_of timestamp with time zone, inactivity interval, last_activity_at timestamp with time zone, created_at timestamp with time zone, goodbye_sent_at timestamp with time zone, goodbye_expires_at timestamp with time zone, goodbye_retry_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_inactivity_due(as_of timestamp with time zone, inactivity interval, last_activity_at timestamp with time zone, created_at timestamp with time zone, goodbye_sent_at timestamp with time zone, goodbye_expires_at timestamp with time zone, goodbye_retry_at timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_opt_in(p_user_id uuid, p_source text, p_at timestamp with time zone, p_actor text); Type: ACL; Schema: public; Owner: -

@@ -1,37 +1,68 @@
--- The messages WhatsApp accepted (sent_at) in the @window up to @as_of:
--- sent, or failed after acceptance (failed with a sent_at:
--- engagement_receipt keeps it), by pricing category and the first three
--- digits of the recipient's number (every calling code is 1 to 3 digits;
--- the caller maps them to a country), with how many of them Meta bills.
+-- The messages accepted (sent_at) in the @window up to @as_of: sent, or
+-- failed after acceptance (failed with a sent_at: engagement_receipt keeps
+-- it), by the transport that sent them, pricing category and the first
+-- three digits of the recipient's number (every calling code is 1 to 3
+-- digits; the caller maps them to a country), with how many of them were
+-- delivered, failed or are still awaiting a receipt, and how many of the
+-- delivered ones (and of those awaiting) Meta bills.
+--
+-- The transport is the send ledger's (engagement_processed_messages, a row
+-- per message and transport): the row that recorded the message's provider
+-- id, else the one that says sent, else the latest. A message without a
+-- ledger row (sent before the ledger, or by the bot's own code) is Meta's
+-- when Meta's webhook priced it (billable or pricing_category), else ''
+-- (not known). Only @meta_transport's messages (the Cloud API's) cost
+-- anything; the others are counted by transport, with no category or
+-- prefix.
+--
+-- Meta bills per message when it is delivered ("Pricing on the WhatsApp
+-- Business Platform", https://developers.facebook.com/docs/whatsapp/pricing;
+-- "you are charged each time a billable message is delivered",
+-- https://developers.facebook.com/documentation/business-messaging/whatsapp/groups/pricing/):
+-- billed is delivered (a delivered or read receipt: delivered_at) and not
+-- said free by Meta (billable false). A message that failed after
+-- acceptance and was never delivered is never billed, whatever the pricing
+-- of its sent status said (billable: true there means billable if
+-- delivered). One neither delivered nor failed is awaiting: billed only if
+-- it is delivered.
 --
 -- The category is Meta's (pricing_category, from its status webhook) when
 -- it said, else the kind's (@kinds and @categories, statemachine's table;
--- '' for a kind the table does not know). Billable is Meta's billable
--- when it said; else, since Meta bills per delivered template, whether a
--- receipt says it was delivered, when any receipt came for the message
--- (delivered_at, or a failure after acceptance: not billed); else
--- (no receipt at all) accepted counts as billed. A group (…@g.us) has no
--- prefix: ''. The sent ones come from the sent_at index.
+-- '' for a kind the table does not know). A group (…@g.us) has no prefix:
+-- ''. The sent ones come from the sent_at index; the ledger by its key.
 WITH accepted AS (
-    SELECT q.message_type, q.pricing_category, q.billable, q.delivered_at, q.status, q.destination_jid
+    SELECT q.id, q.message_type, q.pricing_category, q.billable, q.delivered_at, q.status, q.destination_jid, q.provider_message_id
       FROM engagement_message_queue q
      WHERE q.status = 'sent'
        AND q.sent_at > @as_of::timestamptz - @window::interval AND q.sent_at <= @as_of::timestamptz
     UNION ALL
-    SELECT q.message_type, q.pricing_category, q.billable, q.delivered_at, q.status, q.destination_jid
+    SELECT q.id, q.message_type, q.pricing_category, q.billable, q.delivered_at, q.status, q.destination_jid, q.provider_message_id
       FROM engagement_message_queue q
      WHERE q.status = 'failed' AND q.sent_at IS NOT NULL
        AND q.sent_at > @as_of::timestamptz - @window::interval AND q.sent_at <= @as_of::timestamptz
+), sent_by AS (
+    SELECT a.*,
+           coalesce((SELECT l.transport
+                       FROM engagement_processed_messages l
+                      WHERE l.message_id = a.id
+                      ORDER BY l.provider_message_id IS NOT DISTINCT FROM a.provider_message_id DESC,
+                               l.status = 'sent' DESC, l.last_attempt_at DESC
+                      LIMIT 1),
+                    CASE WHEN a.billable IS NOT NULL OR a.pricing_category IS NOT NULL THEN @meta_transport::text ELSE '' END) AS transport
+      FROM accepted a
 )
-SELECT coalesce(a.pricing_category, k.category, '') AS category,
-       CASE WHEN a.destination_jid LIKE '%@s.whatsapp.net' OR a.destination_jid NOT LIKE '%@%'
-            THEN left(split_part(a.destination_jid, '@', 1), 3) ELSE '' END AS prefix,
+SELECT s.transport,
+       CASE WHEN s.transport = @meta_transport::text THEN coalesce(s.pricing_category, k.category, '') ELSE '' END AS category,
+       CASE WHEN s.transport = @meta_transport::text
+             AND (s.destination_jid LIKE '%@s.whatsapp.net' OR s.destination_jid NOT LIKE '%@%')
+            THEN left(split_part(s.destination_jid, '@', 1), 3) ELSE '' END AS prefix,
        count(*) AS accepted,
-       count(*) FILTER (WHERE coalesce(a.billable,
-                                       CASE WHEN a.delivered_at IS NOT NULL THEN true
-                                            WHEN a.status = 'failed' THEN false
-                                            ELSE true END)) AS billable
-  FROM accepted a
-  LEFT JOIN unnest(@kinds::text[], @categories::text[]) AS k(kind, category) ON k.kind = a.message_type
- GROUP BY 1, 2
- ORDER BY 1, 2;
+       count(*) FILTER (WHERE s.delivered_at IS NOT NULL) AS delivered,
+       count(*) FILTER (WHERE s.delivered_at IS NOT NULL AND s.billable IS NOT false) AS billed,
+       count(*) FILTER (WHERE s.delivered_at IS NULL AND s.status = 'failed') AS failed,
+       count(*) FILTER (WHERE s.delivered_at IS NULL AND s.status = 'sent') AS awaiting,
+       count(*) FILTER (WHERE s.delivered_at IS NULL AND s.status = 'sent' AND s.billable IS NOT false) AS awaiting_billable
+  FROM sent_by s
+  LEFT JOIN unnest(@kinds::text[], @categories::text[]) AS k(kind, category) ON k.kind = s.message_type
+ GROUP BY 1, 2, 3
+ ORDER BY 1, 2, 3;

@@ -16,23 +16,36 @@
 --     48 h ago                           → the same;
 --   failed for good (a late failure WhatsApp reported after accepting it
 --     included) or cancelled: the user never got it, and is not timed
---     out on it                          → @undelivered_to_state, logged
+--     out on it, opted out or not        → @undelivered_to_state, logged
 --                                           @undelivered_trigger (active:
 --                                           a later goodbye is their
 --                                           first), and goodbye_expires_at
 --                                           = @as_of, the goodbye is over:
---                                           their next goodbye comes the
---                                           next UTC day, so a re-run the
---                                           same day changes nothing;
+--                                           a re-run the same day changes
+--                                           nothing;
+--     and the next goodbye waits by the failure (migration 67): a
+--     goodbye that failed for good, with any code but
+--     @marketing_stopped_code (131050: the user stopped marketing
+--     messages, and is opted out), is one more in goodbye_failures (the
+--     goodbyes in a row that failed since the user last wrote), and
+--     goodbye_retry_at is its goodbye_sent_at plus the n-th wait of its
+--     code's schedule: @ecosystem_limit_backoff for
+--     @ecosystem_limit_code (131049, Meta's per-user marketing limit),
+--     @undeliverable_backoff for any other code or none; 'infinity' past
+--     the schedule's end (no goodbye until the user writes). A cancelled
+--     goodbye or a 131050 counts nothing and sets no wait: the next
+--     goodbye comes the next UTC day, as before;
 --   pending or in flight (deferred by quiet hours, an outage, a backlog,
 --     or queued by a late re-run): not yet;
 --   no such message (the bot set the state, or cleanup deleted it): the
 --     old rule, goodbye_expires_at has come, or goodbye_sent_at is 48 h
 --     old without it.
 --
--- An opted-out user's timer completes silently on the old rule, whatever
--- became of the goodbye (claim cancels it): they are never messaged, and
--- never left in goodbye_sent. Each move is logged (run @run_id) in the
+-- An opted-out user's goodbye is judged by its outcome like anyone's; one
+-- still pending or in flight (claim cancels it) completes silently on the
+-- old rule: they are never messaged, and never left in goodbye_sent. A
+-- delivered goodbye (or one in doubt) ends the run of failures:
+-- goodbye_failures and goodbye_retry_at are cleared. Each move is logged (run @run_id) in the
 -- same statement. @from_state, @to_state, @trigger and the undelivered
 -- transition come from the state machine's table (statemachine.Transitions);
 -- step_test.go runs the step and checks its outcome against the table.
@@ -55,7 +68,11 @@ WITH chunk AS MATERIALIZED (
     -- probes per user. The send ledger is read only for a goodbye that
     -- failed or was cancelled (the function reads its argument in that
     -- branch alone).
-    SELECT s.user_id, v.verdict, g.to_state, g.trigger
+    SELECT s.user_id, v.verdict, g.to_state, g.trigger, b.counts,
+           CASE WHEN b.counts THEN coalesce(s.goodbye_failures, 0) + 1 ELSE s.goodbye_failures END AS failures,
+           CASE WHEN NOT b.counts THEN NULL
+                WHEN b.wait IS NULL THEN 'infinity'::timestamptz
+                ELSE coalesce(s.goodbye_sent_at, @as_of::timestamptz) + b.wait END AS retry_at
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT p.reengagement_opt_out AS opted_out
@@ -68,7 +85,8 @@ WITH chunk AS MATERIALIZED (
                                         p.opted_out, s.goodbye_sent_at, s.goodbye_expires_at,
                                         q.status, q.in_doubt, q.sent_at, q.delivered_at,
                                         (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
-                                          WHERE l.message_id = q.id)) AS verdict
+                                          WHERE l.message_id = q.id)) AS verdict,
+                 q.status, engagement_failure_code(q.error_message) AS code
             FROM (SELECT) AS one
             LEFT JOIN engagement_message_queue q
               ON q.idempotency_key = s.user_id::text || @key_infix::text
@@ -79,6 +97,17 @@ WITH chunk AS MATERIALIZED (
           SELECT CASE v.verdict WHEN 'timed_out' THEN @to_state::text ELSE @undelivered_to_state::text END AS to_state,
                  CASE v.verdict WHEN 'timed_out' THEN @trigger::text ELSE @undelivered_trigger::text END AS trigger
       ) g
+      CROSS JOIN LATERAL (
+          -- Whether the failure counts, and the wait its code's schedule
+          -- gives the n-th failure in a row (NULL past its end).
+          SELECT c.counts,
+                 CASE WHEN c.counts
+                      THEN (CASE WHEN v.code = @ecosystem_limit_code::text THEN @ecosystem_limit_backoff::interval[]
+                                 ELSE @undeliverable_backoff::interval[] END)[coalesce(s.goodbye_failures, 0) + 1]
+                 END AS wait
+            FROM (SELECT v.verdict = 'undelivered' AND v.status = 'failed'
+                         AND v.code IS DISTINCT FROM @marketing_stopped_code::text AS counts) c
+      ) b
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = @from_state
        AND v.verdict IS NOT NULL
@@ -97,7 +126,9 @@ WITH chunk AS MATERIALIZED (
     UPDATE user_engagement_states s
        SET state = c.to_state, updated_at = now(), state_entered_at = @as_of,
            goodbye_expires_at = CASE WHEN c.verdict = 'undelivered' THEN @as_of::timestamptz
-                                     ELSE s.goodbye_expires_at END
+                                     ELSE s.goodbye_expires_at END,
+           goodbye_failures = CASE WHEN c.verdict = 'timed_out' THEN NULL ELSE c.failures END,
+           goodbye_retry_at = c.retry_at
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id

@@ -10,8 +10,13 @@
 -- last_activity_at NULL, is silent since its state row's created_at), and
 -- not on the UTC day their last goodbye was queued or ended undelivered
 -- (one goodbye a day: a re-run the same day after goodbye_undelivered
--- changes nothing). Each gets state @to_state, state_entered_at and
--- goodbye_sent_at @as_of, goodbye_expires_at @goodbye_expires_at (as-of + 48 h); queues
+-- changes nothing), and not before goodbye_retry_at, the wait that
+-- goodbyes that failed for good set (migration 67: 131049 2, 4, 8, 16
+-- days, any other code 7, 14, 28 days, then none), unless the user wrote
+-- since their last goodbye. Each gets state @to_state, state_entered_at and
+-- goodbye_sent_at @as_of, goodbye_expires_at @goodbye_expires_at (as-of +
+-- 48 h), goodbye_retry_at cleared, and goodbye_failures cleared when they
+-- wrote since their last goodbye (a new run of failures starts); queues
 -- each one's goodbye under the key user_id || @key_suffix
 -- (':goodbye_sent:YYYY-MM-DD'), covering [@period_start, @replay_until);
 -- and logs each move (from the user's state, @trigger, run @run_id) — all
@@ -74,7 +79,7 @@ WITH chunk AS MATERIALIZED (
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = ANY(@from_states::text[])
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
-                                     s.goodbye_sent_at, s.goodbye_expires_at)
+                                     s.goodbye_sent_at, s.goodbye_expires_at, s.goodbye_retry_at)
        AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)
 ), locked AS MATERIALIZED (
     -- The bot holds rows while it handles a user's message: skip them
@@ -84,7 +89,7 @@ WITH chunk AS MATERIALIZED (
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = ANY(@from_states::text[])
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
-                                     s.goodbye_sent_at, s.goodbye_expires_at)
+                                     s.goodbye_sent_at, s.goodbye_expires_at, s.goodbye_retry_at)
        AND s.user_id IN (SELECT user_id FROM chunk WHERE skip_reason = '')
        AND NOT @dry_run::boolean
        FOR NO KEY UPDATE SKIP LOCKED
@@ -94,13 +99,15 @@ WITH chunk AS MATERIALIZED (
     -- row is the one the move changes.
     UPDATE user_engagement_states s
        SET state = @to_state, updated_at = now(), state_entered_at = @as_of,
-           goodbye_sent_at = @as_of, goodbye_expires_at = @goodbye_expires_at
+           goodbye_sent_at = @as_of, goodbye_expires_at = @goodbye_expires_at, goodbye_retry_at = NULL,
+           goodbye_failures = CASE WHEN coalesce(s.last_activity_at, s.created_at) > s.goodbye_sent_at
+                                   THEN NULL ELSE s.goodbye_failures END
       FROM chunk c
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.user_id IN (SELECT user_id FROM locked) AND c.user_id = s.user_id
        AND s.state = ANY(@from_states::text[])
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
-                                     s.goodbye_sent_at, s.goodbye_expires_at)
+                                     s.goodbye_sent_at, s.goodbye_expires_at, s.goodbye_retry_at)
        AND s.state = c.state
  RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid, c.held_out,
            CASE WHEN NOT c.held_out THEN (@variant_names::text[])[c.variant] END AS variant,

@@ -15,16 +15,21 @@ import (
 // Number node reports it (GET /{phone-number-id}?fields=quality_rating,
 // messaging_limit_tier,status):
 // https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/
-// An empty field is one the answer did not carry in the documented type:
-// the caller keeps what it knew.
+// An empty field (a nil Flagged) is one the answer did not carry in the
+// documented type and words: the caller keeps what it knew, so that a
+// lying answer can never clear a flag or raise a limit (issue 55).
 type Health struct {
 	// QualityRating is GREEN, YELLOW, RED or UNKNOWN.
 	QualityRating string
 	// MessagingLimitTier is TIER_50, TIER_250, TIER_1K, TIER_2K, TIER_10K,
-	// TIER_100K, TIER_UNLIMITED or TIER_NOT_SET.
+	// TIER_100K or TIER_UNLIMITED. TIER_NOT_SET is no limit: left empty,
+	// it keeps the tier known before.
 	MessagingLimitTier string
-	// Flagged: the number's status is FLAGGED (its quality is at risk).
-	Flagged bool
+	// Flagged: the number's status is FLAGGED (its quality is at risk);
+	// false for any other status Meta documents (CONNECTED, …); nil when
+	// the status is missing, null, not a string, UNKNOWN or no word Meta
+	// documents: the flag known before stays.
+	Flagged *bool
 	// Problems names what was missing or of the wrong type.
 	Problems []string
 }
@@ -41,6 +46,13 @@ type HealthReader interface {
 const healthTimeout = 5 * time.Second
 
 var qualityRatings = []string{"GREEN", "YELLOW", "RED", "UNKNOWN"}
+
+// numberStatuses are the Phone Number node's statuses that say whether the
+// number is flagged: FLAGGED, and the others Meta documents for the field
+// (https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/).
+// UNKNOWN, and a word not listed here, says nothing: the flag stays.
+var numberStatuses = []string{"CONNECTED", "FLAGGED", "PENDING", "DELETED", "MIGRATED", "BANNED",
+	"RESTRICTED", "RATE_LIMITED", "DISCONNECTED", "UNVERIFIED"}
 
 // ReadHealth asks the Graph API for the number's quality rating, messaging
 // limit tier and status. An answer that is not a JSON object, a status
@@ -72,11 +84,13 @@ func (w *WhatsApp) ReadHealth(ctx context.Context) (Health, error) {
 		return Health{}, errors.New("whatsapp health: the Graph API's answer is not a JSON object")
 	}
 	var h Health
+	// text is the field name when it is a JSON string valid says is one
+	// of Meta's words, else "" (named in Problems).
 	text := func(name string, valid func(string) bool) string {
 		var s string
 		raw, ok := fields[name]
 		switch {
-		case !ok:
+		case !ok || strings.TrimSpace(string(raw)) == "null":
 			h.Problems = append(h.Problems, name+" missing")
 		case json.Unmarshal(raw, &s) != nil || !valid(s):
 			h.Problems = append(h.Problems, name+" not one of Meta's values")
@@ -86,7 +100,13 @@ func (w *WhatsApp) ReadHealth(ctx context.Context) (Health, error) {
 	}
 	h.QualityRating = text("quality_rating", func(s string) bool { return contains(qualityRatings, s) })
 	h.MessagingLimitTier = text("messaging_limit_tier", func(s string) bool { _, ok := TierLimit(s); return ok || s == "TIER_NOT_SET" })
-	h.Flagged = text("status", func(string) bool { return true }) == "FLAGGED"
+	if h.MessagingLimitTier == "TIER_NOT_SET" {
+		h.MessagingLimitTier = ""
+	}
+	if status := text("status", func(s string) bool { return contains(numberStatuses, s) }); status != "" {
+		flagged := status == "FLAGGED"
+		h.Flagged = &flagged
+	}
 	return h, nil
 }
 

@@ -104,6 +104,9 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 		req.Header.Set("Idempotency-Key", key)
 		req.Header.Set(ProbeHeader, "1")
 		req.Header.Set(signatureHeader, signature)
+		// Sent once each: a probe the client resent on its own would
+		// reach the receiver as a repeat it did not mean (noReplay).
+		noReplay(req)
 		resp, err := client.Do(req)
 		if err != nil {
 			var ue *url.Error

@@ -41,11 +41,10 @@ type Delivery struct {
 	DestinationJID string            //
 	IdempotencyKey string            // the row's idempotency_key, or the row id when it has none
 	Attempt        int               // counts from 1
-	// Pace, when set, is waited for before the HTTP client sends the
-	// request again on its own (Go's client repeats a request carrying an
-	// Idempotency-Key when a reused connection dies under it), so such a
-	// repeat keeps the sender's pace. Nil leaves the client's repeats as
-	// they are.
+	// Pace is ignored, left for callers that still set it: it was waited
+	// for before the HTTP client sent a request again on its own, which
+	// the client no longer does (noReplay). Every attempt is the
+	// caller's, after its own checks and pace slot.
 	Pace func(context.Context) error
 }
 
@@ -314,18 +313,50 @@ type response struct {
 	body   []byte
 }
 
-// post sends body to endpoint. Failures before a response are *Error: the
+// noReplay makes req a request net/http never sends twice on its own.
+//
+// net/http's Transport sends a request again, on a new connection, when a
+// kept-alive connection dies under it after the request was written, if
+// the request is "replayable" (Request.isReplayable): a GET, HEAD,
+// OPTIONS or TRACE, or any method whose header carries Idempotency-Key or
+// X-Idempotency-Key, provided its body can be had again (GetBody, which
+// http.NewRequest fills for a bytes.Reader). The webhook's request
+// carries an Idempotency-Key, so the client resent it behind the delivery
+// engine's back, skipping the check right before the send: a goodbye went
+// out again 1.41 s after its user had answered (issue 55, finding 8). The
+// same GetBody lets the client resend a request when nothing of it was
+// written (Transport.shouldRetryRequest) and follow a 307 or 308 redirect,
+// which the transports never do (noRedirect).
+//
+// Without GetBody none of that happens: a connection that dies under the
+// request is an error the caller gets, MaybeDelivered if the request was
+// written, and the engine decides, after its own check and pace slot,
+// whether and when to send it again, under the same key. An HTTP/2
+// connection's own retries (a GOAWAY or REFUSED_STREAM for a request the
+// server says it never processed) need GetBody once the body was read, so
+// they end the same way.
+func noReplay(req *http.Request) { req.GetBody = nil }
+
+// post sends body to endpoint, once: the HTTP client never sends it again
+// on its own (noReplay). Failures before a response are *Error: the
 // caller's ctx ending gives Err = ctx.Err(); anything else is transient,
-// and MaybeDelivered when the request had been written. pace, when set, is
-// waited for before the client repeats the request on its own.
-func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Header, body []byte, pace func(context.Context) error, red *redactor) (response, error) {
+// MaybeDelivered when the request had been written, and Unreachable when
+// it could not be written on a connection of its own (a reused
+// connection that died before the request was written says nothing of
+// the receiver as a whole).
+func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Header, body []byte, red *redactor) (response, error) {
 	if err := ctx.Err(); err != nil {
 		return response{}, &Error{Err: err, transport: c.name}
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var wrote atomic.Bool
+	var wrote, reused atomic.Bool
 	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if info.Reused {
+				reused.Store(true)
+			}
+		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
@@ -338,20 +369,12 @@ func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Head
 		return response{}, &Error{Err: &sanitizedError{msg: "cannot build request (permanent)", cause: err}, Permanent: true, transport: c.name}
 	}
 	req.Header = header
-	if pace != nil {
-		// The client calls GetBody only to send the request again.
-		req.GetBody = func() (io.ReadCloser, error) {
-			if err := pace(ctx); err != nil {
-				return nil, err
-			}
-			return io.NopCloser(bytes.NewReader(body)), nil
-		}
-	}
+	noReplay(req)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		e := c.requestError(ctx, reqCtx, err, red)
 		e.MaybeDelivered = wrote.Load() && ctx.Err() == nil
-		e.Unreachable = !wrote.Load() && ctx.Err() == nil
+		e.Unreachable = !wrote.Load() && !reused.Load() && ctx.Err() == nil
 		return response{}, e
 	}
 	defer resp.Body.Close()

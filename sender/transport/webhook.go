@@ -156,7 +156,7 @@ func (w *Webhook) Send(ctx context.Context, d Delivery) (Result, error) {
 	}
 
 	red := newRedactor(w.secret, d.DestinationJID, jidUser(d.DestinationJID), d.Text)
-	resp, err := w.http.post(ctx, w.url, header, body, d.Pace, red)
+	resp, err := w.http.post(ctx, w.url, header, body, red)
 	if err != nil {
 		return Result{}, err
 	}

@@ -394,7 +394,7 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 	header.Set("Authorization", "Bearer "+w.token)
 
 	red := newRedactor(w.token, w.phoneNumberID, to, d.DestinationJID, d.Text)
-	resp, err := w.http.post(ctx, w.endpoint, header, body, d.Pace, red)
+	resp, err := w.http.post(ctx, w.endpoint, header, body, red)
 	if err != nil {
 		return Result{}, err
 	}

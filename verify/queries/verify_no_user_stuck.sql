@@ -9,7 +9,9 @@
 --     29), silent for @inactivity (from last_activity_at, or created_at
 --     when the bot recorded no activity), and not on the UTC day their last
 --     goodbye was queued or ended undelivered (a user just moved back by
---     goodbye_undelivered gets their next goodbye the next UTC day);
+--     goodbye_undelivered gets their next goodbye the next UTC day), nor
+--     before goodbye_retry_at, the wait after goodbyes that failed for good
+--     (migration 67), unless they wrote since;
 --   @goodbye_states: engagement_goodbye_due (migration 41), the goodbye
 --     delivered @goodbye_window ago, in doubt (in_doubt) that long after
 --     its last attempt, failed for good or cancelled (by its last attempt),
@@ -18,7 +20,11 @@
 --     entry per state): engagement_clock (migration 42) + its wait, opted
 --     out or not (their timers complete silently).
 -- Exempt: users in @inactivity_states with no JID to send a goodbye to
--- (the daily job skips them until they have one), and users in
+-- (the daily job skips them until they have one), users in
+-- @inactivity_states silent past @inactivity whose next goodbye waits
+-- after failed ones (goodbye_retry_at after as-of − @grace, 'infinity'
+-- until they write: the backoff, which the console's user page explains),
+-- and users in
 -- @goodbye_states whose goodbye still waits to be delivered (the queue's
 -- backlog, quiet hours and outages have their own alerts). The goodbye is
 -- found by its key (@goodbye_key_infix: the goodbye kind's), its last
@@ -30,7 +36,11 @@ WITH found (example, exempt) AS MATERIALIZED (
            to_char(CASE WHEN s.state = ANY(@inactivity_states::text[]) THEN coalesce(s.last_activity_at, s.created_at)
                         WHEN s.state = ANY(@goodbye_states::text[]) THEN coalesce(q.sent_at, s.goodbye_sent_at)
                         ELSE t.since END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') || ')',
-           CASE WHEN s.state = ANY(@inactivity_states::text[]) THEN route.destination_jid IS NULL
+           CASE WHEN s.state = ANY(@inactivity_states::text[])
+                THEN route.destination_jid IS NULL
+                     OR NOT engagement_inactivity_due(@as_of::timestamptz - @grace::interval, @inactivity::interval,
+                                                      s.last_activity_at, s.created_at, s.goodbye_sent_at,
+                                                      s.goodbye_expires_at, s.goodbye_retry_at)
                 ELSE coalesce(q.status IN ('pending', 'processing') AND NOT p.reengagement_opt_out, false) END
       FROM user_engagement_states s
       JOIN user_profiles p ON p.user_id = s.user_id

@@ -12,6 +12,8 @@ import (
 
 	"github.com/engagement-scheduler/engagement/funnel"
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/cliflag"
+	"github.com/engagement-scheduler/engagement/pricing"
 )
 
 // funnelOptions is one engagementctl funnel.
@@ -19,7 +21,9 @@ type funnelOptions struct {
 	cli.CmdIO
 	timeFlags
 	cli.DBOptions
-	weeks int
+	weeks      int
+	pricesFile string
+	prices     *pricing.Prices
 }
 
 func newFunnelCommand(databaseURL *string, runF func(*funnelOptions) error) *cobra.Command {
@@ -36,18 +40,29 @@ A cohort younger than 30 days is still counting, and left out of the
 totals, which pool the cohorts that held someone out. --output json prints
 one object: a "cohorts" array, each with "treatment" and "holdout" objects
 ("users", "reactivated", "rate") and its "lift"; the totals beside it.
-docs/holdout.md says how to read it. Read-only.`,
+Below the arms, what Meta billed for the 30 days to --as-of, as status
+shows it ("spend" in the JSON; --prices-file prices it). docs/holdout.md
+says how to read it. Read-only.`,
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(o, runF),
 	}
 	o.timeFlags.register(cmd)
 	cmd.Flags().IntVar(&o.weeks, "weeks", funnel.DefaultWeeks, "ISO weeks of cohorts, up to --as-of's, that the totals pool")
+	cmd.Flags().StringVar(&o.pricesFile, "prices-file", "", "Meta's prices per country and category, JSON (docs/console.md, What it costs); default: the shipped, dated prices for Brazil")
+	cliflag.BindEnv(cmd.Flags(), "prices-file", "ENGAGEMENT_PRICES_FILE")
 	return cmd
 }
 
 func (o *funnelOptions) Validate() error {
 	if o.weeks < 1 || o.weeks > 520 {
 		return cli.Usagef("--weeks must be from 1 to 520, got %d", o.weeks)
+	}
+	if o.pricesFile != "" {
+		p, err := pricing.Load(o.pricesFile)
+		if err != nil {
+			return cli.UsageError(fmt.Errorf("--prices-file: %w", err))
+		}
+		o.prices = p
 	}
 	return o.timeFlags.validate(*o.DBURL)
 }
@@ -57,10 +72,25 @@ func (o *funnelOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.output == "json" {
-		return json.NewEncoder(o.Stdout).Encode(rep)
+	spend, err := pricing.ReadSpend(ctx, o.Pool, rep.AsOf, o.prices)
+	if err != nil {
+		return err
 	}
-	return writeFunnel(o.Stdout, rep)
+	if o.output == "json" {
+		return json.NewEncoder(o.Stdout).Encode(funnelReport{Report: rep, Spend: spend})
+	}
+	if err := writeFunnel(o.Stdout, rep); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.Stdout)
+	return writeSpend(o.Stdout, spend)
+}
+
+// funnelReport is funnel --output json: the report's keys, and "spend",
+// what Meta billed for the 30 days to --as-of (status's "spend").
+type funnelReport struct {
+	*funnel.Report
+	Spend pricing.Spend `json:"spend"`
 }
 
 // writeFunnel prints the arms by cohort, then the totals and the verdict.

@@ -74,7 +74,10 @@ func newStatusCommand(databaseURL *string, runF func(*statusOptions) error) *cob
 		Long: `Shows, from one consistent snapshot: queued messages by status and type,
 how many pending messages are due and how long the oldest has waited,
 in-flight claims past their deadline, users by state (with opt-outs), each
-transport's send budget (used, what waits on it, when its line clears), and
+transport's send budget (used, what waits on it, when its line clears),
+what Meta bills for the last 30 days' messages (a message is billed when
+it is delivered; a failed one never; those sent through the webhook or the
+log cost Meta nothing) and what the next 7 days' goodbyes would cost, and
 the latest --runs runs of each job and shard with their outcome and
 counters. --output json prints the same as one JSON object. Read-only.`,
 		Args: cobra.NoArgs,
@@ -112,7 +115,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	return writeStatus(o.Stdout, st)
 }
 
-// writeStatus prints the status as three tables: queue, users, runs.
+// writeStatus prints the status: the queue, the spend, the users, the runs.
 func writeStatus(w io.Writer, st *status.Status) error {
 	fmt.Fprintf(w, "engagement status as of %s\n\n", st.AsOf.Format(time.RFC3339))
 
@@ -176,6 +179,16 @@ func writeStatus(w io.Writer, st *status.Status) error {
 	writeBudgets(w, st.AsOf, st.Budgets)
 	writeProtection(w, st.QueueSettings, st.NumberHealth)
 	fmt.Fprintln(w)
+
+	if err := writeSpend(w, st.Spend); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	f := st.SpendForecast
+	cost := "not priced"
+	if f.USD != nil {
+		cost = usd(*f.USD)
+	}
+	fmt.Fprintf(w, "the next %d days' goodbyes: %d, %s (%s)\n\n", f.Days, f.Goodbyes, cost, f.Assumption)
 
 	fmt.Fprintf(w, "users: %d (%d opted out)\n", st.Users.Total, st.Users.OptedOut)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -3,6 +3,7 @@ package jobcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -86,6 +87,8 @@ type jobOptions struct {
 	delivery *delivery.ProcessorConfig // the queue step's; nil: no queue step
 
 	sum *scheduler.Summary // set by Run, for the metrics around it
+	// summarized is set once Run wrote the summary.
+	summarized bool
 }
 
 // Validate checks everything that can be checked before any work (a usage
@@ -152,9 +155,40 @@ var _ cli.Wrapper = (*jobOptions)(nil)
 // Around runs the job with the job's logger in its context (the pool logs
 // server warnings with it) and pushes the metrics, however the run ends,
 // a database that did not open included.
+//
+// A job told to stop (SIGINT, SIGTERM) exits 0 with its summary at any
+// moment of its life, as queue-process does: a stop while it still
+// connects, checks the schema or waits for another run of the job is a
+// run that stopped before it did anything ("stopped": "shutdown", no run
+// recorded), not a failure (issue 55: exit 1, "connect to database:
+// context canceled").
 func (o *jobOptions) Around(ctx context.Context, run func(context.Context) error) (err error) {
-	defer func(start time.Time) { o.pushMetrics(ctx, start, err) }(time.Now())
-	return run(o.log.WithContext(ctx))
+	start := time.Now()
+	defer func() { o.pushMetrics(ctx, start, err) }()
+	err = run(o.log.WithContext(ctx))
+	// Only an error the stop caused: any other (a usage error, a
+	// constraint the database refused) stays the run's, stop or not.
+	if err == nil || ctx.Err() == nil || o.summarized || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	o.log.Info().Str("reason", err.Error()).Msg(o.name + " told to stop before it started; nothing done, the next run does it")
+	sum := o.sum
+	if sum == nil {
+		// No run began: the instant is --as-of's, or this machine's clock
+		// (the database's was not read).
+		asOf := o.asOf.Time()
+		if asOf.IsZero() {
+			asOf = start.UTC().Truncate(time.Second)
+		}
+		sum = &scheduler.Summary{Job: o.name, AsOf: asOf, DryRun: o.dryRun, Steps: scheduler.Steps{}, Errors: []scheduler.UserError{}}
+		if o.shard.Sharded() {
+			sum.Shard = o.shard.String()
+		}
+	}
+	sum.Stopped = scheduler.StoppedShutdown
+	sum.DurationMS = time.Since(start).Milliseconds()
+	o.sum = sum
+	return writeSummary(o.Stdout, o.output, sum)
 }
 
 // pushMetrics pushes the run's metrics, its summary and its queue step's;
@@ -167,7 +201,8 @@ func (o *jobOptions) pushMetrics(ctx context.Context, start time.Time, err error
 		o.log.Info().Msg("dry run: no metrics pushed")
 		return
 	}
-	r := metrics.Run{Job: o.name, Summary: o.sum}
+	// A stopped run is no failure and no success (metrics.Run.Stopped).
+	r := metrics.Run{Job: o.name, Summary: o.sum, Stopped: o.sum != nil && o.sum.Stopped != ""}
 	if o.shard.Sharded() {
 		r.Shard = o.shard.String()
 	}
@@ -208,15 +243,31 @@ func (o *jobOptions) Run(ctx context.Context) error {
 		return err
 	}
 	// The run's batches have committed: report them (with an API key only;
-	// bounded, and never an error of the job's).
-	o.analytics.publish(ctx, pool, o.log, sum, o.secrets)
-	delivered, err := o.sendQueued(ctx, pool, sum)
-	if err != nil {
-		return err
+	// bounded, and never an error of the job's), those of a stopped run
+	// too: the next run reports only its own.
+	pubCtx := ctx
+	if sum.Stopped != "" {
+		pubCtx = context.WithoutCancel(ctx)
+	}
+	o.analytics.publish(pubCtx, pool, o.log, sum, o.secrets)
+	var delivered delivery.ProcessSummary
+	switch {
+	case sum.Stopped != "":
+		if o.delivery != nil {
+			o.log.Info().Msg("told to stop: no queue step; queue-process or the next run delivers what was queued")
+		}
+	default:
+		// Told to stop in the queue step, it stops as queue-process does
+		// (its summary, under "delivery", says so); the job's own work is
+		// done, and its run stays recorded as such.
+		if delivered, err = o.sendQueued(ctx, pool, sum); err != nil {
+			return err
+		}
 	}
 	if err := writeSummary(o.Stdout, o.output, sum); err != nil {
 		return err
 	}
+	o.summarized = true
 	if o.failOnPartial && (sum.Partial() || delivered.Failed > 0) {
 		return cli.ErrPartial
 	}
@@ -325,6 +376,9 @@ func writeSummary(w io.Writer, format string, sum *scheduler.Summary) error {
 	}
 	if d := sum.Delivery; d != nil {
 		fmt.Fprintf(w, "queue step via %s: %d sent, %d retried, %d failed\n", d.Transport, d.Sent, d.Retried, d.Failed)
+	}
+	if sum.Stopped != "" {
+		fmt.Fprintf(w, "stopped: %s (told to stop); the next run does the rest\n", sum.Stopped)
 	}
 	fmt.Fprintf(w, "took %s\n", (time.Duration(sum.DurationMS) * time.Millisecond).String())
 	return nil

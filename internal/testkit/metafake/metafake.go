@@ -47,9 +47,24 @@ func Statuses(entries ...string) []byte {
 // Preference is a user_preferences webhook body: the user with waID (their
 // number) stopped ("stop") or resumed ("resume") marketing messages at at.
 func Preference(waID, value string, at time.Time) []byte {
+	return Preferences(waID, PreferenceEntry(waID, value, at))
+}
+
+// PreferenceEntry is one user_preferences[] entry, in the shape of Meta's
+// reference
+// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/user_preferences):
+// wa_id, detail, category marketing_messages, value, timestamp (Unix
+// seconds, a number).
+func PreferenceEntry(waID, value string, at time.Time) string {
+	return fmt.Sprintf(`{"wa_id":%q,"detail":"User requested to stop marketing messages","category":"marketing_messages",
+		"value":%q,"timestamp":%d}`, waID, value, at.Unix())
+}
+
+// Preferences is a user_preferences webhook body carrying the entries
+// (PreferenceEntry's), the contact's wa_id being contact's.
+func Preferences(contact string, entries ...string) []byte {
 	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
 		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"106540352242922"},
 		"contacts":[{"profile":{"name":"Maria"},"wa_id":%q}],
-		"user_preferences":[{"wa_id":%q,"detail":"User requested to stop marketing messages","category":"marketing_messages",
-		"value":%q,"timestamp":%d}]},"field":"user_preferences"}]}]}`, waID, waID, value, at.Unix()))
+		"user_preferences":[%s]},"field":"user_preferences"}]}]}`, contact, strings.Join(entries, ",")))
 }

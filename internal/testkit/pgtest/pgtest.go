@@ -21,7 +21,10 @@
 //     `make services-stop` or `go run ./internal/testkit/pgtest/devdb --stop` (or
 //     pg_ctl -D DIR stop).
 //     Its log is DIR.log, and DIR.lock serializes test processes that race to
-//     start it.
+//     start it. A server already answering on the port is used only when it
+//     is that cluster (its data directory is DIR and its system identifier
+//     the one in DIR's pg_control); any other (another checkout's, a
+//     chroot's) is refused, with what to do.
 //
 // Each NewDatabase call copies a template database (engagement_tmpl_<hash>)
 // that is created and migrated once per server and migration set; parallel

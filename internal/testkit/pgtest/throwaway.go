@@ -2,8 +2,10 @@ package pgtest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -118,7 +120,13 @@ func startThrowaway(ctx context.Context, dir string, port int, streams bool) (db
 	defer unlock()
 
 	if ping(ctx, dbURL) == nil {
-		return dbURL, false, nil // already running (started by an earlier run or a racing process)
+		// Already running (started by an earlier run or a racing
+		// process), if it is the cluster in dir: a server of another
+		// checkout's (or a chroot's, or anyone's) may hold the port.
+		if err := checkOwn(ctx, dbURL, dir, port); err != nil {
+			return "", false, err
+		}
+		return dbURL, false, nil
 	}
 	bins, err := findOrInstallPostgres(ctx)
 	if err != nil {
@@ -165,6 +173,73 @@ func startThrowaway(ctx context.Context, dir string, port int, streams bool) (db
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// checkOwn returns an error unless the server answering dbURL on port is
+// the cluster whose data directory is dir: its data_directory is dir, and
+// its system identifier (a random number initdb draws, which a cluster of
+// the same path in another checkout, chroot or container does not share)
+// is the one in dir's pg_control. The error says whose it is and what to do.
+func checkOwn(ctx context.Context, dbURL, dir string, port int) error {
+	theirs, theirID, err := serverIdentity(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("127.0.0.1:%d answers, but does not say which cluster it is (%w): pgtest does not use a server it cannot tell "+
+			"is its cluster in %s. %s", port, err, dir, foreignAdvice)
+	}
+	ownID, ownErr := systemIdentifier(dir)
+	if ownErr == nil && theirID == ownID && samePath(theirs, dir) {
+		return nil
+	}
+	mine := fmt.Sprintf("this one's is %d", ownID)
+	if ownErr != nil {
+		mine = ownErr.Error()
+	}
+	return fmt.Errorf("127.0.0.1:%d answers, but not with the throwaway cluster in %s: it is the cluster in %s, system identifier %d (%s), "+
+		"another checkout's or another program's, and pgtest does not use it. %s", port, dir, theirs, theirID, mine, foreignAdvice)
+}
+
+// foreignAdvice is what checkOwn's refusals say to do.
+const foreignAdvice = "Stop that server, or set PGTEST_PORT to a free port (and PGTEST_DIR to a directory of this checkout's), or DATABASE_URL to a server to use"
+
+// serverIdentity asks the server at dbURL for its data directory and its
+// system identifier.
+func serverIdentity(ctx context.Context, dbURL string) (dataDir string, id uint64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := connect(ctx, dbURL)
+	if err != nil {
+		return "", 0, err
+	}
+	defer conn.Close(context.Background())
+	var sid int64 // bigint: the identifier's bits
+	err = conn.QueryRow(ctx, `SELECT current_setting('data_directory'), system_identifier FROM pg_control_system()`).Scan(&dataDir, &sid)
+	return dataDir, uint64(sid), err
+}
+
+// systemIdentifier reads the system identifier of the cluster in dir: the
+// first field of global/pg_control (uint64, in the machine's byte order).
+func systemIdentifier(dir string) (uint64, error) {
+	f, err := os.Open(filepath.Join(dir, "global", "pg_control"))
+	if err != nil {
+		return 0, fmt.Errorf("this checkout's cluster: %w", err)
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return 0, fmt.Errorf("this checkout's cluster: read %s: %w", f.Name(), err)
+	}
+	return binary.NativeEndian.Uint64(b[:]), nil
+}
+
+// samePath reports whether a and b name the same directory, through
+// symbolic links.
+func samePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
 }
 
 // prepareDataDir runs initdb unless dir already holds a cluster of the

@@ -14,7 +14,9 @@
 //     stopped and disabled). The server is left running so the next run
 //     reuses it; stop it with `make services-stop` (StopThrowaway). A lock
 //     file next to the directory serializes test processes that race to
-//     start it.
+//     start it. A server already answering on the port is used only when it
+//     is the one this checkout started and recorded (its process_id); any
+//     other is refused, with what to do.
 //
 // Each New call returns a client on that server and a random key prefix
 // ("redistest:<hex>:"); the test's keys must start with it. They are deleted
@@ -28,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -155,8 +158,12 @@ func throwawayDir() string { return filepath.Join(os.TempDir(), "engagement-redi
 // time startThrowaway recorded, and no other. A Redis found running
 // elsewhere, or in the same folder but started by someone else (another
 // checkout, a chroot sharing this machine's processes), is left alone.
-func StopThrowaway() (bool, error) {
-	record := startedFile(throwawayDir())
+func StopThrowaway() (bool, error) { return stopThrowaway(throwawayDir()) }
+
+// stopThrowaway stops the redis-server startThrowaway started working in
+// dir, if it runs, and reports whether it did.
+func stopThrowaway(dir string) (bool, error) {
+	record := startedFile(dir)
 	pid := localsvc.Recorded(record, "redis-server")
 	if pid == 0 {
 		os.Remove(record) // stale: that server is gone
@@ -186,7 +193,13 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 	}
 	defer unlock()
 	if ping(ctx, addr) == nil {
-		return u, nil // started by an earlier run or a racing process
+		// Started by an earlier run or a racing process, if it is the
+		// server this checkout started in dir: another checkout's (or
+		// anyone's) may hold the port.
+		if err := checkOwn(ctx, addr, dir); err != nil {
+			return "", err
+		}
+		return u, nil
 	}
 	bin, err := findOrInstallRedis(ctx)
 	if err != nil {
@@ -218,6 +231,67 @@ func startThrowaway(ctx context.Context, dir string, port int) (string, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// checkOwn returns an error unless the redis-server answering on addr is
+// the one startThrowaway started working in dir: the process it recorded
+// (its pid and start time, startedFile), by the process_id the server
+// gives. The error says whose it is and what to do.
+func checkOwn(ctx context.Context, addr, dir string) error {
+	pid, err := serverPid(ctx, addr)
+	own := localsvc.Recorded(startedFile(dir), "redis-server")
+	if err == nil && pid == own {
+		return nil
+	}
+	what := fmt.Sprintf("process %d", pid)
+	if err != nil {
+		what = "a server that does not say which process it is (" + err.Error() + ")"
+	}
+	mine := "none runs"
+	if own != 0 {
+		mine = fmt.Sprintf("it is process %d", own)
+	}
+	return fmt.Errorf("%s answers PING, but not with the redis-server this checkout started working in %s (%s): it is %s, "+
+		"another checkout's or another program's, and redistest does not use it. Stop that server, or set REDISTEST_PORT to a free port, "+
+		"or REDIS_URL to a server to use", addr, dir, mine, what)
+}
+
+// serverPid asks the Redis server at addr for its process_id (INFO
+// server), speaking the protocol itself as ping does.
+func serverPid(ctx context.Context, addr string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return 0, err
+	}
+	rd := bufio.NewReader(conn)
+	head, err := rd.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(head), "$"))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("INFO server answered %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(rd, body); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server has no process_id")
 }
 
 // recordStarted records the server whose pid the daemonized redis-server

@@ -2,12 +2,12 @@
 // listener on 127.0.0.1 that reads each HTTP request and answers it the way
 // the test scripted for the message's Idempotency-Key — correctly, with a
 // status, or not at all: hanging, resetting the connection, sending garbage
-// or a truncated response. Every connection carries one request and is
-// closed after it, and every response says "Connection: close": Go's HTTP
-// client replays a request carrying an Idempotency-Key, under the same key,
-// when a reused connection dies before the response, so with reuse one
-// attempt could reach the bot twice. Without it, each request the bot
-// records is one attempt.
+// or a truncated response. A connection carries one request and is closed
+// after it, and every response says "Connection: close", unless the test
+// scripts KeepAlive: its 200 keeps the connection open, and the client's
+// next request on it (a reused, kept-alive connection) is read and answered
+// by that request's own script, a Reset or Close included, which is how a
+// kept-alive connection dies under a client.
 package webhooktest
 
 import (
@@ -49,6 +49,20 @@ func OK() Fault {
 		writeResponse(conn, 200, nil, `{"message_id":"bot-`+req.Body.ID+`"}`)
 	}
 }
+
+// KeepAlive answers 200 like OK, without "Connection: close", and keeps
+// the connection open for the client's next request, as most servers do.
+func KeepAlive() Fault {
+	return func(conn *net.TCPConn, req Request, _ <-chan struct{}) {
+		body := `{"message_id":"bot-` + req.Body.ID + `"}`
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		kept.Store(conn, true)
+	}
+}
+
+// kept holds the connections whose last answer was KeepAlive's: the bot
+// reads their next request rather than close them.
+var kept sync.Map
 
 // Status answers status with header lines (like "Retry-After: 1") and body.
 func Status(status int, body string, header ...string) Fault {
@@ -213,17 +227,30 @@ func (b *Bot) serve() {
 
 func (b *Bot) handle(conn *net.TCPConn) {
 	defer conn.Close()
+	closed := make(chan struct{})
+	defer close(closed)
 	go func() { // unblock a read when the bot stops
-		<-b.done
-		_ = conn.SetReadDeadline(time.Now())
+		select {
+		case <-b.done:
+			_ = conn.SetReadDeadline(time.Now())
+		case <-closed:
+		}
 	}()
-	req, err := http.ReadRequest(bufio.NewReader(conn))
+	rd := bufio.NewReader(conn)
+	for b.answer(conn, rd) {
+	}
+}
+
+// answer reads one request from conn and answers it by its script; it
+// reports whether the answer keeps the connection open (KeepAlive).
+func (b *Bot) answer(conn *net.TCPConn, rd *bufio.Reader) bool {
+	req, err := http.ReadRequest(rd)
 	if err != nil {
-		return
+		return false
 	}
 	raw, err := io.ReadAll(req.Body)
 	if err != nil {
-		return
+		return false
 	}
 	r := Request{At: time.Now(), IdempotencyKey: req.Header.Get("Idempotency-Key")}
 	_ = json.Unmarshal(raw, &r.Body)
@@ -247,6 +274,8 @@ func (b *Bot) handle(conn *net.TCPConn) {
 		fault = script[min(n, len(script)-1)]
 	}
 	fault(conn, r, b.done)
+	_, keep := kept.LoadAndDelete(conn)
+	return keep
 }
 
 // RetryAfter is a Retry-After header line of secs seconds.

@@ -1,0 +1,126 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// Issue 55, finding 8: Go's HTTP client sends a POST that carries an
+// Idempotency-Key again on its own when a kept-alive connection dies after
+// the request was written (net/http's Request.isReplayable), behind the
+// delivery engine's back: the resend skipped the check before the send,
+// and a goodbye went out, under the same key, 1.41 s after its user
+// answered.
+//
+// Here the bot, a raw TCP receiver, keeps its connections alive. Four
+// goodbyes go out one after another through the shipped binary (one
+// worker, unpaced): the first is answered 200 on a connection kept open;
+// the second, the next request on that reused connection, is read, its
+// user answers the bot (engagement_fire, on the bot's own connections),
+// and the connection is reset before any answer. The third opens a new
+// connection, kept alive too; the fourth, on it, is read and reset, and
+// nobody answers. The client must send neither again: the engine gets the
+// failure, and every attempt it makes passes its own check first. The
+// second goodbye reaches the bot once and is never sent again (its user
+// answered); the fourth is attempted again by the engine, under its same
+// key, and delivered. Every request the bot read is an attempt the ledger
+// counts.
+func TestAKeptAliveConnectionThatDiesIsNotResentBehindTheEngine(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := pgtest.NewPool(t)
+	ctx := context.Background()
+	botDB, err := postgres.Open(ctx, dbURL, "bot") // the bot's own connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(botDB.Close)
+
+	const n = 4
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	start, _ := fixture.Goodbye.Period.Bounds(day)
+	users, ids, keys := make([]string, n), make([]string, n), make([]string, n)
+	for i := range n {
+		users[i] = fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: day.Add(-15 * 24 * time.Hour),
+			GoodbyeSentAt: &day, GoodbyeExpiresAt: fixture.Ptr(day.Add(48 * time.Hour))})
+		keys[i] = fixture.Goodbye.Key(users[i], day)
+		err := pool.QueryRow(ctx, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key, period_start)
+			VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual',
+			        $2, now() - make_interval(secs => $3), $4, $5)
+			RETURNING id::text`, users[i], fmt.Sprintf("55118%08d@s.whatsapp.net", i), n+1-i, keys[i], start).Scan(&ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		mu       sync.Mutex
+		answered time.Time
+		fireErr  error
+	)
+	answersThenResets := func(conn *net.TCPConn, req webhooktest.Request, done <-chan struct{}) {
+		_, err := activity.Fire(ctx, botDB, users[1], sm.GoodbyeAnswerHelp, activity.FireOptions{})
+		mu.Lock()
+		answered, fireErr = time.Now(), err
+		mu.Unlock()
+		webhooktest.Reset()(conn, req, done)
+	}
+	bot := webhooktest.New(t)
+	bot.Script(keys[0], webhooktest.KeepAlive())
+	bot.Script(keys[1], answersThenResets, webhooktest.OK())
+	bot.Script(keys[2], webhooktest.KeepAlive())
+	bot.Script(keys[3], webhooktest.Reset(), webhooktest.OK())
+
+	env := cmdtest.Env("DATABASE_URL="+dbURL, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+bot.URL)
+	res := cmdtest.Run(t, binary(t), env, "--send-interval", "0", "--workers", "1", "--retry-base", "20ms", "--output", "json")
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	mu.Lock()
+	if fireErr != nil {
+		t.Fatalf("the user's answer: %v", fireErr)
+	}
+	if answered.IsZero() {
+		t.Fatalf("the second goodbye never reached the bot; requests: %+v", bot.Requests())
+	}
+	mu.Unlock()
+
+	reqs := bot.ByKey(keys[1])
+	for _, r := range reqs[1:] {
+		t.Errorf("the goodbye whose user answered reached the bot again %s after the answer, under the same key", r.At.Sub(answered))
+	}
+	if got := len(bot.ByKey(keys[3])); got != 2 {
+		t.Errorf("the goodbye whose connection was reset reached the bot %d times, want twice: once, then once more by the engine", got)
+	}
+	for i := range n {
+		var status string
+		var attempts int
+		if err := pool.QueryRow(ctx, `
+			SELECT q.status, coalesce(l.attempts, 0)
+			  FROM engagement_message_queue q LEFT JOIN engagement_processed_messages l ON l.message_id = q.id
+			 WHERE q.id = $1`, ids[i]).Scan(&status, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		got := len(bot.ByKey(keys[i]))
+		t.Logf("goodbye %d: %s, %d attempts recorded, %d requests read by the bot", i, status, attempts, got)
+		if attempts != got {
+			t.Errorf("goodbye %d: the ledger counts %d attempts, the bot read %d requests: a request went out that the engine did not make", i, attempts, got)
+		}
+		if i != 1 && status != "sent" {
+			t.Errorf("goodbye %d is %s, want sent", i, status)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/scheduler"
+)
+
+// Issue 55, finding 6: the user page says why a user's next goodbye waits
+// after goodbyes that failed for good. Two users' goodbyes, queued by the
+// real daily job ten days ago, are accepted and fail through
+// engagement_receipt, one with 131049 (Meta's per-user marketing limit),
+// one with 131026 (undeliverable); the next day's run moves them back to
+// active. The page shows the next goodbye 2 and 7 days after the failed
+// one, the code and what it means; a user with no failed goodbye shows
+// nothing of it.
+func TestUserPageExplainsTheGoodbyeBackoff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := binaryPool(t)
+	srv, _ := serveLogged(t, pool)
+	queuedAt := time.Now().UTC().Truncate(time.Second).Add(-10 * 24 * time.Hour)
+	limited := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * 24 * time.Hour)})
+	undeliverable := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * 24 * time.Hour)})
+	quiet := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-time.Hour)})
+	run := func(at time.Time) {
+		t.Helper()
+		if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: at, Logger: zerolog.Nop()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(queuedAt)
+	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || user_id
+		WHERE message_type = 'goodbye'`, queuedAt.Add(time.Minute))
+	for user, code := range map[string]string{limited: "131049", undeliverable: "131026"} {
+		if _, _, err := activity.Receipt(ctx, pool, "wamid."+user, activity.ReceiptFailed,
+			activity.ReceiptOptions{At: queuedAt.Add(2 * time.Minute), ErrorCode: code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(queuedAt.Add(24 * time.Hour))
+
+	for _, tc := range []struct {
+		user, code string
+		until      time.Time
+		words      string
+	}{
+		{limited, "131049", queuedAt.Add(2 * 24 * time.Hour), "Meta&#39;s limit on marketing messages"},
+		{undeliverable, "131026", queuedAt.Add(7 * 24 * time.Hour), "undeliverable"},
+	} {
+		var u console.User
+		resp, body := get(t, srv, "/users?id="+tc.user, viewer, viewerPassword, true)
+		decode(t, body, &u)
+		if resp.StatusCode != http.StatusOK || u.State == nil || u.State.GoodbyeBackoff == nil {
+			t.Fatalf("user %s: %d, no goodbye backoff in %s", tc.code, resp.StatusCode, body)
+		}
+		b := u.State.GoodbyeBackoff
+		if b.Failures != 1 || b.Code != tc.code || b.Until == nil || !b.Until.Equal(tc.until) || b.UntilTheyWrite {
+			t.Errorf("user %s's backoff %+v, want 1 failure, code %s, next goodbye at %s", tc.code, b, tc.code, tc.until)
+		}
+		_, page := get(t, srv, "/users?id="+tc.user, viewer, viewerPassword, false)
+		for _, want := range []string{`id="goodbye-backoff"`, "WhatsApp error " + tc.code, tc.words,
+			tc.until.Format("2006-01-02 15:04")} {
+			if !strings.Contains(page, want) {
+				t.Errorf("user %s's page lacks %q", tc.code, want)
+			}
+		}
+	}
+	var u console.User
+	_, body := get(t, srv, "/users?id="+quiet, viewer, viewerPassword, true)
+	decode(t, body, &u)
+	if u.State == nil || u.State.GoodbyeBackoff != nil {
+		t.Errorf("a user with no failed goodbye: backoff %+v, want none", u.State)
+	}
+}
