@@ -242,8 +242,10 @@ func TestPacedSendsOverlapUpToTheWorkers(t *testing.T) {
 
 // Issue 14, item 5: when the receiver reset a reused connection, Go's HTTP
 // client resent the request 1 ms later, inside the same paced turn (25 gaps
-// under 400 ms with a 500 ms interval). Its resends must keep the pace too.
-func TestTheHTTPClientsOwnResendsKeepThePace(t *testing.T) {
+// under 400 ms with a 500 ms interval). Since issue 55 the client resends
+// nothing on its own (transport.noReplay): every resend is the engine's,
+// after its own check and pace slot, and keeps the pace.
+func TestResendsAfterAResetKeepThePace(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	const interval = 100 * time.Millisecond

@@ -727,8 +727,6 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 		if err != nil {
 			return p.notStarted(ctx, m, err)
 		}
-		// The HTTP client's own resends wait for the pace too.
-		m.Pace = func(ctx context.Context) error { return p.pacer.wait(ctx, time.Time{}) }
 	}
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts

@@ -62,7 +62,7 @@ func (w *Webhook) Lookup(ctx context.Context, d Delivery) (Lookup, error) {
 	if w.secret != "" {
 		header.Set(signatureHeader, Sign(w.secret, body))
 	}
-	resp, err := w.http.post(ctx, w.url, header, body, nil, newRedactor(w.secret))
+	resp, err := w.http.post(ctx, w.url, header, body, newRedactor(w.secret))
 	if err != nil {
 		return Lookup{}, err
 	}

@@ -41,11 +41,6 @@ type Delivery struct {
 	DestinationJID string            //
 	IdempotencyKey string            // the row's idempotency_key, or the row id when it has none
 	Attempt        int               // counts from 1
-	// Pace is ignored, left for callers that still set it: it was waited
-	// for before the HTTP client sent a request again on its own, which
-	// the client no longer does (noReplay). Every attempt is the
-	// caller's, after its own checks and pace slot.
-	Pace func(context.Context) error
 }
 
 // Result is what a successful send returns.
