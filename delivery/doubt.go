@@ -2,7 +2,9 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -30,7 +32,8 @@ import (
 // with reason, its slot given back (the lookup spent its key at the
 // receiver, so the lost request cannot go out later); the receiver cannot
 // say, or the transport cannot be asked → failed, outcome unknown, in
-// doubt still, never sent again. Nothing is sent to the user whatever the
+// doubt still, never sent again; the receiver is down or busy → asked
+// again later, as a failed send is retried. Nothing is sent to the user whatever the
 // answer.
 func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) (*outcome, error) {
 	if err := ctx.Err(); err != nil {
@@ -41,10 +44,18 @@ func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) 
 	if !ok {
 		return p.doubtUnresolved(m, reason, fmt.Errorf("%s cannot be asked", p.cfg.Transport.Name())), nil
 	}
+	start := time.Now()
 	answer, err := looker.Lookup(ctx, m.Delivery)
+	var terr *transport.Error
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return p.notStarted(ctx, m, err)
+	case errors.As(err, &terr) && !terr.Permanent:
+		// The receiver is down or busy (unreachable, a 5xx, 425 while it
+		// sends that very key): as for a send, an outage stops the run
+		// with the message back in the queue, else it is asked again
+		// after a retry's wait, in doubt still, until its retries run out.
+		return p.attempted(log, m, transport.Result{}, err, time.Since(start))
 	case err != nil:
 		return p.doubtUnresolved(m, reason, err), nil
 	case answer.Had:

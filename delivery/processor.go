@@ -757,7 +757,13 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 	sendCtx := context.WithoutCancel(ctx)
 	sendStart := time.Now()
 	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
-	latency := time.Since(sendStart)
+	return p.attempted(log, m, res, sendErr, time.Since(sendStart))
+}
+
+// attempted settles an attempt that reached the transport (a send, or a
+// lookup of a message in doubt): through the circuit, which may hold it
+// or release it for an outage, else by its outcome.
+func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration) (*outcome, error) {
 	v, resolved, opened := p.circuit.observe(m, sendErr, latency, !p.inDoubt(sendErr))
 	if opened != "" {
 		p.log.Warn().Str("outage", opened).

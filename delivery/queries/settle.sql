@@ -33,9 +33,9 @@ WITH outcome AS (
            retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
            scheduled_for = CASE WHEN o.status = 'pending' THEN now() + @clock_offset::interval + o.retry_in ELSE q.scheduled_for END,
            error_message = o.error,
-           -- A retry keeps the doubt of an earlier attempt: its request
-           -- may have reached the receiver all the same.
-           in_doubt = CASE WHEN o.status = 'pending' THEN coalesce(q.in_doubt, false) OR o.in_doubt ELSE o.in_doubt END,
+           -- A retry, or a failure, keeps the doubt of an earlier attempt:
+           -- its request may have reached the receiver all the same.
+           in_doubt = CASE WHEN o.status = 'sent' THEN o.in_doubt ELSE coalesce(q.in_doubt, false) OR o.in_doubt END,
            claimed_until = NULL,
            claimed_by = NULL
       FROM outcome o

@@ -67,7 +67,12 @@ func (w *Webhook) Lookup(ctx context.Context, d Delivery) (Lookup, error) {
 		return Lookup{}, err
 	}
 	if !successStatus(resp.status) {
-		return Lookup{}, fmt.Errorf("%w (HTTP %d)", ErrLookupUnanswered, resp.status)
+		// Classified as a send's answer would be: a 5xx or a 425 (the key
+		// is being sent right now) is transient, to ask again; a 409 (the
+		// key was claimed and never finished) or another 4xx is final.
+		e := httpError(w.Name(), resp)
+		e.Err = fmt.Errorf("%w: %w", ErrLookupUnanswered, e.Err)
+		return Lookup{}, e
 	}
 	if !saysReplayed(probeAnswer{status: resp.status, header: resp.header, body: resp.body}) {
 		return Lookup{}, nil
