@@ -34,7 +34,7 @@ var layers = []struct {
 		"migrations", "internal/postgres", "internal/sqlfile",
 	}},
 	{"rules and support: pure Go that imports nothing of the module's", []string{
-		"statemachine", "internal/cliflag", "internal/recovered", "internal/earlystop", "internal/drift",
+		"statemachine", "internal/cliflag", "internal/recovered", "internal/earlystop", "internal/earlystop/first", "internal/drift",
 		"deploy", "examples/node-receiver", // tests only: the manifests, the npm package
 	}},
 }

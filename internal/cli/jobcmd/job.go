@@ -39,7 +39,9 @@ A goodbye that failed for good or was cancelled moves its user back to
 active instead (goodbye_undelivered): they are never timed out on a goodbye
 they did not get. Opted-out users are never messaged; their timers complete
 silently. Re-running is always safe: a second run of the same day changes
-nothing. Re-run a missed day with --as-of.`)
+nothing. Re-run a missed day with --as-of. SIGTERM or SIGINT stops the run:
+the batches in hand finish, the summary says "stopped", the run is
+recorded stopped and the exit code is 0; the next run does the rest.`)
 }
 
 // NewWeeklyCommand builds the engagement-weekly command.
@@ -51,7 +53,9 @@ params {"count":"<transactions in the 7 days>"}) for every user in state
 active or help_flow with a transaction or bot activity in the 7 days up to
 the as-of instant. One review per user per ISO week: re-running the same
 week queues nothing and counts the reviews already queued as duplicates.
-States are not changed; opted-out users are never touched.`)
+States are not changed; opted-out users are never touched. SIGTERM or
+SIGINT stops the run as it stops engagement-daily: the batches in hand
+finish, the summary says "stopped", exit 0; the next run does the rest.`)
 }
 
 func newJobCommand(name string, job jobFunc, short, long string) *cobra.Command {
