@@ -33,6 +33,7 @@ type Request struct {
 // Body is the part of the webhook body the tests look at.
 type Body struct {
 	ID             string `json:"id"`
+	MessageType    string `json:"message_type"` // "probe" for a probe or a lookup (sender/transport.ProbeType)
 	IdempotencyKey string `json:"idempotency_key"`
 	Attempt        int    `json:"attempt"`
 	DestinationJID string `json:"destination_jid"`
