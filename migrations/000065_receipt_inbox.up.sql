@@ -175,6 +175,59 @@ CREATE TRIGGER engagement_receipt_inbox_apply_insert
     WHEN (NEW.provider_message_id IS NOT NULL)
     EXECUTE FUNCTION engagement_receipt_inbox_apply();
 
+-- Opting out cancels the user's pending messages, but for one in doubt.
+-- engagement_consent sets the user's consent: opted out (p_opt_out) or in,
+-- from p_source (required), as of p_at (NULL: now), by p_actor (an
+-- operator; NULL: none). It returns whether it changed anything: false for
+-- a user already so, recording nothing. Opting out cancels the user's
+-- pending messages (cancel_reason 'opted_out') in the same statement; a
+-- message already claimed is checked again just before its send, and one
+-- whose send had started when the opt-out committed may still go. A
+-- pending message in doubt (its request may have reached the receiver
+-- before a crash, migration 65) is not cancelled here: the claim finds it
+-- unwanted and asks the receiver first, so that a message the user may
+-- have got is never recorded as never sent.
+--   EN003  no such user (no user_profiles row: the flag lives there)
+--   EN005  p_at is infinite, before 2000, or more than 5 minutes ahead of
+--          the database clock
+--   EN008  p_source is empty or longer than 200 characters
+CREATE OR REPLACE FUNCTION engagement_consent(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamptz, p_actor text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+AS $$
+DECLARE
+    at  timestamptz := coalesce(p_at, now());
+    cur boolean;
+BEGIN
+    IF p_source IS NULL OR btrim(p_source) = '' OR length(p_source) > 200 OR length(p_actor) > 200 THEN
+        RAISE EXCEPTION 'engagement consent: a source (1 to 200 characters) is required'
+            USING ERRCODE = 'EN008';
+    END IF;
+    IF NOT isfinite(at) OR at < timestamptz '2000-01-01 00:00:00+00' OR at > now() + interval '5 minutes' THEN
+        RAISE EXCEPTION 'engagement consent: instant % is out of range (2000-01-01 to 5 minutes past the database clock, %)', at, now()
+            USING ERRCODE = 'EN005';
+    END IF;
+    SELECT p.reengagement_opt_out INTO cur FROM user_profiles p WHERE p.user_id = p_user_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'engagement consent: no such user %', p_user_id USING ERRCODE = 'EN003';
+    END IF;
+    IF cur IS NOT DISTINCT FROM p_opt_out THEN
+        RETURN false;
+    END IF;
+    UPDATE user_profiles SET reengagement_opt_out = p_opt_out WHERE user_id = p_user_id;
+    INSERT INTO engagement_consent_events (user_id, opted_out, source, actor, at)
+    VALUES (p_user_id, p_opt_out, btrim(p_source), nullif(btrim(p_actor), ''), at);
+    IF p_opt_out THEN
+        UPDATE engagement_message_queue
+           SET status = 'cancelled', cancel_reason = 'opted_out'
+         WHERE user_id = p_user_id AND status = 'pending' AND NOT coalesce(in_doubt, false);
+    END IF;
+    RETURN true;
+END
+$$;
+
+
 ALTER TABLE engagement_receipt_inbox ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engagement_receipt_gate ENABLE ROW LEVEL SECURITY;
 DO $$
@@ -183,6 +236,7 @@ DECLARE
                    FROM pg_roles WHERE rolname IN ('anon', 'authenticated'));
 BEGIN
     EXECUTE format('ALTER FUNCTION engagement_receipt(text, text, timestamptz, text) SET search_path = %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION engagement_consent(uuid, boolean, text, timestamptz, text) SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION engagement_receipt_inbox_apply() SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION engagement_receipt_gate_pass(text) SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('REVOKE ALL ON FUNCTION engagement_receipt_inbox_apply() FROM PUBLIC%s', coalesce(', ' || api, ''));
