@@ -44,6 +44,22 @@ func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) 
 	if !ok {
 		return p.doubtUnresolved(m, reason, fmt.Errorf("%s cannot be asked", p.cfg.Transport.Name())), nil
 	}
+	var marks []lookupStartRow
+	err := retryConflicts(func(ctx context.Context) error {
+		return p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			var err error
+			marks, err = lookupStartQuery.All(ctx, conn, lookupStartArgs{ID: m.ID, Holder: p.holder, Transport: p.cfg.Transport.Name()})
+			return err
+		})
+	})
+	if err != nil {
+		return p.notStarted(ctx, m, fmt.Errorf("note a lookup: %w", err))
+	}
+	if len(marks) == 0 {
+		p.tally.claimsLost.Add(1)
+		log.Warn().Msg("claim lost before a message in doubt was looked up; left to its new holder")
+		return nil, nil
+	}
 	start := time.Now()
 	answer, err := looker.Lookup(ctx, m.Delivery)
 	var terr *transport.Error
@@ -58,6 +74,11 @@ func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) 
 		return p.attempted(log, m, transport.Result{}, err, time.Since(start))
 	case err != nil:
 		return p.doubtUnresolved(m, reason, err), nil
+	case answer.Had && answer.ProviderMessageID == "" && marks[0].Earlier:
+		// A repeat with no id, after an earlier lookup whose answer was
+		// lost: that lookup's own trace, or a send the receiver keeps no
+		// id of. Nobody can say which.
+		return p.doubtUnresolved(m, reason, errors.New("the receiver had its key, with no message id, after an earlier lookup")), nil
 	case answer.Had:
 		p.tally.processed.Add(1)
 		p.tally.sent.Add(1)

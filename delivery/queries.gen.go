@@ -471,6 +471,34 @@ func (r *holdRow) Dest() []any {
 // holdQuery is queries/hold.sql.
 var holdQuery = sqlfile.Load[holdArgs, holdRow, *holdRow](statementFiles, "hold", "holder", "claim_timeout")
 
+// lookupStartArgs are the parameters of queries/lookup_start.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type lookupStartArgs struct {
+	ID        string // @id
+	Holder    string // @holder
+	Transport string // @transport
+}
+
+// Args returns the parameters in the statement's order.
+func (a lookupStartArgs) Args() []any {
+	return []any{a.ID, a.Holder, a.Transport}
+}
+
+// lookupStartRow is a row of queries/lookup_start.sql.
+type lookupStartRow struct {
+	Earlier bool // earlier
+}
+
+// Dest returns the fields in the columns' order.
+func (r *lookupStartRow) Dest() []any {
+	return []any{&r.Earlier}
+}
+
+// lookupStartQuery is queries/lookup_start.sql.
+var lookupStartQuery = sqlfile.Load[lookupStartArgs, lookupStartRow, *lookupStartRow](statementFiles, "lookup_start", "id", "holder", "transport")
+
 // nextDueArgs are the parameters of queries/next_due.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

@@ -31,6 +31,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		unholdQuery.Bind(unholdArgs{Holder: "h"}),
 		releaseQuery.Bind(releaseArgs{IDs: []string{id}, Holder: "h"}),
 		cancelDoubtedQuery.Bind(cancelDoubtedArgs{ID: id, Reason: "stale", Holder: "h"}),
+		lookupStartQuery.Bind(lookupStartArgs{ID: id, Holder: "h", Transport: "webhook"}),
 		recoverQuery.Bind(recoverArgs{Own: "h", Transport: "webhook", Deduplicates: true, Unknown: "x"}),
 		ownClaimsQuery.Bind(ownClaimsArgs{Holder: "h"}),
 		paceQuery.Bind(paceArgs{Transport: "webhook", Interval: time.Second, Jitter: time.Second}),

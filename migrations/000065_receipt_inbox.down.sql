@@ -121,6 +121,7 @@ END
 $$;
 
 
+ALTER TABLE engagement_processed_messages DROP COLUMN IF EXISTS looked_up_at;
 DROP FUNCTION IF EXISTS engagement_receipt_gate_pass(text);
 DROP TABLE IF EXISTS engagement_receipt_gate;
 DROP TABLE IF EXISTS engagement_receipt_inbox;

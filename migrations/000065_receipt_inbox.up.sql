@@ -175,6 +175,14 @@ CREATE TRIGGER engagement_receipt_inbox_apply_insert
     WHEN (NEW.provider_message_id IS NOT NULL)
     EXECUTE FUNCTION engagement_receipt_inbox_apply();
 
+-- A message in doubt after a crash (its request may have reached the
+-- webhook's receiver) that is no longer wanted is looked up before it is
+-- cancelled: a probe under its own key, which the receiver never sends and
+-- which spends the key there. looked_up_at, in the send ledger, says a
+-- lookup was made, before its request: a later lookup answered "a repeat"
+-- may then be that lookup's own trace rather than a send.
+ALTER TABLE engagement_processed_messages ADD COLUMN looked_up_at timestamptz;
+
 -- Opting out cancels the user's pending messages, but for one in doubt.
 -- engagement_consent sets the user's consent: opted out (p_opt_out) or in,
 -- from p_source (required), as of p_at (NULL: now), by p_actor (an

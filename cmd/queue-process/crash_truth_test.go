@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -35,7 +37,13 @@ type dedupBot struct {
 	reached     chan struct{} // closed when answerFirst sends were answered
 	release     chan struct{} // closed by answerAll
 	open        bool          // answerAll was called
-	server      *httptest.Server
+	down        int           // when set, every request is answered this status (an outage)
+	// acks, when set, is the bot's database: each send's delivery ack is
+	// forwarded (engagement_receipt) before the bot answers, as Baileys'
+	// come, and forwarded again later while the database does not answer.
+	acks    *pgxpool.Pool
+	unacked []string
+	server  *httptest.Server
 }
 
 func newDedupBot(t *testing.T, answerFirst int) *dedupBot {
@@ -55,6 +63,11 @@ func (b *dedupBot) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	probe := r.Header.Get(transport.ProbeHeader) == "1"
 	b.mu.Lock()
+	if b.down != 0 {
+		b.mu.Unlock()
+		w.WriteHeader(b.down)
+		return
+	}
 	if b.spent[key] {
 		id := ""
 		if b.sent[key] > 0 {
@@ -87,7 +100,40 @@ func (b *dedupBot) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if b.acks != nil {
+		b.ack("wa." + key)
+	}
 	_, _ = w.Write([]byte(`{"message_id":"wa.` + key + `"}`))
+}
+
+// ack forwards id's delivery ack, or keeps it to forward again.
+func (b *dedupBot) ack(id string) {
+	if _, _, err := activity.Receipt(context.Background(), b.acks, id, activity.ReceiptDelivered, activity.ReceiptOptions{}); err != nil {
+		b.mu.Lock()
+		b.unacked = append(b.unacked, id)
+		b.mu.Unlock()
+	}
+}
+
+// reack forwards the acks the database did not take, once each, and
+// reports how many it still holds.
+func (b *dedupBot) reack() int {
+	b.mu.Lock()
+	ids := b.unacked
+	b.unacked = nil
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.ack(id)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.unacked)
+}
+
+func (b *dedupBot) setDown(status int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.down = status
 }
 
 // answerAll ends the hold: the held requests end unanswered (their
@@ -99,6 +145,27 @@ func (b *dedupBot) answerAll() {
 		b.open = true
 		close(b.release)
 	}
+}
+
+// goodbyesDue makes n users in goodbye_sent since now, each with their
+// goodbye due, a second apart, and returns the users.
+func goodbyesDue(t *testing.T, pool *pgxpool.Pool, now time.Time, n int) []string {
+	t.Helper()
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour),
+			GoodbyeSentAt: fixture.Ptr(now), GoodbyeExpiresAt: fixture.Ptr(now.Add(48 * time.Hour))})
+	}
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
+		       scheduled_for, idempotency_key, period_start)
+		SELECT u.id, 'goodbye', 'engagement.goodbye.self_select', 'individual', p.whatsapp_jid,
+		       now() - (c.n - u.i) * interval '1 second', u.id::text || ':goodbye_sent:' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+		       date_trunc('day', now(), 'UTC')
+		  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, i)
+		  CROSS JOIN (SELECT cardinality($1::uuid[]) AS n) c
+		  JOIN user_profiles p ON p.user_id = u.id`, users)
+	return users
 }
 
 // sentKeys is every key the bot sent to WhatsApp, and fails the test for
@@ -132,17 +199,7 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 	ctx := context.Background()
 	now := fixture.Now(t, pool)
 	const users, limit = 90, 60
-	for i := range users {
-		user := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour),
-			GoodbyeSentAt: fixture.Ptr(now), GoodbyeExpiresAt: fixture.Ptr(now.Add(48 * time.Hour))})
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-			       scheduled_for, idempotency_key, period_start)
-			SELECT $1::uuid, 'goodbye', 'engagement.goodbye.self_select', 'individual', p.whatsapp_jid,
-			       now() - $2 * interval '1 second', $1::text || ':goodbye_sent:' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
-			       date_trunc('day', now(), 'UTC')
-			  FROM user_profiles p WHERE p.user_id = $1::uuid`, user, users-i)
-	}
+	goodbyesDue(t, pool, now, users)
 	bot := newDedupBot(t, 30)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_DAILY_LIMIT="+strconv.Itoa(limit))
 	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "5ms",

@@ -82,7 +82,7 @@ BEGIN
     IF p_opt_out THEN
         UPDATE engagement_message_queue
            SET status = 'cancelled', cancel_reason = 'opted_out'
-         WHERE user_id = p_user_id AND status = 'pending';
+         WHERE user_id = p_user_id AND status = 'pending' AND NOT coalesce(in_doubt, false);
     END IF;
     RETURN true;
 END
@@ -713,6 +713,7 @@ CREATE TABLE public.engagement_processed_messages (
     last_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
     provider_message_id text,
     error text,
+    looked_up_at timestamp with time zone,
     CONSTRAINT engagement_processed_messages_status_check CHECK ((status = ANY (ARRAY['processing'::text, 'sent'::text, 'failed'::text])))
 );
 
