@@ -3,14 +3,17 @@ package console_test
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -81,4 +84,41 @@ func TestUserPageExplainsTheGoodbyeBackoff(t *testing.T) {
 	if u.State == nil || u.State.GoodbyeBackoff != nil {
 		t.Errorf("a user with no failed goodbye: backoff %+v, want none", u.State)
 	}
+}
+
+// The same user page in Chromium: the 131049 user's card and sentence as a
+// person sees them (docs/console/user-backoff.png).
+func TestGoodbyeBackoffInTheBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := binaryPool(t)
+	srv, _ := serveLogged(t, pool)
+	queuedAt := time.Now().UTC().Truncate(time.Second).Add(-10 * 24 * time.Hour)
+	limited := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * 24 * time.Hour)})
+	for _, at := range []time.Time{queuedAt, queuedAt.Add(24 * time.Hour)} {
+		if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: at, Logger: zerolog.Nop()}); err != nil {
+			t.Fatal(err)
+		}
+		if at.Equal(queuedAt) {
+			fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || user_id
+				WHERE message_type = 'goodbye'`, queuedAt.Add(time.Minute))
+			if _, _, err := activity.Receipt(ctx, pool, "wamid."+limited, activity.ReceiptFailed,
+				activity.ReceiptOptions{At: queuedAt.Add(2 * time.Minute), ErrorCode: "131049"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bctx := browse(t, operator, operatorPassword)
+	browsertest.Run(t, bctx, chromedp.Navigate(srv.URL+"/users?id="+limited), chromedp.WaitVisible("#goodbye-backoff"))
+	text, err := chromedp.Run(bctx, chromedp.Text("main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"WhatsApp error 131049", queuedAt.Add(2 * 24 * time.Hour).Format("2006-01-02 15:04"), "Timeline"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the user page in the browser does not show %q", want)
+		}
+	}
+	browsertest.Screenshot(t, bctx, filepath.Join(screenshotDir(t), "user-backoff.png"))
+	browsertest.RequireNoErrors(t, bctx)
 }
