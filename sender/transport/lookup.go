@@ -74,7 +74,7 @@ func (w *Webhook) Lookup(ctx context.Context, d Delivery) (Lookup, error) {
 		e.Err = fmt.Errorf("%w: %w", ErrLookupUnanswered, e.Err)
 		return Lookup{}, e
 	}
-	if !saysReplayed(probeAnswer{status: resp.status, header: resp.header, body: resp.body}) {
+	if !saysReplayed(probeAnswer(resp)) {
 		return Lookup{}, nil
 	}
 	return Lookup{Had: true, ProviderMessageID: webhookMessageID(resp.body)}, nil
