@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/activity"
@@ -28,29 +29,13 @@ import (
 // nothing of it.
 func TestUserPageExplainsTheGoodbyeBackoff(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := binaryPool(t)
 	srv, _ := serveLogged(t, pool)
 	queuedAt := time.Now().UTC().Truncate(time.Second).Add(-10 * 24 * time.Hour)
 	limited := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * 24 * time.Hour)})
 	undeliverable := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * 24 * time.Hour)})
 	quiet := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-time.Hour)})
-	run := func(at time.Time) {
-		t.Helper()
-		if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: at, Logger: zerolog.Nop()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(queuedAt)
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || user_id
-		WHERE message_type = 'goodbye'`, queuedAt.Add(time.Minute))
-	for user, code := range map[string]string{limited: "131049", undeliverable: "131026"} {
-		if _, _, err := activity.Receipt(ctx, pool, "wamid."+user, activity.ReceiptFailed,
-			activity.ReceiptOptions{At: queuedAt.Add(2 * time.Minute), ErrorCode: code}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(queuedAt.Add(24 * time.Hour))
+	failGoodbyes(t, pool, queuedAt, map[string]string{limited: "131049", undeliverable: "131026"})
 
 	for _, tc := range []struct {
 		user, code string
@@ -86,31 +71,43 @@ func TestUserPageExplainsTheGoodbyeBackoff(t *testing.T) {
 	}
 }
 
+// failGoodbyes runs the real daily job at queuedAt, has every goodbye
+// it queued accepted and then fail through engagement_receipt with its
+// user's code in codes, and runs the job the next day: the users are back
+// to active, their next goodbye waiting by the code.
+func failGoodbyes(t *testing.T, pool *pgxpool.Pool, queuedAt time.Time, codes map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	run := func(at time.Time) {
+		t.Helper()
+		if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: at, Logger: zerolog.Nop()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(queuedAt)
+	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || user_id
+		WHERE message_type = 'goodbye'`, queuedAt.Add(time.Minute))
+	for user, code := range codes {
+		if _, _, err := activity.Receipt(ctx, pool, "wamid."+user, activity.ReceiptFailed,
+			activity.ReceiptOptions{At: queuedAt.Add(2 * time.Minute), ErrorCode: code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(queuedAt.Add(24 * time.Hour))
+}
+
 // The same user page in Chromium: the 131049 user's card and sentence as a
 // person sees them (docs/console/user-backoff.png).
 func TestGoodbyeBackoffInTheBrowser(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := binaryPool(t)
 	srv, _ := serveLogged(t, pool)
 	queuedAt := time.Now().UTC().Truncate(time.Second).Add(-10 * 24 * time.Hour)
 	limited := fixture.User(t, pool, fixture.UserOptions{LastActivity: queuedAt.Add(-20 * 24 * time.Hour)})
-	for _, at := range []time.Time{queuedAt, queuedAt.Add(24 * time.Hour)} {
-		if _, err := scheduler.RunDaily(ctx, pool, scheduler.Config{AsOf: at, Logger: zerolog.Nop()}); err != nil {
-			t.Fatal(err)
-		}
-		if at.Equal(queuedAt) {
-			fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || user_id
-				WHERE message_type = 'goodbye'`, queuedAt.Add(time.Minute))
-			if _, _, err := activity.Receipt(ctx, pool, "wamid."+limited, activity.ReceiptFailed,
-				activity.ReceiptOptions{At: queuedAt.Add(2 * time.Minute), ErrorCode: "131049"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	bctx := browse(t, operator, operatorPassword)
-	browsertest.Run(t, bctx, chromedp.Navigate(srv.URL+"/users?id="+limited), chromedp.WaitVisible("#goodbye-backoff"))
-	text, err := chromedp.Run(bctx, chromedp.Text("main"))
+	failGoodbyes(t, pool, queuedAt, map[string]string{limited: "131049"})
+	ctx := browse(t, operator, operatorPassword)
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/users?id="+limited), chromedp.WaitVisible("#goodbye-backoff"))
+	text, err := chromedp.Run(ctx, chromedp.Text("main"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +116,6 @@ func TestGoodbyeBackoffInTheBrowser(t *testing.T) {
 			t.Errorf("the user page in the browser does not show %q", want)
 		}
 	}
-	browsertest.Screenshot(t, bctx, filepath.Join(screenshotDir(t), "user-backoff.png"))
-	browsertest.RequireNoErrors(t, bctx)
+	browsertest.Screenshot(t, ctx, filepath.Join(screenshotDir(t), "user-backoff.png"))
+	browsertest.RequireNoErrors(t, ctx)
 }
