@@ -359,7 +359,16 @@ func (p *Processor) release(ms []claimed) error {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
 	p.tally.released.Add(int64(len(ms)))
-	p.refund(ids, ms)
+	// A message in doubt keeps the slot of the claim that may have sent it
+	// (recover.sql): handed back unsent now, it still may have gone then.
+	var back []claimed
+	var backIDs []string
+	for _, m := range ms {
+		if !m.inDoubt {
+			back, backIDs = append(back, m), append(backIDs, m.ID)
+		}
+	}
+	p.refund(backIDs, back)
 	return nil
 }
 

@@ -190,7 +190,9 @@ type ProcessSummary struct {
 	ClaimsLost int `json:"claims_lost"`
 	// Cancelled counts messages found no longer wanted when claimed or
 	// just before their send (claim.sql, recheck.sql), by reason in
-	// CancelReasons: sm.CancelReasons but operator (an operator cancels with engagementctl, not a run).
+	// CancelReasons: sm.CancelReasons (operator only for a message in doubt
+	// an operator cancelled, which the run cancelled once the receiver said
+	// it never had it).
 	Cancelled     int            `json:"cancelled"`
 	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
 	// Deferred counts messages left pending past when they were due, by

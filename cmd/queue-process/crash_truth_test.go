@@ -3,8 +3,10 @@ package main_test
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -216,7 +219,7 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 		t.Fatalf("the bot never answered 30 requests: %s", stderr)
 	}
 	// Let the workers put a few more requests out, then kill.
-	fixture.PollFor(10*time.Second, func() (int, bool) { n := len(bot.sentKeys(t)); return n, n >= 34 })
+	fixture.PollFor(10*time.Second, func() (int, bool) { n := len(bot.sentKeys(t)); return n, n >= 36 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,30 +227,73 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 	bot.answerAll()
 	first := bot.sentKeys(t)
 
-	// Every user who got one answers it: writes back, or says stop (the
-	// opt-out, which cancels a user's pending messages, must leave one in
-	// doubt to the receiver's word too).
-	i := 0
-	for key := range first {
+	// The dead process's lease runs out, and the next run meets a bot that
+	// is down: it settles the dead claims, and stops on the outage with
+	// them back in the queue, in doubt.
+	fixture.ExpireClaims(t, pool)
+	down := append(slices.Clone(args[:len(args)-2]), "--output", "json")
+	down[3] = "http://127.0.0.1:1" // --webhook-url: nothing listens
+	if sum := queueSummary(t, cmdtest.Run(t, bin, env, down...)); sum.Stopped != "outage" {
+		t.Fatalf("the run against a bot that is down: %+v, want stopped on the outage", sum)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND in_doubt`); n == 0 {
+		t.Fatal("no message is in doubt after the crash")
+	}
+
+	// Every user who got one answers it. Those whose goodbye is in doubt
+	// take the three doors in turn: one writes back, one says stop, and an
+	// operator cancels the next one's (the opt-out and engagementctl
+	// cancel, which cancel pending messages, must leave one in doubt to
+	// the receiver's word too).
+	doubted := map[string]bool{}
+	rows, err := pool.Query(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE status = 'pending' AND in_doubt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			t.Fatal(err)
+		}
+		doubted[key] = true
+	}
+	rows.Close()
+	var doors [3]int
+	k := 0
+	for _, key := range slices.Sorted(maps.Keys(first)) {
 		user, _, _ := strings.Cut(key, ":")
+		door := 0
+		if doubted[key] {
+			k++
+			door = k % 3
+		}
+		doors[door]++
 		var err error
-		if i++; i%2 == 0 {
-			_, err = activity.OptOut(ctx, pool, user, activity.SourceKeyword, activity.ConsentOptions{})
-		} else {
+		switch door {
+		case 0:
 			_, err = activity.Fire(ctx, pool, user, sm.UserMessage, activity.FireOptions{})
+		case 1:
+			_, err = activity.OptOut(ctx, pool, user, activity.SourceKeyword, activity.ConsentOptions{})
+		case 2:
+			if res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "cancel", "--key", key); res.Code != 0 {
+				t.Fatalf("engagementctl cancel: exit %d: %s", res.Code, res.Stderr)
+			}
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	fixture.ExpireClaims(t, pool) // the dead process's lease runs out
+	t.Logf("%d goodbyes sent before the crash, %d messages in doubt after it, doors %v; statuses %v", len(first), len(doubted), doors, statusCounts(t, pool))
+	if doors[1] == 0 || doors[2] == 0 {
+		t.Fatalf("the doors taken by goodbyes in doubt the bot sent: %v; want each", doors)
+	}
 	queueSummary(t, cmdtest.Run(t, bin, env, args...))
 
 	sent := bot.sentKeys(t)
 	if len(sent) > limit {
 		t.Errorf("%d users got a goodbye under a daily limit of %d (%d before the crash)", len(sent), limit, len(first))
 	}
-	rows, err := pool.Query(ctx, `SELECT idempotency_key, status, coalesce(cancel_reason, ''), coalesce(provider_message_id, '')
+	rows, err = pool.Query(ctx, `SELECT idempotency_key, status, coalesce(cancel_reason, ''), coalesce(provider_message_id, '')
 		FROM engagement_message_queue WHERE message_type = 'goodbye'`)
 	if err != nil {
 		t.Fatal(err)

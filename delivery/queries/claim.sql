@@ -20,6 +20,9 @@
 --   with current_goodbye_only, a message whose period_start is another
 --     UTC day than the user's goodbye_sent_at (one queued without a
 --     period_start is checked on the state alone)               → 'stale'
+-- A message in doubt that an operator cancelled (engagementctl cancel, the
+-- console: ops_cancel.sql leaves it pending with cancel_reason 'operator')
+-- is no longer wanted                                        → 'operator'
 -- A message still wanted but due inside the quiet hours (@quiet_start to
 -- @quiet_end, NULL when off, may wrap midnight) in the user's time zone
 -- (user_profiles.timezone as PostgreSQL reads it, engagement_zone(), else
@@ -120,6 +123,7 @@ WITH RECURSIVE plain AS (
            q.user_id, q.replay_until, q.message_key,
            q.deferred_reason IS NOT DISTINCT FROM 'budget' AS waited,
            coalesce(q.in_doubt, false) AS in_doubt,
+           q.cancel_reason IS NOT DISTINCT FROM 'operator' AS operator_cancelled,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, k.confirms_opt_out, s.state,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
@@ -140,7 +144,8 @@ WITH RECURSIVE plain AS (
      WHERE q.id = ANY (ARRAY(SELECT id FROM picked))
 ), checked AS (
     SELECT d.id, d.locale, d.waited, d.in_doubt,
-           CASE WHEN d.kind IS NULL THEN NULL
+           CASE WHEN d.in_doubt AND d.operator_cancelled THEN 'operator'
+                WHEN d.kind IS NULL THEN NULL
                 WHEN d.no_user THEN 'no_user'
                 WHEN d.reengagement_opt_out AND NOT d.confirms_opt_out THEN 'opted_out'
                 WHEN d.confirms_opt_out AND NOT d.reengagement_opt_out THEN 'stale'

@@ -25,8 +25,12 @@ WITH matched AS (
             OR @message_type::text IS NOT NULL
             OR @idempotency_key::text IS NOT NULL)
 ), cancelled AS (
+    -- A message in doubt (its request may have reached the receiver before
+    -- a crash) stays pending with the operator's reason: the next claim
+    -- asks the receiver first, records it sent if it had it, and cancels
+    -- it otherwise; it is never sent again either way (claim.sql).
     UPDATE engagement_message_queue q
-       SET status = 'cancelled',
+       SET status = CASE WHEN coalesce(q.in_doubt, false) THEN 'pending' ELSE 'cancelled' END,
            cancel_reason = 'operator'
       FROM matched m
      WHERE q.id = m.id
