@@ -36,7 +36,7 @@ WITH claimed AS (
 SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_type, ''), coalesce(c.message_key, ''),
        c.message_params::text, coalesce(nullif(btrim(p.locale), ''), @default_locale), coalesce(c.destination, ''),
        coalesce(c.destination_jid, ''), coalesce(c.idempotency_key, c.id::text), c.retry_count, c.scheduled_for,
-       NULL::bigint, NULL::integer, false
+       NULL::bigint, NULL::integer, false, '', false
   FROM claimed c
   LEFT JOIN user_profiles p ON p.user_id = c.user_id
  WHERE @timezone::text IS NOT NULL OR @quiet_start::interval IS NULL OR @quiet_end::interval IS NULL
