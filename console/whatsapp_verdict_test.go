@@ -122,7 +122,10 @@ func TestWhatsAppWebhookRecordsMetasVerdict(t *testing.T) {
 		{"only the retired current_limit", metafake.Account("phone_number_quality_update", now.Add(-4*time.Minute), `{"event":"UPGRADE","current_limit":"TIER_100K"}`), "TIER_100K false webhook / DISABLED"},
 		{"REINSTATED", metafake.TemplateStatus("goodbye_v1", "REINSTATED", now.Add(-3*time.Minute)), "TIER_100K false webhook / REINSTATED"},
 		{"a time in the future counts as now", metafake.TemplateStatus("goodbye_v1", "PAUSED", now.Add(24*time.Hour)), "TIER_100K false webhook / PAUSED"},
-		{"APPROVED (unpaused)", metafake.TemplateStatus("goodbye_v1", "APPROVED", now.Add(time.Second)), "TIER_100K false webhook / APPROVED"},
+		// In the future too, so it counts as the later now: now+1s (the
+		// test's clock) was older than the step above's now whenever the
+		// steps took more than a second, as under the race detector.
+		{"APPROVED (unpaused)", metafake.TemplateStatus("goodbye_v1", "APPROVED", now.Add(48*time.Hour)), "TIER_100K false webhook / APPROVED"},
 	}
 	for _, s := range steps {
 		bodies := [][]byte{s.body}
