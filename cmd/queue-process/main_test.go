@@ -283,6 +283,10 @@ func TestTwoProcessesKeepThePaceTogether(t *testing.T) {
 	fixture.CheckPace(t, times, 500*time.Millisecond) // two processes together keep the default pace
 }
 
+// --max-duration stops claiming: some sent, the rest pending, none left
+// claimed. Two seconds apart over five, so that the first send comes
+// within the run however slowly it starts (200 ms over 700 ms sent
+// nothing under the race detector beside two CPU burners).
 func TestMaxDurationStopsClaiming(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
@@ -290,7 +294,7 @@ func TestMaxDurationStopsClaiming(t *testing.T) {
 	queueMessages(t, pool, 20)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
 
-	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "200ms", "--max-duration", "700ms")
+	res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "2s", "--max-duration", "5s")
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
