@@ -33,8 +33,8 @@ import (
 // receiver, so the lost request cannot go out later); the receiver cannot
 // say, or the transport cannot be asked → failed, outcome unknown, in
 // doubt still, never sent again; the receiver is down or busy → asked
-// again later, as a failed send is retried. Nothing is sent to the user whatever the
-// answer.
+// again later, as a failed send is retried. Nothing is sent to the user,
+// whatever the answer.
 func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) (*outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: back in the queue, in doubt still
