@@ -74,6 +74,9 @@ type APIError struct {
 	// Field is the body's field (or the Idempotency-Key header) at fault,
 	// when one is.
 	Field string `json:"field,omitempty"`
+	// Reason is why a message was refused (409): erased, opted_out,
+	// holdout or confirmation_without_opt_out (docs/consent.md).
+	Reason string `json:"reason,omitempty"`
 }
 
 // enqueueBody is POST /api/messages' body: engagementctl enqueue's fields
@@ -161,7 +164,11 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 
 	out, err := s.enqueueAudited(r.Context(), u, m, reason)
+	var refused *sender.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		writeJSON(w, http.StatusConflict, APIError{Error: refused.Error(), Code: http.StatusConflict, Reason: refused.Reason})
+		return
 	case errors.Is(err, sender.ErrNoDestination):
 		s.apiFail(w, http.StatusBadRequest, "jid", "jid: "+err.Error())
 		return

@@ -15,10 +15,15 @@ var sendRules = func() string {
 		// Capped: the per-user cap counts and holds it (the marketing
 		// kinds; claim.sql).
 		Capped bool `json:"capped"`
+		// Category and Holdout feed engagement_refusal (migration 69):
+		// the rule every door applies.
+		Category sm.Category `json:"category"`
+		Holdout  bool        `json:"holdout"`
 	}
 	rules := map[sm.Message]rule{}
 	for _, k := range sm.Kinds() {
-		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly, k.ConfirmsOptOut, k.Category == sm.CategoryMarketing}
+		rules[k.Message] = rule{k.SendWhile, k.CurrentGoodbyeOnly, k.ConfirmsOptOut, k.Category == sm.CategoryMarketing,
+			k.Category, k.Holdout}
 	}
 	b, err := json.Marshal(rules)
 	if err != nil {

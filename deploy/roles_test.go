@@ -72,6 +72,10 @@ var wantPrivileges = map[string][]string{
 	"engagement_number_health":   {"SELECT", "INSERT", "UPDATE"},
 	"engagement_template_status": {"SELECT", "INSERT", "UPDATE"},
 	"engagement_queue_settings":  {"SELECT", "INSERT", "UPDATE"},
+	// Every door (migration 69): engagementctl categories declares the
+	// category of a message type; erase records who was erased.
+	"engagement_message_types": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"engagement_erasures":      {"SELECT", "INSERT", "UPDATE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

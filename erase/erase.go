@@ -90,7 +90,9 @@ func Erase(ctx context.Context, db DB, userID string) (Report, error) {
 // one): opts them out (activity.OptOut, source o.Source, when they have a
 // profile and had not), which cancels their pending messages, then scrubs
 // their WhatsApp ids and message contents from the scheduler's tables
-// (queries/erase_scrub.sql). A second erase of the same user changes
+// (queries/erase_scrub.sql), and records the erasure (engagement_erasures),
+// which shuts every door to them: nothing of any type is queued, claimed
+// or sent to them until they opt back in (docs/consent.md). A second erase of the same user changes
 // nothing more and succeeds. Errors: ErrBadUserID, ErrUnknownUser (nothing
 // changed), or the database's; on any error nothing is changed. Errors
 // never hold a JID or a message's text.
@@ -121,6 +123,9 @@ func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, er
 		if err != nil {
 			return Report{}, fmt.Errorf("erase: %w", err)
 		}
+	}
+	if _, err := eraseRecordQuery.Exec(ctx, tx, eraseRecordArgs{UserID: rep.UserID}); err != nil {
+		return Report{}, fmt.Errorf("erase: record the erasure: %w", err)
 	}
 	scrubbed, err := eraseScrubQuery.One(ctx, tx, eraseScrubArgs{UserID: rep.UserID})
 	if err != nil {

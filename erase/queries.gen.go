@@ -41,6 +41,22 @@ func (r *eraseFindRow) Dest() []any {
 // eraseFindQuery is queries/erase_find.sql.
 var eraseFindQuery = sqlfile.Load[eraseFindArgs, eraseFindRow, *eraseFindRow](statementFiles, "erase_find", "user_id")
 
+// eraseRecordArgs are the parameters of queries/erase_record.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type eraseRecordArgs struct {
+	UserID string // @user_id
+}
+
+// Args returns the parameters in the statement's order.
+func (a eraseRecordArgs) Args() []any {
+	return []any{a.UserID}
+}
+
+// eraseRecordQuery is queries/erase_record.sql.
+var eraseRecordQuery = sqlfile.Load[eraseRecordArgs, sqlfile.None, *sqlfile.None](statementFiles, "erase_record", "user_id")
+
 // eraseScrubArgs are the parameters of queries/erase_scrub.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

@@ -19,21 +19,23 @@ var statementFiles embed.FS
 //
 //exhaustruct:enforce
 type enqueueArgs struct {
-	UserID         string     // @user_id
+	Category       string     // @category
 	Type           string     // @type
+	UserID         string     // @user_id
+	Holdout        bool       // @holdout
+	IdempotencyKey string     // @idempotency_key
 	Key            string     // @key
 	Params         *string    // @params
 	Destination    string     // @destination
 	JID            string     // @jid
 	ScheduledFor   *time.Time // @scheduled_for
-	IdempotencyKey string     // @idempotency_key
 	PeriodStart    *time.Time // @period_start
 	ReplayUntil    *time.Time // @replay_until
 }
 
 // Args returns the parameters in the statement's order.
 func (a enqueueArgs) Args() []any {
-	return []any{a.UserID, a.Type, a.Key, a.Params, a.Destination, a.JID, a.ScheduledFor, a.IdempotencyKey, a.PeriodStart, a.ReplayUntil}
+	return []any{a.Category, a.Type, a.UserID, a.Holdout, a.IdempotencyKey, a.Key, a.Params, a.Destination, a.JID, a.ScheduledFor, a.PeriodStart, a.ReplayUntil}
 }
 
 // enqueueRow is a row of queries/enqueue.sql.
@@ -45,12 +47,13 @@ type enqueueRow struct {
 	MessageParams  []byte // message_params
 	Destination    string // destination
 	DestinationJID string // destination_jid
+	Refusal        string // refusal
 }
 
 // Dest returns the fields in the columns' order.
 func (r *enqueueRow) Dest() []any {
-	return []any{&r.ID, &r.Duplicate, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Destination, &r.DestinationJID}
+	return []any{&r.ID, &r.Duplicate, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Destination, &r.DestinationJID, &r.Refusal}
 }
 
 // enqueueQuery is queries/enqueue.sql.
-var enqueueQuery = sqlfile.Load[enqueueArgs, enqueueRow, *enqueueRow](statementFiles, "enqueue", "user_id", "type", "key", "params", "destination", "jid", "scheduled_for", "idempotency_key", "period_start", "replay_until")
+var enqueueQuery = sqlfile.Load[enqueueArgs, enqueueRow, *enqueueRow](statementFiles, "enqueue", "category", "type", "user_id", "holdout", "idempotency_key", "key", "params", "destination", "jid", "scheduled_for", "period_start", "replay_until")

@@ -55,6 +55,51 @@ var ErrNoDestination = errors.New("no destination: the user's profile has no JID
 // (the bot's queue declares message_key NOT NULL).
 var ErrNoCatalogKey = errors.New("no catalog key: this queue requires message_key, and the message type has no default; give one")
 
+// ErrRefused is wrapped by the *RefusedError Enqueue returns for a message
+// the rule of every door does not let go to its user (docs/consent.md):
+// engagementctl enqueue exits 2, POST /api/messages answers 409, each
+// naming the reason. Nothing was written.
+var ErrRefused = errors.New("refused")
+
+// The reasons of a RefusedError.
+const (
+	// RefusedErased: the user was erased (and has not opted back in).
+	RefusedErased = "erased"
+	// RefusedOptedOut: a marketing message (any type that is no kind and
+	// is not declared otherwise: engagementctl categories) to a user who
+	// opted out.
+	RefusedOptedOut = "opted_out"
+	// RefusedHoldout: a goodbye to a user held out of the current cycle.
+	RefusedHoldout = "holdout"
+	// RefusedConfirmation: an opt-out's confirmation, which only
+	// engagement_opt_out(..., p_confirm => true) queues.
+	RefusedConfirmation = "confirmation_without_opt_out"
+)
+
+// confirmationGuardCode is the SQLSTATE of the trigger that refuses an
+// opt-out's confirmation queued by anything but engagement_opt_out
+// (migration 69).
+const confirmationGuardCode = "EN010"
+
+// RefusedError says why a message was refused: Reason is one of the
+// Refused* constants.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string {
+	why := map[string]string{
+		RefusedErased:       "the user was erased",
+		RefusedOptedOut:     "the user opted out, and the message type is marketing",
+		RefusedHoldout:      "the user is held out of this goodbye cycle",
+		RefusedConfirmation: "an opt-out's confirmation is queued only by engagement_opt_out",
+	}[e.Reason]
+	if why == "" {
+		why = "not allowed"
+	}
+	return fmt.Sprintf("refused (%s): %s", e.Reason, why)
+}
+
+func (e *RefusedError) Unwrap() error { return ErrRefused }
+
 // ValidateKey is the rule for an idempotency key, as it is stored and as
 // queue-process sends it (the webhook's Idempotency-Key header and the
 // body's idempotency_key): not empty, at most MaxKeyLength characters of
@@ -158,25 +203,34 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 		s := string(b)
 		params = &s
 	}
-	if m.Key == "" {
+	kind, isKind := sm.KindOf(sm.Message(m.Type))
+	if kind.ConfirmsOptOut {
+		return Queued{}, &RefusedError{Reason: RefusedConfirmation}
+	}
+	if m.Key == "" && isKind {
 		// A kind's own text, as the jobs queue it: the bot's queue
 		// requires a key.
-		if k, ok := sm.KindOf(sm.Message(m.Type)); ok {
-			m.Key = k.CatalogKey
-		}
+		m.Key = kind.CatalogKey
 	}
 	row, err := enqueueQuery.One(ctx, q, enqueueArgs{
 		UserID: m.UserID, Type: m.Type, Key: m.Key, Params: params,
 		Destination: m.Destination, JID: m.DestinationJID,
 		ScheduledFor: optionalTime(m.ScheduledFor), IdempotencyKey: key,
 		PeriodStart: optionalTime(m.PeriodStart), ReplayUntil: optionalTime(m.ReplayUntil),
+		Category: string(kind.Category), Holdout: kind.Holdout,
 	})
+	if err == nil && row.Refusal != "" {
+		return Queued{}, &RefusedError{Reason: row.Refusal}
+	}
 	var stored map[string]string
 	if err == nil && row.Duplicate && row.MessageParams != nil {
 		// The stored params, to compare: a JSON object of strings.
 		err = json.Unmarshal(row.MessageParams, &stored)
 	}
 	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == confirmationGuardCode {
+		return Queued{}, &RefusedError{Reason: RefusedConfirmation}
+	}
 	if errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "destination_jid" {
 		return Queued{}, ErrNoDestination
 	}

@@ -72,8 +72,16 @@ type Kind struct {
 	ConfirmsOptOut bool
 	// Category is the kind's pricing category in Meta's terms (Category*):
 	// what a template of the kind is billed as, per delivered message,
-	// when Meta's own status webhook has not said (package pricing).
+	// when Meta's own status webhook has not said (package pricing). A
+	// marketing kind is never sent to a user who opted out or was erased,
+	// whoever queued it (docs/consent.md, "Every door"). A message type
+	// that is no kind is marketing unless the operator declares otherwise
+	// (engagementctl categories).
 	Category Category
+	// Holdout marks the kind the goodbye's holdout withholds: never sent
+	// to a user held out of the current cycle, whoever queued it
+	// (docs/holdout.md).
+	Holdout bool
 }
 
 // Category is a Meta pricing category: what WhatsApp's Cloud API bills a
@@ -116,6 +124,7 @@ var kinds = []Kind{
 		CurrentGoodbyeOnly: true,
 		Check:              "one_goodbye_per_day",
 		Plural:             "goodbyes",
+		Holdout:            true,
 		// Asking a user who went quiet to come back is re-engagement:
 		// Meta's marketing, whatever the template's wording.
 		Category: CategoryMarketing,

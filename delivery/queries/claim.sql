@@ -6,10 +6,19 @@
 -- but in a simulation: queue-process --as-of).
 --
 -- Each due message is first checked against its user as they are now, by
--- the rule of its kind in @kinds (statemachine's kinds table, as JSON:
--- {"goodbye": {"send_while": ["goodbye_sent"], "current_goodbye_only":
--- true}, …}; a type without a rule is claimed unchecked):
---   no user profile or state row            → cancelled, 'no_user'
+-- the rule of every door (engagement_refusal, migration 69: whoever queued
+-- it) and the rule of its kind in @kinds (statemachine's kinds table, as
+-- JSON: {"goodbye": {"send_while": ["goodbye_sent"], "current_goodbye_only":
+-- true, "category": "marketing", "holdout": true}, …}; a type without a
+-- kind has the rule of every door alone, with the category the operator
+-- declared for it in engagement_message_types, else marketing):
+--   a kind's user without a profile or state row   → cancelled, 'no_user'
+--   an erased user (engagement_erasures) not opted
+--     back in                                      → cancelled, 'erased'
+--   a marketing message to an opted-out user       → cancelled, 'opted_out'
+--   a goodbye (the kind with "holdout") to a user
+--     held out of the current cycle                → cancelled, 'holdout'
+-- and then, for a kind:
 --   opted out of re-engagement              → cancelled, 'opted_out'
 --     (but for a kind with confirms_opt_out, the opt-out's confirmation,
 --     which is sent only while its user is still opted out: → 'stale'
@@ -126,6 +135,12 @@ WITH RECURSIVE plain AS (
            q.cancel_reason IS NOT DISTINCT FROM 'operator' AS operator_cancelled,
            p.user_id IS NULL OR s.user_id IS NULL AS no_user,
            p.reengagement_opt_out, k.confirms_opt_out, s.state,
+           engagement_refusal(coalesce(k.kind ->> 'category',
+                                       (SELECT t.category FROM engagement_message_types t WHERE t.message_type = q.message_type)),
+                              e.user_id IS NOT NULL AND coalesce(p.reengagement_opt_out, true),
+                              coalesce(p.reengagement_opt_out, false),
+                              coalesce((k.kind ->> 'holdout')::boolean AND s.goodbye_holdout
+                                       AND coalesce(s.last_activity_at, s.created_at) <= s.goodbye_sent_at, false)) AS refusal,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
            CASE WHEN @quiet_start::interval IS NOT NULL AND NOT k.confirms_opt_out
                 THEN coalesce(engagement_zone(p.timezone), @timezone)
@@ -139,14 +154,16 @@ WITH RECURSIVE plain AS (
       -- state for a batch of 400.
       LEFT JOIN LATERAL (SELECT p.user_id, p.locale, p.reengagement_opt_out, p.timezone
                            FROM user_profiles p WHERE p.user_id = q.user_id OFFSET 0) p ON true
-      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at
+      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at, s.goodbye_holdout, s.last_activity_at, s.created_at
                            FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
+      LEFT JOIN LATERAL (SELECT e.user_id FROM engagement_erasures e WHERE e.user_id = q.user_id OFFSET 0) e ON true
      WHERE q.id = ANY (ARRAY(SELECT id FROM picked))
 ), checked AS (
     SELECT d.id, d.locale, d.waited, d.in_doubt,
            CASE WHEN d.in_doubt AND d.operator_cancelled THEN 'operator'
+                WHEN d.kind IS NOT NULL AND d.no_user THEN 'no_user'
+                WHEN d.refusal IS NOT NULL THEN d.refusal
                 WHEN d.kind IS NULL THEN NULL
-                WHEN d.no_user THEN 'no_user'
                 WHEN d.reengagement_opt_out AND NOT d.confirms_opt_out THEN 'opted_out'
                 WHEN d.confirms_opt_out AND NOT d.reengagement_opt_out THEN 'stale'
                 WHEN NOT (d.kind -> 'send_while') ? d.state THEN 'stale'

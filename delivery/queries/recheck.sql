@@ -1,10 +1,16 @@
 -- Check claimed messages @ids against their users again, just before their
 -- sends start (the claim checked them when it took them, maybe seconds
 -- earlier), and cancel the ones no longer wanted: the rules are claim.sql's,
--- by kind in @kinds (statemachine's kinds table, as JSON; a type without a
--- rule is never cancelled):
---   no user profile or state row                      → 'no_user'
---   opted out of re-engagement                        → 'opted_out'
+-- the rule of every door (engagement_refusal, migration 69) for every
+-- type, and the rule of its kind in @kinds (statemachine's kinds table, as
+-- JSON) for a kind:
+--   a kind's user without a profile or state row      → 'no_user'
+--   an erased user not opted back in                  → 'erased'
+--   a marketing message (a kind's category, else the
+--     operator's declared one, else marketing) to an
+--     opted-out user                                  → 'opted_out'
+--   a goodbye to a user held out of the current cycle → 'holdout'
+--   a kind's user opted out of re-engagement          → 'opted_out'
 --   an opt-out's confirmation (confirms_opt_out) whose
 --     user opted back in                              → 'stale'
 --   a user no longer in one of the kind's send_while
@@ -24,8 +30,9 @@
 -- wanted, why, and whether they were cancelled.
 WITH checked AS (
     SELECT q.id, coalesce(q.in_doubt, false) AS in_doubt,
-           CASE WHEN k.kind IS NULL THEN NULL
-                WHEN p.user_id IS NULL OR s.user_id IS NULL THEN 'no_user'
+           CASE WHEN k.kind IS NOT NULL AND (p.user_id IS NULL OR s.user_id IS NULL) THEN 'no_user'
+                WHEN r.refusal IS NOT NULL THEN r.refusal
+                WHEN k.kind IS NULL THEN NULL
                 WHEN p.reengagement_opt_out AND NOT k.confirms_opt_out THEN 'opted_out'
                 WHEN k.confirms_opt_out AND NOT p.reengagement_opt_out THEN 'stale'
                 WHEN NOT (k.kind -> 'send_while') ? s.state THEN 'stale'
@@ -42,8 +49,17 @@ WITH checked AS (
       -- for 25 messages).
       LEFT JOIN LATERAL (SELECT p.user_id, p.reengagement_opt_out
                            FROM user_profiles p WHERE p.user_id = q.user_id OFFSET 0) p ON true
-      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at
+      LEFT JOIN LATERAL (SELECT s.user_id, s.state, s.goodbye_sent_at, s.goodbye_holdout, s.last_activity_at, s.created_at
                            FROM user_engagement_states s WHERE s.user_id = q.user_id OFFSET 0) s ON true
+      LEFT JOIN LATERAL (SELECT e.user_id FROM engagement_erasures e WHERE e.user_id = q.user_id OFFSET 0) e ON true
+      CROSS JOIN LATERAL (
+          SELECT engagement_refusal(coalesce(k.kind ->> 'category',
+                                             (SELECT t.category FROM engagement_message_types t WHERE t.message_type = q.message_type)),
+                                    e.user_id IS NOT NULL AND coalesce(p.reengagement_opt_out, true),
+                                    coalesce(p.reengagement_opt_out, false),
+                                    coalesce((k.kind ->> 'holdout')::boolean AND s.goodbye_holdout
+                                             AND coalesce(s.last_activity_at, s.created_at) <= s.goodbye_sent_at, false)) AS refusal
+      ) r
      WHERE q.id = ANY(@ids::uuid[])
        AND q.status = 'processing'
        AND q.claimed_by = @holder

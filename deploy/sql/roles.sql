@@ -50,6 +50,9 @@
 --   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
 --   engagement_queue_settings      SELECT, INSERT, UPDATE          what queue-process last ran with, per
 --                                                                  transport (the console and status read it)
+--   engagement_message_types       SELECT, INSERT, UPDATE, DELETE  the operator's categories for message
+--                                                                  types (engagementctl categories)
+--   engagement_erasures            SELECT, INSERT, UPDATE          who was erased (erase), which every door reads
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -186,7 +189,9 @@ DECLARE
         ['engagement_receipt_gate',       'SELECT'],
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
         ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
-        ['engagement_queue_settings',     'SELECT, INSERT, UPDATE']
+        ['engagement_queue_settings',     'SELECT, INSERT, UPDATE'],
+        ['engagement_message_types',      'SELECT, INSERT, UPDATE, DELETE'],
+        ['engagement_erasures',           'SELECT, INSERT, UPDATE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide
@@ -211,7 +216,9 @@ DECLARE
                              'engagement_route(text, text, text)',
                              'engagement_error_group(text)',
                              'engagement_quiet_until(timestamptz, text, interval, interval)',
-                             'engagement_send_budget_full()'];
+                             'engagement_send_budget_full()',
+                             'engagement_refusal(text, boolean, boolean, boolean)',
+                             'engagement_confirmation_guard()'];
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)',
                               'engagement_receipt(text, text, timestamptz, text)',

@@ -31,7 +31,9 @@
 -- 9999, from the user id alone), is below @holdout_basis_points (the
 -- holdout percent times 100) is held out: moved, logged with holdout =
 -- true, their 48 hours from @as_of like everyone else's, and nothing is
--- queued for them. 0 basis points holds out nobody.
+-- queued for them. 0 basis points holds out nobody. The move records it on
+-- the user's row too (goodbye_holdout, migration 69), where every other
+-- door reads it: a goodbye queued by hand for that cycle is refused.
 --
 -- Copy variants (migration 57): with @variant_names (and their catalog
 -- keys, @variant_keys, in the same order) a treated user's goodbye is the
@@ -100,6 +102,7 @@ WITH chunk AS MATERIALIZED (
     UPDATE user_engagement_states s
        SET state = @to_state, updated_at = now(), state_entered_at = @as_of,
            goodbye_sent_at = @as_of, goodbye_expires_at = @goodbye_expires_at, goodbye_retry_at = NULL,
+           goodbye_holdout = c.held_out,
            goodbye_failures = CASE WHEN coalesce(s.last_activity_at, s.created_at) > s.goodbye_sent_at
                                    THEN NULL ELSE s.goodbye_failures END
       FROM chunk c

@@ -39,7 +39,15 @@ call creates the message and every later call with that key returns the
 same id with "created": false and changes nothing, also under concurrent
 callers. A key that breaks the rule is refused (exit 2, nothing written):
 queue-process could not send it. Without a key every call creates a
-message. --destination and --jid default to the user's profile routing.`,
+message. --destination and --jid default to the user's profile routing.
+
+A message the rule of every door does not let go is refused (exit 2,
+nothing written), naming why: "erased" (the user was erased), "opted_out"
+(a marketing message to a user who opted out: every type that is not a
+shipped kind is marketing unless declared otherwise with engagementctl
+categories), "holdout" (a goodbye to a user held out of the current cycle),
+"confirmation_without_opt_out" (an opt-out's confirmation: only
+engagement_opt_out queues one). See docs/consent.md.`,
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(o, runF),
 	}
@@ -86,7 +94,8 @@ func (o *enqueueOptions) Validate() error {
 func (o *enqueueOptions) Run(ctx context.Context) error {
 	q, err := sender.Enqueue(ctx, o.Pool, o.m)
 	switch {
-	case errors.Is(err, sender.ErrNoDestination), errors.Is(err, sender.ErrNoCatalogKey):
+	case errors.Is(err, sender.ErrNoDestination), errors.Is(err, sender.ErrNoCatalogKey),
+		errors.Is(err, sender.ErrRefused):
 		return cli.UsageError(err)
 	case err != nil:
 		return err
