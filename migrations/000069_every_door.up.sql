@@ -16,6 +16,14 @@
 -- written. Categories, erasures and the holdout flag are the tables and
 -- columns below.
 
+-- Two more reasons a message is cancelled: 'erased' and 'holdout' (the
+-- rule above; 'opted_out' was one already). NOT VALID, as before: only new
+-- rows are checked.
+ALTER TABLE engagement_message_queue
+    DROP CONSTRAINT IF EXISTS engagement_message_queue_cancel_reason_check,
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check
+        CHECK (cancel_reason IN ('opted_out', 'stale', 'no_user', 'operator', 'frequency', 'erased', 'holdout')) NOT VALID;
+
 -- A message type's Meta category, as the operator declares it
 -- (engagementctl categories set TYPE CATEGORY). The shipped kinds'
 -- categories are statemachine's and cannot be declared here; any other type

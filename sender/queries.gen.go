@@ -14,6 +14,66 @@ import (
 //go:embed queries/*.sql
 var statementFiles embed.FS
 
+// categoriesRow is a row of queries/categories.sql.
+type categoriesRow struct {
+	MessageType string    // message_type
+	Category    string    // category
+	DeclaredAt  time.Time // declared_at
+	DeclaredBy  string    // declared_by
+}
+
+// Dest returns the fields in the columns' order.
+func (r *categoriesRow) Dest() []any {
+	return []any{&r.MessageType, &r.Category, &r.DeclaredAt, &r.DeclaredBy}
+}
+
+// categoriesQuery is queries/categories.sql.
+var categoriesQuery = sqlfile.Load[sqlfile.None, categoriesRow, *categoriesRow](statementFiles, "categories")
+
+// categoryDeclareArgs are the parameters of queries/category_declare.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type categoryDeclareArgs struct {
+	MessageType string // @message_type
+	Category    string // @category
+	DeclaredBy  string // @declared_by
+}
+
+// Args returns the parameters in the statement's order.
+func (a categoryDeclareArgs) Args() []any {
+	return []any{a.MessageType, a.Category, a.DeclaredBy}
+}
+
+// categoryDeclareQuery is queries/category_declare.sql.
+var categoryDeclareQuery = sqlfile.Load[categoryDeclareArgs, sqlfile.None, *sqlfile.None](statementFiles, "category_declare", "message_type", "category", "declared_by")
+
+// categoryForgetArgs are the parameters of queries/category_forget.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type categoryForgetArgs struct {
+	MessageType string // @message_type
+}
+
+// Args returns the parameters in the statement's order.
+func (a categoryForgetArgs) Args() []any {
+	return []any{a.MessageType}
+}
+
+// categoryForgetRow is a row of queries/category_forget.sql.
+type categoryForgetRow struct {
+	Forgotten bool // forgotten
+}
+
+// Dest returns the fields in the columns' order.
+func (r *categoryForgetRow) Dest() []any {
+	return []any{&r.Forgotten}
+}
+
+// categoryForgetQuery is queries/category_forget.sql.
+var categoryForgetQuery = sqlfile.Load[categoryForgetArgs, categoryForgetRow, *categoryForgetRow](statementFiles, "category_forget", "message_type")
+
 // enqueueArgs are the parameters of queries/enqueue.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

@@ -196,14 +196,14 @@ var verifyNoGoodbyeToHoldoutQuery = sqlfile.Load[verifyNoGoodbyeToHoldoutArgs, v
 //
 //exhaustruct:enforce
 type verifyNoSendAfterOptOutArgs struct {
-	Confirmations []string      // @confirmations
-	Grace         time.Duration // @grace
-	MaxExamples   int64         // @max_examples
+	Categories  string        // @categories
+	Grace       time.Duration // @grace
+	MaxExamples int64         // @max_examples
 }
 
 // Args returns the parameters in the statement's order.
 func (a verifyNoSendAfterOptOutArgs) Args() []any {
-	return []any{a.Confirmations, a.Grace, a.MaxExamples}
+	return []any{a.Categories, a.Grace, a.MaxExamples}
 }
 
 // verifyNoSendAfterOptOutRow is a row of queries/verify_no_send_after_opt_out.sql.
@@ -219,7 +219,7 @@ func (r *verifyNoSendAfterOptOutRow) Dest() []any {
 }
 
 // verifyNoSendAfterOptOutQuery is queries/verify_no_send_after_opt_out.sql.
-var verifyNoSendAfterOptOutQuery = sqlfile.Load[verifyNoSendAfterOptOutArgs, verifyNoSendAfterOptOutRow, *verifyNoSendAfterOptOutRow](statementFiles, "verify_no_send_after_opt_out", "confirmations", "grace", "max_examples")
+var verifyNoSendAfterOptOutQuery = sqlfile.Load[verifyNoSendAfterOptOutArgs, verifyNoSendAfterOptOutRow, *verifyNoSendAfterOptOutRow](statementFiles, "verify_no_send_after_opt_out", "categories", "grace", "max_examples")
 
 // verifyNoUserStuckArgs are the parameters of queries/verify_no_user_stuck.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -10,6 +10,7 @@ package verify
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -214,16 +215,18 @@ func onePerPeriod(k sm.Kind) invariant {
 	}
 }
 
-// optOutConfirmations are the kinds that answer an opt-out, sent only while
-// their user is opted out.
-func optOutConfirmations() []string {
-	var out []string
+// kindCategories is each shipped kind's Meta category, as JSON: what
+// no_send_after_opt_out holds a message of the kind to.
+func kindCategories() string {
+	out := map[sm.Message]sm.Category{}
 	for _, k := range sm.Kinds() {
-		if k.ConfirmsOptOut {
-			out = append(out, string(k.Message))
-		}
+		out[k.Message] = k.Category
 	}
-	return out
+	b, err := json.Marshal(out)
+	if err != nil {
+		panic("verify: encode the kinds' categories: " + err.Error())
+	}
+	return string(b)
 }
 
 // kindChecks are the one-per-period checks of the kinds that ask for one.
@@ -318,13 +321,16 @@ var invariants = slices.Concat([]invariant{
 	},
 	{
 		name: CheckNoSendAfterOptOut,
-		rule: "no message was sent (sent_at) while its user was opted out: the user's latest consent event before sent_at " +
-			"(engagement_consent_events, in the order recorded) is not an opt-out that took effect (its at, or when it was " +
-			"recorded if later) more than " + OptOutGrace.String() + " before, the time a send that had started when the " +
-			"opt-out committed may take to settle; users opted out without a consent event are not checked; " +
-			"exempt: the opt-out's own confirmation (" + strings.Join(optOutConfirmations(), ", ") + "), sent only to opted-out users",
+		rule: "no message was sent to a user who had said no, whoever queued it: no marketing message (every type but the " +
+			"kinds of another category and the custom types declared otherwise with engagementctl categories) while its user " +
+			"was opted out (the user's latest consent event before sent_at, in the order recorded, is an opt-out that took " +
+			"effect, at its at or when recorded if later, more than " + OptOutGrace.String() + " before the send, or before " +
+			"the message was queued), and no message at all after its user was erased (engagement_erasures) unless they " +
+			"opted back in; " + OptOutGrace.String() + " is the time a send that had started when the wish committed may " +
+			"take to settle; users opted out without a consent event are not checked; exempt: messages of other categories " +
+			"sent to opted-out users (the opt-out's own confirmation is one)",
 		run: check(verifyNoSendAfterOptOutQuery, func(e env) verifyNoSendAfterOptOutArgs {
-			return verifyNoSendAfterOptOutArgs{Grace: OptOutGrace, Confirmations: optOutConfirmations(), MaxExamples: e.maxExamples}
+			return verifyNoSendAfterOptOutArgs{Grace: OptOutGrace, Categories: kindCategories(), MaxExamples: e.maxExamples}
 		}),
 	},
 	{

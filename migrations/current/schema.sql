@@ -50,6 +50,26 @@ CREATE FUNCTION public.engagement_clock(clock text, last_activity_at timestamp w
 $$;
 
 --
+-- Name: engagement_confirmation_guard(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_confirmation_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    IF NEW.message_key IS DISTINCT FROM 'engagement.opt_out.confirmation'
+       OR NEW.period_start IS NULL
+       OR NOT EXISTS (SELECT FROM engagement_consent_events e
+                       WHERE e.user_id = NEW.user_id AND e.opted_out AND e.at = NEW.period_start) THEN
+        RAISE EXCEPTION 'an opt-out''s confirmation is queued only by engagement_opt_out(..., p_confirm => true)'
+            USING ERRCODE = 'EN010';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: engagement_consent(uuid, boolean, text, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -448,6 +468,19 @@ END
 $$;
 
 --
+-- Name: engagement_refusal(text, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_refusal(category text, erased boolean, opted_out boolean, held_out boolean) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN erased THEN 'erased'
+                WHEN opted_out AND coalesce(category, 'marketing') = 'marketing' THEN 'opted_out'
+                WHEN held_out THEN 'holdout'
+           END
+$$;
+
+--
 -- Name: engagement_route(text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -593,6 +626,15 @@ ALTER TABLE public.engagement_console_audit ALTER COLUMN id ADD GENERATED ALWAYS
 );
 
 --
+-- Name: engagement_erasures; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_erasures (
+    user_id uuid NOT NULL,
+    erased_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: engagement_fire_requests; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -685,6 +727,20 @@ CREATE TABLE public.engagement_message_queue (
     CONSTRAINT engagement_message_queue_destination_check CHECK ((destination = ANY (ARRAY['individual'::text, 'group'::text]))),
     CONSTRAINT engagement_message_queue_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'sent'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT engagement_message_queue_variant_check CHECK ((length(variant) <= 32))
+);
+
+--
+-- Name: engagement_message_types; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_message_types (
+    message_type text NOT NULL,
+    category text NOT NULL,
+    declared_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text,
+    CONSTRAINT engagement_message_types_category_check CHECK ((category = ANY (ARRAY['marketing'::text, 'utility'::text, 'authentication'::text, 'service'::text]))),
+    CONSTRAINT engagement_message_types_declared_by_check CHECK ((length(declared_by) <= 200)),
+    CONSTRAINT engagement_message_types_message_type_check CHECK (((length(message_type) >= 1) AND (length(message_type) <= 64)))
 );
 
 --
@@ -940,6 +996,7 @@ CREATE TABLE public.user_engagement_states (
     state_entered_at timestamp with time zone DEFAULT now(),
     goodbye_failures integer,
     goodbye_retry_at timestamp with time zone,
+    goodbye_holdout boolean,
     CONSTRAINT user_engagement_states_state_check CHECK ((state = ANY (ARRAY['active'::text, 'goodbye_sent'::text, 'help_flow'::text, 'remind_later'::text, 'dormant'::text])))
 );
 
@@ -981,6 +1038,13 @@ ALTER TABLE ONLY public.engagement_console_audit
     ADD CONSTRAINT engagement_console_audit_pkey PRIMARY KEY (id);
 
 --
+-- Name: engagement_erasures engagement_erasures_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_erasures
+    ADD CONSTRAINT engagement_erasures_pkey PRIMARY KEY (user_id);
+
+--
 -- Name: engagement_fire_requests engagement_fire_requests_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1006,7 +1070,7 @@ ALTER TABLE ONLY public.engagement_job_runs
 --
 
 ALTER TABLE public.engagement_message_queue
-    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text]))) NOT VALID;
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text]))) NOT VALID;
 
 --
 -- Name: engagement_message_queue engagement_message_queue_deferred_reason_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
@@ -1021,6 +1085,13 @@ ALTER TABLE public.engagement_message_queue
 
 ALTER TABLE ONLY public.engagement_message_queue
     ADD CONSTRAINT engagement_message_queue_pkey PRIMARY KEY (id);
+
+--
+-- Name: engagement_message_types engagement_message_types_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_message_types
+    ADD CONSTRAINT engagement_message_types_pkey PRIMARY KEY (message_type);
 
 --
 -- Name: engagement_number_health engagement_number_health_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1359,6 +1430,12 @@ CREATE INDEX user_engagement_states_remind_at_idx ON public.user_engagement_stat
 CREATE INDEX user_engagement_states_state_last_activity_idx ON public.user_engagement_states USING btree (state, last_activity_at);
 
 --
+-- Name: engagement_message_queue engagement_confirmation_guard; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER engagement_confirmation_guard BEFORE INSERT OR UPDATE OF message_type ON public.engagement_message_queue FOR EACH ROW WHEN ((new.message_type = 'opt_out_confirmation'::text)) EXECUTE FUNCTION public.engagement_confirmation_guard();
+
+--
 -- Name: engagement_message_queue engagement_receipt_inbox_apply; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1402,6 +1479,12 @@ ALTER TABLE public.engagement_consent_events ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.engagement_console_audit ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: engagement_erasures; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_erasures ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: engagement_fire_requests; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1424,6 +1507,12 @@ ALTER TABLE public.engagement_job_runs ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_message_queue ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_message_types; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_message_types ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_number_health; Type: ROW SECURITY; Schema: public; Owner: -
@@ -1540,6 +1629,12 @@ REVOKE ALL ON FUNCTION public.engagement_claim_abandoned(claimed_by text, claime
 REVOKE ALL ON FUNCTION public.engagement_clock(clock text, last_activity_at timestamp with time zone, created_at timestamp with time zone, remind_at timestamp with time zone, state_entered_at timestamp with time zone, state_changed_xact_at timestamp with time zone) FROM PUBLIC;
 
 --
+-- Name: FUNCTION engagement_confirmation_guard(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_confirmation_guard() FROM PUBLIC;
+
+--
 -- Name: FUNCTION engagement_consent(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamp with time zone, p_actor text); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1628,6 +1723,12 @@ REVOKE ALL ON FUNCTION public.engagement_receipt_gate_pass(p_provider_message_id
 --
 
 REVOKE ALL ON FUNCTION public.engagement_receipt_inbox_apply() FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_refusal(category text, erased boolean, opted_out boolean, held_out boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_refusal(category text, erased boolean, opted_out boolean, held_out boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_route(preferred_destination text, group_jid text, whatsapp_jid text, OUT destination text, OUT destination_jid text); Type: ACL; Schema: public; Owner: -
