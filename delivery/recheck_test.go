@@ -24,11 +24,17 @@ func TestRecheckSendsTheConfirmationOnlyWhileOptedOut(t *testing.T) {
 	ctx := context.Background()
 	out := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now(), OptedOut: true})
 	back := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
+	// Each had opted out (the opt-out a confirmation answers, migration
+	// 69); back opted in since.
+	if _, err := tx.Exec(ctx, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at)
+	                           VALUES ($1, true, 'test', '2026-01-01Z'), ($2, true, 'test', '2026-01-01Z')`, out, back); err != nil {
+		t.Fatal(err)
+	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-		       scheduled_for, idempotency_key, status, claimed_by, claimed_until)
-		SELECT m.u, m.t, 'k', 'individual', '55@s.whatsapp.net', now(), m.u::text || m.t, 'processing', 'h',
-		       now() + interval '1 minute'
+		       scheduled_for, idempotency_key, status, claimed_by, claimed_until, period_start)
+		SELECT m.u, m.t, 'engagement.opt_out.confirmation', 'individual', '55@s.whatsapp.net', now(), m.u::text || m.t,
+		       'processing', 'h', now() + interval '1 minute', '2026-01-01Z'
 		  FROM (VALUES ($1::uuid, 'weekly_review'), ($1::uuid, $3), ($2::uuid, $3)) m (u, t)
 		RETURNING id::text`, out, back, string(sm.OptOutConfirmationMessage))
 	if err != nil {

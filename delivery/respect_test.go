@@ -99,7 +99,12 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day, OptedOut: true})
-	other := queueTyped(t, pool, u, "receipt", u+":receipt:1") // a type the rules do not know: unchecked
+	// A type that is no kind, which the operator declared utility
+	// (engagementctl categories): no kind's rule, and an opt-out stops
+	// marketing alone (issue 56; undeclared, it is marketing).
+	fixture.Exec(t, pool, `INSERT INTO engagement_message_types (message_type, category) VALUES ('receipt', 'utility')
+	                       ON CONFLICT DO NOTHING`)
+	other := queueTyped(t, pool, u, "receipt", u+":receipt:1")
 	// Issue 23, point 4: a reminder is checked at send time like the rest:
 	// wanted while its user is dormant, stale once they came back.
 	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})

@@ -85,11 +85,13 @@ AS $$
 $$;
 
 -- An opt-out's confirmation is queued by engagement_opt_out(...,
--- p_confirm => true) alone: a row of that type must answer an opt-out the
--- consent log holds (its period_start is the opt-out's instant, as
--- engagement_opt_out writes it) and carry the confirmation's text. Any
--- other (engagementctl enqueue, the API, the bot's SQL) is refused here,
--- SQLSTATE EN010, whatever door it came through.
+-- p_confirm => true) alone: a row of that type that is to be sent (pending
+-- or processing, inserted so or moved there by a requeue) must answer an
+-- opt-out the consent log holds (its period_start is the opt-out's
+-- instant, as engagement_opt_out writes it) and carry the confirmation's
+-- text. Any other (engagementctl enqueue, the API, the bot's SQL) is
+-- refused here, SQLSTATE EN010, whatever door it came through. A row
+-- written as history (sent, failed, cancelled) is not a send and passes.
 CREATE FUNCTION engagement_confirmation_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -108,8 +110,8 @@ END
 $$;
 
 CREATE TRIGGER engagement_confirmation_guard
-    BEFORE INSERT OR UPDATE OF message_type ON engagement_message_queue
-    FOR EACH ROW WHEN (NEW.message_type = 'opt_out_confirmation')
+    BEFORE INSERT OR UPDATE OF message_type, message_key, period_start, status ON engagement_message_queue
+    FOR EACH ROW WHEN (NEW.message_type = 'opt_out_confirmation' AND NEW.status IN ('pending', 'processing'))
     EXECUTE FUNCTION engagement_confirmation_guard();
 
 DO $$

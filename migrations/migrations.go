@@ -37,7 +37,9 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"embed"
 	"errors"
 	"fmt"
@@ -71,6 +73,19 @@ var files embed.FS
 // the default schema_migrations, so the scheduler can share a database with
 // the bot's own migrations.
 const Table = "engagement_schema_migrations"
+
+// Fingerprint is a SHA-256 of the embedded migration files' names and
+// contents, in hex: two binaries with the same fingerprint apply the same
+// migrations (the test kit names its template databases after it).
+func Fingerprint() string {
+	h := sha256.New()
+	names, _ := fs.Glob(files, "*.sql") // sorted; the pattern is valid
+	for _, n := range names {
+		b, _ := files.ReadFile(n)
+		fmt.Fprintf(h, "%s %d\n%s\n", n, len(b), b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 // Latest is the highest schema version embedded in this binary.
 var Latest = latestVersion()

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -16,6 +17,10 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	now := time.Now()
 	pgtest.Explain(t,
 		enqueueQuery.Bind(enqueueArgs{UserID: "00000000-0000-0000-0000-000000000001", Type: fixture.Goodbye.Type(),
-			Key: fixture.Goodbye.CatalogKey, IdempotencyKey: "k", PeriodStart: &now, ReplayUntil: &now}),
+			Key: fixture.Goodbye.CatalogKey, IdempotencyKey: "k", PeriodStart: &now, ReplayUntil: &now,
+			Category: "marketing", Holdout: true}),
+		categoriesQuery.Bind(sqlfile.None{}),
+		categoryDeclareQuery.Bind(categoryDeclareArgs{MessageType: "support_followup", Category: "utility", DeclaredBy: "ana"}),
+		categoryForgetQuery.Bind(categoryForgetArgs{MessageType: "support_followup"}),
 	)
 }

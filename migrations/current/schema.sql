@@ -1433,7 +1433,7 @@ CREATE INDEX user_engagement_states_state_last_activity_idx ON public.user_engag
 -- Name: engagement_message_queue engagement_confirmation_guard; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER engagement_confirmation_guard BEFORE INSERT OR UPDATE OF message_type ON public.engagement_message_queue FOR EACH ROW WHEN ((new.message_type = 'opt_out_confirmation'::text)) EXECUTE FUNCTION public.engagement_confirmation_guard();
+CREATE TRIGGER engagement_confirmation_guard BEFORE INSERT OR UPDATE OF message_type, message_key, period_start, status ON public.engagement_message_queue FOR EACH ROW WHEN (((new.message_type = 'opt_out_confirmation'::text) AND (new.status = ANY (ARRAY['pending'::text, 'processing'::text])))) EXECUTE FUNCTION public.engagement_confirmation_guard();
 
 --
 -- Name: engagement_message_queue engagement_receipt_inbox_apply; Type: TRIGGER; Schema: public; Owner: -

@@ -17,7 +17,9 @@
 -- @grace (queue-process's default claim timeout) lets a message whose
 -- request had started when the wish committed go: it is checked just
 -- before its request, and its sent_at is stamped when the send settles;
--- a message queued after the wish had no request to start. Users opted out
+-- a message queued after the wish (and before its send: a row whose
+-- created_at is later than its sent_at was written by hand) had no request
+-- to start. Users opted out
 -- by writing user_profiles.reengagement_opt_out directly leave no event and
 -- are not checked. Each example names the message, its user and both
 -- instants. See verify_goodbye_queued.sql for the statement's shape.
@@ -34,7 +36,7 @@ WITH opted_out (id, example, exempt) AS (
                   AND greatest(e.at, e.created_at) < q.sent_at
                 ORDER BY e.id DESC
                 LIMIT 1
-           ) c ON c.opted_out AND (c.since + @grace::interval < q.sent_at OR q.created_at > c.since)
+           ) c ON c.opted_out AND (c.since + @grace::interval < q.sent_at OR q.created_at > c.since AND q.created_at <= q.sent_at)
       LEFT JOIN engagement_message_types t ON t.message_type = q.message_type
      WHERE q.sent_at IS NOT NULL
        AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out)
@@ -46,7 +48,7 @@ WITH opted_out (id, example, exempt) AS (
       FROM engagement_erasures x
       JOIN engagement_message_queue q
         ON q.user_id = x.user_id AND q.sent_at IS NOT NULL
-       AND (x.erased_at + @grace::interval < q.sent_at OR q.created_at > x.erased_at)
+       AND (x.erased_at + @grace::interval < q.sent_at OR q.created_at > x.erased_at AND q.created_at <= q.sent_at)
      WHERE NOT EXISTS (SELECT FROM engagement_consent_events e
                         WHERE e.user_id = x.user_id AND NOT e.opted_out
                           AND greatest(e.at, e.created_at) > x.erased_at

@@ -42,9 +42,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
-	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,21 +317,14 @@ func templateName() string {
 	return templatePrefix + migrationsHash()
 }
 
-// migrationsHash hashes migrations.Latest, schemaRevision and, when the
-// source tree is at hand (it is under go test), the names and contents of the
-// migration files, so editing a migration in place also yields a new template.
+// migrationsHash hashes migrations.Latest, schemaRevision and the names and
+// contents of the migration files embedded in the test binary, so editing a
+// migration in place also yields a new template. The embedded files, not
+// the ones beside this source file: git worktrees share Go's build cache,
+// and a package compiled in one checkout reports that checkout's path.
 func migrationsHash() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "latest=%d\nrevision=%s\n", migrations.Latest, schemaRevision)
-	if _, file, _, ok := runtime.Caller(0); ok {
-		paths, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "..", "migrations", "*.sql"))
-		sort.Strings(paths)
-		for _, p := range paths {
-			if b, err := os.ReadFile(p); err == nil {
-				fmt.Fprintf(h, "%s %d\n%s\n", filepath.Base(p), len(b), b)
-			}
-		}
-	}
+	fmt.Fprintf(h, "latest=%d\nrevision=%s\n%s\n", migrations.Latest, schemaRevision, migrations.Fingerprint())
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
