@@ -295,7 +295,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if !ok {
 		t.Fatalf("no POST /api/messages in %v", doc.Paths)
 	}
-	for _, code := range []string{"200", "201", "400", "401", "403", "415", "500"} {
+	for _, code := range []string{"200", "201", "400", "401", "403", "409", "415", "500"} {
 		if _, ok := post.Responses[code]; !ok {
 			t.Errorf("POST /api/messages: no %s response documented", code)
 		}
