@@ -25,17 +25,20 @@ func MessageStatuses() []string {
 // Why a message was cancelled instead of sent
 // (engagement_message_queue.cancel_reason).
 const (
-	CancelOptedOut  = "opted_out" // the user opted out after it was queued (or was erased)
+	CancelOptedOut  = "opted_out" // a marketing message to a user who opted out
 	CancelStale     = "stale"     // the user's state no longer calls for it
 	CancelNoUser    = "no_user"   // the user's rows are gone
 	CancelOperator  = "operator"  // engagementctl cancel, or the console's Cancel
 	CancelFrequency = "frequency" // over the per-user cap, it would have waited past its period
+	CancelErased    = "erased"    // the user was erased (engagementctl erase, the console)
+	CancelHoldout   = "holdout"   // a goodbye to a user held out of the current cycle
 )
 
 // CancelReasons returns every cancel reason, in the order reports show them:
-// opted_out, stale, no_user, operator, frequency. The slice is a fresh copy.
+// opted_out, stale, no_user, operator, frequency, erased, holdout. The
+// slice is a fresh copy.
 func CancelReasons() []string {
-	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator, CancelFrequency}
+	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator, CancelFrequency, CancelErased, CancelHoldout}
 }
 
 // Why a pending message waits past its scheduled time

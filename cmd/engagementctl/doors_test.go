@@ -97,7 +97,7 @@ func TestEnqueueHoldsEveryMessageToTheRuleOfEveryDoor(t *testing.T) {
 		!strings.Contains(res.Stderr, "erased") {
 		t.Errorf("a declared utility follow-up to the erased user: exit %d: %s; want 2, erased", res.Code, res.Stderr)
 	}
-	list := cmdtest.Exec(t, ctl.NewCommand, env, "categories")
+	list := cmdtest.Exec(t, ctl.NewCommand, env, "categories", "list")
 	if list.Code != 0 || !strings.Contains(list.Stdout, "support_followup") || !strings.Contains(list.Stdout, "(any other)") {
 		t.Errorf("categories: exit %d:\n%s", list.Code, list.Stdout)
 	}

@@ -33,10 +33,17 @@ categories are the project's; any other type (a custom one such as
 support_followup) is marketing unless declared otherwise here.`
 
 func newCategoriesCommand(databaseURL *string, runF func(*categoriesOptions) error) *cobra.Command {
-	list := &categoriesOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}, action: "list"}
 	cmd := &cobra.Command{
 		Use:   "categories",
-		Short: "List the message types' Meta categories (marketing, utility, ...)",
+		Short: "The message types' Meta categories (marketing, utility, ...): list, set, unset",
+		Long:  categoriesLong,
+		Args:  cobra.NoArgs,
+		RunE:  missingSubcommand,
+	}
+	list := &categoriesOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}, action: "list"}
+	listCmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the message types' Meta categories",
 		Long: categoriesLong + `
 
 Lists each shipped kind (source "kind") and each type declared with
@@ -44,7 +51,7 @@ categories set (source "declared"). Exit 0; 1 when the database fails.`,
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(list, runF),
 	}
-	cmd.Flags().StringVar(&list.output, "output", "text", "text or json")
+	listCmd.Flags().StringVar(&list.output, "output", "text", "text or json")
 
 	set := &categoriesOptions{DBOptions: cli.DBOptions{DBURL: databaseURL}, action: "set"}
 	setCmd := &cobra.Command{
@@ -72,7 +79,7 @@ when the database fails.`,
 		Args: cobra.ExactArgs(1),
 		RunE: cli.RunOptions(unset, runF),
 	}
-	cmd.AddCommand(setCmd, unsetCmd)
+	cmd.AddCommand(listCmd, setCmd, unsetCmd)
 	return cmd
 }
 

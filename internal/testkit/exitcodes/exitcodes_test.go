@@ -128,6 +128,11 @@ var invocations = []invocation{
 	{name: "engagementctl erase", cmd: ctl.NewCommand, args: []string{"erase", "--user-id", userID, "--yes"}, garbage: [][]string{
 		{"--user-id", "not-a-uuid"},
 	}},
+	{name: "engagementctl categories list", cmd: ctl.NewCommand, args: []string{"categories", "list"}, garbage: [][]string{
+		{"--output", "xml"},
+	}},
+	{name: "engagementctl categories set", cmd: ctl.NewCommand, args: []string{"categories", "set", "promo", "utility"}},
+	{name: "engagementctl categories unset", cmd: ctl.NewCommand, args: []string{"categories", "unset", "promo"}},
 	{name: "engagement-console", cmd: consolecmd.NewCommand, garbage: [][]string{
 		{"--listen", "8080", "host:port"},
 		{"--statement-timeout", "0s"},

@@ -33,14 +33,16 @@ type failingRun struct {
 // stops at a usage error. A command missing here that needs some fails
 // the test with exit 2, naming itself.
 var ctlArgs = map[string][]string{
-	"engagementctl enqueue":        {"--user-id", userID, "--type", "weekly_review", "--jid", "5511999990000@s.whatsapp.net"},
-	"engagementctl cancel":         {"--all"},
-	"engagementctl opt-out":        {"--user-id", userID},
-	"engagementctl opt-in":         {"--user-id", userID},
-	"engagementctl erase":          {"--user-id", userID, "--yes"},
-	"engagementctl seed":           {"--users", "1", "--as-of", "2026-01-05T06:00:00Z"},
-	"engagementctl migrate force":  {"0"},
-	"engagementctl check-receiver": {"--webhook-url", "http://127.0.0.1:1/webhook", "--webhook-secret", "s3cr3t", "--timeout", "2s"},
+	"engagementctl enqueue":          {"--user-id", userID, "--type", "weekly_review", "--jid", "5511999990000@s.whatsapp.net"},
+	"engagementctl cancel":           {"--all"},
+	"engagementctl opt-out":          {"--user-id", userID},
+	"engagementctl opt-in":           {"--user-id", userID},
+	"engagementctl erase":            {"--user-id", userID, "--yes"},
+	"engagementctl categories set":   {"promo", "utility"},
+	"engagementctl categories unset": {"promo"},
+	"engagementctl seed":             {"--users", "1", "--as-of", "2026-01-05T06:00:00Z"},
+	"engagementctl migrate force":    {"0"},
+	"engagementctl check-receiver":   {"--webhook-url", "http://127.0.0.1:1/webhook", "--webhook-secret", "s3cr3t", "--timeout", "2s"},
 }
 
 // failingRuns is every binary, and every engagementctl command (found by
