@@ -187,6 +187,7 @@ var botTables = []tableNeed{
 			{"state_entered_at", timestamptz, schedulerColumn},
 			{"goodbye_failures", integer, schedulerColumn},
 			{"goodbye_retry_at", timestamptz, schedulerColumn},
+			{"goodbye_holdout", boolean, schedulerColumn},
 		},
 		unique: []string{"user_id"},
 		values: []valueCheck{{"state", stateNames(), unknownStates}},
