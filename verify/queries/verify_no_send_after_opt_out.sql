@@ -9,7 +9,8 @@
 -- whose send had started when the opt-out committed go: it is checked just
 -- before its send, and its sent_at is stamped when the send settles.
 -- Users opted out by writing user_profiles.reengagement_opt_out directly
--- leave no event and are not checked. The opt-out's own confirmation (the
+-- leave no event and are not checked; a superseded event (migration 68:
+-- older than a wish the user made later) changed nothing and is skipped. The opt-out's own confirmation (the
 -- kinds in @confirmations) is sent only while its user is opted out: it is
 -- counted as exempt. Each example names the message, its
 -- user and both instants. See verify_goodbye_queued.sql for the
@@ -23,13 +24,13 @@ WITH found (example, exempt) AS MATERIALIZED (
       JOIN LATERAL (
                SELECT e.opted_out, greatest(e.at, e.created_at) AS since
                  FROM engagement_consent_events e
-                WHERE e.user_id = q.user_id
+                WHERE e.user_id = q.user_id AND NOT e.superseded
                   AND greatest(e.at, e.created_at) < q.sent_at
                 ORDER BY e.id DESC
                 LIMIT 1
            ) c ON c.opted_out AND c.since + @grace::interval < q.sent_at
      WHERE q.sent_at IS NOT NULL
-       AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out)
+       AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out AND NOT e.superseded)
 )
 SELECT count(*) FILTER (WHERE NOT exempt) AS violations,
        count(*) FILTER (WHERE exempt) AS exempt,
