@@ -8,34 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
-
-// loggedEvent is one row of engagement_consent_events, superseded or not.
-type loggedEvent struct {
-	OptedOut   bool
-	Source     string
-	At         time.Time
-	Superseded bool
-}
-
-func loggedEvents(t *testing.T, db fixture.DB, user string) []loggedEvent {
-	t.Helper()
-	rows, err := db.Query(context.Background(), `
-		SELECT opted_out, source, at, superseded FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[loggedEvent])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func optedOut(t *testing.T, db fixture.DB, user string) bool {
 	t.Helper()
@@ -77,13 +53,13 @@ func TestConsentFollowsTheUsersTimeThroughSQL(t *testing.T) {
 	if !optedOut(t, tx, user) {
 		t.Fatal("a resume said an hour before the stop, arriving after it, opted the user back in")
 	}
-	ev := loggedEvents(t, tx, user)
+	ev := consentEvents(t, tx, user)
 	if len(ev) != 2 || !ev[0].OptedOut || ev[0].Superseded || ev[1].OptedOut || !ev[1].Superseded || ev[1].Source != "meta:user_preferences" {
 		t.Errorf("consent log %+v; want the stop, then the late resume recorded as superseded", ev)
 	}
 	// The same late resume again (Meta resends it) is in the log already.
 	sqlCall(t, tx, false, user, "meta:user_preferences", "-1 hour")
-	if n := len(loggedEvents(t, tx, user)); n != 2 {
+	if n := len(consentEvents(t, tx, user)); n != 2 {
 		t.Errorf("a resend of the superseded resume: %d log rows, want 2 (recorded once)", n)
 	}
 	// Said after the stop, a resume wins, whenever it comes.
@@ -230,8 +206,8 @@ func TestConsentFlapsOnFourConnectionsLeaveAnExactLog(t *testing.T) {
 	if got := optedOut(t, pool, user); got != newest.optOut {
 		t.Errorf("after the flaps: opted out %v; the newest wish (%s) says %v", got, newest.at, newest.optOut)
 	}
-	ev := loggedEvents(t, pool, user)
-	var changes []loggedEvent
+	ev := consentEvents(t, pool, user)
+	var changes []consentEvent
 	superseded := map[string]int{}
 	for _, e := range ev {
 		if e.Superseded {

@@ -241,19 +241,7 @@ func TestMetasLateResumeIsSuperseded(t *testing.T) {
 	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = '5511955554444@s.whatsapp.net' WHERE user_id = $1`, user)
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
 		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
-	post := func(body []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, c.base+"/webhooks/whatsapp", bytes.NewReader(body))
-		req.Header.Set("X-Hub-Signature-256", metafake.Sign(appSecret, body))
-		res, err := c.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("a signed preference: %d, want 200", res.StatusCode)
-		}
-	}
+	post := func(body []byte) { postSigned(t, c, body, "a signed preference") }
 	log := func() string {
 		t.Helper()
 		var s string
@@ -277,5 +265,23 @@ func TestMetasLateResumeIsSuperseded(t *testing.T) {
 	post(metafake.Preference("5511955554444", "resume", t0.Add(time.Minute)))
 	if got := log(); got != "false stop,resume(superseded),resume" {
 		t.Errorf("then a resume said after T: %q; want opted back in", got)
+	}
+}
+
+// postSigned posts body to the console's Meta webhook, signed with the
+// app's secret as Meta signs it, and fails the test unless it is answered
+// 200; what names the body in the failure.
+func postSigned(t *testing.T, c *consoleProc, body []byte, what string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.base+"/webhooks/whatsapp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", metafake.Sign(appSecret, body))
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d, want 200", what, res.StatusCode)
 	}
 }
