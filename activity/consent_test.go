@@ -17,16 +17,17 @@ import (
 
 // consentEvent is one row of engagement_consent_events.
 type consentEvent struct {
-	OptedOut bool
-	Source   string
-	Actor    *string
-	At       time.Time
+	OptedOut   bool
+	Source     string
+	Actor      *string
+	At         time.Time
+	Superseded bool // older than a wish the user made later (migration 68)
 }
 
 func consentEvents(t *testing.T, db fixture.DB, user string) []consentEvent {
 	t.Helper()
 	rows, err := db.Query(context.Background(), `
-		SELECT opted_out, source, actor, at FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
+		SELECT opted_out, source, actor, at, superseded FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
 	if err != nil {
 		t.Fatal(err)
 	}

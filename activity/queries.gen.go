@@ -109,8 +109,8 @@ var fireQuery = sqlfile.Load[fireArgs, fireRow, *fireRow](statementFiles, "fire"
 //
 //exhaustruct:enforce
 type optOutArgs struct {
-	OptOut  bool       // @opt_out
 	UserID  string     // @user_id
+	OptOut  bool       // @opt_out
 	Source  string     // @source
 	At      *time.Time // @at
 	Actor   *string    // @actor
@@ -119,21 +119,21 @@ type optOutArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a optOutArgs) Args() []any {
-	return []any{a.OptOut, a.UserID, a.Source, a.At, a.Actor, a.Confirm}
+	return []any{a.UserID, a.OptOut, a.Source, a.At, a.Actor, a.Confirm}
 }
 
 // optOutRow is a row of queries/opt_out.sql.
 type optOutRow struct {
-	Changed bool // changed
+	Outcome string // outcome
 }
 
 // Dest returns the fields in the columns' order.
 func (r *optOutRow) Dest() []any {
-	return []any{&r.Changed}
+	return []any{&r.Outcome}
 }
 
 // optOutQuery is queries/opt_out.sql.
-var optOutQuery = sqlfile.Load[optOutArgs, optOutRow, *optOutRow](statementFiles, "opt_out", "opt_out", "user_id", "source", "at", "actor", "confirm")
+var optOutQuery = sqlfile.Load[optOutArgs, optOutRow, *optOutRow](statementFiles, "opt_out", "user_id", "opt_out", "source", "at", "actor", "confirm")
 
 // receiptArgs are the parameters of queries/receipt.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

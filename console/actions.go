@@ -253,18 +253,21 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 			if err != nil {
 				return 0, err
 			}
-			f := activity.OptIn
-			if action == actionOptOut {
-				f = activity.OptOut
-			}
-			changed, err := f(ctx, tx, user, activity.SourceConsole, activity.ConsentOptions{Actor: u.Name})
+			// Said now, by the operator: superseded only by a wish the
+			// user made later still (an instant ahead of the database's
+			// clock, as far as the calls allow).
+			out, err := activity.Consent(ctx, tx, user, action == actionOptOut, activity.SourceConsole, activity.ConsentOptions{Actor: u.Name})
 			if errors.Is(err, activity.ErrUnknownUser) {
 				return 0, badRequestf("no user %s (no profile): nothing to change", user)
 			}
 			if err != nil {
 				return 0, err
 			}
+			changed := out == activity.ConsentChanged
 			res.Filter["changed"] = changed
+			if out == activity.ConsentSuperseded {
+				res.Filter["superseded"] = true
+			}
 			if action == actionOptIn || !changed {
 				return 0, nil
 			}

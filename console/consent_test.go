@@ -72,6 +72,24 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	}
 }
 
+// Issue 56: the user's consent history shows a call superseded by a wish
+// the user made later as such: it is there, and it changed nothing.
+func TestTheUserPageShowsASupersededWish(t *testing.T) {
+	t.Parallel()
+	pool := opsDB(t)
+	srv := serve(t, pool, opsAsOf)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
+	fixture.Exec(t, pool, `SELECT engagement_opt_out($1::uuid, 'bot:keyword', now() - interval '1 minute')`, user)
+	fixture.Exec(t, pool, `SELECT engagement_opt_in($1::uuid, 'meta:user_preferences', now() - interval '1 hour')`, user)
+	page := opsPage(t, srv, "/users?id="+user)
+	if !strings.Contains(page, "opted in <span class=\"superseded\"") || !strings.Contains(page, "(superseded: changed nothing)</span></td><td>meta:user_preferences") {
+		t.Errorf("the user page does not show the late resume as superseded:\n%.3000s", page)
+	}
+	if strings.Count(page, "(superseded") != 1 || !strings.Contains(page, "Opted out of re-engagement messages") {
+		t.Errorf("want one superseded row and the user opted out:\n%.3000s", page)
+	}
+}
+
 // Issue 44: an operator erases a person from their page: the preview says
 // what would change and changes nothing; the confirmation scrubs their
 // WhatsApp id and message contents, opts them out and writes an audit row.

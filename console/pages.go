@@ -739,12 +739,14 @@ type User struct {
 
 // ConsentChange is one change of a user's consent to re-engagement
 // messages (engagement_consent_events): which way, through which door,
-// by which operator (empty: none), when the user said it.
+// by which operator (empty: none), when the user said it; or a call older
+// than a wish the user made later (Superseded), which changed nothing.
 type ConsentChange struct {
-	OptedOut bool      `json:"opted_out"`
-	Source   string    `json:"source"`
-	Actor    string    `json:"actor,omitempty"`
-	At       time.Time `json:"at"`
+	OptedOut   bool      `json:"opted_out"`
+	Source     string    `json:"source"`
+	Actor      string    `json:"actor,omitempty"`
+	At         time.Time `json:"at"`
+	Superseded bool      `json:"superseded,omitempty"`
 }
 
 // UserState is a user's state, timers and profile; the JID only as its

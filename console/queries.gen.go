@@ -389,15 +389,16 @@ func (a userConsentArgs) Args() []any {
 
 // userConsentRow is a row of queries/user_consent.sql.
 type userConsentRow struct {
-	OptedOut bool      // opted_out
-	Source   string    // source
-	Actor    string    // actor
-	At       time.Time // at
+	OptedOut   bool      // opted_out
+	Source     string    // source
+	Actor      string    // actor
+	At         time.Time // at
+	Superseded bool      // superseded
 }
 
 // Dest returns the fields in the columns' order.
 func (r *userConsentRow) Dest() []any {
-	return []any{&r.OptedOut, &r.Source, &r.Actor, &r.At}
+	return []any{&r.OptedOut, &r.Source, &r.Actor, &r.At, &r.Superseded}
 }
 
 // userConsentQuery is queries/user_consent.sql.

@@ -43,9 +43,10 @@ type circuit struct {
 // heldSend is a failed attempt the circuit keeps until it knows whether it
 // was the message's failure or the receiver's outage.
 type heldSend struct {
-	m       claimed
-	err     error
-	latency time.Duration
+	m        claimed
+	err      error
+	latency  time.Duration
+	answered time.Time // when the transport answered
 }
 
 // verdict is what the circuit says to do with an attempt.
@@ -63,7 +64,7 @@ const (
 // When the attempt settles the streak, resolved lists the held attempts:
 // to release when the circuit just opened (opened is then its reason), to
 // record as the failures they were otherwise.
-func (c *circuit) observe(m claimed, sendErr error, latency time.Duration, resendable bool) (v verdict, resolved []heldSend, opened string) {
+func (c *circuit) observe(m claimed, sendErr error, latency time.Duration, answered time.Time, resendable bool) (v verdict, resolved []heldSend, opened string) {
 	var terr *transport.Error
 	outage := errors.As(sendErr, &terr) && terr.Outage()
 	c.mu.Lock()
@@ -89,7 +90,7 @@ func (c *circuit) observe(m claimed, sendErr error, latency time.Duration, resen
 	}
 	if c.streak < OutageStreak {
 		if v == hold {
-			c.held = append(c.held, heldSend{m, sendErr, latency})
+			c.held = append(c.held, heldSend{m, sendErr, latency, answered})
 		}
 		return v, nil, ""
 	}

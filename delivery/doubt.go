@@ -71,7 +71,7 @@ func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) 
 		// sends that very key): as for a send, an outage stops the run
 		// with the message back in the queue, else it is asked again
 		// after a retry's wait, in doubt still, until its retries run out.
-		return p.attempted(log, m, transport.Result{}, err, time.Since(start))
+		return p.attempted(log, m, transport.Result{}, err, start)
 	case err != nil:
 		return p.doubtUnresolved(m, reason, err), nil
 	case answer.Had && answer.ProviderMessageID == "" && marks[0].Earlier:

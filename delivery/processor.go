@@ -759,14 +759,16 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 	sendCtx := context.WithoutCancel(ctx)
 	sendStart := time.Now()
 	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
-	return p.attempted(log, m, res, sendErr, time.Since(sendStart))
+	return p.attempted(log, m, res, sendErr, sendStart)
 }
 
 // attempted settles an attempt that reached the transport (a send, or a
 // lookup of a message in doubt): through the circuit, which may hold it
 // or release it for an outage, else by its outcome.
-func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration) (*outcome, error) {
-	v, resolved, opened := p.circuit.observe(m, sendErr, latency, !p.inDoubt(sendErr))
+func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Result, sendErr error, start time.Time) (*outcome, error) {
+	answered := time.Now()
+	latency := answered.Sub(start)
+	v, resolved, opened := p.circuit.observe(m, sendErr, latency, answered, !p.inDoubt(sendErr))
 	if opened != "" {
 		p.log.Warn().Str("outage", opened).
 			Msg("receiver outage: stopping; the messages claimed go back to the queue with their retries unspent")
@@ -786,7 +788,7 @@ func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Resul
 	case release:
 		return nil, errors.Join(recErr, p.release([]claimed{m}))
 	}
-	o := p.outcome(log, m, res, sendErr, latency)
+	o := p.outcome(log, m, res, sendErr, latency, answered)
 	return &o, recErr
 }
 
@@ -813,8 +815,9 @@ func (p *Processor) messageLog(m claimed) zerolog.Logger {
 }
 
 // outcome classifies an attempt that reached the transport, counts it and
-// logs it: one line per attempt, info when delivered.
-func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration) outcome {
+// logs it: one line per attempt, info when delivered. answered is when the
+// transport answered.
+func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration, answered time.Time) outcome {
 	p.tally.processed.Add(1)
 	o := p.classify(m, res, sendErr)
 	ms := float64(latency.Microseconds()) / 1000
@@ -830,7 +833,7 @@ func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result,
 	default:
 		p.tally.failed.Add(1)
 		log.Error().Float64("latency_ms", ms).Str("class", transport.Class(sendErr)).Str("error", o.err.Error()).Msg("message failed")
-		p.optOutOn131050(log, m, sendErr)
+		p.optOutOn131050(log, m, sendErr, answered)
 	}
 	return o
 }
@@ -838,28 +841,37 @@ func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result,
 // optOutOn131050 opts m's user out when WhatsApp refused the send with
 // 131050 (the user stopped marketing messages from this business): every
 // later goodbye would be refused the same way, and each refusal lowers
-// the number's quality rating. A failure to record it is logged: the next
-// refusal records it again.
-func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error) {
+// the number's quality rating. The opt-out is said when WhatsApp refused
+// (refused, this host's clock), so that a "resume" the user said after
+// that wins, whenever it arrives, and one said before it does not undo
+// it. A host clock more than 5 minutes ahead of the database's is refused
+// that instant: the opt-out is then recorded as said now. A failure to
+// record it is logged: the next refusal records it again.
+func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error, refused time.Time) {
 	var te *transport.Error
 	if !errors.As(sendErr, &te) || te.ProviderCode != 131050 || m.UserID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	changed, err := activity.OptOut(ctx, p.pool, m.UserID, activity.SourceWhatsApp131050, activity.ConsentOptions{})
+	out, err := activity.Consent(ctx, p.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{At: refused})
+	if errors.Is(err, activity.ErrInstantOutOfRange) {
+		out, err = activity.Consent(ctx, p.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{})
+	}
 	switch {
 	case err != nil:
 		log.Warn().Str("error", err.Error()).Msg("WhatsApp says the user stopped marketing messages (131050); recording the opt-out failed")
-	case changed:
+	case out == activity.ConsentChanged:
 		log.Info().Msg("WhatsApp says the user stopped marketing messages (131050): opted out")
+	case out == activity.ConsentSuperseded:
+		log.Info().Msg("WhatsApp says the user stopped marketing messages (131050), but the user opted back in after that: left opted in")
 	}
 }
 
 // settleHeld records an attempt the circuit held, now known to be the
 // message's own failure.
 func (p *Processor) settleHeld(h heldSend) error {
-	o := p.outcome(p.messageLog(h.m), h.m, transport.Result{}, h.err, h.latency)
+	o := p.outcome(p.messageLog(h.m), h.m, transport.Result{}, h.err, h.latency, h.answered)
 	return p.settle([]settled{{h.m, o}}, p.cfg.Transport.Deduplicates())
 }
 

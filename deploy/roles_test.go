@@ -65,6 +65,8 @@ var wantPrivileges = map[string][]string{
 	"engagement_send_budget_recipients": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_send_budget_claims":     {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_consent_events":         {"SELECT", "DELETE"},
+	// Each user's newest wish (migration 68): the consent calls write it.
+	"engagement_consent_newest": {"SELECT"},
 	// Receipts that came before their send (migration 65): the functions
 	// keep and apply them; cleanup deletes those that never matched.
 	"engagement_receipt_inbox":   {"SELECT", "DELETE"},

@@ -101,7 +101,8 @@ BEGIN
     IF NEW.message_key IS DISTINCT FROM 'engagement.opt_out.confirmation'
        OR NEW.period_start IS NULL
        OR NOT EXISTS (SELECT FROM engagement_consent_events e
-                       WHERE e.user_id = NEW.user_id AND e.opted_out AND e.at = NEW.period_start) THEN
+                       WHERE e.user_id = NEW.user_id AND e.opted_out AND NOT e.superseded
+                         AND e.at = NEW.period_start) THEN
         RAISE EXCEPTION 'an opt-out''s confirmation is queued only by engagement_opt_out(..., p_confirm => true)'
             USING ERRCODE = 'EN010';
     END IF;

@@ -22,6 +22,7 @@ func TestCleanupHorizonsKeepEachUsersLatestRow(t *testing.T) {
 	old := asOf.Add(-retention.DefaultConsentRetention - 30*retention.Day)
 	a := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf})
 	b := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf})
+	c := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf})
 	// a: three old transitions and one recent; b: one old, their latest.
 	for _, r := range []struct {
 		user string
@@ -39,6 +40,12 @@ func TestCleanupHorizonsKeepEachUsersLatestRow(t *testing.T) {
 		fixture.Exec(t, pool, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at, created_at)
 		                       VALUES ($1, $2, 'bot:keyword', $3, $3)`, r.user, r.out, r.at)
 	}
+	// c (issue 56): out long ago, their latest change, then a resume said
+	// before it, recorded after it as superseded: neither goes, the
+	// standing choice is the opt-out.
+	fixture.Exec(t, pool, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at, created_at, superseded)
+	                       VALUES ($1, true, 'bot:keyword', $2, $2, false), ($1, false, 'meta:user_preferences', $2 - interval '1 hour', $2 + interval '1 hour', true)`,
+		c, old)
 	cfg := retention.CleanupConfig{OlderThan: retention.DefaultRetention, AsOf: asOf, BatchSize: 1,
 		TransitionsOlderThan: retention.DefaultTransitionRetention, ConsentOlderThan: retention.DefaultConsentRetention}
 
@@ -68,7 +75,8 @@ func TestCleanupHorizonsKeepEachUsersLatestRow(t *testing.T) {
 		{`SELECT count(*) FROM engagement_state_transitions`, 2},
 		{`SELECT count(*) FROM engagement_consent_events WHERE user_id = '` + a + `' AND opted_out AND at > now() - interval '1 day'`, 1},
 		{`SELECT count(*) FROM engagement_consent_events WHERE user_id = '` + b + `' AND opted_out`, 1},
-		{`SELECT count(*) FROM engagement_consent_events`, 2},
+		{`SELECT count(*) FROM engagement_consent_events WHERE user_id = '` + c + `'`, 2},
+		{`SELECT count(*) FROM engagement_consent_events`, 4},
 	} {
 		if got := fixture.Count(t, pool, c.sql); got != c.want {
 			t.Errorf("%s: %d, want %d", c.sql, got, c.want)

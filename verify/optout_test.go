@@ -67,6 +67,18 @@ func TestVerifyNoSendAfterOptOut(t *testing.T) {
 	event(d, true, ago(2*time.Hour), ago(2*time.Hour))
 	sentKind(sm.OptOutConfirmationMessage, d, ago(time.Hour))
 
+	// Issue 56: in, said an hour ago, then an opt-out said two hours ago
+	// arriving after it: superseded, it changed nothing, and a send after
+	// it is no violation.
+	e := user()
+	fixture.Exec(t, pool, `SELECT engagement_opt_in($1::uuid, 'bot:keyword', $2)`, e, ago(time.Hour))
+	fixture.Exec(t, pool, `SELECT engagement_opt_out($1::uuid, 'meta:user_preferences', $2)`, e, ago(2*time.Hour))
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_consent_events WHERE user_id = $1 AND opted_out AND superseded`, e); n != 1 {
+		t.Fatalf("%d superseded opt-outs, want 1", n)
+	}
+	fixture.Exec(t, pool, `UPDATE engagement_consent_events SET created_at = $2 WHERE user_id = $1`, e, ago(90*time.Minute))
+	sent(e, ago(30*time.Minute))
+
 	rep, err := verify.Run(ctx, pool, verify.Config{AsOf: now})
 	if err != nil {
 		t.Fatal(err)

@@ -223,20 +223,7 @@ func TestAQualityUpdateNeverRaisesTheLimitWithoutNamingATier(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
 		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
-	post := func(body []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, c.base+"/webhooks/whatsapp", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Hub-Signature-256", metafake.Sign(appSecret, body))
-		res, err := c.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("a signed quality update: %d, want 200", res.StatusCode)
-		}
-	}
+	post := func(body []byte) { postSigned(t, c, body, "a signed quality update") }
 	tier := func() string {
 		t.Helper()
 		var s string

@@ -227,3 +227,61 @@ func TestConsoleRefusesABadPricesFile(t *testing.T) {
 		t.Errorf("--prices-file missing: exit %d, stderr %q; want 2 and one line naming the flag", res.Code, res.Stderr)
 	}
 }
+
+// Issue 56, finding 1: Meta resends a webhook late (the console answers
+// 503 while its database fails), so an old entry is ordinary traffic. A
+// signed stop said at T, then a signed resume said at T - 1 h arriving
+// after it, leaves the user opted out: the resume is in the consent log,
+// superseded, and changed nothing. A resume said after T still wins.
+func TestMetasLateResumeIsSuperseded(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour)})
+	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = '5511955554444@s.whatsapp.net' WHERE user_id = $1`, user)
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	post := func(body []byte) { postSigned(t, c, body, "a signed preference") }
+	log := func() string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(ctx, `
+			SELECT p.reengagement_opt_out::text || coalesce(' ' || (SELECT string_agg(
+			           CASE WHEN e.opted_out THEN 'stop' ELSE 'resume' END || CASE WHEN e.superseded THEN '(superseded)' ELSE '' END,
+			           ',' ORDER BY e.id) FROM engagement_consent_events e WHERE e.user_id = p.user_id), '')
+			  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t0 := time.Now().Add(-2 * time.Minute)
+	post(metafake.Preference("5511955554444", "stop", t0))
+	late := metafake.Preference("5511955554444", "resume", t0.Add(-time.Hour))
+	post(late)
+	post(late) // Meta's retry of it
+	if got := log(); got != "true stop,resume(superseded)" {
+		t.Errorf("a stop at T, then a resume said at T-1h arriving later (twice): %q; want opted out, the resume logged once, superseded", got)
+	}
+	post(metafake.Preference("5511955554444", "resume", t0.Add(time.Minute)))
+	if got := log(); got != "false stop,resume(superseded),resume" {
+		t.Errorf("then a resume said after T: %q; want opted back in", got)
+	}
+}
+
+// postSigned posts body to the console's Meta webhook, signed with the
+// app's secret as Meta signs it, and fails the test unless it is answered
+// 200; what names the body in the failure.
+func postSigned(t *testing.T, c *consoleProc, body []byte, what string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.base+"/webhooks/whatsapp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", metafake.Sign(appSecret, body))
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d, want 200", what, res.StatusCode)
+	}
+}

@@ -85,3 +85,46 @@ func TestOptOutAndOptInThroughTheCommand(t *testing.T) {
 		t.Errorf("%d pending confirmations, want the one --confirm asked for", n)
 	}
 }
+
+// Issue 56: an operator's opt-out and opt-in follow the user's time. Said
+// now by default, they win over the user's older wishes; with --at (when
+// the user said it: an e-mail read late), one older than the user's
+// newest wish changes nothing and is recorded as superseded, and the
+// command says so.
+func TestTheCommandsFollowTheUsersTime(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	env := cmdtest.Env("DATABASE_URL="+url, "USER=ana")
+	fixture.Exec(t, pool, `SELECT engagement_opt_out($1::uuid, 'bot:keyword', now() - interval '10 minutes')`, user)
+	hourAgo := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+
+	steps := []struct {
+		args   []string
+		code   int
+		stdout string
+	}{
+		{[]string{"opt-in", "--user-id", user, "--at", hourAgo}, 0,
+			user + " not opted in: superseded by a wish the user made later; recorded as superseded, nothing changed\n"},
+		{[]string{"opt-in", "--user-id", user, "--at", hourAgo, "--source", "support:ticket-7", "--output", "json"}, 0,
+			`{"user_id":"` + user + `","opted_out":false,"changed":false,"superseded":true}` + "\n"},
+		{[]string{"opt-in", "--user-id", user, "--at", "yesterday"}, 2, ""},
+		{[]string{"opt-in", "--user-id", user, "--at", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 2, ""},
+		{[]string{"opt-in", "--user-id", user}, 0, user + " opted in\n"}, // now: newer than the keyword
+	}
+	for _, s := range steps {
+		res := cmdtest.Exec(t, ctl.NewCommand, env, s.args...)
+		if res.Code != s.code || (s.code == 0 && res.Stdout != s.stdout) {
+			t.Errorf("%v: exit %d, %q (%s); want %d, %q", s.args, res.Code, res.Stdout, res.Stderr, s.code, s.stdout)
+		}
+	}
+	var got string
+	if err := pool.QueryRow(context.Background(), `
+		SELECT string_agg(opted_out::text || ' ' || source || ' ' || superseded::text, ', ' ORDER BY id)
+		  FROM engagement_consent_events WHERE user_id = $1`, user).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "true bot:keyword false, false engagementctl true, false support:ticket-7 true, false engagementctl false"; got != want {
+		t.Errorf("consent log %q, want %q", got, want)
+	}
+}

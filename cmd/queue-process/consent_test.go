@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -243,4 +244,152 @@ func outcomes(t *testing.T, pool *pgxpool.Pool, query string, args ...any) map[s
 		t.Fatal(err)
 	}
 	return got
+}
+
+// refuse131050 is a Cloud API that refuses every send with 131050, as Meta
+// does; before answering, it calls before (when set) with the request's
+// context.
+func refuse131050(t *testing.T, before func()) *httptest.Server {
+	t.Helper()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if before != nil {
+			before()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"message":"(#131050) Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business.","type":"OAuthException","code":131050,"fbtrace_id":"Az8or2yhqkZfEZ"}}`))
+	}))
+	t.Cleanup(api.Close)
+	return api
+}
+
+// dueReview queues one due weekly review for a new user and returns the user.
+func dueReview(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key)
+		VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		        '5511900000001@s.whatsapp.net', now() - interval '1 minute', $1::uuid::text || ':w1')`, user)
+	return user
+}
+
+// Issue 56: the opt-out a 131050 records is said when WhatsApp refused the
+// send, in the user's time: a "resume" the user said before the refusal,
+// arriving after it (Meta resends late), does not undo it; it is logged,
+// superseded.
+func TestAResumeOlderThanA131050DoesNotUndoIt(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := dueReview(t, pool)
+	api := refuse131050(t, nil)
+	before := fixture.Now(t, pool)
+	if res := cmdtest.Run(t, binary(t), cloudEnvAt(t, url, api.URL), "--send-interval", "0"); res.Code != 0 {
+		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
+	}
+	var refusedAt time.Time
+	if err := pool.QueryRow(ctx, `SELECT at FROM engagement_consent_events WHERE user_id = $1 AND opted_out AND source = 'whatsapp:131050'`,
+		user).Scan(&refusedAt); err != nil {
+		t.Fatalf("the 131050's opt-out: %v", err)
+	}
+	if after := fixture.Now(t, pool); refusedAt.Before(before.Add(-time.Second)) || refusedAt.After(after.Add(time.Second)) {
+		t.Errorf("the 131050's opt-out said at %s; want within the run, %s to %s", refusedAt, before, after)
+	}
+	var changed bool
+	if err := pool.QueryRow(ctx, `SELECT engagement_opt_in($1::uuid, 'meta:user_preferences', $2::timestamptz)`,
+		user, before.Add(-time.Minute)).Scan(&changed); err != nil {
+		t.Fatal(err)
+	}
+	var optedOut, superseded bool
+	if err := pool.QueryRow(ctx, `
+		SELECT p.reengagement_opt_out, coalesce((SELECT e.superseded FROM engagement_consent_events e
+		                                          WHERE e.user_id = p.user_id AND NOT e.opted_out), false)
+		  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&optedOut, &superseded); err != nil {
+		t.Fatal(err)
+	}
+	if changed || !optedOut || !superseded {
+		t.Errorf("a resume said a minute before the run, after a 131050: changed %v, opted out %v, logged superseded %v; want false, true, true",
+			changed, optedOut, superseded)
+	}
+}
+
+// Issue 56: a "resume" the user said after WhatsApp's 131050 refusal wins,
+// even when it is recorded before queue-process records the refusal's
+// opt-out. The fake API holds the user's profile row (as a slow database
+// would hold queue-process up) while it answers 131050; once
+// queue-process's opt-out waits for the row, the user's resume is
+// recorded, said then, and the row let go.
+func TestAResumeSaidAfterA131050Wins(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := dueReview(t, pool)
+	held := make(chan pgx.Tx, 1)
+	api := refuse131050(t, func() {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := tx.Exec(ctx, `SELECT FROM user_profiles WHERE user_id = $1 FOR NO KEY UPDATE`, user); err != nil {
+			t.Error(err)
+		}
+		held <- tx
+	})
+	var wg sync.WaitGroup
+	var resumeErr error
+	wg.Go(func() {
+		tx := <-held
+		defer tx.Rollback(ctx) //nolint:errcheck // after the commit, a no-op
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var waiting bool
+			if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			                               WHERE datname = current_database() AND wait_event_type = 'Lock'
+			                                 AND query LIKE '%engagement_consent_record%')`).Scan(&waiting); err != nil {
+				resumeErr = err
+				return
+			}
+			if waiting {
+				break
+			}
+			if time.Now().After(deadline) {
+				resumeErr = errors.New("queue-process's opt-out never waited for the user's profile")
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := tx.Exec(ctx, `SELECT engagement_opt_in($1::uuid, 'meta:user_preferences', clock_timestamp())`, user); err != nil {
+			resumeErr = err
+			return
+		}
+		resumeErr = tx.Commit(ctx)
+	})
+	res := cmdtest.Run(t, binary(t), cloudEnvAt(t, url, api.URL), "--send-interval", "0")
+	wg.Wait()
+	if resumeErr != nil {
+		t.Fatal(resumeErr)
+	}
+	if res.Code != 0 {
+		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
+	}
+	var log string
+	if err := pool.QueryRow(ctx, `
+		SELECT p.reengagement_opt_out::text || ': ' || (SELECT string_agg(e.source || CASE WHEN e.superseded THEN ' (superseded)' ELSE '' END,
+		                                                                  ', ' ORDER BY e.id)
+		                                                 FROM engagement_consent_events e WHERE e.user_id = p.user_id)
+		  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&log); err != nil {
+		t.Fatal(err)
+	}
+	// The resume changed nothing when it came (the flag was still off):
+	// it is the newest wish all the same, and the refusal is older.
+	if want := "false: whatsapp:131050 (superseded)"; log != want {
+		t.Errorf("a resume said after the 131050, recorded first: %q; want %q", log, want)
+	}
 }

@@ -42,6 +42,7 @@
 --                                                                  claims drop the old ones
 --   engagement_consent_events      SELECT, DELETE                  consent history: the calls write it,
 --                                                                  cleanup and erase delete
+--   engagement_consent_newest      SELECT                          each user's newest wish: the calls write it
 --   engagement_receipt_inbox       SELECT, DELETE                  receipts that came before their send:
 --                                                                  engagement_receipt keeps them, cleanup deletes
 --   engagement_receipt_gate        SELECT                          empty at rest: where a receipt and its send meet
@@ -185,6 +186,7 @@ DECLARE
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_consent_events',     'SELECT, DELETE'],
+        ['engagement_consent_newest',     'SELECT'],
         ['engagement_receipt_inbox',      'SELECT, DELETE'],
         ['engagement_receipt_gate',       'SELECT'],
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
@@ -210,6 +212,7 @@ DECLARE
                              'engagement_receipt_gate_pass(text)',
                              'engagement_receipt_inbox_apply()',
                              'engagement_consent(uuid, boolean, text, timestamptz, text)',
+                             'engagement_consent_record(uuid, boolean, text, timestamptz, text, boolean)',
                              'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                              'engagement_opt_in(uuid, text, timestamptz, text)',
                              'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',

@@ -9,7 +9,8 @@
 //     for (const msg of messages) {
 //       const text = msg.message?.conversation ?? msg.message?.extendedTextMessage?.text;
 //       if (!msg.key.fromMe && isOptOutKeyword(text, 'pt-BR')) {
-//         await optOut(pool, userIdOf(msg), { confirm: true }); // source 'bot:keyword'
+//         // source 'bot:keyword', said when the user sent the message
+//         await optOut(pool, userIdOf(msg), { confirm: true, at: messageTime(msg) });
 //       }
 //     }
 //   });
@@ -22,8 +23,15 @@
 // sends while the user stays opted out (or answer the user yourself and
 // leave it off, the default). optIn clears the flag and records it
 // (nothing is requeued). Each resolves to whether it changed anything: false for a
-// user already so, and then nothing is recorded. Refusals throw the
-// EngagementError classes of fire.js, with userId and source:
+// user already so, and then nothing is recorded, or for a call older than
+// a wish the user made later (recorded as superseded, nothing else). The
+// user's consent follows the newest of their wishes by options.at, when
+// they said it, whatever order the calls come in (docs/consent.md,
+// "Consent in the user's time"): pass the message's own time,
+// messageTime(msg), so that a "STOP" your bot handles late (a queue, a
+// restart, Baileys' history sync) is still ordered by when the user wrote
+// it. Refusals throw the EngagementError classes of fire.js, with userId
+// and source:
 //
 //   EN003  UnknownUserError        no user_profiles row for userId
 //   EN005  InstantOutOfRangeError  options.at is infinite, before 2000, or more
@@ -36,6 +44,7 @@
 'use strict';
 
 const { EngagementError, UnknownUserError, InstantOutOfRangeError, SQLSTATE } = require('./fire');
+const { unixSeconds } = require('./receipt');
 
 // The sources the project's own doors record (activity/consent.go); a bot
 // may name its own, up to 200 characters.
@@ -96,13 +105,13 @@ async function consent(name, client, userId, { source = CONSENT_SOURCES.KEYWORD,
 
 // optOut records that the user wants no more re-engagement messages and
 // resolves to whether that changed anything (false: opted out already,
-// nothing recorded). client is anything with pg's query (a pg.Pool, a
-// pg.Client, a pool's client inside your own transaction).
-// options.source is the door it came through ('bot:keyword' by default:
-// the user wrote a keyword); options.at (a Date or an ISO 8601 string)
-// when the user said it, the transaction's time by default (Baileys'
-// messageTimestamp is Unix seconds: new Date(Number(ts) * 1000));
-// options.actor the operator who recorded it, if one did;
+// nothing recorded; or superseded by a resume the user said later).
+// client is anything with pg's query (a pg.Pool, a pg.Client, a pool's
+// client inside your own transaction). options.source is the door it came
+// through ('bot:keyword' by default: the user wrote a keyword);
+// options.at (a Date or an ISO 8601 string) when the user said it
+// (messageTime(msg) for a Baileys message), the moment the statement runs
+// by default; options.actor the operator who recorded it, if one did;
 // options.confirm (false by default) queues the opt-out's confirmation
 // message (the catalog's engagement.opt_out.confirmation) when the call
 // changed something and the user said it within the last 24 hours.
@@ -114,6 +123,14 @@ function optOut(client, userId, options) {
 // optOut does the other way; nothing cancelled is requeued.
 function optIn(client, userId, options) {
   return consent('optIn', client, userId, options);
+}
+
+// messageTime is when the user sent a Baileys message (its
+// messageTimestamp, Unix seconds: a number, a string of digits or a
+// protobufjs Long) as a Date, for optOut's and optIn's options.at; or
+// undefined when the message carries none (the call then says "now").
+function messageTime(msg) {
+  return unixSeconds(msg && msg.messageTimestamp);
 }
 
 // createConsent binds optOut and optIn to client:
@@ -219,6 +236,7 @@ function isOptInKeyword(text, locale) {
 module.exports = {
   optOut,
   optIn,
+  messageTime,
   createConsent,
   consentError,
   NoSourceError,

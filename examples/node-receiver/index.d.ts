@@ -268,7 +268,13 @@ export const CONSENT_SOURCES: {
 export interface ConsentOptions {
   /** The door it came through (1 to 200 characters); `'bot:keyword'` when absent (undefined). */
   source?: string | null;
-  /** When the user said it (a Date or an ISO 8601 string); the transaction's time (now()) when absent. */
+  /**
+   * When the user said it (a Date or an ISO 8601 string; {@link messageTime}
+   * for a Baileys message); the moment the statement runs when absent. The
+   * user's consent follows the newest of their wishes by this instant,
+   * whatever order the calls come in: an older call is recorded as
+   * superseded and changes nothing (docs/consent.md, "Consent in the user's time").
+   */
   at?: Date | string | null;
   /** The operator who recorded it (up to 200 characters); none when absent or empty. */
   actor?: string | null;
@@ -291,7 +297,8 @@ export interface OptOutOptions extends ConsentOptions {
  * `user_profiles.reengagement_opt_out`, records the change in
  * `engagement_consent_events` and cancels the user's pending messages
  * (`opted_out`). Resolves to whether it changed anything (false: opted out
- * already, nothing recorded).
+ * already, nothing recorded; or older than a wish the user made later,
+ * recorded as superseded and nothing else: no cancel, no confirmation).
  *
  * Throws, with nothing changed: {@link UnknownUserError} (EN003, no
  * `user_profiles` row), {@link InstantOutOfRangeError} (EN005),
@@ -302,6 +309,16 @@ export function optOut(client: Queryable, userId: string, options?: OptOutOption
 
 /** Records that the user wants re-engagement messages again (`engagement_opt_in`), as optOut the other way; nothing is requeued. */
 export function optIn(client: Queryable, userId: string, options?: ConsentOptions): Promise<boolean>;
+
+/**
+ * When the user sent a Baileys message (its `messageTimestamp`, Unix
+ * seconds: a number, a string of digits or a protobufjs Long), for
+ * optOut's and optIn's `at`; undefined when it carries none.
+ */
+export function messageTime(msg: { messageTimestamp?: number | string | { toNumber(): number } | null } | null | undefined): Date | undefined;
+
+/** The Date of a Unix-seconds value (a number, a string of digits, or a protobufjs Long); undefined for anything else, 0 included. */
+export function unixSeconds(value: unknown): Date | undefined;
 
 /** optOut and optIn bound to a client: `const { optOut } = createConsent(pool); await optOut(userId)`. */
 export function createConsent(client: Queryable): {

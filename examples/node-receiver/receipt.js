@@ -244,4 +244,5 @@ module.exports = {
   receiptsFromBaileysUpdate,
   receiptsFromMetaWebhook,
   verifyMetaSignature,
+  unixSeconds,
 };

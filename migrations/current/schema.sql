@@ -61,7 +61,8 @@ BEGIN
     IF NEW.message_key IS DISTINCT FROM 'engagement.opt_out.confirmation'
        OR NEW.period_start IS NULL
        OR NOT EXISTS (SELECT FROM engagement_consent_events e
-                       WHERE e.user_id = NEW.user_id AND e.opted_out AND e.at = NEW.period_start) THEN
+                       WHERE e.user_id = NEW.user_id AND e.opted_out AND NOT e.superseded
+                         AND e.at = NEW.period_start) THEN
         RAISE EXCEPTION 'an opt-out''s confirmation is queued only by engagement_opt_out(..., p_confirm => true)'
             USING ERRCODE = 'EN010';
     END IF;
@@ -74,37 +75,73 @@ $$;
 --
 
 CREATE FUNCTION public.engagement_consent(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamp with time zone, p_actor text) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$ SELECT engagement_consent_record(p_user_id, p_opt_out, p_source, p_at, p_actor) = 'changed' $$;
+
+--
+-- Name: engagement_consent_record(uuid, boolean, text, timestamp with time zone, text, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_consent_record(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamp with time zone, p_actor text, p_confirm boolean DEFAULT false) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
 DECLARE
-    at  timestamptz := coalesce(p_at, now());
-    cur boolean;
+    said_at timestamptz := coalesce(p_at, clock_timestamp());
+    src     text := btrim(p_source);
+    cur     boolean;
+    newest  engagement_consent_newest%ROWTYPE;
 BEGIN
     IF p_source IS NULL OR btrim(p_source) = '' OR length(p_source) > 200 OR length(p_actor) > 200 THEN
         RAISE EXCEPTION 'engagement consent: a source (1 to 200 characters) is required'
             USING ERRCODE = 'EN008';
     END IF;
-    IF NOT isfinite(at) OR at < timestamptz '2000-01-01 00:00:00+00' OR at > now() + interval '5 minutes' THEN
-        RAISE EXCEPTION 'engagement consent: instant % is out of range (2000-01-01 to 5 minutes past the database clock, %)', at, now()
+    IF NOT isfinite(said_at) OR said_at < timestamptz '2000-01-01 00:00:00+00' OR said_at > now() + interval '5 minutes' THEN
+        RAISE EXCEPTION 'engagement consent: instant % is out of range (2000-01-01 to 5 minutes past the database clock, %)', said_at, now()
             USING ERRCODE = 'EN005';
     END IF;
     SELECT p.reengagement_opt_out INTO cur FROM user_profiles p WHERE p.user_id = p_user_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'engagement consent: no such user %', p_user_id USING ERRCODE = 'EN003';
     END IF;
-    IF cur IS NOT DISTINCT FROM p_opt_out THEN
-        RETURN false;
+
+    SELECT * INTO newest FROM engagement_consent_newest n WHERE n.user_id = p_user_id;
+    IF FOUND AND (said_at, p_opt_out) < (newest.at, newest.opted_out) THEN
+        INSERT INTO engagement_consent_events (user_id, opted_out, source, actor, at, superseded)
+        SELECT p_user_id, p_opt_out, src, nullif(btrim(p_actor), ''), said_at, true
+         WHERE NOT EXISTS (SELECT FROM engagement_consent_events e
+                            WHERE e.user_id = p_user_id AND e.opted_out = p_opt_out
+                              AND e.source = src AND e.at = said_at);
+        RETURN 'superseded';
     END IF;
+    INSERT INTO engagement_consent_newest (user_id, opted_out, at) VALUES (p_user_id, p_opt_out, said_at)
+        ON CONFLICT (user_id) DO UPDATE SET opted_out = excluded.opted_out, at = excluded.at;
+    IF cur IS NOT DISTINCT FROM p_opt_out THEN
+        RETURN 'unchanged';
+    END IF;
+
     UPDATE user_profiles SET reengagement_opt_out = p_opt_out WHERE user_id = p_user_id;
     INSERT INTO engagement_consent_events (user_id, opted_out, source, actor, at)
-    VALUES (p_user_id, p_opt_out, btrim(p_source), nullif(btrim(p_actor), ''), at);
+    VALUES (p_user_id, p_opt_out, src, nullif(btrim(p_actor), ''), said_at);
     IF p_opt_out THEN
         UPDATE engagement_message_queue
            SET status = 'cancelled', cancel_reason = 'opted_out'
          WHERE user_id = p_user_id AND status = 'pending' AND NOT coalesce(in_doubt, false);
     END IF;
-    RETURN true;
+    IF p_opt_out AND p_confirm AND said_at > now() - interval '24 hours' THEN
+        INSERT INTO engagement_message_queue
+               (user_id, message_type, message_key, destination, destination_jid,
+                scheduled_for, idempotency_key, period_start, replay_until)
+        SELECT p.user_id, 'opt_out_confirmation', 'engagement.opt_out.confirmation', r.destination, r.destination_jid,
+               now(), p.user_id::text || ':opt_out_confirmation:' || floor(extract(epoch FROM said_at) * 1000)::bigint,
+               said_at, said_at
+          FROM user_profiles p
+         CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) r
+         WHERE p.user_id = p_user_id AND r.destination_jid IS NOT NULL
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+    END IF;
+    RETURN 'changed';
 END
 $$;
 
@@ -304,30 +341,9 @@ CREATE FUNCTION public.engagement_opt_in(p_user_id uuid, p_source text, p_at tim
 --
 
 CREATE FUNCTION public.engagement_opt_out(p_user_id uuid, p_source text, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_actor text DEFAULT NULL::text, p_confirm boolean DEFAULT false) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
-    AS $$
-DECLARE
-    at timestamptz := coalesce(p_at, now());
-BEGIN
-    IF NOT engagement_consent(p_user_id, true, p_source, p_at, p_actor) THEN
-        RETURN false;
-    END IF;
-    IF p_confirm AND at > now() - interval '24 hours' THEN
-        INSERT INTO engagement_message_queue
-               (user_id, message_type, message_key, destination, destination_jid,
-                scheduled_for, idempotency_key, period_start, replay_until)
-        SELECT p.user_id, 'opt_out_confirmation', 'engagement.opt_out.confirmation', r.destination, r.destination_jid,
-               now(), p.user_id::text || ':opt_out_confirmation:' || floor(extract(epoch FROM at) * 1000)::bigint,
-               at, at
-          FROM user_profiles p
-         CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) r
-         WHERE p.user_id = p_user_id AND r.destination_jid IS NOT NULL
-        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
-    END IF;
-    RETURN true;
-END
-$$;
+    AS $$ SELECT engagement_consent_record(p_user_id, true, p_source, p_at, p_actor, p_confirm) = 'changed' $$;
 
 --
 -- Name: engagement_quiet_until(timestamp with time zone, text, interval, interval); Type: FUNCTION; Schema: public; Owner: -
@@ -578,6 +594,7 @@ CREATE TABLE public.engagement_consent_events (
     actor text,
     at timestamp with time zone NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    superseded boolean DEFAULT false NOT NULL,
     CONSTRAINT engagement_consent_events_actor_check CHECK ((length(actor) <= 200)),
     CONSTRAINT engagement_consent_events_source_check CHECK (((source <> ''::text) AND (length(source) <= 200)))
 );
@@ -593,6 +610,16 @@ ALTER TABLE public.engagement_consent_events ALTER COLUMN id ADD GENERATED ALWAY
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: engagement_consent_newest; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_consent_newest (
+    user_id uuid NOT NULL,
+    opted_out boolean NOT NULL,
+    at timestamp with time zone NOT NULL
 );
 
 --
@@ -1029,6 +1056,13 @@ ALTER TABLE ONLY public.engagement_adopted_tables
 
 ALTER TABLE ONLY public.engagement_consent_events
     ADD CONSTRAINT engagement_consent_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: engagement_consent_newest engagement_consent_newest_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_consent_newest
+    ADD CONSTRAINT engagement_consent_newest_pkey PRIMARY KEY (user_id);
 
 --
 -- Name: engagement_console_audit engagement_console_audit_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1473,6 +1507,12 @@ ALTER TABLE public.engagement_adopted_tables ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.engagement_consent_events ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: engagement_consent_newest; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_consent_newest ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: engagement_console_audit; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1639,6 +1679,12 @@ REVOKE ALL ON FUNCTION public.engagement_confirmation_guard() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.engagement_consent(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamp with time zone, p_actor text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_consent_record(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamp with time zone, p_actor text, p_confirm boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_consent_record(p_user_id uuid, p_opt_out boolean, p_source text, p_at timestamp with time zone, p_actor text, p_confirm boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_error_group(error_message text); Type: ACL; Schema: public; Owner: -

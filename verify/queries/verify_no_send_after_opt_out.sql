@@ -21,7 +21,8 @@
 -- created_at is later than its sent_at was written by hand) had no request
 -- to start. Users opted out
 -- by writing user_profiles.reengagement_opt_out directly leave no event and
--- are not checked. Each example names the message, its user and both
+-- are not checked; a superseded event (migration 68: older than a wish the
+-- user made later) changed nothing and is skipped. Each example names the message, its user and both
 -- instants. See verify_goodbye_queued.sql for the statement's shape.
 WITH opted_out (id, example, exempt) AS (
     SELECT q.id, q.id::text || ' (user ' || q.user_id::text || ' opted out at ' ||
@@ -32,14 +33,14 @@ WITH opted_out (id, example, exempt) AS (
       JOIN LATERAL (
                SELECT e.opted_out, greatest(e.at, e.created_at) AS since
                  FROM engagement_consent_events e
-                WHERE e.user_id = q.user_id
+                WHERE e.user_id = q.user_id AND NOT e.superseded
                   AND greatest(e.at, e.created_at) < q.sent_at
                 ORDER BY e.id DESC
                 LIMIT 1
            ) c ON c.opted_out AND (c.since + @grace::interval < q.sent_at OR q.created_at > c.since AND q.created_at <= q.sent_at)
       LEFT JOIN engagement_message_types t ON t.message_type = q.message_type
      WHERE q.sent_at IS NOT NULL
-       AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out)
+       AND EXISTS (SELECT FROM engagement_consent_events e WHERE e.user_id = q.user_id AND e.opted_out AND NOT e.superseded)
 ), erased (id, example, exempt) AS (
     SELECT q.id, q.id::text || ' (user ' || q.user_id::text || ' erased at ' ||
            to_char(x.erased_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ', sent at ' ||
@@ -50,7 +51,7 @@ WITH opted_out (id, example, exempt) AS (
         ON q.user_id = x.user_id AND q.sent_at IS NOT NULL
        AND (x.erased_at + @grace::interval < q.sent_at OR q.created_at > x.erased_at AND q.created_at <= q.sent_at)
      WHERE NOT EXISTS (SELECT FROM engagement_consent_events e
-                        WHERE e.user_id = x.user_id AND NOT e.opted_out
+                        WHERE e.user_id = x.user_id AND NOT e.opted_out AND NOT e.superseded
                           AND greatest(e.at, e.created_at) > x.erased_at
                           AND greatest(e.at, e.created_at) < q.sent_at)
 ), found (example, exempt) AS MATERIALIZED (

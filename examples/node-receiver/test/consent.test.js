@@ -12,7 +12,7 @@ const path = require('node:path');
 const { describe, it, before, after } = require('node:test');
 const { Client } = require('pg');
 
-const { optOut, optIn, createConsent, consentError, EngagementError, UnknownUserError, InstantOutOfRangeError,
+const { optOut, optIn, messageTime, createConsent, consentError, EngagementError, UnknownUserError, InstantOutOfRangeError,
   NoSourceError, SQLSTATE, CONSENT_SOURCES, OPT_OUT_KEYWORDS, OPT_IN_KEYWORDS, isOptOutKeyword, isOptInKeyword,
   normalizeKeyword, keywordLocale } = require('@engagement-scheduler/bot');
 const { databaseURL, noDatabase, newPool, profileOnly, queuedMessage, consentOf, dbNow } = require('./helpers');
@@ -63,6 +63,41 @@ describe('optOut and optIn', { skip: noDatabase }, () => {
     assert.deepEqual(c.events.map((e) => [e.opted_out, e.source]), [[true, 'bot:keyword'], [false, 'bot:keyword']]);
   });
 
+  it('follows the user\'s time: a STOP handled late wins over an older START, whatever the order (issue 56)', async () => {
+    const now = await dbNow(pool);
+    const user = await profileOnly(pool);
+    const sec = (ms) => Math.floor(ms / 1000);
+    // Baileys' messages, as messages.upsert gives them: Unix seconds, as a
+    // number, a string or a protobufjs Long.
+    const stop = { key: { id: 'A1' }, messageTimestamp: sec(now.getTime() - MINUTE) };
+    const start = { key: { id: 'A2' }, messageTimestamp: { toNumber: () => sec(now.getTime()) - 3600 } };
+    const later = { key: { id: 'A3' }, messageTimestamp: String(sec(now.getTime())) };
+    sameTime(messageTime(stop), new Date(sec(now.getTime() - MINUTE) * 1000));
+    assert.equal(messageTime({ key: {} }), undefined, 'no timestamp: the call says now');
+
+    assert.equal(await optOut(pool, user, { at: messageTime(stop), confirm: true }), true);
+    // The START the user wrote an hour earlier, handled after (a queue, a restart, a history sync).
+    assert.equal(await optIn(pool, user, { at: messageTime(start) }), false, 'older than the stop: superseded');
+    let c = await consentOf(pool, user);
+    assert.equal(c.optedOut, true, 'an older START opted the user back in');
+    assert.deepEqual(c.events.map((e) => [e.opted_out, e.superseded]), [[true, false], [false, true]]);
+    // A STOP and a START at the same second: the user stays out.
+    assert.equal(await optIn(pool, user, { at: messageTime(stop) }), false, 'the same instant: the opt-out wins');
+    // Written after the stop, START wins.
+    assert.equal(await optIn(pool, user, { at: messageTime(later) }), true);
+    // An older STOP with confirm now: superseded, so no confirmation and no cancel.
+    const { rows: [{ n: before }] } = await pool.query(
+      `SELECT count(*)::int AS n FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'opt_out_confirmation'`, [user]);
+    assert.equal(await optOut(pool, user, { at: messageTime(start), confirm: true }), false);
+    const { rows: [{ n: after }] } = await pool.query(
+      `SELECT count(*)::int AS n FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'opt_out_confirmation'`, [user]);
+    assert.equal(after, before, 'a superseded opt-out queued a confirmation');
+    c = await consentOf(pool, user);
+    assert.equal(c.optedOut, false);
+    assert.deepEqual(c.events.map((e) => [e.opted_out, e.superseded]),
+      [[true, false], [false, true], [false, true], [false, false], [true, true]]);
+  });
+
   it('records each change with its source, actor and instant', async () => {
     const now = await dbNow(pool);
     const user = await profileOnly(pool);
@@ -75,7 +110,7 @@ describe('optOut and optIn', { skip: noDatabase }, () => {
       [[true, 'console', 'ana@example.com'], [false, 'engagementctl', 'ops'], [true, 'my-bot:menu', null]]);
     sameTime(events[0].at, said);
     sameTime(events[1].at, new Date(now.getTime() - MINUTE));
-    assert.ok(events[2].at.getTime() >= now.getTime(), 'without at, the transaction\'s time');
+    assert.ok(events[2].at.getTime() >= now.getTime(), 'without at, the moment the statement ran');
   });
 
   it('an opt-out cancels the user\'s pending messages (opted_out), no one else\'s, and not what was sent; an opt-in requeues nothing', async () => {

@@ -100,7 +100,7 @@ async function queuedMessage(db, user, status, scheduledFor) {
 async function consentOf(db, user) {
   const { rows: [p] } = await db.query(`SELECT reengagement_opt_out FROM user_profiles WHERE user_id = $1`, [user]);
   const { rows: events } = await db.query(
-    `SELECT opted_out, source, actor, at FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, [user]);
+    `SELECT opted_out, source, actor, at, superseded FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, [user]);
   return { optedOut: p.reengagement_opt_out, events };
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -75,6 +76,8 @@ type consentOptions struct {
 	userFlags
 	optOut, confirm bool
 	source, actor   string
+	at              string    // --at, as given
+	said            time.Time // --at parsed; zero: now
 }
 
 func newConsentCommand(databaseURL *string, optOut bool, runF func(*consentOptions) error) *cobra.Command {
@@ -102,10 +105,20 @@ See docs/consent.md, "What to tell the user".`
 	}
 	long += `
 
-Exit 0 with one line (--output json: {"user_id","opted_out","changed"});
-2 for a --user-id that is not a UUID, an empty --source, or a user without
-a profile (user_profiles) in the database; 1 when the database fails.
-See docs/operations.md, "Consent".`
+The user's consent follows the newest of their wishes by when they said
+it, whatever order they are recorded in (docs/consent.md, "Consent in the
+user's time"). An operator's call is said now, unless --at says when the
+user said it (a request by e-mail or a support ticket, recorded later);
+one older than a wish the user made later (at the same instant, an opt-in
+is older than an opt-out) changes nothing and is recorded in the consent
+history as superseded (exit 0, "superseded").
+
+Exit 0 with one line (--output json: {"user_id","opted_out","changed"},
+and "superseded": true for a superseded call); 2 for a --user-id that is
+not a UUID, an empty --source, an --at that is not an RFC 3339 instant or
+is before 2000 or more than 5 minutes ahead of the database clock, or a
+user without a profile (user_profiles) in the database; 1 when the
+database fails. See docs/operations.md, "Consent".`
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -117,6 +130,7 @@ See docs/operations.md, "Consent".`
 	fs := cmd.Flags()
 	fs.StringVar(&o.source, "source", activity.SourceEngagementctl, "the consent event's source: the door the user's wish came through (1 to 200 characters)")
 	registerActor(cmd, &o.actor, "the operator recorded with the event")
+	fs.StringVar(&o.at, "at", "", "when the user said it (RFC 3339, like 2026-11-28T14:05:00Z); default now")
 	if optOut {
 		fs.BoolVar(&o.confirm, "confirm", false, "queue the opt-out's confirmation message to the user (docs/consent.md)")
 	}
@@ -134,33 +148,42 @@ func (o *consentOptions) Validate() error {
 	if len(o.actor) > 200 {
 		return cli.Usagef("--actor must be at most 200 characters")
 	}
+	var err error
+	if o.said, err = parseInstant("--at", o.at); err != nil {
+		return err
+	}
 	return o.userFlags.validate(o.Stderr)
 }
 
 func (o *consentOptions) Run(ctx context.Context) error {
-	call, name := activity.OptIn, "opt-in"
-	if o.optOut {
-		call, name = activity.OptOut, "opt-out"
-	}
-	changed, err := call(ctx, o.Pool, o.userID, o.source, activity.ConsentOptions{Actor: o.actor, Confirm: o.confirm})
+	name := map[bool]string{true: "opt-out", false: "opt-in"}[o.optOut]
+	out, err := activity.Consent(ctx, o.Pool, o.userID, o.optOut, o.source,
+		activity.ConsentOptions{At: o.said, Actor: o.actor, Confirm: o.confirm})
 	switch {
 	case errors.Is(err, activity.ErrUnknownUser), errors.Is(err, activity.ErrNoSource):
 		return cli.UsageError(err)
+	case errors.Is(err, activity.ErrInstantOutOfRange):
+		return cli.Usagef("--at %s is before 2000 or more than 5 minutes ahead of the database clock", o.said.Format(time.RFC3339))
 	case err != nil:
 		return err
 	}
+	changed, superseded := out == activity.ConsentChanged, out == activity.ConsentSuperseded
 	o.log.Info().Str("command", name).Str("user_id", o.userID).Str("source", o.source).Str("actor", o.actor).
-		Bool("changed", changed).Msg("consent recorded")
+		Str("outcome", string(out)).Msg("consent recorded")
 	if o.output == "json" {
 		return json.NewEncoder(o.Stdout).Encode(struct {
-			UserID   string `json:"user_id"`
-			OptedOut bool   `json:"opted_out"`
-			Changed  bool   `json:"changed"`
-		}{o.userID, o.optOut, changed})
+			UserID     string `json:"user_id"`
+			OptedOut   bool   `json:"opted_out"`
+			Changed    bool   `json:"changed"`
+			Superseded bool   `json:"superseded,omitempty"`
+		}{o.userID, o.optOut, changed, superseded})
 	}
 	state := map[bool]string{true: "opted out", false: "opted in"}[o.optOut]
 	line := fmt.Sprintf("%s %s", o.userID, state)
-	if !changed {
+	switch {
+	case superseded:
+		line = fmt.Sprintf("%s not %s: superseded by a wish the user made later; recorded as superseded, nothing changed", o.userID, state)
+	case !changed:
 		line = fmt.Sprintf("%s already %s: nothing changed", o.userID, state)
 	}
 	_, err = fmt.Fprintln(o.Stdout, line)
