@@ -39,17 +39,25 @@ call creates the message and every later call with that key returns the
 same id with "created": false and changes nothing, also under concurrent
 callers. A key that breaks the rule is refused (exit 2, nothing written):
 queue-process could not send it. Without a key every call creates a
-message. --destination and --jid default to the user's profile routing.`,
+message. --destination and --jid default to the user's profile routing.
+
+What a message may hold (sender.Message.Validate; POST /api/messages the
+same): --type 1 to 64 lowercase letters, digits, _ . -, starting with a
+letter; --key up to 128 letters, digits, _ . -; --params at most 32, names
+of letters, digits and _, values up to 1,024 characters; --jid as Baileys
+writes it: <phone number>@s.whatsapp.net, <lid>@lid or <group id>@g.us;
+--scheduled-for, --period-start and --replay-until from 2000-01-01 to 400
+days ahead. Anything else is exit 2, nothing written.`,
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.req.UserID, "user-id", "", "the user's id (UUID)")
-	fs.StringVar(&o.req.Type, "type", "", "message type, e.g. weekly_review")
+	fs.StringVar(&o.req.Type, "type", "", "message type, e.g. weekly_review (a-z, 0-9, _ . -; at most 64)")
 	fs.StringVar(&o.req.Key, "key", "", "message catalog key, e.g. engagement.weekly_review.celebration")
 	fs.StringVar(&o.params, "params", "", `message params, a JSON object of strings`)
 	fs.StringVar(&o.req.Destination, "destination", "", "individual or group (default: the profile's routing)")
-	fs.StringVar(&o.req.JID, "jid", "", "destination JID (default: the profile's routing)")
+	fs.StringVar(&o.req.JID, "jid", "", "destination JID: <phone>@s.whatsapp.net, <lid>@lid or <group>@g.us (default: the profile's routing)")
 	fs.StringVar(&o.req.ScheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
 	fs.StringVar(&o.req.IdempotencyKey, "idempotency-key", "", "at most 128 characters, no control characters; a repeated key changes nothing")
 	fs.StringVar(&o.req.PeriodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
