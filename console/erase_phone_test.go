@@ -34,7 +34,7 @@ func TestEraseFindsThePhoneNumberHoweverItIsWritten(t *testing.T) {
 	erased := []string{
 		"asked on +55 (11) 98765-4321",
 		"called from 11 98765.4321, ticket 77",
-		"old number (11) 8765-4321",             // without the mobile 9
+		"old number (11) 8765-4321",                   // without the mobile 9
 		"whatsapp 0xx 11 98765 4321 after the outage", // a trunk and carrier prefix
 		"+5511987654321",
 	}
