@@ -177,15 +177,17 @@ func TestFunnelCountsAScriptedHistory(t *testing.T) {
 
 	// Users by state at each week's end, worked back from now, against a
 	// replay of the log up to then (each user's last move before the
-	// instant, or active).
+	// instant, or active; weeks are half-open, so a past week ends just
+	// before its next Monday, and the current one at as-of).
 	for _, w := range o.Weeks {
 		rows, err := h.pool.Query(context.Background(), `
 			SELECT coalesce(last.to_state, 'active'), count(*)
 			  FROM user_engagement_states s
 			  LEFT JOIN LATERAL (SELECT to_state FROM engagement_state_transitions t
-			                      WHERE t.user_id = s.user_id AND t.created_at <= $1 ORDER BY t.id DESC LIMIT 1) last ON true
-			 WHERE s.created_at <= $1
-			 GROUP BY 1`, w.At)
+			                      WHERE t.user_id = s.user_id AND (t.created_at < $1 OR (t.created_at = $1 AND $2))
+			                      ORDER BY t.id DESC LIMIT 1) last ON true
+			 WHERE s.created_at < $1 OR (s.created_at = $1 AND $2)
+			 GROUP BY 1`, w.At, w.At.Equal(historyAsOf))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,5 +209,45 @@ func TestFunnelCountsAScriptedHistory(t *testing.T) {
 	last := o.Weeks[len(o.Weeks)-1].Users
 	if last["dormant"] != 3 || last["goodbye_sent"] != 5 || last["help_flow"] != 1 || last["remind_later"] != 1 {
 		t.Errorf("now: %v, want 3 dormant (u4, u8, u9), 5 waiting on a goodbye (z, u10, u12..u14), 1 in help, 1 to remind", last)
+	}
+}
+
+// Issue 56, finding 7: weeks are half-open, [Monday 00:00, next Monday
+// 00:00) UTC. Three goodbyes logged at exactly Monday 2026-02-16 00:00:00
+// are that week's cohort, in the funnel and the lift (the console counted
+// them in the week of 02-09), and the users by state at the end of the
+// week of 02-09 are the state just before them.
+func TestConsoleWeeksStartAtMondayMidnight(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	monday := time.Date(2026, 2, 16, 0, 0, 0, 0, time.UTC)
+	for range 3 {
+		u := fixture.User(t, pool, fixture.UserOptions{State: string(sm.GoodbyeSent), LastActivity: monday.Add(-15 * 24 * time.Hour),
+			GoodbyeSentAt: &monday, StateEnteredAt: &monday})
+		fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
+		                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, u, monday)
+	}
+	fixture.Exec(t, pool, `UPDATE user_engagement_states SET created_at = '2025-11-01'`)
+	srv := serve(t, pool, historyAsOf)
+	var o console.Overview
+	_, body := get(t, srv, "/", viewer, viewerPassword, true)
+	decode(t, body, &o)
+
+	goodbyes := map[string]int64{}
+	for _, c := range o.Funnel {
+		goodbyes[c.WeekStart.Format(time.DateOnly)] = c.Goodbyes
+	}
+	if goodbyes["2026-02-16"] != 3 || goodbyes["2026-02-09"] != 0 {
+		t.Errorf("funnel: %d goodbyes in the week of 02-16 and %d in 02-09's, want 3 and 0", goodbyes["2026-02-16"], goodbyes["2026-02-09"])
+	}
+	if o.Lift == nil || len(o.Lift.Cohorts) != 1 || !o.Lift.Cohorts[0].WeekStart.Equal(monday) || o.Lift.Cohorts[0].Treatment.Users != 3 {
+		t.Errorf("lift cohorts %+v, want one, the week of 02-16 with 3 treated", o.Lift)
+	}
+	sent := map[string]int64{}
+	for _, w := range o.Weeks {
+		sent[w.WeekStart.Format(time.DateOnly)] = w.Users[string(sm.GoodbyeSent)]
+	}
+	if sent["2026-02-09"] != 0 || sent["2026-02-16"] != 3 {
+		t.Errorf("goodbye_sent at the end of the weeks of 02-09 and 02-16: %d and %d, want 0 and 3", sent["2026-02-09"], sent["2026-02-16"])
 	}
 }

@@ -51,13 +51,13 @@ var wantPrivileges = map[string][]string{
 	"engagement_processed_messages": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_transport_pacing":   {"SELECT", "INSERT", "UPDATE"},
 	"engagement_idempotency_keys":   {"SELECT", "INSERT", "UPDATE", "DELETE"},
-	"engagement_job_runs":           {"SELECT", "INSERT", "UPDATE"},
+	"engagement_job_runs":           {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_queue_holders":      {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_time_zones":         {"SELECT"},
 	"engagement_schema_migrations":  {"SELECT"},
 	"engagement_adopted_tables":     {"SELECT"},
 	"engagement_fire_requests":      {"SELECT", "DELETE"},
-	"engagement_console_audit":      {"SELECT", "INSERT", "UPDATE"},
+	"engagement_console_audit":      {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	// The send budget (queue-process --daily-limit): a claim under it
 	// creates and updates its transport's row and stamps the recipients it
 	// takes; it deletes those out of the window, a refund those handed back.
@@ -447,7 +447,8 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 		t.Errorf("opt-out as %s: %v, want changed", rs.app, out)
 	}
 	wantNumber("erase", run(ctl, "erase", "--user-id", inactive, "--yes", "--output", "json"), "console_audit", 1)
-	run(ctl, "cleanup", "--transitions-older-than", "2880h", "--consent-older-than", "24h", "--as-of", later, "--output", "json")
+	run(ctl, "cleanup", "--transitions-older-than", "2880h", "--consent-older-than", "24h", "--audit-older-than", "8760h",
+		"--runs-older-than", "168h", "--as-of", later, "--output", "json")
 
 	// What the role must not do, each refused by the server for lack of
 	// privilege (SQLSTATE 42501), not by some other error.
@@ -462,7 +463,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 		`INSERT INTO transactions (user_id, created_at) VALUES (gen_random_uuid(), now())`,
 		`UPDATE engagement_state_transitions SET trigger = 'x'`,
 		`DELETE FROM user_engagement_states`,
-		`DELETE FROM engagement_job_runs`,
+		`DELETE FROM engagement_time_zones`,
 		`UPDATE engagement_schema_migrations SET dirty = true`,
 		`CREATE INDEX ON engagement_message_queue (user_id)`,
 		`CREATE TRIGGER t BEFORE INSERT ON engagement_message_queue FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()`,

@@ -41,6 +41,32 @@ func (r *cleanupCountRow) Dest() []any {
 // cleanupCountQuery is queries/cleanup_count.sql.
 var cleanupCountQuery = sqlfile.Load[cleanupCountArgs, cleanupCountRow, *cleanupCountRow](statementFiles, "cleanup_count", "cutoff")
 
+// cleanupCountAuditArgs are the parameters of queries/cleanup_count_audit.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cleanupCountAuditArgs struct {
+	Cutoff time.Time // @cutoff
+}
+
+// Args returns the parameters in the statement's order.
+func (a cleanupCountAuditArgs) Args() []any {
+	return []any{a.Cutoff}
+}
+
+// cleanupCountAuditRow is a row of queries/cleanup_count_audit.sql.
+type cleanupCountAuditRow struct {
+	AuditRows int64 // audit_rows
+}
+
+// Dest returns the fields in the columns' order.
+func (r *cleanupCountAuditRow) Dest() []any {
+	return []any{&r.AuditRows}
+}
+
+// cleanupCountAuditQuery is queries/cleanup_count_audit.sql.
+var cleanupCountAuditQuery = sqlfile.Load[cleanupCountAuditArgs, cleanupCountAuditRow, *cleanupCountAuditRow](statementFiles, "cleanup_count_audit", "cutoff")
+
 // cleanupCountConsentArgs are the parameters of queries/cleanup_count_consent.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -145,6 +171,33 @@ func (r *cleanupCountReceiptsRow) Dest() []any {
 // cleanupCountReceiptsQuery is queries/cleanup_count_receipts.sql.
 var cleanupCountReceiptsQuery = sqlfile.Load[cleanupCountReceiptsArgs, cleanupCountReceiptsRow, *cleanupCountReceiptsRow](statementFiles, "cleanup_count_receipts", "cutoff")
 
+// cleanupCountRunsArgs are the parameters of queries/cleanup_count_runs.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cleanupCountRunsArgs struct {
+	Cutoff time.Time // @cutoff
+	Keep   int       // @keep
+}
+
+// Args returns the parameters in the statement's order.
+func (a cleanupCountRunsArgs) Args() []any {
+	return []any{a.Cutoff, a.Keep}
+}
+
+// cleanupCountRunsRow is a row of queries/cleanup_count_runs.sql.
+type cleanupCountRunsRow struct {
+	JobRuns int64 // job_runs
+}
+
+// Dest returns the fields in the columns' order.
+func (r *cleanupCountRunsRow) Dest() []any {
+	return []any{&r.JobRuns}
+}
+
+// cleanupCountRunsQuery is queries/cleanup_count_runs.sql.
+var cleanupCountRunsQuery = sqlfile.Load[cleanupCountRunsArgs, cleanupCountRunsRow, *cleanupCountRunsRow](statementFiles, "cleanup_count_runs", "cutoff", "keep")
+
 // cleanupCountTransitionsArgs are the parameters of queries/cleanup_count_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -199,6 +252,23 @@ func (r *cleanupDeleteRow) Dest() []any {
 // cleanupDeleteQuery is queries/cleanup_delete.sql.
 var cleanupDeleteQuery = sqlfile.Load[cleanupDeleteArgs, cleanupDeleteRow, *cleanupDeleteRow](statementFiles, "cleanup_delete", "cutoff", "n")
 
+// cleanupDeleteAuditArgs are the parameters of queries/cleanup_delete_audit.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cleanupDeleteAuditArgs struct {
+	Cutoff time.Time // @cutoff
+	N      int64     // @n
+}
+
+// Args returns the parameters in the statement's order.
+func (a cleanupDeleteAuditArgs) Args() []any {
+	return []any{a.Cutoff, a.N}
+}
+
+// cleanupDeleteAuditQuery is queries/cleanup_delete_audit.sql.
+var cleanupDeleteAuditQuery = sqlfile.Load[cleanupDeleteAuditArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_audit", "cutoff", "n")
+
 // cleanupDeleteConsentArgs are the parameters of queries/cleanup_delete_consent.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -249,6 +319,24 @@ func (a cleanupDeleteReceiptsArgs) Args() []any {
 
 // cleanupDeleteReceiptsQuery is queries/cleanup_delete_receipts.sql.
 var cleanupDeleteReceiptsQuery = sqlfile.Load[cleanupDeleteReceiptsArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_receipts", "cutoff", "n")
+
+// cleanupDeleteRunsArgs are the parameters of queries/cleanup_delete_runs.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type cleanupDeleteRunsArgs struct {
+	Cutoff time.Time // @cutoff
+	Keep   int       // @keep
+	N      int64     // @n
+}
+
+// Args returns the parameters in the statement's order.
+func (a cleanupDeleteRunsArgs) Args() []any {
+	return []any{a.Cutoff, a.Keep, a.N}
+}
+
+// cleanupDeleteRunsQuery is queries/cleanup_delete_runs.sql.
+var cleanupDeleteRunsQuery = sqlfile.Load[cleanupDeleteRunsArgs, sqlfile.None, *sqlfile.None](statementFiles, "cleanup_delete_runs", "cutoff", "keep", "n")
 
 // cleanupDeleteTransitionsArgs are the parameters of queries/cleanup_delete_transitions.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

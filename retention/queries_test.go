@@ -27,5 +27,9 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		cleanupDeleteConsentQuery.Bind(cleanupDeleteConsentArgs{Cutoff: now, N: n}),
 		cleanupCountReceiptsQuery.Bind(cleanupCountReceiptsArgs{Cutoff: now}),
 		cleanupDeleteReceiptsQuery.Bind(cleanupDeleteReceiptsArgs{Cutoff: now, N: n}),
+		cleanupCountAuditQuery.Bind(cleanupCountAuditArgs{Cutoff: now}),
+		cleanupDeleteAuditQuery.Bind(cleanupDeleteAuditArgs{Cutoff: now, N: n}),
+		cleanupCountRunsQuery.Bind(cleanupCountRunsArgs{Cutoff: now, Keep: KeepRuns}),
+		cleanupDeleteRunsQuery.Bind(cleanupDeleteRunsArgs{Cutoff: now, Keep: KeepRuns, N: n}),
 	)
 }

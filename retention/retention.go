@@ -41,6 +41,31 @@ const MinTransitionRetention = 120 * Day
 // Brazil, CDC art. 27). A user's latest event is kept whatever its age.
 const DefaultConsentRetention = 5 * 365 * Day
 
+// DefaultAuditRetention is how long the console's audit log is kept by
+// default (cleanup --audit-older-than): five years, as long as consent
+// events, since the audit records the operators' opt-outs, opt-ins and
+// erasures, the proof that a person's request was carried out.
+const DefaultAuditRetention = 5 * 365 * Day
+
+// MinAuditRetention is the shortest horizon the audit log may be given:
+// an audit trail that forgets within a year cannot answer for one.
+const MinAuditRetention = 365 * Day
+
+// DefaultRunRetention is how long job runs are kept by default (cleanup
+// --runs-older-than): 90 days of run history, queue-process's every-minute
+// runs included. The runs something still needs are kept whatever their
+// age (KeepRuns, and see queries/cleanup_delete_runs.sql).
+const DefaultRunRetention = 90 * Day
+
+// MinRunRetention is the shortest horizon the job runs may be given: a
+// week, so last week's failures can still be looked at.
+const MinRunRetention = 7 * Day
+
+// KeepRuns is how many of each job's and shard's latest runs cleanup keeps
+// whatever their age: what the console's runs page lists
+// (console.RunsPerJob).
+const KeepRuns = 100
+
 // KeptReceiptRetention is how long a receipt that came before its send
 // is kept for the send to find (../shared/CONTRACT.md, round seven): a
 // send is recorded within a second of its answer, so what is older belongs
@@ -60,6 +85,13 @@ type CleanupConfig struct {
 	// ConsentOlderThan is the consent events' horizon: events recorded
 	// before AsOf minus it go, but for each user's latest. 0 keeps them all.
 	ConsentOlderThan time.Duration
+	// AuditOlderThan is the console audit log's horizon: rows written
+	// before AsOf minus it go. 0 keeps the log whole.
+	AuditOlderThan time.Duration
+	// RunsOlderThan is the job runs' horizon: runs started before AsOf
+	// minus it go, but for runs still going, runs a queue or log row
+	// names, and each job's and shard's latest KeepRuns. 0 keeps them all.
+	RunsOlderThan time.Duration
 }
 
 // CleanupSummary counts what Cleanup deleted (or, in a dry run, would).
@@ -84,6 +116,14 @@ type CleanupSummary struct {
 	// KeptReceipts counts receipts kept for a send that never came
 	// (engagement_receipt_inbox), older than KeptReceiptRetention.
 	KeptReceipts int64 `json:"kept_receipts"`
+	// AuditRows counts rows of the console's audit log written before
+	// AuditCutoff (absent: the log is kept whole).
+	AuditCutoff *time.Time `json:"audit_cutoff,omitempty"`
+	AuditRows   int64      `json:"audit_rows"`
+	// JobRuns counts job runs started before RunsCutoff (absent: all are
+	// kept), never one still going, named, or among its job's latest.
+	RunsCutoff *time.Time `json:"runs_cutoff,omitempty"`
+	JobRuns    int64      `json:"job_runs"`
 }
 
 // agedLog is one of the logs Cleanup ages out by a horizon of its own:
@@ -133,6 +173,33 @@ var (
 	}
 )
 
+// The console's audit log and the job runs, aged out after the messages
+// (a run the deleted messages named is free to go).
+var (
+	auditLog = agedLog{
+		what: "audit rows",
+		count: func(ctx context.Context, db postgres.Querier, cutoff time.Time) (int64, error) {
+			r, err := cleanupCountAuditQuery.One(ctx, db, cleanupCountAuditArgs{Cutoff: cutoff})
+			return r.AuditRows, err
+		},
+		delete: func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error) {
+			tag, err := cleanupDeleteAuditQuery.Exec(ctx, db, cleanupDeleteAuditArgs{Cutoff: cutoff, N: n})
+			return tag.RowsAffected(), err
+		},
+	}
+	runsLog = agedLog{
+		what: "job runs",
+		count: func(ctx context.Context, db postgres.Querier, cutoff time.Time) (int64, error) {
+			r, err := cleanupCountRunsQuery.One(ctx, db, cleanupCountRunsArgs{Cutoff: cutoff, Keep: KeepRuns})
+			return r.JobRuns, err
+		},
+		delete: func(ctx context.Context, db postgres.Querier, cutoff time.Time, n int64) (int64, error) {
+			tag, err := cleanupDeleteRunsQuery.Exec(ctx, db, cleanupDeleteRunsArgs{Cutoff: cutoff, Keep: KeepRuns, N: n})
+			return tag.RowsAffected(), err
+		},
+	}
+)
+
 // ageOut counts (dry run) or deletes, in batches, the rows of l logged
 // before AsOf − keep, and returns that cutoff and how many; nothing (a nil
 // cutoff) when keep is 0.
@@ -168,13 +235,15 @@ func ageOut(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig, batch in
 // request keys (engagement_fire) older than the retention; and, by their
 // own horizons, the state transition log's rows and the consent events,
 // each user's latest row of either kept, and the receipts kept for a send
-// that never came (KeptReceiptRetention). Pending and in-flight messages
-// are never touched.
+// that never came (KeptReceiptRetention); then, by their own horizons, the
+// console's audit log and the job runs (never a run still going, one a
+// queue or log row names, or one of its job's latest KeepRuns). Pending and
+// in-flight messages are never touched.
 func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (CleanupSummary, error) {
 	if cfg.OlderThan <= 0 || cfg.AsOf.IsZero() {
 		return CleanupSummary{}, errors.New("cleanup needs a positive retention and an as-of instant")
 	}
-	if cfg.TransitionsOlderThan < 0 || cfg.ConsentOlderThan < 0 {
+	if cfg.TransitionsOlderThan < 0 || cfg.ConsentOlderThan < 0 || cfg.AuditOlderThan < 0 || cfg.RunsOlderThan < 0 {
 		return CleanupSummary{}, errors.New("cleanup's horizons must not be negative (0: keep)")
 	}
 	sum := CleanupSummary{Cutoff: cfg.AsOf.Add(-cfg.OlderThan).UTC(), DryRun: cfg.DryRun}
@@ -192,28 +261,43 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 	if err != nil {
 		return sum, err
 	}
+	if err := cleanupMessages(ctx, pool, cfg, batch, &sum); err != nil {
+		return sum, err
+	}
+	sum.AuditCutoff, sum.AuditRows, err = ageOut(ctx, pool, cfg, batch, auditLog, cfg.AuditOlderThan)
+	if err != nil {
+		return sum, err
+	}
+	sum.RunsCutoff, sum.JobRuns, err = ageOut(ctx, pool, cfg, batch, runsLog, cfg.RunsOlderThan)
+	return sum, err
+}
+
+// cleanupMessages counts (dry run) or deletes the settled messages past
+// sum.Cutoff with their ledger rows, the expired dedupe keys and the old
+// request keys, into sum.
+func cleanupMessages(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig, batch int64, sum *CleanupSummary) error {
 	if cfg.DryRun {
 		old, err := cleanupCountQuery.One(ctx, pool, cleanupCountArgs{Cutoff: sum.Cutoff})
 		if err != nil {
-			return sum, fmt.Errorf("count old messages: %w", err)
+			return fmt.Errorf("count old messages: %w", err)
 		}
 		sum.Messages, sum.Ledger = old.Messages, old.Ledger
 		keys, err := cleanupCountKeysQuery.One(ctx, pool, cleanupCountKeysArgs{AsOf: cfg.AsOf})
 		if err != nil {
-			return sum, fmt.Errorf("count expired idempotency keys: %w", err)
+			return fmt.Errorf("count expired idempotency keys: %w", err)
 		}
 		sum.IdempotencyKeys = keys.IdempotencyKeys
 		fire, err := cleanupCountFireRequestsQuery.One(ctx, pool, cleanupCountFireRequestsArgs{Cutoff: sum.Cutoff})
 		if err != nil {
-			return sum, fmt.Errorf("count old request keys: %w", err)
+			return fmt.Errorf("count old request keys: %w", err)
 		}
 		sum.FireRequests = fire.FireRequests
-		return sum, nil
+		return nil
 	}
 	for {
 		tag, err := cleanupDeleteFireRequestsQuery.Exec(ctx, pool, cleanupDeleteFireRequestsArgs{Cutoff: sum.Cutoff, N: batch})
 		if err != nil {
-			return sum, fmt.Errorf("delete old request keys: %w", err)
+			return fmt.Errorf("delete old request keys: %w", err)
 		}
 		sum.FireRequests += tag.RowsAffected()
 		if tag.RowsAffected() < batch {
@@ -222,18 +306,18 @@ func Cleanup(ctx context.Context, pool *pgxpool.Pool, cfg CleanupConfig) (Cleanu
 	}
 	keys, err := idempotency.NewPostgres(pool, idempotency.Options{}).DeleteExpired(ctx, cfg.AsOf, int(batch))
 	if err != nil {
-		return sum, fmt.Errorf("delete expired idempotency keys: %w", err)
+		return fmt.Errorf("delete expired idempotency keys: %w", err)
 	}
 	sum.IdempotencyKeys = keys
 	for {
 		deleted, err := cleanupDeleteQuery.One(ctx, pool, cleanupDeleteArgs{Cutoff: sum.Cutoff, N: batch})
 		if err != nil {
-			return sum, fmt.Errorf("delete old messages: %w", err)
+			return fmt.Errorf("delete old messages: %w", err)
 		}
 		sum.Messages += deleted.Messages
 		sum.Ledger += deleted.Ledger
 		if deleted.Messages < batch {
-			return sum, nil
+			return nil
 		}
 	}
 }

@@ -140,7 +140,7 @@ func TestCleanupReadsReplayUntilNotTheKey(t *testing.T) {
 	queue := func(key string, start, until time.Time) {
 		t.Helper()
 		q, err := sender.Enqueue(ctx, pool, sender.Message{
-			UserID: user, Type: fixture.Goodbye.Type(), DestinationJID: "x@s.whatsapp.net",
+			UserID: user, Type: fixture.Goodbye.Type(), DestinationJID: "5511999990000@s.whatsapp.net",
 			IdempotencyKey: key, PeriodStart: start, ReplayUntil: until,
 		})
 		if err != nil {

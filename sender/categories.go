@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
@@ -52,8 +51,8 @@ func DeclareCategory(ctx context.Context, q Querier, t string, c sm.Category, by
 	if !c.Valid() {
 		return fmt.Errorf("%w: category %q: want one of %v", ErrBadCategory, c, sm.Categories())
 	}
-	if t == "" || len(t) > 64 || strings.TrimSpace(t) != t {
-		return fmt.Errorf("%w: a message type is 1 to 64 characters, with no white space around it", ErrBadCategory)
+	if len(t) > MaxTypeLen || !typeRE.MatchString(t) {
+		return fmt.Errorf("%w: a message type is 1 to %d lowercase letters, digits, _ . and -, starting with a letter", ErrBadCategory, MaxTypeLen)
 	}
 	_, err := categoryDeclareQuery.Exec(ctx, q, categoryDeclareArgs{MessageType: t, Category: string(c), DeclaredBy: by})
 	return err

@@ -61,10 +61,11 @@ func fieldErrorf(field, format string, args ...any) *FieldError {
 }
 
 // Message checks the request and returns the message it asks for: a UUID
-// user id, a type, an individual or group destination (or none: the
-// profile's routing), params as a JSON object of strings without NUL,
-// RFC 3339 instants, and a key within ValidateKey's rule once trimmed.
-// The first problem found is returned as a *FieldError.
+// user id, a type, params as a JSON object of strings, RFC 3339 instants,
+// a key within ValidateKey's rule once trimmed, and the rest of
+// Message.Validate's rules (a JID WhatsApp accepts, bounded type, catalog
+// key and params, instants in a sane range). The first problem found is
+// returned as a *FieldError.
 func (r Request) Message() (Message, error) {
 	var m Message
 	id, ok := postgres.ParseUUID(strings.TrimSpace(r.UserID))
@@ -76,22 +77,13 @@ func (r Request) Message() (Message, error) {
 		return m, fieldErrorf("type", "is required (e.g. goodbye, weekly_review, reminder)")
 	}
 	m.Key = strings.TrimSpace(r.Key)
-	if r.Destination != "" && r.Destination != DestinationIndividual && r.Destination != DestinationGroup {
-		return m, fieldErrorf("destination", "must be individual or group, got %q", truncateRunes(r.Destination, 40))
-	}
 	m.Destination, m.DestinationJID = r.Destination, r.JID
 	if p := bytes.TrimSpace(r.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if err := json.Unmarshal(p, &m.Params); err != nil {
 			return m, fieldErrorf("params", `must be a JSON object of strings, like {"count":"3"}: %w`, err)
 		}
-		for k, v := range m.Params {
-			// PostgreSQL's jsonb has no NUL character: it would
-			// refuse the row with its own error.
-			if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
-				return m, fieldErrorf("params", `%q holds a NUL character (\u0000), which PostgreSQL cannot store`, strings.ReplaceAll(k, "\x00", `\u0000`))
-			}
-		}
 	}
+	now := time.Now()
 	for _, f := range []struct {
 		field, value string
 		into         *time.Time
@@ -103,6 +95,11 @@ func (r Request) Message() (Message, error) {
 		if err != nil {
 			return m, fieldErrorf(f.field, "%q is not an RFC 3339 instant (like 2026-11-23T09:00:00Z)", truncateRunes(f.value, 60))
 		}
+		// Checked here too: 0001-01-01T00:00:00Z is the zero time, which
+		// the message would take for "none" (now).
+		if err := validateInstant(f.field, t, now); err != nil {
+			return m, err
+		}
 		*f.into = t
 	}
 	// The rule delivery applies to a stored key (ValidateKey): a key it
@@ -112,7 +109,7 @@ func (r Request) Message() (Message, error) {
 		return m, fieldErrorf("idempotency_key", "%w", err)
 	}
 	m.IdempotencyKey = key
-	return m, nil
+	return m, m.Validate()
 }
 
 // truncateRunes cuts s to n runes, so that an error quoting what it was

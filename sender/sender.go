@@ -188,6 +188,9 @@ type Querier = postgres.Querier
 // Enqueue queues m unless a message with its idempotency key exists, in which
 // case it returns that message's id with Duplicate set and changes nothing.
 func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
+	if err := m.Validate(); err != nil {
+		return Queued{}, err
+	}
 	key, err := NormalizeKey(m.IdempotencyKey)
 	if err != nil {
 		return Queued{}, err

@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +83,64 @@ func TestFunnelCommandPrintsTheArms(t *testing.T) {
 	text := cmdtest.Exec(t, ctl.NewCommand, env, "funnel", "--as-of", asOf, "--weeks", "8")
 	if text.Code != 0 || !strings.Contains(text.Stdout, "pooled (1)") || !strings.Contains(text.Stdout, "not enough users yet to tell") {
 		t.Errorf("funnel text: exit %d:\n%s%s", text.Code, text.Stdout, text.Stderr)
+	}
+}
+
+// Issue 56, finding 7: weeks are half-open, [Monday 00:00, next Monday
+// 00:00) UTC. A goodbye logged at exactly Monday 00:00:00 belongs to the
+// week that Monday starts; the funnel counted it in the week before
+// (pooled treated users 15 instead of 11), and one at exactly the first
+// week's Monday not at all. As of Sunday 2026-11-22, 8 weeks (from the
+// week of 2026-09-28), all closed:
+//
+//	2026-09-27 23:59:59  1 treated: before the window, not counted
+//	2026-09-28 00:00:00  2 treated, 1 held out: the first week's (old: dropped)
+//	2026-10-07 12:00:00  11 treated, 3 held out: the week of 10-05
+//	2026-10-12 00:00:00  4 treated, 1 held out: the week of 10-12 (old: 10-05's)
+func TestFunnelWeeksStartAtMondayMidnight(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	goodbyes := func(at time.Time, holdout bool, n int) {
+		for range n {
+			fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at)
+			                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3)`, fixture.NewID(), holdout, at)
+		}
+	}
+	goodbyes(time.Date(2026, 9, 27, 23, 59, 59, 0, time.UTC), false, 1)
+	first := time.Date(2026, 9, 28, 0, 0, 0, 0, time.UTC)
+	goodbyes(first, false, 2)
+	goodbyes(first, true, 1)
+	goodbyes(time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC), false, 11)
+	goodbyes(time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC), true, 3)
+	goodbyes(time.Date(2026, 10, 12, 0, 0, 0, 0, time.UTC), false, 4)
+	goodbyes(time.Date(2026, 10, 12, 0, 0, 0, 0, time.UTC), true, 1)
+
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "funnel", "--output", "json", "--as-of", "2026-11-22T06:00:00Z", "--weeks", "8")
+	if res.Code != 0 {
+		t.Fatalf("funnel --output json: exit %d: %s", res.Code, res.Stderr)
+	}
+	type arm struct{ Users int64 }
+	var rep struct {
+		Cohorts []struct {
+			WeekStart          time.Time `json:"week_start"`
+			Treatment, Holdout arm
+		}
+		Treatment, Holdout arm
+		PooledCohorts      int `json:"pooled_cohorts"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the report (%v): %s", err, res.Stdout)
+	}
+	var got []string
+	for _, c := range rep.Cohorts {
+		got = append(got, fmt.Sprintf("%s %d/%d", c.WeekStart.UTC().Format(time.DateOnly), c.Treatment.Users, c.Holdout.Users))
+	}
+	want := []string{"2026-09-28 2/1", "2026-10-05 11/3", "2026-10-12 4/1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("cohorts (week treated/held out) %v, want %v", got, want)
+	}
+	if rep.Treatment.Users != 17 || rep.Holdout.Users != 5 || rep.PooledCohorts != 3 {
+		t.Errorf("pooled: %d treated, %d held out over %d cohorts; want 17, 5 over 3", rep.Treatment.Users, rep.Holdout.Users, rep.PooledCohorts)
 	}
 }

@@ -1,6 +1,7 @@
 -- The goodbye funnel by weekly cohort: every goodbye (an @goodbye_trigger
 -- move) logged in the last @weeks ISO weeks (UTC) up to @as_of, by the
--- week it was logged in, with
+-- week it was logged in (half-open, [Monday 00:00, next Monday 00:00): a
+-- goodbye at exactly Monday 00:00:00 is that Monday's week's), with
 --   the outcome  the user's next move out of @goodbye_state, logged by
 --                @as_of: an answer (help, remind later, not now), came
 --                back on their own (@comeback_trigger), timed out, or
@@ -26,15 +27,15 @@ WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), goodbyes AS MATERIALIZED (
     SELECT g.id, g.user_id, g.created_at,
-           ceil(extract(epoch FROM g.created_at - b.first_start) / 604800)::int - 1 AS w
+           floor(extract(epoch FROM g.created_at - b.first_start) / 604800)::int AS w
       FROM engagement_state_transitions g, bounds b
      WHERE g.trigger = @goodbye_trigger::text
-       AND g.created_at > b.first_start AND g.created_at <= @as_of::timestamptz
+       AND g.created_at >= b.first_start AND g.created_at <= @as_of::timestamptz
 ), returns AS MATERIALIZED (
     SELECT c.id, c.user_id, c.created_at
       FROM engagement_state_transitions c, bounds b
      WHERE c.trigger = @comeback_trigger::text
-       AND c.created_at > b.first_start AND c.created_at <= @as_of::timestamptz
+       AND c.created_at >= b.first_start AND c.created_at <= @as_of::timestamptz
 ), reactivated AS (
     SELECT g.w, count(DISTINCT g.id) AS n
       FROM goodbyes g
@@ -44,7 +45,7 @@ WITH bounds AS (
     SELECT e.id, e.user_id, e.trigger
       FROM engagement_state_transitions e, bounds b
      WHERE e.from_state = @goodbye_state::text
-       AND e.created_at > b.first_start AND e.created_at <= @as_of::timestamptz
+       AND e.created_at >= b.first_start AND e.created_at <= @as_of::timestamptz
 ), firsts AS (
     -- each goodbye's outcome: the user's first move out of goodbye_sent after it
     SELECT DISTINCT ON (g.id) g.id, e.trigger

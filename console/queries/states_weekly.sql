@@ -5,8 +5,9 @@
 -- after that instant, plus the moves out of it, less the users whose state
 -- row was created after it (they start in @initial_state). One pass over
 -- the log's moves since the first week's end, bucketed by week: bucket b
--- holds the moves in (start of week b, end of week b], and @weeks those
--- after @as_of.
+-- holds the moves in [start of week b, end of week b) (weeks are half-open:
+-- a move at exactly Monday 00:00:00 is the new week's, so a past week's
+-- count is the state just before its end), and @weeks those after @as_of.
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), weeks AS (
@@ -15,18 +16,18 @@ WITH bounds AS (
       FROM bounds b, generate_series(0, @weeks::int - 1) AS i
 ), moves AS MATERIALIZED (
     SELECT CASE WHEN t.created_at > @as_of::timestamptz THEN @weeks::int
-                ELSE ceil(extract(epoch FROM t.created_at - b.first_start) / 604800)::int - 1 END AS b,
+                ELSE floor(extract(epoch FROM t.created_at - b.first_start) / 604800)::int END AS b,
            t.from_state, t.to_state, count(*) AS n
       FROM engagement_state_transitions t, bounds b
-     WHERE t.created_at > b.first_start + interval '7 days'
+     WHERE t.created_at >= b.first_start + interval '7 days'
        AND t.from_state <> t.to_state
      GROUP BY 1, 2, 3
 ), arrivals AS MATERIALIZED (
     SELECT CASE WHEN s.created_at > @as_of::timestamptz THEN @weeks::int
-                ELSE ceil(extract(epoch FROM s.created_at - b.first_start) / 604800)::int - 1 END AS b,
+                ELSE floor(extract(epoch FROM s.created_at - b.first_start) / 604800)::int END AS b,
            count(*) AS n
       FROM user_engagement_states s, bounds b
-     WHERE s.created_at > b.first_start + interval '7 days'
+     WHERE s.created_at >= b.first_start + interval '7 days'
      GROUP BY 1
 ), now_counts AS (
     -- the states now, as status.ReadUsers counted them in this transaction

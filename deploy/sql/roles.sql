@@ -26,14 +26,16 @@
 --   engagement_processed_messages  SELECT, INSERT, UPDATE, DELETE  the send ledger; cleanup deletes
 --   engagement_transport_pacing    SELECT, INSERT, UPDATE          the shared send pace
 --   engagement_idempotency_keys    SELECT, INSERT, UPDATE, DELETE  --dedupe-store postgres; cleanup
---   engagement_job_runs            SELECT, INSERT, UPDATE          run records
+--   engagement_job_runs            SELECT, INSERT, UPDATE, DELETE  run records; cleanup's horizon deletes
 --   engagement_queue_holders       SELECT, INSERT, UPDATE, DELETE  live queue-process leases
 --   engagement_time_zones          SELECT                          zone names, for quiet hours
 --   engagement_schema_migrations   SELECT                          every binary checks the version
 --   engagement_adopted_tables      SELECT                          which tables were the bot's
 --   engagement_fire_requests       SELECT, DELETE                  the bot's request keys; cleanup
---   engagement_console_audit       SELECT, INSERT, UPDATE          the console's audit log; erase scrubs
---                                                                  the rows naming the person
+--   engagement_console_audit       SELECT, INSERT, UPDATE, DELETE  the console's audit log; erase scrubs
+--                                                                  the rows naming the person, cleanup's
+--                                                                  horizon deletes (UPDATE could blank a
+--                                                                  row already: DELETE gives no new power)
 --   engagement_send_budgets        SELECT, INSERT, UPDATE          the send budget per transport
 --   engagement_send_budget_recipients
 --                                  SELECT, INSERT, UPDATE, DELETE  who is in the budget's window;
@@ -175,13 +177,13 @@ DECLARE
         ['engagement_processed_messages', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_transport_pacing',   'SELECT, INSERT, UPDATE'],
         ['engagement_idempotency_keys',   'SELECT, INSERT, UPDATE, DELETE'],
-        ['engagement_job_runs',           'SELECT, INSERT, UPDATE'],
+        ['engagement_job_runs',           'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_queue_holders',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_time_zones',         'SELECT'],
         ['engagement_schema_migrations',  'SELECT'],
         ['engagement_adopted_tables',     'SELECT'],
         ['engagement_fire_requests',      'SELECT, DELETE'],
-        ['engagement_console_audit',      'SELECT, INSERT, UPDATE'],
+        ['engagement_console_audit',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budgets',       'SELECT, INSERT, UPDATE'],
         ['engagement_send_budget_recipients', 'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_send_budget_claims', 'SELECT, INSERT, UPDATE, DELETE'],

@@ -26,11 +26,13 @@
 --     24-hour cap still counts the send) and the refund still pairs them.
 --   engagement_fire_requests: the user's rows deleted (a request key is
 --     the bot's text and may hold anything).
---   engagement_console_audit: a row naming the user (their id or a JID)
---     keeps its action, actor, count and user id, every other value of
---     its filter and its reason becoming '[erased]'.
+--   engagement_console_audit: a row naming the user (their id, a JID, or
+--     the phone number however written: phones) keeps its action, actor,
+--     count and user id, every other value of its filter and its reason
+--     becoming '[erased]'.
 --   engagement_idempotency_keys, engagement_job_runs (error, counters): a
---     row holding one of the JIDs (or its local part) has that value
+--     row holding one of the JIDs (or its local part; in a run's error
+--     and counters, the phone number however written) has that value
 --     replaced ('[erased]'; a dedupe key is deleted).
 -- Kept: user ids (UUIDs, not the WhatsApp id), message keys (catalog
 -- keys), the state log, and the consent events (what keeps the user opted
@@ -53,6 +55,40 @@ WITH msgs AS MATERIALIZED (
     -- is long enough not to match by chance (a phone number is).
     SELECT DISTINCT s FROM (SELECT j FROM jids UNION ALL SELECT split_part(j, '@', 1) FROM jids) x(s)
      WHERE length(s) >= 6
+), phones AS MATERIALIZED (
+    -- The phone number of each phone JID (user@s.whatsapp.net, the legacy
+    -- @c.us, a bare number; a device suffix ':n' dropped) as digits, to be
+    -- found in free text however it is written (phoned, below). A
+    -- Brazilian number (55, a two-digit area code, 8 or 9 digits) is
+    -- searched for as its national number, area code and subscriber (which
+    -- also finds it after +55, a trunk 0 or a carrier code), with and
+    -- without a mobile's leading 9 (WhatsApp still names many Brazilian
+    -- mobiles without it); any other as its whole international number.
+    -- A number written without its area code is not looked for: too many
+    -- people share it.
+    SELECT DISTINCT v.d
+      FROM (SELECT split_part(split_part(j, '@', 1), ':', 1) FROM jids
+             WHERE split_part(j, '@', 2) IN ('s.whatsapp.net', 'c.us', '')) p(n)
+     CROSS JOIN LATERAL (VALUES
+           (CASE WHEN p.n ~ '^55[1-9][0-9][0-9]{8,9}$' THEN substr(p.n, 3) ELSE p.n END),
+           (CASE WHEN p.n ~ '^55[1-9][0-9]9[0-9]{8}$' THEN substr(p.n, 3, 2) || substr(p.n, 6)              -- without the 9
+                 WHEN p.n ~ '^55[1-9][0-9][6-9][0-9]{7}$' THEN substr(p.n, 3, 2) || '9' || substr(p.n, 5) END) -- with it
+     ) v(d)
+     WHERE p.n ~ '^[0-9]{8,15}$' AND v.d IS NOT NULL
+), phoned AS MATERIALIZED (
+    -- The free text holding one of the phones, however punctuated ("+55
+    -- (11) 98765-4321", "11 98765.4321"): each run of digits and the
+    -- characters numbers are written with (space ( ) . / -), as digits
+    -- alone, holds one of them. The audit's filter and reason; the job
+    -- runs' error and counters.
+    SELECT x.src, x.id
+      FROM (SELECT 'audit', a.id, a.filter::text || E'\n' || coalesce(a.reason, '') FROM engagement_console_audit a
+            UNION ALL SELECT 'run_error', r.id, r.error FROM engagement_job_runs r WHERE r.error IS NOT NULL
+            UNION ALL SELECT 'run_counters', r.id, r.counters::text FROM engagement_job_runs r WHERE r.counters IS NOT NULL
+           ) x(src, id, body)
+     WHERE EXISTS (SELECT FROM phones)
+       AND EXISTS (SELECT FROM regexp_matches(x.body, '[0-9][0-9 ()./-]*[0-9]', 'g') AS m(r), phones p
+                    WHERE strpos(regexp_replace(m.r[1], '[^0-9]', '', 'g'), p.d) > 0)
 ), hashes AS MATERIALIZED (
     SELECT h.old, gen_random_uuid() AS new
       FROM (SELECT md5(j)::uuid FROM jids
@@ -114,12 +150,16 @@ WITH msgs AS MATERIALIZED (
            reason = CASE WHEN a.reason IS NULL THEN NULL ELSE '[erased]' END
      WHERE strpos(a.filter::text, @user_id::text) > 0 OR strpos(a.reason, @user_id::text) > 0
         OR EXISTS (SELECT FROM locals l WHERE strpos(a.filter::text, l.s) > 0 OR strpos(a.reason, l.s) > 0)
+        OR a.id IN (SELECT p.id FROM phoned p WHERE p.src = 'audit')
     RETURNING 1
 ), runs AS (
     UPDATE engagement_job_runs r
-       SET error = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0) THEN '[erased]' ELSE r.error END,
-           counters = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.counters::text, l.s) > 0) THEN '{"erased": true}'::jsonb ELSE r.counters END
+       SET error = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0)
+                          OR r.id IN (SELECT p.id FROM phoned p WHERE p.src = 'run_error') THEN '[erased]' ELSE r.error END,
+           counters = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(r.counters::text, l.s) > 0)
+                             OR r.id IN (SELECT p.id FROM phoned p WHERE p.src = 'run_counters') THEN '{"erased": true}'::jsonb ELSE r.counters END
      WHERE EXISTS (SELECT FROM locals l WHERE strpos(r.error, l.s) > 0 OR strpos(r.counters::text, l.s) > 0)
+        OR r.id IN (SELECT p.id FROM phoned p WHERE p.src IN ('run_error', 'run_counters'))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM queue) AS messages,

@@ -1,7 +1,8 @@
 -- The goodbye's arms by weekly cohort (issue 45): every goodbye (an
 -- @goodbye_trigger move) logged in the last @weeks ISO weeks (UTC) up to
 -- @as_of, by the week it was logged in (the weeks of console's
--- funnel.sql), split by what its log row recorded: holdout (migration 55;
+-- funnel.sql; half-open, [Monday 00:00, next Monday 00:00): a goodbye at
+-- exactly Monday 00:00:00 is that Monday's week's, issue 56), split by what its log row recorded: holdout (migration 55;
 -- the daily job held the user out: no message) or treatment (a goodbye was
 -- queued; every goodbye before the holdout existed is one). A user counts
 -- once per cohort, by their first goodbye of the week: a goodbye that
@@ -26,16 +27,16 @@ WITH bounds AS (
       FROM engagement_state_transitions g
      CROSS JOIN bounds b
      CROSS JOIN LATERAL (
-           SELECT ceil(extract(epoch FROM g.created_at - b.first_start) / 604800)::int - 1 AS w
+           SELECT floor(extract(epoch FROM g.created_at - b.first_start) / 604800)::int AS w
      ) w
      WHERE g.trigger = @goodbye_trigger::text
-       AND g.created_at > b.first_start AND g.created_at <= @as_of::timestamptz
+       AND g.created_at >= b.first_start AND g.created_at <= @as_of::timestamptz
      ORDER BY w.w, g.user_id, g.id
 ), returns AS MATERIALIZED (
     SELECT c.id, c.user_id, c.created_at
       FROM engagement_state_transitions c, bounds b
      WHERE c.trigger = @comeback_trigger::text
-       AND c.created_at > b.first_start AND c.created_at <= @as_of::timestamptz
+       AND c.created_at >= b.first_start AND c.created_at <= @as_of::timestamptz
 ), reactivated AS (
     SELECT DISTINCT g.id
       FROM goodbyes g

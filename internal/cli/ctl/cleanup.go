@@ -42,7 +42,16 @@ console's funnel reads: 12 weekly cohorts and the 30 days after each) and
 the consent events (--consent-older-than, default 5 years: the history of a
 person's marketing consent, LGPD; a user's latest event is the record of
 their standing choice and stays as long as the user). 0 keeps that log
-whole. --dry-run reports the counts and deletes nothing.`,
+whole.
+
+Two more tables age out by horizons of their own, after the messages: the
+console's audit log (--audit-older-than, default 5 years, at least 1: an
+audit trail, as long as the consent events it records operators' changes
+to) and the job runs (--runs-older-than, default 90 days, at least 7),
+never a run still going, one a queued message or a logged transition still
+names (it goes once they have), or one of the latest 100 of its job and
+shard (what the console's runs page lists). 0 keeps that table whole.
+--dry-run reports the counts and deletes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(o, runF),
 	}
@@ -57,6 +66,12 @@ whole. --dry-run reports the counts and deletes nothing.`,
 	fs.DurationVar(&o.cfg.ConsentOlderThan, "consent-older-than", retention.DefaultConsentRetention,
 		"the consent events' horizon: keep younger events and each user's latest (0: keep all)")
 	cliflag.BindEnv(fs, "consent-older-than", "ENGAGEMENT_CONSENT_RETENTION")
+	fs.DurationVar(&o.cfg.AuditOlderThan, "audit-older-than", retention.DefaultAuditRetention,
+		"the console audit log's horizon: keep younger rows (0: keep all; else at least 8760h)")
+	cliflag.BindEnv(fs, "audit-older-than", "ENGAGEMENT_AUDIT_RETENTION")
+	fs.DurationVar(&o.cfg.RunsOlderThan, "runs-older-than", retention.DefaultRunRetention,
+		"the job runs' horizon: keep younger runs, running, named and each job's latest 100 (0: keep all; else at least 168h)")
+	cliflag.BindEnv(fs, "runs-older-than", "ENGAGEMENT_RUNS_RETENTION")
 	return cmd
 }
 
@@ -70,6 +85,14 @@ func (o *cleanupOptions) Validate() error {
 	}
 	if o.cfg.ConsentOlderThan < 0 {
 		return cli.Usagef("--consent-older-than (or ENGAGEMENT_CONSENT_RETENTION) must be 0 (keep all) or positive, got %s", o.cfg.ConsentOlderThan)
+	}
+	if h := o.cfg.AuditOlderThan; h < 0 || (h > 0 && h < retention.MinAuditRetention) {
+		return cli.Usagef("--audit-older-than (or ENGAGEMENT_AUDIT_RETENTION) must be 0 (keep all) or at least %s "+
+			"(a year: an audit trail), got %s", retention.MinAuditRetention, h)
+	}
+	if h := o.cfg.RunsOlderThan; h < 0 || (h > 0 && h < retention.MinRunRetention) {
+		return cli.Usagef("--runs-older-than (or ENGAGEMENT_RUNS_RETENTION) must be 0 (keep all) or at least %s, got %s",
+			retention.MinRunRetention, h)
 	}
 	if o.cfg.BatchSize < 1 {
 		return cli.Usagef("--batch-size must be at least 1")
@@ -106,6 +129,13 @@ func (o *cleanupOptions) Run(ctx context.Context) error {
 	}
 	if err == nil {
 		_, err = fmt.Fprintf(o.Stdout, "receipts kept a week for a send that never came: %s %d\n", verb, sum.KeptReceipts)
+	}
+	if err == nil && sum.AuditCutoff != nil {
+		_, err = fmt.Fprintf(o.Stdout, "console audit log before %s: %s %d rows\n", sum.AuditCutoff.Format(time.RFC3339), verb, sum.AuditRows)
+	}
+	if err == nil && sum.RunsCutoff != nil {
+		_, err = fmt.Fprintf(o.Stdout, "job runs before %s: %s %d (running, named and each job's latest %d kept)\n",
+			sum.RunsCutoff.Format(time.RFC3339), verb, sum.JobRuns, retention.KeepRuns)
 	}
 	return err
 }

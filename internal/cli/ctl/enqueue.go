@@ -47,17 +47,25 @@ nothing written), naming why: "erased" (the user was erased), "opted_out"
 shipped kind is marketing unless declared otherwise with engagementctl
 categories), "holdout" (a goodbye to a user held out of the current cycle),
 "confirmation_without_opt_out" (an opt-out's confirmation: only
-engagement_opt_out queues one). See docs/consent.md.`,
+engagement_opt_out queues one). See docs/consent.md.
+
+What a message may hold (sender.Message.Validate; POST /api/messages the
+same): --type 1 to 64 lowercase letters, digits, _ . -, starting with a
+letter; --key up to 128 letters, digits, _ . -; --params at most 32, names
+of letters, digits and _, values up to 1,024 characters; --jid as Baileys
+writes it: <phone number>@s.whatsapp.net, <lid>@lid or <group id>@g.us;
+--scheduled-for, --period-start and --replay-until from 2000-01-01 to 400
+days ahead. Anything else is exit 2, nothing written.`,
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(o, runF),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.req.UserID, "user-id", "", "the user's id (UUID)")
-	fs.StringVar(&o.req.Type, "type", "", "message type, e.g. weekly_review")
+	fs.StringVar(&o.req.Type, "type", "", "message type, e.g. weekly_review (a-z, 0-9, _ . -; at most 64)")
 	fs.StringVar(&o.req.Key, "key", "", "message catalog key, e.g. engagement.weekly_review.celebration")
 	fs.StringVar(&o.params, "params", "", `message params, a JSON object of strings`)
 	fs.StringVar(&o.req.Destination, "destination", "", "individual or group (default: the profile's routing)")
-	fs.StringVar(&o.req.JID, "jid", "", "destination JID (default: the profile's routing)")
+	fs.StringVar(&o.req.JID, "jid", "", "destination JID: <phone>@s.whatsapp.net, <lid>@lid or <group>@g.us (default: the profile's routing)")
 	fs.StringVar(&o.req.ScheduledFor, "scheduled-for", "", "when to send, RFC3339 (default: now)")
 	fs.StringVar(&o.req.IdempotencyKey, "idempotency-key", "", "at most 128 characters, no control characters; a repeated key changes nothing")
 	fs.StringVar(&o.req.PeriodStart, "period-start", "", "start of the period the key covers, RFC3339 (e.g. the goodbye's UTC day); stored for verify")
