@@ -187,7 +187,7 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newAuthenticator(cfg.Auth, cfg.Logger)
+	auth, err := newAuthenticator(cfg.Auth, cfg.Logger, cfg.Clock, cfg.CSRFKey)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func requestUser(r *http.Request) user { u, _ := r.Context().Value(userKey{}).(u
 // passes the rest on with their user.
 func (s *server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, no := s.auth.identify(r)
+		u, device, no := s.auth.identify(r)
 		if no != nil {
 			if no.code == http.StatusUnauthorized && len(s.auth.Users) > 0 {
 				w.Header().Set("WWW-Authenticate", `Basic realm="engagement-console", charset="UTF-8"`)
@@ -279,6 +279,9 @@ func (s *server) authenticated(next http.Handler) http.Handler {
 			r.Header.Set("Accept", "application/json")
 			s.fail(w, r, no.code, no.msg)
 			return
+		}
+		if device != nil {
+			http.SetCookie(w, device)
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	})
