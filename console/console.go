@@ -116,6 +116,9 @@ type server struct {
 	table  []page            // the pages served (pages, but in a test)
 	byName map[string]page
 	nav    []navLink
+	// apiPaths are the API's paths (apiRoute), which openapi.json
+	// documents.
+	apiPaths []string
 }
 
 // Console is the console's HTTP handler.
@@ -223,8 +226,8 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 		}
 	}
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
-	s.mux.HandleFunc("POST /api/messages", s.enqueue)
-	s.mux.HandleFunc("GET /api/openapi.json", s.openAPI)
+	s.apiRoute(http.MethodPost, "/api/messages", s.enqueue)
+	s.apiRoute(http.MethodGet, "/api/openapi.json", s.openAPI)
 
 	// Cross-origin POSTs are refused before the token is even looked at
 	// (Sec-Fetch-Site / Origin), the token refuses the rest.
@@ -241,6 +244,22 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 	}
 	root.Handle("/", inner)
 	return &Console{Handler: securityHeaders(root), s: s}, nil
+}
+
+// apiRoute serves method on the API's path with h, and any other method
+// there with 405 as the API's JSON error, Allow naming the method (and
+// HEAD beside GET), as openapi.json documents it.
+func (s *server) apiRoute(method, path string, h http.HandlerFunc) {
+	s.mux.HandleFunc(method+" "+path, h)
+	s.apiPaths = append(s.apiPaths, path)
+	allow := method
+	if method == http.MethodGet {
+		allow += ", " + http.MethodHead
+	}
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		s.apiFail(w, http.StatusMethodNotAllowed, "", r.Method+" is not allowed on "+path+"; it takes "+allow)
+	})
 }
 
 // securityHeaders sets what every response carries: no script but the
