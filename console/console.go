@@ -81,9 +81,9 @@ type Config struct {
 	// MaxAge is how old the snapshot of the overview, queue, verify and
 	// forecast pages may be (DefaultMaxAge when 0; see cache.go).
 	MaxAge time.Duration
-	// Clock is the wall clock the snapshots' ages and the background
-	// refresh go by (time.Now when nil; tests pass their own). It is not
-	// the pages' now: that is AsOf.
+	// Clock is the wall clock the snapshots' ages, the background
+	// refresh and the limits on failed logins go by (time.Now when nil;
+	// tests pass their own). It is not the pages' now: that is AsOf.
 	Clock func() time.Time
 	// CSRFKey signs the forms' tokens; a random key per process when empty
 	// (forms rendered before a restart are then refused: reload them).

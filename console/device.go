@@ -35,15 +35,16 @@ import (
 // deviceCookieName is the device cookie's name.
 const deviceCookieName = "engagement_console_device"
 
-// DeviceTrust is how long a device stays trusted after its last sign-in;
-// a sign-in a day or more after the cookie was issued renews it.
-const DeviceTrust = 180 * 24 * time.Hour
-
 const (
-	deviceIDLen     = 16
-	devicePayload   = deviceIDLen + 8 // the id, then the issue time in Unix seconds
-	deviceMACLen    = 32
+	// deviceTrust is how long a device cookie is good for after it was
+	// issued; a sign-in deviceRenewTime or more after that issues it
+	// again (the same device, a new time).
+	deviceTrust     = 180 * 24 * time.Hour
 	deviceRenewTime = 24 * time.Hour
+
+	deviceIDLen   = 16
+	devicePayload = deviceIDLen + 8 // the id, then the issue time in Unix seconds
+	deviceMACLen  = 32
 )
 
 // device is a device cookie read from a request.
@@ -83,7 +84,7 @@ func (a *authenticator) trustedDevice(r *http.Request, name string, hash []byte,
 	var d device
 	copy(d.id[:], payload)
 	d.issued = time.Unix(int64(binary.BigEndian.Uint64(payload[deviceIDLen:])), 0) //nolint:gosec // written by deviceCookie from a Unix time
-	if now.Sub(d.issued) > DeviceTrust || d.issued.Sub(now) > deviceRenewTime {
+	if now.Sub(d.issued) > deviceTrust || d.issued.Sub(now) > deviceRenewTime {
 		return device{}, false
 	}
 	return d, true
@@ -106,7 +107,7 @@ func (a *authenticator) deviceCookie(r *http.Request, d device, trusted bool, na
 	binary.BigEndian.PutUint64(payload[deviceIDLen:], uint64(now.Unix())) //nolint:gosec // a time after 1970
 	value := base64.RawURLEncoding.EncodeToString(payload) + "." +
 		base64.RawURLEncoding.EncodeToString(a.deviceMAC(payload, name, a.Users[name]))
-	return &http.Cookie{Name: deviceCookieName, Value: value, Path: "/", MaxAge: int(DeviceTrust / time.Second),
+	return &http.Cookie{Name: deviceCookieName, Value: value, Path: "/", MaxAge: int(deviceTrust / time.Second),
 		HttpOnly: true, Secure: a.https(r), SameSite: http.SameSiteLaxMode}
 }
 
