@@ -170,8 +170,8 @@ func (p *proxied) signIn(client, name, password string) []*http.Cookie {
 // A device that signed in before keeps an allowance of its own, and its
 // own failures lock it, not the user: its wrong passwords do not spend the
 // name's limit, and another device of the user still gets in. A cookie
-// that is not the console's for that user (tampered, another user's, or
-// signed before the key changed) is no device at all.
+// that is not the console's for that user (tampered, another user's,
+// 180 days old, or signed before the key changed) is no device at all.
 func TestATrustedDeviceIsLockedByItsOwnFailures(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{now: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
@@ -225,13 +225,32 @@ func TestATrustedDeviceIsLockedByItsOwnFailures(t *testing.T) {
 		t.Errorf("ops's phone while the laptop and the name are over their limits: %d, want 200", rec.Code)
 	}
 
-	// Another --csrf-key signs other cookies: the phone is a new device.
-	c.cfg.CSRFKey = []byte("another key of at least 32 characters....")
-	c.restart()
-	for i := range 5 {
-		c.login("203.0.113."+strconv.Itoa(i+1), operator, "guess", nil)
+	// A sign-in a day later renews the cookie; 180 days after it was
+	// issued, and with another --csrf-key, it is no device.
+	day := clock.Now().Add(24 * time.Hour)
+	clock.Set(day)
+	if rec := c.login("198.51.100.20", operator, operatorPassword, phone); len(rec.Result().Cookies()) != 1 {
+		t.Errorf("a sign-in a day after the cookie was issued set %v, want it renewed", rec.Result().Cookies())
 	}
-	if rec := c.login("198.51.100.20", operator, operatorPassword, phone); rec.Code != http.StatusTooManyRequests {
-		t.Errorf("the phone's cookie after the key changed, while the name is over its limit: %d, want 429", rec.Code)
+	key := c.cfg.CSRFKey
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		key  []byte
+		want int
+	}{
+		{"179 days later", day.Add(178 * 24 * time.Hour), key, http.StatusOK},
+		{"181 days later", day.Add(180 * 24 * time.Hour), key, http.StatusTooManyRequests},
+		{"with another --csrf-key", day, []byte("another key of at least 32 characters...."), http.StatusTooManyRequests},
+	} {
+		clock.Set(tc.at)
+		c.cfg.CSRFKey = tc.key
+		c.restart()
+		for i := range 5 {
+			c.login("203.0.113."+strconv.Itoa(i+1), operator, "guess", nil)
+		}
+		if rec := c.login("198.51.100.20", operator, operatorPassword, phone); rec.Code != tc.want {
+			t.Errorf("the phone's first cookie %s, while the name is over its limit: %d, want %d", tc.name, rec.Code, tc.want)
+		}
 	}
 }
