@@ -83,7 +83,7 @@ func (a *authenticator) trustedDevice(r *http.Request, name string, hash []byte,
 	}
 	var d device
 	copy(d.id[:], payload)
-	d.issued = time.Unix(int64(binary.BigEndian.Uint64(payload[deviceIDLen:])), 0) //nolint:gosec // written by deviceCookie from a Unix time
+	d.issued = time.Unix(int64(binary.BigEndian.Uint64(payload[deviceIDLen:])), 0)
 	if now.Sub(d.issued) > deviceTrust || d.issued.Sub(now) > deviceRenewTime {
 		return device{}, false
 	}
@@ -104,10 +104,12 @@ func (a *authenticator) deviceCookie(r *http.Request, d device, trusted bool, na
 	}
 	payload := make([]byte, devicePayload)
 	copy(payload, d.id[:])
-	binary.BigEndian.PutUint64(payload[deviceIDLen:], uint64(now.Unix())) //nolint:gosec // a time after 1970
+	binary.BigEndian.PutUint64(payload[deviceIDLen:], uint64(now.Unix()))
 	value := base64.RawURLEncoding.EncodeToString(payload) + "." +
 		base64.RawURLEncoding.EncodeToString(a.deviceMAC(payload, name, a.Users[name]))
-	return &http.Cookie{Name: deviceCookieName, Value: value, Path: "/", MaxAge: int(deviceTrust / time.Second),
+	// Secure when the request came over HTTPS: a console served over
+	// plain HTTP would never be sent a Secure cookie back.
+	return &http.Cookie{Name: deviceCookieName, Value: value, Path: "/", MaxAge: int(deviceTrust / time.Second), //nolint:gosec // Secure as above
 		HttpOnly: true, Secure: a.https(r), SameSite: http.SameSiteLaxMode}
 }
 

@@ -120,7 +120,7 @@ func TestAGuesserFromManyAddressesDoesNotLockOutTheOperatorsDevice(t *testing.T)
 
 	// 60 s: a guess every 1–5 s from a rotating address, the operator's
 	// laptop every 5 s.
-	rng := rand.New(rand.NewPCG(56, 6))
+	rng := rand.New(rand.NewPCG(56, 6)) //nolint:gosec // a repeatable schedule, not a secret
 	nextGuess, nextOps := start.Add(time.Duration(1+rng.IntN(5))*time.Second), start.Add(5*time.Second)
 	guesses := map[int]int{}
 	opsTries, opsIn := 0, 0
@@ -215,7 +215,7 @@ func TestATrustedDeviceIsLockedByItsOwnFailures(t *testing.T) {
 			t.Fatalf("guess %d for ops from a new address: %d, want 401", i+1, rec.Code)
 		}
 	}
-	tampered := []*http.Cookie{{Name: phone[0].Name, Value: strings.ToUpper(phone[0].Value[:1]) + strings.ToLower(phone[0].Value[1:])}}
+	tampered := []*http.Cookie{{Name: phone[0].Name, Value: strings.ToUpper(phone[0].Value[:1]) + strings.ToLower(phone[0].Value[1:])}} //nolint:gosec // a client's cookie, changed on purpose
 	for name, cookies := range map[string][]*http.Cookie{"no cookie": nil, "viewer's cookie": viewers, "a tampered cookie": tampered} {
 		if rec := c.login("203.0.113.99", operator, operatorPassword, cookies); rec.Code != http.StatusTooManyRequests {
 			t.Errorf("ops's right password with %s while the name is over its limit: %d, want 429", name, rec.Code)
