@@ -47,8 +47,11 @@ type Auth struct {
 	Operators []string
 	// ClientLimit and UserLimit bound the failed logins of one client
 	// address (an IPv6 client's /64) and of one user name
-	// (DefaultClientLimit and DefaultUserLimit when zero).
-	ClientLimit, UserLimit LoginLimit
+	// (DefaultClientLimit and DefaultUserLimit when zero), from clients
+	// without a device cookie of that user; DeviceLimit bounds those of
+	// one device that signed in as the user before and presents its
+	// device cookie (DefaultDeviceLimit when zero; device.go).
+	ClientLimit, UserLimit, DeviceLimit LoginLimit
 }
 
 // LoginLimit is a token bucket of failed logins: Burst failures at once,
@@ -63,10 +66,12 @@ type LoginLimit struct {
 // The default limits on failed logins: a client may get its password
 // wrong 10 times at once, then once every 6 seconds; a user name (the
 // target of guesses from many addresses) 20 times, then once every 6
-// seconds.
+// seconds; a device that signed in as the user before, 10 times, then
+// once every 6 seconds, whatever the name's limit says.
 var (
 	DefaultClientLimit = LoginLimit{Burst: 10, Every: 6 * time.Second}
 	DefaultUserLimit   = LoginLimit{Burst: 20, Every: 6 * time.Second}
+	DefaultDeviceLimit = LoginLimit{Burst: 10, Every: 6 * time.Second}
 )
 
 // LocalUser is who an open console's requests come from.
@@ -146,20 +151,30 @@ type authenticator struct {
 	// dummy is compared for an unknown user, at the cost most of the
 	// file's hashes have: a wrong name takes as long as a wrong password.
 	dummy []byte
-	// clients and names limit failed logins; hashing holds one slot per
-	// comparison running, so that guesses from many addresses at once
-	// leave the pages some CPU.
-	clients, names *limiter
-	hashing        chan struct{}
+	// clients and names limit the failed logins of clients without a
+	// device cookie, devices those of the devices with one; hashing holds
+	// one slot per comparison running, so that guesses from many
+	// addresses at once leave the pages some CPU.
+	clients, names, devices *limiter
+	hashing                 chan struct{}
+	// now is the clock the limits go by; deviceSecret is the configured
+	// key the device cookies are signed with beside the user's hash
+	// (empty when none is configured: device.go).
+	now          func() time.Time
+	deviceSecret []byte
 }
 
-func newAuthenticator(a Auth, log zerolog.Logger) (*authenticator, error) {
+// newAuthenticator returns a's authenticator, its limits going by now,
+// its device cookies signed with secret (may be empty) and each user's
+// htpasswd hash.
+func newAuthenticator(a Auth, log zerolog.Logger, now func() time.Time, secret []byte) (*authenticator, error) {
 	if a.TrustedUserHeader != "" && len(a.TrustedProxies) == 0 {
 		a.TrustedProxies = LoopbackPrefixes
 	}
 	au := &authenticator{Auth: a, log: log, verified: map[[32]byte]string{},
 		clients: newLimiter(a.ClientLimit, DefaultClientLimit), names: newLimiter(a.UserLimit, DefaultUserLimit),
-		hashing: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
+		devices: newLimiter(a.DeviceLimit, DefaultDeviceLimit),
+		hashing: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)), now: now, deviceSecret: secret}
 	if len(a.Users) > 0 {
 		var err error
 		if au.dummy, err = bcrypt.GenerateFromPassword([]byte("engagement-console unknown user"), commonCost(a.Users)); err != nil {
@@ -195,10 +210,11 @@ type refusal struct {
 	retryAfter time.Duration
 }
 
-// identify returns the request's user, or why it is refused.
-func (a *authenticator) identify(r *http.Request) (user, *refusal) {
+// identify returns the request's user, and the device cookie to set on
+// its response (nil for none), or why it is refused.
+func (a *authenticator) identify(r *http.Request) (user, *http.Cookie, *refusal) {
 	if a.Open() {
-		return user{Name: LocalUser, Operator: true}, nil
+		return user{Name: LocalUser, Operator: true}, nil, nil
 	}
 	peer := peerAddr(r)
 	client := a.client(r, peer)
@@ -208,12 +224,12 @@ func (a *authenticator) identify(r *http.Request) (user, *refusal) {
 		if len(values) > 0 && !a.trusted(peer) {
 			a.log.Warn().Str("client", client.String()).Str("header", a.TrustedUserHeader).
 				Msg("login refused: the trusted user header from an address that is not a trusted proxy")
-			return user{}, &refusal{code: http.StatusUnauthorized, msg: a.TrustedUserHeader + " is accepted only from the trusted proxy"}
+			return user{}, nil, &refusal{code: http.StatusUnauthorized, msg: a.TrustedUserHeader + " is accepted only from the trusted proxy"}
 		}
 		if len(values) > 1 || len(values) == 1 && strings.Contains(values[0], ",") {
 			a.log.Warn().Str("client", client.String()).Str("header", a.TrustedUserHeader).
 				Msg("login refused: the trusted user header names more than one user")
-			return user{}, &refusal{code: http.StatusBadRequest, msg: a.TrustedUserHeader + " must name one user"}
+			return user{}, nil, &refusal{code: http.StatusBadRequest, msg: a.TrustedUserHeader + " must name one user"}
 		}
 		if len(values) == 1 {
 			name = strings.TrimSpace(values[0])
@@ -221,57 +237,61 @@ func (a *authenticator) identify(r *http.Request) (user, *refusal) {
 		if basic, _, ok := r.BasicAuth(); ok && name != "" && basic != name {
 			a.log.Warn().Str("client", client.String()).Str("user", name).
 				Msg("login refused: Basic credentials of another user beside the trusted user header")
-			return user{}, &refusal{code: http.StatusBadRequest, msg: "the request names two users: Basic credentials and " + a.TrustedUserHeader}
+			return user{}, nil, &refusal{code: http.StatusBadRequest, msg: "the request names two users: Basic credentials and " + a.TrustedUserHeader}
 		}
 	}
+	var cookie *http.Cookie
 	if name == "" && len(a.Users) > 0 {
 		u, p, ok := r.BasicAuth()
 		if !ok {
-			return user{}, &refusal{code: http.StatusUnauthorized, msg: "authentication required"}
+			return user{}, nil, &refusal{code: http.StatusUnauthorized, msg: "authentication required"}
 		}
-		if no := a.check(r, client, u, p); no != nil {
-			return user{}, no
+		var no *refusal
+		if cookie, no = a.check(r, client, u, p); no != nil {
+			return user{}, nil, no
 		}
 		name = u
 	}
 	if name == "" {
-		return user{}, &refusal{code: http.StatusUnauthorized, msg: "authentication required"}
+		return user{}, nil, &refusal{code: http.StatusUnauthorized, msg: "authentication required"}
 	}
-	return user{Name: name, Operator: slices.Contains(a.Operators, name)}, nil
+	return user{Name: name, Operator: slices.Contains(a.Operators, name)}, cookie, nil
 }
 
 // check compares a Basic auth pair with the htpasswd entry, within the
 // limits on failed logins, and logs a failure: one line with the user
-// and the client's address, never the password.
-func (a *authenticator) check(r *http.Request, client netip.Addr, name, password string) *refusal {
+// and the client's address, never the password. A request presenting a
+// device cookie of the user (device.go) is limited by that device's
+// failures only; any other by its address's and the user name's. On a
+// match, it returns the device cookie to set (nil when the request's is
+// fresh).
+func (a *authenticator) check(r *http.Request, client netip.Addr, name, password string) (*http.Cookie, *refusal) {
 	hash, known := a.Users[name]
 	key := sha256.Sum256([]byte(name + "\x00" + password + "\x00" + string(hash)))
+	now := a.now()
+	macHash := hash
+	if !known {
+		macHash = a.dummy
+	}
+	dev, trusted := a.trustedDevice(r, name, macHash, now)
+	trusted = trusted && known
 	if known {
 		a.mu.Lock()
 		_, seen := a.verified[key]
 		a.mu.Unlock()
 		if seen {
-			return nil
+			return a.deviceCookie(r, dev, trusted, name, now), nil
 		}
 	}
-	now := time.Now()
-	byClient, wait := a.clients.reserve(clientKey(client), now)
-	if wait > 0 {
-		a.throttled(byClient, client, name, wait, "client")
-		return &refusal{code: http.StatusTooManyRequests, msg: "too many failed logins from this address; try again later", retryAfter: wait}
-	}
-	byName, wait := a.names.reserve(limitName(name), now)
-	if wait > 0 {
-		byClient.cancel(now)
-		a.throttled(byName, client, name, wait, "user")
-		return &refusal{code: http.StatusTooManyRequests, msg: "too many failed logins for this user; try again later", retryAfter: wait}
+	taken, no := a.reserve(client, name, dev, trusted, now)
+	if no != nil {
+		return nil, no
 	}
 	select {
 	case a.hashing <- struct{}{}:
 	case <-r.Context().Done():
-		byClient.cancel(now)
-		byName.cancel(now)
-		return &refusal{code: http.StatusServiceUnavailable, msg: "the request ended before its credentials were checked"}
+		taken.cancel(now)
+		return nil, &refusal{code: http.StatusServiceUnavailable, msg: "the request ended before its credentials were checked"}
 	}
 	var err error
 	if known {
@@ -284,20 +304,55 @@ func (a *authenticator) check(r *http.Request, client netip.Addr, name, password
 	}
 	<-a.hashing
 	if err != nil {
-		a.log.Warn().Str("client", client.String()).Str("user", logName(name)).Msg("login failed")
-		return &refusal{code: http.StatusUnauthorized, msg: "authentication required"}
+		a.log.Warn().Str("client", client.String()).Str("user", logName(name)).Bool("known_device", trusted).Msg("login failed")
+		return nil, &refusal{code: http.StatusUnauthorized, msg: "authentication required"}
 	}
 	// A match gives the tokens back (as of when they were taken: rate
 	// restores nothing for a reservation whose time has passed).
-	byClient.cancel(now)
-	byName.cancel(now)
+	taken.cancel(now)
 	a.mu.Lock()
 	if len(a.verified) > 1024 { // a bound, not a cache policy: a few operators use it
 		clear(a.verified)
 	}
 	a.verified[key] = name
 	a.mu.Unlock()
-	return nil
+	return a.deviceCookie(r, dev, trusted, name, now), nil
+}
+
+// reservations are the tokens one login took, one per limit it is under.
+type reservations []reservation
+
+func (rs reservations) cancel(now time.Time) {
+	for _, r := range rs {
+		r.cancel(now)
+	}
+}
+
+// reserve takes a token of each limit a login is under: its device's,
+// when trusted; else its address's and its user name's. Over one of them,
+// it takes none and says why.
+func (a *authenticator) reserve(client netip.Addr, name string, dev device, trusted bool, now time.Time) (reservations, *refusal) {
+	if trusted {
+		byDevice, wait := a.devices.reserve(deviceKey(name, dev), now)
+		if wait > 0 {
+			a.throttled(byDevice, client, name, wait, "device")
+			return nil, &refusal{code: http.StatusTooManyRequests, msg: "too many failed logins from this device; try again later", retryAfter: wait}
+		}
+		return reservations{byDevice}, nil
+	}
+	byClient, wait := a.clients.reserve(clientKey(client), now)
+	if wait > 0 {
+		a.throttled(byClient, client, name, wait, "client")
+		return nil, &refusal{code: http.StatusTooManyRequests, msg: "too many failed logins from this address; try again later", retryAfter: wait}
+	}
+	byName, wait := a.names.reserve(limitName(name), now)
+	if wait > 0 {
+		byClient.cancel(now)
+		a.throttled(byName, client, name, wait, "user")
+		return nil, &refusal{code: http.StatusTooManyRequests, retryAfter: wait,
+			msg: "too many failed logins for this user; try again later, or from a device that signed in as this user before"}
+	}
+	return reservations{byClient, byName}, nil
 }
 
 // throttled logs the first refusal of a run of them (a client or user

@@ -81,9 +81,9 @@ type Config struct {
 	// MaxAge is how old the snapshot of the overview, queue, verify and
 	// forecast pages may be (DefaultMaxAge when 0; see cache.go).
 	MaxAge time.Duration
-	// Clock is the wall clock the snapshots' ages and the background
-	// refresh go by (time.Now when nil; tests pass their own). It is not
-	// the pages' now: that is AsOf.
+	// Clock is the wall clock the snapshots' ages, the background
+	// refresh and the limits on failed logins go by (time.Now when nil;
+	// tests pass their own). It is not the pages' now: that is AsOf.
 	Clock func() time.Time
 	// CSRFKey signs the forms' tokens; a random key per process when empty
 	// (forms rendered before a restart are then refused: reload them).
@@ -116,6 +116,9 @@ type server struct {
 	table  []page            // the pages served (pages, but in a test)
 	byName map[string]page
 	nav    []navLink
+	// apiPaths are the API's paths (apiRoute), which openapi.json
+	// documents.
+	apiPaths []string
 }
 
 // Console is the console's HTTP handler.
@@ -187,7 +190,7 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newAuthenticator(cfg.Auth, cfg.Logger)
+	auth, err := newAuthenticator(cfg.Auth, cfg.Logger, cfg.Clock, cfg.CSRFKey)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +226,8 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 		}
 	}
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
-	s.mux.HandleFunc("POST /api/messages", s.enqueue)
-	s.mux.HandleFunc("GET /api/openapi.json", s.openAPI)
+	s.apiRoute(http.MethodPost, "/api/messages", s.enqueue)
+	s.apiRoute(http.MethodGet, "/api/openapi.json", s.openAPI)
 
 	// Cross-origin POSTs are refused before the token is even looked at
 	// (Sec-Fetch-Site / Origin), the token refuses the rest.
@@ -241,6 +244,22 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 	}
 	root.Handle("/", inner)
 	return &Console{Handler: securityHeaders(root), s: s}, nil
+}
+
+// apiRoute serves method on the API's path with h, and any other method
+// there with 405 as the API's JSON error, Allow naming the method (and
+// HEAD beside GET), as openapi.json documents it.
+func (s *server) apiRoute(method, path string, h http.HandlerFunc) {
+	s.mux.HandleFunc(method+" "+path, h)
+	s.apiPaths = append(s.apiPaths, path)
+	allow := method
+	if method == http.MethodGet {
+		allow += ", " + http.MethodHead
+	}
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		s.apiFail(w, http.StatusMethodNotAllowed, "", r.Method+" is not allowed on "+path+"; it takes "+allow)
+	})
 }
 
 // securityHeaders sets what every response carries: no script but the
@@ -266,7 +285,7 @@ func requestUser(r *http.Request) user { u, _ := r.Context().Value(userKey{}).(u
 // passes the rest on with their user.
 func (s *server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, no := s.auth.identify(r)
+		u, device, no := s.auth.identify(r)
 		if no != nil {
 			if no.code == http.StatusUnauthorized && len(s.auth.Users) > 0 {
 				w.Header().Set("WWW-Authenticate", `Basic realm="engagement-console", charset="UTF-8"`)
@@ -279,6 +298,9 @@ func (s *server) authenticated(next http.Handler) http.Handler {
 			r.Header.Set("Accept", "application/json")
 			s.fail(w, r, no.code, no.msg)
 			return
+		}
+		if device != nil {
+			http.SetCookie(w, device)
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	})

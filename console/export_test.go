@@ -10,3 +10,6 @@ func (c *Console) RefreshRound(ctx context.Context) []string { return c.s.refres
 func (c *Console) WaitRefreshed(ctx context.Context, page string) error {
 	return c.s.caches[page].wait(ctx)
 }
+
+// APIPaths are the paths the API serves.
+func (c *Console) APIPaths() []string { return c.s.apiPaths }

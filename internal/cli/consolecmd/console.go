@@ -81,8 +81,9 @@ makes them) for HTTP Basic auth, and/or --trusted-user-header for a
 reverse proxy that authenticates (oauth2-proxy's X-Forwarded-Email),
 believed only from the addresses of --trusted-proxy (loopback when the
 console listens on loopback; without either it refuses to start). Failed
-logins are limited per client and per user (429 with Retry-After) and
-logged one line each. Users named in --operators may act; everyone else
+logins are limited per client and per user (429 with Retry-After), those
+of a browser that signed in as the user before by its own (a device
+cookie), and logged one line each. Users named in --operators may act; everyone else
 only looks. With neither, the console is open to anyone who reaches it, so
 it refuses to start (exit 2) unless --listen is a loopback address.
 --tls-cert and --tls-key serve HTTPS. See docs/console.md.`,
@@ -115,7 +116,7 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	cliflag.BindEnv(fs, "operators", "ENGAGEMENT_CONSOLE_OPERATORS")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", console.DefaultStatementTimeout, "how long any one statement of a page may run")
 	fs.DurationVar(&o.maxAge, "max-age", console.DefaultMaxAge, "how old the overview, queue, verify and forecast pages may get: they are read again in the background while anyone looks at them and after every action; an older one is served at once, marked as refreshing")
-	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens, the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
+	fs.StringVar(&o.csrfKey, "csrf-key", "", "the key that signs the forms' tokens (and, with each user's htpasswd entry, the device cookies), the same on every replica behind one address (default: a random key per process; forms rendered before a restart are then refused)")
 	cliflag.BindEnv(fs, "csrf-key", "ENGAGEMENT_CONSOLE_CSRF_KEY")
 	cliflag.MarkSecret(fs, "csrf-key")
 	fs.StringVar(&o.whatsAppSecret, "whatsapp-app-secret", "", "the Meta app's secret: serve Meta's webhook at "+console.WhatsAppWebhookPath+" (outside the console's authentication; every POST must be signed with it) and apply WhatsApp's statuses as receipts")
