@@ -72,6 +72,9 @@ var wantPrivileges = map[string][]string{
 	"engagement_number_health":   {"SELECT", "INSERT", "UPDATE"},
 	"engagement_template_status": {"SELECT", "INSERT", "UPDATE"},
 	"engagement_queue_settings":  {"SELECT", "INSERT", "UPDATE"},
+	// Opt-outs and erasures for the batches in flight (migration 72):
+	// erase writes one, queue-process reads them and deletes the old.
+	"engagement_wishes": {"SELECT", "INSERT", "DELETE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

@@ -14,5 +14,6 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	pgtest.Explain(t,
 		eraseFindQuery.Bind(eraseFindArgs{UserID: id}),
 		eraseScrubQuery.Bind(eraseScrubArgs{UserID: id}),
+		eraseWishQuery.Bind(eraseWishArgs{UserID: id}),
 	)
 }

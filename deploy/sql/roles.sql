@@ -50,6 +50,9 @@
 --   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
 --   engagement_queue_settings      SELECT, INSERT, UPDATE          what queue-process last ran with, per
 --                                                                  transport (the console and status read it)
+--   engagement_wishes              SELECT, INSERT, DELETE          opt-outs and erasures for the batches in
+--                                                                  flight: erase writes, queue-process reads
+--                                                                  and deletes the old ones
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -186,7 +189,8 @@ DECLARE
         ['engagement_receipt_gate',       'SELECT'],
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
         ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
-        ['engagement_queue_settings',     'SELECT, INSERT, UPDATE']
+        ['engagement_queue_settings',     'SELECT, INSERT, UPDATE'],
+        ['engagement_wishes',             'SELECT, INSERT, DELETE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide
@@ -204,6 +208,7 @@ DECLARE
                              'engagement_receipt(text, text, timestamptz, text)',
                              'engagement_receipt_gate_pass(text)',
                              'engagement_receipt_inbox_apply()',
+                             'engagement_note_wish()',
                              'engagement_consent(uuid, boolean, text, timestamptz, text)',
                              'engagement_opt_out(uuid, text, timestamptz, text, boolean)',
                              'engagement_opt_in(uuid, text, timestamptz, text)',
