@@ -271,12 +271,12 @@ type Processor struct {
 	wishAge time.Duration
 	wishes  *wishes          // the current run's view of the wishes; nil paced or without
 	clock   func() time.Time // time.Now; a test's own, to age the checks
-	pacer      *pacer           // nil without pacing
-	plan       Pace             // the run's pace, as pace() worked it out
-	verdict    metaVerdict      // Meta's verdict the claim applies
-	health     *NumberHealth    // Meta's verdict as the run read it; nil on other transports
-	log        zerolog.Logger
-	budget     *budget // the run's send budget; nil without one
+	pacer   *pacer           // nil without pacing
+	plan    Pace             // the run's pace, as pace() worked it out
+	verdict metaVerdict      // Meta's verdict the claim applies
+	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
+	log     zerolog.Logger
+	budget  *budget // the run's send budget; nil without one
 	// recovering lets the workers that run out of work at once share one
 	// recovery (recover.sql) instead of each scanning the claims in flight.
 	recovering singleflight.Group
