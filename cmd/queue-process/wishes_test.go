@@ -212,18 +212,7 @@ func TestOptOutReachesClaimedMessagesWithinTheBound(t *testing.T) {
 func TestError131050StopsTheUsersOtherClaimedMessages(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	var requests atomic.Int64
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
-			w.WriteHeader(http.StatusNotFound)
-			return
-		}
-		requests.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(`{"error":{"message":"(#131050) Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business.","type":"OAuthException","code":131050,"fbtrace_id":"Az8or2yhqkZfEZ-_4Qn_Bam"}}`))
-	}))
-	t.Cleanup(api.Close)
+	api, requests := refusing131050(t)
 	jid := "5511900000004@s.whatsapp.net"
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: &jid})
 	queueReviews(t, pool, user, jid, 3)
@@ -268,16 +257,7 @@ func raceWishes(t *testing.T, args []string) {
 	const users, each = 60, 4
 	pool, url := pgtest.NewPool(t)
 	ctx := context.Background()
-	fixture.Exec(t, pool, `
-		CREATE TABLE test_claims (message_id uuid, claimed_at timestamptz);
-		CREATE FUNCTION test_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			INSERT INTO test_claims VALUES (NEW.id, clock_timestamp());
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER test_note_claim AFTER UPDATE OF status ON engagement_message_queue
-			FOR EACH ROW WHEN (NEW.status = 'processing' AND OLD.status IS DISTINCT FROM 'processing')
-			EXECUTE FUNCTION test_note_claim();`)
+	noteClaims(t, pool)
 	ids := make([]string, users)
 	byJID := map[string]int{}
 	for i := range ids {
@@ -363,4 +343,40 @@ func raceWishes(t *testing.T, args []string) {
 		t.Errorf("no wish landed between a claim and its request: the race did not happen")
 	}
 	verifyAgrees(t, env)
+}
+
+// refusing131050 is a fake Cloud API that refuses every send with 131050
+// (the user stopped marketing messages from this business), as Meta does,
+// and counts the sends.
+func refusing131050(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var requests atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"message":"(#131050) Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business.","type":"OAuthException","code":131050,"error_data":{"messaging_product":"whatsapp","details":"Unable to deliver the message."},"fbtrace_id":"Az8or2yhqkZfEZ-_4Qn_Bam"}}`))
+	}))
+	t.Cleanup(api.Close)
+	return api, &requests
+}
+
+// noteClaims adds a trigger that notes when each message was claimed
+// (clock_timestamp() in the claim) in test_claims.
+func noteClaims(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	fixture.Exec(t, pool, `
+		CREATE TABLE test_claims (message_id uuid, claimed_at timestamptz);
+		CREATE FUNCTION test_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO test_claims VALUES (NEW.id, clock_timestamp());
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_note_claim AFTER UPDATE OF status ON engagement_message_queue
+			FOR EACH ROW WHEN (NEW.status = 'processing' AND OLD.status IS DISTINCT FROM 'processing')
+			EXECUTE FUNCTION test_note_claim();`)
 }
