@@ -141,7 +141,7 @@ screenshots: ## Retake the console's screenshots in docs/console/ (its browser t
 bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and per-user (BENCH_USERS=200000), queue vs River, the console's pages (CONSOLE_BENCH_USERS=1000000), scaling (BENCH_SIZES), pacing, chaos, PgBouncer vs direct (BENCH_SUITES)
 	BENCH_USERS=$(BENCH_USERS) $(GO) test -run '^$$' -bench . -benchtime $(BENCH_ROUNDS)x -timeout 90m ./scheduler
 	$(GO) test -run '^$$' -bench 'Queue|SendTimeChecks' -benchtime 2x -timeout 30m ./delivery
-	$(GO) test -run '^$$' -bench 'SendBudget|SendPriorityAndCap' -benchtime 6x -timeout 30m ./delivery
+	$(GO) test -run '^$$' -bench 'SendBudget|SendPriorityAndCap|Wishes' -benchtime 6x -timeout 30m ./delivery
 	BENCH_MESSAGES=5000000 $(GO) test -run '^$$' -bench 'Receipt' -benchtime 3x -timeout 30m ./activity
 	$(GO) test -run '^$$' -bench 'WhatsAppWebhook' -benchtime 3x -timeout 10m ./console
 	BENCH_USERS=$(CONSOLE_BENCH_USERS) CONSOLE_BENCH_PLANS=$(CURDIR)/bench/results/console-plans.txt $(GO) test -run '^$$' -bench Pages -benchtime 20x -timeout 60m ./console

@@ -265,13 +265,18 @@ type Processor struct {
 	// send starts, unpaced (sendcheck.go): RecheckAge; a benchmark sets
 	// -1 (the claim's check alone) to measure what the checks cost.
 	recheckAge time.Duration
-	clock      func() time.Time // time.Now; a test's own, to age the checks
-	pacer      *pacer           // nil without pacing
-	plan       Pace             // the run's pace, as pace() worked it out
-	verdict    metaVerdict      // Meta's verdict the claim applies
-	health     *NumberHealth    // Meta's verdict as the run read it; nil on other transports
-	log        zerolog.Logger
-	budget     *budget // the run's send budget; nil without one
+	// wishAge is how old the run's newest read of the wishes may be when
+	// a send starts, unpaced (wishes.go): WishAge; a benchmark sets -1 (no
+	// reads: a batch learns a wish at its next check, as before issue 56).
+	wishAge time.Duration
+	wishes  *wishes          // the current run's view of the wishes; nil paced or without
+	clock   func() time.Time // time.Now; a test's own, to age the checks
+	pacer   *pacer           // nil without pacing
+	plan    Pace             // the run's pace, as pace() worked it out
+	verdict metaVerdict      // Meta's verdict the claim applies
+	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
+	log     zerolog.Logger
+	budget  *budget // the run's send budget; nil without one
 	// recovering lets the workers that run out of work at once share one
 	// recovery (recover.sql) instead of each scanning the claims in flight.
 	recovering singleflight.Group
@@ -359,7 +364,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		log:        cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
 	}
 	p.reset(func(error) {})
-	p.recheckAge, p.clock = RecheckAge, time.Now
+	p.recheckAge, p.wishAge, p.clock = RecheckAge, WishAge, time.Now
 	switch {
 	case cfg.SendInterval > 0:
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
@@ -509,6 +514,10 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	if _, err := p.recoverAbandoned(runCtx); err != nil {
 		return stopping(runCtx, err)
 	}
+	if err := p.startWishes(runCtx); err != nil {
+		return stopping(runCtx, err)
+	}
+	defer p.wishes.wait()
 
 	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var renewer sync.WaitGroup
@@ -846,7 +855,8 @@ func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result,
 // that wins, whenever it arrives, and one said before it does not undo
 // it. A host clock more than 5 minutes ahead of the database's is refused
 // that instant: the opt-out is then recorded as said now. A failure to
-// record it is logged: the next refusal records it again.
+// record it is logged: the next refusal records it again. The run's other
+// claimed messages of the user learn it at once (wishes.note).
 func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error, refused time.Time) {
 	var te *transport.Error
 	if !errors.As(sendErr, &te) || te.ProviderCode != 131050 || m.UserID == "" {
@@ -858,6 +868,11 @@ func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error,
 	if errors.Is(err, activity.ErrInstantOutOfRange) {
 		out, err = activity.Consent(ctx, p.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{})
 	}
+	// The run's other claimed messages of the user are checked again
+	// before their requests from now on, not at their batch's next check
+	// (issue 56: two more went to Meta). Noted after the opt-out
+	// committed, so that the check sees it.
+	p.wishes.note(m.UserID)
 	switch {
 	case err != nil:
 		log.Warn().Str("error", err.Error()).Msg("WhatsApp says the user stopped marketing messages (131050); recording the opt-out failed")

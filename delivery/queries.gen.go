@@ -824,3 +824,45 @@ func (a unholdArgs) Args() []any {
 
 // unholdQuery is queries/unhold.sql.
 var unholdQuery = sqlfile.Load[unholdArgs, sqlfile.None, *sqlfile.None](statementFiles, "unhold", "holder")
+
+// wishesArgs are the parameters of queries/wishes.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type wishesArgs struct {
+	Since int64 // @since
+}
+
+// Args returns the parameters in the statement's order.
+func (a wishesArgs) Args() []any {
+	return []any{a.Since}
+}
+
+// wishesRow is a row of queries/wishes.sql.
+type wishesRow struct {
+	Xmin  int64    // xmin
+	IDs   []int64  // ids
+	Users []string // users
+}
+
+// Dest returns the fields in the columns' order.
+func (r *wishesRow) Dest() []any {
+	return []any{&r.Xmin, &r.IDs, &r.Users}
+}
+
+// wishesQuery is queries/wishes.sql.
+var wishesQuery = sqlfile.Load[wishesArgs, wishesRow, *wishesRow](statementFiles, "wishes", "since")
+
+// wishesStartRow is a row of queries/wishes_start.sql.
+type wishesStartRow struct {
+	Xmin   int64 // xmin
+	Pruned int64 // pruned
+}
+
+// Dest returns the fields in the columns' order.
+func (r *wishesStartRow) Dest() []any {
+	return []any{&r.Xmin, &r.Pruned}
+}
+
+// wishesStartQuery is queries/wishes_start.sql.
+var wishesStartQuery = sqlfile.Load[sqlfile.None, wishesStartRow, *wishesStartRow](statementFiles, "wishes_start")

@@ -36,6 +36,8 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		ownClaimsQuery.Bind(ownClaimsArgs{Holder: "h"}),
 		paceQuery.Bind(paceArgs{Transport: "webhook", Interval: time.Second, Jitter: time.Second}),
 		nextDueQuery.Bind(nextDueArgs{}),
+		wishesStartQuery.Bind(sqlfile.None{}),
+		wishesQuery.Bind(wishesArgs{Since: 1}),
 		recheckQuery.Bind(recheckArgs{IDs: []string{id}, Holder: "h", Kinds: sendRules}),
 		budgetCreateQuery.Bind(budgetCreateArgs{Transport: "webhook", DailyLimit: 10}),
 		budgetLockQuery.Bind(budgetLockArgs{Transport: "webhook"}),

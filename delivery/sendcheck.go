@@ -26,7 +26,11 @@ import (
 // last check is older than RecheckAge is checked again with the rest of
 // the batch: a message's send starts at most RecheckAge after its user was
 // last read. A batch sent within RecheckAge of its claim costs nothing
-// more; a slower one one statement per RecheckAge per worker.
+// more; a slower one one statement per RecheckAge per worker. An opt-out
+// or an erase (a wish) reaches a claimed message sooner, within WishBound
+// (250 ms) of its commit: a message whose user has a wish read since the
+// batch's last check is checked again with the rest of the batch
+// (wishes.go).
 const RecheckAge = time.Second
 
 // sendCheck re-checks one claimed batch's messages, in the order they are
@@ -63,7 +67,17 @@ func (c *sendCheck) cancelReason(ctx context.Context, i int) (reason string, dou
 	if c.p.recheckAge < 0 {
 		return "", false, nil // a benchmark's reference: the claim's check alone
 	}
-	if i < c.from || i >= c.to || c.p.clock().Sub(c.at) > c.p.recheckAge {
+	again := i < c.from || i >= c.to || c.p.clock().Sub(c.at) > c.p.recheckAge
+	if !again && c.p.wishes != nil {
+		// Unpaced, within RecheckAge of the last check: again only when
+		// the user has a wish read since (wishes.go).
+		wished, err := c.p.wishes.wishedSince(ctx, c.batch[i].UserID, c.at)
+		if err != nil {
+			return "", false, err
+		}
+		again = wished
+	}
+	if again {
 		if err := c.check(ctx, i); err != nil {
 			return "", false, err
 		}

@@ -78,6 +78,9 @@ var wantPrivileges = map[string][]string{
 	// category of a message type; erase records who was erased.
 	"engagement_message_types": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"engagement_erasures":      {"SELECT", "INSERT", "UPDATE"},
+	// Opt-outs and erasures for the batches in flight (migration 72):
+	// erase writes one, queue-process reads them and deletes the old.
+	"engagement_wishes": {"SELECT", "INSERT", "DELETE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

@@ -59,7 +59,10 @@ type Report struct {
 	Profile bool `json:"profile"`
 	// Messages counts the user's queue rows scrubbed (kept, for the
 	// funnel's counts, without JID, params, error text or provider id);
-	// Cancelled those of them that were pending or in flight.
+	// Cancelled those of them that were pending. A message in flight
+	// (claimed by a queue-process) is left to its holder, which checks it
+	// again before its request and cancels it, or records it sent when
+	// its request had gone out (queries/erase_scrub.sql).
 	Messages  int64 `json:"messages"`
 	Cancelled int64 `json:"cancelled"`
 	// Ledger counts the send ledger rows scrubbed.
@@ -90,9 +93,12 @@ func Erase(ctx context.Context, db DB, userID string) (Report, error) {
 // one): opts them out (activity.OptOut, source o.Source, when they have a
 // profile and had not), which cancels their pending messages, then scrubs
 // their WhatsApp ids and message contents from the scheduler's tables
-// (queries/erase_scrub.sql), and records the erasure (engagement_erasures),
+// (queries/erase_scrub.sql), records the erasure (engagement_erasures),
 // which shuts every door to them: nothing of any type is queued, claimed
-// or sent to them until they opt back in (docs/consent.md). A second erase of the same user changes
+// or sent to them until they opt back in (docs/consent.md), and marks the
+// wish (queries/erase_wish.sql) that the queue-process runs holding the
+// user's claimed messages read within 150 ms of the commit, to check them
+// again before their requests. A second erase of the same user changes
 // nothing more and succeeds. Errors: ErrBadUserID, ErrUnknownUser (nothing
 // changed), or the database's; on any error nothing is changed. Errors
 // never hold a JID or a message's text.
@@ -135,6 +141,9 @@ func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, er
 	rep.BudgetRecipients, rep.BudgetClaims = scrubbed.BudgetRecipients, scrubbed.BudgetClaims
 	rep.FireRequests, rep.IdempotencyKeys = scrubbed.FireRequests, scrubbed.IdempotencyKeys
 	rep.ConsoleAudit, rep.JobRuns = scrubbed.ConsoleAudit, scrubbed.JobRuns
+	if _, err := eraseWishQuery.Exec(ctx, tx, eraseWishArgs{UserID: rep.UserID}); err != nil {
+		return Report{}, fmt.Errorf("erase: mark the wish: %w", err)
+	}
 	if rep.OptedOut {
 		rep.Cancelled += found.Pending // the opt-out cancelled them; the scrub found them cancelled
 	}

@@ -90,3 +90,19 @@ func (r *eraseScrubRow) Dest() []any {
 
 // eraseScrubQuery is queries/erase_scrub.sql.
 var eraseScrubQuery = sqlfile.Load[eraseScrubArgs, eraseScrubRow, *eraseScrubRow](statementFiles, "erase_scrub", "user_id")
+
+// eraseWishArgs are the parameters of queries/erase_wish.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type eraseWishArgs struct {
+	UserID string // @user_id
+}
+
+// Args returns the parameters in the statement's order.
+func (a eraseWishArgs) Args() []any {
+	return []any{a.UserID}
+}
+
+// eraseWishQuery is queries/erase_wish.sql.
+var eraseWishQuery = sqlfile.Load[eraseWishArgs, sqlfile.None, *sqlfile.None](statementFiles, "erase_wish", "user_id")

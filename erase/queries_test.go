@@ -15,5 +15,6 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		eraseFindQuery.Bind(eraseFindArgs{UserID: id}),
 		eraseScrubQuery.Bind(eraseScrubArgs{UserID: id}),
 		eraseRecordQuery.Bind(eraseRecordArgs{UserID: id}),
+		eraseWishQuery.Bind(eraseWishArgs{UserID: id}),
 	)
 }

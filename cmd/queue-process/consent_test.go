@@ -27,18 +27,7 @@ import (
 func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	var requests int
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet { // the run's read of the number's health, not a send
-			w.WriteHeader(http.StatusNotFound)
-			return
-		}
-		requests++
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(`{"error":{"message":"(#131050) Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business.","type":"OAuthException","code":131050,"error_data":{"messaging_product":"whatsapp","details":"Unable to deliver the message."},"fbtrace_id":"Az8or2yhqkZfEZ-_4Qn_Bam"}}`))
-	}))
-	t.Cleanup(api.Close)
+	api, requests := refusing131050(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	fixture.Exec(t, pool, `
 		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
@@ -63,8 +52,8 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	}
 	got := outcomes(t, pool, `SELECT right(idempotency_key, 2), status || coalesce(':' || cancel_reason, '')
 	                             FROM engagement_message_queue WHERE user_id = $1`, user)
-	if got["w1"] != "failed" || got["w2"] != "cancelled:opted_out" || requests != 1 {
-		t.Errorf("messages %v after %d requests; want the refused one failed (not retried), the later one cancelled for the opt-out, one request", got, requests)
+	if got["w1"] != "failed" || got["w2"] != "cancelled:opted_out" || requests.Load() != 1 {
+		t.Errorf("messages %v after %d requests; want the refused one failed (not retried), the later one cancelled for the opt-out, one request", got, requests.Load())
 	}
 }
 
@@ -81,16 +70,7 @@ func TestOptOutsRacingDelivery(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	ctx := context.Background()
 	const users, optOuts = 400, 200
-	fixture.Exec(t, pool, `
-		CREATE TABLE test_claims (message_id uuid, claimed_at timestamptz);
-		CREATE FUNCTION test_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			INSERT INTO test_claims VALUES (NEW.id, clock_timestamp());
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER test_note_claim AFTER UPDATE OF status ON engagement_message_queue
-			FOR EACH ROW WHEN (NEW.status = 'processing' AND OLD.status IS DISTINCT FROM 'processing')
-			EXECUTE FUNCTION test_note_claim();`)
+	noteClaims(t, pool)
 	ids := make([]string, users)
 	for i := range ids {
 		ids[i] = fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})

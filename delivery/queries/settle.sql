@@ -9,7 +9,12 @@
 -- (it may have reached a receiver that cannot de-duplicate: failed, never
 -- sent again; or one that can: retried under its same key, never cancelled
 -- without asking the receiver first), false for any other. sent_at and a retry's time are on the processor's clock,
--- @clock_offset ahead of the database's (0 but in a simulation).
+-- @clock_offset ahead of the database's (0 but in a simulation). A message
+-- whose user was erased while its send was in flight (destination_jid '':
+-- erase_scrub.sql leaves a claimed message to its holder) is recorded as
+-- the others, but without the provider id (a Cloud API wamid encodes the
+-- phone number) and with its error text '[erased]', in the queue and the
+-- ledger: the settle never brings the erased number back.
 WITH outcome AS (
     -- '' in @provider_ids and @errors is none (NULL).
     SELECT o.id, o.status, nullif(o.provider_id, '') AS provider_id, o.retry_in,
@@ -29,10 +34,11 @@ WITH outcome AS (
     UPDATE engagement_message_queue q
        SET status = o.status,
            sent_at = CASE WHEN o.status = 'sent' THEN now() + @clock_offset::interval END,
-           provider_message_id = coalesce(o.provider_id, q.provider_message_id),
+           provider_message_id = CASE WHEN q.destination_jid = '' THEN NULL
+                                      ELSE coalesce(o.provider_id, q.provider_message_id) END,
            retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
            scheduled_for = CASE WHEN o.status = 'pending' THEN now() + @clock_offset::interval + o.retry_in ELSE q.scheduled_for END,
-           error_message = o.error,
+           error_message = CASE WHEN q.destination_jid = '' AND o.error IS NOT NULL THEN '[erased]' ELSE o.error END,
            -- A retry, or a failure, keeps the doubt of an earlier attempt:
            -- its request may have reached the receiver all the same.
            in_doubt = CASE WHEN o.status = 'sent' THEN o.in_doubt ELSE coalesce(q.in_doubt, false) OR o.in_doubt END,
@@ -41,10 +47,12 @@ WITH outcome AS (
       FROM outcome o
       JOIN mine m ON m.id = o.id
      WHERE q.id = o.id
-    RETURNING q.id
+    RETURNING q.id, q.destination_jid = '' AS erased
 )
 INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
-SELECT o.id, @transport, CASE WHEN o.status = 'pending' THEN 'failed' ELSE o.status END, o.attempted, o.provider_id, o.error
+SELECT o.id, @transport, CASE WHEN o.status = 'pending' THEN 'failed' ELSE o.status END, o.attempted,
+       CASE WHEN s.erased THEN NULL ELSE o.provider_id END,
+       CASE WHEN s.erased AND o.error IS NOT NULL THEN '[erased]' ELSE o.error END
   FROM outcome o
   JOIN settled s ON s.id = o.id
     ON CONFLICT (message_id, transport) DO UPDATE

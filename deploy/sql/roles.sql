@@ -56,6 +56,9 @@
 --   engagement_message_types       SELECT, INSERT, UPDATE, DELETE  the operator's categories for message
 --                                                                  types (engagementctl categories)
 --   engagement_erasures            SELECT, INSERT, UPDATE          who was erased (erase), which every door reads
+--   engagement_wishes              SELECT, INSERT, DELETE          opt-outs and erasures for the batches in
+--                                                                  flight: erase writes, queue-process reads
+--                                                                  and deletes the old ones
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -195,7 +198,8 @@ DECLARE
         ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
         ['engagement_queue_settings',     'SELECT, INSERT, UPDATE'],
         ['engagement_message_types',      'SELECT, INSERT, UPDATE, DELETE'],
-        ['engagement_erasures',           'SELECT, INSERT, UPDATE']
+        ['engagement_erasures',           'SELECT, INSERT, UPDATE'],
+        ['engagement_wishes',             'SELECT, INSERT, DELETE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide
@@ -213,6 +217,7 @@ DECLARE
                              'engagement_receipt(text, text, timestamptz, text)',
                              'engagement_receipt_gate_pass(text)',
                              'engagement_receipt_inbox_apply()',
+                             'engagement_note_wish()',
                              'engagement_consent(uuid, boolean, text, timestamptz, text)',
                              'engagement_consent_record(uuid, boolean, text, timestamptz, text, boolean)',
                              'engagement_opt_out(uuid, text, timestamptz, text, boolean)',

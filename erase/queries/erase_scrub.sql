@@ -13,9 +13,14 @@
 --     error_message '[erased]', provider_message_id NULL (a Cloud API
 --     wamid encodes the phone number), an idempotency key holding one of
 --     the JIDs NULL (the jobs' keys hold the user id, kind and period; a
---     bot's own key may hold anything); one still pending or in flight
---     (processing) is cancelled ('opted_out') and its claim dropped, so its
---     holder's settle (fenced by status and holder) changes nothing.
+--     bot's own key may hold anything); one still pending is cancelled
+--     ('opted_out'). One in flight (processing) keeps its status and its
+--     claim: its holder checks it again before its request (the erase's
+--     opt-out and wish, erase_wish.sql, reach it within 250 ms) and
+--     cancels it, or, when its request went out already, records it
+--     'sent', as it was (issue 56: cancelled here, its send went
+--     unrecorded). That settle finds destination_jid '' and writes no
+--     provider id and no error text back (settle.sql).
 --   send ledger (engagement_processed_messages): the user's messages'
 --     provider ids NULL, errors '[erased]'.
 --   send budget: a recipient is md5(destination_jid)::uuid, which a brute
@@ -102,14 +107,12 @@ WITH msgs AS MATERIALIZED (
            provider_message_id = NULL,
            idempotency_key = CASE WHEN EXISTS (SELECT FROM locals l WHERE strpos(q.idempotency_key, l.s) > 0)
                                   THEN NULL ELSE q.idempotency_key END,
-           status = CASE WHEN m.status IN ('pending', 'processing') THEN 'cancelled' ELSE q.status END,
-           cancel_reason = CASE WHEN m.status IN ('pending', 'processing') THEN 'opted_out' ELSE q.cancel_reason END,
-           claimed_by = CASE WHEN m.status IN ('pending', 'processing') THEN NULL ELSE q.claimed_by END,
-           claimed_until = CASE WHEN m.status IN ('pending', 'processing') THEN NULL ELSE q.claimed_until END,
+           status = CASE WHEN m.status = 'pending' THEN 'cancelled' ELSE q.status END,
+           cancel_reason = CASE WHEN m.status = 'pending' THEN 'opted_out' ELSE q.cancel_reason END,
            deferred_reason = NULL
       FROM msgs m
      WHERE q.id = m.id
-    RETURNING m.status IN ('pending', 'processing') AS cancelled
+    RETURNING m.status = 'pending' AS cancelled
 ), ledger AS (
     UPDATE engagement_processed_messages l
        SET provider_message_id = NULL,

@@ -328,6 +328,20 @@ CREATE FUNCTION public.engagement_inactivity_due(as_of timestamp with time zone,
 $$;
 
 --
+-- Name: engagement_note_wish(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_note_wish() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO engagement_wishes (user_id) VALUES (NEW.user_id);
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: engagement_opt_in(uuid, text, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -996,6 +1010,30 @@ CREATE TABLE public.engagement_transport_pacing (
 );
 
 --
+-- Name: engagement_wishes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_wishes (
+    id bigint NOT NULL,
+    xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    user_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: engagement_wishes_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_wishes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.engagement_wishes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: transactions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1233,6 +1271,13 @@ ALTER TABLE ONLY public.engagement_transport_pacing
     ADD CONSTRAINT engagement_transport_pacing_pkey PRIMARY KEY (transport);
 
 --
+-- Name: engagement_wishes engagement_wishes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_wishes
+    ADD CONSTRAINT engagement_wishes_pkey PRIMARY KEY (id);
+
+--
 -- Name: transactions transactions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1428,6 +1473,18 @@ CREATE INDEX engagement_user_profiles_group_jid_idx ON public.user_profiles USIN
 CREATE INDEX engagement_user_profiles_whatsapp_jid_idx ON public.user_profiles USING btree (whatsapp_jid) WHERE (whatsapp_jid IS NOT NULL);
 
 --
+-- Name: engagement_wishes_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX engagement_wishes_created_idx ON public.engagement_wishes USING btree (created_at);
+
+--
+-- Name: engagement_wishes_xid_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX engagement_wishes_xid_idx ON public.engagement_wishes USING btree (xid);
+
+--
 -- Name: transactions_created_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1468,6 +1525,12 @@ CREATE INDEX user_engagement_states_state_last_activity_idx ON public.user_engag
 --
 
 CREATE TRIGGER engagement_confirmation_guard BEFORE INSERT OR UPDATE OF message_type, message_key, period_start, status ON public.engagement_message_queue FOR EACH ROW WHEN (((new.message_type = 'opt_out_confirmation'::text) AND (new.status = ANY (ARRAY['pending'::text, 'processing'::text])))) EXECUTE FUNCTION public.engagement_confirmation_guard();
+
+--
+-- Name: engagement_consent_events engagement_note_wish; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER engagement_note_wish AFTER INSERT ON public.engagement_consent_events FOR EACH ROW WHEN (new.opted_out) EXECUTE FUNCTION public.engagement_note_wish();
 
 --
 -- Name: engagement_message_queue engagement_receipt_inbox_apply; Type: TRIGGER; Schema: public; Owner: -
@@ -1639,6 +1702,12 @@ ALTER TABLE public.engagement_time_zones ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.engagement_transport_pacing ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: engagement_wishes; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_wishes ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: transactions; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1733,6 +1802,12 @@ REVOKE ALL ON FUNCTION public.engagement_inactivity_due(as_of timestamp with tim
 --
 
 REVOKE ALL ON FUNCTION public.engagement_inactivity_due(as_of timestamp with time zone, inactivity interval, last_activity_at timestamp with time zone, created_at timestamp with time zone, goodbye_sent_at timestamp with time zone, goodbye_expires_at timestamp with time zone, goodbye_retry_at timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_note_wish(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_note_wish() FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_opt_in(p_user_id uuid, p_source text, p_at timestamp with time zone, p_actor text); Type: ACL; Schema: public; Owner: -
