@@ -77,8 +77,15 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 	// panel and the forecast's backlog show it (the reminders go to users
 	// whose pages are not shown).
 	seedBudget(t, h.pool, []string{h.u["u3"], h.u["u4"], h.u["u8"], h.u["u9"]})
-	srv := serve(t, h.pool, historyAsOf)
 	user := h.u["u1"]
+	// The user said stop an hour ago; a resume they said two hours ago
+	// arrived after it (Meta resends late): the user page shows it
+	// superseded (issue 56).
+	if _, err := h.pool.Exec(context.Background(), `SELECT engagement_opt_out($1, 'bot:keyword', now() - interval '1 hour'),
+	                                                       engagement_opt_in($1, 'meta:user_preferences', now() - interval '2 hours')`, user); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, h.pool, historyAsOf)
 	ctx := browse(t, operator, operatorPassword)
 	dir := screenshotDir(t)
 	for _, p := range []struct {
@@ -92,7 +99,7 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 			"Spend, last 30 days", "Meta's category", "marketing", "at the prices as of 2026-01-01"}},
 		{"runs", "/runs", 2, []string{"engagement-daily"}},
 		{"verify", "/verify", 0, []string{"log_matches_state"}},
-		{"user", "/users?id=" + user, 0, []string{"Timeline"}},
+		{"user", "/users?id=" + user, 0, []string{"Timeline", "(superseded: changed nothing)"}},
 		{"forecast", "/forecast", 1, []string{"would do on each of the next 7 days", "time out three days after them",
 			"25 messages wait on the send budget of webhook (10 a day): the last goes at",
 			"What the next 7 days cost", "billed as marketing in BR"}},

@@ -336,7 +336,9 @@ var invariants = slices.Concat([]invariant{
 	{
 		name: CheckNoGoodbyeToHoldout,
 		rule: "no user the daily job held out of a goodbye (engagement-daily --holdout-percent: their goodbye's log row " +
-			"says holdout) has a goodbye for that UTC day (the run's as-of) in the queue, in any status but cancelled",
+			"says holdout) has a goodbye of that cycle in the queue, in any status but cancelled: one for that UTC day " +
+			"(the run's as-of), or one queued without it (engagementctl enqueue, the API, the bot's SQL) after the " +
+			"held-out move and before the user's next goodbye move",
 		run: check(verifyNoGoodbyeToHoldoutQuery, func(e env) verifyNoGoodbyeToHoldoutArgs {
 			return verifyNoGoodbyeToHoldoutArgs{MessageType: string(goodbye.Message), Trigger: string(sm.Inactivity14d),
 				MaxExamples: e.maxExamples}
