@@ -101,6 +101,30 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	if n := len(fixture.MessagesOf(t, pool, user)); n != 1 {
 		t.Errorf("%d messages after a replay and a refusal, want 1", n)
 	}
+	// Issue 56: the user opts out; a custom type is marketing, and the
+	// page shows the rule of every door's refusal, naming the reason.
+	fixture.Exec(t, pool, `SELECT engagement_opt_out($1, 'bot:keyword')`, user)
+	browsertest.ExpectStatus(ctx, "/api/messages", http.StatusConflict)
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/users?id="+user), chromedp.WaitVisible("form#enqueue"))
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const f = document.getElementById('enqueue');
+		f.elements.scheduled_for.value = '';
+		f.elements.type.value = 'promo';
+		f.elements.key.value = 'engagement.weekly_review.celebration';
+		f.elements.params.value = '{"count":"3"}';
+		f.elements.idempotency_key.value = 'support-78';
+		return f.elements.type.value;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Run(t, ctx, chromedp.Click(`#enqueue button[type=submit]`))
+	if text := waitResult(t, ctx, "refused"); !strings.Contains(text, "409") || !strings.Contains(text, "opted_out") {
+		t.Errorf("a promo to an opted-out user says %q, want the 409 and opted_out", text)
+	}
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "user-enqueue-refused.png"))
+	if n := len(fixture.MessagesOf(t, pool, user)); n != 1 {
+		t.Errorf("%d messages after the refusal, want 1", n)
+	}
 	browsertest.RequireNoErrors(t, ctx)
 
 	// A viewer gets no form.
