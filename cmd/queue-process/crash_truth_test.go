@@ -66,9 +66,9 @@ func (b *dedupBot) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	probe := r.Header.Get(transport.ProbeHeader) == "1"
 	b.mu.Lock()
-	if b.down != 0 {
+	if down := b.down; down != 0 {
 		b.mu.Unlock()
-		w.WriteHeader(b.down)
+		w.WriteHeader(down)
 		return
 	}
 	if b.spent[key] {
