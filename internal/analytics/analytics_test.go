@@ -313,8 +313,14 @@ func TestPublishRunStaysWithinItsBudget(t *testing.T) {
 			} else if strings.Contains(err.Error(), apiKey) {
 				t.Errorf("the error contains the API key: %v", err)
 			}
-			if res.Events != 600 || res.Sent != 0 || res.Failed != 600 {
-				t.Errorf("result %+v, want 600 events, none sent, 600 failed", res)
+			// Every event read fails. On a busy machine the budget may run
+			// out while the run's rows are still being read: then fewer
+			// were handed over, and the error says it was out of time.
+			switch {
+			case res.Sent != 0 || res.Failed != res.Events || res.Events > 600 || res.Events == 0:
+				t.Errorf("result %+v, want up to 600 events, none sent, every one failed", res)
+			case res.Events < 600 && (err == nil || !strings.Contains(err.Error(), "out of time")):
+				t.Errorf("result %+v with %v: fewer than the run's 600 events, but not for want of time", res, err)
 			}
 		})
 	}
