@@ -228,6 +228,7 @@ DECLARE
                              'engagement_quiet_until(timestamptz, text, interval, interval)',
                              'engagement_send_budget_full()',
                              'engagement_refusal(text, boolean, boolean, boolean)',
+                             'engagement_service_window_open(timestamptz, timestamptz)',
                              'engagement_confirmation_guard()'];
     -- The bot's moves: EXECUTE for the bot's role alone (not the jobs').
     bot_funcs text[] := ARRAY['engagement_fire(uuid, text, timestamptz, text)',

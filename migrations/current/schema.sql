@@ -535,6 +535,17 @@ END
 $$;
 
 --
+-- Name: engagement_service_window_open(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_service_window_open(last_user_message timestamp with time zone, at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce(last_user_message <= at AND at < last_user_message + interval '24 hours', false)
+$$;
+
+--
 -- Name: engagement_stamp_state_change(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -811,6 +822,9 @@ CREATE TABLE public.engagement_processed_messages (
     provider_message_id text,
     error text,
     looked_up_at timestamp with time zone,
+    meta_category text,
+    service_window boolean,
+    CONSTRAINT engagement_processed_messages_meta_category_check CHECK ((meta_category = ANY (ARRAY['marketing'::text, 'utility'::text, 'authentication'::text, 'service'::text]))),
     CONSTRAINT engagement_processed_messages_status_check CHECK ((status = ANY (ARRAY['processing'::text, 'sent'::text, 'failed'::text])))
 );
 
@@ -1862,6 +1876,12 @@ REVOKE ALL ON FUNCTION public.engagement_route(preferred_destination text, group
 --
 
 REVOKE ALL ON FUNCTION public.engagement_send_budget_full() FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_service_window_open(last_user_message timestamp with time zone, at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_service_window_open(last_user_message timestamp with time zone, at timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_stamp_state_change(); Type: ACL; Schema: public; Owner: -
