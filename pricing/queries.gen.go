@@ -19,16 +19,17 @@ var statementFiles embed.FS
 //
 //exhaustruct:enforce
 type spendArgs struct {
-	AsOf          time.Time     // @as_of
-	Window        time.Duration // @window
-	MetaTransport string        // @meta_transport
-	Kinds         []string      // @kinds
-	Categories    []string      // @categories
+	AsOf             time.Time     // @as_of
+	Window           time.Duration // @window
+	MetaTransport    string        // @meta_transport
+	FreeUtilityUntil time.Time     // @free_utility_until
+	Kinds            []string      // @kinds
+	Categories       []string      // @categories
 }
 
 // Args returns the parameters in the statement's order.
 func (a spendArgs) Args() []any {
-	return []any{a.AsOf, a.Window, a.MetaTransport, a.Kinds, a.Categories}
+	return []any{a.AsOf, a.Window, a.MetaTransport, a.FreeUtilityUntil, a.Kinds, a.Categories}
 }
 
 // spendRow is a row of queries/spend.sql.
@@ -50,7 +51,7 @@ func (r *spendRow) Dest() []any {
 }
 
 // spendQuery is queries/spend.sql.
-var spendQuery = sqlfile.Load[spendArgs, spendRow, *spendRow](statementFiles, "spend", "as_of", "window", "meta_transport", "kinds", "categories")
+var spendQuery = sqlfile.Load[spendArgs, spendRow, *spendRow](statementFiles, "spend", "as_of", "window", "meta_transport", "free_utility_until", "kinds", "categories")
 
 // spendHeldOutArgs are the parameters of queries/spend_held_out.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -15,6 +15,22 @@ import (
 // SpendWindow is how far back Spend looks: the last 30 days.
 const SpendWindow = 30 * 24 * time.Hour
 
+// FreeUtilityInWindowUntil is when Meta stopped giving utility templates
+// delivered inside an open customer service window for free. Meta made
+// them free on 2025-07-01 ("Pricing on the WhatsApp Business Platform",
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/pricing:
+// "Utility templates delivered within an open customer service window are
+// free") and charges for them again from 2026-10-01: Meta's page
+// "Upcoming pricing updates for Meta Business Agent, service and utility
+// messages" (updated 2026-07-01; read in a copy of Meta's developer
+// documentation, https://nermalcat69.github.io/meta-developer-docs/documentation/business-messaging/whatsapp/pricing/authentication-international-rates.html,
+// as Meta's own address for it could not be read) says "Effective October
+// 1, 2026, Meta will charge for utility messages sent in response to users
+// within an open 24-hour customer service window". Meta's webhook says so
+// too (billable true); where it has said nothing the scheduler takes UTC
+// midnight, not the business account's time zone Meta dates by.
+var FreeUtilityInWindowUntil = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+
 // UnknownCategory is the category of a message whose kind the kinds table
 // does not know and of which Meta said nothing: counted, not priced.
 const UnknownCategory = "unknown"
@@ -124,7 +140,8 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 	out := Spend{Window: "30 days", From: asOf.Add(-SpendWindow).UTC(), To: asOf.UTC(), Currency: Currency,
 		Categories: []CategorySpend{}, NotMeta: []TransportMessages{}, PricesAsOf: prices.AsOf, PricesSource: prices.Source}
 	byCat := map[string]*CategorySpend{}
-	args := spendArgs{AsOf: asOf, Window: SpendWindow, MetaTransport: MetaTransport, Kinds: kinds, Categories: categories}
+	args := spendArgs{AsOf: asOf, Window: SpendWindow, MetaTransport: MetaTransport, Kinds: kinds, Categories: categories,
+		FreeUtilityUntil: FreeUtilityInWindowUntil}
 	if err := spendQuery.Each(ctx, db, args, func(r *spendRow) error {
 		if r.Transport != MetaTransport {
 			// One row per transport: the statement groups them without
