@@ -93,6 +93,10 @@ func Load(path string) (*Prices, error) {
 	return p, nil
 }
 
+// maxUSD is the highest price per message a prices file may hold: any
+// higher is a mistake (a price in cents, in another currency).
+const maxUSD = 10
+
 var (
 	alpha2      = regexp.MustCompile(`^[A-Z]{2}$`)
 	callingCode = regexp.MustCompile(`^[1-9][0-9]{0,2}$`)
@@ -133,8 +137,8 @@ func parse(b []byte) (*Prices, error) {
 			if !cat.Valid() {
 				return nil, fmt.Errorf("country %s: %q is not one of Meta's categories (%v)", name, cat, sm.Categories())
 			}
-			if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) || usd > 10 {
-				return nil, fmt.Errorf("country %s: %s price %v is not a price in US dollars per message (0 to 10)", name, cat, usd)
+			if !(usd >= 0 && usd <= maxUSD) {
+				return nil, fmt.Errorf("country %s: %s price %v is not a price in US dollars per message (0 to %v)", name, cat, usd, maxUSD)
 			}
 		}
 	}

@@ -36,6 +36,7 @@ func NewCommand() *cobra.Command {
 	root.AddCommand(newCheckReceiverCommand(nil))
 	root.AddCommand(newConsentCommand(&databaseURL, true, nil), newConsentCommand(&databaseURL, false, nil), newEraseCommand(&databaseURL, nil))
 	root.AddCommand(newCategoriesCommand(&databaseURL, nil))
+	root.AddCommand(newPricesCommand(nil))
 	return root
 }
 

@@ -357,6 +357,7 @@ func TestExitCodeMatrix(t *testing.T) {
 // matrix's database cases do not apply, each with why.
 var noDatabase = map[string]string{
 	"engagementctl check-receiver": "it probes the bot's webhook, not the database",
+	"engagementctl prices import":  "it turns a rate card file into a prices file, without the database",
 }
 
 // Every command cobra knows, in every binary (each leaf of its tree), is in

@@ -43,6 +43,9 @@ var ctlArgs = map[string][]string{
 	"engagementctl seed":             {"--users", "1", "--as-of", "2026-01-05T06:00:00Z"},
 	"engagementctl migrate force":    {"0"},
 	"engagementctl check-receiver":   {"--webhook-url", "http://127.0.0.1:1/webhook", "--webhook-secret", "s3cr3t", "--timeout", "2s"},
+	// A rate card it reads whole, and an output it cannot write.
+	"engagementctl prices import": {"../../../pricing/testdata/ratecard-sample-usd.csv", "--effective", "2026-10-01",
+		"--output", "/nonexistent/prices.json"},
 }
 
 // failingRuns is every binary, and every engagementctl command (found by
