@@ -39,7 +39,8 @@ const Currency = "USD"
 // Prices are Meta's per-message prices in US dollars, per country and
 // category, and where they come from.
 type Prices struct {
-	// AsOf is the day the prices were read off their source (YYYY-MM-DD).
+	// AsOf is the day the prices take effect (an imported rate card's) or
+	// were read off their source (YYYY-MM-DD).
 	AsOf string `json:"as_of"`
 	// Source is where they come from: Meta's pricing page and rate card.
 	Source string `json:"source"`

@@ -60,8 +60,9 @@ type Spend struct {
 	Failed    int64 `json:"failed"`
 	Awaiting  int64 `json:"awaiting"`
 	// Billable counts the delivered ones Meta bills: all but those Meta's
-	// webhook said were free (billable false: a utility template inside
-	// the customer service window, a free entry point). USD is their cost,
+	// webhook said were free (billable false: a free entry point, ...) and,
+	// of which Meta said nothing, the utility ones delivered inside the
+	// customer service window before FreeUtilityInWindowUntil. USD is their cost,
 	// the priced ones only; Unpriced counts the billed ones with no price
 	// (a country or category the prices do not have), not in USD.
 	Billable int64   `json:"billable"`
