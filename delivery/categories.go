@@ -84,10 +84,11 @@ func (p *Processor) readRoutes(ctx context.Context) error {
 
 // saveCategories records what the Message Templates API said.
 func (p *Processor) saveCategories(ctx context.Context, read transport.TemplateCategories) error {
-	args := categoriesSaveArgs{AccountID: read.AccountID}
-	for _, t := range read.Templates {
-		args.Names, args.Languages = append(args.Names, t.Name), append(args.Languages, t.Language)
-		args.Categories, args.TemplateIDs = append(args.Categories, t.Category), append(args.TemplateIDs, t.ID)
+	n := len(read.Templates)
+	args := categoriesSaveArgs{AccountID: read.AccountID, Names: make([]string, n), Languages: make([]string, n),
+		Categories: make([]string, n), TemplateIDs: make([]string, n)}
+	for i, t := range read.Templates {
+		args.Names[i], args.Languages[i], args.Categories[i], args.TemplateIDs[i] = t.Name, t.Language, t.Category, t.ID
 	}
 	if _, err := categoriesSaveQuery.Exec(ctx, p.pool, args); err != nil {
 		return fmt.Errorf("record the templates' categories: %w", err)
