@@ -644,6 +644,37 @@ func (a whatsappPricingArgs) Args() []any {
 // whatsappPricingQuery is queries/whatsapp_pricing.sql.
 var whatsappPricingQuery = sqlfile.Load[whatsappPricingArgs, sqlfile.None, *sqlfile.None](statementFiles, "whatsapp_pricing", "billable", "category", "provider_message_id")
 
+// whatsappTemplateCategoryArgs are the parameters of queries/whatsapp_template_category.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type whatsappTemplateCategoryArgs struct {
+	TemplateName     string     // @template_name
+	TemplateLanguage string     // @template_language
+	Category         string     // @category
+	TemplateID       *string    // @template_id
+	AccountID        *string    // @account_id
+	At               *time.Time // @at
+}
+
+// Args returns the parameters in the statement's order.
+func (a whatsappTemplateCategoryArgs) Args() []any {
+	return []any{a.TemplateName, a.TemplateLanguage, a.Category, a.TemplateID, a.AccountID, a.At}
+}
+
+// whatsappTemplateCategoryRow is a row of queries/whatsapp_template_category.sql.
+type whatsappTemplateCategoryRow struct {
+	Changed bool // changed
+}
+
+// Dest returns the fields in the columns' order.
+func (r *whatsappTemplateCategoryRow) Dest() []any {
+	return []any{&r.Changed}
+}
+
+// whatsappTemplateCategoryQuery is queries/whatsapp_template_category.sql.
+var whatsappTemplateCategoryQuery = sqlfile.Load[whatsappTemplateCategoryArgs, whatsappTemplateCategoryRow, *whatsappTemplateCategoryRow](statementFiles, "whatsapp_template_category", "template_name", "template_language", "category", "template_id", "account_id", "at")
+
 // whatsappTemplateStatusArgs are the parameters of queries/whatsapp_template_status.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

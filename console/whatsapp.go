@@ -32,7 +32,9 @@ import (
 // messages) is applied as an opt-out or opt-in; each
 // phone_number_quality_update and message_template_status_update change
 // (Meta's verdict on the number and its templates) is recorded for the
-// next queue-process run (whatsapp_verdict.go). See
+// next queue-process run (whatsapp_verdict.go), and so is each completed
+// template_category_update (the template's latest category, which the
+// run routes by; whatsapp_category.go). See
 // https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/
 type WhatsAppWebhook struct {
 	AppSecret   string
@@ -62,6 +64,7 @@ type metaEntry struct {
 	// account webhooks carry it: phone_number_quality_update,
 	// message_template_status_update).
 	Time    json.RawMessage   `json:"time"`
+	ID      json.RawMessage   `json:"id"` // the WhatsApp Business Account's id
 	Changes []json.RawMessage `json:"changes"`
 }
 
@@ -182,6 +185,19 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 					skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), err, "")
 				case err != nil:
 					log.Error().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: recording Meta's verdict failed; Meta will resend")
+					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+					return
+				default:
+					verdicts += n
+				}
+				continue
+			case "template_category_update":
+				n, err := s.applyTemplateCategory(r.Context(), e.ID, e.Time, c.Value)
+				switch {
+				case errors.Is(err, errUnusableVerdict):
+					skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), err, "")
+				case err != nil:
+					log.Error().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: recording a template's category failed; Meta will resend")
 					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
 					return
 				default:

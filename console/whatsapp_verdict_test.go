@@ -188,12 +188,12 @@ func TestMetasWebhooksReachTheNextRun(t *testing.T) {
 		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual', '5511988887777@s.whatsapp.net', now() - interval '1 minute', $1::text || ':goodbye')`, user)
 
 	signed(metafake.TemplateStatus("goodbye_v1", "PAUSED", now.Add(-time.Minute)))
-	if sum := run(); sum.DeferReasons["template_paused"] != 1 || g.Sent()["goodbye_v1"] != 0 {
-		t.Fatalf("with the template paused: deferred %v, sent %v; want the goodbye held", sum.DeferReasons, g.Sent())
+	if sum := run(); sum.DeferReasons["template_paused"] != 1 || g.MarketingSent()["goodbye_v1"] != 0 {
+		t.Fatalf("with the template paused: deferred %v, sent %v; want the goodbye held", sum.DeferReasons, g.MarketingSent())
 	}
 	signed(metafake.TemplateStatus("goodbye_v1", "APPROVED", now))
-	if sum := run(); sum.Sent != 1 || g.Sent()["goodbye_v1"] != 1 {
-		t.Fatalf("once Meta approved it again: sent %d (%v); want the goodbye sent at the next run", sum.Sent, g.Sent())
+	if sum := run(); sum.Sent != 1 || g.MarketingSent()["goodbye_v1"] != 1 {
+		t.Fatalf("once Meta approved it again: sent %d (%v); want the goodbye sent at the next run", sum.Sent, g.MarketingSent())
 	}
 
 	// The Graph API down: the run keeps what the webhook said.
@@ -211,7 +211,7 @@ func TestMetasWebhooksReachTheNextRun(t *testing.T) {
 		t.Errorf("with the number flagged: deferred %v, number %+v; want the weekly review held on quality", sum.DeferReasons, sum.Number)
 	}
 	signed(metafake.QualityUpdate("UNFLAGGED", "TIER_10K", time.Now().Add(time.Second)))
-	if sum := run(); sum.Sent != 1 || g.Sent()["weekly_review_v1"] != 1 {
-		t.Errorf("once UNFLAGGED: sent %d (%v); want the weekly review sent at the next run", sum.Sent, g.Sent())
+	if sum := run(); sum.Sent != 1 || g.MarketingSent()["weekly_review_v1"] != 1 {
+		t.Errorf("once UNFLAGGED: sent %d (%v); want the weekly review sent at the next run", sum.Sent, g.MarketingSent())
 	}
 }

@@ -85,26 +85,57 @@ func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) 
 		log.Info().Msg("in doubt after a crash and no longer wanted: the receiver had it, so it is recorded sent")
 		return &outcome{status: sm.StatusSent, providerID: answer.ProviderMessageID}, nil
 	}
+	held, err := p.cancelHeld(m, reason)
+	if err != nil {
+		return nil, fmt.Errorf("cancel a message the receiver never had: %w", err)
+	}
+	if !held {
+		log.Warn().Msg("claim lost before a message in doubt was cancelled; left to its new holder")
+		return nil, nil
+	}
+	log.Info().Str("cancel_reason", reason).Msg("in doubt after a crash and no longer wanted: the receiver never had it; cancelled")
+	return nil, nil
+}
+
+// cancelHeld cancels m, which this processor holds and sent nothing of,
+// with reason (cancel_doubted.sql), counts it and gives its budget slot
+// back. It reports false, counting a lost claim, when m was no longer held.
+func (p *Processor) cancelHeld(m claimed, reason string) (bool, error) {
 	var cancelled []cancelDoubtedRow
-	err = retryConflicts(func(ctx context.Context) error {
+	err := retryConflicts(func(ctx context.Context) error {
 		return p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 			var err error
 			cancelled, err = cancelDoubtedQuery.All(ctx, conn, cancelDoubtedArgs{ID: m.ID, Reason: reason, Holder: p.holder})
 			return err
 		})
 	})
-	if err != nil {
-		return nil, fmt.Errorf("cancel a message the receiver never had: %w", err)
-	}
-	if len(cancelled) == 0 {
-		p.tally.claimsLost.Add(1)
-		log.Warn().Msg("claim lost before a message in doubt was cancelled; left to its new holder")
-		return nil, nil
+	if err != nil || len(cancelled) == 0 {
+		if err == nil {
+			p.tally.claimsLost.Add(1)
+		}
+		return false, err
 	}
 	p.tally.cancel(reason)
 	p.refund([]string{m.ID}, []claimed{m})
-	log.Info().Str("cancel_reason", reason).Msg("in doubt after a crash and no longer wanted: the receiver never had it; cancelled")
-	return nil, nil
+	return true, nil
+}
+
+// cancelUnsent cancels m before its request, which the transport would be
+// refused (reason: us_marketing_blocked): nothing is sent.
+func (p *Processor) cancelUnsent(ctx context.Context, m claimed, reason string) error {
+	held, err := p.cancelHeld(m, reason)
+	if err != nil {
+		_, err = p.notStarted(ctx, m, fmt.Errorf("cancel a message before its request: %w", err))
+		return err
+	}
+	log := p.messageLog(m)
+	if !held {
+		log.Warn().Msg("claim lost before a message was cancelled; left to its new holder")
+		return nil
+	}
+	log.Info().Str("cancel_reason", reason).Str("meta_category", m.MetaCategory).
+		Msg("Meta does not deliver this template to the recipient's country; cancelled before its request")
+	return nil
 }
 
 // doubtUnresolved is the outcome of m, in doubt and no longer wanted, when

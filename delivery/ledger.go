@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,7 +70,8 @@ func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
 	if !r.p.lease.usable() {
 		return false, nil
 	}
-	args := startArgs{ClaimTimeout: r.p.cfg.ClaimTimeout, ID: m.ID, Holder: r.p.holder, Transport: r.p.cfg.Transport.Name()}
+	args := startArgs{ClaimTimeout: r.p.cfg.ClaimTimeout, ID: m.ID, Holder: r.p.holder, Transport: r.p.cfg.Transport.Name(),
+		MetaCategory: strings.ToLower(m.MetaCategory), ClockOffset: r.p.cfg.ClockOffset}
 	var started []startRow
 	err := r.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		var err error

@@ -275,6 +275,7 @@ type Processor struct {
 	plan    Pace             // the run's pace, as pace() worked it out
 	verdict metaVerdict      // Meta's verdict the claim applies
 	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
+	routes  routes           // the templates' categories the run routes by (categories.go)
 	log     zerolog.Logger
 	budget  *budget // the run's send budget; nil without one
 	// recovering lets the workers that run out of work at once share one
@@ -495,6 +496,9 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		return stopping(runCtx, err)
 	}
 	p.health = health
+	if err := p.readRoutes(runCtx); err != nil {
+		return stopping(runCtx, err)
+	}
 	if p.cfg.DailyLimit > 0 {
 		b, err := p.openBudget(runCtx)
 		if err != nil {
@@ -750,6 +754,9 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 			return p.resolveDoubt(ctx, m, reason)
 		}
 		return nil, nil // cancelled in the check's statement: never sent
+	}
+	if reason := p.routes.route(&m.Delivery); reason != "" {
+		return nil, p.cancelUnsent(ctx, m, reason)
 	}
 	ok, err := rec.begin(ctx, m)
 	if err != nil {

@@ -290,6 +290,41 @@ func (r *cancelDoubtedRow) Dest() []any {
 // cancelDoubtedQuery is queries/cancel_doubted.sql.
 var cancelDoubtedQuery = sqlfile.Load[cancelDoubtedArgs, cancelDoubtedRow, *cancelDoubtedRow](statementFiles, "cancel_doubted", "reason", "id", "holder")
 
+// categoriesReadRow is a row of queries/categories_read.sql.
+type categoriesReadRow struct {
+	TemplateName     string // template_name
+	TemplateLanguage string // template_language
+	Category         string // category
+}
+
+// Dest returns the fields in the columns' order.
+func (r *categoriesReadRow) Dest() []any {
+	return []any{&r.TemplateName, &r.TemplateLanguage, &r.Category}
+}
+
+// categoriesReadQuery is queries/categories_read.sql.
+var categoriesReadQuery = sqlfile.Load[sqlfile.None, categoriesReadRow, *categoriesReadRow](statementFiles, "categories_read")
+
+// categoriesSaveArgs are the parameters of queries/categories_save.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type categoriesSaveArgs struct {
+	AccountID   string   // @account_id
+	Names       []string // @names
+	Languages   []string // @languages
+	Categories  []string // @categories
+	TemplateIDs []string // @template_ids
+}
+
+// Args returns the parameters in the statement's order.
+func (a categoriesSaveArgs) Args() []any {
+	return []any{a.AccountID, a.Names, a.Languages, a.Categories, a.TemplateIDs}
+}
+
+// categoriesSaveQuery is queries/categories_save.sql.
+var categoriesSaveQuery = sqlfile.Load[categoriesSaveArgs, sqlfile.None, *sqlfile.None](statementFiles, "categories_save", "account_id", "names", "languages", "categories", "template_ids")
+
 // claimArgs are the parameters of queries/claim.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //
@@ -760,11 +795,13 @@ type startArgs struct {
 	ID           string        // @id
 	Holder       string        // @holder
 	Transport    string        // @transport
+	MetaCategory string        // @meta_category
+	ClockOffset  time.Duration // @clock_offset
 }
 
 // Args returns the parameters in the statement's order.
 func (a startArgs) Args() []any {
-	return []any{a.ClaimTimeout, a.ID, a.Holder, a.Transport}
+	return []any{a.ClaimTimeout, a.ID, a.Holder, a.Transport, a.MetaCategory, a.ClockOffset}
 }
 
 // startRow is a row of queries/start.sql.
@@ -778,7 +815,7 @@ func (r *startRow) Dest() []any {
 }
 
 // startQuery is queries/start.sql.
-var startQuery = sqlfile.Load[startArgs, startRow, *startRow](statementFiles, "start", "claim_timeout", "id", "holder", "transport")
+var startQuery = sqlfile.Load[startArgs, startRow, *startRow](statementFiles, "start", "claim_timeout", "id", "holder", "transport", "meta_category", "clock_offset")
 
 // templatesArgs are the parameters of queries/templates.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -83,12 +83,12 @@ func TestAPausedTemplateIsNotSent(t *testing.T) {
 	queueKind(t, pool, "weekly_review", 1, time.Minute, time.Minute)
 	fixture.Exec(t, pool, `INSERT INTO engagement_template_status (template_name, status) VALUES ('goodbye_v1', 'PAUSED')`)
 	sum, _ := runCloud(t, pool, tr, false, 0)
-	if sent := g.Sent(); sent["goodbye_v1"] != 0 || sent["weekly_review_v1"] != 1 || sum.DeferReasons["template_paused"] != 1 {
+	if sent := g.MarketingSent(); sent["goodbye_v1"] != 0 || sent["weekly_review_v1"] != 1 || sum.DeferReasons["template_paused"] != 1 {
 		t.Errorf("sent %v, deferred %v; want the weekly review sent, the goodbye held", sent, sum.DeferReasons)
 	}
 	fixture.Exec(t, pool, `UPDATE engagement_template_status SET status = 'REINSTATED' WHERE template_name = 'goodbye_v1'`)
 	runCloud(t, pool, tr, false, delivery.VerdictRecheck+time.Minute)
-	if sent := g.Sent(); sent["goodbye_v1"] != 1 {
+	if sent := g.MarketingSent(); sent["goodbye_v1"] != 1 {
 		t.Errorf("after the template is back: sent %v, want the goodbye", sent)
 	}
 }

@@ -73,7 +73,10 @@ var wantPrivileges = map[string][]string{
 	"engagement_receipt_gate":    {"SELECT"},
 	"engagement_number_health":   {"SELECT", "INSERT", "UPDATE"},
 	"engagement_template_status": {"SELECT", "INSERT", "UPDATE"},
-	"engagement_queue_settings":  {"SELECT", "INSERT", "UPDATE"},
+	// Each template's latest Meta category (migration 74): queue-process
+	// records the Message Templates API's, the console the webhook's.
+	"engagement_template_categories": {"SELECT", "INSERT", "UPDATE"},
+	"engagement_queue_settings":      {"SELECT", "INSERT", "UPDATE"},
 	// Every door (migration 69): engagementctl categories declares the
 	// category of a message type; erase records who was erased.
 	"engagement_message_types": {"SELECT", "INSERT", "UPDATE", "DELETE"},

@@ -32,13 +32,17 @@ const (
 	CancelFrequency = "frequency" // over the per-user cap, it would have waited past its period
 	CancelErased    = "erased"    // the user was erased (engagementctl erase, the console)
 	CancelHoldout   = "holdout"   // a goodbye to a user held out of the current cycle
+	// CancelUSMarketingBlocked: a marketing template to a +1 (US) number on
+	// the Cloud API, which Meta does not deliver (since 2025-04-01).
+	CancelUSMarketingBlocked = "us_marketing_blocked"
 )
 
 // CancelReasons returns every cancel reason, in the order reports show them:
-// opted_out, stale, no_user, operator, frequency, erased, holdout. The
-// slice is a fresh copy.
+// opted_out, stale, no_user, operator, frequency, erased, holdout,
+// us_marketing_blocked. The slice is a fresh copy.
 func CancelReasons() []string {
-	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator, CancelFrequency, CancelErased, CancelHoldout}
+	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator, CancelFrequency, CancelErased, CancelHoldout,
+		CancelUSMarketingBlocked}
 }
 
 // Why a pending message waits past its scheduled time

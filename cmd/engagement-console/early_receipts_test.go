@@ -57,7 +57,7 @@ func TestStatusesMetaPostsBeforeItAnswersAreKept(t *testing.T) {
 	target, _ := url.Parse(g.Server.URL)
 	var sends atomic.Int64
 	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/messages") {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "messages") { // /messages and /marketing_messages
 			httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
 			return
 		}

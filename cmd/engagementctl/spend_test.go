@@ -60,7 +60,7 @@ func TestStatusAndFunnelShowWhatMetaBills(t *testing.T) {
 	fixture.DueToRecipients(t, pool, 3, "cloud")
 	send(cmdtest.Env("DATABASE_URL="+url, "WHATSAPP_PHONE_NUMBER_ID="+graph.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
 		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+graph.Server.URL), "--transport", "whatsapp-cloud")
-	if got := graph.Sent()["weekly_review_v1"]; got != 3 {
+	if got := graph.MarketingSent()["weekly_review_v1"]; got != 3 {
 		t.Fatalf("the Graph API accepted %d messages, want 3", got)
 	}
 	// The bot's webhook (Baileys), then the log.
@@ -93,9 +93,9 @@ func TestStatusAndFunnelShowWhatMetaBills(t *testing.T) {
 	t.Cleanup(srv.Close)
 	now := time.Now().Add(-time.Minute).Truncate(time.Second)
 	for _, s := range [][]string{
-		{"wamid.weekly_review_v1.1", "sent", ""}, {"wamid.weekly_review_v1.1", "delivered", ""},
-		{"wamid.weekly_review_v1.2", "sent", ""}, {"wamid.weekly_review_v1.2", "failed", "131026"},
-		{"wamid.weekly_review_v1.3", "sent", ""},
+		{"wamid.mm.weekly_review_v1.1", "sent", ""}, {"wamid.mm.weekly_review_v1.1", "delivered", ""},
+		{"wamid.mm.weekly_review_v1.2", "sent", ""}, {"wamid.mm.weekly_review_v1.2", "failed", "131026"},
+		{"wamid.mm.weekly_review_v1.3", "sent", ""},
 	} {
 		body := metafake.Statuses(metafake.Status(s[0], s[1], now, s[2]))
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+console.WhatsAppWebhookPath, bytes.NewReader(body))

@@ -49,7 +49,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		return queueSummary(t, cmdtest.Exec(t, queuecmd.NewCommand, env, "--daily-limit", "auto", "--send-interval", "0",
 			"--as-of", start.Add(time.Duration(runs)*2*time.Hour).Format(time.RFC3339), "--allow-future-as-of", "--output", "json"))
 	}
-	weekly := func() int { return g.Sent()["weekly_review_v1"] }
+	weekly := func() int { return g.MarketingSent()["weekly_review_v1"] }
 	number := func(rating, tier, status string) string {
 		return `{"verified_name":"Engagement","display_phone_number":"+55 11 99999-0000","id":"106540352242922",` +
 			`"quality_rating":` + rating + `,"messaging_limit_tier":` + tier + `,"status":` + status + `}`

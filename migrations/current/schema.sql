@@ -997,6 +997,26 @@ ALTER TABLE public.engagement_state_transitions ALTER COLUMN id ADD GENERATED AL
 );
 
 --
+-- Name: engagement_template_categories; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_template_categories (
+    template_name text NOT NULL,
+    template_language text NOT NULL,
+    category text NOT NULL,
+    template_id text,
+    account_id text,
+    source text NOT NULL,
+    decided_at timestamp with time zone NOT NULL,
+    CONSTRAINT engagement_template_categories_account_id_check CHECK ((length(account_id) <= 64)),
+    CONSTRAINT engagement_template_categories_category_check CHECK ((category = ANY (ARRAY['MARKETING'::text, 'UTILITY'::text, 'AUTHENTICATION'::text]))),
+    CONSTRAINT engagement_template_categories_source_check CHECK ((source = ANY (ARRAY['templates_api'::text, 'webhook'::text]))),
+    CONSTRAINT engagement_template_categories_template_id_check CHECK ((length(template_id) <= 64)),
+    CONSTRAINT engagement_template_categories_template_language_check CHECK (((length(template_language) >= 1) AND (length(template_language) <= 32))),
+    CONSTRAINT engagement_template_categories_template_name_check CHECK (((length(template_name) >= 1) AND (length(template_name) <= 512)))
+);
+
+--
 -- Name: engagement_template_status; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1156,7 +1176,7 @@ ALTER TABLE ONLY public.engagement_job_runs
 --
 
 ALTER TABLE public.engagement_message_queue
-    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text]))) NOT VALID;
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text, 'us_marketing_blocked'::text]))) NOT VALID;
 
 --
 -- Name: engagement_message_queue engagement_message_queue_deferred_reason_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
@@ -1262,6 +1282,13 @@ ALTER TABLE ONLY public.engagement_send_budgets
 
 ALTER TABLE ONLY public.engagement_state_transitions
     ADD CONSTRAINT engagement_state_transitions_pkey PRIMARY KEY (id);
+
+--
+-- Name: engagement_template_categories engagement_template_categories_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_template_categories
+    ADD CONSTRAINT engagement_template_categories_pkey PRIMARY KEY (template_name, template_language);
 
 --
 -- Name: engagement_template_status engagement_template_status_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1696,6 +1723,12 @@ ALTER TABLE public.engagement_send_budgets ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_state_transitions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_template_categories; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_template_categories ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_template_status; Type: ROW SECURITY; Schema: public; Owner: -

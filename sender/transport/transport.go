@@ -41,6 +41,10 @@ type Delivery struct {
 	DestinationJID string            //
 	IdempotencyKey string            // the row's idempotency_key, or the row id when it has none
 	Attempt        int               // counts from 1
+	// MetaCategory is the template's latest Meta category as the caller
+	// resolved it (MARKETING, UTILITY, AUTHENTICATION): the Cloud API
+	// routes by it (whatsapp_categories.go). "": the templates file's.
+	MetaCategory string
 }
 
 // Result is what a successful send returns.

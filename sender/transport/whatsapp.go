@@ -31,6 +31,10 @@ type WhatsAppConfig struct {
 	Templates     map[string]WhatsAppTemplate // by message key
 	Timeout       time.Duration               // per request; default 10s
 	Client        *http.Client                // optional, for tests
+	// BusinessAccountID is the WhatsApp Business Account (WABA) id: with
+	// it, the transport can read its templates' categories from Meta's
+	// Message Templates API (ReadTemplateCategories). Optional.
+	BusinessAccountID string
 }
 
 // WhatsAppTemplate maps a message key to an approved message template.
@@ -38,6 +42,11 @@ type WhatsAppTemplate struct {
 	Name     string            `json:"name"`     // approved template name
 	Language map[string]string `json:"language"` // our locale -> template language code, e.g. {"pt-BR":"pt_BR","en":"en_US"}; fallback: "pt-BR" entry, else first sorted
 	Params   []string          `json:"params"`   // message params, in order, as body parameters {{1}}, {{2}}, ...
+	// Category is the operator's declaration of the template's Meta
+	// category (MARKETING, UTILITY or AUTHENTICATION, Meta's words), used
+	// while Meta has said nothing about it (whatsapp_categories.go).
+	// Optional.
+	Category string `json:"category,omitempty"`
 }
 
 // WhatsApp sends template messages through Meta's WhatsApp Business Cloud
@@ -49,8 +58,11 @@ type WhatsAppTemplate struct {
 // is a permanent failure. It has no idempotency key, so Deduplicates is
 // false.
 type WhatsApp struct {
+	base          string // {BaseURL}
 	endpoint      string // {BaseURL}/{PhoneNumberID}/messages
+	marketing     string // {BaseURL}/{PhoneNumberID}/marketing_messages
 	phoneNumberID string
+	accountID     string // the WABA id; "" when not given
 	token         string
 	templates     map[string]WhatsAppTemplate
 	http          httpCaller
@@ -74,6 +86,10 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 	if !isDigits(phone) {
 		return nil, errors.New("whatsapp: phone number id must be digits (the Cloud API's phone number id, not the phone number)")
 	}
+	account := strings.TrimSpace(cfg.BusinessAccountID)
+	if account != "" && !isDigits(account) {
+		return nil, errors.New("whatsapp: business account id must be digits (the WhatsApp Business Account id)")
+	}
 	token := strings.TrimSpace(cfg.AccessToken)
 	if token == "" {
 		return nil, errors.New("whatsapp: access token is empty")
@@ -96,8 +112,11 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 		timeout = defaultTimeout
 	}
 	return &WhatsApp{
+		base:          base,
 		endpoint:      base + "/" + url.PathEscape(phone) + "/messages",
+		marketing:     base + "/" + url.PathEscape(phone) + "/marketing_messages",
 		phoneNumberID: phone,
+		accountID:     account,
 		token:         token,
 		templates:     templates,
 		http:          httpCaller{name: "whatsapp", client: newClient(cfg.Client), timeout: timeout},
@@ -106,8 +125,8 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 
 // WhatsAppCloudKind offers the Cloud API to the binaries: --transport
 // whatsapp-cloud, with --whatsapp-phone-number-id, --whatsapp-token and
-// --whatsapp-templates (required), --whatsapp-base-url and
-// --whatsapp-retry-unknown.
+// --whatsapp-templates (required), --whatsapp-business-account-id,
+// --whatsapp-base-url and --whatsapp-retry-unknown.
 //
 // The transport calls itself "whatsapp" (its Name), the name its ledger
 // rows and its shared pace are stored under: renaming it would split the
@@ -125,6 +144,8 @@ var WhatsAppCloudKind = Kind{
 		cliflag.MarkSecret(fs, "whatsapp-token")
 		fs.StringVar(&c.templates, "whatsapp-templates", "", "JSON file mapping message keys to approved templates")
 		cliflag.BindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
+		fs.StringVar(&c.accountID, "whatsapp-business-account-id", "", "WhatsApp Business Account id: read the templates' latest categories from Meta's Message Templates API at each run")
+		cliflag.BindEnv(fs, "whatsapp-business-account-id", "WHATSAPP_BUSINESS_ACCOUNT_ID")
 		fs.StringVar(&c.baseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
 		cliflag.BindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
 		fs.BoolVar(&c.retryUnknown, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
@@ -134,8 +155,8 @@ var WhatsAppCloudKind = Kind{
 
 // whatsAppFlags is the Cloud API's configuration as its flags fill it.
 type whatsAppFlags struct {
-	phoneID, token, templates, baseURL string
-	retryUnknown                       bool
+	phoneID, token, templates, baseURL, accountID string
+	retryUnknown                                  bool
 }
 
 func (c *whatsAppFlags) Missing() string {
@@ -150,7 +171,8 @@ func (c *whatsAppFlags) Build(io.Writer) (Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewWhatsApp(WhatsAppConfig{BaseURL: c.baseURL, PhoneNumberID: c.phoneID, AccessToken: c.token, Templates: templates})
+	return NewWhatsApp(WhatsAppConfig{BaseURL: c.baseURL, PhoneNumberID: c.phoneID, BusinessAccountID: c.accountID,
+		AccessToken: c.token, Templates: templates})
 }
 
 // RetryUnknown is --whatsapp-retry-unknown: the Cloud API has no
@@ -161,7 +183,11 @@ func (c *whatsAppFlags) RetryUnknown() bool { return c.retryUnknown }
 // LoadWhatsAppTemplates reads a JSON file mapping message keys to templates:
 //
 //	{"engagement.goodbye.self_select": {"name": "goodbye_v1",
-//	  "language": {"pt-BR": "pt_BR", "en": "en_US"}, "params": []}}
+//	  "language": {"pt-BR": "pt_BR", "en": "en_US"}, "params": [],
+//	  "category": "MARKETING"}}
+//
+// "category" is optional: Meta's word for the template's category
+// (MARKETING, UTILITY, AUTHENTICATION); any other word is an error.
 //
 // Unknown fields are errors, so a misspelt one is not silently ignored.
 func LoadWhatsAppTemplates(path string) (map[string]WhatsAppTemplate, error) {
@@ -205,6 +231,9 @@ func (t WhatsAppTemplate) validate() error {
 		if strings.TrimSpace(p) == "" {
 			return fmt.Errorf("param %d has no name", i+1)
 		}
+	}
+	if t.Category != "" && !MetaCategory(t.Category) {
+		return fmt.Errorf("category %q is not one of Meta's: %s", clip(oneLine(t.Category), 40), strings.Join(metaCategories, ", "))
 	}
 	return nil
 }
@@ -354,7 +383,8 @@ func (w *WhatsApp) HasTemplate(key string) bool {
 	return ok
 }
 
-// Send sends d's template to d's individual recipient.
+// Send sends d's template to d's individual recipient, through the
+// Marketing Messages API when its category is MARKETING (endpointFor).
 func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 	tmpl, ok := w.templates[d.Key]
 	if !ok {
@@ -394,7 +424,7 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 	header.Set("Authorization", "Bearer "+w.token)
 
 	red := newRedactor(w.token, w.phoneNumberID, to, d.DestinationJID, d.Text)
-	resp, err := w.http.post(ctx, w.endpoint, header, body, red)
+	resp, err := w.http.post(ctx, w.endpointFor(tmpl, d), header, body, red)
 	if err != nil {
 		return Result{}, err
 	}

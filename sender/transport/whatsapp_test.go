@@ -453,6 +453,16 @@ func TestLoadWhatsAppTemplates(t *testing.T) {
 		{name: "missing name", content: `{"k": {"language": {"en": "en_US"}}}`},
 		{name: "empty", content: `{}`},
 		{name: "trailing data", content: `{"k": {"name": "t", "language": {"en": "en_US"}}} {}`},
+		{
+			name:    "Meta's categories (issue 57)",
+			content: `{"m": {"name": "m", "language": {"en": "en_US"}, "category": "MARKETING"}, "u": {"name": "u", "language": {"en": "en_US"}, "category": "UTILITY"}}`,
+			want: map[string]transport.WhatsAppTemplate{
+				"m": {Name: "m", Language: map[string]string{"en": "en_US"}, Category: "MARKETING"},
+				"u": {Name: "u", Language: map[string]string{"en": "en_US"}, Category: "UTILITY"},
+			},
+		},
+		{name: "a category not Meta's word", content: `{"k": {"name": "t", "language": {"en": "en_US"}, "category": "PROMOTIONAL"}}`},
+		{name: "a category in lower case", content: `{"k": {"name": "t", "language": {"en": "en_US"}, "category": "marketing"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,9 +1,14 @@
 package metafake
 
 import (
+	"cmp"
+	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,13 +22,23 @@ import (
 // lying on demand (a body that is not JSON, fields of the wrong type or
 // missing, a 500, an answer slower than a client waits), and
 // POST /{phone-number-id}/messages accepts every template message with a
-// wamid, counting them by template name.
+// wamid, counting them by template name. POST
+// /{phone-number-id}/marketing_messages (the Marketing Messages API) does
+// the same, counted apart (MarketingSent), and answers as Meta documents
+// it (contacts, messages[].id, message_status). GET
+// /{waba-id}/message_templates (the Message Templates API) lists the
+// templates SetTemplates set, two a page (paging.cursors.after), lying on
+// demand as the Phone Number node does (AnswerTemplates).
 //
 // https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/marketing-messages/send-marketing-messages
+// https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account/message_templates/
 type Graph struct {
 	Server *httptest.Server
 	// PhoneNumberID is the number's id in the paths.
 	PhoneNumberID string
+	// AccountID is the WhatsApp Business Account's id in the paths.
+	AccountID string
 
 	mu     sync.Mutex
 	status int
@@ -31,12 +46,27 @@ type Graph struct {
 	delay  time.Duration
 	sent   map[string]int
 	reads  atomic.Int64
+
+	marketing map[string]int // by template name
+	to        []string       // every recipient of either endpoint, in order
+
+	templates     []TemplateEntry
+	tplStatus     int
+	tplBody       string // "" : list templates
+	tplDelay      time.Duration
+	templateReads atomic.Int64
+}
+
+// TemplateEntry is one template as the Message Templates API lists it.
+type TemplateEntry struct {
+	ID, Name, Language, Category, Status string
 }
 
 // NewGraph starts a Graph whose number is GREEN at TIER_2K until told
 // otherwise; it stops when the test ends.
 func NewGraph(t testing.TB) *Graph {
-	g := &Graph{PhoneNumberID: "106540352242922", status: http.StatusOK, sent: map[string]int{}}
+	g := &Graph{PhoneNumberID: "106540352242922", AccountID: "102290129340398", status: http.StatusOK,
+		sent: map[string]int{}, marketing: map[string]int{}, tplStatus: http.StatusOK}
 	g.SetNumber(`{"quality_rating":"GREEN","messaging_limit_tier":"TIER_2K","status":"CONNECTED","id":"106540352242922"}`)
 	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(func() {
@@ -65,6 +95,41 @@ func (g *Graph) Answer(status int, body string, delay time.Duration) {
 
 // Reads counts the Phone Number node's reads.
 func (g *Graph) Reads() int64 { return g.reads.Load() }
+
+// SetTemplates makes the Message Templates API list templates (and stop
+// lying).
+func (g *Graph) SetTemplates(templates ...TemplateEntry) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.templates, g.tplStatus, g.tplBody, g.tplDelay = templates, http.StatusOK, "", 0
+}
+
+// AnswerTemplates makes the Message Templates API answer status and body
+// after delay, whatever it lists.
+func (g *Graph) AnswerTemplates(status int, body string, delay time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tplStatus, g.tplBody, g.tplDelay = status, body, delay
+}
+
+// TemplateReads counts the Message Templates API's reads (pages).
+func (g *Graph) TemplateReads() int64 { return g.templateReads.Load() }
+
+// MarketingSent counts the template messages the Marketing Messages API
+// accepted, by template name.
+func (g *Graph) MarketingSent() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.marketing)
+}
+
+// Recipients are the "to" of every template message accepted by either
+// endpoint, in order.
+func (g *Graph) Recipients() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.to)
+}
 
 // Sent counts the template messages accepted, by template name.
 func (g *Graph) Sent() map[string]int {
@@ -95,18 +160,15 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/messages":
-		var name string
-		if b, err := readAll(r); err == nil {
-			if i := strings.Index(b, `"name":"`); i >= 0 {
-				name = b[i+8:]
-				name = name[:strings.IndexByte(name, '"')]
-			}
-		}
-		g.mu.Lock()
-		g.sent[name]++
-		n := g.sent[name]
-		g.mu.Unlock()
-		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","messages":[{"id":"wamid.` + name + "." + itoa(n) + `"}]}`))
+		name, to, n := g.accept(r, g.sent)
+		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
+			`"}],"messages":[{"id":"wamid.` + name + "." + itoa(n) + `"}]}`))
+	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/marketing_messages":
+		name, to, n := g.accept(r, g.marketing)
+		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
+			`"}],"messages":[{"id":"wamid.mm.` + name + "." + itoa(n) + `","message_status":"accepted"}]}`))
+	case r.Method == http.MethodGet && strings.TrimPrefix(r.URL.Path, "/") == g.AccountID+"/message_templates":
+		g.serveTemplates(w, r)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"message":"Unknown path","code":100}}`))
@@ -141,6 +203,81 @@ func QualityUpdate(event, limit string, at time.Time) []byte {
 func Account(field string, at time.Time, value string) []byte {
 	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","time":` + itoa(int(at.Unix())) +
 		`,"changes":[{"value":` + value + `,"field":"` + field + `"}]}]}`)
+}
+
+// accept reads a template message, counts it in counts by template name,
+// and returns the name, the recipient and the count.
+func (g *Graph) accept(r *http.Request, counts map[string]int) (string, string, int) {
+	var req struct {
+		To       string `json:"to"`
+		Template struct {
+			Name string `json:"name"`
+		} `json:"template"`
+	}
+	if b, err := readAll(r); err == nil {
+		_ = json.Unmarshal([]byte(b), &req)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	counts[req.Template.Name]++
+	g.to = append(g.to, req.To)
+	return req.Template.Name, req.To, counts[req.Template.Name]
+}
+
+// serveTemplates answers the Message Templates API: the page after the
+// "after" cursor (page numbers), two templates a page, or the lie set.
+func (g *Graph) serveTemplates(w http.ResponseWriter, r *http.Request) {
+	g.templateReads.Add(1)
+	g.mu.Lock()
+	status, body, delay, list := g.tplStatus, g.tplBody, g.tplDelay, slices.Clone(g.templates)
+	g.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if body == "" {
+		page, _ := strconv.Atoi(r.URL.Query().Get("after"))
+		body = templatesPage(list, page)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// templatesPage is page (from 0) of list, two a page, in Meta's shape.
+func templatesPage(list []TemplateEntry, page int) string {
+	var data []string
+	for i := page * 2; i < len(list) && i < page*2+2; i++ {
+		t := list[i]
+		data = append(data, fmt.Sprintf(`{"name":%q,"language":%q,"status":%q,"category":%q,"id":%q}`,
+			t.Name, t.Language, cmp.Or(t.Status, "APPROVED"), t.Category, t.ID))
+	}
+	paging := fmt.Sprintf(`{"cursors":{"before":"%d","after":"%d"}`, page, page+1)
+	if (page+1)*2 < len(list) {
+		paging += `,"next":"https://graph.facebook.com/v21.0/102290129340398/message_templates?after=` + itoa(page+1) + `"`
+	}
+	return `{"data":[` + strings.Join(data, ",") + `],"paging":` + paging + `}}`
+}
+
+// TemplateCategoryUpdate is a template_category_update webhook body
+// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/template_category_update),
+// triggered at at: completed, the template name in language changed from
+// from to to (previous_category, new_category); impending (!completed),
+// it will change from its current category from to to at the category
+// update time (correct_category to, new_category from,
+// category_update_timestamp a day after at).
+func TemplateCategoryUpdate(name, language, from, to string, completed bool, at time.Time) []byte {
+	value := `{"message_template_id":1689556908129832,"message_template_name":"` + name +
+		`","message_template_language":"` + language + `",`
+	if completed {
+		value += `"previous_category":"` + from + `","new_category":"` + to + `"}`
+	} else {
+		value += `"correct_category":"` + to + `","new_category":"` + from +
+			`","category_update_timestamp":` + itoa(int(at.Add(24*time.Hour).Unix())) + `}`
+	}
+	return Account("template_category_update", at, value)
 }
 
 func readAll(r *http.Request) (string, error) {

@@ -1,0 +1,115 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/metafake"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+)
+
+// Issue 57 (Meta, "Route template messages by category": update the
+// mapping only on the completed notification, with new_category; an
+// impending one is monitoring information): the weekly review's template,
+// declared UTILITY in the templates file, goes to /messages. A signed
+// impending template_category_update (UTILITY to MARKETING tomorrow)
+// changes nothing: the next run still sends it to /messages. The signed
+// completed one does: the next run sends it to /marketing_messages. A
+// completed one triggered before it (MARKETING back to UTILITY, an hour
+// older), arriving after it, changes nothing.
+func TestACategoryChangeRoutesOnlyOnceCompleted(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	g := metafake.NewGraph(t)
+	templates := filepath.Join(t.TempDir(), "templates.json")
+	if err := os.WriteFile(templates, []byte(`{"engagement.weekly_review.celebration":
+		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"],"category":"UTILITY"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
+		"WHATSAPP_PHONE_NUMBER_ID="+g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
+		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+g.Server.URL)
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	asOf := fixture.Now(t, pool).Add(time.Hour).Truncate(time.Second)
+	run := func(what, want string) {
+		t.Helper()
+		fixture.Exec(t, pool, `
+			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+			       destination_jid, scheduled_for, idempotency_key)
+			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+			       '5511988887777@s.whatsapp.net', now() - interval '1 minute', $2)`, user, fixture.NewID())
+		before, beforeMM := g.Sent()["weekly_review_v1"], g.MarketingSent()["weekly_review_v1"]
+		res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0",
+			"--as-of", asOf.Format(time.RFC3339), "--allow-future-as-of", "--output", "json")
+		var sum delivery.ProcessSummary
+		if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &sum) != nil || sum.Sent != 1 {
+			t.Fatalf("%s: exit %d, %s %s; want the weekly review sent", what, res.Code, res.Stdout, res.Stderr)
+		}
+		got := "messages"
+		if g.MarketingSent()["weekly_review_v1"] > beforeMM {
+			got = "marketing_messages"
+		}
+		if g.Sent()["weekly_review_v1"]+g.MarketingSent()["weekly_review_v1"] != before+beforeMM+1 || got != want {
+			t.Errorf("%s: sent to /%s; want /%s", what, got, want)
+		}
+	}
+	run("declared UTILITY", "messages")
+
+	now := time.Now().Truncate(time.Second)
+	postSigned(t, c, metafake.TemplateCategoryUpdate("weekly_review_v1", "pt_BR", "UTILITY", "MARKETING", false, now.Add(-time.Minute)),
+		"the impending notification")
+	run("after the impending notification", "messages")
+
+	postSigned(t, c, metafake.TemplateCategoryUpdate("weekly_review_v1", "pt_BR", "UTILITY", "MARKETING", true, now),
+		"the completed notification")
+	run("after the completed notification", "marketing_messages")
+
+	postSigned(t, c, metafake.TemplateCategoryUpdate("weekly_review_v1", "pt_BR", "MARKETING", "UTILITY", true, now.Add(-time.Hour)),
+		"an older completed notification")
+	run("after an older completed notification", "marketing_messages")
+
+	var source, category, templateID, account string
+	if err := pool.QueryRow(context.Background(), `
+		SELECT source, category, coalesce(template_id, '-'), coalesce(account_id, '-') FROM engagement_template_categories
+		 WHERE template_name = 'weekly_review_v1' AND template_language = 'pt_BR'`).Scan(&source, &category, &templateID, &account); err != nil {
+		t.Fatal(err)
+	}
+	if source != "webhook" || category != "MARKETING" || templateID != "1689556908129832" || account != "102290129340398" {
+		t.Errorf("recorded %s %s (template %s, account %s); want MARKETING from the webhook, with Meta's ids",
+			source, category, templateID, account)
+	}
+}
+
+// A template_category_update Meta never documented (no new_category, a
+// category no word of Meta's, a language of the wrong type, neither
+// previous_category nor correct_category) is skipped, acknowledged 200,
+// and changes nothing.
+func TestAnUnusableCategoryUpdateChangesNothing(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	at := time.Now()
+	for name, value := range map[string]string{
+		"no new_category":     `{"message_template_name":"t_v1","message_template_language":"pt_BR","previous_category":"UTILITY"}`,
+		"not Meta's word":     `{"message_template_name":"t_v1","message_template_language":"pt_BR","previous_category":"UTILITY","new_category":"PROMO"}`,
+		"language a number":   `{"message_template_name":"t_v1","message_template_language":7,"previous_category":"UTILITY","new_category":"MARKETING"}`,
+		"neither kind":        `{"message_template_name":"t_v1","message_template_language":"pt_BR","new_category":"MARKETING"}`,
+		"value not an object": `"MARKETING"`,
+	} {
+		postSigned(t, c, metafake.Account("template_category_update", at, value), name)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_template_categories`); n != 0 {
+		t.Errorf("%d categories recorded; want none from values Meta never documented", n)
+	}
+}
