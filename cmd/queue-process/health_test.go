@@ -16,7 +16,7 @@ import (
 // Issue 55, finding 4 (../shared/CONTRACT.md: a lying Graph API can never
 // clear a flag or raise a limit): queue-process on the Cloud API reads the
 // number's health from Meta's Graph API at each run (the Phone Number
-// node, GET /{phone-number-id}?fields=quality_rating,messaging_limit_tier,status;
+// node, GET /{phone-number-id}?fields=quality_rating,whatsapp_business_manager_messaging_limit,status;
 // https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/:
 // each a string, status one of CONNECTED, FLAGGED, …). Once the number is
 // FLAGGED, an answer whose status is missing, null, of the wrong type or
@@ -52,7 +52,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 	weekly := func() int { return g.Sent()["weekly_review_v1"] }
 	number := func(rating, tier, status string) string {
 		return `{"verified_name":"Engagement","display_phone_number":"+55 11 99999-0000","id":"106540352242922",` +
-			`"quality_rating":` + rating + `,"messaging_limit_tier":` + tier + `,"status":` + status + `}`
+			`"quality_rating":` + rating + `,"whatsapp_business_manager_messaging_limit":` + tier + `,"status":` + status + `}`
 	}
 	drop := `{"verified_name":"Engagement","display_phone_number":"+55 11 99999-0000","id":"106540352242922"`
 
@@ -63,7 +63,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		t.Fatalf("FLAGGED: sent %d, deferred %v, number %+v; want the 100 held on quality", weekly(), sum.DeferReasons, sum.Number)
 	}
 	for name, answer := range map[string]string{
-		"status missing":         drop + `,"quality_rating":"YELLOW","messaging_limit_tier":"TIER_1K"}`,
+		"status missing":         drop + `,"quality_rating":"YELLOW","whatsapp_business_manager_messaging_limit":"TIER_1K"}`,
 		"status null":            number(`"YELLOW"`, `"TIER_1K"`, `null`),
 		"status a boolean":       number(`"YELLOW"`, `"TIER_1K"`, `false`),
 		"status an object":       number(`"YELLOW"`, `"TIER_1K"`, `{"value":"CONNECTED"}`),
@@ -104,7 +104,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		t.Fatalf("RED: deferred %v, want the 10 new weekly reviews held on quality", sum.DeferReasons)
 	}
 	for name, answer := range map[string]string{
-		"rating missing":         drop + `,"messaging_limit_tier":"TIER_50","status":"CONNECTED"}`,
+		"rating missing":         drop + `,"whatsapp_business_manager_messaging_limit":"TIER_50","status":"CONNECTED"}`,
 		"rating null":            number(`null`, `"TIER_50"`, `"CONNECTED"`),
 		"rating a number":        number(`3`, `"TIER_50"`, `"CONNECTED"`),
 		"rating no word of Meta": number(`"PURPLE"`, `"TIER_50"`, `"CONNECTED"`),
