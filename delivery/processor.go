@@ -133,6 +133,10 @@ type ProcessorConfig struct {
 	// read at start (verdict.go); the transport must read its health
 	// (transport.HealthReader: whatsapp-cloud).
 	DailyLimitAuto bool
+	// BusinessPortfolioID, with DailyLimitAuto, names the business
+	// portfolio whose messaging limit the budget is: the processes of all
+	// its numbers share one budget (portfolio.go). Empty: the transport's.
+	BusinessPortfolioID string
 	// KindPriority, when set, is the order the message types go in when
 	// the send budget cannot take every due message: the listed types
 	// first, in this order, then the others, oldest due first within each
@@ -332,6 +336,10 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
 	case cfg.DailyLimitAuto && !canReadHealth(cfg.Transport):
 		return nil, fmt.Errorf("a daily limit that follows Meta's tier needs a transport that reads it (whatsapp-cloud), not %s", cfg.Transport.Name())
+	case cfg.BusinessPortfolioID != "" && !cfg.DailyLimitAuto:
+		return nil, errors.New("a business portfolio's budget is Meta's limit: it needs the daily limit auto")
+	case cfg.BusinessPortfolioID != "" && ValidPortfolioID(cfg.BusinessPortfolioID) != nil:
+		return nil, ValidPortfolioID(cfg.BusinessPortfolioID)
 	case cfg.Ramp.Set() && cfg.DailyLimit == 0 && !cfg.DailyLimitAuto:
 		return nil, errors.New("a ramp needs a daily limit to grow to")
 	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:

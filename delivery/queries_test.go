@@ -22,7 +22,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 			Timezone: "UTC", QuietStart: &quietStart, QuietEnd: &quietEnd, Kinds: sendRules,
 			Transport: "webhook", SpendLimit: &limit, KindPriority: []string{"goodbye"}, PriorityMaxWait: 72 * time.Hour,
 			PerUserCap: &perUser, CapWindow: 7 * 24 * time.Hour, QualityHold: true, PausedKeys: []string{"k"},
-			VerdictRecheck: time.Hour}),
+			VerdictRecheck: time.Hour, WindowMargin: &quietEnd}),
 		startQuery.Bind(startArgs{ID: id, Holder: "h", ClaimTimeout: time.Minute, Transport: "webhook"}),
 		settleQuery.Bind(settleArgs{IDs: []string{id}, Statuses: []string{"sent"}, ProviderIDs: []string{""},
 			RetryIns: []time.Duration{0}, Errors: []string{""}, Attempted: []int{1}, InDoubt: []bool{false}, Holder: "h",
