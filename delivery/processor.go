@@ -129,8 +129,10 @@ type ProcessorConfig struct {
 	// up to DailyLimit.
 	DailyLimit int
 	Ramp       Ramp
-	// DailyLimitAuto makes DailyLimit follow Meta's messaging limit tier,
-	// read at start (verdict.go); the transport must read its health
+	// DailyLimitAuto makes DailyLimit follow Meta's messaging limit of the
+	// business portfolio, read at start (verdict.go), and the budget count
+	// only the recipients outside a customer service window
+	// (portfolio.go); the transport must read its health
 	// (transport.HealthReader: whatsapp-cloud).
 	DailyLimitAuto bool
 	// BusinessPortfolioID, with DailyLimitAuto, names the business

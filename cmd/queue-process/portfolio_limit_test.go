@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -194,9 +196,18 @@ func TestTwoNumbersOfOnePortfolioShareItsLimit(t *testing.T) {
 	if res := run(a, "1111"); res.Code != 0 || reached(a, b) != 250 {
 		t.Errorf("portfolio 1111 again: exit %d, reached %d in all; want no one more in the window", res.Code, reached(a, b))
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_send_budgets
-		WHERE transport IN ('whatsapp-portfolio:1111', 'whatsapp-portfolio:2222')`); n != 2 {
-		t.Errorf("%d budget rows of the two portfolios; want 2", n)
+	// engagementctl status shows each portfolio's budget.
+	st := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "status", "--output", "json")
+	var report struct{ Budgets []delivery.BudgetReport }
+	if err := json.Unmarshal([]byte(st.Stdout), &report); st.Code != 0 || err != nil {
+		t.Fatalf("status: exit %d, %v: %s%s", st.Code, err, st.Stdout, st.Stderr)
+	}
+	used := map[string]int{}
+	for _, b := range report.Budgets {
+		used[b.Transport] = b.Used
+	}
+	if used["whatsapp-portfolio:1111"] != 250 || used["whatsapp-portfolio:2222"] != 50 || len(used) != 2 {
+		t.Errorf("status shows the budgets %+v; want portfolio 1111's 250 used and 2222's 50, no other", report.Budgets)
 	}
 }
 
