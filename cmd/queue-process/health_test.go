@@ -24,7 +24,10 @@ import (
 // holds stay held; before, such an answer cleared the flag and all 100 went
 // out. Likewise a tier missing, mistyped, unknown or TIER_NOT_SET keeps
 // --daily-limit auto where it was (TIER_NOT_SET used to raise TIER_50's 50
-// to 250), and a rating missing or mistyped keeps RED's hold. Meta's word
+// to 250), and a rating missing or mistyped keeps RED's hold. (Issue 57:
+// the tier is now whatsapp_business_manager_messaging_limit, where Meta's
+// integers, 250 … 100000 and -1, are limits too; a number Meta does not
+// list is still no limit.) Meta's word
 // (CONNECTED) still clears the flag.
 func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 	t.Parallel()
@@ -86,12 +89,12 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		t.Fatalf("TIER_50: budget %+v, want a limit of 50", sum.Budget)
 	}
 	for name, answer := range map[string]string{
-		"tier missing":         drop + `,"quality_rating":"GREEN","status":"CONNECTED"}`,
-		"tier null":            number(`"GREEN"`, `null`, `"CONNECTED"`),
-		"tier a number":        number(`"GREEN"`, `100000`, `"CONNECTED"`),
-		"tier a list":          number(`"GREEN"`, `["TIER_100K"]`, `"CONNECTED"`),
-		"tier no word of Meta": number(`"GREEN"`, `"TIER_A_LOT"`, `"CONNECTED"`),
-		"TIER_NOT_SET":         number(`"GREEN"`, `"TIER_NOT_SET"`, `"CONNECTED"`),
+		"tier missing":             drop + `,"quality_rating":"GREEN","status":"CONNECTED"}`,
+		"tier null":                number(`"GREEN"`, `null`, `"CONNECTED"`),
+		"tier a number not Meta's": number(`"GREEN"`, `123456`, `"CONNECTED"`),
+		"tier a list":              number(`"GREEN"`, `["TIER_100K"]`, `"CONNECTED"`),
+		"tier no word of Meta":     number(`"GREEN"`, `"TIER_A_LOT"`, `"CONNECTED"`),
+		"TIER_NOT_SET":             number(`"GREEN"`, `"TIER_NOT_SET"`, `"CONNECTED"`),
 	} {
 		if sum := run(answer); sum.Budget == nil || sum.Budget.Limit != 50 || sum.Number == nil || sum.Number.MessagingLimitTier != "TIER_50" {
 			t.Errorf("TIER_50, then %s: budget %+v, number %+v; want TIER_50 kept and a limit of 50", name, sum.Budget, sum.Number)
