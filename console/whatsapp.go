@@ -30,8 +30,9 @@ import (
 // it carries one, is kept on the message for what it costs; each
 // user_preferences[] entry (a user who stopped or resumed marketing
 // messages) is applied as an opt-out or opt-in; each
-// phone_number_quality_update and message_template_status_update change
-// (Meta's verdict on the number and its templates) is recorded for the
+// phone_number_quality_update, business_capability_update and
+// message_template_status_update change (Meta's verdict on the number,
+// its portfolio's messaging limit and its templates) is recorded for the
 // next queue-process run (whatsapp_verdict.go), and so is each completed
 // template_category_update (the template's latest category, which the
 // run routes by; whatsapp_category.go). See
@@ -178,7 +179,7 @@ func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			switch c.Field {
-			case "phone_number_quality_update", "message_template_status_update":
+			case "phone_number_quality_update", "business_capability_update", "message_template_status_update":
 				n, err := s.applyMetaVerdict(r.Context(), c.Field, e.Time, c.Value)
 				switch {
 				case errors.Is(err, errUnusableVerdict):

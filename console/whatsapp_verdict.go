@@ -31,6 +31,13 @@ import (
 //     FLAGGED sets the number flagged (marketing waits) and UNFLAGGED
 //     clears it. The webhook carries no quality rating: the rating stays
 //     what the Graph API last said.
+//   - business_capability_update
+//     (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/business_capability_update/):
+//     value.max_daily_conversations_per_business, the business
+//     portfolio's messaging limit as an integer (250, 2000, 10000,
+//     100000; -1 unlimited), becomes the number's messaging_limit_tier as
+//     its tier word (issue 57); a value of another type or a number Meta
+//     does not list keeps the tier known before.
 //   - message_template_status_update
 //     (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/message_template_status_update/):
 //     value.event (APPROVED, PAUSED, DISABLED, REINSTATED, REJECTED,
@@ -59,8 +66,8 @@ var metaEvent = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 // digits and underscores, at most 512 characters.
 var metaTemplateName = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)
 
-// applyMetaVerdict records one phone_number_quality_update or
-// message_template_status_update change; it returns 1 when it changed
+// applyMetaVerdict records one phone_number_quality_update,
+// business_capability_update or message_template_status_update change; it returns 1 when it changed
 // what is recorded, 0 when it was older than that. A release (APPROVED,
 // REINSTATED, UNFLAGGED) makes the messages it held due now.
 func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, value json.RawMessage) (int, error) {
@@ -92,12 +99,7 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 			return row.Changed, row.Released, err
 		}
 	} else {
-		for _, f := range []string{"max_daily_conversations_per_business", "current_limit"} {
-			if t, ok := metaString(v, f); ok && validTier(t) {
-				tier = &t
-				break
-			}
-		}
+		tier = portfolioLimit(field, v)
 		var flagged *bool
 		switch event {
 		case "FLAGGED":
@@ -133,6 +135,34 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 	}
 	ev.Msg("whatsapp webhook: Meta's verdict recorded")
 	return 1, nil
+}
+
+// portfolioLimit is the business portfolio's messaging limit a value of
+// field names, as a tier word, each in the shape its reference documents:
+// phone_number_quality_update's max_daily_conversations_per_business,
+// else current_limit, strings (TIER_250 …);
+// business_capability_update's max_daily_conversations_per_business, an
+// integer (250, 2000, 10000, 100000; -1 unlimited:
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/business_capability_update/).
+// nil when it names none.
+func portfolioLimit(field string, v map[string]json.RawMessage) *string {
+	if field == "business_capability_update" {
+		var n int64
+		raw := v["max_daily_conversations_per_business"]
+		if json.Unmarshal(raw, &n) != nil {
+			return nil
+		}
+		if t, ok := transport.LimitTier(raw); ok {
+			return &t
+		}
+		return nil
+	}
+	for _, f := range []string{"max_daily_conversations_per_business", "current_limit"} {
+		if t, ok := metaString(v, f); ok && validTier(t) {
+			return &t
+		}
+	}
+	return nil
 }
 
 // validTier reports whether t is one of Meta's messaging limit tiers that

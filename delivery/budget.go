@@ -154,7 +154,7 @@ func (b *budget) limitNow() int {
 // again) and returns it.
 func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 	b := &budget{limit: p.cfg.DailyLimit, ramp: p.cfg.Ramp}
-	transport := p.cfg.Transport.Name()
+	transport := p.budgetKey()
 	open := budgetOpenArgs{DailyLimit: p.cfg.DailyLimit, ClockOffset: p.cfg.ClockOffset, Transport: transport, Window: BudgetWindow,
 		RampStart: nil, RampFactor: nil} // no ramp unless set
 	if b.ramp.Set() {
@@ -181,7 +181,7 @@ func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 
 // budgetPruneArgs are budget_prune.sql's for the processor's transport.
 func (p *Processor) budgetPruneArgs() budgetPruneArgs {
-	return budgetPruneArgs{Transport: p.cfg.Transport.Name(), ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow}
+	return budgetPruneArgs{Transport: p.budgetKey(), ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow}
 }
 
 // refund gives back the budget slots of messages handed back unsent
@@ -205,7 +205,7 @@ func (p *Processor) refund(ids []string, ms []claimed) {
 	for id, n := range given {
 		claims, counts = append(claims, id), append(counts, n)
 	}
-	transport := p.cfg.Transport.Name()
+	transport := p.budgetKey()
 	args := budgetRefundArgs{Claims: claims, Counts: counts, IDs: ids, Recovered: ms == nil, Transport: transport}
 	err := retryConflicts(func(ctx context.Context) error {
 		batch := &pgx.Batch{}
@@ -252,7 +252,7 @@ func noRoom(err error) bool {
 // lockBudget takes the transport's budget lock for tx and drops the
 // recipients out of the window (budget_lock.sql, budget_prune.sql).
 func (p *Processor) lockBudget(ctx context.Context, tx pgx.Tx) error {
-	if _, err := budgetLockQuery.Exec(ctx, tx, budgetLockArgs{Transport: p.cfg.Transport.Name()}); err != nil {
+	if _, err := budgetLockQuery.Exec(ctx, tx, budgetLockArgs{Transport: p.budgetKey()}); err != nil {
 		return err
 	}
 	_, err := budgetPruneQuery.Exec(ctx, tx, p.budgetPruneArgs())
@@ -267,16 +267,17 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 		return batch, nil
 	}
 	// A message in doubt took its slot when the claim that may have sent
-	// it was made (recover.sql keeps it): it is neither held back nor
-	// charged again.
+	// it was made (recover.sql keeps it), and one inside its user's
+	// service window under --daily-limit auto needs none (portfolio.go):
+	// neither is held back nor charged.
 	ids, waited := make([]string, 0, len(batch)), make([]bool, 0, len(batch))
 	for _, m := range batch {
-		if !m.inDoubt {
+		if !m.inDoubt && !m.inWindow {
 			ids, waited = append(ids, m.ID), append(waited, m.waited)
 		}
 	}
 	args := budgetApplyArgs{KindPriority: p.kindPriority(), Timezone: p.cfg.Timezone, IDs: ids, Waited: waited,
-		Holder: p.holder, Transport: p.cfg.Transport.Name(), DailyLimit: p.budget.limitNow(),
+		Holder: p.holder, Transport: p.budgetKey(), DailyLimit: p.budget.limitNow(),
 		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow,
 		QuietStart: nil, QuietEnd: nil} // no quiet hours unless set
 	if q := p.cfg.QuietHours; q.Set() {
@@ -308,7 +309,7 @@ func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
 	if err != nil || !waiting.Waiting {
 		return 0, err
 	}
-	transport := p.cfg.Transport.Name()
+	transport := p.budgetKey()
 	batch := &pgx.Batch{}
 	budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
 	budgetPruneQuery.QueueExec(batch, p.budgetPruneArgs())
@@ -343,7 +344,7 @@ type BudgetState struct {
 // budgetState reads the budget as the run leaves it.
 func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {
 	s := &BudgetState{Limit: p.budget.limitNow()}
-	row, err := budgetStateQuery.One(ctx, p.pool, budgetStateArgs{Transport: p.cfg.Transport.Name(),
+	row, err := budgetStateQuery.One(ctx, p.pool, budgetStateArgs{Transport: p.budgetKey(),
 		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow})
 	if err != nil {
 		return nil, fmt.Errorf("read the send budget: %w", err)

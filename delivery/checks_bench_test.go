@@ -36,14 +36,14 @@ WITH claimed AS (
 SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_type, ''), coalesce(c.message_key, ''),
        c.message_params::text, coalesce(nullif(btrim(p.locale), ''), @default_locale), coalesce(c.destination, ''),
        coalesce(c.destination_jid, ''), coalesce(c.idempotency_key, c.id::text), c.retry_count, c.scheduled_for,
-       NULL::bigint, NULL::integer, false, '', false
+       NULL::bigint, NULL::integer, false, '', false, false
   FROM claimed c
   LEFT JOIN user_profiles p ON p.user_id = c.user_id
  WHERE @timezone::text IS NOT NULL OR @quiet_start::interval IS NULL OR @quiet_end::interval IS NULL
     OR @spend_limit::int IS NULL OR @transport::text IS NULL OR @clock_offset::interval IS NULL
     OR @kinds::text IS NULL OR @kind_priority::text[] IS NULL OR @priority_max_wait::interval IS NULL
     OR @per_user_cap::int IS NULL OR @cap_window::interval IS NULL OR @quality_hold::boolean IS NULL
-    OR @paused_keys::text[] IS NULL OR @verdict_recheck::interval IS NULL
+    OR @paused_keys::text[] IS NULL OR @verdict_recheck::interval IS NULL OR @window_margin::interval IS NULL
  ORDER BY c.scheduled_for, c.id`
 
 // claimWithoutChecks is claimWithoutChecksSQL as a claim statement: its

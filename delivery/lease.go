@@ -49,6 +49,9 @@ type claimed struct {
 	// (resolveDoubt). "" for every other message.
 	unwanted string
 	inDoubt  bool // its request may have reached the receiver before a crash (recover.sql)
+	// inWindow: under --daily-limit auto, its user's customer service
+	// window is open (claim.sql): it spends no slot of the budget.
+	inWindow bool
 }
 
 // lease is this processor's lease as it knows it: the row's deadline
@@ -218,7 +221,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, int, error) {
 		DefaultLocale:   sender.DefaultLocale,
 		Timezone:        p.cfg.Timezone,
 		Kinds:           sendRules,
-		Transport:       p.cfg.Transport.Name(),
+		Transport:       p.budgetKey(),
 		ClockOffset:     p.cfg.ClockOffset,
 		KindPriority:    p.kindPriority(),
 		PriorityMaxWait: p.cfg.KindPriorityMaxWait,
@@ -230,6 +233,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, int, error) {
 		QuietEnd:        nil,
 		PerUserCap:      nil,
 		SpendLimit:      nil,
+		WindowMargin:    p.windowMargin(),
 	}
 	if p.cfg.PerUserCap > 0 {
 		args.PerUserCap = &p.cfg.PerUserCap
@@ -319,6 +323,7 @@ func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args cla
 				waited:     r.Waited,
 				unwanted:   r.Unwanted,
 				inDoubt:    r.InDoubt,
+				inWindow:   r.WindowOpen,
 			}
 			if r.SpendID != nil {
 				if spend == nil {

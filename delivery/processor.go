@@ -129,10 +129,16 @@ type ProcessorConfig struct {
 	// up to DailyLimit.
 	DailyLimit int
 	Ramp       Ramp
-	// DailyLimitAuto makes DailyLimit follow Meta's messaging limit tier,
-	// read at start (verdict.go); the transport must read its health
+	// DailyLimitAuto makes DailyLimit follow Meta's messaging limit of the
+	// business portfolio, read at start (verdict.go), and the budget count
+	// only the recipients outside a customer service window
+	// (portfolio.go); the transport must read its health
 	// (transport.HealthReader: whatsapp-cloud).
 	DailyLimitAuto bool
+	// BusinessPortfolioID, with DailyLimitAuto, names the business
+	// portfolio whose messaging limit the budget is: the processes of all
+	// its numbers share one budget (portfolio.go). Empty: the transport's.
+	BusinessPortfolioID string
 	// KindPriority, when set, is the order the message types go in when
 	// the send budget cannot take every due message: the listed types
 	// first, in this order, then the others, oldest due first within each
@@ -333,6 +339,10 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
 	case cfg.DailyLimitAuto && !canReadHealth(cfg.Transport):
 		return nil, fmt.Errorf("a daily limit that follows Meta's tier needs a transport that reads it (whatsapp-cloud), not %s", cfg.Transport.Name())
+	case cfg.BusinessPortfolioID != "" && !cfg.DailyLimitAuto:
+		return nil, errors.New("a business portfolio's budget is Meta's limit: it needs the daily limit auto")
+	case cfg.BusinessPortfolioID != "" && ValidPortfolioID(cfg.BusinessPortfolioID) != nil:
+		return nil, ValidPortfolioID(cfg.BusinessPortfolioID)
 	case cfg.Ramp.Set() && cfg.DailyLimit == 0 && !cfg.DailyLimitAuto:
 		return nil, errors.New("a ramp needs a daily limit to grow to")
 	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:

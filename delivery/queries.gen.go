@@ -334,6 +334,7 @@ type claimArgs struct {
 	KindPriority    []string       // @kind_priority
 	Batch           int64          // @batch
 	PriorityMaxWait time.Duration  // @priority_max_wait
+	WindowMargin    *time.Duration // @window_margin
 	QuietStart      *time.Duration // @quiet_start
 	Timezone        string         // @timezone
 	Kinds           string         // @kinds
@@ -352,7 +353,7 @@ type claimArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a claimArgs) Args() []any {
-	return []any{a.ClockOffset, a.KindPriority, a.Batch, a.PriorityMaxWait, a.QuietStart, a.Timezone, a.Kinds, a.QuietEnd, a.CapWindow, a.PerUserCap, a.PausedKeys, a.QualityHold, a.VerdictRecheck, a.Holder, a.ClaimTimeout, a.Transport, a.SpendLimit, a.DefaultLocale}
+	return []any{a.ClockOffset, a.KindPriority, a.Batch, a.PriorityMaxWait, a.WindowMargin, a.QuietStart, a.Timezone, a.Kinds, a.QuietEnd, a.CapWindow, a.PerUserCap, a.PausedKeys, a.QualityHold, a.VerdictRecheck, a.Holder, a.ClaimTimeout, a.Transport, a.SpendLimit, a.DefaultLocale}
 }
 
 // claimRow is a row of queries/claim.sql.
@@ -374,15 +375,16 @@ type claimRow struct {
 	Waited         bool       // waited
 	Unwanted       string     // unwanted
 	InDoubt        bool       // in_doubt
+	WindowOpen     bool       // window_open
 }
 
 // Dest returns the fields in the columns' order.
 func (r *claimRow) Dest() []any {
-	return []any{&r.Verdict, &r.ID, &r.UserID, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Locale, &r.Destination, &r.DestinationJID, &r.IdempotencyKey, &r.RetryCount, &r.ScheduledFor, &r.SpendID, &r.BudgetUsed, &r.Waited, &r.Unwanted, &r.InDoubt}
+	return []any{&r.Verdict, &r.ID, &r.UserID, &r.MessageType, &r.MessageKey, &r.MessageParams, &r.Locale, &r.Destination, &r.DestinationJID, &r.IdempotencyKey, &r.RetryCount, &r.ScheduledFor, &r.SpendID, &r.BudgetUsed, &r.Waited, &r.Unwanted, &r.InDoubt, &r.WindowOpen}
 }
 
 // claimQuery is queries/claim.sql.
-var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
+var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "window_margin", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
 
 // healthReadArgs are the parameters of queries/health_read.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -22,7 +22,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 			Timezone: "UTC", QuietStart: &quietStart, QuietEnd: &quietEnd, Kinds: sendRules,
 			Transport: "webhook", SpendLimit: &limit, KindPriority: []string{"goodbye"}, PriorityMaxWait: 72 * time.Hour,
 			PerUserCap: &perUser, CapWindow: 7 * 24 * time.Hour, QualityHold: true, PausedKeys: []string{"k"},
-			VerdictRecheck: time.Hour}),
+			VerdictRecheck: time.Hour, WindowMargin: &quietEnd}),
 		startQuery.Bind(startArgs{ID: id, Holder: "h", ClaimTimeout: time.Minute, Transport: "whatsapp",
 			MetaCategory: "marketing", ClockOffset: time.Hour}),
 		categoriesSaveQuery.Bind(categoriesSaveArgs{AccountID: "1", Names: []string{"t"}, Languages: []string{"pt_BR"},

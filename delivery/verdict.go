@@ -12,14 +12,18 @@ import (
 
 // Meta's verdict on a Cloud API number (issue 46). At start, a run on a
 // transport that can read its number's health (transport.HealthReader:
-// whatsapp-cloud) asks the Graph API for the quality rating, the
-// messaging limit tier and the number's status, records what it got
+// whatsapp-cloud) asks the Graph API for the quality rating, the business
+// portfolio's messaging limit (whatsapp_business_manager_messaging_limit,
+// as a tier word; sender/transport/messaging_limit.go) and the number's
+// status, records what it got
 // (engagement_number_health, health_save.sql), and reads what is known,
 // with the templates Meta paused or disabled (engagement_template_status,
 // written by the console's webhook; health_read.sql). Then:
 //
-//   - --daily-limit auto follows the tier (transport.TierLimit); with no
-//     tier ever read, the lowest a business starts at, 250;
+//   - --daily-limit auto follows the portfolio's limit (transport.TierLimit);
+//     with none ever read, the one a new portfolio starts at, 250; its
+//     budget is the portfolio's, counting only the recipients outside a
+//     customer service window (portfolio.go);
 //   - while the rating is RED or the number FLAGGED, the marketing kinds
 //     wait (deferred_reason quality) and the rest still go;
 //   - a message whose template is PAUSED or DISABLED waits
@@ -34,8 +38,9 @@ import (
 // before the claim looks again.
 const VerdictRecheck = time.Hour
 
-// DefaultAutoLimit is --daily-limit auto's limit while no tier was ever
-// read: a new business's messaging limit.
+// DefaultAutoLimit is --daily-limit auto's limit while no limit was ever
+// read: a new business portfolio's messaging limit (Meta, "Messaging
+// limits": https://developers.facebook.com/documentation/business-messaging/whatsapp/messaging-limits).
 const DefaultAutoLimit = 250
 
 // NumberHealth is Meta's verdict as a run found it.

@@ -113,9 +113,11 @@ func TestTheDailyLimitFollowsMetasTierThroughALyingGraphAPI(t *testing.T) {
 		t.Errorf("TIER_10K: budget %+v, want 10000", sum.Budget)
 	}
 	for name, lie := range map[string]func(){
-		"not JSON":       func() { g.Answer(http.StatusOK, `<html>Service Unavailable</html>`, 0) },
-		"a 500":          func() { g.Answer(http.StatusInternalServerError, `{}`, 0) },
-		"wrong types":    func() { g.SetNumber(`{"quality_rating":3,"messaging_limit_tier":["TIER_100K"],"status":true}`) },
+		"not JSON": func() { g.Answer(http.StatusOK, `<html>Service Unavailable</html>`, 0) },
+		"a 500":    func() { g.Answer(http.StatusInternalServerError, `{}`, 0) },
+		"wrong types": func() {
+			g.SetNumber(`{"quality_rating":3,"whatsapp_business_manager_messaging_limit":["TIER_100K"],"status":true}`)
+		},
 		"missing fields": func() { g.SetNumber(`{"id":"106540352242922"}`) },
 		"unknown values": func() { g.SetNumber(metafake.PhoneNumber("PURPLE", "TIER_A_LOT", "CONNECTED")) },
 		"slow": func() {

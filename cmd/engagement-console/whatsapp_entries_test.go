@@ -249,3 +249,52 @@ func TestAQualityUpdateNeverRaisesTheLimitWithoutNamingATier(t *testing.T) {
 		}
 	}
 }
+
+// Issue 57: Meta's business_capability_update webhook
+// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/business_capability_update/)
+// carries the business portfolio's messaging limit as an integer,
+// max_daily_conversations_per_business (250, 2000, 10000, 100000; -1
+// unlimited). The console records it as the tier the next run's
+// --daily-limit auto follows, lower or higher, in the order Meta triggered
+// them; a value of another type, a number Meta does not list, or a change
+// without it keeps the tier known. Before, the field was ignored.
+func TestABusinessCapabilityUpdateSetsThePortfolioLimit(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
+		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
+	at, changes := time.Now().Add(-time.Hour), 0
+	post := func(value string) string {
+		t.Helper()
+		changes++
+		postSigned(t, c, metafake.Account("business_capability_update", at.Add(time.Duration(changes)*time.Minute), value),
+			"a signed business_capability_update")
+		var s string
+		if err := pool.QueryRow(context.Background(),
+			`SELECT coalesce((SELECT messaging_limit_tier FROM engagement_number_health WHERE transport = 'whatsapp'), '-')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := post(`{"max_daily_conversation_per_phone":2000,"max_daily_conversations_per_business":2000,"max_phone_numbers_per_business":2,"max_phone_numbers_per_waba":2}`); got != "TIER_2K" {
+		t.Fatalf("after 2000: the tier is %q, want TIER_2K", got)
+	}
+	for _, value := range []string{
+		`{"max_daily_conversations_per_business":"100000"}`,
+		`{"max_daily_conversations_per_business":100000.5}`,
+		`{"max_daily_conversations_per_business":123456}`,
+		`{"max_daily_conversations_per_business":"TIER_100K"}`,
+		`{"max_daily_conversations_per_business":null}`,
+		`{"max_daily_conversation_per_phone":100000,"max_phone_numbers_per_business":20}`,
+	} {
+		if got := post(value); got != "TIER_2K" {
+			t.Errorf("after %s: the tier is %q, want TIER_2K kept", value, got)
+		}
+	}
+	if got := post(`{"max_daily_conversations_per_business":250}`); got != "TIER_250" {
+		t.Errorf("after 250: the tier is %q, want TIER_250", got)
+	}
+	if got := post(`{"max_daily_conversations_per_business":-1}`); got != "TIER_UNLIMITED" {
+		t.Errorf("after -1: the tier is %q, want TIER_UNLIMITED", got)
+	}
+}

@@ -16,7 +16,7 @@ import (
 // Issue 55, finding 4 (../shared/CONTRACT.md: a lying Graph API can never
 // clear a flag or raise a limit): queue-process on the Cloud API reads the
 // number's health from Meta's Graph API at each run (the Phone Number
-// node, GET /{phone-number-id}?fields=quality_rating,messaging_limit_tier,status;
+// node, GET /{phone-number-id}?fields=quality_rating,whatsapp_business_manager_messaging_limit,status;
 // https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/:
 // each a string, status one of CONNECTED, FLAGGED, …). Once the number is
 // FLAGGED, an answer whose status is missing, null, of the wrong type or
@@ -24,7 +24,10 @@ import (
 // holds stay held; before, such an answer cleared the flag and all 100 went
 // out. Likewise a tier missing, mistyped, unknown or TIER_NOT_SET keeps
 // --daily-limit auto where it was (TIER_NOT_SET used to raise TIER_50's 50
-// to 250), and a rating missing or mistyped keeps RED's hold. Meta's word
+// to 250), and a rating missing or mistyped keeps RED's hold. (Issue 57:
+// the tier is now whatsapp_business_manager_messaging_limit, where Meta's
+// integers, 250 … 100000 and -1, are limits too; a number Meta does not
+// list is still no limit.) Meta's word
 // (CONNECTED) still clears the flag.
 func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 	t.Parallel()
@@ -52,7 +55,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 	weekly := func() int { return g.MarketingSent()["weekly_review_v1"] }
 	number := func(rating, tier, status string) string {
 		return `{"verified_name":"Engagement","display_phone_number":"+55 11 99999-0000","id":"106540352242922",` +
-			`"quality_rating":` + rating + `,"messaging_limit_tier":` + tier + `,"status":` + status + `}`
+			`"quality_rating":` + rating + `,"whatsapp_business_manager_messaging_limit":` + tier + `,"status":` + status + `}`
 	}
 	drop := `{"verified_name":"Engagement","display_phone_number":"+55 11 99999-0000","id":"106540352242922"`
 
@@ -63,7 +66,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		t.Fatalf("FLAGGED: sent %d, deferred %v, number %+v; want the 100 held on quality", weekly(), sum.DeferReasons, sum.Number)
 	}
 	for name, answer := range map[string]string{
-		"status missing":         drop + `,"quality_rating":"YELLOW","messaging_limit_tier":"TIER_1K"}`,
+		"status missing":         drop + `,"quality_rating":"YELLOW","whatsapp_business_manager_messaging_limit":"TIER_1K"}`,
 		"status null":            number(`"YELLOW"`, `"TIER_1K"`, `null`),
 		"status a boolean":       number(`"YELLOW"`, `"TIER_1K"`, `false`),
 		"status an object":       number(`"YELLOW"`, `"TIER_1K"`, `{"value":"CONNECTED"}`),
@@ -86,12 +89,12 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		t.Fatalf("TIER_50: budget %+v, want a limit of 50", sum.Budget)
 	}
 	for name, answer := range map[string]string{
-		"tier missing":         drop + `,"quality_rating":"GREEN","status":"CONNECTED"}`,
-		"tier null":            number(`"GREEN"`, `null`, `"CONNECTED"`),
-		"tier a number":        number(`"GREEN"`, `100000`, `"CONNECTED"`),
-		"tier a list":          number(`"GREEN"`, `["TIER_100K"]`, `"CONNECTED"`),
-		"tier no word of Meta": number(`"GREEN"`, `"TIER_A_LOT"`, `"CONNECTED"`),
-		"TIER_NOT_SET":         number(`"GREEN"`, `"TIER_NOT_SET"`, `"CONNECTED"`),
+		"tier missing":             drop + `,"quality_rating":"GREEN","status":"CONNECTED"}`,
+		"tier null":                number(`"GREEN"`, `null`, `"CONNECTED"`),
+		"tier a number not Meta's": number(`"GREEN"`, `123456`, `"CONNECTED"`),
+		"tier a list":              number(`"GREEN"`, `["TIER_100K"]`, `"CONNECTED"`),
+		"tier no word of Meta":     number(`"GREEN"`, `"TIER_A_LOT"`, `"CONNECTED"`),
+		"TIER_NOT_SET":             number(`"GREEN"`, `"TIER_NOT_SET"`, `"CONNECTED"`),
 	} {
 		if sum := run(answer); sum.Budget == nil || sum.Budget.Limit != 50 || sum.Number == nil || sum.Number.MessagingLimitTier != "TIER_50" {
 			t.Errorf("TIER_50, then %s: budget %+v, number %+v; want TIER_50 kept and a limit of 50", name, sum.Budget, sum.Number)
@@ -104,7 +107,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 		t.Fatalf("RED: deferred %v, want the 10 new weekly reviews held on quality", sum.DeferReasons)
 	}
 	for name, answer := range map[string]string{
-		"rating missing":         drop + `,"messaging_limit_tier":"TIER_50","status":"CONNECTED"}`,
+		"rating missing":         drop + `,"whatsapp_business_manager_messaging_limit":"TIER_50","status":"CONNECTED"}`,
 		"rating null":            number(`null`, `"TIER_50"`, `"CONNECTED"`),
 		"rating a number":        number(`3`, `"TIER_50"`, `"CONNECTED"`),
 		"rating no word of Meta": number(`"PURPLE"`, `"TIER_50"`, `"CONNECTED"`),

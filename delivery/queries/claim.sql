@@ -67,6 +67,16 @@
 -- (budget_apply.sql). The row of engagement_send_budgets is updated last,
 -- so claims meet only from then to their commit.
 --
+-- Under --daily-limit auto (@window_margin set: Meta's messaging limit),
+-- a message whose user's customer service window is open (their last
+-- message, user_engagement_states.last_activity_at, less than 24 hours
+-- ago: engagement_service_window_open) now and still @window_margin later
+-- spends no slot: Meta counts only the users a business reaches outside a
+-- window (https://developers.facebook.com/documentation/business-messaging/whatsapp/messaging-limits).
+-- Its row carries no spend_id, so handing it back gives nothing back,
+-- and says window_open, so that near the limit budget_apply.sql is not
+-- asked to make room for it.
+--
 -- Each row says whether the message waited on the send budget
 -- (deferred_reason 'budget' before this claim cleared it): near the limit,
 -- budget_apply.sql keeps such a message's place at the head of the line.
@@ -89,7 +99,7 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 --
--- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, message_params, scheduled_for, spend_id, budget_used
+-- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, @window_margin, message_params, scheduled_for, spend_id, budget_used
 WITH RECURSIVE plain AS (
     SELECT q.id, row_number() OVER (ORDER BY q.scheduled_for, q.id) AS pos
       FROM (SELECT q.id, q.scheduled_for
@@ -142,6 +152,10 @@ WITH RECURSIVE plain AS (
                               coalesce((k.kind ->> 'holdout')::boolean AND s.goodbye_holdout
                                        AND coalesce(s.last_activity_at, s.created_at) <= s.goodbye_sent_at, false)) AS refusal,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
+           @window_margin::interval IS NOT NULL
+           AND engagement_service_window_open(s.last_activity_at, now() + @clock_offset::interval)
+           AND engagement_service_window_open(s.last_activity_at, now() + @clock_offset::interval + @window_margin::interval)
+               AS window_open,
            CASE WHEN @quiet_start::interval IS NOT NULL AND NOT k.confirms_opt_out
                 THEN coalesce(engagement_zone(p.timezone), @timezone)
            END AS tz
@@ -257,6 +271,7 @@ WITH RECURSIVE plain AS (
            array_agg(s.id), array_agg(md5(coalesce(s.destination_jid, ''))::uuid)
       FROM settled s
      WHERE @spend_limit::int IS NOT NULL AND s.reason IS NULL AND s.defer_until IS NULL AND NOT coalesce(s.in_doubt, false)
+       AND NOT (SELECT d.window_open FROM due d WHERE d.id = s.id)
     HAVING count(*) > 0
     RETURNING id, recipients
 ), counted AS (
@@ -281,12 +296,14 @@ SELECT CASE WHEN s.reason IS NOT NULL THEN 'cancelled:' || s.reason
        coalesce(s.idempotency_key, s.id::text) AS idempotency_key,
        coalesce(s.retry_count, 0)         AS retry_count,
        s.scheduled_for,
-       CASE WHEN NOT coalesce(s.in_doubt, false) THEN (SELECT id FROM spent) END AS spend_id,
+       CASE WHEN NOT coalesce(s.in_doubt, false) AND NOT d.window_open THEN (SELECT id FROM spent) END AS spend_id,
        coalesce((SELECT used FROM counted),
                 CASE WHEN EXISTS (SELECT FROM spent) THEN engagement_send_budget_full() END) AS budget_used,
        s.waited,
        coalesce(s.unwanted, '')            AS unwanted,
-       coalesce(s.in_doubt, false)         AS in_doubt
+       coalesce(s.in_doubt, false)         AS in_doubt,
+       d.window_open
   FROM settled s
   JOIN picked k ON k.id = s.id
+  JOIN due d ON d.id = s.id
  ORDER BY k.pos;

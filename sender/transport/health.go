@@ -13,7 +13,7 @@ import (
 
 // Health is Meta's verdict on a Cloud API number, as the Graph API's Phone
 // Number node reports it (GET /{phone-number-id}?fields=quality_rating,
-// messaging_limit_tier,status):
+// whatsapp_business_manager_messaging_limit,status; messaging_limit.go):
 // https://developers.facebook.com/docs/graph-api/reference/whats-app-business-account-to-number-current-status/
 // An empty field (a nil Flagged) is one the answer did not carry in the
 // documented type and words: the caller keeps what it knew, so that a
@@ -21,9 +21,11 @@ import (
 type Health struct {
 	// QualityRating is GREEN, YELLOW, RED or UNKNOWN.
 	QualityRating string
-	// MessagingLimitTier is TIER_50, TIER_250, TIER_1K, TIER_2K, TIER_10K,
-	// TIER_100K or TIER_UNLIMITED. TIER_NOT_SET is no limit: left empty,
-	// it keeps the tier known before.
+	// MessagingLimitTier is the business portfolio's messaging limit
+	// (whatsapp_business_manager_messaging_limit, messaging_limit.go) as a
+	// tier word: TIER_250, TIER_2K, TIER_10K, TIER_100K, TIER_UNLIMITED (or
+	// TIER_50, TIER_1K). Empty when the answer named no limit: the tier
+	// known before stays.
 	MessagingLimitTier string
 	// Flagged: the number's status is FLAGGED (its quality is at risk);
 	// false for any other status Meta documents (CONNECTED, …); nil when
@@ -54,14 +56,14 @@ var qualityRatings = []string{"GREEN", "YELLOW", "RED", "UNKNOWN"}
 var numberStatuses = []string{"CONNECTED", "FLAGGED", "PENDING", "DELETED", "MIGRATED", "BANNED",
 	"RESTRICTED", "RATE_LIMITED", "DISCONNECTED", "UNVERIFIED"}
 
-// ReadHealth asks the Graph API for the number's quality rating, messaging
-// limit tier and status. An answer that is not a JSON object, a status
+// ReadHealth asks the Graph API for the number's quality rating, its
+// portfolio's messaging limit and its status. An answer that is not a JSON object, a status
 // other than 200, or no answer within 5 s is an error; a field missing or
 // of another type is left empty and named in Problems.
 func (w *WhatsApp) ReadHealth(ctx context.Context) (Health, error) {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	url := strings.TrimSuffix(w.endpoint, "/messages") + "?fields=quality_rating,messaging_limit_tier,status"
+	url := strings.TrimSuffix(w.endpoint, "/messages") + "?fields=quality_rating," + MessagingLimitField + ",status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Health{}, fmt.Errorf("whatsapp health: %w", err)
@@ -99,9 +101,10 @@ func (w *WhatsApp) ReadHealth(ctx context.Context) (Health, error) {
 		return s
 	}
 	h.QualityRating = text("quality_rating", func(s string) bool { return contains(qualityRatings, s) })
-	h.MessagingLimitTier = text("messaging_limit_tier", func(s string) bool { _, ok := TierLimit(s); return ok || s == "TIER_NOT_SET" })
-	if h.MessagingLimitTier == "TIER_NOT_SET" {
-		h.MessagingLimitTier = ""
+	if tier, problem := messagingLimit(fields); problem != "" {
+		h.Problems = append(h.Problems, problem)
+	} else {
+		h.MessagingLimitTier = tier
 	}
 	if status := text("status", func(s string) bool { return contains(numberStatuses, s) }); status != "" {
 		flagged := status == "FLAGGED"

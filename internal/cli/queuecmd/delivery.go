@@ -43,6 +43,7 @@ type DeliveryFlags struct {
 	timezone     string
 	dailyLimit   int
 	dailyAuto    bool // --daily-limit auto
+	portfolio    string
 	ramp         string
 	kindPriority string
 	priorityWait time.Duration
@@ -88,8 +89,10 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	cliflag.BindEnv(fs, "quiet-hours", "ENGAGEMENT_QUIET_HOURS")
 	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA time zone of the quiet hours, for users without user_profiles.timezone")
 	cliflag.BindEnv(fs, "timezone", "ENGAGEMENT_TIMEZONE")
-	fs.Var(&limitValue{n: &f.dailyLimit, auto: &f.dailyAuto}, "daily-limit", "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none); auto: Meta's messaging limit tier, read at start (whatsapp-cloud)")
+	fs.Var(&limitValue{n: &f.dailyLimit, auto: &f.dailyAuto}, "daily-limit", "send budget: at most this many distinct recipients per transport in any rolling 24 hours, across all processes (0: none); auto: Meta's messaging limit of the business portfolio, read at start (whatsapp-cloud), counting only recipients outside their customer service window")
 	cliflag.BindEnv(fs, "daily-limit", "ENGAGEMENT_DAILY_LIMIT")
+	fs.StringVar(&f.portfolio, "whatsapp-business-portfolio-id", "", "with --daily-limit auto: the Meta business portfolio the number belongs to; the processes of all its numbers share one budget, Meta's limit of the portfolio (default: one budget for every Cloud API process of the database)")
+	cliflag.BindEnv(fs, "whatsapp-business-portfolio-id", "WHATSAPP_BUSINESS_PORTFOLIO_ID")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	cliflag.BindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
 	fs.StringVar(&f.kindPriority, "kind-priority", "", "message types, comma-separated, that go first, in this order, when the send budget cannot take every due message (default: oldest due first)")
@@ -142,6 +145,13 @@ func (f *DeliveryFlags) Validate() error {
 		return cli.Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
 	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
 		return cli.Usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
+	case f.portfolio != "" && !f.dailyAuto:
+		return cli.Usagef("--whatsapp-business-portfolio-id needs --daily-limit auto: the portfolio's budget is Meta's limit")
+	}
+	if f.portfolio != "" {
+		if err := delivery.ValidPortfolioID(f.portfolio); err != nil {
+			return cli.Usagef("--whatsapp-business-portfolio-id: %v", err)
+		}
 	}
 	if f.ramp != "" {
 		if _, err := delivery.ParseRamp(f.ramp); err != nil {
@@ -222,7 +232,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	cfg.MaxRetries = offIfZero(f.maxRetries)
 	cfg.RetryBase = f.retryBase
 	cfg.ClaimTimeout = f.claimTimeout
-	cfg.DailyLimit, cfg.DailyLimitAuto = f.dailyLimit, f.dailyAuto
+	cfg.DailyLimit, cfg.DailyLimitAuto, cfg.BusinessPortfolioID = f.dailyLimit, f.dailyAuto, f.portfolio
 	if _, ok := cfg.Transport.(transport.HealthReader); f.dailyAuto && !ok {
 		return cfg, cli.Usagef("--daily-limit auto follows Meta's messaging limit tier: it needs --transport whatsapp-cloud, not %s", f.transport)
 	}

@@ -18,7 +18,9 @@ import (
 )
 
 // Graph is a fake of Meta's Graph API for one phone number: the Phone
-// Number node (GET /{phone-number-id}?fields=…) answers what the test sets,
+// Number node (GET /{phone-number-id}?fields=…) answers the fields asked
+// for of what the test sets
+// (SetNumber, or one field at a time with SetField),
 // lying on demand (a body that is not JSON, fields of the wrong type or
 // missing, a 500, an answer slower than a client waits), and
 // POST /{phone-number-id}/messages accepts every template message with a
@@ -62,12 +64,17 @@ type TemplateEntry struct {
 	ID, Name, Language, Category, Status string
 }
 
-// NewGraph starts a Graph whose number is GREEN at TIER_2K until told
-// otherwise; it stops when the test ends.
-func NewGraph(t testing.TB) *Graph {
-	g := &Graph{PhoneNumberID: "106540352242922", AccountID: "102290129340398", status: http.StatusOK,
+// NewGraph starts a Graph whose number is GREEN, its portfolio's
+// messaging limit TIER_2K, until told otherwise; it stops when the test
+// ends.
+func NewGraph(t testing.TB) *Graph { return NewGraphNumber(t, "106540352242922") }
+
+// NewGraphNumber is NewGraph for the phone number id phoneID: one Graph
+// per number of a business portfolio.
+func NewGraphNumber(t testing.TB, phoneID string) *Graph {
+	g := &Graph{PhoneNumberID: phoneID, AccountID: "102290129340398", status: http.StatusOK,
 		sent: map[string]int{}, marketing: map[string]int{}, tplStatus: http.StatusOK}
-	g.SetNumber(`{"quality_rating":"GREEN","messaging_limit_tier":"TIER_2K","status":"CONNECTED","id":"106540352242922"}`)
+	g.SetNumber(`{"quality_rating":"GREEN","whatsapp_business_manager_messaging_limit":"TIER_2K","status":"CONNECTED","id":"` + phoneID + `"}`)
 	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(func() {
 		g.Server.CloseClientConnections()
@@ -77,10 +84,36 @@ func NewGraph(t testing.TB) *Graph {
 }
 
 // PhoneNumber is the Phone Number node's answer with a quality rating,
-// a messaging limit tier and a status, as Meta sends it.
+// the business portfolio's messaging limit as a tier word
+// (whatsapp_business_manager_messaging_limit; messaging_limit_tier is
+// deprecated:
+// https://developers.facebook.com/documentation/business-messaging/whatsapp/messaging-limits)
+// and a status, as Meta sends it.
 func PhoneNumber(rating, tier, status string) string {
 	return `{"verified_name":"Engagement","display_phone_number":"+55 11 99999-0000","quality_rating":"` + rating +
-		`","messaging_limit_tier":"` + tier + `","status":"` + status + `","id":"106540352242922"}`
+		`","whatsapp_business_manager_messaging_limit":"` + tier + `","status":"` + status + `","id":"106540352242922"}`
+}
+
+// SetField sets one field of the Phone Number node's answer to the raw
+// JSON value (a lie too: "12", "[\"TIER_2K\"]"), or drops it when raw is
+// empty; the status and delay stay. The answer must be a JSON object.
+func (g *Graph) SetField(name, raw string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(g.body), &fields); err != nil || fields == nil {
+		panic("metafake: SetField on an answer that is not a JSON object")
+	}
+	if raw == "" {
+		delete(fields, name)
+	} else {
+		fields[name] = json.RawMessage(raw)
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		panic("metafake: SetField: " + err.Error())
+	}
+	g.body = string(b)
 }
 
 // SetNumber makes the Phone Number node answer body with 200.
@@ -131,6 +164,18 @@ func (g *Graph) Recipients() []string {
 	return slices.Clone(g.to)
 }
 
+// RecipientCounts counts the template messages accepted by either
+// endpoint, by recipient ("to").
+func (g *Graph) RecipientCounts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for _, to := range g.to {
+		out[to]++
+	}
+	return out
+}
+
 // Sent counts the template messages accepted, by template name.
 func (g *Graph) Sent() map[string]int {
 	g.mu.Lock()
@@ -158,7 +203,7 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
+		_, _ = w.Write([]byte(onlyFields(body, r.URL.Query().Get("fields"))))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/messages":
 		name, to, n := g.accept(r, g.sent)
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
@@ -286,3 +331,21 @@ func readAll(r *http.Request) (string, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// onlyFields is body with only the fields asked for (and id), as the Graph
+// API answers a ?fields= request; a body that is not a JSON object, or no
+// fields asked, is body as it is.
+func onlyFields(body, fields string) string {
+	var all map[string]json.RawMessage
+	if fields == "" || json.Unmarshal([]byte(body), &all) != nil || all == nil {
+		return body
+	}
+	out := map[string]json.RawMessage{}
+	for _, name := range append(strings.Split(fields, ","), "id") {
+		if v, ok := all[name]; ok {
+			out[name] = v
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
