@@ -31,6 +31,7 @@ type Graph struct {
 	delay  time.Duration
 	sent   map[string]int
 	reads  atomic.Int64
+	pace   throughput // the per-second ceiling of the sends (throughput.go)
 }
 
 // NewGraph starts a Graph whose number is GREEN at TIER_2K until told
@@ -95,6 +96,9 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/messages":
+		if g.pace.refuse(w) {
+			return
+		}
 		var name string
 		if b, err := readAll(r); err == nil {
 			if i := strings.Index(b, `"name":"`); i >= 0 {
