@@ -25,7 +25,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 			VerdictRecheck: time.Hour}),
 		startQuery.Bind(startArgs{ID: id, Holder: "h", ClaimTimeout: time.Minute, Transport: "webhook"}),
 		settleQuery.Bind(settleArgs{IDs: []string{id}, Statuses: []string{"sent"}, ProviderIDs: []string{""},
-			RetryIns: []time.Duration{0}, Errors: []string{""}, Attempted: []int{1}, InDoubt: []bool{false}, Holder: "h",
+			RetryIns: []time.Duration{0}, Errors: []string{""}, Attempted: []int{1}, InDoubt: []bool{false}, Spent: []bool{true}, Holder: "h",
 			Transport: "webhook"}),
 		holdQuery.Bind(holdArgs{Holder: "h", ClaimTimeout: time.Minute}),
 		unholdQuery.Bind(unholdArgs{Holder: "h"}),

@@ -51,6 +51,8 @@
 --   engagement_number_health       SELECT, INSERT, UPDATE          Meta's verdict on the number (queue-process,
 --                                                                  the console's webhook)
 --   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
+--   engagement_number_throughput   SELECT, INSERT, UPDATE          Meta's throughput level per Cloud API
+--                                                                  number (queue-process)
 --   engagement_queue_settings      SELECT, INSERT, UPDATE          what queue-process last ran with, per
 --                                                                  transport (the console and status read it)
 --   engagement_message_types       SELECT, INSERT, UPDATE, DELETE  the operator's categories for message
@@ -196,6 +198,7 @@ DECLARE
         ['engagement_receipt_gate',       'SELECT'],
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
         ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
+        ['engagement_number_throughput',  'SELECT, INSERT, UPDATE'],
         ['engagement_queue_settings',     'SELECT, INSERT, UPDATE'],
         ['engagement_message_types',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_erasures',           'SELECT, INSERT, UPDATE'],

@@ -37,10 +37,10 @@ const (
 type Throughput struct {
 	// Level is STANDARD or HIGH; "" when the answer did not say either.
 	Level string
-	// OnBizApp is true when the answer says the number is on the WhatsApp
-	// Business app (is_on_biz_app true). false says nothing: a number once
-	// seen there stays a 20 mps number for the caller (delivery).
-	OnBizApp bool
+	// OnBizApp is is_on_biz_app: whether the number is in use with the
+	// WhatsApp Business app too; nil when the answer did not carry it as a
+	// boolean (the caller keeps what it knew: delivery).
+	OnBizApp *bool
 	// Problems names what was missing or of the wrong type.
 	Problems []string
 }
@@ -50,7 +50,7 @@ type Throughput struct {
 // when the answer gave no level (the caller keeps the safe side).
 func (t Throughput) Ceiling() int {
 	switch {
-	case t.OnBizApp:
+	case t.OnBizApp != nil && *t.OnBizApp:
 		return ThroughputCoexistence
 	case t.Level == "HIGH":
 		return ThroughputHigh
@@ -93,9 +93,10 @@ func (w *WhatsApp) ReadThroughput(ctx context.Context) (Throughput, error) {
 	default:
 		t.Level = level.Level
 	}
-	var onBizApp bool
-	if raw, ok := fields["is_on_biz_app"]; ok && json.Unmarshal(raw, &onBizApp) != nil {
+	var onBizApp *bool
+	if raw, ok := fields["is_on_biz_app"]; ok && (json.Unmarshal(raw, &onBizApp) != nil || onBizApp == nil) {
 		t.Problems = append(t.Problems, "is_on_biz_app not a boolean")
+		onBizApp = nil
 	}
 	t.OnBizApp = onBizApp
 	return t, nil
