@@ -282,8 +282,8 @@ type Processor struct {
 	// requests' rate (throughput.go); nil on other transports.
 	throughput *Throughput
 	throttle   *throttle
-	log     zerolog.Logger
-	budget  *budget // the run's send budget; nil without one
+	log        zerolog.Logger
+	budget     *budget // the run's send budget; nil without one
 	// recovering lets the workers that run out of work at once share one
 	// recovery (recover.sql) instead of each scanning the claims in flight.
 	recovering singleflight.Group
