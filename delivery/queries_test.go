@@ -51,6 +51,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		healthSaveQuery.Bind(healthSaveArgs{Transport: "whatsapp-cloud", Source: "graph_api",
 			QualityRating: &rating, MessagingLimitTier: &tier, Flagged: &flagged}),
 		healthReadQuery.Bind(healthReadArgs{Transport: "whatsapp-cloud"}),
+		throughputQuery.Bind(throughputArgs{PhoneNumberID: "106540352242922", OnBizApp: &flagged}),
 		settingsSaveQuery.Bind(settingsSaveArgs{Transport: "webhook", KindPriority: []string{"goodbye"},
 			KindPriorityMaxWait: 72 * time.Hour, PerUserCap: 1, PerUserCapWindow: 7 * 24 * time.Hour,
 			SendInterval: time.Minute, LeastGap: time.Minute, SendJitter: time.Minute, SpreadBudget: true,

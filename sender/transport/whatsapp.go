@@ -320,7 +320,7 @@ type waResponse struct {
 var waTransientCodes = map[int]time.Duration{
 	4:      time.Minute,     // application request limit reached
 	80007:  time.Minute,     // WhatsApp Business Account rate limit
-	130429: 5 * time.Second, // Cloud API throughput reached
+	130429: 0,               // the number over its throughput: the run slows as a whole (delivery/throughput.go)
 	131056: 6 * time.Second, // pair rate limit: one message per 6s to one user
 	131000: 0,               // something went wrong
 	131016: 0,               // service unavailable
