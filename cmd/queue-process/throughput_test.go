@@ -3,6 +3,7 @@ package main_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,20 @@ func TestTheNumbersThroughputLevelSetsTheCeiling(t *testing.T) {
 		sum := queueSummary(t, cmdtest.Exec(t, queuecmd.NewCommand, env, args...))
 		if tp := sum.Throughput; tp == nil || tp.CeilingMPS != c.ceiling || tp.Source != c.source {
 			t.Errorf("%s: throughput %+v, want a ceiling of %d from %s", c.name, tp, c.ceiling, c.source)
+		}
+	}
+}
+
+// --whatsapp-throughput outside 1 to 1000 is a usage error (exit 2) with
+// one line naming it, before any work.
+func TestAThroughputOutOfRangeIsAUsageError(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewPool(t)
+	g := metafake.NewGraph(t)
+	for _, n := range []string{"1001", "-5"} {
+		res := cmdtest.Exec(t, queuecmd.NewCommand, graphEnv(t, g, url), "--whatsapp-throughput", n)
+		if res.Code != 2 || !strings.Contains(res.Stderr, "throughput") || strings.Count(strings.TrimSpace(res.Stderr), "\n") > 0 {
+			t.Errorf("--whatsapp-throughput %s: exit %d, stderr %q; want exit 2 and one line naming the throughput", n, res.Code, res.Stderr)
 		}
 	}
 }
