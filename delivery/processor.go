@@ -214,6 +214,9 @@ type ProcessSummary struct {
 	// Pace is the run's pace (with pacing): the least gap, the jitter, and
 	// whether the day's budget fits in the waking hours at it.
 	Pace *Pace `json:"pace,omitempty"`
+	// Throughput is the number's throughput ceiling the run kept under,
+	// and how often Meta said 130429 (whatsapp-cloud; throughput.go).
+	Throughput *Throughput `json:"throughput,omitempty"`
 	// Released counts claimed messages handed back unsent, due as they
 	// were and their retries unspent: at a shutdown, the deadline, an
 	// outage.
@@ -282,8 +285,12 @@ type Processor struct {
 	verdict metaVerdict      // Meta's verdict the claim applies
 	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
 	routes  routes           // the templates' categories the run routes by (categories.go)
-	log     zerolog.Logger
-	budget  *budget // the run's send budget; nil without one
+	// throughput is the run's ceiling as read, throttle its limit on the
+	// requests' rate (throughput.go); nil on other transports.
+	throughput *Throughput
+	throttle   *throttle
+	log        zerolog.Logger
+	budget     *budget // the run's send budget; nil without one
 	// recovering lets the workers that run out of work at once share one
 	// recovery (recover.sql) instead of each scanning the claims in flight.
 	recovering singleflight.Group
@@ -474,6 +481,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		sum.Budget = state
 	}
 	sum.Number = p.health
+	sum.Throughput = p.throughputState()
 	if p.pacer != nil {
 		plan := p.plan
 		sum.Pace = &plan
@@ -509,6 +517,9 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	if err := p.readRoutes(runCtx); err != nil {
 		return stopping(runCtx, err)
 	}
+	if p.throughput, err = p.readThroughput(runCtx); err != nil {
+		return stopping(runCtx, err)
+	}
 	if p.cfg.DailyLimit > 0 {
 		b, err := p.openBudget(runCtx)
 		if err != nil {
@@ -517,6 +528,7 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		p.budget = b
 	}
 	p.pace()
+	p.floorPace()
 	// What the run runs with, for the console and status: recorded once
 	// its workers are done (recorded before them, the extra statement
 	// exposed a pacing race TestPacedSendsOverlapUpToTheWorkers catches;
@@ -753,6 +765,11 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 			return p.notStarted(ctx, m, err)
 		}
 	}
+	if p.throttle != nil {
+		if err := p.throttle.wait(ctx); err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts
 	}
@@ -924,6 +941,9 @@ type outcome struct {
 	// notSent: the attempt ended before the transport (the message could
 	// not be rendered, or the dedupe store stopped it): no attempt counts.
 	notSent bool
+	// unspent: a retry that spends none of the message's retries (Meta's
+	// 130429: the number, not the message, was over its throughput).
+	unspent bool
 }
 
 // classify turns a send's result into an outcome. Transient failures are
@@ -938,6 +958,9 @@ func (p *Processor) classify(m claimed, res transport.Result, err error) outcome
 	}
 	if p.inDoubt(err) {
 		return outcome{status: sm.StatusFailed, err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
+	}
+	if pause, ok := p.rateLimited(err); ok {
+		return outcome{status: sm.StatusPending, retryIn: pause, err: err, unspent: true}
 	}
 	var terr *transport.Error
 	isTransportErr := errors.As(err, &terr)

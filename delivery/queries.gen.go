@@ -765,6 +765,7 @@ type settleArgs struct {
 	Errors      []string        // @errors
 	Attempted   []int           // @attempted
 	InDoubt     []bool          // @in_doubt
+	Spent       []bool          // @spent
 	Holder      string          // @holder
 	ClockOffset time.Duration   // @clock_offset
 	Transport   string          // @transport
@@ -772,7 +773,7 @@ type settleArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a settleArgs) Args() []any {
-	return []any{a.IDs, a.Statuses, a.ProviderIDs, a.RetryIns, a.Errors, a.Attempted, a.InDoubt, a.Holder, a.ClockOffset, a.Transport}
+	return []any{a.IDs, a.Statuses, a.ProviderIDs, a.RetryIns, a.Errors, a.Attempted, a.InDoubt, a.Spent, a.Holder, a.ClockOffset, a.Transport}
 }
 
 // settleRow is a row of queries/settle.sql.
@@ -786,7 +787,7 @@ func (r *settleRow) Dest() []any {
 }
 
 // settleQuery is queries/settle.sql.
-var settleQuery = sqlfile.Load[settleArgs, settleRow, *settleRow](statementFiles, "settle", "ids", "statuses", "provider_ids", "retry_ins", "errors", "attempted", "in_doubt", "holder", "clock_offset", "transport")
+var settleQuery = sqlfile.Load[settleArgs, settleRow, *settleRow](statementFiles, "settle", "ids", "statuses", "provider_ids", "retry_ins", "errors", "attempted", "in_doubt", "spent", "holder", "clock_offset", "transport")
 
 // startArgs are the parameters of queries/start.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -847,6 +848,33 @@ func (r *templatesRow) Dest() []any {
 
 // templatesQuery is queries/templates.sql.
 var templatesQuery = sqlfile.Load[templatesArgs, templatesRow, *templatesRow](statementFiles, "templates", "max_templates")
+
+// throughputArgs are the parameters of queries/throughput.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type throughputArgs struct {
+	PhoneNumberID string // @phone_number_id
+	OnBizApp      *bool  // @on_biz_app
+}
+
+// Args returns the parameters in the statement's order.
+func (a throughputArgs) Args() []any {
+	return []any{a.PhoneNumberID, a.OnBizApp}
+}
+
+// throughputRow is a row of queries/throughput.sql.
+type throughputRow struct {
+	OnBizApp bool // on_biz_app
+}
+
+// Dest returns the fields in the columns' order.
+func (r *throughputRow) Dest() []any {
+	return []any{&r.OnBizApp}
+}
+
+// throughputQuery is queries/throughput.sql.
+var throughputQuery = sqlfile.Load[throughputArgs, throughputRow, *throughputRow](statementFiles, "throughput", "phone_number_id", "on_biz_app")
 
 // unholdArgs are the parameters of queries/unhold.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

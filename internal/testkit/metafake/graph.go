@@ -48,6 +48,7 @@ type Graph struct {
 	delay  time.Duration
 	sent   map[string]int
 	reads  atomic.Int64
+	pace   throughput // the per-second ceiling of the sends (throughput.go)
 
 	marketing map[string]int // by template name
 	to        []string       // every recipient of either endpoint, in order
@@ -205,10 +206,16 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(onlyFields(body, r.URL.Query().Get("fields"))))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/messages":
+		if g.pace.refuse(w) {
+			return
+		}
 		name, to, n := g.accept(r, g.sent)
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
 			`"}],"messages":[{"id":"wamid.` + name + "." + itoa(n) + `"}]}`))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/marketing_messages":
+		if g.pace.refuse(w) {
+			return
+		}
 		name, to, n := g.accept(r, g.marketing)
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
 			`"}],"messages":[{"id":"wamid.mm.` + name + "." + itoa(n) + `","message_status":"accepted"}]}`))
