@@ -28,7 +28,9 @@ func phoneNumber(fields string) string {
 // sent, reached the Graph API's accepted sends once, and spent no retry.
 func checkAllSentOnce(t *testing.T, pool *pgxpool.Pool, g *metafake.Graph, n int) {
 	t.Helper()
-	if got := g.Sent()["weekly_review_v1"]; got != n {
+	// The weekly review is a marketing template: the Marketing Messages
+	// API takes it (routes_test.go).
+	if got := g.MarketingSent()["weekly_review_v1"]; got != n {
 		t.Errorf("Meta took %d messages, want each of the %d once", got, n)
 	}
 	if sent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); sent != n {
