@@ -62,25 +62,19 @@ func firstCell(row string) string {
 // definesTest reports whether a _test.go file in dir declares func name.
 func definesTest(t *testing.T, dir, name string) bool {
 	t.Helper()
-	found := false
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || found {
-			return err
-		}
-		if d.IsDir() && path != dir {
-			return filepath.SkipDir
-		}
-		if strings.HasSuffix(path, "_test.go") {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			found = strings.Contains(string(b), "func "+name+"(")
-		}
-		return nil
-	})
+	files := os.DirFS(dir)
+	tests, err := fs.Glob(files, "*_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return found
+	for _, f := range tests {
+		b, err := fs.ReadFile(files, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "func "+name+"(") {
+			return true
+		}
+	}
+	return false
 }
