@@ -121,6 +121,16 @@ describe('accountErrorFrom', () => {
     }
   });
 
+  it('index.d.ts names the same account errors, in a type of its own', () => {
+    const dts = require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'index.d.ts'), 'utf8');
+    const m = dts.match(/export type AccountError =([^;]*);/);
+    assert.ok(m, 'index.d.ts has no type AccountError');
+    assert.deepEqual([...m[1].matchAll(/'([a-z_]+)'/g)].map((x) => x[1]), Object.keys(ACCOUNT_ERROR_STATUS));
+    for (const name of ['accountErrorFrom', 'accountAnswer', 'createAccountState', 'ACCOUNT_ERROR_STATUS', 'DEFAULT_RETRY_AFTER_S']) {
+      assert.match(dts, new RegExp(`export (function|const) ${name}\\b`), name);
+    }
+  });
+
   it('accountAnswer: the contract\'s body, a positive whole retry_after_s, no unknown error', () => {
     assert.deepEqual(accountAnswer('banned', 12.2), { status: 403, body: { account_error: 'banned', retry_after_s: 13 } });
     assert.equal(accountAnswer('logged_out', 0).body.retry_after_s, DEFAULT_RETRY_AFTER_S.logged_out);
