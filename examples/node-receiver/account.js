@@ -112,22 +112,29 @@ function accountErrorFrom(err, { now = new Date(), timeEnforcementEnds } = {}) {
 //   sock.ev.on('messages.update', account.messagesUpdate);
 //
 // connectionUpdate takes reachoutTimeLock (held until timeEnforcementEnds,
-// or until isActive: false when it has no end) and a close by
-// loggedOut/forbidden (held until the connection is open again).
-// messagesUpdate takes an ack with error 463 as a reach-out lock whose end
-// is not known yet. refused(answer) holds an answer the receiver gave after
-// a send threw, for its retry_after_s. answer({now}) is the answer to give
-// now, or null.
+// or until isActive: false) and a close by loggedOut/forbidden (held until
+// the connection is open again). messagesUpdate takes an ack with error
+// 463 as a reach-out lock whose end is not known yet. A lock without an
+// end is held for DEFAULT_RETRY_AFTER_S from when it was heard of: in
+// 7.0.0-rc14 a 463 ack does not make Baileys fetch the lock (handleBadAck's
+// MessageAccountRestriction branch comes before its isReachoutTimelocked
+// one), so its end, or its lifting, may never be told; a bot that wants
+// them calls sock.fetchAccountReachoutTimelock(), which emits
+// connection.update. refused(answer) holds an answer the receiver gave
+// after a send threw, for its retry_after_s. answer({now}) is the answer to
+// give now, or null.
+const lockDefault = (now) => new Date(now.getTime() + DEFAULT_RETRY_AFTER_S.reachout_timelock * 1000);
+
 function createAccountState() {
-  let lock = null; // {until: Date|null}
+  let lock = null; // {until: Date}
   let closed = null; // 'logged_out' | 'banned'
   let refusal = null; // {accountError, until: Date}
 
   const state = {
-    connectionUpdate(update = {}) {
+    connectionUpdate(update = {}, { now = new Date() } = {}) {
       const tl = update.reachoutTimeLock;
       if (tl) {
-        lock = tl.isActive ? { until: tl.timeEnforcementEnds instanceof Date ? tl.timeEnforcementEnds : null } : null;
+        lock = tl.isActive ? { until: tl.timeEnforcementEnds instanceof Date ? tl.timeEnforcementEnds : lockDefault(now) } : null;
       }
       if (update.connection === 'open') {
         closed = null;
@@ -137,11 +144,12 @@ function createAccountState() {
         closed = status === LOGGED_OUT ? 'logged_out' : status === FORBIDDEN ? 'banned' : null;
       }
     },
-    messagesUpdate(updates = []) {
+    messagesUpdate(updates = [], { now = new Date() } = {}) {
       for (const u of updates) {
         const params = u && u.update && u.update.messageStubParameters;
-        if (u && u.key && u.key.fromMe && Array.isArray(params) && String(params[0]) === String(REACHOUT_TIMELOCKED) && !lock) {
-          lock = { until: null };
+        if (u && u.key && u.key.fromMe && Array.isArray(params) && String(params[0]) === String(REACHOUT_TIMELOCKED)
+            && !(lock && lock.until > now)) {
+          lock = { until: lockDefault(now) };
         }
       }
     },
@@ -154,7 +162,7 @@ function createAccountState() {
       if (closed) {
         return accountAnswer(closed);
       }
-      if (lock && (!lock.until || lock.until > now)) {
+      if (lock && lock.until > now) {
         return accountAnswer('reachout_timelock', secondsUntil(lock.until, now));
       }
       if (refusal && refusal.until > now) {

@@ -479,10 +479,13 @@ export interface BaileysConnectionUpdate {
 
 /** What Baileys said of the account, for the receiver to answer before it sends. */
 export interface AccountState {
-  /** Baileys' connection.update: sock.ev.on('connection.update', account.connectionUpdate). */
-  connectionUpdate(update: BaileysConnectionUpdate): void;
+  /**
+   * Baileys' connection.update: sock.ev.on('connection.update', account.connectionUpdate).
+   * A reach-out lock without an end is held for DEFAULT_RETRY_AFTER_S.reachout_timelock.
+   */
+  connectionUpdate(update: BaileysConnectionUpdate, options?: { now?: Date }): void;
   /** Baileys' messages.update (an ack with error 463): sock.ev.on('messages.update', account.messagesUpdate). */
-  messagesUpdate(updates: readonly BaileysMessageUpdate[]): void;
+  messagesUpdate(updates: readonly BaileysMessageUpdate[], options?: { now?: Date }): void;
   /** Holds an answer given after a send threw, for its retry_after_s. */
   refused(answer: AccountAnswer, options?: { now?: Date }): void;
   /** The answer to give now, or null when nothing is known against sending. */

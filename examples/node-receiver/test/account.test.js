@@ -152,23 +152,30 @@ describe('createAccountState', () => {
     assert.equal(account.answer({ now: new Date(ends.getTime() + 1) }), null, 'over at timeEnforcementEnds');
 
     account.connectionUpdate({ reachoutTimeLock: { isActive: true, timeEnforcementEnds: undefined,
-      enforcementType: ReachoutTimelockEnforcementType.DEFAULT } }); // fetch: time_enforcement_ends '0'
+      enforcementType: ReachoutTimelockEnforcementType.DEFAULT } }, { now }); // fetch: time_enforcement_ends '0'
+    const day = DEFAULT_RETRY_AFTER_S.reachout_timelock * 1000;
     assert.equal(account.answer({ now }).body.retry_after_s, DEFAULT_RETRY_AFTER_S.reachout_timelock);
-    assert.equal(account.answer({ now: new Date(now.getTime() + 400 * 86400 * 1000) }).status, 409, 'no end: held');
+    assert.equal(account.answer({ now: new Date(now.getTime() + day - 1000) }).body.retry_after_s, 1, 'no end: held for the default');
+    assert.equal(account.answer({ now: new Date(now.getTime() + day) }), null, 'and no longer: its lifting may never be told');
+    account.connectionUpdate({ reachoutTimeLock: { isActive: true, enforcementType: ReachoutTimelockEnforcementType.DEFAULT } });
     account.connectionUpdate({ reachoutTimeLock: { isActive: false, enforcementType: ReachoutTimelockEnforcementType.DEFAULT } });
     assert.equal(account.answer({ now }), null, 'lifted');
     account.connectionUpdate({ connection: 'open' });
     assert.equal(account.answer({ now }), null, 'an update without reachoutTimeLock keeps what was known');
   });
 
-  it('an ack with error 463 in messages.update (handleBadAck) holds a lock until it is lifted', () => {
+  it('an ack with error 463 in messages.update (handleBadAck) holds a lock until it is lifted, a day at most', () => {
     const account = createAccountState();
     const key = { remoteJid: '5511999990000@s.whatsapp.net', fromMe: true, id: '3EB0A1' };
     account.messagesUpdate([{ key, update: { status: 0, messageStubParameters: ['479'] } }]);
     assert.equal(account.answer({ now }), null, 'another error code');
-    account.messagesUpdate([{ key, update: { status: 0,
-      messageStubParameters: [SERVER_ERROR_CODES.MessageAccountRestriction, ACCOUNT_RESTRICTED_TEXT] } }]);
-    assert.equal(account.answer({ now }).body.account_error, 'reachout_timelock');
+    const ack = [{ key, update: { status: 0, messageStubParameters: [SERVER_ERROR_CODES.MessageAccountRestriction, ACCOUNT_RESTRICTED_TEXT] } }];
+    account.messagesUpdate([{ key: { ...key, fromMe: false }, update: ack[0].update }], { now });
+    assert.equal(account.answer({ now }), null, 'not the bot\'s own message');
+    account.messagesUpdate(ack, { now });
+    assert.deepEqual(account.answer({ now }), accountAnswer('reachout_timelock'));
+    assert.equal(account.answer({ now: new Date(now.getTime() + DEFAULT_RETRY_AFTER_S.reachout_timelock * 1000) }), null);
+    account.messagesUpdate(ack, { now });
     account.connectionUpdate({ reachoutTimeLock: { isActive: false, enforcementType: ReachoutTimelockEnforcementType.DEFAULT } });
     assert.equal(account.answer({ now }), null);
   });
