@@ -196,12 +196,8 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		status, body, delay := g.status, g.body, g.delay
 		g.mu.Unlock()
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-r.Context().Done():
-				return
-			}
+		if !wait(r, delay) {
+			return
 		}
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(onlyFields(body, r.URL.Query().Get("fields"))))
@@ -283,12 +279,8 @@ func (g *Graph) serveTemplates(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	status, body, delay, list := g.tplStatus, g.tplBody, g.tplDelay, slices.Clone(g.templates)
 	g.mu.Unlock()
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-			return
-		}
+	if !wait(r, delay) {
+		return
 	}
 	if body == "" {
 		page, _ := strconv.Atoi(r.URL.Query().Get("after"))
@@ -355,4 +347,14 @@ func onlyFields(body, fields string) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
+}
+
+// wait waits delay, a slow answer's; false when the client gave up first.
+func wait(r *http.Request, delay time.Duration) bool {
+	select {
+	case <-time.After(delay):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
