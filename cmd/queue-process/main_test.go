@@ -112,6 +112,7 @@ func TestConfigurationErrors(t *testing.T) {
 		{"ramp without a limit", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--daily-limit-ramp", "50,2"}, "--daily-limit-ramp needs --daily-limit"},
 		{"bad ramp", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--daily-limit", "300", "--daily-limit-ramp", "50"}, "START,FACTOR"},
 		{"ramp shrinking", []string{"DATABASE_URL=" + url, "ENGAGEMENT_DAILY_LIMIT_RAMP=50,0.5"}, []string{"--transport", "log", "--daily-limit", "300"}, "factor"},
+		{"negative reach-out window", []string{"DATABASE_URL=" + url, "ENGAGEMENT_REACHOUT_WINDOW=-1h"}, []string{"--transport", "log"}, "--reachout-window"},
 		{"unknown kind in the priority", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--kind-priority", "goodbye,farewell"}, "--kind-priority"},
 		{"kind listed twice", []string{"DATABASE_URL=" + url, "ENGAGEMENT_KIND_PRIORITY=goodbye,goodbye"}, []string{"--transport", "log"}, "--kind-priority"},
 		{"no wait before a kind ages", []string{"DATABASE_URL=" + url}, []string{"--transport", "log", "--kind-priority-max-wait", "0s"}, "--kind-priority-max-wait"},

@@ -45,6 +45,7 @@ type DeliveryFlags struct {
 	dailyAuto    bool // --daily-limit auto
 	portfolio    string
 	ramp         string
+	reachout     time.Duration
 	kindPriority string
 	priorityWait time.Duration
 	perUserCap   int
@@ -95,6 +96,8 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	cliflag.BindEnv(fs, "whatsapp-business-portfolio-id", "WHATSAPP_BUSINESS_PORTFOLIO_ID")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	cliflag.BindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
+	fs.DurationVar(&f.reachout, "reachout-window", delivery.DefaultReachoutWindow, "on the webhook, cancel (reachout_window) a message to a user whose last message to the bot is older than this: WhatsApp refuses it, error 463 (docs/baileys.md; 0: off)")
+	cliflag.BindEnv(fs, "reachout-window", "ENGAGEMENT_REACHOUT_WINDOW")
 	fs.StringVar(&f.kindPriority, "kind-priority", "", "message types, comma-separated, that go first, in this order, when the send budget cannot take every due message (default: oldest due first)")
 	cliflag.BindEnv(fs, "kind-priority", "ENGAGEMENT_KIND_PRIORITY")
 	fs.DurationVar(&f.priorityWait, "kind-priority-max-wait", delivery.DefaultKindPriorityMaxWait, "with --kind-priority, a message queued longer than this goes first whatever its type, so no type starves")
@@ -141,6 +144,8 @@ func (f *DeliveryFlags) Validate() error {
 		return cli.Usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
 	case f.dedupeTTL <= 0:
 		return cli.Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
+	case f.reachout < 0:
+		return cli.Usagef("--reachout-window must not be negative (0: off), got %s", f.reachout)
 	case f.dailyLimit < 0:
 		return cli.Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
 	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
@@ -239,6 +244,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if f.ramp != "" {
 		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
 	}
+	cfg.ReachoutWindow = offIfZero(f.reachout)
 	cfg.KindPriority, _ = delivery.ParseKindPriority(f.kindPriority) // validated above
 	cfg.KindPriorityMaxWait = f.priorityWait
 	cfg.PerUserCap, cfg.PerUserCapWindow = f.perUserCap, f.capWindow
