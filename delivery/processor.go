@@ -156,6 +156,12 @@ type ProcessorConfig struct {
 	// past its period (claim.sql).
 	PerUserCap       int
 	PerUserCapWindow time.Duration // 0: DefaultPerUserCapWindow
+	// ReachoutWindow, on a transport held to the reach-out window
+	// (transport.ReachoutLimited: the webhook), cancels a message whose
+	// user last wrote to the bot longer ago than this (reachout_window,
+	// reachout.go). 0: DefaultReachoutWindow; -1: off. Other transports
+	// ignore it.
+	ReachoutWindow time.Duration
 	// ClockOffset is how far ahead of the database's clock the
 	// processor's runs: what is due, the budget's window, sent_at. 0 but
 	// in a simulation (queue-process --as-of).
@@ -370,6 +376,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("per-user cap window %s is negative", cfg.PerUserCapWindow)
 	}
 	cfg.PerUserCapWindow = cmp.Or(cfg.PerUserCapWindow, DefaultPerUserCapWindow)
+	cfg.ReachoutWindow = cmp.Or(cfg.ReachoutWindow, DefaultReachoutWindow)
 	if err := CheckKindPriority(cfg.KindPriority); err != nil {
 		return nil, err
 	}

@@ -334,6 +334,7 @@ type claimArgs struct {
 	KindPriority    []string       // @kind_priority
 	Batch           int64          // @batch
 	PriorityMaxWait time.Duration  // @priority_max_wait
+	ReachoutWindow  *time.Duration // @reachout_window
 	WindowMargin    *time.Duration // @window_margin
 	QuietStart      *time.Duration // @quiet_start
 	Timezone        string         // @timezone
@@ -353,7 +354,7 @@ type claimArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a claimArgs) Args() []any {
-	return []any{a.ClockOffset, a.KindPriority, a.Batch, a.PriorityMaxWait, a.WindowMargin, a.QuietStart, a.Timezone, a.Kinds, a.QuietEnd, a.CapWindow, a.PerUserCap, a.PausedKeys, a.QualityHold, a.VerdictRecheck, a.Holder, a.ClaimTimeout, a.Transport, a.SpendLimit, a.DefaultLocale}
+	return []any{a.ClockOffset, a.KindPriority, a.Batch, a.PriorityMaxWait, a.ReachoutWindow, a.WindowMargin, a.QuietStart, a.Timezone, a.Kinds, a.QuietEnd, a.CapWindow, a.PerUserCap, a.PausedKeys, a.QualityHold, a.VerdictRecheck, a.Holder, a.ClaimTimeout, a.Transport, a.SpendLimit, a.DefaultLocale}
 }
 
 // claimRow is a row of queries/claim.sql.
@@ -384,7 +385,7 @@ func (r *claimRow) Dest() []any {
 }
 
 // claimQuery is queries/claim.sql.
-var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "window_margin", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
+var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "reachout_window", "window_margin", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
 
 // healthReadArgs are the parameters of queries/health_read.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -622,14 +623,16 @@ var paceQuery = sqlfile.Load[paceArgs, paceRow, *paceRow](statementFiles, "pace"
 //
 //exhaustruct:enforce
 type recheckArgs struct {
-	Kinds  string   // @kinds
-	IDs    []string // @ids
-	Holder string   // @holder
+	ReachoutWindow *time.Duration // @reachout_window
+	ClockOffset    time.Duration  // @clock_offset
+	Kinds          string         // @kinds
+	IDs            []string       // @ids
+	Holder         string         // @holder
 }
 
 // Args returns the parameters in the statement's order.
 func (a recheckArgs) Args() []any {
-	return []any{a.Kinds, a.IDs, a.Holder}
+	return []any{a.ReachoutWindow, a.ClockOffset, a.Kinds, a.IDs, a.Holder}
 }
 
 // recheckRow is a row of queries/recheck.sql.
@@ -645,7 +648,7 @@ func (r *recheckRow) Dest() []any {
 }
 
 // recheckQuery is queries/recheck.sql.
-var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "kinds", "ids", "holder")
+var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "reachout_window", "clock_offset", "kinds", "ids", "holder")
 
 // recoverArgs are the parameters of queries/recover.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

@@ -1186,7 +1186,7 @@ ALTER TABLE ONLY public.engagement_job_runs
 --
 
 ALTER TABLE public.engagement_message_queue
-    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text, 'us_marketing_blocked'::text]))) NOT VALID;
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text, 'us_marketing_blocked'::text, 'reachout_window'::text]))) NOT VALID;
 
 --
 -- Name: engagement_message_queue engagement_message_queue_deferred_reason_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -

@@ -103,6 +103,10 @@ func (c *webhookFlags) Build(io.Writer) (Transport, error) { return NewWebhook(W
 // Name returns "webhook".
 func (w *Webhook) Name() string { return "webhook" }
 
+// ReachoutLimited marks the webhook as held to the reach-out window: the
+// bot behind it sends as an ordinary WhatsApp account (ReachoutLimited).
+func (w *Webhook) ReachoutLimited() {}
+
 // Deduplicates returns true: the bot drops a repeated Idempotency-Key.
 func (w *Webhook) Deduplicates() bool { return true }
 
