@@ -164,6 +164,21 @@ func TestAGoodbyeThatWaitsPastDay28IsCancelled(t *testing.T) {
 	if len(bot.Requests()) != 0 || sum.CancelReasons["reachout_window"] != 1 {
 		t.Errorf("%d requests, cancelled %v; want none, and the goodbye cancelled reachout_window", len(bot.Requests()), sum.CancelReasons)
 	}
+	// The next days' runs take the goodbye as undelivered and do not queue
+	// another: it would be cancelled the same way every day until the user
+	// writes (statemachine.UntilTheUserWrites). Before, a new goodbye was
+	// queued (and cancelled) each day.
+	daily := cmdtest.Build(t, "./cmd/engagement-daily")
+	for d := 14; d <= 17; d++ {
+		res := cmdtest.Run(t, daily, cmdtest.Env("DATABASE_URL="+url),
+			"--as-of", now.Add(time.Duration(d)*day).UTC().Format(time.RFC3339), "--allow-future-as-of")
+		if res.Code != 0 {
+			t.Fatalf("engagement-daily, day %d: exit %d: %s", d, res.Code, res.Stderr)
+		}
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye'`); n != 1 {
+		t.Errorf("%d goodbyes queued in all; want the first alone, until the user writes", n)
+	}
 }
 
 // Issue 58: nothing changes on the Cloud API. A user silent 40 days is
