@@ -34,9 +34,7 @@ func TestACategoryChangeRoutesOnlyOnceCompleted(t *testing.T) {
 		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"],"category":"UTILITY"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
-		"WHATSAPP_PHONE_NUMBER_ID="+g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
-		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+g.Server.URL)
+	env := cmdtest.Env(g.CloudEnv(url, templates)...)
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
 		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
