@@ -23,7 +23,5 @@ func (g *Graph) Env(t testing.TB, dbURL, category string) []string {
 		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"]`+declared+`}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return cmdtest.Env("DATABASE_URL="+dbURL, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
-		"WHATSAPP_PHONE_NUMBER_ID="+g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
-		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+g.Server.URL)
+	return cmdtest.Env(g.CloudEnv(dbURL, templates)...)
 }

@@ -52,12 +52,20 @@ type Graph struct {
 
 	marketing map[string]int // by template name
 	to        []string       // every recipient of either endpoint, in order
+	answers   []Answer       // every template message accepted, in order
 
 	templates     []TemplateEntry
 	tplStatus     int
 	tplBody       string // "" : list templates
 	tplDelay      time.Duration
 	templateReads atomic.Int64
+}
+
+// Answer is one template message a send endpoint accepted: the endpoint
+// ("messages" or "marketing_messages"), the recipient ("to"), the
+// template's name and the wamid Meta answered.
+type Answer struct {
+	Endpoint, To, Template, ID string
 }
 
 // TemplateEntry is one template as the Message Templates API lists it.
@@ -177,6 +185,32 @@ func (g *Graph) RecipientCounts() map[string]int {
 	return out
 }
 
+// Answers are the template messages either endpoint accepted, in order,
+// with the wamid each was answered.
+func (g *Graph) Answers() []Answer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.answers)
+}
+
+// answered records an accepted message's answer and returns its wamid.
+func (g *Graph) answered(endpoint, to, template, id string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.answers = append(g.answers, Answer{Endpoint: endpoint, To: to, Template: template, ID: id})
+	return id
+}
+
+// CloudEnv is the environment (KEY=value) that points queue-process at
+// this Graph: the Cloud API transport (whatsapp-cloud) on the database at
+// databaseURL, with the templates file templates, the Graph's number and
+// a token it accepts. Callers add what else they need (cmdtest.Env).
+func (g *Graph) CloudEnv(databaseURL, templates string) []string {
+	return []string{"DATABASE_URL=" + databaseURL, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
+		"WHATSAPP_PHONE_NUMBER_ID=" + g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
+		"WHATSAPP_TEMPLATES=" + templates, "WHATSAPP_BASE_URL=" + g.Server.URL}
+}
+
 // Sent counts the template messages accepted, by template name.
 func (g *Graph) Sent() map[string]int {
 	g.mu.Lock()
@@ -206,15 +240,17 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		name, to, n := g.accept(r, g.sent)
+		id := g.answered("messages", to, name, "wamid."+name+"."+itoa(n))
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
-			`"}],"messages":[{"id":"wamid.` + name + "." + itoa(n) + `"}]}`))
+			`"}],"messages":[{"id":"` + id + `"}]}`))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/marketing_messages":
 		if g.pace.refuse(w) {
 			return
 		}
 		name, to, n := g.accept(r, g.marketing)
+		id := g.answered("marketing_messages", to, name, "wamid.mm."+name+"."+itoa(n))
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
-			`"}],"messages":[{"id":"wamid.mm.` + name + "." + itoa(n) + `","message_status":"accepted"}]}`))
+			`"}],"messages":[{"id":"` + id + `","message_status":"accepted"}]}`))
 	case r.Method == http.MethodGet && strings.TrimPrefix(r.URL.Path, "/") == g.AccountID+"/message_templates":
 		g.serveTemplates(w, r)
 	default:
