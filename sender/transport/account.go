@@ -116,3 +116,10 @@ func retryAfterSeconds(raw json.RawMessage) (int64, bool) {
 	}
 	return int64(min(f, MaxAccountPause.Seconds())), true
 }
+
+// AccountReporter is a transport whose receiver may refuse the whole
+// account (an *AccountError): queue-process then reads and records the
+// transport's pause.
+type AccountReporter interface {
+	ReportsAccountErrors() bool
+}

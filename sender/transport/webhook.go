@@ -105,6 +105,10 @@ func (c *webhookFlags) Build(io.Writer) (Transport, error) { return NewWebhook(W
 // Name returns "webhook".
 func (w *Webhook) Name() string { return "webhook" }
 
+// ReportsAccountErrors returns true: the bot may refuse the whole account
+// (account.go).
+func (w *Webhook) ReportsAccountErrors() bool { return true }
+
 // Deduplicates returns true: the bot drops a repeated Idempotency-Key.
 func (w *Webhook) Deduplicates() bool { return true }
 
