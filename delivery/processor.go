@@ -229,9 +229,9 @@ type ProcessSummary struct {
 	// renew its lease in time), "account_paused" (the transport is paused:
 	// the receiver refused the whole account; Pause says how and until
 	// when). Empty when it drained the queue.
-	Stopped string `json:"stopped,omitempty"`
-	Outage  string `json:"outage,omitempty"`
-	Pause   *Pause `json:"pause,omitempty"`
+	Stopped    string `json:"stopped,omitempty"`
+	Outage     string `json:"outage,omitempty"`
+	Pause      *Pause `json:"pause,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 }
 

@@ -84,6 +84,9 @@ var wantPrivileges = map[string][]string{
 	// Opt-outs and erasures for the batches in flight (migration 72):
 	// erase writes one, queue-process reads them and deletes the old.
 	"engagement_wishes": {"SELECT", "INSERT", "DELETE"},
+	// Account-wide refusals of a transport (migration 80): queue-process
+	// records and reads them; engagementctl pause clear ends one early.
+	"engagement_transport_pauses": {"SELECT", "INSERT", "UPDATE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
