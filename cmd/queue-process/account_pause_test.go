@@ -2,9 +2,11 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -248,5 +251,49 @@ func TestTheCloudAPIKnowsNoAccountPause(t *testing.T) {
 	var recorded int
 	if err := pool.QueryRow(context.Background(), `SELECT refusals FROM engagement_transport_pauses`).Scan(&recorded); err != nil || recorded != 1 {
 		t.Errorf("the pauses table changed (refusals %d, %v); want the one row as it was", recorded, err)
+	}
+}
+
+// A logged-out device has no end of its own: the pause lasts, a day on
+// still, until an operator re-links the device and clears it with
+// engagementctl pause clear; engagementctl pause list shows it active with
+// what to do; the next run sends everything.
+func TestALoggedOutPauseLastsUntilAnOperatorClearsIt(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	const messages = 4
+	queueMessages(t, pool, messages)
+	bot := newAccountBot(t, http.StatusUnauthorized, `{"account_error":"logged_out"}`)
+	asOf := fixture.Now(t, pool).Add(time.Minute).Truncate(time.Second)
+
+	checkPaused(t, "the refused run", pauseRun(t, url, bot, asOf), "logged_out", nil)
+	checkPaused(t, "a day on", pauseRun(t, url, bot, asOf.Add(24*time.Hour)), "logged_out", nil)
+	if requests, _, _ := bot.counts(); requests != 1 {
+		t.Errorf("%d requests; want the one refused", requests)
+	}
+
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	res := cmdtest.Exec(t, ctl.NewCommand, env, "pause", "list", "--output", "json")
+	var list struct{ Pauses []delivery.Pause }
+	if err := json.Unmarshal([]byte(res.Stdout), &list); res.Code != 0 || err != nil {
+		t.Fatalf("pause list: exit %d, %q (%v): %s", res.Code, res.Stdout, err, res.Stderr)
+	}
+	if p := list.Pauses; len(p) != 1 || p[0].Transport != "webhook" || p[0].Kind != "logged_out" || !p[0].Active ||
+		p[0].Until != nil || !strings.Contains(p[0].Advice, "re-link") {
+		t.Errorf("pause list: %s; want the webhook's logged_out pause, active, no end, saying to re-link the device", res.Stdout)
+	}
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "pause", "clear", "--transport", "webhook", "--actor", "ops")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "cleared") {
+		t.Fatalf("pause clear: exit %d, %q: %s", res.Code, res.Stdout, res.Stderr)
+	}
+
+	bot.accept()
+	sum := pauseRun(t, url, bot, asOf.Add(24*time.Hour))
+	if _, keys, repeats := bot.counts(); sum.Stopped != "" || sum.Sent != messages || keys != messages || repeats != 0 {
+		t.Errorf("after the clear: summary %+v, %d keys accepted, %d repeats; want all %d sent once", sum, keys, repeats, messages)
+	}
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "pause", "list")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "cleared") {
+		t.Errorf("pause list after the clear: exit %d, %q; want the pause shown cleared", res.Code, res.Stdout)
 	}
 }
