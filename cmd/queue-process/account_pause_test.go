@@ -282,6 +282,10 @@ func TestALoggedOutPauseLastsUntilAnOperatorClearsIt(t *testing.T) {
 		p[0].Until != nil || !strings.Contains(p[0].Advice, "re-link") {
 		t.Errorf("pause list: %s; want the webhook's logged_out pause, active, no end, saying to re-link the device", res.Stdout)
 	}
+	res = cmdtest.Exec(t, ctl.NewCommand, env, "status")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "PAUSED: webhook, the account refused (logged_out)") {
+		t.Errorf("status: exit %d, %q; want the pause said", res.Code, res.Stdout)
+	}
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "pause", "clear", "--transport", "webhook", "--actor", "ops")
 	if res.Code != 0 || !strings.Contains(res.Stdout, "cleared") {
 		t.Fatalf("pause clear: exit %d, %q: %s", res.Code, res.Stdout, res.Stderr)
