@@ -269,7 +269,7 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	if st.NumberHealth, err = delivery.ReadNumberHealth(ctx, tx); err != nil {
 		return nil, err
 	}
-	if st.Pauses, err = activePauses(ctx, tx); err != nil {
+	if st.Pauses, err = ActivePauses(ctx, tx); err != nil {
 		return nil, err
 	}
 	if st.Spend, err = pricing.ReadSpend(ctx, tx, asOf, o.Prices); err != nil {
@@ -430,8 +430,8 @@ func readSpendForecast(ctx context.Context, tx pgx.Tx, asOf time.Time, prices *p
 	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastGoodbyes(goodbyes, prices)}, nil
 }
 
-// activePauses reads the transports paused now; an empty list when none is.
-func activePauses(ctx context.Context, db postgres.Querier) ([]delivery.Pause, error) {
+// ActivePauses reads the transports paused now; an empty list when none is.
+func ActivePauses(ctx context.Context, db postgres.Querier) ([]delivery.Pause, error) {
 	all, err := delivery.ReadPauses(ctx, db)
 	if err != nil {
 		return nil, err
