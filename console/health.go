@@ -93,6 +93,9 @@ type HealthCard struct {
 	Rule string `json:"rule"`
 	// Link is the page that shows the numbers.
 	Link string `json:"link"`
+	// Transport is a pause card's transport (the clear action's); "" on
+	// the other cards.
+	Transport string `json:"transport,omitempty"`
 }
 
 // latestRuns are the runs the summary judges, from the latest run of each
@@ -156,7 +159,7 @@ func (q Queue) PauseCards() []HealthCard {
 			until = "until " + p.Until.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		cards = append(cards, HealthCard{Name: "pause:" + p.Transport, Label: p.Transport + ": account paused",
-			Value: p.Kind, Level: Red, Link: "/queue#pauses",
+			Value: p.Kind, Level: Red, Link: "/queue#pauses", Transport: p.Transport,
 			Detail: "nothing is sent " + until + "; the messages wait. What to do: " + p.Advice,
 			Rule: "Red while the transport is paused: the bot answered that WhatsApp refuses its whole account " +
 				"(reachout_timelock, rate_overlimit, logged_out, banned). Shown only then."})

@@ -74,3 +74,37 @@ func TestAnAccountPauseIsRedWithWhatToDoInTheBrowser(t *testing.T) {
 	}
 	browsertest.RequireNoErrors(t, ctx)
 }
+
+// An operator clears the pause from the queue page, once its cause is
+// gone: Clear… shows what it ends, the confirmation clears it (audited),
+// and the card is gone; engagementctl pause clear does the same. A viewer
+// has no button.
+func TestAnOperatorClearsThePauseInTheBrowser(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	fixture.Exec(t, pool, `INSERT INTO engagement_transport_pauses (transport, kind, status_code, paused_at, paused_by)
+		VALUES ('webhook', 'banned', 403, now(), 'test')`)
+	srv := serve(t, pool, fixture.Now(t, pool).UTC())
+
+	if _, body := get(t, srv, "/queue", viewer, viewerPassword, false); strings.Contains(body, "/actions/clear_pause/") {
+		t.Errorf("a viewer's queue page offers to clear the pause")
+	}
+	ctx := browse(t, operator, operatorPassword)
+	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/queue"), chromedp.WaitVisible("#pauses button"),
+		chromedp.Click("#pauses button"), chromedp.WaitVisible("form#confirm"))
+	lead, err := chromedp.Run(ctx, chromedp.Text("main"))
+	if err != nil || !strings.Contains(lead, "webhook") || !strings.Contains(lead, "banned") {
+		t.Errorf("the preview says %q (%v); want the webhook's banned pause named", lead, err)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_transport_pauses WHERE cleared_at IS NULL`); n != 1 {
+		t.Errorf("the preview cleared the pause (%d active); want it active until confirmed", n)
+	}
+	browsertest.Run(t, ctx, chromedp.Click("form#confirm button"), chromedp.WaitVisible("#done"))
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_transport_pauses WHERE cleared_at IS NOT NULL AND cleared_by = $1`, operator); n != 1 {
+		t.Errorf("%d pauses cleared by %s; want the one", n, operator)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit WHERE action = 'clear_pause' AND actor = $1`, operator); n != 1 {
+		t.Errorf("%d audit rows of the clear; want 1", n)
+	}
+	browsertest.RequireNoErrors(t, ctx)
+}

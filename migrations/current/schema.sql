@@ -659,7 +659,7 @@ CREATE TABLE public.engagement_console_audit (
     filter jsonb NOT NULL,
     messages bigint NOT NULL,
     reason text,
-    CONSTRAINT engagement_console_audit_action_check CHECK ((action = ANY (ARRAY['requeue'::text, 'cancel'::text, 'enqueue'::text, 'opt_out'::text, 'opt_in'::text, 'erase'::text]))),
+    CONSTRAINT engagement_console_audit_action_check CHECK ((action = ANY (ARRAY['requeue'::text, 'cancel'::text, 'enqueue'::text, 'opt_out'::text, 'opt_in'::text, 'erase'::text, 'clear_pause'::text]))),
     CONSTRAINT engagement_console_audit_messages_check CHECK ((messages >= 0)),
     CONSTRAINT engagement_console_audit_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 500)))
 );
