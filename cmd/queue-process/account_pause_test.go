@@ -268,6 +268,11 @@ func TestALoggedOutPauseLastsUntilAnOperatorClearsIt(t *testing.T) {
 
 	checkPaused(t, "the refused run", pauseRun(t, url, bot, asOf), "logged_out", nil)
 	checkPaused(t, "a day on", pauseRun(t, url, bot, asOf.Add(24*time.Hour)), "logged_out", nil)
+	text := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook",
+		"ENGAGEMENT_WEBHOOK_URL="+bot.server.URL), "--send-interval", "0")
+	if want := "paused: the bot says WhatsApp refuses the account (logged_out); nothing is sent until it is cleared"; text.Code != 0 || !strings.Contains(text.Stdout, want) {
+		t.Errorf("the text summary: exit %d, %q; want it to say %q", text.Code, text.Stdout, want)
+	}
 	if requests, _, _ := bot.counts(); requests != 1 {
 		t.Errorf("%d requests; want the one refused", requests)
 	}
