@@ -34,11 +34,7 @@ var metaLanguage = regexp.MustCompile(`^[a-z]{2,3}(_[A-Za-z0-9]{2,8})?$`)
 // returns 1 when it changed the recorded category, 0 when it was impending
 // or older than what is recorded.
 func (s *server) applyTemplateCategory(ctx context.Context, entryID, entryTime, value json.RawMessage) (int, error) {
-	var v map[string]json.RawMessage
-	if err := json.Unmarshal(value, &v); err != nil || v == nil {
-		return 0, fmt.Errorf("%w: the value is not a JSON object", errUnusableVerdict)
-	}
-	at, err := metaTime(entryTime)
+	v, at, err := metaValue(entryTime, value)
 	if err != nil {
 		return 0, err
 	}

@@ -67,15 +67,12 @@ var metaEvent = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 var metaTemplateName = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)
 
 // applyMetaVerdict records one phone_number_quality_update,
-// business_capability_update or message_template_status_update change; it returns 1 when it changed
-// what is recorded, 0 when it was older than that. A release (APPROVED,
+// business_capability_update or message_template_status_update change; it
+// returns 1 when it changed what is recorded, 0 when it was older than
+// that. A release (APPROVED,
 // REINSTATED, UNFLAGGED) makes the messages it held due now.
 func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, value json.RawMessage) (int, error) {
-	var v map[string]json.RawMessage
-	if err := json.Unmarshal(value, &v); err != nil || v == nil {
-		return 0, fmt.Errorf("%w: the value is not a JSON object", errUnusableVerdict)
-	}
-	at, err := metaTime(entryTime)
+	v, at, err := metaValue(entryTime, value)
 	if err != nil {
 		return 0, err
 	}
@@ -173,6 +170,17 @@ func portfolioLimit(field string, v map[string]json.RawMessage) *string {
 func validTier(t string) bool {
 	_, ok := transport.TierLimit(t)
 	return ok
+}
+
+// metaValue reads an account webhook change: its value, which must be a
+// JSON object, and its entry's time (metaTime).
+func metaValue(entryTime, value json.RawMessage) (map[string]json.RawMessage, *time.Time, error) {
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(value, &v); err != nil || v == nil {
+		return nil, nil, fmt.Errorf("%w: the value is not a JSON object", errUnusableVerdict)
+	}
+	at, err := metaTime(entryTime)
+	return v, at, err
 }
 
 // metaString is v[key] when it is a JSON string.

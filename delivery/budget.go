@@ -75,6 +75,22 @@ type Ramp struct {
 	Factor float64
 }
 
+// WarmUp is queue-process --warm-up: the ramp for a number new to sending
+// through an unofficial client (the webhook to a Baileys bot), 20
+// recipients the first day and 1.5 times more each next day. Folklore,
+// not a published rule: Baileys users report restrictions after 15-20
+// messages a day to contacts with no past chat
+// (https://github.com/WhiskeySockets/Baileys/issues/1983) and after 30-40
+// to new users (#2800); the scheduler's recipients all wrote to the bot
+// within the reach-out window, and the start stays under the 30-40. The
+// factor is this project's choice (docs/baileys.md).
+var WarmUp = Ramp{Start: 20, Factor: 1.5}
+
+// WarmUpLimit is the daily limit --warm-up grows to when none is given:
+// docs/delivery.md's budget for the webhook, reached on the ramp's eighth
+// day (20, 30, 45, 67, 101, 151, 227, then 300).
+const WarmUpLimit = 300
+
 // Set reports whether r is a ramp (the zero value is none).
 func (r Ramp) Set() bool { return r.Start > 0 }
 

@@ -234,6 +234,7 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, int, error) {
 		PerUserCap:      nil,
 		SpendLimit:      nil,
 		WindowMargin:    p.windowMargin(),
+		ReachoutWindow:  p.reachoutWindow(),
 	}
 	if p.cfg.PerUserCap > 0 {
 		args.PerUserCap = &p.cfg.PerUserCap

@@ -169,8 +169,9 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	ids, statuses := make([]string, n), make([]string, n)
 	providerIDs, errTexts := make([]string, n), make([]string, n) // '' for none (settle.sql)
 	retryIns, attempted := make([]time.Duration, n), make([]int, n)
-	inDoubt := make([]bool, n)
+	inDoubt, spent := make([]bool, n), make([]bool, n)
 	for i, d := range done {
+		spent[i] = !d.o.unspent
 		ids[i], statuses[i] = d.m.ID, d.o.status
 		providerIDs[i], retryIns[i] = d.o.providerID, d.o.retryIn
 		if d.o.err != nil {
@@ -183,7 +184,7 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	}
 	args := settleArgs{
 		IDs: ids, Statuses: statuses, ProviderIDs: providerIDs, RetryIns: retryIns,
-		Errors: errTexts, Attempted: attempted, InDoubt: inDoubt, Holder: p.holder, Transport: p.cfg.Transport.Name(),
+		Errors: errTexts, Attempted: attempted, InDoubt: inDoubt, Spent: spent, Holder: p.holder, Transport: p.cfg.Transport.Name(),
 		ClockOffset: p.cfg.ClockOffset,
 	}
 	var recorded int

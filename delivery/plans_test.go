@@ -43,7 +43,7 @@ func TestHotStatementsReadWhatTheBatchHolds(t *testing.T) {
 			for i := range mine {
 				statuses[i], attempted[i] = "sent", 1
 			}
-			perUser := 2
+			perUser, reach := 2, DefaultReachoutWindow
 			statements := map[string]sqlfile.Bound{
 				"claim": claimQuery.Bind(claimArgs{Holder: "h2", ClaimTimeout: time.Minute, Batch: 400,
 					DefaultLocale: sender.DefaultLocale, Timezone: "UTC",
@@ -55,11 +55,12 @@ func TestHotStatementsReadWhatTheBatchHolds(t *testing.T) {
 					Kinds: sendRules, ClockOffset: 0, Transport: "webhook",
 					KindPriority: []string{"goodbye", "weekly_review"}, PriorityMaxWait: 72 * time.Hour,
 					PerUserCap: &perUser, CapWindow: 7 * 24 * time.Hour,
-					QualityHold: true, PausedKeys: []string{"engagement.goodbye.self_select"}, VerdictRecheck: time.Hour}),
+					QualityHold: true, PausedKeys: []string{"engagement.goodbye.self_select"}, VerdictRecheck: time.Hour,
+					ReachoutWindow: &reach}),
 				"settle": settleQuery.Bind(settleArgs{IDs: mine, Statuses: statuses, ProviderIDs: providers,
 					RetryIns: retries, Errors: errs, Attempted: attempted, InDoubt: inDoubt, Holder: "h",
 					Transport: "webhook", ClockOffset: 0}),
-				"recheck": recheckQuery.Bind(recheckArgs{IDs: mine, Holder: "h", Kinds: sendRules}),
+				"recheck": recheckQuery.Bind(recheckArgs{IDs: mine, Holder: "h", Kinds: sendRules, ReachoutWindow: &reach}),
 				"release": releaseQuery.Bind(releaseArgs{IDs: mine, Holder: "h"}),
 			}
 			for name, s := range statements {

@@ -156,6 +156,12 @@ type ProcessorConfig struct {
 	// past its period (claim.sql).
 	PerUserCap       int
 	PerUserCapWindow time.Duration // 0: DefaultPerUserCapWindow
+	// ReachoutWindow, on a transport held to the reach-out window
+	// (transport.ReachoutLimited: the webhook), cancels a message whose
+	// user last wrote to the bot longer ago than this (reachout_window,
+	// reachout.go). 0: DefaultReachoutWindow; -1: off. Other transports
+	// ignore it.
+	ReachoutWindow time.Duration
 	// ClockOffset is how far ahead of the database's clock the
 	// processor's runs: what is due, the budget's window, sent_at. 0 but
 	// in a simulation (queue-process --as-of).
@@ -214,6 +220,9 @@ type ProcessSummary struct {
 	// Pace is the run's pace (with pacing): the least gap, the jitter, and
 	// whether the day's budget fits in the waking hours at it.
 	Pace *Pace `json:"pace,omitempty"`
+	// Throughput is the number's throughput ceiling the run kept under,
+	// and how often Meta said 130429 (whatsapp-cloud; throughput.go).
+	Throughput *Throughput `json:"throughput,omitempty"`
 	// Released counts claimed messages handed back unsent, due as they
 	// were and their retries unspent: at a shutdown, the deadline, an
 	// outage.
@@ -285,8 +294,12 @@ type Processor struct {
 	verdict metaVerdict      // Meta's verdict the claim applies
 	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
 	routes  routes           // the templates' categories the run routes by (categories.go)
-	log     zerolog.Logger
-	budget  *budget // the run's send budget; nil without one
+	// throughput is the run's ceiling as read, throttle its limit on the
+	// requests' rate (throughput.go); nil on other transports.
+	throughput *Throughput
+	throttle   *throttle
+	log        zerolog.Logger
+	budget     *budget // the run's send budget; nil without one
 	// recovering lets the workers that run out of work at once share one
 	// recovery (recover.sql) instead of each scanning the claims in flight.
 	recovering singleflight.Group
@@ -367,6 +380,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("per-user cap window %s is negative", cfg.PerUserCapWindow)
 	}
 	cfg.PerUserCapWindow = cmp.Or(cfg.PerUserCapWindow, DefaultPerUserCapWindow)
+	cfg.ReachoutWindow = cmp.Or(cfg.ReachoutWindow, DefaultReachoutWindow)
 	if err := CheckKindPriority(cfg.KindPriority); err != nil {
 		return nil, err
 	}
@@ -479,6 +493,7 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		sum.Budget = state
 	}
 	sum.Number = p.health
+	sum.Throughput = p.throughputState()
 	if p.pacer != nil {
 		plan := p.plan
 		sum.Pace = &plan
@@ -519,6 +534,9 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	if err := p.readRoutes(runCtx); err != nil {
 		return stopping(runCtx, err)
 	}
+	if p.throughput, err = p.readThroughput(runCtx); err != nil {
+		return stopping(runCtx, err)
+	}
 	if p.cfg.DailyLimit > 0 {
 		b, err := p.openBudget(runCtx)
 		if err != nil {
@@ -527,6 +545,7 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		p.budget = b
 	}
 	p.pace()
+	p.floorPace()
 	// What the run runs with, for the console and status: recorded once
 	// its workers are done (recorded before them, the extra statement
 	// exposed a pacing race TestPacedSendsOverlapUpToTheWorkers catches;
@@ -766,6 +785,11 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 			return p.notStarted(ctx, m, err)
 		}
 	}
+	if p.throttle != nil {
+		if err := p.throttle.wait(ctx); err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return p.notStarted(ctx, m, err) // stopping: no send starts
 	}
@@ -946,6 +970,9 @@ type outcome struct {
 	// notSent: the attempt ended before the transport (the message could
 	// not be rendered, or the dedupe store stopped it): no attempt counts.
 	notSent bool
+	// unspent: a retry that spends none of the message's retries (Meta's
+	// 130429: the number, not the message, was over its throughput).
+	unspent bool
 }
 
 // classify turns a send's result into an outcome. Transient failures are
@@ -960,6 +987,9 @@ func (p *Processor) classify(m claimed, res transport.Result, err error) outcome
 	}
 	if p.inDoubt(err) {
 		return outcome{status: sm.StatusFailed, err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
+	}
+	if pause, ok := p.rateLimited(err); ok {
+		return outcome{status: sm.StatusPending, retryIn: pause, err: err, unspent: true}
 	}
 	var terr *transport.Error
 	isTransportErr := errors.As(err, &terr)

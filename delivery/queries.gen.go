@@ -334,6 +334,7 @@ type claimArgs struct {
 	KindPriority    []string       // @kind_priority
 	Batch           int64          // @batch
 	PriorityMaxWait time.Duration  // @priority_max_wait
+	ReachoutWindow  *time.Duration // @reachout_window
 	WindowMargin    *time.Duration // @window_margin
 	QuietStart      *time.Duration // @quiet_start
 	Timezone        string         // @timezone
@@ -353,7 +354,7 @@ type claimArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a claimArgs) Args() []any {
-	return []any{a.ClockOffset, a.KindPriority, a.Batch, a.PriorityMaxWait, a.WindowMargin, a.QuietStart, a.Timezone, a.Kinds, a.QuietEnd, a.CapWindow, a.PerUserCap, a.PausedKeys, a.QualityHold, a.VerdictRecheck, a.Holder, a.ClaimTimeout, a.Transport, a.SpendLimit, a.DefaultLocale}
+	return []any{a.ClockOffset, a.KindPriority, a.Batch, a.PriorityMaxWait, a.ReachoutWindow, a.WindowMargin, a.QuietStart, a.Timezone, a.Kinds, a.QuietEnd, a.CapWindow, a.PerUserCap, a.PausedKeys, a.QualityHold, a.VerdictRecheck, a.Holder, a.ClaimTimeout, a.Transport, a.SpendLimit, a.DefaultLocale}
 }
 
 // claimRow is a row of queries/claim.sql.
@@ -384,7 +385,7 @@ func (r *claimRow) Dest() []any {
 }
 
 // claimQuery is queries/claim.sql.
-var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "window_margin", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
+var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "reachout_window", "window_margin", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
 
 // healthReadArgs are the parameters of queries/health_read.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -722,14 +723,16 @@ var pausesQuery = sqlfile.Load[sqlfile.None, pausesRow, *pausesRow](statementFil
 //
 //exhaustruct:enforce
 type recheckArgs struct {
-	Kinds  string   // @kinds
-	IDs    []string // @ids
-	Holder string   // @holder
+	ReachoutWindow *time.Duration // @reachout_window
+	ClockOffset    time.Duration  // @clock_offset
+	Kinds          string         // @kinds
+	IDs            []string       // @ids
+	Holder         string         // @holder
 }
 
 // Args returns the parameters in the statement's order.
 func (a recheckArgs) Args() []any {
-	return []any{a.Kinds, a.IDs, a.Holder}
+	return []any{a.ReachoutWindow, a.ClockOffset, a.Kinds, a.IDs, a.Holder}
 }
 
 // recheckRow is a row of queries/recheck.sql.
@@ -745,7 +748,7 @@ func (r *recheckRow) Dest() []any {
 }
 
 // recheckQuery is queries/recheck.sql.
-var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "kinds", "ids", "holder")
+var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "reachout_window", "clock_offset", "kinds", "ids", "holder")
 
 // recoverArgs are the parameters of queries/recover.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -865,6 +868,7 @@ type settleArgs struct {
 	Errors      []string        // @errors
 	Attempted   []int           // @attempted
 	InDoubt     []bool          // @in_doubt
+	Spent       []bool          // @spent
 	Holder      string          // @holder
 	ClockOffset time.Duration   // @clock_offset
 	Transport   string          // @transport
@@ -872,7 +876,7 @@ type settleArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a settleArgs) Args() []any {
-	return []any{a.IDs, a.Statuses, a.ProviderIDs, a.RetryIns, a.Errors, a.Attempted, a.InDoubt, a.Holder, a.ClockOffset, a.Transport}
+	return []any{a.IDs, a.Statuses, a.ProviderIDs, a.RetryIns, a.Errors, a.Attempted, a.InDoubt, a.Spent, a.Holder, a.ClockOffset, a.Transport}
 }
 
 // settleRow is a row of queries/settle.sql.
@@ -886,7 +890,7 @@ func (r *settleRow) Dest() []any {
 }
 
 // settleQuery is queries/settle.sql.
-var settleQuery = sqlfile.Load[settleArgs, settleRow, *settleRow](statementFiles, "settle", "ids", "statuses", "provider_ids", "retry_ins", "errors", "attempted", "in_doubt", "holder", "clock_offset", "transport")
+var settleQuery = sqlfile.Load[settleArgs, settleRow, *settleRow](statementFiles, "settle", "ids", "statuses", "provider_ids", "retry_ins", "errors", "attempted", "in_doubt", "spent", "holder", "clock_offset", "transport")
 
 // startArgs are the parameters of queries/start.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
@@ -947,6 +951,33 @@ func (r *templatesRow) Dest() []any {
 
 // templatesQuery is queries/templates.sql.
 var templatesQuery = sqlfile.Load[templatesArgs, templatesRow, *templatesRow](statementFiles, "templates", "max_templates")
+
+// throughputArgs are the parameters of queries/throughput.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type throughputArgs struct {
+	PhoneNumberID string // @phone_number_id
+	OnBizApp      *bool  // @on_biz_app
+}
+
+// Args returns the parameters in the statement's order.
+func (a throughputArgs) Args() []any {
+	return []any{a.PhoneNumberID, a.OnBizApp}
+}
+
+// throughputRow is a row of queries/throughput.sql.
+type throughputRow struct {
+	OnBizApp bool // on_biz_app
+}
+
+// Dest returns the fields in the columns' order.
+func (r *throughputRow) Dest() []any {
+	return []any{&r.OnBizApp}
+}
+
+// throughputQuery is queries/throughput.sql.
+var throughputQuery = sqlfile.Load[throughputArgs, throughputRow, *throughputRow](statementFiles, "throughput", "phone_number_id", "on_biz_app")
 
 // unholdArgs are the parameters of queries/unhold.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

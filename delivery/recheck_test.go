@@ -57,3 +57,50 @@ func TestRecheckSendsTheConfirmationOnlyWhileOptedOut(t *testing.T) {
 		t.Errorf("recheck cancelled %v; want %v (the opted-out user's confirmation %s kept)", got, want, ids[1])
 	}
 }
+
+// Issue 58: the reach-out window at the check right before the request.
+// A message claimed while its user was inside the window (27 days silent)
+// is checked again when the processor's clock has moved on (2 days, as a
+// paced or spread run's last sends can be minutes after their claim, and
+// the clock input stands for them here): the user is past the window, and
+// the message is cancelled, reachout_window. On the claim's clock, or
+// with the window off (a transport not held to it), it stays claimed.
+func TestRecheckCancelsAMessageWhoseUserCrossedTheReachoutWindow(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	user := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now().Add(-27 * 24 * time.Hour)})
+	var id string
+	if err := tx.QueryRow(ctx, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
+		       scheduled_for, idempotency_key, status, claimed_by, claimed_until)
+		VALUES ($1, 'account_notice', 'engagement.weekly_review.celebration', 'individual', '55@s.whatsapp.net', now(),
+		        'crossing', 'processing', 'h', now() + interval '1 minute')
+		RETURNING id::text`, user).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	window := DefaultReachoutWindow
+	for _, c := range []struct {
+		name   string
+		offset time.Duration
+		window *time.Duration
+		want   string
+	}{
+		{"on the claim's clock", 0, &window, ""},
+		{"the window off", 2 * 24 * time.Hour, nil, ""},
+		{"two days on", 2 * 24 * time.Hour, &window, sm.CancelReachoutWindow},
+	} {
+		rows, err := recheckQuery.All(ctx, tx, recheckArgs{IDs: []string{id}, Holder: "h", Kinds: sendRules,
+			ClockOffset: c.offset, ReachoutWindow: c.window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, r := range rows {
+			got = r.CancelReason
+		}
+		if got != c.want {
+			t.Errorf("%s: the check cancelled it with %q; want %q", c.name, got, c.want)
+		}
+	}
+}

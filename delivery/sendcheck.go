@@ -104,7 +104,8 @@ func (c *sendCheck) check(ctx context.Context, i int) error {
 	var gone map[string]string
 	err := c.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		gone = map[string]string{}
-		return recheckQuery.Each(ctx, conn, recheckArgs{Kinds: sendRules, IDs: ids, Holder: c.p.holder}, func(r *recheckRow) error {
+		return recheckQuery.Each(ctx, conn, recheckArgs{Kinds: sendRules, IDs: ids, Holder: c.p.holder,
+			ClockOffset: c.p.cfg.ClockOffset, ReachoutWindow: c.p.reachoutWindow()}, func(r *recheckRow) error {
 			if r.Cancelled {
 				gone[r.ID] = r.CancelReason
 			} else {

@@ -88,9 +88,11 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	if ok.Status != "sent" || ok.ProviderID == nil || *ok.ProviderID != "wamid.5511900000001" {
 		t.Errorf("message 1: %+v, want sent with its wamid stored", ok)
 	}
+	// 130429 is the number over its throughput, not the message's fault:
+	// it goes again after the pause, its retry unspent (issue 57).
 	retried := rowOf(t, pool, ids["5511900000002"])
-	if retried.Status != "sent" || retried.RetryCount != 1 {
-		t.Errorf("message 2: %+v, want sent after one retry", retried)
+	if retried.Status != "sent" || retried.RetryCount != 0 {
+		t.Errorf("message 2: %+v, want sent after a retry that spent none", retried)
 	}
 	failed := rowOf(t, pool, ids["5511900000003"])
 	if failed.Status != "failed" || failed.RetryCount != 0 || failed.Error == nil || !strings.Contains(*failed.Error, "131047") {

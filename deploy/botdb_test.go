@@ -130,10 +130,12 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	}
 
 	// Delivery: each due message once, the old scheduler's goodbye under
-	// its own key.
+	// its own key; not the goodbye of the user with no activity for 30
+	// days, past the webhook's reach-out window (issue 58): cancelled.
 	sent := run(queuecmd.NewCommand, "--send-interval", "0")
-	if got := counter(sent, "sent"); got != 6 {
-		t.Errorf("queue-process sent %d, want 6 (the old goodbye, 3 new goodbyes, 2 reviews): %v", got, sent)
+	if got, reasons := counter(sent, "sent"), sent["cancel_reasons"]; got != 5 || fmt.Sprint(reasons) != "map[reachout_window:1]" {
+		t.Errorf("queue-process sent %d, cancelled %v; want 5 (the old goodbye, 2 new goodbyes, 2 reviews) and 1 reachout_window: %v",
+			got, reasons, sent)
 	}
 	oldKey := botdb.OldPendingGoodbye + ":goodbye_sent:" + asOf.Add(-24*time.Hour).Format("2006-01-02")
 	if reqs := bot.ByKey(oldKey); len(reqs) != 1 || reqs[0].Body.Text == "" {
@@ -149,9 +151,10 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 		}
 	}
 
-	// Run everything again: nothing new.
-	if daily := run(jobcmd.NewDailyCommand, "--as-of", at(0)); counter(daily, "queued") != 0 || counter(daily, "processed") != 0 {
-		t.Errorf("daily again: %v, want nothing queued or moved", daily)
+	// Run everything again: nothing new but the cancelled goodbye's user,
+	// back to active (a goodbye not delivered is not timed out on).
+	if daily := run(jobcmd.NewDailyCommand, "--as-of", at(0)); counter(daily, "queued") != 0 || counter(daily, "processed") != 1 {
+		t.Errorf("daily again: %v, want nothing queued and the one user moved", daily)
 	}
 	if weekly := run(jobcmd.NewWeeklyCommand, "--as-of", at(0), "--skip-send"); counter(weekly, "queued") != 0 {
 		t.Errorf("weekly again: %v, want nothing queued", weekly)
@@ -159,8 +162,8 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	if again := run(queuecmd.NewCommand, "--send-interval", "0"); counter(again, "sent") != 0 {
 		t.Errorf("queue-process again: %v, want nothing sent", again)
 	}
-	if n := len(bot.Requests()); n != 6 {
-		t.Errorf("the bot got %d requests in all, want 6", n)
+	if n := len(bot.Requests()); n != 5 {
+		t.Errorf("the bot got %d requests in all, want 5", n)
 	}
 
 	verify := func(asOf string) {

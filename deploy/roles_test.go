@@ -84,6 +84,9 @@ var wantPrivileges = map[string][]string{
 	// Opt-outs and erasures for the batches in flight (migration 72):
 	// erase writes one, queue-process reads them and deletes the old.
 	"engagement_wishes": {"SELECT", "INSERT", "DELETE"},
+	// Meta's throughput level per Cloud API number (migration 77):
+	// queue-process records what it read at start.
+	"engagement_number_throughput": {"SELECT", "INSERT", "UPDATE"},
 	// Account-wide refusals of a transport (migration 80): queue-process
 	// records and reads them; engagementctl pause clear ends one early.
 	"engagement_transport_pauses": {"SELECT", "INSERT", "UPDATE"},

@@ -203,7 +203,8 @@ func goodbyeTimeoutMove(t, undelivered sm.Transition, asOf time.Time) mover {
 			UndeliveredToState: string(undelivered.To), UndeliveredTrigger: string(undelivered.Trigger),
 			EcosystemLimitCode: backoff.EcosystemLimitCode, EcosystemLimitBackoff: backoff.EcosystemLimit,
 			UndeliverableBackoff: backoff.Undeliverable, MarketingStoppedCode: backoff.MarketingStoppedCode,
-			First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
+			UntilUserWrites: backoff.UntilTheUserWrites,
+			First:           m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
 			RunID: m.runID, DryRun: m.dryRun,
 		}
 	})

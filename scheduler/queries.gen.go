@@ -21,6 +21,7 @@ var statementFiles embed.FS
 //
 //exhaustruct:enforce
 type dailyGoodbyeTimeoutArgs struct {
+	UntilUserWrites       []string        // @until_user_writes
 	AsOf                  time.Time       // @as_of
 	GoodbyeWindow         time.Duration   // @goodbye_window
 	KeyInfix              string          // @key_infix
@@ -43,7 +44,7 @@ type dailyGoodbyeTimeoutArgs struct {
 
 // Args returns the parameters in the statement's order.
 func (a dailyGoodbyeTimeoutArgs) Args() []any {
-	return []any{a.AsOf, a.GoodbyeWindow, a.KeyInfix, a.ToState, a.UndeliveredToState, a.Trigger, a.UndeliveredTrigger, a.EcosystemLimitCode, a.EcosystemLimitBackoff, a.UndeliverableBackoff, a.MarketingStoppedCode, a.First, a.End, a.FromState, a.ShardIndex, a.ShardCount, a.DryRun, a.RunID}
+	return []any{a.UntilUserWrites, a.AsOf, a.GoodbyeWindow, a.KeyInfix, a.ToState, a.UndeliveredToState, a.Trigger, a.UndeliveredTrigger, a.EcosystemLimitCode, a.EcosystemLimitBackoff, a.UndeliverableBackoff, a.MarketingStoppedCode, a.First, a.End, a.FromState, a.ShardIndex, a.ShardCount, a.DryRun, a.RunID}
 }
 
 // dailyGoodbyeTimeoutRow is a row of queries/daily_goodbye_timeout.sql.
@@ -64,7 +65,7 @@ func (r *dailyGoodbyeTimeoutRow) Dest() []any {
 }
 
 // dailyGoodbyeTimeoutQuery is queries/daily_goodbye_timeout.sql.
-var dailyGoodbyeTimeoutQuery = sqlfile.Load[dailyGoodbyeTimeoutArgs, dailyGoodbyeTimeoutRow, *dailyGoodbyeTimeoutRow](statementFiles, "daily_goodbye_timeout", "as_of", "goodbye_window", "key_infix", "to_state", "undelivered_to_state", "trigger", "undelivered_trigger", "ecosystem_limit_code", "ecosystem_limit_backoff", "undeliverable_backoff", "marketing_stopped_code", "first", "end", "from_state", "shard_index", "shard_count", "dry_run", "run_id")
+var dailyGoodbyeTimeoutQuery = sqlfile.Load[dailyGoodbyeTimeoutArgs, dailyGoodbyeTimeoutRow, *dailyGoodbyeTimeoutRow](statementFiles, "daily_goodbye_timeout", "until_user_writes", "as_of", "goodbye_window", "key_infix", "to_state", "undelivered_to_state", "trigger", "undelivered_trigger", "ecosystem_limit_code", "ecosystem_limit_backoff", "undeliverable_backoff", "marketing_stopped_code", "first", "end", "from_state", "shard_index", "shard_count", "dry_run", "run_id")
 
 // dailyInactivity14dArgs are the parameters of queries/daily_inactivity_14d.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

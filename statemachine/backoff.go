@@ -40,6 +40,16 @@ var UndeliverableBackoff = []time.Duration{7 * day, 14 * day, 28 * day}
 
 const day = 24 * time.Hour
 
+// UntilTheUserWrites are the cancel reasons after which a goodbye is not
+// tried again until the user writes: the same goodbye would be cancelled
+// the same way every day until then. reachout_window: the user's last
+// message is older than the webhook's reach-out window, and only a new
+// one opens it again; us_marketing_blocked: Meta delivers no marketing
+// template to a +1 number, whatever the day.
+func UntilTheUserWrites() []string {
+	return []string{CancelReachoutWindow, CancelUSMarketingBlocked}
+}
+
 // Backoff is the goodbye backoff as the daily job's goodbye_timeout
 // statement takes it.
 type Backoff struct {
@@ -47,13 +57,16 @@ type Backoff struct {
 	MarketingStoppedCode string
 	EcosystemLimit       []time.Duration
 	Undeliverable        []time.Duration
+	// UntilTheUserWrites are UntilTheUserWrites' reasons.
+	UntilTheUserWrites []string
 }
 
 // BackoffArgs is the goodbye backoff, in fresh slices each call.
 func BackoffArgs() Backoff {
 	return Backoff{
 		EcosystemLimitCode: CodeEcosystemLimit, MarketingStoppedCode: CodeMarketingStopped,
-		EcosystemLimit: append([]time.Duration(nil), EcosystemLimitBackoff...),
-		Undeliverable:  append([]time.Duration(nil), UndeliverableBackoff...),
+		EcosystemLimit:     append([]time.Duration(nil), EcosystemLimitBackoff...),
+		Undeliverable:      append([]time.Duration(nil), UndeliverableBackoff...),
+		UntilTheUserWrites: UntilTheUserWrites(),
 	}
 }

@@ -35,14 +35,19 @@ const (
 	// CancelUSMarketingBlocked: a marketing template to a +1 (US) number on
 	// the Cloud API, which Meta does not deliver (since 2025-04-01).
 	CancelUSMarketingBlocked = "us_marketing_blocked"
+	// CancelReachoutWindow: on the webhook transport (an unofficial
+	// WhatsApp client such as Baileys), a message to a user whose last
+	// message to the bot is older than queue-process --reachout-window:
+	// WhatsApp refuses it (error 463, the reach-out timelock).
+	CancelReachoutWindow = "reachout_window"
 )
 
 // CancelReasons returns every cancel reason, in the order reports show them:
 // opted_out, stale, no_user, operator, frequency, erased, holdout,
-// us_marketing_blocked. The slice is a fresh copy.
+// us_marketing_blocked, reachout_window. The slice is a fresh copy.
 func CancelReasons() []string {
 	return []string{CancelOptedOut, CancelStale, CancelNoUser, CancelOperator, CancelFrequency, CancelErased, CancelHoldout,
-		CancelUSMarketingBlocked}
+		CancelUSMarketingBlocked, CancelReachoutWindow}
 }
 
 // Why a pending message waits past its scheduled time

@@ -33,7 +33,7 @@ func TestStatusCountsCancelledByReason(t *testing.T) {
 	want := []status.ReasonCount{{Reason: "opted_out", Messages: 2}, {Reason: "stale", Messages: 1},
 		{Reason: "no_user", Messages: 0}, {Reason: "operator", Messages: 1}, {Reason: "frequency", Messages: 0},
 		{Reason: "erased", Messages: 0}, {Reason: "holdout", Messages: 0},
-		{Reason: "us_marketing_blocked", Messages: 0}, {Reason: status.ReasonUnspecified, Messages: 1}}
+		{Reason: "us_marketing_blocked", Messages: 0}, {Reason: "reachout_window", Messages: 0}, {Reason: status.ReasonUnspecified, Messages: 1}}
 	if !slices.Equal(st.Queue.CancelledByReason, want) {
 		t.Errorf("cancelled by reason %+v, want %+v", st.Queue.CancelledByReason, want)
 	}

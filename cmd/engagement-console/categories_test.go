@@ -3,8 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,14 +27,7 @@ func TestACategoryChangeRoutesOnlyOnceCompleted(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	g := metafake.NewGraph(t)
-	templates := filepath.Join(t.TempDir(), "templates.json")
-	if err := os.WriteFile(templates, []byte(`{"engagement.weekly_review.celebration":
-		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"],"category":"UTILITY"}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
-		"WHATSAPP_PHONE_NUMBER_ID="+g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
-		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+g.Server.URL)
+	env := g.Env(t, url, "UTILITY")
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
 		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})

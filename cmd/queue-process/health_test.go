@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,14 +31,7 @@ func TestALyingGraphAPINeverClearsTheFlagNorRaisesTheLimit(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	g := metafake.NewGraph(t)
-	templates := filepath.Join(t.TempDir(), "templates.json")
-	if err := os.WriteFile(templates, []byte(`{"engagement.weekly_review.celebration":
-		{"name":"weekly_review_v1","language":{"pt-BR":"pt_BR"},"params":["count"]}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
-		"WHATSAPP_PHONE_NUMBER_ID="+g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
-		"WHATSAPP_TEMPLATES="+templates, "WHATSAPP_BASE_URL="+g.Server.URL)
+	env := g.Env(t, url, "")
 	// Each run is two hours after the one before (--as-of), so that what
 	// the last run held for Meta's verdict (an hour,
 	// delivery.VerdictRecheck) is due again.

@@ -34,9 +34,7 @@ func routeEnv(t *testing.T, url string, g *metafake.Graph, account bool) []strin
 	if err := os.WriteFile(templates, []byte(routeTemplates), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"DATABASE_URL=" + url, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
-		"WHATSAPP_PHONE_NUMBER_ID=" + g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
-		"WHATSAPP_TEMPLATES=" + templates, "WHATSAPP_BASE_URL=" + g.Server.URL}
+	env := g.CloudEnv(url, templates)
 	if account {
 		env = append(env, "WHATSAPP_BUSINESS_ACCOUNT_ID="+g.AccountID)
 	}

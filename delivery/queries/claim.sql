@@ -29,6 +29,13 @@
 --   with current_goodbye_only, a message whose period_start is another
 --     UTC day than the user's goodbye_sent_at (one queued without a
 --     period_start is checked on the state alone)               → 'stale'
+-- On a transport held to the reach-out window (@reachout_window set: the
+-- webhook to an unofficial client such as Baileys; NULL otherwise), a
+-- message still wanted by the rules above whose user's last message to the
+-- bot (user_engagement_states.last_activity_at; none known without a state
+-- row) is older than @reachout_window                    → 'reachout_window'
+-- (WhatsApp refuses it, error 463: docs/baileys.md). Any type, whoever
+-- queued it; a last message only moves forward, so waiting never helps.
 -- A message in doubt that an operator cancelled (engagementctl cancel, the
 -- console: ops_cancel.sql leaves it pending with cancel_reason 'operator')
 -- is no longer wanted                                        → 'operator'
@@ -99,7 +106,7 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 --
--- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, @window_margin, message_params, scheduled_for, spend_id, budget_used
+-- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, @window_margin, @reachout_window, message_params, scheduled_for, spend_id, budget_used
 WITH RECURSIVE plain AS (
     SELECT q.id, row_number() OVER (ORDER BY q.scheduled_for, q.id) AS pos
       FROM (SELECT q.id, q.scheduled_for
@@ -151,6 +158,9 @@ WITH RECURSIVE plain AS (
                               coalesce(p.reengagement_opt_out, false),
                               coalesce((k.kind ->> 'holdout')::boolean AND s.goodbye_holdout
                                        AND coalesce(s.last_activity_at, s.created_at) <= s.goodbye_sent_at, false)) AS refusal,
+           @reachout_window::interval IS NOT NULL
+           AND coalesce(s.last_activity_at < now() + @clock_offset::interval - @reachout_window::interval, true)
+               AS outside_reach,
            date_trunc('day', s.goodbye_sent_at, 'UTC') AS current_goodbye_day,
            @window_margin::interval IS NOT NULL
            AND engagement_service_window_open(s.last_activity_at, now() + @clock_offset::interval)
@@ -174,7 +184,7 @@ WITH RECURSIVE plain AS (
      WHERE q.id = ANY (ARRAY(SELECT id FROM picked))
 ), checked AS (
     SELECT d.id, d.locale, d.waited, d.in_doubt,
-           CASE WHEN d.in_doubt AND d.operator_cancelled THEN 'operator'
+           coalesce(CASE WHEN d.in_doubt AND d.operator_cancelled THEN 'operator'
                 WHEN d.kind IS NOT NULL AND d.no_user THEN 'no_user'
                 WHEN d.refusal IS NOT NULL THEN d.refusal
                 WHEN d.kind IS NULL THEN NULL
@@ -184,7 +194,7 @@ WITH RECURSIVE plain AS (
                 WHEN (d.kind ->> 'current_goodbye_only')::boolean
                  AND d.period_start IS NOT NULL
                  AND d.period_start IS DISTINCT FROM d.current_goodbye_day THEN 'stale'
-           END AS cancel_reason,
+           END, CASE WHEN d.outside_reach THEN 'reachout_window' END) AS cancel_reason,
            engagement_quiet_until(now() + @clock_offset::interval, d.tz,
                                   @quiet_start::interval, @quiet_end::interval) AS quiet_until
       FROM due d

@@ -17,6 +17,10 @@
 --     states, or (current_goodbye_only) a goodbye whose
 --     period_start is another UTC day than the user's
 --     goodbye_sent_at                                 → 'stale'
+--   and, when still wanted, on a transport held to the reach-out window
+--   (@reachout_window set, else NULL), a user whose last message to the
+--   bot is older than it, as of the processor's clock (the database's,
+--   @clock_offset ahead)                              → 'reachout_window'
 -- Only messages @holder still holds (the fencing check): a claim lost
 -- meanwhile is its new holder's to check. A cancelled message is
 -- 'cancelled' with its cancel_reason and no longer claimed; it was never
@@ -28,9 +32,11 @@
 -- here; one no longer wanted is returned with why and cancelled false, for
 -- the processor to ask the receiver first. Returns the messages no longer
 -- wanted, why, and whether they were cancelled.
+--
+-- nullable: @reachout_window
 WITH checked AS (
     SELECT q.id, coalesce(q.in_doubt, false) AS in_doubt,
-           CASE WHEN k.kind IS NOT NULL AND (p.user_id IS NULL OR s.user_id IS NULL) THEN 'no_user'
+           coalesce(CASE WHEN k.kind IS NOT NULL AND (p.user_id IS NULL OR s.user_id IS NULL) THEN 'no_user'
                 WHEN r.refusal IS NOT NULL THEN r.refusal
                 WHEN k.kind IS NULL THEN NULL
                 WHEN p.reengagement_opt_out AND NOT k.confirms_opt_out THEN 'opted_out'
@@ -39,7 +45,10 @@ WITH checked AS (
                 WHEN (k.kind ->> 'current_goodbye_only')::boolean
                  AND q.period_start IS NOT NULL
                  AND q.period_start IS DISTINCT FROM date_trunc('day', s.goodbye_sent_at, 'UTC') THEN 'stale'
-           END AS cancel_reason
+           END,
+           CASE WHEN @reachout_window::interval IS NOT NULL
+                 AND coalesce(s.last_activity_at < now() + @clock_offset::interval - @reachout_window::interval, true)
+                THEN 'reachout_window' END) AS cancel_reason
       FROM engagement_message_queue q
       CROSS JOIN LATERAL (SELECT @kinds::text::jsonb -> q.message_type AS kind,
                                  coalesce((@kinds::text::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)

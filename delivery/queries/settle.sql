@@ -18,10 +18,10 @@
 WITH outcome AS (
     -- '' in @provider_ids and @errors is none (NULL).
     SELECT o.id, o.status, nullif(o.provider_id, '') AS provider_id, o.retry_in,
-           nullif(o.error, '') AS error, o.attempted, o.in_doubt
+           nullif(o.error, '') AS error, o.attempted, o.in_doubt, o.spent
       FROM unnest(@ids::uuid[], @statuses::text[], @provider_ids::text[], @retry_ins::interval[],
-                  @errors::text[], @attempted::int[], @in_doubt::boolean[])
-           AS o(id, status, provider_id, retry_in, error, attempted, in_doubt)
+                  @errors::text[], @attempted::int[], @in_doubt::boolean[], @spent::boolean[])
+           AS o(id, status, provider_id, retry_in, error, attempted, in_doubt, spent)
 ), mine AS (
     SELECT q.id
       FROM engagement_message_queue q
@@ -36,7 +36,7 @@ WITH outcome AS (
            sent_at = CASE WHEN o.status = 'sent' THEN now() + @clock_offset::interval END,
            provider_message_id = CASE WHEN q.destination_jid = '' THEN NULL
                                       ELSE coalesce(o.provider_id, q.provider_message_id) END,
-           retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' THEN 1 ELSE 0 END,
+           retry_count = coalesce(q.retry_count, 0) + CASE WHEN o.status = 'pending' AND o.spent THEN 1 ELSE 0 END,
            scheduled_for = CASE WHEN o.status = 'pending' THEN now() + @clock_offset::interval + o.retry_in ELSE q.scheduled_for END,
            error_message = CASE WHEN q.destination_jid = '' AND o.error IS NOT NULL THEN '[erased]' ELSE o.error END,
            -- A retry, or a failure, keeps the doubt of an earlier attempt:

@@ -53,6 +53,8 @@
 --   engagement_template_status     SELECT, INSERT, UPDATE          templates Meta paused (the webhook)
 --   engagement_template_categories SELECT, INSERT, UPDATE          each template's latest Meta category
 --                                                                  (queue-process, the console's webhook)
+--   engagement_number_throughput   SELECT, INSERT, UPDATE          Meta's throughput level per Cloud API
+--                                                                  number (queue-process)
 --   engagement_queue_settings      SELECT, INSERT, UPDATE          what queue-process last ran with, per
 --                                                                  transport (the console and status read it)
 --   engagement_message_types       SELECT, INSERT, UPDATE, DELETE  the operator's categories for message
@@ -202,6 +204,7 @@ DECLARE
         ['engagement_number_health',      'SELECT, INSERT, UPDATE'],
         ['engagement_template_status',    'SELECT, INSERT, UPDATE'],
         ['engagement_template_categories', 'SELECT, INSERT, UPDATE'],
+        ['engagement_number_throughput',  'SELECT, INSERT, UPDATE'],
         ['engagement_queue_settings',     'SELECT, INSERT, UPDATE'],
         ['engagement_message_types',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_erasures',           'SELECT, INSERT, UPDATE'],

@@ -391,14 +391,21 @@ export interface ReceiverOptions {
   send(delivery: { jid: string; text: string; message: WebhookMessage }): SendResult | Promise<SendResult>;
   /** Whether WhatsApp is connected; while not, requests are answered 503. Default: always. */
   connected?: () => boolean;
-  /** Told of each failed send. */
+  /**
+   * What Baileys reported of the account (createAccountState): while it
+   * holds a refusal, requests are answered with it before anything is
+   * claimed or sent; a refusal a send threw is handed to its refused().
+   */
+  account?: Pick<AccountState, 'answer'> & Partial<Pick<AccountState, 'refused'>>;
+  /** Told of each failed send, without the message's JID or text. */
   log?: (line: string) => void;
   /** Told of each repeat dropped (a key already sent). */
   onReplay?: (idempotencyKey: string) => void;
 }
 
 /**
- * An HTTP handler for the webhook: checks the signature, answers 503 while
+ * An HTTP handler for the webhook: checks the signature, answers a refusal
+ * of the whole account (AccountAnswer) while one is known, 503 while
  * WhatsApp is not connected, claims the Idempotency-Key, sends once, and
  * answers repeats without sending (docs/receiver.md). It reads the raw body
  * from req itself: mount it before any body parser.
@@ -433,3 +440,57 @@ export const DELIVERIES_TABLE: string;
 export const TABLE: string;
 /** A claim older than this (seconds) that was never marked sent is answered 409. */
 export const STALE_CLAIM_SECONDS: number;
+
+// ---------------------------------------------------------------- account
+
+/** A refusal of the bot's whole WhatsApp account (docs/receiver.md, "Account answers"). */
+export type AccountError = 'reachout_timelock' | 'rate_overlimit' | 'logged_out' | 'banned';
+
+/** The webhook's HTTP status of each account error: 409, 429, 401, 403. */
+export const ACCOUNT_ERROR_STATUS: Readonly<Record<AccountError, 409 | 429 | 401 | 403>>;
+
+/** retry_after_s when Baileys does not say (our choice, documented in docs/receiver.md). */
+export const DEFAULT_RETRY_AFTER_S: Readonly<Record<AccountError, number>>;
+
+/** The webhook's answer to a refusal of the whole account. */
+export interface AccountAnswer {
+  status: 409 | 429 | 401 | 403;
+  body: { account_error: AccountError; retry_after_s: number };
+}
+
+/** The answer for accountError, waiting retryAfterS seconds (rounded up; its default when not positive). */
+export function accountAnswer(accountError: AccountError, retryAfterS?: number): AccountAnswer;
+
+/**
+ * The account answer for what Baileys threw while sending: rate-overlimit
+ * (data 429), DisconnectReason.loggedOut (401), DisconnectReason.forbidden
+ * (403), error 463 (the reach-out timelock); null for anything else (a
+ * failure of this one message).
+ */
+export function accountErrorFrom(err: unknown, options?: { now?: Date; timeEnforcementEnds?: Date }): AccountAnswer | null;
+
+/** Baileys' connection.update, the part createAccountState reads. */
+export interface BaileysConnectionUpdate {
+  connection?: 'open' | 'connecting' | 'close';
+  lastDisconnect?: { error?: unknown; date?: Date };
+  reachoutTimeLock?: { isActive: boolean; timeEnforcementEnds?: Date; enforcementType?: string };
+  [key: string]: unknown;
+}
+
+/** What Baileys said of the account, for the receiver to answer before it sends. */
+export interface AccountState {
+  /**
+   * Baileys' connection.update: sock.ev.on('connection.update', account.connectionUpdate).
+   * A reach-out lock without an end is held for DEFAULT_RETRY_AFTER_S.reachout_timelock.
+   */
+  connectionUpdate(update: BaileysConnectionUpdate, options?: { now?: Date }): void;
+  /** Baileys' messages.update (an ack with error 463): sock.ev.on('messages.update', account.messagesUpdate). */
+  messagesUpdate(updates: readonly BaileysMessageUpdate[], options?: { now?: Date }): void;
+  /** Holds an answer given after a send threw, for its retry_after_s. */
+  refused(answer: AccountAnswer, options?: { now?: Date }): void;
+  /** The answer to give now, or null when nothing is known against sending. */
+  answer(options?: { now?: Date }): AccountAnswer | null;
+}
+
+/** A new, empty account state. */
+export function createAccountState(): AccountState;

@@ -12,7 +12,11 @@
 //     Cloud API webhook (receiptsFromMetaWebhook, verifyMetaSignature);
 //   - consent (consent.js): optOut and optIn over engagement_opt_out and
 //     engagement_opt_in, and the chat keywords by which a user says stop
-//     or resume (isOptOutKeyword, isOptInKeyword; docs/consent.md).
+//     or resume (isOptOutKeyword, isOptInKeyword; docs/consent.md);
+//   - account (account.js): Baileys' refusals of the whole account
+//     (rate-overlimit, logged out, banned, the reach-out timelock) as the
+//     webhook's account answers (accountErrorFrom, createAccountState;
+//     docs/receiver.md).
 //
 // Types: index.d.ts.
 'use strict';
@@ -22,4 +26,5 @@ module.exports = {
   ...require('./fire'),
   ...require('./receipt'),
   ...require('./consent'),
+  ...require('./account'),
 };

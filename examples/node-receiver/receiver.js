@@ -22,10 +22,18 @@
 // send({jid, text, message}) is the bot's: with Baileys,
 //   ({jid, text}) => sock.sendMessage(jid, { text })
 // It may throw; the key is then released and the request answered 503, so
-// queue-process tries again under the same key.
+// queue-process tries again under the same key. When what it threw is a
+// refusal of the whole account (account.js: rate-overlimit, logged out,
+// banned, the reach-out timelock), the answer is the contract's account
+// answer instead (401/403/409/429 with account_error), and queue-process
+// pauses the transport. With account (createAccountState, fed Baileys'
+// connection.update and messages.update), a refusal Baileys already
+// reported is answered before claiming, without trying to send.
 'use strict';
 
 const crypto = require('node:crypto');
+
+const { accountErrorFrom } = require('./account');
 
 // The bot's claims, one row per Idempotency-Key (docs/receiver.md).
 const DELIVERIES_TABLE = `CREATE TABLE IF NOT EXISTS bot_webhook_deliveries (
@@ -137,6 +145,19 @@ function answer(res, status, body, headers = {}) {
   res.end(JSON.stringify(body));
 }
 
+// scrubbed is an error's text fit for a log: without the message's JID,
+// its number or its text, nor any other run of 8 digits or more.
+function scrubbed(text, message) {
+  let s = String(text);
+  const jid = typeof message.destination_jid === 'string' ? message.destination_jid : '';
+  for (const secret of [jid, jid.split('@')[0], message.text]) {
+    if (typeof secret === 'string' && secret.length > 0) {
+      s = s.split(secret).join('…');
+    }
+  }
+  return s.replace(/\d{8,}/g, '…');
+}
+
 async function readBody(req) {
   const chunks = [];
   for await (const chunk of req) {
@@ -147,10 +168,12 @@ async function readBody(req) {
 
 // createReceiver returns an HTTP request handler, (req, res) => Promise.
 // pool is a pg.Pool on the bot's database; connected() says whether
-// WhatsApp is connected (default: always); onReplay(key) is told of every
-// repeat it dropped; log(line) of every failed send. It creates its table
-// at start (and again on the next request if that failed).
-function createReceiver({ pool, secret, send, connected = () => true, log = () => {}, onReplay = () => {} } = {}) {
+// WhatsApp is connected (default: always); account (createAccountState)
+// holds refusals of the whole account Baileys reported; onReplay(key) is
+// told of every repeat it dropped; log(line) of every failed send, without
+// the message's JID or text. It creates its table at start (and again on
+// the next request if that failed).
+function createReceiver({ pool, secret, send, connected = () => true, account = null, log = () => {}, onReplay = () => {} } = {}) {
   if (!secret) {
     throw new Error('a webhook secret is required');
   }
@@ -191,6 +214,10 @@ function createReceiver({ pool, secret, send, connected = () => true, log = () =
       return answer(res, 400, { error: 'no Idempotency-Key' });
     }
     const probe = req.headers['x-engagement-probe'] === '1' || message.message_type === 'probe';
+    const refusal = !probe && account ? account.answer({ now: new Date() }) : null;
+    if (refusal) {
+      return answer(res, refusal.status, refusal.body);
+    }
     if (!probe && !connected()) {
       return answer(res, 503, { error: 'whatsapp not connected' }, { 'Retry-After': '30' });
     }
@@ -213,9 +240,18 @@ function createReceiver({ pool, secret, send, connected = () => true, log = () =
         const sent = await send({ jid: message.destination_jid, text: message.text, message });
         messageId = (sent && sent.key && sent.key.id) || null;
       } catch (err) {
-        // Not sent: hand the key back, so queue-process tries again.
+        // Not sent: hand the key back, so queue-process tries again (after
+        // its pause, when the whole account was refused).
         await releaseClaim(pool, key);
-        log(`send failed for message ${message.id}: ${err && err.message}`);
+        const refused = accountErrorFrom(err);
+        if (refused) {
+          if (account && typeof account.refused === 'function') {
+            account.refused(refused);
+          }
+          log(`send refused for message ${message.id}: account ${refused.body.account_error}, retry after ${refused.body.retry_after_s}s`);
+          return answer(res, refused.status, refused.body);
+        }
+        log(`send failed for message ${message.id}: ${scrubbed(err && err.message, message)}`);
         return answer(res, 503, { error: 'send failed' }, { 'Retry-After': '10' });
       }
     }

@@ -67,9 +67,20 @@ func nodeReady(t *testing.T) {
 type nodeReceiver struct {
 	url               string
 	sendLog, replayed string
+
+	mu     sync.Mutex
+	stderr []string // what it logged
 }
 
-func startReceiver(t *testing.T) *nodeReceiver {
+// logged is what the receiver wrote to stderr so far.
+func (r *nodeReceiver) logged() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.stderr, "\n")
+}
+
+// startReceiver starts server.js; env adds to its environment (SEND_ERROR).
+func startReceiver(t *testing.T, env ...string) *nodeReceiver {
 	t.Helper()
 	nodeReady(t)
 	dir := t.TempDir()
@@ -84,6 +95,7 @@ func startReceiver(t *testing.T) *nodeReceiver {
 	cmd := exec.Command("node", "server.js")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.NewEmptyDatabase(t), "WEBHOOK_SECRET="+secret,
 		fmt.Sprintf("PORT=%d", port), "SEND_LOG="+r.sendLog, "REPLAY_LOG="+r.replayed)
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +111,9 @@ func startReceiver(t *testing.T) *nodeReceiver {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			r.mu.Lock()
+			r.stderr = append(r.stderr, sc.Text())
+			r.mu.Unlock()
 			if strings.HasPrefix(sc.Text(), "listening on") {
 				close(listening)
 			}

@@ -809,6 +809,16 @@ CREATE TABLE public.engagement_number_health (
 );
 
 --
+-- Name: engagement_number_throughput; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_number_throughput (
+    phone_number_id text NOT NULL,
+    on_biz_app_at timestamp with time zone,
+    read_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: engagement_processed_messages; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1194,7 +1204,7 @@ ALTER TABLE ONLY public.engagement_job_runs
 --
 
 ALTER TABLE public.engagement_message_queue
-    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text, 'us_marketing_blocked'::text]))) NOT VALID;
+    ADD CONSTRAINT engagement_message_queue_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['opted_out'::text, 'stale'::text, 'no_user'::text, 'operator'::text, 'frequency'::text, 'erased'::text, 'holdout'::text, 'us_marketing_blocked'::text, 'reachout_window'::text]))) NOT VALID;
 
 --
 -- Name: engagement_message_queue engagement_message_queue_deferred_reason_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
@@ -1223,6 +1233,13 @@ ALTER TABLE ONLY public.engagement_message_types
 
 ALTER TABLE ONLY public.engagement_number_health
     ADD CONSTRAINT engagement_number_health_pkey PRIMARY KEY (transport);
+
+--
+-- Name: engagement_number_throughput engagement_number_throughput_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_number_throughput
+    ADD CONSTRAINT engagement_number_throughput_pkey PRIMARY KEY (phone_number_id);
 
 --
 -- Name: engagement_processed_messages engagement_processed_messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1688,6 +1705,12 @@ ALTER TABLE public.engagement_message_types ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_number_health ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_number_throughput; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_number_throughput ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_processed_messages; Type: ROW SECURITY; Schema: public; Owner: -

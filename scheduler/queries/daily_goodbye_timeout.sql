@@ -32,9 +32,12 @@
 --     code's schedule: @ecosystem_limit_backoff for
 --     @ecosystem_limit_code (131049, Meta's per-user marketing limit),
 --     @undeliverable_backoff for any other code or none; 'infinity' past
---     the schedule's end (no goodbye until the user writes). A cancelled
---     goodbye or a 131050 counts nothing and sets no wait: the next
---     goodbye comes the next UTC day, as before;
+--     the schedule's end (no goodbye until the user writes). A goodbye
+--     cancelled for one of @until_user_writes (reachout_window,
+--     us_marketing_blocked: it would be cancelled again every day) counts
+--     nothing and waits for the user to write ('infinity'). Any other
+--     cancelled goodbye or a 131050 counts nothing and sets no wait: the
+--     next goodbye comes the next UTC day, as before;
 --   pending or in flight (deferred by quiet hours, an outage, a backlog,
 --     or queued by a late re-run): not yet;
 --   no such message (the bot set the state, or cleanup deleted it): the
@@ -70,7 +73,9 @@ WITH chunk AS MATERIALIZED (
     -- branch alone).
     SELECT s.user_id, v.verdict, g.to_state, g.trigger, b.counts,
            CASE WHEN b.counts THEN coalesce(s.goodbye_failures, 0) + 1 ELSE s.goodbye_failures END AS failures,
-           CASE WHEN NOT b.counts THEN NULL
+           CASE WHEN v.verdict = 'undelivered' AND v.status = 'cancelled'
+                     AND v.cancel_reason = ANY (@until_user_writes::text[]) THEN 'infinity'::timestamptz
+                WHEN NOT b.counts THEN NULL
                 WHEN b.wait IS NULL THEN 'infinity'::timestamptz
                 ELSE coalesce(s.goodbye_sent_at, @as_of::timestamptz) + b.wait END AS retry_at
       FROM user_engagement_states s
@@ -86,7 +91,7 @@ WITH chunk AS MATERIALIZED (
                                         q.status, q.in_doubt, q.sent_at, q.delivered_at,
                                         (SELECT max(l.last_attempt_at) FROM engagement_processed_messages l
                                           WHERE l.message_id = q.id)) AS verdict,
-                 q.status, engagement_failure_code(q.error_message) AS code
+                 q.status, q.cancel_reason, engagement_failure_code(q.error_message) AS code
             FROM (SELECT) AS one
             LEFT JOIN engagement_message_queue q
               ON q.idempotency_key = s.user_id::text || @key_infix::text

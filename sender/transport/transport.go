@@ -150,6 +150,20 @@ type Transport interface {
 	Send(ctx context.Context, d Delivery) (Result, error) // error is *Error (use errors.As) for classified failures
 }
 
+// ReachoutLimited is a transport that sends as an ordinary WhatsApp
+// account through an unofficial client (the webhook to a Baileys bot).
+// WhatsApp refuses such an account's message to a user who has not written
+// to it for 28 days (error 463, the reach-out timelock: Baileys keeps a
+// contact's trusted-contact token for a rolling 28 days after they last
+// wrote, https://github.com/WhiskeySockets/Baileys/pull/2339), so
+// queue-process holds its messages to --reachout-window (docs/baileys.md).
+// The Cloud API sends templates, which reach a user however long ago they
+// wrote: it is not one.
+type ReachoutLimited interface {
+	Transport
+	ReachoutLimited()
+}
+
 // Compile-time checks.
 var (
 	_ Transport = (*Webhook)(nil)

@@ -105,6 +105,10 @@ func (c *webhookFlags) Build(io.Writer) (Transport, error) { return NewWebhook(W
 // Name returns "webhook".
 func (w *Webhook) Name() string { return "webhook" }
 
+// ReachoutLimited marks the webhook as held to the reach-out window: the
+// bot behind it sends as an ordinary WhatsApp account (ReachoutLimited).
+func (w *Webhook) ReachoutLimited() {}
+
 // ReportsAccountErrors returns true: the bot may refuse the whole account
 // (account.go).
 func (w *Webhook) ReportsAccountErrors() bool { return true }

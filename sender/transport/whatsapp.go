@@ -35,6 +35,12 @@ type WhatsAppConfig struct {
 	// it, the transport can read its templates' categories from Meta's
 	// Message Templates API (ReadTemplateCategories). Optional.
 	BusinessAccountID string
+	// Throughput, when positive, is the most messages per second the
+	// number is sent at (--whatsapp-throughput), at most ThroughputHigh;
+	// Coexistence says it is on the WhatsApp Business app too, 20 mps
+	// (--whatsapp-coexistence). See throughput.go.
+	Throughput  int
+	Coexistence bool
 }
 
 // WhatsAppTemplate maps a message key to an approved message template.
@@ -66,6 +72,8 @@ type WhatsApp struct {
 	token         string
 	templates     map[string]WhatsAppTemplate
 	http          httpCaller
+	throughput    int  // --whatsapp-throughput; 0: none
+	coexistence   bool // --whatsapp-coexistence
 }
 
 // NewWhatsApp validates cfg and returns a WhatsApp transport. Its errors
@@ -107,6 +115,9 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 		}
 		templates[key] = t
 	}
+	if cfg.Throughput < 0 || cfg.Throughput > ThroughputHigh {
+		return nil, fmt.Errorf("whatsapp: throughput %d messages per second is outside 1 to %d, Meta's highest (0: Meta's level)", cfg.Throughput, ThroughputHigh)
+	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
@@ -120,13 +131,16 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 		token:         token,
 		templates:     templates,
 		http:          httpCaller{name: "whatsapp", client: newClient(cfg.Client), timeout: timeout},
+		throughput:    cfg.Throughput,
+		coexistence:   cfg.Coexistence,
 	}, nil
 }
 
 // WhatsAppCloudKind offers the Cloud API to the binaries: --transport
 // whatsapp-cloud, with --whatsapp-phone-number-id, --whatsapp-token and
 // --whatsapp-templates (required), --whatsapp-business-account-id,
-// --whatsapp-base-url and --whatsapp-retry-unknown.
+// --whatsapp-base-url, --whatsapp-retry-unknown, --whatsapp-throughput and
+// --whatsapp-coexistence.
 //
 // The transport calls itself "whatsapp" (its Name), the name its ledger
 // rows and its shared pace are stored under: renaming it would split the
@@ -149,6 +163,10 @@ var WhatsAppCloudKind = Kind{
 		fs.StringVar(&c.baseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
 		cliflag.BindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
 		fs.BoolVar(&c.retryUnknown, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
+		fs.IntVar(&c.throughput, "whatsapp-throughput", 0, "most messages per second to send through the number, across the run's workers (1-1000; default: Meta's level for the number, read at start: 80, 1000 when upgraded, 20 on the Business app)")
+		cliflag.BindEnv(fs, "whatsapp-throughput", "WHATSAPP_THROUGHPUT")
+		fs.BoolVar(&c.coexistence, "whatsapp-coexistence", false, "the number is in use with the WhatsApp Business app too: at most 20 messages per second, whatever the Graph API says")
+		cliflag.BindEnv(fs, "whatsapp-coexistence", "WHATSAPP_COEXISTENCE")
 		return c
 	},
 }
@@ -156,7 +174,8 @@ var WhatsAppCloudKind = Kind{
 // whatsAppFlags is the Cloud API's configuration as its flags fill it.
 type whatsAppFlags struct {
 	phoneID, token, templates, baseURL, accountID string
-	retryUnknown                                  bool
+	retryUnknown, coexistence                     bool
+	throughput                                    int
 }
 
 func (c *whatsAppFlags) Missing() string {
@@ -172,7 +191,7 @@ func (c *whatsAppFlags) Build(io.Writer) (Transport, error) {
 		return nil, err
 	}
 	return NewWhatsApp(WhatsAppConfig{BaseURL: c.baseURL, PhoneNumberID: c.phoneID, BusinessAccountID: c.accountID,
-		AccessToken: c.token, Templates: templates})
+		AccessToken: c.token, Templates: templates, Throughput: c.throughput, Coexistence: c.coexistence})
 }
 
 // RetryUnknown is --whatsapp-retry-unknown: the Cloud API has no
@@ -329,7 +348,7 @@ type waResponse struct {
 var waTransientCodes = map[int]time.Duration{
 	4:      time.Minute,     // application request limit reached
 	80007:  time.Minute,     // WhatsApp Business Account rate limit
-	130429: 5 * time.Second, // Cloud API throughput reached
+	130429: 0,               // the number over its throughput: the run slows as a whole (delivery/throughput.go)
 	131056: 6 * time.Second, // pair rate limit: one message per 6s to one user
 	131000: 0,               // something went wrong
 	131016: 0,               // service unavailable

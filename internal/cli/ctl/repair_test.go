@@ -76,7 +76,7 @@ func TestRequeueAndCancelCommands(t *testing.T) {
 	}
 	// Issue 17, point 4: status counts cancelled messages by reason.
 	if code, out, errOut := runCtl(dbURL, "status"); code != cli.ExitOK ||
-		!strings.Contains(out, "cancelled by reason: opted_out 0, stale 0, no_user 0, operator 1, frequency 0, erased 0, holdout 0\n") {
+		!strings.Contains(out, "cancelled by reason: opted_out 0, stale 0, no_user 0, operator 1, frequency 0, erased 0, holdout 0, us_marketing_blocked 0, reachout_window 0\n") {
 		t.Errorf("status: exit %d (%s), want the operator's cancellation counted:\n%s", code, errOut, out)
 	}
 	code, out, errOut = runCtl(dbURL, "cancel", "--all", "--dry-run", "--output", "json")

@@ -45,6 +45,8 @@ type DeliveryFlags struct {
 	dailyAuto    bool // --daily-limit auto
 	portfolio    string
 	ramp         string
+	warmUp       bool
+	reachout     time.Duration
 	kindPriority string
 	priorityWait time.Duration
 	perUserCap   int
@@ -95,6 +97,10 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	cliflag.BindEnv(fs, "whatsapp-business-portfolio-id", "WHATSAPP_BUSINESS_PORTFOLIO_ID")
 	fs.StringVar(&f.ramp, "daily-limit-ramp", "", "warm-up for a new number, START,FACTOR: START recipients the first day, FACTOR times more each next day, up to --daily-limit")
 	cliflag.BindEnv(fs, "daily-limit-ramp", "ENGAGEMENT_DAILY_LIMIT_RAMP")
+	fs.BoolVar(&f.warmUp, "warm-up", false, fmt.Sprintf("warm up a new number on the webhook (an unofficial client such as Baileys): --daily-limit-ramp %s up to --daily-limit (default %d); the figures are what Baileys users report, not a published rule (docs/baileys.md)", delivery.WarmUp, delivery.WarmUpLimit))
+	cliflag.BindEnv(fs, "warm-up", "ENGAGEMENT_WARM_UP")
+	fs.DurationVar(&f.reachout, "reachout-window", delivery.DefaultReachoutWindow, "on the webhook, cancel (reachout_window) a message to a user whose last message to the bot is older than this: WhatsApp refuses it, error 463 (docs/baileys.md; 0: off)")
+	cliflag.BindEnv(fs, "reachout-window", "ENGAGEMENT_REACHOUT_WINDOW")
 	fs.StringVar(&f.kindPriority, "kind-priority", "", "message types, comma-separated, that go first, in this order, when the send budget cannot take every due message (default: oldest due first)")
 	cliflag.BindEnv(fs, "kind-priority", "ENGAGEMENT_KIND_PRIORITY")
 	fs.DurationVar(&f.priorityWait, "kind-priority-max-wait", delivery.DefaultKindPriorityMaxWait, "with --kind-priority, a message queued longer than this goes first whatever its type, so no type starves")
@@ -118,6 +124,9 @@ func (f *DeliveryFlags) Transport() string { return f.transport }
 // whose help says so, never "the default": each flag's default is the
 // value --help shows.
 func (f *DeliveryFlags) Validate() error {
+	if err := f.applyWarmUp(); err != nil {
+		return err
+	}
 	switch {
 	case f.workers < 1 || f.workers > 64:
 		return cli.Usagef("--workers must be from 1 to 64, got %d", f.workers)
@@ -141,6 +150,8 @@ func (f *DeliveryFlags) Validate() error {
 		return cli.Usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
 	case f.dedupeTTL <= 0:
 		return cli.Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
+	case f.reachout < 0:
+		return cli.Usagef("--reachout-window must not be negative (0: off), got %s", f.reachout)
 	case f.dailyLimit < 0:
 		return cli.Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
 	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
@@ -186,6 +197,25 @@ func (f *DeliveryFlags) Validate() error {
 	return nil
 }
 
+// applyWarmUp makes --warm-up the ramp it stands for, up to --daily-limit
+// or, without one, delivery.WarmUpLimit. It is a shorthand: with
+// --daily-limit-ramp or --daily-limit auto it is a usage error.
+func (f *DeliveryFlags) applyWarmUp() error {
+	switch {
+	case !f.warmUp:
+		return nil
+	case f.ramp != "":
+		return cli.Usagef("--warm-up is --daily-limit-ramp %s: give one of them, not both", delivery.WarmUp)
+	case f.dailyAuto:
+		return cli.Usagef("--warm-up is for the webhook; --daily-limit auto follows Meta's tiers, which are the Cloud API's ramp")
+	}
+	f.ramp = delivery.WarmUp.String()
+	if f.dailyLimit == 0 {
+		f.dailyLimit = delivery.WarmUpLimit
+	}
+	return nil
+}
+
 // ProcessorConfig builds the processor's configuration from flags Validate
 // passed. Every error is a usage error: found before any work.
 func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorConfig, error) {
@@ -196,6 +226,9 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	conf, ok := f.transports[f.transport]
 	if !ok {
 		return cfg, cli.Usagef("unknown transport %q: use %s", f.transport, transportNames())
+	}
+	if f.warmUp && f.transport == transport.WhatsAppCloudKind.Name {
+		return cfg, cli.Usagef("--warm-up is for the webhook: on --transport %s, Meta's messaging limit tiers are the ramp (docs/delivery.md, \"Choosing the budget\")", f.transport)
 	}
 	if missing := conf.Missing(); missing != "" {
 		return cfg, cli.Usagef("--transport %s needs %s", f.transport, missing)
@@ -239,6 +272,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if f.ramp != "" {
 		cfg.Ramp, _ = delivery.ParseRamp(f.ramp) // validated above
 	}
+	cfg.ReachoutWindow = offIfZero(f.reachout)
 	cfg.KindPriority, _ = delivery.ParseKindPriority(f.kindPriority) // validated above
 	cfg.KindPriorityMaxWait = f.priorityWait
 	cfg.PerUserCap, cfg.PerUserCapWindow = f.perUserCap, f.capWindow

@@ -254,6 +254,10 @@ func writeSummary(w io.Writer, format string, sum delivery.ProcessSummary) error
 		_, err = fmt.Fprintf(w, "queue-process via %s: %d processed, %d sent, %d retried, %d failed, %d cancelled, %d deferred in %s\n",
 			sum.Transport, sum.Processed, sum.Sent, sum.Retried, sum.Failed, sum.Cancelled, sum.Deferred,
 			time.Duration(sum.DurationMS)*time.Millisecond)
+		if tp := sum.Throughput; err == nil && tp != nil && tp.RateLimited > 0 {
+			_, err = fmt.Fprintf(w, "throughput: Meta said 130429 (over the number's throughput) %d times; the run slowed from %d to %.0f messages a second\n",
+				tp.RateLimited, tp.CeilingMPS, tp.RateMPS)
+		}
 		if b := sum.Budget; err == nil && b != nil {
 			next := ""
 			if b.NextSlotAt != nil {

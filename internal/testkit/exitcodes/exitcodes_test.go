@@ -87,6 +87,8 @@ var invocations = []invocation{
 		{"--daily-limit", "-1"},
 		{"--daily-limit", "lots"},
 		{"--daily-limit-ramp", "50,2", "needs --daily-limit"},
+		{"--daily-limit-ramp=50,2", "--warm-up", "--warm-up"},
+		{"--reachout-window", "-1h", "--reachout-window"},
 		{"--as-of", "junk"},
 	}},
 	{name: "engagementctl status", cmd: ctl.NewCommand, args: []string{"status"}, garbage: [][]string{

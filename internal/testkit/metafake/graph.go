@@ -48,15 +48,24 @@ type Graph struct {
 	delay  time.Duration
 	sent   map[string]int
 	reads  atomic.Int64
+	pace   throughput // the per-second ceiling of the sends (throughput.go)
 
 	marketing map[string]int // by template name
 	to        []string       // every recipient of either endpoint, in order
+	answers   []Answer       // every template message accepted, in order
 
 	templates     []TemplateEntry
 	tplStatus     int
 	tplBody       string // "" : list templates
 	tplDelay      time.Duration
 	templateReads atomic.Int64
+}
+
+// Answer is one template message a send endpoint accepted: the endpoint
+// ("messages" or "marketing_messages"), the recipient ("to"), the
+// template's name and the wamid Meta answered.
+type Answer struct {
+	Endpoint, To, Template, ID string
 }
 
 // TemplateEntry is one template as the Message Templates API lists it.
@@ -176,6 +185,32 @@ func (g *Graph) RecipientCounts() map[string]int {
 	return out
 }
 
+// Answers are the template messages either endpoint accepted, in order,
+// with the wamid each was answered.
+func (g *Graph) Answers() []Answer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.answers)
+}
+
+// answered records an accepted message's answer and returns its wamid.
+func (g *Graph) answered(endpoint, to, template, id string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.answers = append(g.answers, Answer{Endpoint: endpoint, To: to, Template: template, ID: id})
+	return id
+}
+
+// CloudEnv is the environment (KEY=value) that points queue-process at
+// this Graph: the Cloud API transport (whatsapp-cloud) on the database at
+// databaseURL, with the templates file templates, the Graph's number and
+// a token it accepts. Callers add what else they need (cmdtest.Env).
+func (g *Graph) CloudEnv(databaseURL, templates string) []string {
+	return []string{"DATABASE_URL=" + databaseURL, "ENGAGEMENT_TRANSPORT=whatsapp-cloud",
+		"WHATSAPP_PHONE_NUMBER_ID=" + g.PhoneNumberID, "WHATSAPP_ACCESS_TOKEN=tok",
+		"WHATSAPP_TEMPLATES=" + templates, "WHATSAPP_BASE_URL=" + g.Server.URL}
+}
+
 // Sent counts the template messages accepted, by template name.
 func (g *Graph) Sent() map[string]int {
 	g.mu.Lock()
@@ -195,23 +230,27 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		status, body, delay := g.status, g.body, g.delay
 		g.mu.Unlock()
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-r.Context().Done():
-				return
-			}
+		if !wait(r, delay) {
+			return
 		}
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(onlyFields(body, r.URL.Query().Get("fields"))))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/messages":
+		if g.pace.refuse(w) {
+			return
+		}
 		name, to, n := g.accept(r, g.sent)
+		id := g.answered("messages", to, name, "wamid."+name+"."+itoa(n))
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
-			`"}],"messages":[{"id":"wamid.` + name + "." + itoa(n) + `"}]}`))
+			`"}],"messages":[{"id":"` + id + `"}]}`))
 	case r.Method == http.MethodPost && strings.TrimPrefix(r.URL.Path, "/") == g.PhoneNumberID+"/marketing_messages":
+		if g.pace.refuse(w) {
+			return
+		}
 		name, to, n := g.accept(r, g.marketing)
+		id := g.answered("marketing_messages", to, name, "wamid.mm."+name+"."+itoa(n))
 		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"` + to + `","wa_id":"` + to +
-			`"}],"messages":[{"id":"wamid.mm.` + name + "." + itoa(n) + `","message_status":"accepted"}]}`))
+			`"}],"messages":[{"id":"` + id + `","message_status":"accepted"}]}`))
 	case r.Method == http.MethodGet && strings.TrimPrefix(r.URL.Path, "/") == g.AccountID+"/message_templates":
 		g.serveTemplates(w, r)
 	default:
@@ -276,12 +315,8 @@ func (g *Graph) serveTemplates(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	status, body, delay, list := g.tplStatus, g.tplBody, g.tplDelay, slices.Clone(g.templates)
 	g.mu.Unlock()
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-			return
-		}
+	if !wait(r, delay) {
+		return
 	}
 	if body == "" {
 		page, _ := strconv.Atoi(r.URL.Query().Get("after"))
@@ -348,4 +383,14 @@ func onlyFields(body, fields string) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
+}
+
+// wait waits delay, a slow answer's; false when the client gave up first.
+func wait(r *http.Request, delay time.Duration) bool {
+	select {
+	case <-time.After(delay):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }

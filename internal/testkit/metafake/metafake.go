@@ -29,8 +29,28 @@ func Sign(secret string, body []byte) string {
 // a failure's error code ("" for none). It carries the recipient's number
 // and Meta's pricing (billable, marketing), as Meta's do.
 func Status(id, status string, at time.Time, code string) string {
-	s := fmt.Sprintf(`{"id":%q,"status":%q,"timestamp":"%d","recipient_id":"5511999990000",
-		"pricing":{"billable":true,"pricing_model":"PMP","category":"marketing","type":"regular"}`, id, status, at.Unix())
+	return PricedStatus(id, status, "5511999990000", at, code, Pricing{Billable: true, Category: "marketing", Type: "regular"})
+}
+
+// Pricing is a status's pricing object as Meta's status messages webhook
+// reference
+// (https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status/,
+// updated 2026-05-21) spells it: billable, pricing_model (PMP, per-message
+// pricing, since 2025-07-01), type (regular; free_customer_service, a
+// message Meta does not charge for inside an open customer service
+// window; free_entry_point) and category (marketing, utility,
+// authentication, service, ...). Meta includes it "only ... with sent
+// status, and one of either delivered or read status".
+type Pricing struct {
+	Billable       bool
+	Category, Type string
+}
+
+// PricedStatus is Status to the recipient's number with Meta's pricing p.
+func PricedStatus(id, status, recipient string, at time.Time, code string, p Pricing) string {
+	s := fmt.Sprintf(`{"id":%q,"status":%q,"timestamp":"%d","recipient_id":%q,
+		"pricing":{"billable":%t,"pricing_model":"PMP","category":%q,"type":%q}`, id, status, at.Unix(), recipient,
+		p.Billable, p.Category, p.Type)
 	if code != "" {
 		s += `,"errors":[{"code":` + code + `,"title":"Message undeliverable","message":"Message undeliverable","error_data":{"details":"Message Undeliverable."}}]`
 	}
