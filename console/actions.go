@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/erase"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/repair"
@@ -28,12 +29,16 @@ const (
 	actionOptOut  = "opt_out" // the user's page: activity.OptOut, from the console, by the operator
 	actionOptIn   = "opt_in"
 	actionErase   = "erase" // the user's page: package erase, by the operator
-	stepPreview   = "preview"
-	stepConfirm   = "confirm"
+	// actionClearPause ends a transport's account pause (the queue page;
+	// delivery.ClearPause, as engagementctl pause clear).
+	actionClearPause = "clear_pause"
+	stepPreview      = "preview"
+	stepConfirm      = "confirm"
 )
 
 // actions are the console's actions, by the name in their URL.
-var actions = map[string]bool{actionRequeue: true, actionCancel: true, actionOptOut: true, actionOptIn: true, actionErase: true}
+var actions = map[string]bool{actionRequeue: true, actionCancel: true, actionOptOut: true, actionOptIn: true, actionErase: true,
+	actionClearPause: true}
 
 // ActionResult is what a preview or a confirmation answers.
 type ActionResult struct {
@@ -72,7 +77,7 @@ type FormField struct{ Label, Value string }
 // by the same labels (fieldLabel).
 var formFields = []struct{ name, label string }{
 	{"status", "status"}, {"kind", "kind"}, {"error_group", "reason"}, {"error_group_key", "reason"},
-	{"ids", "message ids"}, {"user_id", "user id"}, {"all", "all"},
+	{"ids", "message ids"}, {"user_id", "user id"}, {"all", "all"}, {"transport", "transport"},
 }
 
 // fieldLabel names repair's filter fields as the console's forms do.
@@ -273,6 +278,8 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 			}
 			return pending.Pending, nil
 		}
+	case actionClearPause:
+		do = s.clearPause(ctx, u, field("transport"), res)
 	case actionErase:
 		// Erase works in a savepoint of the action's transaction: a
 		// preview's is rolled back. Messages counts the queue rows it
@@ -334,6 +341,24 @@ func (s *server) run(ctx context.Context, u user, action string, confirm bool, f
 	}
 	res.AuditID = row.ID
 	return res, tx.Commit(ctx)
+}
+
+// clearPause is the clear_pause action's change: transport's active pause
+// ended, by the operator, in the action's transaction (a preview's is
+// rolled back). res.Filter names the pause's kind; Messages stays 0.
+func (s *server) clearPause(ctx context.Context, u user, transportName string, res *ActionResult) func(pgx.Tx, bool) (int64, error) {
+	res.Filter = map[string]any{"transport": transportName}
+	return func(tx pgx.Tx, _ bool) (int64, error) {
+		kind, err := delivery.ClearPause(ctx, tx, transportName, u.Name)
+		if err != nil {
+			return 0, err
+		}
+		if kind == "" {
+			return 0, badRequestf("%q is not paused: nothing to clear", truncate(transportName, 40))
+		}
+		res.Filter["kind"] = kind
+		return 0, nil
+	}
 }
 
 // badText says what is wrong with a form that is not text: a field name or

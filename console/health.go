@@ -93,6 +93,9 @@ type HealthCard struct {
 	Rule string `json:"rule"`
 	// Link is the page that shows the numbers.
 	Link string `json:"link"`
+	// Transport is a pause card's transport (the clear action's); "" on
+	// the other cards.
+	Transport string `json:"transport,omitempty"`
 }
 
 // latestRuns are the runs the summary judges, from the latest run of each
@@ -124,6 +127,7 @@ func latestRuns(runs []status.Run) []status.Run {
 func health(asOf time.Time, q *Queue, v *Verify, runs []status.Run) Health {
 	var h Health
 	if q != nil {
+		h.Cards = append(h.Cards, q.PauseCards()...)
 		h.Cards = append(h.Cards, q.failedHealth(), q.budgetHealth(), q.LatencyHealth())
 	} else {
 		h.Cards = append(h.Cards, pendingCard("failed", "failed in the last 24 h", "/queue#failures"),
@@ -142,6 +146,25 @@ func health(asOf time.Time, q *Queue, v *Verify, runs []status.Run) Health {
 		h.Cards = append(h.Cards, runHealth(asOf, job, byJob[job]))
 	}
 	return h
+}
+
+// PauseCards are a red card per transport paused now (the bot said
+// WhatsApp refuses its whole account), saying what to do; none while
+// nothing is paused. On the overview's summary and the queue page.
+func (q Queue) PauseCards() []HealthCard {
+	var cards []HealthCard
+	for _, p := range q.Pauses {
+		until := "until an operator clears it"
+		if p.Until != nil {
+			until = "until " + p.Until.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		cards = append(cards, HealthCard{Name: "pause:" + p.Transport, Label: p.Transport + ": account paused",
+			Value: p.Kind, Level: Red, Link: "/queue#pauses", Transport: p.Transport,
+			Detail: "nothing is sent " + until + "; the messages wait. What to do: " + p.Advice,
+			Rule: "Red while the transport is paused: the bot answered that WhatsApp refuses its whole account " +
+				"(reachout_timelock, rate_overlimit, logged_out, banned). Shown only then."})
+	}
+	return cards
 }
 
 // pendingCard is a card whose page's first snapshot is being read.

@@ -236,8 +236,12 @@ type Queue struct {
 	// verdict on the Cloud API number (rating, tier, paused templates,
 	// when last read): what engagementctl status reports, from the
 	// database (delivery.ReadQueueSettings, delivery.ReadNumberHealth).
-	Settings        []delivery.QueueSettings `json:"queue_settings"`
-	Numbers         []delivery.NumberReport  `json:"number_health"`
+	Settings []delivery.QueueSettings `json:"queue_settings"`
+	Numbers  []delivery.NumberReport  `json:"number_health"`
+	// Pauses are the transports paused now (status.ActivePauses): the bot
+	// said WhatsApp refuses its whole account, and nothing is sent
+	// through them until each ends or is cleared.
+	Pauses          []delivery.Pause `json:"pauses"`
 	matrix          map[[2]string]int64
 	ThroughputHours int `json:"throughput_hours"`
 	// FailedLastDay counts the messages that failed in the last 24 h,
@@ -414,6 +418,9 @@ func (s *server) queue(ctx context.Context) (any, error) {
 			return err
 		}
 		if q.Numbers, err = delivery.ReadNumberHealth(ctx, tx); err != nil {
+			return err
+		}
+		if q.Pauses, err = status.ActivePauses(ctx, tx); err != nil {
 			return err
 		}
 		q.Latency.Window = latencyWindow.String()

@@ -349,7 +349,15 @@ func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args cla
 
 // release hands claimed messages this processor has not sent back to the
 // queue (release.sql), due as they were, their retries unspent.
-func (p *Processor) release(ms []claimed) error {
+func (p *Processor) release(ms []claimed) error { return p.handBackUnsent(ms, true) }
+
+// releaseKeepingSlots is release for messages whose requests reached the
+// receiver, which refused them unsent: their budget slots stay spent.
+func (p *Processor) releaseKeepingSlots(ms []claimed) error { return p.handBackUnsent(ms, false) }
+
+// handBackUnsent hands ms back (release.sql) and, with refund, gives back
+// the budget slots of those not in doubt.
+func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -365,6 +373,9 @@ func (p *Processor) release(ms []claimed) error {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
 	p.tally.released.Add(int64(len(ms)))
+	if !refund {
+		return nil
+	}
 	// A message in doubt keeps the slot of the claim that may have sent it
 	// (recover.sql): handed back unsent now, it still may have gone then.
 	var back []claimed

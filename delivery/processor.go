@@ -235,9 +235,12 @@ type ProcessSummary struct {
 	// Stopped says why the run stopped before the queue was drained:
 	// "shutdown" (SIGTERM), "deadline" (--max-duration), "outage" (the
 	// receiver is down; Outage says how), "lease_lost" (the run could not
-	// renew its lease in time). Empty when it drained the queue.
+	// renew its lease in time), "account_paused" (the transport is paused:
+	// the receiver refused the whole account; Pause says how and until
+	// when). Empty when it drained the queue.
 	Stopped    string `json:"stopped,omitempty"`
 	Outage     string `json:"outage,omitempty"`
+	Pause      *Pause `json:"pause,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 }
 
@@ -307,6 +310,7 @@ type Processor struct {
 	tally   *tally
 	lease   *lease
 	circuit *circuit
+	pauses  *pauseState             // the transport's pause, once the run met one
 	stop    context.CancelCauseFunc // stops the run's workers, with why
 }
 
@@ -412,6 +416,7 @@ func (p *Processor) reset(stop context.CancelCauseFunc) {
 	p.tally = &tally{}
 	p.lease = &lease{timeout: p.cfg.ClaimTimeout}
 	p.circuit = &circuit{}
+	p.pauses = &pauseState{}
 	p.noSlotInTime.Store(false)
 	p.stop = stop
 }
@@ -502,6 +507,8 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 		sum.Stopped, sum.Outage = "outage", p.circuit.open()
 	case errors.Is(cause, errLeaseLost):
 		sum.Stopped = "lease_lost"
+	case errors.Is(cause, errAccountPaused):
+		sum.Stopped, sum.Pause = "account_paused", p.pauses.get()
 	case ctx.Err() != nil:
 		sum.Stopped = "shutdown"
 	case p.pastDeadline():
@@ -516,6 +523,9 @@ func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 // also ends when the run stops for its own reasons.
 func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	p.budget = nil
+	if paused, err := p.paused(runCtx); err != nil || paused {
+		return stopping(runCtx, err) // paused: nothing is claimed
+	}
 	health, err := p.readVerdict(runCtx)
 	if err != nil {
 		return stopping(runCtx, err)
@@ -597,6 +607,9 @@ func (p *Processor) work(ctx, gctx context.Context, more func()) error {
 				return nil
 			}
 			continue
+		}
+		if paused, err := p.paused(gctx); err != nil || paused {
+			return stopping(gctx, err)
 		}
 		claimedAt := p.clock()
 		batch, moved, err := p.claim(gctx)
@@ -792,6 +805,12 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 	if reason := p.routes.route(&m.Delivery); reason != "" {
 		return nil, p.cancelUnsent(ctx, m, reason)
 	}
+	if paused, err := p.paused(ctx); err != nil || paused {
+		if err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+		return nil, p.release([]claimed{m}) // no request: its slot comes back
+	}
 	ok, err := rec.begin(ctx, m)
 	if err != nil {
 		return p.notStarted(ctx, m, err)
@@ -816,6 +835,9 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 // lookup of a message in doubt): through the circuit, which may hold it
 // or release it for an outage, else by its outcome.
 func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Result, sendErr error, start time.Time) (*outcome, error) {
+	if acct := (*transport.AccountError)(nil); errors.As(sendErr, &acct) {
+		return nil, p.accountRefused(log, m, acct)
+	}
 	answered := time.Now()
 	latency := answered.Sub(start)
 	v, resolved, opened := p.circuit.observe(m, sendErr, latency, answered, !p.inDoubt(sendErr))

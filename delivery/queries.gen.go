@@ -618,6 +618,106 @@ func (r *paceRow) Dest() []any {
 // paceQuery is queries/pace.sql.
 var paceQuery = sqlfile.Load[paceArgs, paceRow, *paceRow](statementFiles, "pace", "interval", "jitter", "transport")
 
+// pauseActiveArgs are the parameters of queries/pause_active.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type pauseActiveArgs struct {
+	Transport   string        // @transport
+	ClockOffset time.Duration // @clock_offset
+}
+
+// Args returns the parameters in the statement's order.
+func (a pauseActiveArgs) Args() []any {
+	return []any{a.Transport, a.ClockOffset}
+}
+
+// pauseActiveRow is a row of queries/pause_active.sql.
+type pauseActiveRow struct {
+	Kind        string     // kind
+	StatusCode  int        // status_code
+	PausedAt    time.Time  // paused_at
+	PausedUntil *time.Time // paused_until
+}
+
+// Dest returns the fields in the columns' order.
+func (r *pauseActiveRow) Dest() []any {
+	return []any{&r.Kind, &r.StatusCode, &r.PausedAt, &r.PausedUntil}
+}
+
+// pauseActiveQuery is queries/pause_active.sql.
+var pauseActiveQuery = sqlfile.Load[pauseActiveArgs, pauseActiveRow, *pauseActiveRow](statementFiles, "pause_active", "transport", "clock_offset")
+
+// pauseClearArgs are the parameters of queries/pause_clear.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type pauseClearArgs struct {
+	ClearedBy string // @cleared_by
+	Transport string // @transport
+}
+
+// Args returns the parameters in the statement's order.
+func (a pauseClearArgs) Args() []any {
+	return []any{a.ClearedBy, a.Transport}
+}
+
+// pauseClearRow is a row of queries/pause_clear.sql.
+type pauseClearRow struct {
+	Kind string // kind
+}
+
+// Dest returns the fields in the columns' order.
+func (r *pauseClearRow) Dest() []any {
+	return []any{&r.Kind}
+}
+
+// pauseClearQuery is queries/pause_clear.sql.
+var pauseClearQuery = sqlfile.Load[pauseClearArgs, pauseClearRow, *pauseClearRow](statementFiles, "pause_clear", "cleared_by", "transport")
+
+// pauseRecordArgs are the parameters of queries/pause_record.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type pauseRecordArgs struct {
+	Transport   string        // @transport
+	Kind        string        // @kind
+	StatusCode  int           // @status_code
+	ClockOffset time.Duration // @clock_offset
+	Wait        time.Duration // @wait
+	Holder      string        // @holder
+}
+
+// Args returns the parameters in the statement's order.
+func (a pauseRecordArgs) Args() []any {
+	return []any{a.Transport, a.Kind, a.StatusCode, a.ClockOffset, a.Wait, a.Holder}
+}
+
+// pauseRecordQuery is queries/pause_record.sql.
+var pauseRecordQuery = sqlfile.Load[pauseRecordArgs, sqlfile.None, *sqlfile.None](statementFiles, "pause_record", "transport", "kind", "status_code", "clock_offset", "wait", "holder")
+
+// pausesRow is a row of queries/pauses.sql.
+type pausesRow struct {
+	Transport   string     // transport
+	Kind        string     // kind
+	StatusCode  int        // status_code
+	PausedAt    time.Time  // paused_at
+	PausedUntil *time.Time // paused_until
+	PausedBy    string     // paused_by
+	Refusals    int        // refusals
+	ClearedAt   *time.Time // cleared_at
+	ClearedBy   *string    // cleared_by
+	Active      bool       // active
+}
+
+// Dest returns the fields in the columns' order.
+func (r *pausesRow) Dest() []any {
+	return []any{&r.Transport, &r.Kind, &r.StatusCode, &r.PausedAt, &r.PausedUntil, &r.PausedBy, &r.Refusals, &r.ClearedAt, &r.ClearedBy, &r.Active}
+}
+
+// pausesQuery is queries/pauses.sql.
+var pausesQuery = sqlfile.Load[sqlfile.None, pausesRow, *pausesRow](statementFiles, "pauses")
+
 // recheckArgs are the parameters of queries/recheck.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

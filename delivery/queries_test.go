@@ -68,5 +68,10 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 			Counts: []int{1}, Recovered: true}),
 		budgetOpenQuery.Bind(budgetOpenArgs{Transport: "webhook", Window: BudgetWindow, DailyLimit: 10,
 			RampStart: &limit, RampFactor: &factor}),
+		pauseRecordQuery.Bind(pauseRecordArgs{Transport: "webhook", Kind: "banned", StatusCode: 403,
+			ClockOffset: time.Hour, Wait: time.Hour, Holder: "h"}),
+		pauseActiveQuery.Bind(pauseActiveArgs{Transport: "webhook", ClockOffset: time.Hour}),
+		pausesQuery.Bind(sqlfile.None{}),
+		pauseClearQuery.Bind(pauseClearArgs{Transport: "webhook", ClearedBy: "operator"}),
 	)
 }

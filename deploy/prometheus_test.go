@@ -161,7 +161,7 @@ func TestAlertRulesUseThePushedMetrics(t *testing.T) {
 	pushed := []string{metrics.JobDuration, metrics.JobLastSuccess, metrics.JobLastFailure, metrics.JobLastRunFailed,
 		metrics.JobUsers, metrics.JobUsersProcessed, metrics.JobMessages, metrics.DeliveryMessages, metrics.DeliveryRecovered,
 		metrics.DeliveryOutage, metrics.QueuePending, metrics.QueueDue, metrics.QueueOldestDueAge, metrics.VerifyOK, metrics.VerifyViolations,
-		metrics.DeliveryInvalid, metrics.DedupeChecks, metrics.DedupeCheckErrors}
+		metrics.DeliveryInvalid, metrics.DedupeChecks, metrics.DedupeCheckErrors, metrics.TransportPaused}
 	jobs := append(binaries(t), metrics.VerifyJob)
 	metricName := regexp.MustCompile(`\bengagement_[a-z_]+`)
 	jobLabel := regexp.MustCompile(`job="([^"]*)"`)
@@ -200,7 +200,7 @@ func TestAlertRulesUseThePushedMetrics(t *testing.T) {
 	for _, want := range []string{"EngagementJobRunFailed", "EngagementDailyNoRecentSuccess", "EngagementWeeklyNoRecentSuccess",
 		"EngagementVerifyBroken", "EngagementQueueBacklog", "EngagementQueueOldestDueMessage", "EngagementReceiverOutage",
 		"EngagementDeliveriesFailing", "EngagementUnrenderableMessages", "EngagementJobUsersFailed", "EngagementDuplicateRateHigh",
-		"EngagementDedupeCheckFailures"} {
+		"EngagementDedupeCheckFailures", "EngagementTransportPaused"} {
 		if !seen[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}

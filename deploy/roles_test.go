@@ -87,6 +87,9 @@ var wantPrivileges = map[string][]string{
 	// Meta's throughput level per Cloud API number (migration 77):
 	// queue-process records what it read at start.
 	"engagement_number_throughput": {"SELECT", "INSERT", "UPDATE"},
+	// Account-wide refusals of a transport (migration 80): queue-process
+	// records and reads them; engagementctl pause clear ends one early.
+	"engagement_transport_pauses": {"SELECT", "INSERT", "UPDATE"},
 }
 
 var tablePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}

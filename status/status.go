@@ -55,6 +55,10 @@ type Status struct {
 	// flag, when last read, and the templates Meta paused
 	// (delivery.ReadNumberHealth); empty on other transports.
 	NumberHealth []delivery.NumberReport `json:"number_health"`
+	// Pauses are the transports paused now: the receiver refused the
+	// whole account (delivery.ReadPauses, the active ones); nothing is sent
+	// through them until each ends or is cleared. Empty when none is.
+	Pauses []delivery.Pause `json:"pauses"`
 	// Spend is what Meta bills, on its list prices, for the messages its
 	// Cloud API accepted in the last 30 days: the delivered ones (package
 	// pricing; the console's queue page shows the same); other
@@ -265,6 +269,9 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	if st.NumberHealth, err = delivery.ReadNumberHealth(ctx, tx); err != nil {
 		return nil, err
 	}
+	if st.Pauses, err = ActivePauses(ctx, tx); err != nil {
+		return nil, err
+	}
 	if st.Spend, err = pricing.ReadSpend(ctx, tx, asOf, o.Prices); err != nil {
 		return nil, err
 	}
@@ -421,4 +428,19 @@ func readSpendForecast(ctx context.Context, tx pgx.Tx, asOf time.Time, prices *p
 		}
 	}
 	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastGoodbyes(goodbyes, prices)}, nil
+}
+
+// ActivePauses reads the transports paused now; an empty list when none is.
+func ActivePauses(ctx context.Context, db postgres.Querier) ([]delivery.Pause, error) {
+	all, err := delivery.ReadPauses(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	active := []delivery.Pause{}
+	for _, p := range all {
+		if p.Active {
+			active = append(active, p)
+		}
+	}
+	return active, nil
 }

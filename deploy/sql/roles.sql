@@ -63,6 +63,9 @@
 --   engagement_wishes              SELECT, INSERT, DELETE          opt-outs and erasures for the batches in
 --                                                                  flight: erase writes, queue-process reads
 --                                                                  and deletes the old ones
+--   engagement_transport_pauses    SELECT, INSERT, UPDATE          account-wide refusals of a transport:
+--                                                                  queue-process records and reads them,
+--                                                                  engagementctl pause clear ends one
 --
 -- Row level security: the migrations switch it on for every table they
 -- create, and the bot's tables on Supabase have it on already, so a role
@@ -205,7 +208,8 @@ DECLARE
         ['engagement_queue_settings',     'SELECT, INSERT, UPDATE'],
         ['engagement_message_types',      'SELECT, INSERT, UPDATE, DELETE'],
         ['engagement_erasures',           'SELECT, INSERT, UPDATE'],
-        ['engagement_wishes',             'SELECT, INSERT, DELETE']
+        ['engagement_wishes',             'SELECT, INSERT, DELETE'],
+        ['engagement_transport_pauses',   'SELECT, INSERT, UPDATE']
     ];
     -- The scheduler's functions (its migrations' trigger functions, the
     -- shard predicate, the routing, the clocks and deadlines the jobs decide

@@ -60,6 +60,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -80,6 +81,7 @@ const (
 	DeliveryInvalid      = "engagement_delivery_invalid_messages"
 	DeliveryReleased     = "engagement_delivery_released_messages"
 	DeliveryOutage       = "engagement_delivery_outage"
+	TransportPaused      = "engagement_transport_paused"
 	DeliveryClaimsLeft   = "engagement_delivery_claims_left"
 	DeliveryDeduplicated = "engagement_delivery_deduplicated_messages"
 	DedupeChecks         = "engagement_dedupe_checks"
@@ -234,6 +236,7 @@ func Gatherer(r Run) prometheus.Gatherer {
 		}
 		vec(DeliveryOutage, "1 when the last completed run stopped because the receiver was down (unreachable, or 502/503/504 to several messages in a row), else 0.", "transport").
 			WithLabelValues(d.Transport).Set(outage)
+		pushPause(vec, d)
 		vec(DeliveryDeduplicated, "Messages the dedupe store stopped in the last completed run (its key was recorded as delivered): marked sent, not sent again.", "transport").
 			WithLabelValues(d.Transport).Set(float64(d.Deduplicated))
 		if d.DedupeChecks > 0 {
@@ -368,4 +371,18 @@ func (p *Pusher) redact(err error) error {
 // every one but operator (engagementctl cancel's, never a run's).
 func deliveryCancelReasons() []string {
 	return slices.DeleteFunc(sm.CancelReasons(), func(r string) bool { return r == sm.CancelOperator })
+}
+
+// pushPause sets engagement_transport_paused of d's transport: 1 for the
+// kind of the pause the run stopped for, 0 for every other kind (all 0
+// when it was not paused), so that an alert on it resolves.
+func pushPause(vec func(name, help string, labels ...string) *prometheus.GaugeVec, d *delivery.ProcessSummary) {
+	paused := vec(TransportPaused, "1 when the last completed run stopped because its transport is paused: the bot said WhatsApp refuses its whole account, of this kind (reachout_timelock, rate_overlimit, logged_out, banned), else 0.", "transport", "kind")
+	for _, kind := range transport.AccountKinds {
+		v := 0.0
+		if d.Stopped == "account_paused" && d.Pause != nil && d.Pause.Kind == kind {
+			v = 1
+		}
+		paused.WithLabelValues(d.Transport, kind).Set(v)
+	}
 }

@@ -288,3 +288,36 @@ func TestUserInfoIsBasicAuthAndNeverShown(t *testing.T) {
 		t.Errorf("push to nothing: error %v, want one without the password", err)
 	}
 }
+
+// Issue 58: a queue-process run that stopped because its transport is
+// paused (the bot refused the whole account) pushes
+// engagement_transport_paused 1 for the pause's kind and 0 for the others;
+// a run that was not paused pushes 0 for every kind, so the alert
+// resolves.
+func TestAPausedRunPushesThePause(t *testing.T) {
+	t.Parallel()
+	gw := pushtest.New(t)
+	p := newPusher(t, gw.URL)
+	ctx := context.Background()
+	paused := metrics.Run{Job: delivery.Job, Duration: time.Second, End: monday,
+		Delivery: &delivery.ProcessSummary{Transport: "webhook", Stopped: "account_paused",
+			Pause: &delivery.Pause{Transport: "webhook", Kind: "banned", StatusCode: 403, Active: true}}}
+	if err := p.Push(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	got := gw.Metrics(t, "engagement_")
+	for _, kind := range []string{"reachout_timelock", "rate_overlimit", "logged_out", "banned"} {
+		v := 0.0
+		if kind == "banned" {
+			v = 1
+		}
+		want(t, got, v, metrics.TransportPaused, "job", "queue-process", "transport", "webhook", "kind", kind)
+	}
+	sent := metrics.Run{Job: delivery.Job, Duration: time.Second, End: tuesday,
+		Delivery: &delivery.ProcessSummary{Transport: "webhook", Sent: 3}}
+	if err := p.Push(ctx, sent); err != nil {
+		t.Fatal(err)
+	}
+	got = gw.Metrics(t, "engagement_")
+	want(t, got, 0, metrics.TransportPaused, "job", "queue-process", "transport", "webhook", "kind", "banned")
+}

@@ -659,7 +659,7 @@ CREATE TABLE public.engagement_console_audit (
     filter jsonb NOT NULL,
     messages bigint NOT NULL,
     reason text,
-    CONSTRAINT engagement_console_audit_action_check CHECK ((action = ANY (ARRAY['requeue'::text, 'cancel'::text, 'enqueue'::text, 'opt_out'::text, 'opt_in'::text, 'erase'::text]))),
+    CONSTRAINT engagement_console_audit_action_check CHECK ((action = ANY (ARRAY['requeue'::text, 'cancel'::text, 'enqueue'::text, 'opt_out'::text, 'opt_in'::text, 'erase'::text, 'clear_pause'::text]))),
     CONSTRAINT engagement_console_audit_messages_check CHECK ((messages >= 0)),
     CONSTRAINT engagement_console_audit_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 500)))
 );
@@ -1054,6 +1054,24 @@ CREATE TABLE public.engagement_transport_pacing (
 );
 
 --
+-- Name: engagement_transport_pauses; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.engagement_transport_pauses (
+    transport text NOT NULL,
+    kind text NOT NULL,
+    status_code integer NOT NULL,
+    paused_at timestamp with time zone NOT NULL,
+    paused_until timestamp with time zone,
+    paused_by text NOT NULL,
+    refusals integer DEFAULT 1 NOT NULL,
+    cleared_at timestamp with time zone,
+    cleared_by text,
+    CONSTRAINT engagement_transport_pauses_check CHECK (((paused_until IS NULL) OR (paused_until >= paused_at))),
+    CONSTRAINT engagement_transport_pauses_kind_check CHECK ((kind = ANY (ARRAY['reachout_timelock'::text, 'rate_overlimit'::text, 'logged_out'::text, 'banned'::text])))
+);
+
+--
 -- Name: engagement_wishes; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1327,6 +1345,13 @@ ALTER TABLE ONLY public.engagement_time_zones
 
 ALTER TABLE ONLY public.engagement_transport_pacing
     ADD CONSTRAINT engagement_transport_pacing_pkey PRIMARY KEY (transport);
+
+--
+-- Name: engagement_transport_pauses engagement_transport_pauses_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.engagement_transport_pauses
+    ADD CONSTRAINT engagement_transport_pauses_pkey PRIMARY KEY (transport);
 
 --
 -- Name: engagement_wishes engagement_wishes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1770,6 +1795,12 @@ ALTER TABLE public.engagement_time_zones ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.engagement_transport_pacing ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: engagement_transport_pauses; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.engagement_transport_pauses ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: engagement_wishes; Type: ROW SECURITY; Schema: public; Owner: -

@@ -94,15 +94,19 @@ const (
 	ClassUnknown   = "unknown"   // the request may have been acted on: no answer, or a server error after it was sent
 	ClassOutage    = "outage"    // the receiver is down: unreachable, or a gateway's 502/503/504
 	ClassTransient = "transient" // any other failure worth retrying
+	ClassAccount   = "account"   // the receiver refused the whole account (an *AccountError), not the message
 )
 
 // Class names how a send ended, for logs and metrics: accepted, rejected,
-// throttled, unknown, outage or transient. A nil err is accepted.
+// throttled, unknown, outage, transient or account. A nil err is accepted.
 func Class(err error) string {
 	var e *Error
+	var acct *AccountError
 	switch {
 	case err == nil:
 		return ClassAccepted
+	case errors.As(err, &acct):
+		return ClassAccount
 	case !errors.As(err, &e):
 		return ClassTransient
 	case e.Permanent:

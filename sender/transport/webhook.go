@@ -48,7 +48,9 @@ type WebhookConfig struct {
 //
 // Any 2xx is delivered; the response's string "message_id" (or "id"), when
 // it is a JSON object, is the provider message id. Redirects are not
-// followed (a 3xx is a permanent failure).
+// followed (a 3xx is a permanent failure). A 409, 429, 401 or 403 whose
+// body names an "account_error" refuses the whole account, not the
+// message: an *AccountError (account.go).
 type Webhook struct {
 	url    string
 	secret string
@@ -107,6 +109,10 @@ func (w *Webhook) Name() string { return "webhook" }
 // bot behind it sends as an ordinary WhatsApp account (ReachoutLimited).
 func (w *Webhook) ReachoutLimited() {}
 
+// ReportsAccountErrors returns true: the bot may refuse the whole account
+// (account.go).
+func (w *Webhook) ReportsAccountErrors() bool { return true }
+
 // Deduplicates returns true: the bot drops a repeated Idempotency-Key.
 func (w *Webhook) Deduplicates() bool { return true }
 
@@ -163,6 +169,9 @@ func (w *Webhook) Send(ctx context.Context, d Delivery) (Result, error) {
 	resp, err := w.http.post(ctx, w.url, header, body, red)
 	if err != nil {
 		return Result{}, err
+	}
+	if acct := accountError(w.Name(), resp); acct != nil {
+		return Result{}, acct
 	}
 	if !successStatus(resp.status) {
 		return Result{}, httpError(w.Name(), resp)

@@ -35,7 +35,7 @@ func NewCommand() *cobra.Command {
 	root.AddCommand(newRequeueCommand(&databaseURL, nil), newCancelCommand(&databaseURL, nil))
 	root.AddCommand(newCheckReceiverCommand(nil))
 	root.AddCommand(newConsentCommand(&databaseURL, true, nil), newConsentCommand(&databaseURL, false, nil), newEraseCommand(&databaseURL, nil))
-	root.AddCommand(newCategoriesCommand(&databaseURL, nil))
+	root.AddCommand(newCategoriesCommand(&databaseURL, nil), newPauseCommand(&databaseURL, nil))
 	root.AddCommand(newPricesCommand(nil))
 	return root
 }

@@ -176,6 +176,7 @@ func writeStatus(w io.Writer, st *status.Status) error {
 		reasons = append(reasons, fmt.Sprintf("%s %d", r.Reason, r.Messages))
 	}
 	fmt.Fprintf(w, "cancelled by reason: %s\n", strings.Join(reasons, ", "))
+	writePauses(w, st.Pauses)
 	writeBudgets(w, st.AsOf, st.Budgets)
 	writeProtection(w, st.QueueSettings, st.NumberHealth)
 	fmt.Fprintln(w)
@@ -242,6 +243,18 @@ func writeStatus(w io.Writer, st *status.Status) error {
 		fmt.Fprintf(w, "run %d (%s): %s\n", r.ID, r.Status, cli.OneLine(r.Error))
 	}
 	return nil
+}
+
+// writePauses writes a line per transport paused now, with what to do.
+func writePauses(w io.Writer, pauses []delivery.Pause) {
+	for _, p := range pauses {
+		until := "until cleared"
+		if p.Until != nil {
+			until = "until " + p.Until.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "PAUSED: %s, the account refused (%s) since %s, %s\n  what to do: %s\n",
+			p.Transport, p.Kind, p.Since.UTC().Format(time.RFC3339), until, p.Advice)
+	}
 }
 
 // writeBudgets writes a line per send budget: what the window holds, what

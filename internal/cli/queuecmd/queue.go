@@ -266,6 +266,14 @@ func writeSummary(w io.Writer, format string, sum delivery.ProcessSummary) error
 			_, err = fmt.Fprintf(w, "send budget: %d of %d recipients in the last 24 h, %d messages waiting on it%s\n",
 				b.Used, b.Limit, b.Waiting, next)
 		}
+		if p := sum.Pause; err == nil && p != nil {
+			until := "until it is cleared (engagementctl pause clear)"
+			if p.Until != nil {
+				until = "until " + p.Until.Format(time.RFC3339)
+			}
+			_, err = fmt.Fprintf(w, "paused: the bot says WhatsApp refuses the account (%s); nothing is sent %s. What to do: %s\n",
+				p.Kind, until, p.Advice)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("write summary: %w", err)

@@ -135,6 +135,12 @@ var invocations = []invocation{
 	}},
 	{name: "engagementctl categories set", cmd: ctl.NewCommand, args: []string{"categories", "set", "promo", "utility"}},
 	{name: "engagementctl categories unset", cmd: ctl.NewCommand, args: []string{"categories", "unset", "promo"}},
+	{name: "engagementctl pause list", cmd: ctl.NewCommand, args: []string{"pause", "list"}, garbage: [][]string{
+		{"--output", "xml"},
+	}},
+	{name: "engagementctl pause clear", cmd: ctl.NewCommand, args: []string{"pause", "clear"}, garbage: [][]string{
+		{"--transport", "Web Hook"},
+	}},
 	{name: "engagement-console", cmd: consolecmd.NewCommand, garbage: [][]string{
 		{"--listen", "8080", "host:port"},
 		{"--statement-timeout", "0s"},

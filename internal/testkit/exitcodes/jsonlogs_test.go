@@ -40,6 +40,7 @@ var ctlArgs = map[string][]string{
 	"engagementctl erase":            {"--user-id", userID, "--yes"},
 	"engagementctl categories set":   {"promo", "utility"},
 	"engagementctl categories unset": {"promo"},
+	"engagementctl pause clear":      {"--transport", "webhook"},
 	"engagementctl seed":             {"--users", "1", "--as-of", "2026-01-05T06:00:00Z"},
 	"engagementctl migrate force":    {"0"},
 	"engagementctl check-receiver":   {"--webhook-url", "http://127.0.0.1:1/webhook", "--webhook-secret", "s3cr3t", "--timeout", "2s"},

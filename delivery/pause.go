@@ -1,0 +1,201 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/sender/transport"
+)
+
+// Pause is an account-wide refusal of a transport, as recorded in
+// engagement_transport_pauses (migration 80): the receiver said WhatsApp
+// refuses the bot's whole account (../shared/CONTRACT.md, round seven, "An
+// unofficial number's limits"). While it is active no queue-process of the
+// transport claims or sends anything.
+type Pause struct {
+	Transport  string     `json:"transport"`
+	Kind       string     `json:"kind"` // one of transport.AccountKinds
+	StatusCode int        `json:"status_code"`
+	Since      time.Time  `json:"since"`
+	Until      *time.Time `json:"until,omitempty"` // nil: until an operator clears it
+	// Advice says what the operator can do about Kind.
+	Advice string `json:"advice"`
+	// What engagementctl pause list and the console show besides.
+	PausedBy  string     `json:"paused_by,omitempty"`
+	Refusals  int        `json:"refusals,omitempty"`
+	ClearedAt *time.Time `json:"cleared_at,omitempty"`
+	ClearedBy *string    `json:"cleared_by,omitempty"`
+	Active    bool       `json:"active"`
+}
+
+// PauseAdvice is what an operator can do about each kind of pause.
+var PauseAdvice = map[string]string{
+	transport.AccountReachoutTimelock: "wait: WhatsApp refuses messages to people who have not written lately until the time-lock ends; send to fewer cold contacts",
+	transport.AccountRateOverlimit:    "slow down: raise --send-interval or lower --daily-limit before the pause ends",
+	transport.AccountLoggedOut:        "re-link the bot's device (scan the QR code again), then clear the pause: engagementctl pause clear --transport webhook",
+	transport.AccountBanned:           "appeal the ban to WhatsApp from the phone; once the number is back, clear the pause: engagementctl pause clear --transport webhook",
+}
+
+// ActivePause reads transport's active pause at the database's clock plus
+// clockOffset; nil when it may send.
+func ActivePause(ctx context.Context, db postgres.Querier, transportName string, clockOffset time.Duration) (*Pause, error) {
+	rows, err := pauseActiveQuery.All(ctx, db, pauseActiveArgs{Transport: transportName, ClockOffset: clockOffset})
+	if err != nil {
+		return nil, fmt.Errorf("read the transport's pause: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	r := rows[0]
+	return &Pause{Transport: transportName, Kind: r.Kind, StatusCode: r.StatusCode, Since: r.PausedAt,
+		Until: r.PausedUntil, Advice: PauseAdvice[r.Kind], Active: true}, nil
+}
+
+// ReadPauses reads every transport's last pause, active or not, newest
+// first (engagementctl pause list, status, the console).
+func ReadPauses(ctx context.Context, db postgres.Querier) ([]Pause, error) {
+	var out []Pause
+	err := pausesQuery.Each(ctx, db, sqlfile.None{}, func(r *pausesRow) error {
+		out = append(out, Pause{Transport: r.Transport, Kind: r.Kind, StatusCode: r.StatusCode, Since: r.PausedAt,
+			Until: r.PausedUntil, Advice: PauseAdvice[r.Kind], PausedBy: r.PausedBy, Refusals: r.Refusals,
+			ClearedAt: r.ClearedAt, ClearedBy: r.ClearedBy, Active: r.Active})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the transports' pauses: %w", err)
+	}
+	return out, nil
+}
+
+// ClearPause ends transport's active pause now, as by (an operator's
+// name): its processes send again from their next run. It returns the
+// cleared pause's kind, "" when none was active.
+func ClearPause(ctx context.Context, db postgres.Querier, transportName, by string) (string, error) {
+	rows, err := pauseClearQuery.All(ctx, db, pauseClearArgs{Transport: transportName, ClearedBy: by})
+	if err != nil {
+		return "", fmt.Errorf("clear the transport's pause: %w", err)
+	}
+	if len(rows) == 0 {
+		return "", nil
+	}
+	return rows[0].Kind, nil
+}
+
+// errAccountPaused is why a run stopped when its transport is paused.
+var errAccountPaused = errors.New("the transport's account is paused")
+
+// pauseState is a run's knowledge of its transport's pause: nil until it
+// found one or met a refusal.
+type pauseState struct {
+	mu    sync.Mutex
+	pause *Pause
+}
+
+func (s *pauseState) get() *Pause {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pause
+}
+
+// set keeps the first pause the run met.
+func (s *pauseState) set(p *Pause) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pause == nil {
+		s.pause = p
+	}
+}
+
+// replace makes p the run's pause, as the database recorded it.
+func (s *pauseState) replace(p *Pause) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pause = p
+}
+
+// pausable reports whether the run's transport can be paused: its
+// receiver reports account refusals (the webhook). Other transports read
+// no pause, so their runs spend no statement on it.
+func (p *Processor) pausable() bool {
+	r, ok := p.cfg.Transport.(transport.AccountReporter)
+	return ok && r.ReportsAccountErrors()
+}
+
+// paused reports whether nothing may be claimed or sent now: the run met
+// a pause already, or the database has one (another process recorded
+// it). Called at the start of the run, before each claim and before each
+// request. A pause found stops the run.
+func (p *Processor) paused(ctx context.Context) (bool, error) {
+	if !p.pausable() {
+		return false, nil
+	}
+	if p.pauses.get() != nil {
+		return true, nil
+	}
+	pause, err := ActivePause(ctx, p.pool, p.cfg.Transport.Name(), p.cfg.ClockOffset)
+	if err != nil {
+		return false, err
+	}
+	if pause != nil {
+		p.pauseRun(pause)
+	}
+	return p.pauses.get() != nil, nil
+}
+
+// pauseRun stops the run for pause: no claim and no send starts after it.
+func (p *Processor) pauseRun(pause *Pause) {
+	p.pauses.set(pause)
+	p.stop(errAccountPaused)
+}
+
+// accountRefused settles m, whose request the receiver answered with a
+// refusal of the whole account: the run stops at once (in memory, then in
+// the database, so that every other process stops at its next check), and
+// m goes back to the queue unsent, due as it was, its retries unspent. Its
+// budget slot stays spent: its request reached the receiver, and a
+// refused attempt may count with WhatsApp as one (the budget is never
+// exceeded, ../shared/CONTRACT.md round seven, "A crash tells the truth").
+func (p *Processor) accountRefused(log zerolog.Logger, m claimed, acct *transport.AccountError) error {
+	pause := &Pause{Transport: p.cfg.Transport.Name(), Kind: acct.Kind, StatusCode: acct.Err.StatusCode,
+		Since: p.clock().Add(p.cfg.ClockOffset), Advice: PauseAdvice[acct.Kind], Active: true}
+	if acct.RetryAfter > 0 {
+		until := pause.Since.Add(acct.RetryAfter)
+		pause.Until = &until
+	}
+	p.pauseRun(pause)
+	log.Warn().Str("kind", acct.Kind).Int("status", pause.StatusCode).Dur("retry_after", acct.RetryAfter).
+		Msg("the receiver refused the whole account: pausing the transport; the messages wait, pending")
+	recorded, err := p.recordPause(acct)
+	if recorded != nil {
+		p.pauses.replace(recorded) // the summary says the pause as recorded: another process's may end later
+	}
+	return errors.Join(err, p.releaseKeepingSlots([]claimed{m}))
+}
+
+// recordPause writes the refusal to engagement_transport_pauses
+// (pause_record.sql), even while the run is stopping, and reads the pause
+// back as it stands.
+func (p *Processor) recordPause(acct *transport.AccountError) (*Pause, error) {
+	args := pauseRecordArgs{Transport: p.cfg.Transport.Name(), Kind: acct.Kind, StatusCode: acct.Err.StatusCode,
+		ClockOffset: p.cfg.ClockOffset, Wait: acct.RetryAfter, Holder: p.holder}
+	var pause *Pause
+	err := retryConflicts(func(ctx context.Context) error {
+		if _, err := pauseRecordQuery.Exec(ctx, p.pool, args); err != nil {
+			return err
+		}
+		var err error
+		pause, err = ActivePause(ctx, p.pool, args.Transport, args.ClockOffset)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record the transport's pause: %w", err)
+	}
+	return pause, nil
+}
