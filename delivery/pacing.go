@@ -48,6 +48,10 @@ const maxLateTries = 3
 // the rate.
 const maxLate = time.Second / paceMargin
 
+// PaceTolerance is how much closer than the interval two sends' requests
+// may arrive at the receiver (docs/delivery.md, "Pacing: a shared rate").
+const PaceTolerance = maxLate
+
 // errNoSlotInTime is wait's answer when the slot it reserved comes after
 // the time it was given: the slot is let go (a gap in the pace).
 var errNoSlotInTime = errors.New("the next send slot comes after the run's deadline")
