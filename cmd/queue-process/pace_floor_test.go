@@ -57,6 +57,7 @@ func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 		}
 	}
 	reqs := bot.Requests()
+
 	if len(reqs) != sends {
 		t.Fatalf("the bot got %d requests, want %d", len(reqs), sends)
 	}
