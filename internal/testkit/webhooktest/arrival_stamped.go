@@ -1,11 +1,17 @@
+//go:build linux && (amd64 || arm64)
+
 package webhooktest
 
 import (
+	"encoding/binary"
 	"net"
 	"syscall"
 	"time"
-	"unsafe"
 )
+
+// timespecSize is a struct timespec's size on the 64-bit platforms: two
+// 64-bit integers, seconds and nanoseconds.
+const timespecSize = 16
 
 // stampArrivals has the kernel stamp every packet the listener's
 // connections receive (SO_TIMESTAMPNS, which accepted connections
@@ -40,7 +46,7 @@ func arrival(conn *net.TCPConn) (time.Time, bool) {
 		got bool
 	)
 	buf := make([]byte, 1)
-	oob := make([]byte, syscall.CmsgSpace(int(unsafe.Sizeof(syscall.Timespec{}))))
+	oob := make([]byte, syscall.CmsgSpace(timespecSize))
 	readErr := rc.Read(func(fd uintptr) bool {
 		n, oobn, _, _, err := syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_PEEK)
 		if err == syscall.EAGAIN {
@@ -54,10 +60,9 @@ func arrival(conn *net.TCPConn) (time.Time, bool) {
 			return true
 		}
 		for _, m := range msgs {
-			if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS &&
-				len(m.Data) >= int(unsafe.Sizeof(syscall.Timespec{})) {
-				ts := (*syscall.Timespec)(unsafe.Pointer(&m.Data[0]))
-				at, got = time.Unix(ts.Unix()), true
+			if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= timespecSize {
+				sec, nsec := binary.NativeEndian.Uint64(m.Data[0:8]), binary.NativeEndian.Uint64(m.Data[8:16])
+				at, got = time.Unix(int64(sec), int64(nsec)), true //nolint:gosec // a timestamp's fields, in range
 			}
 		}
 		return true
