@@ -35,7 +35,8 @@ func TestJitterNeverGoesBelowTheFloorAcrossProcesses(t *testing.T) {
 		p := &pacer{pool: pool, transport: "webhook", interval: interval, jitter: jitter}
 		wg.Go(func() {
 			for range 20 {
-				_, slot, err := p.reserve(context.Background())
+				row, err := p.reserveRow(context.Background())
+				slot := row.Slot
 				if err != nil {
 					t.Error(err)
 					return
@@ -70,7 +71,8 @@ func TestNoJitterKeepsTheInterval(t *testing.T) {
 	p := &pacer{pool: pool, transport: "webhook", interval: time.Second}
 	var prev time.Time
 	for i := range 5 {
-		_, slot, err := p.reserve(context.Background())
+		row, err := p.reserveRow(context.Background())
+		slot := row.Slot
 		if err != nil {
 			t.Fatal(err)
 		}
