@@ -44,6 +44,7 @@ SELECT 'claimed', c.id::text, coalesce(c.user_id::text, ''), coalesce(c.message_
     OR @kinds::text IS NULL OR @kind_priority::text[] IS NULL OR @priority_max_wait::interval IS NULL
     OR @per_user_cap::int IS NULL OR @cap_window::interval IS NULL OR @quality_hold::boolean IS NULL
     OR @paused_keys::text[] IS NULL OR @verdict_recheck::interval IS NULL OR @window_margin::interval IS NULL
+    OR @reachout_window::interval IS NULL
  ORDER BY c.scheduled_for, c.id`
 
 // claimWithoutChecks is claimWithoutChecksSQL as a claim statement: its
