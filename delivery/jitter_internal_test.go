@@ -35,8 +35,7 @@ func TestJitterNeverGoesBelowTheFloorAcrossProcesses(t *testing.T) {
 		p := &pacer{pool: pool, transport: "webhook", interval: interval, jitter: jitter}
 		wg.Go(func() {
 			for range 20 {
-				row, err := p.reserveRow(context.Background())
-				slot := row.Slot
+				_, slot, err := p.reserve(context.Background())
 				if err != nil {
 					t.Error(err)
 					return
@@ -71,8 +70,7 @@ func TestNoJitterKeepsTheInterval(t *testing.T) {
 	p := &pacer{pool: pool, transport: "webhook", interval: time.Second}
 	var prev time.Time
 	for i := range 5 {
-		row, err := p.reserveRow(context.Background())
-		slot := row.Slot
+		_, slot, err := p.reserve(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -772,107 +772,63 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 			return &outcome{status: sm.StatusSent, err: errDeduplicated, notSent: true}, nil
 		}
 	}
+	if p.pacer != nil {
+		err := p.pacer.wait(ctx, p.cfg.Deadline)
+		if errors.Is(err, errNoSlotInTime) {
+			// Its slot comes after the run's deadline (--max-duration): not
+			// sent, handed back, and the run stops claiming now rather than
+			// sleep to its end, an interval longer for each worker in line.
+			p.noSlotInTime.Store(true)
+			return nil, p.release([]claimed{m})
+		}
+		if err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+	}
 	if p.throttle != nil {
-		// Before the slot: the slot's wait is the last before the request.
 		if err := p.throttle.wait(ctx); err != nil {
 			return p.notStarted(ctx, m, err)
 		}
 	}
-	for {
-		var s slot
-		if p.pacer != nil {
-			var err error
-			s, err = p.pacer.wait(ctx, p.cfg.Deadline)
-			if errors.Is(err, errNoSlotInTime) {
-				// Its slot comes after the run's deadline (--max-duration): not
-				// sent, handed back, and the run stops claiming now rather than
-				// sleep to its end, an interval longer for each worker in line.
-				p.noSlotInTime.Store(true)
-				return nil, p.release([]claimed{m})
-			}
-			if err != nil {
-				return p.notStarted(ctx, m, err)
-			}
-			if p.throttle != nil && p.throttle.paused() > 0 {
-				// A 130429 came while it waited for its slot: the slot
-				// goes, and the message waits the pause for another.
-				if err := p.throttle.wait(ctx); err != nil {
-					return p.notStarted(ctx, m, err)
-				}
-				continue
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return p.notStarted(ctx, m, err) // stopping: no send starts
-		}
-		if reason, doubted, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
-			if err != nil {
-				return p.notStarted(ctx, m, err)
-			}
-			if doubted {
-				return p.resolveDoubt(ctx, m, reason)
-			}
-			return nil, nil // cancelled in the check's statement: never sent
-		}
-		if reason := p.routes.route(&m.Delivery); reason != "" {
-			return nil, p.cancelUnsent(ctx, m, reason)
-		}
-		if paused, err := p.paused(ctx); err != nil || paused {
-			if err != nil {
-				return p.notStarted(ctx, m, err)
-			}
-			return nil, p.release([]claimed{m}) // no request: its slot comes back
-		}
-		if p.pacer != nil && p.pacer.late(s, time.Now()) {
-			// Its slot has gone by (a slow check, a connection awaited):
-			// a fresh one, and the check again before it.
-			chk.forget(i)
-			continue
-		}
-		ok, err := rec.begin(ctx, m)
+	if err := ctx.Err(); err != nil {
+		return p.notStarted(ctx, m, err) // stopping: no send starts
+	}
+	if reason, doubted, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
 		if err != nil {
 			return p.notStarted(ctx, m, err)
 		}
-		if !ok {
-			// Lost, or running out (renewals failing): not sent, and handed
-			// back if this processor still holds it after all.
-			p.tally.claimsLost.Add(1)
-			log.Warn().Msg("claim lost before the send started; not sent")
-			return nil, p.release([]claimed{m})
+		if doubted {
+			return p.resolveDoubt(ctx, m, reason)
 		}
-
-		// The send in flight finishes even when a shutdown begins meanwhile, so
-		// its outcome is recorded rather than guessed at.
-		sendCtx := context.WithoutCancel(ctx)
-		sendStart := time.Now()
-		if p.pacer != nil {
-			// The request starts in its slot, or not at all: decided at
-			// its write (transport.StartGate), which waits for the slot.
-			gate := p.pacer.gate(s)
-			if _, ok := p.cfg.Transport.(transport.GatesStarts); ok {
-				sendCtx = transport.WithStartGate(sendCtx, func(now time.Time) (time.Time, error) {
-					at, err := gate(now)
-					sendStart = at // the latency counts from the request's start
-					return at, err
-				})
-			} else if at, err := gate(time.Now()); err != nil {
-				chk.forget(i)
-				continue
-			} else {
-				sendStart = at
-			}
-		}
-		res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
-		if errors.Is(sendErr, errLateStart) {
-			// The request came to its write after its slot's tolerance:
-			// nothing was written. A fresh slot, and the check again
-			// before it (the start's statement again too: on a durable
-			// recording, one more attempt counted in the ledger).
-			chk.forget(i)
-			continue
-		}
-		return p.attempted(log, m, res, sendErr, sendStart)
+		return nil, nil // cancelled in the check's statement: never sent
 	}
+	if reason := p.routes.route(&m.Delivery); reason != "" {
+		return nil, p.cancelUnsent(ctx, m, reason)
+	}
+	if paused, err := p.paused(ctx); err != nil || paused {
+		if err != nil {
+			return p.notStarted(ctx, m, err)
+		}
+		return nil, p.release([]claimed{m}) // no request: its slot comes back
+	}
+	ok, err := rec.begin(ctx, m)
+	if err != nil {
+		return p.notStarted(ctx, m, err)
+	}
+	if !ok {
+		// Lost, or running out (renewals failing): not sent, and handed
+		// back if this processor still holds it after all.
+		p.tally.claimsLost.Add(1)
+		log.Warn().Msg("claim lost before the send started; not sent")
+		return nil, p.release([]claimed{m})
+	}
+
+	// The send in flight finishes even when a shutdown begins meanwhile, so
+	// its outcome is recorded rather than guessed at.
+	sendCtx := context.WithoutCancel(ctx)
+	sendStart := time.Now()
+	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
+	return p.attempted(log, m, res, sendErr, sendStart)
 }
 
 // attempted settles an attempt that reached the transport (a send, or a

@@ -608,12 +608,11 @@ func (a paceArgs) Args() []any {
 type paceRow struct {
 	Delay time.Duration // delay
 	Slot  time.Time     // slot
-	DbNow time.Time     // db_now
 }
 
 // Dest returns the fields in the columns' order.
 func (r *paceRow) Dest() []any {
-	return []any{&r.Delay, &r.Slot, &r.DbNow}
+	return []any{&r.Delay, &r.Slot}
 }
 
 // paceQuery is queries/pace.sql.

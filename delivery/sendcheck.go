@@ -89,14 +89,6 @@ func (c *sendCheck) cancelReason(ctx context.Context, i int) (reason string, dou
 	return c.cancelled[id], false, nil
 }
 
-// forget makes the next cancelReason of batch[i] check it again: its send
-// lets its pace slot go and waits for another.
-func (c *sendCheck) forget(i int) {
-	if i >= c.from && i < c.to {
-		c.to = c.from
-	}
-}
-
 // check runs recheck.sql for batch[i] (paced) or the rest of the batch
 // from it (unpaced).
 func (c *sendCheck) check(ctx context.Context, i int) error {

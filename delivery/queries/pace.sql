@@ -5,9 +5,7 @@
 -- are at least @interval apart, across every process, and their gaps vary
 -- up to @interval + @jitter. The gap is drawn once per statement (gap). The
 -- row is locked for this statement only, never across a send. Returns the
--- wait, the slot, and the database's clock as it answered (db_now), by
--- which a process places the slot on its own clock however long the
--- answer took to reach it (pacing.go).
+-- wait and the slot.
 WITH gap AS (
     SELECT @interval::interval + random() * @jitter::interval AS d
 )
@@ -16,5 +14,4 @@ VALUES (@transport, clock_timestamp() + (SELECT d FROM gap))
     ON CONFLICT (transport) DO UPDATE
    SET next_send_at = greatest(p.next_send_at, clock_timestamp()) + (SELECT d FROM gap)
 RETURNING greatest(next_send_at - (SELECT d FROM gap) - clock_timestamp(), interval '0') AS delay,
-          next_send_at - (SELECT d FROM gap) AS slot,
-          clock_timestamp() AS db_now;
+          next_send_at - (SELECT d FROM gap) AS slot;

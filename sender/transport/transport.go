@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -291,13 +290,6 @@ func newClient(c *http.Client) *http.Client {
 		// nearly every message.
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
-		// Every connection calls the request's StartGate right before
-		// the request's first write (startgate.go). HTTP/1.1 only: a
-		// connection carries one request at a time, so the next write is
-		// the request's (an HTTP/2 connection interleaves the frames of
-		// several, and its own).
-		t.DialContext = gatedDial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-		t.ForceAttemptHTTP2 = false
 		out.Transport = t
 	}
 	out.CheckRedirect = noRedirect
@@ -329,9 +321,6 @@ type httpCaller struct {
 	name    string // the transport's name, prefixing errors
 	client  *http.Client
 	timeout time.Duration
-	// gated: the client's connections call the StartGate (the transport
-	// built the client's Transport: newClient).
-	gated bool
 }
 
 // response is what came back: status, headers and at most maxBody bytes.
@@ -378,25 +367,11 @@ func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Head
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	gate := gateFrom(ctx)
-	if gate != nil && !c.gated {
-		// A client of the caller's: the gate goes right before it.
-		if err := gate.pass(); err != nil {
-			return response{}, &Error{Err: err, transport: c.name}
-		}
-	}
 	var wrote, reused atomic.Bool
 	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if info.Reused {
 				reused.Store(true)
-			}
-			if gate != nil && c.gated && !arm(info.Conn, gate) {
-				// Not a connection of ours after all (none is): gate
-				// here, and stop the request if the gate says no.
-				if gate.pass() != nil {
-					cancel()
-				}
 			}
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -414,13 +389,6 @@ func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Head
 	noReplay(req)
 	resp, err := c.client.Do(req)
 	if err != nil {
-		if gate != nil && !wrote.Load() {
-			if refused := gate.refused(); refused != nil {
-				// The gate stopped it: nothing was written, and the
-				// caller's gate says why.
-				return response{}, &Error{Err: refused, transport: c.name}
-			}
-		}
 		e := c.requestError(ctx, reqCtx, err, red)
 		e.MaybeDelivered = wrote.Load() && ctx.Err() == nil
 		e.Unreachable = !wrote.Load() && !reused.Load() && ctx.Err() == nil

@@ -70,8 +70,7 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	return &Webhook{
 		url:    cfg.URL,
 		secret: cfg.Secret,
-		http: httpCaller{name: "webhook", client: newClient(cfg.Client), timeout: timeout,
-			gated: cfg.Client == nil || cfg.Client.Transport == nil},
+		http:   httpCaller{name: "webhook", client: newClient(cfg.Client), timeout: timeout},
 	}, nil
 }
 

@@ -130,10 +130,9 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 		accountID:     account,
 		token:         token,
 		templates:     templates,
-		http: httpCaller{name: "whatsapp", client: newClient(cfg.Client), timeout: timeout,
-			gated: cfg.Client == nil || cfg.Client.Transport == nil},
-		throughput:  cfg.Throughput,
-		coexistence: cfg.Coexistence,
+		http:          httpCaller{name: "whatsapp", client: newClient(cfg.Client), timeout: timeout},
+		throughput:    cfg.Throughput,
+		coexistence:   cfg.Coexistence,
 	}, nil
 }
 

@@ -25,8 +25,6 @@ import (
 
 // Request is one request the bot read.
 type Request struct {
-	// At is when the request's first byte reached the host (the kernel's
-	// stamp, on Linux), else when the bot read it.
 	At             time.Time
 	IdempotencyKey string // the header
 	Body           Body
@@ -182,7 +180,6 @@ func New(t testing.TB, script ...Fault) *Bot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stampArrivals(ln)
 	b := &Bot{URL: "http://" + ln.Addr().String() + "/hook", ln: ln, scripts: map[string][]Fault{}, script: script, done: make(chan struct{})}
 	b.wg.Go(b.serve)
 	t.Cleanup(func() {
@@ -248,11 +245,6 @@ func (b *Bot) handle(conn *net.TCPConn) {
 // answer reads one request from conn and answers it by its script; it
 // reports whether the answer keeps the connection open (KeepAlive).
 func (b *Bot) answer(conn *net.TCPConn, rd *bufio.Reader) bool {
-	var at time.Time
-	stamped := false
-	if rd.Buffered() == 0 {
-		at, stamped = arrival(conn)
-	}
 	req, err := http.ReadRequest(rd)
 	if err != nil {
 		return false
@@ -261,10 +253,7 @@ func (b *Bot) answer(conn *net.TCPConn, rd *bufio.Reader) bool {
 	if err != nil {
 		return false
 	}
-	if !stamped {
-		at = time.Now()
-	}
-	r := Request{At: at, IdempotencyKey: req.Header.Get("Idempotency-Key")}
+	r := Request{At: time.Now(), IdempotencyKey: req.Header.Get("Idempotency-Key")}
 	_ = json.Unmarshal(raw, &r.Body)
 
 	b.mu.Lock()
