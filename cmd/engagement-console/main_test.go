@@ -296,6 +296,20 @@ func startConsole(t *testing.T, bin, dbURL string, extra ...string) *consoleProc
 
 func (c *consoleProc) stderr() string { return c.errBuf.String() }
 
+// waitLogged returns the console's log once it holds want, or as it is
+// after 10 s (the caller's checks then say what is missing): a line the
+// console wrote reaches the test through a pipe, a moment later.
+func (c *consoleProc) waitLogged(t *testing.T, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		logs := c.stderr()
+		if strings.Contains(logs, want) || time.Now().After(deadline) {
+			return logs
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // submit posts form to path as a browser's form would (with the page's
 // CSRF token, accepting HTML) and returns the page it answers; anything
 // but 200 fails the test.
