@@ -990,6 +990,8 @@ CREATE TABLE public.engagement_state_transitions (
     logged_at timestamp with time zone DEFAULT clock_timestamp(),
     holdout boolean DEFAULT false NOT NULL,
     variant text,
+    timing text,
+    CONSTRAINT engagement_state_transitions_timing_check CHECK ((timing = ANY (ARRAY['best_hour'::text, 'run_time'::text]))),
     CONSTRAINT engagement_state_transitions_variant_check CHECK ((length(variant) <= 32))
 );
 

@@ -1,0 +1,1 @@
+ALTER TABLE engagement_state_transitions DROP COLUMN timing;
