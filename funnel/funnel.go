@@ -3,7 +3,9 @@
 // cohorts of a window, how many users of each arm (treatment: sent a
 // goodbye; holdout: held out by engagement-daily --holdout-percent) wrote
 // again within 30 days, and the difference with its 95 % confidence
-// interval (Newcombe's hybrid score interval) and a plain verdict.
+// interval (Newcombe's hybrid score interval) and a plain verdict; and,
+// among the treated, the goodbye's timing arms (best hour: sent at the hour
+// the user usually writes; run time), compared the same way.
 package funnel
 
 import (
@@ -56,6 +58,10 @@ type Report struct {
 	// StillCounting is the goodbyes of the cohorts younger than the
 	// window, not in the totals.
 	StillCounting int64 `json:"still_counting"`
+	// Timing is the timing arms (engagement-daily --best-hour-percent)
+	// pooled over the closed cohorts that have them; nil when no goodbye
+	// of the window recorded a timing.
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // Variant is the treated users of one copy variant (Name "" for the
@@ -78,6 +84,9 @@ type Cohort struct {
 	Lift          Lift `json:"lift"`
 	// Variants breaks the treated arm down by copy variant, in name order.
 	Variants []Variant `json:"variants"`
+	// Timing compares the treated users' timing arms; nil when none of
+	// the week's goodbyes recorded a timing.
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // Read reads the arms from db: a pool, or a transaction (a REPEATABLE READ
@@ -141,6 +150,9 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	rep.Lift = lift(rep.Treatment, rep.Holdout)
 	for j := range rep.Variants {
 		rep.Variants[j].Lift = lift(rep.Variants[j].Arm, rep.Holdout)
+	}
+	if err := readTiming(ctx, db, rep); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
