@@ -29,6 +29,10 @@ const (
 	Window = 30 * 24 * time.Hour
 )
 
+// notClosedYet is the pooled verdict while every cohort with both arms is
+// still counting: the arms exist, their window has not closed.
+const notClosedYet = "not enough users yet to tell: no week with both arms has closed its 30 days yet (still counting)"
+
 // Options choose the cohorts.
 type Options struct {
 	// AsOf is the instant treated as now (the database clock when zero).
@@ -148,6 +152,9 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		}
 	}
 	rep.Lift = lift(rep.Treatment, rep.Holdout)
+	if rep.PooledCohorts == 0 && slices.ContainsFunc(rep.Cohorts, func(c Cohort) bool { return c.Holdout.Users > 0 }) {
+		rep.Lift.Verdict = notClosedYet
+	}
 	for j := range rep.Variants {
 		rep.Variants[j].Lift = lift(rep.Variants[j].Arm, rep.Holdout)
 	}

@@ -174,6 +174,9 @@ func readTiming(ctx context.Context, db postgres.Querier, rep *Report) error {
 	}
 	if rep.Timing != nil {
 		rep.Timing.compareTiming()
+		if rep.Timing.PooledCohorts == 0 {
+			rep.Timing.Lift.Verdict, rep.Timing.AnsweredLift.Verdict = notClosedYet, notClosedYet
+		}
 	}
 	return nil
 }
