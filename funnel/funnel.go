@@ -112,6 +112,10 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		Window:          Window,
 		GoodbyeTrigger:  string(sm.Inactivity14d),
 		ComebackTrigger: string(sm.UserMessage),
+		GoodbyeKind:     string(sm.GoodbyeMessage),
+		GoodbyeState:    string(sm.GoodbyeSent),
+		AnswerTriggers:  []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater), string(sm.GoodbyeAnswerDormant)},
+		AnswerWindow:    AnswerWindow,
 	}
 	err = funnelArmsQuery.Each(ctx, db, args, func(r *funnelArmsRow) error {
 		week := r.WeekStart.UTC()
@@ -126,6 +130,9 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		} else {
 			c.Treatment = c.Treatment.add(a)
 			c.Variants = addVariant(c.Variants, Variant{Name: r.Variant, Arm: a})
+		}
+		if r.Timing != nil {
+			return c.addTiming(*r.Timing, newTimingArm(r.Users, r.Answered48h, r.Reactivated))
 		}
 		return nil
 	})
@@ -158,9 +165,7 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	for j := range rep.Variants {
 		rep.Variants[j].Lift = lift(rep.Variants[j].Arm, rep.Holdout)
 	}
-	if err := readTiming(ctx, db, rep); err != nil {
-		return nil, err
-	}
+	compareTimings(rep)
 	return rep, nil
 }
 

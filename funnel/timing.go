@@ -1,11 +1,8 @@
 package funnel
 
 import (
-	"context"
 	"fmt"
-	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -113,47 +110,25 @@ func (t *Timing) compareTiming() {
 	t.AnsweredLift = timingLift(newArm(b.Users, b.Answered48h), newArm(r.Users, r.Answered48h), answeredWords)
 }
 
-// readTiming adds the timing arms to rep's cohorts and totals: nothing
-// when no goodbye of the window recorded a timing.
-func readTiming(ctx context.Context, db postgres.Querier, rep *Report) error {
-	week := make(map[time.Time]int, len(rep.Cohorts))
-	for i, c := range rep.Cohorts {
-		week[c.WeekStart] = i
+// addTiming adds a treated row's users to c's timing arm.
+func (c *Cohort) addTiming(timing string, a TimingArm) error {
+	if c.Timing == nil {
+		c.Timing = &Timing{}
 	}
-	args := funnelTimingArgs{
-		AsOf:            rep.AsOf,
-		Weeks:           rep.Weeks,
-		GoodbyeTrigger:  string(sm.Inactivity14d),
-		GoodbyeKind:     string(sm.GoodbyeMessage),
-		GoodbyeState:    string(sm.GoodbyeSent),
-		AnswerTriggers:  []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater), string(sm.GoodbyeAnswerDormant)},
-		AnswerWindow:    AnswerWindow,
-		ComebackTrigger: string(sm.UserMessage),
-		Window:          Window,
+	switch timing {
+	case BestHour:
+		c.Timing.BestHour = c.Timing.BestHour.add(a)
+	case RunTime:
+		c.Timing.RunTime = c.Timing.RunTime.add(a)
+	default:
+		return fmt.Errorf("a goodbye's timing %q is neither %s nor %s", timing, BestHour, RunTime)
 	}
-	err := funnelTimingQuery.Each(ctx, db, args, func(r *funnelTimingRow) error {
-		i, ok := week[r.WeekStart.UTC()]
-		if !ok {
-			return fmt.Errorf("timed goodbyes in the week of %s, which has no cohort", r.WeekStart.UTC().Format(time.DateOnly))
-		}
-		c := &rep.Cohorts[i]
-		if c.Timing == nil {
-			c.Timing = &Timing{}
-		}
-		a := newTimingArm(r.Users, r.Answered48h, r.Reactivated)
-		switch r.Timing {
-		case BestHour:
-			c.Timing.BestHour = a
-		case RunTime:
-			c.Timing.RunTime = a
-		default:
-			return fmt.Errorf("a goodbye's timing %q is neither %s nor %s", r.Timing, BestHour, RunTime)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read the goodbye's timing arms: %w", err)
-	}
+	return nil
+}
+
+// compareTimings compares each cohort's timing arms and pools those of the
+// closed cohorts into rep's: nothing when no goodbye recorded a timing.
+func compareTimings(rep *Report) {
 	for i := range rep.Cohorts {
 		c := &rep.Cohorts[i]
 		if c.Timing == nil {
@@ -178,5 +153,4 @@ func readTiming(ctx context.Context, db postgres.Querier, rep *Report) error {
 			rep.Timing.Lift.Verdict, rep.Timing.AnsweredLift.Verdict = notClosedYet, notClosedYet
 		}
 	}
-	return nil
 }
