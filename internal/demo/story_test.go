@@ -30,12 +30,7 @@ func TestTheDemoTellsTheWholeStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	for _, name := range []string{"engagement-daily", "engagement-weekly", "queue-process", "engagementctl", "engagement-console"} {
-		if err := os.Symlink(cmdtest.Build(t, "./cmd/"+name), filepath.Join(bin, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := binaries(t, "engagement-daily", "engagement-weekly", "queue-process", "engagementctl", "engagement-console")
 	const database = "engagement_demo_story_test"
 	t.Cleanup(func() {
 		if err := pgtest.DropDatabase(context.Background(), database); err != nil {
