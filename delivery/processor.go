@@ -579,7 +579,7 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 	// LOCKED hands each message to one of them, and the pace (when set)
 	// spaces their sends across every process. They start as there is work:
 	// one at first, and one more each time a claim finds messages (two when
-	// it found a full batch), up to Workers. A run over an empty queue (most cron runs) opens one
+	// it found a full batch, unpaced), up to Workers. A run over an empty queue (most cron runs) opens one
 	// connection, not a pool's worth each preparing the claim: 0.05 s of
 	// the server's CPU instead of 0.35 s.
 	g, gctx := errgroup.WithContext(runCtx)
@@ -674,10 +674,11 @@ func (p *Processor) work(ctx, gctx context.Context, more func()) error {
 			return p.release(batch) // stopped while the claim was under way
 		}
 		more()
-		if len(batch) == p.cfg.ClaimBatch {
-			// A full batch: more is waiting. Two more workers, so that
-			// a backlog has every worker sending after a few claims, not
-			// after Workers claims one after another (issue 59).
+		if p.pacer == nil && len(batch) == p.cfg.ClaimBatch {
+			// Unpaced, a full batch: more is waiting. Two more workers,
+			// so that a backlog has every worker sending after a few
+			// claims, not after Workers claims one after another (issue
+			// 59). (Paced, the pace sets the rate, not the workers.)
 			more()
 		}
 		if err := p.deliverBatch(ctx, gctx, batch, claimedAt); err != nil {

@@ -23,7 +23,8 @@ import (
 // wish leaves a mark instead (engagement_wishes, migration 72: the opt-out's
 // consent event writes it, and erase), and a run reads the marks, every
 // WishRefresh while it sends, in one small statement for all its workers
-// (queries/wishes.sql). A message about to be sent whose user has a wish
+// (queries/wishes.sql; the transport's pause is read in the same round
+// trip, pause.go). A message about to be sent whose user has a wish
 // read since the batch's last check is checked again first
 // (recheck.sql), and a worker does not start a request while the run's
 // newest read is older than WishAge: it waits for a fresher one.
