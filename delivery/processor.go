@@ -419,7 +419,7 @@ func (p *Processor) reset(stop context.CancelCauseFunc) {
 	p.pauses = &pauseState{}
 	p.noSlotInTime.Store(false)
 	p.stop = stop
-	p.wishes = nil // startWishes starts the run's; until then paused reads the database
+	p.wishes = nil // startWishes starts the run's; until then pausedBeforeSend reads the database
 }
 
 // holderName names this processor on its claims, uniquely: two processors
@@ -813,7 +813,7 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 	if reason := p.routes.route(&m.Delivery); reason != "" {
 		return nil, p.cancelUnsent(ctx, m, reason)
 	}
-	if paused, err := p.paused(ctx); err != nil || paused {
+	if paused, err := p.pausedBeforeSend(ctx); err != nil || paused {
 		if err != nil {
 			return p.notStarted(ctx, m, err)
 		}
