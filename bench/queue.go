@@ -35,7 +35,11 @@ type queueRun struct {
 	MaxRSS    int64   `json:"max_rss_kib,omitempty"` // queue-process only (a process of its own)
 	CPU       float64 `json:"cpu_seconds,omitempty"` // queue-process only: its own user + system time
 	Requests  int64   `json:"webhook_requests"`
-	Round     int     `json:"round"`
+	// Connections is how many the receiver accepted during the run: the
+	// client's keep-alive pool kept, one per sender; churned, up to one a
+	// request.
+	Connections int64 `json:"webhook_connections"`
+	Round       int   `json:"round"`
 }
 
 type queueResult struct {
@@ -48,6 +52,7 @@ type queueResult struct {
 type webhook struct {
 	url      string
 	requests atomic.Int64
+	conns    atomic.Int64 // connections accepted
 	srv      *http.Server
 }
 
@@ -67,7 +72,11 @@ func startWebhook() (*webhook, error) {
 		}
 		w.requests.Add(1)
 		rw.WriteHeader(http.StatusOK)
-	})}
+	}), ConnState: func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			w.conns.Add(1)
+		}
+	}}
 	go w.srv.Serve(ln) //nolint:errcheck // ends with Close
 	return w, nil
 }
@@ -273,7 +282,7 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 	if _, err := checkpoint(ctx, dbURL); err != nil {
 		return queueRun{}, err
 	}
-	before := hook.requests.Load()
+	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var sum runSummary
 	args := []string{"--transport=webhook", "--webhook-url=" + hook.url, "--webhook-secret=" + webhookSecret,
 		"--send-interval=0", "--output=json"}
@@ -293,7 +302,7 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 		return queueRun{}, fmt.Errorf("queue-process sent %d of %d (cancelled %d: %v)", sum.Sent, n, sum.Cancelled, sum.CancelReasons)
 	}
 	return queueRun{Name: contender, Config: config,
-		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before}, nil
+		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
 }
 
 // runBare is the limit for this work on this machine: the requests
@@ -316,7 +325,7 @@ func runBare(ctx context.Context, bin string, hook *webhook, n int) (queueRun, e
 	if err != nil {
 		return queueRun{}, err
 	}
-	before := hook.requests.Load()
+	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var next atomic.Int64
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -335,7 +344,7 @@ func runBare(ctx context.Context, bin string, hook *webhook, n int) (queueRun, e
 	}
 	took := time.Since(start)
 	return queueRun{Name: nameBare, Config: fmt.Sprintf("%d goroutines (queue-process's default --workers), no database", workers),
-		Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(), Requests: hook.requests.Load() - before}, nil
+		Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(), Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
 }
 
 // bareDeliveries are the deliveries of n messages queued as runOurs
@@ -421,7 +430,12 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return queueRun{}, fmt.Errorf("river migrations: %w", err)
 	}
-	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret})
+	// The transport keeps 64 idle connections (queue-process's most
+	// workers); River's 100 would open a connection for most requests
+	// (3,371 for 20,000): its client keeps one per worker.
+	pooled := http.DefaultTransport.(*http.Transport).Clone()
+	pooled.MaxIdleConns, pooled.MaxIdleConnsPerHost = maxWorkers, maxWorkers
+	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret, Client: &http.Client{Transport: pooled}})
 	if err != nil {
 		return queueRun{}, err
 	}
@@ -468,7 +482,7 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer cancel()
-	before := hook.requests.Load()
+	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return queueRun{}, err
@@ -498,20 +512,20 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 		contender = nameRiverNoop
 	}
 	return queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
-		Requests: hook.requests.Load() - before}, nil
+		Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
 }
 
 func (r queueResult) markdown() string {
 	var b strings.Builder
 	b.WriteString("\n## Queue: queue-process vs bare requests vs River, same messages, same webhook, fresh databases\n\n")
-	b.WriteString("| round | contender | configuration | messages | time | messages/s | peak RSS | client CPU |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| round | contender | configuration | messages | time | messages/s | connections | peak RSS | client CPU |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Runs {
 		rss, cpu := "—", "—"
 		if q.MaxRSS > 0 {
 			rss = fmt.Sprintf("%.0f MiB", mib(q.MaxRSS))
 			cpu = fmt.Sprintf("%.2f s", q.CPU)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, rss, cpu)
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %d | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, q.Connections, rss, cpu)
 	}
 	rounds := r.rounds()
 	if len(rounds) == 0 {
