@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -175,6 +176,26 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 		fmt.Printf("queue: %s (%s): %.0f messages/s\n", r.Name, r.Config, r.PerSecond)
 		return nil
 	}
+	// rivers runs River in each configuration, or with noop in the tuned
+	// ones (the default's no-op run would measure its FetchCooldown of
+	// 100 ms, nothing else).
+	rivers := func(round int, noop bool) error {
+		contender, configs := nameRiver, riverConfigs
+		if noop {
+			contender, configs = nameRiverNoop, riverConfigs[1:]
+		}
+		if !runs(contender) {
+			return nil
+		}
+		for _, c := range configs {
+			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown, c.conns, noop)
+			r.Config = c.name
+			if err := add(r, round, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for round := 1; round <= rounds; round++ {
 		for _, w := range workers {
 			if !runs(nameOurs) {
@@ -191,15 +212,8 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 				return res, err
 			}
 		}
-		for _, c := range riverConfigs {
-			if !runs(nameRiver) {
-				break
-			}
-			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown, c.conns, false)
-			r.Config = c.name
-			if err := add(r, round, err); err != nil {
-				return res, err
-			}
+		if err := rivers(round, false); err != nil {
+			return res, err
 		}
 		if runs(nameOursNoop) {
 			r, err := runOurs(ctx, bin, hook, n, 0, true)
@@ -207,17 +221,8 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 				return res, err
 			}
 		}
-		// The default configuration's no-op run would measure its
-		// FetchCooldown of 100 ms, nothing else.
-		for _, c := range riverConfigs[1:] {
-			if !runs(nameRiverNoop) {
-				break
-			}
-			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown, c.conns, true)
-			r.Config = c.name
-			if err := add(r, round, err); err != nil {
-				return res, err
-			}
+		if err := rivers(round, true); err != nil {
+			return res, err
 		}
 	}
 	return res, nil
@@ -264,21 +269,11 @@ func seedQueue(ctx context.Context, pool *pgxpool.Pool, n int) error {
 // it sends nothing: --transport log, its lines (and the binary's own log)
 // written to /dev/null.
 func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noop bool) (queueRun, error) {
-	const name = "engagement_benchtool_queue"
-	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	dbURL, drop, err := pacedDatabase(ctx, n) // a fresh database, n due messages
 	if err != nil {
 		return queueRun{}, err
 	}
-	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	err = seedQueue(ctx, pool, n)
-	pool.Close()
-	if err != nil {
-		return queueRun{}, err
-	}
+	defer drop()
 	if _, err := checkpoint(ctx, dbURL); err != nil {
 		return queueRun{}, err
 	}
@@ -351,21 +346,17 @@ func runBare(ctx context.Context, bin string, hook *webhook, n int) (queueRun, e
 // queues them, as queue-process's claim reads them (first attempt, the
 // profile's locale or the default) and rendered.
 func bareDeliveries(ctx context.Context, n int) ([]transport.Delivery, error) {
-	const name = "engagement_benchtool_bare"
-	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	dbURL, drop, err := pacedDatabase(ctx, n) // the same as runOurs's
 	if err != nil {
 		return nil, err
 	}
-	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	pool, err := pgxpool.New(ctx, dbURL)
+	defer drop()
+	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
-	if err := seedQueue(ctx, pool, n); err != nil {
-		return nil, err
-	}
-	rows, err := pool.Query(ctx, `
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
 		SELECT q.id::text, q.user_id::text, q.message_type, q.message_key, q.message_params::text,
 		       coalesce(nullif(btrim(p.locale), ''), $1), q.destination, q.destination_jid, q.idempotency_key
 		  FROM engagement_message_queue q
