@@ -16,6 +16,9 @@ BENCH_USERS ?= 200000
 BENCH_ROUNDS ?= 3
 BENCH_SIZES ?= 10000,100000
 BENCH_MESSAGES ?= 20000
+# The queue suite's rounds: each runs queue-process, the bare requests and
+# River side by side; the ratios are the median over them (issue 59).
+BENCH_QUEUE_ROUNDS ?= 3
 BENCH_SUITES ?= scaling,queue,paced,chaos,pooler
 # The pooler suite's users (engagement-daily through PgBouncer vs direct),
 # and seeded databases the bench tool copies instead of seeding
@@ -150,7 +153,7 @@ bench: build ## Benchmarks (docs/BENCHMARKS.md): jobs vs single statements and p
 	BENCH_MESSAGES=5000000 $(GO) test -run '^$$' -bench 'Receipt' -benchtime 3x -timeout 30m ./activity
 	$(GO) test -run '^$$' -bench 'WhatsAppWebhook' -benchtime 3x -timeout 10m ./console
 	BENCH_USERS=$(CONSOLE_BENCH_USERS) CONSOLE_BENCH_PLANS=$(CURDIR)/bench/results/console-plans.txt $(GO) test -run '^$$' -bench Pages -benchtime 20x -timeout 60m ./console
-	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -pooler-users $(BENCH_POOLER_USERS) -template-db '$(BENCH_TEMPLATE_DB)' -out results -plot ../docs/scaling.png
+	cd bench && $(GO) run . -bin ../$(BIN) -suites $(BENCH_SUITES) -sizes $(BENCH_SIZES) -messages $(BENCH_MESSAGES) -rounds $(BENCH_QUEUE_ROUNDS) -pooler-users $(BENCH_POOLER_USERS) -template-db '$(BENCH_TEMPLATE_DB)' -out results -plot ../docs/scaling.png
 
 .PHONY: bench-full
 bench-full: ## Every figure of docs/BENCHMARKS.md at 1,000,000 users (about 15 minutes; run it on a quiet machine)

@@ -45,6 +45,7 @@ func main() {
 		messages = flag.Int("messages", 20000, "messages per queue contender")
 		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
 		workers  = flag.String("workers", "default,4,16", "queue-process --workers values to run, comma-separated (default: no --workers flag)")
+		only     = flag.String("contenders", "", "queue: only these contenders, comma-separated: queue-process, bare, river, \"queue-process no-op\" (--transport log to /dev/null), \"river no-op\" (a worker that does nothing); empty: all")
 		chaosFor = flag.Duration("chaos-limit", 3*time.Minute, "chaos: give up on draining the queue after this long, per case")
 		onlyFlag = flag.String("paced-only", "", "paced: only the cases whose names contain this (e.g. \"80/s\"), and no two-transport check")
 		seedFlag = flag.Uint64("seed", 1, "chaos: seed of the fake Cloud API's and the killer's random choices")
@@ -79,7 +80,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	o := options{jobs: *jobs, templateDBs: *tmplDBs, poolerUsers: *pUsers, poolerRounds: *pRounds}
+	o := options{jobs: *jobs, templateDBs: *tmplDBs, poolerUsers: *pUsers, poolerRounds: *pRounds, contenders: *only}
 	if err := run(ctx, *suites, *sizes, *messages, *rounds, *workers, *bin, *out, *plotPath, *chaosFor, *seedFlag, *onlyFlag, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -92,6 +93,7 @@ type options struct {
 	templateDBs  string // -template-db
 	poolerUsers  int
 	poolerRounds int
+	contenders   string // queue: -contenders
 }
 
 func run(ctx context.Context, suites, sizes string, messages, rounds int, workers, bin, out, plotPath string,
@@ -143,7 +145,7 @@ func run(ctx context.Context, suites, sizes string, messages, rounds int, worker
 			if err != nil {
 				return fmt.Errorf("-workers: %w", err)
 			}
-			res, err := runQueue(ctx, bin, messages, rounds, ws)
+			res, err := runQueue(ctx, bin, messages, rounds, ws, o.contenders)
 			if err != nil {
 				return err
 			}

@@ -24,10 +24,24 @@ type proc struct {
 // runBinary runs bin/name with args and DATABASE_URL=dbURL, and decodes
 // its stdout (--output json) into summary when not nil.
 func runBinary(ctx context.Context, bin, name, dbURL string, summary any, args ...string) (proc, error) {
+	return runBinaryStderr(ctx, bin, name, dbURL, summary, false, args...)
+}
+
+// runBinaryStderr is runBinary, with the process's stderr sent to
+// /dev/null when discard is set (an error then quotes none of it).
+func runBinaryStderr(ctx context.Context, bin, name, dbURL string, summary any, discard bool, args ...string) (proc, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if discard {
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return proc{}, err
+		}
+		defer null.Close()
+		cmd.Stderr = null // an *os.File: the child writes to it directly, no pipe
+	}
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
@@ -118,6 +132,9 @@ type runSummary struct {
 	Failed    int   `json:"failed"`
 	Recovered int   `json:"recovered"`
 	Duration  int64 `json:"duration_ms"`
+	// Cancelled and CancelReasons say why a queue was not all sent.
+	Cancelled     int            `json:"cancelled"`
+	CancelReasons map[string]int `json:"cancel_reasons"`
 }
 
 // flagDefault is the default a binary's --help states for flag, or "" when

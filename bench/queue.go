@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -31,7 +36,11 @@ type queueRun struct {
 	MaxRSS    int64   `json:"max_rss_kib,omitempty"` // queue-process only (a process of its own)
 	CPU       float64 `json:"cpu_seconds,omitempty"` // queue-process only: its own user + system time
 	Requests  int64   `json:"webhook_requests"`
-	Round     int     `json:"round"`
+	// Connections is how many the receiver accepted during the run: the
+	// client's keep-alive pool kept, one per sender; churned, up to one a
+	// request.
+	Connections int64 `json:"webhook_connections"`
+	Round       int   `json:"round"`
 }
 
 type queueResult struct {
@@ -44,6 +53,7 @@ type queueResult struct {
 type webhook struct {
 	url      string
 	requests atomic.Int64
+	conns    atomic.Int64 // connections accepted
 	srv      *http.Server
 }
 
@@ -63,7 +73,11 @@ func startWebhook() (*webhook, error) {
 		}
 		w.requests.Add(1)
 		rw.WriteHeader(http.StatusOK)
-	})}
+	}), ConnState: func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			w.conns.Add(1)
+		}
+	}}
 	go w.srv.Serve(ln) //nolint:errcheck // ends with Close
 	return w, nil
 }
@@ -90,6 +104,18 @@ type messageWorker struct {
 	hook    *transport.Webhook
 	catalog *sender.Catalog
 }
+
+// noopArgs is messageArgs (the same payload) for noopWorker.
+type noopArgs struct{ messageArgs }
+
+func (noopArgs) Kind() string { return "engagement_noop" }
+
+// noopWorker does nothing: River's no-op run measures the queue alone.
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+}
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
 func (w *messageWorker) Work(ctx context.Context, job *river.Job[messageArgs]) error {
 	a := job.Args
@@ -118,31 +144,85 @@ var riverConfigs = []struct {
 	{"MaxWorkers 100, FetchCooldown 5ms, 8 connections", 100, 5 * time.Millisecond, 8},
 }
 
-func runQueue(ctx context.Context, bin string, n, rounds int, workers []int) (queueResult, error) {
+// Contenders' names in queueRun.Name.
+const (
+	nameOurs      = "queue-process"
+	nameBare      = "bare"
+	nameRiver     = "river"
+	nameOursNoop  = "queue-process no-op"
+	nameRiverNoop = "river no-op"
+)
+
+// runQueue runs rounds of: queue-process at each of workers, the bare
+// contender at queue-process's default --workers, River in each of its
+// configurations, then both queues again with no request (the no-op
+// runs); only the contenders listed in only (all when empty).
+func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, only string) (queueResult, error) {
 	var res queueResult
 	hook, err := startWebhook()
 	if err != nil {
 		return res, err
 	}
 	defer hook.srv.Close()
+	runs := func(contender string) bool {
+		return only == "" || slices.Contains(strings.Split(only, ","), contender)
+	}
+	add := func(r queueRun, round int, err error) error {
+		if err != nil {
+			return err
+		}
+		r.Round = round
+		res.Runs = append(res.Runs, r)
+		fmt.Printf("queue: %s (%s): %.0f messages/s\n", r.Name, r.Config, r.PerSecond)
+		return nil
+	}
+	// rivers runs River in each configuration, or with noop in the tuned
+	// ones (the default's no-op run would measure its FetchCooldown of
+	// 100 ms, nothing else).
+	rivers := func(round int, noop bool) error {
+		contender, configs := nameRiver, riverConfigs
+		if noop {
+			contender, configs = nameRiverNoop, riverConfigs[1:]
+		}
+		if !runs(contender) {
+			return nil
+		}
+		for _, c := range configs {
+			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown, c.conns, noop)
+			r.Config = c.name
+			if err := add(r, round, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for round := 1; round <= rounds; round++ {
 		for _, w := range workers {
-			r, err := runOurs(ctx, bin, hook, n, w)
-			if err != nil {
+			if !runs(nameOurs) {
+				break
+			}
+			r, err := runOurs(ctx, bin, hook, n, w, false)
+			if err := add(r, round, err); err != nil {
 				return res, err
 			}
-			r.Round = round
-			res.Runs = append(res.Runs, r)
-			fmt.Printf("queue: %s (%s): %.0f messages/s\n", r.Name, r.Config, r.PerSecond)
 		}
-		for _, c := range riverConfigs {
-			r, err := runRiver(ctx, hook, n, c.maxWorkers, c.cooldown, c.conns)
-			if err != nil {
+		if runs(nameBare) {
+			r, err := runBare(ctx, bin, hook, n)
+			if err := add(r, round, err); err != nil {
 				return res, err
 			}
-			r.Config, r.Round = c.name, round
-			res.Runs = append(res.Runs, r)
-			fmt.Printf("queue: river (%s): %.0f jobs/s\n", c.name, r.PerSecond)
+		}
+		if err := rivers(round, false); err != nil {
+			return res, err
+		}
+		if runs(nameOursNoop) {
+			r, err := runOurs(ctx, bin, hook, n, 0, true)
+			if err := add(r, round, err); err != nil {
+				return res, err
+			}
+		}
+		if err := rivers(round, true); err != nil {
+			return res, err
 		}
 	}
 	return res, nil
@@ -151,13 +231,17 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int) (qu
 // eligibleUsersSQL selects the seeded users a weekly review is still for
 // when it is sent (queue-process re-checks each message against its user
 // at claim and cancels the rest): a profile with a WhatsApp JID, a state
-// row, not opted out, not goodbye_sent, remind_later or dormant.
+// row, not opted out, not goodbye_sent, remind_later or dormant, and
+// inside the webhook's reach-out window (28 days since the user's last
+// message, measured from the wall clock, not asOf: the seed's users age
+// with every day since asOf; 27 days leaves a day's margin).
 const eligibleUsersSQL = `
 		SELECT p.user_id, p.whatsapp_jid
 		  FROM user_profiles p
 		  JOIN user_engagement_states s ON s.user_id = p.user_id
 		 WHERE p.whatsapp_jid IS NOT NULL AND NOT p.reengagement_opt_out
-		   AND s.state NOT IN ('goodbye_sent', 'remind_later', 'dormant')`
+		   AND s.state NOT IN ('goodbye_sent', 'remind_later', 'dormant')
+		   AND s.last_activity_at > now() - interval '27 days'`
 
 // seedQueue generates 1,000 users (seed 1) and queues n due weekly reviews
 // spread over those still eligible at send time, then vacuums the queue.
@@ -181,47 +265,137 @@ func seedQueue(ctx context.Context, pool *pgxpool.Pool, n int) error {
 
 // runOurs queues n messages in a fresh database for 1,000 generated users
 // and runs the queue-process binary with pacing off against the webhook,
-// with --workers (0: no --workers flag, the binary's default).
-func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int) (queueRun, error) {
-	const name = "engagement_benchtool_queue"
-	dbURL, err := pgtest.CreateDatabase(ctx, name)
+// with --workers (0: no --workers flag, the binary's default). With noop
+// it sends nothing: --transport log, its lines (and the binary's own log)
+// written to /dev/null.
+func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noop bool) (queueRun, error) {
+	dbURL, drop, err := pacedDatabase(ctx, n) // a fresh database, n due messages
 	if err != nil {
 		return queueRun{}, err
 	}
-	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	err = seedQueue(ctx, pool, n)
-	pool.Close()
-	if err != nil {
-		return queueRun{}, err
-	}
+	defer drop()
 	if _, err := checkpoint(ctx, dbURL); err != nil {
 		return queueRun{}, err
 	}
-	before := hook.requests.Load()
+	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var sum runSummary
 	args := []string{"--transport=webhook", "--webhook-url=" + hook.url, "--webhook-secret=" + webhookSecret,
 		"--send-interval=0", "--output=json"}
+	contender, config := nameOurs, workersConfig(ctx, bin, workers)
+	if noop {
+		args = []string{"--transport=log", "--send-interval=0", "--output=json"}
+		contender, config = nameOursNoop, config+", --transport log to /dev/null"
+	}
 	if workers > 0 {
 		args = append(args, fmt.Sprint("--workers=", workers))
 	}
-	p, err := runBinary(ctx, bin, "queue-process", dbURL, &sum, args...)
+	p, err := runBinaryStderr(ctx, bin, "queue-process", dbURL, &sum, noop, args...)
 	if err != nil {
 		return queueRun{}, err
 	}
 	if sum.Sent != n {
-		return queueRun{}, fmt.Errorf("queue-process sent %d of %d", sum.Sent, n)
+		return queueRun{}, fmt.Errorf("queue-process sent %d of %d (cancelled %d: %v)", sum.Sent, n, sum.Cancelled, sum.CancelReasons)
 	}
-	return queueRun{Name: "queue-process", Config: workersConfig(ctx, bin, workers),
-		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before}, nil
+	return queueRun{Name: contender, Config: config,
+		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
+}
+
+// runBare is the limit for this work on this machine: the requests
+// queue-process would send for the same n messages (read from a queue
+// seeded as runOurs seeds it, rendered, then the database dropped), sent
+// from memory through the same transport.Webhook (same JSON body, same
+// signature, same HTTP client) to the same receiver, by as many
+// goroutines as queue-process's default --workers, with no database at
+// all. It times the sends alone, from the first to the last answer.
+func runBare(ctx context.Context, bin string, hook *webhook, n int) (queueRun, error) {
+	workers, err := strconv.Atoi(flagDefault(ctx, bin, "queue-process", "workers"))
+	if err != nil || workers < 1 {
+		return queueRun{}, fmt.Errorf("bare: queue-process --help states no default --workers")
+	}
+	ds, err := bareDeliveries(ctx, n)
+	if err != nil {
+		return queueRun{}, err
+	}
+	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret})
+	if err != nil {
+		return queueRun{}, err
+	}
+	before, beforeConns := hook.requests.Load(), hook.conns.Load()
+	var next atomic.Int64
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error {
+			for i := next.Add(1) - 1; i < int64(len(ds)); i = next.Add(1) - 1 {
+				if _, err := wh.Send(gctx, ds[i]); err != nil {
+					return fmt.Errorf("bare: %w", err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return queueRun{}, err
+	}
+	took := time.Since(start)
+	return queueRun{Name: nameBare, Config: fmt.Sprintf("%d goroutines (queue-process's default --workers), no database", workers),
+		Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(), Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
+}
+
+// bareDeliveries are the deliveries of n messages queued as runOurs
+// queues them, as queue-process's claim reads them (first attempt, the
+// profile's locale or the default) and rendered.
+func bareDeliveries(ctx context.Context, n int) ([]transport.Delivery, error) {
+	dbURL, drop, err := pacedDatabase(ctx, n) // the same as runOurs's
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+		SELECT q.id::text, q.user_id::text, q.message_type, q.message_key, q.message_params::text,
+		       coalesce(nullif(btrim(p.locale), ''), $1), q.destination, q.destination_jid, q.idempotency_key
+		  FROM engagement_message_queue q
+		  LEFT JOIN user_profiles p ON p.user_id = q.user_id
+		 ORDER BY q.scheduled_for, q.id`, sender.DefaultLocale)
+	if err != nil {
+		return nil, err
+	}
+	catalog := sender.DefaultCatalog()
+	ds := make([]transport.Delivery, 0, n)
+	for rows.Next() {
+		var d transport.Delivery
+		var params string
+		if err := rows.Scan(&d.ID, &d.UserID, &d.Type, &d.Key, &params, &d.Locale, &d.Destination, &d.DestinationJID,
+			&d.IdempotencyKey); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(params), &d.Params); err != nil {
+			return nil, err
+		}
+		if d.Text, err = catalog.Render(d.Key, d.Locale, d.Params); err != nil {
+			return nil, err
+		}
+		d.Attempt = 1
+		ds = append(ds, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(ds) != n {
+		return nil, fmt.Errorf("bare: %d messages queued, not %d", len(ds), n)
+	}
+	return ds, nil
 }
 
 // runRiver inserts n jobs into a fresh database with River's schema, then
 // starts a client and times it from Start until n jobs have completed.
-func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration, conns int32) (queueRun, error) {
+// With noop its worker does nothing (no request).
+func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration, conns int32, noop bool) (queueRun, error) {
 	const name = "engagement_benchtool_river"
 	dbURL, err := pgtest.CreateDatabase(ctx, name)
 	if err != nil {
@@ -247,12 +421,18 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return queueRun{}, fmt.Errorf("river migrations: %w", err)
 	}
-	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret})
+	// The transport keeps 64 idle connections (queue-process's most
+	// workers); River's 100 would open a connection for most requests
+	// (3,371 for 20,000): its client keeps one per worker.
+	pooled := http.DefaultTransport.(*http.Transport).Clone()
+	pooled.MaxIdleConns, pooled.MaxIdleConnsPerHost = maxWorkers, maxWorkers
+	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret, Client: &http.Client{Transport: pooled}})
 	if err != nil {
 		return queueRun{}, err
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &messageWorker{hook: wh, catalog: sender.DefaultCatalog()})
+	river.AddWorker(workers, noopWorker{})
 	cfg := &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers: workers,
@@ -268,10 +448,14 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	// Insert outside the timing, as the other contender's rows are.
 	params := make([]river.InsertManyParams, 0, 5000)
 	for i := 0; i < n; i++ {
-		params = append(params, river.InsertManyParams{Args: messageArgs{
+		var args river.JobArgs = messageArgs{
 			ID: fmt.Sprintf("m%d", i), UserID: fmt.Sprintf("u%d", i%1000), Type: "weekly_review",
 			Key: "engagement.weekly_review.celebration", Params: map[string]string{"count": "2"}, Destination: "individual",
-			DestinationJID: fmt.Sprintf("5511%09d@s.whatsapp.net", i%1000), IdempotencyKey: fmt.Sprintf("u%d:weekly_review:%d", i%1000, i)}})
+			DestinationJID: fmt.Sprintf("5511%09d@s.whatsapp.net", i%1000), IdempotencyKey: fmt.Sprintf("u%d:weekly_review:%d", i%1000, i)}
+		if noop {
+			args = noopArgs{args.(messageArgs)}
+		}
+		params = append(params, river.InsertManyParams{Args: args})
 		if len(params) == cap(params) || i == n-1 {
 			if _, err := client.InsertManyFast(ctx, params); err != nil {
 				return queueRun{}, fmt.Errorf("river insert: %w", err)
@@ -289,7 +473,7 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer cancel()
-	before := hook.requests.Load()
+	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return queueRun{}, err
@@ -314,38 +498,110 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if err := client.Stop(stopCtx); err != nil {
 		return queueRun{}, err
 	}
-	return queueRun{Name: "river", Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
-		Requests: hook.requests.Load() - before}, nil
+	contender := nameRiver
+	if noop {
+		contender = nameRiverNoop
+	}
+	return queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
+		Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
 }
 
 func (r queueResult) markdown() string {
 	var b strings.Builder
-	b.WriteString("\n## Queue: queue-process vs River, same messages, same webhook, fresh databases\n\n")
-	b.WriteString("| round | contender | configuration | messages | time | messages/s | peak RSS | client CPU |\n|---:|---|---|---:|---:|---:|---:|---:|\n")
-	var ours, defaults, bestRiver float64
+	b.WriteString("\n## Queue: queue-process vs bare requests vs River, same messages, same webhook, fresh databases\n\n")
+	b.WriteString("| round | contender | configuration | messages | time | messages/s | connections | peak RSS | client CPU |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Runs {
 		rss, cpu := "—", "—"
 		if q.MaxRSS > 0 {
 			rss = fmt.Sprintf("%.0f MiB", mib(q.MaxRSS))
 			cpu = fmt.Sprintf("%.2f s", q.CPU)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, rss, cpu)
-		if q.Name == "river" {
-			bestRiver = max(bestRiver, q.PerSecond)
-		} else {
-			ours = max(ours, q.PerSecond)
-			if strings.HasPrefix(q.Config, "no --workers flag") {
-				defaults = max(defaults, q.PerSecond)
-			}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %d | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, q.Connections, rss, cpu)
+	}
+	rounds := r.rounds()
+	if len(rounds) == 0 {
+		return b.String()
+	}
+	b.WriteString("\nPer round: queue-process with the default flags (qp) against the bare requests and River's best (messages/s)," +
+		" and the no-op runs (no request):\n\n")
+	b.WriteString("| round | qp | bare | River's best | qp / bare | qp / River's best | qp no-op | River no-op, best |\n" +
+		"|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var toBare, toRiver []float64
+	for _, rd := range rounds {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", rd.round, rate(rd.ours), rate(rd.bare), rate(rd.river),
+			ratioText(rd.ours, rd.bare), ratioText(rd.ours, rd.river), rate(rd.oursNoop), rate(rd.riverNoop))
+		if rd.ours > 0 && rd.bare > 0 {
+			toBare = append(toBare, rd.ours/rd.bare)
+		}
+		if rd.ours > 0 && rd.river > 0 {
+			toRiver = append(toRiver, rd.ours/rd.river)
 		}
 	}
-	if bestRiver > 0 {
-		fmt.Fprintf(&b, "\nqueue-process (best) / best River: %.2f\n", ours/bestRiver)
-		if defaults > 0 {
-			fmt.Fprintf(&b, "queue-process with the default flags / best River: %.2f (target ≥ 1.2)\n", defaults/bestRiver)
-		}
+	if len(toBare) > 0 {
+		fmt.Fprintf(&b, "\nqueue-process with the default flags / bare, median over %d rounds: %.2f (target ≥ 0.5)\n", len(toBare), median(toBare))
+	}
+	if len(toRiver) > 0 {
+		fmt.Fprintf(&b, "queue-process with the default flags / River's best, median over %d rounds: %.2f (target ≥ 1.5)\n", len(toRiver), median(toRiver))
 	}
 	return b.String()
+}
+
+// queueRound is one round's figures (messages/s; 0: not run).
+type queueRound struct {
+	round                                  int
+	ours, bare, river, oursNoop, riverNoop float64 // ours: the default flags; river: the best configuration
+}
+
+// rounds sums up the runs round by round, in order.
+func (r queueResult) rounds() []queueRound {
+	var out []queueRound
+	for _, q := range r.Runs {
+		if len(out) == 0 || out[len(out)-1].round != q.Round {
+			out = append(out, queueRound{round: q.Round})
+		}
+		rd := &out[len(out)-1]
+		switch q.Name {
+		case nameOurs:
+			if strings.HasPrefix(q.Config, "no --workers flag") {
+				rd.ours = q.PerSecond
+			}
+		case nameBare:
+			rd.bare = q.PerSecond
+		case nameRiver:
+			rd.river = max(rd.river, q.PerSecond)
+		case nameOursNoop:
+			rd.oursNoop = q.PerSecond
+		case nameRiverNoop:
+			rd.riverNoop = max(rd.riverNoop, q.PerSecond)
+		}
+	}
+	return out
+}
+
+// rate is v in whole messages/s, or "—" when not run.
+func rate(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// ratioText is a / b to two places, or "—" when either was not run.
+func ratioText(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", ratio(a, b))
+}
+
+// median of vs (not empty); vs is sorted in place.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
 // workersConfig labels a run with --workers (0: none given, the binary's

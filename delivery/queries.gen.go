@@ -725,14 +725,14 @@ var pausesQuery = sqlfile.Load[sqlfile.None, pausesRow, *pausesRow](statementFil
 type recheckArgs struct {
 	ReachoutWindow *time.Duration // @reachout_window
 	ClockOffset    time.Duration  // @clock_offset
-	Kinds          string         // @kinds
 	IDs            []string       // @ids
+	Kinds          string         // @kinds
 	Holder         string         // @holder
 }
 
 // Args returns the parameters in the statement's order.
 func (a recheckArgs) Args() []any {
-	return []any{a.ReachoutWindow, a.ClockOffset, a.Kinds, a.IDs, a.Holder}
+	return []any{a.ReachoutWindow, a.ClockOffset, a.IDs, a.Kinds, a.Holder}
 }
 
 // recheckRow is a row of queries/recheck.sql.
@@ -748,7 +748,7 @@ func (r *recheckRow) Dest() []any {
 }
 
 // recheckQuery is queries/recheck.sql.
-var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "reachout_window", "clock_offset", "kinds", "ids", "holder")
+var recheckQuery = sqlfile.Load[recheckArgs, recheckRow, *recheckRow](statementFiles, "recheck", "reachout_window", "clock_offset", "ids", "kinds", "holder")
 
 // recoverArgs are the parameters of queries/recover.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

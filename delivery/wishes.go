@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
@@ -22,7 +23,8 @@ import (
 // wish leaves a mark instead (engagement_wishes, migration 72: the opt-out's
 // consent event writes it, and erase), and a run reads the marks, every
 // WishRefresh while it sends, in one small statement for all its workers
-// (queries/wishes.sql). A message about to be sent whose user has a wish
+// (queries/wishes.sql; the transport's pause is read in the same round
+// trip, pause.go). A message about to be sent whose user has a wish
 // read since the batch's last check is checked again first
 // (recheck.sql), and a worker does not start a request while the run's
 // newest read is older than WishAge: it waits for a fresher one.
@@ -75,15 +77,33 @@ func (p *Processor) startWishes(ctx context.Context) error {
 	}
 	at := p.clock()
 	var row wishesStartRow
-	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		var err error
-		row, err = wishesStartQuery.One(ctx, conn, sqlfile.None{})
-		return err
-	})
+	err := p.readWithPause(ctx, func(b *pgx.Batch) { wishesStartQuery.QueueOne(b, sqlfile.None{}, &row) })
 	if err != nil {
 		return fmt.Errorf("start reading the opt-outs and erasures: %w", err)
 	}
 	p.wishes = &wishes{p: p, readAt: at, since: row.Xmin, seen: map[int64]struct{}{}, users: map[string]time.Time{}}
+	return nil
+}
+
+// readWithPause runs the statements queue queues and, on a transport that
+// can be paused, the read of its pause (pause_active.sql), in one round
+// trip; a pause found stops the run (pauseRun).
+func (p *Processor) readWithPause(ctx context.Context, queue func(b *pgx.Batch)) error {
+	var pauses []pauseActiveRow
+	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		b := &pgx.Batch{}
+		queue(b)
+		if p.pausable() {
+			pauseActiveQuery.QueueAll(b, pauseActiveArgs{Transport: p.cfg.Transport.Name(), ClockOffset: p.cfg.ClockOffset}, &pauses)
+		}
+		return conn.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return err
+	}
+	if pause := activePause(p.cfg.Transport.Name(), pauses); pause != nil {
+		p.pauseRun(pause)
+	}
 	return nil
 }
 
@@ -110,14 +130,26 @@ func (w *wishes) note(userID string) {
 // than WishAge, and starting a read in the background when it is older than
 // WishRefresh. An error is the read's.
 func (w *wishes) wishedSince(ctx context.Context, userID string, checkedAt time.Time) (bool, error) {
+	if err := w.fresh(ctx); err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.users[userID]
+	return ok && at.After(checkedAt), nil
+}
+
+// fresh reads the wishes (and the transport's pause) again first when the
+// newest read is older than WishAge, and starts a read in the background
+// when it is older than WishRefresh. An error is the read's.
+func (w *wishes) fresh(ctx context.Context) error {
 	w.mu.Lock()
 	age := w.p.clock().Sub(w.readAt)
 	w.mu.Unlock()
 	if age > w.p.wishAge {
-		if err := w.read(ctx); err != nil {
-			return false, err
-		}
-	} else if age > WishRefresh && w.reading.TryLock() {
+		return w.read(ctx)
+	}
+	if age > WishRefresh && w.reading.TryLock() {
 		w.pending.Go(func() {
 			defer w.reading.Unlock()
 			// A failed read in the background is retried by the next
@@ -125,10 +157,7 @@ func (w *wishes) wishedSince(ctx context.Context, userID string, checkedAt time.
 			_ = w.readLocked(context.WithoutCancel(ctx))
 		})
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	at, ok := w.users[userID]
-	return ok && at.After(checkedAt), nil
+	return nil
 }
 
 // read reads the wishes again, unless a read that finished meanwhile
@@ -155,11 +184,7 @@ func (w *wishes) readLocked(ctx context.Context) error {
 	w.mu.Unlock()
 	at := w.p.clock()
 	var row wishesRow
-	err := w.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		var err error
-		row, err = wishesQuery.One(ctx, conn, wishesArgs{Since: since})
-		return err
-	})
+	err := w.p.readWithPause(ctx, func(b *pgx.Batch) { wishesQuery.QueueOne(b, wishesArgs{Since: since}, &row) })
 	if err != nil {
 		return fmt.Errorf("read the opt-outs and erasures: %w", err)
 	}

@@ -225,7 +225,10 @@ WITH RECURSIVE plain AS (
                    coalesce(c.oldest, now() + @clock_offset::interval) + @cap_window::interval AS frees
               FROM capped c
              WHERE c.ahead >= @per_user_cap::int) o
-), held_by_meta AS (
+), held_by_meta AS MATERIALIZED (
+    -- Materialized: inlined into judged's join, the planner scanned the
+    -- whole batch again for each of its messages (400 × 400 rows a claim,
+    -- issue 59); once, it is a few rows at most, usually none.
     SELECT d.id,
            CASE WHEN d.message_key = ANY (@paused_keys::text[]) THEN 'template_paused' ELSE 'quality' END AS reason
       FROM due d

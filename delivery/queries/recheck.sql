@@ -49,7 +49,14 @@ WITH checked AS (
            CASE WHEN @reachout_window::interval IS NOT NULL
                  AND coalesce(s.last_activity_at < now() + @clock_offset::interval - @reachout_window::interval, true)
                 THEN 'reachout_window' END) AS cancel_reason
-      FROM engagement_message_queue q
+      -- The batch's rows by a primary-key probe each (OFFSET 0: planned on
+      -- its own), then the fencing check: planned together, statistics
+      -- from before the claims (a queue analyzed while all of it was
+      -- pending) made the processing index look like one row, and the
+      -- planner read every row every process had claimed to find the
+      -- batch's; planned as one scan for all the ids, a whole backlog.
+      FROM unnest(@ids::uuid[]) AS b(id)
+     CROSS JOIN LATERAL (SELECT * FROM engagement_message_queue q WHERE q.id = b.id OFFSET 0) q
       CROSS JOIN LATERAL (SELECT @kinds::text::jsonb -> q.message_type AS kind,
                                  coalesce((@kinds::text::jsonb -> q.message_type ->> 'confirms_opt_out')::boolean, false)
                                      AS confirms_opt_out) k
@@ -69,19 +76,20 @@ WITH checked AS (
                                     coalesce((k.kind ->> 'holdout')::boolean AND s.goodbye_holdout
                                              AND coalesce(s.last_activity_at, s.created_at) <= s.goodbye_sent_at, false)) AS refusal
       ) r
-     WHERE q.id = ANY(@ids::uuid[])
-       AND q.status = 'processing'
+     WHERE q.status = 'processing'
        AND q.claimed_by = @holder
 ), doomed AS (
-    SELECT q.id, c.cancel_reason
-      FROM engagement_message_queue q
-      JOIN checked c ON c.id = q.id
-     WHERE c.cancel_reason IS NOT NULL
-       AND NOT c.in_doubt
-       AND q.status = 'processing'
-       AND q.claimed_by = @holder
-     ORDER BY q.id
-       FOR UPDATE OF q
+    -- Each row to cancel, locked by its primary key in id order (the outer
+    -- rows' order), then the fencing check on the row as locked (its
+    -- newest version). Joined whole, the planner scanned every claimed
+    -- row of the queue once per checked message (400 ms for a batch of
+    -- 400 beside 4,000 claimed rows).
+    SELECT l.id, c.cancel_reason
+      FROM (SELECT id, cancel_reason FROM checked WHERE cancel_reason IS NOT NULL AND NOT in_doubt ORDER BY id) c
+     CROSS JOIN LATERAL (SELECT q.id, q.status, q.claimed_by FROM engagement_message_queue q
+                          WHERE q.id = c.id OFFSET 0 FOR UPDATE) l
+     WHERE l.status = 'processing'
+       AND l.claimed_by = @holder
 ), cancelled AS (
     UPDATE engagement_message_queue q
        SET status = 'cancelled',
@@ -90,6 +98,9 @@ WITH checked AS (
            claimed_until = NULL
       FROM doomed d
      WHERE q.id = d.id
+       -- The ids again, as an array: joined to the CTE alone, the planner
+       -- may hash every row of the queue.
+       AND q.id = ANY (ARRAY(SELECT id FROM doomed))
     RETURNING q.id, d.cancel_reason
 )
 SELECT id::text, cancel_reason, true AS cancelled FROM cancelled

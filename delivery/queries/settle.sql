@@ -23,13 +23,19 @@ WITH outcome AS (
                   @errors::text[], @attempted::int[], @in_doubt::boolean[], @spent::boolean[])
            AS o(id, status, provider_id, retry_in, error, attempted, in_doubt, spent)
 ), mine AS (
-    SELECT q.id
-      FROM engagement_message_queue q
-     WHERE q.id = ANY(@ids::uuid[])
-       AND q.status = 'processing'
-       AND q.claimed_by = @holder
-     ORDER BY q.id
-       FOR UPDATE
+    -- Each row locked by a primary-key probe, in id order (the outer
+    -- rows'), then the fencing check on the row as locked (its newest
+    -- version). With the fencing check planned into the scan, statistics
+    -- from before the claims (a queue analyzed while all of it was
+    -- pending) made the processing index look like one row, and the
+    -- planner read every row every process had claimed to find the
+    -- batch's (issue 59).
+    SELECT l.id
+      FROM (SELECT id FROM unnest(@ids::uuid[]) AS b(id) ORDER BY id) b
+     CROSS JOIN LATERAL (SELECT q.id, q.status, q.claimed_by FROM engagement_message_queue q
+                          WHERE q.id = b.id OFFSET 0 FOR UPDATE) l
+     WHERE l.status = 'processing'
+       AND l.claimed_by = @holder
 ), settled AS (
     UPDATE engagement_message_queue q
        SET status = o.status,
@@ -47,6 +53,9 @@ WITH outcome AS (
       FROM outcome o
       JOIN mine m ON m.id = o.id
      WHERE q.id = o.id
+       -- The ids again, as an array: joined to the CTEs alone, the planner
+       -- may hash every row of the queue.
+       AND q.id = ANY (ARRAY(SELECT id FROM mine))
     RETURNING q.id, q.destination_jid = '' AS erased
 )
 INSERT INTO engagement_processed_messages AS l (message_id, transport, status, attempts, provider_message_id, error)
