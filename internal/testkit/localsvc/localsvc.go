@@ -172,10 +172,9 @@ func AptInstallAll(ctx context.Context, who string, pkgs []string, hint string, 
 // downloads, "pmstatus:package:percent:what" while dpkg installs) into a
 // progress line at each tenth of each phase.
 type aptStatus struct {
-	who    string
-	w      io.Writer
-	said   map[string]int // phase → the last tenth said
-	phases int
+	who  string
+	w    io.Writer
+	said map[string]int // phase → the last tenth said
 }
 
 func (s *aptStatus) line(line string) {
