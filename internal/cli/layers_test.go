@@ -21,7 +21,7 @@ var layers = []struct {
 	packages []string // relative to the module; a trailing /... takes the subtree
 }{
 	{"commands: flags, wiring, exit codes, and the tools around them", []string{
-		"cmd/...", "internal/cli/...", "internal/docgen/...", "internal/demo",
+		"cmd/...", "internal/cli/...", "internal/cliflag", "internal/docgen/...", "internal/demo",
 	}},
 	{"application: what the commands run", []string{
 		"scheduler", "delivery", "verify", "status", "repair", "retention", "erase", "console", "funnel",
@@ -34,7 +34,7 @@ var layers = []struct {
 		"migrations", "internal/postgres", "internal/sqlfile",
 	}},
 	{"rules and support: pure Go that imports nothing of the module's", []string{
-		"statemachine", "internal/cliflag", "internal/recovered", "internal/earlystop", "internal/earlystop/first", "internal/drift",
+		"statemachine", "internal/recovered", "internal/earlystop", "internal/earlystop/first", "internal/drift",
 		"deploy", "examples/node-receiver", // tests only: the manifests, the npm package
 	}},
 }
@@ -46,6 +46,13 @@ var notImported = []struct{ from, to, why string }{
 }
 
 const module = "github.com/engagement-scheduler/engagement"
+
+// flagLibraries are the command line's libraries: only the command layer
+// (layers[0]) imports them. The packages below it are libraries that take
+// configuration structs and validate them; which flag fills which field,
+// and from which environment variable, is the commands' business (issue
+// 60: sender/transport declared its transports' flags).
+var flagLibraries = []string{"github.com/spf13/pflag", "github.com/spf13/cobra"}
 
 // layerOf is the index in layers of pkg (relative to the module), or -1.
 func layerOf(pkg string) int {
@@ -81,8 +88,9 @@ func goList(t *testing.T, args ...string) []string {
 
 // TestTheHouseReadsTopDown asks the go command for every package's imports
 // (not its tests': a test may run the whole house) and fails on an import
-// that points up a layer, on a package with no layer, and on a production
-// package importing the test kit.
+// that points up a layer, on a package with no layer, on a package below
+// the command layer importing a flag library, and on a production package
+// importing the test kit.
 func TestTheHouseReadsTopDown(t *testing.T) {
 	t.Parallel()
 	lines := goList(t, "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
@@ -107,6 +115,9 @@ func TestTheHouseReadsTopDown(t *testing.T) {
 		for _, imp := range fields[1:] {
 			dep, ok := strings.CutPrefix(imp, module+"/")
 			if !ok {
+				if from > 0 && slices.ContainsFunc(flagLibraries, func(lib string) bool { return imp == lib || strings.HasPrefix(imp, lib+"/") }) {
+					t.Errorf("%s (%s) imports %s: flags belong to the command layer; take a configuration struct instead", pkg, layers[from].name, imp)
+				}
 				continue
 			}
 			edges++
