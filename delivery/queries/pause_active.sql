@@ -2,7 +2,6 @@
 -- of the database's): not cleared, and its end (NULL: none) not reached.
 -- No row: the transport may send.
 --
--- nullable: paused_until
 SELECT kind, status_code, paused_at, paused_until
   FROM engagement_transport_pauses
  WHERE transport = @transport

@@ -20,6 +20,7 @@
 -- and the returns of the weeks come from the log's (trigger, created_at)
 -- index (migration 36) and meet by user in a join; nothing is looked up
 -- goodbye by goodbye.
+-- not null: week_start, holdout, variant
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), goodbyes AS MATERIALIZED (
