@@ -129,8 +129,11 @@ func explain(ctx context.Context, conn *pgx.Conn, sql string, oids []uint32, par
 	var doc []struct {
 		Plan planNode `json:"Plan"`
 	}
-	if err := json.Unmarshal(out, &doc); err != nil || len(doc) != 1 {
-		return nil, fmt.Errorf("explain: read the plan: %v", err)
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return nil, fmt.Errorf("explain: read the plan: %w", err)
+	}
+	if len(doc) != 1 {
+		return nil, fmt.Errorf("explain: %d plans, want one", len(doc))
 	}
 	p := &plan{top: &doc[0].Plan, scanned: map[string]bool{}, outer: map[string]bool{}, subplans: map[string]*planNode{}, scans: map[string]scan{}, params: params}
 	p.index(p.top)
@@ -391,96 +394,71 @@ func (n *planNode) firstOutput() string {
 	return n.Output[0]
 }
 
+// walk calls visit with the index and the parenthesis depth of each byte
+// of e from start on that is outside quotes (a parenthesis counts inside
+// the pair it opens or closes), until visit returns false.
+func walk(e string, start int, visit func(i, depth int) bool) {
+	depth, quoted := 0, false
+	for i := start; i < len(e); i++ {
+		switch c := e[i]; {
+		case c == '\'':
+			quoted = !quoted
+			continue
+		case quoted:
+			continue
+		case c == '(':
+			depth++
+		case c == ')':
+			if !visit(i, depth) {
+				return
+			}
+			depth--
+			continue
+		}
+		if !visit(i, depth) {
+			return
+		}
+	}
+}
+
 // closing is the index of the parenthesis closing the one at open in e
 // (quotes skipped), or -1.
 func closing(e string, open int) int {
-	depth, quoted := 0, false
-	for i := open; i < len(e); i++ {
-		switch c := e[i]; {
-		case c == '\'':
-			quoted = !quoted
-		case quoted:
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth == 0 {
-				return i
-			}
+	at := -1
+	walk(e, open, func(i, depth int) bool {
+		if e[i] == ')' && depth == 1 {
+			at = i
+			return false
 		}
-	}
-	return -1
+		return true
+	})
+	return at
 }
 
 // topLevel splits a list of arguments at its top-level commas.
-func topLevel(list string) []string {
-	var args []string
-	depth, quoted, start := 0, false, 0
-	for i := 0; i < len(list); i++ {
-		switch c := list[i]; {
-		case c == '\'':
-			quoted = !quoted
-		case quoted:
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
-			args = append(args, list[start:i])
-			start = i + 1
-		}
-	}
-	return append(args, list[start:])
-}
+func topLevel(list string) []string { return splitTopLevel(list, []string{","}) }
 
 // hasTopLevel says whether e holds one of words outside parentheses and
 // quotes.
-func hasTopLevel(e string, words ...string) bool {
-	depth, quoted := 0, false
-	for i := 0; i < len(e); i++ {
-		switch c := e[i]; {
-		case c == '\'':
-			quoted = !quoted
-		case quoted:
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case depth == 0:
-			for _, w := range words {
-				if strings.HasPrefix(e[i:], w) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
+func hasTopLevel(e string, words ...string) bool { return len(splitTopLevel(e, words)) > 1 }
 
 // splitTopLevel splits e at each of seps found outside parentheses and
 // quotes.
 func splitTopLevel(e string, seps []string) []string {
 	var parts []string
-	depth, quoted, start := 0, false, 0
-	for i := 0; i < len(e); i++ {
-		switch c := e[i]; {
-		case c == '\'':
-			quoted = !quoted
-		case quoted:
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case depth == 0:
-			for _, sep := range seps {
-				if strings.HasPrefix(e[i:], sep) {
-					parts = append(parts, e[start:i])
-					start = i + len(sep)
-					i += len(sep) - 1
-					break
-				}
+	begin, skip := 0, 0
+	walk(e, 0, func(i, depth int) bool {
+		if i < skip || depth != 0 {
+			return true
+		}
+		for _, sep := range seps {
+			if strings.HasPrefix(e[i:], sep) {
+				parts = append(parts, e[begin:i])
+				begin, skip = i+len(sep), i+len(sep)
+				break
 			}
 		}
-	}
-	return append(parts, e[start:])
+		return true
+	})
+	return append(parts, e[begin:])
 }

@@ -63,6 +63,13 @@ type unknownRetrier interface {
 	RetryUnknown() bool
 }
 
+// stringFlag declares a kind's string flag name, falling back to the
+// environment variable env.
+func stringFlag(fs *pflag.FlagSet, p *string, name, env, usage string) {
+	fs.StringVar(p, name, "", usage)
+	cliflag.BindEnv(fs, name, env)
+}
+
 // webhookKind is --transport webhook, with --webhook-url (required) and
 // --webhook-secret.
 var webhookKind = transportKind{
@@ -70,10 +77,8 @@ var webhookKind = transportKind{
 	Help: "the running bot",
 	Flags: func(fs *pflag.FlagSet) transportConfig {
 		c := &webhookFlags{}
-		fs.StringVar(&c.URL, "webhook-url", "", "the bot's endpoint, for --transport webhook")
-		cliflag.BindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
-		fs.StringVar(&c.Secret, "webhook-secret", "", "HMAC-SHA256 key signing webhook bodies")
-		cliflag.BindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
+		stringFlag(fs, &c.URL, "webhook-url", "ENGAGEMENT_WEBHOOK_URL", "the bot's endpoint, for --transport webhook")
+		stringFlag(fs, &c.Secret, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET", "HMAC-SHA256 key signing webhook bodies")
 		cliflag.MarkSecret(fs, "webhook-secret")
 		return c
 	},
@@ -108,17 +113,12 @@ var whatsAppCloudKind = transportKind{
 	Help: "Meta's Cloud API, template messages",
 	Flags: func(fs *pflag.FlagSet) transportConfig {
 		c := &whatsAppFlags{}
-		fs.StringVar(&c.phoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
-		cliflag.BindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
-		fs.StringVar(&c.token, "whatsapp-token", "", "Cloud API access token")
-		cliflag.BindEnv(fs, "whatsapp-token", "WHATSAPP_ACCESS_TOKEN")
+		stringFlag(fs, &c.phoneID, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID", "Cloud API phone number id, for --transport whatsapp-cloud")
+		stringFlag(fs, &c.token, "whatsapp-token", "WHATSAPP_ACCESS_TOKEN", "Cloud API access token")
 		cliflag.MarkSecret(fs, "whatsapp-token")
-		fs.StringVar(&c.templates, "whatsapp-templates", "", "JSON file mapping message keys to approved templates")
-		cliflag.BindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
-		fs.StringVar(&c.accountID, "whatsapp-business-account-id", "", "WhatsApp Business Account id: read the templates' latest categories from Meta's Message Templates API at each run")
-		cliflag.BindEnv(fs, "whatsapp-business-account-id", "WHATSAPP_BUSINESS_ACCOUNT_ID")
-		fs.StringVar(&c.baseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
-		cliflag.BindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
+		stringFlag(fs, &c.templates, "whatsapp-templates", "WHATSAPP_TEMPLATES", "JSON file mapping message keys to approved templates")
+		stringFlag(fs, &c.accountID, "whatsapp-business-account-id", "WHATSAPP_BUSINESS_ACCOUNT_ID", "WhatsApp Business Account id: read the templates' latest categories from Meta's Message Templates API at each run")
+		stringFlag(fs, &c.baseURL, "whatsapp-base-url", "WHATSAPP_BASE_URL", "Cloud API base URL (default Meta's)")
 		fs.BoolVar(&c.retryUnknown, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
 		fs.IntVar(&c.throughput, "whatsapp-throughput", 0, "most messages per second to send through the number, across the run's workers (1-1000; default: Meta's level for the number, read at start: 80, 1000 when upgraded, 20 on the Business app)")
 		cliflag.BindEnv(fs, "whatsapp-throughput", "WHATSAPP_THROUGHPUT")
