@@ -27,6 +27,7 @@ SELECT s.state, s.user_id::text AS kept_id, s.goodbye_sent_at,
        c.locale AS cte_locale,
        (SELECT count(*) FROM engagement_message_queue q WHERE q.user_id = s.user_id) AS messages,
        (SELECT max(q.created_at) FROM engagement_message_queue q WHERE q.user_id = s.user_id) AS last_message,
+       (SELECT count(*) FROM engagement_message_queue q WHERE q.user_id = s.user_id HAVING count(*) > 1) AS repeats,
        (SELECT q.status FROM engagement_message_queue q WHERE q.user_id = s.user_id LIMIT 1) AS a_status,
        CASE WHEN s.state = 'active' THEN 1 ELSE 0 END AS active,
        CASE WHEN s.state = 'active' THEN 1 END AS only_active
