@@ -38,8 +38,8 @@ import (
 //     arguments (now(), set_config, current_setting of one setting,
 //     date_trunc, EXTRACT, …: neverNull); a parameter of the statement
 //     whose Go type is neither a pointer nor a slice; a scalar subquery
-//     that is one aggregate without GROUP BY (it always returns its one
-//     row) of a proven expression.
+//     that is one aggregate without GROUP BY or HAVING (it always returns
+//     its one row) of a proven expression.
 //
 // Everything else is NULL-able: an aggregate other than count, any other
 // scalar subquery (it may find no row), a function of the schema's (its
