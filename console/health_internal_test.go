@@ -130,6 +130,20 @@ func TestHealthRules(t *testing.T) {
 	}
 }
 
+// The demo's console (issue 61): a run simulated ahead (--as-of two days
+// past its start) is judged by its as-of, green, and its card said
+// "started 2 days ago", against its own rule; it says what it was judged
+// by.
+func TestASimulatedRunSaysItsAsOf(t *testing.T) {
+	t.Parallel()
+	asOf := time.Date(2026, 12, 1, 19, 40, 0, 0, time.UTC)
+	r := status.Run{Job: DeliveryJob, Status: "succeeded", StartedAt: asOf.Add(-58 * time.Hour), AsOf: asOf.Add(-10 * time.Minute)}
+	got := runHealth(asOf, DeliveryJob, []status.Run{r})
+	if want := "as of 10 min ago (simulated ahead; started 2 days ago)"; got.Level != Green || got.Detail != want {
+		t.Errorf("a simulated run: %s, %q; want green, %q", got.Level, got.Detail, want)
+	}
+}
+
 // The summary judges each health job's shards that ran within shardSpan
 // of its latest run: a shard that stopped long ago is not held against it.
 func TestLatestRunsKeepTheShardsOfTheLatestSpan(t *testing.T) {

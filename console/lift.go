@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
+	"time"
 
 	"github.com/engagement-scheduler/engagement/funnel"
 )
@@ -32,9 +34,17 @@ func liftScale(rep *funnel.Report) float64 {
 			widest = max(widest, math.Abs(l.Low), math.Abs(l.High))
 		}
 	}
+	seeTiming := func(t *funnel.Timing) {
+		if t != nil {
+			see(liftOf(t.Lift))
+			see(liftOf(t.AnsweredLift))
+		}
+	}
 	see(rep.Lift)
+	seeTiming(rep.Timing)
 	for _, c := range rep.Cohorts {
 		see(c.Lift)
+		seeTiming(c.Timing)
 	}
 	for _, v := range rep.Variants {
 		see(v.Lift)
@@ -75,10 +85,67 @@ func liftRow(name string, open bool, treatment, holdout funnel.Arm, l funnel.Lif
 	return LiftRow{Name: name, Open: open, Treatment: treatment, Holdout: holdout, Lift: l, Bar: ciBar(l, scale), Kind: kind}
 }
 
+// liftOf is a timing difference as a Lift, to draw it as the holdout's.
+func liftOf(l funnel.TimingLift) funnel.Lift {
+	return funnel.Lift{Difference: l.Difference, Low: l.Low, High: l.High, Known: l.Known, Verdict: l.Verdict}
+}
+
+// TimingRow is one cohort (or the pooled cohorts) of the overview's timing
+// table: both arms, and each difference's bar.
+type TimingRow struct {
+	Name                 string
+	Open                 bool
+	Timing               funnel.Timing
+	AnsweredBar, LiftBar CIBar
+	Kind                 string // "" or "pooled"
+}
+
+func timingRow(name string, open bool, t *funnel.Timing, scale float64, kind string) TimingRow {
+	return TimingRow{Name: name, Open: open, Timing: *t, AnsweredBar: ciBar(liftOf(t.AnsweredLift), scale),
+		LiftBar: ciBar(liftOf(t.Lift), scale), Kind: kind}
+}
+
+// TimingNeed is the sample the timing comparison needs to see a
+// DetectableLift in reactivation (funnel.SampleSize at the run-time arm's
+// rate, with the arms' proportions), what it has and what it still needs.
+type TimingNeed struct {
+	Known bool
+	// Basis says whose arms: the pooled cohorts', or, before any cohort
+	// with timed goodbyes has closed, the newest cohort's.
+	Basis                     string
+	Base                      float64
+	BestHour, RunTime         int64
+	HaveBestHour, HaveRunTime int64
+	MoreBestHour, MoreRunTime int64
+}
+
+// timingNeed reads rep's timing sample: the pooled arms', else the newest
+// still-counting cohort's.
+func timingNeed(rep *funnel.Report) TimingNeed {
+	t, basis := rep.Timing, "The pooled arms"
+	if t == nil || !t.Lift.Known {
+		t = nil
+		for _, c := range slices.Backward(rep.Cohorts) {
+			if c.Timing != nil && c.Timing.Lift.Known {
+				t, basis = c.Timing, "The week of "+c.WeekStart.Format(time.DateOnly)+" (still counting)"
+				break
+			}
+		}
+	}
+	if t == nil {
+		return TimingNeed{}
+	}
+	return TimingNeed{Known: true, Basis: basis, Base: t.RunTime.Rate,
+		BestHour: t.Lift.NeededBestHour, RunTime: t.Lift.NeededRunTime,
+		HaveBestHour: t.BestHour.Users, HaveRunTime: t.RunTime.Users,
+		MoreBestHour: max(0, t.Lift.NeededBestHour-t.BestHour.Users), MoreRunTime: max(0, t.Lift.NeededRunTime-t.RunTime.Users)}
+}
+
 // liftFuncs are the overview's template functions for the lift's table
-// (its row of the table pages).
+// and the timing's (its row of the table pages).
 var liftFuncs = template.FuncMap{
 	"liftRow": liftRow, "liftScale": liftScale, "ciBar": ciBar,
+	"timingRow": timingRow, "timingNeed": timingNeed, "timingBar": func(l funnel.TimingLift, scale float64) CIBar { return ciBar(liftOf(l), scale) },
 	"points": func(f float64) string { return signedPoints(100 * f) },
 }
 

@@ -3,7 +3,9 @@
 // cohorts of a window, how many users of each arm (treatment: sent a
 // goodbye; holdout: held out by engagement-daily --holdout-percent) wrote
 // again within 30 days, and the difference with its 95 % confidence
-// interval (Newcombe's hybrid score interval) and a plain verdict.
+// interval (Newcombe's hybrid score interval) and a plain verdict; and,
+// among the treated, the goodbye's timing arms (best hour: sent at the hour
+// the user usually writes; run time), compared the same way.
 package funnel
 
 import (
@@ -26,6 +28,10 @@ const (
 	// reactivated.
 	Window = 30 * 24 * time.Hour
 )
+
+// notClosedYet is the pooled verdict while every cohort with both arms is
+// still counting: the arms exist, their window has not closed.
+const notClosedYet = "not enough users yet to tell: no week with both arms has closed its 30 days yet (still counting)"
 
 // Options choose the cohorts.
 type Options struct {
@@ -56,6 +62,10 @@ type Report struct {
 	// StillCounting is the goodbyes of the cohorts younger than the
 	// window, not in the totals.
 	StillCounting int64 `json:"still_counting"`
+	// Timing is the timing arms (engagement-daily --best-hour-percent)
+	// pooled over the closed cohorts that have them; nil when no goodbye
+	// of the window recorded a timing.
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // Variant is the treated users of one copy variant (Name "" for the
@@ -78,6 +88,9 @@ type Cohort struct {
 	Lift          Lift `json:"lift"`
 	// Variants breaks the treated arm down by copy variant, in name order.
 	Variants []Variant `json:"variants"`
+	// Timing compares the treated users' timing arms; nil when none of
+	// the week's goodbyes recorded a timing.
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // Read reads the arms from db: a pool, or a transaction (a REPEATABLE READ
@@ -99,6 +112,10 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		Window:          Window,
 		GoodbyeTrigger:  string(sm.Inactivity14d),
 		ComebackTrigger: string(sm.UserMessage),
+		GoodbyeKind:     string(sm.GoodbyeMessage),
+		GoodbyeState:    string(sm.GoodbyeSent),
+		AnswerTriggers:  []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater), string(sm.GoodbyeAnswerDormant)},
+		AnswerWindow:    AnswerWindow,
 	}
 	err = funnelArmsQuery.Each(ctx, db, args, func(r *funnelArmsRow) error {
 		week := r.WeekStart.UTC()
@@ -113,6 +130,9 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		} else {
 			c.Treatment = c.Treatment.add(a)
 			c.Variants = addVariant(c.Variants, Variant{Name: r.Variant, Arm: a})
+		}
+		if r.Timing != nil {
+			return c.addTiming(*r.Timing, newTimingArm(r.Users, r.Answered48h, r.Reactivated))
 		}
 		return nil
 	})
@@ -139,9 +159,13 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		}
 	}
 	rep.Lift = lift(rep.Treatment, rep.Holdout)
+	if rep.PooledCohorts == 0 && slices.ContainsFunc(rep.Cohorts, func(c Cohort) bool { return c.Holdout.Users > 0 }) {
+		rep.Lift.Verdict = notClosedYet
+	}
 	for j := range rep.Variants {
 		rep.Variants[j].Lift = lift(rep.Variants[j].Arm, rep.Holdout)
 	}
+	compareTimings(rep)
 	return rep, nil
 }
 

@@ -258,3 +258,30 @@ func TestFunnelVerdicts(t *testing.T) {
 		t.Errorf("10,000 and 1,200 at 10 %% each: %q (needed %d and %d)", v, rep.Lift.NeededTreatment, rep.Lift.NeededHoldout)
 	}
 }
+
+// The demo's console (issue 61) said "nobody held out
+// (engagement-daily --holdout-percent)" under a week that held 4 users
+// out: its 30 days were not over, so nothing was pooled. While every week
+// with both arms is still counting, the pooled verdicts say so, the
+// holdout's and the timing's alike.
+func TestPooledVerdictWhileEveryWeekIsStillCounting(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	at, _ := time.Parse(time.RFC3339, "2026-11-24T06:00:00Z")
+	fixture.Exec(t, tx, `
+		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, timing, created_at)
+		SELECT gen_random_uuid(), 'active', 'goodbye_sent', 'inactivity_14d', i % 5 = 0,
+		       CASE WHEN i % 2 = 0 THEN 'best_hour' ELSE 'run_time' END, $1
+		  FROM generate_series(1, 40) AS i`, at)
+	rep, err := funnel.Read(context.Background(), tx, funnel.Options{AsOf: at.Add(2 * 24 * time.Hour), Weeks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "not enough users yet to tell: no week with both arms has closed its 30 days yet (still counting)"
+	if rep.Lift.Verdict != want {
+		t.Errorf("the holdout's pooled verdict: %q, want %q", rep.Lift.Verdict, want)
+	}
+	if rep.Timing == nil || rep.Timing.Lift.Verdict != want || rep.Timing.AnsweredLift.Verdict != want {
+		t.Errorf("the timing's pooled verdicts: %+v, want %q", rep.Timing, want)
+	}
+}

@@ -111,30 +111,59 @@ func SampleSize(base, lift, ratio float64) (treatment, holdout int64) {
 	return int64(math.Ceil(n * ratio)), int64(n)
 }
 
-// lift compares the arms (see Lift).
+// lift compares the goodbye's arms (see Lift).
 func lift(treatment, holdout Arm) Lift {
-	if treatment.Users == 0 || holdout.Users == 0 {
+	return compare(treatment, holdout, holdoutWords)
+}
+
+// words are what a comparison's verdict calls its arms and its finding.
+type words struct {
+	// none is said when the second arm has no users.
+	none string
+	// up, down and same are the findings: the first arm's rate is above
+	// the second's, below it, or within DetectableLift of it with both
+	// arms at their minimal sample.
+	up, down, same string
+	// first and second name the arms' users in "… users needed".
+	first, second string
+}
+
+// holdoutWords are the verdict's words for treatment against holdout.
+var holdoutWords = words{
+	none:   "nobody held out (engagement-daily --holdout-percent)",
+	up:     "the goodbye brings users back",
+	down:   "the goodbye brings fewer users back than silence",
+	same:   "the goodbye makes no clear difference",
+	first:  "treated",
+	second: "held-out",
+}
+
+// compare is the difference of a's rate over b's, its interval (Newcombe),
+// the users each arm needs to see a DetectableLift at b's rate
+// (SampleSize, as NeededTreatment for a and NeededHoldout for b), and the
+// verdict in w's words.
+func compare(a, b Arm, w words) Lift {
+	if a.Users == 0 || b.Users == 0 {
 		v := "not enough users yet to tell"
-		if holdout.Users == 0 {
-			v += ": nobody held out (engagement-daily --holdout-percent)"
+		if b.Users == 0 {
+			v += ": " + w.none
 		}
 		return Lift{Verdict: v}
 	}
-	d, lo, hi := Newcombe(treatment.Reactivated, treatment.Users, holdout.Reactivated, holdout.Users, Z95)
+	d, lo, hi := Newcombe(a.Reactivated, a.Users, b.Reactivated, b.Users, Z95)
 	l := Lift{Difference: d, Low: lo, High: hi, Known: true}
-	l.NeededTreatment, l.NeededHoldout = SampleSize(holdout.Rate, DetectableLift,
-		float64(treatment.Users)/float64(holdout.Users))
+	l.NeededTreatment, l.NeededHoldout = SampleSize(b.Rate, DetectableLift, float64(a.Users)/float64(b.Users))
 	ci := fmt.Sprintf("%+.1f points (95 %% CI %+.1f to %+.1f)", 100*d, 100*lo, 100*hi)
 	switch {
 	case lo > 0:
-		l.Verdict = "the goodbye brings users back: " + ci
+		l.Verdict = w.up + ": " + ci
 	case hi < 0:
-		l.Verdict = "the goodbye brings fewer users back than silence: " + ci
-	case treatment.Users >= l.NeededTreatment && holdout.Users >= l.NeededHoldout:
-		l.Verdict = fmt.Sprintf("no lift of %.0f points or more: the goodbye makes no clear difference, %s", 100*DetectableLift, ci)
+		l.Verdict = w.down + ": " + ci
+	case a.Users >= l.NeededTreatment && b.Users >= l.NeededHoldout:
+		l.Verdict = fmt.Sprintf("no lift of %.0f points or more: %s, %s", 100*DetectableLift, w.same, ci)
 	default:
-		l.Verdict = fmt.Sprintf("not enough users yet to tell: %s; about %s treated and %s held-out users needed",
-			ci, thousands(l.NeededTreatment), thousands(l.NeededHoldout))
+		l.Verdict = fmt.Sprintf("not enough users yet to tell: %s; about %s %s and %s %s users needed",
+			ci, thousands(l.NeededTreatment), w.first, thousands(l.NeededHoldout), w.second)
 	}
 	return l
 }

@@ -24,11 +24,15 @@ type funnelArmsArgs struct {
 	GoodbyeTrigger  string        // @goodbye_trigger
 	ComebackTrigger string        // @comeback_trigger
 	Window          time.Duration // @window
+	GoodbyeKind     string        // @goodbye_kind
+	GoodbyeState    string        // @goodbye_state
+	AnswerTriggers  []string      // @answer_triggers
+	AnswerWindow    time.Duration // @answer_window
 }
 
 // Args returns the parameters in the statement's order.
 func (a funnelArmsArgs) Args() []any {
-	return []any{a.AsOf, a.Weeks, a.GoodbyeTrigger, a.ComebackTrigger, a.Window}
+	return []any{a.AsOf, a.Weeks, a.GoodbyeTrigger, a.ComebackTrigger, a.Window, a.GoodbyeKind, a.GoodbyeState, a.AnswerTriggers, a.AnswerWindow}
 }
 
 // funnelArmsRow is a row of queries/funnel_arms.sql.
@@ -36,14 +40,16 @@ type funnelArmsRow struct {
 	WeekStart   time.Time // week_start
 	Holdout     bool      // holdout
 	Variant     string    // variant
+	Timing      *string   // timing
 	Users       int64     // users
+	Answered48h int64     // answered_48h
 	Reactivated int64     // reactivated
 }
 
 // Dest returns the fields in the columns' order.
 func (r *funnelArmsRow) Dest() []any {
-	return []any{&r.WeekStart, &r.Holdout, &r.Variant, &r.Users, &r.Reactivated}
+	return []any{&r.WeekStart, &r.Holdout, &r.Variant, &r.Timing, &r.Users, &r.Answered48h, &r.Reactivated}
 }
 
 // funnelArmsQuery is queries/funnel_arms.sql.
-var funnelArmsQuery = sqlfile.Load[funnelArmsArgs, funnelArmsRow, *funnelArmsRow](statementFiles, "funnel_arms", "as_of", "weeks", "goodbye_trigger", "comeback_trigger", "window")
+var funnelArmsQuery = sqlfile.Load[funnelArmsArgs, funnelArmsRow, *funnelArmsRow](statementFiles, "funnel_arms", "as_of", "weeks", "goodbye_trigger", "comeback_trigger", "window", "goodbye_kind", "goodbye_state", "answer_triggers", "answer_window")

@@ -15,6 +15,19 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
+// binaries is a folder holding the named binaries, built, as the demo's
+// -bin.
+func binaries(t *testing.T, names ...string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, name := range names {
+		if err := os.Symlink(cmdtest.Build(t, "./cmd/"+name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}
+
 // TestDemo runs the demo as `make demo` does, on a database of its own,
 // and checks that a newcomer sees users move, messages delivered, and a
 // clean bill from status and verify.
@@ -25,12 +38,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	for _, name := range []string{"engagement-daily", "engagement-weekly", "queue-process", "engagementctl"} {
-		if err := os.Symlink(cmdtest.Build(t, "./cmd/"+name), filepath.Join(bin, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := binaries(t, "engagement-daily", "engagement-weekly", "queue-process", "engagementctl")
 	const database = "engagement_demo_test"
 	t.Cleanup(func() {
 		if err := pgtest.DropDatabase(context.Background(), database); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -65,6 +66,17 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// bestHour is the day-1 run's best-hour arm (issue 61): half the users
+// get their goodbye at the hour they usually write (the history the demo
+// gives them), the others at the run's time, and the console's overview
+// compares the two.
+//
+// MERGE(issue 61): switch on once engagement-daily has the flag (the
+// scheduling half, on its own branch):
+//
+//	var bestHour = []string{"--best-hour-percent", "50"}
+var bestHour = []string{}
 
 // The shipped configurations' waking hours (docs/deploy.md): the demo
 // delivers as a deployment would.
@@ -111,8 +123,8 @@ func serveConsole(ctx context.Context, bin, database string, users int, addr str
 	return nil
 }
 
-// demoDay is the demo's "now": the latest instant its jobs ran as of (day
-// 3, simulated).
+// demoDay is the demo's "now": the latest instant it simulated (day 3's
+// last delivery).
 func demoDay(ctx context.Context, url string) (time.Time, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -127,7 +139,9 @@ func demoDay(ctx context.Context, url string) (time.Time, error) {
 	if day == nil {
 		return time.Time{}, fmt.Errorf("the demo's database %s has no job run: run make demo again", conn.Config().Database)
 	}
-	return day.UTC(), nil
+	// Up to the next second: --as-of is read to the second, and the last
+	// send a fraction past it would be in the console's future.
+	return day.UTC().Add(time.Second - 1).Truncate(time.Second), nil
 }
 
 // demoDatabase returns the URL of the demo's database when it exists and
@@ -211,19 +225,22 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		fmt.Printf("  %-18s %s  %s\n", zone, local.Format("15:04"), verdict)
 	}
 
+	step("Their history: each writes to the bot at an hour of their own (engagement_fire 'user_message', on four days before day 1)")
+	fired, err := historyQuery.One(ctx, pool, historyArgs{Trigger: string(sm.UserMessage), DayOne: day1, Active: string(sm.Active)})
+	if err != nil {
+		return "", fmt.Errorf("the users' history: %w", err)
+	}
+	fmt.Printf("%d messages from %d users\n", fired.Fired, fired.Fired/4)
+
+	day1Args := append([]string{"--as-of", day1.Format(time.RFC3339), "--holdout-percent", "20"}, bestHour...)
 	days := []struct {
 		title   string
 		args    []string
 		deliver bool
 	}{
-		{"Day 1: inactive users get a goodbye, expired goodbyes and due reminders go dormant",
-			[]string{"--as-of", day1.Format(time.RFC3339)}, true},
-		{"Day 1 again: re-running the same day changes nothing",
-			[]string{"--as-of", day1.Format(time.RFC3339)}, false},
-		// Two days ahead is the future: --allow-future-as-of says the
-		// simulation is meant (without it the job refuses, exit 2).
-		{"Day 3, simulated: goodbyes delivered over 48 h ago and unanswered: dormant (one still held by quiet hours keeps its 48 h)",
-			[]string{"--as-of", day3.Format(time.RFC3339), "--allow-future-as-of"}, false},
+		{"Day 1: inactive users get a goodbye (1 in 5 held out, to measure it), expired goodbyes and due reminders go dormant",
+			day1Args, true},
+		{"Day 1 again: re-running the same day changes nothing", day1Args, false},
 	}
 	for _, d := range days {
 		step(d.title)
@@ -236,19 +253,59 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		}
 		if d.deliver {
 			step("queue-process delivers the day's goodbyes (the log transport; its lines go to stderr, here discarded)")
-			if err := deliver(ctx, bin, url); err != nil {
+			if err := deliver(ctx, bin, url, time.Time{}); err != nil {
 				return "", err
 			}
 		}
 	}
 
-	weekly := []string{"Weekly review: users active in the last 7 days get one", "Weekly review again: one review per user per ISO week"}
-	for _, title := range weekly {
-		step(title)
-		args := []string{"--as-of", day1.Format(time.RFC3339), "--log-level", "warn"}
-		if err := runBinary(ctx, bin, url, "engagement-weekly", args...); err != nil {
+	step("WhatsApp's receipts and the users' answers, as the bot reports them (engagement_receipt, engagement_fire)")
+	receipts, err := receiptsQuery.One(ctx, pool, receiptsArgs{Delivered: activity.ReceiptDelivered, Read: activity.ReceiptRead})
+	if err != nil {
+		return "", fmt.Errorf("the receipts: %w", err)
+	}
+	replies, err := repliesQuery.One(ctx, pool, repliesArgs{Comeback: string(sm.UserMessage), Help: string(sm.GoodbyeAnswerHelp),
+		RemindLater: string(sm.GoodbyeAnswerRemindLater), NotNow: string(sm.GoodbyeAnswerDormant),
+		GoodbyeState: string(sm.GoodbyeSent), GoodbyeKind: string(sm.GoodbyeMessage)})
+	if err != nil {
+		return "", fmt.Errorf("the answers: %w", err)
+	}
+	fmt.Printf("%d receipts, %d answers and messages\n", receipts.Receipts, replies.Fired)
+	if err := printStates(ctx, pool); err != nil {
+		return "", err
+	}
+
+	// Two days ahead is the future: --allow-future-as-of says the
+	// simulation is meant (without it the jobs and queue-process refuse,
+	// exit 2). queue-process then stamps its sends at the simulated
+	// instant, so the console sees them on the demo's timeline.
+	step("Days 1 to 3, simulated: queue-process every 3 hours, sending what quiet hours held back as each user's morning comes")
+	for at := day1.Add(3 * time.Hour); at.Before(day3); at = at.Add(3 * time.Hour) {
+		if err := deliver(ctx, bin, url, at); err != nil {
 			return "", err
 		}
+	}
+
+	future := []string{"--as-of", day3.Format(time.RFC3339), "--allow-future-as-of", "--log-level", "warn"}
+	step("Day 3, simulated: goodbyes delivered over 48 h ago and unanswered: dormant (those delivered later keep their 48 h)")
+	if err := runBinary(ctx, bin, url, "engagement-daily", future...); err != nil {
+		return "", err
+	}
+	fmt.Println()
+	if err := printStates(ctx, pool); err != nil {
+		return "", err
+	}
+
+	weekly := []string{"Weekly review: users active in the last 7 days get one", "Weekly review again: one review per user per ISO week"}
+	for _, title := range weekly {
+		step(title + " (day 3)")
+		if err := runBinary(ctx, bin, url, "engagement-weekly", future...); err != nil {
+			return "", err
+		}
+	}
+
+	if _, err := dueOnTimelineQuery.Exec(ctx, pool, sqlfile.None{}); err != nil {
+		return "", fmt.Errorf("day 3's messages on the demo's timeline: %w", err)
 	}
 
 	step("What was queued")
@@ -256,9 +313,11 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		return "", err
 	}
 
-	step("queue-process delivers the rest (the log transport; its lines go to stderr, here discarded)")
-	if err := deliver(ctx, bin, url); err != nil {
-		return "", err
+	step("Day 3, simulated: queue-process every hour until its evening, delivering the reviews as each user's morning comes")
+	for at := day3; at.Before(day3.Add(12 * time.Hour)); at = at.Add(time.Hour) {
+		if err := deliver(ctx, bin, url, at); err != nil {
+			return "", err
+		}
 	}
 	fmt.Println()
 	if err := printQueue(ctx, pool); err != nil {
@@ -283,9 +342,13 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 	return url, nil
 }
 
-// deliver runs queue-process over the log transport, in waking hours.
-func deliver(ctx context.Context, bin, url string) error {
+// deliver runs queue-process over the log transport, in waking hours, as
+// of at (the database clock when zero; a later instant is simulated).
+func deliver(ctx context.Context, bin, url string, at time.Time) error {
 	args := append([]string{"--transport", "log", "--send-interval", "0"}, wakingHours...)
+	if !at.IsZero() {
+		args = append(args, "--as-of", at.Format(time.RFC3339), "--allow-future-as-of")
+	}
 	return runBinary(ctx, bin, url, "queue-process", append(args, "--log-level", "warn")...)
 }
 

@@ -27,6 +27,37 @@ func (r *dayOneRow) Dest() []any {
 // dayOneQuery is queries/day_one.sql.
 var dayOneQuery = sqlfile.Load[sqlfile.None, dayOneRow, *dayOneRow](statementFiles, "day_one")
 
+// dueOnTimelineQuery is queries/due_on_timeline.sql.
+var dueOnTimelineQuery = sqlfile.Load[sqlfile.None, sqlfile.None, *sqlfile.None](statementFiles, "due_on_timeline")
+
+// historyArgs are the parameters of queries/history.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type historyArgs struct {
+	Trigger string    // @trigger
+	DayOne  time.Time // @day_one
+	Active  string    // @active
+}
+
+// Args returns the parameters in the statement's order.
+func (a historyArgs) Args() []any {
+	return []any{a.Trigger, a.DayOne, a.Active}
+}
+
+// historyRow is a row of queries/history.sql.
+type historyRow struct {
+	Fired int64 // fired
+}
+
+// Dest returns the fields in the columns' order.
+func (r *historyRow) Dest() []any {
+	return []any{&r.Fired}
+}
+
+// historyQuery is queries/history.sql.
+var historyQuery = sqlfile.Load[historyArgs, historyRow, *historyRow](statementFiles, "history", "trigger", "day_one", "active")
+
 // lastDayRow is a row of queries/last_day.sql.
 type lastDayRow struct {
 	LastDay *time.Time // last_day
@@ -69,6 +100,64 @@ func (r *queueRow) Dest() []any {
 
 // queueQuery is queries/queue.sql.
 var queueQuery = sqlfile.Load[sqlfile.None, queueRow, *queueRow](statementFiles, "queue")
+
+// receiptsArgs are the parameters of queries/receipts.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type receiptsArgs struct {
+	Delivered string // @delivered
+	Read      string // @read
+}
+
+// Args returns the parameters in the statement's order.
+func (a receiptsArgs) Args() []any {
+	return []any{a.Delivered, a.Read}
+}
+
+// receiptsRow is a row of queries/receipts.sql.
+type receiptsRow struct {
+	Receipts int64 // receipts
+}
+
+// Dest returns the fields in the columns' order.
+func (r *receiptsRow) Dest() []any {
+	return []any{&r.Receipts}
+}
+
+// receiptsQuery is queries/receipts.sql.
+var receiptsQuery = sqlfile.Load[receiptsArgs, receiptsRow, *receiptsRow](statementFiles, "receipts", "delivered", "read")
+
+// repliesArgs are the parameters of queries/replies.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type repliesArgs struct {
+	Comeback     string // @comeback
+	Help         string // @help
+	RemindLater  string // @remind_later
+	NotNow       string // @not_now
+	GoodbyeState string // @goodbye_state
+	GoodbyeKind  string // @goodbye_kind
+}
+
+// Args returns the parameters in the statement's order.
+func (a repliesArgs) Args() []any {
+	return []any{a.Comeback, a.Help, a.RemindLater, a.NotNow, a.GoodbyeState, a.GoodbyeKind}
+}
+
+// repliesRow is a row of queries/replies.sql.
+type repliesRow struct {
+	Fired int64 // fired
+}
+
+// Dest returns the fields in the columns' order.
+func (r *repliesRow) Dest() []any {
+	return []any{&r.Fired}
+}
+
+// repliesQuery is queries/replies.sql.
+var repliesQuery = sqlfile.Load[repliesArgs, repliesRow, *repliesRow](statementFiles, "replies", "comeback", "help", "remind_later", "not_now", "goodbye_state", "goodbye_kind")
 
 // statesArgs are the parameters of queries/states.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

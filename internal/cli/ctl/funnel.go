@@ -40,7 +40,10 @@ A cohort younger than 30 days is still counting, and left out of the
 totals, which pool the cohorts that held someone out. --output json prints
 one object: a "cohorts" array, each with "treatment" and "holdout" objects
 ("users", "reactivated", "rate") and its "lift"; the totals beside it.
-Below the arms, what Meta billed for the 30 days to --as-of, as status
+When engagement-daily ran with --best-hour-percent, the treated users'
+timing arms follow, per cohort and pooled ("timing": "best_hour" and
+"run_time", each with "users", "answered_48h" and "reactivated"; the
+"lift" of best hour over run time, and the "answered_lift"). Below the arms, what Meta billed for the 30 days to --as-of, as status
 shows it ("spend" in the JSON; --prices-file prices it). docs/holdout.md
 says how to read it. Read-only.`,
 		Args: cobra.NoArgs,
@@ -129,13 +132,59 @@ func writeFunnel(w io.Writer, rep *funnel.Report) error {
 		fmt.Fprintf(w, "* still counting: %d users' goodbyes are younger than %d days, not in the totals\n", rep.StillCounting, rep.WindowDays)
 	}
 	fmt.Fprintf(w, "\n%s\n(%s)\n", rep.Lift.Verdict, rep.Method)
+	return writeTiming(w, rep)
+}
+
+// writeTiming prints the timing arms by cohort and pooled, and their
+// verdicts: nothing when no goodbye recorded a timing.
+func writeTiming(w io.Writer, rep *funnel.Report) error {
+	if rep.Timing == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nthe goodbye's timing (engagement-daily --best-hour-percent), treated users: answered within %.0f h of the send, reactivated within %d days\n\n",
+		funnel.AnswerWindow.Hours(), rep.WindowDays)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "week of\tarm\tusers\tanswered\trate\treactivated\trate\t")
+	arm := func(name, label string, a funnel.TimingArm) {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t\n", name, label, a.Users, a.Answered48h, share(a.Answered48h, a.Users),
+			a.Reactivated, share(a.Reactivated, a.Users))
+	}
+	diff := func(l funnel.TimingLift) string {
+		if !l.Known {
+			return "-"
+		}
+		return fmt.Sprintf("%+.1f (%+.1f to %+.1f)", 100*l.Difference, 100*l.Low, 100*l.High)
+	}
+	rows := func(name string, t *funnel.Timing) {
+		arm(name, "best hour", t.BestHour)
+		arm("", "run time", t.RunTime)
+		fmt.Fprintf(tw, "\tdifference, 95%% CI\t\t\t%s\t\t%s\t\n", diff(t.AnsweredLift), diff(t.Lift))
+	}
+	for _, c := range rep.Cohorts {
+		if c.Timing == nil {
+			continue
+		}
+		name := c.WeekStart.Format(time.DateOnly)
+		if c.StillCounting {
+			name += "*"
+		}
+		rows(name, c.Timing)
+	}
+	rows(fmt.Sprintf("pooled (%d)", rep.Timing.PooledCohorts), rep.Timing)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write funnel: %w", err)
+	}
+	fmt.Fprintf(w, "\nreactivated: %s\nanswered: %s\n", rep.Timing.Lift.Verdict, rep.Timing.AnsweredLift.Verdict)
 	return nil
 }
 
 // pct is an arm's rate in percent, "-" without users.
-func pct(a funnel.Arm) string {
-	if a.Users == 0 {
+func pct(a funnel.Arm) string { return share(a.Reactivated, a.Users) }
+
+// share is n of users in percent, "-" without users.
+func share(n, users int64) string {
+	if users == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f%%", 100*a.Rate)
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(users))
 }

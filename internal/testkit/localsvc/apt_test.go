@@ -151,6 +151,12 @@ func TestAptInstallLeavesNoServiceEnabled(t *testing.T) {
 	if m == nil || m[1] == "0" {
 		t.Errorf("AptInstall said %q; want a line saying it installs the package and how many Debian packages that is (at least 1)", said.String())
 	}
+	// Issue 60: minutes of installing never pass behind one line; apt's
+	// own status says how far it is.
+	if steps := strings.Count(said.String(), "localsvc test: apt-get: installing "); steps < 2 ||
+		!strings.Contains(said.String(), "localsvc test: installed "+deb+" in ") {
+		t.Errorf("AptInstall said %q; want its progress (%d steps of the install said) and a line saying it is done", said.String(), steps)
+	}
 }
 
 // servicePID is the pid of svcTest's running process, or 0.

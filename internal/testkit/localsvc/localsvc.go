@@ -5,6 +5,7 @@
 package localsvc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -23,12 +24,30 @@ import (
 // Run runs a command in dir with no stdin and returns its combined output;
 // a failure's error includes the command line and the (trimmed) output.
 func Run(ctx context.Context, dir string, args ...string) (string, error) {
+	return RunWatched(ctx, dir, func(string) {}, args...)
+}
+
+// RunWatched is Run, with each line of the command's standard output also
+// handed to watch as it comes (the output is still returned whole).
+func RunWatched(ctx context.Context, dir string, watch func(line string), args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var out lockedBuffer
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, pw), &out
 	cmd.WaitDelay = 5 * time.Second // a daemon that kept our output pipe open must not hang us
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			watch(sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, pr) // a line too long for the scanner: keep the command writing
+	}()
 	err := cmd.Run()
+	pw.Close()
+	<-done
 	text := strings.TrimSpace(out.String())
 	if err != nil {
 		if len(text) > 4000 {
@@ -37,6 +56,24 @@ func Run(ctx context.Context, dir string, args ...string) (string, error) {
 		return text, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, text)
 	}
 	return text, nil
+}
+
+// lockedBuffer is a bytes.Buffer two of a command's streams write to at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Tail returns the last lines of the file at path, for error messages.
@@ -74,7 +111,7 @@ func AptInstall(ctx context.Context, who, pkg, hint string, services ...string) 
 // refuses every service start (unless the machine has a policy of its
 // own), and afterwards each service is stopped and disabled
 // (DisableServices). Before installing it says on stderr, as who, how many
-// packages apt will install with their dependencies (about 530 for the
+// packages apt will install with their dependencies (550 for the
 // tests' on a minimal Debian), read from a simulated install. One install runs at a
 // time across processes. hint says what the user can do instead; it leads
 // every error.
@@ -119,10 +156,51 @@ func AptInstallAll(ctx context.Context, who string, pkgs []string, hint string, 
 	} else {
 		defer DisableServices(ctx, services...)
 	}
-	if _, err := run(append([]string{"env", "DEBIAN_FRONTEND=noninteractive"}, install...)...); err != nil {
+	// apt's status lines (APT::Status-Fd) say how far the download and
+	// the install are: each tenth is said, so that minutes of installing
+	// never pass behind one line (issue 60: 2 min 39 s on a fresh machine).
+	install = append(install[:2:2], append([]string{"-o", "APT::Status-Fd=1"}, install[2:]...)...)
+	status, began := &aptStatus{who: who, w: progress}, time.Now()
+	if _, err := RunWatched(ctx, "/", status.line, append(append([]string{}, sudo...), append([]string{"env", "DEBIAN_FRONTEND=noninteractive"}, install...)...)...); err != nil {
 		return fmt.Errorf("%s; installing it failed: %w", hint, err)
 	}
+	fmt.Fprintf(progress, "%s: installed %s in %s\n", who, names, time.Since(began).Round(time.Second))
 	return nil
+}
+
+// aptStatus turns apt's status lines ("dlstatus:n:percent:what" while it
+// downloads, "pmstatus:package:percent:what" while dpkg installs) into a
+// progress line at each tenth of each phase.
+type aptStatus struct {
+	who    string
+	w      io.Writer
+	said   map[string]int // phase → the last tenth said
+	phases int
+}
+
+func (s *aptStatus) line(line string) {
+	kind, rest, ok := strings.Cut(line, ":")
+	phase := map[string]string{"dlstatus": "downloading", "pmstatus": "installing"}[kind]
+	if !ok || phase == "" {
+		return
+	}
+	parts := strings.SplitN(rest, ":", 3)
+	if len(parts) != 3 {
+		return
+	}
+	pct, err := strconv.ParseFloat(parts[1], 64)
+	if err != nil {
+		return
+	}
+	if s.said == nil {
+		s.said = map[string]int{}
+	}
+	tenth := int(pct / 10)
+	if last, ok := s.said[phase]; ok && tenth <= last {
+		return
+	}
+	s.said[phase] = tenth
+	fmt.Fprintf(s.w, "%s: apt-get: %s %d%% (%s)\n", s.who, phase, tenth*10, parts[2])
 }
 
 // countInstalls counts the packages a simulated apt-get install (-s) would
