@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
@@ -346,16 +347,9 @@ func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// BudgetState is a transport's send budget as a run leaves it.
-type BudgetState struct {
-	Limit int `json:"limit"` // recipients the window may hold now (the ramp's figure, when ramping)
-	Used  int `json:"used"`  // recipients in the window
-	// Waiting counts the messages pending on the budget (every transport's:
-	// a queue row does not say which transport will send it).
-	Waiting int `json:"waiting"`
-	// NextSlotAt is when the next slot frees, when the window is full.
-	NextSlotAt *time.Time `json:"next_slot_at,omitempty"`
-}
+// BudgetState is engagement.BudgetState: the root package holds the types
+// the application packages share.
+type BudgetState = engagement.BudgetState
 
 // budgetState reads the budget as the run leaves it.
 func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {

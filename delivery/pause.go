@@ -9,31 +9,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
-// Pause is an account-wide refusal of a transport, as recorded in
-// engagement_transport_pauses (migration 80): the receiver said WhatsApp
-// refuses the bot's whole account (../shared/CONTRACT.md, round seven, "An
-// unofficial number's limits"). While it is active no queue-process of the
-// transport claims or sends anything.
-type Pause struct {
-	Transport  string     `json:"transport"`
-	Kind       string     `json:"kind"` // one of transport.AccountKinds
-	StatusCode int        `json:"status_code"`
-	Since      time.Time  `json:"since"`
-	Until      *time.Time `json:"until,omitempty"` // nil: until an operator clears it
-	// Advice says what the operator can do about Kind.
-	Advice string `json:"advice"`
-	// What engagementctl pause list and the console show besides.
-	PausedBy  string     `json:"paused_by,omitempty"`
-	Refusals  int        `json:"refusals,omitempty"`
-	ClearedAt *time.Time `json:"cleared_at,omitempty"`
-	ClearedBy *string    `json:"cleared_by,omitempty"`
-	Active    bool       `json:"active"`
-}
+// Pause is engagement.Pause: the root package holds the types
+// the application packages share.
+type Pause = engagement.Pause
 
 // PauseAdvice is what an operator can do about each kind of pause.
 var PauseAdvice = map[string]string{

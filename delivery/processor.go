@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/internal/recovered"
 
 	"github.com/engagement-scheduler/engagement/activity"
@@ -41,7 +42,7 @@ const (
 	DefaultSendInterval = 500 * time.Millisecond
 	DefaultMaxRetries   = 3
 	DefaultRetryBase    = time.Second
-	DefaultClaimTimeout = 2 * time.Minute
+	DefaultClaimTimeout = engagement.DefaultClaimTimeout
 	// MinClaimTimeout is the shortest claim timeout: a claim must outlive
 	// the statements that take and renew it several times over.
 	MinClaimTimeout = time.Second
@@ -173,76 +174,9 @@ type ProcessorConfig struct {
 // engagement_job_runs.
 const Job = "queue-process"
 
-// ProcessSummary is what a run of the processor did.
-type ProcessSummary struct {
-	Job       string `json:"job"`
-	Transport string `json:"transport"`
-	// RunID is the run's engagement_job_runs row (queue-process records
-	// one; the jobs' queue step is part of the job's run: 0).
-	RunID     int64 `json:"run_id,omitempty"`
-	Processed int   `json:"processed"` // delivery attempts settled: sent + retried + failed
-	Sent      int   `json:"sent"`
-	Retried   int   `json:"retried"` // attempts that failed and were rescheduled
-	Failed    int   `json:"failed"`  // messages that ended failed
-	Recovered int   `json:"recovered"`
-	// Deduplicated counts messages the dedupe store stopped (marked sent).
-	Deduplicated int `json:"deduplicated,omitempty"`
-	// DedupeChecks counts the dedupe store's operations (lookups before a
-	// send, records after one), DedupeCheckErrors those that failed (one
-	// the store failed open on included), DedupeCheckSeconds their time
-	// in all. With --dedupe-store only.
-	DedupeChecks       int     `json:"dedupe_checks,omitempty"`
-	DedupeCheckErrors  int     `json:"dedupe_check_errors,omitempty"`
-	DedupeCheckSeconds float64 `json:"dedupe_check_seconds,omitempty"`
-	// Invalid counts the failed messages that could not be rendered: bad
-	// message_params, an unknown message key.
-	Invalid int `json:"invalid"`
-	// ClaimsLost counts messages whose claim this run lost to another
-	// process before it could start or record their send.
-	ClaimsLost int `json:"claims_lost"`
-	// Cancelled counts messages found no longer wanted when claimed or
-	// just before their send (claim.sql, recheck.sql), by reason in
-	// CancelReasons: sm.CancelReasons (operator only for a message in doubt
-	// an operator cancelled, which the run cancelled once the receiver said
-	// it never had it).
-	Cancelled     int            `json:"cancelled"`
-	CancelReasons map[string]int `json:"cancel_reasons,omitempty"`
-	// Deferred counts messages left pending past when they were due, by
-	// reason in DeferReasons: quiet_hours (due inside them: moved to their
-	// end), budget (over the send budget: moved to their place in line).
-	Deferred     int            `json:"deferred"`
-	DeferReasons map[string]int `json:"defer_reasons,omitempty"`
-	// Budget is the send budget as the run leaves it (with --daily-limit).
-	Budget *BudgetState `json:"budget,omitempty"`
-	// Number is Meta's verdict on the number as the run read it
-	// (whatsapp-cloud).
-	Number *NumberHealth `json:"number,omitempty"`
-	// Pace is the run's pace (with pacing): the least gap, the jitter, and
-	// whether the day's budget fits in the waking hours at it.
-	Pace *Pace `json:"pace,omitempty"`
-	// Throughput is the number's throughput ceiling the run kept under,
-	// and how often Meta said 130429 (whatsapp-cloud; throughput.go).
-	Throughput *Throughput `json:"throughput,omitempty"`
-	// Released counts claimed messages handed back unsent, due as they
-	// were and their retries unspent: at a shutdown, the deadline, an
-	// outage.
-	Released int `json:"released"`
-	// ClaimsLeft counts the messages still claimed when the run ended
-	// (it could not hand them back: the database did not answer); -1 when
-	// even their number is unknown. Recovery settles them once the run's
-	// lease runs out.
-	ClaimsLeft int `json:"claims_left"`
-	// Stopped says why the run stopped before the queue was drained:
-	// "shutdown" (SIGTERM), "deadline" (--max-duration), "outage" (the
-	// receiver is down; Outage says how), "lease_lost" (the run could not
-	// renew its lease in time), "account_paused" (the transport is paused:
-	// the receiver refused the whole account; Pause says how and until
-	// when). Empty when it drained the queue.
-	Stopped    string `json:"stopped,omitempty"`
-	Outage     string `json:"outage,omitempty"`
-	Pause      *Pause `json:"pause,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-}
+// ProcessSummary is engagement.DeliverySummary: the root package holds the types
+// the application packages share.
+type ProcessSummary = engagement.DeliverySummary
 
 // tally counts a run's deliveries across its workers.
 type tally struct {

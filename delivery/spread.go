@@ -1,8 +1,9 @@
 package delivery
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/engagement-scheduler/engagement"
 )
 
 // Spreading a day's budget (queue-process --spread-budget): without it, a
@@ -16,24 +17,9 @@ import (
 // across processes and across runs: a run every five minutes sends the two
 // the pace lets through.
 
-// Pace is how a run paces its sends: the arithmetic queue-process logs at
-// start and engagementctl status shows.
-type Pace struct {
-	// Interval is the least gap between two sends' starts (the floor);
-	// Jitter the most added to it at random.
-	Interval time.Duration
-	Jitter   time.Duration
-	// Spread says the budget is spread over the waking hours.
-	Spread bool
-	// Waking is the day less the quiet hours; Limit the budget's limit
-	// today (0: no budget).
-	Waking time.Duration
-	Limit  int
-	// Needs is how long the day's budget takes at this pace, on average;
-	// Fits whether that is within the waking hours.
-	Needs time.Duration
-	Fits  bool
-}
+// Pace is engagement.Pace: the root package holds the types
+// the application packages share.
+type Pace = engagement.Pace
 
 // wakingHours is the day less the quiet hours q.
 func wakingHours(q QuietHours) time.Duration {
@@ -95,19 +81,4 @@ func (p *Processor) pace() {
 			Msgf("pace: the day's budget does not fit in the waking hours: %d recipients × %s a send on average = %s, more than %s; at most about %d go a day",
 				limit, plan.Interval+plan.Jitter/2, plan.Needs, plan.Waking, int(plan.Waking/(plan.Interval+plan.Jitter/2)))
 	}
-}
-
-// MarshalJSON writes the durations in seconds: {"interval_seconds": 114,
-// "jitter_seconds": 60, "spread": true, "waking_seconds": 43200,
-// "limit": 300, "needs_seconds": 43200, "fits": true}.
-func (p Pace) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Interval float64 `json:"interval_seconds"`
-		Jitter   float64 `json:"jitter_seconds"`
-		Spread   bool    `json:"spread"`
-		Waking   float64 `json:"waking_seconds"`
-		Limit    int     `json:"limit"`
-		Needs    float64 `json:"needs_seconds,omitempty"`
-		Fits     bool    `json:"fits"`
-	}{p.Interval.Seconds(), p.Jitter.Seconds(), p.Spread, p.Waking.Seconds(), p.Limit, p.Needs.Seconds(), p.Fits})
 }

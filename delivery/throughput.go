@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -49,24 +50,9 @@ const throttleCalm = time.Minute
 // requests arrive a little bunched by the network.
 const throttleMargin = 20
 
-// Throughput is the run's throughput ceiling and what Meta said of it.
-type Throughput struct {
-	// CeilingMPS is the most messages a second the run starts, and Source
-	// where it came from: graph_api (Meta's level), flag
-	// (--whatsapp-throughput), business_app (the number is, or was last
-	// seen, on the WhatsApp Business app, or --whatsapp-coexistence),
-	// default (80: nothing said otherwise).
-	CeilingMPS int    `json:"ceiling_mps"`
-	Source     string `json:"source"`
-	// Level is Meta's throughput level as read (STANDARD, HIGH); "" when
-	// the answer did not say.
-	Level string `json:"level,omitempty"`
-	// RateMPS is the rate the run ended at: below the ceiling after Meta
-	// said 130429.
-	RateMPS float64 `json:"rate_mps"`
-	// RateLimited counts Meta's 130429 answers.
-	RateLimited int `json:"rate_limited"`
-}
+// Throughput is engagement.Throughput: the root package holds the types
+// the application packages share.
+type Throughput = engagement.Throughput
 
 // throttle is the run's limit on its requests' rate.
 type throttle struct {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -43,18 +44,9 @@ const VerdictRecheck = time.Hour
 // limits": https://developers.facebook.com/documentation/business-messaging/whatsapp/messaging-limits).
 const DefaultAutoLimit = 250
 
-// NumberHealth is Meta's verdict as a run found it.
-type NumberHealth struct {
-	QualityRating      string     `json:"quality_rating,omitempty"`
-	MessagingLimitTier string     `json:"messaging_limit_tier,omitempty"`
-	Flagged            bool       `json:"flagged,omitempty"`
-	ReadAt             *time.Time `json:"read_at,omitempty"`
-	PausedTemplates    []string   `json:"paused_templates,omitempty"`
-	// Holding says the marketing kinds wait (RED or FLAGGED).
-	Holding bool `json:"holding_marketing,omitempty"`
-	// Stale says the last read failed: these are the last known values.
-	Stale bool `json:"stale,omitempty"`
-}
+// NumberHealth is engagement.NumberHealth: the root package holds the types
+// the application packages share.
+type NumberHealth = engagement.NumberHealth
 
 // verdict is what the claim applies.
 type metaVerdict struct {

@@ -13,12 +13,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/idempotency"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // DefaultRetention is how long settled messages are kept by default.
-const DefaultRetention = 720 * time.Hour
+const DefaultRetention = engagement.DefaultRetention
 
 // Day is 24 hours, the unit the horizons below are stated in.
 const Day = 24 * time.Hour

@@ -281,9 +281,9 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 			err = fmt.Errorf("step %s: %w", st.name, err)
 			break
 		}
-		sum.addStep(Step{Name: st.name, Counts: counts}, errs)
+		sum.AddStep(Step{Name: st.name, Counts: counts}, errs)
 		if st.messageType != "" {
-			sum.addMessages(st.messageType, counts)
+			sum.AddMessages(st.messageType, counts)
 		}
 		msg := "step finished"
 		if cut {
@@ -422,12 +422,12 @@ func (st step) counts(t batchCounts, failed int) Counts {
 		// moved users, not held out, whose message key was already taken
 		counts.Duplicates = t.Moved - t.HeldOut - t.Queued
 	}
-	counts.skip(sm.SkipOptedOut, t.OptedOut)
-	counts.skip(sm.SkipNoDestination, t.NoDestination)
-	counts.skip(sm.SkipLocked, t.Locked)
+	counts.Skip(sm.SkipOptedOut, t.OptedOut)
+	counts.Skip(sm.SkipNoDestination, t.NoDestination)
+	counts.Skip(sm.SkipLocked, t.Locked)
 	// Users the chunk found and locked but did not move: the bot changed
 	// them in the instant between (the statement re-checks each one).
-	counts.skip(sm.SkipStateChanged, t.Candidates-t.OptedOut-t.NoDestination-t.Locked-t.Moved)
+	counts.Skip(sm.SkipStateChanged, t.Candidates-t.OptedOut-t.NoDestination-t.Locked-t.Moved)
 	return counts
 }
 

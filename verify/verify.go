@@ -20,11 +20,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/activity"
-	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
-	"github.com/engagement-scheduler/engagement/retention"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
@@ -53,7 +52,7 @@ const (
 // (no_send_after_opt_out): one whose send had started when the opt-out
 // committed goes, and is stamped sent when its send settles, within
 // queue-process's default claim timeout.
-const OptOutGrace = delivery.DefaultClaimTimeout
+const OptOutGrace = engagement.DefaultClaimTimeout
 
 // StuckGrace is how long past a state's deadline a user may wait before
 // verify reports them stuck: the daily job runs once a day.
@@ -67,7 +66,7 @@ type Config struct {
 	// Retention is the cleanup retention (engagementctl cleanup
 	// --older-than): a goodbye whose day ended before AsOf − Retention may
 	// have been deleted, so its absence is not a violation.
-	// retention.DefaultRetention when 0.
+	// engagement.DefaultRetention when 0.
 	Retention time.Duration
 }
 
@@ -372,7 +371,7 @@ var invariants = slices.Concat([]invariant{
 // log); nothing is read per user. An error means the checks could not run;
 // a broken invariant is a report with OK false.
 func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, error) {
-	retention := cmp.Or(cfg.Retention, retention.DefaultRetention)
+	retention := cmp.Or(cfg.Retention, engagement.DefaultRetention)
 	if retention < 0 {
 		return nil, fmt.Errorf("retention must be positive, got %s", retention)
 	}
@@ -388,7 +387,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, error) {
 // read in a read-only transaction with a statement timeout of their own);
 // for one consistent report, tx should be REPEATABLE READ.
 func RunTx(ctx context.Context, tx pgx.Tx, cfg Config) (*Report, error) {
-	retention := cmp.Or(cfg.Retention, retention.DefaultRetention)
+	retention := cmp.Or(cfg.Retention, engagement.DefaultRetention)
 	if retention < 0 {
 		return nil, fmt.Errorf("retention must be positive, got %s", retention)
 	}

@@ -3,4 +3,5 @@
 -- Returns the user's state afterwards.
 --
 -- nullable: @at, @request_key
+-- not null: state
 SELECT engagement_fire(@user_id::uuid, @trigger::text, @at::timestamptz, @request_key::text) AS state

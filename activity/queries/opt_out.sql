@@ -6,5 +6,6 @@
 -- the user's newest wish: logged, nothing else).
 --
 -- nullable: @at, @actor
+-- not null: outcome
 SELECT engagement_consent_record(@user_id::uuid, @opt_out::boolean, @source::text, @at::timestamptz, @actor::text,
                                  @confirm::boolean) AS outcome

@@ -4,5 +4,5 @@
 -- now), with WhatsApp's @error_code for a failure (NULL: none). Returns
 -- what is known of the message now, or NULL for an id none of the queue's.
 --
--- nullable: @at, @error_code, known
+-- nullable: @at, @error_code
 SELECT engagement_receipt(@provider_message_id::text, @status::text, @at::timestamptz, @error_code::text) AS known

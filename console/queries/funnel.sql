@@ -23,6 +23,7 @@
 -- of the weeks come from the log's indexes alone (migrations 35, 36) and
 -- meet the goodbyes by user in joins; nothing is looked up goodbye by
 -- goodbye.
+-- not null: week_start, window_closed
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), goodbyes AS MATERIALIZED (

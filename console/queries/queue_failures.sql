@@ -9,6 +9,7 @@
 -- @permanent_mark, sender/transport's PermanentMark); and, on every row,
 -- the failures of the last @window over every group, the shown and the
 -- rest.
+-- not null: reason, first_seen, last_seen, sample_id, all_last_window
 WITH failed AS (
     SELECT q.id, q.message_type, q.scheduled_for, q.error_message,
            greatest(q.scheduled_for, l.at) AS settled

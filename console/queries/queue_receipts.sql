@@ -5,8 +5,6 @@
 -- every row; no row when nothing was accepted. The sent ones come from the
 -- sent_at index; the failed from the failed alone. code is NULL on the row
 -- of a window without a failure.
---
--- nullable: code
 WITH accepted AS (
     SELECT q.delivered_at, q.read_at, NULL::text AS code
       FROM engagement_message_queue q

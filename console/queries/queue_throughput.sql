@@ -1,6 +1,7 @@
 -- Messages sent per hour over the last @hours hours up to @as_of (UTC
 -- hours): the sent messages of the window counted by hour (through the
 -- queue's sent_at index), then every hour of the window, zero or not.
+-- not null: hour
 WITH sent AS (
     SELECT date_trunc('hour', sent_at, 'UTC') AS hour, count(*) AS sent
       FROM engagement_message_queue

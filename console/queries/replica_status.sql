@@ -6,8 +6,6 @@
 -- whether replay is paused (pg_wal_replay_pause). Every function is
 -- executable by any role. The lag is NULL until the standby has replayed a
 -- transaction.
---
--- nullable: lag_seconds
 SELECT pg_is_in_recovery() AS standby,
        coalesce(pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn(), false) AS caught_up,
        extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 AS lag_seconds,

@@ -1,6 +1,7 @@
 -- Weekly reviews by the ISO week they cover (period_start), for the last
 -- @weeks weeks up to @as_of: how many were queued and how many sent,
 -- counted from the queue's (message_type, period_start) index alone.
+-- not null: week_start
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), reviews AS (

@@ -8,6 +8,7 @@
 -- holds the moves in [start of week b, end of week b) (weeks are half-open:
 -- a move at exactly Monday 00:00:00 is the new week's, so a past week's
 -- count is the state just before its end), and @weeks those after @as_of.
+-- not null: week_start, state
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), weeks AS (

@@ -4,8 +4,6 @@
 -- equality, on the JID indexes of migrations 46 and 47 (a bitmap OR of
 -- the two). The JID leaves the database as its last four digits only. A
 -- profile without a state row has no last activity.
---
--- nullable: last_activity_at
 SELECT p.user_id::text AS user_id, coalesce(s.state, '') AS state, s.last_activity_at,
        coalesce(right(regexp_replace(split_part(p.whatsapp_jid, '@', 1), '[^0-9]', '', 'g'), 4), '') AS jid_last4,
        coalesce(p.preferred_destination, '') AS destination

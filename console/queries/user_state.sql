@@ -9,7 +9,7 @@
 -- goodbye's failure, so the page can say why. A user who wrote since their
 -- last goodbye is held back by nothing, whatever the columns say.
 --
--- nullable: last_activity_at, remind_at, goodbye_retry_at, goodbye_failures
+-- nullable: last_activity_at
 SELECT s.state, s.last_activity_at, s.goodbye_sent_at, s.goodbye_expires_at,
        CASE WHEN s.state = 'remind_later' THEN s.remind_at END AS remind_at, s.created_at,
        b.failures AS goodbye_failures,

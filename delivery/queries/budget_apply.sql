@@ -41,6 +41,7 @@
 -- window holds now.
 --
 -- nullable: @quiet_start, @quiet_end
+-- not null: used
 WITH claimed AS (
     SELECT q.id, o.pos, coalesce(o.waited, false) AS waited,
            CASE WHEN cardinality(@kind_priority::text[]) > 0

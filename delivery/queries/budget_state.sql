@@ -2,8 +2,6 @@
 -- window (on the processor's clock, @clock_offset ahead of the
 -- database's), the messages waiting on the budget, and the oldest spend
 -- in the window (the next slot frees @window after it).
---
--- nullable: oldest
 WITH spent AS (
     SELECT 1 AS slots, spent_at
       FROM engagement_send_budget_recipients

@@ -4,8 +4,6 @@
 -- after it), and the messages waiting on the budget (every transport's: a
 -- queue row does not say which transport will send it) with the last one's
 -- time, when the line as it stands is through.
---
--- nullable: ramp_factor, oldest, clears_at
 SELECT b.transport, b.daily_limit, b.ramp_start, b.ramp_factor::float8, b.ramp_started_at,
        s.used, s.oldest, w.waiting, w.clears_at, b.configured_at, now()
   FROM engagement_send_budgets b

@@ -106,7 +106,8 @@
 -- no row can make the claim itself fail: a row that cannot be delivered
 -- fails alone, when its turn comes.
 --
--- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, @window_margin, @reachout_window, message_params, scheduled_for, spend_id, budget_used
+-- nullable: @quiet_start, @quiet_end, @per_user_cap, @spend_limit, @window_margin, @reachout_window
+-- not null: verdict, id, idempotency_key, waited, window_open
 WITH RECURSIVE plain AS (
     SELECT q.id, row_number() OVER (ORDER BY q.scheduled_for, q.id) AS pos
       FROM (SELECT q.id, q.scheduled_for

@@ -1,7 +1,5 @@
 -- @transport's number health as last recorded (the Graph API or Meta's
 -- webhook), and the templates Meta has paused or disabled now.
---
--- nullable: read_at
 SELECT h.quality_rating, h.messaging_limit_tier, coalesce(h.flagged, false) AS flagged, h.read_at,
        coalesce((SELECT array_agg(t.template_name ORDER BY t.template_name)
                    FROM engagement_template_status t

@@ -3,8 +3,6 @@
 -- with no number health yet (the webhook came before any run) still shows
 -- a row for the Cloud API's transport, @cloud_transport, whose templates
 -- they are (templates.sql).
---
--- nullable: read_at, source
 SELECT n.transport, h.quality_rating, h.messaging_limit_tier, coalesce(h.flagged, false) AS flagged, h.read_at, h.source
   FROM (SELECT h.transport FROM engagement_number_health h
          UNION

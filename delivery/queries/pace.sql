@@ -6,6 +6,7 @@
 -- up to @interval + @jitter. The gap is drawn once per statement (gap). The
 -- row is locked for this statement only, never across a send. Returns the
 -- wait and the slot.
+-- not null: slot
 WITH gap AS (
     SELECT @interval::interval + random() * @jitter::interval AS d
 )

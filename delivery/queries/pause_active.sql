@@ -1,8 +1,6 @@
 -- @transport's active pause at the processor's clock (@clock_offset ahead
 -- of the database's): not cleared, and its end (NULL: none) not reached.
 -- No row: the transport may send.
---
--- nullable: paused_until
 SELECT kind, status_code, paused_at, paused_until
   FROM engagement_transport_pauses
  WHERE transport = @transport

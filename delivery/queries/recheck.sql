@@ -34,6 +34,7 @@
 -- wanted, why, and whether they were cancelled.
 --
 -- nullable: @reachout_window
+-- not null: id, cancel_reason, cancelled
 WITH checked AS (
     SELECT q.id, coalesce(q.in_doubt, false) AS in_doubt,
            coalesce(CASE WHEN k.kind IS NOT NULL AND (p.user_id IS NULL OR s.user_id IS NULL) THEN 'no_user'

@@ -6,6 +6,7 @@
 -- (the caller skips them by id). Also returns this snapshot's xmin, the
 -- next read's @since. One index range scan; nothing is returned most of
 -- the time.
+-- not null: xmin
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
        ARRAY(SELECT w.id FROM engagement_wishes w
               WHERE w.xid >= @since::bigint::text::xid8 ORDER BY w.id) AS ids,

@@ -3,6 +3,7 @@
 -- (a wish matters to the batches in flight when it commits, seconds at
 -- most), and returns the xmin of this statement's snapshot, from which the
 -- run's first read of the wishes (wishes.sql) starts.
+-- not null: xmin
 WITH pruned AS (
     DELETE FROM engagement_wishes WHERE created_at < now() - interval '1 day'
     RETURNING 1

@@ -5,6 +5,7 @@
 -- lock: the jobs' role may only read profiles; the opt-out (SECURITY
 -- DEFINER) locks the profile, so a consent change or another erase of the
 -- user waits for this erase from there on.
+-- not null: profile, traces
 SELECT EXISTS (SELECT FROM user_profiles p WHERE p.user_id = @user_id::uuid) AS profile,
        EXISTS (SELECT FROM engagement_message_queue q WHERE q.user_id = @user_id::uuid)
     OR EXISTS (SELECT FROM user_engagement_states s WHERE s.user_id = @user_id::uuid)

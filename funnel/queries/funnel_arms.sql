@@ -40,7 +40,7 @@
 -- without a timing), and they meet by user in joins; nothing is looked up
 -- goodbye by goodbye.
 --
--- nullable: timing
+-- not null: week_start, holdout, variant
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), goodbyes AS MATERIALIZED (

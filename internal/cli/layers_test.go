@@ -21,7 +21,7 @@ var layers = []struct {
 	packages []string // relative to the module; a trailing /... takes the subtree
 }{
 	{"commands: flags, wiring, exit codes, and the tools around them", []string{
-		"cmd/...", "internal/cli/...", "internal/docgen/...", "internal/demo",
+		"cmd/...", "internal/cli/...", "internal/cliflag", "internal/docgen/...", "internal/demo",
 	}},
 	{"application: what the commands run", []string{
 		"scheduler", "delivery", "verify", "status", "repair", "retention", "erase", "console", "funnel",
@@ -34,18 +34,45 @@ var layers = []struct {
 		"migrations", "internal/postgres", "internal/sqlfile",
 	}},
 	{"rules and support: pure Go that imports nothing of the module's", []string{
-		"statemachine", "internal/cliflag", "internal/recovered", "internal/earlystop", "internal/earlystop/first", "internal/drift",
+		leaf, "statemachine", "internal/recovered", "internal/earlystop", "internal/earlystop/first", "internal/drift",
 		"deploy", "examples/node-receiver", // tests only: the manifests, the npm package
 	}},
 }
+
+// leaf is the root package, engagement: the types and values the
+// application packages share (their runs' summaries, the defaults several
+// judge by). It imports nothing of the module's, so that no application
+// package imports another for one type or constant.
+const leaf = "."
 
 // notImported are imports the layers allow that the design rules out,
 // each with why.
 var notImported = []struct{ from, to, why string }{
 	{"verify", "scheduler", "verify checks what the jobs did; the deadlines it needs are statemachine's (DeadlineArgs), not the job's"},
+	{"verify", "delivery", "verify needs delivery's claim timeout only: engagement.DefaultClaimTimeout"},
+	{"verify", "retention", "verify needs the cleanup's default only: engagement.DefaultRetention"},
+	{"scheduler", "delivery", "a job holds its queue step's summary, engagement.DeliverySummary; the command layer runs the step"},
+	{"internal/metrics", "scheduler", "metrics pushes a job's summary, engagement.JobSummary"},
+	{"internal/metrics", "delivery", "metrics pushes a delivery's summary, engagement.DeliverySummary"},
+}
+
+// relative is path relative to the module ("." for its root), and whether
+// it is the module's.
+func relative(path string) (string, bool) {
+	if path == module {
+		return leaf, true
+	}
+	return strings.CutPrefix(path, module+"/")
 }
 
 const module = "github.com/engagement-scheduler/engagement"
+
+// flagLibraries are the command line's libraries: only the command layer
+// (layers[0]) imports them. The packages below it are libraries that take
+// configuration structs and validate them; which flag fills which field,
+// and from which environment variable, is the commands' business (issue
+// 60: sender/transport declared its transports' flags).
+var flagLibraries = []string{"github.com/spf13/pflag", "github.com/spf13/cobra"}
 
 // layerOf is the index in layers of pkg (relative to the module), or -1.
 func layerOf(pkg string) int {
@@ -81,8 +108,11 @@ func goList(t *testing.T, args ...string) []string {
 
 // TestTheHouseReadsTopDown asks the go command for every package's imports
 // (not its tests': a test may run the whole house) and fails on an import
-// that points up a layer, on a package with no layer, and on a production
-// package importing the test kit.
+// that points up a layer, on a package with no layer, on a package below
+// the command layer importing a flag library, on the root package (the
+// leaf every application package may share) importing the module's, on
+// an import notImported rules out, and on a production package importing
+// the test kit.
 func TestTheHouseReadsTopDown(t *testing.T) {
 	t.Parallel()
 	lines := goList(t, "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
@@ -92,7 +122,7 @@ func TestTheHouseReadsTopDown(t *testing.T) {
 	var edges int
 	for _, line := range lines {
 		fields := strings.Fields(line)
-		pkg, ok := strings.CutPrefix(fields[0], module+"/")
+		pkg, ok := relative(fields[0])
 		if !ok {
 			t.Fatalf("package %s is outside the module", fields[0])
 		}
@@ -105,11 +135,17 @@ func TestTheHouseReadsTopDown(t *testing.T) {
 			continue
 		}
 		for _, imp := range fields[1:] {
-			dep, ok := strings.CutPrefix(imp, module+"/")
+			dep, ok := relative(imp)
 			if !ok {
+				if from > 0 && slices.ContainsFunc(flagLibraries, func(lib string) bool { return imp == lib || strings.HasPrefix(imp, lib+"/") }) {
+					t.Errorf("%s (%s) imports %s: flags belong to the command layer; take a configuration struct instead", pkg, layers[from].name, imp)
+				}
 				continue
 			}
 			edges++
+			if pkg == leaf {
+				t.Errorf("the root package imports %s: it holds the types the application packages share and imports nothing of the module's", dep)
+			}
 			if strings.HasPrefix(dep, "internal/testkit/") {
 				if pkg != "internal/demo" {
 					t.Errorf("%s imports the test kit (%s): it is test support only", pkg, dep)
@@ -136,7 +172,8 @@ func TestTheHouseReadsTopDown(t *testing.T) {
 }
 
 // TestVerifyDoesNotImportScheduler asks the go command what verify links,
-// directly or not: not scheduler (issue 47).
+// directly or not: not scheduler (issue 47), and what every other package
+// notImported names links: not what it rules out (issue 60).
 func TestVerifyDoesNotImportScheduler(t *testing.T) {
 	t.Parallel()
 	for _, n := range notImported {

@@ -3,7 +3,7 @@
 // and whether its value is a secret. Package cli declares most flags and
 // reads the annotations (it applies the environment before a command runs
 // and scrubs secrets from the error a run ends with); the transports'
-// own flags, declared next to each transport in sender/transport, are
+// own flags, declared with their kinds in internal/cli/queuecmd, are
 // annotated with the same two functions, so cli treats them as its own.
 package cliflag
 

@@ -58,8 +58,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 
-	"github.com/engagement-scheduler/engagement/delivery"
-	"github.com/engagement-scheduler/engagement/scheduler"
+	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -123,10 +122,10 @@ type Run struct {
 	// success is kept.
 	Stopped bool
 	// Summary is a daily or weekly job's summary (nil for queue-process).
-	Summary *scheduler.Summary
+	Summary *engagement.JobSummary
 	// Delivery is queue-process's summary or the jobs' queue step's (nil
 	// when no queue step ran).
-	Delivery *delivery.ProcessSummary
+	Delivery *engagement.DeliverySummary
 	// Queue is the backlog queue-process left (nil: not read).
 	Queue *Queue
 	// Verify is engagementctl verify's outcome (nil for the other binaries).
@@ -376,7 +375,7 @@ func deliveryCancelReasons() []string {
 // pushPause sets engagement_transport_paused of d's transport: 1 for the
 // kind of the pause the run stopped for, 0 for every other kind (all 0
 // when it was not paused), so that an alert on it resolves.
-func pushPause(vec func(name, help string, labels ...string) *prometheus.GaugeVec, d *delivery.ProcessSummary) {
+func pushPause(vec func(name, help string, labels ...string) *prometheus.GaugeVec, d *engagement.DeliverySummary) {
 	paused := vec(TransportPaused, "1 when the last completed run stopped because its transport is paused: the bot said WhatsApp refuses its whole account, of this kind (reachout_timelock, rate_overlimit, logged_out, banned), else 0.", "transport", "kind")
 	for _, kind := range transport.AccountKinds {
 		v := 0.0

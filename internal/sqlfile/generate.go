@@ -22,15 +22,19 @@ const GeneratedFile = "queries.gen.go"
 // statements of fsys's queries/ folder. It asks the server, on conn (a
 // migrated database), what each statement takes and returns, as sqlc's
 // database analyser does: the statement is prepared, and its parameters'
-// and columns' types are the server's. A column is NULL-able when it is a
-// table's column without NOT NULL; everything else is taken as never NULL
-// unless the file says otherwise, in a comment line of its own:
+// and columns' types are the server's. A result column is NOT NULL only
+// when proven from the server's description and the statement's generic
+// plan (nullable.go says how); a parameter is never NULL. A comment line of
+// its own says otherwise where the rules cannot see:
 //
 //	-- nullable: @error, @counters, last_attempt_at
 //	-- not null: delivered_at
 //
-// A NULL-able parameter or column is a pointer (a slice stays a slice: nil
-// is NULL). Each column needs a name of its own (count(*) AS candidates).
+// A directive the rules make redundant (nullable on a column not proven,
+// not null on one proven) is an error, so the files hold only what the
+// generator cannot prove. A NULL-able parameter or column is a pointer (a
+// slice stays a slice: nil is NULL). Each column needs a name of its own
+// (count(*) AS candidates).
 func Generate(ctx context.Context, conn *pgx.Conn, pkg string, fsys fs.FS) ([]byte, error) {
 	var body bytes.Buffer
 	uses := map[string]bool{}
@@ -115,8 +119,19 @@ func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error
 		d.params = append(d.params, field{sqlName: "@" + name, goName: goName(name), goType: t})
 	}
 
+	var pl *plan
+	if len(desc.Fields) > 0 {
+		params := make([]bool, len(d.params))
+		for i, f := range d.params {
+			params[i] = !strings.HasPrefix(f.goType, "*") && !strings.HasPrefix(f.goType, "[]")
+		}
+		if pl, err = explain(ctx, conn, sql, desc.ParamOIDs, params); err != nil {
+			return described{}, err
+		}
+	}
 	seen := map[string]bool{}
-	for _, f := range desc.Fields {
+	var redundant []error
+	for i, f := range desc.Fields {
 		if f.DataTypeOID == pgVoid {
 			continue // SELECT f() of a function returning nothing
 		}
@@ -125,28 +140,33 @@ func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error
 			return described{}, fmt.Errorf("column %q: give each column a name of its own (AS …)", name)
 		}
 		seen[name] = true
-		null := nullable[name]
-		if !null && !notNull[name] && f.TableOID != 0 {
-			var nn bool
-			err := conn.QueryRow(ctx, `SELECT attnotnull FROM pg_attribute WHERE attrelid = $1 AND attnum = $2`,
-				f.TableOID, f.TableAttributeNumber).Scan(&nn)
-			if err != nil {
-				return described{}, fmt.Errorf("column %s: %w", name, err)
-			}
-			null = !nn
+		proven, err := pl.outputNotNull(ctx, conn, i)
+		if err == nil && !proven && f.TableOID != 0 {
+			proven, err = pl.columnNotNull(ctx, conn, f)
 		}
+		switch {
+		case err != nil:
+			return described{}, fmt.Errorf("column %s: %w", name, err)
+		case proven && notNull[name]:
+			redundant = append(redundant, fmt.Errorf("not null: %s is proven NOT NULL without it: remove it from the line", name))
+		case !proven && nullable[name]:
+			redundant = append(redundant, fmt.Errorf("nullable: %s is NULL-able without it: remove it from the line", name))
+		}
+		null := nullable[name] || !proven && !notNull[name]
 		t, err := goType(ctx, conn, f.DataTypeOID, null)
 		if err != nil {
 			return described{}, fmt.Errorf("column %s: %w", name, err)
 		}
 		d.fields = append(d.fields, field{sqlName: name, goName: goName(name), goType: t})
 	}
-	for n := range nullable {
-		if !slices.ContainsFunc(append(slices.Clone(d.params), d.fields...), func(f field) bool { return f.sqlName == n }) {
-			return described{}, fmt.Errorf("nullable: %s is neither a parameter (@name) nor a column", n)
+	for directive, names := range map[string]map[string]bool{"nullable": nullable, "not null": notNull} {
+		for n := range names {
+			if !slices.ContainsFunc(append(slices.Clone(d.params), d.fields...), func(f field) bool { return f.sqlName == n }) {
+				return described{}, fmt.Errorf("%s: %s is neither a parameter (@name) nor a column", directive, n)
+			}
 		}
 	}
-	return d, nil
+	return d, errors.Join(redundant...)
 }
 
 const pgVoid = 2278

@@ -1,6 +1,7 @@
 -- Whether @table has a valid unique index on @column alone, serving
 -- ON CONFLICT (@column) WHERE @column IS NOT NULL: without a predicate, or
 -- with exactly that one.
+-- not null: has_unique
 SELECT EXISTS (
     SELECT
       FROM pg_index i

@@ -43,6 +43,7 @@
 -- from 2026-10-01 ("Upcoming pricing updates for Meta Business Agent,
 -- service and utility messages", updated 2026-07-01; see pricing.FreeUtilityInWindowUntil).
 -- The sent ones come from the sent_at index; the ledger by its key.
+-- not null: prefix
 WITH accepted AS (
     SELECT q.id, q.message_type, q.pricing_category, q.billable, q.delivered_at, q.status, q.destination_jid, q.provider_message_id
       FROM engagement_message_queue q

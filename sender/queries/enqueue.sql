@@ -24,6 +24,7 @@
 -- for transaction poolers, bytes would be sent as bytea.
 --
 -- nullable: @params, @scheduled_for, @period_start, @replay_until
+-- not null: id, duplicate, message_type, message_key, destination, destination_jid, refusal
 WITH target AS MATERIALIZED (
     SELECT route.destination, route.destination_jid,
            engagement_refusal(coalesce(NULLIF(@category::text, ''),

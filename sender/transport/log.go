@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/rs/zerolog"
-	"github.com/spf13/pflag"
 )
 
 // Log "delivers" a message by writing one JSON line about it, for dry runs,
@@ -33,20 +32,6 @@ func NewLog(w io.Writer) *Log {
 	// One Write per line, so concurrent sends don't interleave.
 	return &Log{log: zerolog.New(zerolog.SyncWriter(w)).With().Timestamp().Logger()}
 }
-
-// LogKind offers the log to the binaries: --transport log, without flags
-// of its own. It writes to the command's stderr.
-var LogKind = Kind{
-	Name:  "log",
-	Help:  "one JSON line per message on stderr, nothing sent (dry runs)",
-	Flags: func(*pflag.FlagSet) Config { return logFlags{} },
-}
-
-// logFlags is the log's configuration: none.
-type logFlags struct{}
-
-func (logFlags) Missing() string                           { return "" }
-func (logFlags) Build(stderr io.Writer) (Transport, error) { return NewLog(stderr), nil }
 
 // Name returns "log".
 func (l *Log) Name() string { return "log" }

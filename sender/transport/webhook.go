@@ -9,14 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
-	"github.com/engagement-scheduler/engagement/internal/cliflag"
 	"github.com/engagement-scheduler/engagement/sender"
 )
 
@@ -73,34 +69,6 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 		http:   httpCaller{name: "webhook", client: newClient(cfg.Client), timeout: timeout},
 	}, nil
 }
-
-// WebhookKind offers the webhook to the binaries: --transport webhook,
-// with --webhook-url (required) and --webhook-secret.
-var WebhookKind = Kind{
-	Name: "webhook",
-	Help: "the running bot",
-	Flags: func(fs *pflag.FlagSet) Config {
-		c := &webhookFlags{}
-		fs.StringVar(&c.URL, "webhook-url", "", "the bot's endpoint, for --transport webhook")
-		cliflag.BindEnv(fs, "webhook-url", "ENGAGEMENT_WEBHOOK_URL")
-		fs.StringVar(&c.Secret, "webhook-secret", "", "HMAC-SHA256 key signing webhook bodies")
-		cliflag.BindEnv(fs, "webhook-secret", "ENGAGEMENT_WEBHOOK_SECRET")
-		cliflag.MarkSecret(fs, "webhook-secret")
-		return c
-	},
-}
-
-// webhookFlags is the webhook's configuration as its flags fill it.
-type webhookFlags WebhookConfig
-
-func (c *webhookFlags) Missing() string {
-	if c.URL == "" {
-		return "--webhook-url (or ENGAGEMENT_WEBHOOK_URL)"
-	}
-	return ""
-}
-
-func (c *webhookFlags) Build(io.Writer) (Transport, error) { return NewWebhook(WebhookConfig(*c)) }
 
 // Name returns "webhook".
 func (w *Webhook) Name() string { return "webhook" }

@@ -13,10 +13,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
-
-	"github.com/engagement-scheduler/engagement/internal/cliflag"
 )
 
 // defaultWhatsAppBaseURL is the Graph API root used when
@@ -135,69 +131,6 @@ func NewWhatsApp(cfg WhatsAppConfig) (*WhatsApp, error) {
 		coexistence:   cfg.Coexistence,
 	}, nil
 }
-
-// WhatsAppCloudKind offers the Cloud API to the binaries: --transport
-// whatsapp-cloud, with --whatsapp-phone-number-id, --whatsapp-token and
-// --whatsapp-templates (required), --whatsapp-business-account-id,
-// --whatsapp-base-url, --whatsapp-retry-unknown, --whatsapp-throughput and
-// --whatsapp-coexistence.
-//
-// The transport calls itself "whatsapp" (its Name), the name its ledger
-// rows and its shared pace are stored under: renaming it would split the
-// pace of a rolling deploy in two and orphan the ledger rows of sends in
-// flight.
-var WhatsAppCloudKind = Kind{
-	Name: "whatsapp-cloud",
-	Help: "Meta's Cloud API, template messages",
-	Flags: func(fs *pflag.FlagSet) Config {
-		c := &whatsAppFlags{}
-		fs.StringVar(&c.phoneID, "whatsapp-phone-number-id", "", "Cloud API phone number id, for --transport whatsapp-cloud")
-		cliflag.BindEnv(fs, "whatsapp-phone-number-id", "WHATSAPP_PHONE_NUMBER_ID")
-		fs.StringVar(&c.token, "whatsapp-token", "", "Cloud API access token")
-		cliflag.BindEnv(fs, "whatsapp-token", "WHATSAPP_ACCESS_TOKEN")
-		cliflag.MarkSecret(fs, "whatsapp-token")
-		fs.StringVar(&c.templates, "whatsapp-templates", "", "JSON file mapping message keys to approved templates")
-		cliflag.BindEnv(fs, "whatsapp-templates", "WHATSAPP_TEMPLATES")
-		fs.StringVar(&c.accountID, "whatsapp-business-account-id", "", "WhatsApp Business Account id: read the templates' latest categories from Meta's Message Templates API at each run")
-		cliflag.BindEnv(fs, "whatsapp-business-account-id", "WHATSAPP_BUSINESS_ACCOUNT_ID")
-		fs.StringVar(&c.baseURL, "whatsapp-base-url", "", "Cloud API base URL (default Meta's)")
-		cliflag.BindEnv(fs, "whatsapp-base-url", "WHATSAPP_BASE_URL")
-		fs.BoolVar(&c.retryUnknown, "whatsapp-retry-unknown", false, "retry a Cloud API send whose outcome is unknown (a 5xx, a timeout) instead of failing it: the message may arrive twice")
-		fs.IntVar(&c.throughput, "whatsapp-throughput", 0, "most messages per second to send through the number, across the run's workers (1-1000; default: Meta's level for the number, read at start: 80, 1000 when upgraded, 20 on the Business app)")
-		cliflag.BindEnv(fs, "whatsapp-throughput", "WHATSAPP_THROUGHPUT")
-		fs.BoolVar(&c.coexistence, "whatsapp-coexistence", false, "the number is in use with the WhatsApp Business app too: at most 20 messages per second, whatever the Graph API says")
-		cliflag.BindEnv(fs, "whatsapp-coexistence", "WHATSAPP_COEXISTENCE")
-		return c
-	},
-}
-
-// whatsAppFlags is the Cloud API's configuration as its flags fill it.
-type whatsAppFlags struct {
-	phoneID, token, templates, baseURL, accountID string
-	retryUnknown, coexistence                     bool
-	throughput                                    int
-}
-
-func (c *whatsAppFlags) Missing() string {
-	if c.phoneID == "" || c.token == "" || c.templates == "" {
-		return "--whatsapp-phone-number-id, --whatsapp-token and --whatsapp-templates"
-	}
-	return ""
-}
-
-func (c *whatsAppFlags) Build(io.Writer) (Transport, error) {
-	templates, err := LoadWhatsAppTemplates(c.templates)
-	if err != nil {
-		return nil, err
-	}
-	return NewWhatsApp(WhatsAppConfig{BaseURL: c.baseURL, PhoneNumberID: c.phoneID, BusinessAccountID: c.accountID,
-		AccessToken: c.token, Templates: templates, Throughput: c.throughput, Coexistence: c.coexistence})
-}
-
-// RetryUnknown is --whatsapp-retry-unknown: the Cloud API has no
-// idempotency key, so a send whose outcome is unknown fails unless it is
-// given.
-func (c *whatsAppFlags) RetryUnknown() bool { return c.retryUnknown }
 
 // LoadWhatsAppTemplates reads a JSON file mapping message keys to templates:
 //

@@ -12,8 +12,6 @@
 -- queue-process claims with. And the receipts kept for a send not recorded
 -- yet (engagement_receipt_inbox, migration 65): a few, for seconds, while
 -- sends are under way; the bot's own conversation's, until cleanup.
---
--- nullable: oldest_due, quiet_hours_until
 SELECT count(*) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS due,
        min(scheduled_for) FILTER (WHERE scheduled_for <= @as_of::timestamptz) AS oldest_due,
        count(*) FILTER (WHERE scheduled_for > @as_of::timestamptz

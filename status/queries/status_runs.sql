@@ -3,6 +3,7 @@
 -- (job, shard, started_at) index, one probe each, and each one's latest
 -- runs by a probe of their own: queue-process may record a run every
 -- minute, and its history is never read whole.
+-- not null: shard
 WITH RECURSIVE shards (job, shard) AS (
     (SELECT r.job, coalesce(r.shard, '') FROM engagement_job_runs r ORDER BY r.job, coalesce(r.shard, '') LIMIT 1)
     UNION ALL

@@ -26,7 +26,7 @@ type DeliveryFlags struct {
 	transport string
 	// transports holds each kind's configuration, by --transport name, as
 	// its own flags fill it (see transports).
-	transports   map[string]transport.Config
+	transports   map[string]transportConfig
 	sendInterval time.Duration
 	sendJitter   time.Duration
 	spread       bool
@@ -109,7 +109,7 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 	cliflag.BindEnv(fs, "per-user-cap", "ENGAGEMENT_PER_USER_CAP")
 	fs.DurationVar(&f.capWindow, "per-user-cap-window", delivery.DefaultPerUserCapWindow, "the per-user cap's rolling window")
 	cliflag.BindEnv(fs, "per-user-cap-window", "ENGAGEMENT_PER_USER_CAP_WINDOW")
-	f.transports = make(map[string]transport.Config, len(transports))
+	f.transports = make(map[string]transportConfig, len(transports))
 	for _, t := range transports {
 		f.transports[t.Name] = t.Flags(fs)
 	}
@@ -227,7 +227,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if !ok {
 		return cfg, cli.Usagef("unknown transport %q: use %s", f.transport, transportNames())
 	}
-	if f.warmUp && f.transport == transport.WhatsAppCloudKind.Name {
+	if f.warmUp && f.transport == whatsAppCloudKind.Name {
 		return cfg, cli.Usagef("--warm-up is for the webhook: on --transport %s, Meta's messaging limit tiers are the ramp (docs/delivery.md, \"Choosing the budget\")", f.transport)
 	}
 	if missing := conf.Missing(); missing != "" {
@@ -238,7 +238,7 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if err != nil {
 		return cfg, cli.UsageError(err)
 	}
-	if r, ok := conf.(transport.UnknownRetrier); ok {
+	if r, ok := conf.(unknownRetrier); ok {
 		cfg.RetryUnknown = r.RetryUnknown()
 	}
 	if cfg.Catalog, err = f.Catalog(); err != nil {

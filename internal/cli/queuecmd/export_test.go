@@ -21,9 +21,16 @@ func NewCommandRunF(runF func(transport.Transport) error) *cobra.Command {
 	return newCommand(func(o *queueOptions) error { return runF(o.cfg.Transport) })
 }
 
+// TransportKind and TransportConfig are a transport's kind and
+// configuration, for a test's own transport.
+type (
+	TransportKind   = transportKind
+	TransportConfig = transportConfig
+)
+
 // WithTransport adds kind to transports for the test: its one row. The
 // test must not be parallel (transports is read by every command built).
-func WithTransport(t *testing.T, kind transport.Kind) {
+func WithTransport(t *testing.T, kind TransportKind) {
 	t.Helper()
 	saved := transports
 	transports = append(slices.Clip(saved), kind)

@@ -27,14 +27,15 @@ import (
 )
 
 // carrierKind is a transport added as docs/development.md, "Adding a
-// transport", says, in a test: its kind, flags and configuration beside
-// the transport (here, in this file, as its own file in sender/transport
-// would hold them), and its row in transports (queuecmd.WithTransport). Nothing
+// transport", says, in a test: the transport (here, in this file, as its
+// own file in sender/transport would hold it), its kind with its flags and
+// its row in transports (internal/cli/queuecmd/transports.go would hold
+// them; here queuecmd.WithTransport adds them). Nothing
 // else: no edit of the delivery flags, of queue-process or of its help.
-var carrierKind = transport.Kind{
+var carrierKind = queuecmd.TransportKind{
 	Name: "carrier",
 	Help: "a test's own receiver, over HTTP",
-	Flags: func(fs *pflag.FlagSet) transport.Config {
+	Flags: func(fs *pflag.FlagSet) queuecmd.TransportConfig {
 		c := &carrierConfig{}
 		fs.StringVar(&c.url, "carrier-url", "", "the receiver's URL, for --transport carrier")
 		cliflag.BindEnv(fs, "carrier-url", "CARRIER_URL")
