@@ -177,6 +177,13 @@ DECLARE
     nxt   text;
     known text;
     owner uuid;
+    -- The user's hours (migration 85), for user_message.
+    tz     text;
+    hours  real[];
+    ref    timestamptz;
+    recent timestamptz[];
+    h      int;
+    pos    int := 1;
 BEGIN
     -- An instant the bot cannot have seen: infinities, before 2000, or
     -- more than the clock skew ahead of the database (a JavaScript
@@ -216,7 +223,8 @@ BEGIN
     END IF;
 
     -- The user's row, locked: the jobs skip a row the bot holds.
-    SELECT s.state INTO cur FROM user_engagement_states s WHERE s.user_id = p_user_id FOR NO KEY UPDATE;
+    SELECT s.state, s.message_hours, s.message_hours_at, s.recent_messages INTO cur, hours, ref, recent
+      FROM user_engagement_states s WHERE s.user_id = p_user_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'engagement_fire: no user %', p_user_id USING ERRCODE = 'EN003';
     END IF;
@@ -231,8 +239,32 @@ BEGIN
             USING ERRCODE = 'EN004', DETAIL = cur; -- the state, for clients to read
     END IF;
 
+    IF p_trigger = 'user_message' THEN
+        -- The hour of day the user wrote, in their zone (UTC without one),
+        -- counted with the instant's weight; the newest three instants.
+        SELECT coalesce(engagement_zone(p.timezone), 'UTC') INTO tz FROM user_profiles p WHERE p.user_id = p_user_id;
+        hours := coalesce(hours, array_fill(0::real, ARRAY[24]));
+        ref := coalesce(ref, at);
+        IF at > ref + interval '360 days' THEN
+            hours := ARRAY(SELECT CASE WHEN x * w < 1e-30 THEN 0 ELSE x * w END
+                             FROM unnest(hours) WITH ORDINALITY u(x, i),
+                                  power(2::float8, greatest(-60, extract(epoch FROM ref - at) / 2592000)) w
+                            ORDER BY i)::real[];
+            ref := at;
+        END IF;
+        h := extract(hour FROM at AT TIME ZONE coalesce(tz, 'UTC'))::int + 1;
+        hours[h] := hours[h] + power(2::float8, greatest(-60, extract(epoch FROM at - ref) / 2592000));
+        WHILE pos <= coalesce(cardinality(recent), 0) AND recent[pos] > at LOOP
+            pos := pos + 1;
+        END LOOP;
+        recent := (recent[1:pos - 1] || at || recent[pos:3])[1:3];
+    END IF;
+
     UPDATE user_engagement_states s
        SET state              = nxt,
+           message_hours      = coalesce(hours, s.message_hours),
+           message_hours_at   = coalesce(ref, s.message_hours_at),
+           recent_messages    = coalesce(recent, s.recent_messages),
            updated_at         = now(),
            -- Activity never moves back, except from an instant that cannot
            -- be (stored before this check, or by hand): then this one
@@ -1126,6 +1158,9 @@ CREATE TABLE public.user_engagement_states (
     goodbye_failures integer,
     goodbye_retry_at timestamp with time zone,
     goodbye_holdout boolean,
+    message_hours real[],
+    message_hours_at timestamp with time zone,
+    recent_messages timestamp with time zone[],
     CONSTRAINT user_engagement_states_state_check CHECK ((state = ANY (ARRAY['active'::text, 'goodbye_sent'::text, 'help_flow'::text, 'remind_later'::text, 'dormant'::text])))
 );
 
