@@ -11,6 +11,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/cli/jobcmd"
+	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -251,5 +252,93 @@ func TestTheBestHourSplitIsTheSameEveryRunAndProcess(t *testing.T) {
 	if len(best) != 2*len(wantBest) || len(run) != 2*len(wantRun) ||
 		!slices.Equal(slices.Compact(best), wantBest) || !slices.Equal(slices.Compact(run), wantRun) {
 		t.Errorf("three days later: %d best-hour and %d run-time rows, want each user twice in the same arm", len(best), len(run))
+	}
+}
+
+// Issue 61: everyone's best hour is 20:00. 30 users of São Paulo who write
+// at 20:05 all get their goodbye due at 20:00 there (--best-hour, a
+// simulated tomorrow); two of them were sent a weekly review an hour
+// before. queue-process at 20:10 there with the shipped limits' shape
+// (--daily-limit 10, --per-user-cap 1, quiet hours 21:00-09:00) sends 10
+// goodbyes, to 10 users, none of them the two the cap holds (their
+// goodbyes cancelled, 'frequency', as at any hour: the cap frees after
+// the goodbye's day);
+// the other 18 wait for the budget ('budget'), nobody is sent two. At 20:50
+// the budget is still spent: nothing goes. The next day at 20:15 the
+// rolling 24 hours free yesterday's 10 slots, and 10 more go, at the
+// user's hour again: a cluster drains a budget's worth a day, at its hour.
+func TestEveryonesHourIsTwentyAndTheBudgetHolds(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	tomorrow := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	runAt := tomorrow.Add(6 * time.Hour) // 03:00 in São Paulo
+	var ids []string
+	for range 30 {
+		ids = append(ids, newWriter(t, pool, runAt, writer{zone: "America/Sao_Paulo", clock: 20*time.Hour + 5*time.Minute,
+			loc: saoPaulo, days: []int{20, 30, 40}}))
+	}
+	eight := time.Date(tomorrow.Year(), tomorrow.Month(), tomorrow.Day(), 20, 0, 0, 0, saoPaulo)
+	capped := ids[:2]
+	fixture.Exec(t, pool, `
+		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
+		       destination_jid, scheduled_for, idempotency_key, status, sent_at)
+		SELECT u, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
+		       p.whatsapp_jid, $2, u::text || ':weekly_review:before', 'sent', $2
+		  FROM unnest($1::uuid[]) u JOIN user_profiles p ON p.user_id = u`, capped, eight.Add(-time.Hour))
+
+	env := cmdtest.Env("DATABASE_URL=" + url)
+	sp := []string{"--quiet-hours", "21:00-09:00", "--timezone", "America/Sao_Paulo"}
+	res := cmdtest.Run(t, binary(t), env, append([]string{"--as-of", runAt.Format(time.RFC3339), "--allow-future-as-of",
+		"--best-hour", "--output", "json"}, sp...)...)
+	if res.Code != 0 {
+		t.Fatalf("engagement-daily: exit %d: %s", res.Code, res.Stderr)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye' AND scheduled_for = $1`,
+		eight); n != 30 {
+		t.Fatalf("%d goodbyes due at 20:00 in São Paulo, want all 30", n)
+	}
+	deliver := func(at time.Time) {
+		t.Helper()
+		args := append([]string{"--as-of", at.Format(time.RFC3339), "--allow-future-as-of", "--transport", "log",
+			"--send-interval", "0", "--daily-limit", "10", "--per-user-cap", "1", "--output", "json"}, sp...)
+		if res := cmdtest.Exec(t, queuecmd.NewCommand, env, args...); res.Code != 0 {
+			t.Fatalf("queue-process --as-of %s: exit %d: %s", at.Format(time.RFC3339), res.Code, res.Stderr)
+		}
+	}
+	goodbyes := func(where string, args ...any) int {
+		t.Helper()
+		return fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye' AND `+where, args...)
+	}
+
+	deliver(eight.Add(10 * time.Minute))
+	if n := goodbyes(`status = 'sent'`); n != 10 {
+		t.Errorf("at 20:10: %d goodbyes sent, want the budget's 10", n)
+	}
+	if n := goodbyes(`status = 'sent' AND user_id = ANY($1::uuid[])`, capped); n != 0 {
+		t.Errorf("at 20:10: %d goodbyes sent to the two users the cap holds", n)
+	}
+	// The cap frees a week after the review, past the goodbye's day: the
+	// cap cancels it (and the daily job sends its user back to active).
+	if n := goodbyes(`status = 'cancelled' AND cancel_reason = 'frequency' AND user_id = ANY($1::uuid[])`, capped); n != 2 {
+		t.Errorf("at 20:10: %d of the two capped users' goodbyes cancelled by the cap, want 2", n)
+	}
+	if n := goodbyes(`status = 'pending' AND deferred_reason = 'budget'`); n != 18 {
+		t.Errorf("at 20:10: %d goodbyes wait for the budget, want 18", n)
+	}
+	deliver(eight.Add(50 * time.Minute))
+	if n := goodbyes(`status = 'sent'`); n != 10 {
+		t.Errorf("at 20:50: %d goodbyes sent in all, want still 10 (the budget is spent)", n)
+	}
+	next := eight.AddDate(0, 0, 1).Add(15 * time.Minute)
+	deliver(next)
+	if n := goodbyes(`status = 'sent'`); n != 20 {
+		t.Errorf("the next day at 20:15: %d goodbyes sent in all, want 20", n)
+	}
+	if n := goodbyes(`status = 'sent' AND sent_at >= $1 AND sent_at < $2`, next.Add(-15*time.Minute), next.Add(45*time.Minute)); n != 10 {
+		t.Errorf("the next day: %d goodbyes sent between 20:00 and 21:00, want 10", n)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM (SELECT user_id FROM engagement_message_queue
+		WHERE message_type = 'goodbye' AND status = 'sent' GROUP BY user_id HAVING count(*) > 1) x`); n != 0 {
+		t.Errorf("%d users were sent two goodbyes", n)
 	}
 }
