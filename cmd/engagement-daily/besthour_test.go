@@ -214,7 +214,9 @@ func TestTheBestHourSplitIsTheSameEveryRunAndProcess(t *testing.T) {
 
 	bin := binary(t)
 	runOne := func(asOf string) {
-		runDaily(t, func(a ...string) cmdtest.Result { return cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+oneURL), a...) },
+		runDaily(t, func(a ...string) cmdtest.Result {
+			return cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+oneURL), a...)
+		},
 			"--as-of", asOf, "--best-hour-percent", "30", "--holdout-percent", "10")
 	}
 	runOne(asOf)
