@@ -18,13 +18,14 @@ import (
 type hours struct {
 	Hours  []float32
 	Ref    *time.Time
+	Hour   *int
 	Recent []time.Time
 }
 
 func readHours(t *testing.T, db pgx.Tx, id string) hours {
 	t.Helper()
 	rows, _ := db.Query(context.Background(), `
-		SELECT coalesce(message_hours, '{}'), message_hours_at, coalesce(recent_messages, '{}')
+		SELECT coalesce(message_hours, '{}'), message_hours_at, message_hour, coalesce(recent_messages, '{}')
 		  FROM user_engagement_states WHERE user_id = $1`, id)
 	h, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[hours])
 	if err != nil {
@@ -74,6 +75,9 @@ func TestFireKeepsTheHoursTheUserWrites(t *testing.T) {
 		t.Errorf("hours 20, 9 and 22 weigh %v, %v, %v; want 3, %.4f, %.4f", h.Hours[20], h.Hours[9], h.Hours[22],
 			late, math.Pow(2, (15*24+2)/float64(30*24)))
 	}
+	if h.Hour == nil || *h.Hour != 20 {
+		t.Errorf("the user's hour is %v, want 20", h.Hour)
+	}
 	for i, w := range h.Hours {
 		if i != 20 && i != 9 && i != 22 && w != 0 {
 			t.Errorf("hour %d weighs %v, want 0", i, w)
@@ -107,7 +111,19 @@ func TestFireKeepsTheHoursTheUserWrites(t *testing.T) {
 	if _, err := activity.Fire(ctx, tx, other, sm.UserMessage, activity.FireOptions{At: first}); err != nil {
 		t.Fatal(err)
 	}
-	if got := readHours(t, tx, other); got.Hours[14] != 1 {
-		t.Errorf("a user with an unusable zone: hours %v, want the message at 14 (UTC)", got.Hours)
+	if got := readHours(t, tx, other); got.Hours[14] != 1 || got.Hour == nil || *got.Hour != 14 {
+		t.Errorf("a user with an unusable zone: hours %v, hour %v, want the message at 14 (UTC)", got.Hours, got.Hour)
+	}
+	// After the rebase: another at 20:10 the next day, then one at 09:10
+	// (newer, so a little heavier: not enough), then a second at 09:10,
+	// which together outweigh 20: the hour moves to 9.
+	fire(far.AddDate(0, 0, 1), "")
+	fire(far.AddDate(0, 0, 2).Add(-11*time.Hour), "")
+	if got := readHours(t, tx, id); got.Hour == nil || *got.Hour != 20 {
+		t.Errorf("one message at 9 after two at 20: the hour is %v, want still 20 (hours %v)", got.Hour, got.Hours)
+	}
+	fire(far.AddDate(0, 0, 3).Add(-11*time.Hour), "")
+	if got := readHours(t, tx, id); got.Hour == nil || *got.Hour != 9 {
+		t.Errorf("two newer messages at 9: the hour is %v, want 9 (hours %v)", got.Hour, got.Hours)
 	}
 }

@@ -104,4 +104,5 @@ $$;
 ALTER TABLE user_engagement_states
     DROP COLUMN message_hours,
     DROP COLUMN message_hours_at,
+    DROP COLUMN message_hour,
     DROP COLUMN recent_messages;

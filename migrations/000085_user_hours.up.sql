@@ -19,6 +19,11 @@
 --                    histogram is scaled down and ref moved to the call's
 --                    instant, so a weight never grows past 2^12.
 --   message_hours_at the reference instant of those weights.
+--   message_hour     the hour with the most weight (the histogram's largest
+--                    element; the earlier hour on a tie), 0 to 23, kept as
+--                    each call adds its weight (only the element the call
+--                    adds to can overtake it, and scaling keeps the order),
+--                    so the daily job reads one small column per user.
 --   recent_messages  the user's three newest user_message instants, newest
 --                    first: "at least 3 messages in the last 90 days" is
 --                    recent_messages[3] >= as-of - 90 days, exactly.
@@ -31,6 +36,7 @@
 ALTER TABLE user_engagement_states
     ADD COLUMN message_hours    real[],
     ADD COLUMN message_hours_at timestamptz,
+    ADD COLUMN message_hour     smallint,
     ADD COLUMN recent_messages  timestamptz[];
 
 CREATE OR REPLACE FUNCTION engagement_fire(p_user_id uuid, p_trigger text, p_at timestamptz DEFAULT NULL,
@@ -48,6 +54,7 @@ DECLARE
     -- The user's hours (migration 85), for user_message.
     tz     text;
     hours  real[];
+    best   smallint;
     ref    timestamptz;
     recent timestamptz[];
     h      int;
@@ -91,8 +98,18 @@ BEGIN
     END IF;
 
     -- The user's row, locked: the jobs skip a row the bot holds.
-    SELECT s.state, s.message_hours, s.message_hours_at, s.recent_messages INTO cur, hours, ref, recent
-      FROM user_engagement_states s WHERE s.user_id = p_user_id FOR NO KEY UPDATE;
+    -- With the user's hours and, for user_message, their zone: a name
+    -- engagement_time_zones holds as it is (one probe), else what
+    -- engagement_zone() makes of it (the claim's rule), else UTC.
+    SELECT s.state, s.message_hours, s.message_hours_at, s.message_hour, s.recent_messages,
+           CASE WHEN p_trigger <> 'user_message' OR p.timezone IS NULL THEN 'UTC'
+                WHEN EXISTS (SELECT FROM engagement_time_zones t WHERE t.name = p.timezone) THEN p.timezone
+                ELSE coalesce(engagement_zone(p.timezone), 'UTC') END
+      INTO cur, hours, ref, best, recent, tz
+      FROM user_engagement_states s
+      LEFT JOIN user_profiles p ON p.user_id = s.user_id
+     WHERE s.user_id = p_user_id
+       FOR NO KEY UPDATE OF s;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'engagement_fire: no user %', p_user_id USING ERRCODE = 'EN003';
     END IF;
@@ -110,7 +127,6 @@ BEGIN
     IF p_trigger = 'user_message' THEN
         -- The hour of day the user wrote, in their zone (UTC without one),
         -- counted with the instant's weight; the newest three instants.
-        SELECT coalesce(engagement_zone(p.timezone), 'UTC') INTO tz FROM user_profiles p WHERE p.user_id = p_user_id;
         hours := coalesce(hours, array_fill(0::real, ARRAY[24]));
         ref := coalesce(ref, at);
         IF at > ref + interval '360 days' THEN
@@ -120,8 +136,11 @@ BEGIN
                             ORDER BY i)::real[];
             ref := at;
         END IF;
-        h := extract(hour FROM at AT TIME ZONE coalesce(tz, 'UTC'))::int + 1;
+        h := extract(hour FROM at AT TIME ZONE tz)::int + 1;
         hours[h] := hours[h] + power(2::float8, greatest(-60, extract(epoch FROM at - ref) / 2592000));
+        IF best IS NULL OR hours[h] > hours[best + 1] OR (hours[h] = hours[best + 1] AND h - 1 < best) THEN
+            best := h - 1;
+        END IF;
         WHILE pos <= coalesce(cardinality(recent), 0) AND recent[pos] > at LOOP
             pos := pos + 1;
         END LOOP;
@@ -132,6 +151,7 @@ BEGIN
        SET state              = nxt,
            message_hours      = coalesce(hours, s.message_hours),
            message_hours_at   = coalesce(ref, s.message_hours_at),
+           message_hour       = coalesce(best, s.message_hour),
            recent_messages    = coalesce(recent, s.recent_messages),
            updated_at         = now(),
            -- Activity never moves back, except from an instant that cannot

@@ -192,6 +192,7 @@ var botTables = []tableNeed{
 			{"goodbye_holdout", boolean, schedulerColumn},
 			{"message_hours", reals, schedulerColumn},
 			{"message_hours_at", timestamptz, schedulerColumn},
+			{"message_hour", integer, schedulerColumn},
 			{"recent_messages", instants, schedulerColumn},
 		},
 		unique: []string{"user_id"},

@@ -52,8 +52,9 @@
 -- neither flag (@best_hour_basis_points -1). A best-hour user with at least
 -- 3 messages in the 90 days before @as_of (recent_messages[3]) gets their
 -- goodbye scheduled at the start of the hour of day they wrote most in
--- (the largest of message_hours, earliest on a tie), in the zone fire
--- counted it in (engagement_zone of their profile's timezone, else UTC):
+-- (message_hour: the largest of message_hours, the earlier hour on a tie), in the zone
+-- engagement_fire counted it in (their profile's timezone as
+-- engagement_zone reads it, else UTC):
 -- the next time that hour starts after @as_of, or @as_of itself when the
 -- run is inside it, if that is within 24 hours and outside the quiet hours
 -- (@quiet_start to @quiet_end in their zone, else @timezone: the zone the
@@ -103,25 +104,36 @@ WITH chunk AS MATERIALIZED (
       ) a
       LEFT JOIN LATERAL (
           -- The user's hour, for the best-hour arm's users it is known of.
+          -- Each OFFSET 0 keeps a subquery whole, computed once per user:
+          -- pulled up, its expressions were copied into every use.
           SELECT CASE WHEN t.at <= @as_of::timestamptz + interval '24 hours'
                        AND engagement_quiet_until(t.at, coalesce(z.zone, @timezone::text),
                                                   @quiet_start::interval, @quiet_end::interval) IS NULL
                       THEN t.at END AS best_at
-            FROM (SELECT engagement_zone(p.timezone) AS zone) z
+            FROM (
+                -- The zone as engagement_fire reads it: a name the table
+                -- holds as it is (one probe), else engagement_zone's.
+                SELECT CASE WHEN p.timezone IS NULL THEN NULL
+                            WHEN EXISTS (SELECT FROM engagement_time_zones tz WHERE tz.name = p.timezone) THEN p.timezone
+                            ELSE engagement_zone(p.timezone) END AS zone,
+                       s.message_hour::int AS hour
+                OFFSET 0
+            ) z
            CROSS JOIN LATERAL (
-               SELECT (SELECT u.i::int - 1 FROM unnest(s.message_hours) WITH ORDINALITY u(w, i)
-                        ORDER BY u.w DESC, u.i LIMIT 1) AS hour,
-                      @as_of::timestamptz AT TIME ZONE coalesce(z.zone, 'UTC') AS local_now
+               SELECT @as_of::timestamptz AT TIME ZONE coalesce(z.zone, 'UTC') AS local_now
+               OFFSET 0
            ) l
            CROSS JOIN LATERAL (
-               SELECT CASE WHEN extract(hour FROM l.local_now) = l.hour THEN @as_of::timestamptz
-                           ELSE (date_trunc('day', l.local_now) + make_interval(hours => l.hour)
-                                 + CASE WHEN extract(hour FROM l.local_now) > l.hour THEN interval '1 day'
+               SELECT CASE WHEN extract(hour FROM l.local_now) = z.hour THEN @as_of::timestamptz
+                           ELSE (date_trunc('day', l.local_now) + make_interval(hours => z.hour)
+                                 + CASE WHEN extract(hour FROM l.local_now) > z.hour THEN interval '1 day'
                                         ELSE interval '0' END) AT TIME ZONE coalesce(z.zone, 'UTC')
                       END AS at
+               OFFSET 0
            ) t
            WHERE a.best_hour_arm
              AND s.recent_messages[3] >= @as_of::timestamptz - interval '90 days'
+          OFFSET 0
       ) b ON true
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = ANY(@from_states::text[])
