@@ -52,11 +52,11 @@
 -- neither flag (@best_hour_basis_points -1). A best-hour user with at least
 -- 3 messages in the 90 days before @as_of (recent_messages[3]) gets their
 -- goodbye scheduled at the start of the hour of day they wrote most in
--- (message_hour: the largest of message_hours, the earlier hour on a tie), in the zone
--- engagement_fire counted it in (their profile's timezone as
--- engagement_zone reads it, else UTC):
--- the next time that hour starts after @as_of, or @as_of itself when the
--- run is inside it, if that is within 24 hours and outside the quiet hours
+-- (message_hour: the largest of message_hours, the earlier hour on a tie),
+-- in the zone engagement_fire counted it in (their profile's timezone as
+-- engagement_zone reads it, else UTC): the next time that hour starts
+-- after @as_of, or @as_of itself when the run is inside it, if that is
+-- within 24 hours and outside the quiet hours
 -- (@quiet_start to @quiet_end in their zone, else @timezone: the zone the
 -- claim holds them in). Every other goodbye is due at the run's time.
 --
