@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -42,12 +41,7 @@ type BestHour struct {
 }
 
 // Validate reports a percent out of range.
-func (b BestHour) Validate() error {
-	if math.IsNaN(b.Percent) || b.Percent < 0 || b.Percent > 100 {
-		return fmt.Errorf("best-hour percent must be from 0 to 100, got %v", b.Percent)
-	}
-	return nil
-}
+func (b BestHour) Validate() error { return checkPercent("best-hour", b.Percent) }
 
 // basisPoints is the statement's @best_hour_basis_points: Percent in
 // hundredths of a percent, or -1 when off (no arm, no timing logged).

@@ -116,14 +116,7 @@ func BenchmarkFireWithHours(b *testing.B) {
 		hours.Close()
 		plain.Close()
 	}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	w50, w99 := quantiles(with)
-	p50, p99 := quantiles(without)
-	b.ReportMetric(ms(w50), "hours-p50-ms")
-	b.ReportMetric(ms(w99), "hours-p99-ms")
-	b.ReportMetric(ms(p50), "no-hours-p50-ms")
-	b.ReportMetric(ms(p99), "no-hours-p99-ms")
-	b.ReportMetric(float64(w99)/float64(p99), "p99-ratio")
+	reportLatencies(b, "hours", with, "no-hours", without)
 }
 
 // withHistories gives every user the hours engagement_fire would have
