@@ -344,3 +344,24 @@ func TestEveryonesHourIsTwentyAndTheBudgetHolds(t *testing.T) {
 		t.Errorf("%d users were sent two goodbyes", n)
 	}
 }
+
+// Issue 61: ENGAGEMENT_BEST_HOUR=true is --best-hour (every goodbye in the
+// best-hour arm); a percent out of 0-100, or not a number, is a usage
+// error (exit 2) before any work.
+func TestTheBestHourFlagsAndTheirVariables(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewPool(t)
+	fixture.InactiveUsers(t, pool, 3, lastWeekOfOctober)
+	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_BEST_HOUR=true"), "--as-of", asOf)
+	if res.Code != 0 {
+		t.Fatalf("ENGAGEMENT_BEST_HOUR=true: exit %d: %s", res.Code, res.Stderr)
+	}
+	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE trigger = 'inactivity_14d' AND timing = 'best_hour'`); n != 3 {
+		t.Errorf("ENGAGEMENT_BEST_HOUR=true: %d moves in the best-hour arm, want all 3", n)
+	}
+	for _, args := range [][]string{{"--best-hour-percent", "120"}, {"--best-hour-percent", "-1"}, {"--best-hour-percent", "half"}} {
+		if res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), append([]string{"--as-of", asOf}, args...)...); res.Code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", args, res.Code, res.Stderr)
+		}
+	}
+}
