@@ -143,6 +143,8 @@ var (
 	timestamptz = []string{"timestamp with time zone"}
 	boolean     = []string{"boolean"}
 	jsonb       = []string{"jsonb"}
+	reals       = []string{"real[]"}
+	instants    = []string{"timestamp with time zone[]"}
 	integer     = []string{"integer", "bigint", "smallint"}
 )
 
@@ -188,6 +190,10 @@ var botTables = []tableNeed{
 			{"goodbye_failures", integer, schedulerColumn},
 			{"goodbye_retry_at", timestamptz, schedulerColumn},
 			{"goodbye_holdout", boolean, schedulerColumn},
+			{"message_hours", reals, schedulerColumn},
+			{"message_hours_at", timestamptz, schedulerColumn},
+			{"message_hour", integer, schedulerColumn},
+			{"recent_messages", instants, schedulerColumn},
 		},
 		unique: []string{"user_id"},
 		values: []valueCheck{{"state", stateNames(), unknownStates}},

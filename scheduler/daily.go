@@ -139,7 +139,7 @@ func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 		}
 		switch {
 		case t.Trigger == sm.Inactivity14d:
-			st.move = inactivityMove(t, asOf, cfg.Holdout, cfg.Variants[string(goodbye.Message)])
+			st.move = inactivityMove(t, asOf, cfg.Holdout, cfg.BestHour, cfg.Variants[string(goodbye.Message)])
 		case t.Trigger == sm.GoodbyeTimeout:
 			// The same statement moves a user whose goodbye never arrived
 			// along the table's undelivered row.
@@ -166,10 +166,13 @@ func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 // goodbye, the kind it fires, under the key of asOf's UTC day
 // (@key_suffix, the period [@period_start, @replay_until)), with
 // goodbye_expires_at as-of + the goodbye's 48 hours. holdout is the
-// goodbye's control group (@holdout_basis_points, @holdout_salt), and
-// variants its copy variants (@variant_names, @variant_keys).
-func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, variants []sender.Variant) mover {
+// goodbye's control group (@holdout_basis_points, @holdout_salt), best the
+// user's hour (@best_hour_basis_points, @best_hour_salt, @quiet_start,
+// @quiet_end, @timezone), and variants its copy variants (@variant_names,
+// @variant_keys).
+func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, best BestHour, variants []sender.Variant) mover {
 	deadlines := sm.DeadlineArgs()
+	quietStart, quietEnd := best.quiet()
 	day, dayEnd := goodbye.Period.Bounds(asOf)
 	variantNames, variantKeys := variantArgs(variants)
 	return moveBy(dailyInactivity14dQuery, func(m moveArgs) dailyInactivity14dArgs {
@@ -179,6 +182,8 @@ func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, variants [
 			MessageType: string(goodbye.Message), MessageKey: goodbye.CatalogKey,
 			KeySuffix: goodbye.KeySuffix(asOf), PeriodStart: day, ReplayUntil: dayEnd,
 			HoldoutBasisPoints: holdout.BasisPoints(), HoldoutSalt: holdout.salt(),
+			BestHourBasisPoints: best.basisPoints(), BestHourSalt: BestHourSalt,
+			QuietStart: quietStart, QuietEnd: quietEnd, Timezone: best.timezone(),
 			VariantNames: variantNames, VariantKeys: variantKeys,
 			First: m.first, End: m.end, ShardIndex: m.shardIndex, ShardCount: m.shardCount,
 			RunID: m.runID, DryRun: m.dryRun, LogDuplicates: m.logDuplicates,

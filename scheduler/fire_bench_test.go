@@ -97,14 +97,20 @@ func BenchmarkFire(b *testing.B) {
 		b.StopTimer()
 		pool.Close()
 	}
+	reportLatencies(b, "fire", fire, "update", plain)
+}
+
+// reportLatencies reports the median and p99 of a call and of its
+// reference, in milliseconds, named after each, and their p99 ratio.
+func reportLatencies(b *testing.B, name string, calls []time.Duration, refName string, ref []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	fp50, fp99 := quantiles(fire)
-	pp50, pp99 := quantiles(plain)
-	b.ReportMetric(ms(fp50), "fire-p50-ms")
-	b.ReportMetric(ms(fp99), "fire-p99-ms")
-	b.ReportMetric(ms(pp50), "update-p50-ms")
-	b.ReportMetric(ms(pp99), "update-p99-ms")
-	b.ReportMetric(float64(fp99)/float64(pp99), "p99-ratio")
+	c50, c99 := quantiles(calls)
+	r50, r99 := quantiles(ref)
+	b.ReportMetric(ms(c50), name+"-p50-ms")
+	b.ReportMetric(ms(c99), name+"-p99-ms")
+	b.ReportMetric(ms(r50), refName+"-p50-ms")
+	b.ReportMetric(ms(r99), refName+"-p99-ms")
+	b.ReportMetric(float64(c99)/float64(r99), "p99-ratio")
 }
 
 // quantiles returns the median and the 99th percentile of ds.

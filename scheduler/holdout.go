@@ -28,9 +28,12 @@ type Holdout struct {
 }
 
 // Validate reports a percent out of range.
-func (h Holdout) Validate() error {
-	if math.IsNaN(h.Percent) || h.Percent < 0 || h.Percent > 100 {
-		return fmt.Errorf("holdout percent must be from 0 to 100, got %v", h.Percent)
+func (h Holdout) Validate() error { return checkPercent("holdout", h.Percent) }
+
+// checkPercent reports a share of users (what's) that is not from 0 to 100.
+func checkPercent(what string, p float64) error {
+	if math.IsNaN(p) || p < 0 || p > 100 {
+		return fmt.Errorf("%s percent must be from 0 to 100, got %v", what, p)
 	}
 	return nil
 }

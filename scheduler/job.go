@@ -62,6 +62,9 @@ type Config struct {
 	// Holdout is the goodbye's control group (engagement-daily
 	// --holdout-percent, --holdout-salt): the zero value holds out nobody.
 	Holdout Holdout
+	// BestHour schedules each goodbye at its user's hour (engagement-daily
+	// --best-hour, --best-hour-percent): the zero value is off.
+	BestHour BestHour
 	// Variants are the copy variants of the kinds the job queues, by
 	// message type (sender.Catalog.Variants; the goodbye's for now): each
 	// user gets one by a hash of their id, recorded on the message and
@@ -87,7 +90,10 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return c.Holdout.Validate()
+	if err := c.Holdout.Validate(); err != nil {
+		return err
+	}
+	return c.BestHour.Validate()
 }
 
 // step is one set-based move of a job.

@@ -72,33 +72,38 @@ var dailyGoodbyeTimeoutQuery = sqlfile.Load[dailyGoodbyeTimeoutArgs, dailyGoodby
 //
 //exhaustruct:enforce
 type dailyInactivity14dArgs struct {
-	HoldoutSalt        string        // @holdout_salt
-	HoldoutBasisPoints int           // @holdout_basis_points
-	VariantNames       []string      // @variant_names
-	MessageType        string        // @message_type
-	First              pgtype.TID    // @first
-	End                pgtype.TID    // @end
-	FromStates         []string      // @from_states
-	AsOf               time.Time     // @as_of
-	Inactivity         time.Duration // @inactivity
-	ShardIndex         int           // @shard_index
-	ShardCount         int           // @shard_count
-	DryRun             bool          // @dry_run
-	ToState            string        // @to_state
-	GoodbyeExpiresAt   time.Time     // @goodbye_expires_at
-	VariantKeys        []string      // @variant_keys
-	MessageKey         string        // @message_key
-	KeySuffix          string        // @key_suffix
-	PeriodStart        time.Time     // @period_start
-	ReplayUntil        time.Time     // @replay_until
-	RunID              *int64        // @run_id
-	Trigger            string        // @trigger
-	LogDuplicates      bool          // @log_duplicates
+	HoldoutSalt         string         // @holdout_salt
+	HoldoutBasisPoints  int            // @holdout_basis_points
+	VariantNames        []string       // @variant_names
+	MessageType         string         // @message_type
+	BestHourBasisPoints int            // @best_hour_basis_points
+	BestHourSalt        string         // @best_hour_salt
+	AsOf                time.Time      // @as_of
+	Timezone            string         // @timezone
+	QuietStart          *time.Duration // @quiet_start
+	QuietEnd            *time.Duration // @quiet_end
+	First               pgtype.TID     // @first
+	End                 pgtype.TID     // @end
+	FromStates          []string       // @from_states
+	Inactivity          time.Duration  // @inactivity
+	ShardIndex          int            // @shard_index
+	ShardCount          int            // @shard_count
+	DryRun              bool           // @dry_run
+	ToState             string         // @to_state
+	GoodbyeExpiresAt    time.Time      // @goodbye_expires_at
+	VariantKeys         []string       // @variant_keys
+	MessageKey          string         // @message_key
+	KeySuffix           string         // @key_suffix
+	PeriodStart         time.Time      // @period_start
+	ReplayUntil         time.Time      // @replay_until
+	RunID               *int64         // @run_id
+	Trigger             string         // @trigger
+	LogDuplicates       bool           // @log_duplicates
 }
 
 // Args returns the parameters in the statement's order.
 func (a dailyInactivity14dArgs) Args() []any {
-	return []any{a.HoldoutSalt, a.HoldoutBasisPoints, a.VariantNames, a.MessageType, a.First, a.End, a.FromStates, a.AsOf, a.Inactivity, a.ShardIndex, a.ShardCount, a.DryRun, a.ToState, a.GoodbyeExpiresAt, a.VariantKeys, a.MessageKey, a.KeySuffix, a.PeriodStart, a.ReplayUntil, a.RunID, a.Trigger, a.LogDuplicates}
+	return []any{a.HoldoutSalt, a.HoldoutBasisPoints, a.VariantNames, a.MessageType, a.BestHourBasisPoints, a.BestHourSalt, a.AsOf, a.Timezone, a.QuietStart, a.QuietEnd, a.First, a.End, a.FromStates, a.Inactivity, a.ShardIndex, a.ShardCount, a.DryRun, a.ToState, a.GoodbyeExpiresAt, a.VariantKeys, a.MessageKey, a.KeySuffix, a.PeriodStart, a.ReplayUntil, a.RunID, a.Trigger, a.LogDuplicates}
 }
 
 // dailyInactivity14dRow is a row of queries/daily_inactivity_14d.sql.
@@ -119,7 +124,7 @@ func (r *dailyInactivity14dRow) Dest() []any {
 }
 
 // dailyInactivity14dQuery is queries/daily_inactivity_14d.sql.
-var dailyInactivity14dQuery = sqlfile.Load[dailyInactivity14dArgs, dailyInactivity14dRow, *dailyInactivity14dRow](statementFiles, "daily_inactivity_14d", "holdout_salt", "holdout_basis_points", "variant_names", "message_type", "first", "end", "from_states", "as_of", "inactivity", "shard_index", "shard_count", "dry_run", "to_state", "goodbye_expires_at", "variant_keys", "message_key", "key_suffix", "period_start", "replay_until", "run_id", "trigger", "log_duplicates")
+var dailyInactivity14dQuery = sqlfile.Load[dailyInactivity14dArgs, dailyInactivity14dRow, *dailyInactivity14dRow](statementFiles, "daily_inactivity_14d", "holdout_salt", "holdout_basis_points", "variant_names", "message_type", "best_hour_basis_points", "best_hour_salt", "as_of", "timezone", "quiet_start", "quiet_end", "first", "end", "from_states", "inactivity", "shard_index", "shard_count", "dry_run", "to_state", "goodbye_expires_at", "variant_keys", "message_key", "key_suffix", "period_start", "replay_until", "run_id", "trigger", "log_duplicates")
 
 // dailyTimerArgs are the parameters of queries/daily_timer.sql; a literal names them all
 // (.golangci.yml, exhaustruct).

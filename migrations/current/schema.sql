@@ -177,6 +177,11 @@ DECLARE
     nxt   text;
     known text;
     owner uuid;
+    -- For user_message (migration 85): the hour of day the user wrote in
+    -- their zone, 1 to 24, and the weight of the message.
+    h     int;
+    w     float8;
+    ref   timestamptz;
 BEGIN
     -- An instant the bot cannot have seen: infinities, before 2000, or
     -- more than the clock skew ahead of the database (a JavaScript
@@ -216,7 +221,8 @@ BEGIN
     END IF;
 
     -- The user's row, locked: the jobs skip a row the bot holds.
-    SELECT s.state INTO cur FROM user_engagement_states s WHERE s.user_id = p_user_id FOR NO KEY UPDATE;
+    SELECT s.state, s.message_hours_at INTO cur, ref
+      FROM user_engagement_states s WHERE s.user_id = p_user_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'engagement_fire: no user %', p_user_id USING ERRCODE = 'EN003';
     END IF;
@@ -231,8 +237,50 @@ BEGIN
             USING ERRCODE = 'EN004', DETAIL = cur; -- the state, for clients to read
     END IF;
 
+    IF p_trigger = 'user_message' THEN
+        -- The hour of day the user wrote, in their zone: a name
+        -- engagement_time_zones holds as it is (one probe), else what
+        -- engagement_zone() makes of it (the claim's rule), else UTC.
+        SELECT extract(hour FROM at AT TIME ZONE
+                   CASE WHEN p.timezone IS NULL THEN 'UTC'
+                        WHEN EXISTS (SELECT FROM engagement_time_zones t WHERE t.name = p.timezone) THEN p.timezone
+                        ELSE coalesce(engagement_zone(p.timezone), 'UTC') END)::int + 1
+          INTO h FROM user_profiles p WHERE p.user_id = p_user_id;
+        h := coalesce(h, extract(hour FROM at AT TIME ZONE 'UTC')::int + 1);
+        IF at > ref + interval '360 days' THEN
+            -- Rare: the histogram scaled to a reference 360 days newer.
+            UPDATE user_engagement_states s
+               SET message_hours = ARRAY(SELECT CASE WHEN x * f < 1e-30 THEN 0 ELSE x * f END
+                                           FROM unnest(s.message_hours) WITH ORDINALITY u(x, i),
+                                                power(2::float8, greatest(-60, extract(epoch FROM ref - at) / 2592000)) f
+                                          ORDER BY i)::real[],
+                   message_hours_at = at
+             WHERE s.user_id = p_user_id;
+            ref := at;
+        END IF;
+        w := power(2::float8, greatest(-60, extract(epoch FROM at - coalesce(ref, at)) / 2592000));
+    END IF;
+
     UPDATE user_engagement_states s
        SET state              = nxt,
+           -- The message's weight added to its hour; the hour with the
+           -- most weight (only this one can overtake it); the message among
+           -- the newest three (in order, the usual case, without a sort).
+           message_hours      = CASE WHEN h IS NULL THEN s.message_hours
+                                     ELSE (coalesce(s.message_hours, array_fill(0::real, ARRAY[24])))[1:h - 1]
+                                          || (coalesce(s.message_hours[h], 0) + w)::real
+                                          || (coalesce(s.message_hours, array_fill(0::real, ARRAY[24])))[h + 1:24] END,
+           message_hours_at   = coalesce(s.message_hours_at, at),
+           message_hour       = CASE WHEN h IS NULL THEN s.message_hour
+                                     WHEN s.message_hour IS NULL
+                                       OR coalesce(s.message_hours[h], 0) + w > s.message_hours[s.message_hour + 1]
+                                       OR (coalesce(s.message_hours[h], 0) + w = s.message_hours[s.message_hour + 1]
+                                           AND h - 1 < s.message_hour)
+                                     THEN h - 1 ELSE s.message_hour END,
+           recent_messages    = CASE WHEN h IS NULL THEN s.recent_messages
+                                     WHEN s.recent_messages IS NULL OR at >= s.recent_messages[1]
+                                     THEN (at || s.recent_messages)[1:3]
+                                     ELSE ARRAY(SELECT x FROM unnest(s.recent_messages || at) x ORDER BY x DESC LIMIT 3) END,
            updated_at         = now(),
            -- Activity never moves back, except from an instant that cannot
            -- be (stored before this check, or by hand): then this one
@@ -1126,6 +1174,10 @@ CREATE TABLE public.user_engagement_states (
     goodbye_failures integer,
     goodbye_retry_at timestamp with time zone,
     goodbye_holdout boolean,
+    message_hours real[],
+    message_hours_at timestamp with time zone,
+    message_hour smallint,
+    recent_messages timestamp with time zone[],
     CONSTRAINT user_engagement_states_state_check CHECK ((state = ANY (ARRAY['active'::text, 'goodbye_sent'::text, 'help_flow'::text, 'remind_later'::text, 'dormant'::text])))
 );
 

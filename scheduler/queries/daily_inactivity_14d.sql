@@ -42,6 +42,24 @@
 -- holdout's), its key as message_key and its name recorded on the message
 -- and on the log row; without, the kind's one text (@message_key).
 --
+-- The user's hour (issue 61, migration 85): with @best_hour_basis_points
+-- 0 or more (engagement-daily --best-hour, --best-hour-percent), a user
+-- whose bucket engagement_holdout_bucket(@best_hour_salt, user_id) is below
+-- it is in the best-hour arm, the others in the run-time arm; the arm is
+-- logged on the move (timing 'best_hour' or 'run_time', whether or not the
+-- user's hour is known: the funnel compares the arms as assigned), and
+-- NULL for a held-out user (no goodbye, no timing) and when the run uses
+-- neither flag (@best_hour_basis_points -1). A best-hour user with at least
+-- 3 messages in the 90 days before @as_of (recent_messages[3]) gets their
+-- goodbye scheduled at the start of the hour of day they wrote most in
+-- (message_hour: the largest of message_hours, the earlier hour on a tie),
+-- in the zone engagement_fire counted it in (their profile's timezone as
+-- engagement_zone reads it, else UTC): the next time that hour starts
+-- after @as_of, or @as_of itself when the run is inside it, if that is
+-- within 24 hours and outside the quiet hours
+-- (@quiet_start to @quiet_end in their zone, else @timezone: the zone the
+-- claim holds them in). Every other goodbye is due at the run's time.
+--
 -- Opted-out users are never touched; users the goodbye could not reach
 -- (engagement_route, migration 40, finds them no destination) are left for
 -- later. Only the run's shard (@shard_index of @shard_count) is seen:
@@ -56,7 +74,7 @@
 -- Returns the chunk's counters: candidates, moved, queued, locked (rows
 -- the bot held: skipped, a later run moves them), opted out, no
 -- destination, held out; in a dry run, what the move would do.
--- nullable: @run_id
+-- nullable: @run_id, @quiet_start, @quiet_end
 WITH chunk AS MATERIALIZED (
     -- The step's users among the chunk's rows, with their profile. OFFSET 0
     -- keeps the profile a primary-key probe per user: joined plainly, the
@@ -66,18 +84,57 @@ WITH chunk AS MATERIALIZED (
                                   < @holdout_basis_points::int AS held_out,
            CASE WHEN cardinality(@variant_names::text[]) > 0
                 THEN 1 + engagement_holdout_bucket('variant:' || @message_type::text, s.user_id)
-                         % cardinality(@variant_names::text[]) END AS variant
+                         % cardinality(@variant_names::text[]) END AS variant,
+           a.best_hour_arm, b.best_at
       FROM user_engagement_states s
       CROSS JOIN LATERAL (
           SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
                       WHEN route.destination_jid IS NULL THEN 'no_destination'
                       ELSE '' END AS skip_reason,
-                 route.destination, route.destination_jid
+                 route.destination, route.destination_jid, p.timezone
             FROM user_profiles p
            CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
            WHERE p.user_id = s.user_id
           OFFSET 0
       ) p
+      CROSS JOIN LATERAL (
+          SELECT CASE WHEN @best_hour_basis_points::int >= 0
+                      THEN engagement_holdout_bucket(@best_hour_salt::text, s.user_id) < @best_hour_basis_points::int
+                 END AS best_hour_arm
+      ) a
+      LEFT JOIN LATERAL (
+          -- The user's hour, for the best-hour arm's users it is known of.
+          -- Each OFFSET 0 keeps a subquery whole, computed once per user:
+          -- pulled up, its expressions were copied into every use.
+          SELECT CASE WHEN t.at <= @as_of::timestamptz + interval '24 hours'
+                       AND engagement_quiet_until(t.at, coalesce(z.zone, @timezone::text),
+                                                  @quiet_start::interval, @quiet_end::interval) IS NULL
+                      THEN t.at END AS best_at
+            FROM (
+                -- The zone as engagement_fire reads it: a name the table
+                -- holds as it is (one probe), else engagement_zone's.
+                SELECT CASE WHEN p.timezone IS NULL THEN NULL
+                            WHEN EXISTS (SELECT FROM engagement_time_zones tz WHERE tz.name = p.timezone) THEN p.timezone
+                            ELSE engagement_zone(p.timezone) END AS zone,
+                       s.message_hour::int AS hour
+                OFFSET 0
+            ) z
+           CROSS JOIN LATERAL (
+               SELECT @as_of::timestamptz AT TIME ZONE coalesce(z.zone, 'UTC') AS local_now
+               OFFSET 0
+           ) l
+           CROSS JOIN LATERAL (
+               SELECT CASE WHEN extract(hour FROM l.local_now) = z.hour THEN @as_of::timestamptz
+                           ELSE (date_trunc('day', l.local_now) + make_interval(hours => z.hour)
+                                 + CASE WHEN extract(hour FROM l.local_now) > z.hour THEN interval '1 day'
+                                        ELSE interval '0' END) AT TIME ZONE coalesce(z.zone, 'UTC')
+                      END AS at
+               OFFSET 0
+           ) t
+           WHERE a.best_hour_arm
+             AND s.recent_messages[3] >= @as_of::timestamptz - interval '90 days'
+          OFFSET 0
+      ) b ON true
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = ANY(@from_states::text[])
        AND engagement_inactivity_due(@as_of::timestamptz, @inactivity::interval, s.last_activity_at, s.created_at,
@@ -113,6 +170,7 @@ WITH chunk AS MATERIALIZED (
                                      s.goodbye_sent_at, s.goodbye_expires_at, s.goodbye_retry_at)
        AND s.state = c.state
  RETURNING s.user_id, c.state AS from_state, c.destination, c.destination_jid, c.held_out,
+           c.best_hour_arm, c.best_at,
            CASE WHEN NOT c.held_out THEN (@variant_names::text[])[c.variant] END AS variant,
            coalesce((@variant_keys::text[])[c.variant], @message_key::text) AS message_key
 ), queued AS (
@@ -124,15 +182,17 @@ WITH chunk AS MATERIALIZED (
            (user_id, message_type, message_key, destination, destination_jid,
             scheduled_for, idempotency_key, period_start, replay_until, job_run_id, variant)
     SELECT user_id, @message_type, message_key, destination, destination_jid,
-           least(@as_of::timestamptz, now()), user_id::text || @key_suffix::text,
+           coalesce(best_at, least(@as_of::timestamptz, now())), user_id::text || @key_suffix::text,
            @period_start::timestamptz, @replay_until::timestamptz, @run_id::bigint, variant
       FROM moved
      WHERE NOT held_out
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING idempotency_key AS k
 ), logged AS (
-    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout, variant)
-    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint, held_out, variant FROM moved
+    INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout, variant, timing)
+    SELECT user_id, from_state, @to_state, @trigger, @run_id::bigint, held_out, variant,
+           CASE WHEN held_out THEN NULL WHEN best_hour_arm THEN 'best_hour' WHEN NOT best_hour_arm THEN 'run_time' END
+      FROM moved
 ), would AS MATERIALIZED (
     -- A dry run's users: those the move would take, and whether the
     -- goodbye it would queue for each is new (its key not taken yet).

@@ -22,6 +22,7 @@ type jobFlags struct {
 	sendReminder    bool
 	holdoutPercent  float64
 	holdoutSalt     string
+	bestHourFlags   bestHourFlags
 	batchSize       int
 	concurrency     int
 	shard           shardFlags
@@ -49,6 +50,7 @@ func (f *jobFlags) register(cmd *cobra.Command) {
 		cliflag.BindEnv(fs, "holdout-percent", "ENGAGEMENT_HOLDOUT_PERCENT")
 		fs.StringVar(&f.holdoutSalt, "holdout-salt", scheduler.DefaultHoldoutSalt, "mixed into the hash that picks the held-out users; a new salt draws a new group")
 		cliflag.BindEnv(fs, "holdout-salt", "ENGAGEMENT_HOLDOUT_SALT")
+		f.bestHourFlags.register(fs)
 	}
 	fs.IntVar(&f.batchSize, "batch-size", scheduler.DefaultBatchSize, "users moved per statement")
 	fs.IntVar(&f.concurrency, "concurrency", scheduler.DefaultConcurrency, "batches run at once, each on its own connection")

@@ -117,6 +117,9 @@ func (o *jobOptions) Validate() error {
 	if err := o.holdout().Validate(); err != nil {
 		return cli.Usagef("--holdout-percent (or ENGAGEMENT_HOLDOUT_PERCENT): %v", err)
 	}
+	if err := o.validateBestHour(); err != nil {
+		return err
+	}
 	if o.name == scheduler.DailyJob && strings.TrimSpace(o.holdoutSalt) == "" {
 		return cli.Usagef("--holdout-salt (or ENGAGEMENT_HOLDOUT_SALT) must not be empty")
 	}
@@ -239,6 +242,7 @@ func (o *jobOptions) Run(ctx context.Context) error {
 		Shard:        o.shard,
 		SendReminder: o.sendReminder,
 		Holdout:      o.holdout(),
+		BestHour:     o.bestHour(),
 		Variants:     o.variants,
 		Logger:       o.log,
 	})

@@ -118,6 +118,14 @@ func (f *DeliveryFlags) registerOn(fs *pflag.FlagSet) {
 // Transport is --transport's value: "" when no transport is given.
 func (f *DeliveryFlags) Transport() string { return f.transport }
 
+// QuietHours are --quiet-hours and --timezone as Validate checked them,
+// for a job that schedules around them whether or not it delivers
+// (engagement-daily --best-hour): unset quiet hours when none are given.
+func (f *DeliveryFlags) QuietHours() (delivery.QuietHours, string) {
+	q, _ := delivery.ParseQuietHours(f.quietHours) // validated; "" is unset
+	return q, f.timezone
+}
+
 // Validate checks the delivery flags' values, before any work and whether
 // or not a transport is given: a value out of range is a usage error
 // (exit 2) with one line naming the flag. 0 means "none" for the flags

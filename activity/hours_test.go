@@ -1,0 +1,129 @@
+package activity_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
+	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+)
+
+// hours is what engagement_fire keeps of a user's messages (migration 85).
+type hours struct {
+	Hours  []float32
+	Ref    *time.Time
+	Hour   *int
+	Recent []time.Time
+}
+
+func readHours(t *testing.T, db pgx.Tx, id string) hours {
+	t.Helper()
+	rows, _ := db.Query(context.Background(), `
+		SELECT coalesce(message_hours, '{}'), message_hours_at, message_hour, coalesce(recent_messages, '{}')
+		  FROM user_engagement_states WHERE user_id = $1`, id)
+	h, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[hours])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// Issue 61: every user_message counts in the hour of day it was written,
+// in the user's zone (Asia/Kolkata, half an hour off UTC: 20:10 there is
+// 14:40 UTC and counts at 20), weighted 2^(age/30 days) against the first
+// message so that a message 30 days newer weighs twice as much; a late
+// call counts with its own, smaller, weight and takes its place among the
+// three newest; a retried call (its request key) counts nothing again;
+// the other moves count nothing; a user with no usable zone counts in UTC;
+// a message 400 days after the reference scales the histogram down and
+// moves the reference (no weight ever overflows a real).
+func TestFireKeepsTheHoursTheUserWrites(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.NewTx(t)
+	ctx := context.Background()
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2025, 6, 1, 20, 10, 0, 0, kolkata)
+	id := fixture.User(t, tx, fixture.UserOptions{LastActivity: first.Add(-time.Hour)})
+	fixture.Exec(t, tx, `UPDATE user_profiles SET timezone = 'asia/kolkata' WHERE user_id = $1`, id)
+	fire := func(at time.Time, key string) {
+		t.Helper()
+		if _, err := activity.Fire(ctx, tx, id, sm.UserMessage, activity.FireOptions{At: at, RequestKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fire(first, "m1")
+	fire(first, "m1") // a retry
+	fire(first.AddDate(0, 0, 30), "m2")
+	fire(first.AddDate(0, 0, 30).Add(-11*time.Hour), "") // 09:10 there, a late call of the same day
+	fire(first.AddDate(0, 0, 15).Add(2*time.Hour), "")   // 22:10, later still
+	h := readHours(t, tx, id)
+	if len(h.Hours) != 24 || h.Ref == nil || !h.Ref.Equal(first) {
+		t.Fatalf("after 4 messages: %d hours from %v, want 24 from the first message's instant", len(h.Hours), h.Ref)
+	}
+	near := func(got float32, want float64) bool { return math.Abs(float64(got)-want) < 1e-4 }
+	late := math.Pow(2, (30*24-11)/float64(30*24))
+	if !near(h.Hours[20], 1+2) || !near(h.Hours[9], late) || !near(h.Hours[22], math.Pow(2, (15*24+2)/float64(30*24))) {
+		t.Errorf("hours 20, 9 and 22 weigh %v, %v, %v; want 3, %.4f, %.4f", h.Hours[20], h.Hours[9], h.Hours[22],
+			late, math.Pow(2, (15*24+2)/float64(30*24)))
+	}
+	if h.Hour == nil || *h.Hour != 20 {
+		t.Errorf("the user's hour is %v, want 20", h.Hour)
+	}
+	for i, w := range h.Hours {
+		if i != 20 && i != 9 && i != 22 && w != 0 {
+			t.Errorf("hour %d weighs %v, want 0", i, w)
+		}
+	}
+	wantRecent := []time.Time{first.AddDate(0, 0, 30), first.AddDate(0, 0, 30).Add(-11 * time.Hour), first.AddDate(0, 0, 15).Add(2 * time.Hour)}
+	if len(h.Recent) != 3 || !h.Recent[0].Equal(wantRecent[0]) || !h.Recent[1].Equal(wantRecent[1]) || !h.Recent[2].Equal(wantRecent[2]) {
+		t.Errorf("the newest three are %v, want %v", h.Recent, wantRecent)
+	}
+
+	// Moves that are not the user's message count nothing.
+	fixture.Exec(t, tx, `UPDATE user_engagement_states SET state = 'goodbye_sent' WHERE user_id = $1`, id)
+	if _, err := activity.Fire(ctx, tx, id, sm.GoodbyeAnswerHelp, activity.FireOptions{At: first.AddDate(0, 0, 31)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readHours(t, tx, id); !got.Recent[0].Equal(h.Recent[0]) || got.Hours[20] != h.Hours[20] {
+		t.Errorf("an answer to the goodbye changed the hours: %+v", got)
+	}
+
+	// 400 days on: scaled down by 2^(-400/30), the reference moved.
+	far := first.AddDate(0, 0, 400)
+	fire(far, "")
+	h = readHours(t, tx, id)
+	if !h.Ref.Equal(far) || !near(h.Hours[20], 1+3*math.Pow(2, -400.0/30)) {
+		t.Errorf("400 days on: reference %v, hour 20 weighs %v; want %v and %.5f", h.Ref, h.Hours[20], far, 1+3*math.Pow(2, -400.0/30))
+	}
+
+	// No usable zone: UTC.
+	other := fixture.User(t, tx, fixture.UserOptions{LastActivity: first})
+	fixture.Exec(t, tx, `UPDATE user_profiles SET timezone = 'Mars/Olympus' WHERE user_id = $1`, other)
+	if _, err := activity.Fire(ctx, tx, other, sm.UserMessage, activity.FireOptions{At: first}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readHours(t, tx, other); got.Hours[14] != 1 || got.Hour == nil || *got.Hour != 14 {
+		t.Errorf("a user with an unusable zone: hours %v, hour %v, want the message at 14 (UTC)", got.Hours, got.Hour)
+	}
+	// After the rebase: another at 20:10 the next day, then one at 09:10
+	// (newer, so a little heavier: not enough), then a second at 09:10,
+	// which together outweigh 20: the hour moves to 9.
+	fire(far.AddDate(0, 0, 1), "")
+	fire(far.AddDate(0, 0, 2).Add(-11*time.Hour), "")
+	if got := readHours(t, tx, id); got.Hour == nil || *got.Hour != 20 {
+		t.Errorf("one message at 9 after two at 20: the hour is %v, want still 20 (hours %v)", got.Hour, got.Hours)
+	}
+	fire(far.AddDate(0, 0, 3).Add(-11*time.Hour), "")
+	if got := readHours(t, tx, id); got.Hour == nil || *got.Hour != 9 {
+		t.Errorf("two newer messages at 9: the hour is %v, want 9 (hours %v)", got.Hour, got.Hours)
+	}
+}
