@@ -71,12 +71,7 @@ func main() {
 // get their goodbye at the hour they usually write (the history the demo
 // gives them), the others at the run's time, and the console's overview
 // compares the two.
-//
-// MERGE(issue 61): switch on once engagement-daily has the flag (the
-// scheduling half, on its own branch):
-//
-//	var bestHour = []string{"--best-hour-percent", "50"}
-var bestHour = []string{}
+var bestHour = []string{"--best-hour-percent", "50"}
 
 // The shipped configurations' waking hours (docs/deploy.md): the demo
 // delivers as a deployment would.

@@ -101,4 +101,15 @@ func TestTheDemoTellsTheWholeStory(t *testing.T) {
 	if cells := strings.Split(lift[0], "|"); len(cells) < 9 || cells[1] == "0" || cells[4] == "0" || cells[7] == "—" {
 		t.Errorf("the lift's week does not compare a treated and a held-out arm: %s", lift[0])
 	}
+	// Day 1 ran with --best-hour-percent 50: the card compares two arms
+	// that both got goodbyes.
+	timing, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.lift.timing tbody tr')]
+		.map(tr => [...tr.cells].map(td => td.innerText.trim()).join('|'))`))
+	if err != nil || len(timing) < 2 {
+		t.Fatalf("the timing card has no week with both arms (%v): %v", err, timing)
+	}
+	if !strings.Contains(timing[0], "best hour") || !strings.Contains(timing[1], "run time") ||
+		strings.Contains(timing[0], "|0|") || strings.Contains(timing[1], "|0|") {
+		t.Errorf("the timing card's first week does not compare two arms with users: %v", timing[:2])
+	}
 }
