@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement"
 )
 
 // BestHourSalt is the salt of the best-hour split (engagement-daily
@@ -36,7 +36,7 @@ type BestHour struct {
 	// --timezone): an hour inside them is no best hour, and Timezone is
 	// the zone they are read in for a user without a usable one of their
 	// own, as the claim reads them.
-	QuietHours delivery.QuietHours
+	QuietHours engagement.QuietHours
 	Timezone   string
 }
 
