@@ -2,8 +2,8 @@
 // share, as wtf's root package does: what a job run and a delivery run
 // report (JobSummary, DeliverySummary, their parts), the quiet hours (the
 // queue step keeps them, the daily job schedules the user's hour around
-// them), and the defaults more
-// than one package judges by. It imports nothing of the module's, so that
+// them), and the defaults more than one package judges by. It imports
+// nothing of the module's, so that
 // a package needing one of these reads it here instead of importing the
 // package that produces it (issue 60: scheduler imported delivery for its
 // queue step's summary, verify delivery and retention for a constant each,
