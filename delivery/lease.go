@@ -356,7 +356,7 @@ func (p *Processor) release(ms []claimed) error { return p.handBackUnsent(ms, tr
 func (p *Processor) releaseKeepingSlots(ms []claimed) error { return p.handBackUnsent(ms, false) }
 
 // handBackUnsent hands ms back (release.sql) and, with refund, gives back
-// the budget slots of those not in doubt.
+// the budget slots of those it handed back that are not in doubt.
 func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
 	if len(ms) == 0 {
 		return nil
@@ -365,23 +365,34 @@ func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
 	for i, m := range ms {
 		ids[i] = m.ID
 	}
+	var released []releaseRow
 	err := retryConflicts(func(ctx context.Context) error {
-		_, err := releaseQuery.Exec(ctx, p.pool, releaseArgs{IDs: ids, Holder: p.holder})
+		var err error
+		released, err = releaseQuery.All(ctx, p.pool, releaseArgs{IDs: ids, Holder: p.holder})
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
-	p.tally.released.Add(int64(len(ms)))
+	p.tally.released.Add(int64(len(released)))
 	if !refund {
 		return nil
 	}
-	// A message in doubt keeps the slot of the claim that may have sent it
-	// (recover.sql): handed back unsent now, it still may have gone then.
+	// Only the messages handed back give their slots back: a claim lost
+	// meanwhile (the lease ran out while the process was descheduled, and
+	// recovery settled it in doubt, its slot kept) is sent again by its
+	// next holder without a slot of its own (issue 59's chaos run: 202
+	// users under a daily limit of 200). A message in doubt keeps the
+	// slot of the claim that may have sent it (recover.sql): handed back
+	// unsent now, it still may have gone then.
+	mine := make(map[string]bool, len(released))
+	for _, r := range released {
+		mine[r.ID] = true
+	}
 	var back []claimed
 	var backIDs []string
 	for _, m := range ms {
-		if !m.inDoubt {
+		if mine[m.ID] && !m.inDoubt {
 			back, backIDs = append(back, m), append(backIDs, m.ID)
 		}
 	}

@@ -794,8 +794,18 @@ func (a releaseArgs) Args() []any {
 	return []any{a.IDs, a.Holder}
 }
 
+// releaseRow is a row of queries/release.sql.
+type releaseRow struct {
+	ID string // id
+}
+
+// Dest returns the fields in the columns' order.
+func (r *releaseRow) Dest() []any {
+	return []any{&r.ID}
+}
+
 // releaseQuery is queries/release.sql.
-var releaseQuery = sqlfile.Load[releaseArgs, sqlfile.None, *sqlfile.None](statementFiles, "release", "ids", "holder")
+var releaseQuery = sqlfile.Load[releaseArgs, releaseRow, *releaseRow](statementFiles, "release", "ids", "holder")
 
 // settingsRow is a row of queries/settings.sql.
 type settingsRow struct {
