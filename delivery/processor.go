@@ -643,6 +643,13 @@ func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed, cla
 			return errors.Join(rec.flush(ctx), p.release(unsent(batch[i:], chk)))
 		}
 		o, err := p.deliver(gctx, rec, chk, i)
+		if err != nil && o != nil {
+			// m was sent, and settling an earlier answer failed: m's outcome
+			// is recorded (or, failing that, left to recovery, in doubt),
+			// never handed back with the rest, which would give its budget
+			// slot back and queue it again.
+			return errors.Join(err, rec.record(ctx, settled{m, *o}), rec.flush(ctx), p.release(unsent(batch[i+1:], chk)))
+		}
 		if err != nil {
 			return errors.Join(err, rec.flush(ctx), p.release(unsent(batch[i:], chk)))
 		}
