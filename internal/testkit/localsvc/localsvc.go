@@ -6,7 +6,6 @@ package localsvc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
 
 // Run runs a command in dir with no stdin and returns its combined output;
@@ -32,7 +33,7 @@ func Run(ctx context.Context, dir string, args ...string) (string, error) {
 func RunWatched(ctx context.Context, dir string, watch func(line string), args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = dir
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, pw), &out
 	cmd.WaitDelay = 5 * time.Second // a daemon that kept our output pipe open must not hang us
@@ -56,24 +57,6 @@ func RunWatched(ctx context.Context, dir string, watch func(line string), args .
 		return text, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, text)
 	}
 	return text, nil
-}
-
-// lockedBuffer is a bytes.Buffer two of a command's streams write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Tail returns the last lines of the file at path, for error messages.
