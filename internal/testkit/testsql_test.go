@@ -114,7 +114,9 @@ func report(t *testing.T, what string, byDir map[string]int) int {
 		}
 		total += n
 	}
-	sort.Slice(dirs, func(i, j int) bool { return byDir[dirs[i]] > byDir[dirs[j]] || byDir[dirs[i]] == byDir[dirs[j]] && dirs[i] < dirs[j] })
+	sort.Slice(dirs, func(i, j int) bool {
+		return byDir[dirs[i]] > byDir[dirs[j]] || byDir[dirs[i]] == byDir[dirs[j]] && dirs[i] < dirs[j]
+	})
 	var b strings.Builder
 	for _, d := range dirs {
 		b.WriteString("\n  " + strconv.Itoa(byDir[d]) + " " + d)
