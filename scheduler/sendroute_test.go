@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -78,31 +76,20 @@ func TestTheSendRouteIsInlined(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps = append(steps, weeklyReviewStep(asOf))
-	first, end := pageSpan(0, 8).tids()
-	for _, st := range steps {
-		for kind, dryRun := range map[string]bool{"move": false, "dry run": true} {
-			s := st.move.bind(moveArgs{first: first, end: end, shardIndex: 0, shardCount: 1, runID: ptr(int64(1)), dryRun: dryRun})
-			rows, err := pool.Query(ctx, "EXPLAIN (COSTS OFF) "+s.SQL, s.Args...)
-			if err != nil {
-				t.Fatalf("%s %s: %v", st.name, kind, err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatalf("%s %s: %v", st.name, kind, err)
-			}
-			plan := strings.Join(lines, "\n")
-			if dir := os.Getenv("SEND_ROUTE_PLANS"); dir != "" {
-				if err := os.WriteFile(filepath.Join(dir, st.name+"-"+strings.ReplaceAll(kind, " ", "_")+".txt"), []byte(plan+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if strings.Contains(plan, "Function Scan") {
-				t.Errorf("the %s of step %s calls a set-returning function per row: engagement_send_route was not inlined\n%s", kind, st.name, plan)
-			}
-			if !strings.Contains(plan, "Index Scan using user_profiles_pkey on user_profiles") ||
-				strings.Contains(plan, "Seq Scan on user_profiles") {
-				t.Errorf("the %s of step %s does not probe each user's profile by its key\n%s", kind, st.name, plan)
+	explainSteps(t, pool, "COSTS OFF", steps, func(name, kind, plan string) {
+		if dir := os.Getenv("SEND_ROUTE_PLANS"); dir != "" {
+			// The plans as files, to compare two trees' (docs/development.md,
+			// "Shape four, measured").
+			if err := os.WriteFile(filepath.Join(dir, name+"-"+strings.ReplaceAll(kind, " ", "_")+".txt"), []byte(plan+"\n"), 0o644); err != nil {
+				t.Fatal(err)
 			}
 		}
-	}
+		if strings.Contains(plan, "Function Scan") {
+			t.Errorf("the %s of step %s calls a set-returning function per row: engagement_send_route was not inlined\n%s", kind, name, plan)
+		}
+		if !strings.Contains(plan, "Index Scan using user_profiles_pkey on user_profiles") ||
+			strings.Contains(plan, "Seq Scan on user_profiles") {
+			t.Errorf("the %s of step %s does not probe each user's profile by its key\n%s", kind, name, plan)
+		}
+	})
 }
