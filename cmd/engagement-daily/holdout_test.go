@@ -147,7 +147,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 		held, runAt, expires); n != len(held) {
 		t.Errorf("%d of %d held-out users are in goodbye_sent from the run with their 48 hours, want all", n, len(held))
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = ANY($1::uuid[])`, held); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: held}); n != 0 {
 		t.Errorf("%d messages queued for held-out users, want none", n)
 	}
 	if n := fixture.Count(t, pool, `
