@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -107,9 +108,8 @@ func TestThePreviousReleasesJobsStillTakeTheLease(t *testing.T) {
 		t.Error("the next run of engagement-daily found the lease held after the first ended")
 	}
 	for _, rec := range recs {
-		var status string
-		if err := pool.QueryRow(ctx, `SELECT status FROM engagement_job_runs WHERE id = $1`, rec.ID()).Scan(&status); err != nil || status != scheduler.RunDelivering {
-			t.Errorf("queue-process run %d: %q (%v), want still %s", rec.ID(), status, err, scheduler.RunDelivering)
+		if status := fixture.RunStatus(t, pool, rec.ID()); status != scheduler.RunDelivering {
+			t.Errorf("queue-process run %d: %q, want still %s", rec.ID(), status, scheduler.RunDelivering)
 		}
 	}
 }

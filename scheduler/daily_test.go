@@ -208,7 +208,7 @@ func TestDailyScenarios(t *testing.T) {
 		if err != nil || status != "succeeded" || processed != 12 {
 			t.Errorf("job run record: status %q processed %d err %v; want succeeded, 12", status, processed, err)
 		}
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, sum.RunID); n != 5 {
+		if n := fixture.CountMessages(t, pool, fixture.Messages{RunID: sum.RunID}); n != 5 {
 			t.Errorf("%d goodbyes carry the run's id, want all 5 it queued", n)
 		}
 	})
@@ -291,7 +291,6 @@ func TestDailyRerunSameDayChangesNothing(t *testing.T) {
 func TestDailyFailingUserFailsAlone(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	fixture.InactiveUsers(t, pool, 40, asOf.Add(-20*24*time.Hour))
 	bad := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 	fixture.Refuse(t, pool, "user_engagement_states", bad)
@@ -311,12 +310,11 @@ func TestDailyFailingUserFailsAlone(t *testing.T) {
 	if msgs := fixture.MessagesOf(t, pool, bad); len(msgs) != 0 {
 		t.Errorf("bad user has %d messages, want none", len(msgs))
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = 'goodbye_sent'`); n != 40 {
+	if n := fixture.CountStates(t, pool, fixture.States{State: "goodbye_sent"}); n != 40 {
 		t.Errorf("%d users moved, want the other 40", n)
 	}
-	var status string
-	if err := pool.QueryRow(ctx, `SELECT status FROM engagement_job_runs WHERE id = $1`, sum.RunID).Scan(&status); err != nil || status != "partial" {
-		t.Errorf("run status %q (%v), want partial", status, err)
+	if status := fixture.RunStatus(t, pool, sum.RunID); status != "partial" {
+		t.Errorf("run status %q, want partial", status)
 	}
 	if v := fixture.DailyInvariantViolations(t, pool); v != 0 {
 		t.Errorf("%d users violate the daily invariants", v)
@@ -351,13 +349,13 @@ func TestDailyConcurrentRunsQueueOneGoodbyeEach(t *testing.T) {
 	if processed != users || queued != users {
 		t.Errorf("the runs together processed %d and queued %d, want %d each", processed, queued, users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye'`); n != users {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Type: "goodbye"}); n != users {
 		t.Errorf("%d goodbyes queued, want %d", n, users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(DISTINCT user_id) FROM engagement_state_transitions`); n != users {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{DistinctUsers: true}); n != users {
 		t.Errorf("%d users logged, want %d", n, users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`); n != users {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{}); n != users {
 		t.Errorf("%d transitions logged, want one per user (%d)", n, users)
 	}
 	if v := fixture.DailyInvariantViolations(t, pool); v != 0 {
@@ -368,7 +366,6 @@ func TestDailyConcurrentRunsQueueOneGoodbyeEach(t *testing.T) {
 func TestDailyDryRunWritesNothingAndReportsTheSameCounters(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	fixture.InactiveUsers(t, pool, 30, asOf.Add(-20*24*time.Hour))
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour), OptedOut: true})
 	sent := asOf.Add(-50 * time.Hour)
@@ -376,11 +373,7 @@ func TestDailyDryRunWritesNothingAndReportsTheSameCounters(t *testing.T) {
 	// A user whose goodbye for the day is already queued (say, by an
 	// operator) counts as a duplicate, in the dry run as in the real one.
 	dup := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, idempotency_key)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', $2)`, dup, dup+":goodbye_sent:"+wantKeyDate); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Queue(t, pool, fixture.Message{User: dup, Type: "goodbye", Key: dup + ":goodbye_sent:" + wantKeyDate})
 
 	tables := `SELECT (SELECT count(*) FROM engagement_message_queue) + (SELECT count(*) FROM engagement_state_transitions)
 	                + (SELECT count(*) FROM engagement_job_runs) + (SELECT count(*) FROM user_engagement_states WHERE state <> 'active')`
@@ -412,14 +405,9 @@ func TestDailyDryRunWritesNothingAndReportsTheSameCounters(t *testing.T) {
 func TestDailyAbandonedRunIsMarked(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
-	var stale int64
-	if err := pool.QueryRow(ctx, `INSERT INTO engagement_job_runs (job, as_of) VALUES ('engagement-daily', now()) RETURNING id`).Scan(&stale); err != nil {
-		t.Fatal(err)
-	}
+	stale := fixture.RunningRun(t, pool, scheduler.DailyJob, "")
 	runDaily(t, pool, scheduler.Config{Logger: zerolog.Nop()})
-	var status string
-	if err := pool.QueryRow(ctx, `SELECT status FROM engagement_job_runs WHERE id = $1`, stale).Scan(&status); err != nil || status != "abandoned" {
-		t.Errorf("a run left 'running' by a dead process: status %q (%v), want abandoned", status, err)
+	if status := fixture.RunStatus(t, pool, stale); status != "abandoned" {
+		t.Errorf("a run left 'running' by a dead process: status %q, want abandoned", status)
 	}
 }

@@ -24,8 +24,7 @@ func dryRunUsers(t *testing.T, db fixture.DB, asOf time.Time) string {
 	fixture.User(t, db, fixture.UserOptions{LastActivity: silent, OptedOut: true})
 	fixture.User(t, db, fixture.UserOptions{LastActivity: silent, WhatsAppJID: fixture.NoJID})
 	dup := fixture.User(t, db, fixture.UserOptions{LastActivity: silent})
-	fixture.Exec(t, db, `INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, idempotency_key)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', $2)`, dup, dup+goodbye.KeySuffix(asOf))
+	fixture.Queue(t, db, fixture.Message{User: dup, Type: "goodbye", Key: dup + goodbye.KeySuffix(asOf)})
 	sent := asOf.Add(-50 * time.Hour)
 	for range 3 {
 		fixture.User(t, db, fixture.UserOptions{State: "goodbye_sent", LastActivity: asOf.Add(-30 * 24 * time.Hour),

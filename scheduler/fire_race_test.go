@@ -466,7 +466,7 @@ func checkRaceRuns(t *testing.T, pool *pgxpool.Pool, sums []*scheduler.Summary) 
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("run %d logged %v, its summary counts %v moved", sum.RunID, got, want)
 		}
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, sum.RunID); n != sum.Queued {
+		if n := fixture.CountMessages(t, pool, fixture.Messages{RunID: sum.RunID}); n != sum.Queued {
 			t.Errorf("run %d queued %d messages, its summary says %d", sum.RunID, n, sum.Queued)
 		}
 		if n := fixture.Count(t, pool, `

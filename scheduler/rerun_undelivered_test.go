@@ -73,7 +73,7 @@ func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time
 	if c := stepOf(t, run(movedBack), "goodbye_timeout"); c.Succeeded != 10 {
 		t.Fatalf("goodbye_timeout moved %d users back, want 10", c.Succeeded)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = 'active'`); n != 10 {
+	if n := fixture.CountStates(t, pool, fixture.States{State: "active"}); n != 10 {
 		t.Fatalf("%d users active after goodbye_undelivered, want 10", n)
 	}
 
@@ -91,7 +91,7 @@ func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time
 		return s
 	}
 	before := snapshot()
-	transitions := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`)
+	transitions := fixture.CountTransitions(t, pool, fixture.Moves{})
 	endOfDay := movedBack.Truncate(day).Add(day - time.Minute)
 	for _, at := range []time.Time{movedBack.Add(time.Hour), movedBack.Add(8 * time.Hour), endOfDay} {
 		sum := run(at)
@@ -99,7 +99,7 @@ func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time
 			t.Errorf("re-run as of %s: %+v, want nothing processed, queued or duplicated", at.Format(time.RFC3339), sum.Counts)
 		}
 		if after := snapshot(); after != before {
-			n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`)
+			n := fixture.CountTransitions(t, pool, fixture.Moves{})
 			t.Fatalf("re-run as of %s changed the database: %d transitions logged, were %d; states, messages and log %.120s…, were %.120s…",
 				at.Format(time.RFC3339), n, transitions, after, before)
 		}

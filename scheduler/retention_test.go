@@ -54,21 +54,16 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	lateDay := time.Date(2026, 12, 10, 6, 0, 0, 0, time.UTC)
 	lateGoodbye := fixture.Goodbye.Key(pending, lateDay)
 	lateStart, lateEnd := fixture.Goodbye.Period.Bounds(lateDay)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, idempotency_key, created_at,
-		                                      period_start, replay_until)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'sent', $2, $3, $4, $5)`,
-		pending, lateGoodbye, runDay, lateStart, lateEnd); err != nil {
-		t.Fatal(err)
-	}
-	total := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`) // a review of W48, one of W51, a goodbye, a pending reminder
+	fixture.Queue(t, pool, fixture.Message{User: pending, Type: "goodbye", Status: "sent", Key: lateGoodbye, CreatedAt: runDay,
+		PeriodStart: lateStart, ReplayUntil: lateEnd})
+	total := fixture.CountMessages(t, pool, fixture.Messages{}) // a review of W48, one of W51, a goodbye, a pending reminder
 
 	cfg := retention.CleanupConfig{OlderThan: 30 * 24 * time.Hour, AsOf: cleanupAt, DryRun: true}
 	dry, err := retention.Cleanup(ctx, pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != total {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != total {
 		t.Fatalf("the dry run deleted %d messages", total-n)
 	}
 	cfg.DryRun = false
@@ -83,16 +78,16 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	if sum.Messages != 2 || sum.Ledger != 2 || dry.Messages != sum.Messages || dry.Ledger != sum.Ledger {
 		t.Errorf("cleanup %+v, dry run %+v; want 2 messages and 2 ledger rows, counted alike", sum, dry)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id IN ($1, $2)`, inactive, active); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: []string{inactive, active}}); n != 0 {
 		t.Errorf("%d messages of 11-26 left, want the goodbye and the W48 review deleted", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE idempotency_key = $1`, lateGoodbye); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Key: lateGoodbye}); n != 1 {
 		t.Error("the goodbye of a day inside the retention window was deleted")
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "pending"}); n != 1 {
 		t.Errorf("%d pending messages left, want the pending one kept", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE idempotency_key = $1`, lateActive+":weekly_review:2026-W51"); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Key: lateActive + ":weekly_review:2026-W51"}); n != 1 {
 		t.Error("the review of a week inside the retention window was deleted")
 	}
 

@@ -139,26 +139,13 @@ func TestThreeShardsDoWhatOneRunDoes(t *testing.T) {
 func TestShardedRunMarksOnlyItsOwnShardAbandoned(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
-	var mine, other int64
-	if err := pool.QueryRow(ctx, `INSERT INTO engagement_job_runs (job, as_of, shard) VALUES ('engagement-daily', now(), '1/3') RETURNING id`).Scan(&mine); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO engagement_job_runs (job, as_of, shard) VALUES ('engagement-daily', now(), '2/3') RETURNING id`).Scan(&other); err != nil {
-		t.Fatal(err)
-	}
+	mine := fixture.RunningRun(t, pool, scheduler.DailyJob, "1/3")
+	other := fixture.RunningRun(t, pool, scheduler.DailyJob, "2/3")
 	runDaily(t, pool, scheduler.Config{Shard: scheduler.Shard{Index: 1, Count: 3}, Logger: zerolog.Nop()})
-	status := func(id int64) string {
-		var s string
-		if err := pool.QueryRow(ctx, `SELECT status FROM engagement_job_runs WHERE id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	if s := status(mine); s != "abandoned" {
+	if s := fixture.RunStatus(t, pool, mine); s != "abandoned" {
 		t.Errorf("a dead run of the same shard is %q, want abandoned", s)
 	}
-	if s := status(other); s != "running" {
+	if s := fixture.RunStatus(t, pool, other); s != "running" {
 		t.Errorf("a run of another shard is %q, want still running: it may be alive", s)
 	}
 }

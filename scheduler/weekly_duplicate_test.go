@@ -71,7 +71,6 @@ func TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates(t *testing
 func TestWeeklyFirstRunFindsReviewsQueuedForLaterUsersOfTheChunk(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	active := func(o fixture.UserOptions) string {
 		o.LastActivity = weekAsOf.Add(-day)
 		u := fixture.User(t, pool, o)
@@ -87,13 +86,8 @@ func TestWeeklyFirstRunFindsReviewsQueuedForLaterUsersOfTheChunk(t *testing.T) {
 	}
 	earlier = append(earlier, active(fixture.UserOptions{OptedOut: true}))
 	for _, u := range earlier {
-		if _, err := pool.Exec(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			                                      destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"7"}', 'individual',
-			        'queued-before@s.whatsapp.net', $2, $3)`, u, weekAsOf, u+":weekly_review:2026-W48"); err != nil {
-			t.Fatal(err)
-		}
+		fixture.Queue(t, pool, fixture.Message{User: u, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count":"7"}`, JID: "queued-before@s.whatsapp.net", ScheduledFor: weekAsOf, Key: u + ":weekly_review:2026-W48"})
 	}
 
 	sum := runWeekly(t, pool, weekAsOf)

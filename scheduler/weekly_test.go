@@ -139,7 +139,7 @@ func TestWeeklyScenarios(t *testing.T) {
 	if after := states(t, pool); after != statesBefore {
 		t.Errorf("the weekly job changed states: before %s, after %s", statesBefore, after)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`); n != 0 {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{}); n != 0 {
 		t.Errorf("%d transitions logged, want none", n)
 	}
 
@@ -177,10 +177,10 @@ func TestWeeklyRerunSameWeekQueuesNothingAndNextWeekQueuesAgain(t *testing.T) {
 	if m := again.Messages["weekly_review"]; m == nil || m.Queued != 0 || m.Duplicates != 12 {
 		t.Errorf("per-type counters %+v, want weekly_review queued 0, duplicates 12", again.Messages)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 12 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != 12 {
 		t.Errorf("%d reviews after the re-run, want one per user (12)", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE job_run_id = $1`, first.RunID); n != 12 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{RunID: first.RunID}); n != 12 {
 		t.Errorf("%d reviews carry the first run's id, want the 12 it queued", n)
 	}
 	next := runWeekly(t, pool, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) // Monday: 2026-W49
@@ -262,7 +262,7 @@ func TestWeeklyConcurrentRunsQueueOneReviewEach(t *testing.T) {
 	if queued != users || dups != 2*users {
 		t.Errorf("runs queued %d with %d duplicates, want %d and %d", queued, dups, users, 2*users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != users {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != users {
 		t.Errorf("%d reviews, want one per user (%d)", n, users)
 	}
 }
@@ -278,7 +278,7 @@ func TestWeeklyFailingUserFailsAloneAndDryRunWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`) + fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}) + fixture.CountRuns(t, pool, fixture.Runs{}); n != 0 {
 		t.Fatalf("the dry run wrote %d rows", n)
 	}
 	if dry.Processed != 31 || dry.Queued != 31 {

@@ -77,7 +77,7 @@ func TestAnalyticsEventsFollowTheRun(t *testing.T) {
 		}
 		users[e.DistinctID] = true
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE user_id::text = ANY($1)`, keys(users)); n != 25 {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{Users: keys(users)}); n != 25 {
 		t.Errorf("the events name %d users with a transition, want 25 distinct ones", n)
 	}
 	for _, b := range srv.Batches() {

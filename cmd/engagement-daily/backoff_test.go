@@ -92,7 +92,7 @@ func TestLateFailuresBackOffByCode(t *testing.T) {
 	if got := fixture.StateOf(t, pool, stopped).State; got != "active" {
 		t.Errorf("the 131050 user is %s, want active: a goodbye that never arrived times nobody out", got)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE user_id = $1 AND to_state = 'dormant'`, stopped); n != 0 {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{Users: []string{stopped}, ToState: "dormant"}); n != 0 {
 		t.Errorf("the 131050 user went dormant %d times, want never", n)
 	}
 	if got := lastTrigger(t, pool, stopped); got != "goodbye_undelivered" {

@@ -146,7 +146,7 @@ func TestTheGoodbyeGoesAtTheUsersHour(t *testing.T) {
 			t.Errorf("a re-run as of %s did %+v, want nothing", again, got)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 5 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != 5 {
 		t.Errorf("%d messages after the re-runs, want the 5 goodbyes", n)
 	}
 	if got, _ := goodbyeAt(t, pool, evening); !got.Equal(want[evening]) {
@@ -356,7 +356,7 @@ func TestTheBestHourFlagsAndTheirVariables(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("ENGAGEMENT_BEST_HOUR=true: exit %d: %s", res.Code, res.Stderr)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE trigger = 'inactivity_14d' AND timing = 'best_hour'`); n != 3 {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{Trigger: "inactivity_14d", Timing: "best_hour"}); n != 3 {
 		t.Errorf("ENGAGEMENT_BEST_HOUR=true: %d moves in the best-hour arm, want all 3", n)
 	}
 	for _, args := range [][]string{{"--best-hour-percent", "120"}, {"--best-hour-percent", "-1"}, {"--best-hour-percent", "half"}} {

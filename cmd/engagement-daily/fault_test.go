@@ -102,7 +102,7 @@ func transitionsByStep(t *testing.T, pool *pgxpool.Pool) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, step := range []string{"inactivity_14d", "goodbye_timeout", "reminder_due"} {
-		out[step] = fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE trigger = $1`, step)
+		out[step] = fixture.CountTransitions(t, pool, fixture.Moves{Trigger: step})
 	}
 	return out
 }
@@ -217,7 +217,7 @@ func TestKilledAtAnyPointTheRerunEndsAsOneCleanRun(t *testing.T) {
 			checkInvariants(t, pool, "after the kill")
 
 			rerunEqualsClean(t, url, pool, clean)
-			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'abandoned'`); n != 1 {
+			if n := fixture.CountRuns(t, pool, fixture.Runs{Status: "abandoned"}); n != 1 {
 				t.Errorf("%d runs marked abandoned, want the killed one", n)
 			}
 		})
@@ -269,7 +269,7 @@ func retriedToCleanEnd(t *testing.T, what string, run *cmdtest.Running, pool *pg
 	}
 	fixture.SameOutcome(t, "the run after "+what, clean.outcome, fixture.Outcome(t, pool))
 	checkInvariants(t, pool, "after the run")
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 1 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{Status: "succeeded"}); n != 1 {
 		t.Errorf("%d runs recorded as succeeded, want this one", n)
 	}
 }

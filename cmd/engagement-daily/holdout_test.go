@@ -147,7 +147,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 		held, runAt, expires); n != len(held) {
 		t.Errorf("%d of %d held-out users are in goodbye_sent from the run with their 48 hours, want all", n, len(held))
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = ANY($1::uuid[])`, held); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: held}); n != 0 {
 		t.Errorf("%d messages queued for held-out users, want none", n)
 	}
 	if n := fixture.Count(t, pool, `
@@ -155,8 +155,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 		 WHERE user_id = ANY($1::uuid[]) OR (holdout AND trigger <> 'inactivity_14d')`, optedOut); n != 0 {
 		t.Errorf("%d log rows for opted-out users or held-out moves other than a goodbye, want none", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'reminder'`,
-		reminded); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: []string{reminded}, Type: "reminder"}); n != 1 {
 		t.Errorf("the due reminder queued %d times, want once: the holdout is the goodbye's alone", n)
 	}
 
@@ -164,8 +163,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	// in its environment, every user due a review gets one.
 	weekly := cmdtest.Exec(t, jobcmd.NewWeeklyCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_HOLDOUT_PERCENT=100"),
 		"--as-of", asOf, "--skip-send")
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = ANY($1::uuid[]) AND message_type = 'weekly_review'`,
-		reviewed); weekly.Code != 0 || n != len(reviewed) {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: reviewed, Type: "weekly_review"}); weekly.Code != 0 || n != len(reviewed) {
 		t.Errorf("engagement-weekly beside a holdout: exit %d, %d of %d reviews queued: %s", weekly.Code, n, len(reviewed), weekly.Stderr)
 	}
 
@@ -192,8 +190,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	// for a goodbye delivered at the run.
 	later := runAt.Add(49 * time.Hour).Format(time.RFC3339)
 	runDaily(t, daily, "--as-of", later, "--holdout-percent", "10")
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE user_id = ANY($1::uuid[]) AND state = 'dormant'`,
-		held); n != len(held) {
+	if n := fixture.CountStates(t, pool, fixture.States{State: "dormant", Users: held}); n != len(held) {
 		t.Errorf("%d of %d held-out users dormant 49 hours after the run, want all", n, len(held))
 	}
 	if v := cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", later); v.Code != 0 {

@@ -190,7 +190,7 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`) < 500 {
+	for fixture.CountMessages(t, pool, fixture.Messages{}) < 500 {
 		if ctx.Err() != nil {
 			_ = cmd.Process.Kill()
 			t.Fatalf("the run did not get going: %s", stderr)
@@ -211,7 +211,7 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	moved := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = 'goodbye_sent'`)
+	moved := fixture.CountStates(t, pool, fixture.States{State: "goodbye_sent"})
 	if moved == 0 || moved == users {
 		t.Fatalf("%d of %d users moved when killed; the test needs a run killed half-way", moved, users)
 	}
@@ -230,13 +230,13 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 	if sum.Processed != users-moved || sum.Queued != users-moved || sum.Duplicates != 0 {
 		t.Errorf("re-run processed %d queued %d duplicates %d, want exactly the %d left", sum.Processed, sum.Queued, sum.Duplicates, users-moved)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != users {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != users {
 		t.Errorf("%d goodbyes in all, want one per user (%d)", n, users)
 	}
 	if v := fixture.DailyInvariantViolations(t, pool); v != 0 {
 		t.Errorf("%d users violate the daily invariants", v)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'abandoned'`); n != 1 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{Status: "abandoned"}); n != 1 {
 		t.Errorf("%d runs marked abandoned, want the killed one", n)
 	}
 }
@@ -273,13 +273,13 @@ func TestConcurrentProcessesQueueOneGoodbyeEach(t *testing.T) {
 	if processed != users {
 		t.Errorf("the three runs processed %d users together, want %d", processed, users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye'`); n != users {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Type: "goodbye"}); n != users {
 		t.Errorf("%d goodbyes, want one per user (%d)", n, users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`); n != users {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{}); n != users {
 		t.Errorf("%d transitions, want one per user (%d)", n, users)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 3 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{Status: "succeeded"}); n != 3 {
 		t.Errorf("%d runs recorded as succeeded, want 3", n)
 	}
 }
@@ -306,7 +306,7 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 	if sum.Queued != 5 || sum.Delivery == nil || sum.Delivery.Sent != 5 || sum.Delivery.Transport != "log" {
 		t.Errorf("summary queued %d delivery %+v, want 5 queued and 5 sent via log", sum.Queued, sum.Delivery)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); n != 5 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); n != 5 {
 		t.Errorf("%d messages sent, want 5", n)
 	}
 	if strings.Contains(res.Stderr, "@s.whatsapp.net") {
@@ -316,7 +316,7 @@ func TestQueueStepRunsWithATransport(t *testing.T) {
 	// Without a transport, or with --skip-send, messages wait for queue-process.
 	fixture.InactiveUsers(t, pool, 2, lastWeekOfOctober)
 	res = cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url), "--as-of", "2026-11-23T06:00:00Z", "--transport", "log", "--skip-send")
-	if res.Code != 0 || fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`) != 2 {
+	if res.Code != 0 || fixture.CountMessages(t, pool, fixture.Messages{Status: "pending"}) != 2 {
 		t.Errorf("--skip-send: exit %d; want the 2 new goodbyes left pending", res.Code)
 	}
 }
@@ -351,7 +351,7 @@ func TestIndexedJobShards(t *testing.T) {
 	if total != 60 {
 		t.Errorf("the three pods queued %d goodbyes, want each of the 60 users' exactly once", total)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = 'goodbye_sent'`); n != 60 {
+	if n := fixture.CountStates(t, pool, fixture.States{State: "goodbye_sent"}); n != 60 {
 		t.Errorf("%d users in goodbye_sent, want 60", n)
 	}
 }

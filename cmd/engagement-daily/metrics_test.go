@@ -217,7 +217,7 @@ func TestPushgatewayURLIsCheckedBeforeAnyWork(t *testing.T) {
 			t.Errorf("%s: stderr repeats the password: %s", tc.name, res.Stderr)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs`); n != 0 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{}); n != 0 {
 		t.Errorf("%d runs recorded, want none: a bad URL stops the run before any work", n)
 	}
 }

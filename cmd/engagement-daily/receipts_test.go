@@ -20,12 +20,9 @@ func goodbyeSent(t *testing.T, pool *pgxpool.Pool, providerID string, sentAt tim
 	t.Helper()
 	user := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: sentAt.Add(-15 * 24 * time.Hour),
 		GoodbyeSentAt: &sentAt, GoodbyeExpiresAt: fixture.Ptr(sentAt.Add(48 * time.Hour))})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990000@s.whatsapp.net', $2,
-		        $1::uuid::text || ':goodbye_sent:' || to_char($2::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD'), 'sent', $2, $3)`,
-		user, sentAt, providerID)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		JID: "5511999990000@s.whatsapp.net", ScheduledFor: sentAt, Key: fixture.Goodbye.Key(user, sentAt),
+		Status: "sent", SentAt: sentAt, ProviderID: providerID})
 	return user
 }
 

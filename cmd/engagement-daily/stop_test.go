@@ -157,7 +157,7 @@ func TestSIGTERMStopsTheDailyJobAndTheNextRunDoesTheRest(t *testing.T) {
 	if sum.Stopped != "shutdown" {
 		t.Fatalf("the run stopped while its batch waited says stopped %q, want shutdown", sum.Stopped)
 	}
-	logged := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE job_run_id = $1 AND trigger = 'goodbye_timeout'`, sum.RunID)
+	logged := fixture.CountTransitions(t, pool, fixture.Moves{RunID: sum.RunID, Trigger: "goodbye_timeout"})
 	if logged < half || sum.Steps["goodbye_timeout"].Succeeded != logged || logged == clean.steps["goodbye_timeout"] {
 		t.Errorf("the stopped run moved %d users in goodbye_timeout (its batch in hand reached %d of %d) and its summary says %d; want the batch in hand finished and counted, and the rest left",
 			logged, half, clean.steps["goodbye_timeout"], sum.Steps["goodbye_timeout"].Succeeded)

@@ -46,7 +46,7 @@ type weekSummary struct {
 
 func reviews(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	return fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'weekly_review'`)
+	return fixture.CountMessages(t, pool, fixture.Messages{Type: "weekly_review"})
 }
 
 // TestWeeklyKilledOrCutOffMidRunEndsAsOneCleanRun stops the weekly job

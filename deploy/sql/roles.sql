@@ -234,6 +234,7 @@ DECLARE
                              'engagement_opt_in(uuid, text, timestamptz, text)',
                              'engagement_clock(text, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)',
                              'engagement_route(text, text, text)',
+                             'engagement_send_route(uuid)',
                              'engagement_error_group(text)',
                              'engagement_quiet_until(timestamptz, text, interval, interval)',
                              'engagement_send_budget_full()',

@@ -583,6 +583,23 @@ END
 $$;
 
 --
+-- Name: engagement_send_route(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engagement_send_route(of_user uuid, OUT skip_reason text, OUT opted_out boolean, OUT destination text, OUT destination_jid text, OUT timezone text) RETURNS SETOF record
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
+                WHEN route.destination_jid IS NULL THEN 'no_destination'
+                ELSE '' END,
+           p.reengagement_opt_out, route.destination, route.destination_jid, p.timezone
+      FROM user_profiles p
+     CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
+     WHERE p.user_id = of_user
+    OFFSET 0
+$$;
+
+--
 -- Name: engagement_service_window_open(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2017,6 +2034,12 @@ REVOKE ALL ON FUNCTION public.engagement_route(preferred_destination text, group
 --
 
 REVOKE ALL ON FUNCTION public.engagement_send_budget_full() FROM PUBLIC;
+
+--
+-- Name: FUNCTION engagement_send_route(of_user uuid, OUT skip_reason text, OUT opted_out boolean, OUT destination text, OUT destination_jid text, OUT timezone text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.engagement_send_route(of_user uuid, OUT skip_reason text, OUT opted_out boolean, OUT destination text, OUT destination_jid text, OUT timezone text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION engagement_service_window_open(last_user_message timestamp with time zone, at timestamp with time zone); Type: ACL; Schema: public; Owner: -

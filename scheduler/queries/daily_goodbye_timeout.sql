@@ -79,12 +79,7 @@ WITH chunk AS MATERIALIZED (
                 WHEN b.wait IS NULL THEN 'infinity'::timestamptz
                 ELSE coalesce(s.goodbye_sent_at, @as_of::timestamptz) + b.wait END AS retry_at
       FROM user_engagement_states s
-      CROSS JOIN LATERAL (
-          SELECT p.reengagement_opt_out AS opted_out
-            FROM user_profiles p
-           WHERE p.user_id = s.user_id
-          OFFSET 0
-      ) p
+      CROSS JOIN LATERAL engagement_send_route(s.user_id) p
       CROSS JOIN LATERAL (
           SELECT engagement_goodbye_due(@as_of::timestamptz, @goodbye_window::interval,
                                         p.opted_out, s.goodbye_sent_at, s.goodbye_expires_at,

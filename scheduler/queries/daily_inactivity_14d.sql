@@ -87,16 +87,7 @@ WITH chunk AS MATERIALIZED (
                          % cardinality(@variant_names::text[]) END AS variant,
            a.best_hour_arm, b.best_at
       FROM user_engagement_states s
-      CROSS JOIN LATERAL (
-          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                      WHEN route.destination_jid IS NULL THEN 'no_destination'
-                      ELSE '' END AS skip_reason,
-                 route.destination, route.destination_jid, p.timezone
-            FROM user_profiles p
-           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-           WHERE p.user_id = s.user_id
-          OFFSET 0
-      ) p
+      CROSS JOIN LATERAL engagement_send_route(s.user_id) p
       CROSS JOIN LATERAL (
           SELECT CASE WHEN @best_hour_basis_points::int >= 0
                       THEN engagement_holdout_bucket(@best_hour_salt::text, s.user_id) < @best_hour_basis_points::int

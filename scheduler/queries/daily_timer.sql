@@ -40,7 +40,8 @@
 -- dry run, what the move would do.
 -- nullable: @run_id, @message_type, @message_key, @key_suffix, @period_start, @replay_until
 WITH chunk AS MATERIALIZED (
-    -- OFFSET 0 keeps the profile a primary-key probe per user.
+    -- The profile through engagement_send_route (migration 88): one
+    -- primary-key probe per user.
     SELECT s.user_id, s.state, d.due, p.opted_out, p.destination, p.destination_jid,
            s.user_id::text || @key_infix::text
              || coalesce(@key_suffix::text, floor(extract(epoch FROM d.due) * 1000)::bigint::text) AS key
@@ -49,13 +50,7 @@ WITH chunk AS MATERIALIZED (
           SELECT engagement_clock(@clock::text, s.last_activity_at, s.created_at, s.remind_at,
                                   s.state_entered_at, s.state_changed_xact_at) + @wait::interval AS due
       ) d
-      CROSS JOIN LATERAL (
-          SELECT p.reengagement_opt_out AS opted_out, route.destination, route.destination_jid
-            FROM user_profiles p
-           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-           WHERE p.user_id = s.user_id
-          OFFSET 0
-      ) p
+      CROSS JOIN LATERAL engagement_send_route(s.user_id) p
      WHERE s.ctid >= @first::tid AND s.ctid < @end::tid
        AND s.state = ANY(@from_states::text[]) AND d.due <= @as_of::timestamptz
        AND engagement_in_shard(s.user_id, @shard_index::int, @shard_count::int)

@@ -79,14 +79,9 @@ WITH rerun AS MATERIALIZED (
       -- is not read at all (a one-time filter; every state row has its
       -- profile, a foreign key, so no row here means "reviewed").
       LEFT JOIN LATERAL (
-          SELECT CASE WHEN p.reengagement_opt_out THEN 'opted_out'
-                      WHEN route.destination_jid IS NULL THEN 'no_destination'
-                      ELSE '' END AS skip_reason,
-                 route.destination, route.destination_jid
-            FROM user_profiles p
-           CROSS JOIN LATERAL engagement_route(p.preferred_destination, p.group_jid, p.whatsapp_jid) route
-           WHERE p.user_id = s.user_id
-             AND NOT (r.probe AND (SELECT true FROM engagement_message_queue q
+          SELECT p.skip_reason, p.destination, p.destination_jid
+            FROM engagement_send_route(s.user_id) p
+           WHERE NOT (r.probe AND (SELECT true FROM engagement_message_queue q
                                     WHERE q.idempotency_key = s.user_id::text || @key_suffix::text) IS NOT NULL)
           OFFSET 0
       ) p ON true

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS engagement_send_route(uuid);
