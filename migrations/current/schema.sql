@@ -177,8 +177,8 @@ DECLARE
     nxt   text;
     known text;
     owner uuid;
-    -- For user_message (migration 85): the hour of day the user wrote in
-    -- their zone, 1 to 24, and the weight of the message.
+    -- For user_message: the hour of day the user wrote, in UTC (migration
+    -- 87), 1 to 24, and the weight of the message.
     h     int;
     w     float8;
     ref   timestamptz;
@@ -238,15 +238,10 @@ BEGIN
     END IF;
 
     IF p_trigger = 'user_message' THEN
-        -- The hour of day the user wrote, in their zone: a name
-        -- engagement_time_zones holds as it is (one probe), else what
-        -- engagement_zone() makes of it (the claim's rule), else UTC.
-        SELECT extract(hour FROM at AT TIME ZONE
-                   CASE WHEN p.timezone IS NULL THEN 'UTC'
-                        WHEN EXISTS (SELECT FROM engagement_time_zones t WHERE t.name = p.timezone) THEN p.timezone
-                        ELSE coalesce(engagement_zone(p.timezone), 'UTC') END)::int + 1
-          INTO h FROM user_profiles p WHERE p.user_id = p_user_id;
-        h := coalesce(h, extract(hour FROM at AT TIME ZONE 'UTC')::int + 1);
+        -- The hour of day the user wrote, in UTC: arithmetic on the
+        -- instant, no read of the profile (migration 87). The daily job
+        -- turns it into the user's zone when it schedules.
+        h := extract(hour FROM at AT TIME ZONE 'UTC')::int + 1;
         IF at > ref + interval '360 days' THEN
             -- Rare: the histogram scaled to a reference 360 days newer.
             UPDATE user_engagement_states s
