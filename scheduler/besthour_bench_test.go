@@ -29,10 +29,10 @@ func withZones(b *testing.B, pool *pgxpool.Pool) {
 }
 
 // BenchmarkFireWithHours: the bot's engagement_fire(..., 'user_message')
-// with the user's hours (migration 85: the histogram and the newest three
-// messages on the user's row, the user's zone read for the hour) against
-// the same call without them (migration 85's down: migration 45's
-// function, on an identical copy), from 8 connections at once, each
+// with the user's hours (migrations 85 and 87: the histogram by UTC hour
+// and the newest three messages on the user's row) against the same call
+// without them (migration 85's down: migration 45's function, on an
+// identical copy), from 8 connections at once, each
 // connection calling one then the other, user by user, so that the
 // machine's load falls on both alike. Each user writes three times, a
 // week apart, at an hour of their own. Users: BENCH_USERS (default
@@ -49,8 +49,8 @@ func BenchmarkFireWithHours(b *testing.B) {
 	var with, without []time.Duration
 	b.StopTimer()
 	for range b.N {
-		hours := benchCopy(b, src, "engagement_bench_hours")
-		plain := benchCopy(b, src, "engagement_bench_no_hours")
+		hours := benchCopy(b, src, src+"_hours")
+		plain := benchCopy(b, src, src+"_no_hours")
 		withZones(b, hours)
 		withZones(b, plain)
 		if _, err := plain.Exec(ctx, string(down)); err != nil {
