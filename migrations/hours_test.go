@@ -23,14 +23,7 @@ func TestMigration87TurnsTheHoursToUTCAndBack(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	conn := connect(t, url)
-	m, err := migrations.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.UpTo(85); err != nil {
-		t.Fatal(err)
-	}
+	m := migratedTo(t, url, 85)
 	const kolkata, saoPaulo, utc = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b",
 		"00000000-0000-0000-0000-00000000000c"
 	for _, sql := range []string{
@@ -81,4 +74,19 @@ func TestMigration87TurnsTheHoursToUTCAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("down at 85", map[string]int{kolkata: 20, saoPaulo: 20, utc: 9})
+}
+
+// migratedTo is a migrator of the database at url, closed when the test
+// ends, that has applied the migrations up to version v.
+func migratedTo(t *testing.T, url string, v uint) *migrations.Migrator {
+	t.Helper()
+	m, err := migrations.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if err := m.UpTo(v); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
