@@ -177,11 +177,15 @@ DECLARE
     nxt   text;
     known text;
     owner uuid;
-    -- For user_message (migration 85): the hour of day the user wrote in
-    -- their zone, 1 to 24, and the weight of the message.
+    -- For user_message (migrations 85, 87): the UTC hour of day the user
+    -- wrote, 1 to 24, and the row's hours, read with its lock, changed
+    -- here in the function's own variables and written back by the one
+    -- UPDATE (a separate expression per column in the UPDATE cost more).
     h     int;
-    w     float8;
     ref   timestamptz;
+    hours real[];
+    top   smallint;
+    rm    timestamptz[];
 BEGIN
     -- An instant the bot cannot have seen: infinities, before 2000, or
     -- more than the clock skew ahead of the database (a JavaScript
@@ -221,7 +225,7 @@ BEGIN
     END IF;
 
     -- The user's row, locked: the jobs skip a row the bot holds.
-    SELECT s.state, s.message_hours_at INTO cur, ref
+    SELECT s.state, s.message_hours_at, s.message_hours, s.message_hour, s.recent_messages INTO cur, ref, hours, top, rm
       FROM user_engagement_states s WHERE s.user_id = p_user_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'engagement_fire: no user %', p_user_id USING ERRCODE = 'EN003';
@@ -238,49 +242,45 @@ BEGIN
     END IF;
 
     IF p_trigger = 'user_message' THEN
-        -- The hour of day the user wrote, in their zone: a name
-        -- engagement_time_zones holds as it is (one probe), else what
-        -- engagement_zone() makes of it (the claim's rule), else UTC.
-        SELECT extract(hour FROM at AT TIME ZONE
-                   CASE WHEN p.timezone IS NULL THEN 'UTC'
-                        WHEN EXISTS (SELECT FROM engagement_time_zones t WHERE t.name = p.timezone) THEN p.timezone
-                        ELSE coalesce(engagement_zone(p.timezone), 'UTC') END)::int + 1
-          INTO h FROM user_profiles p WHERE p.user_id = p_user_id;
-        h := coalesce(h, extract(hour FROM at AT TIME ZONE 'UTC')::int + 1);
-        IF at > ref + interval '360 days' THEN
+        -- The hour of day the user wrote, in UTC: arithmetic on the
+        -- instant, no read of the profile (migration 87). The daily job
+        -- turns it into the user's zone when it schedules.
+        h := (floor(date_part('epoch', at) / 3600)::int8 % 24)::int + 1;
+        IF ref IS NULL THEN
+            hours := array_fill(0::real, ARRAY[24]);
+            ref := at;
+        ELSIF at > ref + interval '360 days' THEN
             -- Rare: the histogram scaled to a reference 360 days newer.
-            UPDATE user_engagement_states s
-               SET message_hours = ARRAY(SELECT CASE WHEN x * f < 1e-30 THEN 0 ELSE x * f END
-                                           FROM unnest(s.message_hours) WITH ORDINALITY u(x, i),
-                                                power(2::float8, greatest(-60, extract(epoch FROM ref - at) / 2592000)) f
-                                          ORDER BY i)::real[],
-                   message_hours_at = at
-             WHERE s.user_id = p_user_id;
+            hours := ARRAY(SELECT CASE WHEN x * f < 1e-30 THEN 0 ELSE x * f END
+                             FROM unnest(hours) WITH ORDINALITY u(x, i),
+                                  power(2::float8, greatest(-60, (date_part('epoch', ref) - date_part('epoch', at)) / 2592000)) f
+                            ORDER BY i)::real[];
             ref := at;
         END IF;
-        w := power(2::float8, greatest(-60, extract(epoch FROM at - coalesce(ref, at)) / 2592000));
+        -- The message's weight added to its hour (the array is the
+        -- function's own: one element changes in place).
+        hours[h] := hours[h] + power(2::float8, greatest(-60, (date_part('epoch', at) - date_part('epoch', ref)) / 2592000));
+        -- The hour with the most weight: only this one can overtake it
+        -- (the earlier hour on a tie).
+        IF top IS NULL OR hours[h] > hours[top + 1] OR (hours[h] = hours[top + 1] AND h - 1 < top) THEN
+            top := h - 1;
+        END IF;
+        -- The message among the newest three, in order.
+        IF rm IS NULL OR at >= rm[1] THEN
+            rm := (at || rm)[1:3];
+        ELSIF rm[2] IS NULL OR at >= rm[2] THEN
+            rm := rm[1:1] || at || rm[2:2];
+        ELSIF rm[3] IS NULL OR at >= rm[3] THEN
+            rm := rm[1:2] || at;
+        END IF;
     END IF;
 
     UPDATE user_engagement_states s
        SET state              = nxt,
-           -- The message's weight added to its hour; the hour with the
-           -- most weight (only this one can overtake it); the message among
-           -- the newest three (in order, the usual case, without a sort).
-           message_hours      = CASE WHEN h IS NULL THEN s.message_hours
-                                     ELSE (coalesce(s.message_hours, array_fill(0::real, ARRAY[24])))[1:h - 1]
-                                          || (coalesce(s.message_hours[h], 0) + w)::real
-                                          || (coalesce(s.message_hours, array_fill(0::real, ARRAY[24])))[h + 1:24] END,
-           message_hours_at   = coalesce(s.message_hours_at, at),
-           message_hour       = CASE WHEN h IS NULL THEN s.message_hour
-                                     WHEN s.message_hour IS NULL
-                                       OR coalesce(s.message_hours[h], 0) + w > s.message_hours[s.message_hour + 1]
-                                       OR (coalesce(s.message_hours[h], 0) + w = s.message_hours[s.message_hour + 1]
-                                           AND h - 1 < s.message_hour)
-                                     THEN h - 1 ELSE s.message_hour END,
-           recent_messages    = CASE WHEN h IS NULL THEN s.recent_messages
-                                     WHEN s.recent_messages IS NULL OR at >= s.recent_messages[1]
-                                     THEN (at || s.recent_messages)[1:3]
-                                     ELSE ARRAY(SELECT x FROM unnest(s.recent_messages || at) x ORDER BY x DESC LIMIT 3) END,
+           message_hours      = hours,
+           message_hours_at   = ref,
+           message_hour       = top,
+           recent_messages    = rm,
            updated_at         = now(),
            -- Activity never moves back, except from an instant that cannot
            -- be (stored before this check, or by hand): then this one

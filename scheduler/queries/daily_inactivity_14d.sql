@@ -51,11 +51,13 @@
 -- NULL for a held-out user (no goodbye, no timing) and when the run uses
 -- neither flag (@best_hour_basis_points -1). A best-hour user with at least
 -- 3 messages in the 90 days before @as_of (recent_messages[3]) gets their
--- goodbye scheduled at the start of the hour of day they wrote most in
--- (message_hour: the largest of message_hours, the earlier hour on a tie),
--- in the zone engagement_fire counted it in (their profile's timezone as
--- engagement_zone reads it, else UTC): the next time that hour starts
--- after @as_of, or @as_of itself when the run is inside it, if that is
+-- goodbye scheduled in the hour of day they wrote most in (message_hour:
+-- the largest of message_hours, the earlier hour on a tie), counted in
+-- UTC (migration 87) and turned to their clock here: the first start of an
+-- hour of their zone (their profile's timezone as engagement_zone reads
+-- it, else UTC) within the next time that UTC hour starts after @as_of,
+-- or @as_of itself when the run is inside that UTC hour; for a zone a
+-- whole number of hours off UTC, the UTC hour's own start. Only if that is
 -- within 24 hours and outside the quiet hours
 -- (@quiet_start to @quiet_end in their zone, else @timezone: the zone the
 -- claim holds them in). Every other goodbye is due at the run's time.
@@ -102,8 +104,8 @@ WITH chunk AS MATERIALIZED (
                                                   @quiet_start::interval, @quiet_end::interval) IS NULL
                       THEN t.at END AS best_at
             FROM (
-                -- The zone as engagement_fire reads it: a name the table
-                -- holds as it is (one probe), else engagement_zone's.
+                -- The zone as the claim reads it: a name the table holds as
+                -- it is (one probe), else engagement_zone's.
                 SELECT CASE WHEN p.timezone IS NULL THEN NULL
                             WHEN EXISTS (SELECT FROM engagement_time_zones tz WHERE tz.name = p.timezone) THEN p.timezone
                             ELSE engagement_zone(p.timezone) END AS zone,
@@ -111,15 +113,26 @@ WITH chunk AS MATERIALIZED (
                 OFFSET 0
             ) z
            CROSS JOIN LATERAL (
-               SELECT @as_of::timestamptz AT TIME ZONE coalesce(z.zone, 'UTC') AS local_now
+               -- The next start of the UTC hour (migration 87: the hours are
+               -- counted in UTC), or the as-of itself inside it.
+               SELECT CASE WHEN extract(hour FROM @as_of::timestamptz AT TIME ZONE 'UTC') = z.hour
+                           THEN @as_of::timestamptz
+                           ELSE (date_trunc('day', @as_of::timestamptz AT TIME ZONE 'UTC') + make_interval(hours => z.hour)
+                                 + CASE WHEN extract(hour FROM @as_of::timestamptz AT TIME ZONE 'UTC') > z.hour
+                                        THEN interval '1 day' ELSE interval '0' END) AT TIME ZONE 'UTC'
+                      END AS utc_at
                OFFSET 0
-           ) l
+           ) u
            CROSS JOIN LATERAL (
-               SELECT CASE WHEN extract(hour FROM l.local_now) = z.hour THEN @as_of::timestamptz
-                           ELSE (date_trunc('day', l.local_now) + make_interval(hours => z.hour)
-                                 + CASE WHEN extract(hour FROM l.local_now) > z.hour THEN interval '1 day'
-                                        ELSE interval '0' END) AT TIME ZONE coalesce(z.zone, 'UTC')
+               -- Turned to the user's clock: the first start of one of its
+               -- hours within that UTC hour, the UTC hour's own start in a
+               -- zone a whole number of hours off UTC (20:00 in Kolkata,
+               -- +05:30, for 14:00 UTC).
+               SELECT CASE WHEN u.utc_at = @as_of::timestamptz OR date_trunc('hour', l.local_at) = l.local_at
+                           THEN u.utc_at
+                           ELSE (date_trunc('hour', l.local_at) + interval '1 hour') AT TIME ZONE coalesce(z.zone, 'UTC')
                       END AS at
+                 FROM (SELECT u.utc_at AT TIME ZONE coalesce(z.zone, 'UTC') AS local_at) l
                OFFSET 0
            ) t
            WHERE a.best_hour_arm
