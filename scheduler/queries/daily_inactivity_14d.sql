@@ -91,7 +91,9 @@ WITH chunk AS MATERIALIZED (
       FROM user_engagement_states s
       CROSS JOIN LATERAL engagement_send_route(s.user_id) p
       CROSS JOIN LATERAL (
-          SELECT CASE WHEN @best_hour_basis_points::int >= 0
+          -- Everyone at 100 % (--best-hour): no hash to compute.
+          SELECT CASE WHEN @best_hour_basis_points::int >= 10000 THEN true
+                      WHEN @best_hour_basis_points::int >= 0
                       THEN engagement_holdout_bucket(@best_hour_salt::text, s.user_id) < @best_hour_basis_points::int
                  END AS best_hour_arm
       ) a
