@@ -207,7 +207,7 @@ func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, r
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit, or a failure's end
-	if err := s.limit(ctx, tx); err != nil {
+	if err := limit(ctx, tx, s.cfg.StatementTimeout); err != nil {
 		return nil, err
 	}
 	q, err := sender.Enqueue(ctx, tx, m)

@@ -31,10 +31,6 @@ var longFuncs = map[string]int{
 	"api.go enqueue":                        95,
 	"health.go runHealth":                   77,
 	"whatsapp_verdict.go applyMetaVerdict":  62,
-	"actions.go run":                        172,
-	"pages.go queue":                        93,
-	"pages.go overview":                     63,
-	"console.go newConsole":                 69,
 }
 
 // Issue 60: no function of console/ or delivery/ (their code, not their

@@ -372,5 +372,3 @@ func span(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d min", d/time.Minute)
 }
-
-func ptr[T any](v T) *T { return &v }
