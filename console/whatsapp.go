@@ -272,54 +272,67 @@ func (s *server) applyMetaChange(ctx context.Context, t *metaTally, e metaEntry,
 	return nil
 }
 
-// applyMetaPreferences applies a change's user preferences (marketing
-// messages stopped or resumed) as consent.
-func (s *server) applyMetaPreferences(ctx context.Context, t *metaTally, field, where string, v metaMessages) *metaDBError {
-	for k, raw := range v.Preferences {
-		where := fmt.Sprintf("%s.value.user_preferences[%d]", where, k)
-		p, err := decodeMetaPreference(raw)
+// eachMeta decodes each of a change's items (raws, its value's list
+// named list), skips and counts those the scheduler cannot use (status
+// names an item's status in the log, when it has one), and applies the
+// others with apply, which stops at a database failure.
+func eachMeta[T any](t *metaTally, field, where, list string, raws []json.RawMessage,
+	decode func(json.RawMessage) (T, error), status func(T) string, apply func(item T, where string) *metaDBError,
+) *metaDBError {
+	for k, raw := range raws {
+		at := fmt.Sprintf("%s.value.%s[%d]", where, list, k)
+		item, err := decode(raw)
 		if err != nil {
-			t.skip(field, where, err, "")
+			t.skip(field, at, err, status(item))
 			continue
 		}
-		n, err := s.applyMetaPreference(ctx, p)
-		switch {
-		case errors.Is(err, activity.ErrInstantOutOfRange):
-			t.skip(field, where, unusable("timestamp out of range"), "")
-		case err != nil:
-			return &metaDBError{msg: "whatsapp webhook: applying a preference failed; Meta will resend", err: err}
-		default:
-			t.consent += n
+		if err := apply(item, at); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// applyMetaPreferences applies a change's user preferences (marketing
+// messages stopped or resumed) as consent.
+func (s *server) applyMetaPreferences(ctx context.Context, t *metaTally, field, where string, v metaMessages) *metaDBError {
+	noStatus := func(metaPreference) string { return "" }
+	return eachMeta(t, field, where, "user_preferences", v.Preferences, decodeMetaPreference, noStatus,
+		func(p metaPreference, where string) *metaDBError {
+			n, err := s.applyMetaPreference(ctx, p)
+			switch {
+			case errors.Is(err, activity.ErrInstantOutOfRange):
+				t.skip(field, where, unusable("timestamp out of range"), "")
+			case err != nil:
+				return &metaDBError{msg: "whatsapp webhook: applying a preference failed; Meta will resend", err: err}
+			default:
+				t.consent += n
+			}
+			return nil
+		})
+}
+
 // applyMetaStatuses applies a change's statuses as receipts.
 func (s *server) applyMetaStatuses(ctx context.Context, t *metaTally, field, where string, v metaMessages) *metaDBError {
-	for k, raw := range v.Statuses {
-		where := fmt.Sprintf("%s.value.statuses[%d]", where, k)
-		st, err := decodeMetaStatus(raw)
-		if err != nil {
-			t.skip(field, where, err, st.Status)
-			continue
-		}
-		ok, err := s.applyMetaStatus(ctx, st)
-		switch {
-		case errors.Is(err, activity.ErrUnknownReceiptStatus):
-			t.skip(field, where, unusable("status unknown to engagement_receipt"), st.Status)
-		case errors.Is(err, activity.ErrInstantOutOfRange):
-			t.skip(field, where, unusable("timestamp out of range"), st.Status)
-		case err != nil:
-			return &metaDBError{msg: "whatsapp webhook: applying a receipt failed; Meta will resend", err: err}
-		default:
-			t.applied++
-			if ok {
-				t.ours++
+	status := func(st metaStatus) string { return st.Status }
+	return eachMeta(t, field, where, "statuses", v.Statuses, decodeMetaStatus, status,
+		func(st metaStatus, where string) *metaDBError {
+			ok, err := s.applyMetaStatus(ctx, st)
+			switch {
+			case errors.Is(err, activity.ErrUnknownReceiptStatus):
+				t.skip(field, where, unusable("status unknown to engagement_receipt"), st.Status)
+			case errors.Is(err, activity.ErrInstantOutOfRange):
+				t.skip(field, where, unusable("timestamp out of range"), st.Status)
+			case err != nil:
+				return &metaDBError{msg: "whatsapp webhook: applying a receipt failed; Meta will resend", err: err}
+			default:
+				t.applied++
+				if ok {
+					t.ours++
+				}
 			}
-		}
-	}
-	return nil
+			return nil
+		})
 }
 
 var errBadTimestamp = errors.New("timestamp is not Unix seconds")
