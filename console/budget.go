@@ -6,9 +6,10 @@ import (
 	"math"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
-	"github.com/jackc/pgx/v5"
 )
 
 // Budget is a transport's send budget (queue-process --daily-limit) as

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	sm "github.com/engagement-scheduler/engagement/statemachine"
-	"github.com/engagement-scheduler/engagement/status"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/scheduler"
-	"github.com/jackc/pgx/v5"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
+	"github.com/engagement-scheduler/engagement/status"
 )
 
 // Forecast is the forecast page: the daily job's dry runs for the coming

@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/pricing"
-
-	sm "github.com/engagement-scheduler/engagement/statemachine"
-
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/pricing"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Issue 42, item 6: the forecast did not model the timeouts of the

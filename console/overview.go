@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	sm "github.com/engagement-scheduler/engagement/statemachine"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/funnel"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/status"
-	"github.com/jackc/pgx/v5"
 )
 
 // Overview is the overview page: users by state, the goodbye funnel and

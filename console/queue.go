@@ -8,13 +8,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	sm "github.com/engagement-scheduler/engagement/statemachine"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/pricing"
 	"github.com/engagement-scheduler/engagement/sender/transport"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 	"github.com/engagement-scheduler/engagement/status"
-	"github.com/jackc/pgx/v5"
 )
 
 // Queue is the queue page.

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	"github.com/engagement-scheduler/engagement/status"
-	"github.com/jackc/pgx/v5"
 )
 
 // Runs is the runs page: the latest RunsPerJob runs of each job, newest

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 )
 
 // User is the user page.

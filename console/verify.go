@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/engagement-scheduler/engagement/verify"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engagement-scheduler/engagement/verify"
 )
 
 // Verify is the verify page: engagementctl verify's report.
