@@ -40,7 +40,12 @@ type queueRun struct {
 	// client's keep-alive pool kept, one per sender; churned, up to one a
 	// request.
 	Connections int64 `json:"webhook_connections"`
-	Round       int   `json:"round"`
+	// WALPerMessage is the WAL the database cluster wrote during the run,
+	// per message: what a message costs the database, counted rather than
+	// timed (a busy machine changes it only by what others write to the
+	// same cluster). Not for bare, which has no database.
+	WALPerMessage float64 `json:"wal_bytes_per_message,omitempty"`
+	Round         int     `json:"round"`
 }
 
 type queueResult struct {
@@ -277,6 +282,10 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 	if _, err := checkpoint(ctx, dbURL); err != nil {
 		return queueRun{}, err
 	}
+	lsn, err := walLSN(ctx, dbURL)
+	if err != nil {
+		return queueRun{}, err
+	}
 	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var sum runSummary
 	args := []string{"--transport=webhook", "--webhook-url=" + hook.url, "--webhook-secret=" + webhookSecret,
@@ -296,8 +305,13 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 	if sum.Sent != n {
 		return queueRun{}, fmt.Errorf("queue-process sent %d of %d (cancelled %d: %v)", sum.Sent, n, sum.Cancelled, sum.CancelReasons)
 	}
+	wal, err := walSince(ctx, dbURL, lsn)
+	if err != nil {
+		return queueRun{}, err
+	}
 	return queueRun{Name: contender, Config: config,
-		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
+		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before,
+		Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
 }
 
 // runBare is the limit for this work on this machine: the requests
@@ -473,6 +487,10 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer cancel()
+	lsn, err := walLSN(ctx, dbURL)
+	if err != nil {
+		return queueRun{}, err
+	}
 	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
@@ -498,25 +516,33 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if err := client.Stop(stopCtx); err != nil {
 		return queueRun{}, err
 	}
+	// After the stop: River's completer has flushed its last completions.
+	wal, err := walSince(ctx, dbURL, lsn)
+	if err != nil {
+		return queueRun{}, err
+	}
 	contender := nameRiver
 	if noop {
 		contender = nameRiverNoop
 	}
 	return queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
-		Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
+		Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
 }
 
 func (r queueResult) markdown() string {
 	var b strings.Builder
 	b.WriteString("\n## Queue: queue-process vs bare requests vs River, same messages, same webhook, fresh databases\n\n")
-	b.WriteString("| round | contender | configuration | messages | time | messages/s | connections | peak RSS | client CPU |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| round | contender | configuration | messages | time | messages/s | connections | peak RSS | client CPU | WAL/message |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Runs {
-		rss, cpu := "—", "—"
+		rss, cpu, wal := "—", "—", "—"
 		if q.MaxRSS > 0 {
 			rss = fmt.Sprintf("%.0f MiB", mib(q.MaxRSS))
 			cpu = fmt.Sprintf("%.2f s", q.CPU)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %d | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, q.Connections, rss, cpu)
+		if q.WALPerMessage > 0 {
+			wal = fmt.Sprintf("%.0f B", q.WALPerMessage)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %d | %s | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, q.Connections, rss, cpu, wal)
 	}
 	rounds := r.rounds()
 	if len(rounds) == 0 {

@@ -205,6 +205,30 @@ func checkpoint(ctx context.Context, dbURL string) (int64, error) {
 	return size, err
 }
 
+// walLSN is the database cluster's current WAL insert position.
+func walLSN(ctx context.Context, dbURL string) (string, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var lsn string
+	err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+	return lsn, err
+}
+
+// walSince is how many bytes of WAL the cluster wrote since lsn (walLSN).
+func walSince(ctx context.Context, dbURL, lsn string) (float64, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var bytes float64
+	err = conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn).Scan(&bytes)
+	return bytes, err
+}
+
 // withOptions appends URL query options ("statement_timeout=0") to dbURL.
 // BENCH_SEED_URL_OPTIONS passes them to the seed, should it need its
 // statement timeout lifted at 10M users.

@@ -63,7 +63,7 @@ func batchedProcessor(t *testing.T, pool *pgxpool.Pool, url string, cfg Processo
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := p.recording().(*batchedRecording); !ok {
+	if _, ok := p.newRun(func(error) {}).recording().(*batchedRecording); !ok {
 		t.Fatal("a webhook should take the batched path")
 	}
 	return p
@@ -124,7 +124,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 	ctx := context.Background()
 	ids, keys := queueDue(t, pool, 2)
 	rcv := newKeyRecorder(t)
-	dead := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: -1, ClaimBatch: 2})
+	dead := batchedProcessor(t, pool, rcv.server.URL, ProcessorConfig{SendInterval: -1, ClaimBatch: 2}).newRun(func(error) {})
 
 	if _, err := dead.hold(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 		t.Fatalf("claim: %d messages, %v; want 2", len(batch), err)
 	}
 	o, err := dead.deliver(ctx, dead.recording(), dead.sendCheck(batch, time.Now()), 0)
-	if err != nil || o == nil || o.status != "sent" {
+	if err != nil || o.end != endRecord || o.outcome.status != "sent" {
 		t.Fatalf("send: %v, %+v", err, o)
 	}
 	// Killed here: the outcome is never recorded, the second message never sent.

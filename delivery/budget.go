@@ -169,21 +169,21 @@ func (b *budget) limitNow() int {
 // ramp shown to operators, the ramp's first day, used counted afresh once
 // what left the window is gone, so that no later prune counts it off
 // again) and returns it.
-func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
-	b := &budget{limit: p.cfg.DailyLimit, ramp: p.cfg.Ramp}
-	transport := p.budgetKey()
-	open := budgetOpenArgs{DailyLimit: p.cfg.DailyLimit, ClockOffset: p.cfg.ClockOffset, Transport: transport, Window: BudgetWindow,
+func (r *run) openBudget(ctx context.Context) (*budget, error) {
+	b := &budget{limit: r.cfg.DailyLimit, ramp: r.cfg.Ramp}
+	transport := r.budgetKey()
+	open := budgetOpenArgs{DailyLimit: r.cfg.DailyLimit, ClockOffset: r.cfg.ClockOffset, Transport: transport, Window: BudgetWindow,
 		RampStart: nil, RampFactor: nil} // no ramp unless set
 	if b.ramp.Set() {
 		open.RampStart, open.RampFactor = &b.ramp.Start, &b.ramp.Factor
 	}
 	var opened budgetOpenRow
 	batch := &pgx.Batch{}
-	budgetCreateQuery.QueueExec(batch, budgetCreateArgs{Transport: transport, DailyLimit: p.cfg.DailyLimit})
+	budgetCreateQuery.QueueExec(batch, budgetCreateArgs{Transport: transport, DailyLimit: r.cfg.DailyLimit})
 	budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
-	budgetPruneQuery.QueueExec(batch, p.budgetPruneArgs())
+	budgetPruneQuery.QueueExec(batch, r.budgetPruneArgs())
 	budgetOpenQuery.QueueOne(batch, open, &opened)
-	err := p.pool.SendBatch(ctx, batch).Close()
+	err := r.pool.SendBatch(ctx, batch).Close()
 	b.clockAt = opened.ClockAt
 	b.used.Store(int64(opened.Used))
 	b.localAt = time.Now()
@@ -197,8 +197,8 @@ func (p *Processor) openBudget(ctx context.Context) (*budget, error) {
 }
 
 // budgetPruneArgs are budget_prune.sql's for the processor's transport.
-func (p *Processor) budgetPruneArgs() budgetPruneArgs {
-	return budgetPruneArgs{Transport: p.budgetKey(), ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow}
+func (r *run) budgetPruneArgs() budgetPruneArgs {
+	return budgetPruneArgs{Transport: r.budgetKey(), ClockOffset: r.cfg.ClockOffset, Window: BudgetWindow}
 }
 
 // refund gives back the budget slots of messages handed back unsent
@@ -208,8 +208,8 @@ func (p *Processor) budgetPruneArgs() budgetPruneArgs {
 // the recipients whose messages in it all came back. A refund that fails
 // only leaves the slots spent until the window turns: the budget errs on
 // the side of sending less.
-func (p *Processor) refund(ids []string, ms []claimed) {
-	if p.budget == nil || len(ids) == 0 {
+func (r *run) refund(ids []string, ms []claimed) {
+	if r.budget == nil || len(ids) == 0 {
 		return
 	}
 	given := map[int64]int{}
@@ -222,16 +222,16 @@ func (p *Processor) refund(ids []string, ms []claimed) {
 	for id, n := range given {
 		claims, counts = append(claims, id), append(counts, n)
 	}
-	transport := p.budgetKey()
+	transport := r.budgetKey()
 	args := budgetRefundArgs{Claims: claims, Counts: counts, IDs: ids, Recovered: ms == nil, Transport: transport}
 	err := retryConflicts(func(ctx context.Context) error {
 		batch := &pgx.Batch{}
 		budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
 		budgetRefundQuery.QueueExec(batch, args)
-		return p.pool.SendBatch(ctx, batch).Close()
+		return r.pool.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
-		p.log.Warn().Err(err).Int("messages", len(ids)).
+		r.log.Warn().Err(err).Int("messages", len(ids)).
 			Msg("could not give back the send budget of messages handed back unsent; their slots stay spent until the window turns")
 	}
 }
@@ -268,18 +268,18 @@ func noRoom(err error) bool {
 
 // lockBudget takes the transport's budget lock for tx and drops the
 // recipients out of the window (budget_lock.sql, budget_prune.sql).
-func (p *Processor) lockBudget(ctx context.Context, tx pgx.Tx) error {
-	if _, err := budgetLockQuery.Exec(ctx, tx, budgetLockArgs{Transport: p.budgetKey()}); err != nil {
+func (r *run) lockBudget(ctx context.Context, tx pgx.Tx) error {
+	if _, err := budgetLockQuery.Exec(ctx, tx, budgetLockArgs{Transport: r.budgetKey()}); err != nil {
 		return err
 	}
-	_, err := budgetPruneQuery.Exec(ctx, tx, p.budgetPruneArgs())
+	_, err := budgetPruneQuery.Exec(ctx, tx, r.budgetPruneArgs())
 	return err
 }
 
 // holdBack applies the budget to a claimed batch in tx, under the budget's
 // lock (budget_apply.sql), and returns the messages that may go. The
 // caller counts the ones held back once tx commits.
-func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([]claimed, error) {
+func (r *run) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([]claimed, error) {
 	if len(batch) == 0 {
 		return batch, nil
 	}
@@ -293,11 +293,11 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 			ids, waited = append(ids, m.ID), append(waited, m.waited)
 		}
 	}
-	args := budgetApplyArgs{KindPriority: p.kindPriority(), Timezone: p.cfg.Timezone, IDs: ids, Waited: waited,
-		Holder: p.holder, Transport: p.budgetKey(), DailyLimit: p.budget.limitNow(),
-		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow,
+	args := budgetApplyArgs{KindPriority: r.kindPriority(), Timezone: r.cfg.Timezone, IDs: ids, Waited: waited,
+		Holder: r.holder, Transport: r.budgetKey(), DailyLimit: r.budget.limitNow(),
+		ClockOffset: r.cfg.ClockOffset, Window: BudgetWindow,
 		QuietStart: nil, QuietEnd: nil} // no quiet hours unless set
-	if q := p.cfg.QuietHours; q.Set() {
+	if q := r.cfg.QuietHours; q.Set() {
 		args.QuietStart, args.QuietEnd = &q.Start, &q.End
 	}
 	applied, err := budgetApplyQuery.One(ctx, tx, args)
@@ -305,7 +305,7 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 		return nil, err
 	}
 	held := applied.Held
-	p.budget.used.Store(int64(applied.Used))
+	r.budget.used.Store(int64(applied.Used))
 	if len(held) == 0 {
 		return batch, nil
 	}
@@ -321,18 +321,18 @@ func (p *Processor) holdBack(ctx context.Context, tx pgx.Tx, batch []claimed) ([
 // advanceLine moves the budget's line up when the window has room
 // (budget_advance.sql) and returns how many messages it made due. When
 // nothing waits on the budget, it takes no lock.
-func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
-	waiting, err := budgetWaitingQuery.One(ctx, p.pool, sqlfile.None{})
+func (r *run) advanceLine(ctx context.Context) (int64, error) {
+	waiting, err := budgetWaitingQuery.One(ctx, r.pool, sqlfile.None{})
 	if err != nil || !waiting.Waiting {
 		return 0, err
 	}
-	transport := p.budgetKey()
+	transport := r.budgetKey()
 	batch := &pgx.Batch{}
 	budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
-	budgetPruneQuery.QueueExec(batch, p.budgetPruneArgs())
-	budgetAdvanceQuery.QueueExec(batch, budgetAdvanceArgs{DailyLimit: p.budget.limitNow(), Transport: transport,
-		ClockOffset: p.cfg.ClockOffset})
-	br := p.pool.SendBatch(ctx, batch)
+	budgetPruneQuery.QueueExec(batch, r.budgetPruneArgs())
+	budgetAdvanceQuery.QueueExec(batch, budgetAdvanceArgs{DailyLimit: r.budget.limitNow(), Transport: transport,
+		ClockOffset: r.cfg.ClockOffset})
+	br := r.pool.SendBatch(ctx, batch)
 	var tag pgconn.CommandTag
 	_, err = br.Exec()
 	if err == nil {
@@ -352,10 +352,10 @@ func (p *Processor) advanceLine(ctx context.Context) (int64, error) {
 type BudgetState = engagement.BudgetState
 
 // budgetState reads the budget as the run leaves it.
-func (p *Processor) budgetState(ctx context.Context) (*BudgetState, error) {
-	s := &BudgetState{Limit: p.budget.limitNow()}
-	row, err := budgetStateQuery.One(ctx, p.pool, budgetStateArgs{Transport: p.budgetKey(),
-		ClockOffset: p.cfg.ClockOffset, Window: BudgetWindow})
+func (r *run) budgetState(ctx context.Context) (*BudgetState, error) {
+	s := &BudgetState{Limit: r.budget.limitNow()}
+	row, err := budgetStateQuery.One(ctx, r.pool, budgetStateArgs{Transport: r.budgetKey(),
+		ClockOffset: r.cfg.ClockOffset, Window: BudgetWindow})
 	if err != nil {
 		return nil, fmt.Errorf("read the send budget: %w", err)
 	}

@@ -29,11 +29,12 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
 		       '55119' || i || '@s.whatsapp.net', now() - (3 - i) * interval '1 minute', 'race-' || i
 		  FROM generate_series(1, 2) AS i`, user)
-	p, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1, ClaimBatch: 2,
+	proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1, ClaimBatch: 2,
 		DailyLimit: 10, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := proc.newRun(func(error) {})
 	if p.budget, err = p.openBudget(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +80,11 @@ func TestOpeningTheBudgetCountsNothingOffTwice(t *testing.T) {
 		INSERT INTO engagement_send_budgets (transport, daily_limit, used) VALUES ('log', 10, 8);
 		INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients)
 		VALUES ('log', now() - interval '25 hours', 3), ('log', now() - interval '1 hour', 5)`)
-	p, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, DailyLimit: 10, Logger: zerolog.Nop()})
+	proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, DailyLimit: 10, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := proc.newRun(func(error) {})
 	if p.budget, err = p.openBudget(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +135,12 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1,
+	proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1,
 		DailyLimit: 2, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := proc.newRun(func(error) {})
 	if p.budget, err = p.openBudget(ctx); err != nil {
 		t.Fatal(err)
 	}

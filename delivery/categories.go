@@ -46,9 +46,9 @@ type routes struct {
 }
 
 // readRoutes reads the categories at the start of a run (see above).
-func (p *Processor) readRoutes(ctx context.Context) error {
-	p.routes = routes{}
-	router, ok := p.cfg.Transport.(transport.CategoryRouter)
+func (r *run) readRoutes(ctx context.Context) error {
+	r.routes = routes{}
+	router, ok := r.cfg.Transport.(transport.CategoryRouter)
 	if !ok {
 		return nil
 	}
@@ -56,46 +56,46 @@ func (p *Processor) readRoutes(ctx context.Context) error {
 	switch {
 	case errors.Is(err, transport.ErrNoBusinessAccount):
 	case err != nil:
-		p.log.Warn().Str("error", err.Error()).
+		r.log.Warn().Str("error", err.Error()).
 			Msg("could not read the templates' categories from the Message Templates API; keeping the last known")
 	default:
-		if err := p.saveCategories(ctx, read); err != nil {
+		if err := r.saveCategories(ctx, read); err != nil {
 			return err
 		}
 	}
-	rows, err := categoriesReadQuery.All(ctx, p.pool, sqlfile.None{})
+	rows, err := categoriesReadQuery.All(ctx, r.pool, sqlfile.None{})
 	if err != nil {
 		return fmt.Errorf("read the templates' categories: %w", err)
 	}
-	r := routes{router: router, known: make(map[transport.TemplateRef]string, len(rows)), declared: map[string]sm.Category{}}
+	rt := routes{router: router, known: make(map[transport.TemplateRef]string, len(rows)), declared: map[string]sm.Category{}}
 	for _, row := range rows {
-		r.known[transport.TemplateRef{Name: row.TemplateName, Language: row.TemplateLanguage}] = row.Category
+		rt.known[transport.TemplateRef{Name: row.TemplateName, Language: row.TemplateLanguage}] = row.Category
 	}
-	types, err := sender.Categories(ctx, p.pool)
+	types, err := sender.Categories(ctx, r.pool)
 	if err != nil {
 		return fmt.Errorf("read the message types' categories: %w", err)
 	}
 	for _, t := range types {
-		r.declared[t.Type] = t.Category
+		rt.declared[t.Type] = t.Category
 	}
-	p.routes = r
+	r.routes = rt
 	return nil
 }
 
 // saveCategories records what the Message Templates API said.
-func (p *Processor) saveCategories(ctx context.Context, read transport.TemplateCategories) error {
+func (r *run) saveCategories(ctx context.Context, read transport.TemplateCategories) error {
 	n := len(read.Templates)
 	args := categoriesSaveArgs{AccountID: read.AccountID, Names: make([]string, n), Languages: make([]string, n),
 		Categories: make([]string, n), TemplateIDs: make([]string, n)}
 	for i, t := range read.Templates {
 		args.Names[i], args.Languages[i], args.Categories[i], args.TemplateIDs[i] = t.Name, t.Language, t.Category, t.ID
 	}
-	if _, err := categoriesSaveQuery.Exec(ctx, p.pool, args); err != nil {
+	if _, err := categoriesSaveQuery.Exec(ctx, r.pool, args); err != nil {
 		return fmt.Errorf("record the templates' categories: %w", err)
 	}
-	ev := p.log.Info()
+	ev := r.log.Info()
 	if len(read.Problems) > 0 {
-		ev = p.log.Warn().Str("problems", strings.Join(read.Problems, "; "))
+		ev = r.log.Warn().Str("problems", strings.Join(read.Problems, "; "))
 	}
 	ev.Int("templates", len(read.Templates)).Msg("the Message Templates API's categories recorded")
 	return nil

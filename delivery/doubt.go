@@ -35,100 +35,107 @@ import (
 // doubt still, never sent again; the receiver is down or busy → asked
 // again later, as a failed send is retried. Nothing is sent to the user,
 // whatever the answer.
-func (p *Processor) resolveDoubt(ctx context.Context, m claimed, reason string) (*outcome, error) {
+func (r *run) resolveDoubt(ctx context.Context, m claimed, reason string) (turn, error) {
 	if err := ctx.Err(); err != nil {
-		return p.notStarted(ctx, m, err) // stopping: back in the queue, in doubt still
+		return r.notStarted(ctx, m, err) // stopping: back in the queue, in doubt still
 	}
-	log := p.messageLog(m).With().Str("unwanted", reason).Logger()
-	looker, ok := p.cfg.Transport.(transport.Looker)
+	log := r.messageLog(m).With().Str("unwanted", reason).Logger()
+	looker, ok := r.cfg.Transport.(transport.Looker)
 	if !ok {
-		return p.doubtUnresolved(m, reason, fmt.Errorf("%s cannot be asked", p.cfg.Transport.Name())), nil
+		return toRecord(r.doubtUnresolved(m, reason, fmt.Errorf("%s cannot be asked", r.cfg.Transport.Name()))), nil
 	}
-	var marks []lookupStartRow
-	err := retryConflicts(func(ctx context.Context) error {
-		return p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			var err error
-			marks, err = lookupStartQuery.All(ctx, conn, lookupStartArgs{ID: m.ID, Holder: p.holder, Transport: p.cfg.Transport.Name()})
-			return err
-		})
-	})
+	marks, err := r.markLookup(m)
 	if err != nil {
-		return p.notStarted(ctx, m, fmt.Errorf("note a lookup: %w", err))
+		return r.notStarted(ctx, m, fmt.Errorf("note a lookup: %w", err))
 	}
 	if len(marks) == 0 {
-		p.tally.claimsLost.Add(1)
+		r.tally.claimsLost.Add(1)
 		log.Warn().Msg("claim lost before a message in doubt was looked up; left to its new holder")
-		return nil, nil
+		return ended(endClaimLost, nil)
 	}
 	start := time.Now()
 	answer, err := looker.Lookup(ctx, m.Delivery)
 	var terr *transport.Error
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return p.notStarted(ctx, m, err)
+		return r.notStarted(ctx, m, err)
 	case errors.As(err, &terr) && !terr.Permanent:
 		// The receiver is down or busy (unreachable, a 5xx, 425 while it
 		// sends that very key): as for a send, an outage stops the run
 		// with the message back in the queue, else it is asked again
 		// after a retry's wait, in doubt still, until its retries run out.
-		return p.attempted(log, m, transport.Result{}, err, start)
+		return r.attempted(log, m, transport.Result{}, err, start)
 	case err != nil:
-		return p.doubtUnresolved(m, reason, err), nil
+		return toRecord(r.doubtUnresolved(m, reason, err)), nil
 	case answer.Had && answer.ProviderMessageID == "" && marks[0].Earlier:
 		// A repeat with no id, after an earlier lookup whose answer was
 		// lost: that lookup's own trace, or a send the receiver keeps no
 		// id of. Nobody can say which.
-		return p.doubtUnresolved(m, reason, errors.New("the receiver had its key, with no message id, after an earlier lookup")), nil
+		return toRecord(r.doubtUnresolved(m, reason, errors.New("the receiver had its key, with no message id, after an earlier lookup"))), nil
 	case answer.Had:
-		p.tally.processed.Add(1)
-		p.tally.sent.Add(1)
+		r.tally.processed.Add(1)
+		r.tally.sent.Add(1)
 		log.Info().Msg("in doubt after a crash and no longer wanted: the receiver had it, so it is recorded sent")
-		return &outcome{status: sm.StatusSent, providerID: answer.ProviderMessageID}, nil
+		return toRecord(outcome{status: sm.StatusSent, providerID: answer.ProviderMessageID}), nil
 	}
-	held, err := p.cancelHeld(m, reason)
+	held, err := r.cancelHeld(m, reason)
 	if err != nil {
-		return nil, fmt.Errorf("cancel a message the receiver never had: %w", err)
+		return turn{}, fmt.Errorf("cancel a message the receiver never had: %w", err)
 	}
 	if !held {
 		log.Warn().Msg("claim lost before a message in doubt was cancelled; left to its new holder")
-		return nil, nil
+		return ended(endClaimLost, nil)
 	}
 	log.Info().Str("cancel_reason", reason).Msg("in doubt after a crash and no longer wanted: the receiver never had it; cancelled")
-	return nil, nil
+	return ended(endCancelled, nil)
+}
+
+// markLookup notes in the ledger that m is looked up (lookup_start.sql):
+// a row while this processor holds m, none when its claim was lost.
+func (r *run) markLookup(m claimed) ([]lookupStartRow, error) {
+	var marks []lookupStartRow
+	err := retryConflicts(func(ctx context.Context) error {
+		return r.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			var err error
+			marks, err = lookupStartQuery.All(ctx, conn, lookupStartArgs{ID: m.ID, Holder: r.holder, Transport: r.cfg.Transport.Name()})
+			return err
+		})
+	})
+	return marks, err
 }
 
 // cancelHeld cancels m, which this processor holds and sent nothing of,
 // with reason (cancel_doubted.sql), counts it and gives its budget slot
 // back. It reports false, counting a lost claim, when m was no longer held.
-func (p *Processor) cancelHeld(m claimed, reason string) (bool, error) {
+func (r *run) cancelHeld(m claimed, reason string) (bool, error) {
 	var cancelled []cancelDoubtedRow
 	err := retryConflicts(func(ctx context.Context) error {
-		return p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return r.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 			var err error
-			cancelled, err = cancelDoubtedQuery.All(ctx, conn, cancelDoubtedArgs{ID: m.ID, Reason: reason, Holder: p.holder})
+			cancelled, err = cancelDoubtedQuery.All(ctx, conn, cancelDoubtedArgs{ID: m.ID, Reason: reason, Holder: r.holder})
 			return err
 		})
 	})
 	if err != nil || len(cancelled) == 0 {
 		if err == nil {
-			p.tally.claimsLost.Add(1)
+			r.tally.claimsLost.Add(1)
 		}
 		return false, err
 	}
-	p.tally.cancel(reason)
-	p.refund([]string{m.ID}, []claimed{m})
+	r.tally.cancel(reason)
+	r.refund([]string{m.ID}, []claimed{m})
 	return true, nil
 }
 
 // cancelUnsent cancels m before its request, which the transport would be
 // refused (reason: us_marketing_blocked): nothing is sent.
-func (p *Processor) cancelUnsent(ctx context.Context, m claimed, reason string) error {
-	held, err := p.cancelHeld(m, reason)
+func (r *run) cancelUnsent(ctx context.Context, m claimed, reason string) error {
+	held, err := r.cancelHeld(m, reason)
 	if err != nil {
-		_, err = p.notStarted(ctx, m, fmt.Errorf("cancel a message before its request: %w", err))
+		_, err = r.notStarted(ctx, m, fmt.Errorf("cancel a message before its request: %w", err))
 		return err
 	}
-	log := p.messageLog(m)
+	log := r.messageLog(m)
 	if !held {
 		log.Warn().Msg("claim lost before a message was cancelled; left to its new holder")
 		return nil
@@ -141,13 +148,13 @@ func (p *Processor) cancelUnsent(ctx context.Context, m claimed, reason string) 
 // doubtUnresolved is the outcome of m, in doubt and no longer wanted, when
 // nobody can say whether it went out (why): failed, outcome unknown, so
 // that it is neither sent again nor said never to have been sent.
-func (p *Processor) doubtUnresolved(m claimed, reason string, why error) *outcome {
-	p.tally.processed.Add(1)
-	p.tally.failed.Add(1)
-	log := p.messageLog(m)
+func (r *run) doubtUnresolved(m claimed, reason string, why error) outcome {
+	r.tally.processed.Add(1)
+	r.tally.failed.Add(1)
+	log := r.messageLog(m)
 	log.Warn().Str("unwanted", reason).Str("error", why.Error()).
 		Msg("in doubt after a crash and no longer wanted, and the receiver cannot say whether it had it: failed, outcome unknown")
-	return &outcome{status: sm.StatusFailed, err: &doubtError{reason: reason, why: why}, notSent: true}
+	return outcome{status: sm.StatusFailed, err: &doubtError{reason: reason, why: why}, notSent: true}
 }
 
 // doubtError is the error of a message doubtUnresolved failed: an

@@ -93,17 +93,17 @@ func (l *lease) usable() bool {
 
 // hold starts or renews the lease (hold.sql) through db. It reports false
 // when recovery buried this holder.
-func (p *Processor) hold(ctx context.Context, db postgres.Querier) (bool, error) {
+func (r *run) hold(ctx context.Context, db postgres.Querier) (bool, error) {
 	from := time.Now()
-	held, err := holdQuery.All(ctx, db, holdArgs{Holder: p.holder, ClaimTimeout: p.cfg.ClaimTimeout})
+	held, err := holdQuery.All(ctx, db, holdArgs{Holder: r.holder, ClaimTimeout: r.cfg.ClaimTimeout})
 	if err != nil {
 		return false, fmt.Errorf("renew the claims' lease: %w", err)
 	}
 	if len(held) == 0 {
-		p.lease.lose()
+		r.lease.lose()
 		return false, nil
 	}
-	p.lease.renewed(from)
+	r.lease.renewed(from)
 	return true, nil
 }
 
@@ -113,8 +113,8 @@ func (p *Processor) hold(ctx context.Context, db postgres.Querier) (bool, error)
 // and tried again at the next tick (on a new connection); meanwhile
 // lease.usable stops new claims and sends as the lease runs out. A lease
 // found buried ends the renewals and, through lost, the run.
-func (p *Processor) keepAlive(ctx context.Context, lost func()) {
-	tick := time.NewTicker(p.cfg.ClaimTimeout / 3)
+func (r *run) keepAlive(ctx context.Context, lost func()) {
+	tick := time.NewTicker(r.cfg.ClaimTimeout / 3)
 	defer tick.Stop()
 	var conn *pgx.Conn
 	defer func() {
@@ -130,11 +130,11 @@ func (p *Processor) keepAlive(ctx context.Context, lost func()) {
 		}
 		var err error
 		if conn == nil {
-			conn, err = pgx.ConnectConfig(ctx, p.pool.Config().ConnConfig.Copy())
+			conn, err = pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
 		}
 		ok := false
 		if err == nil {
-			ok, err = p.hold(ctx, conn)
+			ok, err = r.hold(ctx, conn)
 		}
 		if err != nil && conn != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
@@ -143,10 +143,10 @@ func (p *Processor) keepAlive(ctx context.Context, lost func()) {
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				p.log.Warn().Err(err).Msg("could not renew the claims' lease; retrying")
+				r.log.Warn().Err(err).Msg("could not renew the claims' lease; retrying")
 			}
 		case !ok:
-			p.log.Warn().Msg("the claims' lease ran out before it was renewed and recovery took its claims; stopping")
+			r.log.Warn().Msg("the claims' lease ran out before it was renewed and recovery took its claims; stopping")
 			lost()
 			return
 		}
@@ -157,7 +157,7 @@ func (p *Processor) keepAlive(ctx context.Context, lost func()) {
 // a statement it cancels has not returned.
 const cancelRepeat = 200 * time.Millisecond
 
-// onServer runs a statement (run, on conn, under a context the stop does
+// onServer runs a statement (stmt, on conn, under a context the stop does
 // not cancel) that a stop cuts short on the server: when ctx ends before
 // it returned, a cancel request is sent, never a dropped connection. A
 // dropped connection can leave the statement running, waiting on a lock,
@@ -167,8 +167,8 @@ const cancelRepeat = 200 * time.Millisecond
 // (nothing of it was written: the error is the server's, 57014) or its
 // result arrives, and the caller acts on it. When ctx has ended before the
 // statement is sent, it is not sent, and the error is ctx's.
-func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, conn *pgxpool.Conn) error) error {
-	conn, err := p.pool.Acquire(ctx)
+func (r *run) onServer(ctx context.Context, stmt func(ctx context.Context, conn *pgxpool.Conn) error) error {
+	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, 
 	if err := ctx.Err(); err != nil {
 		return err // stopping already: not sent
 	}
-	return run(context.WithoutCancel(ctx), conn)
+	return stmt(context.WithoutCancel(ctx), conn)
 }
 
 // claim takes up to ClaimBatch due pending messages (claim.sql). In the
@@ -213,41 +213,41 @@ func (p *Processor) onServer(ctx context.Context, run func(ctx context.Context, 
 // A shutdown stops the statement on the server (onServer): either the
 // server cancelled it (nothing was claimed) or its rows arrive, and the
 // caller releases them.
-func (p *Processor) claim(ctx context.Context) ([]claimed, int, error) {
+func (r *run) claim(ctx context.Context) ([]claimed, int, error) {
 	args := claimArgs{
-		Holder:          p.holder,
-		ClaimTimeout:    p.cfg.ClaimTimeout,
-		Batch:           int64(p.cfg.ClaimBatch),
+		Holder:          r.holder,
+		ClaimTimeout:    r.cfg.ClaimTimeout,
+		Batch:           int64(r.cfg.ClaimBatch),
 		DefaultLocale:   sender.DefaultLocale,
-		Timezone:        p.cfg.Timezone,
+		Timezone:        r.cfg.Timezone,
 		Kinds:           sendRules,
-		Transport:       p.budgetKey(),
-		ClockOffset:     p.cfg.ClockOffset,
-		KindPriority:    p.kindPriority(),
-		PriorityMaxWait: p.cfg.KindPriorityMaxWait,
-		CapWindow:       p.cfg.PerUserCapWindow,
-		QualityHold:     p.verdict.qualityHold,
-		PausedKeys:      p.verdict.pausedKeys(),
+		Transport:       r.budgetKey(),
+		ClockOffset:     r.cfg.ClockOffset,
+		KindPriority:    r.kindPriority(),
+		PriorityMaxWait: r.cfg.KindPriorityMaxWait,
+		CapWindow:       r.cfg.PerUserCapWindow,
+		QualityHold:     r.verdict.qualityHold,
+		PausedKeys:      r.verdict.pausedKeys(),
 		VerdictRecheck:  VerdictRecheck,
 		QuietStart:      nil, // each nil unless set, below
 		QuietEnd:        nil,
 		PerUserCap:      nil,
 		SpendLimit:      nil,
-		WindowMargin:    p.windowMargin(),
-		ReachoutWindow:  p.reachoutWindow(),
+		WindowMargin:    r.windowMargin(),
+		ReachoutWindow:  r.reachoutWindow(),
 	}
-	if p.cfg.PerUserCap > 0 {
-		args.PerUserCap = &p.cfg.PerUserCap
+	if r.cfg.PerUserCap > 0 {
+		args.PerUserCap = &r.cfg.PerUserCap
 	}
-	if q := p.cfg.QuietHours; q.Set() {
+	if q := r.cfg.QuietHours; q.Set() {
 		args.QuietStart, args.QuietEnd = &q.Start, &q.End
 	}
 	for {
-		batch, moved, err := p.claimOnce(ctx, args)
-		if p.budget != nil && noRoom(err) {
+		batch, moved, err := r.claimOnce(ctx, args)
+		if r.budget != nil && noRoom(err) {
 			// Other claims took the room this one counted on: nothing was
 			// claimed, and claims take the budget's lock from now on.
-			p.budget.used.Store(int64(p.budget.limitNow()))
+			r.budget.used.Store(int64(r.budget.limitNow()))
 			continue
 		}
 		if err != nil {
@@ -262,11 +262,11 @@ func (p *Processor) claim(ctx context.Context) ([]claimed, int, error) {
 // other claims; near the limit, it takes the budget's lock first and the
 // budget is applied to what it claimed in the same transaction
 // (budget_apply.sql), so that the last slots go in due order.
-func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, int, error) {
-	inOrder := p.budget != nil && p.budget.tight(p.cfg.Workers*p.cfg.ClaimBatch)
+func (r *run) claimOnce(ctx context.Context, args claimArgs) ([]claimed, int, error) {
+	inOrder := r.budget != nil && r.budget.tight(r.cfg.Workers*r.cfg.ClaimBatch)
 	args.SpendLimit = nil
-	if p.budget != nil && !inOrder {
-		limit := p.budget.limitNow()
+	if r.budget != nil && !inOrder {
+		limit := r.budget.limitNow()
 		args.SpendLimit = &limit
 	}
 	var (
@@ -274,22 +274,22 @@ func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, i
 		moved int // cancelled or deferred by the claim
 		held  int // held back by the budget
 	)
-	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := r.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if !inOrder {
 			var err error
-			batch, moved, err = p.readClaim(ctx, conn, args)
+			batch, moved, err = r.readClaim(ctx, conn, args)
 			return err
 		}
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if err := p.lockBudget(ctx, tx); err != nil {
+			if err := r.lockBudget(ctx, tx); err != nil {
 				return err
 			}
 			var err error
-			if batch, moved, err = p.readClaim(ctx, tx, args); err != nil {
+			if batch, moved, err = r.readClaim(ctx, tx, args); err != nil {
 				return err
 			}
 			claimedN := len(batch)
-			batch, err = p.holdBack(ctx, tx, batch)
+			batch, err = r.holdBack(ctx, tx, batch)
 			held = claimedN - len(batch)
 			return err
 		})
@@ -298,7 +298,7 @@ func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, i
 		return nil, 0, err
 	}
 	for range held {
-		p.tally.deferral(sm.DeferredBudget)
+		r.tally.deferral(sm.DeferredBudget)
 	}
 	return batch, moved + held, nil
 }
@@ -306,41 +306,41 @@ func (p *Processor) claimOnce(ctx context.Context, args claimArgs) ([]claimed, i
 // readClaim runs the claim (p.claimQuery) on db and reads its rows, one
 // at a time: the messages claimed, and how many it cancelled or deferred
 // (counted in the tally by reason).
-func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args claimArgs) ([]claimed, int, error) {
+func (r *run) readClaim(ctx context.Context, db postgres.Querier, args claimArgs) ([]claimed, int, error) {
 	var (
 		batch []claimed
 		moved int
 		spend *claimSpend
 	)
-	err := p.claimQuery.Each(ctx, db, args, func(r *claimRow) error {
+	err := r.claimQuery.Each(ctx, db, args, func(row *claimRow) error {
 		switch {
-		case r.Verdict == "claimed":
+		case row.Verdict == "claimed":
 			m := claimed{
-				Delivery: transport.Delivery{ID: r.ID, UserID: r.UserID, Type: r.MessageType, Key: r.MessageKey,
-					Locale: r.Locale, Destination: r.Destination, DestinationJID: r.DestinationJID,
-					IdempotencyKey: r.IdempotencyKey, Attempt: r.RetryCount + 1},
-				rawParams:  r.MessageParams,
-				retryCount: r.RetryCount,
-				waited:     r.Waited,
-				unwanted:   r.Unwanted,
-				inDoubt:    r.InDoubt,
-				inWindow:   r.WindowOpen,
+				Delivery: transport.Delivery{ID: row.ID, UserID: row.UserID, Type: row.MessageType, Key: row.MessageKey,
+					Locale: row.Locale, Destination: row.Destination, DestinationJID: row.DestinationJID,
+					IdempotencyKey: row.IdempotencyKey, Attempt: row.RetryCount + 1},
+				rawParams:  row.MessageParams,
+				retryCount: row.RetryCount,
+				waited:     row.Waited,
+				unwanted:   row.Unwanted,
+				inDoubt:    row.InDoubt,
+				inWindow:   row.WindowOpen,
 			}
-			if r.SpendID != nil {
+			if row.SpendID != nil {
 				if spend == nil {
-					spend = &claimSpend{id: *r.SpendID, left: map[string]int{}}
-					p.budget.used.Store(int64(*r.BudgetUsed))
+					spend = &claimSpend{id: *row.SpendID, left: map[string]int{}}
+					r.budget.used.Store(int64(*row.BudgetUsed))
 				}
 				spend.left[m.DestinationJID]++
 				m.spend = spend
 			}
 			batch = append(batch, m)
-		case strings.HasPrefix(r.Verdict, "deferred:"):
+		case strings.HasPrefix(row.Verdict, "deferred:"):
 			moved++
-			p.tally.deferral(strings.TrimPrefix(r.Verdict, "deferred:"))
+			r.tally.deferral(strings.TrimPrefix(row.Verdict, "deferred:"))
 		default:
 			moved++
-			p.tally.cancel(strings.TrimPrefix(r.Verdict, "cancelled:"))
+			r.tally.cancel(strings.TrimPrefix(row.Verdict, "cancelled:"))
 		}
 		return nil
 	})
@@ -349,15 +349,15 @@ func (p *Processor) readClaim(ctx context.Context, db postgres.Querier, args cla
 
 // release hands claimed messages this processor has not sent back to the
 // queue (release.sql), due as they were, their retries unspent.
-func (p *Processor) release(ms []claimed) error { return p.handBackUnsent(ms, true) }
+func (r *run) release(ms []claimed) error { return r.handBackUnsent(ms, true) }
 
 // releaseKeepingSlots is release for messages whose requests reached the
 // receiver, which refused them unsent: their budget slots stay spent.
-func (p *Processor) releaseKeepingSlots(ms []claimed) error { return p.handBackUnsent(ms, false) }
+func (r *run) releaseKeepingSlots(ms []claimed) error { return r.handBackUnsent(ms, false) }
 
 // handBackUnsent hands ms back (release.sql) and, with refund, gives back
 // the budget slots of those it handed back that are not in doubt.
-func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
+func (r *run) handBackUnsent(ms []claimed, refund bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -368,13 +368,13 @@ func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
 	var released []releaseRow
 	err := retryConflicts(func(ctx context.Context) error {
 		var err error
-		released, err = releaseQuery.All(ctx, p.pool, releaseArgs{IDs: ids, Holder: p.holder})
+		released, err = releaseQuery.All(ctx, r.pool, releaseArgs{IDs: ids, Holder: r.holder})
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
-	p.tally.released.Add(int64(len(released)))
+	r.tally.released.Add(int64(len(released)))
 	if !refund {
 		return nil
 	}
@@ -386,8 +386,8 @@ func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
 	// slot of the claim that may have sent it (recover.sql): handed back
 	// unsent now, it still may have gone then.
 	mine := make(map[string]bool, len(released))
-	for _, r := range released {
-		mine[r.ID] = true
+	for _, row := range released {
+		mine[row.ID] = true
 	}
 	var back []claimed
 	var backIDs []string
@@ -396,23 +396,23 @@ func (p *Processor) handBackUnsent(ms []claimed, refund bool) error {
 			back, backIDs = append(back, m), append(backIDs, m.ID)
 		}
 	}
-	p.refund(backIDs, back)
+	r.refund(backIDs, back)
 	return nil
 }
 
 // recoverAbandoned settles the messages whose claim was abandoned
 // (recover.sql) and returns how many. Workers that call it at once share
 // one statement and its count.
-func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
-	v, err, _ := p.recovering.Do("recover", func() (any, error) {
-		n, pending, err := p.recoverClaims(ctx, "")
+func (r *run) recoverAbandoned(ctx context.Context) (int, error) {
+	v, err, _ := r.recovering.Do("recover", func() (any, error) {
+		n, pending, err := r.recoverClaims(ctx, "")
 		if err != nil {
 			return 0, fmt.Errorf("settle abandoned claims: %w", err)
 		}
-		p.refund(pending, nil)
+		r.refund(pending, nil)
 		if n > 0 {
-			p.tally.recovered.Add(int64(n))
-			p.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
+			r.tally.recovered.Add(int64(n))
+			r.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
 		}
 		return n, nil
 	})
@@ -421,11 +421,11 @@ func (p *Processor) recoverAbandoned(ctx context.Context) (int, error) {
 
 // recoverClaims runs recover.sql, for own's claims too when own is set,
 // and returns how many it settled and the ids of those pending again.
-func (p *Processor) recoverClaims(ctx context.Context, own string) (int, []string, error) {
-	row, err := recoverQuery.One(ctx, p.pool, recoverArgs{
+func (r *run) recoverClaims(ctx context.Context, own string) (int, []string, error) {
+	row, err := recoverQuery.One(ctx, r.pool, recoverArgs{
 		Own:          own,
-		Transport:    p.cfg.Transport.Name(),
-		Deduplicates: p.cfg.Transport.Deduplicates(),
+		Transport:    r.cfg.Transport.Name(),
+		Deduplicates: r.cfg.Transport.Deduplicates(),
 		Unknown:      ErrOutcomeUnknown.Error(),
 	})
 	return row.Settled, row.Pending, err
@@ -439,8 +439,8 @@ func (p *Processor) recoverClaims(ctx context.Context, own string) (int, []strin
 // database does not answer (a restart) for as long as the lease would have
 // protected the claims anyway, and returns how many claims it could not
 // hand back: recovery settles those once the lease runs out.
-func (p *Processor) handBack() (left int, err error) {
-	deadline := time.Now().Add(p.cfg.ClaimTimeout)
+func (r *run) handBack() (left int, err error) {
+	deadline := time.Now().Add(r.cfg.ClaimTimeout)
 	wait := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
@@ -448,15 +448,15 @@ func (p *Processor) handBack() (left int, err error) {
 			n       int
 			pending []string
 		)
-		n, pending, err = p.recoverClaims(ctx, p.holder)
+		n, pending, err = r.recoverClaims(ctx, r.holder)
 		if err == nil {
-			p.refund(pending, nil)
-			_, err = unholdQuery.Exec(ctx, p.pool, unholdArgs{Holder: p.holder})
+			r.refund(pending, nil)
+			_, err = unholdQuery.Exec(ctx, r.pool, unholdArgs{Holder: r.holder})
 		}
 		cancel()
 		if err == nil {
 			if n > 0 {
-				p.tally.released.Add(int64(n))
+				r.tally.released.Add(int64(n))
 			}
 			return 0, nil
 		}
@@ -466,7 +466,7 @@ func (p *Processor) handBack() (left int, err error) {
 		time.Sleep(wait)
 		wait = min(2*wait, 5*time.Second)
 	}
-	left, countErr := p.ownClaims()
+	left, countErr := r.ownClaims()
 	if countErr != nil {
 		left = -1 // unknown: the database does not answer
 	}
@@ -474,10 +474,10 @@ func (p *Processor) handBack() (left int, err error) {
 }
 
 // ownClaims counts the messages this processor still holds.
-func (p *Processor) ownClaims() (int, error) {
+func (r *run) ownClaims() (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	row, err := ownClaimsQuery.One(ctx, p.pool, ownClaimsArgs{Holder: p.holder})
+	row, err := ownClaimsQuery.One(ctx, r.pool, ownClaimsArgs{Holder: r.holder})
 	return row.Claims, err
 }
 

@@ -56,24 +56,24 @@ type settled struct {
 }
 
 // recording returns the processor's recording strategy for one batch.
-func (p *Processor) recording() recording {
-	if p.cfg.Transport.Deduplicates() {
-		return &batchedRecording{p: p}
+func (r *run) recording() recording {
+	if r.cfg.Transport.Deduplicates() {
+		return &batchedRecording{run: r}
 	}
-	return durableRecording{p: p}
+	return durableRecording{run: r}
 }
 
 // durableRecording writes each attempt's start and outcome as it happens.
-type durableRecording struct{ p *Processor }
+type durableRecording struct{ run *run }
 
 func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
-	if !r.p.lease.usable() {
+	if !r.run.lease.usable() {
 		return false, nil
 	}
-	args := startArgs{ClaimTimeout: r.p.cfg.ClaimTimeout, ID: m.ID, Holder: r.p.holder, Transport: r.p.cfg.Transport.Name(),
-		MetaCategory: strings.ToLower(m.MetaCategory), ClockOffset: r.p.cfg.ClockOffset}
+	args := startArgs{ClaimTimeout: r.run.cfg.ClaimTimeout, ID: m.ID, Holder: r.run.holder, Transport: r.run.cfg.Transport.Name(),
+		MetaCategory: strings.ToLower(m.MetaCategory), ClockOffset: r.run.cfg.ClockOffset}
 	var started []startRow
-	err := r.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := r.run.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		var err error
 		started, err = startQuery.All(ctx, conn, args)
 		return err
@@ -85,7 +85,7 @@ func (r durableRecording) begin(ctx context.Context, m claimed) (bool, error) {
 }
 
 func (r durableRecording) record(ctx context.Context, s settled) error {
-	return r.p.settle([]settled{s}, false)
+	return r.run.settle([]settled{s}, false)
 }
 
 func (durableRecording) flush(context.Context) error { return nil }
@@ -102,7 +102,7 @@ const RecordDelay = 200 * time.Millisecond
 // those taken within RecordDelay of the first one waiting, in one
 // statement, by a timer; the rest when the batch ends.
 type batchedRecording struct {
-	p     *Processor
+	run   *run
 	mu    sync.Mutex
 	done  []settled
 	timer *time.Timer
@@ -110,7 +110,7 @@ type batchedRecording struct {
 }
 
 func (r *batchedRecording) begin(_ context.Context, m claimed) (bool, error) {
-	return r.p.lease.usable(), nil
+	return r.run.lease.usable(), nil
 }
 
 func (r *batchedRecording) record(_ context.Context, s settled) error {
@@ -151,7 +151,7 @@ func (r *batchedRecording) flush(context.Context) error {
 func (r *batchedRecording) write() error {
 	done := r.done
 	r.done = nil
-	return r.p.settle(done, true)
+	return r.run.settle(done, true)
 }
 
 // settle records outcomes on the messages and in the ledger, in one
@@ -161,7 +161,7 @@ func (r *batchedRecording) write() error {
 // in ClaimsLost. With lazy, the commit does not wait for the disk (see
 // batchedRecording: a record lost to a crash is a resend under the same
 // key).
-func (p *Processor) settle(done []settled, lazy bool) error {
+func (r *run) settle(done []settled, lazy bool) error {
 	if len(done) == 0 {
 		return nil
 	}
@@ -184,12 +184,12 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 	}
 	args := settleArgs{
 		IDs: ids, Statuses: statuses, ProviderIDs: providerIDs, RetryIns: retryIns,
-		Errors: errTexts, Attempted: attempted, InDoubt: inDoubt, Spent: spent, Holder: p.holder, Transport: p.cfg.Transport.Name(),
-		ClockOffset: p.cfg.ClockOffset,
+		Errors: errTexts, Attempted: attempted, InDoubt: inDoubt, Spent: spent, Holder: r.holder, Transport: r.cfg.Transport.Name(),
+		ClockOffset: r.cfg.ClockOffset,
 	}
 	var recorded int
 	err := retryConflicts(func(ctx context.Context) error {
-		ids, err := p.settleOnce(ctx, args, lazy)
+		ids, err := r.settleOnce(ctx, args, lazy)
 		recorded = len(ids)
 		return err
 	})
@@ -197,8 +197,8 @@ func (p *Processor) settle(done []settled, lazy bool) error {
 		return fmt.Errorf("record the outcome of %d deliveries: %w", n, err)
 	}
 	if lost := n - recorded; lost > 0 {
-		p.tally.claimsLost.Add(int64(lost))
-		p.log.Warn().Int("messages", lost).Msg("claims lost before their outcomes were recorded; left to their new holder")
+		r.tally.claimsLost.Add(int64(lost))
+		r.log.Warn().Int("messages", lost).Msg("claims lost before their outcomes were recorded; left to their new holder")
 	}
 	return nil
 }
@@ -226,9 +226,9 @@ func nullIfEmpty(s string) *string {
 const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // settleOnce runs settle.sql once and returns the ids it recorded.
-func (p *Processor) settleOnce(ctx context.Context, args settleArgs, lazy bool) ([]settleRow, error) {
+func (r *run) settleOnce(ctx context.Context, args settleArgs, lazy bool) ([]settleRow, error) {
 	if !lazy {
-		return settleQuery.All(ctx, p.pool, args)
+		return settleQuery.All(ctx, r.pool, args)
 	}
 	// Pipelined as one implicit transaction: the setting holds for the
 	// statement after it, and nothing outlives the transaction, so this
@@ -237,6 +237,6 @@ func (p *Processor) settleOnce(ctx context.Context, args settleArgs, lazy bool) 
 	b := &pgx.Batch{}
 	b.Queue(lazyCommitSQL)
 	settleQuery.QueueAll(b, args, &ids)
-	err := p.pool.SendBatch(ctx, b).Close()
+	err := r.pool.SendBatch(ctx, b).Close()
 	return ids, err
 }

@@ -112,17 +112,17 @@ func (s *pauseState) replace(p *Pause) {
 // pausable reports whether the run's transport can be paused: its
 // receiver reports account refusals (the webhook). Other transports read
 // no pause, so their runs spend no statement on it.
-func (p *Processor) pausable() bool {
-	r, ok := p.cfg.Transport.(transport.AccountReporter)
-	return ok && r.ReportsAccountErrors()
+func (r *run) pausable() bool {
+	a, ok := r.cfg.Transport.(transport.AccountReporter)
+	return ok && a.ReportsAccountErrors()
 }
 
 // paused reports whether nothing may be claimed or sent now: the run met
 // a pause already, or the database has one (another process recorded
 // it). Called at the start of the run and before each claim. A pause
 // found stops the run.
-func (p *Processor) paused(ctx context.Context) (bool, error) {
-	return p.pausedAt(ctx, false)
+func (r *run) paused(ctx context.Context) (bool, error) {
+	return r.pausedAt(ctx, false)
 }
 
 // pausedBeforeSend is paused, before a request. Paced it reads the
@@ -133,39 +133,39 @@ func (p *Processor) paused(ctx context.Context) (bool, error) {
 // pause another process recorded stops this one's requests within
 // WishBound of its commit, as an opt-out does. One this process met stops
 // them at once.
-func (p *Processor) pausedBeforeSend(ctx context.Context) (bool, error) {
-	return p.pausedAt(ctx, p.wishes != nil)
+func (r *run) pausedBeforeSend(ctx context.Context) (bool, error) {
+	return r.pausedAt(ctx, r.wishes != nil)
 }
 
 // pausedAt is paused, the database's pause read with the wishes (unpaced)
 // or on its own.
-func (p *Processor) pausedAt(ctx context.Context, withWishes bool) (bool, error) {
-	if !p.pausable() {
+func (r *run) pausedAt(ctx context.Context, withWishes bool) (bool, error) {
+	if !r.pausable() {
 		return false, nil
 	}
-	if p.pauses.get() != nil {
+	if r.pauses.get() != nil {
 		return true, nil
 	}
 	if withWishes {
-		if err := p.wishes.fresh(ctx); err != nil {
+		if err := r.wishes.fresh(ctx); err != nil {
 			return false, err
 		}
-		return p.pauses.get() != nil, nil
+		return r.pauses.get() != nil, nil
 	}
-	pause, err := ActivePause(ctx, p.pool, p.cfg.Transport.Name(), p.cfg.ClockOffset)
+	pause, err := ActivePause(ctx, r.pool, r.cfg.Transport.Name(), r.cfg.ClockOffset)
 	if err != nil {
 		return false, err
 	}
 	if pause != nil {
-		p.pauseRun(pause)
+		r.pauseRun(pause)
 	}
-	return p.pauses.get() != nil, nil
+	return r.pauses.get() != nil, nil
 }
 
 // pauseRun stops the run for pause: no claim and no send starts after it.
-func (p *Processor) pauseRun(pause *Pause) {
-	p.pauses.set(pause)
-	p.stop(errAccountPaused)
+func (r *run) pauseRun(pause *Pause) {
+	r.pauses.set(pause)
+	r.stop(errAccountPaused)
 }
 
 // accountRefused settles m, whose request the receiver answered with a
@@ -175,36 +175,36 @@ func (p *Processor) pauseRun(pause *Pause) {
 // budget slot stays spent: its request reached the receiver, and a
 // refused attempt may count with WhatsApp as one (the budget is never
 // exceeded, ../shared/CONTRACT.md round seven, "A crash tells the truth").
-func (p *Processor) accountRefused(log zerolog.Logger, m claimed, acct *transport.AccountError) error {
-	pause := &Pause{Transport: p.cfg.Transport.Name(), Kind: acct.Kind, StatusCode: acct.Err.StatusCode,
-		Since: p.clock().Add(p.cfg.ClockOffset), Advice: PauseAdvice[acct.Kind], Active: true}
+func (r *run) accountRefused(log zerolog.Logger, m claimed, acct *transport.AccountError) error {
+	pause := &Pause{Transport: r.cfg.Transport.Name(), Kind: acct.Kind, StatusCode: acct.Err.StatusCode,
+		Since: r.clock().Add(r.cfg.ClockOffset), Advice: PauseAdvice[acct.Kind], Active: true}
 	if acct.RetryAfter > 0 {
 		until := pause.Since.Add(acct.RetryAfter)
 		pause.Until = &until
 	}
-	p.pauseRun(pause)
+	r.pauseRun(pause)
 	log.Warn().Str("kind", acct.Kind).Int("status", pause.StatusCode).Dur("retry_after", acct.RetryAfter).
 		Msg("the receiver refused the whole account: pausing the transport; the messages wait, pending")
-	recorded, err := p.recordPause(acct)
+	recorded, err := r.recordPause(acct)
 	if recorded != nil {
-		p.pauses.replace(recorded) // the summary says the pause as recorded: another process's may end later
+		r.pauses.replace(recorded) // the summary says the pause as recorded: another process's may end later
 	}
-	return errors.Join(err, p.releaseKeepingSlots([]claimed{m}))
+	return errors.Join(err, r.releaseKeepingSlots([]claimed{m}))
 }
 
 // recordPause writes the refusal to engagement_transport_pauses
 // (pause_record.sql), even while the run is stopping, and reads the pause
 // back as it stands.
-func (p *Processor) recordPause(acct *transport.AccountError) (*Pause, error) {
-	args := pauseRecordArgs{Transport: p.cfg.Transport.Name(), Kind: acct.Kind, StatusCode: acct.Err.StatusCode,
-		ClockOffset: p.cfg.ClockOffset, Wait: acct.RetryAfter, Holder: p.holder}
+func (r *run) recordPause(acct *transport.AccountError) (*Pause, error) {
+	args := pauseRecordArgs{Transport: r.cfg.Transport.Name(), Kind: acct.Kind, StatusCode: acct.Err.StatusCode,
+		ClockOffset: r.cfg.ClockOffset, Wait: acct.RetryAfter, Holder: r.holder}
 	var pause *Pause
 	err := retryConflicts(func(ctx context.Context) error {
-		if _, err := pauseRecordQuery.Exec(ctx, p.pool, args); err != nil {
+		if _, err := pauseRecordQuery.Exec(ctx, r.pool, args); err != nil {
 			return err
 		}
 		var err error
-		pause, err = ActivePause(ctx, p.pool, args.Transport, args.ClockOffset)
+		pause, err = ActivePause(ctx, r.pool, args.Transport, args.ClockOffset)
 		return err
 	})
 	if err != nil {

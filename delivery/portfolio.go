@@ -55,18 +55,18 @@ const portfolioBudgetPrefix = "whatsapp-portfolio:"
 // budgetKey is the key of the send budget the processor spends: the
 // portfolio's under --daily-limit auto with a portfolio id, else the
 // transport's name.
-func (p *Processor) budgetKey() string {
-	if p.cfg.DailyLimitAuto && p.cfg.BusinessPortfolioID != "" {
-		return portfolioBudgetPrefix + p.cfg.BusinessPortfolioID
+func (r *run) budgetKey() string {
+	if r.cfg.DailyLimitAuto && r.cfg.BusinessPortfolioID != "" {
+		return portfolioBudgetPrefix + r.cfg.BusinessPortfolioID
 	}
-	return p.cfg.Transport.Name()
+	return r.cfg.Transport.Name()
 }
 
 // windowMargin is claim.sql's @window_margin: ServiceWindowMargin under
 // --daily-limit auto (recipients inside a window are free), else nil
 // (every recipient spends a slot).
-func (p *Processor) windowMargin() *time.Duration {
-	if !p.cfg.DailyLimitAuto {
+func (r *run) windowMargin() *time.Duration {
+	if !r.cfg.DailyLimitAuto {
 		return nil
 	}
 	margin := ServiceWindowMargin

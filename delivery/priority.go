@@ -50,9 +50,9 @@ func CheckKindPriority(list []string) error {
 
 // kindPriority is the claim's @kind_priority: the list, never nil (an
 // empty array is "oldest due first").
-func (p *Processor) kindPriority() []string {
-	if p.cfg.KindPriority == nil {
+func (r *run) kindPriority() []string {
+	if r.cfg.KindPriority == nil {
 		return []string{}
 	}
-	return p.cfg.KindPriority
+	return r.cfg.KindPriority
 }

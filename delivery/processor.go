@@ -24,7 +24,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/engagement-scheduler/engagement"
 	"github.com/engagement-scheduler/engagement/internal/recovered"
@@ -196,6 +195,28 @@ func (t *tally) deferral(reason string) {
 	t.deferred[reason]++
 }
 
+// reasons returns the messages cancelled and deferred, in all and by
+// reason (nil maps when none).
+func (t *tally) reasons() (cancelled int, byCancel map[string]int, deferred int, byDefer map[string]int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for reason, n := range t.cancelled {
+		cancelled += n
+		if byCancel == nil {
+			byCancel = map[string]int{}
+		}
+		byCancel[reason] = n
+	}
+	for reason, n := range t.deferred {
+		deferred += n
+		if byDefer == nil {
+			byDefer = map[string]int{}
+		}
+		byDefer[reason] = n
+	}
+	return cancelled, byCancel, deferred, byDefer
+}
+
 func (t *tally) cancel(reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -205,7 +226,10 @@ func (t *tally) cancel(reason string) {
 	t.cancelled[reason]++
 }
 
-// Processor delivers due queued messages through one transport.
+// Processor delivers due queued messages through one transport. It is
+// its configuration, checked and completed once by NewProcessor, and what
+// follows from it; it changes no more after that. Each Run works in a run
+// of its own (run.go).
 type Processor struct {
 	pool   *pgxpool.Pool
 	cfg    ProcessorConfig
@@ -221,31 +245,9 @@ type Processor struct {
 	// a send starts, unpaced (wishes.go): WishAge; a benchmark sets -1 (no
 	// reads: a batch learns a wish at its next check, as before issue 56).
 	wishAge time.Duration
-	wishes  *wishes          // the current run's view of the wishes; nil paced or without
 	clock   func() time.Time // time.Now; a test's own, to age the checks
-	pacer   *pacer           // nil without pacing
-	plan    Pace             // the run's pace, as pace() worked it out
-	verdict metaVerdict      // Meta's verdict the claim applies
-	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
-	routes  routes           // the templates' categories the run routes by (categories.go)
-	// throughput is the run's ceiling as read, throttle its limit on the
-	// requests' rate (throughput.go); nil on other transports.
-	throughput *Throughput
-	throttle   *throttle
-	log        zerolog.Logger
-	budget     *budget // the run's send budget; nil without one
-	// recovering lets the workers that run out of work at once share one
-	// recovery (recover.sql) instead of each scanning the claims in flight.
-	recovering singleflight.Group
-	// noSlotInTime is set when a paced send's slot came after the run's
-	// deadline: the run stops as at its deadline.
-	noSlotInTime atomic.Bool
-	// The current run's state.
-	tally   *tally
-	lease   *lease
-	circuit *circuit
-	pauses  *pauseState             // the transport's pause, once the run met one
-	stop    context.CancelCauseFunc // stops the run's workers, with why
+	pace    *pacer           // the configured pace; nil without pacing (each run paces with its own copy)
+	log     zerolog.Logger
 }
 
 // Why a run stopped before its queue was drained, as its workers' context
@@ -255,13 +257,37 @@ var (
 	errLeaseLost = errors.New("the claims' lease was lost")
 )
 
-// NewProcessor returns a processor over pool.
+// NewProcessor returns a processor over pool, its configuration checked
+// and completed with the defaults of what cfg leaves zero (complete).
 func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
+	if err := cfg.complete(); err != nil {
+		return nil, err
+	}
+	p := &Processor{
+		pool:       pool,
+		cfg:        cfg,
+		holder:     holderName(),
+		claimQuery: claimQuery,
+		recheckAge: RecheckAge,
+		wishAge:    WishAge,
+		clock:      time.Now,
+		log:        cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
+	}
+	if cfg.SendInterval > 0 {
+		p.pace = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval, jitter: cfg.SendJitter}
+	}
+	return p, nil
+}
+
+// complete checks cfg and fills in the defaults (the contract's) of what
+// it leaves zero: once, in NewProcessor; a Processor's configuration does
+// not change after.
+func (cfg *ProcessorConfig) complete() error {
 	if cfg.Transport == nil {
-		return nil, errors.New("no transport")
+		return errors.New("no transport")
 	}
 	if cfg.ClaimTimeout != 0 && cfg.ClaimTimeout < MinClaimTimeout {
-		return nil, fmt.Errorf("claim timeout %s is shorter than the least, %s", cfg.ClaimTimeout, MinClaimTimeout)
+		return fmt.Errorf("claim timeout %s is shorter than the least, %s", cfg.ClaimTimeout, MinClaimTimeout)
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = sender.DefaultCatalog()
@@ -283,77 +309,63 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
 	cfg.Timezone = cmp.Or(cfg.Timezone, "UTC")
 	if _, err := time.LoadLocation(cfg.Timezone); err != nil {
-		return nil, fmt.Errorf("time zone %q: unknown", cfg.Timezone)
+		return fmt.Errorf("time zone %q: unknown", cfg.Timezone)
 	}
-	switch {
-	case cfg.DailyLimit < 0:
-		return nil, fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
-	case cfg.DailyLimitAuto && !canReadHealth(cfg.Transport):
-		return nil, fmt.Errorf("a daily limit that follows Meta's tier needs a transport that reads it (whatsapp-cloud), not %s", cfg.Transport.Name())
-	case cfg.BusinessPortfolioID != "" && !cfg.DailyLimitAuto:
-		return nil, errors.New("a business portfolio's budget is Meta's limit: it needs the daily limit auto")
-	case cfg.BusinessPortfolioID != "" && ValidPortfolioID(cfg.BusinessPortfolioID) != nil:
-		return nil, ValidPortfolioID(cfg.BusinessPortfolioID)
-	case cfg.Ramp.Set() && cfg.DailyLimit == 0 && !cfg.DailyLimitAuto:
-		return nil, errors.New("a ramp needs a daily limit to grow to")
-	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:
-		return nil, fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
-	case cfg.ClockOffset < 0:
-		return nil, fmt.Errorf("clock offset %s is negative", cfg.ClockOffset)
-	case cfg.SendJitter < 0:
-		return nil, fmt.Errorf("send jitter %s is negative", cfg.SendJitter)
-	case cfg.SendJitter > 0 && cfg.SendJitter > cfg.SendInterval:
-		return nil, fmt.Errorf("send jitter %s is above the send interval %s", cfg.SendJitter, cfg.SendInterval)
-	case cfg.SpreadBudget && ((cfg.DailyLimit == 0 && !cfg.DailyLimitAuto) || cfg.SendInterval == 0):
-		return nil, errors.New("spreading the budget needs a daily limit and pacing")
-	case cfg.KindPriorityMaxWait < 0:
-		return nil, fmt.Errorf("kind priority max wait %s is negative", cfg.KindPriorityMaxWait)
-	case cfg.PerUserCap < 0:
-		return nil, fmt.Errorf("per-user cap %d is negative", cfg.PerUserCap)
-	case cfg.PerUserCapWindow < 0:
-		return nil, fmt.Errorf("per-user cap window %s is negative", cfg.PerUserCapWindow)
+	if err := cfg.check(); err != nil {
+		return err
 	}
 	cfg.PerUserCapWindow = cmp.Or(cfg.PerUserCapWindow, DefaultPerUserCapWindow)
 	cfg.ReachoutWindow = cmp.Or(cfg.ReachoutWindow, DefaultReachoutWindow)
 	if err := CheckKindPriority(cfg.KindPriority); err != nil {
-		return nil, err
+		return err
 	}
 	cfg.KindPriorityMaxWait = cmp.Or(cfg.KindPriorityMaxWait, DefaultKindPriorityMaxWait)
-	p := &Processor{
-		pool:       pool,
-		cfg:        cfg,
-		holder:     holderName(),
-		claimQuery: claimQuery,
-		log:        cfg.Logger.With().Str("transport", cfg.Transport.Name()).Logger(),
-	}
-	p.reset(func(error) {})
-	p.recheckAge, p.wishAge, p.clock = RecheckAge, WishAge, time.Now
 	switch {
+	case cfg.SendInterval > 0 && cfg.SpreadBudget:
+		// Minutes apart: a claim holds what goes next, not a run's worth.
+		cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, 1)
 	case cfg.SendInterval > 0:
-		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
-		if cfg.SpreadBudget {
-			// Minutes apart: a claim holds what goes next, not a run's worth.
-			p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, 1)
-		}
-		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval, jitter: cfg.SendJitter}
+		cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultPacedClaimBatch)
 	case cfg.Transport.Deduplicates():
-		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaimBatch)
+		cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaimBatch)
 	default:
-		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultClaimBatch)
+		cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultClaimBatch)
 	}
-	return p, nil
+	return nil
 }
 
-// reset starts a run's state: each run counts its own, takes its own lease
-// and has its own circuit; stop ends the run's workers.
-func (p *Processor) reset(stop context.CancelCauseFunc) {
-	p.tally = &tally{}
-	p.lease = &lease{timeout: p.cfg.ClaimTimeout}
-	p.circuit = &circuit{}
-	p.pauses = &pauseState{}
-	p.noSlotInTime.Store(false)
-	p.stop = stop
-	p.wishes = nil // startWishes starts the run's; until then pausedBeforeSend reads the database
+// check checks the settings against each other, once the defaults they
+// depend on (the send interval's) are in.
+func (cfg *ProcessorConfig) check() error {
+	switch {
+	case cfg.DailyLimit < 0:
+		return fmt.Errorf("daily limit %d is negative", cfg.DailyLimit)
+	case cfg.DailyLimitAuto && !canReadHealth(cfg.Transport):
+		return fmt.Errorf("a daily limit that follows Meta's tier needs a transport that reads it (whatsapp-cloud), not %s", cfg.Transport.Name())
+	case cfg.BusinessPortfolioID != "" && !cfg.DailyLimitAuto:
+		return errors.New("a business portfolio's budget is Meta's limit: it needs the daily limit auto")
+	case cfg.BusinessPortfolioID != "" && ValidPortfolioID(cfg.BusinessPortfolioID) != nil:
+		return ValidPortfolioID(cfg.BusinessPortfolioID)
+	case cfg.Ramp.Set() && cfg.DailyLimit == 0 && !cfg.DailyLimitAuto:
+		return errors.New("a ramp needs a daily limit to grow to")
+	case cfg.Ramp.Set() && cfg.Ramp.Factor < 1:
+		return fmt.Errorf("ramp factor %g is below 1", cfg.Ramp.Factor)
+	case cfg.ClockOffset < 0:
+		return fmt.Errorf("clock offset %s is negative", cfg.ClockOffset)
+	case cfg.SendJitter < 0:
+		return fmt.Errorf("send jitter %s is negative", cfg.SendJitter)
+	case cfg.SendJitter > 0 && cfg.SendJitter > cfg.SendInterval:
+		return fmt.Errorf("send jitter %s is above the send interval %s", cfg.SendJitter, cfg.SendInterval)
+	case cfg.SpreadBudget && ((cfg.DailyLimit == 0 && !cfg.DailyLimitAuto) || cfg.SendInterval == 0):
+		return errors.New("spreading the budget needs a daily limit and pacing")
+	case cfg.KindPriorityMaxWait < 0:
+		return fmt.Errorf("kind priority max wait %s is negative", cfg.KindPriorityMaxWait)
+	case cfg.PerUserCap < 0:
+		return fmt.Errorf("per-user cap %d is negative", cfg.PerUserCap)
+	case cfg.PerUserCapWindow < 0:
+		return fmt.Errorf("per-user cap window %s is negative", cfg.PerUserCapWindow)
+	}
+	return nil
 }
 
 // holderName names this processor on its claims, uniquely: two processors
@@ -375,133 +387,107 @@ func holderName() string {
 // the database does not answer: then the summary counts what is left.
 func (p *Processor) Run(ctx context.Context) (ProcessSummary, error) {
 	start := time.Now()
-	sum := ProcessSummary{Job: Job, Transport: p.cfg.Transport.Name()}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	p.reset(stop)
+	r := p.newRun(stop)
 
-	err := p.deliverAll(ctx, runCtx)
-	for _, h := range p.circuit.drain() {
-		err = errors.Join(err, p.settleHeld(h))
+	err := r.deliverAll(ctx, runCtx)
+	for _, h := range r.circuit.drain() {
+		err = errors.Join(err, r.settleHeld(h))
 	}
-	left, handErr := p.handBack()
+	left, handErr := r.handBack()
 	if handErr != nil {
-		p.log.Warn().Int("claims_left", left).Err(handErr).
+		r.log.Warn().Int("claims_left", left).Err(handErr).
 			Msg("could not hand back every claim; recovery settles them once this run's lease runs out (--claim-timeout)")
 		if err == nil {
 			err = handErr
 		}
 	}
-
-	t := p.tally
-	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
-	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
-	sum.ClaimsLost, sum.Recovered = int(t.claimsLost.Load()), int(t.recovered.Load())
-	sum.Released, sum.ClaimsLeft = int(t.released.Load()), left
-	if st, ok := p.cfg.Dedupe.(interface{ Stats() idempotency.Stats }); ok {
-		s := st.Stats()
-		sum.DedupeChecks, sum.DedupeCheckErrors, sum.DedupeCheckSeconds = int(s.Ops), int(s.Errors), s.Duration.Seconds()
-	}
-	t.mu.Lock()
-	for reason, n := range t.cancelled {
-		sum.Cancelled += n
-		if sum.CancelReasons == nil {
-			sum.CancelReasons = map[string]int{}
-		}
-		sum.CancelReasons[reason] = n
-	}
-	for reason, n := range t.deferred {
-		sum.Deferred += n
-		if sum.DeferReasons == nil {
-			sum.DeferReasons = map[string]int{}
-		}
-		sum.DeferReasons[reason] = n
-	}
-	t.mu.Unlock()
-	if p.budget != nil {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		state, stateErr := p.budgetState(ctx)
-		cancel()
-		if stateErr != nil {
-			p.log.Warn().Err(stateErr).Msg("could not read the send budget for the summary")
-		}
-		sum.Budget = state
-	}
-	sum.Number = p.health
-	sum.Throughput = p.throughputState()
-	if p.pacer != nil {
-		plan := p.plan
-		sum.Pace = &plan
-	}
+	sum := r.summary(ctx)
+	sum.ClaimsLeft = left
 	cause := context.Cause(runCtx)
 	if pe := (*recovered.Error)(nil); errors.As(cause, &pe) && !errors.As(err, &pe) {
 		err = errors.Join(err, pe) // a panic in the renewal stops the run: say so
 	}
 	switch {
 	case errors.Is(cause, errOutage):
-		sum.Stopped, sum.Outage = "outage", p.circuit.open()
+		sum.Stopped, sum.Outage = "outage", r.circuit.open()
 	case errors.Is(cause, errLeaseLost):
 		sum.Stopped = "lease_lost"
 	case errors.Is(cause, errAccountPaused):
-		sum.Stopped, sum.Pause = "account_paused", p.pauses.get()
+		sum.Stopped, sum.Pause = "account_paused", r.pauses.get()
 	case ctx.Err() != nil:
 		sum.Stopped = "shutdown"
-	case p.pastDeadline():
+	case r.pastDeadline():
 		sum.Stopped = "deadline"
 	}
 	sum.DurationMS = time.Since(start).Milliseconds()
 	return sum, err
 }
 
+// summary is the run's summary as its counts, the budget, Meta's verdict,
+// the ceiling and the pace stand at its end (but why it stopped and how
+// long it took, which Run adds).
+func (r *run) summary(ctx context.Context) ProcessSummary {
+	sum := ProcessSummary{Job: Job, Transport: r.cfg.Transport.Name()}
+	t := r.tally
+	sum.Processed, sum.Sent, sum.Retried = int(t.processed.Load()), int(t.sent.Load()), int(t.retried.Load())
+	sum.Failed, sum.Invalid, sum.Deduplicated = int(t.failed.Load()), int(t.invalid.Load()), int(t.deduplicated.Load())
+	sum.ClaimsLost, sum.Recovered, sum.Released = int(t.claimsLost.Load()), int(t.recovered.Load()), int(t.released.Load())
+	if st, ok := r.cfg.Dedupe.(interface{ Stats() idempotency.Stats }); ok {
+		s := st.Stats()
+		sum.DedupeChecks, sum.DedupeCheckErrors, sum.DedupeCheckSeconds = int(s.Ops), int(s.Errors), s.Duration.Seconds()
+	}
+	sum.Cancelled, sum.CancelReasons, sum.Deferred, sum.DeferReasons = t.reasons()
+	if r.budget != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		state, err := r.budgetState(ctx)
+		cancel()
+		if err != nil {
+			r.log.Warn().Err(err).Msg("could not read the send budget for the summary")
+		}
+		sum.Budget = state
+	}
+	sum.Number = r.health
+	sum.Throughput = r.throughputState()
+	if r.pacer != nil {
+		plan := r.plan
+		sum.Pace = &plan
+	}
+	return sum
+}
+
 // deliverAll takes the lease, settles abandoned claims, and runs the
 // workers until they are done. ctx is the caller's (a shutdown); runCtx
 // also ends when the run stops for its own reasons.
-func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
-	p.budget = nil
-	if paused, err := p.paused(runCtx); err != nil || paused {
+func (r *run) deliverAll(ctx, runCtx context.Context) error {
+	if paused, err := r.paused(runCtx); err != nil || paused {
 		return stopping(runCtx, err) // paused: nothing is claimed
 	}
-	health, err := p.readVerdict(runCtx)
-	if err != nil {
+	if err := r.readStart(runCtx); err != nil {
 		return stopping(runCtx, err)
 	}
-	p.health = health
-	if err := p.readRoutes(runCtx); err != nil {
-		return stopping(runCtx, err)
-	}
-	if p.throughput, err = p.readThroughput(runCtx); err != nil {
-		return stopping(runCtx, err)
-	}
-	if p.cfg.DailyLimit > 0 {
-		b, err := p.openBudget(runCtx)
-		if err != nil {
-			return stopping(runCtx, err)
-		}
-		p.budget = b
-	}
-	p.pace()
-	p.floorPace()
 	// What the run runs with, for the console and status: recorded once
 	// its workers are done (recorded before them, the extra statement
 	// exposed a pacing race TestPacedSendsOverlapUpToTheWorkers catches;
 	// see the report of issue 46).
-	defer p.recordSettings(context.WithoutCancel(ctx))
-	if _, err := p.hold(runCtx, p.pool); err != nil {
+	defer r.recordSettings(context.WithoutCancel(ctx))
+	if _, err := r.hold(runCtx, r.pool); err != nil {
 		return stopping(runCtx, err)
 	}
-	if _, err := p.recoverAbandoned(runCtx); err != nil {
+	if _, err := r.recoverAbandoned(runCtx); err != nil {
 		return stopping(runCtx, err)
 	}
-	if err := p.startWishes(runCtx); err != nil {
+	if err := r.startWishes(runCtx); err != nil {
 		return stopping(runCtx, err)
 	}
-	defer p.wishes.wait()
+	defer r.wishes.wait()
 
 	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var renewer sync.WaitGroup
 	renewer.Go(func() {
-		if err := recovered.Call(func() { p.keepAlive(renewing, func() { p.stop(errLeaseLost) }) }); err != nil {
-			p.stop(err) // the run ends with the panic, claims handed back
+		if err := recovered.Call(func() { r.keepAlive(renewing, func() { r.stop(errLeaseLost) }) }); err != nil {
+			r.stop(err) // the run ends with the panic, claims handed back
 		}
 	})
 	defer func() {
@@ -509,21 +495,49 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 		renewer.Wait()
 	}()
 
-	// Workers claim and deliver side by side, like separate processes: SKIP
-	// LOCKED hands each message to one of them, and the pace (when set)
-	// spaces their sends across every process. They start as there is work:
-	// one at first, and one more each time a claim finds messages (two when
-	// it found a full batch, unpaced), up to Workers. A run over an empty
-	// queue (most cron runs) opens one connection, not a pool's worth each
-	// preparing the claim: 0.05 s of the server's CPU instead of 0.35 s.
+	return r.runWorkers(runCtx)
+}
+
+// readStart reads what the run works by: Meta's verdict, the templates'
+// routes, the ceiling, the send budget, and the pace they make.
+func (r *run) readStart(ctx context.Context) error {
+	var err error
+	if r.health, err = r.readVerdict(ctx); err != nil {
+		return err
+	}
+	if err := r.readRoutes(ctx); err != nil {
+		return err
+	}
+	if r.throughput, err = r.readThroughput(ctx); err != nil {
+		return err
+	}
+	if r.cfg.DailyLimit > 0 {
+		if r.budget, err = r.openBudget(ctx); err != nil {
+			return err
+		}
+	}
+	r.pace()
+	r.floorPace()
+	return nil
+}
+
+// runWorkers runs the workers until they are done. Workers claim and
+// deliver side by side, like separate processes: SKIP LOCKED hands each
+// message to one of them, and the pace (when set) spaces their sends
+// across every process. They start as there is work: one at first, and one
+// more each time a claim finds messages (two when it found a full batch,
+// unpaced), up to Workers. A run over an empty queue (most cron runs)
+// opens one connection, not a pool's worth each preparing the claim: 0.05
+// s of the server's CPU instead of 0.35 s.
+func (r *run) runWorkers(runCtx context.Context) error {
 	g, gctx := errgroup.WithContext(runCtx)
 	var started atomic.Int64
 	var more func()
 	more = func() {
-		if started.Add(1) > int64(p.cfg.Workers) {
+		if started.Add(1) > int64(r.cfg.Workers) {
 			return
 		}
-		g.Go(recovered.Func(func() error { return p.work(runCtx, gctx, more) }))
+		g.Go(recovered.Func(func() error { return r.work(runCtx, gctx, more) }))
 	}
 	more()
 	return g.Wait()
@@ -532,22 +546,22 @@ func (p *Processor) deliverAll(ctx, runCtx context.Context) error {
 // work is one worker's loop: claim a batch, deliver it, until nothing is
 // due; a claim that finds messages calls more, to start another worker.
 // ctx is the run's (a shutdown); gctx also ends when another worker fails.
-func (p *Processor) work(ctx, gctx context.Context, more func()) error {
+func (r *run) work(ctx, gctx context.Context, more func()) error {
 	claimedNothingDue := false
-	for gctx.Err() == nil && !p.pastDeadline() {
-		if !p.lease.usable() {
+	for gctx.Err() == nil && !r.pastDeadline() {
+		if !r.lease.usable() {
 			// A renewal is late: no claim until it lands, or until the
 			// lease is gone and the run stops.
-			if !sleep(gctx, p.cfg.ClaimTimeout/30) {
+			if !sleep(gctx, r.cfg.ClaimTimeout/30) {
 				return nil
 			}
 			continue
 		}
-		if paused, err := p.paused(gctx); err != nil || paused {
+		if paused, err := r.paused(gctx); err != nil || paused {
 			return stopping(gctx, err)
 		}
-		claimedAt := p.clock()
-		batch, moved, err := p.claim(gctx)
+		claimedAt := r.clock()
+		batch, moved, err := r.claim(gctx)
 		if err != nil {
 			return stopping(gctx, err)
 		}
@@ -560,66 +574,61 @@ func (p *Processor) work(ctx, gctx context.Context, more func()) error {
 			continue
 		}
 		if len(batch) == 0 {
-			// Claims abandoned meanwhile are settled first, so a run
-			// that outlives a dead process finishes its work too; what
-			// they hand back is claimed at once.
-			if n, err := p.recoverAbandoned(gctx); err != nil || n > 0 {
-				if err != nil {
-					return stopping(gctx, err)
-				}
-				claimedNothingDue = false
-				continue
+			again, nothingDue, err := r.idle(gctx, claimedNothingDue)
+			if err != nil || !again {
+				return err
 			}
-			// Under a budget with room (a ramp that grew, slots given
-			// back), the messages waiting on it need not wait their turn.
-			if p.budget != nil {
-				if n, err := p.advanceLine(gctx); err != nil || n > 0 {
-					if err != nil {
-						return stopping(gctx, err)
-					}
-					claimedNothingDue = false
-					continue
-				}
-			}
-			wait, ok, err := p.nextDue(gctx)
-			if err != nil || !ok {
-				return stopping(gctx, err)
-			}
-			if wait == 0 {
-				// Due now, yet the claim found nothing: it came due
-				// since (a retry due in milliseconds, on a slow
-				// machine), so claim again, once; or another
-				// transaction holds it locked (a claim in flight, the
-				// bot), and it is not this run's to wait for.
-				if claimedNothingDue {
-					return nil
-				}
-				claimedNothingDue = true
-				continue
-			}
-			claimedNothingDue = false
-			if !sleep(gctx, wait) {
-				return nil
-			}
+			claimedNothingDue = nothingDue
 			continue
 		}
 		claimedNothingDue = false
 		if gctx.Err() != nil {
-			return p.release(batch) // stopped while the claim was under way
+			return r.release(batch) // stopped while the claim was under way
 		}
 		more()
-		if p.pacer == nil && len(batch) == p.cfg.ClaimBatch {
+		if r.pacer == nil && len(batch) == r.cfg.ClaimBatch {
 			// Unpaced, a full batch: more is waiting. Two more workers,
 			// so that a backlog has every worker sending after a few
 			// claims, not after Workers claims one after another (issue
 			// 59). (Paced, the pace sets the rate, not the workers.)
 			more()
 		}
-		if err := p.deliverBatch(ctx, gctx, batch, claimedAt); err != nil {
+		if err := r.deliverBatch(ctx, gctx, batch, claimedAt); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// idle is a worker's turn when its claim found nothing due. Claims
+// abandoned meanwhile are settled first, so a run that outlives a dead
+// process finishes its work too, and what they hand back is claimed at
+// once; under a budget with room (a ramp that grew, slots given back), the
+// messages waiting on it need not wait their turn; else it waits until the
+// next message is due. It reports whether to claim again, and whether it
+// found something due now that the claim did not get (nothingDue: the
+// second time in a row, the worker stops).
+func (r *run) idle(gctx context.Context, nothingDueBefore bool) (again, nothingDue bool, err error) {
+	if n, err := r.recoverAbandoned(gctx); err != nil || n > 0 {
+		return err == nil, false, stopping(gctx, err)
+	}
+	if r.budget != nil {
+		if n, err := r.advanceLine(gctx); err != nil || n > 0 {
+			return err == nil, false, stopping(gctx, err)
+		}
+	}
+	wait, ok, err := r.nextDue(gctx)
+	if err != nil || !ok {
+		return false, false, stopping(gctx, err)
+	}
+	if wait == 0 {
+		// Due now, yet the claim found nothing: it came due since (a
+		// retry due in milliseconds, on a slow machine), so claim again,
+		// once; or another transaction holds it locked (a claim in
+		// flight, the bot), and it is not this run's to wait for.
+		return !nothingDueBefore, true, nil
+	}
+	return sleep(gctx, wait), false, nil
 }
 
 // stopping returns err, unless the run is stopping (a shutdown, or another
@@ -635,29 +644,25 @@ func stopping(ctx context.Context, err error) error {
 // deliverBatch delivers a claimed batch one message after another, records
 // the outcomes through the recording strategy, and releases the messages
 // it did not start when the run stops midway.
-func (p *Processor) deliverBatch(ctx, gctx context.Context, batch []claimed, claimedAt time.Time) error {
-	rec := p.recording()
-	chk := p.sendCheck(batch, claimedAt)
+func (r *run) deliverBatch(ctx, gctx context.Context, batch []claimed, claimedAt time.Time) error {
+	rec := r.recording()
+	chk := r.sendCheck(batch, claimedAt)
 	for i, m := range batch {
-		if gctx.Err() != nil || p.pastDeadline() {
-			return errors.Join(rec.flush(ctx), p.release(unsent(batch[i:], chk)))
+		if gctx.Err() != nil || r.pastDeadline() {
+			return errors.Join(rec.flush(ctx), r.release(unsent(batch[i:], chk)))
 		}
-		o, err := p.deliver(gctx, rec, chk, i)
-		if err != nil && o != nil {
-			// m was sent, and settling an earlier answer failed: m's outcome
-			// is recorded (or, failing that, left to recovery, in doubt),
-			// never handed back with the rest, which would give its budget
-			// slot back and queue it again.
-			return errors.Join(err, rec.record(ctx, settled{m, *o}), rec.flush(ctx), p.release(unsent(batch[i+1:], chk)))
-		}
-		if err != nil {
-			return errors.Join(err, rec.flush(ctx), p.release(unsent(batch[i:], chk)))
-		}
-		if o == nil { // not sent: cancelled, the claim was lost, or the run is stopping
+		t, err := r.deliver(gctx, rec, chk, i)
+		if t.end == endRecord {
+			// Recorded even when err says settling an earlier answer
+			// failed: m was sent, and handed back with the rest it would
+			// give its budget slot back and be queued again.
+			if recErr := rec.record(ctx, settled{m, *t.outcome}); err != nil || recErr != nil {
+				return errors.Join(err, recErr, rec.flush(ctx), r.release(unsent(batch[i+1:], chk)))
+			}
 			continue
 		}
-		if err := rec.record(ctx, settled{m, *o}); err != nil {
-			return errors.Join(err, rec.flush(ctx), p.release(unsent(batch[i+1:], chk)))
+		if err != nil {
+			return errors.Join(err, rec.flush(ctx), r.release(unsent(batch[i:], chk)))
 		}
 	}
 	return rec.flush(ctx)
@@ -679,138 +684,168 @@ func unsent(ms []claimed, chk *sendCheck) []claimed {
 	return out
 }
 
-// deliver makes one attempt at m, batch message i of chk: render it,
-// check the dedupe store, wait for the pace, check it against its user
-// again (chk: cancelled if no longer wanted), start the attempt (fenced
-// on the claim), send. It returns the outcome to record, or nil when
-// nothing is to be recorded (cancelled: settled already; the claim was
-// lost: dropped; the run is stopping: m is released). An error stops the
-// run.
+// deliver takes batch message i of chk through its turn: made ready (ready),
+// its turn waited for (waitTurn), checked against its user once more
+// (stillWanted), then sent (send). Each step may end the turn: with an
+// outcome to record, or with nothing to record and why (turn). An error
+// stops the run.
 //
 // Until the send starts, the run being told to stop (ctx ends: a
 // shutdown, an outage another worker met, a lost lease) is no failure,
 // whichever step it cuts short: m goes back to the queue unsent (see
 // notStarted). Once the send has started, it finishes and is recorded.
-func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, i int) (*outcome, error) {
+func (r *run) deliver(ctx context.Context, rec recording, chk *sendCheck, i int) (turn, error) {
 	m := chk.batch[i]
 	if m.unwanted != "" {
-		return p.resolveDoubt(ctx, m, m.unwanted)
+		return r.resolveDoubt(ctx, m, m.unwanted)
 	}
-	log := p.messageLog(m)
+	log := r.messageLog(m)
+	if t, err := r.ready(ctx, &m, log); err != nil || t.end != goOn {
+		return t, err
+	}
+	if t, err := r.waitTurn(ctx, m); err != nil || t.end != goOn {
+		return t, err
+	}
+	if t, err := r.stillWanted(ctx, chk, i, &m); err != nil || t.end != goOn {
+		return t, err
+	}
+	return r.send(ctx, rec, m, log)
+}
+
+// ready renders m and asks the dedupe store: a message that cannot be
+// rendered fails, one the store has as delivered is marked sent, both
+// recorded without a request.
+func (r *run) ready(ctx context.Context, m *claimed, log zerolog.Logger) (turn, error) {
 	params, err := decodeParams(m.rawParams)
 	if err == nil {
 		m.Params = params
-		m.Text, err = p.cfg.Catalog.Render(m.Key, m.Locale, m.Params)
+		m.Text, err = r.cfg.Catalog.Render(m.Key, m.Locale, m.Params)
 	}
 	if err != nil {
-		p.tally.processed.Add(1)
-		p.tally.failed.Add(1)
-		p.tally.invalid.Add(1)
+		r.tally.processed.Add(1)
+		r.tally.failed.Add(1)
+		r.tally.invalid.Add(1)
 		log.Error().Str("error", err.Error()).Msg("message cannot be rendered; failed")
-		return &outcome{status: sm.StatusFailed, err: err, notSent: true}, nil
+		return toRecord(outcome{status: sm.StatusFailed, err: err, notSent: true}), nil
 	}
-	if p.cfg.Dedupe != nil {
-		delivered, err := p.deliveredBefore(ctx, m)
-		if err != nil {
-			return p.notStarted(ctx, m, err)
-		}
-		if delivered {
-			p.tally.processed.Add(1)
-			p.tally.deduplicated.Add(1)
-			log.Warn().Msg("the dedupe store has this message's key as delivered: marked sent, not sent again")
-			return &outcome{status: sm.StatusSent, err: errDeduplicated, notSent: true}, nil
-		}
+	if r.cfg.Dedupe == nil {
+		return turn{}, nil
 	}
-	if p.pacer != nil {
-		err := p.pacer.wait(ctx, p.cfg.Deadline)
+	delivered, err := r.deliveredBefore(ctx, *m)
+	if err != nil {
+		return r.notStarted(ctx, *m, err)
+	}
+	if delivered {
+		r.tally.processed.Add(1)
+		r.tally.deduplicated.Add(1)
+		log.Warn().Msg("the dedupe store has this message's key as delivered: marked sent, not sent again")
+		return toRecord(outcome{status: sm.StatusSent, err: errDeduplicated, notSent: true}), nil
+	}
+	return turn{}, nil
+}
+
+// waitTurn waits for m's slot of the pace and the ceiling's rate.
+func (r *run) waitTurn(ctx context.Context, m claimed) (turn, error) {
+	if r.pacer != nil {
+		err := r.pacer.wait(ctx, r.cfg.Deadline)
 		if errors.Is(err, errNoSlotInTime) {
 			// Its slot comes after the run's deadline (--max-duration): not
 			// sent, handed back, and the run stops claiming now rather than
 			// sleep to its end, an interval longer for each worker in line.
-			p.noSlotInTime.Store(true)
-			return nil, p.release([]claimed{m})
+			r.noSlotInTime.Store(true)
+			return ended(endHandedBack, r.release([]claimed{m}))
 		}
 		if err != nil {
-			return p.notStarted(ctx, m, err)
+			return r.notStarted(ctx, m, err)
 		}
 	}
-	if p.throttle != nil {
-		if err := p.throttle.wait(ctx); err != nil {
-			return p.notStarted(ctx, m, err)
+	if r.throttle != nil {
+		if err := r.throttle.wait(ctx); err != nil {
+			return r.notStarted(ctx, m, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return p.notStarted(ctx, m, err) // stopping: no send starts
+		return r.notStarted(ctx, m, err) // stopping: no send starts
 	}
+	return turn{}, nil
+}
+
+// stillWanted checks m against its user again (chk: cancelled if no
+// longer wanted), routes it by its template's category, and reads the
+// account's pause, right before its request.
+func (r *run) stillWanted(ctx context.Context, chk *sendCheck, i int, m *claimed) (turn, error) {
 	if reason, doubted, err := chk.cancelReason(ctx, i); err != nil || reason != "" {
+		switch {
+		case err != nil:
+			return r.notStarted(ctx, *m, err)
+		case doubted:
+			return r.resolveDoubt(ctx, *m, reason)
+		}
+		return ended(endCancelled, nil) // cancelled in the check's statement: never sent
+	}
+	if reason := r.routes.route(&m.Delivery); reason != "" {
+		return ended(endCancelled, r.cancelUnsent(ctx, *m, reason))
+	}
+	if paused, err := r.pausedBeforeSend(ctx); err != nil || paused {
 		if err != nil {
-			return p.notStarted(ctx, m, err)
+			return r.notStarted(ctx, *m, err)
 		}
-		if doubted {
-			return p.resolveDoubt(ctx, m, reason)
-		}
-		return nil, nil // cancelled in the check's statement: never sent
+		return ended(endHandedBack, r.release([]claimed{*m})) // no request: its slot comes back
 	}
-	if reason := p.routes.route(&m.Delivery); reason != "" {
-		return nil, p.cancelUnsent(ctx, m, reason)
-	}
-	if paused, err := p.pausedBeforeSend(ctx); err != nil || paused {
-		if err != nil {
-			return p.notStarted(ctx, m, err)
-		}
-		return nil, p.release([]claimed{m}) // no request: its slot comes back
-	}
+	return turn{}, nil
+}
+
+// send starts m's attempt, fenced on its claim, and sends it.
+func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Logger) (turn, error) {
 	ok, err := rec.begin(ctx, m)
 	if err != nil {
-		return p.notStarted(ctx, m, err)
+		return r.notStarted(ctx, m, err)
 	}
 	if !ok {
 		// Lost, or running out (renewals failing): not sent, and handed
 		// back if this processor still holds it after all.
-		p.tally.claimsLost.Add(1)
+		r.tally.claimsLost.Add(1)
 		log.Warn().Msg("claim lost before the send started; not sent")
-		return nil, p.release([]claimed{m})
+		return ended(endClaimLost, r.release([]claimed{m}))
 	}
-
 	// The send in flight finishes even when a shutdown begins meanwhile, so
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
 	sendStart := time.Now()
-	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
-	return p.attempted(log, m, res, sendErr, sendStart)
+	res, sendErr := r.cfg.Transport.Send(sendCtx, m.Delivery)
+	return r.attempted(log, m, res, sendErr, sendStart)
 }
 
 // attempted settles an attempt that reached the transport (a send, or a
 // lookup of a message in doubt): through the circuit, which may hold it
 // or release it for an outage, else by its outcome.
-func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Result, sendErr error, start time.Time) (*outcome, error) {
+func (r *run) attempted(log zerolog.Logger, m claimed, res transport.Result, sendErr error, start time.Time) (turn, error) {
 	if acct := (*transport.AccountError)(nil); errors.As(sendErr, &acct) {
-		return nil, p.accountRefused(log, m, acct)
+		return ended(endHandedBack, r.accountRefused(log, m, acct))
 	}
 	answered := time.Now()
 	latency := answered.Sub(start)
-	v, resolved, opened := p.circuit.observe(m, sendErr, latency, answered, !p.inDoubt(sendErr))
+	v, resolved, opened := r.circuit.observe(m, sendErr, latency, answered, !r.inDoubt(sendErr))
 	if opened != "" {
-		p.log.Warn().Str("outage", opened).
+		r.log.Warn().Str("outage", opened).
 			Msg("receiver outage: stopping; the messages claimed go back to the queue with their retries unspent")
-		p.stop(errOutage)
+		r.stop(errOutage)
 	}
 	var recErr error
 	for _, h := range resolved {
 		if opened != "" {
-			recErr = errors.Join(recErr, p.release([]claimed{h.m}))
+			recErr = errors.Join(recErr, r.release([]claimed{h.m}))
 		} else {
-			recErr = errors.Join(recErr, p.settleHeld(h))
+			recErr = errors.Join(recErr, r.settleHeld(h))
 		}
 	}
 	switch v {
 	case hold:
-		return nil, recErr
+		return ended(endHeld, recErr)
 	case release:
-		return nil, errors.Join(recErr, p.release([]claimed{m}))
+		return ended(endHandedBack, errors.Join(recErr, r.release([]claimed{m})))
 	}
-	o := p.outcome(log, m, res, sendErr, latency, answered)
-	return &o, recErr
+	return toRecord(r.outcome(log, m, res, sendErr, latency, answered)), recErr
 }
 
 // notStarted settles m, whose send has not started, after a step before
@@ -821,40 +856,40 @@ func (p *Processor) attempted(log zerolog.Logger, m claimed, res transport.Resul
 // was, its retries unspent, and the run goes on stopping, to exit 0 with
 // its summary. That is safe whatever the step had done: nothing was
 // sent. Otherwise err stops the run.
-func (p *Processor) notStarted(ctx context.Context, m claimed, err error) (*outcome, error) {
+func (r *run) notStarted(ctx context.Context, m claimed, err error) (turn, error) {
 	if ctx.Err() == nil {
-		return nil, err
+		return turn{}, err
 	}
-	return nil, p.release([]claimed{m})
+	return ended(endHandedBack, r.release([]claimed{m}))
 }
 
 // messageLog is the logger of one message's attempt: its ids, type and
 // attempt (the transport is the processor's), never its JID or text.
-func (p *Processor) messageLog(m claimed) zerolog.Logger {
-	return p.log.With().Str("message_id", m.ID).Str("user_id", m.UserID).Str("message_type", m.Type).
+func (r *run) messageLog(m claimed) zerolog.Logger {
+	return r.log.With().Str("message_id", m.ID).Str("user_id", m.UserID).Str("message_type", m.Type).
 		Int("attempt", m.Attempt).Logger()
 }
 
 // outcome classifies an attempt that reached the transport, counts it and
 // logs it: one line per attempt, info when delivered. answered is when the
 // transport answered.
-func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration, answered time.Time) outcome {
-	p.tally.processed.Add(1)
-	o := p.classify(m, res, sendErr)
+func (r *run) outcome(log zerolog.Logger, m claimed, res transport.Result, sendErr error, latency time.Duration, answered time.Time) outcome {
+	r.tally.processed.Add(1)
+	o := r.classify(m, res, sendErr)
 	ms := float64(latency.Microseconds()) / 1000
 	switch o.status {
 	case sm.StatusSent:
-		p.tally.sent.Add(1)
-		p.rememberDelivered(context.Background(), m, log)
+		r.tally.sent.Add(1)
+		r.rememberDelivered(context.Background(), m, log)
 		log.Info().Float64("latency_ms", ms).Msg("message delivered")
 	case sm.StatusPending:
-		p.tally.retried.Add(1)
+		r.tally.retried.Add(1)
 		log.Warn().Float64("latency_ms", ms).Dur("retry_in", o.retryIn).Str("class", transport.Class(sendErr)).
 			Str("error", sendErr.Error()).Msg("send failed; retrying later")
 	default:
-		p.tally.failed.Add(1)
+		r.tally.failed.Add(1)
 		log.Error().Float64("latency_ms", ms).Str("class", transport.Class(sendErr)).Str("error", o.err.Error()).Msg("message failed")
-		p.optOutOn131050(log, m, sendErr, answered)
+		r.optOutOn131050(log, m, sendErr, answered)
 	}
 	return o
 }
@@ -869,22 +904,22 @@ func (p *Processor) outcome(log zerolog.Logger, m claimed, res transport.Result,
 // that instant: the opt-out is then recorded as said now. A failure to
 // record it is logged: the next refusal records it again. The run's other
 // claimed messages of the user learn it at once (wishes.note).
-func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error, refused time.Time) {
+func (r *run) optOutOn131050(log zerolog.Logger, m claimed, sendErr error, refused time.Time) {
 	var te *transport.Error
 	if !errors.As(sendErr, &te) || te.ProviderCode != 131050 || m.UserID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := activity.Consent(ctx, p.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{At: refused})
+	out, err := activity.Consent(ctx, r.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{At: refused})
 	if errors.Is(err, activity.ErrInstantOutOfRange) {
-		out, err = activity.Consent(ctx, p.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{})
+		out, err = activity.Consent(ctx, r.pool, m.UserID, true, activity.SourceWhatsApp131050, activity.ConsentOptions{})
 	}
 	// The run's other claimed messages of the user are checked again
 	// before their requests from now on, not at their batch's next check
 	// (issue 56: two more went to Meta). Noted after the opt-out
 	// committed, so that the check sees it.
-	p.wishes.note(m.UserID)
+	r.wishes.note(m.UserID)
 	switch {
 	case err != nil:
 		log.Warn().Str("error", err.Error()).Msg("WhatsApp says the user stopped marketing messages (131050); recording the opt-out failed")
@@ -897,17 +932,17 @@ func (p *Processor) optOutOn131050(log zerolog.Logger, m claimed, sendErr error,
 
 // settleHeld records an attempt the circuit held, now known to be the
 // message's own failure.
-func (p *Processor) settleHeld(h heldSend) error {
-	o := p.outcome(p.messageLog(h.m), h.m, transport.Result{}, h.err, h.latency, h.answered)
-	return p.settle([]settled{{h.m, o}}, p.cfg.Transport.Deduplicates())
+func (r *run) settleHeld(h heldSend) error {
+	o := r.outcome(r.messageLog(h.m), h.m, transport.Result{}, h.err, h.latency, h.answered)
+	return r.settle([]settled{{h.m, o}}, r.cfg.Transport.Deduplicates())
 }
 
 // inDoubt reports whether a failed attempt may have reached the receiver
 // on a transport that cannot de-duplicate, so that it must not be sent
 // again (unless RetryUnknown).
-func (p *Processor) inDoubt(err error) bool {
+func (r *run) inDoubt(err error) bool {
 	var terr *transport.Error
-	return errors.As(err, &terr) && terr.MaybeDelivered && !p.cfg.Transport.Deduplicates() && !p.cfg.RetryUnknown
+	return errors.As(err, &terr) && terr.MaybeDelivered && !r.cfg.Transport.Deduplicates() && !r.cfg.RetryUnknown
 }
 
 // outcome is how an attempt ended.
@@ -930,22 +965,22 @@ type outcome struct {
 // that cannot de-duplicate, a failure after the request was written
 // (timeout, reset) is in doubt: it fails with ErrOutcomeUnknown rather than
 // risk a second delivery.
-func (p *Processor) classify(m claimed, res transport.Result, err error) outcome {
+func (r *run) classify(m claimed, res transport.Result, err error) outcome {
 	if err == nil {
 		return outcome{status: sm.StatusSent, providerID: res.ProviderMessageID}
 	}
-	if p.inDoubt(err) {
+	if r.inDoubt(err) {
 		return outcome{status: sm.StatusFailed, err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)}
 	}
-	if pause, ok := p.rateLimited(err); ok {
+	if pause, ok := r.rateLimited(err); ok {
 		return outcome{status: sm.StatusPending, retryIn: pause, err: err, unspent: true}
 	}
 	var terr *transport.Error
 	isTransportErr := errors.As(err, &terr)
-	if (isTransportErr && terr.Permanent) || m.retryCount >= p.cfg.MaxRetries {
+	if (isTransportErr && terr.Permanent) || m.retryCount >= r.cfg.MaxRetries {
 		return outcome{status: sm.StatusFailed, err: err}
 	}
-	wait := p.cfg.RetryBase << m.retryCount
+	wait := r.cfg.RetryBase << m.retryCount
 	if isTransportErr && terr.RetryAfter > wait {
 		wait = terr.RetryAfter
 	}
@@ -956,15 +991,15 @@ func (p *Processor) classify(m claimed, res transport.Result, err error) outcome
 var errDeduplicated = errors.New("not sent again: the dedupe store has its idempotency key as delivered on this transport")
 
 // dedupeKey is the message's key in the dedupe store, per transport.
-func (p *Processor) dedupeKey(m claimed) string {
-	return "send:" + p.cfg.Transport.Name() + ":" + m.IdempotencyKey
+func (r *run) dedupeKey(m claimed) string {
+	return "send:" + r.cfg.Transport.Name() + ":" + m.IdempotencyKey
 }
 
 // deliveredBefore asks the dedupe store whether m was delivered before.
 // The store only ever holds keys of messages whose send succeeded
 // (rememberDelivered), so a yes is never a guess.
-func (p *Processor) deliveredBefore(ctx context.Context, m claimed) (bool, error) {
-	_, found, err := p.cfg.Dedupe.GetResult(ctx, p.dedupeKey(m))
+func (r *run) deliveredBefore(ctx context.Context, m claimed) (bool, error) {
+	_, found, err := r.cfg.Dedupe.GetResult(ctx, r.dedupeKey(m))
 	if err != nil {
 		return false, fmt.Errorf("dedupe store: %w", err)
 	}
@@ -973,26 +1008,26 @@ func (p *Processor) deliveredBefore(ctx context.Context, m claimed) (bool, error
 
 // rememberDelivered records in the dedupe store that m was delivered. A
 // failure only weakens the extra guard, so it is logged, not fatal.
-func (p *Processor) rememberDelivered(ctx context.Context, m claimed, log zerolog.Logger) {
-	if p.cfg.Dedupe == nil {
+func (r *run) rememberDelivered(ctx context.Context, m claimed, log zerolog.Logger) {
+	if r.cfg.Dedupe == nil {
 		return
 	}
-	if err := p.cfg.Dedupe.StoreResult(ctx, p.dedupeKey(m), []byte("delivered"), p.cfg.DedupeTTL); err != nil {
+	if err := r.cfg.Dedupe.StoreResult(ctx, r.dedupeKey(m), []byte("delivered"), r.cfg.DedupeTTL); err != nil {
 		log.Warn().Str("error", err.Error()).Msg("could not record the delivery in the dedupe store")
 	}
 }
 
 // pastDeadline reports whether the run's deadline (--max-duration) has
 // come, or no send slot comes before it.
-func (p *Processor) pastDeadline() bool {
-	return !p.cfg.Deadline.IsZero() && (!time.Now().Before(p.cfg.Deadline) || p.noSlotInTime.Load())
+func (r *run) pastDeadline() bool {
+	return !r.cfg.Deadline.IsZero() && (!time.Now().Before(r.cfg.Deadline) || r.noSlotInTime.Load())
 }
 
 // nextDue reports how long until the next pending message comes due, if
 // one does before the deadline (or, without a deadline, within a minute);
 // 0 when one is due already.
-func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
-	row, err := nextDueQuery.One(ctx, p.pool, nextDueArgs{ClockOffset: p.cfg.ClockOffset})
+func (r *run) nextDue(ctx context.Context) (time.Duration, bool, error) {
+	row, err := nextDueQuery.One(ctx, r.pool, nextDueArgs{ClockOffset: r.cfg.ClockOffset})
 	if err != nil {
 		return 0, false, fmt.Errorf("look for retries: %w", err)
 	}
@@ -1001,8 +1036,8 @@ func (p *Processor) nextDue(ctx context.Context) (time.Duration, bool, error) {
 		return 0, false, nil
 	}
 	limit := time.Minute
-	if !p.cfg.Deadline.IsZero() {
-		limit = time.Until(p.cfg.Deadline)
+	if !r.cfg.Deadline.IsZero() {
+		limit = time.Until(r.cfg.Deadline)
 	}
 	if *wait > limit {
 		return 0, false, nil

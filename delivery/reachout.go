@@ -32,9 +32,9 @@ const DefaultReachoutWindow = 28 * 24 * time.Hour
 
 // reachoutWindow is claim.sql's and recheck.sql's @reachout_window: the
 // window on a transport held to it, unless turned off; nil otherwise.
-func (p *Processor) reachoutWindow() *time.Duration {
-	if _, ok := p.cfg.Transport.(transport.ReachoutLimited); !ok || p.cfg.ReachoutWindow < 0 {
+func (r *run) reachoutWindow() *time.Duration {
+	if _, ok := r.cfg.Transport.(transport.ReachoutLimited); !ok || r.cfg.ReachoutWindow < 0 {
 		return nil
 	}
-	return &p.cfg.ReachoutWindow
+	return &r.cfg.ReachoutWindow
 }

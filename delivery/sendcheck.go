@@ -36,7 +36,7 @@ const RecheckAge = time.Second
 // sendCheck re-checks one claimed batch's messages, in the order they are
 // sent.
 type sendCheck struct {
-	p     *Processor
+	run   *run
 	batch []claimed
 	// batch[from:to] were checked at (the statement was sent then: the
 	// users were read after it, so a check is never younger than it says).
@@ -50,9 +50,9 @@ type sendCheck struct {
 
 // sendCheck starts the checks of batch, claimed by the statement sent at
 // claimedAt: unpaced, that claim is its first check.
-func (p *Processor) sendCheck(batch []claimed, claimedAt time.Time) *sendCheck {
-	c := &sendCheck{p: p, batch: batch, cancelled: map[string]string{}, doubted: map[string]string{}}
-	if p.pacer == nil {
+func (r *run) sendCheck(batch []claimed, claimedAt time.Time) *sendCheck {
+	c := &sendCheck{run: r, batch: batch, cancelled: map[string]string{}, doubted: map[string]string{}}
+	if r.pacer == nil {
 		c.to, c.at = len(batch), claimedAt
 	}
 	return c
@@ -64,14 +64,14 @@ func (p *Processor) sendCheck(batch []claimed, claimedAt time.Time) *sendCheck {
 // given back, unless doubted: a message in doubt is not cancelled by the
 // check, and is left to resolveDoubt. Either way it must not be sent.
 func (c *sendCheck) cancelReason(ctx context.Context, i int) (reason string, doubted bool, err error) {
-	if c.p.recheckAge < 0 {
+	if c.run.recheckAge < 0 {
 		return "", false, nil // a benchmark's reference: the claim's check alone
 	}
-	again := i < c.from || i >= c.to || c.p.clock().Sub(c.at) > c.p.recheckAge
-	if !again && c.p.wishes != nil {
+	again := i < c.from || i >= c.to || c.run.clock().Sub(c.at) > c.run.recheckAge
+	if !again && c.run.wishes != nil {
 		// Unpaced, within RecheckAge of the last check: again only when
 		// the user has a wish read since (wishes.go).
-		wished, err := c.p.wishes.wishedSince(ctx, c.batch[i].UserID, c.at)
+		wished, err := c.run.wishes.wishedSince(ctx, c.batch[i].UserID, c.at)
 		if err != nil {
 			return "", false, err
 		}
@@ -93,19 +93,19 @@ func (c *sendCheck) cancelReason(ctx context.Context, i int) (reason string, dou
 // from it (unpaced).
 func (c *sendCheck) check(ctx context.Context, i int) error {
 	end := len(c.batch)
-	if c.p.pacer != nil {
+	if c.run.pacer != nil {
 		end = i + 1
 	}
 	ids := make([]string, 0, end-i)
 	for _, m := range c.batch[i:end] {
 		ids = append(ids, m.ID)
 	}
-	at := c.p.clock()
+	at := c.run.clock()
 	var gone map[string]string
-	err := c.p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := c.run.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		gone = map[string]string{}
-		return recheckQuery.Each(ctx, conn, recheckArgs{Kinds: sendRules, IDs: ids, Holder: c.p.holder,
-			ClockOffset: c.p.cfg.ClockOffset, ReachoutWindow: c.p.reachoutWindow()}, func(r *recheckRow) error {
+		return recheckQuery.Each(ctx, conn, recheckArgs{Kinds: sendRules, IDs: ids, Holder: c.run.holder,
+			ClockOffset: c.run.cfg.ClockOffset, ReachoutWindow: c.run.reachoutWindow()}, func(r *recheckRow) error {
 			if r.Cancelled {
 				gone[r.ID] = r.CancelReason
 			} else {
@@ -129,11 +129,11 @@ func (c *sendCheck) check(ctx context.Context, i int) error {
 		if reason, ok := gone[m.ID]; ok {
 			c.cancelled[m.ID] = reason
 			ms, cancelledIDs = append(ms, m), append(cancelledIDs, m.ID)
-			c.p.tally.cancel(reason)
-			log := c.p.messageLog(m)
+			c.run.tally.cancel(reason)
+			log := c.run.messageLog(m)
 			log.Info().Str("cancel_reason", reason).Msg("no longer wanted when about to be sent; cancelled")
 		}
 	}
-	c.p.refund(cancelledIDs, ms)
+	c.run.refund(cancelledIDs, ms)
 	return nil
 }

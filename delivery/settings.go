@@ -87,8 +87,8 @@ const MaxTemplates = 50
 
 // recordSettings records what the run runs with (see above). A failure
 // is logged and the run goes on: nothing it sends depends on the record.
-func (p *Processor) recordSettings(ctx context.Context) {
-	c := p.cfg
+func (r *run) recordSettings(ctx context.Context) {
+	c := r.cfg
 	priority := c.KindPriority
 	if priority == nil {
 		priority = []string{}
@@ -102,10 +102,10 @@ func (p *Processor) recordSettings(ctx context.Context) {
 	var least, jitter time.Duration
 	waking := wakingHours(c.QuietHours)
 	send := time.Duration(0)
-	if p.pacer != nil {
-		send, least, jitter, waking = c.SendInterval, p.plan.Interval, p.plan.Jitter, p.plan.Waking
-		if p.plan.Limit > 0 {
-			fits = &p.plan.Fits
+	if r.pacer != nil {
+		send, least, jitter, waking = c.SendInterval, r.plan.Interval, r.plan.Jitter, r.plan.Waking
+		if r.plan.Limit > 0 {
+			fits = &r.plan.Fits
 		}
 	}
 	capWindow := time.Duration(0)
@@ -117,17 +117,17 @@ func (p *Processor) recordSettings(ctx context.Context) {
 		maxWait = c.KindPriorityMaxWait
 	}
 	limit := c.DailyLimit
-	if p.budget != nil {
-		limit = p.budget.limitNow()
+	if r.budget != nil {
+		limit = r.budget.limitNow()
 	}
-	if _, err := settingsSaveQuery.Exec(ctx, p.pool, settingsSaveArgs{
+	if _, err := settingsSaveQuery.Exec(ctx, r.pool, settingsSaveArgs{
 		Transport: c.Transport.Name(), KindPriority: priority, KindPriorityMaxWait: maxWait,
 		PerUserCap: max(c.PerUserCap, 0), PerUserCapWindow: capWindow, SendInterval: send,
-		LeastGap: least, SendJitter: jitter, SpreadBudget: c.SpreadBudget && p.pacer != nil,
+		LeastGap: least, SendJitter: jitter, SpreadBudget: c.SpreadBudget && r.pacer != nil,
 		WakingHours: waking, PaceFits: fits, DailyLimit: max(limit, 0), DailyLimitAuto: c.DailyLimitAuto,
 		QuietHours: quiet, Timezone: zone, ClockOffset: c.ClockOffset,
 	}); err != nil {
-		p.log.Warn().Err(err).Msg("could not record the run's settings for the console and engagementctl status; sending anyway")
+		r.log.Warn().Err(err).Msg("could not record the run's settings for the console and engagementctl status; sending anyway")
 	}
 }
 

@@ -52,20 +52,20 @@ func PlanPace(interval, jitter time.Duration, quiet QuietHours, limit int, sprea
 // pace sets the run's pace from its budget as it opened (the ramp's limit
 // today), and says it: the arithmetic, and a warning when the day's budget
 // does not fit in the waking hours at this pace.
-func (p *Processor) pace() {
-	if p.pacer == nil {
+func (r *run) pace() {
+	if r.pacer == nil {
 		return
 	}
 	limit := 0
-	if p.budget != nil {
-		limit = p.budget.limitNow()
+	if r.budget != nil {
+		limit = r.budget.limitNow()
 	}
-	plan := PlanPace(p.cfg.SendInterval, p.cfg.SendJitter, p.cfg.QuietHours, limit, p.cfg.SpreadBudget)
-	p.pacer.interval = plan.Interval
-	p.plan = plan
-	ev := p.log.Info()
+	plan := PlanPace(r.cfg.SendInterval, r.cfg.SendJitter, r.cfg.QuietHours, limit, r.cfg.SpreadBudget)
+	r.pacer.interval = plan.Interval
+	r.plan = plan
+	ev := r.log.Info()
 	if !plan.Fits {
-		ev = p.log.Warn()
+		ev = r.log.Warn()
 	}
 	ev = ev.Dur("send_interval", plan.Interval).Dur("send_jitter", plan.Jitter).Bool("spread", plan.Spread).
 		Dur("waking_hours", plan.Waking)

@@ -128,24 +128,24 @@ func maxTime(a, b time.Time) time.Time {
 
 // rateLimited reports whether err is Meta's 130429 and, if so, slows the
 // run (hit) and returns how long its message waits.
-func (p *Processor) rateLimited(err error) (time.Duration, bool) {
+func (r *run) rateLimited(err error) (time.Duration, bool) {
 	var terr *transport.Error
-	if p.throttle == nil || !errors.As(err, &terr) || terr.ProviderCode != 130429 {
+	if r.throttle == nil || !errors.As(err, &terr) || terr.ProviderCode != 130429 {
 		return 0, false
 	}
-	return p.throttle.hit(terr.RetryAfter), true
+	return r.throttle.hit(terr.RetryAfter), true
 }
 
 // readThroughput works out the run's ceiling at start and sets its
 // throttle; nil on a transport that does not read one.
-func (p *Processor) readThroughput(ctx context.Context) (*Throughput, error) {
-	p.throttle = nil
-	tr, ok := p.cfg.Transport.(transport.ThroughputReader)
+func (r *run) readThroughput(ctx context.Context) (*Throughput, error) {
+	r.throttle = nil
+	tr, ok := r.cfg.Transport.(transport.ThroughputReader)
 	if !ok {
 		return nil, nil
 	}
 	read, readErr := tr.ReadThroughput(ctx)
-	known, err := throughputQuery.One(ctx, p.pool, throughputArgs{PhoneNumberID: tr.NumberID(), OnBizApp: read.OnBizApp})
+	known, err := throughputQuery.One(ctx, r.pool, throughputArgs{PhoneNumberID: tr.NumberID(), OnBizApp: read.OnBizApp})
 	if err != nil {
 		return nil, fmt.Errorf("record the number's throughput: %w", err)
 	}
@@ -156,13 +156,13 @@ func (p *Processor) readThroughput(ctx context.Context) (*Throughput, error) {
 	}
 	out := &Throughput{Level: read.Level}
 	out.CeilingMPS, out.Source = ceilingOf(meta, flag, coexistence || known.OnBizApp)
-	p.throttle = newThrottle(out.CeilingMPS)
-	ev := p.log.Info()
+	r.throttle = newThrottle(out.CeilingMPS)
+	ev := r.log.Info()
 	switch {
 	case readErr != nil:
-		ev = p.log.Warn().Str("error", readErr.Error())
+		ev = r.log.Warn().Str("error", readErr.Error())
 	case len(read.Problems) > 0:
-		ev = p.log.Warn().Str("problems", strings.Join(read.Problems, "; "))
+		ev = r.log.Warn().Str("problems", strings.Join(read.Problems, "; "))
 	}
 	ev.Int("ceiling_mps", out.CeilingMPS).Str("source", out.Source).Str("level", out.Level).
 		Msg("the number's throughput ceiling (an answer the Graph API did not give keeps the safe side)")
@@ -192,24 +192,24 @@ func ceilingOf(meta, flag int, onBizApp bool) (int, string) {
 // floorPace keeps the shared pace (--send-interval) at least one send per
 // 1/ceiling apart, so that the processes sharing it stay under the
 // number's ceiling together.
-func (p *Processor) floorPace() {
-	if p.pacer == nil || p.throughput == nil {
+func (r *run) floorPace() {
+	if r.pacer == nil || r.throughput == nil {
 		return
 	}
-	least := time.Second / time.Duration(p.throughput.CeilingMPS)
-	if p.pacer.interval < least {
-		p.pacer.interval, p.plan.Interval = least, least
+	least := time.Second / time.Duration(r.throughput.CeilingMPS)
+	if r.pacer.interval < least {
+		r.pacer.interval, r.plan.Interval = least, least
 	}
 }
 
 // throughputState is the summary's Throughput: the ceiling as read, the
 // rate the run ended at and the 130429s.
-func (p *Processor) throughputState() *Throughput {
-	if p.throughput == nil {
+func (r *run) throughputState() *Throughput {
+	if r.throughput == nil {
 		return nil
 	}
-	out := *p.throughput
-	out.RateMPS = float64(p.throttle.lim.Limit())
-	out.RateLimited = int(p.throttle.hits.Load())
+	out := *r.throughput
+	out.RateMPS = float64(r.throttle.lim.Limit())
+	out.RateLimited = int(r.throttle.hits.Load())
 	return &out
 }

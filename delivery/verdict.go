@@ -63,32 +63,32 @@ func (v metaVerdict) pausedKeys() []string {
 
 // readVerdict reads Meta's verdict at the start of a run (see above) and
 // sets the run's verdict and, with DailyLimitAuto, its daily limit.
-func (p *Processor) readVerdict(ctx context.Context) (*NumberHealth, error) {
-	p.verdict = metaVerdict{}
-	hr, ok := p.cfg.Transport.(transport.HealthReader)
+func (r *run) readVerdict(ctx context.Context) (*NumberHealth, error) {
+	r.verdict = metaVerdict{}
+	hr, ok := r.cfg.Transport.(transport.HealthReader)
 	if !ok {
 		return nil, nil
 	}
-	name := p.cfg.Transport.Name()
+	name := r.cfg.Transport.Name()
 	h, readErr := hr.ReadHealth(ctx)
 	stale := readErr != nil
 	if readErr == nil {
-		args := healthSaveArgs{Transport: name, ClockOffset: p.cfg.ClockOffset, Source: "graph_api",
+		args := healthSaveArgs{Transport: name, ClockOffset: r.cfg.ClockOffset, Source: "graph_api",
 			QualityRating: nullIfEmpty(h.QualityRating), MessagingLimitTier: nullIfEmpty(h.MessagingLimitTier),
 			Flagged: h.Flagged}
-		if _, err := healthSaveQuery.Exec(ctx, p.pool, args); err != nil {
+		if _, err := healthSaveQuery.Exec(ctx, r.pool, args); err != nil {
 			return nil, fmt.Errorf("record the number's health: %w", err)
 		}
 		if len(h.Problems) > 0 {
 			stale = true
-			p.log.Warn().Str("problems", strings.Join(h.Problems, "; ")).
+			r.log.Warn().Str("problems", strings.Join(h.Problems, "; ")).
 				Msg("the Graph API's answer about the number's health is incomplete; keeping the last known values for what it did not say")
 		}
 	} else {
-		p.log.Warn().Str("error", readErr.Error()).
+		r.log.Warn().Str("error", readErr.Error()).
 			Msg("could not read the number's health from the Graph API; keeping the last known values (none: the lowest tier, no hold)")
 	}
-	known, err := healthReadQuery.One(ctx, p.pool, healthReadArgs{Transport: name})
+	known, err := healthReadQuery.One(ctx, r.pool, healthReadArgs{Transport: name})
 	if err != nil {
 		return nil, fmt.Errorf("read the number's health: %w", err)
 	}
@@ -96,25 +96,25 @@ func (p *Processor) readVerdict(ctx context.Context) (*NumberHealth, error) {
 	out := &NumberHealth{QualityRating: deref(known.QualityRating), MessagingLimitTier: deref(known.MessagingLimitTier),
 		Flagged: flagged, ReadAt: known.ReadAt, PausedTemplates: templates, Stale: stale}
 	out.Holding = out.QualityRating == "RED" || flagged
-	p.verdict.qualityHold = out.Holding
+	r.verdict.qualityHold = out.Holding
 	keys := hr.TemplateKeys()
 	for _, t := range templates {
-		p.verdict.paused = append(p.verdict.paused, keys[t]...)
+		r.verdict.paused = append(r.verdict.paused, keys[t]...)
 	}
-	slices.Sort(p.verdict.paused)
-	if p.cfg.DailyLimitAuto {
+	slices.Sort(r.verdict.paused)
+	if r.cfg.DailyLimitAuto {
 		limit, ok := transport.TierLimit(out.MessagingLimitTier)
 		if !ok {
 			limit = DefaultAutoLimit
 		}
-		p.cfg.DailyLimit = limit
+		r.cfg.DailyLimit = limit
 	}
-	ev := p.log.Info()
+	ev := r.log.Info()
 	if out.Holding || len(templates) > 0 {
-		ev = p.log.Warn()
+		ev = r.log.Warn()
 	}
 	ev.Str("quality_rating", out.QualityRating).Str("messaging_limit_tier", out.MessagingLimitTier).
-		Bool("flagged", flagged).Strs("paused_templates", templates).Int("daily_limit", p.cfg.DailyLimit).
+		Bool("flagged", flagged).Strs("paused_templates", templates).Int("daily_limit", r.cfg.DailyLimit).
 		Bool("holding_marketing", out.Holding).Msg("Meta's verdict on the number")
 	return out, nil
 }

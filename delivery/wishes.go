@@ -51,7 +51,7 @@ const (
 // wishes is a run's view of the wishes: the users whose wish it read, and
 // since when.
 type wishes struct {
-	p *Processor
+	run *run
 
 	mu sync.Mutex
 	// readAt is when the newest read's statement was sent: every wish that
@@ -70,39 +70,39 @@ type wishes struct {
 // startWishes starts the run's view of the wishes, before its first claim:
 // a wish that committed before it is seen by the claims, which come after.
 // It also deletes the marks older than a day.
-func (p *Processor) startWishes(ctx context.Context) error {
-	p.wishes = nil
-	if p.pacer != nil || p.recheckAge < 0 || p.wishAge < 0 {
+func (r *run) startWishes(ctx context.Context) error {
+	r.wishes = nil
+	if r.pacer != nil || r.recheckAge < 0 || r.wishAge < 0 {
 		return nil // paced, each message is checked right before its send
 	}
-	at := p.clock()
+	at := r.clock()
 	var row wishesStartRow
-	err := p.readWithPause(ctx, func(b *pgx.Batch) { wishesStartQuery.QueueOne(b, sqlfile.None{}, &row) })
+	err := r.readWithPause(ctx, func(b *pgx.Batch) { wishesStartQuery.QueueOne(b, sqlfile.None{}, &row) })
 	if err != nil {
 		return fmt.Errorf("start reading the opt-outs and erasures: %w", err)
 	}
-	p.wishes = &wishes{p: p, readAt: at, since: row.Xmin, seen: map[int64]struct{}{}, users: map[string]time.Time{}}
+	r.wishes = &wishes{run: r, readAt: at, since: row.Xmin, seen: map[int64]struct{}{}, users: map[string]time.Time{}}
 	return nil
 }
 
 // readWithPause runs the statements queue queues and, on a transport that
 // can be paused, the read of its pause (pause_active.sql), in one round
 // trip; a pause found stops the run (pauseRun).
-func (p *Processor) readWithPause(ctx context.Context, queue func(b *pgx.Batch)) error {
+func (r *run) readWithPause(ctx context.Context, queue func(b *pgx.Batch)) error {
 	var pauses []pauseActiveRow
-	err := p.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := r.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		b := &pgx.Batch{}
 		queue(b)
-		if p.pausable() {
-			pauseActiveQuery.QueueAll(b, pauseActiveArgs{Transport: p.cfg.Transport.Name(), ClockOffset: p.cfg.ClockOffset}, &pauses)
+		if r.pausable() {
+			pauseActiveQuery.QueueAll(b, pauseActiveArgs{Transport: r.cfg.Transport.Name(), ClockOffset: r.cfg.ClockOffset}, &pauses)
 		}
 		return conn.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return err
 	}
-	if pause := activePause(p.cfg.Transport.Name(), pauses); pause != nil {
-		p.pauseRun(pause)
+	if pause := activePause(r.cfg.Transport.Name(), pauses); pause != nil {
+		r.pauseRun(pause)
 	}
 	return nil
 }
@@ -121,7 +121,7 @@ func (w *wishes) note(userID string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.users[userID] = w.p.clock()
+	w.users[userID] = w.run.clock()
 }
 
 // wishedSince reports whether userID has a wish that may have committed after
@@ -144,9 +144,9 @@ func (w *wishes) wishedSince(ctx context.Context, userID string, checkedAt time.
 // when it is older than WishRefresh. An error is the read's.
 func (w *wishes) fresh(ctx context.Context) error {
 	w.mu.Lock()
-	age := w.p.clock().Sub(w.readAt)
+	age := w.run.clock().Sub(w.readAt)
 	w.mu.Unlock()
-	if age > w.p.wishAge {
+	if age > w.run.wishAge {
 		return w.read(ctx)
 	}
 	if age > WishRefresh && w.reading.TryLock() {
@@ -165,11 +165,11 @@ func (w *wishes) fresh(ctx context.Context) error {
 // is as fresh as any read this call could make, and the workers waiting
 // on a slow database share it rather than read one after another.
 func (w *wishes) read(ctx context.Context) error {
-	called := w.p.clock()
+	called := w.run.clock()
 	w.reading.Lock()
 	defer w.reading.Unlock()
 	w.mu.Lock()
-	fresh := w.p.clock().Sub(w.readAt) <= w.p.wishAge || !w.readAt.Before(called)
+	fresh := w.run.clock().Sub(w.readAt) <= w.run.wishAge || !w.readAt.Before(called)
 	w.mu.Unlock()
 	if fresh {
 		return nil
@@ -182,13 +182,13 @@ func (w *wishes) readLocked(ctx context.Context) error {
 	w.mu.Lock()
 	since := w.since
 	w.mu.Unlock()
-	at := w.p.clock()
+	at := w.run.clock()
 	var row wishesRow
-	err := w.p.readWithPause(ctx, func(b *pgx.Batch) { wishesQuery.QueueOne(b, wishesArgs{Since: since}, &row) })
+	err := w.run.readWithPause(ctx, func(b *pgx.Batch) { wishesQuery.QueueOne(b, wishesArgs{Since: since}, &row) })
 	if err != nil {
 		return fmt.Errorf("read the opt-outs and erasures: %w", err)
 	}
-	returned := w.p.clock()
+	returned := w.run.clock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	seen := make(map[int64]struct{}, len(row.IDs))
@@ -201,7 +201,7 @@ func (w *wishes) readLocked(ctx context.Context) error {
 	// A check covers a message for RecheckAge at most: a wish read longer
 	// ago than that came before every check still in use.
 	for u, t := range w.users {
-		if returned.Sub(t) > 2*max(w.p.recheckAge, time.Second) {
+		if returned.Sub(t) > 2*max(w.run.recheckAge, time.Second) {
 			delete(w.users, u)
 		}
 	}
