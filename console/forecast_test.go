@@ -110,11 +110,7 @@ func TestTheForecastsGoodbyesTimeOutAsTheRealRunsDo(t *testing.T) {
 func TestTheForecastIsEveryTimersAndKinds(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	var asOf time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT date_trunc('second', now())`).Scan(&asOf); err != nil {
-		t.Fatal(err)
-	}
-	asOf = asOf.UTC()
+	asOf := time.Now().UTC().Truncate(time.Second)
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-15 * 24 * time.Hour)}) // a goodbye on day 1
 	srv := serve(t, pool, asOf)
 	_, body := get(t, srv, "/forecast", viewer, viewerPassword, true)
