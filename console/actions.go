@@ -36,9 +36,48 @@ const (
 	stepConfirm      = "confirm"
 )
 
-// actions are the console's actions, by the name in their URL.
-var actions = map[string]bool{actionRequeue: true, actionCancel: true, actionOptOut: true, actionOptIn: true, actionErase: true,
-	actionClearPause: true}
+// action is one of the console's actions, a row of the table actions:
+// its name (in its URL, /actions/<name>/preview and /confirm, and its
+// audit rows) and its change, made from the form. The preview, the
+// confirmation, the operator's check, the CSRF token, the reason, the
+// transaction, its timeout and the audit row are the same for every row
+// (act, run).
+type action struct {
+	name string
+	// change reads the form into res.Filter (as the audit row records
+	// it), or refuses it (a badRequest, a repair.FilterError), and returns
+	// the change to make in the action's transaction.
+	change func(ctx context.Context, s *server, u user, f actionForm, res *ActionResult) (change, error)
+}
+
+// change is what an action does in its transaction: do makes the change
+// (dryRun: a preview, whose transaction is rolled back anyway) and says
+// how many messages it changes; permanent, when set, counts the
+// permanent failures among them, which a confirmation must acknowledge.
+type change struct {
+	do        func(tx pgx.Tx, dryRun bool) (int64, error)
+	permanent func(tx pgx.Tx) (int64, error)
+}
+
+// actions are the console's actions.
+var actions = []action{
+	{name: actionRequeue, change: requeueChange},
+	{name: actionCancel, change: cancelChange},
+	{name: actionOptOut, change: consentChange},
+	{name: actionOptIn, change: consentChange},
+	{name: actionErase, change: eraseChange},
+	{name: actionClearPause, change: clearPauseChange},
+}
+
+// actionNamed returns the action of the table named name.
+func actionNamed(name string) (action, bool) {
+	for _, a := range actions {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return action{}, false
+}
 
 // ActionResult is what a preview or a confirmation answers.
 type ActionResult struct {
@@ -131,12 +170,14 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, "only operators may act; you may look")
 		return
 	}
-	action, step := r.PathValue("action"), r.PathValue("step")
-	if !actions[action] || (step != stepPreview && step != stepConfirm) {
+	act, ok := actionNamed(r.PathValue("action"))
+	step := r.PathValue("step")
+	if !ok || (step != stepPreview && step != stepConfirm) {
 		s.fail(w, r, http.StatusNotFound, "no such action")
 		return
 	}
-	res, err := s.run(r.Context(), u, action, step == stepConfirm, r.PostForm)
+	action := act.name
+	res, err := s.run(r.Context(), u, act, step == stepConfirm, r.PostForm)
 	if err != nil {
 		var bad *repair.FilterError
 		var perm errPermanent
@@ -162,185 +203,243 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 		}
 		s.cfg.Logger.Info().Str("action", action).Str("actor", u.Name).Int64("messages", res.Messages).
 			Int64("audit_id", res.AuditID).Msg("action done")
-		s.render(w, r, http.StatusOK, "done", res)
+		render(s, w, r, http.StatusOK, "done", res)
 		return
 	}
-	s.render(w, r, http.StatusOK, "preview", res)
+	render(s, w, r, http.StatusOK, "preview", res)
+}
+
+// actionForm is an action's submitted form, its message ids and its
+// failure group read.
+type actionForm struct {
+	form  map[string][]string
+	ids   []string
+	group string
+}
+
+// field is the form's field name, trimmed ("" when not given).
+func (f actionForm) field(name string) string {
+	if v := f.form[name]; len(v) > 0 {
+		return strings.TrimSpace(v[0])
+	}
+	return ""
 }
 
 // run previews or confirms an action in one transaction: a preview's is
 // rolled back, a confirmation's commits the change with its audit row.
-func (s *server) run(ctx context.Context, u user, action string, confirm bool, form map[string][]string) (*ActionResult, error) {
-	field := func(name string) string {
-		if v := form[name]; len(v) > 0 {
-			return strings.TrimSpace(v[0])
-		}
-		return ""
+func (s *server) run(ctx context.Context, u user, a action, confirm bool, form map[string][]string) (*ActionResult, error) {
+	res := &ActionResult{Action: a.name, Confirmed: confirm, Form: map[string]string{}}
+	f, err := readActionForm(form, res)
+	if err != nil {
+		return nil, err
 	}
-	res := &ActionResult{Action: action, Confirmed: confirm, Form: map[string]string{}}
+	ch, err := a.change(ctx, s, u, f, res)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := s.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a preview's end, or a failure's
+	if err := limit(ctx, tx, s.cfg.StatementTimeout); err != nil {
+		return nil, err
+	}
+	if ch.permanent != nil {
+		if res.Permanent, err = ch.permanent(tx); err != nil {
+			return nil, err
+		}
+		if res.Permanent > 0 && confirm {
+			if f.field(requeuePermanent) != "yes" {
+				return nil, errPermanent{res.Permanent}
+			}
+			res.Filter["requeue_permanent"] = true
+		}
+	}
+	if res.Messages, err = ch.do(tx, !confirm); err != nil {
+		return nil, err
+	}
+	if !confirm {
+		return res, nil
+	}
+	return res, audited(ctx, tx, u, res)
+}
+
+// audited writes a confirmation's audit row and commits its transaction.
+func audited(ctx context.Context, tx pgx.Tx, u user, res *ActionResult) error {
+	filter, err := json.Marshal(res.Filter)
+	if err != nil {
+		return err
+	}
+	// The filter is JSON text: as []byte, the binary's exec-mode pool would
+	// send it as bytea, which the jsonb column rejects (22P02).
+	row, err := auditInsertQuery.One(ctx, tx, auditInsertArgs{
+		Actor: u.Name, Action: res.Action, Filter: string(filter), Messages: res.Messages, Reason: res.Reason,
+	})
+	if err != nil {
+		return err
+	}
+	res.AuditID = row.ID
+	return tx.Commit(ctx)
+}
+
+// readActionForm reads the form every action shares: its fields into
+// res.Form (for the confirmation's form) and res.Shown (for the
+// preview), the reason, the message ids and the failure group.
+func readActionForm(form map[string][]string, res *ActionResult) (actionForm, error) {
+	f := actionForm{form: form}
 	for _, ff := range formFields {
-		if v := field(ff.name); v != "" {
+		if v := f.field(ff.name); v != "" {
 			res.Form[ff.name] = v
 		}
 	}
 	var err error
-	if res.Reason, err = cleanReason(field("reason")); err != nil {
-		return nil, badRequestf("reason: %s", err)
+	if res.Reason, err = cleanReason(f.field("reason")); err != nil {
+		return f, badRequestf("reason: %s", err)
 	}
-	ids := strings.FieldsFunc(field("ids"), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
-	// A failure group is named by its key (its reason in base64url, which
-	// the form carries unaltered), or, from a script, by the reason's
-	// exact text, untrimmed.
-	group := ""
-	if v := form["error_group"]; len(v) > 0 {
-		group = v[0]
-	}
-	if key := field("error_group_key"); key != "" {
-		var ok bool
-		if group, ok = groupFromKey(key); !ok {
-			return nil, badRequestf("the reason's key %q is malformed: reload the queue page and try again", truncate(key, 40))
-		}
-	}
-	_, byText := form["error_group"]
-	_, byKey := form["error_group_key"]
-	if (byText || byKey) && group == "" { // not "no filter": that would be every reason
-		return nil, badRequestf("the reason is empty: requeue messages without an error by their message ids")
+	f.ids = strings.FieldsFunc(f.field("ids"), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
+	if f.group, err = readGroup(f); err != nil {
+		return f, err
 	}
 	for _, ff := range formFields {
 		if v, ok := res.Form[ff.name]; ok && ff.name != "error_group" && ff.name != "error_group_key" {
 			res.Shown = append(res.Shown, FormField{ff.label, v})
 		}
 	}
-	if group != "" {
-		res.Shown = append(res.Shown, FormField{"reason", group})
+	if f.group != "" {
+		res.Shown = append(res.Shown, FormField{"reason", f.group})
 		// The confirmation carries the group by its key, whichever way
 		// the preview was asked.
 		delete(res.Form, "error_group")
-		res.Form["error_group_key"] = errorGroupKey(group)
+		res.Form["error_group_key"] = errorGroupKey(f.group)
 	}
+	return f, nil
+}
 
-	var do func(tx pgx.Tx, dryRun bool) (int64, error)
-	var permanent func(tx pgx.Tx) (int64, error)
-	switch action {
-	case actionRequeue:
-		f := repair.RequeueFilter{Status: field("status"), Type: field("kind"), IDs: ids, ErrorGroup: group}
-		if err := f.Validate(); err != nil {
-			return nil, err
-		}
-		res.Filter = map[string]any{"status": f.Status, "type": f.Type, "error_group": f.ErrorGroup, "ids": f.IDs}
-		do = func(tx pgx.Tx, dryRun bool) (int64, error) { return repair.Requeue(ctx, tx, f, dryRun) }
-		// The permanent ones among them: the same filter, and the error
-		// saying what the transport said of a permanent failure.
-		p := f
-		p.ErrorContains = transport.PermanentMark
-		permanent = func(tx pgx.Tx) (int64, error) { return repair.Requeue(ctx, tx, p, true) }
-	case actionCancel:
-		f := repair.CancelFilter{Type: field("kind"), IDs: ids, UserID: field("user_id"), All: field("all") == "true"}
-		if len(f.IDs) == 0 && f.Type == "" && f.UserID == "" && !f.All {
-			return nil, badRequestf("fill in at least one of kind, user id or message ids")
-		}
-		if err := f.Validate(); err != nil {
-			return nil, err
-		}
-		res.Filter = map[string]any{"type": f.Type, "user_id": f.UserID, "ids": f.IDs, "all": f.All}
-		do = func(tx pgx.Tx, dryRun bool) (int64, error) { return repair.Cancel(ctx, tx, f, dryRun) }
-	case actionOptOut, actionOptIn:
-		// The change itself, in the action's transaction: a preview's is
-		// rolled back. Messages counts the pending messages an opt-out
-		// cancels.
-		user := field("user_id")
-		if !validUUID(user) {
-			return nil, badRequestf("user id: %q is not a UUID", truncate(user, 40))
-		}
-		res.Filter = map[string]any{"user_id": user, "source": activity.SourceConsole}
-		do = func(tx pgx.Tx, _ bool) (int64, error) {
-			pending, err := userPendingQuery.One(ctx, tx, userPendingArgs{UserID: user})
-			if err != nil {
-				return 0, err
-			}
-			// Said now, by the operator: superseded only by a wish the
-			// user made later still (an instant ahead of the database's
-			// clock, as far as the calls allow).
-			out, err := activity.Consent(ctx, tx, user, action == actionOptOut, activity.SourceConsole, activity.ConsentOptions{Actor: u.Name})
-			if errors.Is(err, activity.ErrUnknownUser) {
-				return 0, badRequestf("no user %s (no profile): nothing to change", user)
-			}
-			if err != nil {
-				return 0, err
-			}
-			changed := out == activity.ConsentChanged
-			res.Filter["changed"] = changed
-			if out == activity.ConsentSuperseded {
-				res.Filter["superseded"] = true
-			}
-			if action == actionOptIn || !changed {
-				return 0, nil
-			}
-			return pending.Pending, nil
-		}
-	case actionClearPause:
-		do = s.clearPause(ctx, u, field("transport"), res)
-	case actionErase:
-		// Erase works in a savepoint of the action's transaction: a
-		// preview's is rolled back. Messages counts the queue rows it
-		// scrubs; Erased says the rest.
-		user := field("user_id")
-		if !validUUID(user) {
-			return nil, badRequestf("user id: %q is not a UUID", truncate(user, 40))
-		}
-		res.Filter = map[string]any{"user_id": user}
-		do = func(tx pgx.Tx, _ bool) (int64, error) {
-			rep, err := erase.EraseWith(ctx, tx, user, erase.Options{Source: activity.SourceConsole + ":erase", Actor: u.Name})
-			if errors.Is(err, erase.ErrUnknownUser) {
-				return 0, badRequestf("no user %s: nothing to erase", user)
-			}
-			if err != nil {
-				return 0, err
-			}
-			res.Erased = &rep
-			return rep.Messages, nil
+// readGroup reads the failure group the form names: by its key (its
+// reason in base64url, which the form carries unaltered), or, from a
+// script, by the reason's exact text, untrimmed.
+func readGroup(f actionForm) (string, error) {
+	group := ""
+	if v := f.form["error_group"]; len(v) > 0 {
+		group = v[0]
+	}
+	if key := f.field("error_group_key"); key != "" {
+		var ok bool
+		if group, ok = groupFromKey(key); !ok {
+			return "", badRequestf("the reason's key %q is malformed: reload the queue page and try again", truncate(key, 40))
 		}
 	}
+	_, byText := f.form["error_group"]
+	_, byKey := f.form["error_group_key"]
+	if (byText || byKey) && group == "" { // not "no filter": that would be every reason
+		return "", badRequestf("the reason is empty: requeue messages without an error by their message ids")
+	}
+	return group, nil
+}
 
-	tx, err := s.cfg.Pool.Begin(ctx)
+// requeueChange is requeue's: repair.Requeue with the form's filter, and
+// the permanent failures among its messages counted.
+func requeueChange(ctx context.Context, _ *server, _ user, form actionForm, res *ActionResult) (change, error) {
+	f := repair.RequeueFilter{Status: form.field("status"), Type: form.field("kind"), IDs: form.ids, ErrorGroup: form.group}
+	if err := f.Validate(); err != nil {
+		return change{}, err
+	}
+	res.Filter = map[string]any{"status": f.Status, "type": f.Type, "error_group": f.ErrorGroup, "ids": f.IDs}
+	// The permanent ones among them: the same filter, and the error
+	// saying what the transport said of a permanent failure.
+	p := f
+	p.ErrorContains = transport.PermanentMark
+	return change{
+		do:        func(tx pgx.Tx, dryRun bool) (int64, error) { return repair.Requeue(ctx, tx, f, dryRun) },
+		permanent: func(tx pgx.Tx) (int64, error) { return repair.Requeue(ctx, tx, p, true) },
+	}, nil
+}
+
+// cancelChange is cancel's: repair.Cancel with the form's filter.
+func cancelChange(ctx context.Context, _ *server, _ user, form actionForm, res *ActionResult) (change, error) {
+	f := repair.CancelFilter{Type: form.field("kind"), IDs: form.ids, UserID: form.field("user_id"), All: form.field("all") == "true"}
+	if len(f.IDs) == 0 && f.Type == "" && f.UserID == "" && !f.All {
+		return change{}, badRequestf("fill in at least one of kind, user id or message ids")
+	}
+	if err := f.Validate(); err != nil {
+		return change{}, err
+	}
+	res.Filter = map[string]any{"type": f.Type, "user_id": f.UserID, "ids": f.IDs, "all": f.All}
+	return change{do: func(tx pgx.Tx, dryRun bool) (int64, error) { return repair.Cancel(ctx, tx, f, dryRun) }}, nil
+}
+
+// formUser is the form's user id, which must be a UUID.
+func formUser(form actionForm) (string, error) {
+	id := form.field("user_id")
+	if !validUUID(id) {
+		return "", badRequestf("user id: %q is not a UUID", truncate(id, 40))
+	}
+	return id, nil
+}
+
+// consentChange is opt_out's and opt_in's: the change itself, in the
+// action's transaction (a preview's is rolled back). Messages counts the
+// pending messages an opt-out cancels.
+func consentChange(ctx context.Context, _ *server, u user, form actionForm, res *ActionResult) (change, error) {
+	id, err := formUser(form)
 	if err != nil {
-		return nil, err
+		return change{}, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a preview's end, or a failure's
-	if err := s.limit(ctx, tx); err != nil {
-		return nil, err
-	}
-	if permanent != nil {
-		if res.Permanent, err = permanent(tx); err != nil {
-			return nil, err
+	optOut := res.Action == actionOptOut
+	res.Filter = map[string]any{"user_id": id, "source": activity.SourceConsole}
+	return change{do: func(tx pgx.Tx, _ bool) (int64, error) {
+		pending, err := userPendingQuery.One(ctx, tx, userPendingArgs{UserID: id})
+		if err != nil {
+			return 0, err
 		}
-		if res.Permanent > 0 && confirm {
-			if field(requeuePermanent) != "yes" {
-				return nil, errPermanent{res.Permanent}
-			}
-			res.Filter["requeue_permanent"] = true
+		// Said now, by the operator: superseded only by a wish the
+		// user made later still (an instant ahead of the database's
+		// clock, as far as the calls allow).
+		out, err := activity.Consent(ctx, tx, id, optOut, activity.SourceConsole, activity.ConsentOptions{Actor: u.Name})
+		if errors.Is(err, activity.ErrUnknownUser) {
+			return 0, badRequestf("no user %s (no profile): nothing to change", id)
 		}
-	}
-	if res.Messages, err = do(tx, !confirm); err != nil {
-		return nil, err
-	}
-	if !confirm {
-		return res, nil
-	}
-	filter, err := json.Marshal(res.Filter)
+		if err != nil {
+			return 0, err
+		}
+		changed := out == activity.ConsentChanged
+		res.Filter["changed"] = changed
+		if out == activity.ConsentSuperseded {
+			res.Filter["superseded"] = true
+		}
+		if !optOut || !changed {
+			return 0, nil
+		}
+		return pending.Pending, nil
+	}}, nil
+}
+
+// eraseChange is erase's: package erase works in a savepoint of the
+// action's transaction (a preview's is rolled back). Messages counts the
+// queue rows it scrubs; Erased says the rest.
+func eraseChange(ctx context.Context, _ *server, u user, form actionForm, res *ActionResult) (change, error) {
+	id, err := formUser(form)
 	if err != nil {
-		return nil, err
+		return change{}, err
 	}
-	// The filter is JSON text: as []byte, the binary's exec-mode pool would
-	// send it as bytea, which the jsonb column rejects (22P02).
-	row, err := auditInsertQuery.One(ctx, tx, auditInsertArgs{
-		Actor: u.Name, Action: action, Filter: string(filter), Messages: res.Messages, Reason: res.Reason,
-	})
-	if err != nil {
-		return nil, err
-	}
-	res.AuditID = row.ID
-	return res, tx.Commit(ctx)
+	res.Filter = map[string]any{"user_id": id}
+	return change{do: func(tx pgx.Tx, _ bool) (int64, error) {
+		rep, err := erase.EraseWith(ctx, tx, id, erase.Options{Source: activity.SourceConsole + ":erase", Actor: u.Name})
+		if errors.Is(err, erase.ErrUnknownUser) {
+			return 0, badRequestf("no user %s: nothing to erase", id)
+		}
+		if err != nil {
+			return 0, err
+		}
+		res.Erased = &rep
+		return rep.Messages, nil
+	}}, nil
+}
+
+// clearPauseChange is clear_pause's: the transport's active pause ended.
+func clearPauseChange(ctx context.Context, s *server, u user, form actionForm, res *ActionResult) (change, error) {
+	return change{do: s.clearPause(ctx, u, form.field("transport"), res)}, nil
 }
 
 // clearPause is the clear_pause action's change: transport's active pause

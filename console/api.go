@@ -105,82 +105,14 @@ func (s *server) openAPI(w http.ResponseWriter, _ *http.Request) {
 // enqueue serves POST /api/messages.
 func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 	u := requestUser(r)
-	if !u.Operator {
-		s.apiFail(w, http.StatusForbidden, "", "only operators may queue messages; you may look")
+	m, reason, no := readEnqueue(w, r, u)
+	if no != nil {
+		s.apiFail(w, no.code, no.field, no.msg)
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		s.apiFail(w, http.StatusUnsupportedMediaType, "", "the body must be JSON, sent as Content-Type: application/json")
-		return
-	}
-	var body enqueueBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.apiFail(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf("the body is over %d bytes", maxAPIBody))
-			return
-		}
-		s.apiFail(w, http.StatusBadRequest, "", "the body is not a JSON object of the API's fields: "+jsonProblem(err))
-		return
-	}
-	if dec.More() {
-		s.apiFail(w, http.StatusBadRequest, "", "the body holds more than one JSON value")
-		return
-	}
-	m, err := body.Message()
-	if err != nil {
-		var fe *sender.FieldError
-		if errors.As(err, &fe) {
-			s.apiFail(w, http.StatusBadRequest, fe.Field, err.Error())
-			return
-		}
-		s.apiFail(w, http.StatusBadRequest, "", err.Error())
-		return
-	}
-	headers := r.Header.Values("Idempotency-Key")
-	if len(headers) > 1 {
-		s.apiFail(w, http.StatusBadRequest, "Idempotency-Key", "Idempotency-Key: give one header, not several")
-		return
-	}
-	if len(headers) == 1 {
-		key, err := sender.NormalizeKey(headers[0])
-		if err != nil {
-			s.apiFail(w, http.StatusBadRequest, "Idempotency-Key", "Idempotency-Key: "+err.Error())
-			return
-		}
-		if m.IdempotencyKey != "" && key != m.IdempotencyKey {
-			s.apiFail(w, http.StatusBadRequest, "Idempotency-Key",
-				"the Idempotency-Key header and the body's idempotency_key differ: give one, or the same in both")
-			return
-		}
-		m.IdempotencyKey = key
-	}
-	reason, err := cleanReason(body.Reason)
-	if err != nil {
-		s.apiFail(w, http.StatusBadRequest, "reason", "reason: "+err.Error())
-		return
-	}
-
 	out, err := s.enqueueAudited(r.Context(), u, m, reason)
-	var refused *sender.RefusedError
-	switch {
-	case errors.As(err, &refused):
-		writeJSON(w, http.StatusConflict, APIError{Error: refused.Error(), Code: http.StatusConflict, Reason: refused.Reason})
-		return
-	case errors.Is(err, sender.ErrNoDestination):
-		s.apiFail(w, http.StatusBadRequest, "jid", "jid: "+err.Error())
-		return
-	case errors.Is(err, sender.ErrNoCatalogKey):
-		s.apiFail(w, http.StatusBadRequest, "key", "key: "+err.Error())
-		return
-	case isForeignKey(err):
-		s.apiFail(w, http.StatusBadRequest, "user_id", "user_id: no such user")
-		return
-	case err != nil:
-		s.cfg.Logger.Error().Err(err).Str("actor", u.Name).Msg("enqueue failed")
-		s.apiFail(w, http.StatusInternalServerError, "", "the message could not be queued; nothing was changed (see the console's log)")
+	if err != nil {
+		s.enqueueFailed(w, u, err)
 		return
 	}
 	code := http.StatusOK
@@ -199,6 +131,94 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, out)
 }
 
+// apiRefusal is why the API refuses a request: its status, the field at
+// fault ("" for none) and what to say.
+type apiRefusal struct {
+	code       int
+	field, msg string
+}
+
+// readEnqueue reads POST /api/messages: the operator's, a JSON body of the
+// API's fields, one Idempotency-Key header at most (the body's key, if
+// any, the same), a reason fit for the audit row.
+func readEnqueue(w http.ResponseWriter, r *http.Request, u user) (sender.Message, string, *apiRefusal) {
+	if !u.Operator {
+		return sender.Message{}, "", &apiRefusal{http.StatusForbidden, "", "only operators may queue messages; you may look"}
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return sender.Message{}, "", &apiRefusal{http.StatusUnsupportedMediaType, "", "the body must be JSON, sent as Content-Type: application/json"}
+	}
+	var body enqueueBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return sender.Message{}, "", &apiRefusal{http.StatusRequestEntityTooLarge, "", fmt.Sprintf("the body is over %d bytes", maxAPIBody)}
+		}
+		return sender.Message{}, "", &apiRefusal{http.StatusBadRequest, "", "the body is not a JSON object of the API's fields: " + jsonProblem(err)}
+	}
+	if dec.More() {
+		return sender.Message{}, "", &apiRefusal{http.StatusBadRequest, "", "the body holds more than one JSON value"}
+	}
+	m, err := body.Message()
+	if err != nil {
+		var fe *sender.FieldError
+		if errors.As(err, &fe) {
+			return m, "", &apiRefusal{http.StatusBadRequest, fe.Field, err.Error()}
+		}
+		return m, "", &apiRefusal{http.StatusBadRequest, "", err.Error()}
+	}
+	if no := idempotencyHeader(r, &m); no != nil {
+		return m, "", no
+	}
+	reason, err := cleanReason(body.Reason)
+	if err != nil {
+		return m, "", &apiRefusal{http.StatusBadRequest, "reason", "reason: " + err.Error()}
+	}
+	return m, reason, nil
+}
+
+// idempotencyHeader sets m's key from the Idempotency-Key header, if
+// there is one.
+func idempotencyHeader(r *http.Request, m *sender.Message) *apiRefusal {
+	headers := r.Header.Values("Idempotency-Key")
+	switch {
+	case len(headers) > 1:
+		return &apiRefusal{http.StatusBadRequest, "Idempotency-Key", "Idempotency-Key: give one header, not several"}
+	case len(headers) == 0:
+		return nil
+	}
+	key, err := sender.NormalizeKey(headers[0])
+	if err != nil {
+		return &apiRefusal{http.StatusBadRequest, "Idempotency-Key", "Idempotency-Key: " + err.Error()}
+	}
+	if m.IdempotencyKey != "" && key != m.IdempotencyKey {
+		return &apiRefusal{http.StatusBadRequest, "Idempotency-Key",
+			"the Idempotency-Key header and the body's idempotency_key differ: give one, or the same in both"}
+	}
+	m.IdempotencyKey = key
+	return nil
+}
+
+// enqueueFailed answers a message the API could not queue.
+func (s *server) enqueueFailed(w http.ResponseWriter, u user, err error) {
+	var refused *sender.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		writeJSON(w, http.StatusConflict, APIError{Error: refused.Error(), Code: http.StatusConflict, Reason: refused.Reason})
+	case errors.Is(err, sender.ErrNoDestination):
+		s.apiFail(w, http.StatusBadRequest, "jid", "jid: "+err.Error())
+	case errors.Is(err, sender.ErrNoCatalogKey):
+		s.apiFail(w, http.StatusBadRequest, "key", "key: "+err.Error())
+	case isForeignKey(err):
+		s.apiFail(w, http.StatusBadRequest, "user_id", "user_id: no such user")
+	default:
+		s.cfg.Logger.Error().Err(err).Str("actor", u.Name).Msg("enqueue failed")
+		s.apiFail(w, http.StatusInternalServerError, "", "the message could not be queued; nothing was changed (see the console's log)")
+	}
+}
+
 // enqueueAudited queues m and, when it is new, writes its audit row, in
 // one transaction; it returns the message that stands under m's key.
 func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, reason string) (*APIMessage, error) {
@@ -207,7 +227,7 @@ func (s *server) enqueueAudited(ctx context.Context, u user, m sender.Message, r
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit, or a failure's end
-	if err := s.limit(ctx, tx); err != nil {
+	if err := limit(ctx, tx, s.cfg.StatementTimeout); err != nil {
 		return nil, err
 	}
 	q, err := sender.Enqueue(ctx, tx, m)

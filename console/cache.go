@@ -23,9 +23,9 @@ import (
 // still served at once, marked stale ("as of 14:02, refreshing…"), while a
 // new one is computed in the background; the next load shows that one.
 
-// snapshot is a page's data and when it was computed.
-type snapshot struct {
-	data  any
+// snapshot is a page's data, a T, and when it was computed.
+type snapshot[T any] struct {
+	data  T
 	taken time.Time
 	took  time.Duration
 	// replica is the state of the replica the data was read from; nil when
@@ -38,10 +38,22 @@ type snapshot struct {
 	failed time.Time
 }
 
+// refresher is a page's snapshot cache, whatever its page's type: what
+// the background refresh and the actions do with it.
+type refresher interface {
+	due() bool
+	// refreshed computes a new snapshot and says how long that took.
+	refreshed(ctx context.Context) (time.Duration, error)
+	invalidate()
+	wait(ctx context.Context) error
+}
+
 // cache holds one page's latest snapshot.
-type cache struct {
-	name   string
-	load   func(ctx context.Context) (any, error)
+type cache[T any] struct {
+	name string
+	// load computes the page's data, and the state of the replica it read
+	// it from (nil: the primary).
+	load   func(ctx context.Context) (T, *replicaStatus, error)
 	maxAge time.Duration
 	// idle is how long after its last view a page stops being refreshed.
 	idle time.Duration
@@ -50,7 +62,7 @@ type cache struct {
 
 	mu     sync.Mutex
 	viewed time.Time // the last get; the zero time until then
-	cur    *snapshot
+	cur    *snapshot[T]
 	gen    int  // bumped by invalidate
 	dirty  bool // an action changed what cur shows
 	// refreshing is open while a background refresh (get's, invalidate's)
@@ -65,13 +77,13 @@ type cache struct {
 // action changed what it shows; the first one is computed while the caller
 // waits (concurrent callers share one computation).
 //
-// A get from another snapshot's computation (the overview reads the queue
-// and verify snapshots for its summary) is not a view: it does not keep
-// the page refreshed.
-func (c *cache) get(ctx context.Context) (*snapshot, error) {
+// view says whether the get is a view of the page: another page reading
+// it (the overview's summary reads the queue's and verify's snapshots)
+// does not keep it refreshed.
+func (c *cache[T]) get(ctx context.Context, view bool) (*snapshot[T], error) {
 	now := c.now()
 	c.mu.Lock()
-	if ctx.Value(snapshotKey{}) == nil && ctx.Value(notAViewKey{}) == nil {
+	if view {
 		c.viewed = now
 	}
 	cur := c.cur
@@ -96,24 +108,20 @@ func (c *cache) get(ctx context.Context) (*snapshot, error) {
 	return &stale, nil
 }
 
-// notAViewKey marks a context whose reads of a snapshot are no view of its
-// page (the overview's summary reading the queue's and verify's).
-type notAViewKey struct{}
-
-func notAView(ctx context.Context) context.Context {
-	return context.WithValue(ctx, notAViewKey{}, true)
-}
-
 // peek is get for a reader that must not wait: the current snapshot as get
 // serves it when there is one, and otherwise nil, with the first one
 // computed in the background (the overview's summary reads the queue and
 // verify snapshots this way: at a million users, waiting for verify's
-// first one made a fresh console's overview take minutes).
-func (c *cache) peek(ctx context.Context) (*snapshot, error) {
+// first one made a fresh console's overview take minutes). It is no view
+// of the page; a nil cache (a console without the page) has none.
+func (c *cache[T]) peek(ctx context.Context) (*snapshot[T], error) {
+	if c == nil {
+		return nil, nil
+	}
 	c.mu.Lock()
 	if c.cur != nil {
 		c.mu.Unlock()
-		return c.get(ctx) // at once: there is a snapshot
+		return c.get(ctx, false) // at once: there is a snapshot
 	}
 	start := c.refreshing == nil
 	if start {
@@ -129,7 +137,7 @@ func (c *cache) peek(ctx context.Context) (*snapshot, error) {
 // due reports whether Refresh should recompute the page: it has no
 // snapshot yet (the first round computes every page), or it was viewed
 // within idle. A page nobody looks at puts no load on the database.
-func (c *cache) due() bool {
+func (c *cache[T]) due() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cur == nil || (!c.viewed.IsZero() && c.now().Sub(c.viewed) < c.idle)
@@ -137,7 +145,7 @@ func (c *cache) due() bool {
 
 // background refreshes the snapshot, once more if an action came while
 // the computation it joined had already begun, and logs a failure.
-func (c *cache) background(ctx context.Context) {
+func (c *cache[T]) background(ctx context.Context) {
 	defer func() {
 		c.mu.Lock()
 		close(c.refreshing)
@@ -158,45 +166,54 @@ func (c *cache) background(ctx context.Context) {
 	}
 }
 
+// refreshed is refresh for Refresh: how long the computation took.
+func (c *cache[T]) refreshed(ctx context.Context) (time.Duration, error) {
+	snap, err := c.refresh(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return snap.took, nil
+}
+
 // refresh computes a new snapshot (or joins the one under way).
-func (c *cache) refresh(ctx context.Context) (*snapshot, error) {
-	v, err, _ := c.group.Do(c.name, func() (any, error) {
+func (c *cache[T]) refresh(ctx context.Context) (*snapshot[T], error) {
+	_, err, _ := c.group.Do(c.name, func() (any, error) {
 		c.mu.Lock()
 		gen := c.gen
 		c.mu.Unlock()
 		start := c.now()
 		// Not the request's context: a computation others wait for must
-		// not end because its first asker went away. The snapshot key
-		// tells read to use the snapshot's timeout and pool, and takes
-		// the replica's state.
-		info := &snapshotInfo{}
-		data, err := c.load(context.WithValue(context.WithoutCancel(ctx), snapshotKey{}, info))
+		// not end because its first asker went away.
+		data, replica, err := c.load(context.WithoutCancel(ctx))
 		if err != nil {
 			c.mu.Lock()
 			c.failed = c.now()
 			c.mu.Unlock()
 			return nil, err
 		}
-		s := &snapshot{data: data, taken: start, took: c.now().Sub(start), replica: info.replica}
+		s := &snapshot[T]{data: data, taken: start, took: c.now().Sub(start), replica: replica}
 		c.mu.Lock()
 		c.cur, c.failed = s, time.Time{}
 		if gen == c.gen {
 			c.dirty = false // else an action came while it was read: still stale
 		}
 		c.mu.Unlock()
-		return s, nil
+		return nil, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return v.(*snapshot), nil
+	// The snapshot just computed, or one computed after it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur, nil
 }
 
 // invalidate marks the snapshot stale after an action changed what it
 // shows: it is still served, marked so, until a new one is computed; the
 // computation starts now, in the background, when the page was viewed
 // within idle (else at its next view).
-func (c *cache) invalidate() {
+func (c *cache[T]) invalidate() {
 	c.mu.Lock()
 	c.gen++
 	if c.cur == nil {
@@ -216,7 +233,7 @@ func (c *cache) invalidate() {
 
 // wait waits until no background refresh runs (for the tests:
 // export_test.go).
-func (c *cache) wait(ctx context.Context) error {
+func (c *cache[T]) wait(ctx context.Context) error {
 	c.mu.Lock()
 	done := c.refreshing
 	c.mu.Unlock()

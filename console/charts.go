@@ -244,14 +244,20 @@ func jobOrder(series string) int {
 func forecastChart(f Forecast) Chart {
 	c := Chart{Kind: "stackedbars", Unit: "users"}
 	var at []time.Time
-	g, t, r := Series{Label: "goodbyes", Color: "#f9a825"}, Series{Label: "timeouts", Color: "#757575"},
-		Series{Label: "reminders due", Color: "#6a1b9a"}
 	for _, d := range f.Days {
 		at = append(at, d.AsOf)
-		g.Values = append(g.Values, value(d.Goodbyes))
-		t.Values = append(t.Values, value(d.Timeouts))
-		r.Values = append(r.Values, value(d.Reminders))
 	}
-	c.X, c.Series = unix(at), []Series{g, t, r}
+	for i, t := range f.Timers {
+		sr := Series{Label: t.Label, Color: forecastColors[i%len(forecastColors)]}
+		for _, d := range f.Days {
+			sr.Values = append(sr.Values, value(d.Moves[t.Trigger]))
+		}
+		c.Series = append(c.Series, sr)
+	}
+	c.X = unix(at)
 	return c
 }
+
+// forecastColors are the forecast's series' colours, a timer each, in
+// the daily job's order.
+var forecastColors = []string{"#f9a825", "#757575", "#6a1b9a", "#00897b", "#c62828", "#1565c0"}

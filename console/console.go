@@ -29,11 +29,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/pricing"
 )
 
@@ -112,8 +110,9 @@ type server struct {
 	csrf   csrf
 	pages  map[string]*template.Template // by page name, parsed from the table
 	mux    *http.ServeMux
-	caches map[string]*cache // the snapshot pages', by name
-	table  []page            // the pages served (pages, but in a test)
+	caches map[string]refresher // the snapshot pages', by name
+	snaps  snapshots            // those other pages read, typed
+	table  []page               // the pages served (pages, but in a test)
 	byName map[string]page
 	nav    []navLink
 	// apiPaths are the API's paths (apiRoute), which openapi.json
@@ -152,20 +151,21 @@ func (s *server) refreshRound(ctx context.Context) []string {
 	var done []string
 	for _, p := range s.table {
 		name := p.name
-		if p.snapshot == nil {
+		c, ok := s.caches[name]
+		if !ok {
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		if !s.caches[name].due() {
+		if !c.due() {
 			continue
 		}
 		done = append(done, name)
-		if snap, err := s.caches[name].refresh(ctx); err != nil {
+		if took, err := c.refreshed(ctx); err != nil {
 			s.cfg.Logger.Warn().Err(err).Str("page", name).Msg("refreshing a page's snapshot failed")
 		} else {
-			s.cfg.Logger.Debug().Str("page", name).Dur("took", snap.took).Msg("page snapshot refreshed")
+			s.cfg.Logger.Debug().Str("page", name).Dur("took", took).Msg("page snapshot refreshed")
 		}
 	}
 	return done
@@ -194,41 +194,49 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, auth: auth, csrf: tok, mux: http.NewServeMux(), table: table, byName: map[string]page{}}
+	s := &server{cfg: cfg, auth: auth, csrf: tok, mux: http.NewServeMux(), table: table, byName: map[string]page{},
+		caches: map[string]refresher{}}
 	if s.pages, err = parsePages(files, table); err != nil {
 		return nil, err
 	}
-	assets, err := fs.Sub(assetFiles, "assets")
-	if err != nil {
+	if err := s.routes(); err != nil {
 		return nil, err
 	}
-	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer(assets, !cfg.Auth.Open())))
+	return &Console{Handler: s.handler(), s: s}, nil
+}
+
+// routes serves the assets, the table's pages, the actions and the API on
+// s.mux.
+func (s *server) routes() error {
+	assets, err := fs.Sub(assetFiles, "assets")
+	if err != nil {
+		return err
+	}
+	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer(assets, !s.cfg.Auth.Open())))
 	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/assets/favicon.svg", http.StatusMovedPermanently)
 	})
-	s.caches = map[string]*cache{}
-	for _, p := range table {
+	for _, p := range s.table {
 		s.byName[p.name] = p
 		if p.nav {
 			s.nav = append(s.nav, navLink{Page: p.name, Title: p.title, Href: p.href()})
 		}
-		switch {
-		case p.route == "":
-		case p.snapshot != nil:
-			load := func(ctx context.Context) (any, error) { return p.snapshot(s, ctx) }
-			s.caches[p.name] = &cache{name: p.name, load: load, maxAge: cfg.MaxAge, idle: cfg.MaxAge, now: cfg.Clock, log: cfg.Logger}
-			s.mux.HandleFunc(p.route, s.snapshotPage(p))
-		default:
-			s.mux.HandleFunc(p.route, s.page(p.name, func(r *http.Request) (any, error) { return p.load(s, r) }))
+		if p.route == "" || p.data == nil {
+			continue
 		}
-		if p.post != nil {
-			s.mux.HandleFunc("POST "+p.href(), s.page(p.name, func(r *http.Request) (any, error) { return p.post(s, r) }))
+		if c := p.data.mount(s, p); c != nil {
+			s.caches[p.name] = c
 		}
 	}
 	s.mux.HandleFunc("POST /actions/{action}/{step}", s.act)
 	s.apiRoute(http.MethodPost, "/api/messages", s.enqueue)
 	s.apiRoute(http.MethodGet, "/api/openapi.json", s.openAPI)
+	return nil
+}
 
+// handler is the console's handler: the health check and Meta's webhook
+// outside its authentication, s.mux behind it.
+func (s *server) handler() http.Handler {
 	// Cross-origin POSTs are refused before the token is even looked at
 	// (Sec-Fetch-Site / Origin), the token refuses the rest.
 	protect := http.NewCrossOriginProtection()
@@ -239,11 +247,11 @@ func newConsole(cfg Config, table []page, files fs.FS) (*Console, error) {
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", s.healthz)
-	if cfg.WhatsApp.AppSecret != "" {
+	if s.cfg.WhatsApp.AppSecret != "" {
 		root.HandleFunc(WhatsAppWebhookPath, s.whatsapp)
 	}
 	root.Handle("/", inner)
-	return &Console{Handler: securityHeaders(root), s: s}, nil
+	return securityHeaders(root)
 }
 
 // apiRoute serves method on the API's path with h, and any other method
@@ -319,94 +327,15 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// read runs fn in a read-only REPEATABLE READ transaction whose statements
-// each stop after the statement timeout, and gives it the page's as-of. A
-// snapshot's computation reads from the replica when there is one, and
-// notes how far behind it is.
-func (s *server) read(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) error) error {
-	return s.readIn(ctx, pgx.ReadOnly, fn)
-}
-
-// dryRun is read for a page that dry-runs the daily job (the forecast):
-// the job's move statements with their writes switched off
-// (scheduler.ForecastDaily) write and lock nothing, but PostgreSQL refuses
-// a statement that could write in a READ ONLY transaction or on a
-// standby, so fn runs on the primary, replica or not, in a transaction
-// that is not read-only and is always rolled back.
-func (s *server) dryRun(ctx context.Context, fn func(tx pgx.Tx, asOf time.Time) error) error {
-	return s.readIn(ctx, pgx.ReadWrite, fn)
-}
-
-// readIn is read in a transaction of the access mode given: a read-write
-// one is on the primary.
-func (s *server) readIn(ctx context.Context, access pgx.TxAccessMode, fn func(tx pgx.Tx, asOf time.Time) error) error {
-	pool := s.cfg.Pool
-	info, _ := ctx.Value(snapshotKey{}).(*snapshotInfo)
-	if info != nil && s.cfg.Replica != nil && access == pgx.ReadOnly {
-		pool = s.cfg.Replica
-	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: access})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep: always rolled back
-	if err := s.limit(ctx, tx); err != nil {
-		return err
-	}
-	if pool == s.cfg.Replica {
-		if info.replica, err = readReplicaStatus(ctx, tx); err != nil {
-			return err
-		}
-	}
-	asOf, err := s.asOf(ctx, tx)
-	if err != nil {
-		return err
-	}
-	return fn(tx, asOf)
-}
-
-// limit sets the statement timeout for the rest of tx (SET LOCAL: it
-// ends with the transaction, so it holds through a transaction pooler):
-// StatementTimeout, or SnapshotTimeout for a snapshot's computation. JIT
-// compilation is off: the pages' statements read a lot but are planned
-// over estimates that make compiling them cost more than it saves.
-func (s *server) limit(ctx context.Context, tx pgx.Tx) error {
-	timeout := s.cfg.StatementTimeout
-	if ctx.Value(snapshotKey{}) != nil {
-		timeout = max(timeout, s.cfg.SnapshotTimeout)
-	}
-	_, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",
-		fmt.Sprintf("%dms", timeout.Milliseconds()))
-	return err
-}
-
-// snapshotKey marks the context of a snapshot's computation; its value is
-// a *snapshotInfo.
-type snapshotKey struct{}
-
-// snapshotInfo is what read learns about a snapshot besides its data.
-type snapshotInfo struct {
-	// replica is the state of the replica it was read from (nil: the
-	// primary).
-	replica *replicaStatus
-}
-
-func (s *server) asOf(ctx context.Context, tx pgx.Tx) (time.Time, error) {
-	if s.cfg.AsOf != nil {
-		return s.cfg.AsOf().UTC(), nil
-	}
-	return postgres.Now(ctx, tx)
-}
-
-// view is what every page template gets: the page's own data and what
-// the layout needs.
-type view struct {
+// view is what every page template gets: the page's own data, a T, and
+// what the layout needs.
+type view[T any] struct {
 	Page     string
 	Title    string
 	Nav      []navLink // the navigation bar, from the table of pages
 	User     user
 	CSRF     string
-	Data     any
+	Data     T
 	Rendered time.Time
 	// Computed is when a snapshot page's data was read (zero for a live
 	// page), Took how long that took, MaxAge how old it may get.
@@ -432,74 +361,20 @@ func (e badRequest) Error() string { return e.msg }
 
 func badRequestf(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
 
-// snapshotPage serves a page from its snapshot (cache.go), saying when it
-// was computed (the X-Computed-At header; the page's footer).
-func (s *server) snapshotPage(p page) http.HandlerFunc {
-	name := p.name
-	return func(w http.ResponseWriter, r *http.Request) {
-		snap, err := s.caches[name].get(r.Context())
-		if err == nil && p.served != nil {
-			served := *snap
-			served.data, err = p.served(s, r.Context(), snap.data)
-			snap = &served
-		}
-		if err != nil {
-			s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
-			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
-			return
-		}
-		h := w.Header()
-		h.Set("X-Computed-At", snap.taken.UTC().Format(time.RFC3339))
-		if snap.stale {
-			h.Set("X-Refreshing", "true") // a newer snapshot is being computed
-		}
-		if snap.replica != nil {
-			h.Set("X-Replica-Lag", snap.replica.lagHeader())
-		}
-		s.renderSnapshot(w, r, name, snap)
-	}
-}
-
-// page serves a GET page: load computes its data, which is rendered as
-// the page's template, or as JSON when the client asks for it.
-func (s *server) page(name string, load func(r *http.Request) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if msg := badText(r.URL.Query()); msg != "" {
-			s.fail(w, r, http.StatusBadRequest, msg)
-			return
-		}
-		data, err := load(r)
-		if err != nil {
-			var bad badRequest
-			if errors.As(err, &bad) {
-				s.fail(w, r, http.StatusBadRequest, bad.msg)
-				return
-			}
-			s.cfg.Logger.Error().Err(err).Str("page", name).Msg("page failed")
-			s.fail(w, r, http.StatusInternalServerError, "the page could not be read from the database; see the console's log")
-			return
-		}
-		s.render(w, r, http.StatusOK, name, data)
-	}
-}
-
 // wantsJSON reports whether the client asked for JSON (the API's
 // clients always get it).
 func wantsJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "application/json") || strings.HasPrefix(r.URL.Path, "/api/")
 }
 
-func (s *server) render(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
-	s.renderSnapshot(w, r, name, &snapshot{data: data}, code)
+// render renders a page's data, read at the request.
+func render[T any](s *server, w http.ResponseWriter, r *http.Request, code int, name string, data T) {
+	renderSnapshot(s, w, r, code, name, &snapshot[T]{data: data})
 }
 
 // renderSnapshot renders a page's data; a snapshot's time goes in the
 // footer.
-func (s *server) renderSnapshot(w http.ResponseWriter, r *http.Request, name string, snap *snapshot, status ...int) {
-	code := http.StatusOK
-	if len(status) > 0 {
-		code = status[0]
-	}
+func renderSnapshot[T any](s *server, w http.ResponseWriter, r *http.Request, code int, name string, snap *snapshot[T]) {
 	data := snap.data
 	if wantsJSON(r) {
 		w.Header().Set("Content-Type", "application/json")
@@ -508,7 +383,7 @@ func (s *server) renderSnapshot(w http.ResponseWriter, r *http.Request, name str
 		return
 	}
 	u := requestUser(r)
-	v := view{Page: name, Title: s.byName[name].title, Nav: s.nav, User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: s.cfg.Clock().UTC()}
+	v := view[T]{Page: name, Title: s.byName[name].title, Nav: s.nav, User: u, CSRF: s.csrf.token(u.Name), Data: data, Rendered: s.cfg.Clock().UTC()}
 	if !snap.taken.IsZero() {
 		v.Computed, v.Took, v.MaxAge = snap.taken.UTC(), snap.took.Round(time.Millisecond).String(), s.cfg.MaxAge.String()
 		v.Stale, v.RefreshFailed, v.Replica = snap.stale, snap.failed, snap.replica.String()
@@ -564,7 +439,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg stri
 		_ = json.NewEncoder(w).Encode(body)
 		return
 	}
-	s.render(w, r, code, "error", body)
+	render(s, w, r, code, "error", body)
 }
 
 var funcs = template.FuncMap{

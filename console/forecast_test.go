@@ -3,6 +3,8 @@ package console_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
+	"github.com/engagement-scheduler/engagement/pricing"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Issue 42, item 6: the forecast did not model the timeouts of the
@@ -94,5 +98,69 @@ func TestTheForecastsGoodbyesTimeOutAsTheRealRunsDo(t *testing.T) {
 	}
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye' AND status = 'sent'`); n != 12 {
 		t.Errorf("%d goodbyes delivered, want the 12 the runs sent", n)
+	}
+}
+
+// Issue 60: the forecast is the state machine's table's, not a hand list.
+// Its columns are the daily job's timers (statemachine.Timers), each in
+// every day's moves, and its cost is every kind a timer queues (but the
+// reminder, queued on request only), each at its kind's category: a new
+// timer and its kind appear in both without an edit to the console,
+// status or pricing.
+func TestTheForecastIsEveryTimersAndKinds(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	asOf := time.Now().UTC().Truncate(time.Second)
+	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-15 * 24 * time.Hour)}) // a goodbye on day 1
+	srv := serve(t, pool, asOf)
+	_, body := get(t, srv, "/forecast", viewer, viewerPassword, true)
+	var f struct {
+		Timers []console.ForecastTimer `json:"timers"`
+		Days   []struct {
+			AsOf  time.Time        `json:"as_of"`
+			Moves map[string]int64 `json:"moves"`
+		} `json:"days"`
+		Cost pricing.Forecast `json:"cost"`
+	}
+	decode(t, body, &f)
+
+	var timers []string
+	wantKinds := map[sm.Message]sm.Category{}
+	for _, tr := range sm.Timers() {
+		timers = append(timers, string(tr.Trigger))
+		if k, ok := sm.KindFiredBy(tr.Trigger); ok && !k.OnRequest {
+			wantKinds[k.Message] = k.Category
+		}
+	}
+	var got []string
+	for _, tr := range f.Timers {
+		got = append(got, tr.Trigger)
+	}
+	if !slices.Equal(got, timers) {
+		t.Errorf("the forecast's timers are %q, want the table's %q", got, timers)
+	}
+	for _, d := range f.Days {
+		for _, tr := range timers {
+			if _, ok := d.Moves[tr]; !ok {
+				t.Errorf("day %s has no count for the timer %s: %v", d.AsOf, tr, d.Moves)
+			}
+		}
+	}
+	if len(f.Cost.Kinds) != len(wantKinds) {
+		t.Errorf("the cost covers %+v, want every kind a timer queues: %v", f.Cost.Kinds, wantKinds)
+	}
+	for _, k := range f.Cost.Kinds {
+		if c, ok := wantKinds[k.Kind]; !ok || c != k.Category || k.USD == nil {
+			t.Errorf("the cost's %+v: want one of %v, at its category, priced", k, wantKinds)
+		}
+	}
+	if f.Cost.Goodbyes != 1 || f.Days[0].Moves[string(sm.Inactivity14d)] != 1 || f.Cost.USD == nil || *f.Cost.USD == 0 {
+		t.Errorf("one user due a goodbye: cost %+v, day 1 %v; want 1 goodbye, priced", f.Cost, f.Days[0].Moves)
+	}
+	_, html := get(t, srv, "/forecast", viewer, viewerPassword, false)
+	for _, tr := range f.Timers {
+		if !strings.Contains(html, "<th>"+tr.Label+"</th>") {
+			t.Errorf("the forecast page has no column for the timer %s (%q)", tr.Trigger, tr.Label)
+		}
 	}
 }

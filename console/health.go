@@ -265,25 +265,8 @@ func verifyHealth(v Verify) HealthCard {
 
 // runHealth is the card of a job's latest runs (one per shard).
 func runHealth(asOf time.Time, job string, ran []status.Run) HealthCard {
-	c := HealthCard{Name: "run:" + job, Label: job, Link: "/runs", Level: Green}
-	amber, red := time.Duration(0), DailyRunRed
-	switch job {
-	case scheduler.WeeklyJob:
-		red = WeeklyRunRed
-	case DeliveryJob:
-		amber, red = DeliveryRunAmber, DeliveryRunRed
-	}
-	c.Rule = fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. ", span(red))
-	if amber > 0 {
-		c.Rule = fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. Amber: over %s ago, "+
-			"or no run recorded. ", span(amber), span(amber))
-	}
-	c.Rule += fmt.Sprintf("Amber: it was partial, or stopped (SIGTERM: the next run does the rest). Red: it failed or was abandoned, or it started over %s ago", span(red))
-	if amber == 0 {
-		c.Rule += ", or there is none"
-	}
-	c.Rule += ". Of a sharded job, the worst shard's."
-
+	amber, red := runLimits(job)
+	c := HealthCard{Name: "run:" + job, Label: job, Link: "/runs", Level: Green, Rule: runRule(amber, red)}
 	if len(ran) == 0 {
 		c.Value, c.Detail = "no run recorded", ""
 		c.Level = Red
@@ -292,32 +275,11 @@ func runHealth(asOf time.Time, job string, ran []status.Run) HealthCard {
 		}
 		return c
 	}
-	level := func(l string) {
-		if l == Red || (l == Amber && c.Level == Green) {
-			c.Level = l
-		}
-	}
+	c.Level = runsLevel(asOf, ran, amber, red)
 	latest := ran[0]
 	for _, r := range ran {
 		if r.StartedAt.After(latest.StartedAt) {
 			latest = r
-		}
-		started := r.StartedAt
-		if r.AsOf.After(started) {
-			started = r.AsOf
-		}
-		age := asOf.Sub(started)
-		switch {
-		case r.Status == "failed" || r.Status == "abandoned":
-			level(Red)
-		case scheduler.RunInProgress(r.Status): // a job's running, queue-process's delivering
-		case age > red:
-			level(Red)
-		case amber > 0 && age > amber:
-			level(Amber)
-		}
-		if r.Status == scheduler.RunPartial || r.Status == scheduler.RunStopped {
-			level(Amber) // a stop is no failure, but the run's work is not all done
 		}
 	}
 	c.Value = latest.Status
@@ -340,6 +302,62 @@ func runHealth(asOf time.Time, job string, ran []status.Run) HealthCard {
 		c.Detail += " · " + truncate(latest.Error, 80)
 	}
 	return c
+}
+
+// runLimits are how long ago a job's latest run may have started before
+// its card is amber (0: never for its age) and red.
+func runLimits(job string) (amber, red time.Duration) {
+	switch job {
+	case scheduler.WeeklyJob:
+		return 0, WeeklyRunRed
+	case DeliveryJob:
+		return DeliveryRunAmber, DeliveryRunRed
+	}
+	return 0, DailyRunRed
+}
+
+// runRule is a run card's rule, for its limits.
+func runRule(amber, red time.Duration) string {
+	rule := fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. ", span(red))
+	if amber > 0 {
+		rule = fmt.Sprintf("Green: the latest run succeeded (or is running) and started at most %s ago. Amber: over %s ago, "+
+			"or no run recorded. ", span(amber), span(amber))
+	}
+	rule += fmt.Sprintf("Amber: it was partial, or stopped (SIGTERM: the next run does the rest). Red: it failed or was abandoned, or it started over %s ago", span(red))
+	if amber == 0 {
+		rule += ", or there is none"
+	}
+	return rule + ". Of a sharded job, the worst shard's."
+}
+
+// runsLevel is the worst of a job's latest runs (a shard each).
+func runsLevel(asOf time.Time, ran []status.Run, amber, red time.Duration) string {
+	out := Green
+	level := func(l string) {
+		if l == Red || (l == Amber && out == Green) {
+			out = l
+		}
+	}
+	for _, r := range ran {
+		started := r.StartedAt
+		if r.AsOf.After(started) {
+			started = r.AsOf
+		}
+		age := asOf.Sub(started)
+		switch {
+		case r.Status == "failed" || r.Status == "abandoned":
+			level(Red)
+		case scheduler.RunInProgress(r.Status): // a job's running, queue-process's delivering
+		case age > red:
+			level(Red)
+		case amber > 0 && age > amber:
+			level(Amber)
+		}
+		if r.Status == scheduler.RunPartial || r.Status == scheduler.RunStopped {
+			level(Amber) // a stop is no failure, but the run's work is not all done
+		}
+	}
+	return out
 }
 
 // simulatedAhead is how far a run's as-of must be past its start for the
@@ -372,5 +390,3 @@ func span(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d min", d/time.Minute)
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -23,8 +23,8 @@ import (
 // Issue 47: a page is one declaration. The table, the templates and the
 // routes agree: every template (but the layout) is a page of the table and
 // every page has its template, each routed page gets its data one way
-// (a snapshot or a load at each request), routes are distinct, and every
-// template parses with the functions its row declares.
+// (its data: a snapshotOf or a liveOf, typed), routes are distinct, and
+// every template parses with the functions its row declares.
 func TestEveryPageIsOneDeclaration(t *testing.T) {
 	t.Parallel()
 	declared, routes := map[string]bool{}, map[string]bool{}
@@ -34,14 +34,12 @@ func TestEveryPageIsOneDeclaration(t *testing.T) {
 			t.Errorf("page %s is declared twice", p.name)
 		case p.title == "":
 			t.Errorf("page %s has no title", p.name)
-		case p.route == "" && (p.nav || p.snapshot != nil || p.load != nil || p.post != nil):
-			t.Errorf("page %s has no route, yet a loader or a place in the navigation", p.name)
-		case p.route != "" && (p.snapshot == nil) == (p.load == nil):
-			t.Errorf("page %s: %s needs exactly one of snapshot and load", p.name, p.route)
+		case p.route == "" && (p.nav || p.data != nil):
+			t.Errorf("page %s has no route, yet its data or a place in the navigation", p.name)
+		case p.route != "" && p.data == nil:
+			t.Errorf("page %s: %s has no data (a snapshotOf or a liveOf)", p.name, p.route)
 		case p.route != "" && (!strings.HasPrefix(p.route, "GET /") || routes[p.route]):
 			t.Errorf("page %s: route %q is not a GET, or another page's", p.name, p.route)
-		case p.served != nil && p.snapshot == nil:
-			t.Errorf("page %s: served is for snapshot pages", p.name)
 		}
 		declared[p.name], routes[p.route] = true, p.route != ""
 	}
@@ -80,14 +78,15 @@ func TestANewPageIsOneDeclaration(t *testing.T) {
 		Users    int64  `json:"users"`
 	}
 	example := page{name: "example", title: "Example", route: "GET /example", nav: true,
-		load: func(s *server, r *http.Request) (any, error) {
+		data: liveOf[Example]{load: func(s *server, r *http.Request, src source) (Example, error) {
 			out := Example{Greeting: "olá"}
-			return out, s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
+			err := src.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
 				row, err := exampleQuery.One(r.Context(), tx, sqlfile.None{})
 				out.Users = row.Users
 				return err
 			})
-		},
+			return out, err
+		}},
 		charts: template.FuncMap{"shout": strings.ToUpper}}
 	files := fstest.MapFS{"templates/example.html": {Data: []byte(
 		`{{define "content"}}<p id="greeting">{{shout .Data.Greeting}}</p><p id="users">{{.Data.Users}}</p>{{end}}`)}}

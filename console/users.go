@@ -31,9 +31,9 @@ const maxMatches = 50
 
 // searchUser serves POST /users: the form's q, a user id, a phone number
 // or a JID. One match is that user's page; several (or none) a list.
-func (s *server) searchUser(r *http.Request) (any, error) {
+func (s *server) searchUser(r *http.Request, src source) (User, error) {
 	if err := r.ParseForm(); err != nil {
-		return nil, badRequestf("the form could not be read")
+		return User{}, badRequestf("the form could not be read")
 	}
 	q := strings.TrimSpace(r.PostForm.Get("q"))
 	out := User{Query: q, Searched: true}
@@ -42,13 +42,13 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 	}
 	if id, ok := postgres.ParseUUID(q); ok {
 		out.ID = id
-		return s.userByID(r.Context(), out)
+		return userByID(r.Context(), src, out)
 	}
 	jids, ok := searchTerms(q)
 	if !ok {
-		return nil, badRequestf("search for a user id (a UUID), a phone number (8 to 15 digits, with or without +, spaces, dashes) or a JID (…@s.whatsapp.net, …@g.us)")
+		return out, badRequestf("search for a user id (a UUID), a phone number (8 to 15 digits, with or without +, spaces, dashes) or a JID (…@s.whatsapp.net, …@g.us)")
 	}
-	err := s.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
+	err := src.read(r.Context(), func(tx pgx.Tx, _ time.Time) error {
 		rows, err := userSearchQuery.All(r.Context(), tx, userSearchArgs{Jids: jids, Limit: maxMatches})
 		if err != nil {
 			return err
@@ -67,7 +67,7 @@ func (s *server) searchUser(r *http.Request) (any, error) {
 		return out, err
 	}
 	out.ID = out.Matches[0].ID
-	return s.userByID(r.Context(), out)
+	return userByID(r.Context(), src, out)
 }
 
 // searchTerms reads a phone number or a JID and returns the JIDs a

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/rs/zerolog"
 )
 
 // WhatsAppWebhook is Meta's webhook for the app that sends through the
@@ -127,149 +128,211 @@ func (s *server) whatsapp(w http.ResponseWriter, r *http.Request) {
 //	     what was applied applies once
 func (s *server) whatsappNotification(w http.ResponseWriter, r *http.Request) {
 	log := s.cfg.Logger.With().Str("path", WhatsAppWebhookPath).Logger()
+	b, ok := s.readMetaBody(w, r, log)
+	if !ok {
+		return
+	}
+	t := &metaTally{log: log}
+	for i, rawEntry := range b.Entry {
+		if err := s.applyMetaEntry(r.Context(), t, i, rawEntry); err != nil {
+			ev := log.Error()
+			if err.field != "" {
+				ev = ev.Str("field", err.field)
+			}
+			ev.Str("error", err.err.Error()).Msg(err.msg)
+			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	total := metaSkipped.Add(int64(t.skipped))
+	ev := log.Debug()
+	if t.skipped > 0 {
+		ev = log.Warn()
+	}
+	ev.Int("statuses", t.applied).Int("ours", t.ours).Int("consent_changes", t.consent).Int("verdicts", t.verdicts).
+		Int("skipped", t.skipped).Int64("skipped_total", total).Msg("whatsapp webhook applied")
+	w.WriteHeader(http.StatusOK)
+}
+
+// readMetaBody reads a notification's body, signed with the app secret,
+// and answers the request itself (ok false) when it is too large, not
+// signed, signed wrong, or not Meta's JSON (acknowledged: Meta would send
+// it again forever).
+func (s *server) readMetaBody(w http.ResponseWriter, r *http.Request, log zerolog.Logger) (b metaBody, ok bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWhatsAppBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			log.Warn().Int64("limit", tooLarge.Limit).Msg("whatsapp webhook: body too large; refused")
 			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return
+			return b, false
 		}
 		http.Error(w, "bad request", http.StatusBadRequest)
-		return
+		return b, false
 	}
 	sig := r.Header.Get("X-Hub-Signature-256")
 	if sig == "" {
 		log.Warn().Msg("whatsapp webhook: no X-Hub-Signature-256; refused")
 		http.Error(w, "missing signature", http.StatusUnauthorized)
-		return
+		return b, false
 	}
 	if !validMetaSignature(s.cfg.WhatsApp.AppSecret, body, sig) {
 		log.Warn().Msg("whatsapp webhook: wrong X-Hub-Signature-256; refused")
 		http.Error(w, "bad signature", http.StatusForbidden)
-		return
+		return b, false
 	}
-	var b metaBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		log.Warn().Int("bytes", len(body)).Msg("whatsapp webhook: a signed body that is not Meta's JSON; acknowledged, nothing applied")
 		w.WriteHeader(http.StatusOK)
-		return
+		return b, false
 	}
-	var applied, ours, skipped, consent, verdicts int
-	// skip logs and counts one part of the body the scheduler cannot use:
-	// where it is and why, never a value of it.
-	skip := func(field, where string, why error, status string) {
-		skipped++
-		ev := log.Warn().Str("field", field).Str("entry", where).Str("reason", why.Error())
-		if metaWord.MatchString(status) {
-			ev = ev.Str("status", status)
-		}
-		ev.Msg("whatsapp webhook: an entry the scheduler cannot use; skipped")
+	return b, true
+}
+
+// metaTally counts what a notification applied and skipped.
+type metaTally struct {
+	log                                       zerolog.Logger
+	applied, ours, skipped, consent, verdicts int
+}
+
+// skip logs and counts one part of the body the scheduler cannot use:
+// where it is and why, never a value of it.
+func (t *metaTally) skip(field, where string, why error, status string) {
+	t.skipped++
+	ev := t.log.Warn().Str("field", field).Str("entry", where).Str("reason", why.Error())
+	if metaWord.MatchString(status) {
+		ev = ev.Str("status", status)
 	}
-	for i, rawEntry := range b.Entry {
-		var e metaEntry
-		if err := json.Unmarshal(rawEntry, &e); err != nil {
-			skip("", fmt.Sprintf("entry[%d]", i), unusable("the entry is not in Meta's shape"), "")
+	ev.Msg("whatsapp webhook: an entry the scheduler cannot use; skipped")
+}
+
+// metaDBError is a usable part of a notification the database could not
+// take: the notification is answered 503 and Meta resends it.
+type metaDBError struct {
+	field, msg string
+	err        error
+}
+
+// applyMetaEntry applies one entry of a notification, change by change.
+func (s *server) applyMetaEntry(ctx context.Context, t *metaTally, i int, rawEntry json.RawMessage) *metaDBError {
+	var e metaEntry
+	if err := json.Unmarshal(rawEntry, &e); err != nil {
+		t.skip("", fmt.Sprintf("entry[%d]", i), unusable("the entry is not in Meta's shape"), "")
+		return nil
+	}
+	for j, rawChange := range e.Changes {
+		where := fmt.Sprintf("entry[%d].changes[%d]", i, j)
+		var c metaChange
+		if err := json.Unmarshal(rawChange, &c); err != nil {
+			t.skip("", where, unusable("the change is not in Meta's shape"), "")
 			continue
 		}
-		for j, rawChange := range e.Changes {
-			var c metaChange
-			if err := json.Unmarshal(rawChange, &c); err != nil {
-				skip("", fmt.Sprintf("entry[%d].changes[%d]", i, j), unusable("the change is not in Meta's shape"), "")
-				continue
-			}
-			switch c.Field {
-			case "phone_number_quality_update", "business_capability_update", "message_template_status_update":
-				n, err := s.applyMetaVerdict(r.Context(), c.Field, e.Time, c.Value)
-				switch {
-				case errors.Is(err, errUnusableVerdict):
-					skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), err, "")
-				case err != nil:
-					log.Error().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: recording Meta's verdict failed; Meta will resend")
-					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
-					return
-				default:
-					verdicts += n
-				}
-				continue
-			case "template_category_update":
-				n, err := s.applyTemplateCategory(r.Context(), e.ID, e.Time, c.Value)
-				switch {
-				case errors.Is(err, errUnusableVerdict):
-					skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), err, "")
-				case err != nil:
-					log.Error().Str("field", c.Field).Str("error", err.Error()).Msg("whatsapp webhook: recording a template's category failed; Meta will resend")
-					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
-					return
-				default:
-					verdicts += n
-				}
-				continue
-			case "messages", "user_preferences":
-			default:
-				continue
-			}
-			var v metaMessages
-			if err := json.Unmarshal(c.Value, &v); err != nil {
-				skip(c.Field, fmt.Sprintf("entry[%d].changes[%d]", i, j), unusable("the value is not in Meta's shape"), "")
-				continue
-			}
-			if c.Field == "user_preferences" {
-				for k, raw := range v.Preferences {
-					where := fmt.Sprintf("entry[%d].changes[%d].value.user_preferences[%d]", i, j, k)
-					p, err := decodeMetaPreference(raw)
-					if err != nil {
-						skip(c.Field, where, err, "")
-						continue
-					}
-					n, err := s.applyMetaPreference(r.Context(), p)
-					switch {
-					case errors.Is(err, activity.ErrInstantOutOfRange):
-						skip(c.Field, where, unusable("timestamp out of range"), "")
-					case err != nil:
-						log.Error().Str("error", err.Error()).Msg("whatsapp webhook: applying a preference failed; Meta will resend")
-						http.Error(w, "database unavailable", http.StatusServiceUnavailable)
-						return
-					default:
-						consent += n
-					}
-				}
-				continue
-			}
-			for k, raw := range v.Statuses {
-				where := fmt.Sprintf("entry[%d].changes[%d].value.statuses[%d]", i, j, k)
-				st, err := decodeMetaStatus(raw)
-				if err != nil {
-					skip(c.Field, where, err, st.Status)
-					continue
-				}
-				ok, err := s.applyMetaStatus(r.Context(), st)
-				switch {
-				case errors.Is(err, activity.ErrUnknownReceiptStatus):
-					skip(c.Field, where, unusable("status unknown to engagement_receipt"), st.Status)
-				case errors.Is(err, activity.ErrInstantOutOfRange):
-					skip(c.Field, where, unusable("timestamp out of range"), st.Status)
-				case err != nil:
-					log.Error().Str("error", err.Error()).Msg("whatsapp webhook: applying a receipt failed; Meta will resend")
-					http.Error(w, "database unavailable", http.StatusServiceUnavailable)
-					return
-				default:
-					applied++
-					if ok {
-						ours++
-					}
-				}
-			}
+		if err := s.applyMetaChange(ctx, t, e, c, where); err != nil {
+			return err
 		}
 	}
-	total := metaSkipped.Add(int64(skipped))
-	ev := log.Debug()
-	if skipped > 0 {
-		ev = log.Warn()
+	return nil
+}
+
+// applyMetaChange applies one change of an entry, by its field: a
+// verdict, a template's category, receipts, preferences; any other field
+// is not the scheduler's.
+func (s *server) applyMetaChange(ctx context.Context, t *metaTally, e metaEntry, c metaChange, where string) *metaDBError {
+	var n int
+	var err error
+	var failed string
+	switch c.Field {
+	case "phone_number_quality_update", "business_capability_update", "message_template_status_update":
+		n, err = s.applyMetaVerdict(ctx, c.Field, e.Time, c.Value)
+		failed = "whatsapp webhook: recording Meta's verdict failed; Meta will resend"
+	case "template_category_update":
+		n, err = s.applyTemplateCategory(ctx, e.ID, e.Time, c.Value)
+		failed = "whatsapp webhook: recording a template's category failed; Meta will resend"
+	case "messages", "user_preferences":
+		var v metaMessages
+		if err := json.Unmarshal(c.Value, &v); err != nil {
+			t.skip(c.Field, where, unusable("the value is not in Meta's shape"), "")
+			return nil
+		}
+		if c.Field == "user_preferences" {
+			return s.applyMetaPreferences(ctx, t, c.Field, where, v)
+		}
+		return s.applyMetaStatuses(ctx, t, c.Field, where, v)
+	default:
+		return nil
 	}
-	ev.Int("statuses", applied).Int("ours", ours).Int("consent_changes", consent).Int("verdicts", verdicts).
-		Int("skipped", skipped).Int64("skipped_total", total).Msg("whatsapp webhook applied")
-	w.WriteHeader(http.StatusOK)
+	switch {
+	case errors.Is(err, errUnusableVerdict):
+		t.skip(c.Field, where, err, "")
+	case err != nil:
+		return &metaDBError{field: c.Field, msg: failed, err: err}
+	default:
+		t.verdicts += n
+	}
+	return nil
+}
+
+// eachMeta decodes each of a change's items (raws, its value's list
+// named list), skips and counts those the scheduler cannot use (status
+// names an item's status in the log, when it has one), and applies the
+// others with apply, which stops at a database failure.
+func eachMeta[T any](t *metaTally, field, where, list string, raws []json.RawMessage,
+	decode func(json.RawMessage) (T, error), status func(T) string, apply func(item T, where string) *metaDBError,
+) *metaDBError {
+	for k, raw := range raws {
+		at := fmt.Sprintf("%s.value.%s[%d]", where, list, k)
+		item, err := decode(raw)
+		if err != nil {
+			t.skip(field, at, err, status(item))
+			continue
+		}
+		if err := apply(item, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyMetaPreferences applies a change's user preferences (marketing
+// messages stopped or resumed) as consent.
+func (s *server) applyMetaPreferences(ctx context.Context, t *metaTally, field, where string, v metaMessages) *metaDBError {
+	noStatus := func(metaPreference) string { return "" }
+	return eachMeta(t, field, where, "user_preferences", v.Preferences, decodeMetaPreference, noStatus,
+		func(p metaPreference, where string) *metaDBError {
+			n, err := s.applyMetaPreference(ctx, p)
+			switch {
+			case errors.Is(err, activity.ErrInstantOutOfRange):
+				t.skip(field, where, unusable("timestamp out of range"), "")
+			case err != nil:
+				return &metaDBError{msg: "whatsapp webhook: applying a preference failed; Meta will resend", err: err}
+			default:
+				t.consent += n
+			}
+			return nil
+		})
+}
+
+// applyMetaStatuses applies a change's statuses as receipts.
+func (s *server) applyMetaStatuses(ctx context.Context, t *metaTally, field, where string, v metaMessages) *metaDBError {
+	status := func(st metaStatus) string { return st.Status }
+	return eachMeta(t, field, where, "statuses", v.Statuses, decodeMetaStatus, status,
+		func(st metaStatus, where string) *metaDBError {
+			ok, err := s.applyMetaStatus(ctx, st)
+			switch {
+			case errors.Is(err, activity.ErrUnknownReceiptStatus):
+				t.skip(field, where, unusable("status unknown to engagement_receipt"), st.Status)
+			case errors.Is(err, activity.ErrInstantOutOfRange):
+				t.skip(field, where, unusable("timestamp out of range"), st.Status)
+			case err != nil:
+				return &metaDBError{msg: "whatsapp webhook: applying a receipt failed; Meta will resend", err: err}
+			default:
+				t.applied++
+				if ok {
+					t.ours++
+				}
+			}
+			return nil
+		})
 }
 
 var errBadTimestamp = errors.New("timestamp is not Unix seconds")

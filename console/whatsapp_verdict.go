@@ -95,24 +95,8 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 				whatsappTemplateStatusArgs{TemplateName: template, Event: event, At: at})
 			return row.Changed, row.Released, err
 		}
-	} else {
-		tier = portfolioLimit(field, v)
-		var flagged *bool
-		switch event {
-		case "FLAGGED":
-			flagged = new(bool)
-			*flagged = true
-		case "UNFLAGGED":
-			flagged = new(bool)
-		}
-		if tier == nil && flagged == nil {
-			return 0, fmt.Errorf("%w: neither a messaging limit tier nor a flag", errUnusableVerdict)
-		}
-		record = func(ctx context.Context) (bool, int64, error) {
-			row, err := whatsappNumberHealthQuery.One(ctx, s.cfg.Pool, whatsappNumberHealthArgs{
-				Transport: transport.WhatsAppName, MessagingLimitTier: tier, Flagged: flagged, At: at})
-			return row.Changed, row.Released, err
-		}
+	} else if record, tier, err = s.numberVerdict(field, v, event, at); err != nil {
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
 	defer cancel()
@@ -132,6 +116,31 @@ func (s *server) applyMetaVerdict(ctx context.Context, field string, entryTime, 
 	}
 	ev.Msg("whatsapp webhook: Meta's verdict recorded")
 	return 1, nil
+}
+
+// numberVerdict is applyMetaVerdict's statement for a verdict on the
+// number or the portfolio (its messaging limit tier, a flag), and the
+// tier.
+func (s *server) numberVerdict(field string, v map[string]json.RawMessage, event string, at *time.Time) (
+	func(ctx context.Context) (bool, int64, error), *string, error,
+) {
+	tier := portfolioLimit(field, v)
+	var flagged *bool
+	switch event {
+	case "FLAGGED":
+		flagged = new(bool)
+		*flagged = true
+	case "UNFLAGGED":
+		flagged = new(bool)
+	}
+	if tier == nil && flagged == nil {
+		return nil, nil, fmt.Errorf("%w: neither a messaging limit tier nor a flag", errUnusableVerdict)
+	}
+	return func(ctx context.Context) (bool, int64, error) {
+		row, err := whatsappNumberHealthQuery.One(ctx, s.cfg.Pool, whatsappNumberHealthArgs{
+			Transport: transport.WhatsAppName, MessagingLimitTier: tier, Flagged: flagged, At: at})
+		return row.Changed, row.Released, err
+	}, tier, nil
 }
 
 // portfolioLimit is the business portfolio's messaging limit a value of

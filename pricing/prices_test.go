@@ -91,3 +91,24 @@ func TestForecastGoodbyes(t *testing.T) {
 		t.Errorf("100 goodbyes: %+v, want US$6.25 as marketing in BR", f)
 	}
 }
+
+// Issue 60: the forecast's cost is every kind's, each at its own
+// category (statemachine.Kinds), not the goodbye's alone.
+func TestForecastMessagesCostsEachKindAtItsCategory(t *testing.T) {
+	t.Parallel()
+	prices := pricing.Default()
+	utility, ok := prices.Price(prices.DefaultCountry, sm.CategoryUtility)
+	if !ok {
+		t.Fatal("the default prices have no utility price")
+	}
+	f := pricing.ForecastMessages(map[sm.Message]int64{sm.GoodbyeMessage: 100, sm.OptOutConfirmationMessage: 10}, nil)
+	if len(f.Kinds) != 2 || f.Kinds[0].Kind != sm.GoodbyeMessage || f.Kinds[1].Category != sm.CategoryUtility || f.Goodbyes != 100 {
+		t.Fatalf("kinds %+v, goodbyes %d: want the goodbye's 100 then the confirmations' 10 as utility", f.Kinds, f.Goodbyes)
+	}
+	if want := 6.25 + pricing.USD(10*utility); f.USD == nil || *f.USD != want {
+		t.Errorf("cost %v, want US$%v", f.USD, want)
+	}
+	if !strings.Contains(f.Assumption, "every opt_out_confirmation delivered and billed as utility") {
+		t.Errorf("assumption %q does not say the confirmations' category", f.Assumption)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
@@ -213,30 +214,75 @@ func (s Spend) NotMetaMessages() int64 {
 	return n
 }
 
-// Forecast is what the goodbyes the coming days' runs would send cost.
+// Forecast is what the messages the coming days' runs would queue cost:
+// those of every kind a timer of the state machine queues
+// (statemachine.Kinds), each at its kind's category.
 type Forecast struct {
+	// Goodbyes is how many of them are goodbyes.
 	Goodbyes int64 `json:"goodbyes"`
-	// USD is their cost, nil when the prices have none for the goodbye's
+	// USD is their cost, nil when the prices have none for some kind's
 	// category in the default country.
 	USD *float64 `json:"usd"`
 	// Assumption says how it was costed.
 	Assumption string `json:"assumption"`
+	// Kinds are the messages of each kind and their cost, in the kinds
+	// table's order.
+	Kinds []KindForecast `json:"kinds"`
 }
 
-// ForecastGoodbyes costs goodbyes at the goodbye kind's category in the
-// prices' default country, each one delivered: the forecast knows how
-// many it would send, not to whom, nor what Meta will say.
+// KindForecast is the messages of one kind a forecast costs.
+type KindForecast struct {
+	Kind     sm.Message  `json:"kind"`
+	Category sm.Category `json:"category"`
+	Messages int64       `json:"messages"`
+	// USD is their cost, nil when the prices have none for the category.
+	USD *float64 `json:"usd"`
+}
+
+// ForecastGoodbyes costs goodbyes as ForecastMessages does.
 func ForecastGoodbyes(goodbyes int64, prices *Prices) Forecast {
+	return ForecastMessages(map[sm.Message]int64{sm.GoodbyeMessage: goodbyes}, prices)
+}
+
+// ForecastMessages costs messages by kind, each at its kind's category
+// (statemachine.Kinds) in the prices' default country, each one
+// delivered: the forecast knows how many it would send, not to whom, nor
+// what Meta will say. A message type that is no kind is not costed.
+func ForecastMessages(messages map[sm.Message]int64, prices *Prices) Forecast {
 	if prices == nil {
 		prices = Default()
 	}
-	k, _ := sm.KindOf(sm.GoodbyeMessage)
-	f := Forecast{Goodbyes: goodbyes, Assumption: fmt.Sprintf(
-		"every goodbye delivered and billed as %s in %s (the prices' default country), at the prices as of %s",
-		k.Category, prices.DefaultCountry, prices.AsOf)}
-	if micro, ok := prices.Price(prices.DefaultCountry, k.Category); ok {
-		usd := USD(micro * goodbyes)
-		f.USD = &usd
+	f := Forecast{Kinds: []KindForecast{}}
+	var micro int64
+	priced := true
+	var billed []string
+	for _, k := range sm.Kinds() {
+		n, ok := messages[k.Message]
+		if !ok {
+			continue
+		}
+		kf := KindForecast{Kind: k.Message, Category: k.Category, Messages: n}
+		if price, ok := prices.Price(prices.DefaultCountry, k.Category); ok {
+			kf.USD = ptr(USD(price * n))
+			micro += price * n
+		} else {
+			priced = false
+		}
+		if k.Message == sm.GoodbyeMessage {
+			f.Goodbyes = n
+		}
+		billed = append(billed, fmt.Sprintf("every %s delivered and billed as %s", k.Message, k.Category))
+		f.Kinds = append(f.Kinds, kf)
 	}
+	if priced {
+		f.USD = ptr(USD(micro))
+	}
+	if len(billed) == 0 {
+		billed = []string{"no message"}
+	}
+	f.Assumption = fmt.Sprintf("%s in %s (the prices' default country), at the prices as of %s",
+		strings.Join(billed, ", "), prices.DefaultCountry, prices.AsOf)
 	return f
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -64,8 +64,9 @@ type Status struct {
 	// pricing; the console's queue page shows the same); other
 	// transports' messages are counted, at no Meta cost.
 	Spend pricing.Spend `json:"spend"`
-	// SpendForecast is what the goodbyes of the daily runs of the next
-	// ForecastDays days would cost (the console's forecast page's sum).
+	// SpendForecast is what the messages the daily runs of the next
+	// ForecastDays days would queue cost (the console's forecast page's
+	// sum).
 	SpendForecast SpendForecast `json:"spend_forecast"`
 }
 
@@ -73,9 +74,10 @@ type Status struct {
 // console's forecast.
 const ForecastDays = 7
 
-// SpendForecast is the cost of the goodbyes the daily runs of the next
+// SpendForecast is the cost of the messages the daily runs of the next
 // Days days would send: the daily job's dry run as of AsOf + Days days
-// (cumulative: every user due by then), costed by pricing.ForecastGoodbyes.
+// (cumulative: every user due by then), each timer's messages costed by
+// pricing.ForecastMessages.
 type SpendForecast struct {
 	Days int `json:"days"`
 	pricing.Forecast
@@ -414,20 +416,39 @@ func utc(t *time.Time) *time.Time {
 }
 
 // readSpendForecast dry-runs the daily job as of ForecastDays days after
-// asOf: its goodbye step's count is every goodbye the runs until then
-// would send (the sum of the console's forecast days), costed.
+// asOf: each timer's step's count is every message of its kind the runs
+// until then would queue (the sum of the console's forecast days), costed.
 func readSpendForecast(ctx context.Context, tx pgx.Tx, asOf time.Time, prices *pricing.Prices) (SpendForecast, error) {
 	steps, err := scheduler.ForecastDaily(ctx, tx, asOf.Add(ForecastDays*24*time.Hour))
 	if err != nil {
 		return SpendForecast{}, fmt.Errorf("forecast the goodbyes: %w", err)
 	}
-	var goodbyes int64
+	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastMessages(TimerMessages(StepMoves(steps)), prices)}, nil
+}
+
+// StepMoves is how many users each of the daily job's steps moves, by
+// its trigger.
+func StepMoves(steps scheduler.Steps) map[sm.Trigger]int64 {
+	out := map[sm.Trigger]int64{}
 	for _, st := range steps {
-		if sm.Trigger(st.Name) == sm.Inactivity14d {
-			goodbyes = int64(st.Succeeded)
+		out[sm.Trigger(st.Name)] += int64(st.Succeeded)
+	}
+	return out
+}
+
+// TimerMessages is the messages the moves of the daily job's timers
+// queue, by kind: one for each move of a timer whose trigger queues a
+// kind (statemachine.Kinds), but a kind queued on request only (the
+// reminder, with engagement-daily --send-reminder), which a dry run does
+// not ask for.
+func TimerMessages(moves map[sm.Trigger]int64) map[sm.Message]int64 {
+	out := map[sm.Message]int64{}
+	for _, k := range sm.Kinds() {
+		if n, ok := moves[k.Trigger]; ok && k.Trigger != "" && !k.OnRequest {
+			out[k.Message] += n
 		}
 	}
-	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastGoodbyes(goodbyes, prices)}, nil
+	return out
 }
 
 // ActivePauses reads the transports paused now; an empty list when none is.
