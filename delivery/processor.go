@@ -224,6 +224,7 @@ type Processor struct {
 	wishes  *wishes          // the current run's view of the wishes; nil paced or without
 	clock   func() time.Time // time.Now; a test's own, to age the checks
 	pacer   *pacer           // nil without pacing
+	floor   *floorGate       // the pace's least gap (floor.go); nil without pacing or at most floorSlack
 	plan    Pace             // the run's pace, as pace() worked it out
 	verdict metaVerdict      // Meta's verdict the claim applies
 	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
@@ -336,6 +337,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 			p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, 1)
 		}
 		p.pacer = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval, jitter: cfg.SendJitter}
+		p.floor = newFloorGate(pool, cfg.Transport.Name(), cfg.SendInterval, p.log)
 	case cfg.Transport.Deduplicates():
 		p.cfg.ClaimBatch = cmp.Or(cfg.ClaimBatch, DefaultBatchedClaimBatch)
 	default:
@@ -722,16 +724,8 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 		}
 	}
 	if p.pacer != nil {
-		err := p.pacer.wait(ctx, p.cfg.Deadline)
-		if errors.Is(err, errNoSlotInTime) {
-			// Its slot comes after the run's deadline (--max-duration): not
-			// sent, handed back, and the run stops claiming now rather than
-			// sleep to its end, an interval longer for each worker in line.
-			p.noSlotInTime.Store(true)
-			return nil, p.release([]claimed{m})
-		}
-		if err != nil {
-			return p.notStarted(ctx, m, err)
+		if err := p.pacer.wait(ctx, p.cfg.Deadline); err != nil {
+			return p.notPaced(ctx, m, err)
 		}
 	}
 	if p.throttle != nil {
@@ -760,7 +754,16 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 		}
 		return nil, p.release([]claimed{m}) // no request: its slot comes back
 	}
+	var floor *floorPass // after every check, right before the request
+	if p.floor != nil {
+		if floor, err = p.floor.enter(ctx, p.cfg.Deadline); err != nil {
+			return p.notPaced(ctx, m, err)
+		}
+	}
 	ok, err := rec.begin(ctx, m)
+	if !ok && floor != nil {
+		floor.leave()
+	}
 	if err != nil {
 		return p.notStarted(ctx, m, err)
 	}
@@ -775,9 +778,28 @@ func (p *Processor) deliver(ctx context.Context, rec recording, chk *sendCheck, 
 	// The send in flight finishes even when a shutdown begins meanwhile, so
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
+	if floor != nil {
+		sendCtx = floor.sending(sendCtx)
+	}
 	sendStart := time.Now()
 	res, sendErr := p.cfg.Transport.Send(sendCtx, m.Delivery)
+	if floor != nil {
+		floor.sent()
+	}
 	return p.attempted(log, m, res, sendErr, sendStart)
+}
+
+// notPaced settles m, whose send has not started, after the pace's slot or
+// its floor gate answered err. errNoSlotInTime: the wait would end after
+// the run's deadline (--max-duration): m is not sent but handed back, and
+// the run stops claiming now rather than sleep to its end, an interval
+// longer for each worker in line.
+func (p *Processor) notPaced(ctx context.Context, m claimed, err error) (*outcome, error) {
+	if errors.Is(err, errNoSlotInTime) {
+		p.noSlotInTime.Store(true)
+		return nil, p.release([]claimed{m})
+	}
+	return p.notStarted(ctx, m, err)
 }
 
 // attempted settles an attempt that reached the transport (a send, or a
