@@ -2,20 +2,16 @@ package main_test
 
 import (
 	"context"
-	endian "encoding/binary"
 	"encoding/json"
-	"errors"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/arrivals"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
@@ -28,8 +24,9 @@ import (
 // the next slot's. Beside two CPU burners and a database kept busy, over
 // 300 gaps, no two requests may arrive closer than the floor. The bot
 // stamps a request with the kernel's time of its bytes' arrival
-// (SO_TIMESTAMPNS), not its handler's, which on a machine this busy runs
-// up to 200 ms late and would see a burst where the requests were apart.
+// (SO_TIMESTAMPNS, package arrivals), not its handler's, which on a machine
+// this busy runs up to 200 ms late and would see a burst where the
+// requests were apart.
 func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
@@ -105,9 +102,8 @@ func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 	}
 }
 
-// stampedBot is a webhook receiver that stamps each request with the
-// kernel's receive time of its bytes (SO_TIMESTAMPNS) rather than the time
-// its handler runs: the test's own scheduling does not move the arrivals.
+// stampedBot is a webhook receiver that notes when each request's bytes
+// arrived, by the kernel's clock (arrivals), and its Idempotency-Key.
 type stampedBot struct {
 	server *httptest.Server
 	mu     sync.Mutex
@@ -115,23 +111,19 @@ type stampedBot struct {
 	keys   []string
 }
 
-type stampKey struct{}
-
 func newStampedBot(t *testing.T) *stampedBot {
 	t.Helper()
 	b := &stampedBot{}
 	b.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		at := r.Context().Value(stampKey{}).(*stampedConn).stamp()
+		at := arrivals.At(r)
 		b.mu.Lock()
 		b.times = append(b.times, at)
 		b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
 		b.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
-	b.server.Listener = stampedListener{b.server.Listener}
-	b.server.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return context.WithValue(ctx, stampKey{}, c)
-	}
+	b.server.Listener = arrivals.Listener(b.server.Listener)
+	b.server.Config.ConnContext = arrivals.ConnContext
 	b.server.Start()
 	t.Cleanup(func() {
 		b.server.CloseClientConnections()
@@ -144,75 +136,4 @@ func (b *stampedBot) received() ([]time.Time, []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]time.Time(nil), b.times...), append([]string(nil), b.keys...)
-}
-
-// stampedListener turns on SO_TIMESTAMPNS on each connection it accepts.
-type stampedListener struct{ net.Listener }
-
-func (l stampedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	tc := c.(*net.TCPConn)
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
-	}); err != nil || serr != nil {
-		return nil, errors.Join(err, serr)
-	}
-	return &stampedConn{TCPConn: tc, raw: raw}, nil
-}
-
-// stampedConn reads with recvmsg and keeps the kernel's time of the last
-// bytes read. The server reads a request before it runs its handler, and
-// the bot's handler reads no body, so the stamp a handler sees is its
-// request's.
-type stampedConn struct {
-	*net.TCPConn
-	raw  syscall.RawConn
-	mu   sync.Mutex
-	last time.Time
-}
-
-func (c *stampedConn) stamp() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last
-}
-
-func (c *stampedConn) Read(p []byte) (int, error) {
-	var n int
-	var rerr error
-	oob := make([]byte, 64)
-	err := c.raw.Read(func(fd uintptr) bool {
-		var oobn int
-		n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), p, oob, 0)
-		if errors.Is(rerr, syscall.EAGAIN) {
-			return false
-		}
-		msgs, _ := syscall.ParseSocketControlMessage(oob[:max(oobn, 0)])
-		for _, m := range msgs {
-			if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
-				sec, nsec := endian.NativeEndian.Uint64(m.Data[:8]), endian.NativeEndian.Uint64(m.Data[8:16])
-				c.mu.Lock()
-				c.last = time.Unix(int64(sec), int64(nsec)) //nolint:gosec // a timespec's fields
-				c.mu.Unlock()
-			}
-		}
-		return true
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case rerr != nil:
-		return 0, rerr
-	case n == 0 && len(p) > 0:
-		return 0, io.EOF
-	}
-	return n, nil
 }
