@@ -32,9 +32,12 @@ import (
 //     (floor_record.sql) and the gate let go.
 //
 // The next request's wait is read after that commit, and the instant is
-// recorded after the write, so two writes are at least the gap apart on
-// the database's clock, whatever the processes' scheduling; the
-// floor's tolerance (floorTolerance) is the network's and the receiver's. A holder
+// recorded after the write, so two writes are at least the interval apart
+// on the database's clock, whatever the processes' scheduling, and no
+// second holds more writes than the rate; the floor's tolerance is the
+// network's and the receiver's. (A gate at the interval less 10 ms, to let
+// a delayed pace catch up, kept no more of the rate under load, and let
+// one more request than the rate into a second.) A holder
 // killed lets the gate go with its connection; one stopped (SIGSTOP) or
 // gone quiet is ended by the server after floorIdle
 // (idle_in_transaction_session_timeout); a write that never completes is

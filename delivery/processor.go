@@ -224,7 +224,7 @@ type Processor struct {
 	wishes  *wishes          // the current run's view of the wishes; nil paced or without
 	clock   func() time.Time // time.Now; a test's own, to age the checks
 	pacer   *pacer           // nil without pacing
-	floor   *floorGate       // the pace's least gap (floor.go); nil without pacing or at most floorSlack
+	floor   *floorGate       // the pace's least gap (floor.go); nil unpaced or at most floorTolerance
 	plan    Pace             // the run's pace, as pace() worked it out
 	verdict metaVerdict      // Meta's verdict the claim applies
 	health  *NumberHealth    // Meta's verdict as the run read it; nil on other transports
