@@ -23,9 +23,9 @@ import (
 //     transport (floor_lock.sql; one worker of a process at a time, the
 //     others wait in the process, not on a connection each), and reads how
 //     long since the last request's write (floor_wait.sql);
-//   - if that is under the interval, it lets
-//     the gate go, waits the rest and takes it again: the send is delayed,
-//     never let go;
+//   - if that is under the interval, it waits the rest, holding the
+//     gate (or, for a wait over floorHoldWait, letting it go and taking it
+//     again after): the send is delayed, never let go;
 //   - else the request is written, and once it is (httptrace's
 //     WroteRequest, or the transport's Send returning: the log transport
 //     writes nothing), the write's instant is recorded
@@ -55,6 +55,10 @@ const (
 	// one transport are at least the interval less this apart at the
 	// receiver (docs/delivery.md, "Pacing: a shared rate").
 	floorTolerance = 20 * time.Millisecond
+	// floorHoldWait is the longest wait the gate is held through; a
+	// longer one lets it go and takes it again after. Well under
+	// floorIdle.
+	floorHoldWait = time.Second
 	// floorHold is the longest the gate waits for a request's write.
 	floorHold = time.Second
 	// floorIdle is how long the server lets a holder of the gate be idle
@@ -116,16 +120,23 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 			conn.Release() // in a transaction still: the pool closes it
 			return nil, fmt.Errorf("take the pace's floor gate: %w", err)
 		}
-		if w.Wait <= 0 {
+		late := !notAfter.IsZero() && time.Now().Add(w.Wait).After(notAfter)
+		if w.Wait <= floorHoldWait && !late && sleep(ctx, w.Wait) {
+			// Waited holding the gate: nobody wrote meanwhile, and another
+			// round trip to take it again would come on top of the wait.
 			return &floorPass{g: g, conn: conn, wrote: make(chan struct{})}, nil
 		}
-		_, err = conn.Exec(ctx, "ROLLBACK")
+		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		_, rbErr := conn.Exec(rbCtx, "ROLLBACK")
+		cancel()
 		conn.Release()
-		if err != nil {
-			return nil, fmt.Errorf("let the pace's floor gate go: %w", err)
-		}
-		if !notAfter.IsZero() && time.Now().Add(w.Wait).After(notAfter) {
+		switch {
+		case late:
 			return nil, errNoSlotInTime
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case rbErr != nil:
+			return nil, fmt.Errorf("let the pace's floor gate go: %w", rbErr)
 		}
 		if !sleep(ctx, w.Wait) {
 			return nil, ctx.Err()
