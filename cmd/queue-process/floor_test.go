@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -64,15 +63,8 @@ func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 	wg.Wait()
 	stopLoad()
 	sent := 0
-	for i, res := range results {
-		if res.Code != 0 {
-			t.Fatalf("process %d: exit %d: %s", i, res.Code, res.Stderr)
-		}
-		var sum struct{ Sent int }
-		if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
-			t.Fatal(err)
-		}
-		sent += sum.Sent
+	for _, res := range results {
+		sent += queueSummary(t, res).Sent
 	}
 	times, keys := b.received()
 	if len(keys) != sent || len(slices.Compact(slices.Sorted(slices.Values(keys)))) != len(keys) {
