@@ -148,7 +148,7 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 // goes as soon as the request is written, while the send waits for its
 // answer. The caller calls sent once the transport's Send returned.
 func (ps *floorPass) sending(ctx context.Context) context.Context {
-	go ps.recordOnWrite()
+	go ps.recordOnWrite(context.WithoutCancel(ctx))
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { ps.signal() },
 	})
@@ -162,14 +162,14 @@ func (ps *floorPass) signal() { ps.once.Do(func() { close(ps.wrote) }) }
 // recordOnWrite records the write (or floorHold without one) and lets the
 // gate go. If the record fails (the database is gone), the next request
 // waits from the previous record only: it is logged.
-func (ps *floorPass) recordOnWrite() {
+func (ps *floorPass) recordOnWrite(ctx context.Context) {
 	t := time.NewTimer(floorHold)
 	defer t.Stop()
 	select {
 	case <-ps.wrote:
 	case <-t.C:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	b := &pgx.Batch{}
 	floorRecordQuery.QueueExec(b, floorRecordArgs{Transport: ps.g.transport})
