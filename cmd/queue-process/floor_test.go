@@ -71,6 +71,9 @@ func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 		t.Errorf("the processes sent %d and the bot got %d requests of %d messages", sent, len(keys),
 			len(slices.Compact(slices.Sorted(slices.Values(keys)))))
 	}
+	if unstamped := slices.IndexFunc(times, time.Time.IsZero); unstamped >= 0 {
+		t.Fatalf("request %d came without the kernel's stamp", unstamped+1)
+	}
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	if len(times) < 301 {
 		t.Fatalf("the bot got %d requests, want at least 301 (300 gaps)", len(times))

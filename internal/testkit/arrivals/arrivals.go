@@ -27,8 +27,19 @@ import (
 )
 
 // Listener returns ln with SO_TIMESTAMPNS turned on for each TCP
-// connection it accepts, and their reads stamped.
-func Listener(ln net.Listener) net.Listener { return listener{ln} }
+// connection it accepts, and their reads stamped. It is turned on the
+// listening socket too, at once: the kernel stamps nothing while no socket
+// asks, and a connection's first request may be in before Accept returns.
+func Listener(ln net.Listener) net.Listener {
+	if tl, ok := ln.(*net.TCPListener); ok {
+		if raw, err := tl.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) {
+				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+			})
+		}
+	}
+	return listener{ln}
+}
 
 // ConnContext is an http.Server's ConnContext that lets At find a
 // request's connection.
