@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/arrivals"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -151,22 +152,27 @@ func serveReceiver(delay time.Duration) error {
 		return err
 	}
 	var (
-		mu       sync.Mutex
-		arrivals []int64
-		keys     = map[string]int{}
+		mu      sync.Mutex
+		arrived []int64
+		keys    = map[string]int{}
 	)
 	stalls := &stallWatcher{}
 	go stalls.run()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hook", func(rw http.ResponseWriter, req *http.Request) {
-		at := time.Now()
+		// When the request's bytes arrived, by the kernel's clock: the
+		// handler runs late on a busy machine (the stalls below).
+		at := arrivals.At(req)
+		if at.IsZero() {
+			at = time.Now()
+		}
 		body, err := io.ReadAll(req.Body)
 		if err != nil || !transport.VerifySignature(webhookSecret, body, req.Header.Get("X-Engagement-Signature")) {
 			rw.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		mu.Lock()
-		arrivals = append(arrivals, at.UnixNano())
+		arrived = append(arrived, at.UnixNano())
 		keys[req.Header.Get("Idempotency-Key")]++
 		mu.Unlock()
 		select {
@@ -178,20 +184,20 @@ func serveReceiver(delay time.Duration) error {
 	mux.HandleFunc("/report", func(rw http.ResponseWriter, _ *http.Request) {
 		prio, _ := syscall.Getpriority(syscall.PRIO_PROCESS, 0) // the kernel's 20 - nice
 		mu.Lock()
-		rep := receiverReport{Arrivals: slices.Clone(arrivals), Keys: len(keys), Nice: 20 - prio}
+		rep := receiverReport{Arrivals: slices.Clone(arrived), Keys: len(keys), Nice: 20 - prio}
 		mu.Unlock()
 		longest, over, list := stalls.read()
 		rep.StallMaxNS, rep.StallsOver10ms, rep.Stalls = int64(longest), over, list
 		rw.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(rw).Encode(rep)
 	})
-	srv := &http.Server{Handler: mux}
+	srv := &http.Server{Handler: mux, ConnContext: arrivals.ConnContext}
 	fmt.Printf("http://%s\n", ln.Addr())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		srv.Close()
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(arrivals.Listener(ln)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

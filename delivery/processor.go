@@ -247,6 +247,7 @@ type Processor struct {
 	wishAge time.Duration
 	clock   func() time.Time // time.Now; a test's own, to age the checks
 	pace    *pacer           // the configured pace; nil without pacing (each run paces with its own copy)
+	floor   *floorGate       // the pace's least gap (floor.go); nil unpaced or at most floorTolerance
 	log     zerolog.Logger
 }
 
@@ -275,6 +276,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	}
 	if cfg.SendInterval > 0 {
 		p.pace = &pacer{pool: pool, transport: cfg.Transport.Name(), interval: cfg.SendInterval, jitter: cfg.SendJitter}
+		p.floor = newFloorGate(pool, cfg.Transport.Name(), cfg.SendInterval, p.log)
 	}
 	return p, nil
 }
@@ -747,16 +749,8 @@ func (r *run) ready(ctx context.Context, m *claimed, log zerolog.Logger) (turn, 
 // waitTurn waits for m's slot of the pace and the ceiling's rate.
 func (r *run) waitTurn(ctx context.Context, m claimed) (turn, error) {
 	if r.pacer != nil {
-		err := r.pacer.wait(ctx, r.cfg.Deadline)
-		if errors.Is(err, errNoSlotInTime) {
-			// Its slot comes after the run's deadline (--max-duration): not
-			// sent, handed back, and the run stops claiming now rather than
-			// sleep to its end, an interval longer for each worker in line.
-			r.noSlotInTime.Store(true)
-			return ended(endHandedBack, r.release([]claimed{m}))
-		}
-		if err != nil {
-			return r.notStarted(ctx, m, err)
+		if err := r.pacer.wait(ctx, r.cfg.Deadline); err != nil {
+			return r.notPaced(ctx, m, err)
 		}
 	}
 	if r.throttle != nil {
@@ -795,9 +789,21 @@ func (r *run) stillWanted(ctx context.Context, chk *sendCheck, i int, m *claimed
 	return turn{}, nil
 }
 
-// send starts m's attempt, fenced on its claim, and sends it.
+// send passes the pace's floor gate (floor.go: after every check, right
+// before the request), starts m's attempt, fenced on its claim, and sends
+// it.
 func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Logger) (turn, error) {
+	var floor *floorPass
+	if r.floor != nil {
+		var err error
+		if floor, err = r.floor.enter(ctx, r.cfg.Deadline); err != nil {
+			return r.notPaced(ctx, m, err)
+		}
+	}
 	ok, err := rec.begin(ctx, m)
+	if !ok && floor != nil {
+		floor.leave()
+	}
 	if err != nil {
 		return r.notStarted(ctx, m, err)
 	}
@@ -811,9 +817,28 @@ func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Lo
 	// The send in flight finishes even when a shutdown begins meanwhile, so
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
+	if floor != nil {
+		sendCtx = floor.sending(sendCtx)
+	}
 	sendStart := time.Now()
 	res, sendErr := r.cfg.Transport.Send(sendCtx, m.Delivery)
+	if floor != nil {
+		floor.sent()
+	}
 	return r.attempted(log, m, res, sendErr, sendStart)
+}
+
+// notPaced settles m, whose send has not started, after the pace's slot or
+// its floor gate answered err. errNoSlotInTime: the wait would end after
+// the run's deadline (--max-duration): m is not sent but handed back, and
+// the run stops claiming now rather than sleep to its end, an interval
+// longer for each worker in line.
+func (r *run) notPaced(ctx context.Context, m claimed, err error) (turn, error) {
+	if errors.Is(err, errNoSlotInTime) {
+		r.noSlotInTime.Store(true)
+		return ended(endHandedBack, r.release([]claimed{m}))
+	}
+	return r.notStarted(ctx, m, err)
 }
 
 // attempted settles an attempt that reached the transport (a send, or a

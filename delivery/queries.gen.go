@@ -387,6 +387,65 @@ func (r *claimRow) Dest() []any {
 // claimQuery is queries/claim.sql.
 var claimQuery = sqlfile.Load[claimArgs, claimRow, *claimRow](statementFiles, "claim", "clock_offset", "kind_priority", "batch", "priority_max_wait", "reachout_window", "window_margin", "quiet_start", "timezone", "kinds", "quiet_end", "cap_window", "per_user_cap", "paused_keys", "quality_hold", "verdict_recheck", "holder", "claim_timeout", "transport", "spend_limit", "default_locale")
 
+// floorLockArgs are the parameters of queries/floor_lock.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type floorLockArgs struct {
+	Transport string // @transport
+}
+
+// Args returns the parameters in the statement's order.
+func (a floorLockArgs) Args() []any {
+	return []any{a.Transport}
+}
+
+// floorLockQuery is queries/floor_lock.sql.
+var floorLockQuery = sqlfile.Load[floorLockArgs, sqlfile.None, *sqlfile.None](statementFiles, "floor_lock", "transport")
+
+// floorRecordArgs are the parameters of queries/floor_record.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type floorRecordArgs struct {
+	Transport string // @transport
+}
+
+// Args returns the parameters in the statement's order.
+func (a floorRecordArgs) Args() []any {
+	return []any{a.Transport}
+}
+
+// floorRecordQuery is queries/floor_record.sql.
+var floorRecordQuery = sqlfile.Load[floorRecordArgs, sqlfile.None, *sqlfile.None](statementFiles, "floor_record", "transport")
+
+// floorWaitArgs are the parameters of queries/floor_wait.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type floorWaitArgs struct {
+	Gap       time.Duration // @gap
+	Transport string        // @transport
+}
+
+// Args returns the parameters in the statement's order.
+func (a floorWaitArgs) Args() []any {
+	return []any{a.Gap, a.Transport}
+}
+
+// floorWaitRow is a row of queries/floor_wait.sql.
+type floorWaitRow struct {
+	Wait time.Duration // wait
+}
+
+// Dest returns the fields in the columns' order.
+func (r *floorWaitRow) Dest() []any {
+	return []any{&r.Wait}
+}
+
+// floorWaitQuery is queries/floor_wait.sql.
+var floorWaitQuery = sqlfile.Load[floorWaitArgs, floorWaitRow, *floorWaitRow](statementFiles, "floor_wait", "gap", "transport")
+
 // healthReadArgs are the parameters of queries/health_read.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
+	"github.com/engagement-scheduler/engagement/internal/testkit/arrivals"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -34,9 +35,13 @@ type bot struct {
 
 func newBot(t *testing.T, holdNext bool) *bot {
 	b := &bot{arrived: make(chan struct{}, 1000), hold: make(chan struct{}), holdNext: holdNext}
-	b.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := arrivals.At(r) // the kernel's: a busy machine runs the handler late
+		if at.IsZero() {
+			at = time.Now()
+		}
 		b.mu.Lock()
-		b.times = append(b.times, time.Now())
+		b.times = append(b.times, at)
 		b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
 		hold := b.holdNext
 		b.holdNext = false
@@ -51,6 +56,9 @@ func newBot(t *testing.T, holdNext bool) *bot {
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
+	b.server.Listener = arrivals.Listener(b.server.Listener)
+	b.server.Config.ConnContext = arrivals.ConnContext
+	b.server.Start()
 	t.Cleanup(func() {
 		b.server.CloseClientConnections()
 		b.server.Close()

@@ -1117,7 +1117,8 @@ CREATE TABLE public.engagement_time_zones (
 
 CREATE TABLE public.engagement_transport_pacing (
     transport text NOT NULL,
-    next_send_at timestamp with time zone NOT NULL
+    next_send_at timestamp with time zone NOT NULL,
+    last_start_at timestamp with time zone
 );
 
 --
