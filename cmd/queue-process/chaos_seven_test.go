@@ -54,16 +54,22 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "5ms", "--workers", "4",
 		"--claim-timeout", "1s", "--retry-base", "10ms", "--max-duration", "20s", "--output", "json"}
 
-	// The bot's users: every 20 ms one writes back or says stop.
+	// The bot's users: every 60 ms one writes back or says stop, 100 of
+	// them at most. Uncounted (every 20 ms while the faults ran), a slow
+	// machine's moves outran its sends: 235 of 400 users cancelled, none
+	// left waiting on the budget, and the run "did not test much" (1 run of
+	// 8 beside two CPU burners and a lint). 100 leave at least 300 wanted,
+	// more than the limit of 200, however slow the sends.
+	const maxMoves = 100
 	moves := rand.New(rand.NewPCG(55, 55)) //nolint:gosec // seeded: the moves repeat from run to run
 	stopMoves := make(chan struct{})
 	var movers sync.WaitGroup
 	movers.Go(func() {
-		for {
+		for range maxMoves {
 			select {
 			case <-stopMoves:
 				return
-			case <-time.After(20 * time.Millisecond): // moments for the moves, not a clock
+			case <-time.After(60 * time.Millisecond): // moments for the moves, not a clock
 			}
 			user := users[moves.IntN(len(users))]
 			if moves.IntN(3) == 0 {
