@@ -101,7 +101,7 @@ func TestEnqueueAPI(t *testing.T) {
 	}
 	const jsonType = "application/json"
 	messages := func() int {
-		return fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1`, user)
+		return fixture.CountMessages(t, pool, fixture.Messages{Users: []string{user}})
 	}
 
 	resp, out := apiPost(t, srv, operator, operatorPassword, jsonType, body(`,"reason":"ticket 1234"`), "Idempotency-Key", " week-48 ")
@@ -259,7 +259,7 @@ func TestEnqueueAPIConcurrentReplays(t *testing.T) {
 	if created != 1 {
 		t.Errorf("%d calls created a message, want 1", created)
 	}
-	if c := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); c != 1 {
+	if c := fixture.CountMessages(t, pool, fixture.Messages{}); c != 1 {
 		t.Errorf("%d messages, want 1", c)
 	}
 }

@@ -64,7 +64,7 @@ func TestTheForecastsGoodbyesTimeOutAsTheRealRunsDo(t *testing.T) {
 
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	moves := func(trigger string) int {
-		return fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE trigger = $1`, trigger)
+		return fixture.CountTransitions(t, pool, fixture.Moves{Trigger: trigger})
 	}
 	var real []string
 	for d := 1; d <= console.ForecastDays; d++ {
@@ -96,7 +96,7 @@ func TestTheForecastsGoodbyesTimeOutAsTheRealRunsDo(t *testing.T) {
 		js, _ := json.Marshal(f.Days)
 		t.Logf("the forecast: %s\nthe real runs: %q", js, real)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye' AND status = 'sent'`); n != 12 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Type: "goodbye", Status: "sent"}); n != 12 {
 		t.Errorf("%d goodbyes delivered, want the 12 the runs sent", n)
 	}
 }

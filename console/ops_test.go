@@ -162,7 +162,7 @@ func TestRequeueAGroupWhoseReasonHasANewline(t *testing.T) {
 	if code, done := submit(t, srv, action, form); code != http.StatusOK || !strings.Contains(done, "Requeued 7 messages") {
 		t.Fatalf("confirm: %d %.600s; want 7 requeued", code, done)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}); n != 1 {
 		t.Errorf("after the requeue %d failed, want the other group's 1", n)
 	}
 	var filter string
@@ -195,7 +195,7 @@ func TestAnEmptyReasonIsNotEveryReason(t *testing.T) {
 	if strings.Contains(opsPage(t, srv, "/queue"), `name="error_group_key" value=""`) {
 		t.Errorf("the queue page offers Requeue… for the group without an error text")
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`); n != 2 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}); n != 2 {
 		t.Errorf("%d failed left, want 2: nothing requeued", n)
 	}
 }
@@ -354,7 +354,7 @@ func TestFailureGroupsCountTheLastDayAndMarkPermanentOnes(t *testing.T) {
 	if code, body := submit(t, srv, action, form); code != http.StatusBadRequest || !strings.Contains(body, "failed permanently") {
 		t.Errorf("confirm without the checkbox: %d %.300s; want 400", code, body)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`); n != 11 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}); n != 11 {
 		t.Fatalf("after a refused confirmation %d failed, want 11", n)
 	}
 	form.Set("requeue_permanent", "yes")

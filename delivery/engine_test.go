@@ -80,7 +80,7 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 	if sum.Failed != 7 || sum.Invalid != 7 || sum.Sent != 3 {
 		t.Errorf("summary %+v, want 3 sent, 7 failed, 7 of them invalid", sum)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != 0 {
 		t.Errorf("%d messages left processing", n)
 	}
 }
@@ -261,7 +261,7 @@ func TestResendsAfterAResetKeepThePace(t *testing.T) {
 		t.Fatalf("the receiver saw %d requests, want resends after its resets", len(starts))
 	}
 	fixture.CheckPace(t, starts, interval)
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); n != 6 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); n != 6 {
 		t.Errorf("%d of 6 messages sent", n)
 	}
 }

@@ -152,7 +152,7 @@ func TestTransportFaultsAreRetriedThenFail(t *testing.T) {
 						t.Errorf("last attempt: summary %+v, want one failed", sum)
 					}
 				}
-				if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != 0 {
+				if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != 0 {
 					t.Errorf("%d messages left processing after the run", n)
 				}
 			}

@@ -284,7 +284,7 @@ func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 		if n := len(rcv.got()); n != 2 {
 			t.Errorf("receiver got %d requests, want 2: the one already delivered is not sent again", n)
 		}
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != 0 {
+		if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != 0 {
 			t.Errorf("%d messages still claimed", n)
 		}
 	})
@@ -419,7 +419,7 @@ func TestAPanicInAWorkerEndsTheRunAndLeavesNoClaim(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Value != "transport bug" || !strings.Contains(string(pe.Stack), "fakeTransport") {
 		t.Fatalf("Run: %v; want the worker's panic with its stack", err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != 0 {
 		t.Errorf("%d messages left processing after the panic, want none", n)
 	}
 }

@@ -127,7 +127,7 @@ func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 			case r := <-done:
 				t.Fatalf("the run ended before its first send: %+v, %v", r.sum, r.err)
 			}
-			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != messages {
+			if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != messages {
 				t.Fatalf("%d messages claimed while the first is sent, want all %d", n, messages)
 			}
 			for _, u := range users[1:] {

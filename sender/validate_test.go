@@ -73,7 +73,7 @@ func TestMessageValidate(t *testing.T) {
 	if _, err := sender.Enqueue(context.Background(), tx, bad); !errors.Is(err, sender.ErrInvalidRequest) {
 		t.Errorf("Enqueue of a garbage JID: %v, want ErrInvalidRequest", err)
 	}
-	if n := fixture.Count(t, tx, `SELECT count(*) FROM engagement_message_queue`); n != 0 {
+	if n := fixture.CountMessages(t, tx, fixture.Messages{}); n != 0 {
 		t.Errorf("%d messages written, want none", n)
 	}
 }

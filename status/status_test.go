@@ -54,7 +54,7 @@ func TestStatusOnSeededData(t *testing.T) {
 	if len(got) != 5 { // pending and sent goodbyes; pending and failed reviews; one processing
 		t.Errorf("queue counts %+v, want 5 (status, type) pairs", st.Queue.Counts)
 	}
-	total := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`)
+	total := fixture.CountMessages(t, pool, fixture.Messages{})
 	if st.Queue.Total != int64(total) || int64(daily.Queued+weekly.Queued) != st.Queue.Total {
 		t.Errorf("queue total %d, want %d (= %d goodbyes + %d reviews queued)", st.Queue.Total, total, daily.Queued, weekly.Queued)
 	}

@@ -121,7 +121,7 @@ func TestCleanupAgesOutTheAuditAndJobRuns(t *testing.T) {
 	if got := runs(); !slices.Equal(got, want) {
 		t.Errorf("runs left %v, want %v (gone: %v)", got, want, []int64{oldDone, oldFailed, namedByOldMessage})
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs`); n != 100+len(want) {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{}); n != 100+len(want) {
 		t.Errorf("%d runs left, want the latest 100 and %d more", n, len(want))
 	}
 	if n := audit(); n != 2 {

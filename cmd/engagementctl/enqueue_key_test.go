@@ -62,7 +62,7 @@ func TestEnqueueRefusesAKeyWithControlCharacters(t *testing.T) {
 			}
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != 0 {
 		t.Errorf("%d messages written by refused calls, want none", n)
 	}
 }
@@ -89,7 +89,7 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 		if res.Code != 0 {
 			t.Fatalf("enqueue %q: exit %d, stderr %q", given, res.Code, res.Stderr)
 		}
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE idempotency_key = $1`, want); n != 1 {
+		if n := fixture.CountMessages(t, pool, fixture.Messages{Key: want}); n != 1 {
 			t.Fatalf("enqueue %q: %d messages under %q, want 1", given, n, want)
 		}
 	}

@@ -64,7 +64,7 @@ func TestEnqueueRefusesWhatCannotBeSent(t *testing.T) {
 			t.Errorf("%s: the error quotes the JID: %s", tc.name, res.Stderr)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != 0 {
 		t.Errorf("%d messages written by refused calls, want none", n)
 	}
 

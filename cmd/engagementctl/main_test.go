@@ -157,7 +157,7 @@ func TestEnqueue(t *testing.T) {
 	if res := cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", "nope", "--type", "x"); res.Code != 2 {
 		t.Errorf("bad user id: exit %d, want 2", res.Code)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != 1 {
 		t.Errorf("%d messages after the rejected calls, want still 1", n)
 	}
 	// The period a key covers and until when it could be produced again
@@ -210,7 +210,7 @@ func TestCleanupCommand(t *testing.T) {
 		if res.Code != 0 || !strings.Contains(res.Stdout, c.want) {
 			t.Errorf("cleanup %v: exit %d stdout %q, want %s", c.args, res.Code, res.Stdout, c.want)
 		}
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); n != c.left {
+		if n := fixture.CountMessages(t, pool, fixture.Messages{}); n != c.left {
 			t.Errorf("cleanup %v left %d messages, want %d", c.args, n, c.left)
 		}
 	}

@@ -55,7 +55,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 		}
 	}
 	process()
-	if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`); got != n {
+	if got := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}); got != n {
 		t.Fatalf("%d messages failed during the outage, want all %d", got, n)
 	}
 	firstKeys := map[string]string{} // the Idempotency-Key each message first carried
@@ -106,7 +106,7 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 			t.Errorf("%s: %s with retry_count %d, want %s with 0", k, status, retries, wantStatus)
 		}
 	}
-	if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue`); got != n {
+	if got := fixture.CountMessages(t, pool, fixture.Messages{}); got != n {
 		t.Errorf("%d messages in the queue, want still %d: requeue never adds one", got, n)
 	}
 

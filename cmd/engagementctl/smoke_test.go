@@ -148,7 +148,7 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 	if after := dbFingerprint(t, dbURL); after != before {
 		t.Errorf("the refused run wrote: before %s, after %s", before, after)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs`); n != 0 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{}); n != 0 {
 		t.Errorf("%d job runs recorded by a refused smoke run", n)
 	}
 

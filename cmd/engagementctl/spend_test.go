@@ -69,7 +69,7 @@ func TestStatusAndFunnelShowWhatMetaBills(t *testing.T) {
 	send(cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_WEBHOOK_URL="+bot.URL), "--transport", "webhook")
 	fixture.DueToRecipients(t, pool, 2, "log")
 	send(cmdtest.Env("DATABASE_URL="+url), "--transport", "log")
-	if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); got != 7 {
+	if got := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); got != 7 {
 		t.Fatalf("%d messages sent, want 7", got)
 	}
 

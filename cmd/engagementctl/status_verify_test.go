@@ -101,8 +101,8 @@ func TestStatusCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil || len(cmdtest.Lines(res.Stdout)) != 1 {
 		t.Fatalf("status --output json: %v; want exactly one JSON object, got %q", err, res.Stdout)
 	}
-	pending := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`)
-	users := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states`)
+	pending := fixture.CountMessages(t, pool, fixture.Messages{Status: "pending"})
+	users := fixture.CountStates(t, pool, fixture.States{})
 	if st.Queue.Total != int64(pending) || st.Queue.DuePending != int64(pending) || st.Queue.OldestAge == nil || *st.Queue.OldestAge != 3600 ||
 		st.Queue.ExpiredClaims == nil || *st.Queue.ExpiredClaims != 0 || len(st.Queue.Counts) != 2 {
 		t.Errorf("queue %+v, want %d pending messages, all due, the oldest 3600 s old, 0 expired claims, goodbyes and reviews", st.Queue, pending)

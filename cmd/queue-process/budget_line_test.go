@@ -186,7 +186,7 @@ func TestDeadProcessBudgetSlotsComeBack(t *testing.T) {
 	_ = dead.Process.Signal(syscall.SIGKILL)
 	_ = dead.Wait()
 	close(b.hold)
-	claimed := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`)
+	claimed := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"})
 	if claimed < 2 {
 		t.Fatalf("the killed process held %d messages, want a batch", claimed)
 	}

@@ -168,7 +168,7 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 		}
 		keyOf[r.Body.ID], idOf[r.IdempotencyKey] = r.IdempotencyKey, r.Body.ID
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != 0 {
 		t.Errorf("%d messages left processing at exit", n)
 	}
 	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_processed_messages WHERE status = 'processing'`); n != 0 {

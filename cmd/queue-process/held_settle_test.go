@@ -91,7 +91,7 @@ func TestAMessageSentWhileSettlingAHeldAnswerFailedIsNotSentAgain(t *testing.T) 
 	if answered != 1 {
 		t.Fatalf("first run: %d messages answered 200, want 1 (the one after the 502)", answered)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE idempotency_key = $1 AND status = 'sent'`, second); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Key: second, Status: "sent"}); n != 1 {
 		t.Errorf("the message answered 200 is not recorded sent: %v", statusCounts(t, pool))
 	}
 	// Both messages sent kept their slots: the held one (left to recovery)

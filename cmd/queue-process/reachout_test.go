@@ -156,7 +156,7 @@ func TestAGoodbyeThatWaitsPastDay28IsCancelled(t *testing.T) {
 	if res := cmdtest.Run(t, cmdtest.Build(t, "./cmd/engagement-daily"), cmdtest.Env("DATABASE_URL="+url)); res.Code != 0 {
 		t.Fatalf("engagement-daily: exit %d: %s", res.Code, res.Stderr)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye'`); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Type: "goodbye"}); n != 1 {
 		t.Fatalf("engagement-daily queued %d goodbyes; want 1", n)
 	}
 	bot := webhooktest.New(t)
@@ -176,7 +176,7 @@ func TestAGoodbyeThatWaitsPastDay28IsCancelled(t *testing.T) {
 			t.Fatalf("engagement-daily, day %d: exit %d: %s", d, res.Code, res.Stderr)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye'`); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Type: "goodbye"}); n != 1 {
 		t.Errorf("%d goodbyes queued in all; want the first alone, until the user writes", n)
 	}
 }

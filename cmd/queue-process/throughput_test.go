@@ -33,7 +33,7 @@ func checkAllSentOnce(t *testing.T, pool *pgxpool.Pool, g *metafake.Graph, n int
 	if got := g.MarketingSent()["weekly_review_v1"]; got != n {
 		t.Errorf("Meta took %d messages, want each of the %d once", got, n)
 	}
-	if sent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); sent != n {
+	if sent := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); sent != n {
 		t.Errorf("%d messages sent in the queue, want %d", sent, n)
 	}
 	if spent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE retry_count > 0`); spent != 0 {

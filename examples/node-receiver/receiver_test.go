@@ -292,7 +292,7 @@ func TestNoRepeatReachesTheReferenceReceiversSend(t *testing.T) {
 		}
 	}
 
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); n != messages {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); n != messages {
 		t.Errorf("%d messages sent, want %d", n, messages)
 	}
 	sent := lines(t, r.sendLog)

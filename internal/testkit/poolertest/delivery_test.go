@@ -88,7 +88,7 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if sent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'`); sent != n {
+		if sent := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); sent != n {
 			t.Errorf("%s through PgBouncer: %d of %d messages sent", args[1], sent, n)
 		}
 	}

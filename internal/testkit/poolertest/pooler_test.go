@@ -124,7 +124,7 @@ func TestEveryBinaryThroughPgBouncer(t *testing.T) {
 	runOK(t, "weekly", weekly, pooled, jobArgs()...)
 	fixture.SameOutcome(t, "the jobs through PgBouncer", want, fixture.Outcome(t, pool))
 
-	pending := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending'`)
+	pending := fixture.CountMessages(t, pool, fixture.Messages{Status: "pending"})
 	if pending == 0 {
 		t.Fatal("the jobs queued nothing for queue-process to deliver")
 	}
