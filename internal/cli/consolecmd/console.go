@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -353,9 +354,16 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 		}
 		done <- srv.Serve(ln)
 	}()
+	// The snapshots' refresh ends with the run: Run returns once it has
+	// (it logs what it was doing when stopped, to the run's stderr, which
+	// is the caller's again once Run returns).
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
-	defer stopRefresh()
-	go handler.Refresh(refreshCtx)
+	var refreshing sync.WaitGroup
+	refreshing.Go(func() { handler.Refresh(refreshCtx) })
+	defer func() {
+		stopRefresh()
+		refreshing.Wait()
+	}()
 	select {
 	case err := <-done:
 		return err
