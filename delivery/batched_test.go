@@ -2,14 +2,12 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -74,43 +72,22 @@ func batchedProcessor(t *testing.T, pool *pgxpool.Pool, url string, cfg Processo
 func queueDue(t *testing.T, pool *pgxpool.Pool, n int) (ids, keys []string) {
 	t.Helper()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	due := time.Now().Add(-time.Minute)
 	for i := range n {
-		var id, key string
-		err := pool.QueryRow(context.Background(), `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, status, idempotency_key)
-			VALUES ($1, 'weekly_review', $2, '{"count":"2"}', 'individual', '5511999990000@s.whatsapp.net',
-			       now() - interval '1 minute' + $3 * interval '1 ms', 'pending', gen_random_uuid()::text)
-			RETURNING id::text, idempotency_key`, user, fixture.WeeklyReview.CatalogKey, i).Scan(&id, &key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, keys = append(ids, id), append(keys, key)
+		key := fixture.NewID()
+		ids = append(ids, fixture.Queue(t, pool, fixture.Message{
+			User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey, Params: `{"count":"2"}`,
+			JID: "5511999990000@s.whatsapp.net", ScheduledFor: due.Add(time.Duration(i) * time.Millisecond), Key: key,
+		}))
+		keys = append(keys, key)
 	}
 	return ids, keys
 }
 
-type ledgerState struct {
-	Status   string
-	Attempts int
-	Error    *string
-	Last     time.Time
-}
-
 // ledgerOf returns the message's webhook ledger row, or nil without one.
-func ledgerOf(t *testing.T, pool *pgxpool.Pool, id string) *ledgerState {
+func ledgerOf(t *testing.T, pool *pgxpool.Pool, id string) *fixture.LedgerRow {
 	t.Helper()
-	var l ledgerState
-	err := pool.QueryRow(context.Background(), `
-		SELECT status, attempts, error, last_attempt_at FROM engagement_processed_messages
-		 WHERE message_id = $1 AND transport = 'webhook'`, id).Scan(&l.Status, &l.Attempts, &l.Error, &l.Last)
-	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		t.Fatal(err)
-	}
-	return &l
+	return fixture.LedgerOf(t, pool, id, "webhook")
 }
 
 // A worker killed after sending but before its batch's outcomes were
@@ -165,7 +142,7 @@ func TestBatchedKillBeforeTheRecordResendsUnderTheSameKey(t *testing.T) {
 			t.Errorf("message %s's ledger: %+v, want sent", id, l)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status <> 'sent'`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}) - fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); n != 0 {
 		t.Errorf("%d messages not sent", n)
 	}
 }

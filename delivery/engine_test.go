@@ -73,7 +73,7 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 			continue
 		}
 		r := rowOf(t, pool, ids[params])
-		if r.Status != "failed" || r.RetryCount != 0 || r.Error == nil || !strings.Contains(*r.Error, want) {
+		if r.Status != "failed" || r.RetryCount != 0 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, want) {
 			t.Errorf("params %s: %+v, want failed at once with an error saying %q", params, r, want)
 		}
 	}
@@ -87,9 +87,7 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 
 func setParams(t *testing.T, db fixture.DB, id, params string) {
 	t.Helper()
-	if _, err := db.Exec(context.Background(), `UPDATE engagement_message_queue SET message_params = $2::jsonb WHERE id = $1`, id, params); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ChangeMessage(t, db, id, fixture.MessageChange{Params: params})
 }
 
 // Issue 14, item 6: after `migrate down` then `up`, in-flight messages came
@@ -100,9 +98,7 @@ func TestAProcessingRowWithoutADeadlineIsRecovered(t *testing.T) {
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "processing", time.Now().Add(-time.Minute))
-	if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET claimed_until = NULL, claimed_by = NULL WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ChangeMessage(t, pool, id, fixture.MessageChange{Claim: &fixture.Claim{}})
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 	if r := rowOf(t, pool, id); r.Status != "sent" || sum.Recovered != 1 {
 		t.Errorf("message %+v, summary %+v: want it recovered and sent", r, sum)
@@ -133,10 +129,10 @@ func TestProviderBodyTextNeverReachesLogsOrRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rowOf(t, pool, id)
-	if r.Status != "failed" || r.Error == nil || !strings.Contains(*r.Error, "HTTP 400") {
+	if r.Status != "failed" || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "HTTP 400") {
 		t.Fatalf("message %+v, want failed with the status", r)
 	}
-	for what, s := range map[string]string{"error_message": *r.Error, "log": logs.String()} {
+	for what, s := range map[string]string{"error_message": *r.ErrorMessage, "log": logs.String()} {
 		if strings.Contains(s, "Parab") || strings.Contains(s, "transa") {
 			t.Errorf("%s carries the provider's body text: %s", what, s)
 		}
@@ -151,10 +147,7 @@ func TestPacingHoldsNoLockDuringASendAndIsPerTransport(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_transport_pacing (transport, next_send_at) VALUES ('log', '2000-01-01T00:00:00Z')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Pacing(t, pool, "log", time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
 	arrived, release := make(chan struct{}, 10), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		arrived <- struct{}{}
@@ -177,7 +170,7 @@ func TestPacingHoldsNoLockDuringASendAndIsPerTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, lockErr := tx.Exec(ctx, `SELECT * FROM engagement_transport_pacing FOR UPDATE NOWAIT`)
+	lockErr := fixture.TryLockPacing(ctx, tx)
 	_ = tx.Rollback(ctx)
 	var pgErr *pgconn.PgError
 	if errors.As(lockErr, &pgErr) && pgErr.Code == "55P03" {
@@ -185,7 +178,7 @@ func TestPacingHoldsNoLockDuringASendAndIsPerTransport(t *testing.T) {
 	} else if lockErr != nil {
 		t.Fatal(lockErr)
 	}
-	idle := fixture.Count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`)
+	idle := fixture.IdleInTransaction(t, pool)
 	if idle != 0 {
 		t.Errorf("%d backends are idle in a transaction during the HTTP call", idle)
 	}
@@ -193,10 +186,7 @@ func TestPacingHoldsNoLockDuringASendAndIsPerTransport(t *testing.T) {
 	if sum := <-done; sum.Sent != 2 {
 		t.Errorf("summary %+v, want 2 sent", sum)
 	}
-	var logNext time.Time
-	if err := pool.QueryRow(ctx, `SELECT next_send_at FROM engagement_transport_pacing WHERE transport = 'log'`).Scan(&logNext); err != nil {
-		t.Fatal(err)
-	}
+	logNext := fixture.PacingOf(t, pool, "log").NextSendAt
 	if !logNext.Equal(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("the webhook's pace moved the log transport's to %s", logNext)
 	}
@@ -353,18 +343,11 @@ func TestAnOutcomeIsNotRecordedForALostClaim(t *testing.T) {
 		done <- run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: -1})
 	}()
 	<-arrived
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE engagement_message_queue SET claimed_by = 'another-process', claimed_until = now() + interval '1 hour' WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ChangeMessage(t, pool, id, fixture.MessageChange{Claim: &fixture.Claim{By: "another-process", Until: time.Now().Add(time.Hour)}})
 	close(release)
 	sum := <-done
-	var status string
-	var holder *string
-	if err := pool.QueryRow(context.Background(), `SELECT status, claimed_by FROM engagement_message_queue WHERE id = $1`, id).
-		Scan(&status, &holder); err != nil {
-		t.Fatal(err)
-	}
+	m := fixture.MessageOf(t, pool, id)
+	status, holder := m.Status, m.ClaimedBy
 	if status != "processing" || holder == nil || *holder != "another-process" {
 		t.Errorf("message is %s held by %v, want it left to the process that holds its claim", status, holder)
 	}
@@ -411,10 +394,10 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: time.Millisecond})
 	r := rowOf(t, pool, id)
-	if r.Status != "failed" || r.RetryCount != 0 || r.Error == nil || !strings.Contains(*r.Error, "outcome unknown") {
+	if r.Status != "failed" || r.RetryCount != 0 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "outcome unknown") {
 		t.Errorf("message %+v, want failed at once with outcome unknown", r)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE id = $1 AND in_doubt`, id); n != 1 {
+	if !r.InDoubt {
 		t.Error("the message is not marked in_doubt: the daily job would not count its goodbye as delivered")
 	}
 	if n := requests.Load(); n != 1 || sum.Failed != 1 {
@@ -441,9 +424,7 @@ func TestALockedDueRowIsSkippedNotWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bot.Rollback(ctx)
-	if _, err := bot.Exec(ctx, `SELECT 1 FROM engagement_message_queue WHERE id = $1 FOR UPDATE`, locked); err != nil {
-		t.Fatal(err)
-	}
+	fixture.LockMessage(t, bot, locked)
 	runCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
@@ -481,9 +462,7 @@ func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bot.Rollback(ctx) //nolint:errcheck // the test's end
-	if _, err := bot.Exec(ctx, `LOCK TABLE user_profiles IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.LockProfiles(t, bot)
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		Workers: 2, Logger: zerolog.Nop()})
 	if err != nil {
@@ -502,14 +481,7 @@ func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
 	// A claim waits for the lock (reading the profile, it cannot even be
 	// planned).
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		var waiting int
-		if err := bot.QueryRow(ctx, `
-			SELECT count(*) FROM pg_locks
-			 WHERE NOT granted AND relation = 'user_profiles'::regclass
-			   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
+		if fixture.WaitingLocks(t, bot, "user_profiles") > 0 {
 			break
 		}
 		select {
@@ -537,11 +509,7 @@ func TestAShutdownWhileAClaimWaitsIsNoFailure(t *testing.T) {
 	if err := bot.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var processing int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'processing'`).Scan(&processing); err != nil {
-		t.Fatal(err)
-	}
-	if processing != 0 {
+	if processing := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); processing != 0 {
 		t.Errorf("%d messages left claimed after the shutdown, want none", processing)
 	}
 }

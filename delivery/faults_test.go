@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +21,7 @@ const faultSecret = "hook-s3cr3t-7Q"
 
 // attemptState is a message and its ledger row after an attempt.
 type attemptState struct {
-	row
-	Key            string
+	fixture.MessageRow
 	RetryIn        time.Duration // scheduled_for − the ledger's last attempt (one settle statement: the same now())
 	LedgerStatus   string
 	LedgerAttempts int
@@ -32,17 +30,12 @@ type attemptState struct {
 
 func attemptStateOf(t *testing.T, pool *pgxpool.Pool, id string) attemptState {
 	t.Helper()
-	var s attemptState
-	err := pool.QueryRow(context.Background(), `
-		SELECT q.status, q.retry_count, q.sent_at, q.error_message, q.provider_message_id, q.idempotency_key,
-		       q.scheduled_for - l.last_attempt_at, l.status, l.attempts, l.error
-		  FROM engagement_message_queue q JOIN engagement_processed_messages l ON l.message_id = q.id
-		 WHERE q.id = $1`, id).
-		Scan(&s.Status, &s.RetryCount, &s.SentAt, &s.Error, &s.ProviderID, &s.Key, &s.RetryIn, &s.LedgerStatus, &s.LedgerAttempts, &s.LedgerError)
-	if err != nil {
-		t.Fatalf("message %s and its ledger row: %v", id, err)
+	m, l := fixture.MessageOf(t, pool, id), fixture.LedgerOf(t, pool, id, "webhook")
+	if l == nil {
+		t.Fatalf("message %s has no webhook ledger row", id)
 	}
-	return s
+	return attemptState{MessageRow: m, RetryIn: m.ScheduledFor.Sub(l.LastAttemptAt),
+		LedgerStatus: l.Status, LedgerAttempts: l.Attempts, LedgerError: l.Error}
 }
 
 // assertClean fails when an error message carries the secret, the JID (or
@@ -111,9 +104,7 @@ func TestTransportFaultsAreRetriedThenFail(t *testing.T) {
 
 			for attempt := 1; attempt <= delivery.DefaultMaxRetries+1; attempt++ {
 				if attempt > 1 { // the backoff has passed: the retry is due
-					if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET scheduled_for = now() - interval '1 second' WHERE id = $1`, id); err != nil {
-						t.Fatal(err)
-					}
+					fixture.ChangeMessage(t, pool, id, fixture.MessageChange{ScheduledFor: time.Now().Add(-time.Second)})
 				}
 				start := time.Now()
 				sum := run(t, pool, delivery.ProcessorConfig{Transport: wh, SendInterval: -1, RetryBase: base})
@@ -121,16 +112,16 @@ func TestTransportFaultsAreRetriedThenFail(t *testing.T) {
 					t.Errorf("attempt %d took %s: the timeout does not bound it", attempt, took)
 				}
 				s := attemptStateOf(t, pool, id)
-				reqs := bot.ByKey(s.Key)
-				assertAttempts(t, reqs, id, s.Key, attempt)
+				reqs := bot.ByKey(s.Key())
+				assertAttempts(t, reqs, id, s.Key(), attempt)
 				text := reqs[0].Body.Text
 				if text == "" {
 					t.Fatal("the request carried no text")
 				}
-				assertClean(t, "error_message", s.Error, text)
+				assertClean(t, "error_message", s.ErrorMessage, text)
 				assertClean(t, "ledger error", s.LedgerError, text)
-				if s.Error == nil || *s.Error == "" || s.LedgerError == nil || *s.LedgerError != *s.Error {
-					t.Errorf("attempt %d: error_message %v, ledger error %v; want the same error in both", attempt, s.Error, s.LedgerError)
+				if s.ErrorMessage == nil || *s.ErrorMessage == "" || s.LedgerError == nil || *s.LedgerError != *s.ErrorMessage {
+					t.Errorf("attempt %d: error_message %v, ledger error %v; want the same error in both", attempt, s.ErrorMessage, s.LedgerError)
 				}
 				if s.LedgerAttempts != attempt || s.LedgerStatus != "failed" {
 					t.Errorf("attempt %d: ledger %s after %d attempts, want failed after %d", attempt, s.LedgerStatus, s.LedgerAttempts, attempt)
@@ -182,11 +173,7 @@ func TestAnsweredWith2xxIsDelivered(t *testing.T) {
 	for name, f := range faults {
 		id := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
 		ids[name] = id
-		var key string
-		if err := pool.QueryRow(context.Background(), `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, id).Scan(&key); err != nil {
-			t.Fatal(err)
-		}
-		bot.Script(key, f)
+		bot.Script(fixture.MessageOf(t, pool, id).Key(), f)
 	}
 
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: wh, SendInterval: -1, RetryBase: 10 * time.Millisecond})
@@ -196,12 +183,12 @@ func TestAnsweredWith2xxIsDelivered(t *testing.T) {
 	}
 	for name, id := range ids {
 		s := attemptStateOf(t, pool, id)
-		assertAttempts(t, bot.ByKey(s.Key), id, s.Key, 1)
-		if s.Status != "sent" || s.SentAt == nil || s.RetryCount != 0 || s.LedgerStatus != "sent" || s.LedgerAttempts != 1 || s.Error != nil {
+		assertAttempts(t, bot.ByKey(s.Key()), id, s.Key(), 1)
+		if s.Status != "sent" || s.SentAt == nil || s.RetryCount != 0 || s.LedgerStatus != "sent" || s.LedgerAttempts != 1 || s.ErrorMessage != nil {
 			t.Errorf("%s: %+v, want sent once, ledger sent after 1 attempt", name, s)
 		}
-		if s.ProviderID != nil {
-			t.Errorf("%s: provider_message_id %q from a body that was not whole", name, *s.ProviderID)
+		if s.ProviderMessageID != nil {
+			t.Errorf("%s: provider_message_id %q from a body that was not whole", name, *s.ProviderMessageID)
 		}
 	}
 }

@@ -73,37 +73,16 @@ func webhook(t *testing.T, url, secret string) transport.Transport {
 // schedule and returns its id.
 func queue(t *testing.T, pool *pgxpool.Pool, user, key, status string, scheduledFor time.Time) string {
 	t.Helper()
-	var id string
-	err := pool.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, status, idempotency_key)
-		VALUES ($1, 'weekly_review', $2, '{"count":"3"}', 'individual', '5511999990000@s.whatsapp.net', $3, $4,
-		       $5 || gen_random_uuid()::text)
-		RETURNING id::text`, user, key, scheduledFor, status, user+":test:").Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Queue(t, pool, fixture.Message{
+		User: user, Type: "weekly_review", CatalogKey: key, Params: `{"count":"3"}`, JID: "5511999990000@s.whatsapp.net",
+		ScheduledFor: scheduledFor, Status: status, Key: user + ":test:" + fixture.NewID(),
+	})
 }
 
-type row struct {
-	Status     string
-	RetryCount int
-	SentAt     *time.Time
-	Error      *string
-	ProviderID *string
-}
-
-func rowOf(t *testing.T, pool *pgxpool.Pool, id string) row {
+// rowOf reads the queued message id.
+func rowOf(t *testing.T, pool *pgxpool.Pool, id string) fixture.MessageRow {
 	t.Helper()
-	var r row
-	err := pool.QueryRow(context.Background(), `
-		SELECT status, retry_count, sent_at, error_message, provider_message_id FROM engagement_message_queue WHERE id = $1`, id).
-		Scan(&r.Status, &r.RetryCount, &r.SentAt, &r.Error, &r.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return fixture.MessageOf(t, pool, id)
 }
 
 func run(t *testing.T, pool *pgxpool.Pool, cfg delivery.ProcessorConfig) delivery.ProcessSummary {
@@ -167,7 +146,7 @@ func TestProcessorDeliversDueMessagesOnce(t *testing.T) {
 			t.Errorf("message %s: %+v, want it left %s", id, r, status)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_processed_messages WHERE status = 'sent' AND attempts = 1`); n != 3 {
+	if n := fixture.CountLedger(t, pool, fixture.LedgerRows{Status: "sent", Attempts: 1}); n != 3 {
 		t.Errorf("%d ledger rows sent after one attempt, want 3", n)
 	}
 
@@ -220,7 +199,7 @@ func TestProcessorRetries(t *testing.T) {
 			if r.Status != tt.wantStatus || r.RetryCount != tt.wantRetries {
 				t.Errorf("message %+v, want status %s retry_count %d", r, tt.wantStatus, tt.wantRetries)
 			}
-			if tt.wantStatus == "failed" && (r.Error == nil || *r.Error == "") {
+			if tt.wantStatus == "failed" && (r.ErrorMessage == nil || *r.ErrorMessage == "") {
 				t.Error("failed message has no error_message")
 			}
 		})
@@ -237,7 +216,7 @@ func TestProcessorUnknownKeyFailsThatMessageOnly(t *testing.T) {
 
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 
-	if r := rowOf(t, pool, bad); r.Status != "failed" || r.Error == nil || !contains(*r.Error, "engagement.no_such_message") {
+	if r := rowOf(t, pool, bad); r.Status != "failed" || r.ErrorMessage == nil || !contains(*r.ErrorMessage, "engagement.no_such_message") {
 		t.Errorf("unknown key message %+v, want failed naming the key", r)
 	}
 	if r := rowOf(t, pool, good); r.Status != "sent" {
@@ -251,7 +230,6 @@ func TestProcessorUnknownKeyFailsThatMessageOnly(t *testing.T) {
 func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	past := time.Now().Add(-time.Hour)
 	// Three messages a dead worker held, their claims expired: one it never
@@ -259,14 +237,10 @@ func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 	notStarted := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	inFlight := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	delivered := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
-	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET claimed_until = now() - interval '1 minute', claimed_by = 'dead'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ChangeMessage(t, pool, "", fixture.MessageChange{Claim: &fixture.Claim{By: "dead", Until: time.Now().Add(-time.Minute)}})
 	for id, status := range map[string]string{inFlight: "processing", delivered: "sent"} {
 		for _, tr := range []string{"webhook", "log"} {
-			if _, err := pool.Exec(ctx, `INSERT INTO engagement_processed_messages (message_id, transport, status, attempts) VALUES ($1, $2, $3, 1)`, id, tr, status); err != nil {
-				t.Fatal(err)
-			}
+			fixture.Ledger(t, pool, id, tr, status, 1)
 		}
 	}
 
@@ -293,17 +267,14 @@ func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 func TestProcessorOutcomeUnknownFailsOnTransportsThatCannotDeduplicate(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", time.Now().Add(-time.Hour))
 	fixture.ExpireClaims(t, pool)
-	if _, err := pool.Exec(ctx, `INSERT INTO engagement_processed_messages (message_id, transport, status, attempts) VALUES ($1, 'fake', 'processing', 1)`, id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Ledger(t, pool, id, "fake", "processing", 1)
 	sent := 0
 	run(t, pool, delivery.ProcessorConfig{Transport: &fakeTransport{send: func() { sent++ }}, SendInterval: -1})
 	r := rowOf(t, pool, id)
-	if r.Status != "failed" || r.Error == nil || !contains(*r.Error, "outcome unknown") || sent != 0 {
+	if r.Status != "failed" || r.ErrorMessage == nil || !contains(*r.ErrorMessage, "outcome unknown") || sent != 0 {
 		t.Errorf("message %+v after %d sends, want failed with outcome unknown and no send", r, sent)
 	}
 }
@@ -366,10 +337,7 @@ func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
 	seen := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	fresh := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(time.Millisecond))
 	store := idempotency.NewPostgres(pool, idempotency.Options{})
-	var seenKey string
-	if err := pool.QueryRow(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, seen).Scan(&seenKey); err != nil {
-		t.Fatal(err)
-	}
+	seenKey := fixture.MessageOf(t, pool, seen).Key()
 	// A delivery of this message was recorded in the store (by another
 	// sender sharing it, say).
 	if err := store.StoreResult(ctx, "send:webhook:"+seenKey, []byte("delivered"), time.Hour); err != nil {
@@ -379,7 +347,7 @@ func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		RetryBase: 10 * time.Millisecond, Dedupe: store})
 
-	if r := rowOf(t, pool, seen); r.Status != "sent" || r.Error == nil || !strings.Contains(*r.Error, "dedupe store") {
+	if r := rowOf(t, pool, seen); r.Status != "sent" || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "dedupe store") {
 		t.Errorf("message with a seen key: %+v, want marked sent without a send, with a note", r)
 	}
 	// The fresh message's first send fails (500): its key is not recorded,

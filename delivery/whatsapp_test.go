@@ -85,7 +85,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: wa, SendInterval: -1, RetryBase: 10 * time.Millisecond})
 
 	ok := rowOf(t, pool, ids["5511900000001"])
-	if ok.Status != "sent" || ok.ProviderID == nil || *ok.ProviderID != "wamid.5511900000001" {
+	if ok.Status != "sent" || ok.ProviderMessageID == nil || *ok.ProviderMessageID != "wamid.5511900000001" {
 		t.Errorf("message 1: %+v, want sent with its wamid stored", ok)
 	}
 	// 130429 is the number over its throughput, not the message's fault:
@@ -95,7 +95,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 		t.Errorf("message 2: %+v, want sent after a retry that spent none", retried)
 	}
 	failed := rowOf(t, pool, ids["5511900000003"])
-	if failed.Status != "failed" || failed.RetryCount != 0 || failed.Error == nil || !strings.Contains(*failed.Error, "131047") {
+	if failed.Status != "failed" || failed.RetryCount != 0 || failed.ErrorMessage == nil || !strings.Contains(*failed.ErrorMessage, "131047") {
 		t.Errorf("message 3: %+v, want failed at once with the code", failed)
 	}
 	if calls["5511900000003"] != 1 {
@@ -104,7 +104,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	// A 500 after Meta read the request is an outcome unknown, like a
 	// crash mid-send: failed, never sent again (issue 22, point 4).
 	unknown := rowOf(t, pool, ids["5511900000004"])
-	if unknown.Status != "failed" || unknown.Error == nil || !strings.Contains(*unknown.Error, delivery.ErrOutcomeUnknown.Error()) {
+	if unknown.Status != "failed" || unknown.ErrorMessage == nil || !strings.Contains(*unknown.ErrorMessage, delivery.ErrOutcomeUnknown.Error()) {
 		t.Errorf("message 4: %+v, want failed as outcome unknown", unknown)
 	}
 	for number, want := range map[string]bool{"5511900000003": false, "5511900000004": true} {
@@ -118,7 +118,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	if sum.Sent != 2 || sum.Failed != 2 || sum.Retried != 1 {
 		t.Errorf("summary %+v, want 2 sent, 1 retried, 2 failed", sum)
 	}
-	for _, e := range []*string{failed.Error} {
+	for _, e := range []*string{failed.ErrorMessage} {
 		if e != nil && (strings.Contains(*e, "tok") || strings.Contains(*e, "5511900000003")) {
 			t.Errorf("stored error %q carries the token or the number", *e)
 		}
@@ -164,9 +164,9 @@ func TestRetryUnknownIsTheOperatorsChoice(t *testing.T) {
 			if calls.Load() != wantCalls || r.Status != "failed" || r.RetryCount != wantRetries {
 				t.Errorf("%d requests, message %+v; want %d requests, failed with %d retries", calls.Load(), r, wantCalls, wantRetries)
 			}
-			unknown := r.Error != nil && strings.Contains(*r.Error, delivery.ErrOutcomeUnknown.Error())
+			unknown := r.ErrorMessage != nil && strings.Contains(*r.ErrorMessage, delivery.ErrOutcomeUnknown.Error())
 			if unknown == retry {
-				t.Errorf("error %v: outcome unknown %v, want %v", r.Error, unknown, !retry)
+				t.Errorf("error %v: outcome unknown %v, want %v", r.ErrorMessage, unknown, !retry)
 			}
 		})
 	}
