@@ -18,17 +18,12 @@ import (
 // returns its id.
 func queueTyped(t *testing.T, pool *pgxpool.Pool, user, messageType, key string) string {
 	t.Helper()
-	var id string
-	err := pool.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1, $2, CASE $2 WHEN 'goodbye' THEN 'engagement.goodbye.self_select' ELSE 'engagement.weekly_review.celebration' END,
-		        '{"count":"2"}', 'individual', '5511999990000@s.whatsapp.net', now() - interval '1 minute', $3)
-		RETURNING id::text`, user, messageType, key).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
+	catalog := fixture.WeeklyReview.CatalogKey
+	if messageType == fixture.Goodbye.Type() {
+		catalog = "engagement.goodbye.self_select"
 	}
-	return id
+	return fixture.Queue(t, pool, fixture.Message{User: user, Type: messageType, CatalogKey: catalog, Params: `{"count":"2"}`,
+		JID: "5511999990000@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: key})
 }
 
 type cancelRow struct {
@@ -36,14 +31,11 @@ type cancelRow struct {
 	Reason *string
 }
 
+// cancelOf reads the queued message id's status and cancel reason.
 func cancelOf(t *testing.T, pool *pgxpool.Pool, id string) cancelRow {
 	t.Helper()
-	var r cancelRow
-	if err := pool.QueryRow(context.Background(), `
-		SELECT status, cancel_reason FROM engagement_message_queue WHERE id = $1`, id).Scan(&r.Status, &r.Reason); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	m := fixture.MessageOf(t, pool, id)
+	return cancelRow{m.Status, m.CancelReason}
 }
 
 // Issue 17, point 1: a message is re-checked against its user when it is
@@ -72,9 +64,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	queueGoodbye := func(user, key string) string {
 		id := queueTyped(t, pool, user, fixture.Goodbye.Type(), key)
 		start, _ := fixture.Goodbye.Period.Bounds(day)
-		if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET period_start = $2 WHERE id = $1`, id, start); err != nil {
-			t.Fatal(err)
-		}
+		fixture.ChangeMessage(t, pool, id, fixture.MessageChange{PeriodStart: start})
 		return id
 	}
 
@@ -84,9 +74,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	optedOut := queueGoodbye(u, k)
 	u, k = goodbyeUser(fixture.UserOptions{})
 	cameBack := queueGoodbye(u, k)
-	if _, err := pool.Exec(ctx, `UPDATE user_engagement_states SET state = 'active', last_activity_at = now() WHERE user_id = $1`, u); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ChangeState(t, pool, u, fixture.StateChange{State: "active", LastActivity: time.Now()})
 	u, k = goodbyeUser(fixture.UserOptions{GoodbyeSentAt: &later}) // a later goodbye replaced this one
 	replaced := queueGoodbye(u, k)
 	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})
@@ -95,15 +83,12 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	activeReview := queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:2026-W47")
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day})
 	gone := queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:2026-W47")
-	if _, err := pool.Exec(ctx, `DELETE FROM user_profiles WHERE user_id = $1`, u); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeleteProfile(t, pool, u)
 	u = fixture.User(t, pool, fixture.UserOptions{LastActivity: day, OptedOut: true})
 	// A type that is no kind, which the operator declared utility
 	// (engagementctl categories): no kind's rule, and an opt-out stops
 	// marketing alone (issue 56; undeclared, it is marketing).
-	fixture.Exec(t, pool, `INSERT INTO engagement_message_types (message_type, category) VALUES ('receipt', 'utility')
-	                       ON CONFLICT DO NOTHING`)
+	fixture.DeclareType(t, pool, "receipt", "utility")
 	other := queueTyped(t, pool, u, "receipt", u+":receipt:1")
 	// Issue 23, point 4: a reminder is checked at send time like the rest:
 	// wanted while its user is dormant, stale once they came back.
@@ -136,10 +121,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	}
 	// A cancelled message keeps its idempotency key: queueing it again is a
 	// duplicate, so a re-run of the job does not bring it back.
-	var key string
-	if err := pool.QueryRow(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE id = $1`, optedOut).Scan(&key); err != nil {
-		t.Fatal(err)
-	}
+	key := fixture.MessageOf(t, pool, optedOut).Key()
 	q, err := sender.Enqueue(ctx, pool, sender.Message{UserID: fixture.NewID(), Type: fixture.Goodbye.Type(),
 		Key: fixture.Goodbye.CatalogKey, DestinationJID: "5511999990001@s.whatsapp.net", IdempotencyKey: key})
 	if err != nil || !q.Duplicate {
@@ -164,7 +146,6 @@ func deref(s *string) string {
 func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	rcv := newReceiver(t, 200)
 	now, quiet, end := quietAroundNow(t, pool, time.UTC)
 
@@ -173,9 +154,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 	ids := map[string]string{}
 	for name, tz := range zoned {
 		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
-			t.Fatal(err)
-		}
+		fixture.SetTimezone(t, pool, u, tz)
 		ids[name] = queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:quiet")
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
@@ -185,12 +164,8 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 		t.Errorf("the São Paulo user's message: %+v, want sent (02:00 there is outside the quiet hours)", r)
 	}
 	for _, name := range []string{"none", "empty", "unknown"} {
-		var status string
-		var at time.Time
-		if err := pool.QueryRow(ctx, `SELECT status, scheduled_for FROM engagement_message_queue WHERE id = $1`, ids[name]).
-			Scan(&status, &at); err != nil {
-			t.Fatal(err)
-		}
+		m := fixture.MessageOf(t, pool, ids[name])
+		status, at := m.Status, m.ScheduledFor
 		if status != "pending" || !at.Equal(end) {
 			t.Errorf("message of the user with timezone %s: %s at %s, want pending until %s", name, status, at.UTC(), end)
 		}
@@ -205,10 +180,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 // they end (to the minute), so a test needs no clock of its own.
 func quietAroundNow(t *testing.T, pool *pgxpool.Pool, zone *time.Location) (now time.Time, quiet delivery.QuietHours, end time.Time) {
 	t.Helper()
-	if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
-	now = now.UTC()
+	now = fixture.Now(t, pool).UTC()
 	local := now.In(zone)
 	clock := func(t time.Time) string { return t.Format("15:04") }
 	quiet, err := delivery.ParseQuietHours(clock(local.Add(-time.Hour)) + "-" + clock(local.Add(time.Hour)))
@@ -242,7 +214,6 @@ func TestParseQuietHours(t *testing.T) {
 func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	rcv := newReceiver(t, 200)
 	now, quiet, end := quietAroundNow(t, pool, time.FixedZone("+0545", 5*3600+45*60))
 
@@ -250,21 +221,15 @@ func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
 	ids := map[string]string{}
 	for _, tz := range append(spellings, "Mars/Olympus_Mons") {
 		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
-			t.Fatal(err)
-		}
+		fixture.SetTimezone(t, pool, u, &tz)
 		ids[tz] = queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:quiet")
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		QuietHours: quiet, Timezone: "UTC"})
 
 	for _, tz := range spellings {
-		var status string
-		var at time.Time
-		if err := pool.QueryRow(ctx, `SELECT status, scheduled_for FROM engagement_message_queue WHERE id = $1`, ids[tz]).
-			Scan(&status, &at); err != nil {
-			t.Fatal(err)
-		}
+		m := fixture.MessageOf(t, pool, ids[tz])
+		status, at := m.Status, m.ScheduledFor
 		if status != "pending" || !at.Equal(end) {
 			t.Errorf("message of the user with timezone %q: %s at %s, want pending until %s", tz, status, at.UTC(), end)
 		}
