@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -23,12 +24,11 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55119' || i || '@s.whatsapp.net', now() - (3 - i) * interval '1 minute', 'race-' || i
-		  FROM generate_series(1, 2) AS i`, user)
+	for i := 1; i <= 2; i++ {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: fmt.Sprintf("55119%d@s.whatsapp.net", i),
+			ScheduledFor: time.Now().Add(-time.Duration(3-i) * time.Minute), Key: fmt.Sprintf("race-%d", i)})
+	}
 	proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1, ClaimBatch: 2,
 		DailyLimit: 10, Logger: zerolog.Nop()})
 	if err != nil {
@@ -39,9 +39,7 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Other processes spend 9 of the 10 slots after this one looked.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients) VALUES ('log', now(), 9);
-		UPDATE engagement_send_budgets SET used = 9 WHERE transport = 'log'`)
+	fixture.Spent(t, pool, "log", time.Now(), 9)
 	if p.budget.tight(p.cfg.Workers * p.cfg.ClaimBatch) {
 		t.Fatal("the processor already sees the window as tight; the test needs it to claim with room")
 	}
@@ -52,15 +50,8 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 	if len(batch) != 1 || batch[0].IdempotencyKey != "race-1" {
 		t.Fatalf("claimed %+v, want the one due first", batch)
 	}
-	var used, claims, stamps, waiting int
-	if err := pool.QueryRow(ctx, `
-		SELECT (SELECT used FROM engagement_send_budgets WHERE transport = 'log'),
-		       (SELECT count(*) FROM engagement_send_budget_claims),
-		       (SELECT count(*) FROM engagement_send_budget_recipients),
-		       (SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND deferred_reason = 'budget')`,
-	).Scan(&used, &claims, &stamps, &waiting); err != nil {
-		t.Fatal(err)
-	}
+	b := fixture.BudgetOf(t, pool, "log")
+	used, claims, stamps, waiting := orZero(b.Used), b.Claims, b.Recipients, waitingOnBudget(t, pool)
 	if used != 10 || claims != 1 || stamps != 1 || waiting != 1 {
 		t.Errorf("used %d, claim rows %d, recipient stamps %d, waiting %d; want 10, 1 (the others'), 1 and 1", used, claims, stamps, waiting)
 	}
@@ -76,10 +67,9 @@ func TestOpeningTheBudgetCountsNothingOffTwice(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_send_budgets (transport, daily_limit, used) VALUES ('log', 10, 8);
-		INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients)
-		VALUES ('log', now() - interval '25 hours', 3), ('log', now() - interval '1 hour', 5)`)
+	fixture.Budget(t, pool, "log", 10, 0)
+	fixture.Spent(t, pool, "log", time.Now().Add(-25*time.Hour), 3)
+	fixture.Spent(t, pool, "log", time.Now().Add(-time.Hour), 5)
 	proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, DailyLimit: 10, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +81,7 @@ func TestOpeningTheBudgetCountsNothingOffTwice(t *testing.T) {
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return p.lockBudget(ctx, tx) }); err != nil {
 		t.Fatal(err)
 	}
-	if used := fixture.Count(t, pool, `SELECT used FROM engagement_send_budgets WHERE transport = 'log'`); used != 5 || p.budget.used.Load() != 5 {
+	if used := orZero(fixture.BudgetOf(t, pool, "log").Used); used != 5 || p.budget.used.Load() != 5 {
 		t.Errorf("used %d (the processor saw %d) after opening and a prune, want the 5 slots in the window", used, p.budget.used.Load())
 	}
 }
@@ -109,20 +99,24 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	ids := map[string]string{}
 	// The window is full (2 of 2): two recipients claimed 23 h 59 min ago,
 	// so the first slot frees in a minute.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_send_budgets (transport, daily_limit, used) VALUES ('log', 2, 2);
-		INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at)
-		VALUES ('log', md5('a')::uuid, now() - interval '23 hours 59 minutes'),
-		       ('log', md5('b')::uuid, now() - interval '23 hours 59 minutes')`)
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, deferred_reason)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '5511' || k || '@s.whatsapp.net', now() + at, k, 'budget'
-		  FROM (VALUES ('head', interval '-1 second'), ('w1', interval '10 seconds'), ('locked', interval '15 seconds'),
-		               ('w2', interval '20 seconds'), ('w3', interval '30 seconds'), ('later', interval '2 hours')) AS v(k, at)`, user)
+	fixture.Budget(t, pool, "log", 2, 2)
+	for _, r := range []string{fixture.NewID(), fixture.NewID()} {
+		fixture.SpentOn(t, pool, "log", r, time.Now().Add(-23*time.Hour-59*time.Minute))
+	}
+	now := time.Now()
+	for _, m := range []struct {
+		key string
+		at  time.Duration
+	}{{"head", -time.Second}, {"w1", 10 * time.Second}, {"locked", 15 * time.Second},
+		{"w2", 20 * time.Second}, {"w3", 30 * time.Second}, {"later", 2 * time.Hour}} {
+		id := fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: "5511" + m.key + "@s.whatsapp.net", ScheduledFor: now.Add(m.at), Key: m.key})
+		fixture.ChangeMessage(t, pool, id, fixture.MessageChange{DeferredReason: "budget"})
+		ids[m.key] = id
+	}
 	before := scheduled(t, pool)
 
 	// Another transaction holds one of the waiting messages.
@@ -131,9 +125,7 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Rollback(ctx) //nolint:errcheck // a test's
-	if _, err := other.Exec(ctx, `SELECT FROM engagement_message_queue WHERE idempotency_key = 'locked' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.LockMessage(t, other, ids["locked"])
 
 	proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1,
 		DailyLimit: 2, Logger: zerolog.Nop()})
@@ -173,7 +165,7 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 			t.Errorf("%s moved from %s to %s, want it left where it was", k, before[k], after[k])
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND deferred_reason = 'budget'`); n != 6 {
+	if n := waitingOnBudget(t, pool); n != 6 {
 		t.Errorf("%d messages waiting on the budget, want all 6", n)
 	}
 }
@@ -181,15 +173,29 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 // scheduled is each queued message's due time, by idempotency key.
 func scheduled(t *testing.T, pool *pgxpool.Pool) map[string]time.Time {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, scheduled_for FROM engagement_message_queue`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]time.Time{}
-	var k string
-	var at time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&k, &at}, func() error { out[k] = at; return nil }); err != nil {
-		t.Fatal(err)
+	for _, m := range fixture.AllMessages(t, pool) {
+		out[m.Key()] = m.ScheduledFor
 	}
 	return out
+}
+
+// waitingOnBudget counts the pending messages that wait on the budget.
+func waitingOnBudget(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	n := 0
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.Status == "pending" && deref(m.DeferredReason) == "budget" {
+			n++
+		}
+	}
+	return n
+}
+
+func orZero[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
