@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -26,23 +24,14 @@ func TestRecheckSendsTheConfirmationOnlyWhileOptedOut(t *testing.T) {
 	back := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now()})
 	// Each had opted out (the opt-out a confirmation answers, migration
 	// 69); back opted in since.
-	if _, err := tx.Exec(ctx, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at)
-	                           VALUES ($1, true, 'test', '2026-01-01Z'), ($2, true, 'test', '2026-01-01Z')`, out, back); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-		       scheduled_for, idempotency_key, status, claimed_by, claimed_until, period_start)
-		SELECT m.u, m.t, 'engagement.opt_out.confirmation', 'individual', '55@s.whatsapp.net', now(), m.u::text || m.t,
-		       'processing', 'h', now() + interval '1 minute', '2026-01-01Z'
-		  FROM (VALUES ($1::uuid, 'weekly_review'), ($1::uuid, $3), ($2::uuid, $3)) m (u, t)
-		RETURNING id::text`, out, back, string(sm.OptOutConfirmationMessage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
+	jan1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fixture.ConsentEvent(t, tx, out, true, "test", jan1)
+	fixture.ConsentEvent(t, tx, back, true, "test", jan1)
+	confirmation := string(sm.OptOutConfirmationMessage)
+	var ids []string
+	for _, m := range []struct{ user, kind string }{{out, "weekly_review"}, {out, confirmation}, {back, confirmation}} {
+		ids = append(ids, claimedByH(t, tx, fixture.Message{User: m.user, Type: m.kind, CatalogKey: "engagement.opt_out.confirmation",
+			JID: "55@s.whatsapp.net", Key: m.user + m.kind, PeriodStart: jan1}))
 	}
 	cancelled, err := recheckQuery.All(ctx, tx, recheckArgs{IDs: ids, Holder: "h", Kinds: sendRules})
 	if err != nil {
@@ -70,15 +59,8 @@ func TestRecheckCancelsAMessageWhoseUserCrossedTheReachoutWindow(t *testing.T) {
 	tx := pgtest.NewTx(t)
 	ctx := context.Background()
 	user := fixture.User(t, tx, fixture.UserOptions{LastActivity: time.Now().Add(-27 * 24 * time.Hour)})
-	var id string
-	if err := tx.QueryRow(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-		       scheduled_for, idempotency_key, status, claimed_by, claimed_until)
-		VALUES ($1, 'account_notice', 'engagement.weekly_review.celebration', 'individual', '55@s.whatsapp.net', now(),
-		        'crossing', 'processing', 'h', now() + interval '1 minute')
-		RETURNING id::text`, user).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := claimedByH(t, tx, fixture.Message{User: user, Type: "account_notice", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		JID: "55@s.whatsapp.net", Key: "crossing"})
 	window := DefaultReachoutWindow
 	for _, c := range []struct {
 		name   string
@@ -103,4 +85,14 @@ func TestRecheckCancelsAMessageWhoseUserCrossedTheReachoutWindow(t *testing.T) {
 			t.Errorf("%s: the check cancelled it with %q; want %q", c.name, got, c.want)
 		}
 	}
+}
+
+// claimedByH queues m, due now, as claimed by the holder "h" for a minute,
+// and returns its id.
+func claimedByH(t *testing.T, tx fixture.DB, m fixture.Message) string {
+	t.Helper()
+	m.Status = "processing"
+	id := fixture.Queue(t, tx, m)
+	fixture.ChangeMessage(t, tx, id, fixture.MessageChange{Claim: &fixture.Claim{By: "h", Until: time.Now().Add(time.Minute)}})
+	return id
 }

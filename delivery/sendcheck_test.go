@@ -164,7 +164,8 @@ func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 			if r.sum.Cancelled != wantCancelled || r.sum.CancelReasons["stale"] != wantCancelled || r.sum.Sent != messages-wantCancelled {
 				t.Errorf("summary %+v, want %d cancelled (stale) and %d sent", r.sum, wantCancelled, messages-wantCancelled)
 			}
-			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status NOT IN ('sent', 'cancelled')`); n != 0 {
+			if n := fixture.CountMessages(t, pool, fixture.Messages{}) - fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}) -
+				fixture.CountMessages(t, pool, fixture.Messages{Status: "cancelled"}); n != 0 {
 				t.Errorf("%d messages neither sent nor cancelled", n)
 			}
 		})
@@ -177,23 +178,16 @@ func TestTheBotsMoveAfterTheClaimStopsTheSend(t *testing.T) {
 // the users, the messages' ids and their idempotency keys, in that order.
 func queueGoodbyes(t *testing.T, pool *pgxpool.Pool, n int) (users, ids, keys []string) {
 	t.Helper()
-	ctx := context.Background()
-	day := time.Now().UTC().Truncate(24 * time.Hour)
+	now := time.Now()
+	day := now.UTC().Truncate(24 * time.Hour)
 	start, _ := fixture.Goodbye.Period.Bounds(day)
 	for i := range n {
 		u := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: day.Add(-15 * 24 * time.Hour),
 			GoodbyeSentAt: &day, GoodbyeExpiresAt: fixture.Ptr(day.Add(48 * time.Hour))})
 		k := fixture.Goodbye.Key(u, day)
-		var id string
-		err := pool.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key, period_start)
-			VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual',
-			        $2, now() - make_interval(secs => $3), $4, $5)
-			RETURNING id::text`, u, fmt.Sprintf("55119%08d@s.whatsapp.net", i), n+1-i, k, start).Scan(&id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := fixture.Queue(t, pool, fixture.Message{User: u, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+			JID: fmt.Sprintf("55119%08d@s.whatsapp.net", i), ScheduledFor: now.Add(-time.Duration(n+1-i) * time.Second),
+			Key: k, PeriodStart: start})
 		users, ids, keys = append(users, u), append(ids, id), append(keys, k)
 	}
 	return users, ids, keys

@@ -61,9 +61,8 @@ func TestMarketingWaitsWhileTheNumberIsRed(t *testing.T) {
 		g.SetNumber(answer)
 		queueKind(t, pool, "weekly_review", 2, time.Minute, time.Minute)
 		receipt := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination, destination_jid)
-			VALUES ($1, 'payment_receipt', 'engagement.weekly_review.celebration', '{"count":"1"}', 'individual', '5511@s.whatsapp.net')`, receipt)
+		fixture.Queue(t, pool, fixture.Message{User: receipt, Type: "payment_receipt", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"1"}`, JID: "5511@s.whatsapp.net"})
 		sum, _ := runCloud(t, pool, cloudOn(t, g), false, 0)
 		if sum.Sent != 1 || sum.DeferReasons["quality"] != 2 || sum.Number == nil || !sum.Number.Holding {
 			t.Errorf("%s: sent %d, deferred %v, number %+v; want the receipt sent, the 2 weekly reviews held on quality",
@@ -81,12 +80,12 @@ func TestAPausedTemplateIsNotSent(t *testing.T) {
 	tr := cloudOn(t, g)
 	queueKind(t, pool, "goodbye", 1, time.Minute, time.Minute)
 	queueKind(t, pool, "weekly_review", 1, time.Minute, time.Minute)
-	fixture.Exec(t, pool, `INSERT INTO engagement_template_status (template_name, status) VALUES ('goodbye_v1', 'PAUSED')`)
+	fixture.TemplateStatus(t, pool, "goodbye_v1", "PAUSED")
 	sum, _ := runCloud(t, pool, tr, false, 0)
 	if sent := g.MarketingSent(); sent["goodbye_v1"] != 0 || sent["weekly_review_v1"] != 1 || sum.DeferReasons["template_paused"] != 1 {
 		t.Errorf("sent %v, deferred %v; want the weekly review sent, the goodbye held", sent, sum.DeferReasons)
 	}
-	fixture.Exec(t, pool, `UPDATE engagement_template_status SET status = 'REINSTATED' WHERE template_name = 'goodbye_v1'`)
+	fixture.TemplateStatus(t, pool, "goodbye_v1", "REINSTATED")
 	runCloud(t, pool, tr, false, delivery.VerdictRecheck+time.Minute)
 	if sent := g.MarketingSent(); sent["goodbye_v1"] != 1 {
 		t.Errorf("after the template is back: sent %v, want the goodbye", sent)

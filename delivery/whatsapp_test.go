@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,15 +69,8 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	ids := map[string]string{}
 	for _, number := range []string{"5511900000001", "5511900000002", "5511900000003", "5511900000004"} {
-		var id string
-		err := pool.QueryRow(context.Background(), `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1, 'weekly_review', $2, '{"count":"4"}', 'individual', $3, now() - interval '1 minute', $4)
-			RETURNING id::text`, user, fixture.WeeklyReview.CatalogKey, number+"@s.whatsapp.net", number).Scan(&id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"4"}`, JID: number + "@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: number})
 		ids[number] = id
 	}
 
@@ -108,8 +100,8 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 		t.Errorf("message 4: %+v, want failed as outcome unknown", unknown)
 	}
 	for number, want := range map[string]bool{"5511900000003": false, "5511900000004": true} {
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE id = $1 AND in_doubt`, ids[number]); (n == 1) != want {
-			t.Errorf("message %s: in_doubt %v, want %v", number, n == 1, want)
+		if got := fixture.MessageOf(t, pool, ids[number]).InDoubt; got != want {
+			t.Errorf("message %s: in_doubt %v, want %v", number, got, want)
 		}
 	}
 	if calls["5511900000004"] != 1 {
