@@ -51,7 +51,7 @@ func TestAClaimThatNoLongerFitsIsMadeAgainUnderTheLock(t *testing.T) {
 		t.Fatalf("claimed %+v, want the one due first", batch)
 	}
 	b := fixture.BudgetOf(t, pool, "log")
-	used, claims, stamps, waiting := orZero(b.Used), b.Claims, b.Recipients, waitingOnBudget(t, pool)
+	used, claims, stamps, waiting := fixture.Deref(b.Used), b.Claims, b.Recipients, waitingOnBudget(t, pool)
 	if used != 10 || claims != 1 || stamps != 1 || waiting != 1 {
 		t.Errorf("used %d, claim rows %d, recipient stamps %d, waiting %d; want 10, 1 (the others'), 1 and 1", used, claims, stamps, waiting)
 	}
@@ -81,7 +81,7 @@ func TestOpeningTheBudgetCountsNothingOffTwice(t *testing.T) {
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return p.lockBudget(ctx, tx) }); err != nil {
 		t.Fatal(err)
 	}
-	if used := orZero(fixture.BudgetOf(t, pool, "log").Used); used != 5 || p.budget.used.Load() != 5 {
+	if used := fixture.Deref(fixture.BudgetOf(t, pool, "log").Used); used != 5 || p.budget.used.Load() != 5 {
 		t.Errorf("used %d (the processor saw %d) after opening and a prune, want the 5 slots in the window", used, p.budget.used.Load())
 	}
 }
@@ -190,12 +190,4 @@ func waitingOnBudget(t *testing.T, pool *pgxpool.Pool) int {
 		}
 	}
 	return n
-}
-
-func orZero[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

@@ -31,23 +31,16 @@ func TestRecoveryNeverWaitsOnAHoldersRow(t *testing.T) {
 	past := time.Now().Add(-time.Hour)
 	dead := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	renewing := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
-	for _, stmt := range []string{
-		`INSERT INTO engagement_queue_holders (holder, alive_until) VALUES ('dead', now() - interval '1 minute'), ('renewing', now() - interval '1 minute')`,
-		`UPDATE engagement_message_queue SET claimed_by = 'dead', claimed_until = now() + interval '1 hour' WHERE id = '` + dead + `'`,
-		`UPDATE engagement_message_queue SET claimed_by = 'renewing', claimed_until = now() + interval '1 hour' WHERE id = '` + renewing + `'`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
+	for holder, id := range map[string]string{"dead": dead, "renewing": renewing} {
+		fixture.Holder(t, pool, holder, time.Now().Add(-time.Minute))
+		fixture.ChangeMessage(t, pool, id, fixture.MessageChange{Claim: &fixture.Claim{By: holder, Until: time.Now().Add(time.Hour)}})
 	}
 	renewal, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = renewal.Rollback(ctx) }()
-	if _, err := renewal.Exec(ctx, `UPDATE engagement_queue_holders SET alive_until = clock_timestamp() + interval '1 hour' WHERE holder = 'renewing'`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Holder(t, renewal, "renewing", time.Now().Add(time.Hour))
 
 	rcv := newReceiver(t, 200)
 	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1, Logger: zerolog.Nop()})
@@ -73,7 +66,7 @@ wait:
 		case res = <-done:
 			break wait
 		case <-tick.C:
-			if fixture.Count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+			if fixture.WaitingOnLocks(t, pool) == 0 {
 				continue
 			}
 			// Waiting on the renewal: end it, so the run can finish.
@@ -94,11 +87,8 @@ wait:
 	if r := rowOf(t, pool, dead); r.Status != "sent" || res.sum.Recovered != 1 {
 		t.Errorf("the dead holder's message: %+v, %d recovered; want it recovered and sent", r, res.sum.Recovered)
 	}
-	var status, holder string
-	if err := pool.QueryRow(ctx, `SELECT status, coalesce(claimed_by, '') FROM engagement_message_queue WHERE id = $1`, renewing).Scan(&status, &holder); err != nil {
-		t.Fatal(err)
-	}
-	if status != "processing" || holder != "renewing" {
+	m := fixture.MessageOf(t, pool, renewing)
+	if status, holder := m.Status, fixture.Deref(m.ClaimedBy); status != "processing" || holder != "renewing" {
 		t.Errorf("the renewing holder's message is %s, claimed by %q; want still its claim (its holder lives)", status, holder)
 	}
 	if n := len(rcv.got()); n != 1 {
@@ -109,7 +99,7 @@ wait:
 			t.Fatal(err)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_queue_holders WHERE holder = 'renewing' AND NOT buried`); n != 1 {
+	if fixture.HolderOf(t, pool, "renewing").Buried {
 		t.Errorf("the renewing holder was buried")
 	}
 }
