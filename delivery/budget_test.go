@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/delivery"
@@ -149,9 +149,8 @@ func TestMessagesHandedBackGiveTheirBudgetBack(t *testing.T) {
 				t.Fatalf("sent %d, released %d, budget %+v; want the one in flight sent, the %d others of the claim handed back, 1 used and %d waiting",
 					sum.Sent, sum.Released, sum.Budget, tc.released, tc.queued)
 			}
-			var used int
-			if err := pool.QueryRow(context.Background(), `SELECT used FROM engagement_send_budgets WHERE transport = 'webhook'`).Scan(&used); err != nil || used != 1 {
-				t.Errorf("the budget's counter is %d (%v), want 1", used, err)
+			if used := fixture.Deref(fixture.BudgetOf(t, pool, "webhook").Used); used != 1 {
+				t.Errorf("the budget's counter is %d, want 1", used)
 			}
 
 			// The next run has the slots given back: the ones handed back
@@ -183,9 +182,7 @@ func TestBudgetNeverMovesAMessageIntoQuietHours(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	_, hook := newBudgetBot(t, false)
 	fixture.DueToRecipients(t, pool, 3, "budget-")
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at)
-		VALUES ('webhook', gen_random_uuid(), now() - interval '22 hours')`)
+	fixture.SpentOn(t, pool, "webhook", fixture.NewID(), time.Now().Add(-22*time.Hour))
 	now := time.Now().UTC()
 	quiet, err := delivery.ParseQuietHours(now.Add(time.Hour).Format("15:04") + "-" + now.Add(3*time.Hour).Format("15:04"))
 	if err != nil {
@@ -204,14 +201,11 @@ func TestBudgetNeverMovesAMessageIntoQuietHours(t *testing.T) {
 	if sum.Sent != 0 || sum.DeferReasons["budget"] != 3 {
 		t.Fatalf("sent %d, deferred %v; want none sent and 3 deferred for the budget", sum.Sent, sum.DeferReasons)
 	}
-	rows, err := pool.Query(context.Background(), `
-		SELECT scheduled_for FROM engagement_message_queue WHERE status = 'pending' ORDER BY scheduled_for`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	due, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
-	if err != nil {
-		t.Fatal(err)
+	var due []time.Time
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.Status == "pending" {
+			due = append(due, m.ScheduledFor)
+		}
 	}
 	for _, at := range due {
 		at = at.UTC()
@@ -236,15 +230,15 @@ func TestBudgetTakesTheOldestDueFirstWhateverTheKind(t *testing.T) {
 	now := time.Now()
 	leaving := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour), GoodbyeSentAt: &now})
 	active := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT CASE WHEN i % 2 = 1 THEN $1::uuid ELSE $2::uuid END,
-		       CASE WHEN i % 2 = 1 THEN 'goodbye' ELSE 'weekly_review' END,
-		       CASE WHEN i % 2 = 1 THEN 'engagement.goodbye.self_select' ELSE 'engagement.weekly_review.celebration' END,
-		       '{"count":"2"}', 'individual', '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net',
-		       now() - (10 - i) * interval '1 minute', 'order-' || lpad(i::text, 2, '0')
-		  FROM generate_series(1, 10) AS i`, leaving, active)
+	for i := 1; i <= 10; i++ {
+		m := fixture.Message{User: active, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey}
+		if i%2 == 1 {
+			m = fixture.Message{User: leaving, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select"}
+		}
+		m.Params, m.JID = `{"count":"2"}`, fmt.Sprintf("55119%08d@s.whatsapp.net", i)
+		m.ScheduledFor, m.Key = now.Add(-time.Duration(10-i)*time.Minute), fmt.Sprintf("order-%02d", i)
+		fixture.Queue(t, pool, m)
+	}
 	for day, want := range [][]string{
 		{"order-01", "order-02", "order-03", "order-04"},
 		{"order-05", "order-06", "order-07", "order-08"},
@@ -260,17 +254,14 @@ func TestBudgetTakesTheOldestDueFirstWhateverTheKind(t *testing.T) {
 		if _, err := p.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := pool.Query(context.Background(), `
-			SELECT idempotency_key FROM engagement_message_queue
-			 WHERE status = 'sent' AND sent_at > now() + $1::interval - interval '1 hour' ORDER BY 1`,
-			time.Duration(day)*(delivery.BudgetWindow+time.Minute))
-		if err != nil {
-			t.Fatal(err)
+		var got []string
+		since := time.Now().Add(time.Duration(day)*(delivery.BudgetWindow+time.Minute) - time.Hour)
+		for _, m := range fixture.AllMessages(t, pool) {
+			if m.Status == "sent" && m.SentAt.After(since) {
+				got = append(got, m.Key())
+			}
 		}
-		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("day %d sent %v, want %v", day, got, want)
 		}

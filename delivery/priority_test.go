@@ -3,6 +3,8 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"hash/crc32"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -10,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -80,12 +81,8 @@ func queueKind(t *testing.T, pool *pgxpool.Pool, kind string, n int, dueAgo, que
 	for range n {
 		now := time.Now()
 		user := fixture.User(t, pool, fixture.UserOptions{State: state, LastActivity: now.Add(-time.Hour), GoodbyeSentAt: &now})
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, created_at, idempotency_key)
-			SELECT $1::uuid, $2::text, $3, $4::jsonb, 'individual', '55' || (abs(hashtext($1::text)) % 1000000000)::text || '@s.whatsapp.net',
-			       now() - $5::interval, now() - $6::interval, $1::text || ':' || $2`,
-			user, kind, key, params, dueAgo, queuedAgo)
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: kind, CatalogKey: key, Params: params, JID: jidOf(user),
+			ScheduledFor: now.Add(-dueAgo), CreatedAt: now.Add(-queuedAgo), Key: user + ":" + kind})
 	}
 }
 
@@ -229,19 +226,14 @@ func capUser(t *testing.T, pool *pgxpool.Pool, kind, state string, sentAgo, repl
 	now := time.Now()
 	user := fixture.User(t, pool, fixture.UserOptions{State: state, LastActivity: now.Add(-time.Hour), GoodbyeSentAt: &now})
 	if sentAgo > 0 {
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-			       scheduled_for, status, sent_at, idempotency_key)
-			VALUES ($1::uuid, $2::text, 'x', 'individual', '55' || (abs(hashtext($1::text)) % 1000000000)::text || '@s.whatsapp.net', now() - $3::interval,
-			       'sent', now() - $3::interval, $1::text || ':sent')`, user, kind, sentAgo)
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: kind, CatalogKey: "x", JID: jidOf(user),
+			ScheduledFor: now.Add(-sentAgo), Status: "sent", SentAt: now.Add(-sentAgo), Key: user + ":sent"})
 	}
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, replay_until, idempotency_key)
-		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55' || (abs(hashtext($1::text)) % 1000000000)::text || '@s.whatsapp.net', now() - interval '1 minute' + i * interval '1 millisecond',
-		       now() + $2::interval, $1::text || ':due:' || i
-		  FROM generate_series(1, $3::int) i`, user, replayIn, n)
+	for i := 1; i <= n; i++ {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: jidOf(user), ScheduledFor: now.Add(-time.Minute + time.Duration(i)*time.Millisecond),
+			ReplayUntil: now.Add(replayIn), Key: fmt.Sprintf("%s:due:%d", user, i)})
+	}
 	return user
 }
 
@@ -249,15 +241,19 @@ func capUser(t *testing.T, pool *pgxpool.Pool, kind, state string, sentAgo, repl
 // "pending:frequency", "cancelled:frequency"), oldest due first.
 func statuses(t *testing.T, pool *pgxpool.Pool, user string) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-		SELECT status || coalesce(':' || coalesce(cancel_reason, deferred_reason), '')
-		  FROM engagement_message_queue WHERE user_id = $1 ORDER BY scheduled_for, id`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.UserID != user {
+			continue
+		}
+		s := m.Status
+		switch {
+		case m.CancelReason != nil:
+			s += ":" + *m.CancelReason
+		case m.DeferredReason != nil:
+			s += ":" + *m.DeferredReason
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -315,4 +311,9 @@ func TestPerUserCapAcrossKinds(t *testing.T) {
 	if got := statuses(t, pool, waits); !slices.Equal(got, []string{"sent", "sent"}) {
 		t.Errorf("the waiting user: %v", got)
 	}
+}
+
+// jidOf is a recipient of user's own.
+func jidOf(user string) string {
+	return fmt.Sprintf("55%d@s.whatsapp.net", crc32.ChecksumIEEE([]byte(user))%1_000_000_000)
 }
