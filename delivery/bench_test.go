@@ -45,18 +45,10 @@ func benchDelivery(b *testing.B, t transport.Transport) {
 	}
 	pool, _ := pgtest.NewPool(b)
 	ctx := context.Background()
-	user := fixture.User(b, pool, fixture.UserOptions{LastActivity: time.Now()})
 	var total time.Duration
 	sent := 0
 	for b.Loop() {
-		if _, err := pool.Exec(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-			       '5511999990000@s.whatsapp.net', now() - interval '1 minute', gen_random_uuid()::text
-			  FROM generate_series(1, $2)`, user, n); err != nil {
-			b.Fatal(err)
-		}
+		fixture.DueReviews(b, pool, n, fixture.NewID())
 		p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{Transport: t, SendInterval: -1, Logger: zerolog.Nop()})
 		if err != nil {
 			b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -198,15 +199,7 @@ func benchDelivery(b *testing.B, variants []deliveryVariant) []time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `
-		WITH u AS (
-		    INSERT INTO user_profiles (user_id, whatsapp_jid)
-		    SELECT gen_random_uuid(), '5511' || lpad(i::text, 9, '0') || '@s.whatsapp.net' FROM generate_series(1, $1) AS i
-		    RETURNING user_id
-		)
-		INSERT INTO user_engagement_states (user_id, state, last_activity_at) SELECT user_id, 'active', now() FROM u`, n); err != nil {
-		b.Fatal(err)
-	}
+	fixture.InactiveUsers(b, pool, n, time.Now())
 	elapsed := make([]time.Duration, len(variants))
 	round := 0
 	for b.Loop() {
@@ -217,19 +210,9 @@ func benchDelivery(b *testing.B, variants []deliveryVariant) []time.Duration {
 				i = len(variants) - 1 - k
 			}
 			v := variants[i]
-			if _, err := pool.Exec(ctx, `
-				TRUNCATE engagement_message_queue, engagement_processed_messages,
-				         engagement_send_budgets, engagement_send_budget_recipients;
-				INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-				       destination_jid, scheduled_for, idempotency_key)
-				SELECT user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-				       whatsapp_jid, now() - interval '1 minute', user_id::text || ':weekly_review:bench'
-				  FROM user_profiles`); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
-				b.Fatal(err)
-			}
+			fixture.EmptyDelivery(b, pool)
+			fixture.ReviewForEveryUser(b, pool)
+			fixture.VacuumQueue(b, pool)
 			p, err := NewProcessor(pool, ProcessorConfig{Transport: hook, SendInterval: -1, QuietHours: v.quiet,
 				DailyLimit: v.limit, KindPriority: v.kindPriority, PerUserCap: v.perUserCap, Logger: zerolog.Nop()})
 			if err != nil {

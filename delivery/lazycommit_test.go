@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -36,21 +37,11 @@ func TestLazyCommitAppliesToItsBatchWithoutAWarning(t *testing.T) {
 		}
 		b := &pgx.Batch{}
 		b.Queue(lazyCommitSQL)
-		b.Queue(`SELECT current_setting('synchronous_commit')`)
-		br := conn.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
+		inBatch := fixture.QueueSetting(b, "synchronous_commit")
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			t.Fatal(err)
 		}
-		var inside, after string
-		if err := br.QueryRow().Scan(&inside); err != nil {
-			t.Fatal(err)
-		}
-		if err := br.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&after); err != nil {
-			t.Fatal(err)
-		}
+		inside, after := inBatch(), fixture.Setting(t, conn, "synchronous_commit")
 		_ = conn.Close(ctx)
 		if inside != "off" || after != "on" {
 			t.Errorf("mode %v: synchronous_commit %q in the batch, %q after it; want off, then on", mode, inside, after)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender"
 )
@@ -81,40 +82,11 @@ func TestHotStatementsReadWhatTheBatchHolds(t *testing.T) {
 // another holder, and sent ones, then ANALYZEs, as autovacuum would have.
 func seedQueueShape(t *testing.T, pool *pgxpool.Pool, pending, mine, others, history int) []string {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO user_profiles (user_id, whatsapp_jid)
-		SELECT ('00000000-0000-0000-0000-' || lpad(g::text, 12, '0'))::uuid, '55' || g || '@s.whatsapp.net'
-		  FROM generate_series(1, 20000) g;
-		INSERT INTO user_engagement_states (user_id, state, last_activity_at)
-		SELECT user_id, 'active', now() FROM user_profiles`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, claimed_by, claimed_until)
-		SELECT ('00000000-0000-0000-0000-' || lpad((g % 20000 + 1)::text, 12, '0'))::uuid, 'weekly_review',
-		       'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '55@s.whatsapp.net',
-		       now() - make_interval(mins => g % 5000), 'k' || g,
-		       CASE WHEN g <= $1::int THEN 'pending' WHEN g <= $1 + $2 + $3 THEN 'processing' ELSE 'sent' END,
-		       CASE WHEN g > $1 + $2 + $3 THEN now() - interval '1 day' END,
-		       CASE WHEN g > $1 AND g <= $1 + $2 THEN 'h' WHEN g > $1 + $2 AND g <= $1 + $2 + $3 THEN 'other' END,
-		       CASE WHEN g > $1 AND g <= $1 + $2 + $3 THEN now() + interval '1 minute' END
-		  FROM generate_series(1, $1::int + $2::int + $3::int + $4::int) g`, pending, mine, others, history); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE`); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := pool.Query(ctx, `SELECT id::text FROM engagement_message_queue WHERE claimed_by = 'h' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
+	const users = 20000
+	fixture.NumberedUsers(t, pool, users)
+	fixture.QueueShape(t, pool, fixture.Shape{Users: users, Pending: pending, Mine: mine, Others: others, History: history})
+	fixture.Analyze(t, pool)
+	return fixture.ClaimedBy(t, pool, "h")
 }
 
 // explain is s's plan, as text (EXPLAIN without ANALYZE runs nothing).
@@ -144,22 +116,8 @@ func TestTheBatchIsReadByKeyWhateverTheStatistics(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	seedQueueShape(t, pool, 4400, 0, 0, 40000) // analyzed: none claimed
 	// Then the claims, unanalyzed: 400 by "h", 4,000 by another process.
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE engagement_message_queue q
-		   SET status = 'processing', claimed_by = CASE WHEN o.n <= 400 THEN 'h' ELSE 'other' END,
-		       claimed_until = now() + interval '1 minute'
-		  FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM engagement_message_queue WHERE status = 'pending') o
-		 WHERE o.id = q.id`); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := pool.Query(context.Background(), `SELECT id::text FROM engagement_message_queue WHERE claimed_by = 'h' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture.ClaimPending(t, pool, 400)
+	mine := fixture.ClaimedBy(t, pool, "h")
 	reach := DefaultReachoutWindow
 	n := len(mine)
 	statuses, none, retries, attempted, flags := make([]string, n), make([]string, n), make([]time.Duration, n), make([]int, n), make([]bool, n)
