@@ -3,8 +3,10 @@ package main_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,29 +31,24 @@ func TestError131050AtSendTimeOptsTheUserOut(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	api, requests := refusing131050(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511900000001@s.whatsapp.net', now() - interval '1 minute', $1::uuid::text || ':w1'),
-		       ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511900000001@s.whatsapp.net', now() + interval '1 day', $1::uuid::text || ':w2')`, user)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: user + ":w1"})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(24 * time.Hour), Key: user + ":w2"})
 	res := cmdtest.Run(t, binary(t), cloudEnvAt(t, url, api.URL), "--send-interval", "0")
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
-	var optedOut bool
-	var source string
-	if err := pool.QueryRow(context.Background(), `
-		SELECT p.reengagement_opt_out, coalesce((SELECT e.source FROM engagement_consent_events e WHERE e.user_id = p.user_id), '')
-		  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&optedOut, &source); err != nil {
-		t.Fatal(err)
-	}
-	if !optedOut || source != "whatsapp:131050" {
+	consent := fixture.ConsentOf(t, pool, user)
+	if optedOut, source := consent.OptedOut, strings.Join(consent.Sources(), ", "); !optedOut || source != "whatsapp:131050" {
 		t.Errorf("after a 131050: opted out %v, consent source %q; want true, whatsapp:131050", optedOut, source)
 	}
-	got := outcomes(t, pool, `SELECT right(idempotency_key, 2), status || coalesce(':' || cancel_reason, '')
-	                             FROM engagement_message_queue WHERE user_id = $1`, user)
+	got := outcomes(t, pool, func(m fixture.MessageRow) string {
+		if m.UserID != user {
+			return ""
+		}
+		return m.Key()[len(m.Key())-2:]
+	}, statusText)
 	if got["w1"] != "failed" || got["w2"] != "cancelled:opted_out" || requests.Load() != 1 {
 		t.Errorf("messages %v after %d requests; want the refused one failed (not retried), the later one cancelled for the opt-out, one request", got, requests.Load())
 	}
@@ -70,17 +67,15 @@ func TestOptOutsRacingDelivery(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	ctx := context.Background()
 	const users, optOuts = 400, 200
-	noteClaims(t, pool)
+	fixture.NoteClaims(t, pool)
 	ids := make([]string, users)
 	for i := range ids {
 		ids[i] = fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	}
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT u, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55@s.whatsapp.net', now() - interval '1 minute', u::text || ':race'
-		  FROM unnest($1::uuid[]) u`, ids)
+	for _, u := range ids {
+		fixture.Queue(t, pool, fixture.Message{User: u, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: "55@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: u + ":race"})
+	}
 	rcv := newCounter(t, 3*time.Millisecond)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+rcv.server.URL)
 
@@ -105,10 +100,7 @@ func TestOptOutsRacingDelivery(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&committed[i]); err != nil {
-					t.Error(err)
-					return
-				}
+				committed[i] = fixture.Clock(t, conn)
 			}
 		})
 	}
@@ -120,13 +112,16 @@ func TestOptOutsRacingDelivery(t *testing.T) {
 	}
 
 	sentAfter, cancelled, inFlight := 0, 0, 0
+	noted, statusOf := fixture.ClaimsNoted(t, pool), map[string]fixture.MessageRow{}
+	for _, m := range fixture.AllMessages(t, pool) {
+		statusOf[m.UserID] = m
+	}
 	for i := range optOuts {
-		var status string
+		m := statusOf[ids[i]]
+		status := m.Status
 		var claimed *time.Time
-		if err := pool.QueryRow(ctx, `
-			SELECT q.status, (SELECT max(c.claimed_at) FROM test_claims c WHERE c.message_id = q.id)
-			  FROM engagement_message_queue q WHERE q.user_id = $1`, ids[i]).Scan(&status, &claimed); err != nil {
-			t.Fatal(err)
+		if at, ok := noted[m.ID]; ok {
+			claimed = &at
 		}
 		rcv.mu.Lock()
 		got := rcv.sent[ids[i]+":race"]
@@ -167,11 +162,8 @@ func TestOptOutConfirmationGoesOnlyToTheOptedOut(t *testing.T) {
 	ctx := context.Background()
 	stays := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	returns := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511900000001@s.whatsapp.net', now() - interval '1 minute', $1::uuid::text || ':review')`, stays)
+	fixture.Queue(t, pool, fixture.Message{User: stays, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: stays + ":review"})
 	for _, u := range []string{stays, returns} {
 		if _, err := activity.OptOut(ctx, pool, u, activity.SourceKeyword, activity.ConsentOptions{Confirm: true}); err != nil {
 			t.Fatal(err)
@@ -189,9 +181,13 @@ func TestOptOutConfirmationGoesOnlyToTheOptedOut(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
-	got := outcomes(t, pool, `
-		SELECT user_id::text || ' ' || message_type, status || coalesce(':' || cancel_reason, '') || coalesce(':' || deferred_reason, '')
-		  FROM engagement_message_queue`)
+	got := outcomes(t, pool, func(m fixture.MessageRow) string { return m.UserID + " " + m.MessageType },
+		func(m fixture.MessageRow) string {
+			if m.DeferredReason != nil {
+				return statusText(m) + ":" + *m.DeferredReason
+			}
+			return statusText(m)
+		})
 	want := map[string]string{
 		stays + " weekly_review":          "cancelled:opted_out",
 		stays + " opt_out_confirmation":   "sent",
@@ -210,20 +206,29 @@ func TestOptOutConfirmationGoesOnlyToTheOptedOut(t *testing.T) {
 	}
 }
 
-// outcomes runs query, whose rows are (message, outcome) text pairs, and
-// returns them as a map.
-func outcomes(t *testing.T, pool *pgxpool.Pool, query string, args ...any) map[string]string {
+// outcomes is the queue's messages' outcomes, as text says them, by the
+// name name gives each ("" leaves a message out).
+func outcomes(t *testing.T, pool *pgxpool.Pool, name, text func(fixture.MessageRow) string) map[string]string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), query, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]string{}
-	var k, v string
-	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { got[k] = v; return nil }); err != nil {
-		t.Fatal(err)
+	for _, m := range fixture.AllMessages(t, pool) {
+		if k := name(m); k != "" {
+			got[k] = text(m)
+		}
 	}
 	return got
+}
+
+// byKey names a message by its idempotency key.
+func byKey(m fixture.MessageRow) string { return m.Key() }
+
+// statusText is a message's status and its cancel reason: "sent",
+// "cancelled:opted_out".
+func statusText(m fixture.MessageRow) string {
+	if m.CancelReason != nil {
+		return m.Status + ":" + *m.CancelReason
+	}
+	return m.Status
 }
 
 // refuse131050 is a Cloud API that refuses every send with 131050, as Meta
@@ -251,11 +256,8 @@ func refuse131050(t *testing.T, before func()) *httptest.Server {
 func dueReview(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511900000001@s.whatsapp.net', now() - interval '1 minute', $1::uuid::text || ':w1')`, user)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: user + ":w1"})
 	return user
 }
 
@@ -274,24 +276,24 @@ func TestAResumeOlderThanA131050DoesNotUndoIt(t *testing.T) {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
 	var refusedAt time.Time
-	if err := pool.QueryRow(ctx, `SELECT at FROM engagement_consent_events WHERE user_id = $1 AND opted_out AND source = 'whatsapp:131050'`,
-		user).Scan(&refusedAt); err != nil {
-		t.Fatalf("the 131050's opt-out: %v", err)
+	for _, e := range fixture.ConsentOf(t, pool, user).Log {
+		if e.OptedOut && e.Source == "whatsapp:131050" {
+			refusedAt = e.At
+		}
 	}
 	if after := fixture.Now(t, pool); refusedAt.Before(before.Add(-time.Second)) || refusedAt.After(after.Add(time.Second)) {
 		t.Errorf("the 131050's opt-out said at %s; want within the run, %s to %s", refusedAt, before, after)
 	}
-	var changed bool
-	if err := pool.QueryRow(ctx, `SELECT engagement_opt_in($1::uuid, 'meta:user_preferences', $2::timestamptz)`,
-		user, before.Add(-time.Minute)).Scan(&changed); err != nil {
+	changed, err := activity.OptIn(ctx, pool, user, activity.SourceMetaPreferences, activity.ConsentOptions{At: before.Add(-time.Minute)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var optedOut, superseded bool
-	if err := pool.QueryRow(ctx, `
-		SELECT p.reengagement_opt_out, coalesce((SELECT e.superseded FROM engagement_consent_events e
-		                                          WHERE e.user_id = p.user_id AND NOT e.opted_out), false)
-		  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&optedOut, &superseded); err != nil {
-		t.Fatal(err)
+	consent := fixture.ConsentOf(t, pool, user)
+	optedOut, superseded := consent.OptedOut, false
+	for _, e := range consent.Log {
+		if !e.OptedOut {
+			superseded = e.Superseded
+		}
 	}
 	if changed || !optedOut || !superseded {
 		t.Errorf("a resume said a minute before the run, after a 131050: changed %v, opted out %v, logged superseded %v; want false, true, true",
@@ -317,9 +319,7 @@ func TestAResumeSaidAfterA131050Wins(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if _, err := tx.Exec(ctx, `SELECT FROM user_profiles WHERE user_id = $1 FOR NO KEY UPDATE`, user); err != nil {
-			t.Error(err)
-		}
+		fixture.LockProfile(t, tx, user)
 		held <- tx
 	})
 	var wg sync.WaitGroup
@@ -329,14 +329,7 @@ func TestAResumeSaidAfterA131050Wins(t *testing.T) {
 		defer tx.Rollback(ctx) //nolint:errcheck // after the commit, a no-op
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			var waiting bool
-			if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
-			                               WHERE datname = current_database() AND wait_event_type = 'Lock'
-			                                 AND query LIKE '%engagement_consent_record%')`).Scan(&waiting); err != nil {
-				resumeErr = err
-				return
-			}
-			if waiting {
+			if fixture.WaitingIn(t, pool, "engagement_consent_record") {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -345,7 +338,7 @@ func TestAResumeSaidAfterA131050Wins(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if _, err := tx.Exec(ctx, `SELECT engagement_opt_in($1::uuid, 'meta:user_preferences', clock_timestamp())`, user); err != nil {
+		if _, err := activity.OptIn(ctx, tx, user, activity.SourceMetaPreferences, activity.ConsentOptions{}); err != nil {
 			resumeErr = err
 			return
 		}
@@ -359,14 +352,8 @@ func TestAResumeSaidAfterA131050Wins(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
-	var log string
-	if err := pool.QueryRow(ctx, `
-		SELECT p.reengagement_opt_out::text || ': ' || (SELECT string_agg(e.source || CASE WHEN e.superseded THEN ' (superseded)' ELSE '' END,
-		                                                                  ', ' ORDER BY e.id)
-		                                                 FROM engagement_consent_events e WHERE e.user_id = p.user_id)
-		  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&log); err != nil {
-		t.Fatal(err)
-	}
+	consent := fixture.ConsentOf(t, pool, user)
+	log := fmt.Sprintf("%v: %s", consent.OptedOut, strings.Join(consent.Sources(), ", "))
 	// The resume changed nothing when it came (the flag was still off):
 	// it is the newest wish all the same, and the refusal is older.
 	if want := "false: whatsapp:131050 (superseded)"; log != want {

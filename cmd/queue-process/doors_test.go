@@ -63,8 +63,17 @@ func TestQueueProcessHoldsHandWrittenMessagesToTheRuleOfEveryDoor(t *testing.T) 
 	if !slices.Equal(keys, []string{"fine"}) {
 		t.Errorf("the receiver got %v, want only the message to the user who said nothing", keys)
 	}
-	got := outcomes(t, pool, `SELECT idempotency_key, status || coalesce(':' || cancel_reason, '') || coalesce(' ' || error_message, '')
-	                            FROM engagement_message_queue WHERE idempotency_key IS NOT NULL AND job_run_id IS NULL`)
+	got := outcomes(t, pool, func(m fixture.MessageRow) string {
+		if m.JobRunID != nil {
+			return ""
+		}
+		return m.Key()
+	}, func(m fixture.MessageRow) string {
+		if m.ErrorMessage != nil {
+			return statusText(m) + " " + *m.ErrorMessage
+		}
+		return statusText(m)
+	})
 	want := map[string]string{"opted-out": "cancelled:opted_out", "erased": "cancelled:erased", "held-out": "cancelled:holdout", "fine": "sent"}
 	for k, w := range want {
 		if got[k] != w {

@@ -82,7 +82,7 @@ func TestWebhookSendsNothingPastTheReachoutWindow(t *testing.T) {
 	if sum.Sent != 1 || sum.CancelReasons["reachout_window"] != 2 {
 		t.Errorf("summary: %d sent, cancelled %v; want 1 sent and 2 reachout_window", sum.Sent, sum.CancelReasons)
 	}
-	got := outcomes(t, pool, `SELECT idempotency_key, status || coalesce(':' || cancel_reason, '') FROM engagement_message_queue`)
+	got := outcomes(t, pool, byKey, statusText)
 	want := map[string]string{"silent40-review": "cancelled:reachout_window", "silent40-notice": "cancelled:reachout_window",
 		"silent2-notice": "sent"}
 	for k, w := range want {

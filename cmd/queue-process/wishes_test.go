@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,13 +31,37 @@ const wishBound = 250 * time.Millisecond
 // n weeks: one review a week, as verify checks).
 func queueReviews(t *testing.T, pool *pgxpool.Pool, user, jid string, n int) {
 	t.Helper()
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, period_start)
-		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       $2::text, now() - interval '1 minute' + i * interval '1 millisecond', $1::uuid::text || ':r' || i,
-		       date_trunc('week', now(), 'UTC') - i * interval '1 week'
-		  FROM generate_series(1, $3::int) i`, user, jid, n)
+	now := time.Now()
+	for i := 1; i <= n; i++ {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: jid, ScheduledFor: now.Add(-time.Minute + time.Duration(i)*time.Millisecond),
+			Key: fmt.Sprintf("%s:r%d", user, i), PeriodStart: weeksBack(now, i)})
+	}
+}
+
+// weeksBack is the start (Monday 00:00 UTC) of the ISO week n weeks
+// before now's.
+func weeksBack(now time.Time, n int) time.Time {
+	day := now.UTC().Truncate(24 * time.Hour)
+	monday := day.AddDate(0, 0, -((int(day.Weekday()) + 6) % 7))
+	return monday.AddDate(0, 0, -7*n)
+}
+
+// holdingJIDs counts user's messages whose row or ledger row holds a JID
+// or a provider id again.
+func holdingJIDs(t *testing.T, pool *pgxpool.Pool, user string) int {
+	t.Helper()
+	n := 0
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.UserID != user {
+			continue
+		}
+		l := fixture.LedgerOf(t, pool, m.ID, "webhook")
+		if m.DestinationJID != "" || m.ProviderMessageID != nil || l != nil && l.ProviderMessageID != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // slow answers 200 after d: the receiver's own latency.
@@ -69,14 +92,18 @@ func lateRequests(reqs []webhooktest.Request, user string, wished time.Time) []s
 // an erased user's message its holder's check cancelled, erased (the rule
 // of every door; the erase's own opt-out cancels the pending ones
 // opted_out).
-func checkRecords(t *testing.T, pool *pgxpool.Pool, reqs []webhooktest.Request, where string, args ...any) (sent, cancelled int) {
+func checkRecords(t *testing.T, pool *pgxpool.Pool, reqs []webhooktest.Request, user string) (sent, cancelled int) {
 	t.Helper()
 	got := map[string]bool{}
 	for _, r := range reqs {
 		got[r.IdempotencyKey] = true
 	}
-	records := outcomes(t, pool, `SELECT idempotency_key, status || coalesce(':' || cancel_reason, '')
-	                                FROM engagement_message_queue WHERE `+where, args...)
+	records := outcomes(t, pool, func(m fixture.MessageRow) string {
+		if user != "" && m.UserID != user {
+			return ""
+		}
+		return m.Key()
+	}, statusText)
 	for key, rec := range records {
 		switch {
 		case got[key] && rec != "sent":
@@ -152,15 +179,11 @@ func TestEraseStopsClaimedMessagesAndKeepsTheTruth(t *testing.T) {
 			if late := lateRequests(reqs, user, *erased.Load()); len(late) > 0 {
 				t.Errorf("requests started after the erase's bound: %v", late)
 			}
-			sent, cancelled := checkRecords(t, pool, reqs, "user_id = $1", user)
+			sent, cancelled := checkRecords(t, pool, reqs, user)
 			if sent < 1 || sent+cancelled != 6 {
 				t.Errorf("%d sent, %d cancelled; want the first sent and all six accounted for", sent, cancelled)
 			}
-			if n := fixture.Count(t, pool, `
-				SELECT count(*) FROM engagement_message_queue q
-				  LEFT JOIN engagement_processed_messages l ON l.message_id = q.id
-				 WHERE q.user_id = $1 AND (q.destination_jid <> '' OR q.provider_message_id IS NOT NULL
-				                           OR l.provider_message_id IS NOT NULL)`, user); n != 0 {
+			if n := holdingJIDs(t, pool, user); n != 0 {
 				t.Errorf("%d of the erased user's rows hold their JID or a provider id again", n)
 			}
 			verifyAgrees(t, env)
@@ -176,16 +199,13 @@ func TestEraseStopsClaimedMessagesAndKeepsTheTruth(t *testing.T) {
 func TestOptOutReachesClaimedMessagesWithinTheBound(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	jid := "5511900000003@s.whatsapp.net"
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: &jid})
 	queueReviews(t, pool, user, jid, 6)
 	var optedOut atomic.Pointer[time.Time]
 	bot := webhooktest.New(t, func(conn *net.TCPConn, req webhooktest.Request, done <-chan struct{}) {
 		if optedOut.Load() == nil {
-			if _, err := pool.Exec(ctx, `SELECT engagement_opt_out($1::uuid, 'keyword')`, user); err != nil {
-				t.Error(err)
-			}
+			fixture.BotOptOut(t, pool, user, "keyword")
 			at := time.Now() // the opt-out had committed by then
 			optedOut.Store(&at)
 		}
@@ -202,7 +222,7 @@ func TestOptOutReachesClaimedMessagesWithinTheBound(t *testing.T) {
 	if late := lateRequests(reqs, user, *optedOut.Load()); len(late) > 0 {
 		t.Errorf("requests started after the opt-out's bound: %v", late)
 	}
-	if sent, cancelled := checkRecords(t, pool, reqs, "user_id = $1", user); sent < 1 || sent+cancelled != 6 {
+	if sent, cancelled := checkRecords(t, pool, reqs, user); sent < 1 || sent+cancelled != 6 {
 		t.Errorf("%d sent, %d cancelled; want the first sent and all six accounted for", sent, cancelled)
 	}
 	verifyAgrees(t, env)
@@ -222,8 +242,12 @@ func TestError131050StopsTheUsersOtherClaimedMessages(t *testing.T) {
 	if res := cmdtest.Run(t, binary(t), cloudEnvAt(t, url, api.URL), "--send-interval", "0"); res.Code != 0 {
 		t.Fatalf("queue-process: exit %d: %s", res.Code, res.Stderr)
 	}
-	got := outcomes(t, pool, `SELECT idempotency_key, status || coalesce(':' || cancel_reason, '')
-	                             FROM engagement_message_queue WHERE user_id = $1`, user)
+	got := outcomes(t, pool, func(m fixture.MessageRow) string {
+		if m.UserID != user {
+			return ""
+		}
+		return m.Key()
+	}, statusText)
 	want := map[string]string{user + ":r1": "failed", user + ":r2": "cancelled:opted_out", user + ":r3": "cancelled:opted_out"}
 	if n := requests.Load(); n != 1 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("%d requests to Meta, messages %v; want 1 request, %v", n, got, want)
@@ -259,8 +283,7 @@ func TestWishesRacingDelivery(t *testing.T) {
 func raceWishes(t *testing.T, args []string) {
 	const users, each = 60, 4
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
-	noteClaims(t, pool)
+	fixture.NoteClaims(t, pool)
 	ids := make([]string, users)
 	byJID := map[string]int{}
 	for i := range ids {
@@ -270,15 +293,15 @@ func raceWishes(t *testing.T, args []string) {
 	}
 	// Each round of messages goes to every user before the next round:
 	// a user's next message comes up while their wish is landing.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, period_start)
-		SELECT p.user_id, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       p.whatsapp_jid, now() - interval '1 minute' + (r * $2::int + u.n) * interval '1 millisecond',
-		       p.user_id::text || ':r' || r, date_trunc('week', now(), 'UTC') - r * interval '1 week'
-		  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n)
-		  JOIN user_profiles p ON p.user_id = u.id
-		 CROSS JOIN generate_series(1, $3::int) r`, ids, users, each)
+	now := time.Now()
+	for r := 1; r <= each; r++ {
+		for n, u := range ids {
+			fixture.Queue(t, pool, fixture.Message{User: u, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+				Params: `{"count":"2"}`, JID: fmt.Sprintf("55119%08d@s.whatsapp.net", n),
+				ScheduledFor: now.Add(-time.Minute + time.Duration(r*users+n+1)*time.Millisecond),
+				Key:          fmt.Sprintf("%s:r%d", u, r), PeriodStart: weeksBack(now, r)})
+		}
+	}
 
 	env := cmdtest.Env("DATABASE_URL="+url, "USER=dpo")
 	wished := make([]time.Time, users)
@@ -300,8 +323,8 @@ func raceWishes(t *testing.T, args []string) {
 					if res := cmdtest.Exec(t, ctl.NewCommand, env, "erase", "--user-id", ids[i], "--yes"); res.Code != 0 {
 						t.Errorf("erase: exit %d: %s", res.Code, res.Stderr)
 					}
-				} else if _, err := pool.Exec(ctx, `SELECT engagement_opt_out($1::uuid, 'keyword')`, ids[i]); err != nil {
-					t.Error(err)
+				} else {
+					fixture.BotOptOut(t, pool, ids[i], "keyword")
 				}
 				mu.Lock()
 				wished[i] = time.Now() // the wish had committed by then
@@ -328,18 +351,20 @@ func raceWishes(t *testing.T, args []string) {
 	if len(late) > 0 {
 		t.Errorf("%d requests started later than %s after their user's wish: %v", len(late), wishBound, late)
 	}
-	sent, cancelled := checkRecords(t, pool, reqs, "true")
+	sent, cancelled := checkRecords(t, pool, reqs, "")
 	if sent+cancelled != users*each {
 		t.Errorf("%d sent and %d cancelled of %d messages", sent, cancelled, users*each)
 	}
 	// The race happened: messages claimed before their user's wish
 	// committed that were then cancelled before their request.
-	between := 0
+	between, noted, userOf := 0, fixture.ClaimsNoted(t, pool), map[string]int{}
 	for i, u := range ids {
-		between += fixture.Count(t, pool, `
-			SELECT count(*) FROM engagement_message_queue q
-			 WHERE q.user_id = $1 AND q.status = 'cancelled'
-			   AND EXISTS (SELECT FROM test_claims c WHERE c.message_id = q.id AND c.claimed_at < $2)`, u, wished[i])
+		userOf[u] = i
+	}
+	for _, m := range fixture.AllMessages(t, pool) {
+		if at, ok := noted[m.ID]; ok && m.Status == "cancelled" && at.Before(wished[userOf[m.UserID]]) {
+			between++
+		}
 	}
 	t.Logf("%d messages sent, %d cancelled, %d of them claimed before their user's wish", sent, cancelled, between)
 	if between == 0 {
@@ -366,20 +391,4 @@ func refusing131050(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	}))
 	t.Cleanup(api.Close)
 	return api, &requests
-}
-
-// noteClaims adds a trigger that notes when each message was claimed
-// (clock_timestamp() in the claim) in test_claims.
-func noteClaims(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	fixture.Exec(t, pool, `
-		CREATE TABLE test_claims (message_id uuid, claimed_at timestamptz);
-		CREATE FUNCTION test_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			INSERT INTO test_claims VALUES (NEW.id, clock_timestamp());
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER test_note_claim AFTER UPDATE OF status ON engagement_message_queue
-			FOR EACH ROW WHEN (NEW.status = 'processing' AND OLD.status IS DISTINCT FROM 'processing')
-			EXECUTE FUNCTION test_note_claim();`)
 }
