@@ -159,15 +159,13 @@ func goodbyesDue(t *testing.T, pool *pgxpool.Pool, now time.Time, n int) []strin
 		users[i] = fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour),
 			GoodbyeSentAt: fixture.Ptr(now), GoodbyeExpiresAt: fixture.Ptr(now.Add(48 * time.Hour))})
 	}
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-		       scheduled_for, idempotency_key, period_start)
-		SELECT u.id, 'goodbye', 'engagement.goodbye.self_select', 'individual', p.whatsapp_jid,
-		       now() - (c.n - u.i) * interval '1 second', u.id::text || ':goodbye_sent:' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
-		       date_trunc('day', now(), 'UTC')
-		  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, i)
-		  CROSS JOIN (SELECT cardinality($1::uuid[]) AS n) c
-		  JOIN user_profiles p ON p.user_id = u.id`, users)
+	at := time.Now()
+	day := at.UTC().Truncate(24 * time.Hour)
+	for i, u := range users {
+		fixture.Queue(t, pool, fixture.Message{User: u, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+			JID: "55119" + u[:8] + "@s.whatsapp.net", ScheduledFor: at.Add(-time.Duration(n-1-i) * time.Second),
+			Key: u + ":goodbye_sent:" + day.Format(time.DateOnly), PeriodStart: day})
+	}
 	return users
 }
 
@@ -236,7 +234,13 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 	if sum := queueSummary(t, cmdtest.Run(t, bin, env, down...)); sum.Stopped != "outage" {
 		t.Fatalf("the run against a bot that is down: %+v, want stopped on the outage", sum)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND in_doubt`); n == 0 {
+	doubted := map[string]bool{}
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.Status == "pending" && m.InDoubt {
+			doubted[m.Key()] = true
+		}
+	}
+	if len(doubted) == 0 {
 		t.Fatal("no message is in doubt after the crash")
 	}
 
@@ -245,19 +249,6 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 	// operator cancels the next one's (the opt-out and engagementctl
 	// cancel, which cancel pending messages, must leave one in doubt to
 	// the receiver's word too).
-	doubted := map[string]bool{}
-	rows, err := pool.Query(ctx, `SELECT idempotency_key FROM engagement_message_queue WHERE status = 'pending' AND in_doubt`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var key string
-		if err := rows.Scan(&key); err != nil {
-			t.Fatal(err)
-		}
-		doubted[key] = true
-	}
-	rows.Close()
 	var doors [3]int
 	k := 0
 	for _, key := range slices.Sorted(maps.Keys(first)) {
@@ -293,18 +284,12 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 	if len(sent) > limit {
 		t.Errorf("%d users got a goodbye under a daily limit of %d (%d before the crash)", len(sent), limit, len(first))
 	}
-	rows, err = pool.Query(ctx, `SELECT idempotency_key, status, coalesce(cancel_reason, ''), coalesce(provider_message_id, '')
-		FROM engagement_message_queue WHERE message_type = 'goodbye'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var cancelledSent, unrecorded int
-	for rows.Next() {
-		var key, status, reason, pid string
-		if err := rows.Scan(&key, &status, &reason, &pid); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.MessageType != "goodbye" {
+			continue
 		}
+		key, status, reason, pid := m.Key(), m.Status, fixture.Deref(m.CancelReason), fixture.Deref(m.ProviderMessageID)
 		switch {
 		case sent[key] && status == "cancelled":
 			cancelledSent++
@@ -312,9 +297,6 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 			unrecorded++
 			t.Logf("sent by the bot, recorded %s (%q, %q)", status, reason, pid)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if cancelledSent != 0 || unrecorded != 0 {
 		t.Errorf("of %d goodbyes the bot sent (%d before the crash), %d are recorded cancelled and %d otherwise not sent; want all sent",

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -109,14 +108,9 @@ func queueRecipients(t *testing.T, pool *pgxpool.Pool, n int) []string {
 	numbers := make([]string, n)
 	for i := range numbers {
 		numbers[i] = fmt.Sprintf("55119%08d", i+1)
-		_, err := pool.Exec(context.Background(), `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-			       $2 || '@s.whatsapp.net', now() - interval '1 minute', $3)`, user, numbers[i], user+":test:"+numbers[i])
-		if err != nil {
-			t.Fatal(err)
-		}
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: numbers[i] + "@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute),
+			Key: user + ":test:" + numbers[i]})
 	}
 	return numbers
 }
@@ -131,17 +125,11 @@ func checkExactlyOnce(t *testing.T, pool *pgxpool.Pool, api *cloudAPI) {
 			t.Errorf("recipient %s got the same message %d times", number, n)
 		}
 	}
-	rows, err := pool.Query(context.Background(), `
-		SELECT split_part(destination_jid, '@', 1) FROM engagement_message_queue WHERE status = 'sent'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var number string
-		if err := rows.Scan(&number); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.AllMessages(t, pool) {
+		if m.Status != "sent" {
+			continue
 		}
+		number, _, _ := strings.Cut(m.DestinationJID, "@")
 		if got[number] == 0 {
 			t.Errorf("the message to %s is marked sent but never arrived", number)
 		}
@@ -221,13 +209,20 @@ func TestKilledMidSendOnTheCloudAPISendsNothingTwice(t *testing.T) {
 	if got["sent"]+got["failed"] != len(numbers) {
 		t.Errorf("statuses %v, want every message settled", got)
 	}
-	unknown := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue
-	                                   WHERE status = 'failed' AND in_doubt AND error_message LIKE '%outcome unknown%'`)
+	unknown, doubtedNotFailed := 0, 0
+	for _, m := range fixture.AllMessages(t, pool) {
+		switch {
+		case m.Status == "failed" && m.InDoubt && strings.Contains(fixture.Deref(m.ErrorMessage), "outcome unknown"):
+			unknown++
+		case m.InDoubt && m.Status != "failed":
+			doubtedNotFailed++
+		}
+	}
 	if got["failed"] != inFlight || unknown != inFlight {
 		t.Errorf("statuses %v, %d failed in doubt (in_doubt, outcome unknown); want exactly the %d messages in flight at the kill failed so",
 			got, unknown, inFlight)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE in_doubt AND status <> 'failed'`); n != 0 {
+	if n := doubtedNotFailed; n != 0 {
 		t.Errorf("%d messages in doubt that did not fail", n)
 	}
 }
