@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -21,7 +20,6 @@ import (
 func TestTransportFaultsEndToEnd(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	const secret = "e2e-hook-s3cr3t"
 	bot := webhooktest.New(t)
 	ok := webhooktest.OK()
@@ -57,15 +55,8 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 	keys := make([]string, len(scripts))
 	for i, s := range scripts {
 		keys[i] = user + ":weekly_review:fault-" + string(rune('a'+i))
-		err := pool.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-			       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2)
-			RETURNING id::text`, user, keys[i]).Scan(&ids[i])
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids[i] = fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+			Params: `{"count":"2"}`, JID: "5511999990000@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: keys[i]})
 		bot.Script(keys[i], s.script...)
 	}
 
@@ -108,14 +99,12 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 				sentAt                    *time.Time
 				retryIn                   time.Duration
 			)
-			err := pool.QueryRow(ctx, `
-				SELECT q.status, q.retry_count, q.idempotency_key, q.error_message, q.sent_at,
-				       q.scheduled_for - l.last_attempt_at, l.status, l.attempts, l.error
-				  FROM engagement_message_queue q JOIN engagement_processed_messages l ON l.message_id = q.id
-				 WHERE q.id = $1`, ids[i]).Scan(&status, &retries, &key, &errMsg, &sentAt, &retryIn, &ledgerStatus, &ledgerAttempts, &ledgerErr)
-			if err != nil {
-				t.Fatal(err)
+			m, l := fixture.MessageOf(t, pool, ids[i]), fixture.LedgerOf(t, pool, ids[i], "")
+			if l == nil {
+				t.Fatalf("message %s has no ledger row", ids[i])
 			}
+			status, retries, key, errMsg, sentAt = m.Status, m.RetryCount, m.Key(), m.ErrorMessage, m.SentAt
+			retryIn, ledgerStatus, ledgerAttempts, ledgerErr = m.ScheduledFor.Sub(l.LastAttemptAt), l.Status, l.Attempts, l.Error
 			if status != s.want.status || retries != s.want.retries {
 				t.Errorf("%s with retry_count %d, want %s with %d", status, retries, s.want.status, s.want.retries)
 			}
@@ -171,7 +160,7 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}); n != 0 {
 		t.Errorf("%d messages left processing at exit", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_processed_messages WHERE status = 'processing'`); n != 0 {
+	if n := fixture.CountLedger(t, pool, fixture.LedgerRows{Status: "processing"}); n != 0 {
 		t.Errorf("%d ledger rows left processing at exit", n)
 	}
 	for _, leak := range []string{secret, "5511999990000", text, "goroutine", "panic"} {

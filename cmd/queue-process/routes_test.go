@@ -1,11 +1,12 @@
 package main_test
 
 import (
-	"context"
+	"cmp"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -47,15 +48,8 @@ func routeEnv(t *testing.T, url string, g *metafake.Graph, account bool) []strin
 // matter.
 func queueTo(t *testing.T, pool *pgxpool.Pool, user, typ, key, number string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1, $2, $3, '{"count":"2"}', 'individual', $4 || '@s.whatsapp.net', now() - interval '1 minute', $5)
-		RETURNING id::text`, user, typ, key, number, fixture.NewID()).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Queue(t, pool, fixture.Message{User: user, Type: typ, CatalogKey: key, Params: `{"count":"2"}`,
+		JID: number + "@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: fixture.NewID()})
 }
 
 func runQueue(t *testing.T, env []string, asOf time.Time) delivery.ProcessSummary {
@@ -100,26 +94,25 @@ func TestTemplatesAreRoutedByCategoryAndUSMarketingIsCancelled(t *testing.T) {
 	if sum.CancelReasons["us_marketing_blocked"] != 1 || sum.Sent != 3 {
 		t.Errorf("summary: sent %d, cancelled %v; want 3 sent and 1 us_marketing_blocked", sum.Sent, sum.CancelReasons)
 	}
-	var status, reason string
-	if err := pool.QueryRow(context.Background(), `SELECT status, coalesce(cancel_reason, '') FROM engagement_message_queue WHERE id = $1`,
-		marketingUS).Scan(&status, &reason); err != nil {
-		t.Fatal(err)
-	}
+	m := fixture.MessageOf(t, pool, marketingUS)
+	status, reason := m.Status, fixture.Deref(m.CancelReason)
 	if status != "cancelled" || reason != "us_marketing_blocked" {
 		t.Errorf("the +1 marketing message is %s (%s); want cancelled, us_marketing_blocked", status, reason)
 	}
 	for id, want := range map[string]string{marketingBR: "marketing true", utilityBR: "utility false", utilityUS: "utility true"} {
-		var got string
-		if err := pool.QueryRow(context.Background(), `
-			SELECT coalesce(meta_category, '-') || ' ' || coalesce(service_window::text, '-')
-			  FROM engagement_processed_messages WHERE message_id = $1`, id).Scan(&got); err != nil {
-			t.Fatal(err)
+		got := "no ledger row"
+		if l := fixture.LedgerOf(t, pool, id, ""); l != nil {
+			window := "-"
+			if l.ServiceWindow != nil {
+				window = strconv.FormatBool(*l.ServiceWindow)
+			}
+			got = cmp.Or(fixture.Deref(l.MetaCategory), "-") + " " + window
 		}
 		if got != want {
 			t.Errorf("ledger of %s: %q, want %q (category routed by, service window open)", id, got, want)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_processed_messages WHERE message_id = $1`, marketingUS); n != 0 {
+	if n := fixture.CountLedger(t, pool, fixture.LedgerRows{Message: marketingUS}); n != 0 {
 		t.Errorf("the +1 marketing message has %d ledger rows; want none: no request was made", n)
 	}
 }
@@ -158,7 +151,7 @@ func TestTheTemplatesAPIsCategoryRoutesAndALyingOneKeepsTheLastKnown(t *testing.
 		metafake.TemplateEntry{ID: "4", Name: "weekly_review_v1", Language: "pt_BR", Category: "UTILITY"},
 		metafake.TemplateEntry{ID: "5", Name: "reminder_v1", Language: "pt_BR", Category: "UTILITY"})
 	run("Meta says UTILITY", false)
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_template_categories WHERE source = 'templates_api'`); n != 4 {
+	if n := fixture.CountTemplateCategories(t, pool, "templates_api"); n != 4 {
 		t.Errorf("%d categories recorded from the API; want the 4 of Meta's shape", n)
 	}
 	for name, lie := range map[string]func(){
