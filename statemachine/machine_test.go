@@ -44,7 +44,7 @@ func TestWithAddsTheRecipesRows(t *testing.T) {
 		t.Errorf("the deadlines lack the win-back's: %+v", d)
 	}
 	if _, ok := sm.KindOf("win_back"); ok || slices.Contains(sm.Triggers(), winBack) {
-		t.Error("With changed Default")
+		t.Error("extending the machine changed Default")
 	}
 }
 
