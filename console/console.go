@@ -33,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/pricing"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // Defaults of Config.
@@ -95,6 +96,10 @@ type Config struct {
 	// Prices are Meta's prices the queue page's spend and the forecast's
 	// cost go by (package pricing); the shipped defaults when nil.
 	Prices *pricing.Prices
+	// Machine is the state machine whose timers the forecast dry-runs,
+	// a column each, and whose kinds it costs: the shipped tables
+	// (statemachine.Default, the zero value) in engagement-console.
+	Machine sm.Machine
 }
 
 //go:embed templates/*.html

@@ -83,18 +83,19 @@ const ForecastGoodbyeTimeoutDays = 3
 
 func (s *server) forecast(ctx context.Context, src source) (Forecast, error) {
 	var out Forecast
+	m := s.cfg.Machine
 	err := src.dryRun(ctx, func(tx pgx.Tx, asOf time.Time) error {
 		out.AsOf = asOf
 		prev := map[sm.Trigger]int64{}
 		total := map[sm.Trigger]int64{}
 		for day := 1; day <= ForecastDays; day++ {
 			at := asOf.Add(time.Duration(day) * 24 * time.Hour)
-			steps, err := scheduler.ForecastDaily(ctx, tx, at)
+			steps, err := scheduler.ForecastDaily(ctx, tx, at, m)
 			if err != nil {
 				return err
 			}
 			if day == 1 {
-				out.Timers = forecastTimers(steps)
+				out.Timers = forecastTimers(m, steps)
 			}
 			moves := status.StepMoves(steps)
 			d := ForecastDay{AsOf: at, Steps: steps, Moves: map[string]int64{}}
@@ -109,11 +110,11 @@ func (s *server) forecast(ctx context.Context, src source) (Forecast, error) {
 			}
 			d.Goodbyes, d.Timeouts = d.Moves[string(sm.Inactivity14d)], d.Moves[string(sm.GoodbyeTimeout)]
 			d.Reminders = d.Moves[string(sm.ReminderDue)]
-			d.Cost = pricing.ForecastMessages(status.TimerMessages(dayMoves(d)), s.cfg.Prices)
+			d.Cost = pricing.ForecastMessages(m, status.TimerMessages(m, dayMoves(d)), s.cfg.Prices)
 			d.GoodbyesUSD = pricing.ForecastGoodbyes(d.Goodbyes, s.cfg.Prices).USD
 			out.Days = append(out.Days, d)
 		}
-		out.Cost = pricing.ForecastMessages(status.TimerMessages(total), s.cfg.Prices)
+		out.Cost = pricing.ForecastMessages(m, status.TimerMessages(m, total), s.cfg.Prices)
 		var err error
 		out.Budgets, err = budgets(ctx, tx)
 		return err
@@ -131,12 +132,12 @@ func dayMoves(d ForecastDay) map[sm.Trigger]int64 {
 }
 
 // forecastTimers are the daily job's steps as the forecast shows them,
-// each with the kind it queues (statemachine.KindFiredBy).
-func forecastTimers(steps scheduler.Steps) []ForecastTimer {
+// each with the kind it queues in machine (Machine.KindFiredBy).
+func forecastTimers(machine sm.Machine, steps scheduler.Steps) []ForecastTimer {
 	out := make([]ForecastTimer, 0, len(steps))
 	for _, st := range steps {
 		t := ForecastTimer{Trigger: st.Name, Label: strings.ReplaceAll(st.Name, "_", " ")}
-		if k, ok := sm.KindFiredBy(sm.Trigger(st.Name)); ok && !k.OnRequest {
+		if k, ok := machine.KindFiredBy(sm.Trigger(st.Name)); ok && !k.OnRequest {
 			t.Kind, t.Label = string(k.Message), cmp.Or(k.Plural, string(k.Message))
 		}
 		out = append(out, t)

@@ -48,12 +48,15 @@ func htpasswd(t testing.TB) map[string][]byte {
 // and pages as of asOf.
 func serve(t testing.TB, pool *pgxpool.Pool, asOf time.Time) *httptest.Server {
 	t.Helper()
-	h, err := console.New(console.Config{
-		Pool:   pool,
-		Auth:   console.Auth{Users: htpasswd(t), Operators: []string{operator}},
-		AsOf:   func() time.Time { return asOf },
-		Logger: zerolog.New(zerolog.NewTestWriter(t)),
-	})
+	return serveWith(t, console.Config{Pool: pool, AsOf: func() time.Time { return asOf }})
+}
+
+// serveWith is serve with cfg, its users and logger the tests'.
+func serveWith(t testing.TB, cfg console.Config) *httptest.Server {
+	t.Helper()
+	cfg.Auth = console.Auth{Users: htpasswd(t), Operators: []string{operator}}
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t))
+	h, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
+	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
 
 // The tests of deploy/sql/roles.sql run it on a real server, as psql would
@@ -402,7 +403,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // a dry run's transaction is always rolled back
-		steps, err := scheduler.ForecastDaily(ctx, tx, now.Add(24*time.Hour))
+		steps, err := scheduler.ForecastDaily(ctx, tx, now.Add(24*time.Hour), sm.Default)
 		if err != nil || len(steps) == 0 || steps[0].Succeeded != 1 {
 			t.Errorf("the console's forecast as %s: %+v, %v; want the inactive user's goodbye", rs.app, steps, err)
 		}

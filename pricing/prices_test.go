@@ -101,7 +101,7 @@ func TestForecastMessagesCostsEachKindAtItsCategory(t *testing.T) {
 	if !ok {
 		t.Fatal("the default prices have no utility price")
 	}
-	f := pricing.ForecastMessages(map[sm.Message]int64{sm.GoodbyeMessage: 100, sm.OptOutConfirmationMessage: 10}, nil)
+	f := pricing.ForecastMessages(sm.Default, map[sm.Message]int64{sm.GoodbyeMessage: 100, sm.OptOutConfirmationMessage: 10}, nil)
 	if len(f.Kinds) != 2 || f.Kinds[0].Kind != sm.GoodbyeMessage || f.Kinds[1].Category != sm.CategoryUtility || f.Goodbyes != 100 {
 		t.Fatalf("kinds %+v, goodbyes %d: want the goodbye's 100 then the confirmations' 10 as utility", f.Kinds, f.Goodbyes)
 	}

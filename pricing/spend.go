@@ -241,14 +241,15 @@ type KindForecast struct {
 
 // ForecastGoodbyes costs goodbyes as ForecastMessages does.
 func ForecastGoodbyes(goodbyes int64, prices *Prices) Forecast {
-	return ForecastMessages(map[sm.Message]int64{sm.GoodbyeMessage: goodbyes}, prices)
+	return ForecastMessages(sm.Default, map[sm.Message]int64{sm.GoodbyeMessage: goodbyes}, prices)
 }
 
 // ForecastMessages costs messages by kind, each at its kind's category
-// (statemachine.Kinds) in the prices' default country, each one
+// (machine.Kinds, in their order) in the prices' default country, each one
 // delivered: the forecast knows how many it would send, not to whom, nor
-// what Meta will say. A message type that is no kind is not costed.
-func ForecastMessages(messages map[sm.Message]int64, prices *Prices) Forecast {
+// what Meta will say. A message type that is no kind of machine is not
+// costed.
+func ForecastMessages(machine sm.Machine, messages map[sm.Message]int64, prices *Prices) Forecast {
 	if prices == nil {
 		prices = Default()
 	}
@@ -256,7 +257,7 @@ func ForecastMessages(messages map[sm.Message]int64, prices *Prices) Forecast {
 	var micro int64
 	priced := true
 	var billed []string
-	for _, k := range sm.Kinds() {
+	for _, k := range machine.Kinds() {
 		n, ok := messages[k.Message]
 		if !ok {
 			continue

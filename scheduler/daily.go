@@ -129,9 +129,10 @@ func DailySteps() []string {
 // statemachine.DeadlineArgs), and its kind.
 func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 	var steps []step
-	for _, t := range sm.Timers() {
+	m := cfg.Machine
+	for _, t := range m.Timers() {
 		st := step{name: string(t.Trigger)}
-		if k, ok := sm.KindFiredBy(t.Trigger); ok && (!k.OnRequest || cfg.SendReminder) {
+		if k, ok := m.KindFiredBy(t.Trigger); ok && (!k.OnRequest || cfg.SendReminder) {
 			// Counted as a message step: duplicates are the users moved
 			// without a new message (queued already, opted out, or
 			// without a destination).
@@ -139,17 +140,17 @@ func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 		}
 		switch {
 		case t.Trigger == sm.Inactivity14d:
-			st.move = inactivityMove(t, asOf, cfg.Holdout, cfg.BestHour, cfg.Variants[string(goodbye.Message)])
+			st.move = inactivityMove(m, t, asOf, cfg.Holdout, cfg.BestHour, cfg.Variants[string(goodbye.Message)])
 		case t.Trigger == sm.GoodbyeTimeout:
 			// The same statement moves a user whose goodbye never arrived
 			// along the table's undelivered row.
-			undelivered, err := sm.Next(t.From, sm.GoodbyeUndelivered)
+			undelivered, err := m.Next(t.From, sm.GoodbyeUndelivered)
 			if err != nil {
 				return nil, fmt.Errorf("daily step %s: %w", t.Trigger, err)
 			}
-			st.move = goodbyeTimeoutMove(t, undelivered, asOf)
+			st.move = goodbyeTimeoutMove(m, t, undelivered, asOf)
 		case t.Clock.OnUserRow():
-			st.move = timerMove(t, asOf, st.messageType != "")
+			st.move = timerMove(m, t, asOf, st.messageType != "")
 		default:
 			return nil, fmt.Errorf("daily step %s: its clock %q is not on the user's row, so it needs a statement of its own, queries/daily_%s.sql",
 				t.Trigger, t.Clock, t.Trigger)
@@ -169,15 +170,15 @@ func dailySteps(asOf time.Time, cfg Config) ([]step, error) {
 // goodbye's control group (@holdout_basis_points, @holdout_salt), best the
 // user's hour (@best_hour_basis_points, @best_hour_salt, @quiet_start,
 // @quiet_end, @timezone), and variants its copy variants (@variant_names,
-// @variant_keys).
-func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, best BestHour, variants []sender.Variant) mover {
-	deadlines := sm.DeadlineArgs()
+// @variant_keys). machine is the state machine t is a timer of.
+func inactivityMove(machine sm.Machine, t sm.Transition, asOf time.Time, holdout Holdout, best BestHour, variants []sender.Variant) mover {
+	deadlines, from := machine.DeadlineArgs(), stateNames(machine.FromStates(t))
 	quietStart, quietEnd := best.quiet()
 	day, dayEnd := goodbye.Period.Bounds(asOf)
 	variantNames, variantKeys := variantArgs(variants)
 	return moveBy(dailyInactivity14dQuery, func(m moveArgs) dailyInactivity14dArgs {
 		return dailyInactivity14dArgs{
-			AsOf: asOf, FromStates: fromStates(t), ToState: string(t.To), Trigger: string(t.Trigger),
+			AsOf: asOf, FromStates: from, ToState: string(t.To), Trigger: string(t.Trigger),
 			Inactivity: deadlines.Inactivity, GoodbyeExpiresAt: asOf.Add(deadlines.GoodbyeWindow),
 			MessageType: string(goodbye.Message), MessageKey: goodbye.CatalogKey,
 			KeySuffix: goodbye.KeySuffix(asOf), PeriodStart: day, ReplayUntil: dayEnd,
@@ -199,8 +200,9 @@ func inactivityMove(t sm.Transition, asOf time.Time, holdout Holdout, best BestH
 // instead (@undelivered_to_state, @undelivered_trigger), and a failure
 // sets when their next goodbye may go by its code (sm.BackoffArgs: the
 // schedules and the codes they tell apart). Nothing is queued.
-func goodbyeTimeoutMove(t, undelivered sm.Transition, asOf time.Time) mover {
-	deadlines, backoff := sm.DeadlineArgs(), sm.BackoffArgs()
+// machine is the state machine t is a timer of.
+func goodbyeTimeoutMove(machine sm.Machine, t, undelivered sm.Transition, asOf time.Time) mover {
+	deadlines, backoff := machine.DeadlineArgs(), sm.BackoffArgs()
 	return moveBy(dailyGoodbyeTimeoutQuery, func(m moveArgs) dailyGoodbyeTimeoutArgs {
 		return dailyGoodbyeTimeoutArgs{
 			AsOf: asOf, FromState: string(t.From), ToState: string(t.To), Trigger: string(t.Trigger),
@@ -222,23 +224,24 @@ func goodbyeTimeoutMove(t, undelivered sm.Transition, asOf time.Time) mover {
 // fires (@message_type, @message_key) under the key of the kind's period
 // holding asOf (@key_infix, @key_suffix, [@period_start, @replay_until))
 // or, for a kind whose period is its user's own instant, of that instant
-// (the three NULL).
-func timerMove(t sm.Transition, asOf time.Time, queue bool) mover {
+// (the three NULL). machine is the state machine t is a timer of.
+func timerMove(machine sm.Machine, t sm.Transition, asOf time.Time, queue bool) mover {
 	var (
 		messageType, messageKey, keySuffix *string
 		keyInfix                           string
 		periodStart, replayUntil           *time.Time
 	)
-	if k, ok := sm.KindFiredBy(t.Trigger); ok {
+	from := stateNames(machine.FromStates(t))
+	if k, ok := machine.KindFiredBy(t.Trigger); ok {
 		messageType, messageKey, keyInfix = ptr(string(k.Message)), &k.CatalogKey, k.KeyInfix
 		if k.Period != sm.PerInstant {
 			start, end := k.Period.Bounds(asOf)
-			keySuffix, periodStart, replayUntil = ptr(k.KeySuffix(asOf)), &start, &end
+			keySuffix, periodStart, replayUntil = ptr(k.Period.Label(asOf)), &start, &end
 		}
 	}
 	return moveBy(dailyTimerQuery, func(m moveArgs) dailyTimerArgs {
 		return dailyTimerArgs{
-			AsOf: asOf, FromStates: fromStates(t), ToState: string(t.To), Trigger: string(t.Trigger),
+			AsOf: asOf, FromStates: from, ToState: string(t.To), Trigger: string(t.Trigger),
 			Clock: string(t.Clock), Wait: t.Wait,
 			Queue: queue, MessageType: messageType, MessageKey: messageKey,
 			KeyInfix: keyInfix, KeySuffix: keySuffix, PeriodStart: periodStart, ReplayUntil: replayUntil,
@@ -247,10 +250,6 @@ func timerMove(t sm.Transition, asOf time.Time, queue bool) mover {
 		}
 	})
 }
-
-// fromStates are the states timer t moves from: its row's, and every other
-// the table moves to the same state on the same trigger.
-func fromStates(t sm.Transition) []string { return stateNames(t.FromStates()) }
 
 func ptr[T any](v T) *T { return &v }
 
@@ -266,10 +265,12 @@ var goodbye, _ = sm.KindOf(sm.GoodbyeMessage)
 // READ ONLY, on the primary (PostgreSQL refuses a statement that could
 // write in a read-only transaction or on a standby, even one that writes
 // nothing); roll it back. It counts no holdout (the console does not know
-// the job's --holdout-percent): its goodbyes are an upper bound.
-func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time) (Steps, error) {
+// the job's --holdout-percent): its goodbyes are an upper bound. machine
+// is the state machine whose timers it runs (statemachine.Default, the
+// binaries').
+func ForecastDaily(ctx context.Context, db postgres.Querier, asOf time.Time, machine sm.Machine) (Steps, error) {
 	asOf = asOf.UTC()
-	steps, err := dailySteps(asOf, Config{})
+	steps, err := dailySteps(asOf, Config{Machine: machine})
 	if err != nil {
 		return nil, err
 	}

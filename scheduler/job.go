@@ -72,6 +72,10 @@ type Config struct {
 	Variants map[string][]sender.Variant
 	// Logger receives one line per step and per run; per-user failures at error level.
 	Logger zerolog.Logger
+	// Machine is the state machine whose timers the daily job runs, one
+	// step each, and whose kinds they queue: the shipped tables
+	// (statemachine.Default, the zero value) in the binaries.
+	Machine sm.Machine
 }
 
 // Validate reports a configuration the job cannot run with.

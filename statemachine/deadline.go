@@ -27,11 +27,15 @@ type Deadlines struct {
 }
 
 // DeadlineArgs are the deadlines of the transition table (see Deadlines),
+// in fresh slices each call: Default's.
+func DeadlineArgs() Deadlines { return Default.DeadlineArgs() }
+
+// DeadlineArgs are the deadlines of m's transition table (see Deadlines),
 // in fresh slices each call.
-func DeadlineArgs() Deadlines {
-	d := Deadlines{Inactivity: Inactivity14d.Wait(), GoodbyeWindow: GoodbyeTimeout.Wait()}
-	for _, t := range Timers() {
-		for _, f := range t.FromStates() {
+func (m Machine) DeadlineArgs() Deadlines {
+	d := Deadlines{Inactivity: m.Wait(Inactivity14d), GoodbyeWindow: m.Wait(GoodbyeTimeout)}
+	for _, t := range m.Timers() {
+		for _, f := range m.FromStates(t) {
 			switch {
 			case t.Trigger == Inactivity14d:
 				d.InactivityStates = append(d.InactivityStates, string(f))

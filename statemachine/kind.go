@@ -173,35 +173,14 @@ var kinds = []Kind{
 
 // Kinds returns the message kinds in a fixed order: goodbye, weekly_review,
 // reminder, opt_out_confirmation. The slice and its rows are copies.
-func Kinds() []Kind {
-	out := make([]Kind, len(kinds))
-	for i, k := range kinds {
-		k.SendWhile = slices.Clone(k.SendWhile)
-		out[i] = k
-	}
-	return out
-}
+func Kinds() []Kind { return Default.Kinds() }
 
 // KindOf returns the kind named m, and false if there is none.
-func KindOf(m Message) (Kind, bool) {
-	for _, k := range Kinds() {
-		if k.Message == m {
-			return k, true
-		}
-	}
-	return Kind{}, false
-}
+func KindOf(m Message) (Kind, bool) { return Default.KindOf(m) }
 
 // KindFiredBy returns the kind trigger t queues, on request or not, and
 // false if it queues none.
-func KindFiredBy(t Trigger) (Kind, bool) {
-	for _, k := range Kinds() {
-		if t != "" && k.Trigger == t {
-			return k, true
-		}
-	}
-	return Kind{}, false
-}
+func KindFiredBy(t Trigger) (Kind, bool) { return Default.KindFiredBy(t) }
 
 // KeySuffix is what follows the user id in the idempotency key of the
 // message covering at: the jobs build keys set-based in SQL as

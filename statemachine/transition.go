@@ -57,7 +57,7 @@ const (
 
 // Triggers returns all triggers in a fixed order: the scheduler triggers
 // first, then the bot triggers. The slice is a fresh copy.
-func Triggers() []Trigger { return slices.Clone(triggers) }
+func Triggers() []Trigger { return Default.Triggers() }
 
 // triggers lists every trigger once, in the order Triggers reports them.
 var triggers = []Trigger{
@@ -67,14 +67,7 @@ var triggers = []Trigger{
 
 // Wait is the wait of timer t (see Transition.Wait): 0 for a trigger that
 // is not a timer, and for a timer due at its clock (reminder_due).
-func (t Trigger) Wait() time.Duration {
-	for _, tr := range transitions {
-		if tr.Trigger == t {
-			return tr.Wait
-		}
-	}
-	return 0
-}
+func (t Trigger) Wait() time.Duration { return Default.Wait(t) }
 
 // Clock is what a timer's wait counts from: a time the user's rows keep,
 // always business time (the as-of of the run or the instant of the bot's
@@ -159,8 +152,8 @@ type Transition struct {
 }
 
 // transitions is the transition table, in the order Transitions reports it.
-// Each row's Message comes from the kinds table (withMessages).
-var transitions = withMessages([]Transition{
+// Each row's Message comes from the kinds table (see Default).
+var transitions = []Transition{
 	{From: Active, Trigger: Inactivity14d, To: GoodbyeSent, Clock: LastActivity, Wait: InactivityPeriod},
 	{From: Active, Trigger: UserMessage, To: Active},
 
@@ -178,16 +171,6 @@ var transitions = withMessages([]Transition{
 	{From: RemindLater, Trigger: UserMessage, To: Active},
 
 	{From: Dormant, Trigger: UserMessage, To: Active},
-})
-
-// withMessages fills each row's Message from the kinds table.
-func withMessages(rows []Transition) []Transition {
-	for i, r := range rows {
-		if k, ok := KindFiredBy(r.Trigger); ok && !k.OnRequest {
-			rows[i].Message = k.Message
-		}
-	}
-	return rows
 }
 
 // edge is the key of the transition index.
@@ -196,65 +179,25 @@ type edge struct {
 	trigger Trigger
 }
 
-// index maps (From, Trigger) to its row of the transition table.
-var index = buildIndex(transitions)
-
-func buildIndex(rows []Transition) map[edge]Transition {
-	m := make(map[edge]Transition, len(rows))
-	for _, r := range rows {
-		m[edge{r.From, r.Trigger}] = r
-	}
-	return m
-}
-
 // Transitions returns the full transition table in a deterministic order.
 // The slice is a copy: changing it does not change the table.
-func Transitions() []Transition {
-	out := make([]Transition, len(transitions))
-	copy(out, transitions)
-	return out
-}
+func Transitions() []Transition { return Default.Transitions() }
 
 // Next returns the transition trigger t causes from state from, or a
 // *TransitionError wrapping ErrInvalidTransition if there is none (including
 // when from or t is not a known value).
-func Next(from State, t Trigger) (Transition, error) {
-	tr, ok := index[edge{from, t}]
-	if !ok {
-		return Transition{}, &TransitionError{From: from, Trigger: t}
-	}
-	return tr, nil
-}
+func Next(from State, t Trigger) (Transition, error) { return Default.Next(from, t) }
 
 // Timers returns the rows of the table that are timers (a Clock), one per
 // trigger (its first row), in the order of Triggers: the daily job's steps,
 // in the order it runs them.
-func Timers() []Transition {
-	var out []Transition
-	for _, t := range triggers {
-		for _, tr := range transitions {
-			if tr.Trigger == t && tr.Clock != NoClock {
-				out = append(out, tr)
-				break
-			}
-		}
-	}
-	return out
-}
+func Timers() []Transition { return Default.Timers() }
 
 // FromStates lists every state the table moves to t.To on t.Trigger, t.From
 // first: one step of the daily job moves them all in one pass (help_flow
 // users who went silent fall back into the inactivity path with active
 // ones).
-func (t Transition) FromStates() []State {
-	from := []State{t.From}
-	for _, o := range transitions {
-		if o.Trigger == t.Trigger && o.To == t.To && o.From != t.From {
-			from = append(from, o.From)
-		}
-	}
-	return from
-}
+func (t Transition) FromStates() []State { return Default.FromStates(t) }
 
 // When says in words when timer t fires, for help texts and the
 // reference: "14 days after the last activity", "at remind_at". "" for a

@@ -94,6 +94,10 @@ type Options struct {
 	// Prices are the prices Spend and SpendForecast go by: the shipped
 	// defaults (pricing.Default) when nil.
 	Prices *pricing.Prices
+	// Machine is the state machine whose timers SpendForecast dry-runs
+	// and whose kinds it costs: the shipped tables (statemachine.Default,
+	// the zero value) in engagementctl.
+	Machine sm.Machine
 }
 
 // Queue is the message queue at a glance.
@@ -277,7 +281,7 @@ func ReadWith(ctx context.Context, pool *pgxpool.Pool, o Options) (*Status, erro
 	if st.Spend, err = pricing.ReadSpend(ctx, tx, asOf, o.Prices); err != nil {
 		return nil, err
 	}
-	if st.SpendForecast, err = readSpendForecast(ctx, tx, asOf, o.Prices); err != nil {
+	if st.SpendForecast, err = readSpendForecast(ctx, tx, asOf, o.Machine, o.Prices); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -418,12 +422,13 @@ func utc(t *time.Time) *time.Time {
 // readSpendForecast dry-runs the daily job as of ForecastDays days after
 // asOf: each timer's step's count is every message of its kind the runs
 // until then would queue (the sum of the console's forecast days), costed.
-func readSpendForecast(ctx context.Context, tx pgx.Tx, asOf time.Time, prices *pricing.Prices) (SpendForecast, error) {
-	steps, err := scheduler.ForecastDaily(ctx, tx, asOf.Add(ForecastDays*24*time.Hour))
+func readSpendForecast(ctx context.Context, tx pgx.Tx, asOf time.Time, machine sm.Machine, prices *pricing.Prices) (SpendForecast, error) {
+	steps, err := scheduler.ForecastDaily(ctx, tx, asOf.Add(ForecastDays*24*time.Hour), machine)
 	if err != nil {
-		return SpendForecast{}, fmt.Errorf("forecast the goodbyes: %w", err)
+		return SpendForecast{}, fmt.Errorf("forecast the timers' messages: %w", err)
 	}
-	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastMessages(TimerMessages(StepMoves(steps)), prices)}, nil
+	messages := TimerMessages(machine, StepMoves(steps))
+	return SpendForecast{Days: ForecastDays, Forecast: pricing.ForecastMessages(machine, messages, prices)}, nil
 }
 
 // StepMoves is how many users each of the daily job's steps moves, by
@@ -438,12 +443,11 @@ func StepMoves(steps scheduler.Steps) map[sm.Trigger]int64 {
 
 // TimerMessages is the messages the moves of the daily job's timers
 // queue, by kind: one for each move of a timer whose trigger queues a
-// kind (statemachine.Kinds), but a kind queued on request only (the
-// reminder, with engagement-daily --send-reminder), which a dry run does
-// not ask for.
-func TimerMessages(moves map[sm.Trigger]int64) map[sm.Message]int64 {
+// kind of machine, but a kind queued on request only (the reminder, with
+// engagement-daily --send-reminder), which a dry run does not ask for.
+func TimerMessages(machine sm.Machine, moves map[sm.Trigger]int64) map[sm.Message]int64 {
 	out := map[sm.Message]int64{}
-	for _, k := range sm.Kinds() {
+	for _, k := range machine.Kinds() {
 		if n, ok := moves[k.Trigger]; ok && k.Trigger != "" && !k.OnRequest {
 			out[k.Message] += n
 		}

@@ -224,7 +224,7 @@ func testSeed(t *testing.T, asOf time.Time) {
 	var due []int
 	for d := 1; d <= 7; d++ {
 		next := time.Date(asOf.Year(), asOf.Month(), asOf.Day()+d, 6, 0, 0, 0, time.UTC)
-		steps, err := scheduler.ForecastDaily(context.Background(), pool, next)
+		steps, err := scheduler.ForecastDaily(context.Background(), pool, next, sm.Default)
 		if err != nil {
 			t.Fatalf("ForecastDaily(%s): %v", next, err)
 		}
