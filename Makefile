@@ -68,9 +68,19 @@ image: ## Build the container image with all five binaries (IMAGE=engagement-sch
 # and servers they drive; go test's default (GOMAXPROCS, 2 on a 2-core
 # machine) left a core idle while they waited. docs/development.md, "Where
 # the suite's time goes".
+# A line every 30 s, how long and how many packages are done: the first
+# compile prints nothing for minutes, and the last package can run alone
+# for a minute (issue 60). dash has no pipefail: go test's status goes
+# through a file.
+TEST_CMD = $(GO) test -count=1 -parallel 4 $(if $(RACE),-race) ./...
 test: test-deps ## Run every test against a real PostgreSQL (RACE=1: with the race detector)
-	@echo "test: compiling and running every package's tests (go test prints each package when it is done; the first compile takes minutes)"
-	$(GO) test -count=1 -parallel 4 $(if $(RACE),-race) ./...
+	@echo "test: compiling and running every package's tests (go test prints each package when it is done; the first compile takes minutes; a line every 30 s until it ends)"
+	@out=$$(mktemp) && rc=$$(mktemp) && total=$$($(GO) list ./... | wc -l) && began=$$(date +%s) && \
+	echo "$(TEST_CMD)" && \
+	{ ( while sleep 30 > /dev/null; do echo "test: still running, $$(($$(date +%s) - began)) s in, $$(grep -cE '^(ok|FAIL|\?)[[:space:]]+[a-z]' $$out) of $$total packages done"; done ) & } && ticker=$$! && \
+	{ $(TEST_CMD) 2>&1; echo $$? > $$rc; } | tee $$out; \
+	kill $$ticker 2>/dev/null; status=$$(cat $$rc); rm -f $$out $$rc; \
+	echo "test: done in $$(($$(date +%s) - began)) s"; exit $$status
 
 .PHONY: test-deps
 test-deps: ## Say what the tests need, install what is missing (Debian packages), start the throwaway PostgreSQL and Redis

@@ -23,12 +23,17 @@ import (
 // (SO_TIMESTAMPNS, package arrivals), not its handler's, which on a machine
 // this busy runs up to 200 ms late and would see a burst where the
 // requests were apart.
+//
+// At 50 ms, not the issue's 100 ms: the gate serves every interval over
+// its 20 ms tolerance, and 310 sends at 100 ms kept the two burners
+// running for 36 s of the suite (issue 60). At 50 ms the floor is 30 ms,
+// and without the gate the same run still sends requests closer than it.
 func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
 	pool, url := pgtest.NewPool(t)
 	b := newBot(t, false)
-	const messages, interval, tolerance = 310, 100 * time.Millisecond, 20 * time.Millisecond
+	const messages, interval, tolerance = 310, 50 * time.Millisecond, 20 * time.Millisecond
 	queueMessages(t, pool, messages)
 	env := cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook", "ENGAGEMENT_WEBHOOK_URL="+b.server.URL)
 
