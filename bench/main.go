@@ -45,7 +45,7 @@ func main() {
 		messages = flag.Int("messages", 20000, "messages per queue contender")
 		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
 		workers  = flag.String("workers", "default,4,16", "queue-process --workers values to run, comma-separated (default: no --workers flag)")
-		only     = flag.String("contenders", "", "queue: only these contenders, comma-separated: queue-process, bare, river, \"queue-process no-op\" (--transport log to /dev/null), \"river no-op\" (a worker that does nothing); empty: all")
+		only     = flag.String("contenders", "", "queue: only these contenders, comma-separated: queue-process, bare, floor (the least durable queue), river, \"queue-process no-op\" (--transport log to /dev/null), \"floor no-op\", \"river no-op\" (a worker that does nothing); empty: all")
 		chaosFor = flag.Duration("chaos-limit", 3*time.Minute, "chaos: give up on draining the queue after this long, per case")
 		onlyFlag = flag.String("paced-only", "", "paced: only the cases whose names contain this (e.g. \"80/s\"), and no two-transport check")
 		seedFlag = flag.Uint64("seed", 1, "chaos: seed of the fake Cloud API's and the killer's random choices")
