@@ -121,3 +121,43 @@ func readStat(pid int) (procStat, error) {
 	}
 	return st, nil
 }
+
+// counters are a queue run's counts from its start: the receiver's
+// requests and connections, the CPU meters' and the cluster's WAL.
+type counters struct {
+	dbURL           string
+	hook            *webhook
+	meter           cpuMeter
+	cpu             cpuMark
+	lsn             string
+	requests, conns int64
+}
+
+// startCounters checkpoints dbURL's database (no run pays for another's
+// writes) and starts counting; call it just before the timed part.
+func startCounters(ctx context.Context, dbURL string, hook *webhook) (*counters, error) {
+	if _, err := checkpoint(ctx, dbURL); err != nil {
+		return nil, err
+	}
+	meter, err := newCPUMeter(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	lsn, err := walLSN(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &counters{dbURL: dbURL, hook: hook, meter: meter, lsn: lsn, requests: hook.requests.Load(), conns: hook.conns.Load()}
+	c.cpu = meter.mark()
+	return c, nil
+}
+
+// stop fills r's counts since the start (its Messages set); call it just
+// after the timed part.
+func (c *counters) stop(ctx context.Context, r *queueRun) error {
+	r.ToolCPU, r.ServerCPU = c.meter.since(c.cpu)
+	r.Requests, r.Connections = c.hook.requests.Load()-c.requests, c.hook.conns.Load()-c.conns
+	wal, err := walSince(ctx, c.dbURL, c.lsn)
+	r.WALPerMessage = wal / float64(r.Messages)
+	return err
+}

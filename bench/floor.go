@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
 
@@ -87,44 +86,20 @@ var floorConfigs = []floorConfig{
 // default --workers, timed from the first claim to the last outcome
 // committed. With noop it sends nothing.
 func runFloor(ctx context.Context, hook *webhook, ds []transport.Delivery, workers int, c floorConfig, noop bool) (queueRun, error) {
-	const name = "engagement_benchtool_floor"
-	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	dbURL, pool, drop, err := freshPool(ctx, "engagement_benchtool_floor", c.conns)
 	if err != nil {
 		return queueRun{}, err
 	}
-	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	poolConfig, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	poolConfig.MaxConns, poolConfig.MinConns = c.conns, c.conns
-	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
-	if err != nil {
-		return queueRun{}, err
-	}
-	defer pool.Close()
+	defer drop()
 	if err := seedFloor(ctx, pool, len(ds)); err != nil {
+		return queueRun{}, err
+	}
+	if err := openAll(ctx, pool, c.conns); err != nil {
 		return queueRun{}, err
 	}
 	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret})
 	if err != nil {
 		return queueRun{}, err
-	}
-	if _, err := checkpoint(ctx, dbURL); err != nil {
-		return queueRun{}, err
-	}
-	meter, err := newCPUMeter(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	lsn, err := walLSN(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	for range c.conns { // open the pool's connections before the clock starts, as a process's start is not timed either
-		if err := pool.Ping(ctx); err != nil {
-			return queueRun{}, err
-		}
 	}
 	send := func(ctx context.Context, id int64, attempt int16) error {
 		if noop {
@@ -135,19 +110,13 @@ func runFloor(ctx context.Context, hook *webhook, ds []transport.Delivery, worke
 		_, err := wh.Send(ctx, d)
 		return err
 	}
-	before, beforeConns := hook.requests.Load(), hook.conns.Load()
-	cpu := meter.mark()
-	start := time.Now()
-	recorded, err := deliverFloor(ctx, pool, workers, c, send)
-	took := time.Since(start)
-	toolCPU, serverCPU := meter.since(cpu)
+	count, err := startCounters(ctx, dbURL, hook)
 	if err != nil {
 		return queueRun{}, err
 	}
-	if recorded != int64(len(ds)) {
-		return queueRun{}, fmt.Errorf("floor: %d outcomes recorded of %d", recorded, len(ds))
-	}
-	wal, err := walSince(ctx, dbURL, lsn)
+	start := time.Now()
+	recorded, err := deliverFloor(ctx, pool, workers, c, send)
+	took := time.Since(start)
 	if err != nil {
 		return queueRun{}, err
 	}
@@ -155,10 +124,34 @@ func runFloor(ctx context.Context, hook *webhook, ds []transport.Delivery, worke
 	if noop {
 		contender = nameFloorNoop
 	}
-	n := len(ds)
-	return queueRun{Name: contender, Config: fmt.Sprintf("%d workers, %v", workers, c), Messages: n, Seconds: took.Seconds(),
-		PerSecond: float64(n) / took.Seconds(), ToolCPU: toolCPU, ServerCPU: serverCPU, Requests: hook.requests.Load() - before,
-		Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
+	r := queueRun{Name: contender, Config: fmt.Sprintf("%d workers, %v", workers, c), Messages: len(ds), Seconds: took.Seconds(),
+		PerSecond: float64(len(ds)) / took.Seconds()}
+	if err := count.stop(ctx, &r); err != nil {
+		return queueRun{}, err
+	}
+	if recorded != int64(len(ds)) {
+		return queueRun{}, fmt.Errorf("floor: %d outcomes recorded of %d", recorded, len(ds))
+	}
+	return r, nil
+}
+
+// openAll opens the pool's conns connections before the clock starts (a
+// process's start is not timed either).
+func openAll(ctx context.Context, pool *pgxpool.Pool, conns int32) error {
+	held := make([]*pgxpool.Conn, 0, conns)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		held = append(held, c)
+	}
+	return nil
 }
 
 // seedFloor makes the floor's table, queues n messages in it (ids 1 to n:

@@ -334,14 +334,6 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 		return queueRun{}, err
 	}
 	defer drop()
-	if _, err := checkpoint(ctx, dbURL); err != nil {
-		return queueRun{}, err
-	}
-	lsn, err := walLSN(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var sum runSummary
 	args := []string{"--transport=webhook", "--webhook-url=" + hook.url, "--webhook-secret=" + webhookSecret,
 		"--send-interval=0", "--output=json"}
@@ -353,27 +345,23 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 	if workers > 0 {
 		args = append(args, fmt.Sprint("--workers=", workers))
 	}
-	meter, err := newCPUMeter(ctx, dbURL)
+	count, err := startCounters(ctx, dbURL, hook)
 	if err != nil {
 		return queueRun{}, err
 	}
-	cpu := meter.mark()
 	p, err := runBinaryStderr(ctx, bin, "queue-process", dbURL, &sum, noop, args...)
-	toolCPU, serverCPU := meter.since(cpu)
 	if err != nil {
+		return queueRun{}, err
+	}
+	r := queueRun{Name: contender, Config: config,
+		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU}
+	if err := count.stop(ctx, &r); err != nil {
 		return queueRun{}, err
 	}
 	if sum.Sent != n {
 		return queueRun{}, fmt.Errorf("queue-process sent %d of %d (cancelled %d: %v)", sum.Sent, n, sum.Cancelled, sum.CancelReasons)
 	}
-	wal, err := walSince(ctx, dbURL, lsn)
-	if err != nil {
-		return queueRun{}, err
-	}
-	return queueRun{Name: contender, Config: config,
-		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, ToolCPU: toolCPU,
-		ServerCPU: serverCPU, Requests: hook.requests.Load() - before,
-		Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
+	return r, nil
 }
 
 // runBare is the limit for this work on this machine: the requests
@@ -464,28 +452,38 @@ func bareDeliveries(ctx context.Context, n int) ([]transport.Delivery, error) {
 	return ds, nil
 }
 
+// freshPool makes a fresh database called name and a pool of conns
+// connections to it (0: pgxpool's default); drop closes the pool and drops
+// the database.
+func freshPool(ctx context.Context, name string, conns int32) (dbURL string, pool *pgxpool.Pool, drop func(), err error) {
+	dbURL, err = pgtest.CreateDatabase(ctx, name)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dropDB := func() { pgtest.DropDatabase(context.WithoutCancel(ctx), name) } //nolint:errcheck
+	poolConfig, err := pgxpool.ParseConfig(dbURL)
+	if err == nil {
+		if conns > 0 {
+			poolConfig.MaxConns = conns
+		}
+		pool, err = pgxpool.NewWithConfig(ctx, poolConfig)
+	}
+	if err != nil {
+		dropDB()
+		return "", nil, nil, err
+	}
+	return dbURL, pool, func() { pool.Close(); dropDB() }, nil
+}
+
 // runRiver inserts n jobs into a fresh database with River's schema, then
 // starts a client and times it from Start until n jobs have completed.
 // With noop its worker does nothing (no request).
 func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration, conns int32, noop bool) (queueRun, error) {
-	const name = "engagement_benchtool_river"
-	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	dbURL, pool, drop, err := freshPool(ctx, "engagement_benchtool_river", conns)
 	if err != nil {
 		return queueRun{}, err
 	}
-	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	poolConfig, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	if conns > 0 {
-		poolConfig.MaxConns = conns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
-	if err != nil {
-		return queueRun{}, err
-	}
-	defer pool.Close()
+	defer drop()
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		return queueRun{}, err
@@ -538,23 +536,14 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE river_job`); err != nil {
 		return queueRun{}, err
 	}
-	if _, err := checkpoint(ctx, dbURL); err != nil {
-		return queueRun{}, err
-	}
 	// A buffer for every event: River drops events that overflow it.
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer cancel()
-	lsn, err := walLSN(ctx, dbURL)
+	count, err := startCounters(ctx, dbURL, hook)
 	if err != nil {
 		return queueRun{}, err
 	}
-	meter, err := newCPUMeter(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	before, beforeConns := hook.requests.Load(), hook.conns.Load()
-	cpu := meter.mark()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return queueRun{}, err
@@ -579,18 +568,16 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if err := client.Stop(stopCtx); err != nil {
 		return queueRun{}, err
 	}
-	// After the stop: River's completer has flushed its last completions.
-	toolCPU, serverCPU := meter.since(cpu)
-	wal, err := walSince(ctx, dbURL, lsn)
-	if err != nil {
-		return queueRun{}, err
-	}
 	contender := nameRiver
 	if noop {
 		contender = nameRiverNoop
 	}
-	return queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
-		ToolCPU: toolCPU, ServerCPU: serverCPU, Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
+	r := queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds()}
+	// After the stop: River's completer has flushed its last completions.
+	if err := count.stop(ctx, &r); err != nil {
+		return queueRun{}, err
+	}
+	return r, nil
 }
 
 func (r queueResult) markdown() string {
