@@ -2,8 +2,10 @@
 // `go test -bench` cannot: the real binaries as processes (wall time and
 // peak RSS at 10k, 100k and 1M users, data generation included), and
 // queue-process against River (riverqueue/river), a PostgreSQL job queue,
-// doing the same HTTP call per job. It lives in its own module so River and
-// the plotting library never enter the main module's dependencies.
+// doing the same HTTP call per job, the bare requests and the floor (the
+// least a durable queue does: floor.go). It lives in its own module so
+// River and the plotting library never enter the main module's
+// dependencies.
 //
 //	cd bench && go run . -sizes 10000,100000,1000000   # scaling + queue, writes results/ and ../docs/scaling.png
 //	cd bench && go run . -suites queue -messages 20000 # the queue comparison only
