@@ -21,9 +21,9 @@ import (
 // claim is one UPDATE of a batch picked with FOR UPDATE SKIP LOCKED, its
 // record one UPDATE … FROM unnest of a batch of outcomes (River's
 // completer). It sends the bare contender's requests, from memory, through
-// the same transport.Webhook and receiver. Whatever it costs the database
-// per message, every queue that keeps the contract costs at least as much:
-// two committed writes of the message's row.
+// the same transport.Webhook and receiver. What it costs the database per
+// message (two committed writes of the message's row, in batches) is about
+// the least any queue that keeps the contract can.
 
 // floorSchema is the floor's queue: status 0 pending, 1 claimed, 2 sent,
 // 3 failed.

@@ -221,10 +221,11 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 		if ds != nil {
 			return nil
 		}
-		senders, err = strconv.Atoi(flagDefault(ctx, bin, "queue-process", "workers"))
-		if err != nil || senders < 1 {
+		w, err := strconv.Atoi(flagDefault(ctx, bin, "queue-process", "workers"))
+		if err != nil || w < 1 {
 			return fmt.Errorf("bare, floor: queue-process --help states no default --workers")
 		}
+		senders = w
 		ds, err = bareDeliveries(ctx, n)
 		return err
 	}
