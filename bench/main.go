@@ -2,8 +2,10 @@
 // `go test -bench` cannot: the real binaries as processes (wall time and
 // peak RSS at 10k, 100k and 1M users, data generation included), and
 // queue-process against River (riverqueue/river), a PostgreSQL job queue,
-// doing the same HTTP call per job. It lives in its own module so River and
-// the plotting library never enter the main module's dependencies.
+// doing the same HTTP call per job, the bare requests and the floor (the
+// least a durable queue does: floor.go). It lives in its own module so
+// River and the plotting library never enter the main module's
+// dependencies.
 //
 //	cd bench && go run . -sizes 10000,100000,1000000   # scaling + queue, writes results/ and ../docs/scaling.png
 //	cd bench && go run . -suites queue -messages 20000 # the queue comparison only
@@ -45,7 +47,7 @@ func main() {
 		messages = flag.Int("messages", 20000, "messages per queue contender")
 		rounds   = flag.Int("rounds", 1, "queue rounds (each contender on a fresh database per round)")
 		workers  = flag.String("workers", "default,4,16", "queue-process --workers values to run, comma-separated (default: no --workers flag)")
-		only     = flag.String("contenders", "", "queue: only these contenders, comma-separated: queue-process, bare, river, \"queue-process no-op\" (--transport log to /dev/null), \"river no-op\" (a worker that does nothing); empty: all")
+		only     = flag.String("contenders", "", "queue: only these contenders, comma-separated: queue-process, bare, floor (the least durable queue), river, \"queue-process no-op\" (--transport log to /dev/null), \"floor no-op\", \"river no-op\" (a worker that does nothing); empty: all")
 		chaosFor = flag.Duration("chaos-limit", 3*time.Minute, "chaos: give up on draining the queue after this long, per case")
 		onlyFlag = flag.String("paced-only", "", "paced: only the cases whose names contain this (e.g. \"80/s\"), and no two-transport check")
 		seedFlag = flag.Uint64("seed", 1, "chaos: seed of the fake Cloud API's and the killer's random choices")

@@ -35,6 +35,15 @@ type queueRun struct {
 	PerSecond float64 `json:"messages_per_second"`
 	MaxRSS    int64   `json:"max_rss_kib,omitempty"` // queue-process only (a process of its own)
 	CPU       float64 `json:"cpu_seconds,omitempty"` // queue-process only: its own user + system time
+	// ToolCPU is the bench tool's own CPU time during the run: the
+	// receiver's, and the contender's when it runs inside the tool (bare,
+	// floor, River).
+	ToolCPU float64 `json:"tool_cpu_seconds"`
+	// ServerCPU is the PostgreSQL cluster's CPU time during the run (its
+	// processes' in /proc; 0 when the server is not on this machine, or for
+	// bare, which has no database). Others' work on the same cluster
+	// counts too: use a cluster of the bench's own.
+	ServerCPU float64 `json:"server_cpu_seconds,omitempty"`
 	Requests  int64   `json:"webhook_requests"`
 	// Connections is how many the receiver accepted during the run: the
 	// client's keep-alive pool kept, one per sender; churned, up to one a
@@ -156,12 +165,15 @@ const (
 	nameRiver     = "river"
 	nameOursNoop  = "queue-process no-op"
 	nameRiverNoop = "river no-op"
+	nameFloor     = "floor"
+	nameFloorNoop = "floor no-op"
 )
 
 // runQueue runs rounds of: queue-process at each of workers, the bare
-// contender at queue-process's default --workers, River in each of its
-// configurations, then both queues again with no request (the no-op
-// runs); only the contenders listed in only (all when empty).
+// contender at queue-process's default --workers, the floor in each of its
+// configurations, River in each of its, then the three queues again with
+// no request (the no-op runs); only the contenders listed in only (all
+// when empty).
 func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, only string) (queueResult, error) {
 	var res queueResult
 	hook, err := startWebhook()
@@ -201,6 +213,41 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 		}
 		return nil
 	}
+	// The bare and floor contenders' deliveries and senders: read and
+	// rendered once, the same in every round.
+	var ds []transport.Delivery
+	var senders int
+	deliveries := func() error {
+		if ds != nil {
+			return nil
+		}
+		w, err := strconv.Atoi(flagDefault(ctx, bin, "queue-process", "workers"))
+		if err != nil || w < 1 {
+			return fmt.Errorf("bare, floor: queue-process --help states no default --workers")
+		}
+		senders = w
+		ds, err = bareDeliveries(ctx, n)
+		return err
+	}
+	floors := func(round int, noop bool) error {
+		contender := nameFloor
+		if noop {
+			contender = nameFloorNoop
+		}
+		if !runs(contender) {
+			return nil
+		}
+		if err := deliveries(); err != nil {
+			return err
+		}
+		for _, c := range floorConfigs {
+			r, err := runFloor(ctx, hook, ds, senders, c, noop)
+			if err := add(r, round, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for round := 1; round <= rounds; round++ {
 		for _, w := range workers {
 			if !runs(nameOurs) {
@@ -212,10 +259,16 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 			}
 		}
 		if runs(nameBare) {
-			r, err := runBare(ctx, bin, hook, n)
+			if err := deliveries(); err != nil {
+				return res, err
+			}
+			r, err := runBare(ctx, hook, ds, senders)
 			if err := add(r, round, err); err != nil {
 				return res, err
 			}
+		}
+		if err := floors(round, false); err != nil {
+			return res, err
 		}
 		if err := rivers(round, false); err != nil {
 			return res, err
@@ -225,6 +278,9 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 			if err := add(r, round, err); err != nil {
 				return res, err
 			}
+		}
+		if err := floors(round, true); err != nil {
+			return res, err
 		}
 		if err := rivers(round, true); err != nil {
 			return res, err
@@ -279,14 +335,6 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 		return queueRun{}, err
 	}
 	defer drop()
-	if _, err := checkpoint(ctx, dbURL); err != nil {
-		return queueRun{}, err
-	}
-	lsn, err := walLSN(ctx, dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var sum runSummary
 	args := []string{"--transport=webhook", "--webhook-url=" + hook.url, "--webhook-secret=" + webhookSecret,
 		"--send-interval=0", "--output=json"}
@@ -298,44 +346,39 @@ func runOurs(ctx context.Context, bin string, hook *webhook, n, workers int, noo
 	if workers > 0 {
 		args = append(args, fmt.Sprint("--workers=", workers))
 	}
+	count, err := startCounters(ctx, dbURL, hook)
+	if err != nil {
+		return queueRun{}, err
+	}
 	p, err := runBinaryStderr(ctx, bin, "queue-process", dbURL, &sum, noop, args...)
 	if err != nil {
+		return queueRun{}, err
+	}
+	r := queueRun{Name: contender, Config: config,
+		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU}
+	if err := count.stop(ctx, &r); err != nil {
 		return queueRun{}, err
 	}
 	if sum.Sent != n {
 		return queueRun{}, fmt.Errorf("queue-process sent %d of %d (cancelled %d: %v)", sum.Sent, n, sum.Cancelled, sum.CancelReasons)
 	}
-	wal, err := walSince(ctx, dbURL, lsn)
-	if err != nil {
-		return queueRun{}, err
-	}
-	return queueRun{Name: contender, Config: config,
-		Messages: n, Seconds: p.Seconds, PerSecond: float64(n) / p.Seconds, MaxRSS: p.MaxRSS, CPU: p.CPU, Requests: hook.requests.Load() - before,
-		Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
+	return r, nil
 }
 
 // runBare is the limit for this work on this machine: the requests
-// queue-process would send for the same n messages (read from a queue
-// seeded as runOurs seeds it, rendered, then the database dropped), sent
-// from memory through the same transport.Webhook (same JSON body, same
-// signature, same HTTP client) to the same receiver, by as many
-// goroutines as queue-process's default --workers, with no database at
+// queue-process would send for the same messages (ds: bareDeliveries),
+// sent from memory through the same transport.Webhook (same JSON body,
+// same signature, same HTTP client) to the same receiver, by workers
+// goroutines (queue-process's default --workers), with no database at
 // all. It times the sends alone, from the first to the last answer.
-func runBare(ctx context.Context, bin string, hook *webhook, n int) (queueRun, error) {
-	workers, err := strconv.Atoi(flagDefault(ctx, bin, "queue-process", "workers"))
-	if err != nil || workers < 1 {
-		return queueRun{}, fmt.Errorf("bare: queue-process --help states no default --workers")
-	}
-	ds, err := bareDeliveries(ctx, n)
-	if err != nil {
-		return queueRun{}, err
-	}
+func runBare(ctx context.Context, hook *webhook, ds []transport.Delivery, workers int) (queueRun, error) {
 	wh, err := transport.NewWebhook(transport.WebhookConfig{URL: hook.url, Secret: webhookSecret})
 	if err != nil {
 		return queueRun{}, err
 	}
 	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	var next atomic.Int64
+	cpu := cpuMeter{}.mark() // no database: the tool's CPU alone
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for range workers {
@@ -352,13 +395,17 @@ func runBare(ctx context.Context, bin string, hook *webhook, n int) (queueRun, e
 		return queueRun{}, err
 	}
 	took := time.Since(start)
+	toolCPU, _ := cpuMeter{}.since(cpu)
+	n := len(ds)
 	return queueRun{Name: nameBare, Config: fmt.Sprintf("%d goroutines (queue-process's default --workers), no database", workers),
-		Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(), Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
+		Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(), ToolCPU: toolCPU,
+		Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns}, nil
 }
 
 // bareDeliveries are the deliveries of n messages queued as runOurs
 // queues them, as queue-process's claim reads them (first attempt, the
-// profile's locale or the default) and rendered.
+// profile's locale or the default) and rendered: what bare sends, and the
+// floor (its queue holds their ids).
 func bareDeliveries(ctx context.Context, n int) ([]transport.Delivery, error) {
 	dbURL, drop, err := pacedDatabase(ctx, n) // the same as runOurs's
 	if err != nil {
@@ -406,28 +453,38 @@ func bareDeliveries(ctx context.Context, n int) ([]transport.Delivery, error) {
 	return ds, nil
 }
 
+// freshPool makes a fresh database called name and a pool of conns
+// connections to it (0: pgxpool's default); drop closes the pool and drops
+// the database.
+func freshPool(ctx context.Context, name string, conns int32) (dbURL string, pool *pgxpool.Pool, drop func(), err error) {
+	dbURL, err = pgtest.CreateDatabase(ctx, name)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dropDB := func() { pgtest.DropDatabase(context.WithoutCancel(ctx), name) } //nolint:errcheck
+	poolConfig, err := pgxpool.ParseConfig(dbURL)
+	if err == nil {
+		if conns > 0 {
+			poolConfig.MaxConns = conns
+		}
+		pool, err = pgxpool.NewWithConfig(ctx, poolConfig)
+	}
+	if err != nil {
+		dropDB()
+		return "", nil, nil, err
+	}
+	return dbURL, pool, func() { pool.Close(); dropDB() }, nil
+}
+
 // runRiver inserts n jobs into a fresh database with River's schema, then
 // starts a client and times it from Start until n jobs have completed.
 // With noop its worker does nothing (no request).
 func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown time.Duration, conns int32, noop bool) (queueRun, error) {
-	const name = "engagement_benchtool_river"
-	dbURL, err := pgtest.CreateDatabase(ctx, name)
+	dbURL, pool, drop, err := freshPool(ctx, "engagement_benchtool_river", conns)
 	if err != nil {
 		return queueRun{}, err
 	}
-	defer pgtest.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck
-	poolConfig, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return queueRun{}, err
-	}
-	if conns > 0 {
-		poolConfig.MaxConns = conns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
-	if err != nil {
-		return queueRun{}, err
-	}
-	defer pool.Close()
+	defer drop()
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		return queueRun{}, err
@@ -480,18 +537,14 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE river_job`); err != nil {
 		return queueRun{}, err
 	}
-	if _, err := checkpoint(ctx, dbURL); err != nil {
-		return queueRun{}, err
-	}
 	// A buffer for every event: River drops events that overflow it.
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer cancel()
-	lsn, err := walLSN(ctx, dbURL)
+	count, err := startCounters(ctx, dbURL, hook)
 	if err != nil {
 		return queueRun{}, err
 	}
-	before, beforeConns := hook.requests.Load(), hook.conns.Load()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return queueRun{}, err
@@ -516,66 +569,96 @@ func runRiver(ctx context.Context, hook *webhook, n, maxWorkers int, cooldown ti
 	if err := client.Stop(stopCtx); err != nil {
 		return queueRun{}, err
 	}
-	// After the stop: River's completer has flushed its last completions.
-	wal, err := walSince(ctx, dbURL, lsn)
-	if err != nil {
-		return queueRun{}, err
-	}
 	contender := nameRiver
 	if noop {
 		contender = nameRiverNoop
 	}
-	return queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds(),
-		Requests: hook.requests.Load() - before, Connections: hook.conns.Load() - beforeConns, WALPerMessage: wal / float64(n)}, nil
+	r := queueRun{Name: contender, Messages: n, Seconds: took.Seconds(), PerSecond: float64(n) / took.Seconds()}
+	// After the stop: River's completer has flushed its last completions.
+	if err := count.stop(ctx, &r); err != nil {
+		return queueRun{}, err
+	}
+	return r, nil
 }
 
 func (r queueResult) markdown() string {
 	var b strings.Builder
-	b.WriteString("\n## Queue: queue-process vs bare requests vs River, same messages, same webhook, fresh databases\n\n")
-	b.WriteString("| round | contender | configuration | messages | time | messages/s | connections | peak RSS | client CPU | WAL/message |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Queue: queue-process vs bare requests vs the floor vs River, same messages, same webhook, fresh databases\n\n")
+	b.WriteString("CPU per message: the client's (queue-process, a process of its own), the tool's (the receiver, and the contender" +
+		" when it runs inside the tool: bare, floor, River) and PostgreSQL's (the cluster's processes).\n\n")
+	b.WriteString("| round | contender | configuration | messages | time | messages/s | connections | peak RSS | client CPU | " +
+		"client µs/msg | tool µs/msg | PostgreSQL µs/msg | WAL/message |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Runs {
-		rss, cpu, wal := "—", "—", "—"
+		rss, cpu, clientPer, serverPer, wal := "—", "—", "—", "—", "—"
 		if q.MaxRSS > 0 {
 			rss = fmt.Sprintf("%.0f MiB", mib(q.MaxRSS))
 			cpu = fmt.Sprintf("%.2f s", q.CPU)
+			clientPer = perMessage(q.CPU, q.Messages)
+		}
+		if q.ServerCPU > 0 {
+			serverPer = perMessage(q.ServerCPU, q.Messages)
 		}
 		if q.WALPerMessage > 0 {
 			wal = fmt.Sprintf("%.0f B", q.WALPerMessage)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %d | %s | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages, q.Seconds, q.PerSecond, q.Connections, rss, cpu, wal)
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f s | %.0f | %d | %s | %s | %s | %s | %s | %s |\n", q.Round, q.Name, q.Config, q.Messages,
+			q.Seconds, q.PerSecond, q.Connections, rss, cpu, clientPer, perMessage(q.ToolCPU, q.Messages), serverPer, wal)
 	}
 	rounds := r.rounds()
 	if len(rounds) == 0 {
 		return b.String()
 	}
-	b.WriteString("\nPer round: queue-process with the default flags (qp) against the bare requests and River's best (messages/s)," +
-		" and the no-op runs (no request):\n\n")
-	b.WriteString("| round | qp | bare | River's best | qp / bare | qp / River's best | qp no-op | River no-op, best |\n" +
-		"|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	var toBare, toRiver []float64
+	b.WriteString("\nPer round: queue-process with the default flags (qp) against the bare requests, the floor's best and River's best" +
+		" (messages/s), and the no-op runs (no request):\n\n")
+	b.WriteString("| round | qp | bare | floor | River's best | qp / bare | qp / River's best | floor / bare | qp / floor | " +
+		"qp no-op | floor no-op | River no-op, best |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var toBare, toRiver, floorToBare, toFloor []float64
 	for _, rd := range rounds {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", rd.round, rate(rd.ours), rate(rd.bare), rate(rd.river),
-			ratioText(rd.ours, rd.bare), ratioText(rd.ours, rd.river), rate(rd.oursNoop), rate(rd.riverNoop))
-		if rd.ours > 0 && rd.bare > 0 {
-			toBare = append(toBare, rd.ours/rd.bare)
-		}
-		if rd.ours > 0 && rd.river > 0 {
-			toRiver = append(toRiver, rd.ours/rd.river)
-		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rd.round, rate(rd.ours), rate(rd.bare),
+			rate(rd.floor), rate(rd.river), ratioText(rd.ours, rd.bare), ratioText(rd.ours, rd.river), ratioText(rd.floor, rd.bare),
+			ratioText(rd.ours, rd.floor), rate(rd.oursNoop), rate(rd.floorNoop), rate(rd.riverNoop))
+		toBare, toRiver = appendRatio(toBare, rd.ours, rd.bare), appendRatio(toRiver, rd.ours, rd.river)
+		floorToBare, toFloor = appendRatio(floorToBare, rd.floor, rd.bare), appendRatio(toFloor, rd.ours, rd.floor)
 	}
-	if len(toBare) > 0 {
-		fmt.Fprintf(&b, "\nqueue-process with the default flags / bare, median over %d rounds: %.2f (target ≥ 0.5)\n", len(toBare), median(toBare))
-	}
-	if len(toRiver) > 0 {
-		fmt.Fprintf(&b, "queue-process with the default flags / River's best, median over %d rounds: %.2f (target ≥ 1.5)\n", len(toRiver), median(toRiver))
+	b.WriteString("\n")
+	for _, m := range []struct {
+		what   string
+		ratios []float64
+	}{
+		{"queue-process with the default flags / bare", toBare}, {"queue-process with the default flags / River's best", toRiver},
+		{"the floor's best / bare", floorToBare}, {"queue-process with the default flags / the floor's best", toFloor},
+	} {
+		if len(m.ratios) > 0 {
+			fmt.Fprintf(&b, "%s, median over %d rounds: %.2f%s\n", m.what, len(m.ratios), median(m.ratios), targets[m.what])
+		}
 	}
 	return b.String()
 }
 
+// targets are issue 59's, by the ratio they are for.
+var targets = map[string]string{
+	"queue-process with the default flags / bare":         " (target ≥ 0.5)",
+	"queue-process with the default flags / River's best": " (target ≥ 1.5)",
+}
+
+// appendRatio appends a / b to ratios when both were run.
+func appendRatio(ratios []float64, a, b float64) []float64 {
+	if a > 0 && b > 0 {
+		return append(ratios, a/b)
+	}
+	return ratios
+}
+
+// perMessage is seconds of CPU per message, in µs.
+func perMessage(seconds float64, messages int) string {
+	return fmt.Sprintf("%.0f", seconds*1e6/float64(messages))
+}
+
 // queueRound is one round's figures (messages/s; 0: not run).
 type queueRound struct {
-	round                                  int
-	ours, bare, river, oursNoop, riverNoop float64 // ours: the default flags; river: the best configuration
+	round int
+	// ours: the default flags; floor, river: the best configuration.
+	ours, bare, floor, river, oursNoop, floorNoop, riverNoop float64
 }
 
 // rounds sums up the runs round by round, in order.
@@ -599,6 +682,10 @@ func (r queueResult) rounds() []queueRound {
 			rd.oursNoop = q.PerSecond
 		case nameRiverNoop:
 			rd.riverNoop = max(rd.riverNoop, q.PerSecond)
+		case nameFloor:
+			rd.floor = max(rd.floor, q.PerSecond)
+		case nameFloorNoop:
+			rd.floorNoop = max(rd.floorNoop, q.PerSecond)
 		}
 	}
 	return out
