@@ -58,28 +58,29 @@ func (f *floorFaultRun) start(t *testing.T) *queueRun {
 	return startQueue(t, f.env, f.args...)
 }
 
-// holderStopped starts a process, lets it take the gate (which the test
-// held until it came) for a first request that waits 0.9 s there, holding
-// it (the last write put 0.7 s ahead), stops it in that wait with SIGSTOP,
-// before its write, and starts two more, which wait for the gate. It
-// returns the stopped holder, its server process, when it was stopped and
-// the two others.
+// holderStopped lines three processes up at the gate, which the test
+// holds, the holder first; puts the last write 0.7 s ahead and lets the
+// gate go, so the holder's first request waits 0.9 s there, holding it;
+// and stops the holder in that wait with SIGSTOP, before its write, the
+// two others waiting. It returns the stopped holder, its server process,
+// when it was stopped and the two others.
 func (f *floorFaultRun) holderStopped(t *testing.T) (holder *queueRun, pid int, stopped time.Time, others []*queueRun) {
 	t.Helper()
 	release := fixture.HoldFloor(t, f.pool, "webhook")
 	holder = f.start(t)
-	fixture.WaitFloor(t, f.pool, "webhook", 30*time.Second, "the holder waiting", func(g fixture.FloorGate) bool { return g.Waiting == 1 })
+	pid = fixture.WaitFloor(t, f.pool, "webhook", time.Minute, "the holder waiting",
+		func(g fixture.FloorGate) bool { return g.Waiting == 1 }).Waiter
+	others = []*queueRun{f.start(t), f.start(t)}
+	fixture.WaitFloor(t, f.pool, "webhook", time.Minute, "three waiting", func(g fixture.FloorGate) bool { return g.Waiting == 3 })
 	fixture.FloorAhead(t, f.pool, "webhook", 700*time.Millisecond)
-	release()
-	pid = fixture.WaitFloor(t, f.pool, "webhook", 5*time.Second, "held by the holder",
-		func(g fixture.FloorGate) bool { return g.Holder != 0 && g.Waiting == 0 }).Holder
+	release() // the first in line takes it
+	fixture.WaitFloor(t, f.pool, "webhook", 5*time.Second, "held by the holder",
+		func(g fixture.FloorGate) bool { return g.Holder == pid })
 	signal(t, holder, syscall.SIGSTOP)
 	stopped = time.Now()
-	if g := fixture.Floor(t, f.pool, "webhook"); g.Holder != pid {
+	if g := fixture.Floor(t, f.pool, "webhook"); g.Holder != pid || g.Waiting != 2 {
 		t.Fatalf("the holder went through the gate before it was stopped (%+v, was %d): the test must catch it in its wait", g, pid)
 	}
-	others = []*queueRun{f.start(t), f.start(t)}
-	fixture.WaitFloor(t, f.pool, "webhook", 30*time.Second, "two waiting", func(g fixture.FloorGate) bool { return g.Waiting == 2 })
 	if _, keys := f.bot.received(); len(keys) != 0 {
 		t.Fatalf("the bot got %d requests while the stopped holder held the gate", len(keys))
 	}
@@ -198,24 +199,26 @@ func TestPaceFloorHoldsWhenAWriteDoesNotStartInTime(t *testing.T) {
 	t.Parallel()
 	b, hold, certs := newStallingTLSBot(t)
 	f := newFloorFaultRun(t, b, "SSL_CERT_FILE="+certs)
-	late := f.start(t)
+	runs := []*queueRun{f.start(t), f.start(t)} // whichever connects first is held
 	select {
 	case <-hold.held:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no connection came to the receiver: %s", lastLines(late.stderr.String(), 3))
+	case <-time.After(time.Minute):
+		t.Fatalf("no connection came to the receiver: %s", lastLines(runs[0].stderr.String(), 3))
 	}
 	held := time.Now()
-	other := f.start(t)
-	if _, ok := fixture.PollFor(30*time.Second, func() (int, bool) { _, k := b.received(); return len(k), len(k) > 0 }); !ok {
+	if _, ok := fixture.PollFor(time.Minute, func() (int, bool) { _, k := b.received(); return len(k), len(k) > 0 }); !ok {
 		t.Fatal("no other request came while one connection's handshake was held: the gate was not let go")
 	}
 	hold.let()
 	t.Logf("the other process's first request came %s after the handshake was held", time.Since(held))
-	res := finished(t, late)
-	queueSummary(t, res)
-	queueSummary(t, finished(t, other))
-	if !strings.Contains(res.Stderr, "not written in time for the pace's floor gate") {
-		t.Errorf("the process whose handshake was held did not say it let its request go: %s", lastLines(res.Stderr, 5))
+	said := false
+	for _, r := range runs {
+		res := finished(t, r)
+		queueSummary(t, res)
+		said = said || strings.Contains(res.Stderr, "not written in time for the pace's floor gate")
+	}
+	if !said {
+		t.Error("neither process said it let its request go")
 	}
 	f.check(t)
 }
