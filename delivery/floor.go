@@ -2,9 +2,14 @@ package delivery
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"net"
 	"net/http/httptrace"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,10 +31,18 @@ import (
 //   - if that is under the interval, it waits the rest, holding the
 //     gate (or, for a wait over floorHoldWait, letting it go and taking it
 //     again after): the send is delayed, never let go;
-//   - else the request is written, and once it is (httptrace's
-//     WroteRequest, or the transport's Send returning: the log transport
-//     writes nothing), the write's instant is recorded
-//     (floor_record.sql) and the gate let go.
+//   - right before the request, it promises (floor_promise.sql, committed
+//     on a connection of its own, and only while the gate is still its
+//     own) that the request starts within floorHold: last_start_at becomes
+//     that instant, and the request's connection refuses a write after it
+//     (a write deadline, which Go's poller checks right before the write
+//     system call);
+//   - once the request is written (httptrace's WroteRequest, or the
+//     transport's Send returning: the log transport writes nothing), or
+//     floorHold after the promise, past which it cannot be, the write's
+//     instant is recorded (floor_record.sql) and the gate let go.
+//     WroteRequest comes when the request is in the connection's buffer:
+//     a write system call later than floorFlush after it is refused.
 //
 // The next request's wait is read after that commit, and the instant is
 // recorded after the write, so two writes are at least the interval apart
@@ -37,11 +50,19 @@ import (
 // second holds more writes than the rate; the floor's tolerance is the
 // network's and the receiver's. (A gate at the interval less 10 ms, to let
 // a delayed pace catch up, kept no more of the rate under load, and let
-// one more request than the rate into a second.) A holder
-// killed lets the gate go with its connection; one stopped (SIGSTOP) or
-// gone quiet is ended by the server after floorIdle
-// (idle_in_transaction_session_timeout); a write that never completes is
-// recorded after floorHold anyway, the send going on.
+// one more request than the rate into a second.)
+//
+// The gate's own faults. A holder killed lets the gate go with its
+// connection; if it had written, its promise stands where its record was
+// lost. One stopped (SIGSTOP) or gone quiet is ended by the server after
+// floorIdle (idle_in_transaction_session_timeout); resumed, it writes
+// nothing unless it promised before the stop and writes before its
+// promise runs out: a pass older than floorPassLife promises nothing, the
+// promise is made only while the server still holds the gate for it, and
+// a write after the promise's instant is refused. A request whose write
+// does not start within floorHold of its promise (a connection or a TLS
+// handshake that hangs) is never written: the message goes back to the
+// queue unsent (errFloorLost).
 type floorGate struct {
 	pool      *pgxpool.Pool
 	transport string
@@ -59,12 +80,29 @@ const (
 	// longer one lets it go and takes it again after. Well under
 	// floorIdle.
 	floorHoldWait = time.Second
-	// floorHold is the longest the gate waits for a request's write.
+	// floorHold is how long after its promise a request may start to be
+	// written: the longest the gate waits for the write, and the write
+	// deadline of the request's connection.
 	floorHold = time.Second
+	// floorFlush is how long after WroteRequest (the request in the
+	// connection's buffer) its write system call may come: well under
+	// floorTolerance, as the write's instant is recorded from
+	// WroteRequest.
+	floorFlush = 10 * time.Millisecond
 	// floorIdle is how long the server lets a holder of the gate be idle
 	// in its transaction before it ends its session, and the gate with it.
 	floorIdle = "5s"
+	// floorPassLife is how long after the statement that took the gate a
+	// pass may still promise a write: a second under floorIdle, so the
+	// server cannot have ended the gate's transaction yet.
+	floorPassLife = 4 * time.Second
 )
+
+// errFloorLost is a pass's answer when its request may not be written: the
+// gate is no longer surely its own (the process was stopped, or the
+// server ended the gate's transaction), or the write did not start within
+// floorHold of the promise. Nothing of the request was written.
+var errFloorLost = errors.New("the pace's floor gate was lost before the request was written")
 
 // newFloorGate returns the gate of a transport paced at interval, or nil
 // when the interval is at or under floorTolerance: its floor is nothing to
@@ -81,13 +119,20 @@ func newFloorGate(pool *pgxpool.Pool, transport string, interval time.Duration, 
 type floorPass struct {
 	g     *floorGate
 	conn  *pgxpool.Conn
+	from  time.Time // when the statement that took the gate was sent
+	until time.Time // the request is written before this, or not at all (promise)
 	once  sync.Once
 	wrote chan struct{} // closed at the write, or when Send returned
+	// limited holds the request's connection while its write deadline is
+	// the pass's until (not an HTTP/2 connection, which other requests
+	// share).
+	limited atomic.Pointer[net.Conn]
 }
 
 // enter waits until a request on the transport may be written and returns
-// the gate's hold: pass.sending traces the send, pass.sent follows it;
-// pass.leave lets the gate go when no request follows. A wait past notAfter (not zero) is not waited:
+// the gate's hold: pass.promise readies it, pass.sending traces the send,
+// pass.sent follows it; pass.leave lets the gate go when no request
+// follows. A wait past notAfter (not zero) is not waited:
 // errNoSlotInTime.
 func (g *floorGate) enter(ctx context.Context, notAfter time.Time) (*floorPass, error) {
 	select {
@@ -110,6 +155,7 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 			return nil, fmt.Errorf("take the pace's floor gate: %w", err)
 		}
 		var w floorWaitRow
+		from := time.Now() // the server's idle timer starts after this
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, floorIdle)
@@ -124,7 +170,7 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 		if w.Wait <= floorHoldWait && !late && sleep(ctx, w.Wait) {
 			// Waited holding the gate: nobody wrote meanwhile, and another
 			// round trip to take it again would come on top of the wait.
-			return &floorPass{g: g, conn: conn, wrote: make(chan struct{})}, nil
+			return &floorPass{g: g, conn: conn, from: from, wrote: make(chan struct{})}, nil
 		}
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		_, rbErr := conn.Exec(rbCtx, "ROLLBACK")
@@ -144,14 +190,80 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 	}
 }
 
-// sending returns ctx traced for the send: the gate records the write and
-// goes as soon as the request is written, while the send waits for its
-// answer. The caller calls sent once the transport's Send returned.
+// promise readies the pass for its request, right before it is written:
+// it promises (floor_promise.sql) that the request starts within
+// floorHold, if the gate is still surely the pass's. errFloorLost: it is
+// not; the request must not be written.
+func (ps *floorPass) promise(ctx context.Context) error {
+	if time.Since(ps.from) > floorPassLife {
+		return errFloorLost
+	}
+	sent := time.Now() // the promised instant is floorHold after the server's now, later than this
+	tag, err := floorPromiseQuery.Exec(ctx, ps.g.pool, floorPromiseArgs{Hold: floorHold, Transport: ps.g.transport,
+		Holder: int(ps.conn.Conn().PgConn().PID())})
+	switch {
+	case err != nil:
+		return fmt.Errorf("promise a request's write at the pace's floor gate: %w", err)
+	case tag.RowsAffected() == 0:
+		return errFloorLost
+	}
+	ps.until = sent.Add(floorHold)
+	return nil
+}
+
+// sending returns ctx traced for the send: the request's connection
+// refuses a write after the promise's instant, and the gate records the
+// write and goes as soon as the request is written, while the send waits
+// for its answer. The caller calls sent once the transport's Send
+// returned.
 func (ps *floorPass) sending(ctx context.Context) context.Context {
 	go ps.recordOnWrite(context.WithoutCancel(ctx))
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { ps.signal() },
+		GotConn:              func(info httptrace.GotConnInfo) { ps.limit(info.Conn) },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { ps.tighten(); ps.signal() },
+		GotFirstResponseByte: ps.unlimit,
 	})
+}
+
+// limit gives c, the request's connection, the promise's instant as its
+// write deadline: Go's poller checks it right before each write system
+// call, so no byte of the request goes after it. An HTTP/2 connection,
+// which the requests in flight share, is left alone.
+func (ps *floorPass) limit(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return
+	}
+	if c.SetWriteDeadline(ps.until) == nil {
+		ps.limited.Store(&c)
+	}
+}
+
+// tighten bounds what is left of the write: WroteRequest comes when the
+// request is in the connection's buffer, right before the write system
+// call, and the gate may record it and go before that call; a write later
+// than floorFlush after it is refused.
+func (ps *floorPass) tighten() {
+	if c := ps.limited.Load(); c != nil {
+		by := time.Now().Add(floorFlush)
+		if ps.until.Before(by) {
+			by = ps.until
+		}
+		_ = (*c).SetWriteDeadline(by)
+	}
+}
+
+// unlimit lifts the write deadline once the answer comes, before the
+// connection goes back to the client's pool for other requests.
+func (ps *floorPass) unlimit() {
+	if c := ps.limited.Load(); c != nil {
+		_ = (*c).SetWriteDeadline(time.Time{})
+	}
+}
+
+// refused reports whether a Send that ended in err never wrote its
+// request: its connection refused the write, past the promise's instant.
+func (ps *floorPass) refused(err error) bool {
+	return err != nil && ps.limited.Load() != nil && errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // sent says the transport's Send returned: whatever it wrote is written.
@@ -159,11 +271,12 @@ func (ps *floorPass) sent() { ps.signal() }
 
 func (ps *floorPass) signal() { ps.once.Do(func() { close(ps.wrote) }) }
 
-// recordOnWrite records the write (or floorHold without one) and lets the
-// gate go. If the record fails (the database is gone), the next request
-// waits from the previous record only: it is logged.
+// recordOnWrite records the write (or the promise's instant without one:
+// no write starts after it) and lets the gate go. If the record fails (the
+// database is gone, or the process was stopped until the server ended the
+// gate), the promise stands for it: it is logged.
 func (ps *floorPass) recordOnWrite(ctx context.Context) {
-	t := time.NewTimer(floorHold)
+	t := time.NewTimer(time.Until(ps.until))
 	defer t.Stop()
 	select {
 	case <-ps.wrote:
@@ -175,7 +288,7 @@ func (ps *floorPass) recordOnWrite(ctx context.Context) {
 	floorRecordQuery.QueueExec(b, floorRecordArgs{Transport: ps.g.transport})
 	b.Queue("COMMIT")
 	if err := ps.conn.SendBatch(ctx, b).Close(); err != nil {
-		ps.g.log.Warn().Err(err).Msg("could not record a request's write at the pace's floor gate; the next may come sooner")
+		ps.g.log.Warn().Err(err).Msg("could not record a request's write at the pace's floor gate; the next waits from its promise")
 	}
 	ps.release()
 }

@@ -790,8 +790,8 @@ func (r *run) stillWanted(ctx context.Context, chk *sendCheck, i int, m *claimed
 }
 
 // send passes the pace's floor gate (floor.go: after every check, right
-// before the request), starts m's attempt, fenced on its claim, and sends
-// it.
+// before the request), starts m's attempt, fenced on its claim, promises
+// the request's write at the gate, and sends it.
 func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Logger) (turn, error) {
 	var floor *floorPass
 	if r.floor != nil {
@@ -814,6 +814,12 @@ func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Lo
 		log.Warn().Msg("claim lost before the send started; not sent")
 		return ended(endClaimLost, r.release([]claimed{m}))
 	}
+	if floor != nil {
+		if err := floor.promise(ctx); err != nil {
+			floor.leave()
+			return r.floorLost(ctx, log, m, err)
+		}
+	}
 	// The send in flight finishes even when a shutdown begins meanwhile, so
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
@@ -824,8 +830,25 @@ func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Lo
 	res, sendErr := r.cfg.Transport.Send(sendCtx, m.Delivery)
 	if floor != nil {
 		floor.sent()
+		if floor.refused(sendErr) {
+			return r.floorLost(ctx, log, m, errFloorLost)
+		}
 	}
 	return r.attempted(log, m, res, sendErr, sendStart)
+}
+
+// floorLost settles m, whose request was not written because the pace's
+// floor gate answered err. errFloorLost: the gate was not surely the
+// worker's any more (the process was stopped), or the write did not start
+// in time; nothing was written, and m goes back to the queue unsent, due
+// as it was, its retries unspent. Any other err is the promise's
+// statement failing, as notStarted says.
+func (r *run) floorLost(ctx context.Context, log zerolog.Logger, m claimed, err error) (turn, error) {
+	if !errors.Is(err, errFloorLost) {
+		return r.notStarted(ctx, m, err)
+	}
+	log.Warn().Msg("the request was not written in time for the pace's floor gate; not sent, handed back")
+	return ended(endHandedBack, r.release([]claimed{m}))
 }
 
 // notPaced settles m, whose send has not started, after the pace's slot or

@@ -403,6 +403,24 @@ func (a floorLockArgs) Args() []any {
 // floorLockQuery is queries/floor_lock.sql.
 var floorLockQuery = sqlfile.Load[floorLockArgs, sqlfile.None, *sqlfile.None](statementFiles, "floor_lock", "transport")
 
+// floorPromiseArgs are the parameters of queries/floor_promise.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type floorPromiseArgs struct {
+	Hold      time.Duration // @hold
+	Transport string        // @transport
+	Holder    int           // @holder
+}
+
+// Args returns the parameters in the statement's order.
+func (a floorPromiseArgs) Args() []any {
+	return []any{a.Hold, a.Transport, a.Holder}
+}
+
+// floorPromiseQuery is queries/floor_promise.sql.
+var floorPromiseQuery = sqlfile.Load[floorPromiseArgs, sqlfile.None, *sqlfile.None](statementFiles, "floor_promise", "hold", "transport", "holder")
+
 // floorRecordArgs are the parameters of queries/floor_record.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

@@ -42,6 +42,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 		floorLockQuery.Bind(floorLockArgs{Transport: "webhook"}),
 		floorWaitQuery.Bind(floorWaitArgs{Transport: "webhook", Gap: time.Second}),
 		floorRecordQuery.Bind(floorRecordArgs{Transport: "webhook"}),
+		floorPromiseQuery.Bind(floorPromiseArgs{Hold: time.Second, Transport: "webhook", Holder: 1}),
 		nextDueQuery.Bind(nextDueArgs{}),
 		wishesStartQuery.Bind(sqlfile.None{}),
 		wishesQuery.Bind(wishesArgs{Since: 1}),

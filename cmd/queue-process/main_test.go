@@ -35,27 +35,7 @@ type bot struct {
 
 func newBot(t *testing.T, holdNext bool) *bot {
 	b := &bot{arrived: make(chan struct{}, 1000), hold: make(chan struct{}), holdNext: holdNext}
-	b.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		at := arrivals.At(r) // the kernel's: a busy machine runs the handler late
-		if at.IsZero() {
-			at = time.Now()
-		}
-		b.mu.Lock()
-		b.times = append(b.times, at)
-		b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
-		hold := b.holdNext
-		b.holdNext = false
-		b.mu.Unlock()
-		b.arrived <- struct{}{}
-		if hold {
-			select {
-			case <-b.hold:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
+	b.server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
 	b.server.Listener = arrivals.Listener(b.server.Listener)
 	b.server.Config.ConnContext = arrivals.ConnContext
 	b.server.Start()
@@ -64,6 +44,28 @@ func newBot(t *testing.T, holdNext bool) *bot {
 		b.server.Close()
 	})
 	return b
+}
+
+func (b *bot) serve(w http.ResponseWriter, r *http.Request) {
+	at := arrivals.At(r) // the kernel's: a busy machine runs the handler late
+	if at.IsZero() {
+		at = time.Now()
+	}
+	b.mu.Lock()
+	b.times = append(b.times, at)
+	b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
+	hold := b.holdNext
+	b.holdNext = false
+	b.mu.Unlock()
+	b.arrived <- struct{}{}
+	if hold {
+		select {
+		case <-b.hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 func (b *bot) received() ([]time.Time, []string) {

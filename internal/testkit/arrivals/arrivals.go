@@ -42,8 +42,17 @@ func Listener(ln net.Listener) net.Listener {
 }
 
 // ConnContext is an http.Server's ConnContext that lets At find a
-// request's connection.
+// request's connection, beneath a TLS connection (or any wrapper with
+// NetConn) too: the stamp is then the arrival of the record carrying the
+// request.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	return context.WithValue(ctx, connKey{}, c)
 }
 
