@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/webhooktest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -61,11 +62,11 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	}
 	messages := func(user, kind string) []string { // "status destination destination_jid"
 		t.Helper()
-		rows, _ := conn.Query(ctx, `SELECT status || ' ' || destination || ' ' || destination_jid FROM engagement_message_queue
-			WHERE user_id = $1 AND message_type = $2 ORDER BY created_at, id`, user, kind)
-		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
+		var out []string
+		for _, m := range fixture.MessagesOf(t, conn, user) {
+			if m.Type == kind {
+				out = append(out, m.Status+" "+m.Destination+" "+m.DestinationJID)
+			}
 		}
 		return out
 	}
@@ -208,9 +209,13 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	// NULL: a known kind takes its catalog key; another type needs --key.
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "reminder",
 		"--idempotency-key", "ops-1", "--output", "json")
-	var key string
-	if res.Code != 0 || conn.QueryRow(ctx, `SELECT message_key FROM engagement_message_queue WHERE idempotency_key = 'ops-1'`).Scan(&key) != nil ||
-		key != "engagement.reminder.come_back" {
+	key := ""
+	for _, m := range fixture.MessagesOf(t, conn, botdb.ActiveRecent) {
+		if m.IdempotencyKey != nil && *m.IdempotencyKey == "ops-1" && m.Key != nil {
+			key = *m.Key
+		}
+	}
+	if res.Code != 0 || key != "engagement.reminder.come_back" {
 		t.Errorf("enqueue --type reminder without --key: exit %d, message_key %q (%s); want the kind's catalog key", res.Code, key, res.Stderr)
 	}
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "enqueue", "--user-id", botdb.ActiveRecent, "--type", "promo")

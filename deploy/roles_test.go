@@ -501,7 +501,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 			t.Errorf("as %s, %s: error %v, want permission denied (42501)", rs.app, stmt, err)
 		}
 	}
-	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_state_transitions`); n != 2 {
+	if n := fixture.CountTransitions(t, admin, fixture.Moves{}); n != 2 {
 		t.Errorf("transitions after the refused statements = %d, want the daily job's 2", n)
 	}
 }
@@ -515,15 +515,11 @@ func TestMigrationsNeedTheMigrator(t *testing.T) {
 	ctl := ctl.NewCommand
 	appEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.app, rs.appPassword))
 	migEnv := cmdtest.Env("DATABASE_URL=" + asRole(t, dbURL, rs.migrator, rs.migratorPassword))
-	latest := fixture.Count(t, admin, `SELECT version FROM engagement_schema_migrations`)
+	latest, _ := fixture.SchemaVersion(t, admin)
 
 	wantVersion := func(when string, want int) {
 		t.Helper()
-		var version int
-		var dirty bool
-		if err := admin.QueryRow(context.Background(), `SELECT version, dirty FROM engagement_schema_migrations`).Scan(&version, &dirty); err != nil {
-			t.Fatal(err)
-		}
+		version, dirty := fixture.SchemaVersion(t, admin)
 		if version != want || dirty {
 			t.Errorf("%s: schema version %d (dirty %v), want %d, clean", when, version, dirty, want)
 		}
@@ -623,7 +619,7 @@ func TestRolesScriptRejectsBadNames(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "four different") {
 		t.Fatalf("roles.sql with app_role = jobs_role: error %v, want one saying the names must differ", err)
 	}
-	if n := fixture.Count(t, connect(t, dbURL), `SELECT count(*) FROM pg_roles WHERE rolname = $1`, rs.app); n != 0 {
+	if fixture.RoleExists(t, connect(t, dbURL), rs.app) {
 		t.Errorf("the failed script left role %s behind", rs.app)
 	}
 }
@@ -837,12 +833,10 @@ func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 	}
 	run(ctl.NewCommand, "verify")
 	run(ctl.NewCommand, "status")
-	var state string
-	if err := admin.QueryRow(ctx, `SELECT state FROM user_engagement_states WHERE user_id = $1`, botdb.Silent20Days).Scan(&state); err != nil || state != "goodbye_sent" {
-		t.Errorf("the bot's silent user is %q (%v) after the jobs ran as %s, want goodbye_sent", state, err, rs.app)
+	if state := fixture.StateOf(t, admin, botdb.Silent20Days).State; state != "goodbye_sent" {
+		t.Errorf("the bot's silent user is %q after the jobs ran as %s, want goodbye_sent", state, rs.app)
 	}
-	var open int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_policy p WHERE 'anon'::regrole = ANY(p.polroles) OR 'authenticated'::regrole = ANY(p.polroles) OR 0 = ANY(p.polroles)`).Scan(&open); err != nil || open != 0 {
-		t.Errorf("policies for anon, authenticated or PUBLIC: %d (%v), want none", open, err)
+	if open := fixture.OpenPolicies(t, admin); open != 0 {
+		t.Errorf("policies for anon, authenticated or PUBLIC: %d, want none", open)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -90,9 +91,8 @@ func TestDataAPIReachesNothing(t *testing.T) {
 					t.Errorf("as %s: insert into the queue = %v, want refused (42501)", role, err)
 				}
 				for _, f := range functions {
-					var can bool
-					if err := conn.QueryRow(ctx, `SELECT has_function_privilege($1, $2::regprocedure, 'EXECUTE')`, role, f).Scan(&can); err != nil || can {
-						t.Errorf("%s may execute %s: %v (%v), want not", role, f, can, err)
+					if fixture.MayExecute(t, conn, role, f) {
+						t.Errorf("%s may execute %s, want not", role, f)
 					}
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -43,11 +44,7 @@ func TestOptOutKeepsItsGrantsAcrossMigration54(t *testing.T) {
 	}
 	may := func(signature string) bool {
 		t.Helper()
-		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT has_function_privilege($1, $2::regprocedure, 'EXECUTE')`, role, signature).Scan(&ok); err != nil {
-			t.Fatal(err)
-		}
-		return ok
+		return fixture.MayExecute(t, conn, role, signature)
 	}
 	const old, current = "engagement_opt_out(uuid, text, timestamptz, text)", "engagement_opt_out(uuid, text, timestamptz, text, boolean)"
 
@@ -63,9 +60,8 @@ func TestOptOutKeepsItsGrantsAcrossMigration54(t *testing.T) {
 	if !may(current) {
 		t.Errorf("after migrate up: %s may not execute %s; want the grant it had on the old form kept", role, current)
 	}
-	var public bool
-	if err := conn.QueryRow(ctx, `SELECT has_function_privilege('public', $1::regprocedure, 'EXECUTE')`, current).Scan(&public); err != nil || public {
-		t.Errorf("PUBLIC may execute %s: %v (%v); want not", current, public, err)
+	if fixture.MayExecute(t, conn, "public", current) {
+		t.Errorf("PUBLIC may execute %s; want not", current)
 	}
 	if err := m.Down(after); err != nil {
 		t.Fatal(err)

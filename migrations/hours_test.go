@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -40,12 +41,8 @@ func TestMigration87TurnsTheHoursToUTCAndBack(t *testing.T) {
 	}
 	hour := func(id string) (top, weighted int) {
 		t.Helper()
-		if err := conn.QueryRow(ctx, `
-			SELECT message_hour, (SELECT i - 1 FROM unnest(message_hours) WITH ORDINALITY u(x, i) WHERE x > 0)
-			  FROM user_engagement_states WHERE user_id = $1`, id).Scan(&top, &weighted); err != nil {
-			t.Fatal(err)
-		}
-		return top, weighted
+		h := fixture.HoursOf(t, conn, id)
+		return h.Top, h.Weighted
 	}
 	check := func(when string, want map[string]int) {
 		t.Helper()
@@ -65,10 +62,8 @@ func TestMigration87TurnsTheHoursToUTCAndBack(t *testing.T) {
 		time.Date(2026, 11, 2, 23, 5, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
-	var weight float64
-	if err := conn.QueryRow(ctx, `SELECT message_hours[24] FROM user_engagement_states WHERE user_id = $1`, saoPaulo).
-		Scan(&weight); err != nil || weight < 2 {
-		t.Errorf("São Paulo's UTC hour 23 weighs %v (%v) after a second message, want over 2", weight, err)
+	if weight := fixture.HoursOf(t, conn, saoPaulo).WeightAt23; weight < 2 {
+		t.Errorf("São Paulo's UTC hour 23 weighs %v after a second message, want over 2", weight)
 	}
 	if err := m.UpTo(85); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -82,11 +83,7 @@ func TestUpIsIdempotentAndDownReverts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var tables int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> $1`, migrations.Table).Scan(&tables); err != nil {
-		t.Fatal(err)
-	}
-	if tables != 0 {
+	if tables := fixture.Tables(t, conn, migrations.Table); tables != 0 {
 		t.Errorf("%d tables left after migrating all the way down, want 0", tables)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -87,12 +88,7 @@ func TestMessagePeriodsBackfillFromKeys(t *testing.T) {
 	if err := m.Down(steps); err != nil {
 		t.Fatalf("migrate down again: %v", err)
 	}
-	var cols int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
-		WHERE table_name = 'engagement_message_queue' AND column_name IN ('period_start', 'replay_until')`).Scan(&cols); err != nil {
-		t.Fatal(err)
-	}
-	if cols != 0 {
+	if cols := fixture.Columns(t, conn, "engagement_message_queue", "period_start", "replay_until"); cols != 0 {
 		t.Errorf("%d of the new columns left after the down migration, want 0", cols)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -22,7 +23,7 @@ func TestMigration44KeepsTheJobsLeaseAndDownEndsDeliveringRuns(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	conn := connect(t, url)
 
-	const index = `SELECT pg_get_indexdef('engagement_job_runs_running_idx'::regclass)`
+	const index = "engagement_job_runs_running_idx"
 	var before string
 	m, err := migrations.Open(ctx, url)
 	if err != nil {
@@ -32,21 +33,15 @@ func TestMigration44KeepsTheJobsLeaseAndDownEndsDeliveringRuns(t *testing.T) {
 	if err := m.UpTo(43); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, index).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
+	before = fixture.IndexDef(t, conn, index)
 	if err := m.Up(); err != nil {
 		t.Fatal(err)
 	}
-	var after string
-	if err := conn.QueryRow(ctx, index).Scan(&after); err != nil || after != before {
-		t.Errorf("the unique index on running runs at the latest version: %q (%v), want as at 43: %q", after, err, before)
+	if after := fixture.IndexDef(t, conn, index); after != before {
+		t.Errorf("the unique index on running runs at the latest version: %q, want as at 43: %q", after, before)
 	}
 
-	var daily int64
-	if err := conn.QueryRow(ctx, `INSERT INTO engagement_job_runs (job, as_of) VALUES ('engagement-daily', now()) RETURNING id`).Scan(&daily); err != nil {
-		t.Fatal(err)
-	}
+	fixture.RunningRun(t, conn, "engagement-daily", "")
 	if _, err := conn.Exec(ctx, `INSERT INTO engagement_job_runs (job, as_of, status) VALUES
 		('queue-process', now(), 'delivering'), ('queue-process', now(), 'delivering')`); err != nil {
 		t.Fatalf("two queue-process runs delivering at once: %v", err)
@@ -55,19 +50,9 @@ func TestMigration44KeepsTheJobsLeaseAndDownEndsDeliveringRuns(t *testing.T) {
 	if err := m.UpTo(43); err != nil {
 		t.Fatalf("down to 43 with runs delivering: %v", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT job, status, finished_at IS NOT NULL, coalesce(error, '') FROM engagement_job_runs ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var job, status, reason string
-		var finished bool
-		if err := rows.Scan(&job, &status, &finished, &reason); err != nil {
-			t.Fatal(err)
-		}
-		n++
+	runs := fixture.JobRuns(t, conn)
+	for _, run := range runs {
+		job, status, finished, reason := run.Job, run.Status, run.Finished, run.Reason
 		switch job {
 		case "engagement-daily":
 			if status != "running" || finished {
@@ -79,15 +64,15 @@ func TestMigration44KeepsTheJobsLeaseAndDownEndsDeliveringRuns(t *testing.T) {
 			}
 		}
 	}
-	if err := rows.Err(); err != nil || n != 3 {
-		t.Fatalf("%d runs after down (%v), want 3", n, err)
+	if n := len(runs); n != 3 {
+		t.Fatalf("%d runs after down, want 3", n)
 	}
 	var pgErr *pgconn.PgError
 	if _, err := conn.Exec(ctx, `INSERT INTO engagement_job_runs (job, as_of, status) VALUES ('queue-process', now(), 'delivering')`); !errors.As(err, &pgErr) || pgErr.Code != "23514" {
 		t.Errorf("a delivering run at 43: %v, want the status check's refusal (23514)", err)
 	}
-	if err := conn.QueryRow(ctx, index).Scan(&after); err != nil || after != before {
-		t.Errorf("the unique index on running runs after down: %q (%v), want %q", after, err, before)
+	if after := fixture.IndexDef(t, conn, index); after != before {
+		t.Errorf("the unique index on running runs after down: %q, want %q", after, before)
 	}
 	if err := m.Up(); err != nil {
 		t.Fatalf("up again: %v", err)

@@ -23,8 +23,7 @@ func TestStatusCountsCancelledByReason(t *testing.T) {
 			INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, cancel_reason)
 			VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'cancelled', $2)`, user, r)
 	}
-	fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'sent')`, user)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", Status: "sent"})
 
 	st, err := status.Read(context.Background(), pool, seeded.AsOf, 0)
 	if err != nil {

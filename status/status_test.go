@@ -45,7 +45,7 @@ func TestStatusOnSeededData(t *testing.T) {
 	}
 	for _, status := range sm.MessageStatuses() {
 		for _, typ := range []string{"goodbye", "weekly_review"} {
-			want := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = $1 AND message_type = $2`, status, typ)
+			want := fixture.CountMessages(t, pool, fixture.Messages{Type: typ, Status: status})
 			if got[[2]string{status, typ}] != int64(want) {
 				t.Errorf("queue %s %s: %d, want %d", status, typ, got[[2]string{status, typ}], want)
 			}
@@ -76,7 +76,7 @@ func TestStatusOnSeededData(t *testing.T) {
 		t.Errorf("users by state %+v, want the 5 states", st.Users.ByState)
 	}
 	for _, s := range st.Users.ByState {
-		users := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states WHERE state = $1`, s.State)
+		users := fixture.CountStates(t, pool, fixture.States{State: s.State})
 		optedOut := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states s JOIN user_profiles p USING (user_id)
 			WHERE s.state = $1 AND p.reengagement_opt_out`, s.State)
 		if s.Users != int64(users) || s.OptedOut != int64(optedOut) {

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	_ "embed" // the cluster's database statement
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,12 @@ import (
 
 	"github.com/engagement-scheduler/engagement/migrations"
 )
+
+// clusterDatabaseSQL creates a test's own cluster's database: DDL, which
+// takes no parameters, so a file of its own rather than a typed statement.
+//
+//go:embed sql/cluster_database.sql
+var clusterDatabaseSQL string
 
 // Cluster is a PostgreSQL server of one test's own, for the tests that stop
 // or restart the server under a running job; every other test shares one
@@ -65,7 +72,7 @@ func NewCluster(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `CREATE DATABASE engagement`); err != nil {
+	if _, err := conn.Exec(ctx, clusterDatabaseSQL); err != nil {
 		t.Fatal(err)
 	}
 	if c.URL, err = WithDatabase(srv, "engagement"); err != nil {

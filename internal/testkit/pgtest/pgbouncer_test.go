@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -39,21 +40,15 @@ func TestBouncerIsTransactionPooled(t *testing.T) {
 	// statement's backend is chosen afresh. Two clients interleave so that
 	// the backends must swap.
 	b := connectT(t, pooled)
-	pids := map[int32]bool{}
+	pids := map[int]bool{}
 	for range 5 {
 		txA, err := a.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pidA int32
-		if err := txA.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidA); err != nil {
-			t.Fatal(err)
-		}
+		pidA := deref(t, oneT(t, txA, kitBackendPIDQuery, sqlfile.None{}).PID)
 		pids[pidA] = true
-		var pidB int32
-		if err := b.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pidB); err != nil {
-			t.Fatal(err)
-		}
+		pidB := deref(t, oneT(t, b, kitBackendPIDQuery.WithMode(pgx.QueryExecModeSimpleProtocol), sqlfile.None{}).PID)
 		pids[pidB] = true
 		if pidA == pidB {
 			t.Fatalf("two clients' concurrent transactions share backend %d", pidA)

@@ -53,6 +53,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -139,11 +140,11 @@ func probeServer(ctx context.Context, url string) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	canCreate, err := value[bool](ctx, conn, `SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user`)
+	role, err := kitCanCreateDatabasesQuery.One(ctx, conn, sqlfile.None{})
 	if err != nil {
 		return err
 	}
-	if !canCreate {
+	if !role.CanCreate {
 		return errors.New("the role may not create databases")
 	}
 	return nil
@@ -252,7 +253,7 @@ func CloneDatabase(ctx context.Context, src, dst string) (string, error) {
 		return "", fmt.Errorf("drop database %s: %w", dst, err)
 	}
 	for attempt := 1; ; attempt++ {
-		_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, src)
+		_, err := kitDisconnectQuery.Exec(ctx, conn, kitDisconnectArgs{Datname: src})
 		if err != nil {
 			return "", fmt.Errorf("disconnect the users of database %s: %w", src, err)
 		}
@@ -363,16 +364,16 @@ func ensureTemplateFor(ctx context.Context, srv, name string, build func(ctx con
 		return "", err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, templateLockKey); err != nil {
+	if _, err := kitTemplateLockQuery.Exec(ctx, conn, kitTemplateLockArgs{Key: templateLockKey}); err != nil {
 		return "", fmt.Errorf("take the template lock: %w", err)
 	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, templateLockKey) //nolint:errcheck // closing the connection releases it anyway
+	defer kitTemplateUnlockQuery.Exec(context.Background(), conn, kitTemplateUnlockArgs{Key: templateLockKey}) //nolint:errcheck // closing the connection releases it anyway
 
-	exists, err := value[bool](ctx, conn, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name)
+	found, err := kitDatabaseExistsQuery.One(ctx, conn, kitDatabaseExistsArgs{Datname: name})
 	if err != nil {
 		return "", fmt.Errorf("look for template %s: %w", name, err)
 	}
-	if !exists {
+	if found.Exists == nil || !*found.Exists {
 		// Builds left behind by killed processes: nobody else builds while we hold the lock.
 		for _, leftover := range databasesLike(ctx, conn, buildPrefix) {
 			conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(leftover)+` WITH (FORCE)`) //nolint:errcheck // best effort
@@ -417,11 +418,11 @@ func sweepStaleTestDatabases(ctx context.Context, conn *pgx.Conn) {
 
 func databasesLike(ctx context.Context, conn *pgx.Conn, prefix string) []string {
 	pattern := strings.ReplaceAll(prefix, "_", `\_`) + "%"
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, pattern)
-	if err != nil {
-		return nil
+	rows, _ := kitDatabasesLikeQuery.All(ctx, conn, kitDatabasesLikeArgs{Pattern: pattern})
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Datname
 	}
-	names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
 	return names
 }
 

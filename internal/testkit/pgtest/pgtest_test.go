@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -25,13 +27,40 @@ func connectT(t *testing.T, dbURL string) *pgx.Conn {
 	return conn
 }
 
-func currentDatabase(t *testing.T, conn *pgx.Conn) string {
+func currentDatabase(t *testing.T, db postgres.Querier) string {
 	t.Helper()
-	var name string
-	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&name); err != nil {
-		t.Fatal(err)
+	return deref(t, oneT(t, db, kitCurrentDatabaseQuery, sqlfile.None{}).Name)
+}
+
+// addProfile writes a bare profile on db and returns its id.
+func addProfile(t *testing.T, db postgres.Querier) string {
+	t.Helper()
+	return oneT(t, db, kitAddProfileQuery, sqlfile.None{}).UserID
+}
+
+// countProfiles counts db's profiles among ids (none: every profile).
+func countProfiles(t *testing.T, db postgres.Querier, ids ...string) int {
+	t.Helper()
+	return oneT(t, db, kitCountProfilesQuery, kitCountProfilesArgs{UserIDs: ids}).N
+}
+
+// oneT is statement q's first row on db for p; an error fails the test.
+func oneT[P sqlfile.Params, R any, PR sqlfile.Row[R]](t *testing.T, db postgres.Querier, q sqlfile.Statement[P, R, PR], p P) R {
+	t.Helper()
+	r, err := q.One(t.Context(), db, p)
+	if err != nil {
+		t.Fatalf("queries/%s.sql: %v", q.Name, err)
 	}
-	return name
+	return r
+}
+
+// deref is *v; a NULL fails the test.
+func deref[T any](t *testing.T, v *T) T {
+	t.Helper()
+	if v == nil {
+		t.Fatalf("NULL, want a %T", *new(T))
+	}
+	return *v
 }
 
 func TestNewDatabase(t *testing.T) {
@@ -48,11 +77,7 @@ func TestNewDatabase(t *testing.T) {
 			t.Errorf("database %q lacks the prefix %q", name, testPrefix)
 		}
 		names[name] = true
-		var n int
-		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil {
-			t.Fatalf("user_profiles in %s: %v", name, err)
-		}
-		if n != 0 {
+		if n := countProfiles(t, conn); n != 0 {
 			t.Errorf("fresh database has %d user_profiles rows", n)
 		}
 		if err := migrations.Check(t.Context(), conn); err != nil {
@@ -65,12 +90,9 @@ func TestNewDatabase(t *testing.T) {
 
 	// A row written in one database is not visible in the other.
 	ca, cb := connectT(t, a), connectT(t, b)
-	if _, err := ca.Exec(t.Context(), `INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid())`); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := cb.QueryRow(t.Context(), `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 0 {
-		t.Errorf("other database sees %d rows (err %v), want 0", n, err)
+	addProfile(t, ca)
+	if n := countProfiles(t, cb); n != 0 {
+		t.Errorf("other database sees %d rows, want 0", n)
 	}
 }
 
@@ -84,17 +106,15 @@ func TestNewDatabaseDroppedInCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var exists bool
-	err = connectT(t, srv).QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
-	if err != nil || exists {
-		t.Errorf("database %s still exists after its test ended (err %v)", name, err)
+	if exists := oneT(t, connectT(t, srv), kitDatabaseExistsQuery, kitDatabaseExistsArgs{Datname: name}).Exists; deref(t, exists) {
+		t.Errorf("database %s still exists after its test ended", name)
 	}
 }
 
 func TestNewEmptyDatabase(t *testing.T) {
 	t.Parallel()
 	conn := connectT(t, NewEmptyDatabase(t))
-	_, err := conn.Exec(t.Context(), `SELECT count(*) FROM user_profiles`)
+	_, err := kitCountProfilesQuery.One(t.Context(), conn, kitCountProfilesArgs{UserIDs: nil})
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
 		t.Errorf("user_profiles in an empty database: err = %v, want undefined_table", err)
@@ -107,8 +127,7 @@ func TestNewEmptyDatabase(t *testing.T) {
 func TestNewPool(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := NewPool(t)
-	var n int
-	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM user_engagement_states`).Scan(&n); err != nil {
+	if _, err := kitCountProfilesQuery.One(t.Context(), pool, kitCountProfilesArgs{UserIDs: nil}); err != nil {
 		t.Fatalf("query through the pool on %s: %v", dbURL, err)
 	}
 }
@@ -131,17 +150,16 @@ func TestCreateCloneDropDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := connectT(t, srcURL)
-	if _, err := conn.Exec(ctx, `INSERT INTO user_profiles (user_id) SELECT gen_random_uuid() FROM generate_series(1, 3)`); err != nil {
-		t.Fatal(err)
+	for range 3 {
+		addProfile(t, conn)
 	}
 	// The open connection to src is terminated by CloneDatabase.
 	dstURL, err := CloneDatabase(ctx, src, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int
-	if err := connectT(t, dstURL).QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 3 {
-		t.Errorf("clone has %d user_profiles rows (err %v), want 3", n, err)
+	if n := countProfiles(t, connectT(t, dstURL)); n != 3 {
+		t.Errorf("clone has %d user_profiles rows, want 3", n)
 	}
 	// Cloning again replaces dst.
 	if _, err := CloneDatabase(ctx, src, dst); err != nil {
@@ -151,8 +169,8 @@ func TestCreateCloneDropDatabase(t *testing.T) {
 	if srcURL, err = CreateDatabase(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	if err := connectT(t, srcURL).QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 0 {
-		t.Errorf("re-created database has %d rows (err %v), want 0", n, err)
+	if n := countProfiles(t, connectT(t, srcURL)); n != 0 {
+		t.Errorf("re-created database has %d rows, want 0", n)
 	}
 	if err := DropDatabase(ctx, dst); err != nil {
 		t.Fatal(err)
@@ -229,13 +247,12 @@ func TestThrowawayCluster(t *testing.T) {
 			t.Errorf("%s: URL %q, want %q", step, dbURL, want)
 		}
 		conn := connectT(t, dbURL)
-		var fsync string
-		if err := conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync); err != nil || fsync != "off" {
-			t.Errorf("%s: fsync = %q (err %v), want off", step, fsync, err)
+		settings := oneT(t, conn, kitSettingsQuery, sqlfile.None{})
+		if settings.Fsync != "off" {
+			t.Errorf("%s: fsync = %q, want off", step, settings.Fsync)
 		}
-		var wal string
-		if err := conn.QueryRow(ctx, `SHOW wal_level`).Scan(&wal); err != nil || wal != "minimal" {
-			t.Errorf("%s: wal_level = %q (err %v), want minimal (the cluster streams to no standby)", step, wal, err)
+		if settings.WalLevel != "minimal" {
+			t.Errorf("%s: wal_level = %q, want minimal (the cluster streams to no standby)", step, settings.WalLevel)
 		}
 		conn.Close(ctx)
 	}
@@ -285,18 +302,15 @@ func TestClusterRestart(t *testing.T) {
 	if err := migrations.Check(ctx, before); err != nil {
 		t.Fatalf("the cluster's database is not migrated: %v", err)
 	}
-	if _, err := before.Exec(ctx, `CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)`); err != nil {
-		t.Fatal(err)
-	}
+	kept := addProfile(t, before)
 
 	c.Restart(t)
 
-	if _, err := before.Exec(ctx, `SELECT 1`); err == nil {
+	if err := before.Ping(ctx); err == nil {
 		t.Error("a session open across the restart still works; want it ended")
 	}
 	after := connectT(t, c.URL)
-	var n int
-	if err := after.QueryRow(ctx, `SELECT n FROM kept`).Scan(&n); err != nil || n != 7 {
-		t.Errorf("after the restart: n = %d (err %v), want the committed 7", n, err)
+	if n := countProfiles(t, after, kept); n != 1 {
+		t.Errorf("after the restart: %d profiles %s, want the committed 1", n, kept)
 	}
 }

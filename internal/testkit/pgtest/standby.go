@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
@@ -120,8 +121,8 @@ func NewStandby(t testing.TB, dbURL string) *Standby {
 	}
 	u.Host = "127.0.0.1:" + strconv.Itoa(port)
 	s := &Standby{URL: u.String(), primary: dbURL, log: logPath}
-	standby, err := queryValue[bool](ctx, s.URL, "SELECT pg_is_in_recovery()")
-	if err != nil || !standby {
+	recovery, err := oneOn(ctx, s.URL, kitInRecoveryQuery, sqlfile.None{})
+	if err != nil || !recovery.InRecovery {
 		t.Fatalf("the standby on port %d is not in recovery (%v): last lines of %s:\n%s", port, err, logPath, localsvc.Tail(logPath, 20))
 	}
 	// A transaction committed on the primary and replayed here: the
@@ -146,21 +147,21 @@ func (s *Standby) Pause(t testing.TB) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "SELECT pg_wal_replay_pause()"); err != nil {
+	if _, err := kitReplayPauseQuery.Exec(ctx, conn, sqlfile.None{}); err != nil {
 		t.Fatal(err)
 	}
 	// A pause is requested, then takes effect at the next record: wait
 	// for it, so nothing committed after Pause returns is replayed.
 	for {
-		state, err := value[string](ctx, conn, "SELECT pg_get_wal_replay_pause_state()")
+		pause, err := kitReplayPauseStateQuery.One(ctx, conn, sqlfile.None{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if state == "paused" {
+		if pause.State != nil && *pause.State == "paused" {
 			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("the standby's replay did not pause: %s", state)
+			t.Fatalf("the standby's replay did not pause: %v", pause.State)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -178,7 +179,7 @@ func (s *Standby) Resume(t testing.TB) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "SELECT pg_wal_replay_resume()"); err != nil {
+	if _, err := kitReplayResumeQuery.Exec(ctx, conn, sqlfile.None{}); err != nil {
 		t.Fatal(err)
 	}
 	s.CatchUp(t)
@@ -189,7 +190,7 @@ func (s *Standby) Resume(t testing.TB) {
 // is then visible on the standby.
 func (s *Standby) CatchUp(t testing.TB) {
 	t.Helper()
-	s.waitFor(t, "pg_last_wal_replay_lsn", "replayed")
+	s.waitFor(t, false, "replayed")
 }
 
 // WaitReceived waits until the standby has received (not necessarily
@@ -197,21 +198,22 @@ func (s *Standby) CatchUp(t testing.TB) {
 // called: with replay paused, the standby then knows it is behind.
 func (s *Standby) WaitReceived(t testing.TB) {
 	t.Helper()
-	s.waitFor(t, "pg_last_wal_receive_lsn", "received")
+	s.waitFor(t, true, "received")
 }
 
-// waitFor waits until the standby's position fn (pg_last_wal_replay_lsn,
-// pg_last_wal_receive_lsn) reaches the primary's current WAL position. The
+// waitFor waits until the standby's position (pg_last_wal_receive_lsn
+// when received, else pg_last_wal_replay_lsn) reaches the primary's current WAL position. The
 // primary is asked to flush first: the throwaway cluster commits
 // asynchronously, and only flushed WAL is streamed.
-func (s *Standby) waitFor(t testing.TB, fn, what string) {
+func (s *Standby) waitFor(t testing.TB, received bool, what string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lsn, err := queryValue[string](ctx, s.primary, "SELECT pg_current_wal_insert_lsn()::text")
-	if err != nil {
-		t.Fatal(err)
+	primary, err := oneOn(ctx, s.primary, kitWalInsertLsnQuery, sqlfile.None{})
+	if err != nil || primary.Lsn == nil {
+		t.Fatalf("the primary's WAL position: %v", err)
 	}
+	lsn := *primary.Lsn
 	if err := s.flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +224,11 @@ func (s *Standby) waitFor(t testing.TB, fn, what string) {
 	defer conn.Close(context.Background())
 	deadline := time.Now().Add(time.Minute)
 	for {
-		reached, err := value[bool](ctx, conn, "SELECT coalesce("+fn+"() >= $1::pg_lsn, false)", lsn)
+		standby, err := kitStandbyReachedQuery.One(ctx, conn, kitStandbyReachedArgs{Received: received, Lsn: lsn})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if reached {
+		if standby.Reached {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -250,11 +252,9 @@ func (s *Standby) flush(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // committed below
-	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
-		return err
-	}
-	// txid_current assigns a transaction id: its commit is a WAL record.
-	if _, err := tx.Exec(ctx, "SELECT txid_current()"); err != nil {
+	// synchronous_commit on for the transaction; txid_current assigns it a
+	// transaction id: its commit is a WAL record.
+	if _, err := kitFlushQuery.Exec(ctx, tx, sqlfile.None{}); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -264,18 +264,18 @@ func (s *Standby) flush(ctx context.Context) error {
 // followed), of the same version as the server it starts, else in PATH.
 func pgBasebackup(bins pgBinaries) (string, error) { return bins.sibling("pg_basebackup") }
 
-// queryValue runs one query on the server dbURL names and returns its
-// value (value).
-func queryValue[T any](ctx context.Context, dbURL, sql string) (T, error) {
+// oneOn runs statement q on the server dbURL names, on a connection of
+// its own, and returns its first row.
+func oneOn[P sqlfile.Params, R any, PR sqlfile.Row[R]](ctx context.Context, dbURL string, q sqlfile.Statement[P, R, PR], p P) (R, error) {
 	conn, err := connect(ctx, dbURL)
 	if err != nil {
-		var zero T
+		var zero R
 		return zero, err
 	}
 	defer conn.Close(context.Background())
-	v, err := value[T](ctx, conn, sql)
+	r, err := q.One(ctx, conn, p)
 	if err != nil {
-		return v, fmt.Errorf("%s on %s: %w", sql, redact(dbURL), err)
+		return r, fmt.Errorf("queries/%s.sql on %s: %w", q.Name, redact(dbURL), err)
 	}
-	return v, nil
+	return r, nil
 }

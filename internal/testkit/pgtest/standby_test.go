@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
 // TestStandby: a standby of the throwaway cluster answers with the
@@ -15,9 +17,7 @@ func TestStandby(t *testing.T) {
 	t.Parallel()
 	dbURL := NewCluster(t).URL
 	primary := connectT(t, dbURL)
-	if _, err := primary.Exec(t.Context(), `CREATE TABLE standby_probe (n int); INSERT INTO standby_probe VALUES (1)`); err != nil {
-		t.Fatal(err)
-	}
+	addProfile(t, primary)
 	var addr string
 	t.Run("replica", func(t *testing.T) {
 		s := NewStandby(t, dbURL)
@@ -29,19 +29,13 @@ func TestStandby(t *testing.T) {
 		replica := connectT(t, s.URL)
 		count := func() int {
 			t.Helper()
-			var n int
-			if err := replica.QueryRow(t.Context(), `SELECT count(*) FROM standby_probe`).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n
+			return countProfiles(t, replica)
 		}
 		if got := count(); got != 1 {
 			t.Fatalf("the standby has %d rows of the primary's 1", got)
 		}
 		s.Pause(t)
-		if _, err := primary.Exec(t.Context(), `INSERT INTO standby_probe VALUES (2)`); err != nil {
-			t.Fatal(err)
-		}
+		addProfile(t, primary)
 		if got := count(); got != 1 {
 			t.Errorf("with replay paused the standby shows %d rows, want the 1 it had", got)
 		}
@@ -49,7 +43,7 @@ func TestStandby(t *testing.T) {
 		if got := count(); got != 2 {
 			t.Errorf("after Resume the standby shows %d rows, want the primary's 2", got)
 		}
-		if _, err := replica.Exec(t.Context(), `INSERT INTO standby_probe VALUES (3)`); err == nil {
+		if _, err := kitAddProfileQuery.One(t.Context(), replica, sqlfile.None{}); err == nil {
 			t.Error("the standby took a write")
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 )
 
@@ -211,9 +212,14 @@ func serverIdentity(ctx context.Context, dbURL string) (dataDir string, id uint6
 		return "", 0, err
 	}
 	defer conn.Close(context.Background())
-	var sid int64 // bigint: the identifier's bits
-	err = conn.QueryRow(ctx, `SELECT current_setting('data_directory'), system_identifier FROM pg_control_system()`).Scan(&dataDir, &sid)
-	return dataDir, uint64(sid), err
+	server, err := kitServerIdentityQuery.One(ctx, conn, sqlfile.None{})
+	switch {
+	case err != nil:
+		return "", 0, err
+	case server.SystemIdentifier == nil:
+		return "", 0, errors.New("the server has no system identifier")
+	}
+	return server.DataDirectory, uint64(*server.SystemIdentifier), nil // bigint: the identifier's bits
 }
 
 // systemIdentifier reads the system identifier of the cluster in dir: the

@@ -166,15 +166,15 @@ func sharedPool(ctx context.Context) (*pgxpool.Pool, error) {
 // databases of processes that have ended (their locks are free), and
 // creates name from the template tmpl.
 func makeShared(ctx context.Context, holder *pgx.Conn, srv, name, tmpl string) (string, error) {
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, sharedLockClass, name); err != nil {
+	if _, err := kitSharedLockQuery.Exec(ctx, holder, kitSharedLockArgs{Class: int(sharedLockClass), Datname: name}); err != nil {
 		return "", fmt.Errorf("take the lock of %s: %w", name, err)
 	}
 	for _, other := range databasesLike(ctx, holder, sharedPrefix) {
-		if free, err := value[bool](ctx, holder, `SELECT pg_try_advisory_lock($1, hashtext($2))`, sharedLockClass, other); err != nil || !free {
+		if lock, err := kitSharedTryLockQuery.One(ctx, holder, kitSharedTryLockArgs{Class: int(sharedLockClass), Datname: other}); err != nil || lock.Free == nil || !*lock.Free {
 			continue // in use by a running process
 		}
-		holder.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(other)+` WITH (FORCE)`)               //nolint:errcheck // best effort
-		holder.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, sharedLockClass, other) //nolint:errcheck // best effort
+		holder.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(other)+` WITH (FORCE)`)                                //nolint:errcheck // best effort
+		kitSharedUnlockQuery.Exec(ctx, holder, kitSharedUnlockArgs{Class: int(sharedLockClass), Datname: other}) //nolint:errcheck // best effort
 	}
 	if _, err := holder.Exec(ctx, `CREATE DATABASE `+quote(name)+` TEMPLATE `+quote(tmpl)); err != nil {
 		return "", fmt.Errorf("create database %s from template %s on %s: %w", name, tmpl, redact(srv), err)

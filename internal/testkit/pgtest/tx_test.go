@@ -28,22 +28,16 @@ func TestNewTx(t *testing.T) {
 				t.Parallel()
 				ctx := t.Context()
 				tx := NewTx(t)
-				var db, id string
-				if err := tx.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-					t.Fatal(err)
-				}
+				db := currentDatabase(t, tx)
 				if !strings.HasPrefix(db, sharedPrefix) {
 					t.Errorf("database %q lacks the prefix %q", db, sharedPrefix)
 				}
 				if err := migrations.Check(ctx, tx); err != nil {
 					t.Errorf("schema of %s: %v", db, err)
 				}
-				if err := tx.QueryRow(ctx, `INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid()) RETURNING user_id::text`).Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				var n int
-				if err := tx.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 1 {
-					t.Errorf("the test sees %d user_profiles rows (err %v), want its own 1", n, err)
+				id := addProfile(t, tx)
+				if n := countProfiles(t, tx); n != 1 {
+					t.Errorf("the test sees %d user_profiles rows, want its own 1", n)
 				}
 				mu.Lock()
 				databases[db] = true
@@ -56,9 +50,8 @@ func TestNewTx(t *testing.T) {
 		t.Errorf("the tests ran on %d databases %v, want one shared", len(databases), databases)
 	}
 	tx := NewTx(t)
-	var n int
-	if err := tx.QueryRow(t.Context(), `SELECT count(*) FROM user_profiles WHERE user_id::text = ANY($1)`, ids).Scan(&n); err != nil || n != 0 {
-		t.Errorf("%d rows of ended tests are still there (err %v), want 0: rolled back", n, err)
+	if n := countProfiles(t, tx, ids...); n != 0 {
+		t.Errorf("%d rows of ended tests are still there, want 0: rolled back", n)
 	}
 	if len(ids) != 4 {
 		t.Errorf("%d tests inserted a row, want 4", len(ids))
@@ -72,9 +65,7 @@ func TestNewTxSavepointKeepsTheTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	tx := NewTx(t)
-	if _, err := tx.Exec(ctx, `INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid())`); err != nil {
-		t.Fatal(err)
-	}
+	addProfile(t, tx)
 	err := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `SELECT 1/0`)
 		return err
@@ -82,9 +73,8 @@ func TestNewTxSavepointKeepsTheTransaction(t *testing.T) {
 	if err == nil {
 		t.Fatal("1/0 did not fail")
 	}
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("after the failed savepoint: %d rows, %v; want the 1 written before, no error", n, err)
+	if n := countProfiles(t, tx); n != 1 {
+		t.Errorf("after the failed savepoint: %d rows; want the 1 written before", n)
 	}
 }
 
@@ -117,18 +107,14 @@ func TestNewTxRefusesACommit(t *testing.T) {
 
 	r := &recorder{TB: t}
 	tx := NewTx(r)
-	var id string
-	if err := tx.QueryRow(ctx, `INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid()) RETURNING user_id::text`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := addProfile(t, tx)
 	if err := tx.Commit(ctx); !errors.Is(err, errCommit) || len(r.failures) != 1 {
 		t.Errorf("Commit = %v, test failures %q; want errCommit and one failure", err, r.failures)
 	}
 	r.cleanup()
 	check := NewTx(t)
-	var n int
-	if err := check.QueryRow(ctx, `SELECT count(*) FROM user_profiles WHERE user_id = $1`, id).Scan(&n); err != nil || n != 0 {
-		t.Errorf("the refused commit left %d rows (err %v), want 0", n, err)
+	if n := countProfiles(t, check, id); n != 0 {
+		t.Errorf("the refused commit left %d rows, want 0", n)
 	}
 
 	r = &recorder{TB: t}
@@ -159,7 +145,7 @@ func TestSharedDatabasesOfEndedProcessesAreDropped(t *testing.T) {
 	admin := connectT(t, srv)
 	ended, running, made := sharedPrefix+"ended"+randomHex(4), sharedPrefix+"running"+randomHex(4), sharedPrefix+"made"+randomHex(4)
 	other := connectT(t, srv) // the running process, which locks before it creates
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, sharedLockClass, running); err != nil {
+	if _, err := kitSharedLockQuery.Exec(ctx, other, kitSharedLockArgs{Class: int(sharedLockClass), Datname: running}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{ended, running} {

@@ -1,0 +1,2 @@
+-- Asks the standby to pause its replay.
+SELECT pg_wal_replay_pause()
