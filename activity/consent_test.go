@@ -3,6 +3,7 @@ package activity_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,14 +27,9 @@ type consentEvent struct {
 
 func consentEvents(t *testing.T, db fixture.DB, user string) []consentEvent {
 	t.Helper()
-	rows, err := db.Query(context.Background(), `
-		SELECT opted_out, source, actor, at, superseded FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[consentEvent])
-	if err != nil {
-		t.Fatal(err)
+	out := []consentEvent{}
+	for _, e := range fixture.ConsentEventsOf(t, db, user) {
+		out = append(out, consentEvent{OptedOut: e.OptedOut, Source: e.Source, Actor: e.Actor, At: e.At, Superseded: e.Superseded})
 	}
 	return out
 }
@@ -42,13 +38,18 @@ func consentEvents(t *testing.T, db fixture.DB, user string) []consentEvent {
 func withMessages(t *testing.T, db fixture.DB) string {
 	t.Helper()
 	user := fixture.User(t, db, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, db, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, claimed_by, claimed_until)
-		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '55@s.whatsapp.net',
-		       now(), $1::uuid::text || ':' || s, s, CASE WHEN s = 'sent' THEN now() END,
-		       CASE WHEN s = 'processing' THEN 'h' END, CASE WHEN s = 'processing' THEN now() + interval '1 minute' END
-		  FROM unnest(ARRAY['pending', 'processing', 'sent']) s`, user)
+	now := fixture.Now(t, db)
+	for _, status := range []string{"pending", "processing", "sent"} {
+		m := fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			JID: "55@s.whatsapp.net", ScheduledFor: now, Key: user + ":" + status, Status: status}
+		if status == "sent" {
+			m.SentAt = now
+		}
+		id := fixture.Queue(t, db, m)
+		if status == "processing" {
+			fixture.SetMessages(t, db, fixture.MessageChange{ID: id, ClaimedBy: "h", ClaimedUntil: now.Add(time.Minute)})
+		}
+	}
 	return user
 }
 
@@ -70,9 +71,8 @@ func TestOptOutAndInAreRecordedOnce(t *testing.T) {
 	if changed, err := activity.OptOut(ctx, tx, user, activity.SourceMetaPreferences, activity.ConsentOptions{}); err != nil || changed {
 		t.Errorf("OptOut again: %v, %v; want no change", changed, err)
 	}
-	var optedOut bool
-	if err := tx.QueryRow(ctx, `SELECT reengagement_opt_out FROM user_profiles WHERE user_id = $1`, user).Scan(&optedOut); err != nil || !optedOut {
-		t.Errorf("reengagement_opt_out %v (%v), want true", optedOut, err)
+	if optedOut := fixture.ProfileOf(t, tx, user).ReengagementOptOut; !optedOut {
+		t.Errorf("reengagement_opt_out %v, want true", optedOut)
 	}
 	got := statusesOf(t, tx, user)
 	if got["pending"] != "cancelled:opted_out" || got["processing"] != "processing" || got["sent"] != "sent" {
@@ -140,7 +140,7 @@ func TestError131050OptsTheUserOut(t *testing.T) {
 	tx := pgtest.NewTx(t)
 	ctx := context.Background()
 	user := withMessages(t, tx)
-	fixture.Exec(t, tx, `UPDATE engagement_message_queue SET provider_message_id = 'wamid.131050' WHERE user_id = $1 AND status = 'sent'`, user)
+	fixture.SetMessages(t, tx, fixture.MessageChange{User: user, Status: "sent", ProviderID: "wamid.131050"})
 	if _, _, err := receiptIn(ctx, tx, "wamid.131050", activity.ReceiptFailed, activity.ReceiptOptions{ErrorCode: "131050"}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,18 +188,24 @@ func TestConsentThroughATransactionPooler(t *testing.T) {
 // (pending, processing, sent), with the cancel reason of a cancelled one.
 func statusesOf(t *testing.T, db fixture.DB, user string) map[string]string {
 	t.Helper()
-	rows, err := db.Query(context.Background(), `
-		SELECT split_part(idempotency_key, ':', 2), status || coalesce(':' || cancel_reason, '')
-		  FROM engagement_message_queue WHERE user_id = $1`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	var k, v string
-	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil }); err != nil {
-		t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, db, fixture.Messages{Users: []string{user}}) {
+		_, suffix, _ := strings.Cut(deref(m.IdempotencyKey), ":")
+		suffix, _, _ = strings.Cut(suffix, ":")
+		out[suffix] = m.Status
+		if m.CancelReason != nil {
+			out[suffix] += ":" + *m.CancelReason
+		}
 	}
 	return out
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Issue 44: the opt-out's confirmation is off by default. Asked for, the
@@ -218,16 +224,9 @@ func TestOptOutConfirmationIsQueuedOnlyWhenAsked(t *testing.T) {
 	}
 	confirmations := func(user string) (out []string) {
 		t.Helper()
-		rows, err := tx.Query(ctx, `
-			SELECT idempotency_key || ' ' || message_key || ' ' || status || ' ' || coalesce(destination_jid, '-')
-			  FROM engagement_message_queue WHERE user_id = $1 AND message_type = $2 ORDER BY created_at`,
-			user, string(sm.OptOutConfirmationMessage))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
+		out = []string{}
+		for _, m := range fixture.MessageRows(t, tx, fixture.Messages{Users: []string{user}, Type: string(sm.OptOutConfirmationMessage)}) {
+			out = append(out, deref(m.IdempotencyKey)+" "+deref(m.MessageKey)+" "+m.Status+" "+m.DestinationJID)
 		}
 		return out
 	}

@@ -15,11 +15,7 @@ import (
 
 func optedOut(t *testing.T, db fixture.DB, user string) bool {
 	t.Helper()
-	var out bool
-	if err := db.QueryRow(context.Background(), `SELECT reengagement_opt_out FROM user_profiles WHERE user_id = $1`, user).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return fixture.ProfileOf(t, db, user).ReengagementOptOut
 }
 
 // sqlCall is one call of the contract's SQL functions, as a bot makes it.
@@ -127,15 +123,20 @@ func TestARepeatedWishIsTheNewest(t *testing.T) {
 	if out := call(false, 0, false); out != activity.ConsentChanged {
 		t.Fatalf("the resume said now: %s", out)
 	}
-	fixture.Exec(t, tx, `UPDATE engagement_message_queue SET status = 'pending', cancel_reason = NULL WHERE user_id = $1 AND status = 'cancelled'`, user)
+	fixture.SetMessages(t, tx, fixture.MessageChange{User: user, Status: "cancelled", SetStatus: "pending", CancelReason: fixture.Ptr("")})
 	if out := call(true, 30*time.Minute, true); out != activity.ConsentSuperseded {
 		t.Errorf("an opt-out said before the resume: %s, want superseded", out)
 	}
 	if optedOut(t, tx, user) {
 		t.Error("a superseded opt-out opted the user out")
 	}
-	if n := fixture.Count(t, tx, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1
-	                               AND (status = 'cancelled' OR message_type = 'opt_out_confirmation')`, user); n != 0 {
+	n := 0
+	for _, m := range fixture.MessageRows(t, tx, fixture.Messages{Users: []string{user}}) {
+		if m.Status == "cancelled" || m.MessageType == "opt_out_confirmation" {
+			n++
+		}
+	}
+	if n != 0 {
 		t.Errorf("a superseded opt-out with Confirm cancelled or queued %d messages, want none", n)
 	}
 }
@@ -148,7 +149,7 @@ func TestTheFirstCallComparesWithTheFlag(t *testing.T) {
 	tx := pgtest.NewTx(t)
 	ctx := context.Background()
 	user := withMessages(t, tx)
-	fixture.Exec(t, tx, `UPDATE user_profiles SET reengagement_opt_out = true WHERE user_id = $1`, user)
+	fixture.SetProfile(t, tx, user, fixture.ProfileChange{OptedOut: fixture.Ptr(true)})
 	out, err := activity.Consent(ctx, tx, user, false, activity.SourceKeyword,
 		activity.ConsentOptions{At: fixture.Now(t, tx).Add(-48 * time.Hour)})
 	if err != nil || out != activity.ConsentChanged || optedOut(t, tx, user) {

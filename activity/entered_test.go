@@ -42,26 +42,21 @@ func TestStateEnteredIsTheMovesTime(t *testing.T) {
 
 	// A write that changes no state (the bot recording activity) is not an
 	// entry.
-	fixture.Exec(t, pool, `UPDATE user_engagement_states SET last_activity_at = now() WHERE user_id = $1`, user)
+	fixture.SetState(t, pool, user, fixture.StateChange{LastActivity: fixture.Now(t, pool)})
 	if got := entered(user); !got.Equal(at) {
 		t.Errorf("a write without a move changed the state's entry to %v", got)
 	}
 
 	// A bot that writes the state itself, without engagement_fire, gets
 	// its write's time.
-	var now time.Time
-	if err := pool.QueryRow(ctx, `UPDATE user_engagement_states SET state = 'active' WHERE user_id = $1
-	                               RETURNING now()`, user).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
+	now := fixture.SetState(t, pool, user, fixture.StateChange{State: "active"})
 	if got := entered(user); !got.Equal(now) {
 		t.Errorf("a hand-written move entered the state at %v, want the write's time %v", got, now)
 	}
 
 	// A row from before the column (NULL) counts from its last change of
 	// state.
-	fixture.Exec(t, pool, `UPDATE user_engagement_states SET state_entered_at = NULL, state_changed_xact_at = $2
-	                        WHERE user_id = $1`, user, at)
+	fixture.SetState(t, pool, user, fixture.StateChange{NoStateEntered: true, StateChanged: at})
 	if got := entered(user); !got.Equal(at) {
 		t.Errorf("a row without state_entered_at entered its state at %v, want its state_changed_xact_at %v", got, at)
 	}

@@ -70,9 +70,7 @@ func TestFireRepairsAnActivityInTheFuture(t *testing.T) {
 	ctx := context.Background()
 	now := fixture.Now(t, tx)
 	user := userIn(t, tx, sm.Active, now.Add(-time.Hour))
-	if _, err := tx.Exec(ctx, `UPDATE user_engagement_states SET last_activity_at = '58874-01-01 00:00:00+00' WHERE user_id = $1`, user); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetState(t, tx, user, fixture.StateChange{LastActivity: time.Date(58874, 1, 1, 0, 0, 0, 0, time.UTC)})
 	at := now.Add(-time.Minute).Truncate(time.Microsecond)
 	if _, err := fireIn(ctx, tx, user, sm.UserMessage, activity.FireOptions{At: at}); err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestFireRefusesWhatIsNotAMove(t *testing.T) {
 	if _, err := fireIn(ctx, tx, fixture.NewID(), sm.UserMessage, activity.FireOptions{}); !errors.Is(err, activity.ErrUnknownUser) {
 		t.Errorf("Fire for an unknown user = %v, want ErrUnknownUser", err)
 	}
-	if n := fixture.Count(t, tx, `SELECT count(*) FROM engagement_state_transitions`); n != 0 {
+	if n := fixture.CountTransitions(t, tx, fixture.Moves{}); n != 0 {
 		t.Errorf("%d transitions logged by refused calls, want 0", n)
 	}
 }
@@ -208,10 +208,8 @@ func TestFireRequestKeyIsANoOpTheSecondTime(t *testing.T) {
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	if _, ok := fixture.PollFor(time.Minute, func() (bool, bool) {
-		var n int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-		return n > 0, err == nil && n > 0
+		n := fixture.LockWaiters(t, pool, "")
+		return n > 0, n > 0
 	}); !ok {
 		t.Fatal("the twin call never waited for the first")
 	}

@@ -25,13 +25,16 @@ type hours struct {
 
 func readHours(t *testing.T, db pgx.Tx, id string) hours {
 	t.Helper()
-	rows, _ := db.Query(context.Background(), `
-		SELECT coalesce(message_hours, '{}'), message_hours_at, message_hour, coalesce(recent_messages, '{}')
-		  FROM user_engagement_states WHERE user_id = $1`, id)
-	h, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[hours])
-	if err != nil {
-		t.Fatal(err)
+	rows := fixture.StateRows(t, db, id)
+	if len(rows) != 1 {
+		t.Fatalf("%d state rows of %s, want 1", len(rows), id)
 	}
+	s := rows[0]
+	h := hours{Hours: []float32{}, Ref: s.MessageHoursAt, Hour: s.MessageHour, Recent: []time.Time{}}
+	for _, w := range s.MessageHours {
+		h.Hours = append(h.Hours, float32(w))
+	}
+	h.Recent = append(h.Recent, s.RecentMessages...)
 	return h
 }
 
@@ -55,7 +58,7 @@ func TestFireKeepsTheHoursTheUserWrites(t *testing.T) {
 	}
 	first := time.Date(2025, 6, 1, 20, 10, 0, 0, kolkata)
 	id := fixture.User(t, tx, fixture.UserOptions{LastActivity: first.Add(-time.Hour)})
-	fixture.Exec(t, tx, `UPDATE user_profiles SET timezone = 'asia/kolkata' WHERE user_id = $1`, id)
+	fixture.SetProfile(t, tx, id, fixture.ProfileChange{Timezone: fixture.Ptr("asia/kolkata")})
 	fire := func(at time.Time, key string) {
 		t.Helper()
 		if _, err := activity.Fire(ctx, tx, id, sm.UserMessage, activity.FireOptions{At: at, RequestKey: key}); err != nil {
@@ -92,7 +95,7 @@ func TestFireKeepsTheHoursTheUserWrites(t *testing.T) {
 	}
 
 	// Moves that are not the user's message count nothing.
-	fixture.Exec(t, tx, `UPDATE user_engagement_states SET state = 'goodbye_sent' WHERE user_id = $1`, id)
+	fixture.SetState(t, tx, id, fixture.StateChange{State: "goodbye_sent"})
 	if _, err := activity.Fire(ctx, tx, id, sm.GoodbyeAnswerHelp, activity.FireOptions{At: first.AddDate(0, 0, 31)}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,7 @@ func TestFireKeepsTheHoursTheUserWrites(t *testing.T) {
 
 	// No usable zone: UTC.
 	other := fixture.User(t, tx, fixture.UserOptions{LastActivity: first})
-	fixture.Exec(t, tx, `UPDATE user_profiles SET timezone = 'Mars/Olympus' WHERE user_id = $1`, other)
+	fixture.SetProfile(t, tx, other, fixture.ProfileChange{Timezone: fixture.Ptr("Mars/Olympus")})
 	if _, err := activity.Fire(ctx, tx, other, sm.UserMessage, activity.FireOptions{At: first}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +149,7 @@ func TestFireReadsNoProfileForTheHour(t *testing.T) {
 	// foreign key checked again on any update, a read of the profile that
 	// is not the call's.
 	id := fixture.User(t, pool, fixture.UserOptions{LastActivity: at.Add(-time.Hour)})
-	fixture.Exec(t, pool, `UPDATE user_profiles SET timezone = 'America/Sao_Paulo' WHERE user_id = $1`, id)
+	fixture.SetProfile(t, pool, id, fixture.ProfileChange{Timezone: fixture.Ptr("America/Sao_Paulo")})
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package activity_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,27 +30,15 @@ type receiptRow struct {
 func sentMessage(t *testing.T, db fixture.DB, providerID string, sentAt time.Time) string {
 	t.Helper()
 	user := fixture.User(t, db, fixture.UserOptions{LastActivity: sentAt})
-	var id string
-	if err := db.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511999990000@s.whatsapp.net', $2, $3, 'sent', $2, $3)
-		RETURNING id::text`, user, sentAt, providerID).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Queue(t, db, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: "5511999990000@s.whatsapp.net", ScheduledFor: sentAt, Key: providerID,
+		Status: "sent", SentAt: sentAt, ProviderID: providerID})
 }
 
 func rowOf(t *testing.T, db fixture.DB, id string) receiptRow {
 	t.Helper()
-	var r receiptRow
-	if err := db.QueryRow(context.Background(), `
-		SELECT status, delivered_at, read_at, error_message, in_doubt FROM engagement_message_queue WHERE id = $1`, id).
-		Scan(&r.Status, &r.DeliveredAt, &r.ReadAt, &r.Error, &r.InDoubt); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	m := fixture.MessageByID(t, db, id)
+	return receiptRow{Status: m.Status, DeliveredAt: m.DeliveredAt, ReadAt: m.ReadAt, Error: m.ErrorMessage, InDoubt: m.InDoubt}
 }
 
 // receiptIn applies a receipt in a savepoint of tx, so a refused one
@@ -168,26 +157,15 @@ func sameTime(a, b *time.Time) bool {
 func processingMessage(t *testing.T, db fixture.DB, at time.Time) string {
 	t.Helper()
 	user := fixture.User(t, db, fixture.UserOptions{LastActivity: at})
-	var id string
-	if err := db.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status)
-		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511999990000@s.whatsapp.net', $2, $3, 'processing')
-		RETURNING id::text`, user, at, user+":weekly_review:test").Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixture.Queue(t, db, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: "5511999990000@s.whatsapp.net", ScheduledFor: at, Key: user + ":weekly_review:test",
+		Status: "processing"})
 }
 
 // recordSent records m's send under providerID, as settle.sql does.
 func recordSent(t *testing.T, db fixture.DB, id, providerID string) {
 	t.Helper()
-	if _, err := db.Exec(context.Background(), `
-		UPDATE engagement_message_queue SET status = 'sent', sent_at = now(), provider_message_id = $2 WHERE id = $1`,
-		id, providerID); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetMessages(t, db, fixture.MessageChange{ID: id, SetStatus: "sent", SentAt: fixture.Now(t, db), ProviderID: providerID})
 }
 
 // Meta posts a status within milliseconds of answering the API call, and
@@ -212,16 +190,15 @@ func TestReceiptsThatComeFirstApplyWhenTheSendIsRecorded(t *testing.T) {
 			t.Fatalf("a %s receipt before the send is recorded: %q, %v, %v; want nothing yet", r.status, known, ok, err)
 		}
 	}
-	var kept int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id = 'wamid.early'`).Scan(&kept); err != nil || kept != 3 {
-		t.Fatalf("kept receipts: %d, %v; want 3 (a repeat is kept once)", kept, err)
+	if kept := fixture.KeptReceipts(t, tx, "wamid.early", ""); kept != 3 {
+		t.Fatalf("kept receipts: %d; want 3 (a repeat is kept once)", kept)
 	}
 	recordSent(t, tx, early, "wamid.early")
 	if r := rowOf(t, tx, early); r.Status != "sent" || !sameTime(r.DeliveredAt, &delivered) || !sameTime(r.ReadAt, &read) {
 		t.Errorf("after the send was recorded: %+v; want sent, delivered %s, read %s", r, delivered, read)
 	}
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id = 'wamid.early'`).Scan(&kept); err != nil || kept != 0 {
-		t.Errorf("kept receipts after they applied: %d, %v; want none", kept, err)
+	if kept := fixture.KeptReceipts(t, tx, "wamid.early", ""); kept != 0 {
+		t.Errorf("kept receipts after they applied: %d; want none", kept)
 	}
 
 	// A late failure that came first fails the message once it is recorded.
@@ -269,16 +246,16 @@ func TestAReceiptRacingItsSendIsNeverLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var undelivered, kept int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE delivered_at IS NULL) FROM engagement_message_queue WHERE id = ANY($1::uuid[])`, ids).Scan(&undelivered); err != nil {
-		t.Fatal(err)
+	undelivered := 0
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Type: "weekly_review"}) {
+		if slices.Contains(ids, m.ID) && m.DeliveredAt == nil {
+			undelivered++
+		}
 	}
 	if undelivered != 0 {
 		t.Fatalf("%d of %d messages without their delivery; want none", undelivered, n)
 	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id LIKE 'wamid.race.%'`).Scan(&kept); err != nil {
-		t.Fatal(err)
-	}
+	kept := fixture.KeptReceipts(t, pool, "", "wamid.race.")
 	if undelivered != 0 || kept != 0 {
 		t.Errorf("%d of %d messages without their delivery, %d receipts kept unapplied; want none", undelivered, n, kept)
 	}

@@ -85,7 +85,7 @@ func queueDue(t *testing.T, pool *pgxpool.Pool, n int) (ids, keys []string) {
 }
 
 // ledgerOf returns the message's webhook ledger row, or nil without one.
-func ledgerOf(t *testing.T, pool *pgxpool.Pool, id string) *fixture.LedgerRow {
+func ledgerOf(t *testing.T, pool *pgxpool.Pool, id string) *fixture.LedgerEntry {
 	t.Helper()
 	return fixture.LedgerOf(t, pool, id, "webhook")
 }

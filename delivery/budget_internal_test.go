@@ -114,7 +114,7 @@ func TestAHeadThatFindsNoRoomMovesTheLineBehindIt(t *testing.T) {
 		{"w2", 20 * time.Second}, {"w3", 30 * time.Second}, {"later", 2 * time.Hour}} {
 		id := fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
 			Params: `{"count":"2"}`, JID: "5511" + m.key + "@s.whatsapp.net", ScheduledFor: now.Add(m.at), Key: m.key})
-		fixture.ChangeMessage(t, pool, id, fixture.MessageChange{DeferredReason: "budget"})
+		fixture.SetMessages(t, pool, fixture.MessageChange{ID: id, DeferredReason: "budget"})
 		ids[m.key] = id
 	}
 	before := scheduled(t, pool)

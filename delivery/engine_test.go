@@ -87,7 +87,7 @@ func TestPoisonRowsFailAloneAndTheRestIsDelivered(t *testing.T) {
 
 func setParams(t *testing.T, db fixture.DB, id, params string) {
 	t.Helper()
-	fixture.ChangeMessage(t, db, id, fixture.MessageChange{Params: params})
+	fixture.SetMessages(t, db, fixture.MessageChange{ID: id, Params: params})
 }
 
 // Issue 14, item 6: after `migrate down` then `up`, in-flight messages came
@@ -98,7 +98,7 @@ func TestAProcessingRowWithoutADeadlineIsRecovered(t *testing.T) {
 	rcv := newReceiver(t, 200)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, fixture.WeeklyReview.CatalogKey, "processing", time.Now().Add(-time.Minute))
-	fixture.ChangeMessage(t, pool, id, fixture.MessageChange{Claim: &fixture.Claim{}})
+	fixture.SetMessages(t, pool, fixture.MessageChange{ID: id, NoClaim: true})
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1})
 	if r := rowOf(t, pool, id); r.Status != "sent" || sum.Recovered != 1 {
 		t.Errorf("message %+v, summary %+v: want it recovered and sent", r, sum)
@@ -343,10 +343,10 @@ func TestAnOutcomeIsNotRecordedForALostClaim(t *testing.T) {
 		done <- run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, srv.URL, ""), SendInterval: -1})
 	}()
 	<-arrived
-	fixture.ChangeMessage(t, pool, id, fixture.MessageChange{Claim: &fixture.Claim{By: "another-process", Until: time.Now().Add(time.Hour)}})
+	fixture.SetMessages(t, pool, fixture.MessageChange{ID: id, ClaimedBy: "another-process", ClaimedUntil: time.Now().Add(time.Hour)})
 	close(release)
 	sum := <-done
-	m := fixture.MessageOf(t, pool, id)
+	m := fixture.MessageByID(t, pool, id)
 	status, holder := m.Status, m.ClaimedBy
 	if status != "processing" || holder == nil || *holder != "another-process" {
 		t.Errorf("message is %s held by %v, want it left to the process that holds its claim", status, holder)
@@ -397,7 +397,7 @@ func TestAFailureAfterTheRequestWasWrittenIsNotRetriedOnTheCloudAPI(t *testing.T
 	if r.Status != "failed" || r.RetryCount != 0 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "outcome unknown") {
 		t.Errorf("message %+v, want failed at once with outcome unknown", r)
 	}
-	if !r.InDoubt {
+	if !fixture.Deref(r.InDoubt) {
 		t.Error("the message is not marked in_doubt: the daily job would not count its goodbye as delivered")
 	}
 	if n := requests.Load(); n != 1 || sum.Failed != 1 {

@@ -30,7 +30,7 @@ type attemptState struct {
 
 func attemptStateOf(t *testing.T, pool *pgxpool.Pool, id string) attemptState {
 	t.Helper()
-	m, l := fixture.MessageOf(t, pool, id), fixture.LedgerOf(t, pool, id, "webhook")
+	m, l := fixture.MessageByID(t, pool, id), fixture.LedgerOf(t, pool, id, "webhook")
 	if l == nil {
 		t.Fatalf("message %s has no webhook ledger row", id)
 	}
@@ -104,7 +104,7 @@ func TestTransportFaultsAreRetriedThenFail(t *testing.T) {
 
 			for attempt := 1; attempt <= delivery.DefaultMaxRetries+1; attempt++ {
 				if attempt > 1 { // the backoff has passed: the retry is due
-					fixture.ChangeMessage(t, pool, id, fixture.MessageChange{ScheduledFor: time.Now().Add(-time.Second)})
+					fixture.SetMessages(t, pool, fixture.MessageChange{ID: id, ScheduledFor: time.Now().Add(-time.Second)})
 				}
 				start := time.Now()
 				sum := run(t, pool, delivery.ProcessorConfig{Transport: wh, SendInterval: -1, RetryBase: base})
@@ -173,7 +173,7 @@ func TestAnsweredWith2xxIsDelivered(t *testing.T) {
 	for name, f := range faults {
 		id := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
 		ids[name] = id
-		bot.Script(fixture.MessageOf(t, pool, id).Key(), f)
+		bot.Script(fixture.MessageByID(t, pool, id).Key(), f)
 	}
 
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: wh, SendInterval: -1, RetryBase: 10 * time.Millisecond})

@@ -82,7 +82,7 @@ func queue(t *testing.T, pool *pgxpool.Pool, user, key, status string, scheduled
 // rowOf reads the queued message id.
 func rowOf(t *testing.T, pool *pgxpool.Pool, id string) fixture.MessageRow {
 	t.Helper()
-	return fixture.MessageOf(t, pool, id)
+	return fixture.MessageByID(t, pool, id)
 }
 
 func run(t *testing.T, pool *pgxpool.Pool, cfg delivery.ProcessorConfig) delivery.ProcessSummary {
@@ -237,10 +237,10 @@ func TestProcessorSettlesAbandonedClaims(t *testing.T) {
 	notStarted := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	inFlight := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	delivered := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
-	fixture.ChangeMessage(t, pool, "", fixture.MessageChange{Claim: &fixture.Claim{By: "dead", Until: time.Now().Add(-time.Minute)}})
+	fixture.SetMessages(t, pool, fixture.MessageChange{ClaimedBy: "dead", ClaimedUntil: time.Now().Add(-time.Minute)})
 	for id, status := range map[string]string{inFlight: "processing", delivered: "sent"} {
 		for _, tr := range []string{"webhook", "log"} {
-			fixture.Ledger(t, pool, id, tr, status, 1)
+			fixture.Ledger(t, pool, fixture.LedgerRow{Message: id, Transport: tr, Status: status})
 		}
 	}
 
@@ -270,7 +270,7 @@ func TestProcessorOutcomeUnknownFailsOnTransportsThatCannotDeduplicate(t *testin
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	id := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", time.Now().Add(-time.Hour))
 	fixture.ExpireClaims(t, pool)
-	fixture.Ledger(t, pool, id, "fake", "processing", 1)
+	fixture.Ledger(t, pool, fixture.LedgerRow{Message: id, Transport: "fake", Status: "processing"})
 	sent := 0
 	run(t, pool, delivery.ProcessorConfig{Transport: &fakeTransport{send: func() { sent++ }}, SendInterval: -1})
 	r := rowOf(t, pool, id)
@@ -337,7 +337,7 @@ func TestProcessorDedupeStoreGuardsSends(t *testing.T) {
 	seen := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(-time.Minute))
 	fresh := queue(t, pool, user, fixture.Goodbye.CatalogKey, "pending", time.Now().Add(time.Millisecond))
 	store := idempotency.NewPostgres(pool, idempotency.Options{})
-	seenKey := fixture.MessageOf(t, pool, seen).Key()
+	seenKey := fixture.MessageByID(t, pool, seen).Key()
 	// A delivery of this message was recorded in the store (by another
 	// sender sharing it, say).
 	if err := store.StoreResult(ctx, "send:webhook:"+seenKey, []byte("delivered"), time.Hour); err != nil {

@@ -25,8 +25,8 @@ func TestRecheckSendsTheConfirmationOnlyWhileOptedOut(t *testing.T) {
 	// Each had opted out (the opt-out a confirmation answers, migration
 	// 69); back opted in since.
 	jan1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fixture.ConsentEvent(t, tx, out, true, "test", jan1)
-	fixture.ConsentEvent(t, tx, back, true, "test", jan1)
+	fixture.ConsentEvent(t, tx, out, true, "test", jan1, jan1)
+	fixture.ConsentEvent(t, tx, back, true, "test", jan1, jan1)
 	confirmation := string(sm.OptOutConfirmationMessage)
 	var ids []string
 	for _, m := range []struct{ user, kind string }{{out, "weekly_review"}, {out, confirmation}, {back, confirmation}} {
@@ -93,6 +93,6 @@ func claimedByH(t *testing.T, tx fixture.DB, m fixture.Message) string {
 	t.Helper()
 	m.Status = "processing"
 	id := fixture.Queue(t, tx, m)
-	fixture.ChangeMessage(t, tx, id, fixture.MessageChange{Claim: &fixture.Claim{By: "h", Until: time.Now().Add(time.Minute)}})
+	fixture.SetMessages(t, tx, fixture.MessageChange{ID: id, ClaimedBy: "h", ClaimedUntil: time.Now().Add(time.Minute)})
 	return id
 }

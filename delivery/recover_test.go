@@ -33,7 +33,7 @@ func TestRecoveryNeverWaitsOnAHoldersRow(t *testing.T) {
 	renewing := queue(t, pool, user, fixture.Goodbye.CatalogKey, "processing", past)
 	for holder, id := range map[string]string{"dead": dead, "renewing": renewing} {
 		fixture.Holder(t, pool, holder, time.Now().Add(-time.Minute))
-		fixture.ChangeMessage(t, pool, id, fixture.MessageChange{Claim: &fixture.Claim{By: holder, Until: time.Now().Add(time.Hour)}})
+		fixture.SetMessages(t, pool, fixture.MessageChange{ID: id, ClaimedBy: holder, ClaimedUntil: time.Now().Add(time.Hour)})
 	}
 	renewal, err := pool.Begin(ctx)
 	if err != nil {
@@ -87,7 +87,7 @@ wait:
 	if r := rowOf(t, pool, dead); r.Status != "sent" || res.sum.Recovered != 1 {
 		t.Errorf("the dead holder's message: %+v, %d recovered; want it recovered and sent", r, res.sum.Recovered)
 	}
-	m := fixture.MessageOf(t, pool, renewing)
+	m := fixture.MessageByID(t, pool, renewing)
 	if status, holder := m.Status, fixture.Deref(m.ClaimedBy); status != "processing" || holder != "renewing" {
 		t.Errorf("the renewing holder's message is %s, claimed by %q; want still its claim (its holder lives)", status, holder)
 	}

@@ -34,7 +34,7 @@ type cancelRow struct {
 // cancelOf reads the queued message id's status and cancel reason.
 func cancelOf(t *testing.T, pool *pgxpool.Pool, id string) cancelRow {
 	t.Helper()
-	m := fixture.MessageOf(t, pool, id)
+	m := fixture.MessageByID(t, pool, id)
 	return cancelRow{m.Status, m.CancelReason}
 }
 
@@ -64,7 +64,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	queueGoodbye := func(user, key string) string {
 		id := queueTyped(t, pool, user, fixture.Goodbye.Type(), key)
 		start, _ := fixture.Goodbye.Period.Bounds(day)
-		fixture.ChangeMessage(t, pool, id, fixture.MessageChange{PeriodStart: start})
+		fixture.SetMessages(t, pool, fixture.MessageChange{ID: id, PeriodStart: start})
 		return id
 	}
 
@@ -74,7 +74,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	optedOut := queueGoodbye(u, k)
 	u, k = goodbyeUser(fixture.UserOptions{})
 	cameBack := queueGoodbye(u, k)
-	fixture.ChangeState(t, pool, u, fixture.StateChange{State: "active", LastActivity: time.Now()})
+	fixture.SetState(t, pool, u, fixture.StateChange{State: "active", LastActivity: time.Now()})
 	u, k = goodbyeUser(fixture.UserOptions{GoodbyeSentAt: &later}) // a later goodbye replaced this one
 	replaced := queueGoodbye(u, k)
 	u = fixture.User(t, pool, fixture.UserOptions{State: "dormant", LastActivity: day})
@@ -121,7 +121,7 @@ func TestMessagesNoLongerWantedAreCancelledWhenClaimed(t *testing.T) {
 	}
 	// A cancelled message keeps its idempotency key: queueing it again is a
 	// duplicate, so a re-run of the job does not bring it back.
-	key := fixture.MessageOf(t, pool, optedOut).Key()
+	key := fixture.MessageByID(t, pool, optedOut).Key()
 	q, err := sender.Enqueue(ctx, pool, sender.Message{UserID: fixture.NewID(), Type: fixture.Goodbye.Type(),
 		Key: fixture.Goodbye.CatalogKey, DestinationJID: "5511999990001@s.whatsapp.net", IdempotencyKey: key})
 	if err != nil || !q.Duplicate {
@@ -154,7 +154,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 	ids := map[string]string{}
 	for name, tz := range zoned {
 		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-		fixture.SetTimezone(t, pool, u, tz)
+		fixture.SetProfile(t, pool, u, fixture.ProfileChange{Timezone: tz})
 		ids[name] = queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:quiet")
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
@@ -164,7 +164,7 @@ func TestQuietHoursDeferToTheirEndInTheUsersZone(t *testing.T) {
 		t.Errorf("the São Paulo user's message: %+v, want sent (02:00 there is outside the quiet hours)", r)
 	}
 	for _, name := range []string{"none", "empty", "unknown"} {
-		m := fixture.MessageOf(t, pool, ids[name])
+		m := fixture.MessageByID(t, pool, ids[name])
 		status, at := m.Status, m.ScheduledFor
 		if status != "pending" || !at.Equal(end) {
 			t.Errorf("message of the user with timezone %s: %s at %s, want pending until %s", name, status, at.UTC(), end)
@@ -221,14 +221,14 @@ func TestQuietHoursReadTheUsersZoneAsPostgreSQLDoes(t *testing.T) {
 	ids := map[string]string{}
 	for _, tz := range append(spellings, "Mars/Olympus_Mons") {
 		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-		fixture.SetTimezone(t, pool, u, &tz)
+		fixture.SetProfile(t, pool, u, fixture.ProfileChange{Timezone: &tz})
 		ids[tz] = queueTyped(t, pool, u, fixture.WeeklyReview.Type(), u+":weekly_review:quiet")
 	}
 	sum := run(t, pool, delivery.ProcessorConfig{Transport: webhook(t, rcv.server.URL, ""), SendInterval: -1,
 		QuietHours: quiet, Timezone: "UTC"})
 
 	for _, tz := range spellings {
-		m := fixture.MessageOf(t, pool, ids[tz])
+		m := fixture.MessageByID(t, pool, ids[tz])
 		status, at := m.Status, m.ScheduledFor
 		if status != "pending" || !at.Equal(end) {
 			t.Errorf("message of the user with timezone %q: %s at %s, want pending until %s", tz, status, at.UTC(), end)

@@ -100,7 +100,7 @@ func TestProcessorWithTheCloudAPI(t *testing.T) {
 		t.Errorf("message 4: %+v, want failed as outcome unknown", unknown)
 	}
 	for number, want := range map[string]bool{"5511900000003": false, "5511900000004": true} {
-		if got := fixture.MessageOf(t, pool, ids[number]).InDoubt; got != want {
+		if got := fixture.Deref(fixture.MessageByID(t, pool, ids[number]).InDoubt); got != want {
 			t.Errorf("message %s: in_doubt %v, want %v", number, got, want)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/delivery"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -56,14 +56,9 @@ func BenchmarkFireWithHours(b *testing.B) {
 		if _, err := plain.Exec(ctx, string(down)); err != nil {
 			b.Fatalf("migration 85 down: %v", err)
 		}
-		rows, err := hours.Query(ctx, `SELECT user_id::text FROM user_engagement_states WHERE state = 'active' ORDER BY user_id LIMIT $1`,
-			fireConns*firesPerConn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil || len(ids) < fireConns*firesPerConn {
-			b.Fatalf("%d active users (%v), want %d", len(ids), err, fireConns*firesPerConn)
+		ids := fixture.Users(b, hours, fixture.Pick{State: "active", Max: fireConns * firesPerConn})
+		if len(ids) < fireConns*firesPerConn {
+			b.Fatalf("%d active users, want %d", len(ids), fireConns*firesPerConn)
 		}
 		b.StartTimer()
 		var (

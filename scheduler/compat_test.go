@@ -93,10 +93,8 @@ func TestThePreviousReleasesJobsStillTakeTheLease(t *testing.T) {
 		t.Fatalf("record a third queue-process run: %v", err)
 	}
 	t.Cleanup(func() { _ = third.Finish(context.Background(), map[string]int{}, false, nil) })
-	var inProgress int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_job_runs WHERE job = 'queue-process' AND status = $1`,
-		scheduler.RunDelivering).Scan(&inProgress); err != nil || inProgress != 3 {
-		t.Errorf("%d queue-process runs in progress (%v), want 3", inProgress, err)
+	if inProgress := fixture.CountRuns(t, pool, fixture.Runs{Job: "queue-process", Status: scheduler.RunDelivering}); inProgress != 3 {
+		t.Errorf("%d queue-process runs in progress, want 3", inProgress)
 	}
 
 	// The old release's run ends as it did (run_finish.sql by id), and

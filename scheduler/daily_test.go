@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,12 +202,8 @@ func TestDailyScenarios(t *testing.T) {
 		if sum.RunID == 0 {
 			t.Error("summary has no run id")
 		}
-		var status string
-		var processed int
-		err := pool.QueryRow(context.Background(),
-			`SELECT status, (counters->>'processed')::int FROM engagement_job_runs WHERE id = $1`, sum.RunID).Scan(&status, &processed)
-		if err != nil || status != "succeeded" || processed != 12 {
-			t.Errorf("job run record: status %q processed %d err %v; want succeeded, 12", status, processed, err)
+		if run := fixture.RunOf(t, pool, sum.RunID); run.Status != "succeeded" || run.Processed == nil || *run.Processed != 12 {
+			t.Errorf("job run record: status %q processed %v; want succeeded, 12", run.Status, run.Processed)
 		}
 		if n := fixture.CountMessages(t, pool, fixture.Messages{RunID: sum.RunID}); n != 5 {
 			t.Errorf("%d goodbyes carry the run's id, want all 5 it queued", n)
@@ -264,17 +261,7 @@ func TestDailyRerunSameDayChangesNothing(t *testing.T) {
 	if first.Processed != 51 || first.Queued != 50 {
 		t.Fatalf("first run: processed %d queued %d, want 51 and 50", first.Processed, first.Queued)
 	}
-	snapshot := func() string {
-		var s string
-		err := pool.QueryRow(context.Background(), `
-			SELECT (SELECT count(*) FROM engagement_message_queue) || '/' ||
-			       (SELECT count(*) FROM engagement_state_transitions) || '/' ||
-			       (SELECT string_agg(state, ',' ORDER BY user_id) FROM user_engagement_states)`).Scan(&s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	snapshot := func() string { return dbSnapshot(t, pool, false) }
 	before := snapshot()
 	second := runDaily(t, pool, scheduler.Config{Logger: zerolog.Nop()})
 	if second.Processed != 0 || second.Queued != 0 || second.Duplicates != 0 || second.Failed != 0 {
@@ -410,4 +397,27 @@ func TestDailyAbandonedRunIsMarked(t *testing.T) {
 	if status := fixture.RunStatus(t, pool, stale); status != "abandoned" {
 		t.Errorf("a run left 'running' by a dead process: status %q, want abandoned", status)
 	}
+}
+
+// dbSnapshot is what a run that changes nothing leaves as it was: how many
+// messages are queued and moves logged, and every user's state (with the
+// goodbye's instants when goodbyes), in user_id order.
+func dbSnapshot(t *testing.T, pool *pgxpool.Pool, goodbyes bool) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d/", fixture.CountMessages(t, pool, fixture.Messages{}), fixture.CountTransitions(t, pool, fixture.Moves{}))
+	for _, u := range fixture.StateRows(t, pool) {
+		b.WriteString(u.State)
+		if goodbyes {
+			for _, at := range []*time.Time{u.GoodbyeSentAt, u.GoodbyeExpiresAt} {
+				if at == nil {
+					b.WriteString(" -")
+				} else {
+					b.WriteString(" " + at.UTC().Format(time.RFC3339Nano))
+				}
+			}
+		}
+		b.WriteString(",")
+	}
+	return b.String()
 }

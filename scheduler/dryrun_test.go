@@ -54,23 +54,20 @@ func TestADryRunWritesNoRowAndLocksNone(t *testing.T) {
 	asOf := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	dryRunUsers(t, pool, asOf)
 
-	rows := `SELECT (SELECT count(*) FROM engagement_message_queue), (SELECT count(*) FROM engagement_state_transitions),
-	                (SELECT count(*) FROM engagement_job_runs), (SELECT count(*) FROM user_engagement_states WHERE state <> 'active'),
-	                (SELECT count(*) FROM user_engagement_states)`
-	var before, after [5]int
-	if err := pool.QueryRow(ctx, rows).Scan(&before[0], &before[1], &before[2], &before[3], &before[4]); err != nil {
-		t.Fatal(err)
+	// The queue, the log, the runs, the users moved and the users.
+	rows := func(db fixture.DB) [5]int {
+		users := fixture.CountStates(t, db, fixture.States{})
+		return [5]int{fixture.CountMessages(t, db, fixture.Messages{}), fixture.CountTransitions(t, db, fixture.Moves{}),
+			fixture.CountRuns(t, db, fixture.Runs{}), users - fixture.CountStates(t, db, fixture.States{State: "active"}), users}
 	}
+	before := rows(pool)
 
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the dry run's transaction is always rolled back
-	var pid int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := *fixture.BackendOf(t, tx).PID
 
 	// Every step of both jobs, the reminder queued on request too.
 	steps, err := dailySteps(asOf, Config{SendReminder: true, Holdout: Holdout{Percent: 50}})
@@ -87,17 +84,10 @@ func TestADryRunWritesNoRowAndLocksNone(t *testing.T) {
 		}
 	}
 
-	var xid *string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
-		t.Fatal(err)
-	}
-	if xid != nil {
+	if xid := fixture.BackendOf(t, tx).Xid; xid != nil {
 		t.Errorf("the dry run's transaction has id %s: it wrote or locked a row", *xid)
 	}
-	if err := tx.QueryRow(ctx, rows).Scan(&after[0], &after[1], &after[2], &after[3], &after[4]); err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
+	if after := rows(tx); after != before {
 		t.Errorf("inside the dry run's transaction the queue, log, runs, moved users and users are %v, before it %v: it wrote", after, before)
 	}
 
@@ -113,9 +103,8 @@ func TestADryRunWritesNoRowAndLocksNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer btx.Rollback(ctx) //nolint:errcheck // only locks taken
-	var pidBot int
-	if err := btx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidBot); err != nil || pidBot == pid {
-		t.Fatalf("the second connection is backend %d (%v), the dry run's %d: not a second connection", pidBot, err, pid)
+	if pidBot := *fixture.BackendOf(t, btx).PID; pidBot == pid {
+		t.Fatalf("the second connection is backend %d, the dry run's %d: not a second connection", pidBot, pid)
 	}
 	for _, table := range []string{"user_engagement_states", "user_profiles", "engagement_message_queue"} {
 		sp, err := btx.Begin(ctx) // a savepoint: one refusal leaves the next check standing
@@ -130,9 +119,8 @@ func TestADryRunWritesNoRowAndLocksNone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var held int
-	if err := btx.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype IN ('transactionid', 'tuple')`, pid).Scan(&held); err != nil || held != 0 {
-		t.Errorf("the dry run's backend holds %d transaction or tuple locks (%v), want none", held, err)
+	if held := fixture.RowLocks(t, btx, pid); held != 0 {
+		t.Errorf("the dry run's backend holds %d transaction or tuple locks, want none", held)
 	}
 }
 
@@ -158,7 +146,7 @@ func TestADryRunCountsWhatTheRunDoesAndWaitsForNoLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture.Exec(t, btx, `SELECT FROM user_engagement_states WHERE user_id = $1 FOR NO KEY UPDATE`, held)
+	fixture.LockUser(t, btx, held)
 
 	waitFor, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

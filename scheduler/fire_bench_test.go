@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
 )
@@ -36,13 +35,9 @@ func BenchmarkFire(b *testing.B) {
 	b.StopTimer()
 	for range b.N {
 		pool := benchCopy(b, src, "engagement_bench_fire")
-		rows, err := pool.Query(ctx, `SELECT user_id::text FROM user_engagement_states WHERE state = 'active' LIMIT $1`, fireConns*firesPerConn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil || len(ids) < fireConns*firesPerConn {
-			b.Fatalf("%d active users (%v), want %d", len(ids), err, fireConns*firesPerConn)
+		ids := fixture.Users(b, pool, fixture.Pick{State: "active", Max: fireConns * firesPerConn})
+		if len(ids) < fireConns*firesPerConn {
+			b.Fatalf("%d active users, want %d", len(ids), fireConns*firesPerConn)
 		}
 		b.StartTimer()
 		daily := make(chan error, 1)

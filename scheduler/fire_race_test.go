@@ -118,8 +118,7 @@ func TestDailyRacesTheBotsMovesOnTheSameUsers(t *testing.T) {
 	if n := len(byGroup[raceGoodbye]); setup.Succeeded != n || setup.Queued != n || setup.Failed != 0 {
 		t.Fatalf("the run three days before: %+v; want group B's %d goodbyes queued, and nothing else", setup.Counts, n)
 	}
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1 WHERE message_type = 'goodbye'`,
-		at.Add(-71*time.Hour+time.Minute))
+	fixture.SetMessages(t, pool, fixture.MessageChange{Type: "goodbye", SetStatus: "sent", SentAt: at.Add(-71*time.Hour + time.Minute)})
 
 	// The race. Every connection is open before the barrier.
 	var (
@@ -382,15 +381,7 @@ func checkRaceCalls(t *testing.T, pool *pgxpool.Pool, calls []raceCall) {
 		}
 	}
 
-	stored := map[string]string{}
-	rows, err := pool.Query(context.Background(), `SELECT request_key, coalesce(state, '') FROM engagement_fire_requests`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var key, state string
-	if _, err := pgx.ForEachRow(rows, []any{&key, &state}, func() error { stored[key] = state; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	stored := fixture.FireRequests(t, pool)
 	if len(stored) != len(accepted) {
 		t.Errorf("engagement_fire_requests holds %d keys, want the %d keys whose call moved the user", len(stored), len(accepted))
 	}
@@ -400,22 +391,11 @@ func checkRaceCalls(t *testing.T, pool *pgxpool.Pool, calls []raceCall) {
 		}
 	}
 
-	loggedOf := map[userTrigger]int{}
-	rows, err = pool.Query(context.Background(), `
-		SELECT user_id::text, trigger, count(*)::int FROM engagement_state_transitions
-		 WHERE job_run_id IS NULL GROUP BY 1, 2`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		user, trigger string
-		n             int
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&user, &trigger, &n}, func() error {
-		loggedOf[userTrigger{user, sm.Trigger(trigger)}] = n
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	loggedOf := map[userTrigger]int{} // the moves the bot's calls logged
+	for _, l := range fixture.LogRows(t, pool, fixture.Logged{}) {
+		if l.JobRunID == nil {
+			loggedOf[userTrigger{l.UserID, sm.Trigger(l.Trigger)}]++
+		}
 	}
 	for ut, n := range loggedOf {
 		keys := len(keysOf[ut])
@@ -443,20 +423,17 @@ func checkRaceRuns(t *testing.T, pool *pgxpool.Pool, sums []*scheduler.Summary) 
 		for _, st := range sum.Steps {
 			want[st.Name] += st.Succeeded
 		}
-		got := map[string]int{}
-		rows, err := pool.Query(context.Background(), `
-			SELECT CASE trigger WHEN $2 THEN $3 ELSE trigger END, count(*)::int
-			  FROM engagement_state_transitions WHERE job_run_id = $1 GROUP BY 1`,
-			sum.RunID, string(sm.GoodbyeUndelivered), string(sm.GoodbyeTimeout))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var (
-			step string
-			n    int
-		)
-		if _, err := pgx.ForEachRow(rows, []any{&step, &n}, func() error { got[step] = n; return nil }); err != nil {
-			t.Fatal(err)
+		got := map[string]int{}            // moves logged by step (goodbye_undelivered is the timeout step's)
+		movedToGoodbye := map[string]int{} // by user
+		for _, l := range fixture.LogRows(t, pool, fixture.Logged{RunID: sum.RunID}) {
+			step := l.Trigger
+			if step == string(sm.GoodbyeUndelivered) {
+				step = string(sm.GoodbyeTimeout)
+			}
+			got[step]++
+			if l.Trigger == string(sm.Inactivity14d) && l.ToState == "goodbye_sent" {
+				movedToGoodbye[l.UserID]++
+			}
 		}
 		for name := range want {
 			if want[name] == 0 {
@@ -469,13 +446,13 @@ func checkRaceRuns(t *testing.T, pool *pgxpool.Pool, sums []*scheduler.Summary) 
 		if n := fixture.CountMessages(t, pool, fixture.Messages{RunID: sum.RunID}); n != sum.Queued {
 			t.Errorf("run %d queued %d messages, its summary says %d", sum.RunID, n, sum.Queued)
 		}
-		if n := fixture.Count(t, pool, `
-			SELECT count(*) FROM engagement_message_queue q
-			 WHERE q.job_run_id = $1 AND q.message_type = 'goodbye'
-			   AND (SELECT count(*) FROM engagement_state_transitions l
-			         WHERE l.user_id = q.user_id AND l.job_run_id = q.job_run_id
-			           AND l.trigger = $2 AND l.to_state = 'goodbye_sent') <> 1`,
-			sum.RunID, string(sm.Inactivity14d)); n != 0 {
+		n := 0
+		for _, m := range fixture.MessageRows(t, pool, fixture.Messages{RunID: sum.RunID, Type: "goodbye"}) {
+			if movedToGoodbye[m.UserID] != 1 {
+				n++
+			}
+		}
+		if n != 0 {
 			t.Errorf("run %d: %d goodbyes queued without their user's move to goodbye_sent logged once by the run", sum.RunID, n)
 		}
 	}
@@ -512,52 +489,22 @@ type raceWorld struct {
 
 func readRaceWorld(t *testing.T, pool *pgxpool.Pool) raceWorld {
 	t.Helper()
-	ctx := context.Background()
 	w := raceWorld{users: map[string]raceUser{}, logs: map[string][]raceLogRow{}, goodbyes: map[string]raceGoodbyeRow{}}
-	rows, err := pool.Query(ctx, `SELECT user_id::text, state, goodbye_sent_at, remind_at, last_activity_at FROM user_engagement_states`)
-	if err != nil {
-		t.Fatal(err)
+	for _, u := range fixture.StateRows(t, pool) {
+		w.users[u.UserID] = raceUser{sm.State(u.State), u.GoodbyeSentAt, u.RemindAt, u.LastActivityAt}
 	}
-	var (
-		id, state string
-		u         raceUser
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &state, &u.goodbyeSentAt, &u.remindAt, &u.lastActivityAt}, func() error {
-		u.state = sm.State(state)
-		w.users[id] = u
-		u = raceUser{}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	for _, l := range fixture.LogRows(t, pool, fixture.Logged{}) {
+		w.logs[l.UserID] = append(w.logs[l.UserID], raceLogRow{sm.State(l.FromState), sm.State(l.ToState), sm.Trigger(l.Trigger), l.JobRunID})
 	}
-	rows, err = pool.Query(ctx, `SELECT user_id::text, from_state, to_state, trigger, job_run_id FROM engagement_state_transitions ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		from, to, trigger string
-		runID             *int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &from, &to, &trigger, &runID}, func() error {
-		w.logs[id] = append(w.logs[id], raceLogRow{sm.State(from), sm.State(to), sm.Trigger(trigger), runID})
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	rows, err = pool.Query(ctx, `SELECT user_id::text, idempotency_key, status, job_run_id FROM engagement_message_queue WHERE message_type = 'goodbye'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g raceGoodbyeRow
-	if _, err := pgx.ForEachRow(rows, []any{&g.user, &g.key, &g.status, &g.runID}, func() error {
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Type: "goodbye"}) {
+		if m.IdempotencyKey == nil {
+			t.Fatalf("goodbye %s of %s queued without a key", m.ID, m.UserID)
+		}
+		g := raceGoodbyeRow{user: m.UserID, key: *m.IdempotencyKey, status: m.Status, runID: m.JobRunID}
 		if _, dup := w.goodbyes[g.key]; dup {
 			t.Errorf("goodbye key %s queued twice", g.key)
 		}
 		w.goodbyes[g.key] = g
-		g = raceGoodbyeRow{}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	return w
 }

@@ -31,9 +31,7 @@ func TestMoveSkipsUserWhoseStateChanged(t *testing.T) {
 	inactivity := steps[0]
 
 	// The user writes to the bot before the chunk runs.
-	if _, err := pool.Exec(ctx, `UPDATE user_engagement_states SET last_activity_at = $2 WHERE user_id = $1`, user, asOf); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetState(t, pool, user, fixture.StateChange{LastActivity: asOf})
 	b := batcher{move: func(ctx context.Context, s span) (batchCounts, error) {
 		m := moveArgs{shardIndex: 0, shardCount: 1, runID: ptr(int64(0))}
 		m.first, m.end = s.tids()

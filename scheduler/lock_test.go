@@ -168,9 +168,7 @@ func TestWeeklyDoesNotWaitForTheBotsRowLocks(t *testing.T) {
 	if _, err := scheduler.RunWeekly(ctx, jobPool, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `DELETE FROM engagement_message_queue WHERE user_id IN ($1, $2)`, stateHeld, profileHeld); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeleteMessages(t, pool, "", []string{stateHeld, profileHeld}, "")
 
 	bot := holdLocks(t, url,
 		`SELECT 1 FROM user_engagement_states WHERE user_id = '`+stateHeld+`' FOR UPDATE`,

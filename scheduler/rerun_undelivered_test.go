@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,13 +18,7 @@ import (
 // failed, its send-ledger row failed with the attempt's time.
 func failGoodbyes(t *testing.T, pool *pgxpool.Pool, lastAttempt time.Time) {
 	t.Helper()
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'failed', error_message = 'webhook: HTTP 400 (permanent)'
-		WHERE message_type = 'goodbye' AND status = 'pending'`)
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at, error)
-		SELECT id, 'webhook', 'failed', 1, $1, $1, error_message FROM engagement_message_queue
-		 WHERE message_type = 'goodbye' AND status = 'failed'
-		    ON CONFLICT DO NOTHING`, lastAttempt)
+	fixture.Settle(t, pool, "goodbye", "failed", "webhook: HTTP 400 (permanent)", false, lastAttempt)
 }
 
 // Issue 31, item 5: after a goodbye failed for good, each re-run of the
@@ -56,7 +49,6 @@ func TestARerunTheSameDayAfterAnUndeliveredGoodbyeChangesNothing(t *testing.T) {
 
 func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time) {
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	day := 24 * time.Hour
 	fixture.InactiveUsers(t, pool, 10, queuedAt.Add(-20*day))
 	run := func(at time.Time) *scheduler.Summary {
@@ -77,19 +69,7 @@ func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time
 		t.Fatalf("%d users active after goodbye_undelivered, want 10", n)
 	}
 
-	snapshot := func() string {
-		t.Helper()
-		var s string
-		err := pool.QueryRow(ctx, `
-			SELECT (SELECT count(*) FROM engagement_message_queue) || '/' ||
-			       (SELECT count(*) FROM engagement_state_transitions) || '/' ||
-			       (SELECT string_agg(concat_ws(' ', state, goodbye_sent_at, goodbye_expires_at), ',' ORDER BY user_id)
-			          FROM user_engagement_states)`).Scan(&s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	snapshot := func() string { return dbSnapshot(t, pool, true) }
 	before := snapshot()
 	transitions := fixture.CountTransitions(t, pool, fixture.Moves{})
 	endOfDay := movedBack.Truncate(day).Add(day - time.Minute)
@@ -118,11 +98,10 @@ func rerunAfterUndelivered(t *testing.T, queuedAt, failedAt, movedBack time.Time
 		t.Errorf("the run 7 days after the failed goodbyes: %+v, want 10 new goodbyes queued", sum.Counts)
 	}
 	wantKeyDay := next.Format(time.DateOnly)
-	n := fixture.Count(t, pool, `
-		SELECT count(*) FROM user_engagement_states s
-		  JOIN engagement_message_queue q ON q.user_id = s.user_id AND q.status = 'pending'
-		                                 AND q.idempotency_key = s.user_id::text || ':goodbye_sent:' || $1::text
-		 WHERE s.state = 'goodbye_sent'`, wantKeyDay)
+	n := 0
+	for _, u := range fixture.Users(t, pool, fixture.Pick{State: "goodbye_sent"}) {
+		n += fixture.CountMessages(t, pool, fixture.Messages{Status: "pending", Key: u + ":goodbye_sent:" + wantKeyDay, Users: []string{u}})
+	}
 	if n != 10 {
 		t.Errorf("%d users in goodbye_sent with a pending goodbye keyed %s, want 10", n, wantKeyDay)
 	}

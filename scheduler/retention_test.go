@@ -46,9 +46,7 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: pending, Type: fixture.Reminder.Type(), ScheduledFor: runDay}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET created_at = $1 WHERE user_id = $2`, runDay, pending); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetMessages(t, pool, fixture.MessageChange{User: pending, CreatedAt: runDay})
 	// A goodbye of a day inside the window, queued (as far as created_at
 	// tells) long ago: a daily re-run of that day would produce its key.
 	lateDay := time.Date(2026, 12, 10, 6, 0, 0, 0, time.UTC)

@@ -84,8 +84,7 @@ func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 				if got.State != string(row.To) {
 					t.Errorf("%s: user in %s, want the table's %s", row.Trigger, got.State, row.To)
 				}
-				if n := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states
-				                                 WHERE user_id = $1 AND state_entered_at = $2`, user, asOf); n != 1 {
+				if at := fixture.StateRows(t, pool, user)[0].StateEnteredAt; at == nil || !at.Equal(asOf) {
 					t.Errorf("%s: state_entered_at is not the run's as-of %v (business time)", row.Trigger, asOf)
 				}
 				want := []fixture.Transition{{From: string(row.From), To: string(row.To), Trigger: string(row.Trigger)}}

@@ -92,7 +92,6 @@ func TestALateRerunGivesEveryUser48HoursFromDelivery(t *testing.T) {
 func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	now := fixture.Now(t, pool)
 	day := 24 * time.Hour
 	queuedAt := now.Add(-5 * day)
@@ -104,12 +103,8 @@ func TestAnUndeliveredGoodbyeNeverTimesAUserOut(t *testing.T) {
 
 	settle := func(user, status, reason, errText string) {
 		t.Helper()
-		if _, err := pool.Exec(ctx, `
-			UPDATE engagement_message_queue SET status = $2, cancel_reason = nullif($3, ''), error_message = nullif($4, ''),
-			       in_doubt = $5
-			 WHERE user_id = $1`, user, status, reason, errText, errText == delivery.ErrOutcomeUnknown.Error()); err != nil {
-			t.Fatal(err)
-		}
+		fixture.SetMessages(t, pool, fixture.MessageChange{User: user, SetStatus: status, CancelReason: &reason,
+			Error: &errText, InDoubt: fixture.Ptr(errText == delivery.ErrOutcomeUnknown.Error())})
 	}
 	settle(failed, "failed", "", "webhook: HTTP 400 (permanent)")
 	settle(cancelled, "cancelled", "operator", "")
@@ -173,18 +168,14 @@ func TestTheReminderIsAChoice(t *testing.T) {
 	silent, reminded, optedOut := user(false), user(false), user(true)
 
 	// Default: dormant, nothing queued.
-	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = $2 WHERE user_id <> $1`, silent, now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetState(t, pool, "", fixture.StateChange{RemindAt: now.Add(time.Hour), AllBut: silent})
 	runDaily(t, pool, scheduler.Config{AsOf: now, Logger: zerolog.Nop()})
 	if got, msgs := fixture.StateOf(t, pool, silent).State, fixture.MessagesOf(t, pool, silent); got != "dormant" || len(msgs) != 0 {
 		t.Errorf("by default: %s with %d messages, want dormant with none", got, len(msgs))
 	}
 
 	// With the option.
-	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = $1 WHERE user_id <> $2`, remindAt, silent); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetState(t, pool, "", fixture.StateChange{RemindAt: remindAt, AllBut: silent})
 	sum := runDaily(t, pool, scheduler.Config{AsOf: now, SendReminder: true, Logger: zerolog.Nop()})
 	msgs := fixture.MessagesOf(t, pool, reminded)
 	wantKey := reminded + ":reminder:" + strconv.FormatInt(remindAt.UnixMilli(), 10)
@@ -220,9 +211,7 @@ func TestUnusableTimeZonesAreCountedAndNamed(t *testing.T) {
 	zones := []string{"America/Sao_Paulo", "america/sao_paulo", "Brazil/East", "<-03>+03", "", "Mars/Olympus_Mons", "Mars/Olympus_Mons", "São Paulo"}
 	for _, tz := range zones {
 		u := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-		if _, err := pool.Exec(ctx, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, u, tz); err != nil {
-			t.Fatal(err)
-		}
+		fixture.SetProfile(t, pool, u, fixture.ProfileChange{Timezone: &tz})
 	}
 	st, err := status.Read(ctx, pool, now, 0)
 	if err != nil {

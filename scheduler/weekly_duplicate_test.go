@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
@@ -18,7 +17,6 @@ import (
 func TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	active := func(o fixture.UserOptions) string {
 		o.LastActivity = weekAsOf.Add(-day)
 		u := fixture.User(t, pool, o)
@@ -35,12 +33,8 @@ func TestWeeklyRerunCountsEarlierReviewsOfNowSkippedUsersAsDuplicates(t *testing
 	if first.Queued != 3 || first.Skipped != 2 {
 		t.Fatalf("first run queued %d skipped %d, want 3 and 2", first.Queued, first.Skipped)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE user_profiles SET reengagement_opt_out = true WHERE user_id = $1`, willOptOut); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE user_profiles SET whatsapp_jid = NULL, group_jid = NULL WHERE user_id = $1`, willLoseJID); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetProfile(t, pool, willOptOut, fixture.ProfileChange{OptedOut: fixture.Ptr(true)})
+	fixture.SetProfile(t, pool, willLoseJID, fixture.ProfileChange{NoJIDs: true})
 
 	again := runWeekly(t, pool, weekAsOf.Add(day))
 	if again.Queued != 0 || again.Duplicates != 3 || again.Succeeded != 3 || again.Failed != 0 {

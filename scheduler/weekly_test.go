@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,14 +48,11 @@ func reviews(t *testing.T, pool *pgxpool.Pool, user string) map[string]string {
 // states is every user's state row, as one string to compare.
 func states(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	var s string
-	err := pool.QueryRow(context.Background(), `
-		SELECT string_agg(concat_ws('/', user_id, state, last_activity_at, updated_at), ',' ORDER BY user_id)
-		  FROM user_engagement_states`).Scan(&s)
-	if err != nil {
-		t.Fatal(err)
+	var b strings.Builder
+	for _, u := range fixture.StateRows(t, pool) {
+		fmt.Fprintf(&b, "%s/%s/%s/%s,", u.UserID, u.State, u.LastActivityAt.UTC().Format(time.RFC3339Nano), u.UpdatedAt.UTC().Format(time.RFC3339Nano))
 	}
-	return s
+	return b.String()
 }
 
 func TestWeeklyScenarios(t *testing.T) {
@@ -222,14 +221,14 @@ func TestWeeklyISOWeekYearBoundaries(t *testing.T) {
 			}
 			// The week it covers is stored, not left to the key: Monday
 			// to Monday, UTC, and cleanup keeps it until that Monday.
-			var week string
-			var days float64
-			if err := pool.QueryRow(context.Background(), `
-				SELECT to_char(period_start AT TIME ZONE 'UTC', 'IYYY-"W"IW Dy HH24:MI'),
-				       extract(epoch FROM replay_until - period_start) / 86400
-				  FROM engagement_message_queue WHERE user_id = $1`, u).Scan(&week, &days); err != nil {
-				t.Fatal(err)
+			msgs := fixture.MessageRows(t, pool, fixture.Messages{Users: []string{u}})
+			if len(msgs) != 1 || msgs[0].PeriodStart == nil || msgs[0].ReplayUntil == nil {
+				t.Fatalf("messages %+v, want one with its period", msgs)
 			}
+			start := msgs[0].PeriodStart.UTC()
+			year, isoWeek := start.ISOWeek()
+			week := fmt.Sprintf("%d-W%02d %s", year, isoWeek, start.Format("Mon 15:04"))
+			days := msgs[0].ReplayUntil.Sub(start).Hours() / 24
 			if want := tt.week + " Mon 00:00"; week != want || days != 7 {
 				t.Errorf("period_start %s, replay_until %v days later; want %s and 7", week, days, want)
 			}

@@ -21,28 +21,19 @@ func TestVerifyWithCancelledGoodbyes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _, _ := seeded.Pool(t)
-	users := []string{}
-	rows, err := pool.Query(ctx, movedToGoodbyeSent[:len(movedToGoodbyeSent)-len("LIMIT 1")]+"LIMIT 2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			t.Fatal(err)
-		}
-		users = append(users, u)
-	}
-	if rows.Err() != nil || len(users) != 2 {
-		t.Fatalf("users moved to goodbye_sent: %v, %v", users, rows.Err())
+	pick := movedToGoodbyeSent
+	pick.Max = 2
+	users := fixture.Users(t, pool, pick)
+	if len(users) != 2 {
+		t.Fatalf("users moved to goodbye_sent: %v, want 2", users)
 	}
 	// One cancelled by the operator, one at send time because the user opted out.
 	if n, err := repair.Cancel(ctx, pool, repair.CancelFilter{UserID: users[0], Type: "goodbye"}, false); err != nil || n != 1 {
 		t.Fatalf("cancel: %d, %v", n, err)
 	}
-	fixture.Exec(t, pool, `UPDATE user_profiles SET reengagement_opt_out = true WHERE user_id = $1`, users[1])
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'cancelled', cancel_reason = 'opted_out'
-		WHERE user_id = $1 AND message_type = 'goodbye'`, users[1])
+	fixture.SetProfile(t, pool, users[1], fixture.ProfileChange{OptedOut: fixture.Ptr(true)})
+	fixture.SetMessages(t, pool, fixture.MessageChange{User: users[1], Type: "goodbye",
+		SetStatus: "cancelled", CancelReason: fixture.Ptr("opted_out")})
 
 	rep := check(t, pool, seeded.AsOf.Add(time.Hour))
 	if !rep.OK {
@@ -50,10 +41,7 @@ func TestVerifyWithCancelledGoodbyes(t *testing.T) {
 	}
 
 	// An operator's replacement goodbye the same day, under another key.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
-		SELECT user_id, message_type, message_key, destination, destination_jid, scheduled_for, 'ops-resend:goodbye_sent:2026-03-02'
-		  FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'goodbye'`, users[0])
+	fixture.CopyMessages(t, pool, fixture.Copy{User: users[0], Type: "goodbye", Key: fixture.Ptr("ops-resend:goodbye_sent:2026-03-02")})
 	if rep := check(t, pool, seeded.AsOf.Add(time.Hour)); !rep.OK {
 		t.Fatalf("a cancelled goodbye and its replacement the same day: broken %v", rep.Broken)
 	}

@@ -128,7 +128,7 @@ func TestVerifyDataAPIClosed(t *testing.T) {
 			}
 			pool := migratedPool(t, url)
 			for _, stmt := range tt.breakIt {
-				exec(t, pool, stmt)
+				fixture.Exec(t, pool, stmt)
 			}
 			rep, err := verify.Run(ctx, pool, verify.Config{AsOf: botAsOf})
 			if err != nil {
@@ -164,12 +164,10 @@ func TestVerifyDataAPIClosedWithoutTheRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM pg_roles WHERE rolname IN ('anon', 'authenticated')`); n != 0 {
+	if n := fixture.DataAPIRoles(t, pool); n != 0 {
 		t.Fatalf("a new cluster has %d of the Data API roles, want none", n)
 	}
-	exec(t, pool, `GRANT SELECT ON engagement_job_runs TO PUBLIC`)
-	exec(t, pool, `ALTER TABLE engagement_job_runs DISABLE ROW LEVEL SECURITY`)
-	exec(t, pool, `GRANT EXECUTE ON FUNCTION engagement_zone(text) TO PUBLIC`)
+	fixture.Exec(t, pool, publicDataAPI)
 	rep, err := verify.Run(ctx, pool, verify.Config{})
 	if err != nil {
 		t.Fatalf("verify: %v", err)

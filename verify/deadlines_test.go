@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -43,13 +42,7 @@ func stuckAt(t *testing.T, pool *pgxpool.Pool, at time.Time) verify.Check {
 // in doubt (in_doubt).
 func settleGoodbyes(t *testing.T, pool *pgxpool.Pool, status, errText string, lastAttempt time.Time) {
 	t.Helper()
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = $1, error_message = $2, in_doubt = $3
-		WHERE message_type = 'goodbye' AND status = 'pending'`, status, errText, inDoubt(errText))
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at, error)
-		SELECT id, 'webhook', 'failed', 1, $1, $1, error_message FROM engagement_message_queue
-		 WHERE message_type = 'goodbye' AND status = $2
-		    ON CONFLICT DO NOTHING`, lastAttempt, status)
+	fixture.Settle(t, pool, "goodbye", status, errText, inDoubt(errText), lastAttempt)
 }
 
 // inDoubt says whether queue-process records a failure with error errText
@@ -91,7 +84,7 @@ func TestNoUserStuckSparesAUserMovedBackByGoodbyeUndelivered(t *testing.T) {
 				t.Fatalf("verify right after the goodbyes failed: %+v, want ok", c)
 			}
 			runDaily(t, pool, tc.movedBack)
-			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE trigger = 'goodbye_undelivered'`); n != 3 {
+			if n := fixture.CountTransitions(t, pool, fixture.Moves{Trigger: "goodbye_undelivered"}); n != 3 {
 				t.Fatalf("%d users moved back by goodbye_undelivered, want 3", n)
 			}
 
@@ -167,7 +160,6 @@ func TestNoUserStuckCountsAGoodbyeInDoubtFromItsLastAttempt(t *testing.T) {
 func TestNoUserStuckReportsExactlyTheUsersTheDailyJobWouldMove(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
 	at := time.Date(2026, 11, 12, 6, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return at.Add(-d) }
 	unknown := delivery.ErrOutcomeUnknown.Error() + " (webhook: timeout)"
@@ -185,19 +177,20 @@ func TestNoUserStuckReportsExactlyTheUsersTheDailyJobWouldMove(t *testing.T) {
 		if msg == nil {
 			return
 		}
-		fixture.Exec(t, pool, `
-			WITH q AS (
-			    INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-			                                          scheduled_for, sent_at, status, error_message, in_doubt, cancel_reason, idempotency_key)
-			    SELECT s.user_id, 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511999999999@s.whatsapp.net',
-			           s.goodbye_sent_at, $3, $2, nullif($4, ''), $6, CASE WHEN $2 = 'cancelled' THEN 'operator' END,
-			           s.user_id::text || ':goodbye_sent:' || to_char(s.goodbye_sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
-			      FROM user_engagement_states s WHERE s.user_id = $1
-			    RETURNING id
-			)
-			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at)
-			SELECT id, 'webhook', 'failed', 1, $5, $5 FROM q WHERE $5::timestamptz IS NOT NULL`,
-			id, msg.status, msg.sentAt, msg.errText, msg.lastAttempt, inDoubt(msg.errText))
+		m := fixture.Message{User: id, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+			JID: "5511999999999@s.whatsapp.net", ScheduledFor: *o.GoodbyeSentAt, Status: msg.status,
+			Key: id + ":goodbye_sent:" + o.GoodbyeSentAt.UTC().Format(time.DateOnly), Error: msg.errText, InDoubt: inDoubt(msg.errText)}
+		if msg.sentAt != nil {
+			m.SentAt = *msg.sentAt
+		}
+		if msg.status == "cancelled" {
+			m.CancelReason = "operator"
+		}
+		msgID := fixture.Queue(t, pool, m)
+		if msg.lastAttempt != nil {
+			fixture.Ledger(t, pool, fixture.LedgerRow{Message: msgID, Transport: "webhook", Status: "failed",
+				FirstAttempt: *msg.lastAttempt, LastAttempt: *msg.lastAttempt})
+		}
 	}
 	silent := func(d time.Duration) fixture.UserOptions { return fixture.UserOptions{LastActivity: ago(d)} }
 	goodbyeSent := func(sent time.Time, optedOut bool) fixture.UserOptions {
@@ -244,16 +237,8 @@ func TestNoUserStuckReportsExactlyTheUsersTheDailyJobWouldMove(t *testing.T) {
 		reported = append(reported, users[id])
 	}
 	sum := runDaily(t, pool, at)
-	rows, err := pool.Query(ctx, `SELECT DISTINCT user_id::text FROM engagement_state_transitions WHERE job_run_id = $1`, sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var moved []string
-	for _, id := range ids {
+	for _, id := range fixture.Users(t, pool, fixture.Pick{RunID: sum.RunID}) {
 		moved = append(moved, users[id])
 	}
 	slices.Sort(reported)

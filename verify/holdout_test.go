@@ -36,21 +36,15 @@ func TestVerifyNoGoodbyeToHoldout(t *testing.T) {
 		t.Fatalf("after the run: broken %v, report %+v", rep.Broken, rep.Checks)
 	}
 
-	var user string
-	if err := pool.QueryRow(ctx, `SELECT user_id::text FROM engagement_state_transitions WHERE holdout ORDER BY user_id LIMIT 1`).
-		Scan(&user); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, period_start, status, sent_at)
-		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual', '5511900000001@s.whatsapp.net',
-		        $2, $1::text || ':goodbye_sent:2026-11-22', $3, 'sent', $2)`, user, asOf, asOf.Truncate(24*time.Hour))
+	user := fixture.FirstUser(t, pool, fixture.Pick{Holdout: true})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+		JID: "5511900000001@s.whatsapp.net", ScheduledFor: asOf, Key: user + ":goodbye_sent:2026-11-22",
+		PeriodStart: asOf.Truncate(24 * time.Hour), Status: "sent", SentAt: asOf})
 	c := checkOf(t, check(t, pool, asOf.Add(time.Hour)), verify.CheckNoGoodbyeToHoldout)
 	if c.OK || c.Violations != 1 || len(c.Examples) != 1 || !strings.HasPrefix(c.Examples[0], user+" held out on 2026-11-22") {
 		t.Errorf("a sent goodbye to a held-out user: %+v, want one violation naming %s", c, user)
 	}
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'cancelled' WHERE user_id = $1`, user)
+	fixture.SetMessages(t, pool, fixture.MessageChange{User: user, SetStatus: "cancelled"})
 	if c := checkOf(t, check(t, pool, asOf.Add(time.Hour)), verify.CheckNoGoodbyeToHoldout); !c.OK {
 		t.Errorf("the goodbye cancelled: %+v, want ok", c)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -24,23 +25,15 @@ func TestVerifyNoSendAfterOptOut(t *testing.T) {
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	event := func(user string, out bool, at, recorded time.Time) {
 		t.Helper()
-		fixture.Exec(t, pool, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at, created_at)
-		                       VALUES ($1, $2, 'bot:keyword', $3, $4)`, user, out, at, recorded)
+		fixture.ConsentEvent(t, pool, user, out, "bot:keyword", at, recorded)
 	}
 	n := 0
 	sentKind := func(kind sm.Message, user string, at time.Time) string {
 		t.Helper()
 		n++
-		var id string
-		if err := pool.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, status, sent_at, idempotency_key)
-			VALUES ($1::uuid, $4, 'engagement.weekly_review.celebration', '{}', 'individual', '5511900000001@s.whatsapp.net',
-			        $2::timestamptz - interval '1 minute', 'sent', $2, $1::text || ':review:' || $3::text)
-			RETURNING id`, user, at, time.Duration(n).String(), string(kind)).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return fixture.Queue(t, pool, fixture.Message{User: user, Type: string(kind),
+			CatalogKey: "engagement.weekly_review.celebration", JID: "5511900000001@s.whatsapp.net",
+			ScheduledFor: at.Add(-time.Minute), Status: "sent", SentAt: at, Key: user + ":review:" + time.Duration(n).String()})
 	}
 	sent := func(user string, at time.Time) string { return sentKind(sm.WeeklyReviewMessage, user, at) }
 	user := func() string { return fixture.User(t, pool, fixture.UserOptions{LastActivity: ago(time.Hour)}) }
@@ -71,12 +64,22 @@ func TestVerifyNoSendAfterOptOut(t *testing.T) {
 	// arriving after it: superseded, it changed nothing, and a send after
 	// it is no violation.
 	e := user()
-	fixture.Exec(t, pool, `SELECT engagement_opt_in($1::uuid, 'bot:keyword', $2)`, e, ago(time.Hour))
-	fixture.Exec(t, pool, `SELECT engagement_opt_out($1::uuid, 'meta:user_preferences', $2)`, e, ago(2*time.Hour))
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_consent_events WHERE user_id = $1 AND opted_out AND superseded`, e); n != 1 {
-		t.Fatalf("%d superseded opt-outs, want 1", n)
+	if _, err := activity.OptIn(ctx, pool, e, "bot:keyword", activity.ConsentOptions{At: ago(time.Hour)}); err != nil {
+		t.Fatal(err)
 	}
-	fixture.Exec(t, pool, `UPDATE engagement_consent_events SET created_at = $2 WHERE user_id = $1`, e, ago(90*time.Minute))
+	if _, err := activity.OptOut(ctx, pool, e, "meta:user_preferences", activity.ConsentOptions{At: ago(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	superseded := 0
+	for _, ev := range fixture.ConsentEventsOf(t, pool, e) {
+		if ev.OptedOut && ev.Superseded {
+			superseded++
+		}
+	}
+	if superseded != 1 {
+		t.Fatalf("%d superseded opt-outs, want 1", superseded)
+	}
+	fixture.ConsentRecordedAt(t, pool, e, ago(90*time.Minute))
 	sent(e, ago(30*time.Minute))
 
 	rep, err := verify.Run(ctx, pool, verify.Config{AsOf: now})

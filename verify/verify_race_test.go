@@ -54,10 +54,8 @@ func TestVerifyNoFalseAlarmWhenTheBotsTransactionSpansTheJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer botTx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-			var botNow time.Time
-			if err := botTx.QueryRow(ctx, `SELECT now() FROM user_engagement_states WHERE user_id = $1`, user).Scan(&botNow); err != nil {
-				t.Fatal(err)
-			}
+			fixture.StateRows(t, botTx, user)
+			botNow := fixture.Now(t, botTx)
 			botMove := `UPDATE user_engagement_states SET state = 'active', last_activity_at = now(), updated_at = now() WHERE user_id = $1`
 
 			var gate *fixture.Gate
@@ -79,8 +77,7 @@ func TestVerifyNoFalseAlarmWhenTheBotsTransactionSpansTheJobs(t *testing.T) {
 					botDone <- err
 				}()
 				if _, ok := fixture.PollFor(time.Minute, func() (int, bool) {
-					n := fixture.Count(t, jobPool, `SELECT count(*) FROM pg_stat_activity
-						 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE user_engagement_states%'`)
+					n := fixture.LockWaiters(t, jobPool, botMove)
 					return n, n == 1
 				}); !ok {
 					t.Fatal("the bot's UPDATE never waited on the job's row lock")
@@ -107,15 +104,11 @@ func TestVerifyNoFalseAlarmWhenTheBotsTransactionSpansTheJobs(t *testing.T) {
 			// The interleaving happened as described: the log says the job
 			// moved the user at a time after the bot's transaction began,
 			// and the bot's later move is the state.
-			var logged time.Time
-			var loggedTo, state string
-			var updated time.Time
-			if err := jobPool.QueryRow(ctx, `
-				SELECT l.created_at, l.to_state, s.state, s.updated_at
-				  FROM engagement_state_transitions l JOIN user_engagement_states s USING (user_id)
-				 WHERE l.user_id = $1`, user).Scan(&logged, &loggedTo, &state, &updated); err != nil {
-				t.Fatal(err)
+			logs, states := fixture.LogRows(t, jobPool, fixture.Logged{Users: []string{user}}), fixture.StateRows(t, jobPool, user)
+			if len(logs) != 1 || len(states) != 1 {
+				t.Fatalf("%d log rows and %d state rows of the user, want one of each", len(logs), len(states))
 			}
+			logged, loggedTo, state, updated := logs[0].CreatedAt, logs[0].ToState, states[0].State, states[0].UpdatedAt
 			if loggedTo != "goodbye_sent" || state != "active" || !updated.Equal(botNow) || !botNow.Before(logged) {
 				t.Fatalf("log %s at %s, state %s updated %s, bot's now %s: want the job's goodbye_sent logged after the bot's transaction began, then the bot's active",
 					loggedTo, logged, state, updated, botNow)
@@ -147,13 +140,11 @@ func TestVerifyCatchesALoggedMoveThatWasNotMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE user_engagement_states SET state = 'help_flow', last_activity_at = $2, updated_at = now() WHERE user_id = $1`, user, asOf); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetState(t, tx, user, fixture.StateChange{State: "help_flow", LastActivity: asOf, UpdatedAt: fixture.Now(t, tx)})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger) VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d')`, user)
+	fixture.LogMove(t, pool, fixture.Move{User: user, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d"})
 	rep := check(t, pool, asOf)
 	c := checkOf(t, rep, verify.CheckLogMatchesState)
 	if c.OK || c.Violations != 1 || !slices.Equal(rep.Broken, []string{verify.CheckLogMatchesState}) {
@@ -199,9 +190,10 @@ func TestVerifyNoFalseAlarmWhenTheBotLeavesUpdatedAtAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The users answer the goodbye: the bot moves them on, its own way.
-	exec(t, pool, `UPDATE user_engagement_states SET state = 'active', last_activity_at = now() WHERE user_id = $1`, users[0])
-	exec(t, pool, `UPDATE user_engagement_states SET state = 'remind_later', remind_at = now() + interval '14 days' WHERE user_id = $1`, users[1])
-	exec(t, pool, `UPDATE user_engagement_states SET state = 'help_flow', last_activity_at = now(), updated_at = now() WHERE user_id = $1`, users[2])
+	now := fixture.Now(t, pool)
+	fixture.SetState(t, pool, users[0], fixture.StateChange{State: "active", LastActivity: now})
+	fixture.SetState(t, pool, users[1], fixture.StateChange{State: "remind_later", RemindAt: now.Add(14 * 24 * time.Hour)})
+	fixture.SetState(t, pool, users[2], fixture.StateChange{State: "help_flow", LastActivity: now, UpdatedAt: now})
 
 	rep := check(t, pool, asOf.Add(time.Hour))
 	if c := checkOf(t, rep, verify.CheckLogMatchesState); !c.OK {

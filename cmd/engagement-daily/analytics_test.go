@@ -216,21 +216,12 @@ func TestAnalyticsEventsCarryTheArmAndVariant(t *testing.T) {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
 	logged := map[string][2]any{}
-	rows, _ := pool.Query(t.Context(), `SELECT user_id::text, holdout, variant FROM engagement_state_transitions`)
-	for rows.Next() {
-		var (
-			user    string
-			holdout bool
-			variant *string
-		)
-		if err := rows.Scan(&user, &holdout, &variant); err != nil {
-			t.Fatal(err)
-		}
+	for _, l := range fixture.LogRows(t, pool, fixture.Logged{}) {
 		v := any(nil)
-		if variant != nil {
-			v = *variant
+		if l.Variant != nil {
+			v = *l.Variant
 		}
-		logged[user] = [2]any{holdout, v}
+		logged[l.UserID] = [2]any{l.Holdout, v}
 	}
 	held := 0
 	for _, e := range srv.Events() {

@@ -26,8 +26,8 @@ func TestAFutureAsOfNeedsItsFlag(t *testing.T) {
 	if res.Code != 2 || !strings.Contains(cmdtest.Message(res.Stderr), "--allow-future-as-of") {
 		t.Fatalf("--as-of 2030: exit %d, stderr %q; want exit 2 naming --allow-future-as-of", res.Code, res.Stderr)
 	}
-	if n := fixture.Count(t, pool, `SELECT (SELECT count(*) FROM engagement_job_runs) + (SELECT count(*) FROM engagement_message_queue)
-	                                     + (SELECT count(*) FROM user_engagement_states WHERE state <> 'active')`); n != 0 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{}) + fixture.CountMessages(t, pool, fixture.Messages{}) +
+		fixture.CountStates(t, pool, fixture.States{}) - fixture.CountStates(t, pool, fixture.States{State: "active"}); n != 0 {
 		t.Errorf("the refused run wrote %d rows, want none", n)
 	}
 	res = cmdtest.Exec(t, jobcmd.NewDailyCommand, env, "--as-of", "2030-01-01T06:00:00Z", "--allow-future-as-of", "--dry-run", "--output", "json")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,23 +153,13 @@ func acceptAndFail(t *testing.T, pool *pgxpool.Pool, asOf time.Time, codes map[s
 // queued, by their keys' UTC days.
 func goodbyeDays(t *testing.T, pool *pgxpool.Pool, user string, start time.Time) []int {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-		SELECT period_start FROM engagement_message_queue
-		 WHERE user_id = $1 AND message_type = 'goodbye' ORDER BY period_start`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []int
-	for rows.Next() {
-		var at time.Time
-		if err := rows.Scan(&at); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Users: []string{user}, Type: "goodbye"}) {
+		if m.PeriodStart == nil {
+			t.Fatalf("goodbye %s has no period_start", m.ID)
 		}
-		out = append(out, int(at.Sub(start.Truncate(24*time.Hour)).Hours()/24))
+		out = append(out, int(m.PeriodStart.Sub(start.Truncate(24*time.Hour)).Hours()/24))
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	slices.Sort(out)
 	return out
 }

@@ -44,7 +44,7 @@ func newWriter(t *testing.T, pool *pgxpool.Pool, runAt time.Time, w writer) stri
 	t.Helper()
 	id := fixture.User(t, pool, fixture.UserOptions{LastActivity: runAt.AddDate(0, -6, 0)})
 	if w.zone != "" {
-		fixture.Exec(t, pool, `UPDATE user_profiles SET timezone = $2 WHERE user_id = $1`, id, w.zone)
+		fixture.SetProfile(t, pool, id, fixture.ProfileChange{Timezone: &w.zone})
 	}
 	days := slices.Clone(w.days)
 	slices.Sort(days)
@@ -175,20 +175,17 @@ func TestWithoutTheFlagsNoArmIsLogged(t *testing.T) {
 // arms lists the users each arm's log rows hold, sorted.
 func arms(t *testing.T, db *pgxpool.Pool) (best, run []string) {
 	t.Helper()
-	rows, _ := db.Query(context.Background(), `
-		SELECT user_id::text, timing FROM engagement_state_transitions
-		 WHERE trigger = 'inactivity_14d' AND timing IS NOT NULL ORDER BY 1`)
-	rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ ID, Timing string }])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rs {
-		if r.Timing == "best_hour" {
-			best = append(best, r.ID)
-		} else {
-			run = append(run, r.ID)
+	for _, l := range fixture.LogRows(t, db, fixture.Logged{Trigger: "inactivity_14d"}) {
+		switch {
+		case l.Timing == nil:
+		case *l.Timing == "best_hour":
+			best = append(best, l.UserID)
+		default:
+			run = append(run, l.UserID)
 		}
 	}
+	slices.Sort(best)
+	slices.Sort(run)
 	return best, run
 }
 
@@ -247,7 +244,7 @@ func TestTheBestHourSplitIsTheSameEveryRunAndProcess(t *testing.T) {
 		}
 	}
 
-	fixture.Exec(t, one, `UPDATE user_engagement_states SET state = 'active', goodbye_sent_at = NULL, goodbye_expires_at = NULL`)
+	fixture.SetState(t, one, "", fixture.StateChange{State: "active", NoGoodbye: true})
 	runAt, _ := time.Parse(time.RFC3339, asOf)
 	runOne(runAt.Add(3 * 24 * time.Hour).Format(time.RFC3339))
 	best, run := arms(t, one)
@@ -281,12 +278,15 @@ func TestEveryonesHourIsTwentyAndTheBudgetHolds(t *testing.T) {
 	}
 	eight := time.Date(tomorrow.Year(), tomorrow.Month(), tomorrow.Day(), 20, 0, 0, 0, saoPaulo)
 	capped := ids[:2]
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at)
-		SELECT u, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       p.whatsapp_jid, $2, u::text || ':weekly_review:before', 'sent', $2
-		  FROM unnest($1::uuid[]) u JOIN user_profiles p ON p.user_id = u`, capped, eight.Add(-time.Hour))
+	for _, u := range capped {
+		jid := fixture.ProfileOf(t, pool, u).WhatsappJID
+		if jid == nil {
+			t.Fatalf("user %s has no JID", u)
+		}
+		fixture.Queue(t, pool, fixture.Message{User: u, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count":"2"}`, JID: *jid, ScheduledFor: eight.Add(-time.Hour), Key: u + ":weekly_review:before",
+			Status: "sent", SentAt: eight.Add(-time.Hour)})
+	}
 
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	sp := []string{"--quiet-hours", "21:00-09:00", "--timezone", "America/Sao_Paulo"}
@@ -295,8 +295,13 @@ func TestEveryonesHourIsTwentyAndTheBudgetHolds(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("engagement-daily: exit %d: %s", res.Code, res.Stderr)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE message_type = 'goodbye' AND scheduled_for = $1`,
-		eight); n != 30 {
+	n := 0
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Type: "goodbye"}) {
+		if m.ScheduledFor.Equal(eight) {
+			n++
+		}
+	}
+	if n != 30 {
 		t.Fatalf("%d goodbyes due at 20:00 in São Paulo, want all 30", n)
 	}
 	deliver := func(at time.Time) {
@@ -339,9 +344,18 @@ func TestEveryonesHourIsTwentyAndTheBudgetHolds(t *testing.T) {
 	if n := goodbyes(`status = 'sent' AND sent_at >= $1 AND sent_at < $2`, next.Add(-15*time.Minute), next.Add(45*time.Minute)); n != 10 {
 		t.Errorf("the next day: %d goodbyes sent between 20:00 and 21:00, want 10", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM (SELECT user_id FROM engagement_message_queue
-		WHERE message_type = 'goodbye' AND status = 'sent' GROUP BY user_id HAVING count(*) > 1) x`); n != 0 {
-		t.Errorf("%d users were sent two goodbyes", n)
+	sentTo := map[string]int{}
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Type: "goodbye", Status: "sent"}) {
+		sentTo[m.UserID]++
+	}
+	twice := 0
+	for _, sent := range sentTo {
+		if sent > 1 {
+			twice++
+		}
+	}
+	if twice != 0 {
+		t.Errorf("%d users were sent two goodbyes", twice)
 	}
 }
 

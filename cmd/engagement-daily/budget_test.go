@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,12 +32,11 @@ func TestQueueStepReadsTheBudgetAsOfTheRun(t *testing.T) {
 		t.Fatalf("queue-process: exit %d, %v, summary %+v, want 10 sent and the budget full: %s", first.Code, err, sum, first.Stderr)
 	}
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55118' || lpad(i::text, 8, '0') || '@s.whatsapp.net', now() - interval '1 minute', 'later-' || i
-		  FROM generate_series(1, 5) AS i`, user)
+	for i := 1; i <= 5; i++ {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count":"2"}`, JID: fmt.Sprintf("55118%08d@s.whatsapp.net", i), ScheduledFor: fixture.Now(t, pool).Add(-time.Minute),
+			Key: fmt.Sprintf("later-%d", i)})
+	}
 
 	asOf := fixture.Now(t, pool).Add(delivery.BudgetWindow + time.Minute).UTC().Format(time.RFC3339)
 	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, env, "--as-of", asOf, "--allow-future-as-of", "--output", "json",

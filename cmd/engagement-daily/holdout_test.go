@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"crypto/md5" //nolint:gosec // the holdout's hash (migration 55), for its spread, not for secrecy
 	be "encoding/binary"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/delivery"
@@ -57,12 +55,13 @@ func runDaily(t *testing.T, run func(args ...string) cmdtest.Result, args ...str
 // heldOut lists the users the goodbyes' log rows say were held out, sorted.
 func heldOut(t *testing.T, db *pgxpool.Pool) []string {
 	t.Helper()
-	rows, _ := db.Query(context.Background(), `
-		SELECT user_id::text FROM engagement_state_transitions WHERE trigger = 'inactivity_14d' AND holdout ORDER BY 1`)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
+	ids := []string{}
+	for _, l := range fixture.LogRows(t, db, fixture.Logged{Trigger: "inactivity_14d"}) {
+		if l.Holdout {
+			ids = append(ids, l.UserID)
+		}
 	}
+	slices.Sort(ids)
 	return ids
 }
 
@@ -81,7 +80,6 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	t.Parallel()
 	const users, percent = 2000, 10
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	fixture.InactiveUsers(t, pool, users, lastWeekOfOctober)
 	var optedOut []string
 	for range 20 {
@@ -125,11 +123,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	if len(held) != goodbyes.HeldOut {
 		t.Fatalf("%d log rows say held out, the summary %d", len(held), goodbyes.HeldOut)
 	}
-	rows, _ := pool.Query(ctx, `SELECT user_id::text FROM user_profiles ORDER BY 1`)
-	all, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := fixture.Users(t, pool, fixture.Pick{}) // every user has a profile and a state row
 	var want []string
 	for _, id := range all {
 		if bucket(scheduler.DefaultHoldoutSalt, id) < percent*100 && !slices.Contains(optedOut, id) && id != reminded &&
@@ -141,18 +135,26 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 		t.Errorf("held out %d users, the Go hash says %d: not the same users", len(held), len(want))
 	}
 	expires := runAt.Add(48 * time.Hour)
-	if n := fixture.Count(t, pool, `
-		SELECT count(*) FROM user_engagement_states
-		 WHERE user_id = ANY($1::uuid[]) AND state = 'goodbye_sent' AND goodbye_sent_at = $2 AND goodbye_expires_at = $3`,
-		held, runAt, expires); n != len(held) {
+	n := 0
+	for _, s := range fixture.StateRows(t, pool, held...) {
+		if len(held) > 0 && s.State == "goodbye_sent" && s.GoodbyeSentAt != nil && s.GoodbyeSentAt.Equal(runAt) &&
+			s.GoodbyeExpiresAt != nil && s.GoodbyeExpiresAt.Equal(expires) {
+			n++
+		}
+	}
+	if n != len(held) {
 		t.Errorf("%d of %d held-out users are in goodbye_sent from the run with their 48 hours, want all", n, len(held))
 	}
 	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: held}); n != 0 {
 		t.Errorf("%d messages queued for held-out users, want none", n)
 	}
-	if n := fixture.Count(t, pool, `
-		SELECT count(*) FROM engagement_state_transitions
-		 WHERE user_id = ANY($1::uuid[]) OR (holdout AND trigger <> 'inactivity_14d')`, optedOut); n != 0 {
+	n = 0
+	for _, l := range fixture.LogRows(t, pool, fixture.Logged{}) {
+		if slices.Contains(optedOut, l.UserID) || l.Holdout && l.Trigger != "inactivity_14d" {
+			n++
+		}
+	}
+	if n != 0 {
 		t.Errorf("%d log rows for opted-out users or held-out moves other than a goodbye, want none", n)
 	}
 	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: []string{reminded}, Type: "reminder"}); n != 1 {
@@ -269,16 +271,18 @@ func TestHoldoutIsTheSameOnEveryRunShardAndDatabase(t *testing.T) {
 	}
 	// Everyone back to active and silent again: three days later the same
 	// users are held out.
-	fixture.Exec(t, single.pool, `UPDATE user_engagement_states SET state = 'active', goodbye_sent_at = NULL, goodbye_expires_at = NULL`)
+	fixture.SetState(t, single.pool, "", fixture.StateChange{State: "active", NoGoodbye: true})
 	runAt, _ := time.Parse(time.RFC3339, asOf)
 	runDaily(t, single.run, "--as-of", runAt.Add(3*24*time.Hour).Format(time.RFC3339), "--holdout-percent", "10")
-	rows, _ := single.pool.Query(context.Background(), `
-		SELECT count(*) FILTER (WHERE holdout), count(DISTINCT user_id) FILTER (WHERE holdout)
-		  FROM engagement_state_transitions WHERE trigger = 'inactivity_14d'`)
-	counts, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[struct{ Rows, Users int }])
-	if err != nil {
-		t.Fatal(err)
+	var counts struct{ Rows, Users int }
+	heldUsers := map[string]bool{}
+	for _, l := range fixture.LogRows(t, single.pool, fixture.Logged{Trigger: "inactivity_14d"}) {
+		if l.Holdout {
+			counts.Rows++
+			heldUsers[l.UserID] = true
+		}
 	}
+	counts.Users = len(heldUsers)
 	if counts.Rows != 2*len(group) || counts.Users != len(group) {
 		t.Errorf("after two goodbye runs three days apart: %d held-out rows of %d users, want %d of the same %d",
 			counts.Rows, counts.Users, 2*len(group), len(group))

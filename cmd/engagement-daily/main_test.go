@@ -203,8 +203,7 @@ func TestKilledRunLeavesEveryUserWholeAndTheNextRunFinishes(t *testing.T) {
 	_ = cmd.Wait()
 	// The server finishes (and commits) the statement in flight when the
 	// client dies; count once its backend is gone.
-	for fixture.Count(t, pool, `SELECT count(*) FROM pg_stat_activity
-	        WHERE datname = current_database() AND application_name = 'engagement-daily'`) > 0 {
+	for fixture.Backends(t, pool, "engagement-daily") > 0 {
 		if ctx.Err() != nil {
 			t.Fatal("the killed run's connections did not go away")
 		}

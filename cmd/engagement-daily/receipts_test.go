@@ -82,10 +82,9 @@ func TestGoodbyeWindowCountsFromDelivery(t *testing.T) {
 
 func lastTrigger(t *testing.T, pool *pgxpool.Pool, user string) string {
 	t.Helper()
-	var trig string
-	if err := pool.QueryRow(context.Background(), `
-		SELECT trigger FROM engagement_state_transitions WHERE user_id = $1 ORDER BY id DESC LIMIT 1`, user).Scan(&trig); err != nil {
-		t.Fatal(err)
+	logs := fixture.LogRows(t, pool, fixture.Logged{Users: []string{user}})
+	if len(logs) == 0 {
+		t.Fatalf("no move of %s logged", user)
 	}
-	return trig
+	return logs[len(logs)-1].Trigger
 }

@@ -85,16 +85,14 @@ func checkStoppedRound(t *testing.T, pool *pgxpool.Pool, what string, res cmdtes
 		t.Errorf("%s: stopped %q, want shutdown", what, sum.Stopped)
 	}
 	if sum.RunID != 0 {
-		if got := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE id = $1 AND status = $2 AND error IS NULL`, sum.RunID, want); got != 1 {
-			status := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE id = $1`, sum.RunID)
-			var st, e string
-			_ = pool.QueryRow(t.Context(), `SELECT status, coalesce(error, '') FROM engagement_job_runs WHERE id = $1`, sum.RunID).Scan(&st, &e)
-			t.Errorf("%s: run %d (%d rows) recorded %s (%s), want %s\n%s", what, sum.RunID, status, st, e, want, res.Stderr)
+		if run := fixture.RunOf(t, pool, sum.RunID); run.Status != want || run.Error != nil {
+			t.Errorf("%s: run %d recorded %s (%v), want %s\n%s", what, sum.RunID, run.Status, run.Error, want, res.Stderr)
 		}
 	} else if sum.Stopped == "" {
 		t.Errorf("%s: a run that did not stop has no run id: %s", what, res.Stdout)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status NOT IN ('succeeded', 'stopped')`); n != 0 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{}) - fixture.CountRuns(t, pool, fixture.Runs{Status: "succeeded"}) -
+		fixture.CountRuns(t, pool, fixture.Runs{Status: "stopped"}); n != 0 {
 		t.Errorf("%s: %d runs recorded other than succeeded or stopped", what, n)
 	}
 	fixture.EveryUserWhole(t, before, clean, fixture.UserOutcomes(t, pool))

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -29,22 +28,20 @@ func TestCleanupAgesOutTheAuditAndJobRuns(t *testing.T) {
 	}
 	pool, url := pgtest.NewPool(t)
 	env := cmdtest.Env("DATABASE_URL=" + url)
-	ctx := context.Background()
 	now := fixture.Now(t, pool)
 	ago := func(days int) time.Time { return now.Add(-time.Duration(days) * retention.Day) }
 	run := func(job, status string, started time.Time) int64 {
 		t.Helper()
-		var id int64
-		if err := pool.QueryRow(ctx, `INSERT INTO engagement_job_runs (job, as_of, started_at, finished_at, status)
-		                               VALUES ($1, $2::timestamptz, $2::timestamptz, CASE WHEN $3::text <> 'running' THEN $2::timestamptz + interval '1 minute' END, $3::text) RETURNING id`,
-			job, started, status).Scan(&id); err != nil {
-			t.Fatal(err)
+		var finished time.Time
+		if status != "running" {
+			finished = started.Add(time.Minute)
 		}
-		return id
+		return fixture.JobRun(t, pool, job, status, started, finished)
 	}
 	// The daily job's latest 100 runs, yesterday; older ones below.
-	fixture.Exec(t, pool, `INSERT INTO engagement_job_runs (job, as_of, started_at, finished_at, status)
-		SELECT 'engagement-daily', $1::timestamptz - g * interval '1 minute', $1::timestamptz - g * interval '1 minute', $1::timestamptz, 'succeeded' FROM generate_series(1, 100) g`, ago(1))
+	for g := range 100 {
+		fixture.JobRun(t, pool, "engagement-daily", "succeeded", ago(1).Add(-time.Duration(g+1)*time.Minute), ago(1))
+	}
 	oldDone := run("engagement-daily", "succeeded", ago(200))
 	oldFailed := run("engagement-daily", "failed", ago(150))
 	oldRunning := run("engagement-daily", "running", ago(200))
@@ -55,35 +52,19 @@ func TestCleanupAgesOutTheAuditAndJobRuns(t *testing.T) {
 	weeklysLatest := run("engagement-weekly", "succeeded", ago(300))
 
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: now})
-	fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, status, job_run_id)
-		VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511900000001@s.whatsapp.net', 'pending', $2)`, user, namedByMessage)
-	fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, status, sent_at,
-		       created_at, scheduled_for, replay_until, job_run_id)
-		VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511900000001@s.whatsapp.net', 'sent', $2::timestamptz, $2::timestamptz, $2::timestamptz, $2::timestamptz, $3)`,
-		user, ago(200), namedByOldMessage)
-	fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id)
-		VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, user, namedByLog)
+	goodbye := fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+		JID: "5511900000001@s.whatsapp.net", RunID: namedByMessage}
+	fixture.Queue(t, pool, goodbye)
+	goodbye.RunID, goodbye.Status = namedByOldMessage, "sent"
+	goodbye.SentAt, goodbye.CreatedAt, goodbye.ScheduledFor, goodbye.ReplayUntil = ago(200), ago(200), ago(200), ago(200)
+	fixture.Queue(t, pool, goodbye)
+	fixture.LogMove(t, pool, fixture.Move{User: user, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d", RunID: namedByLog})
 	for _, days := range []int{6 * 365, 4 * 365, 2} {
-		fixture.Exec(t, pool, `INSERT INTO engagement_console_audit (at, actor, action, filter, messages) VALUES ($1, 'ana', 'cancel', '{}', 1)`, ago(days))
+		fixture.Audit(t, pool, ago(days), "ana", "cancel", 1)
 	}
-	runs := func() []int64 {
-		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT id FROM engagement_job_runs WHERE started_at < $1 ORDER BY id`, ago(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		return ids
-	}
+	runs := func() []int64 { return fixture.RunIDs(t, pool, ago(2)) }
 	asOf := now.Truncate(time.Second)
-	audit := func() int { return fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit`) }
+	audit := func() int { return fixture.CountAudit(t, pool) }
 	allRuns := runs()
 	type summary struct {
 		JobRuns     *int64     `json:"job_runs"`

@@ -1,8 +1,8 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +19,9 @@ import (
 func TestOptOutAndOptInThroughTheCommand(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for)
-		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '5511900000001@s.whatsapp.net', now())`,
-		user); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		JID: "5511900000001@s.whatsapp.net"})
 	env := cmdtest.Env("DATABASE_URL="+url, "USER=ana")
 
 	steps := []struct {
@@ -56,32 +50,31 @@ func TestOptOutAndOptInThroughTheCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, %q (%s); want %d, %q", s.args, res.Code, res.Stdout, res.Stderr, s.code, s.stdout)
 		}
 	}
-	rows, err := pool.Query(ctx, `SELECT opted_out, source, coalesce(actor, '') FROM engagement_consent_events WHERE user_id = $1 ORDER BY id`, user)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for rows.Next() {
-		var out bool
-		var source, actor string
-		if err := rows.Scan(&out, &source, &actor); err != nil {
-			t.Fatal(err)
+	for _, e := range fixture.ConsentEventsOf(t, pool, user) {
+		actor := ""
+		if e.Actor != nil {
+			actor = *e.Actor
 		}
-		b, _ := json.Marshal([]any{out, source, actor})
+		b, _ := json.Marshal([]any{e.OptedOut, e.Source, actor})
 		got = append(got, string(b))
 	}
 	want := `["[true,\"engagementctl\",\"ana\"]","[false,\"engagementctl\",\"ana\"]","[true,\"support-ticket\",\"bia\"]"]`
 	if b, _ := json.Marshal(got); string(b) != want {
 		t.Errorf("consent events %s, want %s", b, want)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND status = 'cancelled'
-	                                 AND cancel_reason = 'opted_out'`, user); n != 1 {
+	n := 0
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Users: []string{user}, Status: "cancelled"}) {
+		if m.CancelReason != nil && *m.CancelReason == "opted_out" {
+			n++
+		}
+	}
+	if n != 1 {
 		t.Errorf("%d messages cancelled as opted_out, want the pending one", n)
 	}
 	// The first opt-out did not ask for the confirmation; the third did,
 	// and the repeat after it changed nothing, so queued none.
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1
-	                                 AND message_type = 'opt_out_confirmation' AND status = 'pending'`, user); n != 1 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: []string{user}, Type: "opt_out_confirmation", Status: "pending"}); n != 1 {
 		t.Errorf("%d pending confirmations, want the one --confirm asked for", n)
 	}
 }
@@ -118,12 +111,11 @@ func TestTheCommandsFollowTheUsersTime(t *testing.T) {
 			t.Errorf("%v: exit %d, %q (%s); want %d, %q", s.args, res.Code, res.Stdout, res.Stderr, s.code, s.stdout)
 		}
 	}
-	var got string
-	if err := pool.QueryRow(context.Background(), `
-		SELECT string_agg(opted_out::text || ' ' || source || ' ' || superseded::text, ', ' ORDER BY id)
-		  FROM engagement_consent_events WHERE user_id = $1`, user).Scan(&got); err != nil {
-		t.Fatal(err)
+	var log []string
+	for _, e := range fixture.ConsentEventsOf(t, pool, user) {
+		log = append(log, fmt.Sprintf("%t %s %t", e.OptedOut, e.Source, e.Superseded))
 	}
+	got := strings.Join(log, ", ")
 	if want := "true bot:keyword false, false engagementctl true, false support:ticket-7 true, false engagementctl false"; got != want {
 		t.Errorf("consent log %q, want %q", got, want)
 	}

@@ -115,15 +115,13 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("queue-process: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, status, coalesce(error_message, '') FROM engagement_message_queue`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key, status, errMsg string
-		if err := rows.Scan(&key, &status, &errMsg); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
+		key, status, errMsg := "", m.Status, ""
+		if m.IdempotencyKey != nil {
+			key = *m.IdempotencyKey
+		}
+		if m.ErrorMessage != nil {
+			errMsg = *m.ErrorMessage
 		}
 		switch {
 		case key == badKey && (status != "failed" || !strings.Contains(errMsg, reason)):
@@ -131,9 +129,6 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 		case key != badKey && status != "sent":
 			t.Errorf("message under %q: %s %q, want sent", key, status, errMsg)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	for _, want := range keys {
 		if got := bot.ByKey(want); len(got) != 1 || got[0].IdempotencyKey != want || got[0].Body.IdempotencyKey != want {

@@ -59,13 +59,11 @@ func seedPerson(t *testing.T, pool *pgxpool.Pool, digits string) person {
 			t.Fatal(err)
 		}
 		if status == "sent" || status == "failed" {
-			_, err = pool.Exec(ctx, `
-				INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, provider_message_id, error)
-				VALUES ($1, 'webhook', $2::text, 1, 'wamid.' || $3::text, CASE WHEN $2::text = 'failed' THEN 'rejected ' || $3::text || ' ' || $4::text END)`,
-				id, status, p.digits, p.marker)
-			if err != nil {
-				t.Fatal(err)
+			row := fixture.LedgerRow{Message: id, Transport: "webhook", Status: status, ProviderID: "wamid." + p.digits}
+			if status == "failed" {
+				row.Error = "rejected " + p.digits + " " + p.marker
 			}
+			fixture.Ledger(t, pool, row)
 		}
 		if status == "sent" {
 			_, err = pool.Exec(ctx, `
@@ -101,10 +99,8 @@ func seedPerson(t *testing.T, pool *pgxpool.Pool, digits string) person {
 	}
 	// The opt-out cancelled the pending message: queue it again, as if the
 	// bot had after the opt-in.
-	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET status = 'pending', cancel_reason = NULL
-	                               WHERE user_id = $1 AND idempotency_key LIKE '%W00'`, p.id); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetMessages(t, pool, fixture.MessageChange{ID: fixture.MessageByKey(t, pool, p.id+":weekly_review:2026-W00").ID,
+		SetStatus: "pending", CancelReason: fixture.Ptr("")})
 	return p
 }
 
@@ -279,12 +275,12 @@ func TestEraseLeavesNoTraceAndNothingIsSentAfterwards(t *testing.T) {
 		t.Errorf("after erase: %d sent, %d failed, %d cancelled, %d budget slots; want 1, 1, 2 and 2", sent, failed, cancelled, slots)
 	}
 	// Consent: the history stays, by user id, ending with erase's opt-out.
-	var events int
-	var source string
-	if err := pool.QueryRow(ctx, `SELECT count(*) OVER (), source FROM engagement_consent_events WHERE user_id = $1
-	                               ORDER BY id DESC LIMIT 1`, gone.id).Scan(&events, &source); err != nil ||
-		events != 3 || source != "erase" {
-		t.Errorf("consent events: %d, latest from %q (%v); want 3, the latest from erase", events, source, err)
+	events, source := fixture.ConsentEventsOf(t, pool, gone.id), ""
+	if len(events) > 0 {
+		source = events[len(events)-1].Source
+	}
+	if len(events) != 3 || source != "erase" {
+		t.Errorf("consent events: %d, latest from %q; want 3, the latest from erase", len(events), source)
 	}
 
 	// The other person is untouched.

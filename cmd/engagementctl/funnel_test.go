@@ -69,7 +69,12 @@ func TestFunnelCommandPrintsTheArms(t *testing.T) {
 		c.Holdout.Users == nil || c.Holdout.Reactivated == nil {
 		t.Fatalf("cohort %+v lacks treatment and holdout with users and reactivated: %s", c, res.Stdout)
 	}
-	held := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions WHERE holdout`)
+	held := 0
+	for _, l := range fixture.LogRows(t, pool, fixture.Logged{}) {
+		if l.Holdout {
+			held++
+		}
+	}
 	if *c.Treatment.Users != int64(300-held) || *c.Holdout.Users != int64(held) || *c.Treatment.Reactivated != 30 ||
 		*c.Holdout.Reactivated != 6 || c.StillCounting {
 		t.Errorf("cohort: treatment %d/%d, holdout %d/%d, still counting %v; want 30/%d, 6/%d, closed",
@@ -103,8 +108,8 @@ func TestFunnelWeeksStartAtMondayMidnight(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	goodbyes := func(at time.Time, holdout bool, n int) {
 		for range n {
-			fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at)
-			                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3)`, fixture.NewID(), holdout, at)
+			fixture.LogMove(t, pool, fixture.Move{User: fixture.NewID(), From: "active", To: "goodbye_sent", Trigger: "inactivity_14d",
+				Holdout: holdout, At: at})
 		}
 	}
 	goodbyes(time.Date(2026, 9, 27, 23, 59, 59, 0, time.UTC), false, 1)

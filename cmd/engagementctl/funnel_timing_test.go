@@ -50,27 +50,24 @@ func TestFunnelTimingArmsOnAScriptedHistory(t *testing.T) {
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	const h, d = time.Hour, 24 * time.Hour
 	run := time.Date(2026, 10, 6, 6, 0, 0, 0, time.UTC)
-	goodbyes := func(at time.Time, runID int, timing *string, holdout bool, n int) []string {
+	goodbyes := func(at time.Time, runID int64, timing string, holdout bool, n int) []string {
 		users := make([]string, n)
 		for i := range users {
 			users[i] = fixture.NewID()
-			fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, holdout, timing, created_at)
-			                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3, $4, $5)`, users[i], runID, holdout, timing, at)
+			fixture.LogMove(t, pool, fixture.Move{User: users[i], From: "active", To: "goodbye_sent", Trigger: "inactivity_14d",
+				RunID: runID, Holdout: holdout, Timing: timing, At: at})
 		}
 		return users
 	}
-	sent := func(users []string, runID int, at time.Time) {
+	sent := func(users []string, runID int64, at time.Time) {
 		for _, u := range users {
-			fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, sent_at,
-			                              period_start, job_run_id, idempotency_key)
-			                       VALUES ($1::uuid, 'goodbye', 'individual', 'demo@s.whatsapp.net', 'sent', $2, date_trunc('day', $3::timestamptz, 'UTC'), $4,
-			                              $1::text || ':goodbye_sent')`, u, at, run, runID)
+			fixture.Queue(t, pool, fixture.Message{User: u, Type: "goodbye", JID: "demo@s.whatsapp.net", Status: "sent", SentAt: at,
+				PeriodStart: run.Truncate(d), RunID: runID, Key: u + ":goodbye_sent"})
 		}
 	}
 	move := func(users []string, from, to, trigger string, at time.Time) {
 		for _, u := range users {
-			fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-			                       VALUES ($1, $2, $3, $4, $5)`, u, from, to, trigger, at)
+			fixture.LogMove(t, pool, fixture.Move{User: u, From: from, To: to, Trigger: trigger, At: at})
 		}
 	}
 	answer := func(users []string, at time.Time) {
@@ -78,7 +75,7 @@ func TestFunnelTimingArmsOnAScriptedHistory(t *testing.T) {
 	}
 	back := func(users []string, at time.Time) { move(users, "dormant", "active", "user_message", at) }
 
-	best := goodbyes(run, 1, fixture.Ptr("best_hour"), false, 50)
+	best := goodbyes(run, 1, "best_hour", false, 50)
 	bestSent := run.Add(17 * h)
 	sent(best[:49], 1, bestSent)
 	answer(best[:12], bestSent.Add(47*h))
@@ -86,22 +83,22 @@ func TestFunnelTimingArmsOnAScriptedHistory(t *testing.T) {
 	answer(best[49:], run.Add(47*h))
 	back(best[15:35], run.Add(5*d))
 	back(best[35:37], run.Add(31*d))
-	fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, job_run_id, timing, created_at)
-	                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', 2, 'best_hour', $2)`, best[40], run.Add(2*d))
+	fixture.LogMove(t, pool, fixture.Move{User: best[40], From: "active", To: "goodbye_sent", Trigger: "inactivity_14d",
+		RunID: 2, Timing: "best_hour", At: run.Add(2 * d)})
 
-	runTime := goodbyes(run, 1, fixture.Ptr("run_time"), false, 50)
+	runTime := goodbyes(run, 1, "run_time", false, 50)
 	runSent := run.Add(5 * time.Minute)
 	sent(runTime, 1, runSent)
 	answer(runTime[:6], runSent.Add(47*h))
 	answer(runTime[6:8], runSent.Add(49*h))
 	back(runTime[10:20], run.Add(5*d))
 
-	answer(goodbyes(run, 1, fixture.Ptr("run_time"), true, 5), run.Add(h))
-	answer(goodbyes(run, 1, nil, false, 7), run.Add(h))
+	answer(goodbyes(run, 1, "run_time", true, 5), run.Add(h))
+	answer(goodbyes(run, 1, "", false, 7), run.Add(h))
 
 	open := time.Date(2026, 11, 17, 6, 0, 0, 0, time.UTC)
-	goodbyes(open, 3, fixture.Ptr("best_hour"), false, 4)
-	goodbyes(open, 3, fixture.Ptr("run_time"), false, 3)
+	goodbyes(open, 3, "best_hour", false, 4)
+	goodbyes(open, 3, "run_time", false, 3)
 
 	asOf := []string{"--as-of", "2026-11-22T06:00:00Z", "--weeks", "8"}
 	res := cmdtest.Exec(t, ctl.NewCommand, env, append([]string{"funnel", "--output", "json"}, asOf...)...)
@@ -189,8 +186,8 @@ func TestFunnelWithoutTimingSaysNothingOfIt(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	env := cmdtest.Env("DATABASE_URL=" + url)
-	fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-	                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', '2026-10-06T06:00:00Z')`, fixture.NewID())
+	fixture.LogMove(t, pool, fixture.Move{User: fixture.NewID(), From: "active", To: "goodbye_sent", Trigger: "inactivity_14d",
+		At: time.Date(2026, 10, 6, 6, 0, 0, 0, time.UTC)})
 	asOf := []string{"--as-of", "2026-11-22T06:00:00Z", "--weeks", "8"}
 	res := cmdtest.Exec(t, ctl.NewCommand, env, append([]string{"funnel", "--output", "json"}, asOf...)...)
 	if res.Code != 0 || strings.Contains(res.Stdout, `"timing"`) {

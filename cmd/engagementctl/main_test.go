@@ -24,11 +24,7 @@ func tableExists(t *testing.T, url, table string) bool {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	var exists bool
-	if err := conn.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
-		t.Fatal(err)
-	}
-	return exists
+	return fixture.TableExists(t, conn, table)
 }
 
 func TestMigrateUpDownVersion(t *testing.T) {
@@ -166,13 +162,11 @@ func TestEnqueue(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("enqueue with a period: exit %d %s", res.Code, res.Stderr)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE id = $1
-		AND period_start = '2026-11-23T00:00:00Z' AND replay_until = '2026-11-30T00:00:00Z'`, dated.ID); n != 1 {
+	if m := fixture.MessageByID(t, pool, dated.ID); m.PeriodStart == nil || !m.PeriodStart.Equal(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)) ||
+		m.ReplayUntil == nil || !m.ReplayUntil.Equal(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) {
 		t.Error("--period-start and --replay-until were not stored")
 	}
-	if _, err := pool.Exec(context.Background(), `DELETE FROM engagement_message_queue WHERE id = $1`, dated.ID); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeleteMessages(t, pool, dated.ID, nil, "")
 	// No key: every call creates a message.
 	_, a := enqueue()
 	_, b := enqueue()
@@ -185,17 +179,12 @@ func TestCleanupCommand(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	if _, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, created_at)
-		SELECT $1, 'reminder', 'individual', 'x@s.whatsapp.net', s, '2026-01-01T00:00:00Z'
-		  FROM unnest(ARRAY['sent', 'failed', 'cancelled', 'pending', 'processing']) AS s`, user); err != nil {
-		t.Fatal(err)
+	for _, status := range []string{"sent", "failed", "cancelled", "pending", "processing"} {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "reminder", Status: status,
+			CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
 	}
-	if _, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_idempotency_keys (key, expires_at)
-		VALUES ('idempotency:old', '2026-11-01T00:00:00Z'), ('idempotency:live', '2026-12-01T00:00:00Z')`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.IdempotencyKey(t, pool, "idempotency:old", time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	fixture.IdempotencyKey(t, pool, "idempotency:live", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	for _, c := range []struct {
 		args []string
@@ -214,7 +203,7 @@ func TestCleanupCommand(t *testing.T) {
 			t.Errorf("cleanup %v left %d messages, want %d", c.args, n, c.left)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_idempotency_keys`); n != 1 {
+	if n := fixture.CountIdempotencyKeys(t, pool); n != 1 {
 		t.Errorf("%d idempotency keys left, want the live one", n)
 	}
 	if res := cmdtest.Exec(t, ctl.NewCommand, env, "cleanup", "--older-than", "-1h"); res.Code != 2 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -35,15 +36,7 @@ func schemaState(t *testing.T, url string) (version int64, dirty bool, invalid [
 	} else if err != nil {
 		t.Fatalf("read schema version: %v", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index WHERE NOT indisvalid ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	invalid, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return version, dirty, invalid
+	return version, dirty, fixture.InvalidIndexes(t, conn)
 }
 
 // TestConcurrentMigrateUp: issue 15 saw two `engagementctl migrate up`

@@ -105,10 +105,8 @@ func TestStatusPricesByLatestCategoryCountryAndWindow(t *testing.T) {
 			       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id, billable, pricing_category)
 			VALUES ($1, $2, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', $3, $4, $5, 'sent', $4, $6, $7, $8)`,
 			id, user, jid, sentAt, fixture.NewID(), pid, billable, metaCategory)
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, provider_message_id,
-			       last_attempt_at, meta_category, service_window)
-			VALUES ($1, $2, 'sent', 1, $3, $4, $5, $6)`, id, pricing.MetaTransport, pid, sentAt, routed, window)
+		fixture.Ledger(t, pool, fixture.LedgerRow{Message: id, Transport: pricing.MetaTransport, Status: "sent", ProviderID: pid,
+			LastAttempt: sentAt, MetaCategory: routed, Window: &window})
 		if delivered {
 			fixture.Exec(t, pool, `SELECT engagement_receipt($1, 'delivered', $2, NULL)`, pid, sentAt.Add(time.Minute))
 		}

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -24,7 +23,6 @@ import (
 func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	bot := webhooktest.New(t)
 	down := webhooktest.Status(500, `{"error":"receiver down"}`)
 
@@ -33,13 +31,8 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	for i := range keys {
 		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), Locale: "en"})
 		keys[i] = user + ":weekly_review:2026-W10"
-		if _, err := pool.Exec(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-			       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2)`, user, keys[i]); err != nil {
-			t.Fatal(err)
-		}
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count":"2"}`, JID: "5511999990000@s.whatsapp.net", ScheduledFor: fixture.Now(t, pool).Add(-time.Minute), Key: keys[i]})
 		// Down for the first run's two attempts (one try, one retry), up after.
 		bot.Script(keys[i], down, down, webhooktest.OK())
 	}
@@ -92,12 +85,8 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 				t.Errorf("%s: request %d carried Idempotency-Key %q, want the first one, %q", k, i+1, r.IdempotencyKey, k)
 			}
 		}
-		var status string
-		var retries int
-		if err := pool.QueryRow(ctx, `SELECT status, retry_count FROM engagement_message_queue WHERE idempotency_key = $1`, k).
-			Scan(&status, &retries); err != nil {
-			t.Fatal(err)
-		}
+		m := fixture.MessageByKey(t, pool, k)
+		status, retries := m.Status, m.RetryCount
 		wantStatus := "sent"
 		if k == rejected {
 			wantStatus = "failed"
@@ -115,22 +104,18 @@ func TestRequeueAfterAReceiverOutageDeliversOnceUnderTheFirstKey(t *testing.T) {
 	// cancelled again and never reaches the receiver.
 	optedOut := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), OptedOut: true})
 	optedOutKey := optedOut + ":weekly_review:2026-W10"
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, cancel_reason)
-		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $2, 'cancelled', 'opted_out')`, optedOut, optedOutKey); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Queue(t, pool, fixture.Message{User: optedOut, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: "5511999990000@s.whatsapp.net", ScheduledFor: fixture.Now(t, pool).Add(-time.Minute),
+		Key: optedOutKey, Status: "cancelled", CancelReason: "opted_out"})
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "requeue", "--status", "cancelled", "--reason", "opted_out")
 	if res.Code != 0 || res.Stdout != "requeued 1 cancelled messages\n" {
 		t.Fatalf("requeue --status cancelled: exit %d, %q (%s)", res.Code, res.Stdout, res.Stderr)
 	}
 	process()
-	var status, reason string
-	if err := pool.QueryRow(ctx, `SELECT status, coalesce(cancel_reason, '') FROM engagement_message_queue WHERE idempotency_key = $1`,
-		optedOutKey).Scan(&status, &reason); err != nil {
-		t.Fatal(err)
+	m := fixture.MessageByKey(t, pool, optedOutKey)
+	status, reason := m.Status, ""
+	if m.CancelReason != nil {
+		reason = *m.CancelReason
 	}
 	if status != "cancelled" || reason != "opted_out" || len(bot.ByKey(optedOutKey)) != 0 {
 		t.Errorf("the opted-out user's requeued review: %s (%s), %d requests; want cancelled again as opted_out, never sent",

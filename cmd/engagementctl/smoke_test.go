@@ -72,7 +72,7 @@ func dbFingerprint(t *testing.T, dbURL string) string {
 		t.Fatal(err)
 	}
 	var version string
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('engagement_schema_migrations') IS NOT NULL`).Scan(new(bool)); err == nil {
+	if fixture.TableExists(t, conn, "engagement_schema_migrations") {
 		_ = conn.QueryRow(ctx, `SELECT version || CASE WHEN dirty THEN ' dirty' ELSE '' END FROM engagement_schema_migrations`).Scan(&version)
 	}
 	return fp + "; schema " + version

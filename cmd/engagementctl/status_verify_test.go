@@ -157,21 +157,13 @@ func TestVerifyCommand(t *testing.T) {
 	}
 
 	// Broken: a claim past its deadline and a transition the table forbids.
-	claimed := fixture.Count(t, pool, `
-		WITH c AS (UPDATE engagement_message_queue SET status = 'processing', claimed_until = $1
-		            WHERE id = (SELECT id FROM engagement_message_queue WHERE status = 'pending' ORDER BY id LIMIT 1)
-		           RETURNING 1)
-		SELECT count(*) FROM c`, seededAsOf)
+	claimed := fixture.SetMessages(t, pool, fixture.MessageChange{ID: fixture.MessageIDs(t, pool, fixture.Messages{Status: "pending"}, 1)[0],
+		SetStatus: "processing", ClaimedUntil: seededAsOf})
 	if claimed != 1 {
 		t.Fatalf("claimed %d messages, want 1", claimed)
 	}
-	if _, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger)
-		SELECT s.user_id, 'dormant', 'goodbye_sent', 'inactivity_14d' FROM user_engagement_states s
-		  JOIN engagement_state_transitions l ON l.user_id = s.user_id
-		 WHERE s.state = 'goodbye_sent' ORDER BY s.user_id LIMIT 1`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.LogMove(t, pool, fixture.Move{User: fixture.FirstUser(t, pool, fixture.Pick{State: "goodbye_sent", Moved: true}),
+		From: "dormant", To: "goodbye_sent", Trigger: "inactivity_14d"})
 
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
 	rep = verifyReport{}

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -42,9 +41,7 @@ func TestVerifyPushesItsOutcome(t *testing.T) {
 		t.Errorf("%s = %v (found %v), want 0: verify ran, it found a broken invariant", metrics.JobLastRunFailed, v, ok)
 	}
 
-	if _, err := pool.Exec(context.Background(), `UPDATE user_engagement_states SET remind_at = now() WHERE user_id = $1`, user); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetState(t, pool, user, fixture.StateChange{RemindAt: fixture.Now(t, pool)})
 	if res := cmdtest.Exec(t, ctl.NewCommand, env, "verify"); res.Code != 0 {
 		t.Fatalf("verify after the repair: exit %d\n%s", res.Code, res.Stderr)
 	}

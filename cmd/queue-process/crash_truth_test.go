@@ -236,7 +236,7 @@ func TestACrashMidBatchNeverRecordsASentMessageCancelled(t *testing.T) {
 	}
 	doubted := map[string]bool{}
 	for _, m := range fixture.AllMessages(t, pool) {
-		if m.Status == "pending" && m.InDoubt {
+		if m.Status == "pending" && fixture.Deref(m.InDoubt) {
 			doubted[m.Key()] = true
 		}
 	}

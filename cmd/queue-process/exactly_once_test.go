@@ -212,9 +212,9 @@ func TestKilledMidSendOnTheCloudAPISendsNothingTwice(t *testing.T) {
 	unknown, doubtedNotFailed := 0, 0
 	for _, m := range fixture.AllMessages(t, pool) {
 		switch {
-		case m.Status == "failed" && m.InDoubt && strings.Contains(fixture.Deref(m.ErrorMessage), "outcome unknown"):
+		case m.Status == "failed" && fixture.Deref(m.InDoubt) && strings.Contains(fixture.Deref(m.ErrorMessage), "outcome unknown"):
 			unknown++
-		case m.InDoubt && m.Status != "failed":
+		case fixture.Deref(m.InDoubt) && m.Status != "failed":
 			doubtedNotFailed++
 		}
 	}

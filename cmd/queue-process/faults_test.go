@@ -99,7 +99,7 @@ func TestTransportFaultsEndToEnd(t *testing.T) {
 				sentAt                    *time.Time
 				retryIn                   time.Duration
 			)
-			m, l := fixture.MessageOf(t, pool, ids[i]), fixture.LedgerOf(t, pool, ids[i], "")
+			m, l := fixture.MessageByID(t, pool, ids[i]), fixture.LedgerOf(t, pool, ids[i], "")
 			if l == nil {
 				t.Fatalf("message %s has no ledger row", ids[i])
 			}

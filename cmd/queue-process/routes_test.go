@@ -94,7 +94,7 @@ func TestTemplatesAreRoutedByCategoryAndUSMarketingIsCancelled(t *testing.T) {
 	if sum.CancelReasons["us_marketing_blocked"] != 1 || sum.Sent != 3 {
 		t.Errorf("summary: sent %d, cancelled %v; want 3 sent and 1 us_marketing_blocked", sum.Sent, sum.CancelReasons)
 	}
-	m := fixture.MessageOf(t, pool, marketingUS)
+	m := fixture.MessageByID(t, pool, marketingUS)
 	status, reason := m.Status, fixture.Deref(m.CancelReason)
 	if status != "cancelled" || reason != "us_marketing_blocked" {
 		t.Errorf("the +1 marketing message is %s (%s); want cancelled, us_marketing_blocked", status, reason)
