@@ -120,7 +120,7 @@ func TestEraseOnTheUserPage(t *testing.T) {
 		Params: `{"count":"2"}`, JID: jid, ScheduledFor: time.Now().Add(24 * time.Hour), Key: user + ":b", Status: "pending"})
 	traces := func() int {
 		return fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
-			return m.UserID == user && (strings.Contains(m.DestinationJID, "987654321") || strings.Contains(m.Params, "marker"))
+			return m.UserID == user && (strings.Contains(m.DestinationJID, "987654321") || (m.Params != nil && strings.Contains(*m.Params, "marker")))
 		})
 	}
 
