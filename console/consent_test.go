@@ -24,13 +24,7 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 			JID: "55@s.whatsapp.net", ScheduledFor: time.Now().Add(time.Duration(g) * time.Hour), Key: user + ":" + strconv.Itoa(g)})
 	}
 	consent := func(keep func(fixture.ConsentEvent) bool) int {
-		n := 0
-		for _, e := range fixture.ConsentEventsOf(t, pool, user) {
-			if keep(e) {
-				n++
-			}
-		}
-		return n
+		return fixture.CountWhere(fixture.ConsentEventsOf(t, pool, user), keep)
 	}
 
 	action, form := browserForm(t, opsPage(t, srv, "/users?id="+user), `id="consent-form"`, nil)

@@ -96,13 +96,7 @@ func TestAnOperatorClearsThePauseInTheBrowser(t *testing.T) {
 		t.Errorf("the preview says %q (%v); want the webhook's banned pause named", lead, err)
 	}
 	pauses := func(keep func(fixture.TransportPause) bool) int {
-		n := 0
-		for _, p := range fixture.TransportPauses(t, pool) {
-			if keep(p) {
-				n++
-			}
-		}
-		return n
+		return fixture.CountWhere(fixture.TransportPauses(t, pool), keep)
 	}
 	if n := pauses(func(p fixture.TransportPause) bool { return p.ClearedAt == nil }); n != 1 {
 		t.Errorf("the preview cleared the pause (%d active); want it active until confirmed", n)

@@ -176,12 +176,8 @@ func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 		if len(msgs) != 1 {
 			t.Fatalf("%s has %d messages, want the one goodbye", user, len(msgs))
 		}
-		fromMeta := 0
-		for _, e := range fixture.ConsentEventsOf(t, pool, user) {
-			if e.Source == "meta:user_preferences" {
-				fromMeta++
-			}
-		}
+		fromMeta := fixture.CountWhere(fixture.ConsentEventsOf(t, pool, user),
+			func(e fixture.ConsentEvent) bool { return e.Source == "meta:user_preferences" })
 		return strconv.FormatBool(fixture.ProfileOf(t, pool, user).ReengagementOptOut) + " " + msgs[0].Status + " " + strconv.Itoa(fromMeta)
 	}
 	at := time.Now().Add(-time.Minute)
