@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -117,10 +116,19 @@ func TestEnqueueAPI(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != jsonType {
 		t.Errorf("Content-Type %q, want %s", ct, jsonType)
 	}
-	var reason, filter string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(reason, ''), filter->>'message_id' FROM engagement_console_audit
-		WHERE id = $1 AND action = 'enqueue' AND actor = $2 AND messages = 1`, first.AuditID, operator).Scan(&reason, &filter); err != nil {
-		t.Fatalf("the audit row %d: %v", first.AuditID, err)
+	var row *fixture.AuditEntry
+	for _, e := range fixture.ConsoleAudit(t, pool) {
+		if e.ID == first.AuditID && e.Action == "enqueue" && e.Actor == operator && e.Messages == 1 {
+			row = &e
+		}
+	}
+	if row == nil {
+		t.Fatalf("no audit row %d of the enqueue by %s of 1 message", first.AuditID, operator)
+	}
+	filter, _ := row.Filter["message_id"].(string)
+	reason := ""
+	if row.Reason != nil {
+		reason = *row.Reason
 	}
 	if reason != "ticket 1234" || filter != first.ID {
 		t.Errorf("audit row: reason %q, message %q; want the reason given and message %s", reason, filter, first.ID)
@@ -153,7 +161,7 @@ func TestEnqueueAPI(t *testing.T) {
 	if n := messages(); n != 1 {
 		t.Errorf("%d messages after one new and four replays, want 1", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit`); n != 1 {
+	if n := len(fixture.ConsoleAudit(t, pool)); n != 1 {
 		t.Errorf("%d audit rows, want 1: a replay changes nothing and is not an action", n)
 	}
 	if msgs := fixture.MessagesOf(t, pool, user); len(msgs) != 1 || msgs[0].Params["count"] != "3" {

@@ -47,7 +47,7 @@ func TestEnqueueAPIRefusesWhatCannotBeSent(t *testing.T) {
 			t.Errorf("%s: the answer quotes the JID: %s", tc.name, out)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT (SELECT count(*) FROM engagement_message_queue) + (SELECT count(*) FROM engagement_console_audit)`); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{}) + len(fixture.ConsoleAudit(t, pool)); n != 0 {
 		t.Errorf("%d messages and audit rows written by refused requests, want none", n)
 	}
 	if strings.Contains(logs.String(), "98765") {

@@ -20,11 +20,11 @@ func TestAuditIsReadableWithAReason(t *testing.T) {
 	pool := binaryPool(t)
 	srv, _ := serveLogged(t, pool)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, status, error_message)
-		SELECT $1, 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511900000000@s.whatsapp.net', 'failed', 'webhook: receiver answered 502'
-		  FROM generate_series(1, 3)`, user)
-	fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid)
-		VALUES ($1, 'reminder', 'engagement.reminder', 'individual', '5511900000000@s.whatsapp.net')`, user)
+	for range 3 {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+			JID: "5511900000000@s.whatsapp.net", Status: "failed", Error: "webhook: receiver answered 502"})
+	}
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "reminder", CatalogKey: "engagement.reminder", JID: "5511900000000@s.whatsapp.net"})
 	token := csrfToken(t, srv, operator, operatorPassword)
 
 	resp, body := post(t, srv, "/actions/requeue/confirm", operator, operatorPassword, url.Values{"csrf": {token},
@@ -66,7 +66,7 @@ func TestAuditIsReadableWithAReason(t *testing.T) {
 	if strings.Contains(page, `<span class="k">ids</span>`) || strings.Contains(page, `<span class="k">all</span>`) {
 		t.Errorf("the audit page lists filter fields that were not given")
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit WHERE reason IS NULL`); n != 1 {
+	if n := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool { return e.Reason == nil }); n != 1 {
 		t.Errorf("%d audit rows without a reason, want 1 (NULL, not '')", n)
 	}
 }

@@ -81,10 +81,9 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 	// The user said stop an hour ago; a resume they said two hours ago
 	// arrived after it (Meta resends late): the user page shows it
 	// superseded (issue 56).
-	if _, err := h.pool.Exec(context.Background(), `SELECT engagement_opt_out($1, 'bot:keyword', now() - interval '1 hour'),
-	                                                       engagement_opt_in($1, 'meta:user_preferences', now() - interval '2 hours')`, user); err != nil {
-		t.Fatal(err)
-	}
+	now := fixture.Now(t, h.pool)
+	fixture.SetConsent(t, h.pool, fixture.ConsentChange{User: user, OptedOut: true, Source: "bot:keyword", At: now.Add(-time.Hour)})
+	fixture.SetConsent(t, h.pool, fixture.ConsentChange{User: user, OptedOut: false, Source: "meta:user_preferences", At: now.Add(-2 * time.Hour)})
 	srv := serve(t, h.pool, historyAsOf)
 	ctx := browse(t, operator, operatorPassword)
 	dir := screenshotDir(t)
@@ -162,12 +161,9 @@ func TestRequeueInTheBrowser(t *testing.T) {
 		t.Errorf("after the confirmation the page says %q", done)
 	}
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-done.png"))
-	var audits int
-	if err := pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM engagement_console_audit WHERE actor = $1 AND action = 'requeue' AND messages = 6`,
-		operator).Scan(&audits); err != nil {
-		t.Fatal(err)
-	}
+	audits := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool {
+		return e.Actor == operator && e.Action == "requeue" && e.Messages == 6
+	})
 	if failed := countFailed(t, pool); failed != 3 || audits != 1 {
 		t.Errorf("after the requeue: %d failed (want 3), %d audit rows of ops' requeue of 6 (want 1)", failed, audits)
 	}
@@ -243,11 +239,7 @@ func TestAForgedPostIsRefused(t *testing.T) {
 
 func countFailed(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"})
 }
 
 // Issue 41: the overview's health summary, in Chromium; a failure group
@@ -438,11 +430,8 @@ func TestOptOutInTheBrowser(t *testing.T) {
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '55@s.whatsapp.net', now() + interval '1 hour',
-		        $1::uuid::text || ':g')`, user)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		JID: "55@s.whatsapp.net", ScheduledFor: time.Now().Add(time.Hour), Key: user + ":g"})
 	ctx := browse(t, operator, operatorPassword)
 	dir := screenshotDir(t)
 	browsertest.Run(t, ctx,
@@ -479,11 +468,9 @@ func TestEraseInTheBrowser(t *testing.T) {
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at)
-		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511987654321@s.whatsapp.net',
-		        now() - interval '1 day', $1::uuid::text || ':a', 'sent', now() - interval '1 day')`, user)
+	dayAgo := time.Now().Add(-24 * time.Hour)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		JID: "5511987654321@s.whatsapp.net", ScheduledFor: dayAgo, Key: user + ":a", Status: "sent", SentAt: dayAgo})
 	ctx := browse(t, operator, operatorPassword)
 	dir := screenshotDir(t)
 	browsertest.Run(t, ctx,
@@ -502,7 +489,9 @@ func TestEraseInTheBrowser(t *testing.T) {
 		t.Errorf("after the confirmation the page says %q", done)
 	}
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "erase-done.png"))
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND destination_jid LIKE '%987654321%'`, user); n != 0 {
+	if n := fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
+		return m.UserID == user && strings.Contains(m.DestinationJID, "987654321")
+	}); n != 0 {
 		t.Errorf("%d messages still hold the person's number", n)
 	}
 	browsertest.RequireNoErrors(t, ctx)

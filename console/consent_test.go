@@ -1,8 +1,8 @@
 package console_test
 
 import (
-	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,19 +19,20 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '55@s.whatsapp.net',
-		       now() + g * interval '1 hour', $1::uuid::text || ':' || g FROM generate_series(1, 2) g`, user)
-	count := func(sql string) int { return fixture.Count(t, pool, sql, user) }
+	for g := 1; g <= 2; g++ {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			JID: "55@s.whatsapp.net", ScheduledFor: time.Now().Add(time.Duration(g) * time.Hour), Key: user + ":" + strconv.Itoa(g)})
+	}
+	consent := func(keep func(fixture.ConsoleConsentEvent) bool) int {
+		return fixture.CountWhere(fixture.ConsoleConsentEventsOf(t, pool, user), keep)
+	}
 
 	action, form := browserForm(t, opsPage(t, srv, "/users?id="+user), `id="consent-form"`, nil)
 	code, preview := submit(t, srv, action, form)
 	if code != http.StatusOK || !strings.Contains(preview, "Opt this user out") || !strings.Contains(preview, "<strong>2</strong> pending messages are cancelled") {
 		t.Fatalf("Opt out…: %d, %.800s; want a preview naming the 2 pending messages", code, preview)
 	}
-	if n := count(`SELECT count(*) FROM engagement_consent_events WHERE user_id = $1`); n != 0 {
+	if n := len(fixture.ConsoleConsentEventsOf(t, pool, user)); n != 0 {
 		t.Fatalf("the preview recorded %d consent events, want none", n)
 	}
 	action, form = browserForm(t, preview, `id="confirm"`, nil)
@@ -39,13 +40,19 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(done, "Opted out; 2 pending messages cancelled") {
 		t.Fatalf("confirm: %d, %.600s", code, done)
 	}
-	if n := count(`SELECT count(*) FROM engagement_consent_events WHERE user_id = $1 AND opted_out AND source = 'console' AND actor = 'ops'`); n != 1 {
+	if n := consent(func(e fixture.ConsoleConsentEvent) bool {
+		return e.OptedOut && e.Source == "console" && fixture.Is(e.Actor, "ops")
+	}); n != 1 {
 		t.Errorf("%d consent events from the console by ops, want 1", n)
 	}
-	if n := count(`SELECT count(*) FROM engagement_console_audit WHERE action = 'opt_out' AND actor = 'ops' AND filter->>'user_id' = $1::text AND messages = 2`); n != 1 {
+	if n := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool {
+		return e.Action == "opt_out" && e.Actor == "ops" && e.Is("user_id", user) && e.Messages == 2
+	}); n != 1 {
 		t.Errorf("%d audit rows for the opt-out, want 1", n)
 	}
-	if n := count(`SELECT count(*) FROM engagement_message_queue WHERE user_id = $1 AND cancel_reason = 'opted_out'`); n != 2 {
+	if n := fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
+		return m.UserID == user && fixture.Is(m.CancelReason, "opted_out")
+	}); n != 2 {
 		t.Errorf("%d messages cancelled for the opt-out, want 2", n)
 	}
 
@@ -60,9 +67,8 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	if code, done := submit(t, srv, action, form); code != http.StatusOK || !strings.Contains(done, "Opted in") {
 		t.Fatalf("opt back in: %d, %.600s", code, done)
 	}
-	var optedOut bool
-	if err := pool.QueryRow(context.Background(), `SELECT reengagement_opt_out FROM user_profiles WHERE user_id = $1`, user).Scan(&optedOut); err != nil || optedOut {
-		t.Errorf("after the opt-in: opted out %v (%v), want false", optedOut, err)
+	if optedOut := fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut; optedOut {
+		t.Errorf("after the opt-in: opted out %v, want false", optedOut)
 	}
 
 	// A viewer may look, not act.
@@ -79,8 +85,9 @@ func TestTheUserPageShowsASupersededWish(t *testing.T) {
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `SELECT engagement_opt_out($1::uuid, 'bot:keyword', now() - interval '1 minute')`, user)
-	fixture.Exec(t, pool, `SELECT engagement_opt_in($1::uuid, 'meta:user_preferences', now() - interval '1 hour')`, user)
+	now := fixture.Now(t, pool)
+	fixture.SetConsent(t, pool, fixture.ConsentChange{User: user, OptedOut: true, Source: "bot:keyword", At: now.Add(-time.Minute)})
+	fixture.SetConsent(t, pool, fixture.ConsentChange{User: user, OptedOut: false, Source: "meta:user_preferences", At: now.Add(-time.Hour)})
 	page := opsPage(t, srv, "/users?id="+user)
 	if !strings.Contains(page, "opted in <span class=\"superseded\"") || !strings.Contains(page, "(superseded: changed nothing)</span></td><td>meta:user_preferences") {
 		t.Errorf("the user page does not show the late resume as superseded:\n%.3000s", page)
@@ -98,17 +105,17 @@ func TestEraseOnTheUserPage(t *testing.T) {
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = '5511987654321@s.whatsapp.net' WHERE user_id = $1`, user)
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at)
-		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{"name":"Maria-marker"}', 'individual', '5511987654321@s.whatsapp.net',
-		        now() - interval '1 day', $1::uuid::text || ':a', 'sent', now() - interval '1 day'),
-		       ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '5511987654321@s.whatsapp.net',
-		        now() + interval '1 day', $1::uuid::text || ':b', 'pending', NULL)`, user)
+	const jid = "5511987654321@s.whatsapp.net"
+	fixture.SetJID(t, pool, user, fixture.Ptr(jid))
+	dayAgo := time.Now().Add(-24 * time.Hour)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		Params: `{"name":"Maria-marker"}`, JID: jid, ScheduledFor: dayAgo, Key: user + ":a", Status: "sent", SentAt: dayAgo})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: jid, ScheduledFor: time.Now().Add(24 * time.Hour), Key: user + ":b", Status: "pending"})
 	traces := func() int {
-		return fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue
-			WHERE user_id = $1 AND (destination_jid LIKE '%987654321%' OR message_params::text LIKE '%marker%')`, user)
+		return fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
+			return m.UserID == user && (strings.Contains(m.DestinationJID, "987654321") || (m.Params != nil && strings.Contains(*m.Params, "marker")))
+		})
 	}
 
 	action, form := browserForm(t, opsPage(t, srv, "/users?id="+user), `id="erase-form"`, nil)
@@ -127,10 +134,12 @@ func TestEraseOnTheUserPage(t *testing.T) {
 	if n := traces(); n != 0 {
 		t.Errorf("%d messages still hold the person's id or contents", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit WHERE action = 'erase' AND actor = 'ops' AND filter->>'user_id' = $1::text`, user); n != 1 {
+	if n := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool {
+		return e.Action == "erase" && e.Actor == "ops" && e.Is("user_id", user)
+	}); n != 1 {
 		t.Errorf("%d audit rows for the erase, want 1", n)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM user_profiles WHERE user_id = $1 AND reengagement_opt_out`, user); n != 1 {
+	if !fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut {
 		t.Errorf("the erased user is not opted out")
 	}
 }

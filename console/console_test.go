@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
 )
@@ -159,13 +160,7 @@ func TestPostsNeedATokenAndAnOperator(t *testing.T) {
 	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
-	failed := func() int {
-		var n int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	failed := func() int { return fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}) }
 	form := url.Values{"status": {"failed"}}
 
 	resp, body := post(t, srv, "/actions/requeue/confirm", operator, operatorPassword, form)
@@ -210,7 +205,6 @@ func TestRequeueByReasonGroupIsAudited(t *testing.T) {
 	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
-	ctx := context.Background()
 	token := csrfToken(t, srv, operator, operatorPassword)
 	form := url.Values{"csrf": {token}, "status": {"failed"}, "error_group": {failedGroups[0].group}}
 
@@ -223,11 +217,7 @@ func TestRequeueByReasonGroupIsAudited(t *testing.T) {
 	if preview.Messages != 6 || preview.Confirmed {
 		t.Fatalf("preview: %+v, want 6 messages, not confirmed", preview)
 	}
-	var failed, audits int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM engagement_message_queue WHERE status = 'failed'),
-	                                     (SELECT count(*) FROM engagement_console_audit)`).Scan(&failed, &audits); err != nil {
-		t.Fatal(err)
-	}
+	failed, audits := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}), len(fixture.ConsoleAudit(t, pool))
 	if failed != 9 || audits != 0 {
 		t.Fatalf("after the preview: %d failed, %d audit rows; want 9 and 0 (a preview changes nothing)", failed, audits)
 	}
@@ -241,21 +231,18 @@ func TestRequeueByReasonGroupIsAudited(t *testing.T) {
 	if done.Messages != 6 || !done.Confirmed || done.AuditID == 0 {
 		t.Fatalf("confirm: %+v, want 6 messages, confirmed, an audit id", done)
 	}
-	var pending, leftFailed int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'pending' AND retry_count = 0 AND error_message IS NULL
-	                                                        AND id IN (SELECT id FROM engagement_message_queue WHERE status = 'pending')),
-	                                     count(*) FILTER (WHERE status = 'failed')
-	                                FROM engagement_message_queue`).Scan(&pending, &leftFailed); err != nil {
-		t.Fatal(err)
-	}
-	if leftFailed != 3 {
+	if leftFailed := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}); leftFailed != 3 {
 		t.Errorf("after the requeue: %d failed, want the other group's 3", leftFailed)
 	}
-	var actor, action, filter string
-	var messages int64
-	if err := pool.QueryRow(ctx, `SELECT actor, action, filter::text, messages FROM engagement_console_audit WHERE id = $1`,
-		done.AuditID).Scan(&actor, &action, &filter, &messages); err != nil {
-		t.Fatal(err)
+	var row fixture.AuditEntry
+	for _, e := range fixture.ConsoleAudit(t, pool) {
+		if e.ID == done.AuditID {
+			row = e
+		}
+	}
+	actor, action, filter, messages := row.Actor, row.Action, row.FilterJSON, row.Messages
+	if row.ID == 0 {
+		t.Fatalf("no audit row %d", done.AuditID)
 	}
 	if actor != operator || action != "requeue" || messages != 6 || !strings.Contains(filter, failedGroups[0].group) {
 		t.Errorf("audit row: %s %s %s %d, want ops requeue of the group, 6", actor, action, filter, messages)
@@ -272,11 +259,7 @@ func TestCancelPendingByKind(t *testing.T) {
 	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
-	ctx := context.Background()
-	var want int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND message_type = 'weekly_review'`).Scan(&want); err != nil {
-		t.Fatal(err)
-	}
+	want := int64(fixture.CountMessages(t, pool, fixture.Messages{Status: "pending", Type: "weekly_review"}))
 	if want == 0 {
 		t.Fatal("the seeded database has no pending weekly review")
 	}
@@ -287,11 +270,12 @@ func TestCancelPendingByKind(t *testing.T) {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
 	}
 	decode(t, body, &done)
-	var left, operatorCancelled int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'pending' AND message_type = 'weekly_review'),
-	                                     count(*) FILTER (WHERE cancel_reason = 'operator')
-	                                FROM engagement_message_queue`).Scan(&left, &operatorCancelled); err != nil {
-		t.Fatal(err)
+	left := int64(fixture.CountMessages(t, pool, fixture.Messages{Status: "pending", Type: "weekly_review"}))
+	var operatorCancelled int64
+	for _, m := range fixture.QueueRows(t, pool) {
+		if m.CancelReason != nil && *m.CancelReason == "operator" {
+			operatorCancelled++
+		}
 	}
 	if done.Messages != want || left != 0 || operatorCancelled != want {
 		t.Errorf("cancel: said %d, %d still pending, %d cancelled by the operator; want %d, 0, %d", done.Messages, left, operatorCancelled, want, want)
@@ -307,11 +291,15 @@ func TestUserPageMasksTheJIDAndShowsNoText(t *testing.T) {
 	t.Parallel()
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
-	ctx := context.Background()
 	var id, jid, key string
-	if err := pool.QueryRow(ctx, `SELECT q.user_id::text, q.destination_jid, q.message_key
-	                                FROM engagement_message_queue q WHERE q.message_type = 'goodbye' LIMIT 1`).Scan(&id, &jid, &key); err != nil {
-		t.Fatal(err)
+	for _, m := range fixture.QueueRows(t, pool) {
+		if m.MessageType == "goodbye" && m.MessageKey != nil {
+			id, jid, key = m.UserID, m.DestinationJID, *m.MessageKey
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("the seeded database has no goodbye")
 	}
 	var u console.User
 	resp, body := get(t, srv, "/users?id="+id, viewer, viewerPassword, true)

@@ -80,8 +80,9 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	if len(msgs) != 1 || !strings.Contains(text, msgs[0].ID) || !strings.Contains(text, "Queued") {
 		t.Fatalf("after Enqueue the page says %q and the queue holds %+v; want one message, named", text, msgs)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit WHERE action = 'enqueue'
-		AND reason = 'asked for by support, ticket 77' AND filter->>'message_id' = $1`, msgs[0].ID); n != 1 {
+	if n := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool {
+		return e.Action == "enqueue" && fixture.Is(e.Reason, "asked for by support, ticket 77") && e.Is("message_id", msgs[0].ID)
+	}); n != 1 {
 		t.Errorf("%d audit rows for the message with its reason, want 1", n)
 	}
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "user-enqueue.png"))
@@ -103,7 +104,7 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	}
 	// Issue 56: the user opts out; a custom type is marketing, and the
 	// page shows the rule of every door's refusal, naming the reason.
-	fixture.Exec(t, pool, `SELECT engagement_opt_out($1, 'bot:keyword')`, user)
+	fixture.SetConsent(t, pool, fixture.ConsentChange{User: user, OptedOut: true, Source: "bot:keyword"})
 	browsertest.ExpectStatus(ctx, "/api/messages", http.StatusConflict)
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/users?id="+user), chromedp.WaitVisible("form#enqueue"))
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {

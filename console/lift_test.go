@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,17 +31,21 @@ func liftHistory(t *testing.T) *pgxpool.Pool {
 		n  int
 	}{{time.Date(2026, 1, 13, 6, 0, 0, 0, time.UTC), 3000}, {time.Date(2026, 1, 20, 6, 0, 0, 0, time.UTC), 3000},
 		{time.Date(2026, 2, 24, 6, 0, 0, 0, time.UTC), 500}} {
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, variant, created_at)
-			SELECT md5('lift' || $3::int || ':' || i)::uuid, 'active', 'goodbye_sent', 'inactivity_14d', i % 10 = 0,
-			       CASE WHEN i % 10 = 0 THEN NULL WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, $1::timestamptz + (i % 5) * interval '1 day'
-			  FROM generate_series(1, $2::int) AS i`, cohort.at, cohort.n, c)
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-			SELECT md5('lift' || $3::int || ':' || i)::uuid, 'goodbye_sent', 'active', 'user_message',
-			       $1::timestamptz + (i % 5) * interval '1 day' + interval '3 days'
-			  FROM generate_series(1, $2::int) AS i
-			 WHERE i % 50 = 0 OR i % 10 IN (1, 2, 3)`, cohort.at, cohort.n, c)
+		var goodbyes, back []fixture.LoggedMove
+		for i := 1; i <= cohort.n; i++ {
+			user, at := fixture.NamedID(fmt.Sprintf("lift%d:%d", c, i)), cohort.at.AddDate(0, 0, i%5)
+			variant := map[bool]string{true: "a", false: "b"}[i%2 == 0]
+			if i%10 == 0 {
+				variant = ""
+			}
+			goodbyes = append(goodbyes, fixture.LoggedMove{User: user, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d",
+				Holdout: i%10 == 0, Variant: variant, At: at})
+			if i%50 == 0 || i%10 == 1 || i%10 == 2 || i%10 == 3 {
+				back = append(back, fixture.LoggedMove{User: user, From: "goodbye_sent", To: "active", Trigger: "user_message", At: at.AddDate(0, 0, 3)})
+			}
+		}
+		fixture.LogMoves(t, pool, goodbyes)
+		fixture.LogMoves(t, pool, back)
 	}
 	return pool
 }

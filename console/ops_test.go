@@ -45,15 +45,9 @@ func seedFailed(t *testing.T, pool *pgxpool.Pool, msgs ...failedMessage) []strin
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-20 * 24 * time.Hour)})
 	var ids []string
 	for _, m := range msgs {
-		var id string
-		if err := pool.QueryRow(context.Background(), `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, status, retry_count, error_message, created_at)
-			VALUES ($1, $2, 'engagement.goodbye', '{}', 'individual', '5511900000000@s.whatsapp.net', $3, 'failed', 3, $4, $3)
-			RETURNING id::text`, user, cmp.Or(m.kind, "goodbye"), m.failed, m.err).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
+		// No err: no error text at all (NULL).
+		ids = append(ids, fixture.Queue(t, pool, fixture.Message{User: user, Type: cmp.Or(m.kind, "goodbye"), CatalogKey: "engagement.goodbye",
+			JID: "5511900000000@s.whatsapp.net", ScheduledFor: m.failed, Status: "failed", RetryCount: 3, Error: m.err, CreatedAt: m.failed}))
 	}
 	return ids
 }
@@ -165,11 +159,7 @@ func TestRequeueAGroupWhoseReasonHasANewline(t *testing.T) {
 	if n := fixture.CountMessages(t, pool, fixture.Messages{Status: "failed"}); n != 1 {
 		t.Errorf("after the requeue %d failed, want the other group's 1", n)
 	}
-	var filter string
-	if err := pool.QueryRow(context.Background(), `SELECT filter->>'error_group' FROM engagement_console_audit`).Scan(&filter); err != nil {
-		t.Fatal(err)
-	}
-	if filter != reason {
+	if filter, _ := fixture.FirstAudit(t, pool).Filter["error_group"].(string); filter != reason {
 		t.Errorf("the audit row's reason is %q, want the group's own %q", filter, reason)
 	}
 }
@@ -181,7 +171,6 @@ func TestAnEmptyReasonIsNotEveryReason(t *testing.T) {
 	pool := opsDB(t)
 	srv := serve(t, pool, opsAsOf)
 	seedFailed(t, pool, failedMessage{failed: opsAsOf.Add(-time.Hour)}, failedMessage{err: "x", failed: opsAsOf.Add(-time.Hour)})
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET error_message = NULL WHERE error_message = ''`)
 	token := csrfToken(t, srv, operator, operatorPassword)
 	for _, form := range []url.Values{
 		{"csrf": {token}, "status": {"failed"}, "error_group_key": {""}},
@@ -263,15 +252,12 @@ func TestBidiControlsInDataShowAsTheirNames(t *testing.T) {
 	srv := serve(t, pool, opsAsOf)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: opsAsOf.Add(-time.Hour),
 		WhatsAppJID: fixture.Ptr("5511\u202e9876\u202c0006@s.whatsapp.net")})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, status, cancel_reason, error_message)
-		VALUES ($1, 'goodbye', 'engagement.goodbye', '{}', 'individual', '5511900000000@s.whatsapp.net', $2,
-		        'failed', NULL, 'for ' || chr(8238) || '6000 ••••')`, user, opsAsOf.Add(-time.Hour))
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye", JID: "5511900000000@s.whatsapp.net",
+		ScheduledFor: opsAsOf.Add(-time.Hour), Status: "failed", Error: "for \u202e6000 ••••"})
 	seedFailed(t, pool, failedMessage{err: "webhook: HTTP 500 (transient) \u2067ltr\u2069 \u202d6000\u202c", failed: opsAsOf.Add(-time.Hour),
 		kind: "good\u202ebye"})
-	fixture.Exec(t, pool, `INSERT INTO engagement_job_runs (job, as_of, status, error, finished_at)
-	                       VALUES ('engagement-daily', $1, 'failed', 'boom '||chr(8294)||'x', $1)`, opsAsOf.Add(-2*time.Hour))
+	fixture.RecordRun(t, pool, fixture.RunRecord{Job: "engagement-daily", AsOf: opsAsOf.Add(-2 * time.Hour), Status: "failed",
+		Error: "boom \u2066x", FinishedAt: opsAsOf.Add(-2 * time.Hour)})
 	for _, path := range []string{"/", "/queue", "/runs", "/users?id=" + user} {
 		body := opsPage(t, srv, path)
 		if i := strings.IndexFunc(body, func(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }); i >= 0 {
@@ -361,9 +347,8 @@ func TestFailureGroupsCountTheLastDayAndMarkPermanentOnes(t *testing.T) {
 	if code, body := submit(t, srv, action, form); code != http.StatusOK || !strings.Contains(body, "Requeued 6 messages") {
 		t.Errorf("confirm with the checkbox: %d %.300s; want 6 requeued", code, body)
 	}
-	var ack bool
-	if err := pool.QueryRow(context.Background(), `SELECT (filter->>'requeue_permanent')::boolean FROM engagement_console_audit`).Scan(&ack); err != nil || !ack {
-		t.Errorf("the audit row does not record the acknowledgement: %v %v", ack, err)
+	if ack := fixture.FirstAudit(t, pool).Filter["requeue_permanent"]; ack != true {
+		t.Errorf("the audit row does not record the acknowledgement: %v", ack)
 	}
 
 	// A transient group needs no second confirmation.
@@ -444,9 +429,8 @@ func TestTheOverviewSaysWhatNeedsDoing(t *testing.T) {
 	}
 
 	// Once queue-process records its runs, the summary shows the latest.
-	fixture.Exec(t, pool, `INSERT INTO engagement_job_runs (job, as_of, started_at, finished_at, status)
-	                       VALUES ('queue-process', $1::timestamptz - interval '10 minutes', $1::timestamptz - interval '10 minutes',
-	                               $1::timestamptz - interval '9 minutes', 'succeeded')`, now)
+	fixture.RecordRun(t, pool, fixture.RunRecord{Job: "queue-process", AsOf: now.Add(-10 * time.Minute), StartedAt: now.Add(-10 * time.Minute),
+		FinishedAt: now.Add(-9 * time.Minute), Status: "succeeded"})
 	_, body = get(t, serve(t, pool, now), "/", viewer, viewerPassword, true)
 	decode(t, body, &o)
 	for _, c := range o.Health.Cards {
@@ -463,23 +447,19 @@ func TestTheOverviewSaysWhatNeedsDoing(t *testing.T) {
 func seedUnhealthy(t *testing.T, pool *pgxpool.Pool, now time.Time) {
 	t.Helper()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: now.Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, sent_at, status, deferred_reason)
-		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review', '{}'::jsonb, 'individual', '5511900000000@s.whatsapp.net',
-		       $2::timestamptz - interval '8 hours', $2::timestamptz - interval '1 hour', 'sent', NULL::text
-		  FROM generate_series(1, 10) AS i
-		UNION ALL
-		SELECT $1::uuid, 'reminder', 'engagement.reminder', '{}'::jsonb, 'individual', '5511900000000@s.whatsapp.net',
-		       $2::timestamptz + interval '1 day', NULL, 'pending', 'budget'`, user, now)
+	const jid = "5511900000000@s.whatsapp.net"
+	for range 10 {
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review", JID: jid,
+			ScheduledFor: now.Add(-8 * time.Hour), SentAt: now.Add(-time.Hour), Status: "sent"})
+	}
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "reminder", CatalogKey: "engagement.reminder", JID: jid,
+		ScheduledFor: now.Add(24 * time.Hour), Status: "pending", DeferredReason: "budget"})
 	seedFailed(t, pool, failedMessage{err: "webhook: HTTP 410 (permanent)", failed: now.Add(-2 * time.Hour)},
 		failedMessage{err: "webhook: HTTP 410 (permanent)", failed: now.Add(-3 * time.Hour)})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_job_runs (job, as_of, started_at, finished_at, status)
-		VALUES ('engagement-daily', $1::timestamptz - interval '30 hours', $1::timestamptz - interval '30 hours',
-		        $1::timestamptz - interval '29 hours', 'succeeded'),
-		       ('engagement-weekly', $1::timestamptz - interval '2 days', $1::timestamptz - interval '2 days',
-		        $1::timestamptz - interval '47 hours', 'succeeded')`, now)
+	fixture.RecordRun(t, pool, fixture.RunRecord{Job: "engagement-daily", AsOf: now.Add(-30 * time.Hour), StartedAt: now.Add(-30 * time.Hour),
+		FinishedAt: now.Add(-29 * time.Hour), Status: "succeeded"})
+	fixture.RecordRun(t, pool, fixture.RunRecord{Job: "engagement-weekly", AsOf: now.Add(-48 * time.Hour), StartedAt: now.Add(-48 * time.Hour),
+		FinishedAt: now.Add(-47 * time.Hour), Status: "succeeded"})
 }
 
 // TestTheOverviewNeverWaitsForVerify: the overview's summary shows the

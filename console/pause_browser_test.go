@@ -82,8 +82,7 @@ func TestAnAccountPauseIsRedWithWhatToDoInTheBrowser(t *testing.T) {
 func TestAnOperatorClearsThePauseInTheBrowser(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	fixture.Exec(t, pool, `INSERT INTO engagement_transport_pauses (transport, kind, status_code, paused_at, paused_by)
-		VALUES ('webhook', 'banned', 403, now(), 'test')`)
+	fixture.PauseTransport(t, pool, "webhook", "banned", 403, "test")
 	srv := serve(t, pool, fixture.Now(t, pool).UTC())
 
 	if _, body := get(t, srv, "/queue", viewer, viewerPassword, false); strings.Contains(body, "/actions/clear_pause/") {
@@ -96,14 +95,17 @@ func TestAnOperatorClearsThePauseInTheBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(lead, "webhook") || !strings.Contains(lead, "banned") {
 		t.Errorf("the preview says %q (%v); want the webhook's banned pause named", lead, err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_transport_pauses WHERE cleared_at IS NULL`); n != 1 {
+	pauses := func(keep func(fixture.TransportPause) bool) int {
+		return fixture.CountWhere(fixture.TransportPauses(t, pool), keep)
+	}
+	if n := pauses(func(p fixture.TransportPause) bool { return p.ClearedAt == nil }); n != 1 {
 		t.Errorf("the preview cleared the pause (%d active); want it active until confirmed", n)
 	}
 	browsertest.Run(t, ctx, chromedp.Click("form#confirm button"), chromedp.WaitVisible("#done"))
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_transport_pauses WHERE cleared_at IS NOT NULL AND cleared_by = $1`, operator); n != 1 {
+	if n := pauses(func(p fixture.TransportPause) bool { return p.ClearedAt != nil && fixture.Is(p.ClearedBy, operator) }); n != 1 {
 		t.Errorf("%d pauses cleared by %s; want the one", n, operator)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_console_audit WHERE action = 'clear_pause' AND actor = $1`, operator); n != 1 {
+	if n := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool { return e.Action == "clear_pause" && e.Actor == operator }); n != 1 {
 		t.Errorf("%d audit rows of the clear; want 1", n)
 	}
 	browsertest.RequireNoErrors(t, ctx)

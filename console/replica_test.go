@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -53,12 +54,7 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 	}
 
 	standby.Pause(t)
-	if _, err := pool.Exec(ctx, `
-		WITH u AS (INSERT INTO user_profiles (user_id) VALUES (gen_random_uuid()) RETURNING user_id)
-		INSERT INTO user_engagement_states (user_id, state, last_activity_at, created_at)
-		SELECT user_id, 'active', now(), now() FROM u`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	standby.WaitReceived(t) // received, not replayed: the replica is behind
 	paused, resp, foot := overview()
 	if paused.Users != 300 {
@@ -73,9 +69,10 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 	}
 
 	// The actions and the audit are the primary's, paused replica or not.
-	var weekly int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND message_type = 'weekly_review'`).Scan(&weekly); err != nil || weekly == 0 {
-		t.Fatalf("pending weekly reviews: %d, %v", weekly, err)
+	pendingReviews := fixture.Messages{Status: "pending", Type: "weekly_review"}
+	weekly := int64(fixture.CountMessages(t, pool, pendingReviews))
+	if weekly == 0 {
+		t.Fatalf("pending weekly reviews: %d", weekly)
 	}
 	form := url.Values{"csrf": {csrfToken(t, srv, operator, operatorPassword)}, "kind": {"weekly_review"}}
 	resp, body := post(t, srv, "/actions/cancel/confirm", operator, operatorPassword, form)
@@ -84,9 +81,8 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || done.Messages != weekly {
 		t.Fatalf("cancel with the replica paused: %d %s, want %d cancelled", resp.StatusCode, body, weekly)
 	}
-	var left int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND message_type = 'weekly_review'`).Scan(&left); err != nil || left != 0 {
-		t.Errorf("after the cancel the primary has %d pending weekly reviews (%v), want 0", left, err)
+	if left := fixture.CountMessages(t, pool, pendingReviews); left != 0 {
+		t.Errorf("after the cancel the primary has %d pending weekly reviews, want 0", left)
 	}
 	var audit console.Audit
 	_, body = get(t, srv, "/audit", operator, operatorPassword, true)

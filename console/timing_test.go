@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,23 +30,24 @@ func timingHistory(t *testing.T) *pgxpool.Pool {
 		at time.Time
 		n  int
 	}{{time.Date(2026, 1, 13, 6, 0, 0, 0, time.UTC), 800}, {time.Date(2026, 2, 24, 6, 0, 0, 0, time.UTC), 100}} {
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, timing, created_at)
-			SELECT md5('timing' || $3::int || ':' || i)::uuid, 'active', 'goodbye_sent', 'inactivity_14d',
-			       CASE WHEN i % 2 = 0 THEN 'best_hour' ELSE 'run_time' END, $1::timestamptz
-			  FROM generate_series(1, $2::int) AS i`, cohort.at, cohort.n, c)
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-			SELECT md5('timing' || $3::int || ':' || i)::uuid, 'goodbye_sent', 'help_flow', 'goodbye_answer_help',
-			       $1::timestamptz + interval '2 hours'
-			  FROM generate_series(1, $2::int) AS i
-			 WHERE (i % 2 = 0 AND i % 40 < 10) OR (i % 2 = 1 AND i % 40 < 6)`, cohort.at, cohort.n, c)
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-			SELECT md5('timing' || $3::int || ':' || i)::uuid, 'dormant', 'active', 'user_message',
-			       $1::timestamptz + interval '3 days'
-			  FROM generate_series(1, $2::int) AS i
-			 WHERE (i % 2 = 0 AND i % 20 IN (10, 12, 14)) OR (i % 2 = 1 AND i % 20 IN (11, 13))`, cohort.at, cohort.n, c)
+		var goodbyes, answered, back []fixture.LoggedMove
+		for i := 1; i <= cohort.n; i++ {
+			user := fixture.NamedID(fmt.Sprintf("timing%d:%d", c, i))
+			timing := map[bool]string{true: "best_hour", false: "run_time"}[i%2 == 0]
+			goodbyes = append(goodbyes, fixture.LoggedMove{User: user, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d",
+				Timing: timing, At: cohort.at})
+			if (i%2 == 0 && i%40 < 10) || (i%2 == 1 && i%40 < 6) {
+				answered = append(answered, fixture.LoggedMove{User: user, From: "goodbye_sent", To: "help_flow", Trigger: "goodbye_answer_help",
+					At: cohort.at.Add(2 * time.Hour)})
+			}
+			if r := i % 20; (i%2 == 0 && (r == 10 || r == 12 || r == 14)) || (i%2 == 1 && (r == 11 || r == 13)) {
+				back = append(back, fixture.LoggedMove{User: user, From: "dormant", To: "active", Trigger: "user_message",
+					At: cohort.at.AddDate(0, 0, 3)})
+			}
+		}
+		fixture.LogMoves(t, pool, goodbyes)
+		fixture.LogMoves(t, pool, answered)
+		fixture.LogMoves(t, pool, back)
 	}
 	return pool
 }

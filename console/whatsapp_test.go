@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,15 +33,10 @@ func whatsappConsole(t *testing.T) (*httptest.Server, *pgxpool.Pool, string) {
 	t.Helper()
 	pool, _ := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	var id string
-	if err := pool.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511999990000@s.whatsapp.net', now() - interval '2 hours', 'k1', 'sent', now() - interval '2 hours', 'wamid.OURS')
-		RETURNING id::text`, user).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	sent := time.Now().Add(-2 * time.Hour)
+	id := fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: "5511999990000@s.whatsapp.net", ScheduledFor: sent, Key: "k1", Status: "sent", SentAt: sent,
+		ProviderID: "wamid.OURS"})
 	return metaConsole(t, pool), pool, id
 }
 
@@ -82,16 +78,7 @@ func postMeta(t *testing.T, url string, body []byte, sig string) int {
 func TestWhatsAppWebhook(t *testing.T) {
 	t.Parallel()
 	srv, pool, id := whatsappConsole(t)
-	state := func() string {
-		var s string
-		if err := pool.QueryRow(context.Background(), `
-			SELECT status || ' ' || coalesce(to_char(delivered_at, 'HH24:MI:SS'), '-') || ' ' || coalesce(to_char(read_at, 'HH24:MI:SS'), '-')
-			       || ' ' || coalesce(error_message, '-')
-			  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	state := func() string { return stateUTC(t, pool, id) }
 	before := state()
 
 	// The handshake, without the console's credentials.
@@ -181,10 +168,11 @@ func TestWhatsAppWebhookLateFailure(t *testing.T) {
 	if got := postMeta(t, srv.URL, b, metafake.Sign(metaSecret, b)); got != http.StatusOK {
 		t.Fatalf("a signed failure: %d, want 200", got)
 	}
-	var status, msg string
-	if err := pool.QueryRow(context.Background(), `SELECT status, error_message FROM engagement_message_queue WHERE id = $1`, id).Scan(&status, &msg); err != nil {
-		t.Fatal(err)
+	m := fixture.QueueRowOf(t, pool, id)
+	if m.ErrorMessage == nil {
+		t.Fatalf("after a late failure: %s without an error", m.Status)
 	}
+	status, msg := m.Status, *m.ErrorMessage
 	if status != "failed" || !strings.Contains(msg, "131026") {
 		t.Errorf("after a late failure: %s %q, want failed naming 131026", status, msg)
 	}
@@ -192,14 +180,22 @@ func TestWhatsAppWebhookLateFailure(t *testing.T) {
 
 func stateUTC(t *testing.T, pool *pgxpool.Pool, id string) string {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `
-		SELECT status || ' ' || coalesce(to_char(delivered_at AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-') || ' '
-		       || coalesce(to_char(read_at AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-') || ' ' || coalesce(error_message, '-')
-		  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
-		t.Fatal(err)
+	m := fixture.QueueRowOf(t, pool, id)
+	clock := func(at *time.Time) string {
+		if at == nil {
+			return "-"
+		}
+		return at.UTC().Format("15:04:05")
 	}
-	return s
+	return m.Status + " " + clock(m.DeliveredAt) + " " + clock(m.ReadAt) + " " + orDash(m.ErrorMessage)
+}
+
+// orDash is *p, or "-" for nil: coalesce(column, '-').
+func orDash(p *string) string {
+	if p == nil {
+		return "-"
+	}
+	return *p
 }
 
 // The queue page says what WhatsApp said of the messages it accepted in
@@ -209,11 +205,9 @@ func TestQueuePageShowsWhatWhatsAppSaid(t *testing.T) {
 	t.Parallel()
 	srv, pool, _ := whatsappConsole(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		VALUES ($1, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990001@s.whatsapp.net',
-		        now() - interval '1 hour', 'k2', 'sent', now() - interval '1 hour', 'wamid.TWO')`, user)
+	hourAgo := time.Now().Add(-time.Hour)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		JID: "5511999990001@s.whatsapp.net", ScheduledFor: hourAgo, Key: "k2", Status: "sent", SentAt: hourAgo, ProviderID: "wamid.TWO"})
 	now := time.Now()
 	b := metafake.Statuses(metafake.Status("wamid.OURS", "read", now.Add(-time.Minute), ""), metafake.Status("wamid.TWO", "failed", now.Add(-time.Minute), "131049"))
 	if got := postMeta(t, srv.URL, b, metafake.Sign(metaSecret, b)); got != http.StatusOK {
@@ -313,13 +307,12 @@ func TestWhatsAppWebhookKeepsMetaPricing(t *testing.T) {
 	t.Parallel()
 	srv, pool, id := whatsappConsole(t)
 	pricing := func() string {
-		var s string
-		if err := pool.QueryRow(context.Background(), `
-			SELECT coalesce(billable::text, '-') || ' ' || coalesce(pricing_category, '-')
-			  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
+		m := fixture.QueueRowOf(t, pool, id)
+		billable := "-"
+		if m.Billable != nil {
+			billable = strconv.FormatBool(*m.Billable)
 		}
-		return s
+		return billable + " " + orDash(m.PricingCategory)
 	}
 	now := time.Now()
 	utility := metafake.Statuses(strings.Replace(metafake.Status("wamid.OURS", "sent", now.Add(-time.Hour), ""),

@@ -1,8 +1,10 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,14 +21,11 @@ import (
 // flag and source, and the template goodbye_v1's status.
 func verdictState(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT coalesce(messaging_limit_tier, '-') || ' ' || flagged || ' ' || source
-		                   FROM engagement_number_health WHERE transport = 'whatsapp'), 'no health')
-		       || ' / ' || coalesce((SELECT status FROM engagement_template_status WHERE template_name = 'goodbye_v1'), 'no status')`).Scan(&s); err != nil {
-		t.Fatal(err)
+	health, status := "no health", cmp.Or(fixture.TemplateStatusOf(t, pool, "goodbye_v1"), "no status")
+	if h := fixture.NumberHealthOf(t, pool, "whatsapp"); h != nil {
+		health = orDash(h.MessagingLimitTier) + " " + strconv.FormatBool(h.Flagged) + " " + h.Source
 	}
-	return s
+	return health + " / " + status
 }
 
 // Meta's phone_number_quality_update and message_template_status_update
@@ -96,11 +95,7 @@ func TestWhatsAppWebhookRecordsMetasVerdict(t *testing.T) {
 	if got := signed(mixed); got != http.StatusOK {
 		t.Fatalf("an odd verdict beside a receipt: %d, want 200", got)
 	}
-	var delivered bool
-	if err := pool.QueryRow(context.Background(), `SELECT delivered_at IS NOT NULL FROM engagement_message_queue WHERE provider_message_id = 'wamid.OURS'`).Scan(&delivered); err != nil {
-		t.Fatal(err)
-	}
-	if !delivered {
+	if delivered := fixture.QueueRowByProvider(t, pool, "wamid.OURS").DeliveredAt != nil; !delivered {
 		t.Error("the receipt beside an odd verdict was not applied")
 	}
 
@@ -183,9 +178,8 @@ func TestMetasWebhooksReachTheNextRun(t *testing.T) {
 	}
 	now := time.Now()
 	user := fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: now.Add(-15 * 24 * time.Hour), GoodbyeSentAt: &now})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual', '5511988887777@s.whatsapp.net', now() - interval '1 minute', $1::text || ':goodbye')`, user)
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select",
+		JID: "5511988887777@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: user + ":goodbye"})
 
 	signed(metafake.TemplateStatus("goodbye_v1", "PAUSED", now.Add(-time.Minute)))
 	if sum := run(); sum.DeferReasons["template_paused"] != 1 || g.MarketingSent()["goodbye_v1"] != 0 {
@@ -203,9 +197,8 @@ func TestMetasWebhooksReachTheNextRun(t *testing.T) {
 		t.Errorf("after an UPGRADE to TIER_10K with the Graph API down: budget %+v, want 10000", sum.Budget)
 	}
 	weekly := fixture.User(t, pool, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '5511977776666@s.whatsapp.net', now() - interval '1 minute', $1::text || ':weekly')`, weekly)
+	fixture.Queue(t, pool, fixture.Message{User: weekly, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: "5511977776666@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: weekly + ":weekly"})
 	signed(metafake.Account("phone_number_quality_update", time.Now(), `{"event":"FLAGGED"}`))
 	if sum := run(); sum.DeferReasons["quality"] != 1 || sum.Number == nil || !sum.Number.Flagged {
 		t.Errorf("with the number flagged: deferred %v, number %+v; want the weekly review held on quality", sum.DeferReasons, sum.Number)

@@ -56,8 +56,7 @@ func TestTheAPIRefusesWhatNoDoorMaySend(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d with reason %q", tc.name, status, answer, tc.status, tc.reason)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE user_id = ANY($1::uuid[]) AND status = 'pending'`,
-		[]string{optedOut, erased, heldOut}); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Users: []string{optedOut, erased, heldOut}, Status: "pending"}); n != 0 {
 		t.Errorf("%d messages queued for the users who may get none, want 0", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/syncbuf"
 )
@@ -145,26 +146,10 @@ func seedQueue(t *testing.T, url string) (failed, pending []string) {
 		if _, err := conn.Exec(ctx, `INSERT INTO user_profiles (user_id, whatsapp_jid) VALUES ($1, $2)`, id, jid); err != nil {
 			t.Fatal(err)
 		}
-		var f, p string
-		err := conn.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue
-			       (user_id, message_type, message_key, destination, destination_jid, scheduled_for,
-			        status, retry_count, error_message)
-			VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', 'individual', $2, now() - interval '1 day',
-			        'failed', 3, 'webhook: receiver answered 502 Bad Gateway')
-			RETURNING id::text`, id, jid).Scan(&f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = conn.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue
-			       (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for)
-			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count": "2"}', 'individual', $2,
-			        now() + interval '1 day')
-			RETURNING id::text`, id, jid).Scan(&p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := fixture.Queue(t, conn, fixture.Message{User: id, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select", JID: jid,
+			ScheduledFor: time.Now().Add(-24 * time.Hour), Status: "failed", RetryCount: 3, Error: "webhook: receiver answered 502 Bad Gateway"})
+		p := fixture.Queue(t, conn, fixture.Message{User: id, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count": "2"}`, JID: jid, ScheduledFor: time.Now().Add(24 * time.Hour)})
 		failed, pending = append(failed, f), append(pending, p)
 	}
 	return failed, pending
@@ -183,13 +168,9 @@ func connect(t *testing.T, url string) *pgx.Conn {
 
 func queueStatuses(t *testing.T, url string) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	conn := connect(t, url)
-	rows, _ := conn.Query(ctx, `SELECT id::text, status FROM engagement_message_queue`)
 	got := map[string]string{}
-	var id, status string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error { got[id] = status; return nil }); err != nil {
-		t.Fatal(err)
+	for _, m := range fixture.QueueRows(t, connect(t, url)) {
+		got[m.ID] = m.Status
 	}
 	return got
 }
@@ -198,20 +179,12 @@ func queueStatuses(t *testing.T, url string) map[string]string {
 // checking that each filter is a JSON object.
 func auditRows(t *testing.T, url string) []string {
 	t.Helper()
-	ctx := context.Background()
-	conn := connect(t, url)
-	rows, _ := conn.Query(ctx, `SELECT action, actor, messages, jsonb_typeof(filter) FROM engagement_console_audit ORDER BY id`)
 	var got []string
-	var action, actor, kind string
-	var messages int64
-	if _, err := pgx.ForEachRow(rows, []any{&action, &actor, &messages, &kind}, func() error {
-		if kind != "object" {
-			t.Errorf("audit row %s: filter is a JSON %s, want an object", action, kind)
+	for _, e := range fixture.ConsoleAudit(t, connect(t, url)) {
+		if kind := e.FilterKind(); kind != "object" {
+			t.Errorf("audit row %s: filter is a JSON %s, want an object", e.Action, kind)
 		}
-		got = append(got, fmt.Sprintf("%s by %s: %d", action, actor, messages))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+		got = append(got, fmt.Sprintf("%s by %s: %d", e.Action, e.Actor, e.Messages))
 	}
 	return got
 }

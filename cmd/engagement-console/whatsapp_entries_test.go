@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,7 +36,6 @@ import (
 func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	at := time.Now().Add(-time.Hour).Truncate(time.Second)
 	ts := `"timestamp":"` + strconv.FormatInt(at.Unix(), 10) + `"`
@@ -84,12 +82,10 @@ func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 	for name := range odd {
 		for _, which := range []string{"before", "odd", "after"} {
 			n++
-			fixture.Exec(t, pool, `
-				INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-				       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-				VALUES ($1, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990000@s.whatsapp.net',
-				        now() - interval '3 hours', $2, 'sent', now() - interval '3 hours', $3)`,
-				user, fmt.Sprintf("k%d", n), wamid(name, which))
+			sent := time.Now().Add(-3 * time.Hour)
+			fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+				JID: "5511999990000@s.whatsapp.net", ScheduledFor: sent, Key: fmt.Sprintf("k%d", n), Status: "sent", SentAt: sent,
+				ProviderID: wamid(name, which)})
 		}
 	}
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
@@ -112,12 +108,12 @@ func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 	}
 	row := func(id string) string {
 		t.Helper()
-		var s string
-		if err := pool.QueryRow(ctx, `
-			SELECT status || ' ' || (delivered_at IS NOT NULL)::text || ' ' || coalesce(error_message, '-')
-			  FROM engagement_message_queue WHERE provider_message_id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
+		m := fixture.QueueRowByProvider(t, pool, id)
+		msg := "-"
+		if m.ErrorMessage != nil {
+			msg = *m.ErrorMessage
 		}
+		s := m.Status + " " + strconv.FormatBool(m.DeliveredAt != nil) + " " + msg
 		return s
 	}
 	bad := 0
@@ -145,8 +141,8 @@ func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 	// wa_id a string, value a string, timestamp a number of Unix seconds).
 	maria, joao := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()}),
 		fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = $2 WHERE user_id = $1`, maria, "5511988887777@s.whatsapp.net")
-	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = $2 WHERE user_id = $1`, joao, "5511977776666@s.whatsapp.net")
+	fixture.SetJID(t, pool, maria, fixture.Ptr("5511988887777@s.whatsapp.net"))
+	fixture.SetJID(t, pool, joao, fixture.Ptr("5511977776666@s.whatsapp.net"))
 	stopJoao := metafake.PreferenceEntry("5511977776666", "stop", at)
 	prefs := metafake.Preferences("5511988887777",
 		strings.Replace(stopJoao, `"wa_id":"5511977776666"`, `"wa_id":5511977776666`, 1),
@@ -163,11 +159,7 @@ func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 			t.Errorf("user_preferences with odd entries (try %d): answered %d, want 200", try+1, got)
 		}
 	}
-	var optedOut []bool
-	if err := pool.QueryRow(ctx, `SELECT array_agg(reengagement_opt_out ORDER BY user_id = $1 DESC) FROM user_profiles WHERE user_id IN ($1, $2)`,
-		maria, joao).Scan(&optedOut); err != nil {
-		t.Fatal(err)
-	}
+	optedOut := []bool{fixture.ConsoleProfileOf(t, pool, maria).ReengagementOptOut, fixture.ConsoleProfileOf(t, pool, joao).ReengagementOptOut}
 	if len(optedOut) != 2 || !optedOut[0] || optedOut[1] {
 		t.Errorf("opted out (maria, joão): %v, want Maria's stop applied and joão untouched by the odd entries", optedOut)
 	}
@@ -228,11 +220,14 @@ func TestAQualityUpdateNeverRaisesTheLimitWithoutNamingATier(t *testing.T) {
 	post := func(body []byte) { postSigned(t, c, body, "a signed quality update") }
 	tier := func() string {
 		t.Helper()
-		var s string
-		if err := pool.QueryRow(context.Background(), `SELECT coalesce(messaging_limit_tier, '-') FROM engagement_number_health WHERE transport = 'whatsapp'`).Scan(&s); err != nil {
-			t.Fatal(err)
+		h := fixture.NumberHealthOf(t, pool, "whatsapp")
+		if h == nil {
+			t.Fatal("no health recorded of the whatsapp number")
 		}
-		return s
+		if h.MessagingLimitTier == nil {
+			return "-"
+		}
+		return *h.MessagingLimitTier
 	}
 	at := time.Now().Add(-time.Hour)
 	post(metafake.QualityUpdate("DOWNGRADE", "TIER_50", at))
@@ -271,12 +266,10 @@ func TestABusinessCapabilityUpdateSetsThePortfolioLimit(t *testing.T) {
 		changes++
 		postSigned(t, c, metafake.Account("business_capability_update", at.Add(time.Duration(changes)*time.Minute), value),
 			"a signed business_capability_update")
-		var s string
-		if err := pool.QueryRow(context.Background(),
-			`SELECT coalesce((SELECT messaging_limit_tier FROM engagement_number_health WHERE transport = 'whatsapp'), '-')`).Scan(&s); err != nil {
-			t.Fatal(err)
+		if h := fixture.NumberHealthOf(t, pool, "whatsapp"); h != nil && h.MessagingLimitTier != nil {
+			return *h.MessagingLimitTier
 		}
-		return s
+		return "-"
 	}
 	if got := post(`{"max_daily_conversation_per_phone":2000,"max_daily_conversations_per_business":2000,"max_phone_numbers_per_business":2,"max_phone_numbers_per_waba":2}`); got != "TIER_2K" {
 		t.Fatalf("after 2000: the tier is %q, want TIER_2K", got)

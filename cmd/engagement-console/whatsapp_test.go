@@ -2,9 +2,9 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,15 +29,10 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	var id string
-	if err := pool.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		VALUES ($1, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511999990000@s.whatsapp.net',
-		        now() - interval '3 hours', 'g1', 'sent', now() - interval '3 hours', 'wamid.HBgLNTUxMTk5OTk5MDAwMBUCABEYEjA=')
-		RETURNING id::text`, user).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	sent := time.Now().Add(-3 * time.Hour)
+	id := fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		JID: "5511999990000@s.whatsapp.net", ScheduledFor: sent, Key: "g1", Status: "sent", SentAt: sent,
+		ProviderID: "wamid.HBgLNTUxMTk5OTk5MDAwMBUCABEYEjA="})
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
 		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
 	hook := c.base + "/webhooks/whatsapp"
@@ -57,13 +52,18 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 		return res.StatusCode
 	}
 	row := func() string {
-		var s string
-		if err := pool.QueryRow(context.Background(), `
-			SELECT status || ' ' || coalesce(delivered_at::text, '-') || ' ' || coalesce(read_at::text, '-') || ' ' || coalesce(error_message, '-')
-			  FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
+		m := fixture.QueueRowOf(t, pool, id)
+		at := func(p *time.Time) string {
+			if p == nil {
+				return "-"
+			}
+			return p.Format(time.RFC3339Nano)
 		}
-		return s
+		msg := "-"
+		if m.ErrorMessage != nil {
+			msg = *m.ErrorMessage
+		}
+		return m.Status + " " + at(m.DeliveredAt) + " " + at(m.ReadAt) + " " + msg
 	}
 	before := row()
 
@@ -105,11 +105,11 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 			t.Fatalf("a signed status: %d, want 200", got)
 		}
 	}
-	var deliveredAt, readAt time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT delivered_at, read_at FROM engagement_message_queue WHERE id = $1`, id).
-		Scan(&deliveredAt, &readAt); err != nil {
-		t.Fatal(err)
+	m := fixture.QueueRowOf(t, pool, id)
+	if m.DeliveredAt == nil || m.ReadAt == nil {
+		t.Fatalf("delivered %v, read %v; want both", m.DeliveredAt, m.ReadAt)
 	}
+	deliveredAt, readAt := *m.DeliveredAt, *m.ReadAt
 	if !deliveredAt.Equal(now.Add(-2*time.Hour)) || !readAt.Equal(now.Add(-time.Hour)) {
 		t.Errorf("delivered %s, read %s; want %s and %s", deliveredAt, readAt, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	}
@@ -148,14 +148,11 @@ func TestMetasWebhookNeedsBothFlags(t *testing.T) {
 func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	mk := func(jid string) string {
 		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour)})
-		fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = $2 WHERE user_id = $1`, user, jid)
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', $2, now() + interval '1 hour', $1::uuid::text || ':g')`, user, jid)
+		fixture.SetJID(t, pool, user, &jid)
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default", JID: jid,
+			ScheduledFor: time.Now().Add(time.Hour), Key: user + ":g"})
 		return user
 	}
 	maria, joao := mk("5511988887777@s.whatsapp.net"), mk("5511977776666@s.whatsapp.net")
@@ -175,14 +172,13 @@ func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 		return res.StatusCode
 	}
 	state := func(user string) string {
-		var s string
-		if err := pool.QueryRow(ctx, `
-			SELECT p.reengagement_opt_out::text || ' ' || q.status || ' ' ||
-			       (SELECT count(*) FROM engagement_consent_events e WHERE e.user_id = p.user_id AND e.source = 'meta:user_preferences')
-			  FROM user_profiles p JOIN engagement_message_queue q ON q.user_id = p.user_id WHERE p.user_id = $1`, user).Scan(&s); err != nil {
-			t.Fatal(err)
+		msgs := fixture.MessagesOf(t, pool, user)
+		if len(msgs) != 1 {
+			t.Fatalf("%s has %d messages, want the one goodbye", user, len(msgs))
 		}
-		return s
+		fromMeta := fixture.CountWhere(fixture.ConsoleConsentEventsOf(t, pool, user),
+			func(e fixture.ConsoleConsentEvent) bool { return e.Source == "meta:user_preferences" })
+		return strconv.FormatBool(fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut) + " " + msgs[0].Status + " " + strconv.Itoa(fromMeta)
 	}
 	at := time.Now().Add(-time.Minute)
 	stopJoao := metafake.Preference("5511977776666", "stop", at)
@@ -236,21 +232,21 @@ func TestConsoleRefusesABadPricesFile(t *testing.T) {
 func TestMetasLateResumeIsSuperseded(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour)})
-	fixture.Exec(t, pool, `UPDATE user_profiles SET whatsapp_jid = '5511955554444@s.whatsapp.net' WHERE user_id = $1`, user)
+	fixture.SetJID(t, pool, user, fixture.Ptr("5511955554444@s.whatsapp.net"))
 	c := startConsole(t, cmdtest.Build(t, "./cmd/engagement-console"), url,
 		"--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
 	post := func(body []byte) { postSigned(t, c, body, "a signed preference") }
 	log := func() string {
 		t.Helper()
-		var s string
-		if err := pool.QueryRow(ctx, `
-			SELECT p.reengagement_opt_out::text || coalesce(' ' || (SELECT string_agg(
-			           CASE WHEN e.opted_out THEN 'stop' ELSE 'resume' END || CASE WHEN e.superseded THEN '(superseded)' ELSE '' END,
-			           ',' ORDER BY e.id) FROM engagement_consent_events e WHERE e.user_id = p.user_id), '')
-			  FROM user_profiles p WHERE p.user_id = $1`, user).Scan(&s); err != nil {
-			t.Fatal(err)
+		var events []string
+		for _, e := range fixture.ConsoleConsentEventsOf(t, pool, user) {
+			events = append(events, map[bool]string{true: "stop", false: "resume"}[e.OptedOut]+
+				map[bool]string{true: "(superseded)", false: ""}[e.Superseded])
+		}
+		s := strconv.FormatBool(fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut)
+		if len(events) > 0 {
+			s += " " + strings.Join(events, ",")
 		}
 		return s
 	}

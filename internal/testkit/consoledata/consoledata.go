@@ -10,8 +10,9 @@
 // internal/testkit/seeded does): replaying twelve weeks of daily runs over
 // a million users would take hours. Instead every row is computed where
 // it lands, by set-based SQL over generate_series (the statements are
-// steps/*.sql, in the order of their names; the last ones on two
-// connections side by side), with deterministic pseudo-randomness: every
+// steps/*.sql, named in the order they run, the bookkeeping of a step
+// after it, e.g. 03_users_plan; the last ones on two connections side by
+// side), with deterministic pseudo-randomness: every
 // draw is a hash of a row number and a stream (pg_temp.cd_u), so the same
 // Sizes and asOf give the same database, ids included. At DefaultSizes it
 // takes about two minutes on two cores (PostgreSQL 15), most of it the
@@ -327,12 +328,12 @@ var queueParts = []string{uuidMin, "40000000-0000-0000-0000-000000000000",
 	"80000000-0000-0000-0000-000000000000", "c0000000-0000-0000-0000-000000000000"}
 
 func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn) (err error) {
-	if _, err := first.Exec(ctx, `CREATE SCHEMA consoledata`); err != nil {
+	if _, err := first.Exec(ctx, step("00_stage")); err != nil {
 		return fmt.Errorf("consoledata: staging schema: %w", err)
 	}
 	defer func() {
 		if err != nil { // best effort: the connection may be what failed
-			_, _ = first.Exec(context.WithoutCancel(ctx), `DROP SCHEMA IF EXISTS consoledata CASCADE`)
+			_, _ = first.Exec(context.WithoutCancel(ctx), step("99_abandon"))
 		}
 	}()
 	for _, name := range []string{"01_seed", "02_chain", "03_users"} {
@@ -340,7 +341,7 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 			return err
 		}
 	}
-	if _, err := first.Exec(ctx, `DROP TABLE cd_seed, cd_chain; ANALYZE consoledata.users`, pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := first.Exec(ctx, step("03_users_staged"), pgx.QueryExecModeSimpleProtocol); err != nil {
 		return fmt.Errorf("consoledata: staging: %w", err)
 	}
 	plan, err := g.plan(ctx, first)
@@ -412,15 +413,10 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 			return err
 		}
 	}
-	if _, err := first.Exec(ctx, `DROP SCHEMA consoledata CASCADE`); err != nil {
+	if _, err := first.Exec(ctx, step("12_unstage")); err != nil {
 		return fmt.Errorf("consoledata: staging: %w", err)
 	}
-	// VACUUM rather than ANALYZE alone: it also sets the visibility map
-	// and the rows' hint bits, as in a database that has been running, so
-	// the console's first page loads do not pay for writing them.
-	if _, err := first.Exec(ctx, `VACUUM (ANALYZE) user_profiles, user_engagement_states, transactions,
-		engagement_message_queue, engagement_state_transitions, engagement_job_runs,
-		engagement_queue_holders, engagement_processed_messages, engagement_transport_pacing`); err != nil {
+	if _, err := first.Exec(ctx, step("13_vacuum")); err != nil {
 		return fmt.Errorf("consoledata: vacuum analyze: %w", err)
 	}
 	return nil
@@ -433,13 +429,13 @@ func (g *generator) run(ctx context.Context, pool *pgxpool.Pool, first *pgx.Conn
 // larger part of its cost, by session_replication_role = replica, which
 // fires no trigger and so no foreign-key check; elsewhere it checks them.
 func (g *generator) states(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, `SET session_replication_role = replica`)
+	_, err := conn.Exec(ctx, step("05_states_unchecked"))
 	skipped := err == nil
 	if err := g.exec(ctx, conn, "05_states", g.args); err != nil {
 		return err
 	}
 	if skipped {
-		if _, err := conn.Exec(ctx, `RESET session_replication_role`); err != nil {
+		if _, err := conn.Exec(ctx, step("05_states_checked")); err != nil {
 			return fmt.Errorf("consoledata: reset session_replication_role: %w", err)
 		}
 	}
@@ -462,15 +458,7 @@ type seedPlan struct {
 func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) {
 	// Read by name (the staged tables are Seed's own: make sql cannot
 	// type these).
-	rows, _ := conn.Query(ctx, `
-		SELECT coalesce(sum(ell), 0) AS moves,
-		       coalesce(sum(cardinality(array_positions(tr, 1::smallint))), 0) AS goodbyes,
-		       coalesce(sum((SELECT count(*) FROM generate_subscripts(tr, 1) AS k
-		                      WHERE tr[k] = 4 AND pg_temp.cd_run(ts[k]) >= @reminders_since::timestamptz)) FILTER (WHERE NOT opt), 0) AS reminders,
-		       coalesce(sum(bit_count(mask::bit(64))), 0) AS all_weeks,
-		       coalesce(sum(bit_count((mask & emask)::bit(64))), 0) AS engaged_weeks,
-		       min(ts[1]) AS earliest
-		  FROM consoledata.users`, sqlfile.Fields(g.args))
+	rows, _ := conn.Query(ctx, step("03_users_plan"), sqlfile.Fields(g.args))
 	staged, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[struct {
 		Moves        int64      `db:"moves"`
 		Goodbyes     int64      `db:"goodbyes"`
@@ -503,13 +491,7 @@ func (g *generator) plan(ctx context.Context, conn *pgx.Conn) (seedPlan, error) 
 			m.Cut, m.CutAt = true, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 			break
 		}
-		rows, _ := conn.Query(ctx, `
-			SELECT u.ts[k] AS at, u.user_id::text AS user_id
-			  FROM consoledata.users u
-			 CROSS JOIN LATERAL generate_subscripts(u.tr, 1) AS k
-			 WHERE u.tr[k] = 1 OR (u.tr[k] = 4 AND NOT u.opt AND pg_temp.cd_run(u.ts[k]) >= @reminders_since::timestamptz)
-			 ORDER BY u.ts[k] DESC, u.user_id DESC
-			OFFSET @offset LIMIT 1`, sqlfile.Fields(struct {
+		rows, _ := conn.Query(ctx, step("03_users_cut"), sqlfile.Fields(struct {
 			seedArgs
 			Offset int `db:"offset"`
 		}{g.args.seedArgs, g.sz.Messages - 1}))
@@ -561,7 +543,7 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 		wPeriod[j], _ = review.Period.Bounds(wAsOf[j])
 	}
 
-	rows, _ := conn.Query(ctx, `SELECT id, job, as_of FROM engagement_job_runs WHERE status <> 'failed' ORDER BY as_of`)
+	rows, _ := conn.Query(ctx, step("07_runs_read"))
 	runs, err := pgx.CollectRows(rows, pgx.RowToStructByName[struct {
 		ID   int64     `db:"id"`
 		Job  string    `db:"job"`
@@ -586,10 +568,10 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 	// (pg_temp.cd_defer), once per run and zone.
 	allZones := append([]string{defaultZone}, zones...)
 	quiet := func(at []time.Time) ([]time.Time, error) {
-		rows, _ := conn.Query(ctx, `
-			SELECT array_agg(pg_temp.cd_defer(t.at, z.name) ORDER BY t.n, z.k)
-			  FROM unnest($1::timestamptz[]) WITH ORDINALITY AS t (at, n),
-			       unnest($2::text[]) WITH ORDINALITY AS z (name, k)`, at, allZones)
+		rows, _ := conn.Query(ctx, step("07_runs_quiet"), sqlfile.Fields(struct {
+			At    []time.Time `db:"at"`
+			Zones []string    `db:"zones"`
+		}{at, allZones}))
 		return pgx.CollectOneRow(rows, pgx.RowTo[[]time.Time])
 	}
 	dSched, err := quiet(dAsOf)
@@ -600,8 +582,9 @@ func (g *generator) runs(ctx context.Context, conn *pgx.Conn, firstDay time.Time
 	if err != nil {
 		return nil, fmt.Errorf("consoledata: quiet hours: %w", err)
 	}
-	rows, _ = conn.Query(ctx, `SELECT array_agg(pg_temp.cd_wstarted(w) ORDER BY n) FROM unnest($1::timestamptz[]) WITH ORDINALITY AS x (w, n)`,
-		wAsOf)
+	rows, _ = conn.Query(ctx, step("07_runs_weekly_started"), sqlfile.Fields(struct {
+		AsOfs []time.Time `db:"as_ofs"`
+	}{wAsOf}))
 	wStarted, err := pgx.CollectOneRow(rows, pgx.RowTo[[]time.Time])
 	if err != nil {
 		return nil, fmt.Errorf("consoledata: weekly runs: %w", err)

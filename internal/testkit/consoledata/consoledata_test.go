@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/consoledata"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -34,123 +35,46 @@ func seed(t *testing.T, sz consoledata.Sizes, at time.Time) *pgxpool.Pool {
 	return pool
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+// none fails the test with each break that some rows make.
+func none(t *testing.T, breaks []fixture.Break) {
 	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
-// zero fails the test with what when sql counts anything.
-func zero(t *testing.T, pool *pgxpool.Pool, what, sql string, args ...any) {
-	t.Helper()
-	if n := count(t, pool, sql, args...); n != 0 {
-		t.Errorf("%d %s", n, what)
+	for _, b := range breaks {
+		if b.N != 0 {
+			t.Errorf("%d %s", b.N, b.What)
+		}
 	}
 }
 
 func checkCounts(t *testing.T, pool *pgxpool.Pool, sz consoledata.Sizes) {
 	t.Helper()
-	for table, want := range map[string]int{
-		"user_profiles":                sz.Users,
-		"user_engagement_states":       sz.Users,
-		"engagement_state_transitions": sz.Transitions,
-		"engagement_message_queue":     sz.Messages,
+	got := fixture.ConsoleDataSizesOf(t, pool)
+	for table, n := range map[string][2]int{
+		"user_profiles":                {got.Profiles, sz.Users},
+		"user_engagement_states":       {got.States, sz.Users},
+		"engagement_state_transitions": {got.Transitions, sz.Transitions},
+		"engagement_message_queue":     {got.Messages, sz.Messages},
 	} {
-		if got := count(t, pool, "SELECT count(*) FROM "+table); got != int64(want) {
-			t.Errorf("%s has %d rows, want %d", table, got, want)
+		if n[0] != n[1] {
+			t.Errorf("%s has %d rows, want %d", table, n[0], n[1])
 		}
 	}
 }
 
 // checkLog checks that every user's log is a legal walk of the state
-// machine's table in time order, ending in their state.
+// machine's table in time order, ending in their state, and that the
+// daily job's moves belong to that day's engagement-daily run, inside its
+// time; the bot's to none.
 func checkLog(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	zero(t, pool, "log rows whose from_state is not the previous row's to_state", `
-		SELECT count(*) FROM (
-		    SELECT from_state, lag(to_state) OVER (PARTITION BY user_id ORDER BY id) AS prev
-		      FROM engagement_state_transitions) l
-		 WHERE prev IS NOT NULL AND prev <> from_state`)
-	zero(t, pool, "log rows not after the user's previous one", `
-		SELECT count(*) FROM (
-		    SELECT created_at, lag(created_at) OVER (PARTITION BY user_id ORDER BY id) AS prev
-		      FROM engagement_state_transitions) l
-		 WHERE prev >= created_at`)
-	zero(t, pool, "users whose latest log row does not lead to their state", `
-		SELECT count(*) FROM user_engagement_states s
-		  JOIN LATERAL (SELECT to_state FROM engagement_state_transitions l
-		                 WHERE l.user_id = s.user_id ORDER BY l.id DESC LIMIT 1) l ON true
-		 WHERE l.to_state <> s.state`)
-
-	var from, trigger, to []string
-	for _, tr := range sm.Transitions() {
-		from, trigger, to = append(from, string(tr.From)), append(trigger, string(tr.Trigger)), append(to, string(tr.To))
-	}
-	zero(t, pool, "log rows that are no row of statemachine.Transitions", `
-		SELECT count(*) FROM engagement_state_transitions l
-		 WHERE NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS a (f, g, d)
-		                    WHERE a.f = l.from_state AND a.g = l.trigger AND a.d = l.to_state)`, from, trigger, to)
-
-	// The daily job's moves belong to that day's engagement-daily run,
-	// inside its time; the bot's to none.
-	zero(t, pool, "scheduler moves without their day's daily run", `
-		SELECT count(*) FROM engagement_state_transitions l
-		  LEFT JOIN engagement_job_runs r ON r.id = l.job_run_id
-		 WHERE l.trigger IN ('inactivity_14d', 'goodbye_timeout', 'goodbye_undelivered', 'reminder_due')
-		   AND (r.id IS NULL OR r.job <> 'engagement-daily' OR r.status = 'failed'
-		        OR date_trunc('day', r.as_of) <> date_trunc('day', l.created_at)
-		        OR l.created_at NOT BETWEEN r.started_at AND r.finished_at)`)
-	zero(t, pool, "bot moves with a run", `
-		SELECT count(*) FROM engagement_state_transitions
-		 WHERE trigger NOT IN ('inactivity_14d', 'goodbye_timeout', 'goodbye_undelivered', 'reminder_due')
-		   AND job_run_id IS NOT NULL`)
+	none(t, fixture.ConsoleDataLogBreaks(t, pool))
 }
 
 // checkQueue checks the queue's keys and its ties to the log and the runs.
 func checkQueue(t *testing.T, pool *pgxpool.Pool, asOf time.Time) {
 	t.Helper()
-	// The unique index would have refused a duplicate; this also finds
-	// messages without a key.
-	zero(t, pool, "messages without a unique idempotency key", `
-		SELECT count(*) - count(DISTINCT idempotency_key) FROM engagement_message_queue`)
-	zero(t, pool, "goodbyes without their inactivity_14d", `
-		SELECT count(*) FROM engagement_message_queue q
-		 WHERE q.message_type = 'goodbye'
-		   AND NOT EXISTS (SELECT 1 FROM engagement_state_transitions l
-		                    WHERE l.user_id = q.user_id AND l.trigger = 'inactivity_14d'
-		                      AND l.created_at = q.created_at AND l.job_run_id = q.job_run_id)`)
-	zero(t, pool, "messages of a run that is not their job's", `
-		SELECT count(*) FROM engagement_message_queue q
-		  LEFT JOIN engagement_job_runs r ON r.id = q.job_run_id
-		 WHERE r.id IS NULL
-		    OR r.job <> CASE q.message_type WHEN 'weekly_review' THEN 'engagement-weekly' ELSE 'engagement-daily' END
-		    OR q.created_at NOT BETWEEN r.started_at AND r.finished_at`)
-	zero(t, pool, "messages whose status and columns disagree", `
-		SELECT count(*) FROM engagement_message_queue
-		 WHERE (status = 'sent') <> (sent_at IS NOT NULL)
-		    OR (status = 'cancelled') <> (cancel_reason IS NOT NULL)
-		    OR (status = 'processing') <> (claimed_until IS NOT NULL AND claimed_by IS NOT NULL)
-		    OR (status = 'failed' AND error_message IS NULL)
-		    OR sent_at > $1 OR created_at > $1 OR sent_at < scheduled_for
-		    OR (status = 'processing' AND claimed_until <= $1)`, asOf)
-
-	rows, err := pool.Query(context.Background(), `
-		SELECT status, round(100.0 * count(*) / sum(count(*)) OVER (), 2)::text, count(*)
-		  FROM engagement_message_queue GROUP BY status ORDER BY status`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var status, share string
-		var n int64
-		if err := rows.Scan(&status, &share, &n); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("messages %-10s %6s%% (%d)", status, share, n)
+	none(t, fixture.ConsoleDataQueueBreaks(t, pool, asOf))
+	for _, s := range fixture.ConsoleDataMixOf(t, pool).Statuses {
+		t.Logf("messages %-10s %6s%% (%d)", s.Value, s.Share, s.N)
 	}
 }
 
@@ -196,27 +120,17 @@ func testSeed(t *testing.T, asOf time.Time) {
 	checkQueue(t, pool, asOf)
 	checkVerify(t, pool, asOf)
 	// At about two moves a user, every history fits the window (with
-	// many more, the oldest moves may lie before it).
-	zero(t, pool, "log rows outside the 12 weeks before the as-of", `
-		SELECT count(*) FROM engagement_state_transitions
-		 WHERE created_at < $1::timestamptz - interval '12 weeks' OR created_at > $1::timestamptz`, asOf)
-	zero(t, pool, "staging relations left behind", `
-		SELECT count(*) FROM pg_namespace WHERE nspname = 'consoledata'`)
+	// many more, the oldest moves may lie before it). Every run has
+	// counters; the daily ones count the log's moves.
+	none(t, fixture.ConsoleDataRunBreaks(t, pool, asOf))
+	if n := fixture.ConsoleDataStaging(t, pool); n != 0 {
+		t.Errorf("%d staging relations left behind", n)
+	}
 
 	// The mix of states the console's pages show.
-	rows, err := pool.Query(context.Background(), `
-		SELECT state, round(100.0 * count(*) / sum(count(*)) OVER (), 1)::text FROM user_engagement_states GROUP BY 1 ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
+	for _, s := range fixture.ConsoleDataMixOf(t, pool).States {
+		t.Logf("state %-13s %5s%%", s.Value, s.Share)
 	}
-	for rows.Next() {
-		var state, share string
-		if err := rows.Scan(&state, &share); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("state %-13s %5s%%", state, share)
-	}
-	rows.Close()
 
 	// The console's forecast of the coming days has goodbyes due: active
 	// users fall silent over the week. Each day's forecast is asked of the
@@ -239,13 +153,6 @@ func testSeed(t *testing.T, asOf time.Time) {
 	}
 	t.Logf("goodbyes due by each of the next 7 days: %v", due)
 
-	// Every run has counters; the daily ones count the log's moves.
-	zero(t, pool, "runs without counters", `SELECT count(*) FROM engagement_job_runs WHERE counters IS NULL`)
-	zero(t, pool, "daily runs whose counters disagree with the log", `
-		SELECT count(*) FROM engagement_job_runs r
-		 WHERE r.job = 'engagement-daily' AND r.status <> 'failed'
-		   AND (r.counters -> 'steps' -> 'inactivity_14d' ->> 'succeeded')::int
-		       <> (SELECT count(*) FROM engagement_state_transitions l WHERE l.job_run_id = r.id AND l.trigger = 'inactivity_14d')`)
 }
 
 // Other shapes of sizes still give exact counts and legal logs: fewer
@@ -274,25 +181,16 @@ func TestSeedRefusesImpossibleSizes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "user-weeks") {
 		t.Fatalf("Seed of 1,000 messages a user: %v, want a refusal naming the user-weeks", err)
 	}
-	zero(t, pool, "staging schemas left behind", `SELECT count(*) FROM pg_namespace WHERE nspname = 'consoledata'`)
+	if n := fixture.ConsoleDataStaging(t, pool); n != 0 {
+		t.Errorf("%d staging schemas left behind", n)
+	}
 }
 
 // The same sizes and as-of give the same rows.
 func TestSeedIsDeterministic(t *testing.T) {
 	t.Parallel()
 	sz := consoledata.Sizes{Users: 2_000, Messages: 8_000, Transitions: 4_000}
-	digest := func(pool *pgxpool.Pool) string {
-		var d string
-		err := pool.QueryRow(context.Background(), `
-			SELECT md5((SELECT string_agg(q::text, '|' ORDER BY id) FROM engagement_message_queue q)
-			           || (SELECT string_agg(l::text, '|' ORDER BY id) FROM engagement_state_transitions l)
-			           || (SELECT string_agg(s::text, '|' ORDER BY user_id) FROM user_engagement_states s))`).Scan(&d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	if a, b := digest(seed(t, sz, asOf)), digest(seed(t, sz, asOf)); a != b {
+	if a, b := fixture.ConsoleDataDigest(t, seed(t, sz, asOf)), fixture.ConsoleDataDigest(t, seed(t, sz, asOf)); a != b {
 		t.Errorf("two seeds of %+v differ: %s and %s", sz, a, b)
 	}
 }

@@ -1,0 +1,2 @@
+-- The load is done: the staging schema goes.
+DROP SCHEMA consoledata CASCADE
