@@ -7,7 +7,13 @@
 # no-op run), and the script prints, per message, the WAL written, the
 # rows inserted, updated (HOT or not) and deleted per table, and, when the
 # server's data directory is readable here and pg_waldump is installed,
-# the WAL records by kind (index insertions, row locks, …).
+# the WAL records by kind (index insertions, row locks, …). It also
+# prints the CPU time per message of queue-process (its rusage) and of
+# the PostgreSQL server (its processes' utime and stime from /proc, the
+# postmaster's reaped children included, when the server's data directory
+# is readable here: the whole server's, so run it where nothing else uses
+# that server), and, where pg_stat_statements is loaded, the statements'
+# execution time per message.
 #
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/wal-per-message.sh [BIN_DIR] [MESSAGES]
 #
@@ -48,8 +54,30 @@ SELECT pg_stat_reset() \g /dev/null
 CHECKPOINT;
 SQL
 
+# The server's CPU so far, in clock ticks: its processes' and, in the
+# postmaster's cutime and cstime, those of the backends it reaped.
+dir=$(psql -qXAt "$url" -c "SHOW data_directory" 2>/dev/null || true)
+server_ticks() {
+	local pm
+	pm=$(head -1 "$dir/postmaster.pid" 2>/dev/null) || return 0
+	{
+		awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
+		for c in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do
+			awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || true
+		done
+	} | awk '{ t += $1 } END { print t }'
+}
+statements=$(psql -qXAt "$url" -c "SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'" 2>/dev/null || echo 0)
+if [[ $statements == 0 ]] && psql -qXAt "$url" -c "SHOW shared_preload_libraries" | grep -q pg_stat_statements; then
+	psql -qX "$url" -c "CREATE EXTENSION pg_stat_statements" >/dev/null && statements=1
+fi
+[[ $statements == 1 ]] && psql -qXAt "$url" -c "SELECT pg_stat_statements_reset()" >/dev/null
+
 before=$(psql -qXAt "$url" -c "SELECT pg_current_wal_insert_lsn()")
-DATABASE_URL="$url" "$bin/queue-process" --transport=log --send-interval=0 --output=json >/dev/null 2>&1 || true
+ticks_before=$(server_ticks)
+TIMEFORMAT='%U %S'
+client=$( { time DATABASE_URL="$url" "$bin/queue-process" --transport=log --send-interval=0 --output=json >/dev/null 2>&1; } 2>&1 || true)
+ticks_after=$(server_ticks)
 after=$(psql -qXAt "$url" -c "SELECT pg_current_wal_insert_lsn()")
 sleep 1 # the statistics collector's last report
 
@@ -69,9 +97,28 @@ SELECT relname AS "table",
  ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC;
 SQL
 
-dir=$(psql -qXAt "$url" -c "SHOW data_directory" 2>/dev/null || true)
-waldump=$(command -v pg_waldump || ls /usr/lib/postgresql/*/bin/pg_waldump 2>/dev/null | tail -1 || true)
 sent=$(psql -qXAt "$url" -c "SELECT count(*) FROM engagement_message_queue WHERE status = 'sent'")
+read -r cu cs <<<"${client##*$'\n'}"
+awk -v u="$cu" -v s="$cs" -v n="$sent" 'BEGIN { printf "queue-process CPU per message: %.1f µs (user %.1f, system %.1f)\n", (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }'
+if [[ -n $ticks_before ]]; then
+	hz=$(getconf CLK_TCK)
+	awk -v a="$ticks_before" -v b="$ticks_after" -v hz="$hz" -v n="$sent" \
+		'BEGIN { printf "PostgreSQL CPU per message (the whole server, /proc): %.1f µs\n", (b - a) / hz * 1e6 / n }'
+else
+	echo "(no PostgreSQL CPU: the server's postmaster.pid is not readable here)"
+fi
+if [[ $statements == 1 ]]; then
+	echo "Statements' execution time per message (pg_stat_statements, over 1 µs each):"
+	psql -qXAt -F ' ' "$url" -v n="$sent" <<'SQL'
+SELECT format('  %8s µs %8s calls  %s', round((total_exec_time * 1000 / :n)::numeric, 1), calls,
+              left(regexp_replace(query, '\s+', ' ', 'g'), 70))
+  FROM pg_stat_statements
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND total_exec_time * 1000 / :n >= 1
+ ORDER BY total_exec_time DESC;
+SQL
+fi
+waldump=$(command -v pg_waldump || ls /usr/lib/postgresql/*/bin/pg_waldump 2>/dev/null | tail -1 || true)
 if [[ -n $waldump && -r $dir/pg_wal ]]; then
 	echo "WAL records per message, by kind (pg_waldump --stats=record):"
 	"$waldump" --stats=record -p "$dir/pg_wal" -s "$before" -e "$after" 2>/dev/null |

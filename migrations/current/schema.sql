@@ -513,12 +513,14 @@ $$;
 --
 
 CREATE FUNCTION public.engagement_receipt_gate_pass(p_provider_message_id text) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_temp'
     AS $$
+BEGIN
     INSERT INTO engagement_receipt_gate (provider_message_id) VALUES (p_provider_message_id)
         ON CONFLICT (provider_message_id) DO NOTHING;
     DELETE FROM engagement_receipt_gate WHERE provider_message_id = p_provider_message_id;
+END
 $$;
 
 --
@@ -532,7 +534,10 @@ CREATE FUNCTION public.engagement_receipt_inbox_apply() RETURNS trigger
 DECLARE
     r engagement_receipt_inbox%ROWTYPE;
 BEGIN
-    PERFORM engagement_receipt_gate_pass(NEW.provider_message_id);
+    -- engagement_receipt_gate_pass, spelled out.
+    INSERT INTO engagement_receipt_gate (provider_message_id) VALUES (NEW.provider_message_id)
+        ON CONFLICT (provider_message_id) DO NOTHING;
+    DELETE FROM engagement_receipt_gate WHERE provider_message_id = NEW.provider_message_id;
     FOR r IN SELECT * FROM engagement_receipt_inbox i
               WHERE i.provider_message_id = NEW.provider_message_id
               ORDER BY i.id
@@ -844,7 +849,8 @@ CREATE TABLE public.engagement_message_queue (
     CONSTRAINT engagement_message_queue_destination_check CHECK ((destination = ANY (ARRAY['individual'::text, 'group'::text]))),
     CONSTRAINT engagement_message_queue_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'sent'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT engagement_message_queue_variant_check CHECK ((length(variant) <= 32))
-);
+)
+WITH (fillfactor='50');
 
 --
 -- Name: engagement_message_types; Type: TABLE; Schema: public; Owner: -
@@ -941,7 +947,7 @@ CREATE TABLE public.engagement_queue_settings (
 -- Name: engagement_receipt_gate; Type: TABLE; Schema: public; Owner: -
 --
 
-CREATE TABLE public.engagement_receipt_gate (
+CREATE UNLOGGED TABLE public.engagement_receipt_gate (
     provider_message_id text NOT NULL
 );
 
