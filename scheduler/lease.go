@@ -123,7 +123,7 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 	poll := min(leaseTimeout/10, time.Second)
 	waiting, tookOver := false, false
 	for {
-		row, err := runStartQuery.One(ctx, pool, args)
+		row, err := recordStart(ctx, pool, args)
 		if err == nil {
 			r.id = row.ID
 			break
@@ -162,6 +162,18 @@ func startRun(ctx context.Context, pool *pgxpool.Pool, job string, shard Shard, 
 	r.done = make(chan struct{})
 	go r.heartbeat(runCtx, stop, log)
 	return r, withFence(runCtx, r), nil
+}
+
+// recordStart records the run's row, or finds another run in progress
+// (pgx.ErrNoRows). A stop does not cancel it halfway: a statement
+// cancelled by a SIGTERM may have committed on the server after the client
+// gave up, leaving a run recorded 'running' that nothing finishes (the next
+// run marks it abandoned: a failure for the alerts). Bounded instead, so a
+// database that does not answer still lets a stop through.
+func recordStart(ctx context.Context, pool *pgxpool.Pool, args runStartArgs) (runStartRow, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return runStartQuery.One(ctx, pool, args)
 }
 
 // process is how a run's row names the process that runs it: its
