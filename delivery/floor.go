@@ -117,12 +117,13 @@ func newFloorGate(pool *pgxpool.Pool, transport string, interval time.Duration, 
 
 // floorPass is a worker's hold of the gate, until its request is written.
 type floorPass struct {
-	g     *floorGate
-	conn  *pgxpool.Conn
-	from  time.Time // when the statement that took the gate was sent
-	until time.Time // the request is written before this, or not at all (promise)
-	once  sync.Once
-	wrote chan struct{} // closed at the write, or when Send returned
+	g      *floorGate
+	conn   *pgxpool.Conn
+	holder int       // the server process of the gate's transaction (floor_wait.sql)
+	from   time.Time // when the statement that took the gate was sent
+	until  time.Time // the request is written before this, or not at all (promise)
+	once   sync.Once
+	wrote  chan struct{} // closed at the write, or when Send returned
 	// limited holds the request's connection while its write deadline is
 	// the pass's until (not an HTTP/2 connection, which other requests
 	// share).
@@ -170,7 +171,7 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 		if w.Wait <= floorHoldWait && !late && sleep(ctx, w.Wait) {
 			// Waited holding the gate: nobody wrote meanwhile, and another
 			// round trip to take it again would come on top of the wait.
-			return &floorPass{g: g, conn: conn, from: from, wrote: make(chan struct{})}, nil
+			return &floorPass{g: g, conn: conn, holder: w.Holder, from: from, wrote: make(chan struct{})}, nil
 		}
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		_, rbErr := conn.Exec(rbCtx, "ROLLBACK")
@@ -200,7 +201,7 @@ func (ps *floorPass) promise(ctx context.Context) error {
 	}
 	sent := time.Now() // the promised instant is floorHold after the server's now, later than this
 	tag, err := floorPromiseQuery.Exec(ctx, ps.g.pool, floorPromiseArgs{Hold: floorHold, Transport: ps.g.transport,
-		Holder: int(ps.conn.Conn().PgConn().PID())})
+		Holder: ps.holder})
 	switch {
 	case err != nil:
 		return fmt.Errorf("promise a request's write at the pace's floor gate: %w", err)

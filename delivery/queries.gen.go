@@ -453,12 +453,13 @@ func (a floorWaitArgs) Args() []any {
 
 // floorWaitRow is a row of queries/floor_wait.sql.
 type floorWaitRow struct {
-	Wait time.Duration // wait
+	Wait   time.Duration // wait
+	Holder int           // holder
 }
 
 // Dest returns the fields in the columns' order.
 func (r *floorWaitRow) Dest() []any {
-	return []any{&r.Wait}
+	return []any{&r.Wait, &r.Holder}
 }
 
 // floorWaitQuery is queries/floor_wait.sql.

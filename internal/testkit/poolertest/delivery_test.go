@@ -22,8 +22,11 @@ import (
 // Delivery through PgBouncer in transaction mode, on both recording paths
 // of the engine: engagementctl enqueue with params (JSON sent as text),
 // then a paced webhook (batched recording, lazily committed settles, the
-// pace's slot reservations) and the Cloud API (the fenced start of every
-// send), two processes at once on each, every message delivered once.
+// pace's slot reservations), the Cloud API (the fenced start of every
+// send) and a webhook paced over the floor's tolerance (the pace's floor
+// gate, floor.go: its holder is the server's process, not the one
+// PgBouncer names to the client), two processes at once on each, every
+// message delivered once.
 func TestDeliveryThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	direct, pooled := pgtest.NewPooledDatabase(t)
@@ -37,7 +40,7 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 		got  = map[string]int{}
 		hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
-			got["webhook "+r.Header.Get("Idempotency-Key")]++
+			got["webhook"+r.URL.Path+" "+r.Header.Get("Idempotency-Key")]++
 			mu.Unlock()
 		}))
 		api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,6 +75,7 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 		{"--transport", "webhook", "--webhook-url", hook.URL, "--send-interval", "5ms"},
 		{"--transport", "whatsapp-cloud", "--whatsapp-base-url", api.URL, "--whatsapp-phone-number-id", "1",
 			"--whatsapp-token", "tok", "--whatsapp-templates", templates, "--send-interval", "5ms"},
+		{"--transport", "webhook", "--webhook-url", hook.URL + "/floor", "--send-interval", "25ms"},
 	}
 	bin := queueBin(t) // two processes at once: built, not in process
 	for _, args := range runs {
@@ -83,19 +87,19 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 			wg.Go(func() {
 				res := cmdtest.Run(t, bin, cmdtest.Env("DATABASE_URL="+pooled), append(args, "--output", "json")...)
 				if res.Code != 0 {
-					t.Errorf("queue-process %s through PgBouncer: exit %d: %s", args[1], res.Code, res.Stderr)
+					t.Errorf("queue-process %s through PgBouncer: exit %d: %s", args[1]+" at "+args[len(args)-1], res.Code, res.Stderr)
 				}
 			})
 		}
 		wg.Wait()
 		if sent := fixture.CountMessages(t, pool, fixture.Messages{Status: "sent"}); sent != n {
-			t.Errorf("%s through PgBouncer: %d of %d messages sent", args[1], sent, n)
+			t.Errorf("%s through PgBouncer: %d of %d messages sent", args[1]+" at "+args[len(args)-1], sent, n)
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 2*n {
-		t.Errorf("the receivers got %d distinct messages, want %d: %v", len(got), 2*n, got)
+	if len(got) != len(runs)*n {
+		t.Errorf("the receivers got %d distinct messages, want %d: %v", len(got), len(runs)*n, got)
 	}
 	for k, c := range got {
 		if c != 1 {
