@@ -106,18 +106,7 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 		return nil, err
 	}
 	rep := &Report{AsOf: asOf, Weeks: weeks, WindowDays: int(Window / (24 * time.Hour)), Method: Method, Cohorts: []Cohort{}}
-	args := funnelArmsArgs{
-		AsOf:            asOf,
-		Weeks:           weeks,
-		Window:          Window,
-		GoodbyeTrigger:  string(sm.Inactivity14d),
-		ComebackTrigger: string(sm.UserMessage),
-		GoodbyeKind:     string(sm.GoodbyeMessage),
-		GoodbyeState:    string(sm.GoodbyeSent),
-		AnswerTriggers:  []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater), string(sm.GoodbyeAnswerDormant)},
-		AnswerWindow:    AnswerWindow,
-	}
-	err = funnelArmsQuery.Each(ctx, db, args, func(r *funnelArmsRow) error {
+	err = funnelArmsQuery.Each(ctx, db, armsArgs(asOf, weeks), func(r *funnelArmsRow) error {
 		week := r.WeekStart.UTC()
 		if n := len(rep.Cohorts); n == 0 || !rep.Cohorts[n-1].WeekStart.Equal(week) {
 			rep.Cohorts = append(rep.Cohorts, Cohort{WeekStart: week, StillCounting: week.Add(7*24*time.Hour + Window).After(asOf),
@@ -167,6 +156,21 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	}
 	compareTimings(rep)
 	return rep, nil
+}
+
+// armsArgs are the arms' statement's arguments for weeks up to asOf.
+func armsArgs(asOf time.Time, weeks int) funnelArmsArgs {
+	return funnelArmsArgs{
+		AsOf:            asOf,
+		Weeks:           weeks,
+		Window:          Window,
+		GoodbyeTrigger:  string(sm.Inactivity14d),
+		ComebackTrigger: string(sm.UserMessage),
+		GoodbyeKind:     string(sm.GoodbyeMessage),
+		GoodbyeState:    string(sm.GoodbyeSent),
+		AnswerTriggers:  []string{string(sm.GoodbyeAnswerHelp), string(sm.GoodbyeAnswerRemindLater), string(sm.GoodbyeAnswerDormant)},
+		AnswerWindow:    AnswerWindow,
+	}
 }
 
 // addVariant adds v's arm to the variant of its name in vs (kept in name

@@ -22,17 +22,17 @@ type funnelArmsArgs struct {
 	AsOf            time.Time     // @as_of
 	Weeks           int           // @weeks
 	GoodbyeTrigger  string        // @goodbye_trigger
-	ComebackTrigger string        // @comeback_trigger
-	Window          time.Duration // @window
-	GoodbyeKind     string        // @goodbye_kind
-	GoodbyeState    string        // @goodbye_state
 	AnswerTriggers  []string      // @answer_triggers
 	AnswerWindow    time.Duration // @answer_window
+	ComebackTrigger string        // @comeback_trigger
+	Window          time.Duration // @window
+	GoodbyeState    string        // @goodbye_state
+	GoodbyeKind     string        // @goodbye_kind
 }
 
 // Args returns the parameters in the statement's order.
 func (a funnelArmsArgs) Args() []any {
-	return []any{a.AsOf, a.Weeks, a.GoodbyeTrigger, a.ComebackTrigger, a.Window, a.GoodbyeKind, a.GoodbyeState, a.AnswerTriggers, a.AnswerWindow}
+	return []any{a.AsOf, a.Weeks, a.GoodbyeTrigger, a.AnswerTriggers, a.AnswerWindow, a.ComebackTrigger, a.Window, a.GoodbyeState, a.GoodbyeKind}
 }
 
 // funnelArmsRow is a row of queries/funnel_arms.sql.
@@ -52,4 +52,4 @@ func (r *funnelArmsRow) Dest() []any {
 }
 
 // funnelArmsQuery is queries/funnel_arms.sql.
-var funnelArmsQuery = sqlfile.Load[funnelArmsArgs, funnelArmsRow, *funnelArmsRow](statementFiles, "funnel_arms", "as_of", "weeks", "goodbye_trigger", "comeback_trigger", "window", "goodbye_kind", "goodbye_state", "answer_triggers", "answer_window")
+var funnelArmsQuery = sqlfile.Load[funnelArmsArgs, funnelArmsRow, *funnelArmsRow](statementFiles, "funnel_arms", "as_of", "weeks", "goodbye_trigger", "answer_triggers", "answer_window", "comeback_trigger", "window", "goodbye_state", "goodbye_kind")

@@ -34,13 +34,20 @@
 -- One row per cohort week with goodbyes, arm, copy variant (the
 -- variant's name the daily job recorded on the log row, migration 57; ''
 -- for the kind's one text, and always for the held-out arm) and timing.
--- Set-based: the goodbyes and the returns of the weeks come from the log's
--- (trigger, created_at) index (migration 36), the moves out of
--- @goodbye_state and the sends only for the timed goodbyes' users (none
--- without a timing), and they meet by user in joins; nothing is looked up
--- goodbye by goodbye.
+-- The week's goodbyes are read set-based, from the log's (trigger,
+-- created_at) index (migration 36); what became of each is then read
+-- from its user's rows alone: the moves logged after it, in the log's
+-- (user_id, id) index, and the user's messages, in the queue's (user_id,
+-- created_at), a handful each. Their other conditions are the
+-- aggregates' filters, not the scans': the statement costs what the
+-- goodbyes are, whatever the planner guesses. (Joined set-based, the
+-- steps were guessed at one row each right after a day's goodbyes were
+-- logged, before autovacuum analyzed the log, and one was scanned whole
+-- for every row of another: 900 goodbyes took 15 s. Looked up with the
+-- conditions in the scans, each goodbye read every comeback of its
+-- weeks, by the (trigger, created_at) index: 6,500 took 8 s.)
 --
--- not null: week_start, holdout, variant
+-- not null: week_start, variant
 WITH bounds AS (
     SELECT date_trunc('week', @as_of::timestamptz, 'UTC') - (@weeks::int - 1) * interval '7 days' AS first_start
 ), goodbyes AS MATERIALIZED (
@@ -54,58 +61,44 @@ WITH bounds AS (
      WHERE g.trigger = @goodbye_trigger::text
        AND g.created_at >= b.first_start AND g.created_at <= @as_of::timestamptz
      ORDER BY w.w, g.user_id, g.id
-), returns AS MATERIALIZED (
-    SELECT c.id, c.user_id, c.created_at
-      FROM engagement_state_transitions c, bounds b
-     WHERE c.trigger = @comeback_trigger::text
-       AND c.created_at >= b.first_start AND c.created_at <= @as_of::timestamptz
-), reactivated AS (
-    SELECT DISTINCT g.id
-      FROM goodbyes g
-      JOIN returns c ON c.user_id = g.user_id AND c.id > g.id
-                     AND c.created_at >= g.created_at AND c.created_at <= g.created_at + @window::interval
-), timed AS MATERIALIZED (
-    SELECT g.id, g.user_id, g.created_at, g.job_run_id FROM goodbyes g WHERE g.timing IS NOT NULL
-), sends AS (
-    SELECT q.user_id, q.job_run_id, min(q.sent_at) AS sent_at
-      FROM engagement_message_queue q
-      JOIN (SELECT DISTINCT user_id FROM timed) t ON t.user_id = q.user_id
-     CROSS JOIN bounds b
-     WHERE q.message_type = @goodbye_kind::text
-       AND q.period_start >= b.first_start - interval '1 day' AND q.period_start <= @as_of::timestamptz
-       AND q.sent_at IS NOT NULL AND q.job_run_id IS NOT NULL
-     GROUP BY q.user_id, q.job_run_id
-), exits AS MATERIALIZED (
-    SELECT e.id, e.user_id, e.trigger, e.created_at
-      FROM engagement_state_transitions e
-      JOIN (SELECT DISTINCT user_id FROM timed) t ON t.user_id = e.user_id
-     CROSS JOIN bounds b
-     WHERE e.from_state = @goodbye_state::text
-       AND e.created_at >= b.first_start AND e.created_at <= @as_of::timestamptz
 ), outcomes AS (
-    -- each timed goodbye's first move out of goodbye_sent after it
-    SELECT DISTINCT ON (t.id) t.id, e.trigger, e.created_at
-      FROM timed t
-      JOIN exits e ON e.user_id = t.user_id AND e.id > t.id
-     ORDER BY t.id, e.id
-), answered AS (
-    SELECT o.id
-      FROM outcomes o
-      JOIN timed t ON t.id = o.id
-      LEFT JOIN sends s ON s.user_id = t.user_id AND s.job_run_id = t.job_run_id
-     WHERE o.trigger = ANY (@answer_triggers::text[])
-       AND o.created_at <= coalesce(s.sent_at, t.created_at) + @answer_window::interval
+    SELECT g.w, g.holdout, g.variant, g.timing,
+           coalesce(m.back, false) AS reactivated,
+           coalesce(g.timing IS NOT NULL
+                    AND m.exit_trigger = ANY (@answer_triggers::text[])
+                    AND m.exit_at <= coalesce(s.sent_at, g.created_at) + @answer_window::interval, false) AS answered
+      FROM goodbyes g
+     CROSS JOIN bounds b
+     CROSS JOIN LATERAL (
+           -- the user's moves after the goodbye: whether they wrote again
+           -- within @window of it, and their first move out of
+           -- @goodbye_state after it
+           SELECT bool_or(e.trigger = @comeback_trigger::text AND e.created_at >= g.created_at
+                          AND e.created_at <= least(g.created_at + @window::interval, @as_of::timestamptz)) AS back,
+                  (array_agg(e.trigger ORDER BY e.id) FILTER (WHERE e.from_state = @goodbye_state::text
+                       AND e.created_at >= b.first_start AND e.created_at <= @as_of::timestamptz))[1] AS exit_trigger,
+                  (array_agg(e.created_at ORDER BY e.id) FILTER (WHERE e.from_state = @goodbye_state::text
+                       AND e.created_at >= b.first_start AND e.created_at <= @as_of::timestamptz))[1] AS exit_at
+             FROM engagement_state_transitions e
+            WHERE e.user_id = g.user_id AND e.id > g.id
+     ) m
+     CROSS JOIN LATERAL (
+           -- a timed goodbye's send: the message the same run queued
+           SELECT min(q.sent_at) FILTER (WHERE q.job_run_id = g.job_run_id AND q.message_type = @goodbye_kind::text
+                       AND q.period_start >= b.first_start - interval '1 day'
+                       AND q.period_start <= @as_of::timestamptz) AS sent_at
+             FROM engagement_message_queue q
+            WHERE g.timing IS NOT NULL AND q.user_id = g.user_id
+     ) s
 )
-SELECT b.first_start + g.w * interval '7 days' AS week_start,
-       g.holdout,
-       g.variant,
-       g.timing,
+SELECT b.first_start + o.w * interval '7 days' AS week_start,
+       o.holdout,
+       o.variant,
+       o.timing,
        count(*)::bigint AS users,
-       count(a.id)::bigint AS answered_48h,
-       count(r.id)::bigint AS reactivated
-  FROM goodbyes g
+       count(*) FILTER (WHERE o.answered)::bigint AS answered_48h,
+       count(*) FILTER (WHERE o.reactivated)::bigint AS reactivated
+  FROM outcomes o
  CROSS JOIN bounds b
-  LEFT JOIN reactivated r ON r.id = g.id
-  LEFT JOIN answered a ON a.id = g.id
- GROUP BY g.w, b.first_start, g.holdout, g.variant, g.timing
- ORDER BY g.w, g.holdout, g.variant, g.timing
+ GROUP BY o.w, b.first_start, o.holdout, o.variant, o.timing
+ ORDER BY o.w, o.holdout, o.variant, o.timing

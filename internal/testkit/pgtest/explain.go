@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 )
 
@@ -35,4 +36,40 @@ func Explain(t *testing.T, statements ...sqlfile.Bound) {
 			t.Errorf("queries/%s.sql: no arguments in this test", name)
 		}
 	}
+}
+
+// RowsHandled runs s on db under EXPLAIN ANALYZE and returns the rows its
+// plan's nodes read: those each produced and those its filters removed,
+// once per loop it ran: what the statement did, counted, not timed. A step run again for every row of
+// another (an inlined subquery on the inner side of a nested loop) shows
+// as its rows times that other's, however fast the machine.
+func RowsHandled(t testing.TB, db postgres.Querier, s sqlfile.Bound) int64 {
+	t.Helper()
+	var plan []struct{ Plan planNode }
+	if err := db.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+s.SQL, s.Args...).Scan(&plan); err != nil {
+		t.Fatalf("EXPLAIN ANALYZE queries/%s.sql: %v", s.Name, err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("EXPLAIN ANALYZE queries/%s.sql: %d plans", s.Name, len(plan))
+	}
+	return plan[0].Plan.handled()
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON)'s plan.
+// Its counts of rows are means per loop.
+type planNode struct {
+	Rows         float64    `json:"Actual Rows"`
+	Filtered     float64    `json:"Rows Removed by Filter"`
+	JoinFiltered float64    `json:"Rows Removed by Join Filter"`
+	Rechecked    float64    `json:"Rows Removed by Index Recheck"`
+	Loops        float64    `json:"Actual Loops"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func (n planNode) handled() int64 {
+	sum := int64((n.Rows+n.Filtered+n.JoinFiltered+n.Rechecked)*n.Loops + 0.5)
+	for _, c := range n.Plans {
+		sum += c.handled()
+	}
+	return sum
 }
