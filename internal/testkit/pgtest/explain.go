@@ -45,13 +45,17 @@ func Explain(t *testing.T, statements ...sqlfile.Bound) {
 // as its rows times that other's, however fast the machine.
 func RowsHandled(t testing.TB, db postgres.Querier, s sqlfile.Bound) int64 {
 	t.Helper()
-	var plan []struct{ Plan planNode }
-	if err := db.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+s.SQL, s.Args...).Scan(&plan); err != nil {
-		t.Fatalf("EXPLAIN ANALYZE queries/%s.sql: %v", s.Name, err)
+	rows, err := db.Query(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+s.SQL, s.Args...)
+	if err != nil {
+		t.Fatalf("queries/%s.sql under EXPLAIN ANALYZE: %v", s.Name, err)
 	}
-	if len(plan) != 1 {
-		t.Fatalf("EXPLAIN ANALYZE queries/%s.sql: %d plans", s.Name, len(plan))
+	out, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[struct {
+		Plans []struct{ Plan planNode } `db:"QUERY PLAN"`
+	}])
+	if err != nil || len(out.Plans) != 1 {
+		t.Fatalf("queries/%s.sql under EXPLAIN ANALYZE: %v (%d plans)", s.Name, err, len(out.Plans))
 	}
+	plan := out.Plans
 	return plan[0].Plan.handled()
 }
 
