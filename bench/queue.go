@@ -167,6 +167,10 @@ const (
 	nameRiverNoop = "river no-op"
 	nameFloor     = "floor"
 	nameFloorNoop = "floor no-op"
+	// The floor's variants (floor.go): with the ledger's row, and on the
+	// contract's own tables.
+	nameFloorLedger   = "floor+ledger"
+	nameFloorContract = "floor on the contract's tables"
 )
 
 // runQueue runs rounds of: queue-process at each of workers, the bare
@@ -230,20 +234,25 @@ func runQueue(ctx context.Context, bin string, n, rounds int, workers []int, onl
 		return err
 	}
 	floors := func(round int, noop bool) error {
-		contender := nameFloor
-		if noop {
-			contender = nameFloorNoop
-		}
-		if !runs(contender) {
-			return nil
-		}
-		if err := deliveries(); err != nil {
-			return err
-		}
-		for _, c := range floorConfigs {
-			r, err := runFloor(ctx, hook, ds, senders, c, noop)
-			if err := add(r, round, err); err != nil {
+		for _, v := range floorVariants {
+			contender := v.name
+			if noop {
+				if v.name != nameFloor {
+					continue // the no-op run is the plain floor's only
+				}
+				contender = nameFloorNoop
+			}
+			if !runs(contender) {
+				continue
+			}
+			if err := deliveries(); err != nil {
 				return err
+			}
+			for _, c := range floorConfigs {
+				r, err := runFloor(ctx, hook, ds, senders, c, v, noop)
+				if err := add(r, round, err); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
