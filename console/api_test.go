@@ -261,7 +261,7 @@ func TestEnqueueAPIConcurrentReplays(t *testing.T) {
 			created++
 		}
 		if (codes[i] != http.StatusCreated && codes[i] != http.StatusOK) || ids[i] != ids[0] {
-			t.Errorf("call %d: %d %s, want 200 or 201 with %s", i, codes[i], ids[i], ids[0])
+			t.Errorf("request %d: %d %s, want 200 or 201 with %s", i, codes[i], ids[i], ids[0])
 		}
 	}
 	if created != 1 {

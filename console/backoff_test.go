@@ -85,8 +85,10 @@ func failGoodbyes(t *testing.T, pool *pgxpool.Pool, queuedAt time.Time, codes ma
 		}
 	}
 	run(queuedAt)
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || user_id
-		WHERE message_type = 'goodbye'`, queuedAt.Add(time.Minute))
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Type: "goodbye"}) {
+		fixture.SetMessages(t, pool, fixture.MessageChange{ID: m.ID, SetStatus: "sent", SentAt: queuedAt.Add(time.Minute),
+			ProviderID: "wamid." + m.UserID})
+	}
 	for user, code := range codes {
 		if _, _, err := activity.Receipt(ctx, pool, "wamid."+user, activity.ReceiptFailed,
 			activity.ReceiptOptions{At: queuedAt.Add(2 * time.Minute), ErrorCode: code}); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/testkit/browsertest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/consoledata"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -85,7 +86,7 @@ func BenchmarkPages(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		if _, err := pool.Exec(ctx, `ANALYZE engagement_state_transitions, engagement_message_queue`); err != nil {
+		if err := fixture.ConsoleAnalyzeMoves(ctx, pool); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "console bench: seeded %+v in %s, %d goodbyes held out (%d messages removed)\n",
@@ -181,12 +182,7 @@ func someUser(b *testing.B, url string) (id, phone string) {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	if err := conn.QueryRow(context.Background(), `
-		SELECT t.user_id::text, split_part(p.whatsapp_jid, '@', 1)
-		  FROM engagement_state_transitions t JOIN user_profiles p USING (user_id)
-		 WHERE p.whatsapp_jid IS NOT NULL ORDER BY t.id DESC LIMIT 1`).Scan(&id, &phone); err != nil {
-		b.Fatal(err)
-	}
+	id, phone = fixture.ConsoleLatestMovedUser(b, conn)
 	return id, "+" + phone
 }
 

@@ -489,8 +489,8 @@ func TestEraseInTheBrowser(t *testing.T) {
 		t.Errorf("after the confirmation the page says %q", done)
 	}
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "erase-done.png"))
-	if n := fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
-		return m.UserID == user && strings.Contains(m.DestinationJID, "987654321")
+	if n := fixture.CountWhere(fixture.MessageRows(t, pool, fixture.Messages{Users: []string{user}}), func(m fixture.MessageRow) bool {
+		return strings.Contains(m.DestinationJID, "987654321")
 	}); n != 0 {
 		t.Errorf("%d messages still hold the person's number", n)
 	}

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,24 +30,22 @@ const budgetWaiting = 25
 // of the window later past the limit. The last goes 71 hours from now.
 func seedBudget(t *testing.T, pool *pgxpool.Pool, users []string) {
 	t.Helper()
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_send_budgets (transport, daily_limit, used) VALUES ('webhook', 10, 10);
-		INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at)
-		SELECT 'webhook', gen_random_uuid(), now() - interval '100 minutes' + i * interval '10 minutes'
-		  FROM generate_series(0, 9) AS i;
-		INSERT INTO engagement_send_budgets (transport, daily_limit, ramp_start, ramp_factor, ramp_started_at, used)
-		VALUES ('whatsapp', 1000, 250, 2, now() - interval '30 hours', 37);
-		INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at)
-		SELECT 'whatsapp', gen_random_uuid(), now() - i * interval '3 minutes'
-		  FROM generate_series(1, 37) AS i`)
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, deferred_reason)
-		SELECT ($1::uuid[])[1 + j % cardinality($1::uuid[])], 'reminder', 'engagement.reminder.come_back', '{}', 'individual',
-		       '55119' || lpad(j::text, 8, '0') || '@s.whatsapp.net',
-		       now() - interval '100 minutes' + (j % 10) * interval '10 minutes' + (1 + j / 10) * interval '1 day'
-		       + j * interval '1 microsecond', 'budget'
-		  FROM generate_series(0, $2 - 1) AS j`, users, budgetWaiting)
+	now := fixture.Now(t, pool)
+	fixture.Budget(t, pool, "webhook", 10, 10)
+	for i := range 10 {
+		fixture.SpentOn(t, pool, "webhook", fixture.NewID(), now.Add(-100*time.Minute+time.Duration(i)*10*time.Minute))
+	}
+	fixture.ConsoleRampBudget(t, pool, fixture.ConsoleRamp{Transport: "whatsapp", DailyLimit: 1000, Start: 250, Factor: 2,
+		StartedAt: now.Add(-30 * time.Hour), Used: 37})
+	for i := 1; i <= 37; i++ {
+		fixture.SpentOn(t, pool, "whatsapp", fixture.NewID(), now.Add(-time.Duration(i)*3*time.Minute))
+	}
+	for j := range budgetWaiting {
+		fixture.Queue(t, pool, fixture.Message{User: users[j%len(users)], Type: "reminder", CatalogKey: "engagement.reminder.come_back",
+			JID: fmt.Sprintf("55119%08d@s.whatsapp.net", j), DeferredReason: "budget",
+			ScheduledFor: now.Add(-100*time.Minute + time.Duration(j%10)*10*time.Minute + time.Duration(1+j/10)*24*time.Hour +
+				time.Duration(j)*time.Microsecond)})
+	}
 }
 
 func TestTheSendBudgetOnTheQueueAndForecastPages(t *testing.T) {
@@ -76,13 +75,11 @@ func TestTheSendBudgetOnTheQueueAndForecastPages(t *testing.T) {
 	seedBudget(t, pool, users)
 	// One held by quiet hours and one waiting for a retry, to check the
 	// pending messages are each counted once, by why they wait.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, deferred_reason, retry_count)
-		VALUES ($1, 'reminder', 'engagement.reminder.come_back', '{}', 'individual', '5511900000001@s.whatsapp.net',
-		        now() + interval '8 hours', 'quiet_hours', 0),
-		       ($1, 'reminder', 'engagement.reminder.come_back', '{}', 'individual', '5511900000002@s.whatsapp.net',
-		        now() + interval '5 minutes', NULL, 1)`, users[0])
+	dbNow := fixture.Now(t, pool)
+	fixture.Queue(t, pool, fixture.Message{User: users[0], Type: "reminder", CatalogKey: "engagement.reminder.come_back",
+		JID: "5511900000001@s.whatsapp.net", ScheduledFor: dbNow.Add(8 * time.Hour), DeferredReason: "quiet_hours"})
+	fixture.Queue(t, pool, fixture.Message{User: users[0], Type: "reminder", CatalogKey: "engagement.reminder.come_back",
+		JID: "5511900000002@s.whatsapp.net", ScheduledFor: dbNow.Add(5 * time.Minute), RetryCount: 1})
 
 	srv = serve(t, pool, now) // a new console: the first one's snapshots predate the budget
 	q = console.Queue{}

@@ -23,8 +23,8 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
 			JID: "55@s.whatsapp.net", ScheduledFor: time.Now().Add(time.Duration(g) * time.Hour), Key: user + ":" + strconv.Itoa(g)})
 	}
-	consent := func(keep func(fixture.ConsoleConsentEvent) bool) int {
-		return fixture.CountWhere(fixture.ConsoleConsentEventsOf(t, pool, user), keep)
+	consent := func(keep func(fixture.ConsentRow) bool) int {
+		return fixture.CountWhere(fixture.ConsentEventsOf(t, pool, user), keep)
 	}
 
 	action, form := browserForm(t, opsPage(t, srv, "/users?id="+user), `id="consent-form"`, nil)
@@ -32,7 +32,7 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(preview, "Opt this user out") || !strings.Contains(preview, "<strong>2</strong> pending messages are cancelled") {
 		t.Fatalf("Opt out…: %d, %.800s; want a preview naming the 2 pending messages", code, preview)
 	}
-	if n := len(fixture.ConsoleConsentEventsOf(t, pool, user)); n != 0 {
+	if n := len(fixture.ConsentEventsOf(t, pool, user)); n != 0 {
 		t.Fatalf("the preview recorded %d consent events, want none", n)
 	}
 	action, form = browserForm(t, preview, `id="confirm"`, nil)
@@ -40,7 +40,7 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(done, "Opted out; 2 pending messages cancelled") {
 		t.Fatalf("confirm: %d, %.600s", code, done)
 	}
-	if n := consent(func(e fixture.ConsoleConsentEvent) bool {
+	if n := consent(func(e fixture.ConsentRow) bool {
 		return e.OptedOut && e.Source == "console" && fixture.Is(e.Actor, "ops")
 	}); n != 1 {
 		t.Errorf("%d consent events from the console by ops, want 1", n)
@@ -50,8 +50,8 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	}); n != 1 {
 		t.Errorf("%d audit rows for the opt-out, want 1", n)
 	}
-	if n := fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
-		return m.UserID == user && fixture.Is(m.CancelReason, "opted_out")
+	if n := fixture.CountWhere(fixture.MessageRows(t, pool, fixture.Messages{Users: []string{user}}), func(m fixture.MessageRow) bool {
+		return fixture.Is(m.CancelReason, "opted_out")
 	}); n != 2 {
 		t.Errorf("%d messages cancelled for the opt-out, want 2", n)
 	}
@@ -67,7 +67,7 @@ func TestOptOutAndInOnTheUserPage(t *testing.T) {
 	if code, done := submit(t, srv, action, form); code != http.StatusOK || !strings.Contains(done, "Opted in") {
 		t.Fatalf("opt back in: %d, %.600s", code, done)
 	}
-	if optedOut := fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut; optedOut {
+	if optedOut := fixture.ProfileOf(t, pool, user).ReengagementOptOut; optedOut {
 		t.Errorf("after the opt-in: opted out %v, want false", optedOut)
 	}
 
@@ -113,8 +113,8 @@ func TestEraseOnTheUserPage(t *testing.T) {
 	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
 		Params: `{"count":"2"}`, JID: jid, ScheduledFor: time.Now().Add(24 * time.Hour), Key: user + ":b", Status: "pending"})
 	traces := func() int {
-		return fixture.QueuedWhere(t, pool, func(m fixture.QueueRow) bool {
-			return m.UserID == user && (strings.Contains(m.DestinationJID, "987654321") || (m.Params != nil && strings.Contains(*m.Params, "marker")))
+		return fixture.CountWhere(fixture.MessageRows(t, pool, fixture.Messages{Users: []string{user}}), func(m fixture.MessageRow) bool {
+			return strings.Contains(m.DestinationJID, "987654321") || strings.Contains(m.Params, "marker")
 		})
 	}
 
@@ -139,7 +139,7 @@ func TestEraseOnTheUserPage(t *testing.T) {
 	}); n != 1 {
 		t.Errorf("%d audit rows for the erase, want 1", n)
 	}
-	if !fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut {
+	if !fixture.ProfileOf(t, pool, user).ReengagementOptOut {
 		t.Errorf("the erased user is not opted out")
 	}
 }

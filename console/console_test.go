@@ -272,7 +272,7 @@ func TestCancelPendingByKind(t *testing.T) {
 	decode(t, body, &done)
 	left := int64(fixture.CountMessages(t, pool, fixture.Messages{Status: "pending", Type: "weekly_review"}))
 	var operatorCancelled int64
-	for _, m := range fixture.QueueRows(t, pool) {
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
 		if m.CancelReason != nil && *m.CancelReason == "operator" {
 			operatorCancelled++
 		}
@@ -292,7 +292,7 @@ func TestUserPageMasksTheJIDAndShowsNoText(t *testing.T) {
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	var id, jid, key string
-	for _, m := range fixture.QueueRows(t, pool) {
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
 		if m.MessageType == "goodbye" && m.MessageKey != nil {
 			id, jid, key = m.UserID, m.DestinationJID, *m.MessageKey
 			break
@@ -347,9 +347,7 @@ func TestAPageStopsAtTheStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer locker.Rollback(ctx) //nolint:errcheck
-	if _, err := locker.Exec(ctx, `LOCK TABLE engagement_job_runs IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ConsoleLockRuns(t, locker)
 	resp, body := get(t, srv, "/runs", "", "", true)
 	if resp.StatusCode != http.StatusInternalServerError {
 		t.Errorf("GET /runs behind a lock: %d %s, want 500 after the statement timeout", resp.StatusCode, body)

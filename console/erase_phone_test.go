@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -46,18 +45,23 @@ func TestEraseFindsThePhoneNumberHoweverItIsWritten(t *testing.T) {
 	for _, reason := range append(append([]string{}, erased...), kept...) {
 		// A failed message to requeue (the other user's: the filter does not
 		// name the erased one, only the reason does).
-		fixture.Exec(t, pool, `INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid, status, error_message)
-			VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', 'individual', $2, 'failed', 'webhook: receiver answered 502')`, other, otherJID)
+		fixture.Queue(t, pool, fixture.Message{User: other, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select", JID: otherJID,
+			Status: "failed", Error: "webhook: receiver answered 502"})
 		resp, body := post(t, srv, "/actions/requeue/confirm", operator, operatorPassword, url.Values{"csrf": {token},
 			"status": {"failed"}, "error_group": {"webhook: receiver answered 502"}, "reason": {reason}})
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("requeue with the reason %q: %d %s", reason, resp.StatusCode, body)
 		}
 	}
-	fixture.Exec(t, pool, `INSERT INTO engagement_job_runs (job, as_of, status, finished_at, error, counters)
-		VALUES ('queue-process', now(), 'failed', now(), 'webhook: bad number +55 (11) 98765-4321', '{"sent": 3}'),
-		       ('queue-process', now(), 'failed', now(), 'webhook: receiver answered 502', '{"sent": 3, "note": "55 11 98765-4321"}'),
-		       ('queue-process', now(), 'failed', now(), 'webhook: bad number +55 (11) 98765-0000', '{"sent": 3}')`)
+	now := fixture.Now(t, pool)
+	for _, r := range []struct{ err, counters string }{
+		{"webhook: bad number +55 (11) 98765-4321", `{"sent": 3}`},
+		{"webhook: receiver answered 502", `{"sent": 3, "note": "55 11 98765-4321"}`},
+		{"webhook: bad number +55 (11) 98765-0000", `{"sent": 3}`},
+	} {
+		fixture.RecordRun(t, pool, fixture.RunRecord{Job: "queue-process", AsOf: now, StartedAt: now, Status: "failed", FinishedAt: now,
+			Error: r.err, Counters: r.counters})
+	}
 
 	env := cmdtest.Env("DATABASE_URL="+dbURL, "USER=dpo")
 	res := cmdtest.Exec(t, ctl.NewCommand, env, "erase", "--user-id", user, "--yes", "--output", "json")
@@ -92,16 +96,11 @@ func TestEraseFindsThePhoneNumberHoweverItIsWritten(t *testing.T) {
 		}
 	}
 	var errs []string
-	rows, err := pool.Query(context.Background(), `SELECT error || ' ' || counters::text FROM engagement_job_runs ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
+	for _, r := range fixture.ConsoleJobRuns(t, pool) {
+		if r.Error == nil || r.Counters == nil { // NULL, as error || ' ' || counters::text would read it
+			t.Fatalf("job run %d after erase: error %v, counters %v, want both", r.ID, r.Error, r.Counters)
 		}
-		errs = append(errs, s)
+		errs = append(errs, *r.Error+" "+*r.Counters)
 	}
 	want := []string{`[erased] {"sent": 3}`, `webhook: receiver answered 502 {"erased": true}`, `webhook: bad number +55 (11) 98765-0000 {"sent": 3}`}
 	if len(errs) != len(want) || errs[0] != want[0] || errs[1] != want[1] || errs[2] != want[2] {

@@ -28,11 +28,7 @@ func TestTheForecastsGoodbyesTimeOutAsTheRealRunsDo(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
 	daily, queue := cmdtest.Build(t, "./cmd/engagement-daily"), cmdtest.Build(t, "./cmd/queue-process")
-	var asOf time.Time
-	if err := pool.QueryRow(t.Context(), `SELECT date_trunc('second', now())`).Scan(&asOf); err != nil {
-		t.Fatal(err)
-	}
-	asOf = asOf.UTC()
+	asOf := fixture.Now(t, pool).Truncate(time.Second).UTC()
 	const day = 24 * time.Hour
 	// goodbyesOn[d] users fall silent so that day d's run sends them their
 	// goodbye (their 14 days end half a day before it); one more, sent a

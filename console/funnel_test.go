@@ -25,6 +25,9 @@ var (
 	d1          = time.Date(2026, 2, 10, 6, 0, 0, 0, time.UTC)
 	d2          = d1.Add(14 * 24 * time.Hour)
 	dz          = time.Date(2026, 1, 6, 6, 0, 0, 0, time.UTC)
+	// longBefore is when the users were created: long before the
+	// overview's weeks.
+	longBefore = time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC)
 )
 
 // history replays a scripted history with the real daily job and the
@@ -57,13 +60,12 @@ func newHistory(t *testing.T) *history {
 		h.user(t, n, d2.Add(-15*24*time.Hour))
 	}
 	// They were all users long before the overview's weeks.
-	fixture.Exec(t, pool, `UPDATE user_engagement_states SET created_at = '2025-11-01'`)
+	fixture.ConsoleUsersSince(t, pool, longBefore)
 
 	h.daily(t, dz)
 	h.daily(t, d1)
 	h.deliver(t, d1.Add(time.Hour), "u1", "u2", "u3", "u4", "u5", "u6", "u7", "u8", "u9")
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'failed', retry_count = 3, error_message = 'webhook: receiver answered 500'
-	                        WHERE user_id = $1`, h.u["u10"])
+	fixture.ConsoleFailMessages(t, pool, fixture.ConsoleFailure{User: h.u["u10"], Error: "webhook: receiver answered 500", RetryCount: 3})
 	at := d1.Add(5 * time.Hour)
 	h.fire(t, at, "u1", sm.GoodbyeAnswerHelp)
 	h.fire(t, at, "u2", sm.GoodbyeAnswerHelp)
@@ -92,15 +94,12 @@ func (h *history) user(t *testing.T, name string, lastActivity time.Time) {
 
 // stamp dates the log rows written since before (the largest id then) at.
 func (h *history) stamp(t *testing.T, before int64, at time.Time) {
-	fixture.Exec(t, h.pool, `UPDATE engagement_state_transitions SET created_at = $1 WHERE id > $2`, at, before)
+	fixture.ConsoleDateMoves(t, h.pool, before, at)
 }
 
 func (h *history) lastID(t *testing.T) int64 {
-	var id int64
-	if err := h.pool.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM engagement_state_transitions`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	_, move := fixture.ConsoleLastIDs(t, h.pool)
+	return move
 }
 
 func (h *history) daily(t *testing.T, at time.Time) {
@@ -117,20 +116,18 @@ func (h *history) daily(t *testing.T, at time.Time) {
 func (h *history) deliver(t *testing.T, at time.Time, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		fixture.Exec(t, h.pool, `
-			WITH sent AS (
-			    UPDATE engagement_message_queue SET status = 'sent', sent_at = $2
-			     WHERE user_id = $1 AND status = 'pending'
-			    RETURNING id)
-			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at)
-			SELECT id, $3, 'sent', 1, $2, $2 FROM sent`, h.u[n], at, pricing.MetaTransport)
+		for _, m := range fixture.MessageRows(t, h.pool, fixture.Messages{Users: []string{h.u[n]}, Status: "pending"}) {
+			fixture.SetMessages(t, h.pool, fixture.MessageChange{ID: m.ID, Status: "pending", SetStatus: "sent", SentAt: at})
+			fixture.Ledger(t, h.pool, fixture.LedgerRow{Message: m.ID, Transport: pricing.MetaTransport, Status: "sent",
+				FirstAttempt: at, LastAttempt: at})
+		}
 	}
 }
 
 // receipt applies one of WhatsApp's receipts to the user's goodbye.
 func (h *history) receipt(t *testing.T, name, status string, at time.Time, code string) {
 	t.Helper()
-	fixture.Exec(t, h.pool, `UPDATE engagement_message_queue SET provider_message_id = 'wamid.' || user_id WHERE user_id = $1`, h.u[name])
+	fixture.SetMessages(t, h.pool, fixture.MessageChange{User: h.u[name], ProviderID: "wamid." + h.u[name]})
 	if _, ok, err := activity.Receipt(context.Background(), h.pool, "wamid."+h.u[name], status,
 		activity.ReceiptOptions{At: at, ErrorCode: code}); err != nil || !ok {
 		t.Fatalf("receipt %s for %s: ok %v, %v", status, name, ok, err)
@@ -140,7 +137,7 @@ func (h *history) receipt(t *testing.T, name, status string, at time.Time, code 
 func (h *history) fire(t *testing.T, at time.Time, name string, trigger sm.Trigger) {
 	t.Helper()
 	before := h.lastID(t)
-	fixture.Exec(t, h.pool, `SELECT engagement_fire($1, $2, $3)`, h.u[name], string(trigger), at)
+	fixture.ConsoleFire(t, h.pool, h.u[name], string(trigger), at)
 	h.stamp(t, before, at)
 }
 
@@ -180,26 +177,7 @@ func TestFunnelCountsAScriptedHistory(t *testing.T) {
 	// instant, or active; weeks are half-open, so a past week ends just
 	// before its next Monday, and the current one at as-of).
 	for _, w := range o.Weeks {
-		rows, err := h.pool.Query(context.Background(), `
-			SELECT coalesce(last.to_state, 'active'), count(*)
-			  FROM user_engagement_states s
-			  LEFT JOIN LATERAL (SELECT to_state FROM engagement_state_transitions t
-			                      WHERE t.user_id = s.user_id AND (t.created_at < $1 OR (t.created_at = $1 AND $2))
-			                      ORDER BY t.id DESC LIMIT 1) last ON true
-			 WHERE s.created_at < $1 OR (s.created_at = $1 AND $2)
-			 GROUP BY 1`, w.At, w.At.Equal(historyAsOf))
-		if err != nil {
-			t.Fatal(err)
-		}
-		replay := map[string]int64{}
-		for rows.Next() {
-			var st string
-			var n int64
-			if err := rows.Scan(&st, &n); err != nil {
-				t.Fatal(err)
-			}
-			replay[st] = n
-		}
+		replay := fixture.ConsoleStatesAt(t, h.pool, w.At, w.At.Equal(historyAsOf))
 		for _, st := range sm.States() {
 			if w.Users[string(st)] != replay[string(st)] {
 				t.Errorf("at %s: %d %s, the log replays to %d", w.At, w.Users[string(st)], st, replay[string(st)])
@@ -224,10 +202,9 @@ func TestConsoleWeeksStartAtMondayMidnight(t *testing.T) {
 	for range 3 {
 		u := fixture.User(t, pool, fixture.UserOptions{State: string(sm.GoodbyeSent), LastActivity: monday.Add(-15 * 24 * time.Hour),
 			GoodbyeSentAt: &monday, StateEnteredAt: &monday})
-		fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-		                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, u, monday)
+		fixture.LogMoves(t, pool, []fixture.LoggedMove{{User: u, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d", At: monday}})
 	}
-	fixture.Exec(t, pool, `UPDATE user_engagement_states SET created_at = '2025-11-01'`)
+	fixture.ConsoleUsersSince(t, pool, longBefore)
 	srv := serve(t, pool, historyAsOf)
 	var o console.Overview
 	_, body := get(t, srv, "/", viewer, viewerPassword, true)

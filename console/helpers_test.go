@@ -1,12 +1,12 @@
 package console_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/engagement-scheduler/engagement/console"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
 )
 
@@ -82,19 +83,17 @@ var failedGroups = []struct {
 func seededWithFailures(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool, _, _ := seeded.Pool(t.(*testing.T))
-	ctx := context.Background()
-	_, err := pool.Exec(ctx, `
-		WITH picked AS (
-		    SELECT id, row_number() OVER (ORDER BY id) AS n
-		      FROM engagement_message_queue WHERE message_type = 'goodbye' AND status = 'pending'
-		     ORDER BY id LIMIT 9)
-		UPDATE engagement_message_queue q
-		   SET status = 'failed', retry_count = 3,
-		       error_message = CASE WHEN p.n <= 3 THEN $1 WHEN p.n <= 6 THEN $2 ELSE $3 END
-		  FROM picked p WHERE q.id = p.id`,
-		failedGroups[0].errors[0], failedGroups[0].errors[1], failedGroups[1].errors[0])
-	if err != nil {
-		t.Fatal(err)
+	var ids []string // the pending goodbyes, in id order (a UUID's text sorts as the UUID)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Type: "goodbye", Status: "pending"}) {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	if len(ids) < 9 {
+		t.Fatalf("%d pending goodbyes seeded, want 9 to fail", len(ids))
+	}
+	errs := []string{failedGroups[0].errors[0], failedGroups[0].errors[1], failedGroups[1].errors[0]}
+	for i, id := range ids[:9] {
+		fixture.ConsoleFailMessages(t, pool, fixture.ConsoleFailure{ID: id, Error: errs[i/3], RetryCount: 3})
 	}
 	return pool
 }

@@ -295,8 +295,8 @@ func TestFailureGroupsCountTheLastDayAndMarkPermanentOnes(t *testing.T) {
 	// One whose last attempt (the send ledger) was an hour ago, though it
 	// was due three days ago: it failed in the last 24 h.
 	late := seedFailed(t, pool, failedMessage{err: "whatsapp: error 131026 (permanent), HTTP 400", failed: opsAsOf.Add(-72 * time.Hour)})
-	fixture.Exec(t, pool, `INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at)
-	                       VALUES ($1, 'whatsapp', 'failed', 1, $2, $2)`, late[0], opsAsOf.Add(-time.Hour))
+	fixture.Ledger(t, pool, fixture.LedgerRow{Message: late[0], Transport: "whatsapp", Status: "failed",
+		FirstAttempt: opsAsOf.Add(-time.Hour), LastAttempt: opsAsOf.Add(-time.Hour)})
 	seedFailed(t, pool, msgs...)
 
 	var q console.Queue
@@ -480,9 +480,7 @@ func TestTheOverviewNeverWaitsForVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hold.Rollback(ctx) //nolint:errcheck // released below, or at the end
-	if _, err := hold.Exec(ctx, `LOCK TABLE engagement_adopted_tables IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ConsoleLockAdopted(t, hold)
 
 	card := func() console.HealthCard {
 		t.Helper()
@@ -501,7 +499,7 @@ func TestTheOverviewNeverWaitsForVerify(t *testing.T) {
 		return console.HealthCard{}
 	}
 	if c := card(); c.Level != console.Reading || c.Value != "reading…" {
-		t.Errorf("with verify's first snapshot held, the verify card is %+v, want it being read", c)
+		t.Errorf("verify's first snapshot held, the verify card is %+v, want it being read", c)
 	}
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)

@@ -58,14 +58,14 @@ func TestSnapshotPagesReadFromTheReplica(t *testing.T) {
 	standby.WaitReceived(t) // received, not replayed: the replica is behind
 	paused, resp, foot := overview()
 	if paused.Users != 300 {
-		t.Errorf("with replay paused the overview shows %d users, want the replica's 300", paused.Users)
+		t.Errorf("replay paused, the overview shows %d users, want the replica's 300", paused.Users)
 	}
 	lag, err := strconv.ParseFloat(resp.Header.Get("X-Replica-Lag"), 64)
 	if err != nil || lag <= 0 {
-		t.Errorf("with replay paused X-Replica-Lag is %q, want seconds > 0", resp.Header.Get("X-Replica-Lag"))
+		t.Errorf("replay paused, X-Replica-Lag is %q, want seconds > 0", resp.Header.Get("X-Replica-Lag"))
 	}
 	if !regexp.MustCompile(`replica: [0-9.]+ (ms|s|min|h|d) behind, replay paused`).MatchString(foot) {
-		t.Errorf("with replay paused the footer does not say how far behind the replica is:\n%s", foot)
+		t.Errorf("replay paused, the footer does not say how far behind the replica is:\n%s", foot)
 	}
 
 	// The actions and the audit are the primary's, paused replica or not.

@@ -76,11 +76,8 @@ func weekly(t *testing.T, pool *pgxpool.Pool, at time.Time) {
 
 func lastRun(t *testing.T, pool *pgxpool.Pool) int64 {
 	t.Helper()
-	var id int64
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM engagement_job_runs`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	run, _ := fixture.ConsoleLastIDs(t, pool)
+	return run
 }
 
 // dateRuns dates the runs recorded since before (the largest id then):
@@ -88,12 +85,7 @@ func lastRun(t *testing.T, pool *pgxpool.Pool) int64 {
 // started, as without --as-of.
 func dateRuns(t *testing.T, pool *pgxpool.Pool, before int64, at time.Time, took time.Duration) {
 	t.Helper()
-	fixture.Exec(t, pool, `
-		UPDATE engagement_job_runs
-		   SET started_at = $2, finished_at = $3, heartbeat_at = $3,
-		       as_of = CASE WHEN job = 'queue-process' THEN $2 ELSE as_of END
-		 WHERE id > $1`,
-		before, at, at.Add(took))
+	fixture.ConsoleDateRuns(t, pool, before, at, at.Add(took))
 }
 
 // chart is a console.Chart as the page's JSON has it (decoded apart from
@@ -225,11 +217,11 @@ func TestRunsPageHasALinePerJob(t *testing.T) {
 
 	// A queue-process every minute for two hours: the page still shows the
 	// jobs' runs, and the latest RunsPerJob of queue-process.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_job_runs (job, as_of, started_at, finished_at, status, counters)
-		SELECT 'queue-process', t, t, t + interval '1 second', 'succeeded', '{"processed":0,"sent":0}'
-		  FROM generate_series($1::timestamptz, $1::timestamptz + interval '119 minutes', interval '1 minute') AS t`,
-		runsAsOf.Add(-2*time.Hour))
+	for i := range 120 {
+		at := runsAsOf.Add(-2*time.Hour + time.Duration(i)*time.Minute)
+		fixture.RecordRun(t, pool, fixture.RunRecord{Job: "queue-process", AsOf: at, StartedAt: at, FinishedAt: at.Add(time.Second),
+			Status: "succeeded", Counters: `{"processed":0,"sent":0}`})
+	}
 	_, body = get(t, srv, "/runs", viewer, viewerPassword, true)
 	r = runsPage{}
 	decode(t, body, &r)
@@ -238,7 +230,7 @@ func TestRunsPageHasALinePerJob(t *testing.T) {
 		count[run.Job]++
 	}
 	if count[scheduler.DailyJob] != 9 || count[scheduler.WeeklyJob] != 2 || count[delivery.Job] != runsPerJob {
-		t.Errorf("with 138 queue-process runs, runs by job %v; want 9 daily, 2 weekly, %d queue-process", count, runsPerJob)
+		t.Errorf("138 queue-process runs, runs by job %v; want 9 daily, 2 weekly, %d queue-process", count, runsPerJob)
 	}
 }
 

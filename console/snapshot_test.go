@@ -16,6 +16,7 @@ import (
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
 	"github.com/engagement-scheduler/engagement/scheduler"
@@ -135,9 +136,7 @@ func TestPagesStayFastAfterAnAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer locker.Rollback(ctx) //nolint:errcheck // released below; this is for a failure
-	if _, err := locker.Exec(ctx, `LOCK TABLE user_engagement_states IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ConsoleLockStates(t, locker)
 
 	form := url.Values{"csrf": {csrfToken(t, srv, operator, operatorPassword)}, "kind": {"weekly_review"}}
 	resp, body = post(t, srv, "/actions/cancel/confirm", operator, operatorPassword, form)
@@ -203,7 +202,7 @@ func TestRefreshStopsSoonAfterTheLastView(t *testing.T) {
 		t.Fatalf("the first round recomputed %v, want every page", got)
 	}
 	if got := c.RefreshRound(ctx); len(got) != 0 {
-		t.Errorf("with nobody looking the round recomputed %v, want nothing", got)
+		t.Errorf("nobody looking, the round recomputed %v, want nothing", got)
 	}
 	if resp, _ := getWithin(t, srv, "/queue", true, time.Minute); resp.Header.Get("X-Refreshing") != "" { // viewed at 14:00
 		t.Errorf("the queue's snapshot of the first round is marked stale at once")

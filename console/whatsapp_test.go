@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -168,7 +167,7 @@ func TestWhatsAppWebhookLateFailure(t *testing.T) {
 	if got := postMeta(t, srv.URL, b, metafake.Sign(metaSecret, b)); got != http.StatusOK {
 		t.Fatalf("a signed failure: %d, want 200", got)
 	}
-	m := fixture.QueueRowOf(t, pool, id)
+	m := fixture.MessageByID(t, pool, id)
 	if m.ErrorMessage == nil {
 		t.Fatalf("after a late failure: %s without an error", m.Status)
 	}
@@ -180,7 +179,7 @@ func TestWhatsAppWebhookLateFailure(t *testing.T) {
 
 func stateUTC(t *testing.T, pool *pgxpool.Pool, id string) string {
 	t.Helper()
-	m := fixture.QueueRowOf(t, pool, id)
+	m := fixture.MessageByID(t, pool, id)
 	clock := func(at *time.Time) string {
 		if at == nil {
 			return "-"
@@ -245,18 +244,10 @@ func TestQueuePageShowsWhatWhatsAppSaid(t *testing.T) {
 // number by default, each with up to three statuses.
 func BenchmarkWhatsAppWebhook(b *testing.B) {
 	pool, _ := pgtest.NewPool(b)
-	ctx := context.Background()
 	user := fixture.User(b, pool, fixture.UserOptions{LastActivity: time.Now()})
 	const messages = 10_000
-	fixture.Exec(b, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', '55@s.whatsapp.net',
-		       now() - interval '1 day', 'k' || g, 'sent', now() - interval '1 day', 'wamid.' || g
-		  FROM generate_series(1, $2::int) g`, user, messages)
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
-		b.Fatal(err)
-	}
+	fixture.ConsoleSentMessages(b, pool, user, messages, fixture.Now(b, pool).Add(-24*time.Hour))
+	fixture.VacuumQueue(b, pool)
 	h, err := console.New(console.Config{Pool: pool, Auth: console.Auth{Users: htpasswd(b), Operators: []string{operator}},
 		WhatsApp: console.WhatsAppWebhook{AppSecret: metaSecret, VerifyToken: metaToken}, Logger: zerolog.Nop()})
 	if err != nil {
@@ -307,7 +298,10 @@ func TestWhatsAppWebhookKeepsMetaPricing(t *testing.T) {
 	t.Parallel()
 	srv, pool, id := whatsappConsole(t)
 	pricing := func() string {
-		m := fixture.QueueRowOf(t, pool, id)
+		m := fixture.QueueRowByProvider(t, pool, "wamid.OURS") // message id, the one whatsappConsole queued
+		if m.ID != id {
+			t.Fatalf("wamid.OURS is message %s, want %s", m.ID, id)
+		}
 		billable := "-"
 		if m.Billable != nil {
 			billable = strconv.FormatBool(*m.Billable)

@@ -183,7 +183,7 @@ func TestMetasWebhooksReachTheNextRun(t *testing.T) {
 
 	signed(metafake.TemplateStatus("goodbye_v1", "PAUSED", now.Add(-time.Minute)))
 	if sum := run(); sum.DeferReasons["template_paused"] != 1 || g.MarketingSent()["goodbye_v1"] != 0 {
-		t.Fatalf("with the template paused: deferred %v, sent %v; want the goodbye held", sum.DeferReasons, g.MarketingSent())
+		t.Fatalf("the template paused: deferred %v, sent %v; want the goodbye held", sum.DeferReasons, g.MarketingSent())
 	}
 	signed(metafake.TemplateStatus("goodbye_v1", "APPROVED", now))
 	if sum := run(); sum.Sent != 1 || g.MarketingSent()["goodbye_v1"] != 1 {
@@ -201,7 +201,7 @@ func TestMetasWebhooksReachTheNextRun(t *testing.T) {
 		Params: `{"count":"2"}`, JID: "5511977776666@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: weekly + ":weekly"})
 	signed(metafake.Account("phone_number_quality_update", time.Now(), `{"event":"FLAGGED"}`))
 	if sum := run(); sum.DeferReasons["quality"] != 1 || sum.Number == nil || !sum.Number.Flagged {
-		t.Errorf("with the number flagged: deferred %v, number %+v; want the weekly review held on quality", sum.DeferReasons, sum.Number)
+		t.Errorf("the number flagged: deferred %v, number %+v; want the weekly review held on quality", sum.DeferReasons, sum.Number)
 	}
 	signed(metafake.QualityUpdate("UNFLAGGED", "TIER_10K", time.Now().Add(time.Second)))
 	if sum := run(); sum.Sent != 1 || g.MarketingSent()["weekly_review_v1"] != 1 {

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -34,11 +33,9 @@ func TestACategoryChangeRoutesOnlyOnceCompleted(t *testing.T) {
 	asOf := fixture.Now(t, pool).Add(time.Hour).Truncate(time.Second)
 	run := func(what, want string) {
 		t.Helper()
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-			       '5511988887777@s.whatsapp.net', now() - interval '1 minute', $2)`, user, fixture.NewID())
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count":"2"}`, JID: "5511988887777@s.whatsapp.net", ScheduledFor: fixture.Now(t, pool).Add(-time.Minute),
+			Key: fixture.NewID()})
 		before, beforeMM := g.Sent()["weekly_review_v1"], g.MarketingSent()["weekly_review_v1"]
 		res := cmdtest.Exec(t, queuecmd.NewCommand, env, "--send-interval", "0",
 			"--as-of", asOf.Format(time.RFC3339), "--allow-future-as-of", "--output", "json")
@@ -69,15 +66,14 @@ func TestACategoryChangeRoutesOnlyOnceCompleted(t *testing.T) {
 		"an older completed notification")
 	run("after an older completed notification", "marketing_messages")
 
-	var source, category, templateID, account string
-	if err := pool.QueryRow(context.Background(), `
-		SELECT source, category, coalesce(template_id, '-'), coalesce(account_id, '-') FROM engagement_template_categories
-		 WHERE template_name = 'weekly_review_v1' AND template_language = 'pt_BR'`).Scan(&source, &category, &templateID, &account); err != nil {
-		t.Fatal(err)
+	rec := fixture.ConsoleTemplateCategoryOf(t, pool, "weekly_review_v1", "pt_BR")
+	if rec == nil {
+		t.Fatal("no category recorded of weekly_review_v1 in pt_BR")
 	}
-	if source != "webhook" || category != "MARKETING" || templateID != "1689556908129832" || account != "102290129340398" {
+	templateID, account := orDash(rec.TemplateID), orDash(rec.AccountID)
+	if rec.Source != "webhook" || rec.Category != "MARKETING" || templateID != "1689556908129832" || account != "102290129340398" {
 		t.Errorf("recorded %s %s (template %s, account %s); want MARKETING from the webhook, with Meta's ids",
-			source, category, templateID, account)
+			rec.Source, rec.Category, templateID, account)
 	}
 }
 
@@ -100,7 +96,15 @@ func TestAnUnusableCategoryUpdateChangesNothing(t *testing.T) {
 	} {
 		postSigned(t, c, metafake.Account("template_category_update", at, value), name)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_template_categories`); n != 0 {
+	if n := len(fixture.ConsoleTemplateCategories(t, pool)); n != 0 {
 		t.Errorf("%d categories recorded; want none from values Meta never documented", n)
 	}
+}
+
+// orDash is a NULL-able text column's value, or - for NULL.
+func orDash(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
 }

@@ -130,22 +130,14 @@ func TestConfirmRequeueAndCancelThroughTheBinary(t *testing.T) {
 // a pending weekly review, and returns the failed and the pending ids.
 func seedQueue(t *testing.T, url string) (failed, pending []string) {
 	t.Helper()
-	ctx := context.Background()
 	conn := connect(t, url)
-	var botUsers bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('public.users') IS NOT NULL`).Scan(&botUsers); err != nil {
-		t.Fatal(err)
-	}
+	botUsers := fixture.TableExists(t, conn, "public.users")
 	for i, id := range []string{"6c1f2a7e-0000-4000-8000-00000000c001", "6c1f2a7e-0000-4000-8000-00000000c002"} {
 		if botUsers {
-			if _, err := conn.Exec(ctx, `INSERT INTO users (id) VALUES ($1)`, id); err != nil {
-				t.Fatal(err)
-			}
+			fixture.ConsoleBotUser(t, conn, id)
 		}
 		jid := fmt.Sprintf("55119%08d@s.whatsapp.net", 7000+i)
-		if _, err := conn.Exec(ctx, `INSERT INTO user_profiles (user_id, whatsapp_jid) VALUES ($1, $2)`, id, jid); err != nil {
-			t.Fatal(err)
-		}
+		fixture.ConsoleBareProfile(t, conn, id, jid)
 		f := fixture.Queue(t, conn, fixture.Message{User: id, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select", JID: jid,
 			ScheduledFor: time.Now().Add(-24 * time.Hour), Status: "failed", RetryCount: 3, Error: "webhook: receiver answered 502 Bad Gateway"})
 		p := fixture.Queue(t, conn, fixture.Message{User: id, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",

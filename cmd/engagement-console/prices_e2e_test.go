@@ -1,12 +1,12 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -56,7 +56,6 @@ import (
 func TestPricesPerCategoryAndCountryThroughTheShippedBinaries(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	now := fixture.Now(t, pool)
 	if now.Before(pricing.FreeUtilityInWindowUntil) {
 		t.Fatalf("the database clock (%s) is before %s: this test holds Meta's rule after it", now, pricing.FreeUtilityInWindowUntil)
@@ -130,12 +129,15 @@ func TestPricesPerCategoryAndCountryThroughTheShippedBinaries(t *testing.T) {
 		t.Errorf("/marketing_messages got %v, /messages %v; want the weekly review on the first, the 4 reminders on the second", mm, m)
 	}
 	for name, m := range messages {
-		var got string
-		if err := pool.QueryRow(ctx, `
-			SELECT coalesce(meta_category, '-') || ' ' || coalesce(service_window::text, '-')
-			  FROM engagement_processed_messages WHERE message_id = $1`, m.id).Scan(&got); err != nil {
-			t.Fatalf("%s's ledger row: %v", name, err)
+		l := fixture.LedgerOf(t, pool, m.id, "")
+		if l == nil {
+			t.Fatalf("%s has no ledger row", name)
 		}
+		window := "-" // service_window::text, or - for NULL
+		if l.ServiceWindow != nil {
+			window = strconv.FormatBool(*l.ServiceWindow)
+		}
+		got := orDash(l.MetaCategory) + " " + window
 		if got != m.ledger {
 			t.Errorf("%s's ledger: %q, want %q (the category routed by, the window open at the request)", name, got, m.ledger)
 		}
@@ -190,16 +192,18 @@ func TestPricesPerCategoryAndCountryThroughTheShippedBinaries(t *testing.T) {
 	bin := cmdtest.Build(t, "./cmd/engagement-console")
 	c := startConsole(t, bin, url, "--whatsapp-app-secret", appSecret, "--whatsapp-verify-token", verifyToken)
 	var sentAt time.Time
-	if err := pool.QueryRow(ctx, `SELECT max(sent_at) FROM engagement_message_queue WHERE status = 'sent'`).Scan(&sentAt); err != nil {
-		t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Status: "sent"}) {
+		if m.SentAt != nil && m.SentAt.After(sentAt) {
+			sentAt = *m.SentAt
+		}
+	}
+	if sentAt.IsZero() {
+		t.Fatal("no message was sent")
 	}
 	at := sentAt.Truncate(time.Second).Add(time.Second) // Meta's timestamps are Unix seconds
 	var entries []string
 	for _, a := range g.Answers() {
-		var which string
-		if err := pool.QueryRow(ctx, `SELECT id::text FROM engagement_message_queue WHERE provider_message_id = $1`, a.ID).Scan(&which); err != nil {
-			t.Fatalf("the wamid %s the Graph answered %s: %v", a.ID, a.To, err)
-		}
+		which := fixture.QueueRowByProvider(t, pool, a.ID).ID
 		for _, m := range messages {
 			if m.id == which {
 				entries = append(entries, metafake.PricedStatus(a.ID, "delivered", a.To, at, "", m.meta))

@@ -159,7 +159,7 @@ func TestOneOddWebhookEntrySpoilsOnlyItself(t *testing.T) {
 			t.Errorf("user_preferences with odd entries (try %d): answered %d, want 200", try+1, got)
 		}
 	}
-	optedOut := []bool{fixture.ConsoleProfileOf(t, pool, maria).ReengagementOptOut, fixture.ConsoleProfileOf(t, pool, joao).ReengagementOptOut}
+	optedOut := []bool{fixture.ProfileOf(t, pool, maria).ReengagementOptOut, fixture.ProfileOf(t, pool, joao).ReengagementOptOut}
 	if len(optedOut) != 2 || !optedOut[0] || optedOut[1] {
 		t.Errorf("opted out (maria, joão): %v, want Maria's stop applied and joão untouched by the odd entries", optedOut)
 	}

@@ -52,7 +52,7 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 		return res.StatusCode
 	}
 	row := func() string {
-		m := fixture.QueueRowOf(t, pool, id)
+		m := fixture.MessageByID(t, pool, id)
 		at := func(p *time.Time) string {
 			if p == nil {
 				return "-"
@@ -105,7 +105,7 @@ func TestMetasWebhookThroughTheBinary(t *testing.T) {
 			t.Fatalf("a signed status: %d, want 200", got)
 		}
 	}
-	m := fixture.QueueRowOf(t, pool, id)
+	m := fixture.MessageByID(t, pool, id)
 	if m.DeliveredAt == nil || m.ReadAt == nil {
 		t.Fatalf("delivered %v, read %v; want both", m.DeliveredAt, m.ReadAt)
 	}
@@ -176,9 +176,9 @@ func TestMetasUserPreferencesThroughTheBinary(t *testing.T) {
 		if len(msgs) != 1 {
 			t.Fatalf("%s has %d messages, want the one goodbye", user, len(msgs))
 		}
-		fromMeta := fixture.CountWhere(fixture.ConsoleConsentEventsOf(t, pool, user),
-			func(e fixture.ConsoleConsentEvent) bool { return e.Source == "meta:user_preferences" })
-		return strconv.FormatBool(fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut) + " " + msgs[0].Status + " " + strconv.Itoa(fromMeta)
+		fromMeta := fixture.CountWhere(fixture.ConsentEventsOf(t, pool, user),
+			func(e fixture.ConsentRow) bool { return e.Source == "meta:user_preferences" })
+		return strconv.FormatBool(fixture.ProfileOf(t, pool, user).ReengagementOptOut) + " " + msgs[0].Status + " " + strconv.Itoa(fromMeta)
 	}
 	at := time.Now().Add(-time.Minute)
 	stopJoao := metafake.Preference("5511977776666", "stop", at)
@@ -240,11 +240,11 @@ func TestMetasLateResumeIsSuperseded(t *testing.T) {
 	log := func() string {
 		t.Helper()
 		var events []string
-		for _, e := range fixture.ConsoleConsentEventsOf(t, pool, user) {
+		for _, e := range fixture.ConsentEventsOf(t, pool, user) {
 			events = append(events, map[bool]string{true: "stop", false: "resume"}[e.OptedOut]+
 				map[bool]string{true: "(superseded)", false: ""}[e.Superseded])
 		}
-		s := strconv.FormatBool(fixture.ConsoleProfileOf(t, pool, user).ReengagementOptOut)
+		s := strconv.FormatBool(fixture.ProfileOf(t, pool, user).ReengagementOptOut)
 		if len(events) > 0 {
 			s += " " + strings.Join(events, ",")
 		}
