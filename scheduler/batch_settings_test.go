@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -24,10 +25,7 @@ func TestABatchRunsWithCustomPlansAndNoJIT(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
-	var serverJIT string
-	if err := pool.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&serverJIT); err != nil {
-		t.Fatal(err)
-	}
+	serverJIT := fixture.Setting(t, pool, "jit")
 	r := &run{pool: pool, fenceKey: lockKey("settings-test", Shard{})}
 	settings := sqlfile.Statement[sqlfile.None, settingsRow, *settingsRow]{
 		Name: "settings", SQL: `SELECT current_setting('jit'), current_setting('plan_cache_mode')`,
@@ -39,15 +37,12 @@ func TestABatchRunsWithCustomPlansAndNoJIT(t *testing.T) {
 	if got.jit != "off" || got.plans != "force_custom_plan" {
 		t.Errorf("in a batch: jit %q, plan_cache_mode %q; want off and force_custom_plan", got.jit, got.plans)
 	}
-	var jit, plans string
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if err := conn.QueryRow(ctx, `SELECT current_setting('jit'), current_setting('plan_cache_mode')`).Scan(&jit, &plans); err != nil {
-		t.Fatal(err)
-	}
+	jit, plans := fixture.Setting(t, conn, "jit"), fixture.Setting(t, conn, "plan_cache_mode")
 	if jit != serverJIT || plans != "auto" {
 		t.Errorf("after the batch: jit %q, plan_cache_mode %q; want the server's %q and auto (nothing left on the session)", jit, plans, serverJIT)
 	}

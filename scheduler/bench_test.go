@@ -18,6 +18,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 )
@@ -115,11 +116,10 @@ func benchSource(b *testing.B, users int) string {
 		if err != nil {
 			b.Fatalf("BENCH_TEMPLATE_DB=%s: %v", tmpl, err)
 		}
-		var n int
-		err = conn.QueryRow(ctx, `SELECT count(*) FROM user_profiles`).Scan(&n)
+		n := fixture.CountProfiles(b, conn)
 		conn.Close(ctx)
-		if err != nil || n != users {
-			b.Fatalf("BENCH_TEMPLATE_DB=%s holds %d users (%v), want BENCH_USERS=%d", tmpl, n, err, users)
+		if n != users {
+			b.Fatalf("BENCH_TEMPLATE_DB=%s holds %d users, want BENCH_USERS=%d", tmpl, n, users)
 		}
 		b.Logf("copying %s (%d users) instead of seeding", tmpl, n)
 		return tmpl
@@ -158,9 +158,7 @@ func benchCopy(b *testing.B, src, name string) *pgxpool.Pool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := p.Exec(ctx, `CHECKPOINT`); err != nil {
-		b.Fatal(err)
-	}
+	fixture.Checkpoint(b, p)
 	b.Cleanup(func() { _ = pgtest.DropDatabase(ctx, name) })
 	return p
 }
@@ -336,7 +334,7 @@ func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Dur
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 		var dest, jid string
 		if err := tx.QueryRow(ctx, st.lock, id, benchAsOf).Scan(&dest, &jid); err != nil {
-			return fmt.Errorf("lock %s: %w", id, err)
+			return fmt.Errorf("take the row of %s: %w", id, err)
 		}
 		if _, err := tx.Exec(ctx, st.update, id, benchAsOf); err != nil {
 			return err

@@ -22,10 +22,7 @@ import (
 // a bot that knows its users' zones would; the rest have none (UTC).
 func withZones(b *testing.B, pool *pgxpool.Pool) {
 	b.Helper()
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE user_profiles SET timezone = 'America/Sao_Paulo' WHERE hashtext(user_id::text) % 5 <> 0`); err != nil {
-		b.Fatal(err)
-	}
+	fixture.SaoPauloZones(b, pool)
 }
 
 // BenchmarkFireWithHours: the bot's engagement_fire(..., 'user_message')
@@ -126,24 +123,9 @@ func BenchmarkFireWithHours(b *testing.B) {
 func withHistories(b *testing.B, pool *pgxpool.Pool) {
 	b.Helper()
 	withZones(b, pool)
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE user_engagement_states s
-		   SET message_hours = ARRAY(SELECT (random() * 10)::real FROM generate_series(1, 24) WHERE s.user_id IS NOT NULL),
-		       message_hours_at = s.last_activity_at - interval '60 days',
-		       recent_messages = ARRAY[s.last_activity_at, s.last_activity_at - interval '7 days',
-		                               s.last_activity_at - interval '14 days']`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(context.Background(), `
-		UPDATE user_engagement_states s
-		   SET message_hour = array_position(s.message_hours, (SELECT max(w) FROM unnest(s.message_hours) w)) - 1`); err != nil {
-		b.Fatal(err)
-	}
-	for _, sql := range []string{`VACUUM ANALYZE user_engagement_states`, `CHECKPOINT`} {
-		if _, err := pool.Exec(context.Background(), sql); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fixture.Histories(b, pool)
+	fixture.VacuumStates(b, pool)
+	fixture.Checkpoint(b, pool)
 }
 
 // BenchmarkDailyBestHour: the daily job with --best-hour (every user in
@@ -190,18 +172,13 @@ func BenchmarkDailyBestHour(b *testing.B) {
 			})
 			b.StopTimer()
 			if side.best.On {
-				var n int
-				if err := pool.QueryRow(ctx, `SELECT count(*) FROM engagement_message_queue
-					WHERE message_type = 'goodbye' AND scheduled_for <> $1`, benchAsOf).Scan(&n); err != nil {
-					b.Fatal(err)
-				}
-				atTheirHour = n
+				atTheirHour = fixture.GoodbyesNotAt(b, pool, benchAsOf)
 			}
 			pool.Close()
 		}
 	}
 	if withMoved != withoutMoved {
-		b.Fatalf("with --best-hour the job moved %d users, without %d: not the same work", withMoved, withoutMoved)
+		b.Fatalf("the job moved %d users with --best-hour, %d without: not the same work", withMoved, withoutMoved)
 	}
 	n := float64(rounds)
 	b.ReportMetric(withTotal.Seconds()/n, "best-hour-s/op")

@@ -99,9 +99,7 @@ func TestThePreviousReleasesJobsStillTakeTheLease(t *testing.T) {
 
 	// The old release's run ends as it did (run_finish.sql by id), and
 	// the next takes the lease.
-	if _, err := pool.Exec(ctx, `UPDATE engagement_job_runs SET finished_at = clock_timestamp(), status = 'succeeded' WHERE id = $1`, first); err != nil {
-		t.Fatal(err)
-	}
+	fixture.FinishRun(t, pool, first)
 	if _, ok := previousStart(t, pool, scheduler.DailyJob, nil); !ok {
 		t.Error("the next run of engagement-daily found the lease held after the first ended")
 	}

@@ -111,8 +111,7 @@ func TestADryRunWritesNoRowAndLocksNone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var n int
-		if err := sp.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM `+table+` FOR UPDATE NOWAIT) l`).Scan(&n); err != nil {
+		if err := fixture.LockEveryRowNowait(ctx, sp, table); err != nil {
 			t.Errorf("a second connection cannot lock every row of %s at once: %v (the dry run holds a row)", table, err)
 		}
 		if err := sp.Rollback(ctx); err != nil {

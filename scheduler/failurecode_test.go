@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 )
@@ -46,10 +47,7 @@ func TestTheFailureCodeIsReadFromWhatDeliveryWrites(t *testing.T) {
 		"failed after acceptance: WhatsApp error 131049": "131049",
 		"webhook: HTTP 400 (permanent)":                  "",
 	} {
-		var got *string
-		if err := tx.QueryRow(context.Background(), `SELECT engagement_failure_code($1)`, text).Scan(&got); err != nil {
-			t.Fatal(err)
-		}
+		got := fixture.FailureCode(t, tx, text)
 		if (got == nil && want != "") || (got != nil && *got != want) {
 			t.Errorf("engagement_failure_code(%q) = %v, want %q", text, got, want)
 		}

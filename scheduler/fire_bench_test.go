@@ -70,7 +70,7 @@ func BenchmarkFire(b *testing.B) {
 					}
 					f = append(f, time.Since(t0))
 					t0 = time.Now()
-					if _, err := conn.Exec(ctx, `UPDATE user_engagement_states SET last_activity_at = $2, updated_at = now() WHERE user_id = $1`, id, at); err != nil {
+					if err := fixture.TouchUser(ctx, conn, id, at); err != nil {
 						errs <- err
 						return
 					}

@@ -247,40 +247,12 @@ func TestDailyRacesTheBotsMovesOnTheSameUsers(t *testing.T) {
 // holds every kind. It returns each user's group and each group's users.
 func raceSetup(t *testing.T, pool *pgxpool.Pool, at time.Time) (map[string]byte, map[byte][]string) {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-		WITH ids AS MATERIALIZED (
-		    SELECT gen_random_uuid() AS id, i,
-		           CASE WHEN i % 20 < 10 THEN 'A' WHEN i % 20 < 14 THEN 'B' WHEN i % 20 < 17 THEN 'C' ELSE 'D' END AS grp
-		      FROM generate_series(0, $1 - 1) AS i
-		), profiles AS (
-		    INSERT INTO user_profiles (user_id, whatsapp_jid)
-		    SELECT id, '5511' || lpad(i::text, 9, '0') || '@s.whatsapp.net' FROM ids
-		), states AS (
-		    INSERT INTO user_engagement_states (user_id, state, last_activity_at, remind_at)
-		    SELECT id,
-		           CASE grp WHEN 'C' THEN 'remind_later' WHEN 'D' THEN 'dormant' ELSE 'active' END,
-		           CASE grp WHEN 'A' THEN $2::timestamptz WHEN 'B' THEN $3::timestamptz
-		                    WHEN 'C' THEN $4::timestamptz ELSE $5::timestamptz END,
-		           CASE grp WHEN 'C' THEN $6::timestamptz END
-		      FROM ids
-		)
-		SELECT id::text, grp FROM ids ORDER BY i`,
-		raceUsers, at.Add(-14*day-6*time.Hour), at.Add(-30*day), at.Add(-20*day), at.Add(-40*day), at.Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
 	groupOf := map[string]byte{}
 	byGroup := map[byte][]string{}
-	var (
-		id  string
-		grp string
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &grp}, func() error {
-		groupOf[id] = grp[0]
-		byGroup[grp[0]] = append(byGroup[grp[0]], id)
-		return nil
-	}); err != nil {
-		t.Fatalf("create the users: %v", err)
+	for _, u := range fixture.RaceUsers(t, pool, raceUsers, fixture.RaceGroups{A: at.Add(-14*day - 6*time.Hour),
+		B: at.Add(-30 * day), C: at.Add(-20 * day), D: at.Add(-40 * day), RemindAt: at.Add(-time.Hour)}) {
+		groupOf[u.ID] = u.Group[0]
+		byGroup[u.Group[0]] = append(byGroup[u.Group[0]], u.ID)
 	}
 	return groupOf, byGroup
 }

@@ -36,12 +36,7 @@ func TestCleanupKeepsWhatAReRunCouldProduceAgain(t *testing.T) {
 		}
 	}
 	// Everything was delivered long ago, as far as the rows tell.
-	if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET status = 'sent', sent_at = created_at, created_at = $1`, runDay); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO engagement_processed_messages (message_id, transport, status) SELECT id, 'webhook', 'sent' FROM engagement_message_queue`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeliveredLongAgo(t, pool, runDay)
 	pending := fixture.User(t, pool, fixture.UserOptions{LastActivity: runDay})
 	if _, err := sender.Enqueue(ctx, pool, sender.Message{UserID: pending, Type: fixture.Reminder.Type(), ScheduledFor: runDay}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/seed"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -68,9 +69,7 @@ func TestTheSendRouteIsInlined(t *testing.T) {
 	if _, err := seed.Generate(ctx, pool, seed.Options{Users: 5000, Seed: 1, AsOf: asOf}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `ANALYZE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Analyze(t, pool)
 	steps, err := dailySteps(asOf, Config{SendReminder: true})
 	if err != nil {
 		t.Fatal(err)

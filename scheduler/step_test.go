@@ -120,14 +120,9 @@ func TestDailyStepsFollowTheStateMachine(t *testing.T) {
 func TestShardFunctionPartitionsUsers(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	for range 50 {
-		fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	}
+	fixture.InactiveUsers(t, pool, 50, time.Now())
 	for _, count := range []int{1, 2, 3, 7, MaxShards} {
-		misplaced := fixture.Count(t, pool, `
-			SELECT count(*) FROM user_engagement_states s
-			 WHERE (SELECT count(*) FROM generate_series(0, $1 - 1) i
-			         WHERE engagement_in_shard(s.user_id, i, $1)) <> 1`, count)
+		misplaced := fixture.MisplacedInShards(t, pool, count)
 		if misplaced != 0 {
 			t.Errorf("%d shards: %d users are not in exactly one", count, misplaced)
 		}

@@ -121,29 +121,9 @@ func TestLateFailuresBackOffByCode(t *testing.T) {
 func acceptAndFail(t *testing.T, pool *pgxpool.Pool, asOf time.Time, codes map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := pool.Query(ctx, `
-		UPDATE engagement_message_queue
-		   SET status = 'sent', sent_at = $1, provider_message_id = 'wamid.' || id
-		 WHERE status = 'pending' AND message_type = 'goodbye'
-		RETURNING provider_message_id, user_id::text`, asOf.Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type sent struct{ id, user string }
-	var all []sent
-	for rows.Next() {
-		var s sent
-		if err := rows.Scan(&s.id, &s.user); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range all {
-		if _, _, err := activity.Receipt(ctx, pool, s.id, activity.ReceiptFailed,
-			activity.ReceiptOptions{At: asOf.Add(2 * time.Minute), ErrorCode: codes[s.user]}); err != nil {
+	for _, s := range fixture.AcceptPendingGoodbyes(t, pool, asOf.Add(time.Minute)) {
+		if _, _, err := activity.Receipt(ctx, pool, fixture.Deref(s.ProviderMessageID), activity.ReceiptFailed,
+			activity.ReceiptOptions{At: asOf.Add(2 * time.Minute), ErrorCode: codes[s.UserID]}); err != nil {
 			t.Fatal(err)
 		}
 	}

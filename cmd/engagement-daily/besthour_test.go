@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/activity"
@@ -62,19 +61,7 @@ func newWriter(t *testing.T, pool *pgxpool.Pool, runAt time.Time, w writer) stri
 // goodbyeAt is when the user's goodbye is due, and the arm its move logged.
 func goodbyeAt(t *testing.T, pool *pgxpool.Pool, id string) (time.Time, *string) {
 	t.Helper()
-	rows, _ := pool.Query(context.Background(), `
-		SELECT q.scheduled_for, g.timing
-		  FROM engagement_message_queue q
-		  JOIN engagement_state_transitions g ON g.user_id = q.user_id AND g.trigger = 'inactivity_14d'
-		 WHERE q.user_id = $1 AND q.message_type = 'goodbye'`, id)
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[struct {
-		At     time.Time
-		Timing *string
-	}])
-	if err != nil {
-		t.Fatalf("the goodbye of %s: %v", id, err)
-	}
-	return r.At, r.Timing
+	return fixture.GoodbyeTimingOf(t, pool, id)
 }
 
 // Issue 61, acceptance: engagement-daily --best-hour through the shipped
@@ -101,8 +88,11 @@ func TestTheGoodbyeGoesAtTheUsersHour(t *testing.T) {
 	}
 	sp := "America/Sao_Paulo"
 	evening := newWriter(t, pool, runAt, writer{zone: sp, clock: at("20:05"), loc: saoPaulo, days: []int{20, 30, 40}})
-	fixture.Exec(t, pool, `SELECT engagement_fire($1, 'user_message', $2)`, evening,
-		time.Date(2026, 10, 28, 10, 0, 0, 0, saoPaulo)) // once in the morning: 20:00 still wins
+	// Once in the morning: 20:00 still wins.
+	if _, err := activity.Fire(context.Background(), pool, evening, sm.UserMessage,
+		activity.FireOptions{At: time.Date(2026, 10, 28, 10, 0, 0, 0, saoPaulo)}); err != nil {
+		t.Fatal(err)
+	}
 	twice := newWriter(t, pool, runAt, writer{zone: sp, clock: at("20:05"), loc: saoPaulo, days: []int{20, 30}})
 	night := newWriter(t, pool, runAt, writer{zone: sp, clock: at("22:30"), loc: saoPaulo, days: []int{20, 30, 40}})
 	long := newWriter(t, pool, runAt, writer{zone: sp, clock: at("20:05"), loc: saoPaulo, days: []int{20, 100, 110}})

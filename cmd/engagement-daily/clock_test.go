@@ -44,19 +44,14 @@ func edgeUsers() []edgeUser {
 
 func insertEdgeUsers(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	for i, u := range edgeUsers() {
-		var sent *time.Time
-		if !u.goodbyeSentAt.IsZero() {
-			sent = &u.goodbyeSentAt
-		}
-		_, err := pool.Exec(ctx, `
-			WITH p AS (INSERT INTO user_profiles (user_id, whatsapp_jid) VALUES ($1, $2))
-			INSERT INTO user_engagement_states (user_id, state, last_activity_at, goodbye_sent_at) VALUES ($1, $3, $4, $5)`,
-			u.id, fmt.Sprintf("5599%09d@s.whatsapp.net", i), u.state, u.lastActivity, sent)
-		if err != nil {
-			t.Fatal(err)
-		}
+	edge := edgeUsers()
+	users := make([]fixture.DailyUser, len(edge))
+	for i, u := range edge {
+		users[i] = fixture.DailyUser{ID: u.id, JID: fmt.Sprintf("5599%09d@s.whatsapp.net", i), State: u.state,
+			LastActivity: u.lastActivity, GoodbyeSentAt: u.goodbyeSentAt}
+	}
+	fixture.DailyUsers(t, pool, users...)
+	for _, u := range edge {
 		if u.transaction {
 			fixture.Transactions(t, pool, u.id, u.lastActivity)
 		}

@@ -348,7 +348,7 @@ wait:
 		t.Errorf("after the failed run %d users untouched and %d finished; the test needs a run stopped part-way", untouched, finished)
 	}
 	checkInvariants(t, pool, "after the failed run")
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'failed' AND error LIKE '%connection was lost%'`); n != 1 {
+	if n := fixture.FailedRunsSaying(t, pool, "connection was lost"); n != 1 {
 		t.Errorf("%d runs recorded as failed for the lost connection, want 1", n)
 	}
 	rerunEqualsClean(t, dbURL, pool, clean)

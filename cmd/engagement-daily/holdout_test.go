@@ -4,6 +4,7 @@ import (
 	"crypto/md5" //nolint:gosec // the holdout's hash (migration 55), for its spread, not for secrecy
 	be "encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -178,9 +179,7 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 	if want := users - len(held) + 1 + len(reviewed); sent.Sent != want {
 		t.Errorf("queue-process sent %d, want %d (the treated users' goodbyes, the reminder and the reviews)", sent.Sent, want)
 	}
-	if n := fixture.Count(t, pool, `
-		SELECT count(*) FROM engagement_processed_messages l JOIN engagement_message_queue m ON m.id = l.message_id
-		 WHERE m.user_id = ANY($1::uuid[])`, held); n != 0 {
+	if n := fixture.SendsOfUsers(t, pool, held); n != 0 {
 		t.Errorf("%d sends recorded for held-out users, want none", n)
 	}
 	v := cmdtest.Exec(t, ctl.NewCommand, env, "verify", "--as-of", asOf, "--output", "json")
@@ -204,14 +203,12 @@ func TestHoldoutKeepsTenPercentOfTwoThousandFromTheGoodbye(t *testing.T) {
 // with a JID, into a database.
 func sameUsers(t *testing.T, db *pgxpool.Pool, ids []string) {
 	t.Helper()
-	fixture.Exec(t, db, `
-		WITH ids AS (SELECT u::uuid AS id, i FROM unnest($1::text[]) WITH ORDINALITY AS t(u, i)),
-		profiles AS (
-		    INSERT INTO user_profiles (user_id, whatsapp_jid)
-		    SELECT id, '5511' || lpad(i::text, 9, '0') || '@s.whatsapp.net' FROM ids
-		)
-		INSERT INTO user_engagement_states (user_id, state, last_activity_at)
-		SELECT id, 'active', $2 FROM ids`, ids, lastWeekOfOctober)
+	users := make([]fixture.DailyUser, len(ids))
+	for i, id := range ids {
+		users[i] = fixture.DailyUser{ID: id, JID: fmt.Sprintf("5511%09d@s.whatsapp.net", i+1), State: "active",
+			LastActivity: lastWeekOfOctober}
+	}
+	fixture.DailyUsers(t, db, users...)
 }
 
 // Issue 45: who is held out depends on the user id alone. The same 600

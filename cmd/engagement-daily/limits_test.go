@@ -30,9 +30,7 @@ func TestAStatementLimitEndsTheRunNotAUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer indexer.Rollback(ctx) //nolint:errcheck // the test's end
-	if _, err := indexer.Exec(ctx, `LOCK TABLE user_engagement_states IN SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.LockStatesShare(t, indexer)
 
 	res := cmdtest.Exec(t, jobcmd.NewDailyCommand, cmdtest.Env("DATABASE_URL="+url+"&statement_timeout=100"), "--output", "json")
 	if res.Code != 1 {

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
@@ -47,7 +44,6 @@ const variantsCatalog = `{
 func TestVariantsAreRecordedAndReported(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	const users = 400
 	fixture.InactiveUsers(t, pool, users, lastWeekOfOctober)
 	catalog := writeFile(t, "catalog.json", variantsCatalog)
@@ -57,19 +53,14 @@ func TestVariantsAreRecordedAndReported(t *testing.T) {
 		t.Fatalf("engagement-daily: exit %d: %s", res.Code, res.Stderr)
 	}
 
-	rows, _ := pool.Query(ctx, `
-		SELECT l.user_id::text, l.holdout, coalesce(l.variant, ''), coalesce(q.variant, ''), coalesce(q.message_key, '')
-		  FROM engagement_state_transitions l
-		  LEFT JOIN engagement_message_queue q ON q.user_id = l.user_id AND q.message_type = 'goodbye'
-		 WHERE l.trigger = 'inactivity_14d'`)
 	type row struct {
 		User              string
 		Held              bool
 		Logged, Queued, K string
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
-	if err != nil {
-		t.Fatal(err)
+	var got []row
+	for _, v := range fixture.GoodbyeVariants(t, pool) {
+		got = append(got, row{User: v.UserID, Held: v.Holdout, Logged: v.Logged, Queued: v.Queued, K: v.MessageKey})
 	}
 	keys := map[string]string{"a": "engagement.goodbye.self_select", "b": "engagement.goodbye.short"}
 	perVariant := map[string]int{}

@@ -1,11 +1,11 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +84,7 @@ func pauseRun(t *testing.T, url string, b *accountBot, asOf time.Time) delivery.
 func checkWaiting(t *testing.T, pool *pgxpool.Pool, when string, n int) {
 	t.Helper()
 	got := statusCounts(t, pool)
-	spent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE retry_count > 0`)
+	spent := fixture.SendFiguresOf(t, pool, time.Time{}).Retried
 	if got["pending"] != n || spent != 0 {
 		t.Errorf("%s: statuses %v, %d with a retry spent; want all %d pending, none spent", when, got, spent, n)
 	}
@@ -206,7 +206,7 @@ func TestA409WithoutAnAccountErrorIsStillOneMessagesFailure(t *testing.T) {
 	if requests, _, _ := bot.counts(); requests != messages || sum.Stopped != "" || sum.Failed != messages {
 		t.Errorf("summary %+v, %d requests; want each of the %d messages tried once and failed, no stop", sum, requests, messages)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_transport_pauses`); n != 0 {
+	if n := len(fixture.TransportPauses(t, pool)); n != 0 {
 		t.Errorf("%d pauses recorded; want none", n)
 	}
 }
@@ -220,8 +220,7 @@ func TestTheCloudAPIKnowsNoAccountPause(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	const messages = 3
 	queueNumbers(t, pool, messages)
-	fixture.Exec(t, pool, `INSERT INTO engagement_transport_pauses (transport, kind, status_code, paused_at, paused_by)
-		VALUES ('whatsapp-cloud', 'banned', 403, now(), 'test')`)
+	fixture.PauseTransport(t, pool, "whatsapp-cloud", "banned", 403, "test")
 	var mu sync.Mutex
 	posts := 0
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -248,9 +247,8 @@ func TestTheCloudAPIKnowsNoAccountPause(t *testing.T) {
 	if sum.Stopped != "" || sum.Pause != nil || sum.Sent != messages || sum.Retried != 1 || sum.Failed != 0 {
 		t.Errorf("summary %s; want all %d sent, the 429 retried once, no pause", res.Stdout, messages)
 	}
-	var recorded int
-	if err := pool.QueryRow(context.Background(), `SELECT refusals FROM engagement_transport_pauses`).Scan(&recorded); err != nil || recorded != 1 {
-		t.Errorf("the pauses table changed (refusals %d, %v); want the one row as it was", recorded, err)
+	if recorded := fixture.PauseRefusals(t, pool); !slices.Equal(recorded, []int{1}) {
+		t.Errorf("the pauses table changed (refusals %v); want the one row as it was", recorded)
 	}
 }
 

@@ -1,13 +1,14 @@
 package main_test
 
 import (
-	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/cli/queuecmd"
 	"github.com/engagement-scheduler/engagement/internal/metrics"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pushtest"
 )
@@ -18,15 +19,16 @@ import (
 // has passed before it starts); two are not due yet.
 func TestPushesTheQueueBacklogItLeaves(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	gw := pushtest.New(t)
 	pool, url := pgtest.NewPool(t)
 	queueMessages(t, pool, 5)
-	if _, err := pool.Exec(ctx, `
-		UPDATE engagement_message_queue
-		   SET scheduled_for = CASE WHEN idempotency_key LIKE '%-1' OR idempotency_key LIKE '%-2'
-		                            THEN now() + interval '1 day' ELSE now() - interval '10 minutes' END`); err != nil {
-		t.Fatal(err)
+	now := fixture.Now(t, pool)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
+		due := now.Add(-10 * time.Minute)
+		if strings.HasSuffix(m.Key(), "-1") || strings.HasSuffix(m.Key(), "-2") {
+			due = now.Add(24 * time.Hour)
+		}
+		fixture.SetMessages(t, pool, fixture.MessageChange{ID: m.ID, ScheduledFor: due})
 	}
 
 	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url), "--transport", "log", "--send-interval", "0",

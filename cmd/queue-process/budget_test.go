@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -124,14 +123,8 @@ func TestDailyLimitHoldsAcrossTwoProcesses(t *testing.T) {
 	if want := keys(1, 10); !slices.Equal(first, want) {
 		t.Errorf("the first window sent %v, want the 10 due first, %v", first, want)
 	}
-	var pending, unspent, waiting, early int
-	if err := pool.QueryRow(context.Background(), `
-		SELECT count(*), count(*) FILTER (WHERE coalesce(retry_count, 0) = 0),
-		       count(*) FILTER (WHERE deferred_reason = 'budget'),
-		       count(*) FILTER (WHERE scheduled_for < $1::timestamptz + interval '24 hours')
-		  FROM engagement_message_queue WHERE status = 'pending'`, start).Scan(&pending, &unspent, &waiting, &early); err != nil {
-		t.Fatal(err)
-	}
+	f := fixture.SendFiguresOf(t, pool, start.Add(24*time.Hour))
+	pending, unspent, waiting, early := f.Pending, f.PendingUnspent, f.OnBudget, f.PendingDueBefore
 	if pending != 20 || unspent != 20 || waiting != 20 || early != 0 {
 		t.Errorf("pending %d (retries unspent %d, waiting on the budget %d, due within the window %d), want 20, 20, 20, 0",
 			pending, unspent, waiting, early)

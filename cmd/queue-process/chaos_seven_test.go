@@ -113,25 +113,17 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 	}
 	rows := map[string]row{}
 	var undelivered int
-	rs, err := pool.Query(ctx, `SELECT idempotency_key, status, coalesce(cancel_reason, deferred_reason, ''),
-		coalesce(provider_message_id, ''), delivered_at IS NULL, coalesce(in_doubt, false) FROM engagement_message_queue`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rs.Next() {
-		var key string
-		var r row
-		var noDelivery bool
-		if err := rs.Scan(&key, &r.status, &r.reason, &r.pid, &noDelivery, &r.inDoubt); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
+		key := m.Key()
+		reason := m.CancelReason
+		if reason == nil {
+			reason = m.DeferredReason
 		}
-		rows[key] = r
-		if sent[key] && noDelivery {
+		rows[key] = row{status: m.Status, reason: fixture.Deref(reason), pid: fixture.Deref(m.ProviderMessageID),
+			inDoubt: fixture.Deref(m.InDoubt)}
+		if sent[key] && m.DeliveredAt == nil {
 			undelivered++
 		}
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
 	}
 	byOutcome := map[string]int{}
 	var wrong []string
@@ -152,7 +144,7 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 			wrong = append(wrong, key[:8]+" sent by the bot "+strconv.FormatBool(sent[key])+", recorded "+r.status+" "+r.reason+" "+r.pid)
 		}
 	}
-	kept := fixture.Count(t, pool, `SELECT count(*) FROM engagement_receipt_inbox`)
+	kept := fixture.KeptReceipts(t, pool, "", "")
 	t.Logf("%d kills, exits on their own by code %v; %d users got a goodbye; outcomes %v", f.kills, f.exits, len(sent), byOutcome)
 	if len(wrong) > 0 {
 		t.Errorf("%d messages recorded otherwise than the bot saw them: %s", len(wrong), strings.Join(wrong[:min(5, len(wrong))], "; "))

@@ -97,7 +97,7 @@ func TestChaosWithRandomKillsSendsNothingTwice(t *testing.T) {
 	rng = rand.New(rand.NewPCG(99, 99)) //nolint:gosec // seeded, as above
 	mu.Unlock()
 	for range 10 {
-		if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status IN ('pending', 'processing')`); n == 0 {
+		if n := fixture.SendFiguresOf(t, pool, time.Time{}).Unfinished; n == 0 {
 			break
 		}
 		if res := cmdtest.Exec(t, queuecmd.NewCommand, env, append(args, "--max-duration", "20s")...); res.Code != 0 {

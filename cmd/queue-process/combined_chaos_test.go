@@ -114,8 +114,7 @@ func (f *fleet) stop() {
 func drain(t *testing.T, pool *pgxpool.Pool, env []string, args ...string) {
 	t.Helper()
 	for range 10 {
-		if fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue
-			WHERE status = 'processing' OR (status = 'pending' AND scheduled_for <= now())`) == 0 {
+		if fixture.SendFiguresOf(t, pool, time.Time{}).ToDrain == 0 {
 			return
 		}
 		if res := cmdtest.Run(t, binary(t), env, append(args, "--max-duration", "30s")...); res.Code != 0 {
@@ -238,8 +237,7 @@ func budgetAcrossTenProcesses(t *testing.T, extra ...string) {
 	if recipients == 0 || got["sent"] != recipients || got["pending"] != messages-recipients || got["failed"] != 0 || got["processing"] != 0 {
 		t.Errorf("statuses %v with %d recipients reached, want each reached one sent and the rest pending", got, recipients)
 	}
-	if unspent := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue
-		WHERE status = 'pending' AND deferred_reason = 'budget' AND coalesce(retry_count, 0) = 0`); unspent != messages-recipients {
+	if unspent := fixture.SendFiguresOf(t, pool, time.Time{}).OnBudgetUnspent; unspent != messages-recipients {
 		t.Errorf("%d messages wait on the budget with their retries unspent, want %d", unspent, messages-recipients)
 	}
 	for code, n := range f.exits {

@@ -30,7 +30,7 @@ func TestQueueProcessHoldsHandWrittenMessagesToTheRuleOfEveryDoor(t *testing.T) 
 	erased := fixture.User(t, pool, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
 	heldOut := fixture.User(t, pool, fixture.UserOptions{LastActivity: now.Add(-15 * 24 * time.Hour)})
 	fine := fixture.User(t, pool, fixture.UserOptions{LastActivity: now.Add(-time.Hour)})
-	fixture.Exec(t, pool, `SELECT engagement_opt_out($1, 'bot')`, optedOut)
+	fixture.BotOptOut(t, pool, optedOut, "bot")
 
 	env := cmdtest.Env("DATABASE_URL="+url, "USER=ana")
 	if res := cmdtest.Run(t, cmdtest.Build(t, "./cmd/engagement-daily"), env, "--holdout-percent", "100"); res.Code != 0 {
@@ -41,14 +41,16 @@ func TestQueueProcessHoldsHandWrittenMessagesToTheRuleOfEveryDoor(t *testing.T) 
 		t.Fatalf("erase: exit %d: %s", res.Code, res.Stderr)
 	}
 	// The bot's own inserts, after the wishes.
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination, destination_jid,
-		       scheduled_for, idempotency_key)
-		VALUES ($1, 'promo', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '5511900000001@s.whatsapp.net', now() - interval '1 minute', 'opted-out'),
-		       ($2, 'support_followup', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '5511900000001@s.whatsapp.net', now() - interval '1 minute', 'erased'),
-		       ($3, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual', '5511900000001@s.whatsapp.net', now() - interval '1 minute', 'held-out'),
-		       ($4, 'promo', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '5511900000001@s.whatsapp.net', now() - interval '1 minute', 'fine')`,
-		optedOut, erased, heldOut, fine)
+	const jid = "5511900000001@s.whatsapp.net"
+	ids := fixture.DueSends(t, pool, time.Time{},
+		fixture.DueSend{User: optedOut, Type: "promo", CatalogKey: "engagement.weekly_review.celebration", Params: `{"count":"2"}`,
+			JID: jid, Key: "opted-out", Ago: time.Minute},
+		fixture.DueSend{User: erased, Type: "support_followup", CatalogKey: "engagement.weekly_review.celebration", Params: `{"count":"2"}`,
+			JID: jid, Key: "erased", Ago: time.Minute},
+		fixture.DueSend{User: heldOut, Type: "goodbye", CatalogKey: "engagement.goodbye.self_select", Params: `{}`,
+			JID: jid, Key: "held-out", Ago: time.Minute},
+		fixture.DueSend{User: fine, Type: "promo", CatalogKey: "engagement.weekly_review.celebration", Params: `{"count":"2"}`,
+			JID: jid, Key: "fine", Ago: time.Minute})
 
 	bot := webhooktest.New(t)
 	res := cmdtest.Run(t, binary(t), cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook",
@@ -84,8 +86,10 @@ func TestQueueProcessHoldsHandWrittenMessagesToTheRuleOfEveryDoor(t *testing.T) 
 	// What the code before did: each sent, within a minute of being queued
 	// (inside the grace verify gives a send that had started before the
 	// wish: these were queued after it). verify must name all three.
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', cancel_reason = NULL, sent_at = now() + interval '1 minute'
-	                        WHERE idempotency_key IN ('opted-out', 'erased', 'held-out')`)
+	sentAt := fixture.Now(t, pool).Add(time.Minute)
+	for _, key := range []string{"opted-out", "erased", "held-out"} {
+		fixture.SetMessages(t, pool, fixture.MessageChange{ID: ids[key], SetStatus: "sent", CancelReason: fixture.Ptr(""), SentAt: sentAt})
+	}
 	out := cmdtest.Run(t, ctl, env, "verify", "--output", "json", "--as-of", now.Add(time.Hour).Format(time.RFC3339))
 	var rep struct {
 		Checks []struct {

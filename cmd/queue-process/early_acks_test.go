@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,8 +40,8 @@ func TestAcksTheBotSendsBeforeItAnswersAreKept(t *testing.T) {
 		if _, _, err := activity.Receipt(ctx, pool, id, activity.ReceiptDelivered, activity.ReceiptOptions{}); err != nil {
 			t.Error(err)
 		}
-		var at time.Time
-		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
+		at, err := fixture.ClockOf(ctx, pool)
+		if err != nil {
 			t.Error(err)
 		}
 		mu.Lock()
@@ -55,30 +56,21 @@ func TestAcksTheBotSendsBeforeItAnswersAreKept(t *testing.T) {
 	if sum := queueSummary(t, res); sum.Sent != n {
 		t.Fatalf("sent %d of %d", sum.Sent, n)
 	}
-	rows, err := pool.Query(ctx, `SELECT provider_message_id, delivered_at IS NOT NULL, sent_at FROM engagement_message_queue
-		WHERE idempotency_key LIKE 'ack-%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var lost int
 	var slowest time.Duration
-	for rows.Next() {
-		var id string
-		var delivered bool
-		var recorded time.Time
-		if err := rows.Scan(&id, &delivered, &recorded); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
+		if !strings.HasPrefix(m.Key(), "ack-") {
+			continue
 		}
-		if !delivered {
+		if m.ProviderMessageID == nil || m.SentAt == nil {
+			t.Fatalf("message %s: provider id %v, sent at %v; want both recorded", m.Key(), m.ProviderMessageID, m.SentAt)
+		}
+		if m.DeliveredAt == nil {
 			lost++
 		}
 		mu.Lock()
-		slowest = max(slowest, recorded.Sub(answered[id]))
+		slowest = max(slowest, m.SentAt.Sub(answered[*m.ProviderMessageID]))
 		mu.Unlock()
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if lost != 0 {
 		t.Errorf("%d of %d acks sent before the bot answered were lost", lost, n)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -49,7 +50,7 @@ func TestPaceIsAFloorAcrossThreeProcessesUnderLoad(t *testing.T) {
 	var load sync.WaitGroup
 	load.Go(func() {
 		for ctx.Err() == nil {
-			_, _ = pool.Exec(ctx, `SELECT sum(i) FROM generate_series(1, 200000) i`)
+			_ = fixture.LoadServer(ctx, pool, 200000)
 		}
 	})
 	defer load.Wait()

@@ -49,7 +49,7 @@ func TestAMessageSentWhileSettlingAHeldAnswerFailedIsNotSentAgain(t *testing.T) 
 			// settle of its 502 cannot take it.
 			locker, lockErr = pool.Begin(ctx)
 			if lockErr == nil {
-				_, lockErr = locker.Exec(ctx, `SELECT 1 FROM engagement_message_queue WHERE idempotency_key = $1 FOR UPDATE`, key)
+				lockErr = fixture.LockMessageByKey(ctx, locker, key)
 			}
 			w.WriteHeader(http.StatusBadGateway)
 			return
@@ -85,7 +85,7 @@ func TestAMessageSentWhileSettlingAHeldAnswerFailedIsNotSentAgain(t *testing.T) 
 	if res.Code == 0 {
 		t.Fatalf("first run exited 0; want it to fail settling the held 502: %s", lastLines(res.Stderr, 5))
 	}
-	if !strings.Contains(res.Stderr, "lock timeout") {
+	if !strings.Contains(res.Stderr, "due to lock timeout") {
 		t.Fatalf("first run did not fail on the lock: %s", lastLines(res.Stderr, 5))
 	}
 	if answered != 1 {
@@ -96,7 +96,7 @@ func TestAMessageSentWhileSettlingAHeldAnswerFailedIsNotSentAgain(t *testing.T) 
 	}
 	// Both messages sent kept their slots: the held one (left to recovery)
 	// and the one answered 200.
-	if used := fixture.Count(t, pool, `SELECT used FROM engagement_send_budgets`); used != limit {
+	if used := fixture.Deref(fixture.BudgetOf(t, pool, "webhook").Used); used != limit {
 		t.Errorf("the budget counts %d recipients after the first run, want %d: a sent message's slot was given back", used, limit)
 	}
 

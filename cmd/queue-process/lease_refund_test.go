@@ -55,7 +55,7 @@ func TestAProcessPausedPastItsLeaseGivesNoSlotBack(t *testing.T) {
 	// Its lease runs out on the database's clock (and so on its own: the
 	// lease it knows counts from before its renewal was sent).
 	if _, ok := fixture.PollFor(time.Minute, func() (int, bool) {
-		n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_queue_holders WHERE alive_until < clock_timestamp()`)
+		n := fixture.HolderLeases(t, pool).Expired
 		return n, n == 1
 	}); !ok {
 		t.Fatal("the stopped process's lease never ran out")
@@ -76,7 +76,7 @@ func TestAProcessPausedPastItsLeaseGivesNoSlotBack(t *testing.T) {
 	if len(sent) > limit {
 		t.Errorf("%d users got a goodbye under a daily limit of %d: %v", len(sent), limit, slices.Sorted(maps.Keys(sent)))
 	}
-	if used := fixture.Count(t, pool, `SELECT used FROM engagement_send_budgets`); used < len(sent) {
+	if used := fixture.Deref(fixture.BudgetOf(t, pool, "webhook").Used); used < len(sent) {
 		t.Errorf("the budget counts %d recipients in its window; %d got a goodbye", used, len(sent))
 	}
 }

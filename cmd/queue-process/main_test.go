@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -81,21 +80,7 @@ func queueMessages(t *testing.T, pool *pgxpool.Pool, n int) {
 
 func statusCounts(t *testing.T, pool *pgxpool.Pool) map[string]int {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT status, count(*) FROM engagement_message_queue GROUP BY status`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			t.Fatal(err)
-		}
-		out[s] = n
-	}
-	return out
+	return fixture.SendStatuses(t, pool)
 }
 
 func TestConfigurationErrors(t *testing.T) {

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -237,16 +236,8 @@ func graphEnv(t *testing.T, url string, g *metafake.Graph) []string {
 
 // dueToUsers queues a due weekly review to each of n new active users of
 // their own number (55219<group><i>), whose last message to the bot was at
-// lastMessage.
+// lastMessage: users and messages in one statement.
 func dueToUsers(t *testing.T, pool *pgxpool.Pool, n, group int, lastMessage time.Time) {
 	t.Helper()
-	for i := range n {
-		jid := fmt.Sprintf("55219%d%07d@s.whatsapp.net", group, i+1)
-		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: lastMessage, WhatsAppJID: &jid})
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key)
-			VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-			       $2, now() - interval '1 minute', $3)`, user, jid, user+":weekly_review:portfolio")
-	}
+	fixture.DueToNewUsers(t, pool, n, group, lastMessage)
 }

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -22,11 +21,8 @@ const day = 24 * time.Hour
 // review's template, which every transport here can send).
 func queueKeyed(t *testing.T, pool *pgxpool.Pool, user, typ, key string) {
 	t.Helper()
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		VALUES ($1, $2, 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		        '5511988887777@s.whatsapp.net', now() - interval '1 minute', $3)`, user, typ, key)
+	fixture.DueSends(t, pool, time.Time{}, fixture.DueSend{User: user, Type: typ, CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: "5511988887777@s.whatsapp.net", Key: key, Ago: time.Minute})
 }
 
 // webhookRun runs the shipped queue-process on the webhook to bot, with
@@ -201,8 +197,7 @@ func TestTheCloudAPIIgnoresTheReachoutWindow(t *testing.T) {
 	if got := len(g.Recipients()); got != 2 {
 		t.Errorf("Meta got %d requests; want 2", got)
 	}
-	var cancelled int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM engagement_message_queue WHERE status = 'cancelled'`).Scan(&cancelled); err != nil || cancelled != 0 {
-		t.Errorf("%d messages cancelled (%v); want none", cancelled, err)
+	if cancelled := fixture.CountMessages(t, pool, fixture.Messages{Status: "cancelled"}); cancelled != 0 {
+		t.Errorf("%d messages cancelled; want none", cancelled)
 	}
 }

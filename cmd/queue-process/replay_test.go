@@ -52,19 +52,17 @@ func TestAKeptAliveConnectionThatDiesIsNotResentBehindTheEngine(t *testing.T) {
 	day := time.Now().UTC().Truncate(24 * time.Hour)
 	start, _ := fixture.Goodbye.Period.Bounds(day)
 	users, ids, keys := make([]string, n), make([]string, n), make([]string, n)
+	goodbyes := make([]fixture.DueSend, n)
 	for i := range n {
 		users[i] = fixture.User(t, pool, fixture.UserOptions{State: "goodbye_sent", LastActivity: day.Add(-15 * 24 * time.Hour),
 			GoodbyeSentAt: &day, GoodbyeExpiresAt: fixture.Ptr(day.Add(48 * time.Hour))})
 		keys[i] = fixture.Goodbye.Key(users[i], day)
-		err := pool.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key, period_start)
-			VALUES ($1, 'goodbye', 'engagement.goodbye.self_select', '{}', 'individual',
-			        $2, now() - make_interval(secs => $3), $4, $5)
-			RETURNING id::text`, users[i], fmt.Sprintf("55118%08d@s.whatsapp.net", i), n+1-i, keys[i], start).Scan(&ids[i])
-		if err != nil {
-			t.Fatal(err)
-		}
+		goodbyes[i] = fixture.DueSend{User: users[i], Type: "goodbye", CatalogKey: "engagement.goodbye.self_select", Params: `{}`,
+			JID: fmt.Sprintf("55118%08d@s.whatsapp.net", i), Key: keys[i], Ago: time.Duration(n+1-i) * time.Second}
+	}
+	queued := fixture.DueSends(t, pool, start, goodbyes...)
+	for i := range n {
+		ids[i] = queued[keys[i]]
 	}
 
 	var (
@@ -127,13 +125,9 @@ func TestAKeptAliveConnectionThatDiesIsNotResentBehindTheEngine(t *testing.T) {
 		t.Errorf("the goodbye whose connection was reset reached the bot %d times, want twice: once, then once more by the engine", len(got))
 	}
 	for i := range n {
-		var status string
-		var attempts int
-		if err := pool.QueryRow(ctx, `
-			SELECT q.status, coalesce(l.attempts, 0)
-			  FROM engagement_message_queue q LEFT JOIN engagement_processed_messages l ON l.message_id = q.id
-			 WHERE q.id = $1`, ids[i]).Scan(&status, &attempts); err != nil {
-			t.Fatal(err)
+		status, attempts := fixture.MessageByID(t, pool, ids[i]).Status, 0
+		if l := fixture.LedgerOf(t, pool, ids[i], ""); l != nil {
+			attempts = l.Attempts
 		}
 		sent, _ := sends(keys[i])
 		got := len(sent)

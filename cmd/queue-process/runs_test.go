@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -29,28 +29,14 @@ type recordedRun struct {
 
 func queueRuns(t *testing.T, pool *pgxpool.Pool) []recordedRun {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-		SELECT id, as_of, started_at, finished_at, status, coalesce(error, ''), coalesce(hostname, ''), coalesce(pid, 0),
-		       coalesce(counters, '{}')::text
-		  FROM engagement_job_runs WHERE job = 'queue-process' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []recordedRun
-	for rows.Next() {
-		var r recordedRun
-		var counters string
-		if err := rows.Scan(&r.ID, &r.AsOf, &r.Started, &r.Finished, &r.Status, &r.Error, &r.Host, &r.PID, &counters); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal([]byte(counters), &r.Counters); err != nil {
+	for _, row := range fixture.RunsOfJob(t, pool, "queue-process") {
+		r := recordedRun{ID: row.ID, AsOf: row.AsOf, Started: row.StartedAt, Finished: row.FinishedAt, Status: row.Status,
+			Error: row.Error, Host: row.Hostname, PID: row.PID}
+		if err := json.Unmarshal([]byte(row.Counters), &r.Counters); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
@@ -145,9 +145,7 @@ func TestSIGTERMWhileTheDedupeStoreIsAskedExitsZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, `LOCK TABLE engagement_idempotency_keys IN ACCESS EXCLUSIVE MODE`); err != nil {
-				t.Fatal(err)
-			}
+			fixture.LockIdempotencyKeys(t, tx)
 			run := startQueue(t, env, "--output", "json", "--send-interval", "0", "--workers", "4")
 			// The store gives up on a lookup after 2 s (and the run then
 			// stops for it, failing closed): the signal comes as soon as
@@ -162,7 +160,7 @@ func TestSIGTERMWhileTheDedupeStoreIsAskedExitsZero(t *testing.T) {
 			// The stop must not need the store's answer: the run hands its
 			// claims back and deletes its lease while the table is locked.
 			if n, ok := fixture.PollFor(time.Minute, func() (int, bool) {
-				n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_queue_holders`)
+				n := fixture.HolderLeases(t, pool).Leases
 				return n, n == 0
 			}); !ok {
 				t.Errorf("%d leases left a minute after SIGTERM; want the run ended", n)
@@ -176,7 +174,7 @@ func TestSIGTERMWhileTheDedupeStoreIsAskedExitsZero(t *testing.T) {
 			if got := statusCounts(t, pool); got["pending"] != messages {
 				t.Errorf("statuses %v; want all %d messages pending again", got, messages)
 			}
-			if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE retry_count > 0`); n != 0 {
+			if n := fixture.SendFiguresOf(t, pool, time.Time{}).Retried; n != 0 {
 				t.Errorf("%d messages with a retry spent; want none", n)
 			}
 			if received, _ := api.counts(); received != 0 {
@@ -258,12 +256,13 @@ func TestEveryTransportStoppedMidDrainExitsZeroWithItsSummary(t *testing.T) {
 func queueNumbers(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '55119' || lpad(i::text, 8, '0') || '@s.whatsapp.net', now() - interval '1 minute', $2 || i
-		  FROM generate_series(1, $3) AS i`, user, user+":weekly_review:stop-", n)
+	sends := make([]fixture.DueSend, n)
+	for i := range sends {
+		sends[i] = fixture.DueSend{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+			Params: `{"count":"2"}`, JID: fmt.Sprintf("55119%08d@s.whatsapp.net", i+1),
+			Key: user + ":weekly_review:stop-" + strconv.Itoa(i+1), Ago: time.Minute}
+	}
+	fixture.DueSends(t, pool, time.Time{}, sends...)
 }
 
 // heldAPI is a fake WhatsApp Cloud API (and webhook receiver: it answers
@@ -398,7 +397,7 @@ func (api *heldAPI) counts() (received, accepted int) {
 }
 
 // stopGateKey is the advisory lock a startGate holds while closed ("stop").
-const stopGateKey = 0x73746f70
+const stopGateKey = fixture.StartGateKey
 
 // startGate holds the starts of sends on a transport that cannot
 // de-duplicate (start.sql writes the attempt to the send ledger as
@@ -413,21 +412,7 @@ type startGate struct {
 
 func newStartGate(t *testing.T, pool *pgxpool.Pool) *startGate {
 	t.Helper()
-	fixture.Exec(t, pool, fmt.Sprintf(`
-		CREATE TABLE stop_test_gate (passes int NOT NULL);
-		INSERT INTO stop_test_gate VALUES (0);
-		CREATE FUNCTION stop_test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-		    IF NEW.status = 'processing' THEN
-		        UPDATE stop_test_gate SET passes = passes - 1 WHERE passes > 0;
-		        IF NOT FOUND THEN
-		            PERFORM pg_advisory_xact_lock_shared(%[1]d);
-		        END IF;
-		    END IF;
-		    RETURN NEW;
-		END $$;
-		CREATE TRIGGER stop_test_gate BEFORE INSERT ON engagement_processed_messages
-		    FOR EACH ROW EXECUTE FUNCTION stop_test_gate();`, stopGateKey))
+	fixture.InstallStartGate(t, pool)
 	g := &startGate{t: t, pool: pool}
 	t.Cleanup(g.open)
 	return g
@@ -440,7 +425,7 @@ func (g *startGate) close() {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, stopGateKey); err != nil {
+	if err := fixture.HoldAdvisoryLock(ctx, conn, stopGateKey); err != nil {
 		conn.Release()
 		g.t.Fatal(err)
 	}
@@ -451,7 +436,7 @@ func (g *startGate) open() {
 	if g.conn == nil {
 		return
 	}
-	_, err := g.conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, stopGateKey)
+	err := fixture.ReleaseAdvisoryLock(context.Background(), g.conn, stopGateKey)
 	g.conn.Release()
 	g.conn = nil
 	if err != nil {
@@ -462,15 +447,12 @@ func (g *startGate) open() {
 // pass lets the next n starts through the closed gate.
 func (g *startGate) pass(n int) {
 	g.t.Helper()
-	fixture.Exec(g.t, g.pool, `UPDATE stop_test_gate SET passes = $1`, n)
+	fixture.StartGatePasses(g.t, g.pool, n)
 }
 
 // waiting counts queue-process's statements waiting at the gate.
 func (g *startGate) waiting() int {
-	return fixture.Count(g.t, g.pool, `
-		SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		 WHERE a.datname = current_database() AND a.application_name = 'queue-process'
-		   AND l.locktype = 'advisory' AND NOT l.granted AND l.objid::bigint = $1`, stopGateKey)
+	return fixture.AdvisoryWaiters(g.t, g.pool, "queue-process", stopGateKey)
 }
 
 // waitFor waits until n starts wait at the gate.
@@ -498,10 +480,7 @@ func (g *startGate) waitUntilLeft(n int) {
 // lockWaits counts queue-process's backends waiting for a lock of one of
 // the types.
 func lockWaits(t *testing.T, pool *pgxpool.Pool, types ...string) int {
-	return fixture.Count(t, pool, `
-		SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		 WHERE a.datname = current_database() AND a.application_name = 'queue-process'
-		   AND NOT l.granted AND l.locktype = ANY($1)`, types)
+	return fixture.LockWaitsOf(t, pool, "queue-process", types...)
 }
 
 // queueRun is a queue-process binary running in the background.
@@ -585,7 +564,7 @@ func checkNothingLeftClaimed(t *testing.T, pool *pgxpool.Pool, messages int) {
 	if got["processing"] != 0 || got["failed"] != 0 || got["sent"]+got["pending"] != messages {
 		t.Errorf("statuses %v; want every one of %d messages sent or pending, none left claimed or failed", got, messages)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND retry_count > 0`); n != 0 {
+	if n := fixture.SendFiguresOf(t, pool, time.Time{}).PendingRetried; n != 0 {
 		t.Errorf("%d pending messages with a retry spent; want none", n)
 	}
 }
@@ -596,15 +575,11 @@ func checkNothingLeftClaimed(t *testing.T, pool *pgxpool.Pool, messages int) {
 func checkStoppedQueue(t *testing.T, pool *pgxpool.Pool, api *heldAPI, messages int) {
 	t.Helper()
 	checkNothingLeftClaimed(t, pool, messages)
-	rows, err := pool.Query(context.Background(), `
-		SELECT split_part(destination_jid, '@', 1) FROM engagement_message_queue
-		 WHERE status = 'sent' AND provider_message_id = 'wamid.' || split_part(destination_jid, '@', 1)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
+	var sent []string
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{Status: "sent"}) {
+		if number, _, _ := strings.Cut(m.DestinationJID, "@"); fixture.Deref(m.ProviderMessageID) == "wamid."+number {
+			sent = append(sent, number)
+		}
 	}
 	api.mu.Lock()
 	accepted := make([]string, 0, len(api.accepted))
