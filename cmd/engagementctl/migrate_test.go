@@ -307,7 +307,7 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 	pid := report.PgConn().PID()
 	done := make(chan error, 1)
 	go func() {
-		done <- fixture.CtlSleep(ctx, report, 60)
+		done <- fixture.PgSleep(ctx, report, 60)
 	}()
 	observer, err := pgx.Connect(ctx, url)
 	if err != nil {
