@@ -159,7 +159,8 @@ func TestUpRefusesAnIncompatibleBotTable(t *testing.T) {
 	t.Parallel()
 	url := botdb.NewDatabaseWithRows(t, time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	conn := connect(t, url)
-	fixture.MigrationsBreakBotSchema(t, conn)
+	fixture.BotLastActivityAsText(t, conn)
+	fixture.MigrationsQueueKeyNotUnique(t, conn)
 	fixture.MigrationsSetState(t, conn, botdb.Dormant, "paused")
 	before := catalog(t, conn)
 

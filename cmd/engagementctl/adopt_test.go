@@ -87,7 +87,7 @@ func TestMigrateRefusesAnIncompatibleBotTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture.CtlTextLastActivity(t, conn)
+	fixture.BotLastActivityAsText(t, conn)
 	conn.Close(ctx)
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	before := relations(t, url)
