@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -41,33 +41,7 @@ func up(t *testing.T, url string) error {
 // row level security and grants.
 func catalog(t *testing.T, conn *pgx.Conn) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `
-		SELECT 'relation ' || c.relname || ' ' || c.relkind::text || ' rls=' || c.relrowsecurity || ' acl=' || coalesce(c.relacl::text, '')
-		  FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace
-		UNION ALL
-		SELECT 'column ' || a.attrelid::regclass || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull
-		  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-		 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
-		UNION ALL
-		SELECT 'index ' || pg_get_indexdef(i.indexrelid) || ' valid=' || i.indisvalid
-		  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace = 'public'::regnamespace
-		UNION ALL
-		SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
-		  FROM pg_constraint WHERE connamespace = 'public'::regnamespace
-		UNION ALL
-		SELECT 'function ' || p.oid::regprocedure || ' acl=' || coalesce(p.proacl::text, '')
-		  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
-		UNION ALL
-		SELECT 'policy ' || polrelid::regclass || ' ' || polname FROM pg_policy
-		ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return fixture.MigrationsCatalog(t, conn)
 }
 
 // TestUpAdoptsTheBotsDatabase: issue 30 saw `engagementctl migrate up` on
@@ -100,24 +74,12 @@ func TestUpAdoptsTheBotsDatabase(t *testing.T) {
 		t.Errorf("the bot's %s", c)
 	}
 
-	var adopted []string
-	rows, _ := conn.Query(ctx, `SELECT table_name FROM engagement_adopted_tables ORDER BY 1`)
-	if adopted, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		t.Fatal(err)
-	}
+	adopted := fixture.MigrationsAdoptedTables(t, conn)
 	if want := []string{"engagement_message_queue", "transactions", "user_engagement_states", "user_profiles"}; !slices.Equal(adopted, want) {
 		t.Errorf("engagement_adopted_tables = %v, want %v", adopted, want)
 	}
 	// What the scheduler added: nullable columns, and its indexes, valid.
-	var added []string
-	rows, _ = conn.Query(ctx, `
-		SELECT a.attrelid::regclass || '.' || a.attname || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
-		  FROM pg_attribute a JOIN engagement_adopted_tables t ON a.attrelid = t.table_name::regclass
-		 WHERE a.attnum > 0 AND NOT a.attisdropped AND NOT a.attname = ANY(t.columns)
-		 ORDER BY 1`)
-	if added, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		t.Fatal(err)
-	}
+	added := fixture.MigrationsAddedColumns(t, conn)
 	for _, a := range added {
 		if strings.HasSuffix(a, "NOT NULL") {
 			t.Errorf("added column %s: want it nullable", a)
@@ -129,16 +91,13 @@ func TestUpAdoptsTheBotsDatabase(t *testing.T) {
 	for _, idx := range []string{"user_engagement_states_state_last_activity_idx", "user_engagement_states_goodbye_expires_idx",
 		"user_engagement_states_remind_at_idx", "transactions_user_created_idx", "transactions_created_at_idx",
 		"engagement_message_queue_pending_idx", "engagement_message_queue_processing_idx"} {
-		var valid bool
-		if err := conn.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, idx).Scan(&valid); err != nil || !valid {
-			t.Errorf("index %s: valid %v (%v), want a valid index", idx, valid, err)
+		if valid, exists := fixture.MigrationsIndexValid(t, conn, idx); !valid {
+			t.Errorf("index %s: valid %v (exists %v), want a valid index", idx, valid, exists)
 		}
 	}
 	// The bot's unique key serves ON CONFLICT: no second copy of it.
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_index WHERE indrelid = 'engagement_message_queue'::regclass AND indisunique
-	                                 AND indkey[0] = (SELECT attnum FROM pg_attribute WHERE attrelid = 'engagement_message_queue'::regclass AND attname = 'idempotency_key')`).Scan(&n); err != nil || n != 2 {
-		t.Errorf("unique indexes on the queue's idempotency_key: %d (%v), want the bot's 2 and no more", n, err)
+	if n := fixture.MigrationsUniqueOnKey(t, conn); n != 2 {
+		t.Errorf("unique indexes on the queue's idempotency_key: %d, want the bot's 2 and no more", n)
 	}
 
 	first := catalog(t, conn)
@@ -198,21 +157,11 @@ func TestDownNeverDropsTheBotsTables(t *testing.T) {
 // is and what is needed.
 func TestUpRefusesAnIncompatibleBotTable(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	url := botdb.NewDatabaseWithRows(t, time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	conn := connect(t, url)
-	for _, stmt := range []string{
-		`ALTER TABLE user_engagement_states ALTER COLUMN last_activity_at TYPE text`,
-		`ALTER TABLE engagement_message_queue DROP CONSTRAINT engagement_message_queue_idempotency_key_key`,
-		`DROP INDEX idx_queue_idempotency_key`,
-	} {
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	if _, err := conn.Exec(ctx, `UPDATE user_engagement_states SET state = 'paused' WHERE user_id = $1`, botdb.Dormant); err != nil {
-		t.Fatal(err)
-	}
+	fixture.BotLastActivityAsText(t, conn)
+	fixture.MigrationsQueueKeyNotUnique(t, conn)
+	fixture.MigrationsSetState(t, conn, botdb.Dormant, "paused")
 	before := catalog(t, conn)
 
 	err := up(t, url)
@@ -232,9 +181,8 @@ func TestUpRefusesAnIncompatibleBotTable(t *testing.T) {
 	if after := catalog(t, conn); !slices.Equal(before, after) {
 		t.Errorf("a refused Up changed the schema:\nbefore %v\nafter  %v", before, after)
 	}
-	var pgErr *pgconn.PgError
-	if err := conn.QueryRow(ctx, `SELECT 1 FROM `+migrations.Table).Scan(new(int)); !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
-		t.Errorf("after a refused Up, reading %s = %v, want it missing (42P01)", migrations.Table, err)
+	if fixture.TableExists(t, conn, migrations.Table) {
+		t.Errorf("after a refused Up, %s exists, want it missing", migrations.Table)
 	}
 }
 
@@ -255,18 +203,15 @@ func TestUpgradeFromVersion20(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := connect(t, url)
-	if _, err := conn.Exec(ctx, `DROP TABLE engagement_adopted_tables`); err != nil { // as release 20 left it
-		t.Fatal(err)
-	}
+	fixture.MigrationsDropAdoptedTables(t, conn) // as release 20 left it
 	if err := m.Up(); err != nil {
 		t.Fatalf("Up from version 20: %v", err)
 	}
-	var adopted, open int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM engagement_adopted_tables`).Scan(&adopted); err != nil || adopted != 0 {
-		t.Errorf("adopted tables after the upgrade: %d (%v), want 0", adopted, err)
+	if adopted := fixture.MigrationsAdoptedTables(t, conn); len(adopted) != 0 {
+		t.Errorf("adopted tables after the upgrade: %v, want none", adopted)
 	}
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' AND NOT relrowsecurity`).Scan(&open); err != nil || open != 0 {
-		t.Errorf("tables without row level security after the upgrade: %d (%v), want 0", open, err)
+	if open := fixture.MigrationsOpenTables(t, conn); open != 0 {
+		t.Errorf("tables without row level security after the upgrade: %d, want 0", open)
 	}
 	if err := m.DownAll(); err != nil {
 		t.Errorf("DownAll after the upgrade: %v", err)
@@ -281,19 +226,10 @@ func TestUpgradeFromVersion20(t *testing.T) {
 // one the preflight lists.
 func TestPreflightKnowsEveryColumnTheMigrationsAdd(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	url := botdb.NewDatabase(t)
 	conn := connect(t, url)
 	columns := func() map[string]bool {
-		rows, err := conn.Query(ctx, `SELECT table_name || '.' || column_name FROM information_schema.columns
-			WHERE table_schema = 'public' AND table_name = ANY($1)`, botdb.Tables)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		names := fixture.MigrationsTableColumns(t, conn, botdb.Tables...)
 		set := map[string]bool{}
 		for _, n := range names {
 			set[n] = true

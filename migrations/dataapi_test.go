@@ -35,57 +35,41 @@ func TestDataAPIReachesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			conn := connect(t, url)
-			rows, _ := conn.Query(ctx, `
-				SELECT c.relname::text FROM pg_class c
-				 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'
-				   AND c.relname NOT IN (SELECT table_name FROM engagement_adopted_tables)
-				   AND c.relname <> 'users'
-				 ORDER BY 1`)
-			created, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
+			created := fixture.MigrationsCreatedTables(t, conn)
 			if len(created) < 9 {
 				t.Fatalf("the scheduler's tables: %v, want at least 9", created)
 			}
-			rows, _ = conn.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
-				WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'engagement\_%' ORDER BY 1`)
-			functions, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil || len(functions) == 0 {
-				t.Fatalf("the scheduler's functions: %v (%v)", functions, err)
+			functions := fixture.MigrationsFunctions(t, conn)
+			if len(functions) == 0 {
+				t.Fatalf("the scheduler's functions: %v", functions)
 			}
 
 			for _, role := range []string{"anon", "authenticated"} {
-				asRole := func(sql string) (int, error) {
+				asRole := func(run func(tx pgx.Tx) (int, error)) (int, error) {
 					tx, err := conn.Begin(ctx)
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer tx.Rollback(ctx)
-					if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+role); err != nil {
-						t.Fatal(err)
-					}
-					var n int
-					err = tx.QueryRow(ctx, sql).Scan(&n)
-					return n, err
+					fixture.SetLocal(t, tx, "role", role)
+					return run(tx)
 				}
 				// Refused outright, even a table with no rows yet: a table
 				// left readable would be readable once it fills.
 				for _, table := range created {
-					n, err := asRole(`SELECT count(*) FROM ` + pgx.Identifier{table}.Sanitize())
+					n, err := asRole(func(tx pgx.Tx) (int, error) { return fixture.MigrationsRowCount(ctx, tx, table) })
 					var pgErr *pgconn.PgError
 					if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 						t.Errorf("as %s: reading %s gave %d rows (%v), want permission denied (42501)", role, table, n, err)
 					}
 				}
 				// The queue: nothing in, nothing out.
-				if n, err := asRole(`SELECT count(*) FROM engagement_message_queue`); err == nil && n > 0 {
+				if n, err := asRole(func(tx pgx.Tx) (int, error) {
+					return fixture.MigrationsRowCount(ctx, tx, "engagement_message_queue")
+				}); err == nil && n > 0 {
 					t.Errorf("as %s: read %d queued messages, want none", role, n)
 				}
-				_, err := asRole(fmt.Sprintf(`WITH i AS (INSERT INTO engagement_message_queue
-					(user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
-					VALUES ('%s', 'goodbye', 'engagement.goodbye.self_select', 'individual', '5511999999999@s.whatsapp.net', now(), 'x')
-					RETURNING 1) SELECT count(*)::int FROM i`, botdb.ActiveRecent))
+				_, err := asRole(func(tx pgx.Tx) (int, error) { return fixture.MigrationsQueueGoodbye(ctx, tx, botdb.ActiveRecent) })
 				var pgErr *pgconn.PgError
 				if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 					t.Errorf("as %s: insert into the queue = %v, want refused (42501)", role, err)
@@ -96,10 +80,8 @@ func TestDataAPIReachesNothing(t *testing.T) {
 					}
 				}
 			}
-			var definers int
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
-				AND p.prosecdef AND (has_function_privilege('anon', p.oid, 'EXECUTE') OR has_function_privilege('authenticated', p.oid, 'EXECUTE'))`).Scan(&definers); err != nil || definers != 0 {
-				t.Errorf("SECURITY DEFINER functions anon or authenticated may execute: %d (%v), want 0", definers, err)
+			if definers := fixture.MigrationsOpenDefiners(t, conn, "anon", "authenticated"); definers != 0 {
+				t.Errorf("SECURITY DEFINER functions anon or authenticated may execute: %d, want 0", definers)
 			}
 		})
 	}
@@ -133,10 +115,8 @@ func TestCheckRefusesARoleThatRowLevelSecurityBlinds(t *testing.T) {
 	if err := migrations.Check(ctx, conn); err != nil {
 		t.Fatalf("Check as the owner = %v, want nil", err)
 	}
-	if _, err := conn.Exec(ctx, `SET ROLE `+role); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(ctx, `RESET ROLE`)
+	fixture.MigrationsSetSession(t, conn, "role", role)
+	defer fixture.MigrationsSetSession(t, conn, "role", "none")
 	err := migrations.Check(ctx, conn)
 	if !errors.Is(err, migrations.ErrHiddenByRLS) {
 		t.Fatalf("Check as a role without policies = %v, want ErrHiddenByRLS", err)

@@ -21,24 +21,14 @@ import (
 // again.
 func TestMigration87TurnsTheHoursToUTCAndBack(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	conn := connect(t, url)
 	m := migratedTo(t, url, 85)
+	// The users fixture.MigrationsHoursUsers adds, each with a message:
+	// at 20:10 in Kolkata, 20:05 in São Paulo, 09:30 UTC.
 	const kolkata, saoPaulo, utc = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b",
 		"00000000-0000-0000-0000-00000000000c"
-	for _, sql := range []string{
-		`INSERT INTO user_profiles (user_id, timezone) VALUES ($1, 'Asia/Kolkata'), ($2, 'America/Sao_Paulo'), ($3, NULL)`,
-		`INSERT INTO user_engagement_states (user_id, state, last_activity_at)
-		 SELECT user_id, 'active', '2026-10-01T00:00:00Z' FROM user_profiles WHERE user_id IN ($1, $2, $3)`,
-		`SELECT engagement_fire($1, 'user_message', '2026-11-01T14:40:00Z'), -- 20:10 in Kolkata
-		        engagement_fire($2, 'user_message', '2026-11-01T23:05:00Z'), -- 20:05 in São Paulo
-		        engagement_fire($3, 'user_message', '2026-11-01T09:30:00Z')`,
-	} {
-		if _, err := conn.Exec(ctx, sql, kolkata, saoPaulo, utc); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.MigrationsHoursUsers(t, conn)
 	hour := func(id string) (top, weighted int) {
 		t.Helper()
 		h := fixture.HoursOf(t, conn, id)
@@ -58,10 +48,7 @@ func TestMigration87TurnsTheHoursToUTCAndBack(t *testing.T) {
 	}
 	check("at 87", map[string]int{kolkata: 14, saoPaulo: 23, utc: 9})
 	// A second message, a day later at the same time: the same UTC hour.
-	if _, err := conn.Exec(ctx, `SELECT engagement_fire($1, 'user_message', $2)`, saoPaulo,
-		time.Date(2026, 11, 2, 23, 5, 0, 0, time.UTC)); err != nil {
-		t.Fatal(err)
-	}
+	fixture.MigrationsFire(t, conn, saoPaulo, "user_message", time.Date(2026, 11, 2, 23, 5, 0, 0, time.UTC))
 	if weight := fixture.HoursOf(t, conn, saoPaulo).WeightAt23; weight < 2 {
 		t.Errorf("São Paulo's UTC hour 23 weighs %v after a second message, want over 2", weight)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -30,7 +31,7 @@ func TestUpNeverKeepsTheBotWaitingForLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `UPDATE user_engagement_states SET updated_at = now() WHERE user_id = $1`, botdb.ActiveRecent); err != nil {
+	if err := fixture.MigrationsTouchState(ctx, tx, botdb.ActiveRecent); err != nil {
 		t.Fatal(err)
 	}
 
@@ -50,19 +51,13 @@ func TestUpNeverKeepsTheBotWaitingForLong(t *testing.T) {
 			t.Fatalf("Up ended (%v) while the bot held a row it needs", err)
 		case <-time.After(20 * time.Millisecond):
 		}
-		err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-			WHERE NOT l.granted AND l.relation = 'user_engagement_states'::regclass AND l.pid <> pg_backend_pid())`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
+		waiting = fixture.WaitingLocks(t, watch, "user_engagement_states") > 0
 	}
 
 	// The bot's next message, for another user.
 	next := connect(t, url)
-	if _, err := next.Exec(ctx, `SET lock_timeout = '3s'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := next.Exec(ctx, `UPDATE user_engagement_states SET updated_at = now() WHERE user_id = $1`, botdb.Silent20Days); err != nil {
+	fixture.MigrationsSetSession(t, next, "lock_timeout", "3s")
+	if err := fixture.MigrationsTouchState(ctx, next, botdb.Silent20Days); err != nil {
 		t.Errorf("the bot's write to another user while migrate up waited for the table: %v; want it through within its 3 s", err)
 	}
 
@@ -72,8 +67,7 @@ func TestUpNeverKeepsTheBotWaitingForLong(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Up after the bot's transaction ended: %v", err)
 	}
-	var version int
-	if err := watch.QueryRow(ctx, `SELECT version FROM `+migrations.Table).Scan(&version); err != nil || uint(version) != migrations.Latest {
-		t.Errorf("version %d (%v), want %d", version, err, migrations.Latest)
+	if version, _ := fixture.SchemaVersion(t, watch); uint(version) != migrations.Latest {
+		t.Errorf("version %d, want %d", version, migrations.Latest)
 	}
 }

@@ -65,22 +65,21 @@ func TestMessagePeriodsBackfillFromKeys(t *testing.T) {
 		{"ops-fix:reminder:99999999999999999999", nil, nil},
 		{"anything else", nil, nil},
 	}
-	for _, tt := range tests {
-		if _, err := conn.Exec(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, idempotency_key)
-			VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', $2)`, u, tt.key); err != nil {
-			t.Fatal(err)
-		}
+	keys := make([]string, len(tests))
+	for i, tt := range tests {
+		keys[i] = tt.key
 	}
+	fixture.MigrationsKeyedGoodbyes(t, conn, u, keys...)
 	if err := m.Up(); err != nil {
 		t.Fatalf("migrate up: %v", err)
 	}
+	periods := fixture.MigrationsPeriods(t, conn, keys...)
 	for _, tt := range tests {
-		var period, until *time.Time
-		if err := conn.QueryRow(ctx, `SELECT period_start, replay_until FROM engagement_message_queue WHERE idempotency_key = $1`,
-			tt.key).Scan(&period, &until); err != nil {
-			t.Fatal(err)
+		p, ok := periods[tt.key]
+		if !ok {
+			t.Fatalf("%s: no message under the key", tt.key)
 		}
+		period, until := p.Start, p.ReplayUntil
 		if !sameTime(period, tt.period) || !sameTime(until, tt.replayUtil) {
 			t.Errorf("%s: period_start %v, replay_until %v; want %v, %v", tt.key, period, until, tt.period, tt.replayUtil)
 		}

@@ -42,8 +42,7 @@ func TestMigration44KeepsTheJobsLeaseAndDownEndsDeliveringRuns(t *testing.T) {
 	}
 
 	fixture.RunningRun(t, conn, "engagement-daily", "")
-	if _, err := conn.Exec(ctx, `INSERT INTO engagement_job_runs (job, as_of, status) VALUES
-		('queue-process', now(), 'delivering'), ('queue-process', now(), 'delivering')`); err != nil {
+	if err := fixture.MigrationsDeliveringRuns(ctx, conn, 2); err != nil {
 		t.Fatalf("two queue-process runs delivering at once: %v", err)
 	}
 
@@ -68,7 +67,7 @@ func TestMigration44KeepsTheJobsLeaseAndDownEndsDeliveringRuns(t *testing.T) {
 		t.Fatalf("%d runs after down, want 3", n)
 	}
 	var pgErr *pgconn.PgError
-	if _, err := conn.Exec(ctx, `INSERT INTO engagement_job_runs (job, as_of, status) VALUES ('queue-process', now(), 'delivering')`); !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+	if err := fixture.MigrationsDeliveringRuns(ctx, conn, 1); !errors.As(err, &pgErr) || pgErr.Code != "23514" {
 		t.Errorf("a delivering run at 43: %v, want the status check's refusal (23514)", err)
 	}
 	if after := fixture.IndexDef(t, conn, index); after != before {

@@ -13,6 +13,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/cli/ctl"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -26,11 +27,7 @@ func relations(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var s string
-	if err := conn.QueryRow(ctx, `SELECT string_agg(relname, ' ' ORDER BY relname) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fixture.CtlRelations(t, conn)
 }
 
 // TestMigrateCheckReviewsTheBotsDatabase: before the first deploy the bot
@@ -90,9 +87,7 @@ func TestMigrateRefusesAnIncompatibleBotTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `ALTER TABLE user_engagement_states ALTER COLUMN last_activity_at TYPE text`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.BotLastActivityAsText(t, conn)
 	conn.Close(ctx)
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	before := relations(t, url)

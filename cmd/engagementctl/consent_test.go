@@ -89,7 +89,7 @@ func TestTheCommandsFollowTheUsersTime(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	env := cmdtest.Env("DATABASE_URL="+url, "USER=ana")
-	fixture.Exec(t, pool, `SELECT engagement_opt_out($1::uuid, 'bot:keyword', now() - interval '10 minutes')`, user)
+	fixture.CtlOptOutAgo(t, pool, user, "bot:keyword", 10*time.Minute)
 	hourAgo := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 
 	steps := []struct {

@@ -119,9 +119,7 @@ func TestEnqueueHoldsEveryMessageToTheRuleOfEveryDoor(t *testing.T) {
 
 	// The bot's own SQL is a door too: a confirmation it writes by hand is
 	// refused by the database (EN010).
-	_, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid)
-		VALUES ($1, 'opt_out_confirmation', 'engagement.goodbye.self_select', 'individual', '5511900000001@s.whatsapp.net')`, optedOut)
+	err := fixture.CtlBotConfirmation(ctx, pool, optedOut)
 	if err == nil || !strings.Contains(err.Error(), "EN010") {
 		t.Errorf("a hand-written confirmation: %v, want SQLSTATE EN010", err)
 	}

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -103,11 +102,7 @@ func TestEveryKeyEnqueueAcceptsIsDelivered(t *testing.T) {
 	}
 	reason := cmdtest.Message(cmdtest.Lines(refused.Stderr)[0])
 	reason = reason[strings.Index(reason, "invalid idempotency key"):]
-	if _, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination, destination_jid, scheduled_for, idempotency_key)
-		SELECT user_id, message_type, message_key, message_params, destination, destination_jid, now(), $1 FROM engagement_message_queue LIMIT 1`, badKey); err != nil {
-		t.Fatal(err)
-	}
+	fixture.CtlCopyMessageWithKey(t, pool, badKey)
 
 	bot := webhooktest.New(t)
 	res := cmdtest.Exec(t, queuecmd.NewCommand, cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_TRANSPORT=webhook",

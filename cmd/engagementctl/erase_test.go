@@ -38,57 +38,16 @@ func seedPerson(t *testing.T, pool *pgxpool.Pool, digits string) person {
 	p := person{jid: digits + "@s.whatsapp.net", digits: digits, marker: "MARKER-" + fixture.NewID()[:13]}
 	p.id = fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now().Add(-20 * 24 * time.Hour), WhatsAppJID: &p.jid})
 	params := fmt.Sprintf(`{"name": %q, "phone": %q}`, p.marker, p.digits)
-	for i, status := range []string{"pending", "processing", "sent", "failed", "cancelled"} {
-		var id string
-		err := pool.QueryRow(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key, status, sent_at, error_message, provider_message_id,
-			       claimed_by, claimed_until, cancel_reason, delivered_at)
-			VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', $2::jsonb, 'individual', $3::text, now() - interval '1 hour',
-			        CASE WHEN $5::text = 'cancelled' THEN 'bot-resend:' || $6::text -- a bot's own key, naming the number
-			             ELSE $1::text || ':weekly_review:2026-W0' || $4::text END, $5::text,
-			        CASE WHEN $5 = 'sent' THEN now() - interval '2 hours' END,
-			        CASE WHEN $5 IN ('failed', 'sent') THEN 'HTTP 422: bad number ' || $6::text || ' ' || $7::text END,
-			        CASE WHEN $5 IN ('sent', 'failed') THEN 'wamid.' || $6 END,
-			        CASE WHEN $5 = 'processing' THEN 'holder-' || $4 END,
-			        CASE WHEN $5 = 'processing' THEN now() + interval '1 hour' END,
-			        CASE WHEN $5 = 'cancelled' THEN 'operator' END,
-			        CASE WHEN $5 = 'sent' THEN now() - interval '1 hour' END)
-			RETURNING id`, p.id, params, p.jid, fmt.Sprint(i), status, p.digits, p.marker).Scan(&id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if status == "sent" || status == "failed" {
-			row := fixture.LedgerRow{Message: id, Transport: "webhook", Status: status, ProviderID: "wamid." + p.digits}
-			if status == "failed" {
-				row.Error = "rejected " + p.digits + " " + p.marker
-			}
-			fixture.Ledger(t, pool, row)
-		}
-		if status == "sent" {
-			_, err = pool.Exec(ctx, `
-				INSERT INTO engagement_send_budget_recipients (transport, recipient, spent_at, message_id)
-				VALUES ('webhook', md5($1)::uuid, now() - interval '2 hours', $2)`, p.jid, id)
-			if err == nil {
-				_, err = pool.Exec(ctx, `
-					INSERT INTO engagement_send_budget_claims (transport, spent_at, recipients, message_ids, message_recipients)
-					VALUES ('webhook', now() - interval '2 hours', 1, ARRAY[$2::uuid], ARRAY[md5($1)::uuid])`, p.jid, id)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+	ids := fixture.CtlErasePerson(t, pool, fixture.ErasedPerson{User: p.id, JID: p.jid, Digits: p.digits, Marker: p.marker, Params: params})
+	if len(ids) != 5 {
+		t.Fatalf("the seed queued %d messages, want one in each of 5 statuses: %v", len(ids), ids)
 	}
-	stmts := []string{
-		`INSERT INTO engagement_fire_requests (request_key, user_id, trigger, state) VALUES ('bot:' || $2::text || ':' || $3::text, $1::uuid, 'message_received', 'active')`,
-		`INSERT INTO engagement_idempotency_keys (key, result, expires_at) VALUES ('bot:webhook:' || $2::text || ':' || $3::text || ':' || $1::text, 'delivered', now() + interval '1 day')`,
-		`INSERT INTO engagement_console_audit (actor, action, filter, messages)
-		 VALUES ('ana', 'cancel', jsonb_build_object('user_id', $1::text, 'jid', $2::text || '@s.whatsapp.net', 'error_contains', $3::text), 1)`,
-	}
-	for _, s := range stmts {
-		if _, err := pool.Exec(ctx, s, p.id, p.digits, p.marker); err != nil {
-			t.Fatalf("%s: %v", s, err)
+	for _, status := range []string{"sent", "failed"} {
+		row := fixture.LedgerRow{Message: ids[status], Transport: "webhook", Status: status, ProviderID: "wamid." + p.digits}
+		if status == "failed" {
+			row.Error = "rejected " + p.digits + " " + p.marker
 		}
+		fixture.Ledger(t, pool, row)
 	}
 	for _, out := range []bool{true, false} { // out and back in: two consent events
 		call := map[bool]func(context.Context, activity.Querier, string, string, activity.ConsentOptions) (bool, error){
@@ -107,76 +66,24 @@ func seedPerson(t *testing.T, pool *pgxpool.Pool, digits string) person {
 // snapshot is every row of every table of the schema, as text, by table.
 func snapshot(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	rows, err := pool.Query(ctx, `SELECT table_name FROM information_schema.tables
-	                               WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, s)
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
-	out := map[string]string{}
-	for _, tb := range tables {
-		var s *string
-		if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT string_agg(t::text, E'\n' ORDER BY t::text) FROM %q t`, tb)).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		if s != nil {
-			out[tb] = *s
-		}
-	}
-	return out
+	return fixture.CtlTableRows(t, pool)
 }
 
 // traces lists each text, jsonb, array or bytea column of the engagement_*
 // tables (the queue among them) holding one of needles.
 func traces(t *testing.T, pool *pgxpool.Pool, needles ...string) []string {
 	t.Helper()
-	ctx := context.Background()
-	rows, err := pool.Query(ctx, `
-		SELECT table_name, column_name, data_type FROM information_schema.columns
-		 WHERE table_schema = current_schema() AND table_name LIKE 'engagement\_%'
-		   AND data_type IN ('text', 'character varying', 'character', 'jsonb', 'json', 'ARRAY', 'bytea')
-		 ORDER BY 1, 2`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cols [][3]string
-	for rows.Next() {
-		var c [3]string
-		if err := rows.Scan(&c[0], &c[1], &c[2]); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	if rows.Err() != nil || len(cols) < 20 {
-		t.Fatalf("%d columns to scan (%v): the scan is broken", len(cols), rows.Err())
-	}
+	all := fixture.CtlTraces(t, pool, needles...)
+	columns := map[string]bool{}
 	var found []string
-	for _, c := range cols {
-		expr := fmt.Sprintf("%q::text", c[1])
-		if c[2] == "bytea" {
-			expr = fmt.Sprintf("encode(%q, 'escape')", c[1])
+	for _, c := range all {
+		columns[c.Table+"."+c.Column] = true
+		if c.Hits > 0 {
+			found = append(found, fmt.Sprintf("%s.%s (%d rows)", c.Table, c.Column, c.Hits))
 		}
-		for _, n := range needles {
-			var hits int
-			q := fmt.Sprintf(`SELECT count(*) FROM %q WHERE strpos(%s, $1::text) > 0`, c[0], expr)
-			if err := pool.QueryRow(ctx, q, n).Scan(&hits); err != nil {
-				t.Fatalf("scan %s.%s: %v", c[0], c[1], err)
-			}
-			if hits > 0 {
-				found = append(found, fmt.Sprintf("%s.%s (%d rows)", c[0], c[1], hits))
-			}
-		}
+	}
+	if len(columns) < 20 {
+		t.Fatalf("%d columns to scan: the scan is broken", len(columns))
 	}
 	return found
 }
@@ -188,7 +95,6 @@ func traces(t *testing.T, pool *pgxpool.Pool, needles ...string) []string {
 func TestEraseLeavesNoTraceAndNothingIsSentAfterwards(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPool(t)
-	ctx := context.Background()
 	gone := seedPerson(t, pool, "5511987650001")
 	kept := seedPerson(t, pool, "5511987650002")
 	if found := traces(t, pool, gone.digits, gone.marker); len(found) < 8 {
@@ -252,25 +158,14 @@ func TestEraseLeavesNoTraceAndNothingIsSentAfterwards(t *testing.T) {
 	if found := traces(t, pool, gone.digits, gone.marker); len(found) > 0 {
 		t.Errorf("after erase, the person's JID or contents are still in %v", found)
 	}
-	var hashes int
-	if err := pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM engagement_send_budget_recipients WHERE recipient = md5($1)::uuid)
-		     + (SELECT count(*) FROM engagement_send_budget_claims WHERE md5($1)::uuid = ANY(message_recipients))`,
-		gone.jid).Scan(&hashes); err != nil || hashes != 0 {
-		t.Errorf("%d send-budget rows still hold the MD5 of the JID (%v)", hashes, err)
+	if hashes := fixture.CtlJIDHashes(t, pool, gone.jid); hashes != 0 {
+		t.Errorf("%d send-budget rows still hold the MD5 of the JID", hashes)
 	}
 	// The funnel's counts: every message is still there, in its status
 	// (what was pending cancelled, what was in flight still its holder's),
 	// the slot still spent.
-	var sent, failed, cancelled, slots int
-	if err := pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE status = 'sent' AND delivered_at IS NOT NULL),
-		       count(*) FILTER (WHERE status = 'failed'),
-		       count(*) FILTER (WHERE status = 'cancelled'),
-		       (SELECT sum(recipients) FROM engagement_send_budget_claims)
-		  FROM engagement_message_queue WHERE user_id = $1`, gone.id).Scan(&sent, &failed, &cancelled, &slots); err != nil {
-		t.Fatal(err)
-	}
+	f := fixture.CtlUserFunnel(t, pool, gone.id)
+	sent, failed, cancelled, slots := f.Sent, f.Failed, f.Cancelled, f.Slots
 	if sent != 1 || failed != 1 || cancelled != 2 || slots != 2 {
 		t.Errorf("after erase: %d sent, %d failed, %d cancelled, %d budget slots; want 1, 1, 2 and 2", sent, failed, cancelled, slots)
 	}

@@ -35,12 +35,7 @@ func TestFunnelCommandPrintsTheArms(t *testing.T) {
 	// The log's times are the database clock's; the report is read as of
 	// 40 days after the goodbyes were logged, when their window is closed.
 	logged := fixture.Now(t, pool)
-	fixture.Exec(t, pool, `
-		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-		SELECT user_id, 'goodbye_sent', 'active', 'user_message', created_at + interval '1 day'
-		  FROM (SELECT user_id, created_at, holdout, row_number() OVER (PARTITION BY holdout ORDER BY user_id) AS r
-		          FROM engagement_state_transitions WHERE trigger = 'inactivity_14d') g
-		 WHERE (NOT holdout AND r <= 30) OR (holdout AND r <= 6)`)
+	fixture.CtlReactivateGoodbyes(t, pool, 30, 6)
 	asOf := logged.Add(40 * 24 * time.Hour).UTC().Format(time.RFC3339)
 
 	res := cmdtest.Exec(t, ctl.NewCommand, env, "funnel", "--output", "json", "--as-of", asOf, "--weeks", "8")

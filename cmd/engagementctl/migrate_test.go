@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,13 +30,11 @@ func schemaState(t *testing.T, url string) (version int64, dirty bool, invalid [
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	err = conn.QueryRow(ctx, `SELECT version, dirty FROM `+migrations.Table).Scan(&version, &dirty)
-	if errors.Is(err, pgx.ErrNoRows) {
-		version = -1
-	} else if err != nil {
-		t.Fatalf("read schema version: %v", err)
+	v, dirty, recorded := fixture.CtlSchemaVersion(t, conn)
+	if !recorded {
+		return -1, false, fixture.InvalidIndexes(t, conn)
 	}
-	return version, dirty, fixture.InvalidIndexes(t, conn)
+	return int64(v), dirty, fixture.InvalidIndexes(t, conn)
 }
 
 // TestConcurrentMigrateUp: issue 15 saw two `engagementctl migrate up`
@@ -113,10 +111,10 @@ func migrateDownTo(t *testing.T, url string, version uint) {
 	}
 }
 
-// holdWriteLock opens a bot transaction that has written a row of table and
-// stays open (RowExclusiveLock on it) until the returned release is called
-// or the test ends.
-func holdWriteLock(t *testing.T, url, insert string) (release func()) {
+// holdWriteLock opens a bot transaction that has written a row of
+// transactions and stays open (RowExclusiveLock on it) until the returned
+// release is called or the test ends.
+func holdWriteLock(t *testing.T, url string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
@@ -127,9 +125,7 @@ func holdWriteLock(t *testing.T, url, insert string) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, insert); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Transactions(t, tx, fixture.NewID(), time.Now())
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
@@ -140,8 +136,6 @@ func holdWriteLock(t *testing.T, url, insert string) (release func()) {
 	t.Cleanup(release)
 	return release
 }
-
-const botInsert = `INSERT INTO transactions (user_id, created_at) VALUES (gen_random_uuid(), now())`
 
 // TestMigrateWithTheBotHoldingALock: issue 15 saw a bot transaction open on
 // `transactions` leave the schema dirty at version 2 with an INVALID
@@ -160,7 +154,7 @@ func TestMigrateWithTheBotHoldingALock(t *testing.T) {
 	}
 	migrateDownTo(t, url, 1)
 
-	release := holdWriteLock(t, url, botInsert)
+	release := holdWriteLock(t, url)
 	res := cmdtest.Exec(t, ctl.NewCommand, env, "migrate", "up", "--lock-timeout", "1s")
 	lines := cmdtest.Lines(res.Stderr)
 	if res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "lock timeout") || !strings.Contains(res.Stderr, "migration 2") {
@@ -186,22 +180,21 @@ func TestMigrateWithTheBotHoldingALock(t *testing.T) {
 func makeInvalidIndex(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
+	config, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config.RuntimeParams["lock_timeout"] = "200ms"
+	conn, err := pgx.ConnectConfig(ctx, config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP INDEX IF EXISTS transactions_created_at_idx`); err != nil {
-		t.Fatal(err)
-	}
-	release := holdWriteLock(t, url, botInsert)
+	fixture.CtlDropCreatedAtIndex(t, conn)
+	release := holdWriteLock(t, url)
 	defer release()
-	if _, err := conn.Exec(ctx, `SET lock_timeout = '200ms'`); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS transactions_created_at_idx ON transactions (created_at)`)
-	if err == nil {
-		t.Fatal("CREATE INDEX CONCURRENTLY with the bot's transaction open succeeded; want a lock timeout")
+	if err := fixture.CtlBuildCreatedAtIndex(ctx, conn); err == nil {
+		t.Fatal("building the index CONCURRENTLY with the bot's transaction open succeeded; want a lock timeout")
 	}
 	if _, _, invalid := schemaState(t, url); len(invalid) != 1 || invalid[0] != "transactions_created_at_idx" {
 		t.Fatalf("INVALID indexes %v, want transactions_created_at_idx", invalid)
@@ -311,25 +304,17 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer report.Close(ctx)
-	var pid uint32
-	if err := report.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := report.PgConn().PID()
 	done := make(chan error, 1)
 	go func() {
-		_, err := report.Exec(ctx, `SELECT pg_sleep(60)`)
-		done <- err
+		done <- fixture.PgSleep(ctx, report, 60)
 	}()
 	observer, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer observer.Close(ctx)
-	for running := false; !running; {
-		err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND backend_xmin IS NOT NULL)`, pid).Scan(&running)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for !fixture.CtlBackendRunning(t, observer, pid) {
 	}
 	res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up", "--lock-timeout", "1s")
 	if lines := cmdtest.Lines(res.Stderr); res.Code != 1 || len(lines) != 1 || !strings.Contains(res.Stderr, "migration 6 failed and was undone") {
@@ -338,9 +323,7 @@ func TestMigrateWithALongQueryRunning(t *testing.T) {
 	if v, dirty, invalid := schemaState(t, url); v != 5 || dirty || len(invalid) > 0 {
 		t.Errorf("after the failed migrate up: schema version %d dirty %v, INVALID indexes %v; want 5, clean, none", v, dirty, invalid)
 	}
-	if _, err := observer.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid); err != nil {
-		t.Fatal(err)
-	}
+	fixture.CtlCancelBackend(t, observer, pid)
 	<-done
 	if res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "migrate", "up"); res.Code != 0 {
 		t.Errorf("migrate up once the query ended: exit %d: %s", res.Code, res.Stderr)

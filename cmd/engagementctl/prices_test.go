@@ -25,16 +25,8 @@ func TestStatusPricesFile(t *testing.T) {
 	pool, url := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 	// Four goodbyes the Cloud API sent (the send ledger says so), delivered.
-	fixture.Exec(t, pool, `
-		WITH m AS (
-		    INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		           destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
-		    SELECT $1::uuid, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', '5511900000' || g || '@s.whatsapp.net',
-		           now() - interval '1 day', $1::uuid::text || ':' || g, 'sent', now() - interval '1 day', now() - interval '1 day'
-		      FROM generate_series(1, 4) g
-		    RETURNING id)
-		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts)
-		SELECT id, $2, 'sent', 1 FROM m`, user, pricing.MetaTransport)
+	fixture.CtlDeliveredSends(t, pool, fixture.DeliveredSends{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
+		N: 4, JIDPrefix: "5511900000", Ago: 24 * time.Hour, Transport: pricing.MetaTransport})
 	dir := t.TempDir()
 	prices := filepath.Join(dir, "prices.json")
 	if err := os.WriteFile(prices, []byte(`{"as_of": "2026-11-01", "source": "our contract", "default_country": "BR",
@@ -57,13 +49,13 @@ func TestStatusPricesFile(t *testing.T) {
 	}
 	env := cmdtest.Env("DATABASE_URL=" + url)
 	if got := spend(env); got != 4*0.0625 {
-		t.Errorf("with the shipped prices: US$%v, want %v", got, 4*0.0625)
+		t.Errorf("the shipped prices: US$%v, want %v", got, 4*0.0625)
 	}
 	if got := spend(env, "--prices-file", prices); got != 2 {
-		t.Errorf("with --prices-file: US$%v, want 2", got)
+		t.Errorf("the prices of --prices-file: US$%v, want 2", got)
 	}
 	if got := spend(cmdtest.Env("DATABASE_URL="+url, "ENGAGEMENT_PRICES_FILE="+prices)); got != 2 {
-		t.Errorf("with ENGAGEMENT_PRICES_FILE: US$%v, want 2", got)
+		t.Errorf("the prices of ENGAGEMENT_PRICES_FILE: US$%v, want 2", got)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"countries": 3}`), 0o600); err != nil {
@@ -100,15 +92,12 @@ func TestStatusPricesByLatestCategoryCountryAndWindow(t *testing.T) {
 	send := func(sentAt time.Time, jid, routed string, window bool, metaCategory *string, billable *bool, delivered bool) {
 		t.Helper()
 		id, pid := fixture.NewID(), fixture.NewID()
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (id, user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id, billable, pricing_category)
-			VALUES ($1, $2, 'goodbye', 'engagement.goodbye.default', '{}', 'individual', $3, $4, $5, 'sent', $4, $6, $7, $8)`,
-			id, user, jid, sentAt, fixture.NewID(), pid, billable, metaCategory)
+		fixture.CtlPricedSend(t, pool, fixture.PricedSend{ID: id, User: user, JID: jid, SentAt: sentAt, Key: fixture.NewID(),
+			ProviderID: pid, Billable: billable, PricingCategory: metaCategory})
 		fixture.Ledger(t, pool, fixture.LedgerRow{Message: id, Transport: pricing.MetaTransport, Status: "sent", ProviderID: pid,
 			LastAttempt: sentAt, MetaCategory: routed, Window: &window})
 		if delivered {
-			fixture.Exec(t, pool, `SELECT engagement_receipt($1, 'delivered', $2, NULL)`, pid, sentAt.Add(time.Minute))
+			fixture.CtlReceipt(t, pool, pid, "delivered", sentAt.Add(time.Minute))
 		}
 	}
 	br, us, cn := "5511999990000@s.whatsapp.net", "14155550100@s.whatsapp.net", "8613800138000@s.whatsapp.net"

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,19 +62,15 @@ func dbFingerprint(t *testing.T, dbURL string) string {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var fp string
-	err = conn.QueryRow(ctx, `
-		SELECT coalesce(string_agg(c.relname || '=' ||
-		           (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %I.%I', n.nspname, c.relname), false, true, '')))[1]::text,
-		           ' ' ORDER BY c.relname), 'no tables')
-		  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		 WHERE c.relkind = 'r' AND n.nspname = 'public'`).Scan(&fp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := fixture.CtlFingerprint(t, conn)
 	var version string
 	if fixture.TableExists(t, conn, "engagement_schema_migrations") {
-		_ = conn.QueryRow(ctx, `SELECT version || CASE WHEN dirty THEN ' dirty' ELSE '' END FROM engagement_schema_migrations`).Scan(&version)
+		if v, dirty, recorded := fixture.CtlSchemaVersion(t, conn); recorded {
+			version = strconv.Itoa(v)
+			if dirty {
+				version += " dirty"
+			}
+		}
 	}
 	return fp + "; schema " + version
 }
@@ -137,9 +134,7 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 	pool, dbURL := pgtest.NewPool(t)
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
 	// Make the schema look one version behind, so a migration would show.
-	if _, err := pool.Exec(context.Background(), `UPDATE engagement_schema_migrations SET version = version - 1`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.CtlSchemaBehind(t, pool)
 	before := dbFingerprint(t, dbURL)
 	res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env(), "smoke", "--database-url", dbURL)
 	if res.Code != 2 || !strings.Contains(res.Stderr, "already holds 1 users") {
@@ -167,24 +162,11 @@ func TestSmokeRefusesADatabaseWithUsers(t *testing.T) {
 func TestSmokeNamesTheFirstBrokenExpectation(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := pgtest.NewPool(t) // migrated, no users: smoke accepts it
-	if _, err := pool.Exec(context.Background(), `
-		CREATE FUNCTION smoke_test_drop_review_keys() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-		    NEW.idempotency_key := NULL;
-		    RETURN NEW;
-		END $$;
-		CREATE TRIGGER smoke_test_drop_review_keys BEFORE INSERT ON engagement_message_queue
-		    FOR EACH ROW WHEN (NEW.message_type = 'weekly_review') EXECUTE FUNCTION smoke_test_drop_review_keys();`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.CtlDropReviewKeys(t, pool)
 	for _, format := range []string{"json", "text"} {
 		if format == "text" {
 			// A second run needs an empty database again.
-			if _, err := pool.Exec(context.Background(), `
-				TRUNCATE user_engagement_states, user_profiles, transactions, engagement_message_queue,
-				         engagement_state_transitions, engagement_job_runs, engagement_processed_messages CASCADE`); err != nil {
-				t.Fatal(err)
-			}
+			fixture.CtlEmptyUsers(t, pool)
 		}
 		res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+dbURL), "smoke", "--output", format)
 		if res.Code != 1 {

@@ -2,13 +2,13 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +40,6 @@ import (
 // console's spend card too.
 func TestStatusAndFunnelShowWhatMetaBills(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool, url := pgtest.NewPool(t)
 	send := func(env []string, args ...string) {
 		t.Helper()
@@ -112,23 +111,12 @@ func TestStatusAndFunnelShowWhatMetaBills(t *testing.T) {
 		}
 	}
 	// The bot acks its two as delivered.
-	rows, err := pool.Query(ctx, `SELECT provider_message_id FROM engagement_message_queue WHERE idempotency_key LIKE 'bot%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var botIDs []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		botIDs = append(botIDs, id)
-	}
-	if rows.Close(); rows.Err() != nil || len(botIDs) != 2 {
-		t.Fatalf("the bot's provider ids: %v, %v", botIDs, rows.Err())
+	botIDs := fixture.CtlProviderIDs(t, pool, "bot")
+	if len(botIDs) != 2 || slices.Contains(botIDs, "") {
+		t.Fatalf("the bot's provider ids: %q, want two", botIDs)
 	}
 	for _, id := range botIDs {
-		fixture.Exec(t, pool, `SELECT engagement_receipt($1, 'delivered', $2)`, id, now)
+		fixture.CtlReceipt(t, pool, id, "delivered", now)
 	}
 
 	env := cmdtest.Env("DATABASE_URL=" + url)

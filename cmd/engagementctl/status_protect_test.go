@@ -36,10 +36,10 @@ func TestStatusShowsOrderCapPaceAndTheNumbersHealth(t *testing.T) {
 	}
 	// What Meta's webhooks write (console/whatsapp_verdict_test.go sends
 	// them): a number read once, a template paused.
-	fixture.Exec(t, pool, `INSERT INTO engagement_number_health (transport, quality_rating, messaging_limit_tier, flagged, read_at, source)
-		VALUES ('whatsapp', 'RED', 'TIER_250', false, '2026-11-20T10:00:00Z', 'webhook')`)
-	fixture.Exec(t, pool, `INSERT INTO engagement_template_status (template_name, status, updated_at)
-		VALUES ('goodbye_v1', 'DISABLED', '2026-11-20T09:00:00Z'), ('weekly_review_v1', 'APPROVED', '2026-11-19T09:00:00Z')`)
+	fixture.CtlNumberHealth(t, pool, fixture.NumberHealthRead{Transport: "whatsapp", Quality: "RED", Tier: "TIER_250",
+		ReadAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), Source: "webhook"})
+	fixture.CtlTemplateStatusAt(t, pool, "goodbye_v1", "DISABLED", time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC))
+	fixture.CtlTemplateStatusAt(t, pool, "weekly_review_v1", "APPROVED", time.Date(2026, 11, 19, 9, 0, 0, 0, time.UTC))
 
 	res = cmdtest.Exec(t, ctl.NewCommand, env, "status", "--output", "json")
 	if res.Code != 0 {

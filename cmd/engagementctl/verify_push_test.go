@@ -65,16 +65,9 @@ func TestVerifyPushesTheSpend(t *testing.T) {
 	for g := range 3 {
 		user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
 		// Sent through the Cloud API (the send ledger's row) and delivered.
-		fixture.Exec(t, pool, `
-			WITH m AS (
-			    INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-			           destination_jid, scheduled_for, idempotency_key, status, sent_at, delivered_at)
-			    VALUES ($1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{}', 'individual', $2,
-			            now() - interval '2 days', $1::uuid::text || ':w', 'sent', now() - interval '2 days', now() - interval '2 days')
-			    RETURNING id)
-			INSERT INTO engagement_processed_messages (message_id, transport, status, attempts)
-			SELECT id, $3, 'sent', 1 FROM m`,
-			user, fmt.Sprintf("551190000000%d@s.whatsapp.net", g), pricing.MetaTransport)
+		fixture.CtlDeliveredSends(t, pool, fixture.DeliveredSends{User: user, Type: "weekly_review",
+			CatalogKey: "engagement.weekly_review.celebration", N: 1, JIDPrefix: fmt.Sprintf("55119000000%d", g), KeySuffix: "w",
+			Ago: 48 * time.Hour, Transport: pricing.MetaTransport})
 	}
 	env := cmdtest.Env("DATABASE_URL="+url, "PUSHGATEWAY_URL="+gw.URL)
 	if res := cmdtest.Exec(t, ctl.NewCommand, env, "verify"); res.Code != 0 {

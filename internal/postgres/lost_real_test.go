@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -74,8 +75,7 @@ func TestClientErrorsAreNotLostConnections(t *testing.T) {
 		if postgres.IsConnectionLost(err) {
 			t.Errorf("%s: IsConnectionLost(%q) = true; want false: the connection is fine, the statement is wrong", tt.name, err)
 		}
-		var one int
-		if err := pool.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+		if err := pool.Ping(ctx); err != nil {
 			t.Fatalf("%s: the pool no longer works: %v", tt.name, err)
 		}
 	}
@@ -101,15 +101,14 @@ func TestRealConnectionLossesAreLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer admin.Close(context.Background())
-		var terminated bool
-		if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, conn.PgConn().PID()).Scan(&terminated); err != nil || !terminated {
-			t.Fatalf("pg_terminate_backend: %v, %v", terminated, err)
+		if !fixture.PgTerminateBackend(t, admin, conn.PgConn().PID()) {
+			t.Fatal("pg_terminate_backend: the backend did not end")
 		}
-		_, err = conn.Exec(ctx, `SELECT 1`)
+		err = conn.Ping(ctx)
 		if err == nil || !postgres.IsConnectionLost(err) {
 			t.Errorf("a statement on a terminated session: IsConnectionLost(%v) = false, want true", err)
 		}
-		_, err = conn.Exec(ctx, `SELECT 1`)
+		err = conn.Ping(ctx)
 		if err == nil || !postgres.IsConnectionLost(err) {
 			t.Errorf("a statement on the closed connection: IsConnectionLost(%v) = false, want true", err)
 		}
@@ -128,7 +127,7 @@ func TestRealConnectionLossesAreLost(t *testing.T) {
 		}
 		defer conn.Close(context.Background())
 		p.cut()
-		_, err = conn.Exec(ctx, `SELECT 1`)
+		err = conn.Ping(ctx)
 		if err == nil || !postgres.IsConnectionLost(err) {
 			t.Errorf("a statement after the network was cut: IsConnectionLost(%v) = false, want true", err)
 		}
@@ -157,10 +156,10 @@ func TestRealConnectionLossesAreLost(t *testing.T) {
 		defer pool.Close()
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(100*time.Millisecond, cancel) // mid-statement
-		if _, err := pool.Exec(cctx, `SELECT pg_sleep(30)`); err == nil || postgres.IsConnectionLost(err) {
+		if err := fixture.PgSleep(cctx, pool, 30); err == nil || postgres.IsConnectionLost(err) {
 			t.Errorf("a cancelled statement: IsConnectionLost(%v) = true, want false", err)
 		}
-		if _, err := pool.Exec(postgres.WithStatementTimeout(ctx, 50*time.Millisecond), `SELECT pg_sleep(30)`); err == nil || postgres.IsConnectionLost(err) {
+		if err := fixture.PgSleep(postgres.WithStatementTimeout(ctx, 50*time.Millisecond), pool, 30); err == nil || postgres.IsConnectionLost(err) {
 			t.Errorf("a statement past its timeout: IsConnectionLost(%v) = true, want false", err)
 		}
 		config, err := pgx.ParseConfig(dbURL)

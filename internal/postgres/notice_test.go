@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -26,15 +27,11 @@ func TestAServerWarningIsALogLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `DO $$ BEGIN RAISE NOTICE 'just so you know'; END $$`); err != nil {
-		t.Fatal(err)
-	}
+	fixture.PgNotice(t, pool)
 	if buf.Len() != 0 {
 		t.Errorf("a NOTICE was logged: %s", buf.String())
 	}
-	if _, err := pool.Exec(ctx, `SET LOCAL statement_timeout = 1`); err != nil { // outside a transaction block
-		t.Fatal(err)
-	}
+	fixture.PgWarning(t, pool) // SET LOCAL outside a transaction block
 	var line struct {
 		Level, Message, Sqlstate, Notice string
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -47,13 +48,9 @@ func TestOpenSetsNameAndTimeouts(t *testing.T) {
 			cancel()
 			t.Fatalf("%s: Open: %v", tt.name, err)
 		}
-		var app, timeout string
-		err = pool.QueryRow(ctx, `SELECT current_setting('application_name'), current_setting('statement_timeout')`).Scan(&app, &timeout)
+		app, timeout := fixture.Setting(t, pool, "application_name"), fixture.Setting(t, pool, "statement_timeout")
 		pool.Close()
 		cancel()
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
 		if app != tt.wantApp || timeout != tt.wantTimeout {
 			t.Errorf("%s: application_name %q, statement_timeout %q; want %q, %q", tt.name, app, timeout, tt.wantApp, tt.wantTimeout)
 		}

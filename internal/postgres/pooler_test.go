@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -83,7 +84,7 @@ func TestStatementTimeout(t *testing.T) {
 				t.Errorf("StatementTimeout under WithStatementTimeout(0) = %s, want 0", got)
 			}
 			start := time.Now()
-			_, err = pool.Exec(ctx, `SELECT pg_sleep(60)`)
+			err = fixture.PgSleep(ctx, pool, 60)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("a statement past the timeout: %v; want a timeout", err)
 			}
@@ -92,8 +93,7 @@ func TestStatementTimeout(t *testing.T) {
 			}
 			// The pool works afterwards, and a statement may be given more
 			// time: longer than the 100ms limit and its grace (a second).
-			var one int
-			if err := pool.QueryRow(postgres.WithStatementTimeout(ctx, time.Minute), `SELECT 1 FROM pg_sleep(1.5)`).Scan(&one); err != nil {
+			if err := fixture.PgSleep(postgres.WithStatementTimeout(ctx, time.Minute), pool, 1.5); err != nil {
 				t.Errorf("a statement with its own longer limit: %v", err)
 			}
 		})
@@ -151,11 +151,7 @@ func TestRequireSession(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	for range 5 {
-		var v string
-		if err := conn.QueryRow(ctx, `SELECT coalesce(current_setting('engagement.session_probe', true), '')`, pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		if v != "" {
+		if v := fixture.PgSessionSetting(t, conn, "engagement.session_probe"); v != "" {
 			t.Errorf("the probe left engagement.session_probe = %q on a pooled server connection", v)
 		}
 	}
