@@ -168,12 +168,15 @@ func demoDatabase(ctx context.Context, database string) (string, error) {
 }
 
 // demo is one run's surroundings: the built binaries' directory, the demo
-// database's URL and the demo's own pool, so that each step of the story
-// below is a method that reads as the step it prints.
+// database's URL, the demo's own pool, the users to seed and the story's
+// days, so that each chapter of the story below is a method that reads as
+// the steps it prints.
 type demo struct {
-	bin  string
-	url  string
-	pool *pgxpool.Pool
+	bin        string
+	url        string
+	pool       *pgxpool.Pool
+	users      int
+	day1, day3 time.Time
 }
 
 func run(ctx context.Context, bin, database string, users int, keep bool) (string, error) {
@@ -194,7 +197,6 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		return "", err
 	}
 	defer pool.Close()
-	d := demo{bin: bin, url: url, pool: pool}
 	// Day 1 is now, by the database's clock: queue-process delivers and
 	// stamps sent_at by that clock, and a goodbye's 48 hours count from it.
 	first, err := dayOneQuery.One(ctx, pool, sqlfile.None{})
@@ -202,25 +204,13 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		return "", err
 	}
 	day1 := first.DayOne.UTC()
-	day3 := day1.Add(49 * time.Hour)
-
-	if err := d.seedUsers(ctx, users, day1); err != nil {
-		return "", err
-	}
-	if err := d.dayOne(ctx, day1); err != nil {
-		return "", err
-	}
-	if err := d.printAnswers(ctx); err != nil {
-		return "", err
-	}
-	if err := d.dayThree(ctx, day1, day3); err != nil {
-		return "", err
-	}
-	if err := d.deliverDayThree(ctx, day3); err != nil {
-		return "", err
-	}
-	if err := d.operatorView(ctx); err != nil {
-		return "", err
+	d := demo{bin: bin, url: url, pool: pool, users: users, day1: day1, day3: day1.Add(49 * time.Hour)}
+	for _, chapter := range []func(demo, context.Context) error{
+		demo.seedUsers, demo.dayOne, demo.printAnswers, demo.dayThree, demo.deliverDayThree, demo.operatorView,
+	} {
+		if err := chapter(d, ctx); err != nil {
+			return "", err
+		}
 	}
 
 	if !pgtest.StartedThrowaway() || keep {
@@ -235,7 +225,8 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 // seedUsers seeds the sample users as of day 1, spreads them over three
 // time zones and gives them a history of messages to the bot, printing
 // what quiet hours mean for each zone right now.
-func (d demo) seedUsers(ctx context.Context, users int, day1 time.Time) error {
+func (d demo) seedUsers(ctx context.Context) error {
+	users, day1 := d.users, d.day1
 	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
 	if _, err := seed.Generate(ctx, d.pool, seed.Options{Users: users, Seed: 42, AsOf: day1}); err != nil {
 		return err
@@ -273,7 +264,8 @@ func (d demo) seedUsers(ctx context.Context, users int, day1 time.Time) error {
 
 // dayOne runs engagement-daily on day 1 and delivers what it queued, then
 // runs it again to show that re-running the same day changes nothing.
-func (d demo) dayOne(ctx context.Context, day1 time.Time) error {
+func (d demo) dayOne(ctx context.Context) error {
+	day1 := d.day1
 	day1Args := append([]string{"--as-of", day1.Format(time.RFC3339), "--holdout-percent", "20"}, bestHour...)
 	days := []struct {
 		title   string
@@ -324,7 +316,8 @@ func (d demo) printAnswers(ctx context.Context) error {
 // dayThree simulates the two days up to day 3: deliveries every 3 hours,
 // then day 3's engagement-daily and two engagement-weekly runs, and puts
 // day 3's messages on the demo's timeline.
-func (d demo) dayThree(ctx context.Context, day1, day3 time.Time) error {
+func (d demo) dayThree(ctx context.Context) error {
+	day1, day3 := d.day1, d.day3
 	// Two days ahead is the future: --allow-future-as-of says the
 	// simulation is meant (without it the jobs and queue-process refuse,
 	// exit 2). queue-process then stamps its sends at the simulated
@@ -362,7 +355,8 @@ func (d demo) dayThree(ctx context.Context, day1, day3 time.Time) error {
 
 // deliverDayThree shows what was queued, then delivers it hour by hour
 // until day 3's evening and shows the queue again.
-func (d demo) deliverDayThree(ctx context.Context, day3 time.Time) error {
+func (d demo) deliverDayThree(ctx context.Context) error {
+	day3 := d.day3
 	step("What was queued")
 	if err := printQueue(ctx, d.pool); err != nil {
 		return err
