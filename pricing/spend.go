@@ -172,6 +172,20 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 	}); err != nil {
 		return Spend{}, fmt.Errorf("read the spend: %w", err)
 	}
+	out.addCategories(byCat)
+	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
+	held, err := spendHeldOutQuery.One(ctx, db, spendHeldOutArgs{AsOf: asOf, Window: SpendWindow, Trigger: string(goodbye.Trigger)})
+	if err != nil {
+		return Spend{}, fmt.Errorf("read the goodbyes held out: %w", err)
+	}
+	out.HeldOut = ForecastGoodbyes(held.HeldOut, prices)
+	sortCategories(out.Categories)
+	return out, nil
+}
+
+// addCategories puts each category's spend in out, in dollars, and adds
+// it to out's totals.
+func (out *Spend) addCategories(byCat map[string]*CategorySpend) {
 	var total, awaiting int64
 	for _, c := range byCat {
 		c.USD, c.AwaitingUSD = USD(c.micro), USD(c.awaitingMicro)
@@ -186,22 +200,20 @@ func ReadSpend(ctx context.Context, db Querier, asOf time.Time, prices *Prices) 
 		awaiting += c.awaitingMicro
 	}
 	out.USD, out.AwaitingUSD = USD(total), USD(awaiting)
-	goodbye, _ := sm.KindOf(sm.GoodbyeMessage)
-	held, err := spendHeldOutQuery.One(ctx, db, spendHeldOutArgs{AsOf: asOf, Window: SpendWindow, Trigger: string(goodbye.Trigger)})
-	if err != nil {
-		return Spend{}, fmt.Errorf("read the goodbyes held out: %w", err)
-	}
-	out.HeldOut = ForecastGoodbyes(held.HeldOut, prices)
+}
+
+// sortCategories orders the categories as sm.Categories lists them, any
+// it does not know last, by name.
+func sortCategories(categories []CategorySpend) {
 	order := func(c string) int {
 		if i := slices.Index(sm.Categories(), sm.Category(c)); i >= 0 {
 			return i
 		}
 		return len(sm.Categories())
 	}
-	slices.SortFunc(out.Categories, func(a, b CategorySpend) int {
+	slices.SortFunc(categories, func(a, b CategorySpend) int {
 		return cmp.Or(cmp.Compare(order(a.Category), order(b.Category)), cmp.Compare(a.Category, b.Category))
 	})
-	return out, nil
 }
 
 // NotMetaMessages is how many messages of the window went through a

@@ -207,69 +207,129 @@ const StoppedShutdown = "shutdown"
 // recorded (while it waits for another run of the job) records nothing.
 func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, cfg Config, sum *Summary) (err error) {
 	start := time.Now()
-	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
-	// Every statement takes the shard as a parameter; one shard of one is
-	// every user.
-	m := moveArgs{shardIndex: 0, shardCount: 1}
-	if cfg.Shard.Sharded() {
-		sum.Shard = cfg.Shard.String()
-		logCtx = logCtx.Str("shard", sum.Shard)
-		m.shardIndex, m.shardCount = cfg.Shard.Index, cfg.Shard.Count
+	j := &jobRun{pool: pool, dryRun: cfg.DryRun, sum: sum,
+		batchSize:   cmp.Or(cfg.BatchSize, DefaultBatchSize),
+		concurrency: cmp.Or(cfg.Concurrency, DefaultConcurrency),
+		// stop is the caller's context: cancelled, the run stops between
+		// batches. The batches run under startRun's context, which only a
+		// lost lease cancels.
+		stop: ctx,
 	}
-	log := logCtx.Logger()
-	batchSize := cmp.Or(cfg.BatchSize, DefaultBatchSize)
-	concurrency := cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	// stop is the caller's context: cancelled, the run stops between
-	// batches. The batches run under startRun's context, which only a lost
-	// lease cancels.
-	stop := ctx
-	stopped := func(err error) bool {
-		if stop.Err() == nil || (err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errStopped)) {
-			return false
-		}
-		sum.Stopped = StoppedShutdown
-		return true
-	}
+	j.scope(job, cfg)
 
 	var r *run
 	if !cfg.DryRun {
-		if r, ctx, err = startRun(ctx, pool, job, cfg.Shard, cfg.AsOf, cfg.LeaseTimeout, log); err != nil {
-			if stopped(err) {
-				log.Info().Str("reason", err.Error()).Msg("told to stop before the run started; nothing done")
+		if r, ctx, err = startRun(ctx, pool, job, cfg.Shard, cfg.AsOf, cfg.LeaseTimeout, j.log); err != nil {
+			if j.stopped(err) {
+				j.log.Info().Str("reason", err.Error()).Msg("told to stop before the run started; nothing done")
 				return nil
 			}
 			return err
 		}
 		defer r.release()
 		sum.RunID = r.id
-		log = log.With().Int64("run_id", r.id).Logger()
-		m.runID = &r.id
+		j.log = j.log.With().Int64("run_id", r.id).Logger()
+		j.m.runID = &r.id
 	}
+	log := j.log
 	log.Info().Msg("job started")
-	defer context.AfterFunc(stop, func() {
+	defer context.AfterFunc(j.stop, func() {
 		log.Info().Msg("told to stop (SIGTERM or SIGINT): the batches in hand finish, then the run stops; the next run does the rest")
 	})()
 
-	// A dry run reads every step's users from one snapshot, so the
-	// counters describe one instant, in a transaction that is always
-	// rolled back. It is not READ ONLY: PostgreSQL refuses to run a
-	// statement that could write (the steps' own) in a read-only
-	// transaction even when it writes nothing (see dryRunStep). It writes
-	// nothing, so a stop cancels its statement at once.
-	var snapshot pgx.Tx
 	if cfg.DryRun {
-		snapshot, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-		if err != nil {
-			if stopped(err) {
+		if j.snapshot, err = beginDryRun(ctx, pool); err != nil {
+			if j.stopped(err) {
 				return nil
 			}
 			return fmt.Errorf("begin the dry run's snapshot: %w", err)
 		}
-		defer snapshot.Rollback(context.WithoutCancel(ctx))
+		defer j.snapshot.Rollback(context.WithoutCancel(ctx))
 	}
 
+	err = j.runSteps(ctx, steps)
+	sum.DurationMS = time.Since(start).Milliseconds()
+
+	if r != nil {
+		if finishErr := r.recordEnd(ctx, sum, err); err == nil {
+			err = finishErr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	logJobFinished(log, sum)
+	return nil
+}
+
+// recordEnd records how the run ended: stopped, with what it did, when it
+// was told to stop and nothing failed; otherwise finished, or failed with
+// err.
+func (r *run) recordEnd(ctx context.Context, sum *Summary, err error) error {
+	if err == nil && sum.Stopped != "" {
+		return r.record(ctx, RunStopped, sum, nil)
+	}
+	return r.finish(ctx, sum, sum.Partial(), err)
+}
+
+// jobRun is one run of a job under way: what its steps share (the pool,
+// the caller's stop, a dry run's snapshot, the statements' arguments, the
+// logger) and the summary they add their counters to.
+type jobRun struct {
+	pool        *pgxpool.Pool
+	stop        context.Context
+	dryRun      bool
+	snapshot    pgx.Tx // a dry run's; nil in a real run
+	m           moveArgs
+	batchSize   int
+	concurrency int
+	log         zerolog.Logger
+	sum         *Summary
+}
+
+// scope gives the run its logger's fields and its statements' shard: the
+// job, the day it runs as of, whether it is a dry run, and its shard when
+// the job is sharded.
+func (j *jobRun) scope(job string, cfg Config) {
+	logCtx := cfg.Logger.With().Str("job", job).Time("as_of", cfg.AsOf).Bool("dry_run", cfg.DryRun)
+	// Every statement takes the shard as a parameter; one shard of one is
+	// every user.
+	j.m = moveArgs{shardIndex: 0, shardCount: 1}
+	if cfg.Shard.Sharded() {
+		j.sum.Shard = cfg.Shard.String()
+		logCtx = logCtx.Str("shard", j.sum.Shard)
+		j.m.shardIndex, j.m.shardCount = cfg.Shard.Index, cfg.Shard.Count
+	}
+	j.log = logCtx.Logger()
+}
+
+// stopped says whether the run was told to stop (its caller's context
+// cancelled) and err, if any, is only the stop's own doing; it then marks
+// the summary stopped, so that a stop is recorded as such, not as a
+// failure.
+func (j *jobRun) stopped(err error) bool {
+	if j.stop.Err() == nil || (err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errStopped)) {
+		return false
+	}
+	j.sum.Stopped = StoppedShutdown
+	return true
+}
+
+// beginDryRun opens a dry run's snapshot. A dry run reads every step's
+// users from one snapshot, so the counters describe one instant, in a
+// transaction that is always rolled back. It is not READ ONLY: PostgreSQL
+// refuses to run a statement that could write (the steps' own) in a
+// read-only transaction even when it writes nothing (see dryRunStep). It
+// writes nothing, so a stop cancels its statement at once.
+func beginDryRun(ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, error) {
+	return pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+}
+
+// runSteps runs the steps in order, each to completion, adding each one's
+// counters to the summary, until one fails or the run is told to stop.
+func (j *jobRun) runSteps(ctx context.Context, steps []step) (err error) {
 	for _, st := range steps {
-		if stopped(nil) {
+		if j.stopped(nil) {
 			break
 		}
 		stepStart := time.Now()
@@ -278,54 +338,49 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 			errs   []UserError
 			cut    bool
 		)
-		if cfg.DryRun {
-			counts, err = dryRunStep(ctx, snapshot, st, m)
-			if err != nil && stopped(err) {
+		if j.dryRun {
+			counts, err = dryRunStep(ctx, j.snapshot, st, j.m)
+			if err != nil && j.stopped(err) {
 				err = nil
 				break
 			}
 		} else {
-			counts, errs, cut, err = runStep(ctx, stop, pool, st, m, batchSize, concurrency, log)
+			counts, errs, cut, err = runStep(ctx, j.stop, j.pool, st, j.m, j.batchSize, j.concurrency, j.log)
 		}
 		if err != nil {
-			err = fmt.Errorf("step %s: %w", st.name, err)
-			break
+			return fmt.Errorf("step %s: %w", st.name, err)
 		}
-		sum.AddStep(Step{Name: st.name, Counts: counts}, errs)
+		j.sum.AddStep(Step{Name: st.name, Counts: counts}, errs)
 		if st.messageType != "" {
-			sum.AddMessages(st.messageType, counts)
+			j.sum.AddMessages(st.messageType, counts)
 		}
-		msg := "step finished"
+		logStepFinished(j.log, st, counts, cut, time.Since(stepStart))
 		if cut {
-			msg = "step stopped part-way; the next run does the rest"
-		}
-		log.Info().Str("step", st.name).Str("message_type", st.messageType).
-			Int("processed", counts.Processed).Int("succeeded", counts.Succeeded).
-			Int("failed", counts.Failed).Int("skipped", counts.Skipped).
-			Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).Int("held_out", counts.HeldOut).
-			Int64("duration_ms", time.Since(stepStart).Milliseconds()).
-			Msg(msg)
-		if cut {
-			stopped(nil)
+			j.stopped(nil)
 			break
 		}
 	}
-	sum.DurationMS = time.Since(start).Milliseconds()
+	return err
+}
 
-	if r != nil {
-		var finishErr error
-		if err == nil && sum.Stopped != "" {
-			finishErr = r.record(ctx, RunStopped, sum, nil)
-		} else {
-			finishErr = r.finish(ctx, sum, sum.Partial(), err)
-		}
-		if err == nil {
-			err = finishErr
-		}
+// logStepFinished writes a step's line: its counters and how long it
+// took, and whether it was stopped part-way.
+func logStepFinished(log zerolog.Logger, st step, counts Counts, cut bool, took time.Duration) {
+	msg := "step finished"
+	if cut {
+		msg = "step stopped part-way; the next run does the rest"
 	}
-	if err != nil {
-		return err
-	}
+	log.Info().Str("step", st.name).Str("message_type", st.messageType).
+		Int("processed", counts.Processed).Int("succeeded", counts.Succeeded).
+		Int("failed", counts.Failed).Int("skipped", counts.Skipped).
+		Int("queued", counts.Queued).Int("duplicates", counts.Duplicates).Int("held_out", counts.HeldOut).
+		Int64("duration_ms", took.Milliseconds()).
+		Msg(msg)
+}
+
+// logJobFinished writes the run's last line: the job's counters summed
+// over its steps, and whether it finished or was stopped.
+func logJobFinished(log zerolog.Logger, sum *Summary) {
 	msg := "job finished"
 	if sum.Stopped != "" {
 		msg = "job stopped"
@@ -336,7 +391,6 @@ func runJob(ctx context.Context, pool *pgxpool.Pool, job string, steps []step, c
 		Int("queued", sum.Queued).Int("duplicates", sum.Duplicates).
 		Str("stopped", sum.Stopped).Int64("duration_ms", sum.DurationMS).
 		Msg(msg)
-	return nil
 }
 
 // runStep moves the step's users chunk by chunk: each chunk is a range of
@@ -410,13 +464,20 @@ func runStep(ctx, stop context.Context, pool *pgxpool.Pool, st step, m moveArgs,
 	case next < blocks:
 		cut = true
 	}
-	slices.SortFunc(b.failures, func(x, y failure) int { return cmp.Compare(x.userID, y.userID) })
-	for _, f := range b.failures {
+	return st.counts(b.total, len(b.failures)), userErrors(log, st.name, b.failures), cut, nil
+}
+
+// userErrors logs a step's failed users, in the order of their ids so that
+// a run's lines and summary read the same way every time, and returns them
+// as the summary lists them.
+func userErrors(log zerolog.Logger, step string, failures []failure) (errs []UserError) {
+	slices.SortFunc(failures, func(x, y failure) int { return cmp.Compare(x.userID, y.userID) })
+	for _, f := range failures {
 		id := f.userID // "": the failing row moved before it could be named
-		log.Error().Str("step", st.name).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
-		errs = append(errs, UserError{UserID: id, Step: st.name, Error: f.err.Error()})
+		log.Error().Str("step", step).Str("user_id", id).Str("error", f.err.Error()).Msg("user failed")
+		errs = append(errs, UserError{UserID: id, Step: step, Error: f.err.Error()})
 	}
-	return st.counts(b.total, len(b.failures)), errs, cut, nil
+	return errs
 }
 
 // counts are the step's counters from its statement's, summed over its

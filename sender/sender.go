@@ -195,16 +195,9 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 	if err != nil {
 		return Queued{}, err
 	}
-	// JSON goes as text: in pgx's exec mode (the default, for transaction
-	// poolers) a []byte would be sent as bytea.
-	var params *string
-	if m.Params != nil {
-		b, err := json.Marshal(m.Params)
-		if err != nil {
-			return Queued{}, fmt.Errorf("encode params: %w", err)
-		}
-		s := string(b)
-		params = &s
+	params, err := paramsText(m.Params)
+	if err != nil {
+		return Queued{}, err
 	}
 	kind, isKind := sm.KindOf(sm.Message(m.Type))
 	if kind.ConfirmsOptOut {
@@ -251,6 +244,22 @@ func Enqueue(ctx context.Context, q Querier, m Message) (Queued, error) {
 			m.DestinationJID != "" && row.DestinationJID != strings.TrimSpace(m.DestinationJID)
 	}
 	return out, nil
+}
+
+// paramsText is a message's params as the statement takes them: a JSON
+// object, as text (nil when the message has none). JSON goes as text: in
+// pgx's exec mode (the default, for transaction poolers) a []byte would
+// be sent as bytea.
+func paramsText(p map[string]string) (*string, error) {
+	if p == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode params: %w", err)
+	}
+	s := string(b)
+	return &s, nil
 }
 
 // optionalTime is t, or nil (SQL NULL) when t is zero.

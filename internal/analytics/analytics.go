@@ -126,17 +126,7 @@ func PublishRun(ctx context.Context, pool *pgxpool.Pool, runID int64, cfg Config
 	// backoff meanwhile), then close; closing gives up on retries, and the
 	// transport has given up on requests once the budget is spent.
 	_ = t.wait(ctx)
-	closed := make(chan error, 1) // a panic in the client's Close, if any
-	go func() { closed <- recovered.Call(func() { _ = client.Close() }) }()
-	var closeErr error
-	select {
-	case closeErr = <-closed:
-	case <-ctx.Done():
-		select {
-		case closeErr = <-closed:
-		case <-time.After(closeGrace):
-		}
-	}
+	closeErr := closeClient(ctx, client)
 
 	res, lastErr := t.result()
 	switch {
@@ -154,6 +144,24 @@ func PublishRun(ctx context.Context, pool *pgxpool.Pool, runID int64, cfg Config
 		return res, fmt.Errorf("analytics: %d of %d events not sent: %s", res.Events-res.Sent, res.Events, reason)
 	}
 	return res, nil
+}
+
+// closeClient closes the PostHog client, giving up its retries, and waits
+// for it to close until ctx's end and then at most closeGrace more, so
+// that a client stuck closing does not hold the run. Its error is a panic
+// in the client's Close, if any.
+func closeClient(ctx context.Context, client posthog.Client) (closeErr error) {
+	closed := make(chan error, 1) // a panic in the client's Close, if any
+	go func() { closed <- recovered.Call(func() { _ = client.Close() }) }()
+	select {
+	case closeErr = <-closed:
+	case <-ctx.Done():
+		select {
+		case closeErr = <-closed:
+		case <-time.After(closeGrace):
+		}
+	}
+	return closeErr
 }
 
 // runInfo is what every event of a run carries.

@@ -87,7 +87,6 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 	if _, ok := env.Stderr.(*os.File); !ok {
 		env.Stderr = zerolog.SyncWriter(env.Stderr)
 	}
-	stderr := env.Stderr
 	stdout := &countingWriter{w: env.Stdout}
 	ran := cmd
 	defer func() {
@@ -96,31 +95,9 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 			finish(ran, env, stdout, fmt.Sprintf("internal error: %v", r), code, debug.Stack())
 		}
 	}()
-	cmd.SetArgs(args)
-	// --version on every binary: "queue-process v1.4.0", exit 0.
-	cmd.Version = version()
-	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	// The environment reaches the command through its flags only: each
-	// flag not given on the command line takes its variable, here, before
-	// the command runs. Then the run's logger, in the run's log format, goes
-	// into its context: commands without a logger of their own (status,
-	// verify, …) log what must not go unseen with it, like a server
-	// WARNING, and the libraries' own loggers write through it.
-	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		err := applyEnv(c, env.LookupEnv)
-		log := runLogger(c, env)
-		c.SetContext(log.WithContext(c.Context()))
-		if isProcessRun(c.Context()) {
-			libraryLog.Store(&log)
-		}
-		return err
-	}
+	setUp(cmd, args, env, stdout)
 	ctx = postgres.WithConnectTimeout(ctx, env.ConnectTimeout)
 	ctx = runLogger(cmd, env).WithContext(ctx) // until the flags are read
-	cmd.SilenceErrors = true
-	cmd.SilenceUsage = true
 	c, err := cmd.ExecuteContextC(ctx)
 	if c != nil {
 		ran = c
@@ -145,6 +122,36 @@ func Main(ctx context.Context, cmd *cobra.Command, args []string, env Env) (code
 		finish(ran, env, stdout, OneLine(err.Error()), code, stack)
 	}
 	return code
+}
+
+// setUp readies cmd to run with args in env, writing to stdout: it gives
+// it --version, has it read the environment and put the run's logger in
+// its context before it runs, and silences cobra's own printing of errors
+// and usage (Main prints errors its own way).
+func setUp(cmd *cobra.Command, args []string, env Env, stdout io.Writer) {
+	cmd.SetArgs(args)
+	// --version on every binary: "queue-process v1.4.0", exit 0.
+	cmd.Version = version()
+	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	cmd.SetOut(stdout)
+	cmd.SetErr(env.Stderr)
+	// The environment reaches the command through its flags only: each
+	// flag not given on the command line takes its variable, here, before
+	// the command runs. Then the run's logger, in the run's log format, goes
+	// into its context: commands without a logger of their own (status,
+	// verify, …) log what must not go unseen with it, like a server
+	// WARNING, and the libraries' own loggers write through it.
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		err := applyEnv(c, env.LookupEnv)
+		log := runLogger(c, env)
+		c.SetContext(log.WithContext(c.Context()))
+		if isProcessRun(c.Context()) {
+			libraryLog.Store(&log)
+		}
+		return err
+	}
+	cmd.SilenceErrors = true
+	cmd.SilenceUsage = true
 }
 
 // finish reports the error msg a run of cmd ends with, exit code code: one

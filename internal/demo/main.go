@@ -167,6 +167,18 @@ func demoDatabase(ctx context.Context, database string) (string, error) {
 	return u.String(), nil
 }
 
+// demo is one run's surroundings: the built binaries' directory, the demo
+// database's URL, the demo's own pool, the users to seed and the story's
+// days, so that each chapter of the story below is a method that reads as
+// the steps it prints.
+type demo struct {
+	bin        string
+	url        string
+	pool       *pgxpool.Pool
+	users      int
+	day1, day3 time.Time
+}
+
 func run(ctx context.Context, bin, database string, users int, keep bool) (string, error) {
 	step("A throwaway database")
 	url, err := pgtest.CreateDatabase(ctx, database)
@@ -192,26 +204,47 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		return "", err
 	}
 	day1 := first.DayOne.UTC()
-	day3 := day1.Add(49 * time.Hour)
-
-	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
-	if _, err := seed.Generate(ctx, pool, seed.Options{Users: users, Seed: 42, AsOf: day1}); err != nil {
-		return "", err
+	d := demo{bin: bin, url: url, pool: pool, users: users, day1: day1, day3: day1.Add(49 * time.Hour)}
+	for _, chapter := range []func(demo, context.Context) error{
+		demo.seedUsers, demo.dayOne, demo.printAnswers, demo.dayThree, demo.deliverDayThree, demo.operatorView,
+	} {
+		if err := chapter(d, ctx); err != nil {
+			return "", err
+		}
 	}
-	if err := printStates(ctx, pool); err != nil {
-		return "", err
+
+	if !pgtest.StartedThrowaway() || keep {
+		fmt.Printf("\nLook around with:\n  psql '%s'\n", url)
+	}
+	if pgtest.StartedThrowaway() && keep {
+		fmt.Println("Stop the throwaway PostgreSQL with: make pg-stop")
+	}
+	return url, nil
+}
+
+// seedUsers seeds the sample users as of day 1, spreads them over three
+// time zones and gives them a history of messages to the bot, printing
+// what quiet hours mean for each zone right now.
+func (d demo) seedUsers(ctx context.Context) error {
+	users, day1 := d.users, d.day1
+	step(fmt.Sprintf("%d sample users, as of %s", users, day1.Format(time.RFC3339)))
+	if _, err := seed.Generate(ctx, d.pool, seed.Options{Users: users, Seed: 42, AsOf: day1}); err != nil {
+		return err
+	}
+	if err := printStates(ctx, d.pool); err != nil {
+		return err
 	}
 	// Some users live abroad: a third get Lisbon's zone, a third Tokyo's;
 	// the rest have none and take the shipped default, São Paulo's. At any
 	// hour some of them are awake, so the demo both delivers and defers.
-	if _, err := zonesQuery.Exec(ctx, pool, sqlfile.None{}); err != nil {
-		return "", err
+	if _, err := zonesQuery.Exec(ctx, d.pool, sqlfile.None{}); err != nil {
+		return err
 	}
 	fmt.Println("\nQuiet hours 21:00-09:00 in each user's zone (São Paulo's when unknown); right now:")
 	for _, zone := range []string{"America/Sao_Paulo", "Europe/Lisbon", "Asia/Tokyo"} {
 		loc, err := time.LoadLocation(zone)
 		if err != nil {
-			return "", err
+			return err
 		}
 		local, verdict := day1.In(loc), "awake: messages go out"
 		if h := local.Hour(); h >= 21 || h < 9 {
@@ -221,12 +254,18 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 	}
 
 	step("Their history: each writes to the bot at an hour of their own (engagement_fire 'user_message', on four days before day 1)")
-	fired, err := historyQuery.One(ctx, pool, historyArgs{Trigger: string(sm.UserMessage), DayOne: day1, Active: string(sm.Active)})
+	fired, err := historyQuery.One(ctx, d.pool, historyArgs{Trigger: string(sm.UserMessage), DayOne: day1, Active: string(sm.Active)})
 	if err != nil {
-		return "", fmt.Errorf("the users' history: %w", err)
+		return fmt.Errorf("the users' history: %w", err)
 	}
 	fmt.Printf("%d messages from %d users\n", fired.Fired, fired.Fired/4)
+	return nil
+}
 
+// dayOne runs engagement-daily on day 1 and delivers what it queued, then
+// runs it again to show that re-running the same day changes nothing.
+func (d demo) dayOne(ctx context.Context) error {
+	day1 := d.day1
 	day1Args := append([]string{"--as-of", day1.Format(time.RFC3339), "--holdout-percent", "20"}, bestHour...)
 	days := []struct {
 		title   string
@@ -237,104 +276,111 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 			day1Args, true},
 		{"Day 1 again: re-running the same day changes nothing", day1Args, false},
 	}
-	for _, d := range days {
-		step(d.title)
-		if err := runBinary(ctx, bin, url, "engagement-daily", append(d.args, "--log-level", "warn")...); err != nil {
-			return "", err
+	for _, day := range days {
+		step(day.title)
+		if err := runBinary(ctx, d.bin, d.url, "engagement-daily", append(day.args, "--log-level", "warn")...); err != nil {
+			return err
 		}
 		fmt.Println()
-		if err := printStates(ctx, pool); err != nil {
-			return "", err
+		if err := printStates(ctx, d.pool); err != nil {
+			return err
 		}
-		if d.deliver {
+		if day.deliver {
 			step("queue-process delivers the day's goodbyes (the log transport; its lines go to stderr, here discarded)")
-			if err := deliver(ctx, bin, url, time.Time{}); err != nil {
-				return "", err
+			if err := deliver(ctx, d.bin, d.url, time.Time{}); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
 
+// printAnswers counts the receipts and the users' answers the seed left,
+// as the bot reports them, and shows where the answers moved the users.
+func (d demo) printAnswers(ctx context.Context) error {
 	step("WhatsApp's receipts and the users' answers, as the bot reports them (engagement_receipt, engagement_fire)")
-	receipts, err := receiptsQuery.One(ctx, pool, receiptsArgs{Delivered: activity.ReceiptDelivered, Read: activity.ReceiptRead})
+	receipts, err := receiptsQuery.One(ctx, d.pool, receiptsArgs{Delivered: activity.ReceiptDelivered, Read: activity.ReceiptRead})
 	if err != nil {
-		return "", fmt.Errorf("the receipts: %w", err)
+		return fmt.Errorf("the receipts: %w", err)
 	}
-	replies, err := repliesQuery.One(ctx, pool, repliesArgs{Comeback: string(sm.UserMessage), Help: string(sm.GoodbyeAnswerHelp),
+	replies, err := repliesQuery.One(ctx, d.pool, repliesArgs{Comeback: string(sm.UserMessage), Help: string(sm.GoodbyeAnswerHelp),
 		RemindLater: string(sm.GoodbyeAnswerRemindLater), NotNow: string(sm.GoodbyeAnswerDormant),
 		GoodbyeState: string(sm.GoodbyeSent), GoodbyeKind: string(sm.GoodbyeMessage)})
 	if err != nil {
-		return "", fmt.Errorf("the answers: %w", err)
+		return fmt.Errorf("the answers: %w", err)
 	}
 	fmt.Printf("%d receipts, %d answers and messages\n", receipts.Receipts, replies.Fired)
-	if err := printStates(ctx, pool); err != nil {
-		return "", err
-	}
+	return printStates(ctx, d.pool)
+}
 
+// dayThree simulates the two days up to day 3: deliveries every 3 hours,
+// then day 3's engagement-daily and two engagement-weekly runs, and puts
+// day 3's messages on the demo's timeline.
+func (d demo) dayThree(ctx context.Context) error {
+	day1, day3 := d.day1, d.day3
 	// Two days ahead is the future: --allow-future-as-of says the
 	// simulation is meant (without it the jobs and queue-process refuse,
 	// exit 2). queue-process then stamps its sends at the simulated
 	// instant, so the console sees them on the demo's timeline.
 	step("Days 1 to 3, simulated: queue-process every 3 hours, sending what quiet hours held back as each user's morning comes")
 	for at := day1.Add(3 * time.Hour); at.Before(day3); at = at.Add(3 * time.Hour) {
-		if err := deliver(ctx, bin, url, at); err != nil {
-			return "", err
+		if err := deliver(ctx, d.bin, d.url, at); err != nil {
+			return err
 		}
 	}
 
 	future := []string{"--as-of", day3.Format(time.RFC3339), "--allow-future-as-of", "--log-level", "warn"}
 	step("Day 3, simulated: goodbyes delivered over 48 h ago and unanswered: dormant (those delivered later keep their 48 h)")
-	if err := runBinary(ctx, bin, url, "engagement-daily", future...); err != nil {
-		return "", err
+	if err := runBinary(ctx, d.bin, d.url, "engagement-daily", future...); err != nil {
+		return err
 	}
 	fmt.Println()
-	if err := printStates(ctx, pool); err != nil {
-		return "", err
+	if err := printStates(ctx, d.pool); err != nil {
+		return err
 	}
 
 	weekly := []string{"Weekly review: users active in the last 7 days get one", "Weekly review again: one review per user per ISO week"}
 	for _, title := range weekly {
 		step(title + " (day 3)")
-		if err := runBinary(ctx, bin, url, "engagement-weekly", future...); err != nil {
-			return "", err
+		if err := runBinary(ctx, d.bin, d.url, "engagement-weekly", future...); err != nil {
+			return err
 		}
 	}
 
-	if _, err := dueOnTimelineQuery.Exec(ctx, pool, sqlfile.None{}); err != nil {
-		return "", fmt.Errorf("day 3's messages on the demo's timeline: %w", err)
+	if _, err := dueOnTimelineQuery.Exec(ctx, d.pool, sqlfile.None{}); err != nil {
+		return fmt.Errorf("day 3's messages on the demo's timeline: %w", err)
 	}
+	return nil
+}
 
+// deliverDayThree shows what was queued, then delivers it hour by hour
+// until day 3's evening and shows the queue again.
+func (d demo) deliverDayThree(ctx context.Context) error {
+	day3 := d.day3
 	step("What was queued")
-	if err := printQueue(ctx, pool); err != nil {
-		return "", err
+	if err := printQueue(ctx, d.pool); err != nil {
+		return err
 	}
 
 	step("Day 3, simulated: queue-process every hour until its evening, delivering the reviews as each user's morning comes")
 	for at := day3; at.Before(day3.Add(12 * time.Hour)); at = at.Add(time.Hour) {
-		if err := deliver(ctx, bin, url, at); err != nil {
-			return "", err
+		if err := deliver(ctx, d.bin, d.url, at); err != nil {
+			return err
 		}
 	}
 	fmt.Println()
-	if err := printQueue(ctx, pool); err != nil {
-		return "", err
-	}
+	return printQueue(ctx, d.pool)
+}
 
+// operatorView runs engagementctl status and verify: what an operator
+// sees after the three days, and that the invariants hold.
+func (d demo) operatorView(ctx context.Context) error {
 	step("engagementctl status: what an operator sees")
-	if err := runBinary(ctx, bin, url, "engagementctl", "status"); err != nil {
-		return "", err
+	if err := runBinary(ctx, d.bin, d.url, "engagementctl", "status"); err != nil {
+		return err
 	}
 	step("engagementctl verify: the invariants hold")
-	if err := runBinary(ctx, bin, url, "engagementctl", "verify"); err != nil {
-		return "", err
-	}
-
-	if !pgtest.StartedThrowaway() || keep {
-		fmt.Printf("\nLook around with:\n  psql '%s'\n", url)
-	}
-	if pgtest.StartedThrowaway() && keep {
-		fmt.Println("Stop the throwaway PostgreSQL with: make pg-stop")
-	}
-	return url, nil
+	return runBinary(ctx, d.bin, d.url, "engagementctl", "verify")
 }
 
 // deliver runs queue-process over the log transport, in waking hours, as

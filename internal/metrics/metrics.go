@@ -162,17 +162,8 @@ type VerifyCheck struct {
 // Gatherer builds a fresh registry holding the run's metrics: every metric
 // for a completed run, the run-level failure metrics for a failed one.
 func Gatherer(r Run) prometheus.Gatherer {
-	reg := prometheus.NewRegistry()
-	gauge := func(name, help string) prometheus.Gauge {
-		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-		reg.MustRegister(g)
-		return g
-	}
-	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-		reg.MustRegister(g)
-		return g
-	}
+	reg := registry{prometheus.NewRegistry()}
+	gauge, vec := reg.gauge, reg.vec
 
 	gauge(JobDuration, "How long the last run took, queue step included.").Set(r.Duration.Seconds())
 	failed := gauge(JobLastRunFailed, "1 when the last run failed (exit 1), else 0.")
@@ -180,74 +171,19 @@ func Gatherer(r Run) prometheus.Gatherer {
 	if r.Failed {
 		failed.Set(1)
 		gauge(JobLastFailure, "Unix time the last run ended, while it failed (exit 1).").Set(end)
-		return reg
+		return reg.Registry
 	}
 	if r.Stopped {
 		gauge(JobLastStopped, "Unix time the last run ended, while it was told to stop (SIGTERM) before its work was done.").Set(end)
-		return reg
+		return reg.Registry
 	}
 	gauge(JobLastSuccess, "Unix time the last run that completed (exit 0 or 3) ended.").Set(end)
 
 	if s := r.Summary; s != nil {
-		users := vec(JobUsers, "Users a step considered in the last completed run, by outcome: succeeded, failed or skipped.", "step", "outcome")
-		processed := vec(JobUsersProcessed, "Users a step acted on in the last completed run (succeeded + failed).", "step")
-		messages := vec(JobMessages, "Queue inserts of a step in the last completed run, by result: queued (new rows) or duplicates (the idempotency key existed).", "step", "result")
-		for _, st := range s.Steps {
-			users.WithLabelValues(st.Name, "succeeded").Set(float64(st.Succeeded))
-			users.WithLabelValues(st.Name, "failed").Set(float64(st.Failed))
-			users.WithLabelValues(st.Name, "skipped").Set(float64(st.Skipped))
-			processed.WithLabelValues(st.Name).Set(float64(st.Processed))
-			messages.WithLabelValues(st.Name, "queued").Set(float64(st.Queued))
-			messages.WithLabelValues(st.Name, "duplicates").Set(float64(st.Duplicates))
-		}
+		pushSteps(vec, s)
 	}
 	if d := r.Delivery; d != nil {
-		delivered := vec(DeliveryMessages, "Delivery attempts settled in the last completed run, by transport and result: sent, retried or failed.", "transport", "result")
-		delivered.WithLabelValues(d.Transport, "sent").Set(float64(d.Sent))
-		delivered.WithLabelValues(d.Transport, "retried").Set(float64(d.Retried))
-		delivered.WithLabelValues(d.Transport, "failed").Set(float64(d.Failed))
-		vec(DeliveryRecovered, "Abandoned claims (a worker died mid-send) the last completed run settled.", "transport").
-			WithLabelValues(d.Transport).Set(float64(d.Recovered))
-		reasons := deliveryCancelReasons()
-		cancelled := vec(DeliveryCancelled, "Messages the last completed run found no longer wanted when it claimed them, by reason: "+strings.Join(reasons, ", ")+".", "transport", "reason")
-		for _, reason := range reasons {
-			cancelled.WithLabelValues(d.Transport, reason).Set(float64(d.CancelReasons[reason]))
-		}
-		vec(DeliveryDeferred, "Messages the last completed run left pending past when they were due: inside the quiet hours, or over the send budget.", "transport").
-			WithLabelValues(d.Transport).Set(float64(d.Deferred))
-		if b := d.Budget; b != nil {
-			vec(BudgetDeferred, "Messages the last completed run found over the send budget and put in its line.", "transport").
-				WithLabelValues(d.Transport).Set(float64(d.DeferReasons[sm.DeferredBudget]))
-			vec(BudgetLimit, "Recipients the send budget's window may hold, as the last completed run left it (today's figure while a ramp warms up).", "transport").
-				WithLabelValues(d.Transport).Set(float64(b.Limit))
-			vec(BudgetUsed, "Slots of the send budget spent in the last 24 hours (a recipient each), as the last completed run left it.", "transport").
-				WithLabelValues(d.Transport).Set(float64(b.Used))
-			vec(BudgetWaiting, "Messages waiting on the send budget after the last completed run.", "transport").
-				WithLabelValues(d.Transport).Set(float64(b.Waiting))
-		}
-		vec(DeliveryInvalid, "Messages the last completed run failed because they could not be rendered (bad params, unknown key).", "transport").
-			WithLabelValues(d.Transport).Set(float64(d.Invalid))
-		vec(DeliveryReleased, "Claimed messages the last completed run handed back unsent (a shutdown, the deadline, an outage), their retries unspent.", "transport").
-			WithLabelValues(d.Transport).Set(float64(d.Released))
-		outage := 0.0
-		if d.Stopped == "outage" {
-			outage = 1
-		}
-		vec(DeliveryOutage, "1 when the last completed run stopped because the receiver was down (unreachable, or 502/503/504 to several messages in a row), else 0.", "transport").
-			WithLabelValues(d.Transport).Set(outage)
-		pushPause(vec, d)
-		vec(DeliveryDeduplicated, "Messages the dedupe store stopped in the last completed run (its key was recorded as delivered): marked sent, not sent again.", "transport").
-			WithLabelValues(d.Transport).Set(float64(d.Deduplicated))
-		if d.DedupeChecks > 0 {
-			vec(DedupeChecks, "Dedupe store operations (lookups before a send, records after one) in the last completed run.", "transport").
-				WithLabelValues(d.Transport).Set(float64(d.DedupeChecks))
-			vec(DedupeCheckErrors, "Dedupe store operations that failed in the last completed run (one the store failed open on included).", "transport").
-				WithLabelValues(d.Transport).Set(float64(d.DedupeCheckErrors))
-			vec(DedupeCheckSeconds, "Time the dedupe store's operations took in all in the last completed run (divide by engagement_dedupe_checks for the mean).", "transport").
-				WithLabelValues(d.Transport).Set(d.DedupeCheckSeconds)
-		}
-		vec(DeliveryClaimsLeft, "Messages still claimed when the last completed run ended, because the database did not answer (-1: unknown); recovery settles them once the run's lease runs out.", "transport").
-			WithLabelValues(d.Transport).Set(float64(d.ClaimsLeft))
+		pushDelivery(vec, d)
 	}
 	if q := r.Queue; q != nil {
 		gauge(QueuePending, "Pending messages after the last completed queue-process run, due or not.").Set(float64(q.Pending))
@@ -273,7 +209,101 @@ func Gatherer(r Run) prometheus.Gatherer {
 			violations.WithLabelValues(c.Name).Set(float64(c.Violations))
 		}
 	}
-	return reg
+	return reg.Registry
+}
+
+// registry is a fresh registry that registers each gauge as it is made,
+// so that it holds only the metrics the run has figures for.
+type registry struct{ *prometheus.Registry }
+
+// gauge makes and registers a gauge without labels.
+func (reg registry) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	reg.MustRegister(g)
+	return g
+}
+
+// vec makes and registers a gauge with labels.
+func (reg registry) vec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	reg.MustRegister(g)
+	return g
+}
+
+// pushSteps sets a daily or weekly job's metrics: each step's users by
+// outcome and the queue inserts it made.
+func pushSteps(vec func(name, help string, labels ...string) *prometheus.GaugeVec, s *engagement.JobSummary) {
+	users := vec(JobUsers, "Users a step considered in the last completed run, by outcome: succeeded, failed or skipped.", "step", "outcome")
+	processed := vec(JobUsersProcessed, "Users a step acted on in the last completed run (succeeded + failed).", "step")
+	messages := vec(JobMessages, "Queue inserts of a step in the last completed run, by result: queued (new rows) or duplicates (the idempotency key existed).", "step", "result")
+	for _, st := range s.Steps {
+		users.WithLabelValues(st.Name, "succeeded").Set(float64(st.Succeeded))
+		users.WithLabelValues(st.Name, "failed").Set(float64(st.Failed))
+		users.WithLabelValues(st.Name, "skipped").Set(float64(st.Skipped))
+		processed.WithLabelValues(st.Name).Set(float64(st.Processed))
+		messages.WithLabelValues(st.Name, "queued").Set(float64(st.Queued))
+		messages.WithLabelValues(st.Name, "duplicates").Set(float64(st.Duplicates))
+	}
+}
+
+// pushDelivery sets the metrics of a delivery (queue-process's, or the
+// jobs' queue step's): what it settled, cancelled, deferred, failed or
+// left claimed, and why it stopped.
+func pushDelivery(vec func(name, help string, labels ...string) *prometheus.GaugeVec, d *engagement.DeliverySummary) {
+	delivered := vec(DeliveryMessages, "Delivery attempts settled in the last completed run, by transport and result: sent, retried or failed.", "transport", "result")
+	delivered.WithLabelValues(d.Transport, "sent").Set(float64(d.Sent))
+	delivered.WithLabelValues(d.Transport, "retried").Set(float64(d.Retried))
+	delivered.WithLabelValues(d.Transport, "failed").Set(float64(d.Failed))
+	vec(DeliveryRecovered, "Abandoned claims (a worker died mid-send) the last completed run settled.", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.Recovered))
+	reasons := deliveryCancelReasons()
+	cancelled := vec(DeliveryCancelled, "Messages the last completed run found no longer wanted when it claimed them, by reason: "+strings.Join(reasons, ", ")+".", "transport", "reason")
+	for _, reason := range reasons {
+		cancelled.WithLabelValues(d.Transport, reason).Set(float64(d.CancelReasons[reason]))
+	}
+	vec(DeliveryDeferred, "Messages the last completed run left pending past when they were due: inside the quiet hours, or over the send budget.", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.Deferred))
+	pushBudget(vec, d)
+	vec(DeliveryInvalid, "Messages the last completed run failed because they could not be rendered (bad params, unknown key).", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.Invalid))
+	vec(DeliveryReleased, "Claimed messages the last completed run handed back unsent (a shutdown, the deadline, an outage), their retries unspent.", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.Released))
+	outage := 0.0
+	if d.Stopped == "outage" {
+		outage = 1
+	}
+	vec(DeliveryOutage, "1 when the last completed run stopped because the receiver was down (unreachable, or 502/503/504 to several messages in a row), else 0.", "transport").
+		WithLabelValues(d.Transport).Set(outage)
+	pushPause(vec, d)
+	vec(DeliveryDeduplicated, "Messages the dedupe store stopped in the last completed run (its key was recorded as delivered): marked sent, not sent again.", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.Deduplicated))
+	if d.DedupeChecks > 0 {
+		vec(DedupeChecks, "Dedupe store operations (lookups before a send, records after one) in the last completed run.", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.DedupeChecks))
+		vec(DedupeCheckErrors, "Dedupe store operations that failed in the last completed run (one the store failed open on included).", "transport").
+			WithLabelValues(d.Transport).Set(float64(d.DedupeCheckErrors))
+		vec(DedupeCheckSeconds, "Time the dedupe store's operations took in all in the last completed run (divide by engagement_dedupe_checks for the mean).", "transport").
+			WithLabelValues(d.Transport).Set(d.DedupeCheckSeconds)
+	}
+	vec(DeliveryClaimsLeft, "Messages still claimed when the last completed run ended, because the database did not answer (-1: unknown); recovery settles them once the run's lease runs out.", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.ClaimsLeft))
+}
+
+// pushBudget sets the send budget's metrics, when the delivery had one:
+// its limit, what it used, and the messages it deferred and left waiting.
+func pushBudget(vec func(name, help string, labels ...string) *prometheus.GaugeVec, d *engagement.DeliverySummary) {
+	b := d.Budget
+	if b == nil {
+		return
+	}
+	vec(BudgetDeferred, "Messages the last completed run found over the send budget and put in its line.", "transport").
+		WithLabelValues(d.Transport).Set(float64(d.DeferReasons[sm.DeferredBudget]))
+	vec(BudgetLimit, "Recipients the send budget's window may hold, as the last completed run left it (today's figure while a ramp warms up).", "transport").
+		WithLabelValues(d.Transport).Set(float64(b.Limit))
+	vec(BudgetUsed, "Slots of the send budget spent in the last 24 hours (a recipient each), as the last completed run left it.", "transport").
+		WithLabelValues(d.Transport).Set(float64(b.Used))
+	vec(BudgetWaiting, "Messages waiting on the send budget after the last completed run.", "transport").
+		WithLabelValues(d.Transport).Set(float64(b.Waiting))
 }
 
 // ValidateLabelValue checks a grouping label value given by an operator:

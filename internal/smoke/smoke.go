@@ -139,43 +139,10 @@ func Run(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, res *Resul
 		return err
 	}
 
+	s := &smokeRun{pool: pool, log: log, c: c, res: res, jobCfg: scheduler.Config{AsOf: asOf, Logger: log}}
 	// First runs: the jobs do their work.
-	jobCfg := scheduler.Config{AsOf: asOf, Logger: log}
-	daily, err := scheduler.RunDaily(ctx, pool, jobCfg)
+	queued, err := s.firstRuns(ctx)
 	if err != nil {
-		return fmt.Errorf("engagement-daily: %w", err)
-	}
-	res.Runs.Daily = daily
-	if err := c.expect("daily", daily.Failed == 0 && daily.Duplicates == 0,
-		"%d users failed, %d duplicate inserts; want 0 and 0", daily.Failed, daily.Duplicates); err != nil {
-		return err
-	}
-	if err := c.expect("daily", daily.Queued > 0 && daily.Queued <= daily.Processed,
-		"processed %d users and queued %d goodbyes; the sample's inactive users should get goodbyes", daily.Processed, daily.Queued); err != nil {
-		return err
-	}
-	weekly, err := scheduler.RunWeekly(ctx, pool, jobCfg)
-	if err != nil {
-		return fmt.Errorf("engagement-weekly: %w", err)
-	}
-	res.Runs.Weekly = weekly
-	if err := c.expect("weekly", weekly.Failed == 0 && weekly.Duplicates == 0 && weekly.Queued > 0,
-		"queued %d reviews, %d failed, %d duplicates; want some reviews, no failures, no duplicates", weekly.Queued, weekly.Failed, weekly.Duplicates); err != nil {
-		return err
-	}
-	var logLines atomic.Int64
-	queue, err := queueProcess(ctx, pool, log, &logLines)
-	if err != nil {
-		return fmt.Errorf("queue-process: %w", err)
-	}
-	res.Runs.QueueProcess = &queue
-	queued := daily.Queued + weekly.Queued
-	if err := c.expect("queue_process", queue.Sent == queued && queue.Failed == 0 && queue.Retried == 0,
-		"sent %d, retried %d, failed %d; want the %d queued messages sent at the first attempt", queue.Sent, queue.Retried, queue.Failed, queued); err != nil {
-		return err
-	}
-	if err := c.expect("queue_process", logLines.Load() == int64(queue.Sent),
-		"the log transport wrote %d lines for %d sends", logLines.Load(), queue.Sent); err != nil {
 		return err
 	}
 	before, err := counts(ctx, pool)
@@ -184,32 +151,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, res *Resul
 	}
 
 	// Second runs, as of the same instants: nothing new may appear.
-	dailyAgain, err := scheduler.RunDaily(ctx, pool, jobCfg)
-	if err != nil {
-		return fmt.Errorf("engagement-daily again: %w", err)
-	}
-	res.Runs.DailyAgain = dailyAgain
-	if err := c.expect("daily_again", dailyAgain.Processed == 0 && dailyAgain.Queued == 0 && dailyAgain.Failed == 0,
-		"a re-run of the same day processed %d users and queued %d messages; want nothing", dailyAgain.Processed, dailyAgain.Queued); err != nil {
-		return err
-	}
-	weeklyAgain, err := scheduler.RunWeekly(ctx, pool, jobCfg)
-	if err != nil {
-		return fmt.Errorf("engagement-weekly again: %w", err)
-	}
-	res.Runs.WeeklyAgain = weeklyAgain
-	if err := c.expect("weekly_again", weeklyAgain.Queued == 0 && weeklyAgain.Failed == 0 && weeklyAgain.Duplicates == weekly.Queued,
-		"a re-run of the same week queued %d reviews with %d duplicates; want 0 queued and the week's %d reviews as duplicates",
-		weeklyAgain.Queued, weeklyAgain.Duplicates, weekly.Queued); err != nil {
-		return err
-	}
-	queueAgain, err := queueProcess(ctx, pool, log, &logLines)
-	if err != nil {
-		return fmt.Errorf("queue-process again: %w", err)
-	}
-	res.Runs.QueueProcessAgain = &queueAgain
-	if err := c.expect("queue_process_again", queueAgain.Processed == 0 && queueAgain.Sent == 0,
-		"a re-run found %d messages to deliver and sent %d; want none", queueAgain.Processed, queueAgain.Sent); err != nil {
+	if err := s.secondRuns(ctx, res.Runs.Weekly.Queued); err != nil {
 		return err
 	}
 	after, err := counts(ctx, pool)
@@ -232,6 +174,97 @@ func Run(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger, res *Resul
 	}
 	res.Verify = &Verify{OK: rep.OK, Broken: rep.Broken}
 	return c.expect("verify", rep.OK, "invariants broken: %v", rep.Broken)
+}
+
+// smokeRun is what the smoke run's job runs share: the database, the
+// jobs' configuration, the log transport's line count, and the result
+// they fill in.
+type smokeRun struct {
+	pool     *pgxpool.Pool
+	log      zerolog.Logger
+	c        check
+	res      *Result
+	jobCfg   scheduler.Config
+	logLines atomic.Int64
+}
+
+// firstRuns runs engagement-daily, engagement-weekly and queue-process
+// once each and checks that they did their work: goodbyes and reviews
+// queued, then all of them sent at the first attempt. It returns how many
+// messages they queued.
+func (s *smokeRun) firstRuns(ctx context.Context) (queued int, err error) {
+	daily, err := scheduler.RunDaily(ctx, s.pool, s.jobCfg)
+	if err != nil {
+		return 0, fmt.Errorf("engagement-daily: %w", err)
+	}
+	s.res.Runs.Daily = daily
+	if err := s.c.expect("daily", daily.Failed == 0 && daily.Duplicates == 0,
+		"%d users failed, %d duplicate inserts; want 0 and 0", daily.Failed, daily.Duplicates); err != nil {
+		return 0, err
+	}
+	if err := s.c.expect("daily", daily.Queued > 0 && daily.Queued <= daily.Processed,
+		"processed %d users and queued %d goodbyes; the sample's inactive users should get goodbyes", daily.Processed, daily.Queued); err != nil {
+		return 0, err
+	}
+	weekly, err := scheduler.RunWeekly(ctx, s.pool, s.jobCfg)
+	if err != nil {
+		return 0, fmt.Errorf("engagement-weekly: %w", err)
+	}
+	s.res.Runs.Weekly = weekly
+	if err := s.c.expect("weekly", weekly.Failed == 0 && weekly.Duplicates == 0 && weekly.Queued > 0,
+		"queued %d reviews, %d failed, %d duplicates; want some reviews, no failures, no duplicates", weekly.Queued, weekly.Failed, weekly.Duplicates); err != nil {
+		return 0, err
+	}
+	queue, err := queueProcess(ctx, s.pool, s.log, &s.logLines)
+	if err != nil {
+		return 0, fmt.Errorf("queue-process: %w", err)
+	}
+	s.res.Runs.QueueProcess = &queue
+	queued = daily.Queued + weekly.Queued
+	if err := s.c.expect("queue_process", queue.Sent == queued && queue.Failed == 0 && queue.Retried == 0,
+		"sent %d, retried %d, failed %d; want the %d queued messages sent at the first attempt", queue.Sent, queue.Retried, queue.Failed, queued); err != nil {
+		return 0, err
+	}
+	if err := s.c.expect("queue_process", s.logLines.Load() == int64(queue.Sent),
+		"the log transport wrote %d lines for %d sends", s.logLines.Load(), queue.Sent); err != nil {
+		return 0, err
+	}
+	return queued, nil
+}
+
+// secondRuns runs the three again, as of the same instants, and checks
+// that they found nothing to do: the week's weeklyQueued reviews are
+// duplicates, nothing is queued or sent.
+func (s *smokeRun) secondRuns(ctx context.Context, weeklyQueued int) error {
+	dailyAgain, err := scheduler.RunDaily(ctx, s.pool, s.jobCfg)
+	if err != nil {
+		return fmt.Errorf("engagement-daily again: %w", err)
+	}
+	s.res.Runs.DailyAgain = dailyAgain
+	if err := s.c.expect("daily_again", dailyAgain.Processed == 0 && dailyAgain.Queued == 0 && dailyAgain.Failed == 0,
+		"a re-run of the same day processed %d users and queued %d messages; want nothing", dailyAgain.Processed, dailyAgain.Queued); err != nil {
+		return err
+	}
+	weeklyAgain, err := scheduler.RunWeekly(ctx, s.pool, s.jobCfg)
+	if err != nil {
+		return fmt.Errorf("engagement-weekly again: %w", err)
+	}
+	s.res.Runs.WeeklyAgain = weeklyAgain
+	if err := s.c.expect("weekly_again", weeklyAgain.Queued == 0 && weeklyAgain.Failed == 0 && weeklyAgain.Duplicates == weeklyQueued,
+		"a re-run of the same week queued %d reviews with %d duplicates; want 0 queued and the week's %d reviews as duplicates",
+		weeklyAgain.Queued, weeklyAgain.Duplicates, weeklyQueued); err != nil {
+		return err
+	}
+	queueAgain, err := queueProcess(ctx, s.pool, s.log, &s.logLines)
+	if err != nil {
+		return fmt.Errorf("queue-process again: %w", err)
+	}
+	s.res.Runs.QueueProcessAgain = &queueAgain
+	if err := s.c.expect("queue_process_again", queueAgain.Processed == 0 && queueAgain.Sent == 0,
+		"a re-run found %d messages to deliver and sent %d; want none", queueAgain.Processed, queueAgain.Sent); err != nil {
+		return err
+	}
+	return nil
 }
 
 // refuseUsers returns a usage error when the database already holds users:

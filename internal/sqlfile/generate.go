@@ -87,23 +87,12 @@ var (
 )
 
 func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error) {
-	nullable, notNull := map[string]bool{}, map[string]bool{}
-	for _, m := range directive.FindAllStringSubmatch(src, -1) {
-		for _, n := range strings.FieldsFunc(m[2], func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
-			if m[1] == "nullable" {
-				nullable[n] = true
-			} else {
-				notNull[n] = true
-			}
-		}
-	}
-
+	nullable, notNull := readDirectives(src)
 	sql, args, err := parameters(ctx, conn, src)
 	if err != nil {
 		return described{}, err
 	}
 	var d described
-
 	desc, err := conn.PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
 		return described{}, fmt.Errorf("prepare: %w", err)
@@ -111,21 +100,13 @@ func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error
 	if len(desc.ParamOIDs) != len(args) {
 		return described{}, fmt.Errorf("%d parameters, the server sees %d: use named parameters only", len(args), len(desc.ParamOIDs))
 	}
-	for i, name := range args {
-		t, err := goType(ctx, conn, desc.ParamOIDs[i], nullable["@"+name])
-		if err != nil {
-			return described{}, fmt.Errorf("@%s: %w", name, err)
-		}
-		d.params = append(d.params, field{sqlName: "@" + name, goName: goName(name), goType: t})
+	if d.params, err = describeParams(ctx, conn, args, desc.ParamOIDs, nullable); err != nil {
+		return described{}, err
 	}
 
 	var pl *plan
 	if len(desc.Fields) > 0 {
-		params := make([]bool, len(d.params))
-		for i, f := range d.params {
-			params[i] = !strings.HasPrefix(f.goType, "*") && !strings.HasPrefix(f.goType, "[]")
-		}
-		if pl, err = explain(ctx, conn, sql, desc.ParamOIDs, params); err != nil {
+		if pl, err = explain(ctx, conn, sql, desc.ParamOIDs, d.paramsNotNull()); err != nil {
 			return described{}, err
 		}
 	}
@@ -159,14 +140,65 @@ func describe(ctx context.Context, conn *pgx.Conn, src string) (described, error
 		}
 		d.fields = append(d.fields, field{sqlName: name, goName: goName(name), goType: t})
 	}
-	for directive, names := range map[string]map[string]bool{"nullable": nullable, "not null": notNull} {
-		for n := range names {
-			if !slices.ContainsFunc(append(slices.Clone(d.params), d.fields...), func(f field) bool { return f.sqlName == n }) {
-				return described{}, fmt.Errorf("%s: %s is neither a parameter (@name) nor a column", directive, n)
+	if err := d.checkDirectives(nullable, notNull); err != nil {
+		return described{}, err
+	}
+	return d, errors.Join(redundant...)
+}
+
+// paramsNotNull says of each parameter whether it is never NULL: its Go
+// type is neither a pointer nor a slice.
+func (d described) paramsNotNull() []bool {
+	params := make([]bool, len(d.params))
+	for i, f := range d.params {
+		params[i] = !strings.HasPrefix(f.goType, "*") && !strings.HasPrefix(f.goType, "[]")
+	}
+	return params
+}
+
+// readDirectives reads the statement's "nullable" and "not null" lines:
+// the parameters (@name) and columns they name, each a set.
+func readDirectives(src string) (nullable, notNull map[string]bool) {
+	nullable, notNull = map[string]bool{}, map[string]bool{}
+	for _, m := range directive.FindAllStringSubmatch(src, -1) {
+		for _, n := range strings.FieldsFunc(m[2], func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+			if m[1] == "nullable" {
+				nullable[n] = true
+			} else {
+				notNull[n] = true
 			}
 		}
 	}
-	return d, errors.Join(redundant...)
+	return nullable, notNull
+}
+
+// describeParams types the statement's named parameters, args, from the
+// types the server gave them (oids, in the same order); a parameter the
+// statement's "nullable" line names takes a pointer.
+func describeParams(ctx context.Context, conn *pgx.Conn, args []string, oids []uint32, nullable map[string]bool) ([]field, error) {
+	var params []field
+	for i, name := range args {
+		t, err := goType(ctx, conn, oids[i], nullable["@"+name])
+		if err != nil {
+			return nil, fmt.Errorf("@%s: %w", name, err)
+		}
+		params = append(params, field{sqlName: "@" + name, goName: goName(name), goType: t})
+	}
+	return params, nil
+}
+
+// checkDirectives refuses a "nullable" or "not null" line that names
+// neither a parameter nor a column of the statement: a typo there would
+// silently change nothing.
+func (d described) checkDirectives(nullable, notNull map[string]bool) error {
+	for directive, names := range map[string]map[string]bool{"nullable": nullable, "not null": notNull} {
+		for n := range names {
+			if !slices.ContainsFunc(append(slices.Clone(d.params), d.fields...), func(f field) bool { return f.sqlName == n }) {
+				return fmt.Errorf("%s: %s is neither a parameter (@name) nor a column", directive, n)
+			}
+		}
+	}
+	return nil
 }
 
 const pgVoid = 2278

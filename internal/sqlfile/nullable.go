@@ -315,29 +315,8 @@ func (p *plan) proven(e string, depth int) bool {
 		return p.proven(e[len("NOT "):], depth+1)
 	}
 	if m := call.FindStringSubmatch(e); m != nil {
-		end := closing(e, len(m[1]))
-		rest := strings.TrimSpace(e[end+1:])
-		if filter, ok := strings.CutPrefix(rest, "FILTER "); ok && m[1] == "count" && strings.HasPrefix(filter, "(") && closing(filter, 0) == len(filter)-1 {
-			rest = ""
-		}
-		if end > 0 && rest == "" {
-			var args []string
-			if list := strings.TrimSpace(e[len(m[1])+1 : end]); list != "" {
-				args = topLevel(list)
-			}
-			switch m[1] {
-			case "count":
-				return true
-			case "COALESCE", "GREATEST", "LEAST": // NULL only when every argument is
-				return slices.ContainsFunc(args, func(a string) bool { return p.proven(a, depth+1) })
-			case "EXTRACT": // EXTRACT(field FROM value)
-				_, value, ok := strings.Cut(e[len(m[1])+1:end], " FROM ")
-				return ok && p.proven(value, depth+1)
-			case "current_setting": // one argument: an unknown setting is an error
-				return len(args) == 1 && p.proven(args[0], depth+1)
-			default:
-				return neverNull[m[1]] && !slices.ContainsFunc(args, func(a string) bool { return !p.proven(a, depth+1) })
-			}
+		if ok, isCall := p.callProven(e, m[1], depth); isCall {
+			return ok
 		}
 	}
 	if m := castOf.FindStringIndex(e); m != nil && m[0] > 0 {
@@ -358,6 +337,38 @@ func (p *plan) proven(e string, depth int) bool {
 		return !slices.ContainsFunc(ops, func(o string) bool { return !p.proven(o, depth+1) })
 	}
 	return false
+}
+
+// callProven says whether e, a call of the function fn (its arguments
+// and, for count, a FILTER clause the whole rest of e), cannot be NULL;
+// isCall is false when e is more than the call, which proven then reads
+// by its other rules.
+func (p *plan) callProven(e, fn string, depth int) (notNull, isCall bool) {
+	end := closing(e, len(fn))
+	rest := strings.TrimSpace(e[end+1:])
+	if filter, ok := strings.CutPrefix(rest, "FILTER "); ok && fn == "count" && strings.HasPrefix(filter, "(") && closing(filter, 0) == len(filter)-1 {
+		rest = ""
+	}
+	if end > 0 && rest == "" {
+		var args []string
+		if list := strings.TrimSpace(e[len(fn)+1 : end]); list != "" {
+			args = topLevel(list)
+		}
+		switch fn {
+		case "count":
+			return true, true
+		case "COALESCE", "GREATEST", "LEAST": // NULL only when every argument is
+			return slices.ContainsFunc(args, func(a string) bool { return p.proven(a, depth+1) }), true
+		case "EXTRACT": // EXTRACT(field FROM value)
+			_, value, ok := strings.Cut(e[len(fn)+1:end], " FROM ")
+			return ok && p.proven(value, depth+1), true
+		case "current_setting": // one argument: an unknown setting is an error
+			return len(args) == 1 && p.proven(args[0], depth+1), true
+		default:
+			return neverNull[fn] && !slices.ContainsFunc(args, func(a string) bool { return !p.proven(a, depth+1) }), true
+		}
+	}
+	return false, false
 }
 
 // caseProven says whether a CASE's every THEN and its ELSE are proven (no

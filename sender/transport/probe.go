@@ -79,49 +79,13 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 	if secret == "" {
 		return rep, errors.New("a probe needs the webhook secret: without one it cannot check the signature")
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	key := "probe:" + hex.EncodeToString(b[:])
-	body, err := marshalJSON(webhookBody{
-		ID: key, UserID: "00000000-0000-0000-0000-000000000000", MessageType: ProbeType, MessageKey: "engagement.probe",
-		Params: map[string]string{}, Locale: "en", Text: "probe", Destination: "individual", IdempotencyKey: key, Attempt: 1,
-	})
+	key, body, err := probeBody()
 	if err != nil {
 		return rep, err
 	}
-	client := newClient(nil)
-	// send sends the probe once; the answer's body is read and closed
-	// inside.
-	send := func(step int, signature string) (probeAnswer, error) {
-		reqCtx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, rawURL, bytes.NewReader(body))
-		if err != nil {
-			return probeAnswer{}, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", userAgent)
-		req.Header.Set("Idempotency-Key", key)
-		req.Header.Set(ProbeHeader, "1")
-		req.Header.Set(signatureHeader, signature)
-		// Sent once each: a probe the client resent on its own would
-		// reach the receiver as a repeat it did not mean (noReplay).
-		noReplay(req)
-		resp, err := client.Do(req)
-		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) && ue.Err != nil {
-				err = ue.Err // url.Error quotes the URL, which may hold credentials
-			}
-			return probeAnswer{}, fmt.Errorf("%w: probe %d: %s", ErrUnreachable, step, oneLine(newRedactor(secret).apply(err.Error())))
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-		rep.Statuses[step-1] = resp.StatusCode
-		return probeAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
-	}
+	p := prober{client: newClient(nil), url: rawURL, secret: secret, key: key, body: body, timeout: timeout, rep: &rep}
 
-	a, err := send(1, Sign(secret+"-wrong", body))
+	a, err := p.send(ctx, 1, Sign(secret+"-wrong", body))
 	if err != nil {
 		return rep, err
 	}
@@ -129,7 +93,7 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 	if !rep.SignatureChecked {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("the probe with a wrong signature got HTTP %d, not a 4xx: the receiver did not refuse a forged request", a.status))
 	}
-	if a, err = send(2, Sign(secret, body)); err != nil {
+	if a, err = p.send(ctx, 2, Sign(secret, body)); err != nil {
 		return rep, err
 	}
 	rep.Answered = successStatus(a.status)
@@ -143,7 +107,7 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 		rep.Problems = append(rep.Problems, "the first delivery of a fresh key was answered as a repeat ("+replayedBy(a)+
 			"): queue-process would record every message as sent while the receiver sends nothing")
 	}
-	if a, err = send(3, Sign(secret, body)); err != nil {
+	if a, err = p.send(ctx, 3, Sign(secret, body)); err != nil {
 		return rep, err
 	}
 	rep.RepeatDropped = successStatus(a.status) && saysReplayed(a)
@@ -153,6 +117,64 @@ func CheckReceiver(ctx context.Context, rawURL, secret string, timeout time.Dura
 	}
 	rep.OK = rep.SignatureChecked && rep.Answered && rep.TakenAsNew && rep.RepeatDropped
 	return rep, nil
+}
+
+// probeBody is the probe's request body, under a fresh idempotency key: a
+// message's webhook body, marked as a probe (message_type "probe", a user
+// id of zeros, no JID) so that a receiver messages nobody.
+func probeBody() (key string, body []byte, err error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	key = "probe:" + hex.EncodeToString(b[:])
+	body, err = marshalJSON(webhookBody{
+		ID: key, UserID: "00000000-0000-0000-0000-000000000000", MessageType: ProbeType, MessageKey: "engagement.probe",
+		Params: map[string]string{}, Locale: "en", Text: "probe", Destination: "individual", IdempotencyKey: key, Attempt: 1,
+	})
+	return key, body, err
+}
+
+// prober sends CheckReceiver's probes: the same body under the same key to
+// the same webhook, each with the signature it is given, noting each
+// answer's status in rep.
+type prober struct {
+	client  *http.Client
+	url     string
+	secret  string
+	key     string
+	body    []byte
+	timeout time.Duration
+	rep     *ProbeReport
+}
+
+// send sends the probe once, as the step-th probe; the answer's body is
+// read and closed inside.
+func (p prober) send(ctx context.Context, step int, signature string) (probeAnswer, error) {
+	reqCtx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, p.url, bytes.NewReader(p.body))
+	if err != nil {
+		return probeAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Idempotency-Key", p.key)
+	req.Header.Set(ProbeHeader, "1")
+	req.Header.Set(signatureHeader, signature)
+	// Sent once each: a probe the client resent on its own would
+	// reach the receiver as a repeat it did not mean (noReplay).
+	noReplay(req)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Err != nil {
+			err = ue.Err // url.Error quotes the URL, which may hold credentials
+		}
+		return probeAnswer{}, fmt.Errorf("%w: probe %d: %s", ErrUnreachable, step, oneLine(newRedactor(p.secret).apply(err.Error())))
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	p.rep.Statuses[step-1] = resp.StatusCode
+	return probeAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
 }
 
 // probeAnswer is what one probe request got back.

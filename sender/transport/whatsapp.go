@@ -354,13 +354,9 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 		Template:         waTemplate{Name: tmpl.Name, Language: waLanguage{Code: tmpl.languageFor(d.Locale)}},
 	}
 	if len(tmpl.Params) > 0 {
-		params := make([]waParameter, 0, len(tmpl.Params))
-		for _, name := range tmpl.Params {
-			v := waParamText(d.Params[name])
-			if v == "" {
-				return Result{}, w.permanent(fmt.Sprintf("message key %q: param %q is missing or empty", oneLine(d.Key), name))
-			}
-			params = append(params, waParameter{Type: "text", Text: v})
+		params, err := w.templateParams(tmpl, d)
+		if err != nil {
+			return Result{}, err
 		}
 		req.Template.Components = []waComponent{{Type: "body", Parameters: params}}
 	}
@@ -397,6 +393,21 @@ func (w *WhatsApp) Send(ctx context.Context, d Delivery) (Result, error) {
 		id = parsed.Messages[0].ID
 	}
 	return Result{ProviderMessageID: id}, nil
+}
+
+// templateParams fills tmpl's body parameters, in its order, with d's
+// params of those names. A param missing or empty is a permanent error:
+// Meta would refuse the template without it, on every attempt.
+func (w *WhatsApp) templateParams(tmpl WhatsAppTemplate, d Delivery) ([]waParameter, error) {
+	params := make([]waParameter, 0, len(tmpl.Params))
+	for _, name := range tmpl.Params {
+		v := waParamText(d.Params[name])
+		if v == "" {
+			return nil, w.permanent(fmt.Sprintf("message key %q: param %q is missing or empty", oneLine(d.Key), name))
+		}
+		params = append(params, waParameter{Type: "text", Text: v})
+	}
+	return params, nil
 }
 
 // apiError classifies a Cloud API error response by its code:

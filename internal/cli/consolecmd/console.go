@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/engagement-scheduler/engagement/console"
 	"github.com/engagement-scheduler/engagement/internal/cli"
@@ -91,7 +92,14 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 		Args: cobra.NoArgs,
 		RunE: cli.RunOptions(o, nil),
 	}
-	fs := cmd.Flags()
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// register binds the console's flags to o, each with its environment
+// variable where it has one; the secrets among them are kept out of help
+// and logs.
+func (o *consoleOptions) register(fs *pflag.FlagSet) {
 	cli.RegisterDatabaseURL(fs, &o.databaseURL)
 	fs.StringVar(&o.replicaURL, "replica-url", "", "PostgreSQL URL of a read replica of the database (a hot standby, e.g. Supabase's read replica): the overview, queue, verify and forecast pages read from it; actions and the audit stay on --database-url")
 	cliflag.BindEnv(fs, "replica-url", "ENGAGEMENT_CONSOLE_REPLICA_URL")
@@ -131,7 +139,6 @@ it refuses to start (exit 2) unless --listen is a loopback address.
 	o.asOf.Name = "--as-of"
 	fs.Var(&o.asOf, "as-of", "the instant the pages treat as now, RFC3339 (default: the database clock)")
 	o.logs.Register(fs)
-	return cmd
 }
 
 // Validate checks every flag before the server starts.
@@ -173,6 +180,17 @@ func (o *consoleOptions) Validate() error {
 	if o.log, err = o.logs.Logger(o.Stderr, Name); err != nil {
 		return err
 	}
+	host, err := o.listenHost()
+	if err != nil {
+		return err
+	}
+	return o.validateAccess(host)
+}
+
+// listenHost settles the address to listen on (--listen, else --port on
+// every interface, else loopback's 127.0.0.1:8080) and returns its host,
+// which decides whether the console may be served without authentication.
+func (o *consoleOptions) listenHost() (string, error) {
 	switch {
 	case o.listen != "":
 	case o.port != "":
@@ -182,8 +200,16 @@ func (o *consoleOptions) Validate() error {
 	}
 	host, port, err := net.SplitHostPort(o.listen)
 	if err != nil || port == "" {
-		return cli.Usagef("--listen must be host:port, got %q", o.listen)
+		return "", cli.Usagef("--listen must be host:port, got %q", o.listen)
 	}
+	return host, nil
+}
+
+// validateAccess reads who may reach the console listening on host, and
+// how: its users (--htpasswd, or a trusted proxy's header), its TLS
+// certificate and its operators. It refuses a console open to anyone off
+// loopback, and operators named where no one is authenticated.
+func (o *consoleOptions) validateAccess(host string) (err error) {
 	if o.htpasswd != "" {
 		if o.auth.Users, err = readHtpasswd(o.htpasswd); err != nil {
 			return cli.UsageError(err)
@@ -326,34 +352,8 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	// cannot hold a connection), 10 s of it for the headers.
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: min(10*time.Second, o.readTimeout), ReadTimeout: o.readTimeout,
 		IdleTimeout: 2 * time.Minute, TLSConfig: o.tls, ErrorLog: httpErrorLog(o.log)}
-	mode := "htpasswd"
-	switch {
-	case o.auth.Open():
-		mode = "none (loopback only)"
-	case o.auth.TrustedUserHeader != "" && len(o.auth.Users) > 0:
-		mode = "trusted header or htpasswd"
-	case o.auth.TrustedUserHeader != "":
-		mode = "trusted header"
-	}
-	scheme := "http"
-	if o.tls != nil {
-		scheme = "https"
-	}
-	o.log.Info().Str("listen", ln.Addr().String()).Str("auth", mode).Str("scheme", scheme).Int("operators", len(o.auth.Operators)).
-		Bool("replica", o.replicaURL != "").Bool("whatsapp_webhook", o.whatsAppSecret != "").Msg("console listening")
-	if host, _, _ := net.SplitHostPort(o.listen); len(o.auth.Users) > 0 && o.tls == nil && !loopback(host) {
-		o.log.Warn().Str("listen", ln.Addr().String()).
-			Msg("Basic auth over plain HTTP off loopback: passwords cross the network readable unless a TLS proxy is in front; give --tls-cert and --tls-key")
-	}
-	fmt.Fprintf(o.Stderr, "engagement-console: open %s://%s/\n", scheme, displayAddr(ln.Addr()))
-	done := make(chan error, 1)
-	go func() {
-		if o.tls != nil {
-			done <- srv.ServeTLS(ln, "", "")
-			return
-		}
-		done <- srv.Serve(ln)
-	}()
+	o.announce(ln)
+	done := o.serve(srv, ln)
 	// The snapshots' refresh ends with the run: Run returns once it has
 	// (it logs what it was doing when stopped, to the run's stderr, which
 	// is the caller's again once Run returns).
@@ -379,6 +379,46 @@ func (o *consoleOptions) Run(ctx context.Context) error {
 	}
 	o.log.Info().Msg("console stopped")
 	return nil
+}
+
+// serve serves on ln in the background, over TLS when the console has a
+// certificate; the channel gets what serving returned.
+func (o *consoleOptions) serve(srv *http.Server, ln net.Listener) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		if o.tls != nil {
+			done <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		done <- srv.Serve(ln)
+	}()
+	return done
+}
+
+// announce logs where the console listens and how it authenticates, warns
+// when Basic auth crosses the network in the clear, and tells the person
+// who started it which address to open.
+func (o *consoleOptions) announce(ln net.Listener) {
+	mode := "htpasswd"
+	switch {
+	case o.auth.Open():
+		mode = "none (loopback only)"
+	case o.auth.TrustedUserHeader != "" && len(o.auth.Users) > 0:
+		mode = "trusted header or htpasswd"
+	case o.auth.TrustedUserHeader != "":
+		mode = "trusted header"
+	}
+	scheme := "http"
+	if o.tls != nil {
+		scheme = "https"
+	}
+	o.log.Info().Str("listen", ln.Addr().String()).Str("auth", mode).Str("scheme", scheme).Int("operators", len(o.auth.Operators)).
+		Bool("replica", o.replicaURL != "").Bool("whatsapp_webhook", o.whatsAppSecret != "").Msg("console listening")
+	if host, _, _ := net.SplitHostPort(o.listen); len(o.auth.Users) > 0 && o.tls == nil && !loopback(host) {
+		o.log.Warn().Str("listen", ln.Addr().String()).
+			Msg("Basic auth over plain HTTP off loopback: passwords cross the network readable unless a TLS proxy is in front; give --tls-cert and --tls-key")
+	}
+	fmt.Fprintf(o.Stderr, "engagement-console: open %s://%s/\n", scheme, displayAddr(ln.Addr()))
 }
 
 // httpErrorLog sends what net/http logs to the console's logger, one line

@@ -85,7 +85,14 @@ docs/migrations.md.`,
 		"how long a migration may wait in all for a table lock another transaction holds, a second at a time (0: no limit)")
 	fs.DurationVar(&f.cfg.WaitTimeout, "wait", migrations.DefaultWaitTimeout,
 		"how long to wait for another engagementctl migrate to finish")
+	cmd.AddCommand(migrateSubcommands(f, runF)...)
+	return cmd
+}
 
+// migrateSubcommands builds migrate's subcommands (up, check, down, force,
+// version), which share migrate's flags, f; each runs as a migrateOptions
+// naming its action.
+func migrateSubcommands(f *migrateFlags, runF func(*migrateOptions) error) []*cobra.Command {
 	sub := func(c *cobra.Command, action string) *migrateOptions {
 		o := &migrateOptions{migrateFlags: f, cmd: c, action: action}
 		c.RunE = cli.RunOptions(o, runF)
@@ -137,8 +144,7 @@ See docs/migrations.md.`,
 		Args: cobra.ExactArgs(1),
 	}
 	sub(force, "force")
-	cmd.AddCommand(up, check, down, force, version)
-	return cmd
+	return []*cobra.Command{up, check, down, force, version}
 }
 
 // Validate checks the command's arguments, then the shared flags, and picks

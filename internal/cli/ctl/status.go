@@ -119,11 +119,37 @@ func (o *statusOptions) Run(ctx context.Context) error {
 func writeStatus(w io.Writer, st *status.Status) error {
 	fmt.Fprintf(w, "engagement status as of %s\n\n", st.AsOf.Format(time.RFC3339))
 
-	// The queue: one row per message type, one column per status.
+	if err := writeQueue(w, st.Queue); err != nil {
+		return err
+	}
+	writePauses(w, st.Pauses)
+	writeBudgets(w, st.AsOf, st.Budgets)
+	writeProtection(w, st.QueueSettings, st.NumberHealth)
+	fmt.Fprintln(w)
+
+	if err := writeSpend(w, st.Spend); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	f := st.SpendForecast
+	cost := "not priced"
+	if f.USD != nil {
+		cost = usd(*f.USD)
+	}
+	fmt.Fprintf(w, "the next %d days' goodbyes: %d, %s (%s)\n\n", f.Days, f.Goodbyes, cost, f.Assumption)
+
+	if err := writeUsers(w, st.Users); err != nil {
+		return err
+	}
+	return writeRuns(w, st.RunsPerJob, st.Runs)
+}
+
+// writeQueue prints the queue: one row per message type, one column per
+// status, then what is due, stuck or cancelled.
+func writeQueue(w io.Writer, q status.Queue) error {
 	statuses := sm.MessageStatuses()
 	var types []string
 	counts := map[[2]string]int64{}
-	for _, c := range st.Queue.Counts {
+	for _, c := range q.Counts {
 		if !slices.Contains(types, c.MessageType) {
 			types = append(types, c.MessageType)
 		}
@@ -133,7 +159,7 @@ func writeStatus(w io.Writer, st *status.Status) error {
 		counts[[2]string{c.MessageType, c.Status}] = c.Messages
 	}
 	slices.Sort(types)
-	fmt.Fprintf(w, "queue: %d messages\n", st.Queue.Total)
+	fmt.Fprintf(w, "queue: %d messages\n", q.Total)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "type\t")
 	for _, s := range statuses {
@@ -162,58 +188,53 @@ func writeStatus(w io.Writer, st *status.Status) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	if st.Queue.OldestDuePendingAt != nil {
-		age := time.Duration(*st.Queue.OldestDuePendingAgeSeconds) * time.Second
+	if q.OldestDuePendingAt != nil {
+		age := time.Duration(*q.OldestDuePendingAgeSeconds) * time.Second
 		fmt.Fprintf(w, "due now: %d pending; the oldest waits since %s (%s)\n",
-			st.Queue.DuePending, st.Queue.OldestDuePendingAt.Format(time.RFC3339), age)
+			q.DuePending, q.OldestDuePendingAt.Format(time.RFC3339), age)
 	} else {
 		fmt.Fprintln(w, "due now: nothing pending is due")
 	}
-	fmt.Fprintf(w, "in flight past the claim deadline: %d\n", st.Queue.ExpiredClaims)
-	fmt.Fprintf(w, "receipts kept for a send not recorded yet: %d\n", st.Queue.KeptReceipts)
-	reasons := make([]string, 0, len(st.Queue.CancelledByReason))
-	for _, r := range st.Queue.CancelledByReason {
+	fmt.Fprintf(w, "in flight past the claim deadline: %d\n", q.ExpiredClaims)
+	fmt.Fprintf(w, "receipts kept for a send not recorded yet: %d\n", q.KeptReceipts)
+	reasons := make([]string, 0, len(q.CancelledByReason))
+	for _, r := range q.CancelledByReason {
 		reasons = append(reasons, fmt.Sprintf("%s %d", r.Reason, r.Messages))
 	}
 	fmt.Fprintf(w, "cancelled by reason: %s\n", strings.Join(reasons, ", "))
-	writePauses(w, st.Pauses)
-	writeBudgets(w, st.AsOf, st.Budgets)
-	writeProtection(w, st.QueueSettings, st.NumberHealth)
-	fmt.Fprintln(w)
+	return nil
+}
 
-	if err := writeSpend(w, st.Spend); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	f := st.SpendForecast
-	cost := "not priced"
-	if f.USD != nil {
-		cost = usd(*f.USD)
-	}
-	fmt.Fprintf(w, "the next %d days' goodbyes: %d, %s (%s)\n\n", f.Days, f.Goodbyes, cost, f.Assumption)
-
-	fmt.Fprintf(w, "users: %d (%d opted out)\n", st.Users.Total, st.Users.OptedOut)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+// writeUsers prints the users by state, with how many of each opted out.
+func writeUsers(w io.Writer, u status.Users) error {
+	fmt.Fprintf(w, "users: %d (%d opted out)\n", u.Total, u.OptedOut)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tusers\topted_out\t")
-	for _, s := range st.Users.ByState {
+	for _, s := range u.ByState {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", s.State, s.Users, s.OptedOut)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t\n", st.Users.Total, st.Users.OptedOut)
+	fmt.Fprintf(tw, "total\t%d\t%d\t\n", u.Total, u.OptedOut)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	if n := st.Users.UnusableTimeZones; n > 0 {
+	if n := u.UnusableTimeZones; n > 0 {
 		fmt.Fprintf(w, "time zones PostgreSQL cannot read: %d users (quiet hours use --timezone for them; verify names them)\n", n)
 	}
+	return nil
+}
 
-	fmt.Fprintf(w, "\nruns: the latest %d per job and shard\n", st.RunsPerJob)
-	if len(st.Runs) == 0 {
+// writeRuns prints each job's latest runs, a row each, then the error of
+// each run that has one, on a line of its own.
+func writeRuns(w io.Writer, perJob int, runs []status.Run) error {
+	fmt.Fprintf(w, "\nruns: the latest %d per job and shard\n", perJob)
+	if len(runs) == 0 {
 		fmt.Fprintln(w, "no job has run yet")
 		return nil
 	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "id\tjob\tshard\tas_of\tstarted\ttook\tstatus\tprocessed\tsucceeded\tfailed\tskipped\tqueued\tduplicates\tsent/retried/failed\t")
 	var errs []status.Run
-	for _, r := range st.Runs {
+	for _, r := range runs {
 		shard, took := "-", "-"
 		if r.Shard != "" {
 			shard = r.Shard

@@ -135,37 +135,8 @@ func (f *DeliveryFlags) Validate() error {
 	if err := f.applyWarmUp(); err != nil {
 		return err
 	}
-	switch {
-	case f.workers < 1 || f.workers > 64:
-		return cli.Usagef("--workers must be from 1 to 64, got %d", f.workers)
-	case f.sendInterval < 0:
-		return cli.Usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
-	case f.sendJitter < 0:
-		return cli.Usagef("--send-jitter must not be negative (0: none), got %s", f.sendJitter)
-	case f.sendJitter > f.sendInterval:
-		return cli.Usagef("--send-jitter %s is above --send-interval %s: the jitter may at most double the gap", f.sendJitter, f.sendInterval)
-	case f.spread && f.sendInterval == 0:
-		return cli.Usagef("--spread-budget needs pacing: a --send-interval above 0")
-	case f.spread && f.dailyLimit == 0 && !f.dailyAuto:
-		return cli.Usagef("--spread-budget needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT): the budget it spreads")
-	case f.maxRetries < 0:
-		return cli.Usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
-	case f.retryBase <= 0:
-		return cli.Usagef("--retry-base must be positive, got %s", f.retryBase)
-	case f.claimTimeout < delivery.MinClaimTimeout:
-		return cli.Usagef("--claim-timeout must be at least %s, got %s", delivery.MinClaimTimeout, f.claimTimeout)
-	case f.maxDuration < 0:
-		return cli.Usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
-	case f.dedupeTTL <= 0:
-		return cli.Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
-	case f.reachout < 0:
-		return cli.Usagef("--reachout-window must not be negative (0: off), got %s", f.reachout)
-	case f.dailyLimit < 0:
-		return cli.Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
-	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
-		return cli.Usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
-	case f.portfolio != "" && !f.dailyAuto:
-		return cli.Usagef("--whatsapp-business-portfolio-id needs --daily-limit auto: the portfolio's budget is Meta's limit")
+	if err := f.checkRanges(); err != nil {
+		return err
 	}
 	if f.portfolio != "" {
 		if err := delivery.ValidPortfolioID(f.portfolio); err != nil {
@@ -201,6 +172,44 @@ func (f *DeliveryFlags) Validate() error {
 		if err := idempotency.CheckSpec(f.dedupeStore); err != nil {
 			return cli.UsageError(err)
 		}
+	}
+	return nil
+}
+
+// checkRanges refuses the pacing, retry, deadline and budget flags out of
+// their range, or given without the flag they depend on.
+func (f *DeliveryFlags) checkRanges() error {
+	switch {
+	case f.workers < 1 || f.workers > 64:
+		return cli.Usagef("--workers must be from 1 to 64, got %d", f.workers)
+	case f.sendInterval < 0:
+		return cli.Usagef("--send-interval must not be negative (0: no pacing), got %s", f.sendInterval)
+	case f.sendJitter < 0:
+		return cli.Usagef("--send-jitter must not be negative (0: none), got %s", f.sendJitter)
+	case f.sendJitter > f.sendInterval:
+		return cli.Usagef("--send-jitter %s is above --send-interval %s: the jitter may at most double the gap", f.sendJitter, f.sendInterval)
+	case f.spread && f.sendInterval == 0:
+		return cli.Usagef("--spread-budget needs pacing: a --send-interval above 0")
+	case f.spread && f.dailyLimit == 0 && !f.dailyAuto:
+		return cli.Usagef("--spread-budget needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT): the budget it spreads")
+	case f.maxRetries < 0:
+		return cli.Usagef("--max-retries must not be negative (0: no retries), got %d", f.maxRetries)
+	case f.retryBase <= 0:
+		return cli.Usagef("--retry-base must be positive, got %s", f.retryBase)
+	case f.claimTimeout < delivery.MinClaimTimeout:
+		return cli.Usagef("--claim-timeout must be at least %s, got %s", delivery.MinClaimTimeout, f.claimTimeout)
+	case f.maxDuration < 0:
+		return cli.Usagef("--max-duration must not be negative (0: until the queue is drained), got %s", f.maxDuration)
+	case f.dedupeTTL <= 0:
+		return cli.Usagef("--dedupe-ttl must be positive, got %s", f.dedupeTTL)
+	case f.reachout < 0:
+		return cli.Usagef("--reachout-window must not be negative (0: off), got %s", f.reachout)
+	case f.dailyLimit < 0:
+		return cli.Usagef("--daily-limit must not be negative (0: none), got %d", f.dailyLimit)
+	case f.ramp != "" && f.dailyLimit == 0 && !f.dailyAuto:
+		return cli.Usagef("--daily-limit-ramp needs --daily-limit (or ENGAGEMENT_DAILY_LIMIT), the most it grows to")
+	case f.portfolio != "" && !f.dailyAuto:
+		return cli.Usagef("--whatsapp-business-portfolio-id needs --daily-limit auto: the portfolio's budget is Meta's limit")
 	}
 	return nil
 }
@@ -252,14 +261,8 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 	if cfg.Catalog, err = f.Catalog(); err != nil {
 		return cfg, err
 	}
-	if t, ok := cfg.Transport.(interface{ HasTemplate(key string) bool }); ok {
-		// A transport of approved templates (the Cloud API) must know
-		// every variant's: a variant without one would fail every send.
-		for _, key := range cfg.Catalog.VariantKeys() {
-			if !t.HasTemplate(key) {
-				return cfg, cli.Usagef("--transport %s: no template for %q, a copy variant of the catalog (each variant is its own approved template)", f.transport, key)
-			}
-		}
+	if err := f.checkTemplates(cfg); err != nil {
+		return cfg, err
 	}
 	if f.quietHours != "" {
 		cfg.QuietHours, _ = delivery.ParseQuietHours(f.quietHours) // validated above
@@ -291,6 +294,24 @@ func (f *DeliveryFlags) ProcessorConfig(stderr io.Writer) (delivery.ProcessorCon
 		cfg.Deadline = time.Now().Add(f.maxDuration)
 	}
 	return cfg, nil
+}
+
+// checkTemplates refuses a transport of approved templates (the Cloud
+// API) that lacks the template of a copy variant of cfg's catalog: that
+// variant would fail every send.
+func (f *DeliveryFlags) checkTemplates(cfg delivery.ProcessorConfig) error {
+	t, ok := cfg.Transport.(interface{ HasTemplate(key string) bool })
+	if !ok {
+		return nil
+	}
+	// A transport of approved templates (the Cloud API) must know
+	// every variant's: a variant without one would fail every send.
+	for _, key := range cfg.Catalog.VariantKeys() {
+		if !t.HasTemplate(key) {
+			return cli.Usagef("--transport %s: no template for %q, a copy variant of the catalog (each variant is its own approved template)", f.transport, key)
+		}
+	}
+	return nil
 }
 
 // Catalog is --catalog laid over the embedded catalog, or the embedded
