@@ -128,6 +128,15 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read the goodbye's arms: %w", err)
 	}
+	rep.pool()
+	compareTimings(rep)
+	return rep, nil
+}
+
+// pool gives each cohort and variant its lift, and pools the closed
+// cohorts with a held-out arm into the report's own arms and lift; the
+// cohorts still counting are counted apart.
+func (rep *Report) pool() {
 	rep.Variants = []Variant{}
 	for i := range rep.Cohorts {
 		c := &rep.Cohorts[i]
@@ -154,8 +163,6 @@ func Read(ctx context.Context, db postgres.Querier, o Options) (*Report, error) 
 	for j := range rep.Variants {
 		rep.Variants[j].Lift = lift(rep.Variants[j].Arm, rep.Holdout)
 	}
-	compareTimings(rep)
-	return rep, nil
 }
 
 // armsArgs are the arms' statement's arguments for weeks up to asOf.
