@@ -71,12 +71,14 @@ const floorLedgerRecordSQL = `
 	   SET status = EXCLUDED.status, attempts = l.attempts + EXCLUDED.attempts, last_attempt_at = now()`
 
 // floorContractClaimSQL claims up to $1 due messages of the contract's
-// queue for holder $2, oldest first, committed.
+// queue for holder $2, oldest first, committed. In the pending index's
+// order (scheduled_for alone): ordered by id too, every claim sorted
+// every pending row, 1 to 2 ms a message.
 const floorContractClaimSQL = `
 	UPDATE engagement_message_queue SET status = 'processing', claimed_by = $2, claimed_until = now() + interval '5 minutes'
 	 WHERE id IN (SELECT id FROM engagement_message_queue
 	               WHERE status = 'pending' AND scheduled_for <= now()
-	               ORDER BY scheduled_for, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+	               ORDER BY scheduled_for LIMIT $1 FOR UPDATE SKIP LOCKED)
 	RETURNING id::text, 1::smallint`
 
 // floorContractRecordSQL records a batch of outcomes on the contract's
