@@ -25,8 +25,8 @@ import (
 
 // Request is one request the bot read.
 type Request struct {
-	At             time.Time
-	IdempotencyKey string // the header
+	At             time.Time // when its first byte was read
+	IdempotencyKey string    // the header
 	Body           Body
 }
 
@@ -245,6 +245,13 @@ func (b *Bot) handle(conn *net.TCPConn) {
 // answer reads one request from conn and answers it by its script; it
 // reports whether the answer keeps the connection open (KeepAlive).
 func (b *Bot) answer(conn *net.TCPConn, rd *bufio.Reader) bool {
+	// A request's time is when its first byte came, not when its body was
+	// parsed: the wishes' bound is on when a request starts, and on a
+	// busy machine the parsing is where this goroutine waits its turn.
+	if _, err := rd.Peek(1); err != nil {
+		return false
+	}
+	at := time.Now()
 	req, err := http.ReadRequest(rd)
 	if err != nil {
 		return false
@@ -253,7 +260,7 @@ func (b *Bot) answer(conn *net.TCPConn, rd *bufio.Reader) bool {
 	if err != nil {
 		return false
 	}
-	r := Request{At: time.Now(), IdempotencyKey: req.Header.Get("Idempotency-Key")}
+	r := Request{At: at, IdempotencyKey: req.Header.Get("Idempotency-Key")}
 	_ = json.Unmarshal(raw, &r.Body)
 
 	b.mu.Lock()
