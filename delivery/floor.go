@@ -121,13 +121,11 @@ type floorPass struct {
 	conn   *pgxpool.Conn
 	holder int       // the server process of the gate's transaction (floor_wait.sql)
 	from   time.Time // when the statement that took the gate was sent
-	until  time.Time // the request is written before this, or not at all (promise)
 	once   sync.Once
 	wrote  chan struct{} // closed at the write, or when Send returned
-	// limited holds the request's connection while its write deadline is
-	// the pass's until (not an HTTP/2 connection, which other requests
-	// share).
-	limited atomic.Pointer[net.Conn]
+	// writeLimit: the request is written before its until, or not at all
+	// (the promise's instant).
+	writeLimit
 }
 
 // enter waits until a request on the transport may be written and returns
@@ -193,9 +191,10 @@ func (g *floorGate) take(ctx context.Context, notAfter time.Time) (*floorPass, e
 
 // promise readies the pass for its request, right before it is written:
 // it promises (floor_promise.sql) that the request starts within
-// floorHold, if the gate is still surely the pass's. errFloorLost: it is
+// floorHold, and before writeBy if that is sooner (zero: no such bound),
+// if the gate is still surely the pass's. errFloorLost: it is
 // not; the request must not be written.
-func (ps *floorPass) promise(ctx context.Context) error {
+func (ps *floorPass) promise(ctx context.Context, writeBy time.Time) error {
 	if time.Since(ps.from) > floorPassLife {
 		return errFloorLost
 	}
@@ -209,6 +208,9 @@ func (ps *floorPass) promise(ctx context.Context) error {
 		return errFloorLost
 	}
 	ps.until = sent.Add(floorHold)
+	if !writeBy.IsZero() && writeBy.Before(ps.until) {
+		ps.until = writeBy // the check's bound comes first (sendcheck.go)
+	}
 	return nil
 }
 
@@ -226,19 +228,6 @@ func (ps *floorPass) sending(ctx context.Context) context.Context {
 	})
 }
 
-// limit gives c, the request's connection, the promise's instant as its
-// write deadline: Go's poller checks it right before each write system
-// call, so no byte of the request goes after it. An HTTP/2 connection,
-// which the requests in flight share, is left alone.
-func (ps *floorPass) limit(c net.Conn) {
-	if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
-		return
-	}
-	if c.SetWriteDeadline(ps.until) == nil {
-		ps.limited.Store(&c)
-	}
-}
-
 // tighten bounds what is left of the write: WroteRequest comes when the
 // request is in the connection's buffer, right before the write system
 // call, and the gate may record it and go before that call; a write later
@@ -251,20 +240,6 @@ func (ps *floorPass) tighten() {
 		}
 		_ = (*c).SetWriteDeadline(by)
 	}
-}
-
-// unlimit lifts the write deadline once the answer comes, before the
-// connection goes back to the client's pool for other requests.
-func (ps *floorPass) unlimit() {
-	if c := ps.limited.Load(); c != nil {
-		_ = (*c).SetWriteDeadline(time.Time{})
-	}
-}
-
-// refused reports whether a Send that ended in err never wrote its
-// request: its connection refused the write, past the promise's instant.
-func (ps *floorPass) refused(err error) bool {
-	return err != nil && ps.limited.Load() != nil && errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // sent says the transport's Send returned: whatever it wrote is written.
@@ -305,4 +280,50 @@ func (ps *floorPass) leave() {
 func (ps *floorPass) release() {
 	ps.conn.Release() // closed by the pool if still in the transaction
 	<-ps.g.turn
+}
+
+// writeLimit refuses a request's write after until: the request's
+// connection gets until as its write deadline, which Go's poller checks
+// right before each write system call, so no byte of the request goes
+// after it. The pace's floor gate bounds its writes so (the promise), and
+// a paced send the time since its check (sendcheck.go).
+type writeLimit struct {
+	until time.Time
+	// limited holds the request's connection while its write deadline is
+	// until (not an HTTP/2 connection, which other requests share).
+	limited atomic.Pointer[net.Conn]
+}
+
+// tracing returns ctx traced for a send bounded by w alone.
+func (w *writeLimit) tracing(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:              func(info httptrace.GotConnInfo) { w.limit(info.Conn) },
+		GotFirstResponseByte: w.unlimit,
+	})
+}
+
+// limit gives c, the request's connection, until as its write deadline.
+// An HTTP/2 connection, which the requests in flight share, is left
+// alone.
+func (w *writeLimit) limit(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return
+	}
+	if c.SetWriteDeadline(w.until) == nil {
+		w.limited.Store(&c)
+	}
+}
+
+// unlimit lifts the write deadline once the answer comes, before the
+// connection goes back to the client's pool for other requests.
+func (w *writeLimit) unlimit() {
+	if c := w.limited.Load(); c != nil {
+		_ = (*c).SetWriteDeadline(time.Time{})
+	}
+}
+
+// refused reports whether a Send that ended in err never wrote its
+// request: its connection refused the write, past until.
+func (w *writeLimit) refused(err error) bool {
+	return err != nil && w.limited.Load() != nil && errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -711,7 +711,7 @@ func (r *run) deliver(ctx context.Context, rec recording, chk *sendCheck, i int)
 	if t, err := r.stillWanted(ctx, chk, i, &m); err != nil || t.end != goOn {
 		return t, err
 	}
-	return r.send(ctx, rec, m, log)
+	return r.send(ctx, rec, chk, i, m, log)
 }
 
 // ready renders m and asks the dedupe store: a message that cannot be
@@ -791,15 +791,17 @@ func (r *run) stillWanted(ctx context.Context, chk *sendCheck, i int, m *claimed
 
 // send passes the pace's floor gate (floor.go: after every check, right
 // before the request), starts m's attempt, fenced on its claim, promises
-// the request's write at the gate, and sends it.
-func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Logger) (turn, error) {
-	var floor *floorPass
-	if r.floor != nil {
-		var err error
-		if floor, err = r.floor.enter(ctx, r.cfg.Deadline); err != nil {
-			return r.notPaced(ctx, m, err)
-		}
+// the request's write at the gate, and sends it. A paced request is
+// written within WishBound of the start of the check that cleared it
+// (chk.writeBy), or not at all: a check the gate's wait made older is done
+// again, holding the gate; a write that still comes too late is refused,
+// and m handed back.
+func (r *run) send(ctx context.Context, rec recording, chk *sendCheck, i int, m claimed, log zerolog.Logger) (turn, error) {
+	floor, t, err := r.passGate(ctx, chk, i, &m)
+	if err != nil || t.end != goOn {
+		return t, err
 	}
+	writeBy := chk.writeBy(i)
 	ok, err := rec.begin(ctx, m)
 	if !ok && floor != nil {
 		floor.leave()
@@ -814,40 +816,78 @@ func (r *run) send(ctx context.Context, rec recording, m claimed, log zerolog.Lo
 		log.Warn().Msg("claim lost before the send started; not sent")
 		return ended(endClaimLost, r.release([]claimed{m}))
 	}
-	if floor != nil {
-		if err := floor.promise(ctx); err != nil {
-			floor.leave()
-			return r.floorLost(ctx, log, m, err)
-		}
-	}
 	// The send in flight finishes even when a shutdown begins meanwhile, so
 	// its outcome is recorded rather than guessed at.
 	sendCtx := context.WithoutCancel(ctx)
-	if floor != nil {
+	limit := &writeLimit{until: writeBy}
+	switch {
+	case floor != nil:
+		if err := floor.promise(ctx, writeBy); err != nil {
+			floor.leave()
+			return r.unwritten(ctx, log, m, err)
+		}
+		limit = &floor.writeLimit
 		sendCtx = floor.sending(sendCtx)
+	case !writeBy.IsZero():
+		sendCtx = limit.tracing(sendCtx)
 	}
 	sendStart := time.Now()
 	res, sendErr := r.cfg.Transport.Send(sendCtx, m.Delivery)
 	if floor != nil {
 		floor.sent()
-		if floor.refused(sendErr) {
-			return r.floorLost(ctx, log, m, errFloorLost)
+	}
+	if limit.refused(sendErr) {
+		why := errCheckTooOld
+		if floor != nil && !limit.until.Equal(writeBy) {
+			why = errFloorLost
 		}
+		return r.unwritten(ctx, log, m, why)
 	}
 	return r.attempted(log, m, res, sendErr, sendStart)
 }
 
-// floorLost settles m, whose request was not written because the pace's
-// floor gate answered err. errFloorLost: the gate was not surely the
-// worker's any more (the process was stopped), or the write did not start
-// in time; nothing was written, and m goes back to the queue unsent, due
-// as it was, its retries unspent. Any other err is the promise's
-// statement failing, as notStarted says.
-func (r *run) floorLost(ctx context.Context, log zerolog.Logger, m claimed, err error) (turn, error) {
-	if !errors.Is(err, errFloorLost) {
+// passGate passes the pace's floor gate, if there is one, and checks m
+// again when its check is older than WishBound by then.
+func (r *run) passGate(ctx context.Context, chk *sendCheck, i int, m *claimed) (*floorPass, turn, error) {
+	var floor *floorPass
+	if r.floor != nil {
+		var err error
+		if floor, err = r.floor.enter(ctx, r.cfg.Deadline); err != nil {
+			t, err := r.notPaced(ctx, *m, err)
+			return nil, t, err
+		}
+	}
+	if tooLate(chk.writeBy(i)) {
+		chk.expire()
+		if t, err := r.stillWanted(ctx, chk, i, m); err != nil || t.end != goOn {
+			if floor != nil {
+				floor.leave()
+			}
+			return nil, t, err
+		}
+	}
+	return floor, turn{}, nil
+}
+
+// tooLate reports whether writeBy (not zero) has passed.
+func tooLate(writeBy time.Time) bool { return !writeBy.IsZero() && !time.Now().Before(writeBy) }
+
+// unwritten settles m, whose request was not written, for err:
+// errFloorLost, the pace's floor gate was not surely the worker's any more
+// (the process was stopped), or the write did not start in time;
+// errCheckTooOld, the request could not start within WishBound of its
+// check. Nothing was written, and m goes back to the queue unsent, due as
+// it was, its retries unspent (and is checked again when claimed). Any
+// other err is the promise's statement failing, as notStarted says.
+func (r *run) unwritten(ctx context.Context, log zerolog.Logger, m claimed, err error) (turn, error) {
+	switch {
+	case errors.Is(err, errFloorLost):
+		log.Warn().Msg("the request was not written in time for the pace's floor gate; not sent, handed back")
+	case errors.Is(err, errCheckTooOld):
+		log.Warn().Msg("the request was not written in time for its check (the wish bound); not sent, handed back to be checked again")
+	default:
 		return r.notStarted(ctx, m, err)
 	}
-	log.Warn().Msg("the request was not written in time for the pace's floor gate; not sent, handed back")
 	return ended(endHandedBack, r.release([]claimed{m}))
 }
 

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,8 +41,11 @@ type sendCheck struct {
 	batch []claimed
 	// batch[from:to] were checked at (the statement was sent then: the
 	// users were read after it, so a check is never younger than it says).
-	from, to  int
-	at        time.Time
+	from, to int
+	at       time.Time
+	// started is when the newest check's statement was sent, on the
+	// wall clock (at is on the run's, a test's own in a simulation).
+	started   time.Time
 	cancelled map[string]string // id → cancel_reason, of every check so far
 	// doubted: messages in doubt found no longer wanted (id → why), not
 	// cancelled by the check: resolveDoubt asks the receiver first.
@@ -89,6 +93,31 @@ func (c *sendCheck) cancelReason(ctx context.Context, i int) (reason string, dou
 	return c.cancelled[id], false, nil
 }
 
+// writeBy is the latest a paced request for batch[i] may start, which its
+// check just cleared (zero for an unpaced one: wishes.go bounds those):
+// WishBound after the check's statement was sent. That statement read the
+// user as they were when it started; a wish that committed after it is
+// not in what it read, and a request later than WishBound after the
+// check could come later than WishBound after that wish (305 ms on a
+// busy machine, in CI). A check that old is done again before the request
+// (send); a write later than writeBy is refused, and the message goes
+// back to the queue unsent, due as it was, to be checked again when
+// claimed (errCheckTooOld).
+func (c *sendCheck) writeBy(i int) time.Time {
+	if c.run.pacer == nil || c.run.recheckAge < 0 || i < c.from || i >= c.to || c.started.IsZero() {
+		return time.Time{}
+	}
+	return c.started.Add(WishBound)
+}
+
+// expire makes the next cancelReason check its message again, however
+// young the last check.
+func (c *sendCheck) expire() { c.from, c.to = 0, 0 }
+
+// errCheckTooOld is a paced send's answer when its request could not start
+// within WishBound of its check (writeBy). Nothing of it was written.
+var errCheckTooOld = errors.New("the request could not start within WishBound of its check")
+
 // check runs recheck.sql for batch[i] (paced) or the rest of the batch
 // from it (unpaced).
 func (c *sendCheck) check(ctx context.Context, i int) error {
@@ -100,7 +129,7 @@ func (c *sendCheck) check(ctx context.Context, i int) error {
 	for _, m := range c.batch[i:end] {
 		ids = append(ids, m.ID)
 	}
-	at := c.run.clock()
+	at, started := c.run.clock(), time.Now()
 	var gone map[string]string
 	err := c.run.onServer(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		gone = map[string]string{}
@@ -119,7 +148,7 @@ func (c *sendCheck) check(ctx context.Context, i int) error {
 	}
 	// A message cancelled by an earlier check is no longer held, so a
 	// later one does not return it: the reasons add up.
-	c.from, c.to, c.at = i, end, at
+	c.from, c.to, c.at, c.started = i, end, at, started
 	if len(gone) == 0 {
 		return nil
 	}
