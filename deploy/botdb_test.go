@@ -52,14 +52,6 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 		return sum
 	}
 	at := func(d time.Duration) string { return asOf.Add(d).Format(time.RFC3339) }
-	state := func(user string) string {
-		t.Helper()
-		var s string
-		if err := conn.QueryRow(ctx, `SELECT state FROM user_engagement_states WHERE user_id = $1`, user).Scan(&s); err != nil {
-			t.Fatalf("state of %s: %v", user, err)
-		}
-		return s
-	}
 	messages := func(user, kind string) []string { // "status destination destination_jid"
 		t.Helper()
 		var out []string
@@ -111,7 +103,7 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 		botdb.Dormant:           "dormant",
 		botdb.OptedOut:          "active",
 	} {
-		if got := state(user); got != want {
+		if got := fixture.DeployState(t, conn, user); got != want {
 			t.Errorf("after daily, user %s is %s, want %s", user, got, want)
 		}
 	}
@@ -184,11 +176,11 @@ func TestTheJobsRunOnTheBotsDatabase(t *testing.T) {
 	// The old goodbye's 48 hours count from its delivery (now), not from
 	// the old scheduler's goodbye_expires_at (as-of + 1 day).
 	run(jobcmd.NewDailyCommand, "--as-of", at(47*time.Hour), "--allow-future-as-of", "--skip-send")
-	if got := state(botdb.OldPendingGoodbye); got != "goodbye_sent" {
+	if got := fixture.DeployState(t, conn, botdb.OldPendingGoodbye); got != "goodbye_sent" {
 		t.Errorf("47 h after its goodbye was delivered, the old scheduler's user is %s, want goodbye_sent", got)
 	}
 	run(jobcmd.NewDailyCommand, "--as-of", at(49*time.Hour), "--allow-future-as-of", "--skip-send")
-	if got := state(botdb.OldPendingGoodbye); got != "dormant" {
+	if got := fixture.DeployState(t, conn, botdb.OldPendingGoodbye); got != "dormant" {
 		t.Errorf("49 h after its goodbye was delivered, the old scheduler's user is %s, want dormant", got)
 	}
 	verify(at(49*time.Hour + time.Minute))

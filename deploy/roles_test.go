@@ -227,33 +227,16 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 		t.Errorf("re-running roles.sql on a migrated database raised notices %q, want none", notices)
 	}
 
-	rows, err := admin.Query(ctx, `
-		SELECT c.relname, p.privilege, has_table_privilege($1, c.oid, p.privilege), pg_get_userbyid(c.relowner)
-		  FROM pg_class c
-		 CROSS JOIN unnest($2::text[]) AS p(privilege)
-		 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
-		 ORDER BY 1, 2`, rs.app, tablePrivileges)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string][]string{}
 	owners := map[string]string{}
-	for rows.Next() {
-		var table, privilege, owner string
-		var has bool
-		if err := rows.Scan(&table, &privilege, &has, &owner); err != nil {
-			t.Fatal(err)
+	for _, p := range fixture.DeployTablePrivileges(t, admin, rs.app, tablePrivileges) {
+		owners[p.TableName] = p.Owner
+		if _, ok := got[p.TableName]; !ok {
+			got[p.TableName] = nil
 		}
-		owners[table] = owner
-		if _, ok := got[table]; !ok {
-			got[table] = nil
+		if p.Has {
+			got[p.TableName] = append(got[p.TableName], p.Privilege)
 		}
-		if has {
-			got[table] = append(got[table], privilege)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	for table, privs := range got {
 		want, ok := wantPrivileges[table]
@@ -276,34 +259,20 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 		}
 	}
 
-	var appLogin, jobsLogin, migLogin, anyPowers, appInJobs, migCreates, appCreates bool
-	err = admin.QueryRow(ctx, `
-		SELECT a.rolcanlogin, j.rolcanlogin, m.rolcanlogin,
-		       a.rolsuper OR a.rolcreatedb OR a.rolcreaterole OR a.rolreplication OR a.rolbypassrls OR
-		       j.rolsuper OR j.rolcreatedb OR j.rolcreaterole OR j.rolreplication OR j.rolbypassrls OR
-		       m.rolsuper OR m.rolcreatedb OR m.rolcreaterole OR m.rolreplication OR m.rolbypassrls,
-		       pg_has_role(a.oid, j.oid, 'USAGE'),
-		       has_schema_privilege(m.oid, 'public', 'CREATE'),
-		       has_schema_privilege(j.oid, 'public', 'CREATE') AND NOT has_schema_privilege('public', 'public', 'CREATE')
-		  FROM pg_roles a, pg_roles j, pg_roles m
-		 WHERE a.rolname = $1 AND j.rolname = $2 AND m.rolname = $3`, rs.app, rs.jobs, rs.migrator).
-		Scan(&appLogin, &jobsLogin, &migLogin, &anyPowers, &appInJobs, &migCreates, &appCreates)
-	if err != nil {
-		t.Fatal(err)
+	powers := fixture.DeployRolePowersOf(t, admin, rs.app, rs.jobs, rs.migrator)
+	if !powers.AppLogin || powers.JobsLogin || !powers.MigratorLogin {
+		t.Errorf("can log in: app %v, jobs %v, migrator %v; want true, false, true", powers.AppLogin, powers.JobsLogin, powers.MigratorLogin)
 	}
-	if !appLogin || jobsLogin || !migLogin {
-		t.Errorf("can log in: app %v, jobs %v, migrator %v; want true, false, true", appLogin, jobsLogin, migLogin)
-	}
-	if anyPowers {
+	if powers.AnyPowers {
 		t.Error("a role has SUPERUSER, CREATEDB, CREATEROLE, REPLICATION or BYPASSRLS; want none of them")
 	}
-	if !appInJobs {
+	if !powers.AppInJobs {
 		t.Errorf("%s does not use %s's privileges", rs.app, rs.jobs)
 	}
-	if !migCreates {
+	if !powers.MigratorCreates {
 		t.Errorf("the migrator %s may not create in schema public", rs.migrator)
 	}
-	if appCreates {
+	if powers.JobsCreate {
 		t.Errorf("%s was granted CREATE on schema public", rs.jobs)
 	}
 
@@ -313,33 +282,13 @@ func TestRolesScriptGrantsExactlyWhatTheJobsUse(t *testing.T) {
 	// engagement_opt_out and engagement_opt_in, which both may (the bot
 	// forwards acks and hears "stop", the console takes Meta's webhooks):
 	// roles.sql's lists name them all, and the migrator owns them.
-	rows, err = admin.Query(ctx, `
-		SELECT p.oid::regprocedure::text,
-		       has_function_privilege($1, p.oid, 'EXECUTE') = (p.proname <> 'engagement_fire')
-		       AND has_function_privilege($3, p.oid, 'EXECUTE') = (p.proname IN ('engagement_fire', 'engagement_receipt', 'engagement_opt_out', 'engagement_opt_in')),
-		       pg_get_userbyid(p.proowner) = $2
-		  FROM pg_proc p
-		 WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'engagement\_%'
-		 ORDER BY 1`, rs.app, rs.migrator, rs.bot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	functions := 0
-	for rows.Next() {
-		var fn string
-		var may, owned bool
-		if err := rows.Scan(&fn, &may, &owned); err != nil {
-			t.Fatal(err)
-		}
-		functions++
-		if !may || !owned {
-			t.Errorf("function %s: executable by exactly the right roles (%s; %s for engagement_fire, both for receipts and consent) %v, the migrator owns it %v; want both (list it in roles.sql's funcs or bot_funcs)", fn, rs.app, rs.bot, may, owned)
+	functions := fixture.DeployFunctionPrivileges(t, admin, rs.app, rs.bot, rs.migrator)
+	for _, fn := range functions {
+		if !fn.May || !fn.Owned {
+			t.Errorf("function %s: executable by exactly the right roles (%s; %s for engagement_fire, both for receipts and consent) %v, the migrator owns it %v; want both (list it in roles.sql's funcs or bot_funcs)", fn.Signature, rs.app, rs.bot, fn.May, fn.Owned)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if functions == 0 {
+	if len(functions) == 0 {
 		t.Error("no function of the scheduler's found: the query is broken")
 	}
 }
@@ -435,17 +384,21 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 	wantNumber("queue-process", sum, "sent", 3)
 	wantNumber("queue-process", sum, "failed", 0)
 	wantNumber("queue-process", sum, "deferred", 0)
-	recipients := fixture.Count(t, admin, `SELECT count(DISTINCT destination_jid) FROM engagement_message_queue WHERE status = 'sent'`)
+	sentTo := map[string]bool{}
+	for _, m := range fixture.MessageRows(t, admin, fixture.Messages{Status: "sent"}) {
+		sentTo[m.DestinationJID] = true
+	}
+	recipients := len(sentTo)
 	if budget, _ := sum["budget"].(map[string]any); budget == nil {
 		t.Errorf("queue-process --daily-limit: no budget in the summary %v", sum)
 	} else {
 		wantNumber("queue-process's budget", budget, "limit", 50)
 		wantNumber("queue-process's budget", budget, "used", float64(recipients))
 	}
-	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_transport_pacing`); n != 1 {
+	if n := fixture.DeployCountPacing(t, admin); n != 1 {
 		t.Errorf("pacing rows after queue-process = %d, want 1", n)
 	}
-	if n := fixture.Count(t, admin, `SELECT count(*) FROM engagement_idempotency_keys`); n != 3 {
+	if n := fixture.CountIdempotencyKeys(t, admin); n != 3 {
 		t.Errorf("dedupe keys after queue-process = %d, want 3", n)
 	}
 
@@ -466,10 +419,7 @@ func TestJobsRunAsTheLeastPrivilegeRole(t *testing.T) {
 
 	// An operator's consent and erase (issue 44), with an audit row naming
 	// the user for erase to scrub and the transition log's horizon.
-	if _, err := admin.Exec(context.Background(), `INSERT INTO engagement_console_audit (actor, action, filter, messages)
-		VALUES ('ana', 'cancel', jsonb_build_object('user_id', $1::text), 1)`, inactive); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeployUserAudit(t, admin, "ana", "cancel", inactive, 1)
 	if out := run(ctl, "opt-out", "--user-id", weekly, "--output", "json"); out["changed"] != true {
 		t.Errorf("opt-out as %s: %v, want changed", rs.app, out)
 	}
@@ -787,28 +737,19 @@ func substituteVars(t *testing.T, path, sql string, v map[string]string) string 
 // policy lets anon or authenticated in, and row level security stays on.
 func TestRolesScriptOnTheBotsDatabase(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	asOf := time.Now().UTC().Truncate(time.Second)
 	dbURL := botdb.NewDatabaseWithRows(t, asOf)
 	if res := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+dbURL), "migrate", "up"); res.Code != 0 {
 		t.Fatalf("migrate up: exit %d: %s", res.Code, res.Stderr)
 	}
 	admin := connect(t, dbURL)
-	owners := func() string {
-		var s string
-		if err := admin.QueryRow(ctx, `SELECT string_agg(relname || ':' || relowner::regrole::text || ':' || relrowsecurity, ' ' ORDER BY relname)
-			FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	before := owners()
+	before := fixture.DeployTableOwners(t, admin)
 	rs := newRoles(t, dbURL)
 	notices := applyRoles(t, dbURL, rs.vars())
 	if !slices.ContainsFunc(notices, func(n string) bool { return strings.Contains(n, "every table keeps its owner") }) {
 		t.Errorf("roles.sql on the bot's database said %q, want a notice that every table keeps its owner", notices)
 	}
-	if after := owners(); after != before {
+	if after := fixture.DeployTableOwners(t, admin); after != before {
 		t.Errorf("roles.sql changed owners or row level security:\nbefore %s\nafter  %s", before, after)
 	}
 

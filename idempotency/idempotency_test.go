@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/engagement-scheduler/engagement/idempotency"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/redistest"
 )
@@ -74,17 +74,7 @@ func openPostgres(t *testing.T, opts idempotency.Options) *harness {
 	opts.Now = c.Now
 	h := &harness{store: idempotency.NewPostgres(pool, opts), prefix: opts.Prefix, clock: c, pool: pool}
 	h.expire = func(t *testing.T, key string, ttl time.Duration) { c.Advance(ttl) }
-	h.stored = func(t *testing.T) []string {
-		rows, err := pool.Query(context.Background(), `SELECT key FROM engagement_idempotency_keys ORDER BY key`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
+	h.stored = func(t *testing.T) []string { return fixture.IdempotencyKeys(t, pool) }
 	return h
 }
 
@@ -168,10 +158,8 @@ func TestDefaultTTL(t *testing.T) {
 		check(t, h.store, "k", 0, true) // ttl <= 0: Options.TTL
 		ctx := context.Background()
 		if h.pool != nil {
-			var ttl time.Duration
-			err := h.pool.QueryRow(ctx, `SELECT expires_at - created_at FROM engagement_idempotency_keys WHERE key = 'ttl:k'`).Scan(&ttl)
-			if err != nil || ttl != time.Hour {
-				t.Fatalf("expires_at - created_at = %v (%v), want 1h", ttl, err)
+			if ttl := fixture.IdempotencyKeyTTL(t, h.pool, "ttl:k"); ttl != time.Hour {
+				t.Fatalf("expires_at - created_at = %v, want 1h", ttl)
 			}
 		} else {
 			ttl, err := h.client.PTTL(ctx, h.prefix+"k").Result()
@@ -184,10 +172,8 @@ func TestDefaultTTL(t *testing.T) {
 		h2 := b.open(t, idempotency.Options{Prefix: "ttl2:"})
 		check(t, h2.store, "k", -time.Second, true)
 		if h2.pool != nil {
-			var ttl time.Duration
-			err := h2.pool.QueryRow(ctx, `SELECT expires_at - created_at FROM engagement_idempotency_keys WHERE key = 'ttl2:k'`).Scan(&ttl)
-			if err != nil || ttl != idempotency.DefaultTTL {
-				t.Fatalf("expires_at - created_at = %v (%v), want %v", ttl, err, idempotency.DefaultTTL)
+			if ttl := fixture.IdempotencyKeyTTL(t, h2.pool, "ttl2:k"); ttl != idempotency.DefaultTTL {
+				t.Fatalf("expires_at - created_at = %v, want %v", ttl, idempotency.DefaultTTL)
 			}
 		} else {
 			ttl, err := h2.client.PTTL(ctx, h2.prefix+"k").Result()
@@ -231,9 +217,8 @@ func TestDefaultPrefix(t *testing.T) {
 		t.Parallel()
 		pool, _ := pgtest.NewPool(t)
 		check(t, idempotency.NewPostgres(pool, idempotency.Options{}), "abc", time.Minute, true)
-		var key string
-		if err := pool.QueryRow(ctx, `SELECT key FROM engagement_idempotency_keys`).Scan(&key); err != nil || key != "idempotency:abc" {
-			t.Fatalf("stored key %q (%v), want idempotency:abc", key, err)
+		if keys := fixture.IdempotencyKeys(t, pool); len(keys) != 1 || keys[0] != "idempotency:abc" {
+			t.Fatalf("stored keys %q, want idempotency:abc", keys)
 		}
 	})
 	t.Run("redis", func(t *testing.T) {
@@ -350,9 +335,8 @@ func TestResults(t *testing.T) {
 
 		// The result lives as long as the key, not for its own ttl.
 		if h.pool != nil {
-			var ttl time.Duration
-			if err := h.pool.QueryRow(ctx, `SELECT expires_at - created_at FROM engagement_idempotency_keys WHERE key = 'res:a'`).Scan(&ttl); err != nil || ttl != time.Hour {
-				t.Fatalf("the key's TTL became %v (%v), want it kept at 1h", ttl, err)
+			if ttl := fixture.IdempotencyKeyTTL(t, h.pool, "res:a"); ttl != time.Hour {
+				t.Fatalf("the key's TTL became %v, want it kept at 1h", ttl)
 			}
 		} else {
 			ttl, err := h.client.PTTL(ctx, h.prefix+"a:result").Result()
@@ -403,10 +387,8 @@ func TestDeleteExpired(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("DeleteExpired = %d, %v; want 3 (in batches of 2)", n, err)
 	}
-	rows, _ := pool.Query(ctx, `SELECT key FROM engagement_idempotency_keys ORDER BY key`)
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || fmt.Sprint(keys) != "[gc:k3 gc:k4]" {
-		t.Fatalf("left %v (%v), want [gc:k3 gc:k4]", keys, err)
+	if keys := fixture.IdempotencyKeys(t, pool); fmt.Sprint(keys) != "[gc:k3 gc:k4]" {
+		t.Fatalf("left %v, want [gc:k3 gc:k4]", keys)
 	}
 	check(t, s, "k3", time.Hour, false) // live keys stay duplicates
 	if n, err := s.DeleteExpired(ctx, c.Now(), 0); err != nil || n != 0 {

@@ -50,11 +50,12 @@ func TestClientErrorsAreNotLostConnections(t *testing.T) {
 			return pool.QueryRow(ctx, `SELECT 1, 2`).Scan(&n)
 		}},
 		{"fewer columns than destinations, in a batch like a job's", func() error {
-			// The shape of scheduler's batchRow: a statement, then the
-			// batch's statement scanned into its counters.
+			// The shape of scheduler's batchRow: a statement (here a
+			// setting's read, typed), then the batch's statement scanned
+			// into its counters.
 			var a, b, c int
 			batch := &pgx.Batch{}
-			batch.Queue(`SELECT set_config('statement_timeout', '60000', true)`)
+			fixture.QueueSetting(batch, "statement_timeout")
 			batch.Queue(`SELECT 1, 2`).QueryRow(func(row pgx.Row) error { return row.Scan(&a, &b, &c) })
 			return pool.SendBatch(ctx, batch).Close()
 		}},

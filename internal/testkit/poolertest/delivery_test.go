@@ -79,9 +79,7 @@ func TestDeliveryThroughPgBouncer(t *testing.T) {
 	}
 	bin := queueBin(t) // two processes at once: built, not in process
 	for _, args := range runs {
-		if _, err := pool.Exec(context.Background(), `UPDATE engagement_message_queue SET status = 'pending', sent_at = NULL`); err != nil {
-			t.Fatal(err)
-		}
+		fixture.PoolerUnsend(t, pool)
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Go(func() {

@@ -70,7 +70,7 @@ func TestThreeConcurrentRunsThroughPgBouncer(t *testing.T) {
 		t.Errorf("%d runs waited for another; want two of three", waited)
 	}
 	fixture.SameOutcome(t, "three concurrent runs through PgBouncer", want, fixture.Outcome(t, pool))
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'succeeded'`); n != 3 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{Status: "succeeded"}); n != 3 {
 		t.Errorf("%d runs recorded as succeeded, want 3", n)
 	}
 }
@@ -107,7 +107,7 @@ func TestKilledRunThroughPgBouncerTheRerunTakesOverAtOnce(t *testing.T) {
 	if strings.Contains(stderr.String(), `"job finished"`) {
 		t.Fatalf("the run finished before it was killed: %s", stderr)
 	}
-	if fixture.Count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, killed) != 1 {
+	if !fixture.PoolerBackendExists(t, pool, killed) {
 		t.Fatal("the killed run's statement is not running on the server any more; the test needs it running")
 	}
 
@@ -130,7 +130,7 @@ func TestKilledRunThroughPgBouncerTheRerunTakesOverAtOnce(t *testing.T) {
 	}
 	gate.Open()
 	fixture.SameOutcome(t, "the killed run and its re-run through PgBouncer", want, fixture.Outcome(t, pool))
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_job_runs WHERE status = 'abandoned'`); n != 1 {
+	if n := fixture.CountRuns(t, pool, fixture.Runs{Status: "abandoned"}); n != 1 {
 		t.Errorf("%d runs marked abandoned, want the killed one", n)
 	}
 }
@@ -145,14 +145,7 @@ func TestLeaseOfAnotherMachineIsTakenOverWhenItsHeartbeatStops(t *testing.T) {
 	t.Parallel()
 	pool, _, pooled := seeded(t)
 	ctx := t.Context()
-	var other int64
-	err := pool.QueryRow(ctx, `
-		INSERT INTO engagement_job_runs (job, as_of, hostname, pid, holder, heartbeat_at)
-		VALUES ('engagement-daily', $1, 'another-machine', 4242, 'another-boot/pid:[1]', clock_timestamp())
-		RETURNING id`, asOf).Scan(&other)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := fixture.PoolerForeignRun(t, pool, asOf)
 	jobs, err := postgres.Open(ctx, pooled, "engagement-daily")
 	if err != nil {
 		t.Fatal(err)
@@ -170,13 +163,11 @@ func TestLeaseOfAnotherMachineIsTakenOverWhenItsHeartbeatStops(t *testing.T) {
 	if _, ok := fixture.PollFor(time.Minute, func() (bool, bool) { return true, strings.Contains(logs.String(), "waiting for it to finish") }); !ok {
 		t.Fatalf("the run did not wait for the live run of another machine: %s", logs.String())
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_state_transitions`); n != 0 {
+	if n := fixture.CountTransitions(t, pool, fixture.Moves{}); n != 0 {
 		t.Fatalf("the run moved %d users while another run held the lease", n)
 	}
 	// Ten minutes and a second pass without a heartbeat.
-	if _, err := pool.Exec(ctx, `UPDATE engagement_job_runs SET heartbeat_at = heartbeat_at - interval '601 seconds' WHERE id = $1`, other); err != nil {
-		t.Fatal(err)
-	}
+	fixture.PoolerAgeHeartbeat(t, pool, other, 601*time.Second)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -188,11 +179,8 @@ func TestLeaseOfAnotherMachineIsTakenOverWhenItsHeartbeatStops(t *testing.T) {
 	if sum.Processed == 0 {
 		t.Error("the run that took over processed nobody")
 	}
-	var status, reason string
-	if err := pool.QueryRow(ctx, `SELECT status, error FROM engagement_job_runs WHERE id = $1`, other).Scan(&status, &reason); err != nil {
-		t.Fatal(err)
-	}
-	if status != "abandoned" || !strings.Contains(reason, "no heartbeat") {
-		t.Errorf("the silent run is %q (%q), want abandoned for its missing heartbeat", status, reason)
+	run := fixture.RunOf(t, pool, other)
+	if reason := fixture.Deref(run.Error); run.Status != "abandoned" || !strings.Contains(reason, "no heartbeat") {
+		t.Errorf("the silent run is %q (%q), want abandoned for its missing heartbeat", run.Status, reason)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/seed"
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
 	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
@@ -128,7 +129,7 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 					noChanges(t, direct, bots, s.name+": pre-deploy "+strings.Join(s.preDeploy, " "))
 				}
 			}
-			if v, dirty := schemaVersion(t, direct); v != int64(migrations.Latest) || dirty {
+			if v, dirty := fixture.SchemaVersion(t, direct); v != int(migrations.Latest) || dirty {
 				t.Fatalf("after the pre-deploy commands: schema version %d dirty %v, want %d clean", v, dirty, migrations.Latest)
 			}
 
@@ -145,7 +146,7 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := queueLength(t, direct)
+			before := fixture.CountMessages(t, direct, fixture.Messages{})
 			for _, s := range services {
 				if s.start[0] == consolecmd.Name {
 					serveConsole(t, env, s.start)
@@ -166,7 +167,7 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 					t.Errorf("%s: %q: exit %d, stdout %q, stderr %s; want exit 0 and its JSON summary", s.name, strings.Join(s.start, " "), res.Code, res.Stdout, res.Stderr)
 				}
 			}
-			if queued := queueLength(t, direct); queued <= before {
+			if queued := fixture.CountMessages(t, direct, fixture.Messages{}); queued <= before {
 				t.Errorf("after the shipped start commands the queue holds %d messages, %d before them; want the daily and weekly jobs' messages added", queued, before)
 			}
 
@@ -182,7 +183,7 @@ func TestTheShippedRailwayFilesDeployOnSupabasesPoolers(t *testing.T) {
 			if res := runCommand(t, env, s.preDeploy); res.Code != 0 {
 				t.Errorf("%s: the next release's pre-deploy %q: exit %d: %s", s.name, strings.Join(s.preDeploy, " "), res.Code, res.Stderr)
 			}
-			if v, dirty := schemaVersion(t, direct); v != int64(migrations.Latest) || dirty {
+			if v, dirty := fixture.SchemaVersion(t, direct); v != int(migrations.Latest) || dirty {
 				t.Errorf("after the next release's pre-deploy: schema version %d dirty %v, want %d clean, unchanged", v, dirty, migrations.Latest)
 			}
 			if tc.bots {
@@ -203,25 +204,6 @@ func noChanges(t *testing.T, conn *pgx.Conn, snap botdb.Snapshot, what string) {
 	for _, c := range changes {
 		t.Errorf("%s changed the bot's %s", what, c)
 	}
-}
-
-// schemaVersion reads the schema version migrate recorded on conn.
-func schemaVersion(t *testing.T, conn *pgx.Conn) (version int64, dirty bool) {
-	t.Helper()
-	if err := conn.QueryRow(context.Background(), `SELECT version, dirty FROM `+migrations.Table).Scan(&version, &dirty); err != nil {
-		t.Fatalf("read the schema version: %v", err)
-	}
-	return version, dirty
-}
-
-// queueLength counts the messages in the queue on conn.
-func queueLength(t *testing.T, conn *pgx.Conn) int {
-	t.Helper()
-	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM engagement_message_queue`).Scan(&n); err != nil {
-		t.Fatalf("count the queue: %v", err)
-	}
-	return n
 }
 
 // runCommand runs a shipped command line (binary and flags) in process.
