@@ -314,13 +314,13 @@ func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Dur
 		if err != nil {
 			b.Fatal(err)
 		}
-		ids[i], err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-			var id pgtype.UUID
-			err := r.Scan(&id)
-			return id.String(), err
-		})
+		uuids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.UUID])
 		if err != nil {
 			b.Fatal(err)
+		}
+		ids[i] = make([]string, len(uuids))
+		for k, id := range uuids {
+			ids[i][k] = id.String()
 		}
 		selectTime[i] = time.Since(t0)
 		total += len(ids[i])
