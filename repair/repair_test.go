@@ -18,7 +18,7 @@ type queueRow struct {
 	Error, Reason     *string
 	Retries           int
 	ScheduledFor      time.Time
-	ClaimedBy         *string
+	ClaimedBy         *string // claimed by (and so processing), for two minutes
 }
 
 // insertRow queues one message for user as r says and returns its id.
@@ -27,32 +27,36 @@ func insertRow(t *testing.T, db fixture.DB, user string, r queueRow) string {
 	if r.ScheduledFor.IsZero() {
 		r.ScheduledFor = time.Now().Add(-time.Hour)
 	}
-	var id string
-	err := db.QueryRow(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, destination, destination_jid,
-		       scheduled_for, status, retry_count, error_message, cancel_reason, idempotency_key,
-		       claimed_by, claimed_until)
-		VALUES ($1, $2, 'engagement.goodbye.self_select', 'individual', 'x@s.whatsapp.net', $3, $4, $5, $6, $7, $8,
-		        $9, CASE WHEN $9::text IS NOT NULL THEN now() + interval '2 minutes' END)
-		RETURNING id::text`,
-		user, r.Type, r.ScheduledFor, r.Status, r.Retries, r.Error, r.Reason, r.Key, r.ClaimedBy).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
+	id := fixture.Queue(t, db, fixture.Message{User: user, Type: r.Type, CatalogKey: "engagement.goodbye.self_select",
+		ScheduledFor: r.ScheduledFor, Status: r.Status, RetryCount: r.Retries, Error: deref(r.Error),
+		CancelReason: deref(r.Reason), Key: r.Key})
+	if r.ClaimedBy != nil {
+		if r.Status != "processing" {
+			t.Fatalf("a claimed message is processing, not %s", r.Status)
+		}
+		fixture.RepairClaim(t, db, id, *r.ClaimedBy)
 	}
 	return id
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // readRow reads back a queue row.
 func readRow(t *testing.T, db fixture.DB, id string) queueRow {
 	t.Helper()
-	var r queueRow
-	err := db.QueryRow(context.Background(), `
-		SELECT message_type, status, idempotency_key, error_message, cancel_reason, retry_count, scheduled_for, claimed_by
-		  FROM engagement_message_queue WHERE id = $1`, id).
-		Scan(&r.Type, &r.Status, &r.Key, &r.Error, &r.Reason, &r.Retries, &r.ScheduledFor, &r.ClaimedBy)
-	if err != nil {
-		t.Fatal(err)
+	m := fixture.MessageByID(t, db, id)
+	r := queueRow{Type: m.MessageType, Status: m.Status, Error: m.ErrorMessage, Reason: m.CancelReason, Retries: m.RetryCount,
+		ScheduledFor: m.ScheduledFor, ClaimedBy: m.ClaimedBy}
+	if m.IdempotencyKey == nil {
+		t.Fatalf("message %s has no idempotency key", id)
 	}
+	r.Key = *m.IdempotencyKey
 	return r
 }
 
@@ -151,11 +155,8 @@ func TestRequeueSinceUntilUseTheLastAttempt(t *testing.T) {
 	e := "webhook: HTTP 500"
 	// Due at 06:00, last attempt (ledger) at 09:30: settled 09:30.
 	retried := insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "failed", Key: "a", Error: &e, Retries: 3, ScheduledFor: day.Add(6 * time.Hour)})
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, first_attempt_at, last_attempt_at, error)
-		VALUES ($1, 'webhook', 'failed', 4, $2, $3, $4)`, retried, day.Add(6*time.Hour), day.Add(9*time.Hour+30*time.Minute), e); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Ledger(t, tx, fixture.LedgerRow{Message: retried, Transport: "webhook", Status: "failed",
+		FirstAttempt: day.Add(6 * time.Hour), LastAttempt: day.Add(9*time.Hour + 30*time.Minute), Error: e})
 	// Cancelled when it came due at 08:00 (no attempt).
 	cancelled := insertRow(t, tx, user, queueRow{Type: "goodbye", Status: "cancelled", Key: "b", Reason: fixture.Ptr("stale"), ScheduledFor: day.Add(8 * time.Hour)})
 
@@ -252,12 +253,7 @@ func TestCancelLeavesAMessageBeingClaimedToItsClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `
-		UPDATE engagement_message_queue
-		   SET status = 'processing', claimed_by = 'worker', claimed_until = now() + interval '2 minutes'
-		 WHERE id = (SELECT id FROM engagement_message_queue WHERE id = $1 FOR UPDATE SKIP LOCKED)`, claimed); err != nil {
-		t.Fatal(err)
-	}
+	fixture.RepairClaim(t, tx, claimed, "worker")
 	type result struct {
 		n   int64
 		err error
@@ -269,7 +265,7 @@ func TestCancelLeavesAMessageBeingClaimedToItsClaim(t *testing.T) {
 	}()
 	// Cancel must wait on the claim's row lock; see it waiting, then commit.
 	if _, ok := fixture.PollFor(10*time.Second, func() (int, bool) {
-		n := fixture.Count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+		n := fixture.WaitingOnLocks(t, pool)
 		return n, n > 0
 	}); !ok {
 		t.Fatal("cancel never waited for the claim's row lock")

@@ -314,13 +314,13 @@ func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Dur
 		if err != nil {
 			b.Fatal(err)
 		}
-		ids[i], err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-			var id pgtype.UUID
-			err := r.Scan(&id)
-			return id.String(), err
-		})
+		uuids, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.UUID])
 		if err != nil {
 			b.Fatal(err)
+		}
+		ids[i] = make([]string, len(uuids))
+		for k, id := range uuids {
+			ids[i][k] = id.String()
 		}
 		selectTime[i] = time.Since(t0)
 		total += len(ids[i])
@@ -340,17 +340,11 @@ func naiveDaily(b *testing.B, pool *pgxpool.Pool, sample int) (one, two time.Dur
 			return err
 		}
 		if st.message {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO engagement_message_queue
-				       (user_id, message_type, message_key, destination, destination_jid, scheduled_for, idempotency_key)
-				VALUES ($1::uuid, 'goodbye', 'engagement.goodbye.self_select', $2, $3, least($4::timestamptz, now()), $1::uuid::text || ':goodbye_sent:' || $5::text)
-				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-				id, dest, jid, benchAsOf, day); err != nil {
+			if err := fixture.SchedNaiveGoodbye(ctx, tx, id, dest, jid, benchAsOf, day); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger) VALUES ($1, $2, $3, $4)`,
-			id, st.from, st.to, st.trigger); err != nil {
+		if err := fixture.SchedNaiveTransition(ctx, tx, id, st.from, st.to, st.trigger); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

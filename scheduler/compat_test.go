@@ -33,9 +33,12 @@ RETURNING id
 // lease.
 func previousStart(t *testing.T, pool *pgxpool.Pool, job string, shard *string) (id int64, ok bool) {
 	t.Helper()
-	err := pool.QueryRow(context.Background(), previousRunStart, pgx.StrictNamedArgs{
+	rows, err := pool.Query(context.Background(), previousRunStart, pgx.StrictNamedArgs{
 		"job": job, "as_of": asOf, "hostname": "old-release", "pid": 4242, "shard": shard, "holder": "",
-	}).Scan(&id)
+	})
+	if err == nil {
+		id, err = pgx.CollectOneRow(rows, pgx.RowTo[int64])
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engagement-scheduler/engagement/internal/testkit/botdb"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 )
 
 // TestTheDeliveriesTableIsClosedToTheDataAPI (issue 42, item 6): on
@@ -42,14 +43,10 @@ func TestTheDeliveriesTableIsClosedToTheDataAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var rls bool
-	if err := conn.QueryRow(ctx, `SELECT relrowsecurity FROM pg_class WHERE oid = 'bot_webhook_deliveries'::regclass`).Scan(&rls); err != nil {
-		t.Fatal(err)
-	}
-	if !rls {
+	if !fixture.RowSecurity(t, conn, "bot_webhook_deliveries") {
 		t.Error("bot_webhook_deliveries has row level security off")
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO bot_webhook_deliveries (idempotency_key, status) VALUES ('k:1', 'sent')`); err != nil {
+	if err := fixture.WebhookDelivery(ctx, conn, "k:1"); err != nil {
 		t.Fatalf("the owner (the bot's role) cannot use the table: %v", err)
 	}
 	for _, role := range []string{"anon", "authenticated"} {

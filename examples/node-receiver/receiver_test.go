@@ -283,7 +283,8 @@ func TestNoRepeatReachesTheReferenceReceiversSend(t *testing.T) {
 	}
 	// Then runs to the end, as cron would start them (a run stopped by an
 	// apparent outage leaves the rest pending for the next).
-	for run := 1; fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status IN ('pending', 'processing')`) > 0; run++ {
+	for run := 1; fixture.CountMessages(t, pool, fixture.Messages{Status: "pending"})+
+		fixture.CountMessages(t, pool, fixture.Messages{Status: "processing"}) > 0; run++ {
 		if run > 10 {
 			t.Fatal("10 runs after the kills did not drain the queue")
 		}
@@ -320,14 +321,5 @@ func lastLines(s string, n int) string {
 // queue queues n due weekly reviews for one user.
 func queue(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	_, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT $1::uuid, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual',
-		       '5511999990000@s.whatsapp.net', now() - interval '1 minute', $1::text || ':weekly_review:k' || i
-		  FROM generate_series(1, $2) AS i`, user, n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture.DueReviews(t, pool, n, "k")
 }

@@ -66,24 +66,9 @@ type transitionRow struct {
 
 func transitionsOfRun(t *testing.T, pool *pgxpool.Pool, runID int64) map[string]transitionRow {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-		SELECT user_id::text, from_state, to_state, trigger, created_at
-		  FROM engagement_state_transitions WHERE job_run_id = $1`, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	out := map[string]transitionRow{}
-	for rows.Next() {
-		var user string
-		var r transitionRow
-		if err := rows.Scan(&user, &r.from, &r.to, &r.trigger, &r.createdAt); err != nil {
-			t.Fatal(err)
-		}
-		out[user] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	for _, r := range fixture.LogRows(t, pool, fixture.Logged{RunID: runID}) {
+		out[r.UserID] = transitionRow{from: r.FromState, to: r.ToState, trigger: r.Trigger, createdAt: r.CreatedAt}
 	}
 	return out
 }
@@ -198,11 +183,11 @@ func TestPublishRunSendsWhatTheRunCommitted(t *testing.T) {
 		if e.Properties["transaction_count"] != n {
 			t.Errorf("review for %s: transaction_count %v, want %v", e.DistinctID, e.Properties["transaction_count"], n)
 		}
-		var createdAt time.Time
-		if err := pool.QueryRow(ctx, `SELECT created_at FROM engagement_message_queue WHERE user_id = $1 AND message_type = 'weekly_review'`,
-			e.DistinctID).Scan(&createdAt); err != nil {
-			t.Fatal(err)
+		queued := fixture.MessageRows(t, pool, fixture.Messages{Type: "weekly_review", Users: []string{e.DistinctID}})
+		if len(queued) != 1 {
+			t.Fatalf("review for %s: %d reviews queued, want 1", e.DistinctID, len(queued))
 		}
+		createdAt := queued[0].CreatedAt
 		if !e.Timestamp.Equal(createdAt) {
 			t.Errorf("review for %s at %s, want the row's created_at %s", e.DistinctID, e.Timestamp, createdAt)
 		}
@@ -210,19 +195,7 @@ func TestPublishRunSendsWhatTheRunCommitted(t *testing.T) {
 
 	// Every batch carries the project key, and nothing that identifies a
 	// WhatsApp account.
-	var jids []string
-	rows, err := pool.Query(ctx, `SELECT jid FROM user_profiles, LATERAL (VALUES (whatsapp_jid), (group_jid)) AS j (jid) WHERE jid IS NOT NULL`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var jid string
-		if err := rows.Scan(&jid); err != nil {
-			t.Fatal(err)
-		}
-		jids = append(jids, jid)
-	}
-	rows.Close()
+	jids := fixture.AnalyticsJIDs(t, pool)
 	if len(jids) < len(ids) {
 		t.Fatalf("found %d JIDs for %d users", len(jids), len(ids))
 	}

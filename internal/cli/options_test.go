@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -44,6 +45,7 @@ func refusingDatabase(t *testing.T) (url string, connections func() int64) {
 type probeOptions struct {
 	CmdIO
 	DBOptions
+	t       testing.TB // the test, whose fixtures Run reads with
 	url     string
 	invalid bool
 
@@ -69,10 +71,11 @@ func (o *probeOptions) Around(ctx context.Context, run func(context.Context) err
 	return err
 }
 
-func (o *probeOptions) Run(ctx context.Context) error {
+func (o *probeOptions) Run(context.Context) error {
 	o.steps = append(o.steps, "run")
 	o.runPool = o.Pool
-	return o.Pool.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&o.app)
+	o.app = fixture.Setting(o.t, o.Pool, "application_name")
+	return nil
 }
 
 func newProbeCommand(o *probeOptions) *cobra.Command {
@@ -91,7 +94,7 @@ func newProbeCommand(o *probeOptions) *cobra.Command {
 func TestTheRunnerOpensTheDatabaseBetweenValidateAndRun(t *testing.T) {
 	t.Parallel()
 	_, dbURL := pgtest.NewPool(t)
-	o := &probeOptions{}
+	o := &probeOptions{t: t}
 	var stderr bytes.Buffer
 	if code := Main(context.Background(), newProbeCommand(o), []string{"--database-url", dbURL}, Env{Stderr: &stderr}); code != ExitOK {
 		t.Fatalf("probe: exit %d: %s", code, stderr.String())
@@ -107,7 +110,7 @@ func TestTheRunnerOpensTheDatabaseBetweenValidateAndRun(t *testing.T) {
 	}
 
 	refusing, connections := refusingDatabase(t)
-	o = &probeOptions{}
+	o = &probeOptions{t: t}
 	stderr.Reset()
 	code := Main(context.Background(), newProbeCommand(o), []string{"--database-url", refusing, "--invalid"}, Env{Stderr: &stderr})
 	if code != ExitUsage || connections() != 0 || !slices.Equal(o.steps, []string{"validate"}) {
@@ -115,7 +118,7 @@ func TestTheRunnerOpensTheDatabaseBetweenValidateAndRun(t *testing.T) {
 			code, connections(), o.steps, stderr.String(), ExitUsage)
 	}
 
-	o = &probeOptions{}
+	o = &probeOptions{t: t}
 	stderr.Reset()
 	code = Main(context.Background(), newProbeCommand(o), []string{"--database-url", refusing}, Env{Stderr: &stderr})
 	if code != ExitFatal || connections() == 0 || len(o.steps) != 3 || !strings.HasPrefix(o.steps[2], "around saw: connect to database") ||

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -199,33 +200,20 @@ func checkDemoClock(t *testing.T, base, dbURL string) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	var lastDay time.Time
-	var sentLater, earlyTimeouts, timeouts int64
-	if err := conn.QueryRow(context.Background(), `
-		SELECT greatest((SELECT max(as_of) FROM engagement_job_runs),
-		                (SELECT max(sent_at) FROM engagement_message_queue WHERE status = 'sent')),
-		       (SELECT count(*) FROM user_engagement_states WHERE goodbye_sent_at > $1),
-		       count(*) FILTER (WHERE s.goodbye_expires_at > $1),
-		       count(*)
-		  FROM user_engagement_states s
-		 WHERE (SELECT t.trigger FROM engagement_state_transitions t
-		         WHERE t.user_id = s.user_id ORDER BY t.id DESC LIMIT 1) = 'goodbye_timeout'`,
-		overview.AsOf).Scan(&lastDay, &sentLater, &earlyTimeouts, &timeouts); err != nil {
-		t.Fatal(err)
-	}
+	sim := fixture.DemoTimeoutsAsOf(t, conn, overview.AsOf)
 	// The last instant the demo simulated, up to the next second (--as-of
 	// is read to the second).
-	if want := lastDay.Add(time.Second - 1).Truncate(time.Second); !overview.AsOf.Equal(want) {
+	if want := sim.LastDay.Add(time.Second - 1).Truncate(time.Second); !overview.AsOf.Equal(want) {
 		t.Errorf("the console's pages are as of %s, want the demo's last simulated instant, %s", overview.AsOf, want)
 	}
-	if sentLater != 0 {
-		t.Errorf("%d users' goodbyes were sent after the console's now, %s", sentLater, overview.AsOf)
+	if sim.SentLater != 0 {
+		t.Errorf("%d users' goodbyes were sent after the console's now, %s", sim.SentLater, overview.AsOf)
 	}
-	if timedOut == 0 || timeouts == 0 {
-		t.Fatalf("the demo shows no timed-out goodbye (funnel %d, users %d): nothing to check", timedOut, timeouts)
+	if timedOut == 0 || sim.Timeouts == 0 {
+		t.Fatalf("the demo shows no timed-out goodbye (funnel %d, users %d): nothing to check", timedOut, sim.Timeouts)
 	}
-	if earlyTimeouts != 0 {
-		t.Errorf("%d of the %d timed-out goodbyes had not had their 48 h by the console's now, %s", earlyTimeouts, timeouts, overview.AsOf)
+	if sim.EarlyTimeouts != 0 {
+		t.Errorf("%d of the %d timed-out goodbyes had not had their 48 h by the console's now, %s", sim.EarlyTimeouts, sim.Timeouts, overview.AsOf)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/activity"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/scheduler"
 	sm "github.com/engagement-scheduler/engagement/statemachine"
@@ -231,16 +232,7 @@ func TestCheckConstraintsMatchTheDeclaredValues(t *testing.T) {
 			scheduler.RunPartial, scheduler.RunFailed, scheduler.RunStopped, scheduler.RunAbandoned}},
 		{"user_engagement_states", "state", states},
 	} {
-		var defs []string
-		rows, _ := conn.Query(ctx, `
-SELECT pg_get_constraintdef(c.oid)
-  FROM pg_constraint c
-  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
- WHERE c.contype = 'c' AND c.conrelid = $1::regclass AND a.attname = $2`, c.table, c.column)
-		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		defs := fixture.CheckConstraints(t, conn, c.table, c.column)
 		if len(defs) != 1 {
 			t.Errorf("%s.%s: %d CHECK constraints (%q), want one listing its values", c.table, c.column, len(defs), defs)
 			continue

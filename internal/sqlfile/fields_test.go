@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
@@ -37,8 +38,7 @@ SELECT @as_of::timestamptz, '@s.whatsapp.net', "@col", @limit::int /* @nor_this 
 		t.Errorf("a statement using @limt, which is not passed: err %v, want one naming @limt", err)
 	}
 	pool, _ := pgtest.NewPool(t)
-	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM generate_series(1, 10) i WHERE i <= @limt::int", pgx.NamedArgs{"limit": 3}).Scan(&n); err != nil || n != 0 {
+	if n, err := count(ctx, pool, "SELECT count(*) FROM generate_series(1, 10) i WHERE i <= @limt::int", pgx.NamedArgs{"limit": 3}); err != nil || n != 0 {
 		t.Errorf("pgx.NamedArgs: %d, %v; want it to bind @limt as NULL and count 0, which is why Fields checks", n, err)
 	}
 }
@@ -59,15 +59,24 @@ func TestFieldsBindTaggedFieldsByName(t *testing.T) {
 		*later
 	}
 	const sql = `SELECT count(*) FROM generate_series(@from::int, 10) i WHERE i <= @limit::int`
-	var n int
-	if err := pool.QueryRow(ctx, sql, sqlfile.Fields(args{From: 2, later: &later{Limit: 4}})).Scan(&n); err != nil || n != 3 {
+	if n, err := count(ctx, pool, sql, sqlfile.Fields(args{From: 2, later: &later{Limit: 4}})); err != nil || n != 3 {
 		t.Errorf("2 to 4: %d, %v; want 3", n, err)
 	}
-	err := pool.QueryRow(ctx, sql, sqlfile.Fields(args{From: 2})).Scan(&n)
+	_, err := count(ctx, pool, sql, sqlfile.Fields(args{From: 2}))
 	if err == nil || !strings.Contains(err.Error(), "@limit") {
 		t.Errorf("without the embedded struct that carries @limit: err %v, want one naming @limit", err)
 	}
-	if err := pool.QueryRow(ctx, sql, sqlfile.Fields(struct{ From int }{2})).Scan(&n); err == nil || !strings.Contains(err.Error(), "db tag") {
+	if _, err := count(ctx, pool, sql, sqlfile.Fields(struct{ From int }{2})); err == nil || !strings.Contains(err.Error(), "db tag") {
 		t.Errorf("a field without a tag: err %v, want one saying so", err)
 	}
+}
+
+// count runs sql, a count(*), with args on pool and returns its one value
+// (a row of more columns is an error).
+func count(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (int, error) {
+	rows, err := pool.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return pgx.CollectOneRow(rows, pgx.RowTo[int])
 }

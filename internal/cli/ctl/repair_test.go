@@ -25,30 +25,11 @@ func runCtl(dbURL string, args ...string) (code int, stdout, stderr string) {
 func TestRequeueAndCancelCommands(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := pgtest.NewPool(t)
-	ctx := context.Background()
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	var failed, pending string
-	if err := pool.QueryRow(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, retry_count,
-		       error_message, idempotency_key, scheduled_for)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'failed', 3, 'webhook: HTTP 503', 'k1',
-		        '2026-03-02T06:00:00Z')
-		RETURNING id::text`, user).Scan(&failed); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, idempotency_key)
-		VALUES ($1, 'weekly_review', 'individual', 'x@s.whatsapp.net', 'k2')
-		RETURNING id::text`, user).Scan(&pending); err != nil {
-		t.Fatal(err)
-	}
-	status := func(id string) string {
-		var s string
-		if err := pool.QueryRow(ctx, `SELECT status FROM engagement_message_queue WHERE id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	failed := fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", Status: "failed", RetryCount: 3,
+		Error: "webhook: HTTP 503", Key: "k1", ScheduledFor: time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)})
+	pending := fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", Key: "k2"})
+	status := func(id string) string { return fixture.MessageByID(t, pool, id).Status }
 
 	code, out, errOut := runCtl(dbURL, "requeue", "--since", "2026-03-02T00:00:00Z", "--until", "2026-03-03T00:00:00Z",
 		"--type", "goodbye", "--error-contains", "503", "--dry-run", "--output", "json")
@@ -95,12 +76,8 @@ func TestRepairCommandsRejectBadFilters(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	if _, err := pool.Exec(context.Background(), `
-		INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status)
-		VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'failed'),
-		       ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'pending')`, user); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", Status: "failed"})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", Status: "pending"})
 	for _, c := range []struct {
 		args []string
 		flag string
@@ -126,7 +103,9 @@ func TestRepairCommandsRejectBadFilters(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", c.args, code, out, errOut, c.flag)
 		}
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status IN ('failed', 'pending')`); n != 2 {
-		t.Errorf("%d messages still failed or pending after the rejected commands, want 2", n)
+	for _, status := range []string{"failed", "pending"} {
+		if n := fixture.CountMessages(t, pool, fixture.Messages{Status: status}); n != 1 {
+			t.Errorf("%d messages %s after the rejected commands, want 1", n, status)
+		}
 	}
 }

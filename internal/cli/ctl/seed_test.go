@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engagement-scheduler/engagement/internal/cli"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 )
 
@@ -69,15 +70,8 @@ func TestSeedLiftsTheStatementTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var name string
-	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET statement_timeout = '100ms'`)
+	fixture.CtlDatabaseStatementTimeout(t, conn)
 	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	var out, errOut bytes.Buffer
 	sep := "?"

@@ -31,8 +31,7 @@ func TestBouncerIsTransactionPooled(t *testing.T) {
 	if got, want := currentDatabase(t, a), currentDatabase(t, connectT(t, direct)); got != want {
 		t.Fatalf("through the bouncer: database %q, want %q", got, want)
 	}
-	var pool string
-	if err := a.QueryRow(ctx, `SHOW pool_mode`).Scan(&pool); err == nil {
+	if pool, err := value[string](ctx, a, `SHOW pool_mode`); err == nil {
 		t.Errorf("SHOW pool_mode answered %q on a PostgreSQL backend; want the bouncer to pass it through", pool)
 	}
 
