@@ -19,15 +19,9 @@ func optedOut(t *testing.T, db fixture.DB, user string) bool {
 }
 
 // sqlCall is one call of the contract's SQL functions, as a bot makes it.
-func sqlCall(t *testing.T, db fixture.DB, optOut bool, user, source, at string) bool {
+func sqlCall(t *testing.T, db fixture.DB, optOut bool, user, source string, at time.Duration) bool {
 	t.Helper()
-	fn := map[bool]string{true: "engagement_opt_out", false: "engagement_opt_in"}[optOut]
-	var changed bool
-	if err := db.QueryRow(context.Background(),
-		`SELECT `+fn+`($1::uuid, $2::text, now() + $3::interval)`, user, source, at).Scan(&changed); err != nil {
-		t.Fatalf("%s(%s): %v", fn, at, err)
-	}
-	return changed
+	return fixture.ActivityBotConsent(t, db, optOut, user, source, at)
 }
 
 // Issue 56, finding 1: consent follows the user's time, not the calls'
@@ -40,10 +34,10 @@ func TestConsentFollowsTheUsersTimeThroughSQL(t *testing.T) {
 	tx := pgtest.NewTx(t)
 	user := withMessages(t, tx)
 
-	if !sqlCall(t, tx, true, user, "bot:keyword", "0") {
+	if !sqlCall(t, tx, true, user, "bot:keyword", 0) {
 		t.Fatal("the stop changed nothing")
 	}
-	if sqlCall(t, tx, false, user, "meta:user_preferences", "-1 hour") {
+	if sqlCall(t, tx, false, user, "meta:user_preferences", -time.Hour) {
 		t.Error("engagement_opt_in(..., now() - interval '1 hour') after a stop said now: true; want false (older: superseded)")
 	}
 	if !optedOut(t, tx, user) {
@@ -54,12 +48,12 @@ func TestConsentFollowsTheUsersTimeThroughSQL(t *testing.T) {
 		t.Errorf("consent log %+v; want the stop, then the late resume recorded as superseded", ev)
 	}
 	// The same late resume again (Meta resends it) is in the log already.
-	sqlCall(t, tx, false, user, "meta:user_preferences", "-1 hour")
+	sqlCall(t, tx, false, user, "meta:user_preferences", -time.Hour)
 	if n := len(consentEvents(t, tx, user)); n != 2 {
 		t.Errorf("a resend of the superseded resume: %d log rows, want 2 (recorded once)", n)
 	}
 	// Said after the stop, a resume wins, whenever it comes.
-	if !sqlCall(t, tx, false, user, "bot:keyword", "1 second") || optedOut(t, tx, user) {
+	if !sqlCall(t, tx, false, user, "bot:keyword", time.Second) || optedOut(t, tx, user) {
 		t.Error("a resume said after the stop did not opt the user back in")
 	}
 }

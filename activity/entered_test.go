@@ -22,13 +22,7 @@ func TestStateEnteredIsTheMovesTime(t *testing.T) {
 	ctx := context.Background()
 	entered := func(user string) time.Time {
 		t.Helper()
-		var at time.Time
-		if err := pool.QueryRow(ctx, `SELECT engagement_clock('state_entered', last_activity_at, created_at, remind_at,
-		                                                       state_entered_at, state_changed_xact_at)
-		                                FROM user_engagement_states WHERE user_id = $1`, user).Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		return at
+		return fixture.ActivityStateEntered(t, pool, user)
 	}
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC) // months before the test runs
 	user := userIn(t, pool, sm.GoodbyeSent, at.Add(-20*24*time.Hour))

@@ -32,8 +32,7 @@ func TestFireRefusesAnInstantTheBotCannotMean(t *testing.T) {
 
 	for _, raw := range []string{"infinity", "-infinity", "9999-12-31 00:00:00+00", "58874-01-01 00:00:00+00", "1970-01-01 00:00:00+00"} {
 		err := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `SELECT engagement_fire($1::uuid, 'goodbye_answer_remind_later', $2::timestamptz)`, user, raw)
-			return err
+			return fixture.ActivityFireAtText(ctx, tx, user, string(sm.GoodbyeAnswerRemindLater), raw)
 		})
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != activity.SQLStateInstantOutOfRange {

@@ -279,7 +279,7 @@ func TestFireNeedsOnlyExecute(t *testing.T) {
 				t.Errorf("Fire(%s) as a role with only EXECUTE, %s: %q, %v; want %s", trig, via, got, err, want)
 			}
 		}
-		if _, err := pool.Exec(ctx, `SELECT count(*) FROM user_engagement_states`); err == nil {
+		if err := fixture.ActivityCountStates(ctx, pool); err == nil {
 			t.Errorf("the EXECUTE-only role could read user_engagement_states %s", via)
 		}
 		pool.Close()

@@ -157,10 +157,7 @@ func TestFireReadsNoProfileForTheHour(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	reads := func() int {
 		t.Helper()
-		return fixture.Count(t, tx, `
-			SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0)::int
-			  FROM pg_stat_xact_user_tables
-			 WHERE relname IN ('user_profiles', 'engagement_time_zones')`)
+		return fixture.ActivityTableReads(t, tx, "user_profiles", "engagement_time_zones")
 	}
 	before := reads()
 	if _, err := activity.Fire(ctx, tx, id, sm.UserMessage, activity.FireOptions{At: at}); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/delivery"
 	"github.com/engagement-scheduler/engagement/internal/postgres"
+	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/sender/transport"
 	"github.com/rs/zerolog"
@@ -37,42 +38,14 @@ func BenchmarkReceipt(b *testing.B) {
 	pool, url := pgtest.NewPool(b)
 	ctx := context.Background()
 	users := max(n/5, 1)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO user_profiles (user_id, whatsapp_jid)
-		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, '55' || g || '@s.whatsapp.net'
-		  FROM generate_series(1, $1::int) g`, users); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO user_engagement_states (user_id, state, last_activity_at)
-		SELECT user_id, 'active', now() FROM user_profiles`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id)
-		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g % $2::int + 1), 12, '0'))::uuid, 'weekly_review',
-		       'engagement.weekly_review.celebration', '{}', 'individual', '55@s.whatsapp.net',
-		       now() - interval '1 day', 'k' || g, 'sent', now() - interval '1 day', 'wamid.' || g
-		  FROM generate_series(1, $1::int) g`, n, users); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE engagement_message_queue`); err != nil {
-		b.Fatal(err)
-	}
+	fixture.NumberedUsers(b, pool, users)
+	fixture.ActivitySentReviews(b, pool, n, users)
+	fixture.VacuumQueue(b, pool)
 	// queue-process's work meanwhile: a processor on a pool of its own
 	// (the binaries' pool) delivering a backlog of due weekly reviews,
 	// unpaced, through a local webhook, for as long as the rounds last.
 	backlog := min(n/2, 500_000)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for, idempotency_key)
-		SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g % $2::int + 1), 12, '0'))::uuid, 'weekly_review',
-		       'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', '55@s.whatsapp.net',
-		       now() - interval '1 minute', 'due' || g
-		  FROM generate_series(1, $1::int) g`, backlog, users); err != nil {
-		b.Fatal(err)
-	}
+	fixture.ActivityDueReviews(b, pool, backlog, users)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer srv.Close()
 	hook, err := transport.NewWebhook(transport.WebhookConfig{URL: srv.URL, Secret: "bench"})
@@ -84,10 +57,7 @@ func BenchmarkReceipt(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer senderPool.Close()
-	var ids []string // by message number, for the primary-key UPDATE
-	if err := pool.QueryRow(ctx, `SELECT array_agg(id::text ORDER BY substr(idempotency_key, 2)::int) FROM engagement_message_queue WHERE idempotency_key LIKE 'k%'`).Scan(&ids); err != nil {
-		b.Fatal(err)
-	}
+	ids := fixture.ActivityIDsByNumber(b, pool, "k") // by message number, for the primary-key UPDATE
 	const conns, per = 8, 2000
 	at := time.Now().Add(-time.Hour)
 	var receipts, updates []time.Duration
@@ -120,7 +90,7 @@ func BenchmarkReceipt(b *testing.B) {
 						if kind == "receipt" {
 							_, _, err = activity.Receipt(ctx, pool, fmt.Sprint("wamid.", k), activity.ReceiptDelivered, activity.ReceiptOptions{At: at})
 						} else {
-							_, err = pool.Exec(ctx, `UPDATE engagement_message_queue SET delivered_at = $2 WHERE id = $1`, ids[k-1], at)
+							err = fixture.ActivityDeliveredAt(ctx, pool, ids[k-1], at)
 						}
 						if err != nil {
 							b.Error(err)

@@ -236,8 +236,7 @@ func TestAReceiptRacingItsSendIsNeverLost(t *testing.T) {
 		}()
 		go func() {
 			<-start
-			_, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET status = 'sent', sent_at = now(), provider_message_id = $2 WHERE id = $1`, id, pid)
-			errs <- err
+			errs <- fixture.ActivityRecordSent(ctx, pool, id, pid)
 		}()
 	}
 	close(start)

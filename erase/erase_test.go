@@ -20,15 +20,11 @@ func TestEraseInTheCallersTransaction(t *testing.T) {
 	ctx := context.Background()
 	jid := "5511900000042@s.whatsapp.net"
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), WhatsAppJID: &jid})
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		       destination_jid, scheduled_for)
-		VALUES ($1, 'weekly_review', 'engagement.weekly_review.celebration', '{"count":"2"}', 'individual', $2, now())`,
-		user, jid); err != nil {
-		t.Fatal(err)
-	}
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: "engagement.weekly_review.celebration",
+		Params: `{"count":"2"}`, JID: jid})
 	jids := func() int {
-		return fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE destination_jid = '`+jid+`'`)
+		return fixture.CountWhere(fixture.MessageRows(t, pool, fixture.Messages{}),
+			func(m fixture.MessageRow) bool { return m.DestinationJID == jid })
 	}
 
 	for _, commit := range []bool{false, true} {
@@ -53,10 +49,8 @@ func TestEraseInTheCallersTransaction(t *testing.T) {
 			t.Errorf("commit %v: %d messages to the JID, want %d", commit, got, want)
 		}
 	}
-	var source, actor string
-	if err := pool.QueryRow(ctx, `SELECT source, actor FROM engagement_consent_events WHERE user_id = $1`, user).
-		Scan(&source, &actor); err != nil || source != activity.SourceConsole || actor != "ana" {
-		t.Errorf("consent event from %q by %q (%v), want the console's, by ana", source, actor, err)
+	if ev := fixture.ConsentEventsOf(t, pool, user); len(ev) == 0 || ev[0].Source != activity.SourceConsole || !fixture.Is(ev[0].Actor, "ana") {
+		t.Errorf("consent events %+v, want the console's, by ana", ev)
 	}
 
 	if _, err := erase.Erase(ctx, pool, "not-a-uuid"); !errors.Is(err, erase.ErrBadUserID) {
@@ -68,9 +62,7 @@ func TestEraseInTheCallersTransaction(t *testing.T) {
 	}
 	// A user the bot already deleted (no profile) whose messages remain is
 	// still erased; there is nobody to opt out.
-	if _, err := pool.Exec(ctx, `DELETE FROM user_profiles WHERE user_id = $1`, user); err != nil {
-		t.Fatal(err)
-	}
+	fixture.DeleteProfile(t, pool, user)
 	if rep, err := erase.Erase(ctx, pool, user); err != nil || rep.Profile || rep.OptedOut || rep.Messages != 1 {
 		t.Errorf("erase without a profile: %+v, %v", rep, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,33 +65,52 @@ func TestSampleSize(t *testing.T) {
 type history struct {
 	t       *testing.T
 	db      postgres.Querier
-	back    []func()
-	variant *string // the treated goodbyes' copy variant, nil: none
+	back    []fixture.LoggedMove // the returns scripted, logged by returns
+	variant *string              // the treated goodbyes' copy variant, nil: none
+}
+
+// goodbyeMove is user's goodbye logged at at, held out or not.
+func goodbyeMove(user string, holdout bool, at time.Time) fixture.LoggedMove {
+	return fixture.LoggedMove{User: user, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d", Holdout: holdout, At: at}
+}
+
+// returnMove is user's return, a message at at.
+func returnMove(user string, at time.Time) fixture.LoggedMove {
+	return fixture.LoggedMove{User: user, From: "goodbye_sent", To: "active", Trigger: "user_message", At: at}
 }
 
 func (h *history) goodbyes(at time.Time, holdout bool, n int, returns map[time.Duration]int) []string {
 	h.t.Helper()
-	var users []string
-	for range n {
-		u := fixture.NewID()
-		users = append(users, u)
-		fixture.Exec(h.t, h.db, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at, variant)
-		                         VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2, $3, $4)`, u, holdout, at, h.variant)
+	users := make([]string, n)
+	moves := make([]fixture.LoggedMove, n)
+	for i := range users {
+		users[i] = fixture.NewID()
+		moves[i] = goodbyeMove(users[i], holdout, at)
+		if h.variant != nil {
+			moves[i].Variant = *h.variant
+		}
 	}
+	fixture.LogMoves(h.t, h.db, moves)
 	i := 0
 	for after, k := range returns {
 		for _, u := range users[i : i+k] {
-			h.back = append(h.back, func() { h.comeback(u, at.Add(after)) })
+			h.back = append(h.back, returnMove(u, at.Add(after)))
 		}
 		i += k
 	}
 	return users
 }
 
+// returns logs the returns scripted so far, in one statement.
+func (h *history) returns() {
+	h.t.Helper()
+	fixture.LogMoves(h.t, h.db, h.back)
+	h.back = nil
+}
+
 func (h *history) comeback(user string, at time.Time) {
 	h.t.Helper()
-	fixture.Exec(h.t, h.db, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-	                         VALUES ($1, 'goodbye_sent', 'active', 'user_message', $2)`, user, at)
+	fixture.LogMoves(h.t, h.db, []fixture.LoggedMove{returnMove(user, at)})
 }
 
 // Issue 45: the funnel's arithmetic against a history whose answer is
@@ -129,8 +149,7 @@ func TestFunnelArithmeticOnAScriptedHistory(t *testing.T) {
 
 	h.goodbyes(day("2026-09-01T10:00:00Z"), false, 3, map[time.Duration]int{d: 3})
 	a := h.goodbyes(day("2026-10-06T10:00:00Z"), false, 40, map[time.Duration]int{5 * d: 10, 31 * d: 2})
-	fixture.Exec(t, tx, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-	                     VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, a[0], day("2026-10-08T10:00:00Z"))
+	fixture.LogMoves(t, tx, []fixture.LoggedMove{goodbyeMove(a[0], false, day("2026-10-08T10:00:00Z"))})
 	h.goodbyes(day("2026-10-06T11:00:00Z"), true, 10, map[time.Duration]int{29 * d: 1})
 	h.variant = fixture.Ptr("a")
 	h.goodbyes(day("2026-10-13T10:00:00Z"), false, 30, map[time.Duration]int{10 * d: 15})
@@ -140,9 +159,7 @@ func TestFunnelArithmeticOnAScriptedHistory(t *testing.T) {
 	b := h.goodbyes(day("2026-10-13T10:00:00Z"), true, 20, map[time.Duration]int{time.Hour: 2})
 	h.goodbyes(day("2026-11-10T10:00:00Z"), false, 5, map[time.Duration]int{2 * d: 1})
 	h.goodbyes(day("2026-11-10T10:00:00Z"), true, 2, nil)
-	for _, f := range h.back {
-		f()
-	}
+	h.returns()
 	// A message the day before the goodbye is no return (logged after it,
 	// with a later id, but earlier in time).
 	h.comeback(b[19], day("2026-10-12T10:00:00Z"))
@@ -235,24 +252,29 @@ func TestFunnelVerdicts(t *testing.T) {
 		t.Errorf("without a holdout: %q", v)
 	}
 	h.goodbyes(at, true, 6, map[time.Duration]int{time.Hour: 1})
-	for _, f := range h.back {
-		f()
-	}
+	h.returns()
 	if v := read().Lift.Verdict; !strings.HasPrefix(v, "not enough users yet to tell: -6.7 points") {
 		t.Errorf("50 treated and 6 held out: %q", v)
 	}
-	fixture.Exec(t, tx, `DELETE FROM engagement_state_transitions`)
-	// 10,000 treated and 1,200 held out at 10 % each: enough for 3 points.
-	fixture.Exec(t, tx, `
-		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, created_at)
-		SELECT gen_random_uuid(), 'active', 'goodbye_sent', 'inactivity_14d', i > 10000, $1
-		  FROM generate_series(1, 11200) AS i`, at)
-	fixture.Exec(t, tx, `
-		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-		SELECT user_id, 'goodbye_sent', 'active', 'user_message', $1
-		  FROM (SELECT user_id, row_number() OVER (PARTITION BY holdout ORDER BY user_id) AS r
-		          FROM engagement_state_transitions) g
-		 WHERE r % 10 = 0`, at.Add(time.Hour))
+	fixture.FunnelForgetMoves(t, tx)
+	// 10,000 treated and 1,200 held out at 10 % each: enough for 3 points,
+	// every tenth of each arm (in user_id order) back an hour later.
+	arms := map[bool][]string{}
+	var goodbyes []fixture.LoggedMove
+	for i := range 11200 {
+		u, holdout := fixture.NewID(), i >= 10000
+		arms[holdout] = append(arms[holdout], u)
+		goodbyes = append(goodbyes, goodbyeMove(u, holdout, at))
+	}
+	fixture.LogMoves(t, tx, goodbyes)
+	var back []fixture.LoggedMove
+	for _, users := range arms {
+		slices.Sort(users) // a UUID's order is its lower-case text's
+		for r := 10; r <= len(users); r += 10 {
+			back = append(back, returnMove(users[r-1], at.Add(time.Hour)))
+		}
+	}
+	fixture.LogMoves(t, tx, back)
 	rep := read()
 	if v := rep.Lift.Verdict; !strings.HasPrefix(v, "no lift of 3 points or more: the goodbye makes no clear difference") {
 		t.Errorf("10,000 and 1,200 at 10 %% each: %q (needed %d and %d)", v, rep.Lift.NeededTreatment, rep.Lift.NeededHoldout)
@@ -268,11 +290,12 @@ func TestPooledVerdictWhileEveryWeekIsStillCounting(t *testing.T) {
 	t.Parallel()
 	tx := pgtest.NewTx(t)
 	at, _ := time.Parse(time.RFC3339, "2026-11-24T06:00:00Z")
-	fixture.Exec(t, tx, `
-		INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, holdout, timing, created_at)
-		SELECT gen_random_uuid(), 'active', 'goodbye_sent', 'inactivity_14d', i % 5 = 0,
-		       CASE WHEN i % 2 = 0 THEN 'best_hour' ELSE 'run_time' END, $1
-		  FROM generate_series(1, 40) AS i`, at)
+	moves := make([]fixture.LoggedMove, 40)
+	for i := range moves { // i+1 as generate_series(1, 40) numbers them
+		moves[i] = goodbyeMove(fixture.NewID(), (i+1)%5 == 0, at)
+		moves[i].Timing = map[bool]string{true: "best_hour", false: "run_time"}[(i+1)%2 == 0]
+	}
+	fixture.LogMoves(t, tx, moves)
 	rep, err := funnel.Read(context.Background(), tx, funnel.Options{AsOf: at.Add(2 * 24 * time.Hour), Weeks: 8})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/pricing"
@@ -27,35 +28,32 @@ func TestReadSpend(t *testing.T) {
 	asOf := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-20 * 24 * time.Hour)})
 	const day, never = 24 * time.Hour, time.Duration(-1)
-	// add queues a message accepted sentAgo before asOf (with never, one
+	// add scripts a message accepted sentAgo before asOf (with never, one
 	// never accepted, whose status is receipt) through transport (none in the ledger when ""), with what
-	// Meta's webhook said of its pricing, and applies its receipt.
+	// Meta's webhook said of its pricing, and its receipt; the messages
+	// are queued in one statement, then their receipts applied in order.
+	var sends []fixture.PricingSend
+	type receipted struct {
+		provider, status, code string
+		at                     time.Time
+	}
+	var receipts []receipted
 	add := func(kind, jid, transport string, sentAgo time.Duration, receipt string, billable *bool, category *string) {
 		t.Helper()
-		id, pid := fixture.NewID(), fixture.NewID()
-		status, sentAt := "sent", (*time.Time)(nil)
+		s := fixture.PricingSend{ID: fixture.NewID(), Type: kind, JID: jid, Status: "sent", ProviderID: fixture.NewID(),
+			Billable: billable, Category: category, Transport: transport}
 		if sentAgo != never {
-			s := asOf.Add(-sentAgo)
-			sentAt = &s
+			s.SentAt = asOf.Add(-sentAgo)
 		} else {
-			status, receipt = receipt, ""
+			s.Status, receipt = receipt, ""
 		}
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (id, user_id, message_type, message_key, message_params, destination,
-			       destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id, billable, pricing_category)
-			VALUES ($1, $2, $3, 'k', '{}', 'individual', $4, $5, $6, $7, $8, $9, $10, $11)`,
-			id, user, kind, jid, asOf.Add(-40*day), fixture.NewID(), status, sentAt, pid, billable, category)
-		if transport != "" {
-			fixture.Exec(t, pool, `
-				INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, provider_message_id)
-				VALUES ($1, $2, 'sent', 1, $3)`, id, transport, pid)
-		}
+		sends = append(sends, s)
 		if receipt != "" {
 			code := ""
 			if receipt == "failed" {
 				code = "131026"
 			}
-			fixture.Exec(t, pool, `SELECT engagement_receipt($1, $2, $3, nullif($4, ''))`, pid, receipt, sentAt.Add(time.Minute), code)
+			receipts = append(receipts, receipted{provider: s.ProviderID, status: receipt, code: code, at: s.SentAt.Add(time.Minute)})
 		}
 	}
 	br, us := "5511999990000@s.whatsapp.net", "14155550100@s.whatsapp.net"
@@ -83,6 +81,12 @@ func TestReadSpend(t *testing.T) {
 	add("goodbye", br, cloud, never, "cancelled", nil, nil)                      // cancelled: out
 	// Sent after as-of: out.
 	add("goodbye", br, cloud, -2*time.Hour, "", nil, nil)
+	fixture.PricingSends(t, pool, user, asOf.Add(-40*day), sends...)
+	for _, r := range receipts {
+		if _, _, err := activity.Receipt(ctx, pool, r.provider, r.status, activity.ReceiptOptions{At: r.at, ErrorCode: r.code}); err != nil {
+			t.Fatalf("receipt %s of %s: %v", r.status, r.provider, err)
+		}
+	}
 
 	s, err := pricing.ReadSpend(ctx, pool, asOf, nil)
 	if err != nil {

@@ -24,28 +24,31 @@ func TestCleanupHorizonsKeepEachUsersLatestRow(t *testing.T) {
 	b := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf})
 	c := fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf})
 	// a: three old transitions and one recent; b: one old, their latest.
+	var moves []fixture.LoggedMove
 	for _, r := range []struct {
 		user string
 		at   time.Time
 	}{{a, old}, {a, old.Add(time.Hour)}, {a, old.Add(2 * time.Hour)}, {a, asOf.Add(-time.Hour)}, {b, old}} {
-		fixture.Exec(t, pool, `INSERT INTO engagement_state_transitions (user_id, from_state, to_state, trigger, created_at)
-		                       VALUES ($1, 'active', 'goodbye_sent', 'inactivity_14d', $2)`, r.user, r.at)
+		moves = append(moves, fixture.LoggedMove{User: r.user, From: "active", To: "goodbye_sent", Trigger: "inactivity_14d", At: r.at})
 	}
+	fixture.LogMoves(t, pool, moves)
 	// a: out and in long ago, out recently; b: out long ago, their latest.
+	var events []fixture.RetentionConsent
 	for _, r := range []struct {
 		user string
 		out  bool
 		at   time.Time
 	}{{a, true, old}, {a, false, old.Add(time.Hour)}, {a, true, asOf.Add(-time.Hour)}, {b, true, old}} {
-		fixture.Exec(t, pool, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at, created_at)
-		                       VALUES ($1, $2, 'bot:keyword', $3, $3)`, r.user, r.out, r.at)
+		events = append(events, fixture.RetentionConsent{User: r.user, OptedOut: r.out, Source: "bot:keyword", At: r.at, Recorded: r.at})
 	}
 	// c (issue 56): out long ago, their latest change, then a resume said
 	// before it, recorded after it as superseded: neither goes, the
 	// standing choice is the opt-out.
-	fixture.Exec(t, pool, `INSERT INTO engagement_consent_events (user_id, opted_out, source, at, created_at, superseded)
-	                       VALUES ($1, true, 'bot:keyword', $2, $2, false), ($1, false, 'meta:user_preferences', $2 - interval '1 hour', $2 + interval '1 hour', true)`,
-		c, old)
+	events = append(events,
+		fixture.RetentionConsent{User: c, OptedOut: true, Source: "bot:keyword", At: old, Recorded: old},
+		fixture.RetentionConsent{User: c, OptedOut: false, Source: "meta:user_preferences", At: old.Add(-time.Hour),
+			Recorded: old.Add(time.Hour), Superseded: true})
+	fixture.RetentionConsentEvents(t, pool, events...)
 	cfg := retention.CleanupConfig{OlderThan: retention.DefaultRetention, AsOf: asOf, BatchSize: 1,
 		TransitionsOlderThan: retention.DefaultTransitionRetention, ConsentOlderThan: retention.DefaultConsentRetention}
 
@@ -66,20 +69,26 @@ func TestCleanupHorizonsKeepEachUsersLatestRow(t *testing.T) {
 		!sum.TransitionsCutoff.Equal(asOf.Add(-retention.DefaultTransitionRetention)) {
 		t.Fatalf("cleanup: %+v, %v; want 3 transitions and 2 consent events deleted", sum, err)
 	}
+	dayAgo := fixture.Now(t, pool).Add(-24 * time.Hour)
+	recentMoves := fixture.CountWhere(fixture.LogRows(t, pool, fixture.Logged{Users: []string{a}}),
+		func(r fixture.LogRow) bool { return r.CreatedAt.After(dayAgo) })
+	recentOut := fixture.CountWhere(fixture.ConsentEventsOf(t, pool, a),
+		func(e fixture.ConsentRow) bool { return e.OptedOut && e.At.After(dayAgo) })
+	outOfB := fixture.CountWhere(fixture.ConsentEventsOf(t, pool, b), func(e fixture.ConsentRow) bool { return e.OptedOut })
 	for _, c := range []struct {
-		sql  string
-		want int
+		what      string
+		got, want int
 	}{
-		{`SELECT count(*) FROM engagement_state_transitions WHERE user_id = '` + a + `' AND created_at > now() - interval '1 day'`, 1},
-		{`SELECT count(*) FROM engagement_state_transitions WHERE user_id = '` + b + `'`, 1},
-		{`SELECT count(*) FROM engagement_state_transitions`, 2},
-		{`SELECT count(*) FROM engagement_consent_events WHERE user_id = '` + a + `' AND opted_out AND at > now() - interval '1 day'`, 1},
-		{`SELECT count(*) FROM engagement_consent_events WHERE user_id = '` + b + `' AND opted_out`, 1},
-		{`SELECT count(*) FROM engagement_consent_events WHERE user_id = '` + c + `'`, 2},
-		{`SELECT count(*) FROM engagement_consent_events`, 4},
+		{"a's transitions of the last day", recentMoves, 1},
+		{"b's transitions", fixture.CountTransitions(t, pool, fixture.Moves{Users: []string{b}}), 1},
+		{"transitions", fixture.CountTransitions(t, pool, fixture.Moves{}), 2},
+		{"a's opt-outs of the last day", recentOut, 1},
+		{"b's opt-outs", outOfB, 1},
+		{"c's consent events", len(fixture.ConsentEventsOf(t, pool, c)), 2},
+		{"consent events", fixture.RetentionConsentCount(t, pool), 4},
 	} {
-		if got := fixture.Count(t, pool, c.sql); got != c.want {
-			t.Errorf("%s: %d, want %d", c.sql, got, c.want)
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package retention_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,14 +47,6 @@ func TestCleanupAgesUnparsableKeysFromTheirQueueTime(t *testing.T) {
 	young := asOf.Add(-10 * 24 * time.Hour) // queued inside the window
 
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: old})
-	insert := func(key string, createdAt time.Time) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `
-			INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, idempotency_key, created_at)
-			VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'sent', $2, $3)`, user, key, createdAt); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Unparsable keys that look like the jobs' keys, queued long ago: deleted.
 	oldKeys := []string{
 		"ops-fix:goodbye_sent:2026-02-30", // no February 30th
@@ -64,17 +58,13 @@ func TestCleanupAgesUnparsableKeysFromTheirQueueTime(t *testing.T) {
 		"ops-fix:weekly_review:2026-W00",  // no week 0
 		"ops-fix:weekly_review:2025-W53",  // 2025 has 52 ISO weeks
 	}
-	for _, k := range oldKeys {
-		insert(k, old)
-	}
+	fixture.RetentionSentGoodbyes(t, pool, user, old, oldKeys...)
 	// The same kind of keys queued inside the window: kept.
-	insert("ops-fix-2:goodbye_sent:2026-02-30", young)
-	insert("ops-fix-2:weekly_review:2026-W54", young)
+	fixture.RetentionSentGoodbyes(t, pool, user, young, "ops-fix-2:goodbye_sent:2026-02-30", "ops-fix-2:weekly_review:2026-W54")
 	// Valid keys keep their rules: a real leap day long past is deleted; a
 	// goodbye of a day inside the window is kept even though queued long ago.
-	insert("ops-fix:goodbye_sent:2024-02-29", old)
-	insert("ops-fix:goodbye_sent:2026-05-20", old)
-	insert("ops-fix:weekly_review:2026-W53", old) // 2026 has 53 ISO weeks; its last ended 2027-01-04, after the cutoff
+	fixture.RetentionSentGoodbyes(t, pool, user, old, "ops-fix:goodbye_sent:2024-02-29", "ops-fix:goodbye_sent:2026-05-20",
+		"ops-fix:weekly_review:2026-W53") // 2026 has 53 ISO weeks; its last ended 2027-01-04, after the cutoff
 
 	if err := m.Up(); err != nil {
 		t.Fatalf("migrate up over unparsable keys: %v", err)
@@ -96,20 +86,13 @@ func TestCleanupAgesUnparsableKeysFromTheirQueueTime(t *testing.T) {
 			sum.Messages, dry.Messages, wantDeleted)
 	}
 	var left []string
-	rows, err := pool.Query(ctx, `SELECT idempotency_key FROM engagement_message_queue ORDER BY idempotency_key`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
+	for _, m := range fixture.MessageRows(t, pool, fixture.Messages{}) {
+		if m.IdempotencyKey == nil {
+			t.Fatalf("message %s left without its key", m.ID)
 		}
-		left = append(left, k)
+		left = append(left, *m.IdempotencyKey)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	slices.Sort(left) // the keys' order
 	want := []string{"ops-fix-2:goodbye_sent:2026-02-30", "ops-fix-2:weekly_review:2026-W54",
 		"ops-fix:goodbye_sent:2026-05-20", "ops-fix:weekly_review:2026-W53"}
 	if len(left) != len(want) {
@@ -146,8 +129,8 @@ func TestCleanupReadsReplayUntilNotTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE engagement_message_queue SET status = 'sent', created_at = $2 WHERE id = $1`, q.ID, old); err != nil {
-			t.Fatal(err)
+		if n := fixture.SetMessages(t, pool, fixture.MessageChange{ID: q.ID, SetStatus: "sent", CreatedAt: old}); n != 1 {
+			t.Fatalf("dated %d messages %s, want 1", n, q.ID)
 		}
 	}
 	queue("goodbye for ops ticket 1234", dayStart, dayEnd)           // kept: replay_until inside the window
@@ -163,10 +146,11 @@ func TestCleanupReadsReplayUntilNotTheKey(t *testing.T) {
 	if sum.Messages != 1 {
 		t.Errorf("cleanup deleted %d messages, want 1: the one queued without replay_until", sum.Messages)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE idempotency_key = $1`, user+":goodbye_sent:2026-05-20"); n != 0 {
+	if n := fixture.CountMessages(t, pool, fixture.Messages{Key: user + ":goodbye_sent:2026-05-20"}); n != 0 {
 		t.Error("the message without replay_until was kept: cleanup read its key")
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE replay_until IS NOT NULL`); n != 4 {
+	if n := fixture.CountWhere(fixture.MessageRows(t, pool, fixture.Messages{}),
+		func(m fixture.MessageRow) bool { return m.ReplayUntil != nil }); n != 4 {
 		t.Errorf("%d messages with replay_until inside the window left, want 4", n)
 	}
 }
@@ -178,11 +162,8 @@ func TestCleanupAgesTheBotsRequestKeys(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	now := time.Now()
-	fixture.Exec(t, pool, `INSERT INTO engagement_fire_requests (request_key, user_id, trigger, state, created_at)
-		SELECT 'old-' || i, gen_random_uuid(), 'user_message', 'active', $1::timestamptz FROM generate_series(1, 7) i
-		UNION ALL
-		SELECT 'new-' || i, gen_random_uuid(), 'user_message', 'active', $2::timestamptz FROM generate_series(1, 3) i`,
-		now.Add(-31*24*time.Hour), now.Add(-29*24*time.Hour))
+	fixture.RetentionFireRequests(t, pool, "old-", 7, now.Add(-31*24*time.Hour))
+	fixture.RetentionFireRequests(t, pool, "new-", 3, now.Add(-29*24*time.Hour))
 	cfg := retention.CleanupConfig{OlderThan: retention.DefaultRetention, AsOf: now, BatchSize: 2, DryRun: true}
 	dry, err := retention.Cleanup(ctx, pool, cfg)
 	if err != nil || dry.FireRequests != 7 {
@@ -193,7 +174,13 @@ func TestCleanupAgesTheBotsRequestKeys(t *testing.T) {
 	if err != nil || sum.FireRequests != 7 {
 		t.Fatalf("cleanup: %+v, %v; want 7 request keys deleted", sum, err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_fire_requests WHERE request_key LIKE 'new-%'`); n != 3 {
+	newKeys := 0
+	for key := range fixture.FireRequests(t, pool) {
+		if strings.HasPrefix(key, "new-") {
+			newKeys++
+		}
+	}
+	if n := newKeys; n != 3 {
 		t.Errorf("%d of the 3 recent request keys are left", n)
 	}
 }
@@ -205,11 +192,8 @@ func TestCleanupDropsReceiptsKeptAWeek(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	ctx := context.Background()
 	now := time.Now()
-	fixture.Exec(t, pool, `INSERT INTO engagement_receipt_inbox (provider_message_id, status, at, received_at)
-		SELECT 'old-' || i, 'delivered', $1::timestamptz, $1::timestamptz FROM generate_series(1, 5) i
-		UNION ALL
-		SELECT 'new-' || i, 'read', $2::timestamptz, $2::timestamptz FROM generate_series(1, 3) i`,
-		now.Add(-retention.KeptReceiptRetention-time.Hour), now.Add(-retention.KeptReceiptRetention+time.Hour))
+	fixture.RetentionKeptReceipts(t, pool, "old-", 5, "delivered", now.Add(-retention.KeptReceiptRetention-time.Hour))
+	fixture.RetentionKeptReceipts(t, pool, "new-", 3, "read", now.Add(-retention.KeptReceiptRetention+time.Hour))
 	cfg := retention.CleanupConfig{OlderThan: retention.DefaultRetention, AsOf: now, BatchSize: 2, DryRun: true}
 	if dry, err := retention.Cleanup(ctx, pool, cfg); err != nil || dry.KeptReceipts != 5 {
 		t.Fatalf("dry run: %+v, %v; want 5 kept receipts counted", dry, err)
@@ -218,7 +202,7 @@ func TestCleanupDropsReceiptsKeptAWeek(t *testing.T) {
 	if sum, err := retention.Cleanup(ctx, pool, cfg); err != nil || sum.KeptReceipts != 5 {
 		t.Fatalf("cleanup: %+v, %v; want 5 kept receipts deleted", sum, err)
 	}
-	if n := fixture.Count(t, pool, `SELECT count(*) FROM engagement_receipt_inbox WHERE provider_message_id LIKE 'new-%'`); n != 3 {
+	if n := fixture.KeptReceipts(t, pool, "", "new-"); n != 3 {
 		t.Errorf("%d of the 3 receipts kept less than a week are left", n)
 	}
 }

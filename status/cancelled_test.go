@@ -18,10 +18,8 @@ func TestStatusCountsCancelledByReason(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
 	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: seeded.AsOf})
-	for _, r := range []*string{fixture.Ptr("opted_out"), fixture.Ptr("opted_out"), fixture.Ptr("stale"), fixture.Ptr("operator"), nil} {
-		fixture.Exec(t, pool, `
-			INSERT INTO engagement_message_queue (user_id, message_type, destination, destination_jid, status, cancel_reason)
-			VALUES ($1, 'goodbye', 'individual', 'x@s.whatsapp.net', 'cancelled', $2)`, user, r)
+	for _, r := range []string{"opted_out", "opted_out", "stale", "operator", ""} { // "": cancelled without a reason (NULL)
+		fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", Status: "cancelled", CancelReason: r})
 	}
 	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", Status: "sent"})
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engagement-scheduler/engagement/activity"
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/pgtest"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
@@ -22,12 +23,19 @@ func TestStatusOnSeededData(t *testing.T) {
 	pool, daily, weekly := seeded.Pool(t)
 	// Some traffic for the queue: one goodbye sent, one review failed,
 	// one claim past its deadline.
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'sent', sent_at = $1
-		WHERE id = (SELECT id FROM engagement_message_queue WHERE message_type = 'goodbye' ORDER BY id LIMIT 1)`, seeded.AsOf)
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'failed', error_message = 'x'
-		WHERE id = (SELECT id FROM engagement_message_queue WHERE message_type = 'weekly_review' ORDER BY id LIMIT 1)`)
-	fixture.Exec(t, pool, `UPDATE engagement_message_queue SET status = 'processing', claimed_until = $1
-		WHERE id = (SELECT id FROM engagement_message_queue WHERE status = 'pending' ORDER BY id LIMIT 1)`, seeded.AsOf)
+	first := func(m fixture.Messages) string {
+		t.Helper()
+		ids := fixture.MessageIDs(t, pool, m, 1)
+		if len(ids) == 0 {
+			t.Fatalf("no message is %+v", m)
+		}
+		return ids[0]
+	}
+	fixture.SetMessages(t, pool, fixture.MessageChange{ID: first(fixture.Messages{Type: "goodbye"}), SetStatus: "sent", SentAt: seeded.AsOf})
+	fixture.SetMessages(t, pool, fixture.MessageChange{ID: first(fixture.Messages{Type: "weekly_review"}), SetStatus: "failed",
+		Error: fixture.Ptr("x")})
+	fixture.SetMessages(t, pool, fixture.MessageChange{ID: first(fixture.Messages{Status: "pending"}), SetStatus: "processing",
+		ClaimedUntil: seeded.AsOf})
 
 	at := seeded.AsOf.Add(2 * time.Hour)
 	st, err := status.Read(ctx, pool, at, 0)
@@ -58,7 +66,7 @@ func TestStatusOnSeededData(t *testing.T) {
 	if st.Queue.Total != int64(total) || int64(daily.Queued+weekly.Queued) != st.Queue.Total {
 		t.Errorf("queue total %d, want %d (= %d goodbyes + %d reviews queued)", st.Queue.Total, total, daily.Queued, weekly.Queued)
 	}
-	due := fixture.Count(t, pool, `SELECT count(*) FROM engagement_message_queue WHERE status = 'pending' AND scheduled_for <= $1`, at)
+	due := fixture.StatusDuePending(t, pool, at)
 	if st.Queue.DuePending != int64(due) || due == 0 {
 		t.Errorf("due pending %d, want %d (more than 0)", st.Queue.DuePending, due)
 	}
@@ -77,8 +85,7 @@ func TestStatusOnSeededData(t *testing.T) {
 	}
 	for _, s := range st.Users.ByState {
 		users := fixture.CountStates(t, pool, fixture.States{State: s.State})
-		optedOut := fixture.Count(t, pool, `SELECT count(*) FROM user_engagement_states s JOIN user_profiles p USING (user_id)
-			WHERE s.state = $1 AND p.reengagement_opt_out`, s.State)
+		optedOut := fixture.StatusOptedOut(t, pool, s.State)
 		if s.Users != int64(users) || s.OptedOut != int64(optedOut) {
 			t.Errorf("state %s: %d users, %d opted out; want %d, %d", s.State, s.Users, s.OptedOut, users, optedOut)
 		}
@@ -110,7 +117,7 @@ func TestStatusOnSeededData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fixture.Exec(t, pool, `INSERT INTO engagement_job_runs (job, as_of, shard) VALUES ('engagement-daily', $1, '1/2')`, at)
+	fixture.RunningRun(t, pool, "engagement-daily", "1/2")
 	st, err = status.Read(ctx, pool, at, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -144,18 +151,17 @@ func TestStatusSpend(t *testing.T) {
 	fixture.User(t, pool, fixture.UserOptions{LastActivity: asOf.Add(-10 * 24 * time.Hour)}) // 14 days silent in 4 days
 	// Both sent through the Cloud API (the send ledger says so) and
 	// delivered; Meta priced the review as utility.
-	fixture.Exec(t, pool, `
-		WITH m AS (
-		    INSERT INTO engagement_message_queue (user_id, message_type, message_key, message_params, destination,
-		           destination_jid, scheduled_for, idempotency_key, status, sent_at, provider_message_id, billable, pricing_category)
-		    VALUES ($1::uuid, 'weekly_review', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k1', 'sent', $2, 'wamid.' || $1::text || '1', true, 'utility'),
-		           ($1::uuid, 'goodbye', 'k', '{}', 'individual', '5511999990000@s.whatsapp.net', $2, 'k2', 'sent', $2, 'wamid.' || $1::text || '2', NULL, NULL)
-		    RETURNING id, provider_message_id)
-		INSERT INTO engagement_processed_messages (message_id, transport, status, attempts, provider_message_id)
-		SELECT id, $3, 'sent', 1, provider_message_id FROM m`,
-		user, asOf.Add(-24*time.Hour), pricing.MetaTransport)
+	sent, jid := asOf.Add(-24*time.Hour), "5511999990000@s.whatsapp.net"
+	fixture.PricingSends(t, pool, user, sent,
+		fixture.PricingSend{ID: fixture.NewID(), Type: "weekly_review", JID: jid, Status: "sent", SentAt: sent, ProviderID: "wamid." + user + "1",
+			Billable: fixture.Ptr(true), Category: fixture.Ptr("utility"), Transport: pricing.MetaTransport},
+		fixture.PricingSend{ID: fixture.NewID(), Type: "goodbye", JID: jid, Status: "sent", SentAt: sent, ProviderID: "wamid." + user + "2",
+			Transport: pricing.MetaTransport})
 	for _, n := range []string{"1", "2"} {
-		fixture.Exec(t, pool, `SELECT engagement_receipt('wamid.' || $1 || $2, 'delivered', $3)`, user, n, asOf.Add(-23*time.Hour))
+		if _, _, err := activity.Receipt(ctx, pool, "wamid."+user+n, activity.ReceiptDelivered,
+			activity.ReceiptOptions{At: asOf.Add(-23 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st, err := status.Read(ctx, pool, asOf, 0)
 	if err != nil {
