@@ -19,8 +19,8 @@ import (
 // Issue 60's goal is at most 50 and 20, in tests and the test kit alike,
 // fixtures going through typed statements (make sql) instead.
 const (
-	maxInlineSQL       = 113
-	maxPositionalReads = 46
+	maxInlineSQL       = 13
+	maxPositionalReads = 9
 )
 
 // sqlStart is how SQL text begins: a statement's first word, then a
