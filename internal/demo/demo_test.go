@@ -64,6 +64,20 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo delivers without the shipped quiet hours: %s", line)
 		}
 	}
+	// Every simulated delivery is as of a whole hour, like the times quiet
+	// hours and best hours send at: one as of 14:59 found a message due at
+	// 15:00 and waited a real minute for it, twelve times over when the
+	// demo started in an hour's last minute.
+	asOf := regexp.MustCompile(`--as-of (\S+)`)
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		m := asOf.FindStringSubmatch(line)
+		if !strings.HasPrefix(line, "$ queue-process ") || m == nil {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339, m[1]); err != nil || !at.Equal(at.Truncate(time.Hour)) {
+			t.Errorf("the demo delivers as of an instant that is not a whole hour: %s", line)
+		}
+	}
 	if !regexp.MustCompile(`\(\d{4}-W\d{2}\)`).MatchString(res.Stdout) {
 		t.Errorf("the demo's output lacks the weekly job's ISO week; stdout:\n%s", res.Stdout)
 	}

@@ -204,7 +204,7 @@ func run(ctx context.Context, bin, database string, users int, keep bool) (strin
 		return "", err
 	}
 	day1 := first.DayOne.UTC()
-	d := demo{bin: bin, url: url, pool: pool, users: users, day1: day1, day3: day1.Add(49 * time.Hour)}
+	d := demo{bin: bin, url: url, pool: pool, users: users, day1: day1, day3: day1.Truncate(time.Hour).Add(49 * time.Hour)}
 	for _, chapter := range []func(demo, context.Context) error{
 		demo.seedUsers, demo.dayOne, demo.printAnswers, demo.dayThree, demo.deliverDayThree, demo.operatorView,
 	} {
@@ -323,7 +323,7 @@ func (d demo) dayThree(ctx context.Context) error {
 	// exit 2). queue-process then stamps its sends at the simulated
 	// instant, so the console sees them on the demo's timeline.
 	step("Days 1 to 3, simulated: queue-process every 3 hours, sending what quiet hours held back as each user's morning comes")
-	for at := day1.Add(3 * time.Hour); at.Before(day3); at = at.Add(3 * time.Hour) {
+	for at := day1.Truncate(time.Hour).Add(3 * time.Hour); at.Before(day3); at = at.Add(3 * time.Hour) {
 		if err := deliver(ctx, d.bin, d.url, at); err != nil {
 			return err
 		}
@@ -385,6 +385,9 @@ func (d demo) operatorView(ctx context.Context) error {
 
 // deliver runs queue-process over the log transport, in waking hours, as
 // of at (the database clock when zero; a later instant is simulated).
+// A simulated instant is a whole hour, as the times quiet hours and best
+// hours send at are: a run as of 14:59 finds a message due at 15:00, a
+// simulated minute ahead, and waits a real one for it.
 func deliver(ctx context.Context, bin, url string, at time.Time) error {
 	args := append([]string{"--transport", "log", "--send-interval", "0"}, wakingHours...)
 	if !at.IsZero() {
