@@ -291,9 +291,9 @@ func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
 	}
 }
 
-// TestClusterRestart checks a test's own cluster: migrated, and restarted
-// the way the fault tests need, ending open sessions and keeping what was
-// committed.
+// TestClusterRestart checks a test's own cluster: migrated, restarted the
+// way the fault tests need, ending open sessions and keeping what was
+// committed, and its own.
 func TestClusterRestart(t *testing.T) {
 	t.Parallel()
 	c := NewCluster(t)
@@ -312,5 +312,11 @@ func TestClusterRestart(t *testing.T) {
 	after := connectT(t, c.URL)
 	if n := countProfiles(t, after, kept); n != 1 {
 		t.Errorf("after the restart: %d profiles %s, want the committed 1", n, kept)
+	}
+	// Clusters are copies of one prepared cluster (clusterTemplate): what
+	// one test's cluster committed is not in the next one's.
+	other := connectT(t, NewCluster(t).URL)
+	if n := countProfiles(t, other, kept); n != 0 {
+		t.Errorf("another test's cluster holds %d profiles %s, want none", n, kept)
 	}
 }
