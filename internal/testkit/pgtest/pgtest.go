@@ -257,7 +257,7 @@ func CloneDatabase(ctx context.Context, src, dst string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("disconnect the users of database %s: %w", src, err)
 		}
-		_, err = conn.Exec(ctx, `CREATE DATABASE `+quote(dst)+` TEMPLATE `+quote(src))
+		err = createFromTemplate(ctx, conn, srv, dst, src)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55006" && attempt < 5 { // object_in_use: someone reconnected
 			continue
@@ -290,10 +290,38 @@ func createDatabase(ctx context.Context, srv, name, tmpl string, replace bool) (
 			return "", fmt.Errorf("drop database %s: %w", name, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+quote(name)+` TEMPLATE `+quote(tmpl)); err != nil {
+	if err := createFromTemplate(ctx, conn, srv, name, tmpl); err != nil {
 		return "", fmt.Errorf("create database %s from template %s on %s: %w", name, tmpl, redact(srv), err)
 	}
 	return WithDatabase(srv, name)
+}
+
+// copyStrategies is how CREATE DATABASE copies a template on each server:
+// FILE_COPY from PostgreSQL 15 on. Its default there, WAL_LOG, reads every
+// block of the template through shared buffers and writes it to the WAL;
+// FILE_COPY copies the files after a checkpoint, which the throwaway
+// cluster, without fsync, makes cheaply. The suite copies some 400
+// databases: 494 s of CPU with WAL_LOG, 460 s with FILE_COPY (issue 60;
+// docs/development.md, "The fifth pass").
+var copyStrategies sync.Map // server URL -> the STRATEGY clause, or ""
+
+// createFromTemplate creates database name on conn's server srv as a copy
+// of the database tmpl.
+func createFromTemplate(ctx context.Context, conn *pgx.Conn, srv, name, tmpl string) error {
+	strategy, ok := copyStrategies.Load(srv)
+	if !ok {
+		v, err := kitServerVersionQuery.One(ctx, conn, sqlfile.None{})
+		if err != nil {
+			return fmt.Errorf("read the server's version: %w", err)
+		}
+		strategy = ""
+		if v.Version >= 150000 {
+			strategy = " STRATEGY FILE_COPY"
+		}
+		copyStrategies.Store(srv, strategy)
+	}
+	_, err := conn.Exec(ctx, `CREATE DATABASE `+quote(name)+` TEMPLATE `+quote(tmpl)+strategy.(string))
+	return err
 }
 
 func dropDatabase(ctx context.Context, srv, name string) error {
@@ -379,7 +407,7 @@ func ensureTemplateFor(ctx context.Context, srv, name string, build func(ctx con
 			conn.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(leftover)+` WITH (FORCE)`) //nolint:errcheck // best effort
 		}
 		building := buildPrefix + strings.TrimPrefix(name, templatePrefix) + "_" + randomHex(4)
-		if _, err := conn.Exec(ctx, `CREATE DATABASE `+quote(building)+` TEMPLATE template0`); err != nil {
+		if err := createFromTemplate(ctx, conn, srv, building, "template0"); err != nil {
 			return "", fmt.Errorf("create database %s: %w", building, err)
 		}
 		buildURL, err := WithDatabase(srv, building)

@@ -229,6 +229,19 @@ func (r *kitServerIdentityRow) Dest() []any {
 // kitServerIdentityQuery is queries/kit_server_identity.sql.
 var kitServerIdentityQuery = sqlfile.Load[sqlfile.None, kitServerIdentityRow, *kitServerIdentityRow](statementFiles, "kit_server_identity")
 
+// kitServerVersionRow is a row of queries/kit_server_version.sql.
+type kitServerVersionRow struct {
+	Version int // version
+}
+
+// Dest returns the fields in the columns' order.
+func (r *kitServerVersionRow) Dest() []any {
+	return []any{&r.Version}
+}
+
+// kitServerVersionQuery is queries/kit_server_version.sql.
+var kitServerVersionQuery = sqlfile.Load[sqlfile.None, kitServerVersionRow, *kitServerVersionRow](statementFiles, "kit_server_version")
+
 // kitSettingsRow is a row of queries/kit_settings.sql.
 type kitSettingsRow struct {
 	Fsync    string // fsync

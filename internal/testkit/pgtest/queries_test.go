@@ -14,6 +14,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	none := sqlfile.None{}
 	Explain(t,
 		kitCanCreateDatabasesQuery.Bind(none),
+		kitServerVersionQuery.Bind(none),
 		kitDisconnectQuery.Bind(kitDisconnectArgs{Datname: "engagement"}),
 		kitTemplateLockQuery.Bind(kitTemplateLockArgs{Key: templateLockKey}),
 		kitTemplateUnlockQuery.Bind(kitTemplateUnlockArgs{Key: templateLockKey}),

@@ -176,7 +176,7 @@ func makeShared(ctx context.Context, holder *pgx.Conn, srv, name, tmpl string) (
 		holder.Exec(ctx, `DROP DATABASE IF EXISTS `+quote(other)+` WITH (FORCE)`)                                //nolint:errcheck // best effort
 		kitSharedUnlockQuery.Exec(ctx, holder, kitSharedUnlockArgs{Class: int(sharedLockClass), Datname: other}) //nolint:errcheck // best effort
 	}
-	if _, err := holder.Exec(ctx, `CREATE DATABASE `+quote(name)+` TEMPLATE `+quote(tmpl)); err != nil {
+	if err := createFromTemplate(ctx, holder, srv, name, tmpl); err != nil {
 		return "", fmt.Errorf("create database %s from template %s on %s: %w", name, tmpl, redact(srv), err)
 	}
 	return WithDatabase(srv, name)
