@@ -201,39 +201,40 @@ func (r *run) budgetPruneArgs() budgetPruneArgs {
 	return budgetPruneArgs{Transport: r.budgetKey(), ClockOffset: r.cfg.ClockOffset, Window: BudgetWindow}
 }
 
-// refund gives back the budget slots of messages handed back unsent
-// (budget_refund.sql): ids, and ms, when the caller has them. A recovery
-// (ms nil) has only their ids: the slots a dead holder's claims spent with
-// ample room are given back from the messages each claim recorded, for
-// the recipients whose messages in it all came back. A refund that fails
-// only leaves the slots spent until the window turns: the budget errs on
-// the side of sending less.
+// refund gives back the budget slots of messages that leave the queue
+// unsent for good (cancelled: none can be claimed again), in a
+// transaction of its own under the budget's lock. A refund that fails only
+// leaves the slots spent until the window turns: the budget errs on the
+// side of sending less.
 func (r *run) refund(ids []string, ms []claimed) {
 	if r.budget == nil || len(ids) == 0 {
 		return
 	}
-	given := map[int64]int{}
-	for _, m := range ms {
-		if m.spend != nil && m.spend.giveBack(m) {
-			given[m.spend.id]++
-		}
-	}
-	claims, counts := make([]int64, 0, len(given)), make([]int, 0, len(given))
-	for id, n := range given {
-		claims, counts = append(claims, id), append(counts, n)
-	}
-	transport := r.budgetKey()
-	args := budgetRefundArgs{Claims: claims, Counts: counts, IDs: ids, Recovered: ms == nil, Transport: transport}
 	err := retryConflicts(func(ctx context.Context) error {
-		batch := &pgx.Batch{}
-		budgetLockQuery.QueueExec(batch, budgetLockArgs{Transport: transport})
-		budgetRefundQuery.QueueExec(batch, args)
-		return r.pool.SendBatch(ctx, batch).Close()
+		return r.inBudgetTx(ctx, true, func(tx pgx.Tx) error { return r.refundIn(ctx, tx, ids, ms) })
 	})
 	if err != nil {
 		r.log.Warn().Err(err).Int("messages", len(ids)).
 			Msg("could not give back the send budget of messages handed back unsent; their slots stay spent until the window turns")
+		return
 	}
+	handedBack(ms)
+}
+
+// refundIn gives back, in tx, which holds the budget's lock, the slots of
+// the messages ids (budget_refund.sql), and of ms, when the caller has
+// them. A recovery (ms nil) has only their ids: the slots a dead holder's
+// claims spent with ample room are given back from the messages each
+// claim recorded, for the recipients whose messages in it all came back.
+// The caller calls handedBack(ms) once tx commits.
+func (r *run) refundIn(ctx context.Context, tx pgx.Tx, ids []string, ms []claimed) error {
+	if r.budget == nil || len(ids) == 0 {
+		return nil
+	}
+	claims, counts := givenBack(ms)
+	_, err := budgetRefundQuery.Exec(ctx, tx, budgetRefundArgs{Claims: claims, Counts: counts, IDs: ids,
+		Recovered: ms == nil, Transport: r.budgetKey()})
+	return err
 }
 
 // claimSpend is the budget's slots a claim made with ample room spent
@@ -247,16 +248,48 @@ type claimSpend struct {
 	left map[string]int
 }
 
-// giveBack records that m was handed back unsent and reports whether it
-// was the last of the claim's messages to its recipient.
-func (s *claimSpend) giveBack(m claimed) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left[m.DestinationJID] <= 0 {
-		return false
+// givenBack counts, per claim made with ample room, the recipients whose
+// last messages of the claim are among ms: handing ms back gives their
+// slots back. It changes nothing (a transaction that fails gives nothing
+// back); handedBack records it once done.
+func givenBack(ms []claimed) (claims []int64, counts []int) {
+	type to struct {
+		spend     *claimSpend
+		recipient string
 	}
-	s.left[m.DestinationJID]--
-	return s.left[m.DestinationJID] == 0
+	back := map[to]int{}
+	for _, m := range ms {
+		if m.spend != nil {
+			back[to{m.spend, m.DestinationJID}]++
+		}
+	}
+	given := map[int64]int{}
+	for k, n := range back {
+		k.spend.mu.Lock()
+		left := k.spend.left[k.recipient]
+		k.spend.mu.Unlock()
+		if left > 0 && left <= n {
+			given[k.spend.id]++
+		}
+	}
+	for id, n := range given {
+		claims, counts = append(claims, id), append(counts, n)
+	}
+	return claims, counts
+}
+
+// handedBack records that ms, of claims made with ample room, were handed
+// back and their slots given back (givenBack).
+func handedBack(ms []claimed) {
+	for _, m := range ms {
+		if s := m.spend; s != nil {
+			s.mu.Lock()
+			if s.left[m.DestinationJID] > 0 {
+				s.left[m.DestinationJID]--
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // noRoom reports the error of a claim whose recipients do not all fit in

@@ -191,3 +191,169 @@ func waitingOnBudget(t *testing.T, pool *pgxpool.Pool) int {
 	}
 	return n
 }
+
+// A message handed back unsent is back in the queue only with its slot:
+// handed back in one transaction and refunded in another, it was claimed
+// again in between, near the limit, and the refund then took the new
+// claim's stamp too (budget_refund.sql finds stamps by message). Issue
+// 60's suite run: two numbers of one portfolio reached 252 users under a
+// limit of 250. Here A claims with ample room, another connection holds
+// the budget's lock while A hands the message back, and B, near the limit,
+// claims under that lock as soon as A waits: the window must count B's
+// recipient, whichever of the two gets the message.
+func TestAMessageHandedBackIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: "m"})
+	processor := func() *run {
+		proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1, ClaimBatch: 1,
+			DailyLimit: 10, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := proc.newRun(func(error) {})
+		if p.budget, err = p.openBudget(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := processor()
+	batch, _, err := a.claim(ctx)
+	if err != nil || len(batch) != 1 || batch[0].spend == nil {
+		t.Fatalf("A claimed %+v (%v); want the message, with ample room", batch, err)
+	}
+	// Other processes spend 8 more: B sees the window near its limit.
+	fixture.Spent(t, pool, "log", time.Now(), 8)
+	b := processor()
+	if !b.budget.tight(b.cfg.Workers * b.cfg.ClaimBatch) {
+		t.Fatal("B sees room; the test needs it to claim under the budget's lock")
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if err := b.lockBudget(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- a.release(batch) }()
+	for deadline := time.Now().Add(30 * time.Second); fixture.WaitingOnLocks(t, pool) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A's hand-back never waited on the budget's lock")
+		}
+	}
+	got, _, err := b.readClaim(ctx, tx, b.claimArgs())
+	if err == nil {
+		got, err = b.holdBack(ctx, tx, got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	more, _, err := b.claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := append(got, more...); len(held) != 1 {
+		t.Fatalf("B holds %d messages; want the one A handed back", len(held))
+	}
+	if used := fixture.Deref(fixture.BudgetOf(t, pool, "log").Used); used != 9 {
+		t.Errorf("the window counts %d recipients; want 9: the 8 others and B's", used)
+	}
+}
+
+// The same for a dead holder's claim: recovery makes the message pending
+// and gives back the slot its claim spent, in one transaction. Before, a
+// claim made with ample room between the two listed the message too, and
+// the refund, which has only the ids after a recovery, took that claim's
+// slot as well.
+func TestARecoveredMessageIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t)
+	ctx := context.Background()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: "m"})
+	// The Cloud API does not de-duplicate: a claim recovered with no send
+	// started goes back pending, not in doubt, and gives its slot back.
+	// Nothing is sent here.
+	wa, err := transport.NewWhatsApp(transport.WhatsAppConfig{
+		BaseURL: "http://127.0.0.1:9", PhoneNumberID: "1234567890", AccessToken: "tok",
+		Templates: map[string]transport.WhatsAppTemplate{
+			fixture.WeeklyReview.CatalogKey: {Name: "weekly_review_v1", Language: map[string]string{"pt-BR": "pt_BR"}, Params: []string{"count"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processor := func() *run {
+		proc, err := NewProcessor(pool, ProcessorConfig{Transport: wa, SendInterval: -1, Workers: 1, ClaimBatch: 1,
+			DailyLimit: 10, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := proc.newRun(func(error) {})
+		if p.budget, err = p.openBudget(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dead := processor()
+	if batch, _, err := dead.claim(ctx); err != nil || len(batch) != 1 || batch[0].spend == nil {
+		t.Fatalf("the dead holder claimed %+v (%v); want the message, with ample room", batch, err)
+	}
+	fixture.Holder(t, pool, dead.holder, time.Now().Add(-time.Minute))
+	recovering, b := processor(), processor()
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if err := b.lockBudget(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	recovered := make(chan error, 1)
+	go func() {
+		_, err := recovering.recoverAbandoned(ctx)
+		recovered <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); fixture.WaitingOnLocks(t, pool) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the recovery never waited on the budget's lock")
+		}
+	}
+	args := b.claimArgs()
+	limit := b.budget.limitNow()
+	args.SpendLimit = &limit // with ample room
+	got, _, err := b.readClaim(ctx, tx, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recovered; err != nil {
+		t.Fatal(err)
+	}
+	more, _, err := b.claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := append(got, more...); len(held) != 1 {
+		t.Fatalf("B holds %d messages; want the one recovered", len(held))
+	}
+	if used := fixture.Deref(fixture.BudgetOf(t, pool, "whatsapp").Used); used != 1 {
+		t.Errorf("the window counts %d recipients; want B's 1", used)
+	}
+}

@@ -390,48 +390,79 @@ func (r *run) release(ms []claimed) error { return r.handBackUnsent(ms, true) }
 func (r *run) releaseKeepingSlots(ms []claimed) error { return r.handBackUnsent(ms, false) }
 
 // handBackUnsent hands ms back (release.sql) and, with refund, gives back
-// the budget slots of those it handed back that are not in doubt.
+// the budget slots of those it handed back that are not in doubt, in the
+// same transaction (inBudgetTx).
 func (r *run) handBackUnsent(ms []claimed, refund bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = m.ID
-	}
-	var released []releaseRow
+	ids := claimIDs(ms)
+	var released int
+	var back []claimed
 	err := retryConflicts(func(ctx context.Context) error {
-		var err error
-		released, err = releaseQuery.All(ctx, r.pool, releaseArgs{IDs: ids, Holder: r.holder})
-		return err
+		return r.inBudgetTx(ctx, refund, func(tx pgx.Tx) error {
+			rows, err := releaseQuery.All(ctx, tx, releaseArgs{IDs: ids, Holder: r.holder})
+			released = len(rows)
+			if err != nil || !refund {
+				return err
+			}
+			// Only the messages handed back give their slots back: a
+			// claim lost meanwhile (the lease ran out while the process
+			// was descheduled, and recovery settled it in doubt, its slot
+			// kept) is sent again by its next holder without a slot of
+			// its own (issue 59's chaos run: 202 users under a daily limit
+			// of 200). A message in doubt keeps the slot of the claim that
+			// may have sent it (recover.sql): handed back unsent now, it
+			// still may have gone then.
+			mine := make(map[string]bool, len(rows))
+			for _, row := range rows {
+				mine[row.ID] = true
+			}
+			back = back[:0]
+			for _, m := range ms {
+				if mine[m.ID] && !m.inDoubt {
+					back = append(back, m)
+				}
+			}
+			return r.refundIn(ctx, tx, claimIDs(back), back)
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("release claimed messages: %w", err)
 	}
-	r.tally.released.Add(int64(len(released)))
-	if !refund {
-		return nil
-	}
-	// Only the messages handed back give their slots back: a claim lost
-	// meanwhile (the lease ran out while the process was descheduled, and
-	// recovery settled it in doubt, its slot kept) is sent again by its
-	// next holder without a slot of its own (issue 59's chaos run: 202
-	// users under a daily limit of 200). A message in doubt keeps the
-	// slot of the claim that may have sent it (recover.sql): handed back
-	// unsent now, it still may have gone then.
-	mine := make(map[string]bool, len(released))
-	for _, row := range released {
-		mine[row.ID] = true
-	}
-	var back []claimed
-	var backIDs []string
-	for _, m := range ms {
-		if mine[m.ID] && !m.inDoubt {
-			back, backIDs = append(back, m), append(backIDs, m.ID)
-		}
-	}
-	r.refund(backIDs, back)
+	r.tally.released.Add(int64(released))
+	handedBack(back)
 	return nil
+}
+
+// inBudgetTx runs f in one transaction that first takes the send budget's
+// lock (budget_lock.sql) when withBudget is set and the run has a budget.
+// Messages handed back and the slots they give back then commit together:
+// a message is back in the queue only once its slot is. Handed back first
+// and refunded in a transaction of its own, a message could be claimed
+// again in between, and the refund then took the new claim's slot
+// (budget_refund.sql finds its slots by message): 252 users reached under
+// a portfolio limit of 250 (issue 60's suite run, two numbers of one
+// portfolio near the limit). The lock comes first, as in every claim near
+// the limit (claimOnce), so the two cannot deadlock.
+func (r *run) inBudgetTx(ctx context.Context, withBudget bool, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		if withBudget && r.budget != nil {
+			if _, err := budgetLockQuery.Exec(ctx, tx, budgetLockArgs{Transport: r.budgetKey()}); err != nil {
+				return err
+			}
+		}
+		return f(tx)
+	})
+}
+
+// claimIDs are ms's ids.
+func claimIDs(ms []claimed) []string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
 }
 
 // recoverAbandoned settles the messages whose claim was abandoned
@@ -439,11 +470,10 @@ func (r *run) handBackUnsent(ms []claimed, refund bool) error {
 // one statement and its count.
 func (r *run) recoverAbandoned(ctx context.Context) (int, error) {
 	v, err, _ := r.recovering.Do("recover", func() (any, error) {
-		n, pending, err := r.recoverClaims(ctx, "")
+		n, err := r.recoverClaims(ctx, "")
 		if err != nil {
 			return 0, fmt.Errorf("settle abandoned claims: %w", err)
 		}
-		r.refund(pending, nil)
 		if n > 0 {
 			r.tally.recovered.Add(int64(n))
 			r.log.Warn().Int("messages", n).Msg("settled messages whose claim was abandoned")
@@ -454,15 +484,24 @@ func (r *run) recoverAbandoned(ctx context.Context) (int, error) {
 }
 
 // recoverClaims runs recover.sql, for own's claims too when own is set,
-// and returns how many it settled and the ids of those pending again.
-func (r *run) recoverClaims(ctx context.Context, own string) (int, []string, error) {
-	row, err := recoverQuery.One(ctx, r.pool, recoverArgs{
-		Own:          own,
-		Transport:    r.cfg.Transport.Name(),
-		Deduplicates: r.cfg.Transport.Deduplicates(),
-		Unknown:      ErrOutcomeUnknown.Error(),
+// and gives back the budget slots of the messages it made pending again,
+// in the same transaction (inBudgetTx). It returns how many it settled.
+func (r *run) recoverClaims(ctx context.Context, own string) (int, error) {
+	var settled int
+	err := r.inBudgetTx(ctx, true, func(tx pgx.Tx) error {
+		row, err := recoverQuery.One(ctx, tx, recoverArgs{
+			Own:          own,
+			Transport:    r.cfg.Transport.Name(),
+			Deduplicates: r.cfg.Transport.Deduplicates(),
+			Unknown:      ErrOutcomeUnknown.Error(),
+		})
+		if err != nil {
+			return err
+		}
+		settled = row.Settled
+		return r.refundIn(ctx, tx, row.Pending, nil)
 	})
-	return row.Settled, row.Pending, err
+	return settled, err
 }
 
 // handBack runs as a processor stops, after its last send: every claim it
@@ -478,13 +517,9 @@ func (r *run) handBack() (left int, err error) {
 	wait := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-		var (
-			n       int
-			pending []string
-		)
-		n, pending, err = r.recoverClaims(ctx, r.holder)
+		var n int
+		n, err = r.recoverClaims(ctx, r.holder)
 		if err == nil {
-			r.refund(pending, nil)
 			_, err = unholdQuery.Exec(ctx, r.pool, unholdArgs{Holder: r.holder})
 		}
 		cancel()
