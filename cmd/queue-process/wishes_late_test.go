@@ -73,9 +73,12 @@ func TestAWishWhileAPacedSendWaitsAfterItsCheck(t *testing.T) {
 	if late := lateRequests(bot.Requests(), user, wished); len(late) > 0 {
 		t.Errorf("requests started later than %s after the user's opt-out: %v", wishBound, late)
 	}
-	for key, want := range map[string]string{user + ":r1": "sent", user + ":r2": "sent", user + ":r3": "cancelled", user + ":r4": "cancelled"} {
-		if m := fixture.MessageByKey(t, pool, key); m.Status != want {
-			t.Errorf("%s: %s, want %s", key, m.Status, want)
-		}
+	// Which review waited at the gate is the machine's to say: on a loaded
+	// one (issue 60's suite run) the third passed the gate before the
+	// handler took it, and the fourth waited instead. Whichever it was, it
+	// was checked before the opt-out and held past the bound: it and every
+	// review after it are cancelled, and only those the bot got are sent.
+	if sent, cancelled := checkRecords(t, pool, bot.Requests(), user); sent < 2 || cancelled < 1 {
+		t.Errorf("%d reviews sent and %d cancelled; want the first two or three sent and the rest cancelled", sent, cancelled)
 	}
 }
