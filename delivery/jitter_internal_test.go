@@ -102,3 +102,17 @@ func TestPlanPace(t *testing.T) {
 		t.Errorf("unspread: %+v", p)
 	}
 }
+
+// A send may start as late after its slot as the slots' own margin allows
+// when that is wider than maxLate: at --send-interval 1h, 72 s. Held to
+// 20 ms, a loaded machine's scheduling let the first slot go and took the
+// next, an hour on.
+func TestASendMayBeAsLateAsTheSlotsMargin(t *testing.T) {
+	for _, c := range []struct{ interval, want time.Duration }{
+		{12500 * time.Microsecond, maxLate}, {time.Second, maxLate}, {time.Minute, 1200 * time.Millisecond}, {time.Hour, 72 * time.Second},
+	} {
+		if got := (&pacer{interval: c.interval}).lateness(); got != c.want {
+			t.Errorf("interval %s: a send may start %s late; want %s", c.interval, got, c.want)
+		}
+	}
+}

@@ -48,12 +48,22 @@ const maxLateTries = 3
 // the rate.
 const maxLate = time.Second / paceMargin
 
+// lateness is how late after its slot a send may still start: maxLate,
+// or the slots' own margin (interval/paceMargin) when that is wider. A
+// start that late still comes at least the interval after the slot before
+// it, and with an interval of a second or more no second holds two. With
+// maxLate alone, a run at --send-interval 1h on a loaded machine, woken
+// 20 ms after a slot it did not even sleep for, let the slot go and took
+// the next, an hour on: nothing was sent (issue 60's suite run;
+// TestMaxDurationEndsAPacedWait).
+func (p *pacer) lateness() time.Duration { return max(maxLate, p.interval/paceMargin) }
+
 // errNoSlotInTime is wait's answer when the slot it reserved comes after
 // the time it was given: the slot is let go (a gap in the pace).
 var errNoSlotInTime = errors.New("the next send slot comes after the run's deadline")
 
 // wait reserves the next slot and waits for it, or until ctx ends. A
-// process that wakes more than maxLate after its slot (a loaded machine, a
+// process that wakes more than lateness after its slot (a loaded machine, a
 // long pause) does not send late, right behind the next slot's sender: it
 // lets the slot go and takes a fresh one. So no second holds more starts
 // than the rate, and two starts are at least the interval less maxLate
@@ -76,7 +86,7 @@ func (p *pacer) wait(ctx context.Context, notAfter time.Time) error {
 			return ctx.Err()
 		}
 		late := time.Since(answered) - delay
-		if late <= maxLate || try == maxLateTries {
+		if late <= p.lateness() || try == maxLateTries {
 			return nil
 		}
 	}

@@ -672,7 +672,12 @@ func TestMaxDurationEndsAPacedWait(t *testing.T) {
 	run := startQueue(t, env, "--send-interval", "1h", "--max-duration", "2s", "--output", "json")
 	sum := stoppedRun(t, run, "deadline")
 	_, keys := b.received()
-	if sum.Sent != 1 || len(keys) != 1 || sum.Failed != 0 {
+	// The first slot's send, unless the machine stalled it past the wish
+	// bound: then its request is not written, and the message goes back
+	// unsent, saying so (issue 60's suite run, a loaded machine). Either
+	// way the next slot, an hour on, is not waited for.
+	stalled := sum.Sent == 0 && strings.Contains(run.stderr.String(), "not written in time for its check")
+	if (sum.Sent != 1 && !stalled) || len(keys) != sum.Sent || sum.Failed != 0 {
 		t.Errorf("summary %+v, the bot got %d; want the first slot's send only, nothing failed", sum, len(keys))
 	}
 	checkNothingLeftClaimed(t, pool, messages)
