@@ -184,16 +184,25 @@ func TestTwoNumbersOfOnePortfolioShareItsLimit(t *testing.T) {
 		}
 		return len(users)
 	}
-	if got := reached(a, b); got != 250 {
-		t.Fatalf("the two numbers of portfolio 1111 reached %d users (%d and %d); want the portfolio's 250 together",
-			got, len(a.RecipientCounts()), len(b.RecipientCounts()))
+	// A send that failed keeps its slot, whatever the error: its request
+	// may have reached WhatsApp (on a loaded machine, one failed "outcome
+	// unknown" in issue 60's suite run). So the two reach 250 users less
+	// the sends that failed, never more.
+	failed := 0
+	for _, res := range results {
+		failed += queueSummary(t, res).Failed
+	}
+	if got := reached(a, b); got > 250 || got < 250-failed {
+		t.Fatalf("the two numbers of portfolio 1111 reached %d users (%d and %d), %d sends failed; want the portfolio's 250 together",
+			got, len(a.RecipientCounts()), len(b.RecipientCounts()), failed)
 	}
 	if res := run(c, "2222"); res.Code != 0 || len(c.RecipientCounts()) != 50 {
 		t.Errorf("portfolio 2222's number: exit %d, reached %d; want the 50 left, on a budget of its own: %s",
 			res.Code, len(c.RecipientCounts()), res.Stderr)
 	}
-	if res := run(a, "1111"); res.Code != 0 || reached(a, b) != 250 {
-		t.Errorf("portfolio 1111 again: exit %d, reached %d in all; want no one more in the window", res.Code, reached(a, b))
+	before := reached(a, b)
+	if res := run(a, "1111"); res.Code != 0 || reached(a, b) != before {
+		t.Errorf("portfolio 1111 again: exit %d, reached %d in all; want no one more in the window than %d", res.Code, reached(a, b), before)
 	}
 	// engagementctl status shows each portfolio's budget.
 	st := cmdtest.Exec(t, ctl.NewCommand, cmdtest.Env("DATABASE_URL="+url), "status", "--output", "json")
