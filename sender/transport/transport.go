@@ -10,10 +10,12 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -290,10 +292,47 @@ func newClient(c *http.Client) *http.Client {
 		// nearly every message.
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		dial := t.DialContext
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: c}, nil
+		}
 		out.Transport = t
 	}
 	out.CheckRedirect = noRedirect
 	return &out
+}
+
+// countingConn counts the bytes written to a connection. httptrace's
+// WroteRequest comes when a request is in the client's buffer, before the
+// write system call; only the count says whether any of it left. A request
+// refused by a write deadline (the delivery's wish bound and the pace's
+// floor gate set one) wrote nothing, yet net/http may report the read
+// side's "use of closed network connection" instead of the deadline: it
+// was taken for maybe delivered, and a Cloud API message that never left
+// failed for good as "outcome unknown" (issue 60's suite run).
+type countingConn struct {
+	net.Conn
+	written atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+// counted is c's countingConn, under its TLS if it has one; nil when the
+// client's dialer is not newClient's (a client the caller gave).
+func counted(c net.Conn) *countingConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	cc, _ := c.(*countingConn)
+	return cc
 }
 
 // validateEndpoint checks that raw is an absolute http(s) URL. Its errors
@@ -368,10 +407,18 @@ func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Head
 	reqCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var wrote, reused atomic.Bool
+	// The connection's count of bytes written when it was handed over: if
+	// it has not moved when the request fails, nothing of it left.
+	var conn atomic.Pointer[countingConn]
+	var before atomic.Int64
 	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if info.Reused {
 				reused.Store(true)
+			}
+			if cc := counted(info.Conn); cc != nil {
+				before.Store(cc.written.Load())
+				conn.Store(cc)
 			}
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -390,7 +437,11 @@ func (c *httpCaller) post(ctx context.Context, endpoint string, header http.Head
 	resp, err := c.client.Do(req)
 	if err != nil {
 		e := c.requestError(ctx, reqCtx, err, red)
-		e.MaybeDelivered = wrote.Load() && ctx.Err() == nil
+		left := true // unknown without newClient's dialer: it may have
+		if cc := conn.Load(); cc != nil {
+			left = cc.written.Load() > before.Load()
+		}
+		e.MaybeDelivered = wrote.Load() && left && ctx.Err() == nil
 		e.Unreachable = !wrote.Load() && !reused.Load() && ctx.Err() == nil
 		return response{}, e
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"reflect"
 	"sort"
 	"strconv"
@@ -494,6 +495,32 @@ func TestSignAndVerify(t *testing.T) {
 		if got := transport.VerifySignature(tt.secret, tt.body, tt.header); got != tt.want {
 			t.Errorf("%s: VerifySignature got %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// A request refused by its connection's write deadline (the delivery's
+// wish bound and floor gate set one) wrote nothing: it is not maybe
+// delivered, whatever error net/http reports for it. Before, httptrace's
+// WroteRequest, which comes before the write system call, made it so, and
+// a Cloud API message that never left failed for good as "outcome
+// unknown". Twenty sends on fresh connections, so that some report the
+// read side's error first.
+func TestARequestItsConnectionRefusedToWriteIsNotMaybeDelivered(t *testing.T) {
+	t.Parallel()
+	var rec recorder
+	srv := rec.server(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) { io.WriteString(w, `{"ok":true}`) })
+	for i := range 20 {
+		wh := newWebhook(t, transport.WebhookConfig{URL: srv.URL})
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { info.Conn.SetWriteDeadline(time.Now().Add(-time.Second)) },
+		})
+		_, err := wh.Send(ctx, delivery())
+		if terr := asError(t, err); terr.MaybeDelivered || transport.Class(err) == transport.ClassUnknown {
+			t.Fatalf("send %d, refused by its write deadline: %+v (%s), want not maybe delivered", i, terr, transport.Class(err))
+		}
+	}
+	if n := len(rec.requests()); n != 0 {
+		t.Errorf("the receiver got %d requests; want none", n)
 	}
 }
 
