@@ -204,69 +204,19 @@ func waitingOnBudget(t *testing.T, pool *pgxpool.Pool) int {
 func TestAMessageHandedBackIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
-		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: "m"})
-	processor := func() *run {
-		proc, err := NewProcessor(pool, ProcessorConfig{Transport: transport.NewLog(nil), SendInterval: -1, Workers: 1, ClaimBatch: 1,
-			DailyLimit: 10, Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := proc.newRun(func(error) {})
-		if p.budget, err = p.openBudget(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	a := processor()
-	batch, _, err := a.claim(ctx)
+	oneDueMessage(t, pool)
+	a := budgetedRun(t, pool, transport.NewLog(nil))
+	batch, _, err := a.claim(context.Background())
 	if err != nil || len(batch) != 1 || batch[0].spend == nil {
 		t.Fatalf("A claimed %+v (%v); want the message, with ample room", batch, err)
 	}
 	// Other processes spend 8 more: B sees the window near its limit.
 	fixture.Spent(t, pool, "log", time.Now(), 8)
-	b := processor()
+	b := budgetedRun(t, pool, transport.NewLog(nil))
 	if !b.budget.tight(b.cfg.Workers * b.cfg.ClaimBatch) {
 		t.Fatal("B sees room; the test needs it to claim under the budget's lock")
 	}
-
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := b.lockBudget(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	released := make(chan error, 1)
-	go func() { released <- a.release(batch) }()
-	for deadline := time.Now().Add(30 * time.Second); fixture.WaitingOnLocks(t, pool) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("A's hand-back never waited on the budget's lock")
-		}
-	}
-	got, _, err := b.readClaim(ctx, tx, b.claimArgs())
-	if err == nil {
-		got, err = b.holdBack(ctx, tx, got)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-released; err != nil {
-		t.Fatal(err)
-	}
-	more, _, err := b.claim(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if held := append(got, more...); len(held) != 1 {
-		t.Fatalf("B holds %d messages; want the one A handed back", len(held))
-	}
+	claimWhileWaiting(t, pool, b, b.claimArgs(), func() error { return a.release(batch) })
 	if used := fixture.Deref(fixture.BudgetOf(t, pool, "log").Used); used != 9 {
 		t.Errorf("the window counts %d recipients; want 9: the 8 others and B's", used)
 	}
@@ -280,10 +230,7 @@ func TestAMessageHandedBackIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 func TestARecoveredMessageIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t)
-	ctx := context.Background()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
-		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: "m"})
+	oneDueMessage(t, pool)
 	// The Cloud API does not de-duplicate: a claim recovered with no send
 	// started goes back pending, not in doubt, and gives its slot back.
 	// Nothing is sent here.
@@ -296,25 +243,57 @@ func TestARecoveredMessageIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	processor := func() *run {
-		proc, err := NewProcessor(pool, ProcessorConfig{Transport: wa, SendInterval: -1, Workers: 1, ClaimBatch: 1,
-			DailyLimit: 10, Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := proc.newRun(func(error) {})
-		if p.budget, err = p.openBudget(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	dead := processor()
-	if batch, _, err := dead.claim(ctx); err != nil || len(batch) != 1 || batch[0].spend == nil {
+	dead := budgetedRun(t, pool, wa)
+	if batch, _, err := dead.claim(context.Background()); err != nil || len(batch) != 1 || batch[0].spend == nil {
 		t.Fatalf("the dead holder claimed %+v (%v); want the message, with ample room", batch, err)
 	}
 	fixture.Holder(t, pool, dead.holder, time.Now().Add(-time.Minute))
-	recovering, b := processor(), processor()
+	recovering, b := budgetedRun(t, pool, wa), budgetedRun(t, pool, wa)
+	args := b.claimArgs()
+	limit := b.budget.limitNow()
+	args.SpendLimit = &limit // with ample room
+	claimWhileWaiting(t, pool, b, args, func() error {
+		_, err := recovering.recoverAbandoned(context.Background())
+		return err
+	})
+	if used := fixture.Deref(fixture.BudgetOf(t, pool, "whatsapp").Used); used != 1 {
+		t.Errorf("the window counts %d recipients; want B's 1", used)
+	}
+}
 
+// oneDueMessage queues a weekly review, due a minute ago, to a new user.
+func oneDueMessage(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: "m"})
+}
+
+// budgetedRun is a run of a processor of its own on tr, one worker
+// claiming one message at a time under a daily limit of 10, its budget
+// open.
+func budgetedRun(t *testing.T, pool *pgxpool.Pool, tr transport.Transport) *run {
+	t.Helper()
+	proc, err := NewProcessor(pool, ProcessorConfig{Transport: tr, SendInterval: -1, Workers: 1, ClaimBatch: 1,
+		DailyLimit: 10, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proc.newRun(func(error) {})
+	if p.budget, err = p.openBudget(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// claimWhileWaiting holds the budget's lock on a connection of its own,
+// runs handBack beside it until a backend waits on a lock, then claims
+// with b's args under the lock (applying the budget near the limit, when
+// args spend nothing themselves), lets go, waits for handBack and claims
+// again with b. b must end up holding the one message handed back.
+func claimWhileWaiting(t *testing.T, pool *pgxpool.Pool, b *run, args claimArgs, handBack func() error) {
+	t.Helper()
+	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -323,27 +302,24 @@ func TestARecoveredMessageIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 	if err := b.lockBudget(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	recovered := make(chan error, 1)
-	go func() {
-		_, err := recovering.recoverAbandoned(ctx)
-		recovered <- err
-	}()
+	done := make(chan error, 1)
+	go func() { done <- handBack() }()
 	for deadline := time.Now().Add(30 * time.Second); fixture.WaitingOnLocks(t, pool) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the recovery never waited on the budget's lock")
+			t.Fatal("the hand-back never waited on the budget's lock")
 		}
 	}
-	args := b.claimArgs()
-	limit := b.budget.limitNow()
-	args.SpendLimit = &limit // with ample room
 	got, _, err := b.readClaim(ctx, tx, args)
+	if err == nil && args.SpendLimit == nil {
+		got, err = b.holdBack(ctx, tx, got)
+	}
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err == nil {
+		err = <-done
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-recovered; err != nil {
 		t.Fatal(err)
 	}
 	more, _, err := b.claim(ctx)
@@ -351,9 +327,6 @@ func TestARecoveredMessageIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	if held := append(got, more...); len(held) != 1 {
-		t.Fatalf("B holds %d messages; want the one recovered", len(held))
-	}
-	if used := fixture.Deref(fixture.BudgetOf(t, pool, "whatsapp").Used); used != 1 {
-		t.Errorf("the window counts %d recipients; want B's 1", used)
+		t.Fatalf("B holds %d messages; want the one handed back", len(held))
 	}
 }
