@@ -58,6 +58,13 @@ func holdingJIDs(t *testing.T, pool *pgxpool.Pool, user string) int {
 		}
 		l := fixture.LedgerOf(t, pool, m.ID, "webhook")
 		if m.DestinationJID != "" || m.ProviderMessageID != nil || l != nil && l.ProviderMessageID != nil {
+			// Which row and what it holds, never the values.
+			ledger := "none"
+			if l != nil {
+				ledger = fmt.Sprintf("%s, provider id %t", l.Status, l.ProviderMessageID != nil)
+			}
+			t.Logf("%s (%s): JID kept %t, provider id %t; ledger: %s", m.Key(), m.Status, m.DestinationJID != "",
+				m.ProviderMessageID != nil, ledger)
 			n++
 		}
 	}
