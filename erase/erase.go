@@ -133,6 +133,9 @@ func EraseWith(ctx context.Context, db DB, userID string, o Options) (Report, er
 	if _, err := eraseRecordQuery.Exec(ctx, tx, eraseRecordArgs{UserID: rep.UserID}); err != nil {
 		return Report{}, fmt.Errorf("erase: record the erasure: %w", err)
 	}
+	if _, err := eraseLockQuery.Exec(ctx, tx, eraseLockArgs{UserID: rep.UserID}); err != nil {
+		return Report{}, fmt.Errorf("erase: lock the messages: %w", err)
+	}
 	scrubbed, err := eraseScrubQuery.One(ctx, tx, eraseScrubArgs{UserID: rep.UserID})
 	if err != nil {
 		return Report{}, fmt.Errorf("erase: scrub: %w", err)

@@ -41,6 +41,32 @@ func (r *eraseFindRow) Dest() []any {
 // eraseFindQuery is queries/erase_find.sql.
 var eraseFindQuery = sqlfile.Load[eraseFindArgs, eraseFindRow, *eraseFindRow](statementFiles, "erase_find", "user_id")
 
+// eraseLockArgs are the parameters of queries/erase_lock.sql; a literal names them all
+// (.golangci.yml, exhaustruct).
+//
+//exhaustruct:enforce
+type eraseLockArgs struct {
+	UserID string // @user_id
+}
+
+// Args returns the parameters in the statement's order.
+func (a eraseLockArgs) Args() []any {
+	return []any{a.UserID}
+}
+
+// eraseLockRow is a row of queries/erase_lock.sql.
+type eraseLockRow struct {
+	ID string // id
+}
+
+// Dest returns the fields in the columns' order.
+func (r *eraseLockRow) Dest() []any {
+	return []any{&r.ID}
+}
+
+// eraseLockQuery is queries/erase_lock.sql.
+var eraseLockQuery = sqlfile.Load[eraseLockArgs, eraseLockRow, *eraseLockRow](statementFiles, "erase_lock", "user_id")
+
 // eraseRecordArgs are the parameters of queries/erase_record.sql; a literal names them all
 // (.golangci.yml, exhaustruct).
 //

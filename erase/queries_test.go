@@ -13,6 +13,7 @@ func TestEveryQueryPlansAgainstTheSchema(t *testing.T) {
 	id := "6f1d2c3b-0000-4000-8000-000000000001"
 	pgtest.Explain(t,
 		eraseFindQuery.Bind(eraseFindArgs{UserID: id}),
+		eraseLockQuery.Bind(eraseLockArgs{UserID: id}),
 		eraseScrubQuery.Bind(eraseScrubArgs{UserID: id}),
 		eraseRecordQuery.Bind(eraseRecordArgs{UserID: id}),
 		eraseWishQuery.Bind(eraseWishArgs{UserID: id}),
