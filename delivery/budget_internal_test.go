@@ -261,12 +261,14 @@ func TestARecoveredMessageIsNeverClaimedBeforeItsSlotComesBack(t *testing.T) {
 	}
 }
 
-// oneDueMessage queues a weekly review, due a minute ago, to a new user.
-func oneDueMessage(t *testing.T, pool *pgxpool.Pool) {
+// oneDueMessage queues a weekly review (key "m"), due a minute ago, to a
+// new user, and returns the user's id and the message's.
+func oneDueMessage(t *testing.T, pool *pgxpool.Pool) (user, id string) {
 	t.Helper()
-	user := fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
-	fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
+	user = fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now()})
+	id = fixture.Queue(t, pool, fixture.Message{User: user, Type: "weekly_review", CatalogKey: fixture.WeeklyReview.CatalogKey,
 		Params: `{"count":"2"}`, JID: "5511900000001@s.whatsapp.net", ScheduledFor: time.Now().Add(-time.Minute), Key: "m"})
+	return user, id
 }
 
 // budgetedRun is a run of a processor of its own on tr, one worker
