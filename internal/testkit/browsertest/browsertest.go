@@ -259,14 +259,44 @@ func newInShared(t testing.TB) context.Context {
 // Run runs actions in order in the tab of ctx (from New), within Timeout,
 // and fails the test with the first action's error. It spares each browser
 // test the same few lines of timeout and error handling.
+//
+// Run returns once the page is loaded (document.readyState "complete"),
+// whatever the last action waited for: Chromium pushes a new document to
+// the DevTools client at DOMContentLoaded, after the deferred scripts ran,
+// and every node id found before it is then gone. A page a click loaded
+// shows its elements (WaitVisible) before that, and a query of one of
+// them in between failed "No node with given id found", on a busy machine.
 func Run(t testing.TB, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	if err := chromedp.Do(ctx, append(actions, loaded)...); err != nil {
 		t.Fatalf("browsertest: %v", err)
 	}
 }
+
+// loaded waits until the tab's page is loaded. It asks the page itself
+// (Runtime.evaluate in its main world), as chromedp's Poll and Evaluate
+// wait for a document chromedp has seen, which a tab that never navigated
+// has not.
+var loaded = chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+	for {
+		res, err := cdp.Call(ctx, tgt, runtime.Evaluate, runtime.EvaluateParams{
+			Expression: "document.readyState", ReturnByValue: new(true),
+		})
+		if err != nil {
+			return fmt.Errorf("wait for the page to load: %w", err)
+		}
+		if res.Result != nil && string(res.Result.Value) == `"complete"` {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the page to load: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+})
 
 // Screenshot saves a screenshot of the whole page (beyond the window, as
 // tall as the page is) of the tab of ctx as a PNG file at path, creating its

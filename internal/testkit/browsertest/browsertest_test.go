@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -30,7 +31,20 @@ var pages = map[string]string{
 <link rel="icon" href="data:,">
 <p id="status">fetching</p>
 <script>fetch("/missing").then(r => { document.getElementById("status").textContent = "got " + r.status; });</script>`,
+	"/form": `<!doctype html><title>form</title>
+<link rel="icon" href="data:,">
+<form method="post" action="/submitted"><button id="send" type="submit">Send</button></form>`,
+	// The answer to the form, as the console's are: its deferred script
+	// (served slowly, as on a busy machine) holds DOMContentLoaded back.
+	"/submitted": `<!doctype html><title>submitted</title>
+<link rel="icon" href="data:,">
+<script src="/slow.js" defer></script>
+<p id="done">Done</p>`,
+	"/slow.js": `"use strict";`,
 }
+
+// slowly is how long the server takes to answer /slow.js.
+const slowly = time.Second
 
 func serve(t *testing.T) string {
 	t.Helper()
@@ -41,6 +55,13 @@ func serve(t *testing.T) string {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if strings.HasSuffix(r.URL.Path, ".js") {
+			w.Header().Set("Content-Type", "text/javascript")
+			select {
+			case <-time.After(slowly):
+			case <-r.Context().Done():
+			}
+		}
 		w.Write([]byte(page))
 	}))
 	t.Cleanup(srv.Close)
@@ -53,6 +74,30 @@ func TestCleanPageHasNoErrors(t *testing.T) {
 	base := serve(t)
 	ctx := browsertest.New(t)
 	browsertest.Run(t, ctx, chromedp.Navigate(base+"/clean"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	browsertest.RequireNoErrors(t, ctx)
+}
+
+// A page a click loads is whole when Run returns, its deferred scripts
+// run: Chromium pushes a new document to the DevTools client at
+// DOMContentLoaded, which invalidates every node id found before it, so a
+// query between WaitVisible and then failed "No node with given id found"
+// (the console's TestEraseInTheBrowser, on a busy machine).
+func TestRunReturnsWhenThePageIsLoaded(t *testing.T) {
+	base := serve(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, chromedp.Navigate(base+"/form"))
+	browsertest.Run(t, ctx, chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.ID("done")))
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.readyState"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != "complete" {
+		t.Errorf("when Run returned the page was %q, want complete", state)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("done")))
+	if err != nil || text != "Done" {
+		t.Errorf("the page says %q (%v), want Done", text, err)
+	}
 	browsertest.RequireNoErrors(t, ctx)
 }
 
