@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +117,6 @@ func TestGoodbyeBackoffInTheBrowser(t *testing.T) {
 			t.Errorf("the user page in the browser does not show %q", want)
 		}
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(screenshotDir(t), "user-backoff.png"))
+	browsertest.Shot(t, ctx, "user-backoff.png")
 	browsertest.RequireNoErrors(t, ctx)
 }

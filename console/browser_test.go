@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,16 +20,6 @@ import (
 	"github.com/engagement-scheduler/engagement/internal/testkit/fixture"
 	"github.com/engagement-scheduler/engagement/internal/testkit/seeded"
 )
-
-// screenshotDir is where the browser tests save their screenshots: a
-// temporary directory, or CONSOLE_SCREENSHOTS (make screenshots points it
-// at docs/console/, which docs/console.md shows).
-func screenshotDir(t *testing.T) string {
-	if dir := os.Getenv("CONSOLE_SCREENSHOTS"); dir != "" {
-		return dir
-	}
-	return t.TempDir()
-}
 
 // browse opens a Chromium tab signed in as user (Basic auth on every
 // request of the tab).
@@ -86,7 +74,6 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 	fixture.SetConsent(t, h.pool, fixture.ConsentChange{User: user, OptedOut: false, Source: "meta:user_preferences", At: now.Add(-2 * time.Hour)})
 	srv := serve(t, h.pool, historyAsOf)
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 	for _, p := range []struct {
 		name, path string
 		charts     int
@@ -119,7 +106,7 @@ func TestEveryPageInTheBrowser(t *testing.T) {
 				}
 			}
 			if p.name != "runs" { // runs.png is TestRunsAndFunnelChartsInTheBrowser's: every job runs there
-				browsertest.Screenshot(t, ctx, filepath.Join(dir, p.name+".png"))
+				browsertest.Shot(t, ctx, p.name+".png")
 			}
 			browsertest.RequireNoErrors(t, ctx)
 		})
@@ -131,7 +118,6 @@ func TestRequeueInTheBrowser(t *testing.T) {
 	pool := seededWithFailures(t)
 	srv := serve(t, pool, seeded.AsOf)
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 
 	// The first failure group's Requeue… button: the preview says 6.
 	browsertest.Run(t, ctx,
@@ -147,7 +133,7 @@ func TestRequeueInTheBrowser(t *testing.T) {
 	if !strings.Contains(lead, "Requeue 6 messages") {
 		t.Fatalf("the preview says %q, want 6 messages", lead)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-preview.png"))
+	browsertest.Shot(t, ctx, "requeue-preview.png")
 	if failed := countFailed(t, pool); failed != 9 {
 		t.Fatalf("after the preview %d failed, want 9: a preview changes nothing", failed)
 	}
@@ -160,7 +146,7 @@ func TestRequeueInTheBrowser(t *testing.T) {
 	if !strings.Contains(done, "Requeued 6 messages") {
 		t.Errorf("after the confirmation the page says %q", done)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-done.png"))
+	browsertest.Shot(t, ctx, "requeue-done.png")
 	audits := fixture.Audits(t, pool, func(e fixture.AuditEntry) bool {
 		return e.Actor == operator && e.Action == "requeue" && e.Messages == 6
 	})
@@ -175,7 +161,7 @@ func TestRequeueInTheBrowser(t *testing.T) {
 	if !strings.Contains(row, operator) || !strings.Contains(row, "requeue") {
 		t.Errorf("the audit page's first row is %q, want ops' requeue", row)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "audit.png"))
+	browsertest.Shot(t, ctx, "audit.png")
 	browsertest.RequireNoErrors(t, ctx)
 }
 
@@ -199,7 +185,7 @@ func TestAViewerSeesNoAction(t *testing.T) {
 	if !strings.Contains(who, "viewer") {
 		t.Errorf("the header says %q, want viewer", who)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(screenshotDir(t), "queue-viewer.png"))
+	browsertest.Shot(t, ctx, "queue-viewer.png")
 	browsertest.RequireNoErrors(t, ctx)
 }
 
@@ -257,7 +243,6 @@ func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
 	srv := serve(t, pool, now)
 	readSummarySources(t, srv)
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#health"))
 	levels, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#health [data-health]')]
@@ -271,7 +256,7 @@ func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
 			t.Errorf("the summary's cards are %q, want %s with its rule as the tooltip", levels, want)
 		}
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "overview-health.png"))
+	browsertest.Shot(t, ctx, "overview-health.png")
 
 	// The group's Requeue… button, in the row whose reason says text.
 	clickGroup := func(text string) {
@@ -296,7 +281,7 @@ func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
 	}
 
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/queue#failures"), chromedp.WaitVisible("table.failures"))
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "queue-failures.png"))
+	browsertest.Shot(t, ctx, "queue-failures.png")
 
 	clickGroup("502 Bad Gateway")
 	if got := lead(); !strings.Contains(got, "Requeue 3 messages") {
@@ -315,7 +300,7 @@ func TestHealthAndPermanentRequeueInTheBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(warning, "2 of them failed permanently") {
 		t.Fatalf("the permanent group's preview warns %q (%v)", warning, err)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "requeue-permanent.png"))
+	browsertest.Shot(t, ctx, "requeue-permanent.png")
 	// Unticked, the browser does not send the form.
 	valid, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('form#confirm').checkValidity()`))
 	if err != nil || valid {
@@ -356,7 +341,6 @@ func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
 	pool, _ := runHistory(t)
 	srv := serve(t, pool, runsAsOf)
 	ctx := browse(t, viewer, viewerPassword)
-	dir := screenshotDir(t)
 
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/runs"), chromedp.WaitVisible("footer"))
 	if got := chartsDrawn(t, ctx); got != 2 {
@@ -392,7 +376,7 @@ func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
 	if !strings.Contains(text, "queue-process") || !strings.Contains(text, "2026-03-03 18:00 UTC (21 h 0 min ago)") {
 		t.Errorf("each job's latest run: %q, want queue-process's at 2026-03-03 18:00, 21 h 0 min ago", text)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "runs.png"))
+	browsertest.Shot(t, ctx, "runs.png")
 	browsertest.RequireNoErrors(t, ctx)
 
 	h := newHistory(t)
@@ -419,7 +403,7 @@ func TestRunsAndFunnelChartsInTheBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(note, "Dashed") {
 		t.Errorf("the funnel's note: %q (%v), want what the dashed line means", note, err)
 	}
-	browsertest.Screenshot(t, octx, filepath.Join(dir, "funnel.png"))
+	browsertest.Shot(t, octx, "funnel.png")
 	browsertest.RequireNoErrors(t, octx)
 }
 
@@ -433,14 +417,13 @@ func TestOptOutInTheBrowser(t *testing.T) {
 	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
 		JID: "55@s.whatsapp.net", ScheduledFor: time.Now().Add(time.Hour), Key: user + ":g"})
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 	browsertest.Run(t, ctx,
 		chromedp.Navigate(srv.URL+"/users?id="+user),
 		chromedp.WaitVisible("form#consent-form"),
 		chromedp.Click(`form#consent-form button[type=submit]`),
 		chromedp.WaitVisible("form#confirm"),
 	)
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "opt-out-preview.png"))
+	browsertest.Shot(t, ctx, "opt-out-preview.png")
 	browsertest.Run(t, ctx, chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
 	done, err := chromedp.Run(ctx, chromedp.Text("#done"))
 	if err != nil {
@@ -457,7 +440,7 @@ func TestOptOutInTheBrowser(t *testing.T) {
 	if !strings.Contains(row, "opted out") || !strings.Contains(row, "console") || !strings.Contains(row, operator) {
 		t.Errorf("the consent history's first row is %q, want ops' opt-out from the console", row)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "opt-out-done.png"))
+	browsertest.Shot(t, ctx, "opt-out-done.png")
 	browsertest.RequireNoErrors(t, ctx)
 }
 
@@ -472,14 +455,13 @@ func TestEraseInTheBrowser(t *testing.T) {
 	fixture.Queue(t, pool, fixture.Message{User: user, Type: "goodbye", CatalogKey: "engagement.goodbye.default",
 		JID: "5511987654321@s.whatsapp.net", ScheduledFor: dayAgo, Key: user + ":a", Status: "sent", SentAt: dayAgo})
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 	browsertest.Run(t, ctx,
 		chromedp.Navigate(srv.URL+"/users?id="+user),
 		chromedp.WaitVisible("form#erase-form"),
 		chromedp.Click(`form#erase-form button[type=submit]`),
 		chromedp.WaitVisible("form#confirm"),
 	)
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "erase-preview.png"))
+	browsertest.Shot(t, ctx, "erase-preview.png")
 	browsertest.Run(t, ctx, chromedp.Click(`form#confirm button[type=submit]`), chromedp.WaitVisible("#done"))
 	done, err := chromedp.Run(ctx, chromedp.Text("#done"))
 	if err != nil {
@@ -488,7 +470,7 @@ func TestEraseInTheBrowser(t *testing.T) {
 	if !strings.Contains(done, "Erased: 1 queued message scrubbed") {
 		t.Errorf("after the confirmation the page says %q", done)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "erase-done.png"))
+	browsertest.Shot(t, ctx, "erase-done.png")
 	if n := fixture.CountWhere(fixture.MessageRows(t, pool, fixture.Messages{Users: []string{user}}), func(m fixture.MessageRow) bool {
 		return strings.Contains(m.DestinationJID, "987654321")
 	}); n != 0 {

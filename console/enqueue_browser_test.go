@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +49,6 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 		fixture.User(t, pool, fixture.UserOptions{LastActivity: time.Now(), Destination: "group", GroupJID: &group})
 	}
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 
 	// Several matches: a list.
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/users"), chromedp.WaitVisible("form#find"),
@@ -59,7 +57,7 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('table.matches tbody tr').length`)); err != nil || n != 2 {
 		t.Errorf("the group's JID lists %d users (%v), want 2", n, err)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "user-matches.png"))
+	browsertest.Shot(t, ctx, "user-matches.png")
 
 	// The phone number as a support request writes it: the user's page.
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/users"), chromedp.WaitVisible("form#find"),
@@ -85,7 +83,7 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	}); n != 1 {
 		t.Errorf("%d audit rows for the message with its reason, want 1", n)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "user-enqueue.png"))
+	browsertest.Shot(t, ctx, "user-enqueue.png")
 
 	// The same key again: the same message, nothing new.
 	browsertest.Run(t, ctx, chromedp.Click(`#enqueue button[type=submit]`))
@@ -122,7 +120,7 @@ func TestFindAndEnqueueInTheBrowser(t *testing.T) {
 	if text := waitResult(t, ctx, "refused"); !strings.Contains(text, "409") || !strings.Contains(text, "opted_out") {
 		t.Errorf("a promo to an opted-out user says %q, want the 409 and opted_out", text)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "user-enqueue-refused.png"))
+	browsertest.Shot(t, ctx, "user-enqueue-refused.png")
 	if n := len(fixture.MessagesOf(t, pool, user)); n != 1 {
 		t.Errorf("%d messages after the refusal, want 1", n)
 	}

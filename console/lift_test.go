@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +98,6 @@ func TestLiftInTheBrowser(t *testing.T) {
 	pool := liftHistory(t)
 	srv := serve(t, pool, historyAsOf)
 	ctx := browse(t, viewer, viewerPassword)
-	dir := screenshotDir(t)
 
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/#lift"), chromedp.WaitVisible("table.lift"))
 	chartsDrawn(t, ctx)
@@ -121,7 +119,7 @@ func TestLiftInTheBrowser(t *testing.T) {
 		t.Errorf("the verdict: %q (%v)", verdict, err)
 	}
 	browsertest.Run(t, ctx, chromedp.ScrollIntoView("#lift"))
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "lift.png"))
+	browsertest.Shot(t, ctx, "lift.png")
 	browsertest.RequireNoErrors(t, ctx)
 
 	browsertest.Run(t, ctx, chromedp.Navigate(srv.URL+"/queue#spend"), chromedp.WaitVisible("#held-out"))
@@ -129,6 +127,6 @@ func TestLiftInTheBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(card, "50 goodbyes not sent to the control group") {
 		t.Errorf("the held-out card: %q (%v)", card, err)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "spend-held-out.png"))
+	browsertest.Shot(t, ctx, "spend-held-out.png")
 	browsertest.RequireNoErrors(t, ctx)
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,7 +52,6 @@ func TestAnAccountPauseIsRedWithWhatToDoInTheBrowser(t *testing.T) {
 	readSummarySources(t, srv)
 
 	ctx := browse(t, operator, operatorPassword)
-	dir := screenshotDir(t)
 	for _, page := range []struct{ path, card, shot string }{
 		{"/", "#health [data-health='pause:webhook']", "overview-pause.png"},
 		{"/queue", "#pauses [data-health='pause:webhook']", "queue-pause.png"},
@@ -70,7 +68,7 @@ func TestAnAccountPauseIsRedWithWhatToDoInTheBrowser(t *testing.T) {
 			!strings.Contains(card, "re-link the bot's device") || !strings.Contains(card, "engagementctl pause clear") {
 			t.Errorf("%s: the pause's card is %q; want it red, naming logged_out and saying to re-link the device and clear the pause", page.path, card)
 		}
-		browsertest.Screenshot(t, ctx, filepath.Join(dir, page.shot))
+		browsertest.Shot(t, ctx, page.shot)
 	}
 	browsertest.RequireNoErrors(t, ctx)
 }

@@ -126,8 +126,7 @@ func TestOrderCapPaceAndTheNumbersHealthInTheBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(level, "health-amber") {
 		t.Errorf("the rating's card is %q (%v), want amber (YELLOW, a paused template)", level, err)
 	}
-	dir := screenshotDir(t)
 	browsertest.Run(t, ctx, chromedp.ScrollIntoView("#order-cap-pace"))
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "queue-protect.png"))
+	browsertest.Shot(t, ctx, "queue-protect.png")
 	browsertest.RequireNoErrors(t, ctx)
 }

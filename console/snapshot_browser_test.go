@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +48,7 @@ func TestAStaleSnapshotInTheBrowser(t *testing.T) {
 	if foot := text("footer"); !strings.Contains(foot, "newer ones are being read in the background") {
 		t.Errorf("the stale page's footer: %s", foot)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(screenshotDir(t), "stale.png"))
+	browsertest.Shot(t, ctx, "stale.png")
 
 	if err := c.WaitRefreshed(context.Background(), "overview"); err != nil {
 		t.Fatal(err)

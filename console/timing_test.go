@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +113,6 @@ func TestTimingInTheBrowser(t *testing.T) {
 		}
 	}
 	browsertest.Run(t, ctx, chromedp.ScrollIntoView("#timing"))
-	browsertest.Screenshot(t, ctx, filepath.Join(screenshotDir(t), "timing.png"))
+	browsertest.Shot(t, ctx, "timing.png")
 	browsertest.RequireNoErrors(t, ctx)
 }

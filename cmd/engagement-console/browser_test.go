@@ -3,8 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/base64"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,10 +23,6 @@ func TestConfirmInTheBrowser(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	failed, pending := seedQueue(t, url)
 	c := startConsole(t, bin, url)
-	dir := t.TempDir()
-	if d := os.Getenv("CONSOLE_SCREENSHOTS"); d != "" {
-		dir = d
-	}
 
 	ctx := browsertest.New(t)
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:"+opsPassword))
@@ -60,7 +54,7 @@ func TestConfirmInTheBrowser(t *testing.T) {
 	if done := text("#done"); !strings.Contains(done, "Requeued 2 messages") {
 		t.Errorf("after the requeue's Confirm the page says %q", done)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "binary-requeue-done.png"))
+	browsertest.Shot(t, ctx, "binary-requeue-done.png")
 
 	browsertest.Run(t, ctx,
 		chromedp.Navigate(c.base+"/queue"),
@@ -76,13 +70,13 @@ func TestConfirmInTheBrowser(t *testing.T) {
 	if done := text("#done"); !strings.Contains(done, "Cancelled 2 messages") {
 		t.Errorf("after the cancel's Confirm the page says %q", done)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "binary-cancel-done.png"))
+	browsertest.Shot(t, ctx, "binary-cancel-done.png")
 
 	browsertest.Run(t, ctx, chromedp.Navigate(c.base+"/audit"), chromedp.WaitVisible("table.audit"))
 	if rows := text("table.audit tbody"); !strings.Contains(rows, "requeue") || !strings.Contains(rows, "cancel") {
 		t.Errorf("the audit page lists %q, want the requeue and the cancel", rows)
 	}
-	browsertest.Screenshot(t, ctx, filepath.Join(dir, "binary-audit.png"))
+	browsertest.Shot(t, ctx, "binary-audit.png")
 	browsertest.RequireNoErrors(t, ctx)
 
 	statuses := queueStatuses(t, url)

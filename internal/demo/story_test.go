@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,7 +22,7 @@ import (
 // and the runs has a value that is not zero, the funnel has receipts and
 // answers, and the lift compares a treated arm with a held-out one.
 // Screenshots demo-overview.png, demo-queue.png and demo-runs.png
-// (CONSOLE_SCREENSHOTS, else the test's folder).
+// (when CONSOLE_SCREENSHOTS names a folder: make screenshots).
 func TestTheDemoTellsTheWholeStory(t *testing.T) {
 	t.Parallel()
 	server, err := pgtest.ServerURL(context.Background())
@@ -44,10 +43,6 @@ func TestTheDemoTellsTheWholeStory(t *testing.T) {
 	}
 	base := start(t, ".", env, demo, "-bin", bin, "-console", freeAddr(t), "-database", database).consoleURL(t)
 
-	dir := os.Getenv("CONSOLE_SCREENSHOTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
 	ctx := browsertest.New(t)
 	for _, page := range []struct{ path, shot string }{{"", "demo-overview.png"}, {"queue", "demo-queue.png"}, {"runs", "demo-runs.png"}} {
 		browsertest.Run(t, ctx, chromedp.Navigate(base+page.path), chromedp.WaitVisible("main"))
@@ -69,7 +64,7 @@ func TestTheDemoTellsTheWholeStory(t *testing.T) {
 		if err != nil || len(red) > 0 {
 			t.Errorf("/%s: red cards (%v): %v", page.path, err, red)
 		}
-		browsertest.Screenshot(t, ctx, filepath.Join(dir, page.shot))
+		browsertest.Shot(t, ctx, page.shot)
 		browsertest.RequireNoErrors(t, ctx)
 	}
 

@@ -100,6 +100,7 @@ func New(t testing.TB) context.Context {
 	if err := startTab(tabCtx, cancelTab); err != nil {
 		t.Fatalf("browsertest: start %s: %v\nits last output:\n%s", bin, err, output.String())
 	}
+	keepOnFailure(t, tabCtx)
 	return context.WithValue(tabCtx, collectorKey{}, c)
 }
 
@@ -253,6 +254,7 @@ func newInShared(t testing.TB) context.Context {
 	if err := startTab(tabCtx, cancelTab); err != nil {
 		t.Fatalf("browsertest: open a tab in the shared browser: %v\nits last output:\n%s", err, output.String())
 	}
+	keepOnFailure(t, tabCtx)
 	return context.WithValue(tabCtx, collectorKey{}, c)
 }
 
@@ -297,6 +299,50 @@ var loaded = chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error
 		}
 	}
 })
+
+// ScreenshotsEnv names the environment variable that holds the folder Shot
+// saves its screenshots in (make screenshots sets it to docs/console).
+const ScreenshotsEnv = "CONSOLE_SCREENSHOTS"
+
+// Shot saves a screenshot of the tab of ctx, the whole page, as name in the
+// folder ScreenshotsEnv names, for people to look at (make screenshots);
+// with it unset it takes none. A picture that nobody keeps cost Chromium
+// about a fifth of the browser tests' CPU; a test that fails keeps one of
+// its tab anyway (New).
+func Shot(t testing.TB, ctx context.Context, name string) {
+	t.Helper()
+	if dir := os.Getenv(ScreenshotsEnv); dir != "" {
+		Screenshot(t, ctx, filepath.Join(dir, name))
+	}
+}
+
+// keepOnFailure saves a screenshot of the tab of ctx when t fails, in a
+// folder of the system's temporary directory that outlives the test, and
+// logs where: what a failing browser test leaves behind to look at. It runs
+// before the tab closes (cleanups run last registered first).
+func keepOnFailure(t testing.TB, ctx context.Context) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		name := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name()) + ".png"
+		path := filepath.Join(os.TempDir(), "browsertest-failures", name)
+		sctx, cancel := context.WithTimeout(ctx, Timeout)
+		defer cancel()
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(path), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, png, 0o644)
+		}
+		if err != nil {
+			t.Logf("browsertest: no screenshot of the failed test's tab: %v", err)
+			return
+		}
+		t.Logf("browsertest: the failed test's tab: %s", path)
+	})
+}
 
 // Screenshot saves a screenshot of the whole page (beyond the window, as
 // tall as the page is) of the tab of ctx as a PNG file at path, creating its

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,5 +170,60 @@ func TestScreenshot(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() <= 0 || b.Dy() <= 0 {
 		t.Fatalf("the screenshot is %v", b)
+	}
+}
+
+// Shot takes a screenshot only when CONSOLE_SCREENSHOTS names a folder:
+// nobody looks at one in a temporary folder.
+func TestShotOnlyWhenAsked(t *testing.T) {
+	base := serve(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, chromedp.Navigate(base+"/clean"))
+	dir := t.TempDir()
+	t.Setenv(browsertest.ScreenshotsEnv, "")
+	browsertest.Shot(t, ctx, "unasked.png")
+	t.Setenv(browsertest.ScreenshotsEnv, dir)
+	browsertest.Shot(t, ctx, "asked.png")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "asked.png" {
+		t.Errorf("the folder holds %v, want asked.png alone", entries)
+	}
+}
+
+// A browser test that fails keeps a screenshot of its tab, and says where.
+// The failing test runs in a test binary of its own (this one, again).
+func TestAFailedTestKeepsItsTab(t *testing.T) {
+	if os.Getenv("BROWSERTEST_FAIL") != "" {
+		ctx := browsertest.New(t)
+		browsertest.Run(t, ctx, chromedp.Navigate(os.Getenv("BROWSERTEST_FAIL")+"/clean"))
+		t.Fatal("failing on purpose")
+	}
+	// A short TMPDIR: the browser's profile is made in it, and Chromium
+	// refuses a socket path over 107 bytes (t.TempDir's is longer).
+	tmp, err := os.MkdirTemp("", "bt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAFailedTestKeepsItsTab$", "-test.v")
+	cmd.Env = append(os.Environ(), "BROWSERTEST_FAIL="+serve(t), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the failing test passed:\n%s", out)
+	}
+	path := filepath.Join(tmp, "browsertest-failures", "TestAFailedTestKeepsItsTab.png")
+	if !strings.Contains(string(out), "the failed test's tab: "+path) {
+		t.Errorf("the failing test does not say where its screenshot is:\n%s", out)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("the kept screenshot is no PNG: %v", err)
 	}
 }
