@@ -356,10 +356,11 @@ func Screenshot(t testing.TB, ctx context.Context, path string) {
 	if err != nil {
 		t.Fatalf("browsertest: screenshot: %v", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	// path is the test's, or in the folder the developer named (Shot).
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // see above
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	if err := os.WriteFile(path, png, 0o644); err != nil { //nolint:gosec // see above
 		t.Fatal(err)
 	}
 }

@@ -208,7 +208,7 @@ func TestAFailedTestKeepsItsTab(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAFailedTestKeepsItsTab$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAFailedTestKeepsItsTab$", "-test.v") //nolint:gosec // this test binary itself
 	cmd.Env = append(os.Environ(), "BROWSERTEST_FAIL="+serve(t), "TMPDIR="+tmp)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
