@@ -281,20 +281,19 @@ func Run(t testing.TB, ctx context.Context, actions ...chromedp.Action[chromedp.
 // (Runtime.evaluate in its main world), as chromedp's Poll and Evaluate
 // wait for a document chromedp has seen, which a tab that never navigated
 // has not.
+// An evaluation that fails is tried again: a page that navigates on its
+// own (a script submitting a form) destroys the context it runs in.
 var loaded = chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
 	for {
 		res, err := cdp.Call(ctx, tgt, runtime.Evaluate, runtime.EvaluateParams{
 			Expression: "document.readyState", ReturnByValue: new(true),
 		})
-		if err != nil {
-			return fmt.Errorf("wait for the page to load: %w", err)
-		}
-		if res.Result != nil && string(res.Result.Value) == `"complete"` {
+		if err == nil && res.Result != nil && string(res.Result.Value) == `"complete"` {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for the page to load: %w", ctx.Err())
+			return fmt.Errorf("wait for the page to load: %w (last: %v)", ctx.Err(), err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
