@@ -293,7 +293,7 @@ var loaded = chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for the page to load: %w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("wait for the page to load: %w", errors.Join(ctx.Err(), err))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
