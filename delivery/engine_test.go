@@ -178,9 +178,16 @@ func TestPacingHoldsNoLockDuringASendAndIsPerTransport(t *testing.T) {
 	} else if lockErr != nil {
 		t.Fatal(lockErr)
 	}
-	idle := fixture.IdleInTransaction(t, pool)
-	if idle != 0 {
-		t.Errorf("%d backends are idle in a transaction during the HTTP call", idle)
+	// A transaction held across the call stays open while the call is
+	// held. Others end on their own: a worker's recovery of abandoned
+	// claims is a transaction of two statements, and a loaded machine
+	// showed it open between them at this instant (issue 60's suite run).
+	// So a moment with none open must come while the call is held.
+	if idle, none := fixture.PollFor(10*time.Second, func() (int, bool) {
+		n := fixture.IdleInTransaction(t, pool)
+		return n, n == 0
+	}); !none {
+		t.Errorf("%d backends are idle in a transaction all through the HTTP call", idle)
 	}
 	close(release)
 	if sum := <-done; sum.Sent != 2 {
