@@ -41,7 +41,7 @@ func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	base, err := os.MkdirTemp("", "pgtest-cluster-")
+	base, err := os.MkdirTemp(scratchRoot(), "pgtest-cluster-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func NewCluster(t testing.TB) *Cluster {
 // clusterTemplate returns the data directory NewCluster copies: a stopped
 // cluster holding the database "engagement", migrated to the latest
 // version. It is made once per machine, PostgreSQL version and migration
-// set ($TMPDIR/pgtest-template-cluster-*), under a lock, in a side folder
+// set (pgtest-template-cluster-* in the scratch root), under a lock, in a side folder
 // renamed when complete. A copy costs the server nothing and the machine
 // 0.4 s; an initdb and every migration cost 1.3 s of CPU (issue 60).
 func clusterTemplate(ctx context.Context) (string, error) {
@@ -94,7 +94,7 @@ func clusterTemplate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	prefix := filepath.Join(os.TempDir(), "pgtest-template-cluster-")
+	prefix := filepath.Join(scratchRoot(), "pgtest-template-cluster-")
 	base := prefix + bins.major + "-" + migrationsHash()
 	data := filepath.Join(base, "data")
 	unlock, err := localsvc.LockFile(ctx, base+".lock")

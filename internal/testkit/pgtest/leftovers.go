@@ -24,14 +24,18 @@ const leftoverAge = time.Hour
 
 // StopLeftovers stops what tests started for themselves and did not stop
 // because their process ended first (killed, timed out): the clusters of
-// NewCluster ($TMPDIR/pgtest-cluster-*) whose test process is gone, and the
-// PgBouncers of StartBouncer ($TMPDIR/pgtest-pgbouncer-*) whose test process
-// is gone; it removes their folders. What running tests use is left alone.
+// NewCluster (pgtest-cluster-* in the scratch roots) whose test process is
+// gone, and the PgBouncers of StartBouncer ($TMPDIR/pgtest-pgbouncer-*)
+// whose test process is gone; it removes their folders. What running tests use is left alone.
 // It returns a line for each thing it stopped.
 func StopLeftovers(ctx context.Context) ([]string, error) {
 	var done []string
 	var errs []error
-	clusters, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-cluster-*"))
+	var clusters []string
+	for _, root := range scratchRoots() {
+		found, _ := filepath.Glob(filepath.Join(root, "pgtest-cluster-*"))
+		clusters = append(clusters, found...)
+	}
 	for _, base := range clusters {
 		if owner, err := readPid(filepath.Join(base, ownerFile)); err == nil {
 			if localsvc.Alive(owner) {

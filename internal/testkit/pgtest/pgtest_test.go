@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/engagement-scheduler/engagement/internal/postgres"
 	"github.com/engagement-scheduler/engagement/internal/sqlfile"
+	"github.com/engagement-scheduler/engagement/internal/testkit/localsvc"
 	"github.com/engagement-scheduler/engagement/migrations"
 )
 
@@ -289,6 +292,85 @@ func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
 	if stopped, err := stopThrowaway(t.Context(), filepath.Join(dir, "missing")); err != nil || stopped {
 		t.Errorf("stopThrowaway on a missing directory: stopped %v, %v", stopped, err)
 	}
+}
+
+// The clusters live in memory where the machine has room there (issue 60:
+// ext4's search past recently deleted inodes was a tenth of the suite's
+// CPU), and a cluster an earlier version started in $TMPDIR keeps being
+// used while it runs, so that no process of a run picks another.
+func TestTheThrowawayClusterLivesInMemoryWhereThereIsRoom(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	disk := filepath.Join(tmp, clusterName)
+
+	tmpfs, room := shmIsTmpfs(t)
+	want := disk
+	if tmpfs && room >= minMemoryRoot {
+		want = filepath.Join("/dev/shm", clusterName)
+	}
+	if got := defaultDir(); got != want {
+		t.Errorf("/dev/shm a tmpfs %v with %d bytes free: the cluster's folder is %s, want %s", tmpfs, room, got, want)
+	}
+	if tmpfs && memoryRoot(room+1<<30) != "" {
+		t.Errorf("memoryRoot takes /dev/shm with less room than asked")
+	}
+
+	// A postgres of an earlier run, recorded as the one started in
+	// $TMPDIR: a process named postgres (a copy of sleep), as
+	// localsvc.Recorded checks the recorded process's name and start.
+	sleep, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(tmp, "postgres")
+	if err := os.WriteFile(fake, sleep, 0o700); err != nil { //nolint:gosec // the test's own copy of sleep, run below
+		t.Fatal(err)
+	}
+	cmd := exec.Command(fake, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck // gone either way
+	if err := localsvc.RecordProcess(startedFile(disk), cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if got := defaultDir(); got != disk {
+		t.Errorf("with the cluster in $TMPDIR running, the cluster's folder is %s, want %s", got, disk)
+	}
+	cmd.Process.Kill() //nolint:errcheck // waited for next
+	cmd.Wait()         //nolint:errcheck // killed
+	if got := defaultDir(); got != want {
+		t.Errorf("once the cluster in $TMPDIR stopped, the cluster's folder is %s, want %s", got, want)
+	}
+}
+
+// shmIsTmpfs reads from /proc/mounts whether /dev/shm is a tmpfs, and
+// from df its free bytes.
+func shmIsTmpfs(t *testing.T) (bool, uint64) {
+	t.Helper()
+	mounts, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return false, 0
+	}
+	tmpfs := false
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == "/dev/shm" {
+			tmpfs = f[2] == "tmpfs"
+		}
+	}
+	if !tmpfs {
+		return false, 0
+	}
+	out, err := exec.Command("df", "--output=avail", "-B1", "/dev/shm").Output()
+	if err != nil {
+		t.Fatalf("df /dev/shm: %v", err)
+	}
+	f := strings.Fields(string(out))
+	room, err := strconv.ParseUint(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("df /dev/shm: %q: %v", out, err)
+	}
+	return true, room
 }
 
 // TestClusterRestart checks a test's own cluster: migrated, restarted the

@@ -53,7 +53,7 @@ func NewStandby(t testing.TB, dbURL string) *Standby {
 	}
 	// The folder is named as NewCluster's: StopLeftovers stops a standby
 	// whose test process ended without its cleanup.
-	base, err := os.MkdirTemp("", "pgtest-cluster-")
+	base, err := os.MkdirTemp(scratchRoot(), "pgtest-cluster-")
 	if err != nil {
 		t.Fatal(err)
 	}

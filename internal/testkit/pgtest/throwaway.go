@@ -30,11 +30,11 @@ const (
 )
 
 // throwawayConfig returns the data directory and port of the throwaway
-// cluster, from PGTEST_DIR and PGTEST_PORT or the defaults.
+// cluster, from PGTEST_DIR and PGTEST_PORT or the defaults (defaultDir).
 func throwawayConfig() (dir string, port int, err error) {
 	dir = os.Getenv("PGTEST_DIR")
 	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "engagement-pgtest")
+		dir = defaultDir()
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return "", 0, err

@@ -1,7 +1,8 @@
 // Command stop stops what the tests and the demo started and left running
 // (`make services-stop`):
 //
-//   - pgtest's throwaway PostgreSQL cluster ($TMPDIR/engagement-pgtest, as
+//   - pgtest's throwaway PostgreSQL cluster (/dev/shm/engagement-pgtest or
+//     $TMPDIR/engagement-pgtest, as
 //     `go run ./internal/testkit/pgtest/devdb --stop` does);
 //   - redistest's throwaway redis-server ($TMPDIR/engagement-redistest);
 //   - the PostgreSQL clusters and PgBouncers tests start for themselves,
