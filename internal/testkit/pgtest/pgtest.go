@@ -9,9 +9,10 @@
 //     connection and ping succeed within about 2 seconds and the role may
 //     create databases. Set PGTEST_PROBE_URL=none to skip the probe.
 //  3. Else a throwaway cluster that this package starts itself: data
-//     directory PGTEST_DIR (default /dev/shm/engagement-pgtest where /dev/shm
-//     is a tmpfs with 2 GiB free, else $TMPDIR/engagement-pgtest, e.g.
-//     /tmp/engagement-pgtest), port PGTEST_PORT (default 54329), listening on
+//     directory PGTEST_DIR (default /dev/shm/engagement-pgtest when TMPDIR
+//     is unset and /dev/shm is a tmpfs with 2 GiB free, else
+//     $TMPDIR/engagement-pgtest, e.g. /tmp/engagement-pgtest), port
+//     PGTEST_PORT (default 54329), listening on
 //     127.0.0.1 only with trust authentication for the user postgres, and
 //     tuned for speed over durability (fsync=off). pg_ctl and initdb are taken
 //     from PATH or the newest /usr/lib/postgresql/*/bin; when missing, the

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,23 +297,40 @@ func TestStopThrowawayIgnoresForeignDirectories(t *testing.T) {
 
 // The clusters live in memory where the machine has room there (issue 60:
 // ext4's search past recently deleted inodes was a tenth of the suite's
-// CPU), and a cluster an earlier version started in $TMPDIR keeps being
-// used while it runs, so that no process of a run picks another.
+// CPU), once there stay there, and a cluster an earlier version started in
+// $TMPDIR keeps being used while it runs, so that no process of a run
+// picks another.
 func TestTheThrowawayClusterLivesInMemoryWhereThereIsRoom(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	disk := filepath.Join(tmp, clusterName)
-
-	tmpfs, room := shmIsTmpfs(t)
-	want := disk
-	if tmpfs && room >= minMemoryRoot {
-		want = filepath.Join("/dev/shm", clusterName)
+	t.Parallel()
+	tmp, mem := t.TempDir(), t.TempDir() // mem stands in for /dev/shm
+	disk, inMemory := filepath.Join(tmp, clusterName), filepath.Join(mem, clusterName)
+	pick := func(room bool) string {
+		roomy := ""
+		if room {
+			roomy = mem
+		}
+		return clusterDir(tmp, mem, roomy)
 	}
-	if got := defaultDir(); got != want {
-		t.Errorf("/dev/shm a tmpfs %v with %d bytes free: the cluster's folder is %s, want %s", tmpfs, room, got, want)
+	for _, c := range []struct {
+		what      string
+		got, want string
+	}{
+		{"memory with room", pick(true), inMemory},
+		{"memory without room", pick(false), disk},
+		{"no memory file system", clusterDir(tmp, "", ""), disk},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: the cluster's folder is %s, want %s", c.what, c.got, c.want)
+		}
 	}
-	if tmpfs && memoryRoot(room+1<<30) != "" {
-		t.Errorf("memoryRoot takes /dev/shm with less room than asked")
+	if err := os.MkdirAll(inMemory, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inMemory, markerConf), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := pick(false); got != inMemory {
+		t.Errorf("a cluster in memory, the room since shrunk: the cluster's folder is %s, want %s", got, inMemory)
 	}
 
 	// A postgres of an earlier run, recorded as the one started in
@@ -322,7 +340,7 @@ func TestTheThrowawayClusterLivesInMemoryWhereThereIsRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := filepath.Join(tmp, "postgres")
+	fake := filepath.Join(t.TempDir(), "postgres")
 	if err := os.WriteFile(fake, sleep, 0o700); err != nil { //nolint:gosec // the test's own copy of sleep, run below
 		t.Fatal(err)
 	}
@@ -334,13 +352,46 @@ func TestTheThrowawayClusterLivesInMemoryWhereThereIsRoom(t *testing.T) {
 	if err := localsvc.RecordProcess(startedFile(disk), cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	if got := defaultDir(); got != disk {
+	if got := pick(true); got != disk {
 		t.Errorf("with the cluster in $TMPDIR running, the cluster's folder is %s, want %s", got, disk)
 	}
 	cmd.Process.Kill() //nolint:errcheck // waited for next
 	cmd.Wait()         //nolint:errcheck // killed
-	if got := defaultDir(); got != want {
-		t.Errorf("once the cluster in $TMPDIR stopped, the cluster's folder is %s, want %s", got, want)
+	if got := pick(true); got != inMemory {
+		t.Errorf("once the cluster in $TMPDIR stopped, the cluster's folder is %s, want %s", got, inMemory)
+	}
+}
+
+// memoryRoot takes /dev/shm when it is a tmpfs with the room asked for,
+// as /proc/mounts and df say; memory never while TMPDIR is set.
+func TestMemoryRootIsATmpfsWithRoom(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	if got := memory(0); got != "" {
+		t.Errorf("with TMPDIR set, memory is %q, want none", got)
+	}
+	tmpfs, room := shmIsTmpfs(t)
+	if got, want := memoryRoot(0) != "", tmpfs; got != want {
+		t.Errorf("memoryRoot took /dev/shm: %v; /dev/shm a tmpfs: %v", got, want)
+	}
+	if tmpfs && memoryRoot(room+1<<30) != "" {
+		t.Errorf("memoryRoot takes /dev/shm with less room than asked")
+	}
+
+	// TMPDIR unset: the tests' own clusters go to memory with room, and
+	// services-stop looks for their leftovers there too.
+	t.Setenv("TMPDIR", "")
+	wantRoot, wantRoots := os.TempDir(), []string{os.TempDir()}
+	if tmpfs {
+		wantRoots = append(wantRoots, "/dev/shm")
+		if room >= minMemoryRoot {
+			wantRoot = "/dev/shm"
+		}
+	}
+	if got := scratchRoot(); got != wantRoot {
+		t.Errorf("TMPDIR unset: the scratch root is %s, want %s", got, wantRoot)
+	}
+	if got := scratchRoots(); !slices.Equal(got, wantRoots) {
+		t.Errorf("TMPDIR unset: leftovers are looked for in %v, want %v", got, wantRoots)
 	}
 }
 
