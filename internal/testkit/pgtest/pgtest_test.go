@@ -362,8 +362,8 @@ func TestTheThrowawayClusterLivesInMemoryWhereThereIsRoom(t *testing.T) {
 	}
 }
 
-// memoryRoot takes /dev/shm when it is a tmpfs with the room asked for,
-// as /proc/mounts and df say; memory never while TMPDIR is set.
+// The kit takes /dev/shm when it is a tmpfs with the room asked for, as
+// /proc/mounts and df say, and never while TMPDIR is set.
 func TestMemoryRootIsATmpfsWithRoom(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	if got := memory(0); got != "" {
