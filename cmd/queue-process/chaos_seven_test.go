@@ -50,8 +50,11 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 	bot := newDedupBot(t, 1<<30)
 	bot.acks = pool
 
+	// Paced at 25 ms, so that the sends span the faults: at 5 ms a quiet
+	// machine sent all it could before the outage, and the outage, the
+	// restart and most kills met processes with nothing left to do.
 	env := cmdtest.Env("DATABASE_URL="+cluster.URL, "ENGAGEMENT_DAILY_LIMIT="+strconv.Itoa(limit))
-	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "5ms", "--workers", "4",
+	args := []string{"--transport", "webhook", "--webhook-url", bot.server.URL, "--send-interval", "25ms", "--workers", "4",
 		"--claim-timeout", "1s", "--retry-base", "10ms", "--max-duration", "20s", "--output", "json"}
 
 	// The bot's users: every 60 ms one writes back or says stop, 100 of
@@ -81,6 +84,7 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 	})
 
 	killer := rand.New(rand.NewPCG(55, 7)) //nolint:gosec // seeded: the kills repeat from run to run
+	var sentBeforeOutage, sentBeforeRestart int
 	f := startFleet(t, 3, env, args...)
 	fixture.PollFor(time.Minute, func() (int, bool) { n := len(bot.sentKeys(t)); return n, n >= 20 })
 	for step := range 36 {
@@ -88,10 +92,12 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 		f.kill(killer)
 		switch step {
 		case 8:
+			sentBeforeOutage = len(bot.sentKeys(t))
 			bot.setDown(http.StatusServiceUnavailable)
 		case 14:
 			bot.setDown(0)
 		case 22:
+			sentBeforeRestart = len(bot.sentKeys(t))
 			cluster.Restart(t)
 			pool.Reset()
 		}
@@ -157,6 +163,10 @@ func TestChaosEveryOrderLosesNothing(t *testing.T) {
 	}
 	if byOutcome["sent"] < 100 || byOutcome["cancelled:stale"] == 0 || byOutcome["waiting on the budget"] == 0 {
 		t.Errorf("outcomes %v: the run did not test much", byOutcome)
+	}
+	if sentBeforeRestart >= len(sent) || sentBeforeOutage >= sentBeforeRestart {
+		t.Errorf("%d sent before the outage, %d before the restart, %d in all: the sends did not span the faults", sentBeforeOutage,
+			sentBeforeRestart, len(sent))
 	}
 	if f.kills < 30 {
 		t.Errorf("only %d kills", f.kills)

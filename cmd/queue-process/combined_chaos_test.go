@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -77,21 +78,30 @@ func (f *fleet) keep(i int) {
 	}
 }
 
-// kill sends SIGKILL to one running process, chosen by rng (none when
-// every slot is between processes).
+// kill sends SIGKILL to one running process, chosen by rng. When every
+// slot is between processes (each waits 200 ms after a run that found
+// nothing to do), it waits for the next to start, 2 s at most: on a fast
+// machine the slots were often all idle, and a kill that skipped them
+// left a chaos run with 16 kills of 36.
 func (f *fleet) kill(rng *rand.Rand) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var running []*exec.Cmd
-	for _, p := range f.procs {
-		if p != nil {
-			running = append(running, p)
+	running, _ := fixture.PollFor(2*time.Second, func() ([]*exec.Cmd, bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var running []*exec.Cmd
+		for _, p := range f.procs {
+			if p != nil {
+				running = append(running, p)
+			}
 		}
-	}
+		return running, len(running) > 0
+	})
 	if len(running) == 0 {
 		return
 	}
-	if running[rng.IntN(len(running))].Process.Signal(syscall.SIGKILL) == nil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := running[rng.IntN(len(running))]
+	if slices.Contains(f.procs, p) && p.Process.Signal(syscall.SIGKILL) == nil {
 		f.kills++
 	}
 }
