@@ -1160,8 +1160,8 @@ func TestMakeTestSaysWhatItInstallsFirst(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	prepare := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "./internal/testkit/localsvc/prepare") })
-	goTest := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, " test -count=1 ") })
+	goTest := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, " run ./internal/testkit/testrun ") })
 	if prepare < 0 || goTest < 0 || prepare > goTest {
-		t.Errorf("make -n test runs %q; want the prepare step, then go test", lines)
+		t.Errorf("make -n test runs %q; want the prepare step, then the tests (internal/testkit/testrun)", lines)
 	}
 }
