@@ -37,10 +37,10 @@ func TestChildBuilds(t *testing.T) {
 
 // child starts this test binary as a test process building a binary in tmp
 // and returns it with the path of the binary it built, once built.
-func child(t *testing.T, tmp, mode string) (*exec.Cmd, string) {
+func child(t *testing.T, tmp, mode string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildBuilds$", "-test.count=1") //nolint:gosec // this test binary itself
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, "TMPDIR="+tmp)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode, "TMPDIR="+tmp), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +69,29 @@ func binFolders(t *testing.T, tmp string) []string {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// A test process that make test's runner started (BinariesEnv set) takes
+// the binary the runner built, without the go command.
+func TestBuildTakesTheRunnersBinary(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		return
+	}
+	t.Parallel()
+	runners := t.TempDir()
+	const script = "#!/bin/sh\necho hello from the runner\n"
+	if err := os.WriteFile(filepath.Join(runners, "hello"), []byte(script), 0o755); err != nil { //nolint:gosec // an executable
+		t.Fatal(err)
+	}
+	cmd, bin := child(t, t.TempDir(), "hang", BinariesEnv+"="+runners)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	got, err := os.ReadFile(bin) //nolint:gosec // the child's binary
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != script {
+		t.Errorf("Build gave the test process a binary of %d bytes, not the runner's script", len(got))
+	}
 }
 
 // TestTestProcessesLeaveNoBinariesBehind (issue 18, item 8: 37

@@ -8,7 +8,11 @@
 // it is, then runs each in its package's directory, as go test does, the
 // longest-running first (their last durations are kept beside them), and
 // prints go test's lines: `ok`, `FAIL` with the package's output, `?` for a
-// package without tests, and a last `FAIL` when any failed (exit 1).
+// package without tests, and a last `FAIL` when any failed (exit 1). The
+// module's commands are built once too, with go build -o, for the tests
+// that run them: cmdtest.Build takes them from there
+// (cmdtest.BinariesEnv) instead of asking the go command in each test
+// process.
 //
 //	go run ./internal/testkit/testrun [-race] [-p 2] [-parallel 4] [-run REGEXP] [packages]
 //
@@ -38,12 +42,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/engagement-scheduler/engagement/internal/testkit/cmdtest"
 )
 
 // pkg is a package of the patterns given, and its test binary.
 type pkg struct {
 	ImportPath string
 	Dir        string
+	Main       bool   // a command
 	Tests      bool   // it has _test.go files
 	bin        string // its test binary, once built
 }
@@ -114,6 +121,9 @@ func run(ctx context.Context, o options, patterns []string) (bool, error) {
 	if err := build(ctx, o, tested); err != nil {
 		return false, err
 	}
+	if err := buildCommands(ctx, o, pkgs); err != nil {
+		return false, err
+	}
 	durations := readDurations(o.binDir)
 	slices.SortStableFunc(tested, func(a, b *pkg) int { // the longest first; a new package counts as long
 		return cmp.Compare(durations.of(b.ImportPath), durations.of(a.ImportPath))
@@ -149,7 +159,7 @@ func run(ctx context.Context, o options, patterns []string) (bool, error) {
 
 // list is go list's view of patterns.
 func list(ctx context.Context, patterns []string) ([]*pkg, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-json=ImportPath,Dir,TestGoFiles,XTestGoFiles"}, patterns...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-json=ImportPath,Dir,Name,TestGoFiles,XTestGoFiles"}, patterns...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -158,13 +168,14 @@ func list(ctx context.Context, patterns []string) ([]*pkg, error) {
 	var pkgs []*pkg
 	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
 		var p struct {
-			ImportPath, Dir           string
+			ImportPath, Dir, Name     string
 			TestGoFiles, XTestGoFiles []string
 		}
 		if err := dec.Decode(&p); err != nil {
 			return nil, fmt.Errorf("go list: %w", err)
 		}
-		pkgs = append(pkgs, &pkg{ImportPath: p.ImportPath, Dir: p.Dir, Tests: len(p.TestGoFiles)+len(p.XTestGoFiles) > 0})
+		pkgs = append(pkgs, &pkg{ImportPath: p.ImportPath, Dir: p.Dir, Main: p.Name == "main",
+			Tests: len(p.TestGoFiles)+len(p.XTestGoFiles) > 0})
 	}
 	return pkgs, nil
 }
@@ -202,6 +213,32 @@ func build(ctx context.Context, o options, pkgs []*pkg) error {
 	return nil
 }
 
+// commandsDir is where buildCommands puts the module's commands.
+func commandsDir(o options) string { return filepath.Join(o.binDir, "commands") }
+
+// buildCommands builds the commands among pkgs into commandsDir with one
+// go build, for the tests that run them (cmdtest.Build, told by
+// cmdtest.BinariesEnv), as go build -o leaves an up-to-date binary as it
+// is.
+func buildCommands(ctx context.Context, o options, pkgs []*pkg) error {
+	args := []string{"build", "-o", commandsDir(o) + string(filepath.Separator)} // without -race, as go run built them
+	n := len(args)
+	for _, p := range pkgs {
+		if p.Main {
+			args = append(args, p.ImportPath)
+		}
+	}
+	if len(args) == n {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building the commands the tests run (go build): %w", err)
+	}
+	return nil
+}
+
 // test runs p's test binary in p's directory, as go test does, and returns
 // its output and how long it took.
 func test(ctx context.Context, o options, p *pkg) ([]byte, time.Duration, error) {
@@ -212,6 +249,7 @@ func test(ctx context.Context, o options, p *pkg) ([]byte, time.Duration, error)
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = p.Dir, &out, &out
+	cmd.Env = append(os.Environ(), cmdtest.BinariesEnv+"="+commandsDir(o))
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // its cleanups stop what it started
 	cmd.WaitDelay = 10 * time.Second
 	began := time.Now()

@@ -28,6 +28,9 @@ func TestTheRunnerLinksOnlyWhatChanged(t *testing.T) {
 		"good/good_test.go": "package good\n\nimport \"testing\"\n\nfunc TestTwo(t *testing.T) {\n\tif Two() != 2 {\n\t\tt.Fatal(Two())\n\t}\n}\n",
 		"bad/bad_test.go":   "package bad\n\nimport \"testing\"\n\nfunc TestBroken(t *testing.T) { t.Log(\"the reason\"); t.Fail() }\n",
 		"none/none.go":      "package none\n",
+		"tool/main.go":      "package main\n\nfunc main() {}\n",
+		"tool/tool_test.go": "package main\n\nimport (\n\t\"os\"\n\t\"path/filepath\"\n\t\"testing\"\n)\n\n" +
+			"func TestTheRunnerBuiltMe(t *testing.T) {\n\tif _, err := os.Stat(filepath.Join(os.Getenv(\"CMDTEST_BINARIES\"), \"tool\")); err != nil {\n\t\tt.Fatal(err)\n\t}\n}\n",
 	} {
 		path := filepath.Join(mod, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -79,6 +82,7 @@ func TestTheRunnerLinksOnlyWhatChanged(t *testing.T) {
 	for _, line := range []string{
 		`^\?   \texample\.com/m/none\t\[no test files\]$`,
 		`^ok  \texample\.com/m/good\t[0-9.]+s$`,
+		`^ok  \texample\.com/m/tool\t[0-9.]+s$`, // it found its binary where cmdtest.Build looks (cmdtest.BinariesEnv)
 		`^FAIL\texample\.com/m/bad\t[0-9.]+s$`,
 		`^FAIL$`,
 		`the reason`,
