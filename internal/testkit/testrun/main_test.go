@@ -47,8 +47,8 @@ func TestTheRunnerLinksOnlyWhatChanged(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if err != nil {
-			exit, ok := err.(*exec.ExitError)
-			if !ok {
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
 				t.Fatalf("testrun: %v", err)
 			}
 			code = exit.ExitCode()
