@@ -172,6 +172,63 @@ func TestMessagesHandedBackGiveTheirBudgetBack(t *testing.T) {
 	}
 }
 
+// A claim with ample room under a send budget locks its messages first and
+// counts its recipients onto the budget's row last (claim.sql), while a
+// hand-back, a recovery and the line's advance take the budget's lock
+// first, then their messages. A FOR UPDATE keeps the lock of a row it
+// passed over because the row changed under it (another worker's claim
+// committing), so a claim could hold a message a hand-back of its own
+// process then waited on: the two deadlocked, and queue-process exited 1
+// with "claim messages: claim: ERROR: deadlock detected" (issue 60's
+// suite run, the Railway files behind PgBouncer, 2026-11-30). A claim
+// must wait on the budget holding no message: here another connection
+// holds the budget's lock while the worker claims, then locks the
+// messages as a hand-back does.
+func TestAClaimWaitsOnTheBudgetHoldingNoMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := pgtest.NewPool(t)
+	bot, hook := newBudgetBot(t, true)
+	user := fixture.DueToRecipients(t, pool, 3, "budget-")
+	p, err := delivery.NewProcessor(pool, delivery.ProcessorConfig{
+		Transport: hook, SendInterval: -1, Workers: 1, ClaimBatch: 1, DailyLimit: 10_000, Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var sum delivery.ProcessSummary
+	go func() {
+		var err error
+		sum, err = p.Run(ctx)
+		done <- err
+	}()
+	<-bot.arrived // the first claim counted, its send in flight
+
+	handBack, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = handBack.Rollback(ctx) }()
+	fixture.LockBudget(t, handBack, "webhook")
+	close(bot.release) // the worker claims the next message, and waits on the budget
+	if _, ok := fixture.PollFor(time.Minute, func() (int, bool) { n := fixture.WaitingOnLocks(t, pool); return n, n > 0 }); !ok {
+		t.Fatal("the worker's next claim never waited on the budget")
+	}
+	for _, id := range fixture.MessageIDs(t, pool, fixture.Messages{Users: []string{user}}, 0) {
+		fixture.LockMessage(t, handBack, id)
+	}
+	if err := handBack.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the run failed: %v", err)
+	}
+	if sum.Sent != 3 || bot.requests.Load() != 3 {
+		t.Errorf("sent %d in %d requests, want the 3 messages sent once each", sum.Sent, bot.requests.Load())
+	}
+}
+
 // A message whose place in line falls inside the quiet hours, in its
 // user's time zone, waits for them to end: the budget never moves a
 // message into them. The window is full with a recipient claimed 22 hours

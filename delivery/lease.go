@@ -215,15 +215,22 @@ func (r *run) onServer(ctx context.Context, stmt func(ctx context.Context, conn 
 // caller releases them.
 func (r *run) claim(ctx context.Context) ([]claimed, int, error) {
 	args := r.claimArgs()
+	inOrder := false // under the budget's lock, whatever the room
 	for {
-		batch, moved, err := r.claimOnce(ctx, args)
-		if r.budget != nil && noRoom(err) {
+		batch, moved, err := r.claimOnce(ctx, args, inOrder)
+		switch {
+		case r.budget != nil && noRoom(err):
 			// Other claims took the room this one counted on: nothing was
 			// claimed, and claims take the budget's lock from now on.
 			r.budget.used.Store(int64(r.budget.limitNow()))
 			continue
-		}
-		if err != nil {
+		case r.budget != nil && !inOrder && budgetBusy(err):
+			// The budget's row stayed locked while the claim held its
+			// messages (claimWaitSQL): nothing was claimed, and this
+			// claim takes the budget's lock first, holding nothing.
+			inOrder = true
+			continue
+		case err != nil:
 			return nil, 0, fmt.Errorf("claim messages: %w", err)
 		}
 		return batch, moved, nil
@@ -266,11 +273,11 @@ func (r *run) claimArgs() claimArgs {
 
 // claimOnce runs the claim. Under a send budget with ample room, the claim
 // spends its slots itself (claim.sql's @spend_limit), side by side with
-// other claims; near the limit, it takes the budget's lock first and the
-// budget is applied to what it claimed in the same transaction
-// (budget_apply.sql), so that the last slots go in due order.
-func (r *run) claimOnce(ctx context.Context, args claimArgs) ([]claimed, int, error) {
-	inOrder := r.budget != nil && r.budget.tight(r.cfg.Workers*r.cfg.ClaimBatch)
+// other claims; near the limit, or inOrder, it takes the budget's lock
+// first and the budget is applied to what it claimed in the same
+// transaction (budget_apply.sql), so that the last slots go in due order.
+func (r *run) claimOnce(ctx context.Context, args claimArgs, inOrder bool) ([]claimed, int, error) {
+	inOrder = inOrder || r.budget != nil && r.budget.tight(r.cfg.Workers*r.cfg.ClaimBatch)
 	args.SpendLimit = nil
 	if r.budget != nil && !inOrder {
 		limit := r.budget.limitNow()
@@ -323,14 +330,39 @@ func (r *run) claimOnce(ctx context.Context, args claimArgs) ([]claimed, int, er
 // without bitmaps. set_config(…, true), not SET LOCAL: see lazyCommitSQL.
 const claimPlanSQL = `SELECT set_config('enable_bitmapscan', 'off', true)`
 
-// readClaim runs the claim (p.claimQuery) on db, after claimPlanSQL in the
-// same transaction (one round trip, pipelined), and reads its rows: the
+// claimWaitSQL is sent with a claim that spends its budget slots itself
+// (ample room, claim.sql's @spend_limit): it locks its messages first and
+// the budget's row last, where a hand-back, a recovery and the line's
+// advance take the budget's lock first and their messages after. A FOR
+// UPDATE keeps the lock of a row it passed over because the row changed
+// under it (another worker's claim committed), so such a claim can hold a
+// message one of those then waits on: waiting in turn on the budget, it
+// deadlocked, and queue-process exited 1. Under this lock_timeout, well
+// below PostgreSQL's deadlock_timeout (1 s by default), the claim gives up
+// first (SQLSTATE 55P03, budgetBusy), having claimed nothing, and claims
+// again under the budget's lock, holding no message while it waits.
+const claimWaitSQL = `SELECT set_config('lock_timeout', '200ms', true)`
+
+// budgetBusy reports a claim that gave up waiting on the budget's row
+// (claimWaitSQL), or that PostgreSQL chose to break a deadlock with (a
+// server whose deadlock_timeout is shorter than claimWaitSQL's wait).
+func budgetBusy(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+}
+
+// readClaim runs the claim (p.claimQuery) on db, after claimPlanSQL (and
+// claimWaitSQL when it spends its slots) in the same transaction (one round
+// trip, pipelined), and reads its rows: the
 // messages claimed, and how many it cancelled or deferred (counted in the
 // tally by reason).
 func (r *run) readClaim(ctx context.Context, db batcher, args claimArgs) ([]claimed, int, error) {
 	var rows []claimRow
 	b := &pgx.Batch{}
 	b.Queue(claimPlanSQL)
+	if args.SpendLimit != nil {
+		b.Queue(claimWaitSQL)
+	}
 	r.claimQuery.QueueAll(b, args, &rows)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, 0, err

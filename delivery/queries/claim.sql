@@ -72,7 +72,9 @@
 -- statement fails with SQLSTATE EB001 (engagement_send_budget_full),
 -- nothing claimed, and the processor claims again under the budget's lock
 -- (budget_apply.sql). The row of engagement_send_budgets is updated last,
--- so claims meet only from then to their commit.
+-- so claims meet only from then to their commit; the processor sends this
+-- claim under a short lock_timeout (claimWaitSQL), so that it never waits
+-- on the row long while holding messages a hand-back may want.
 --
 -- Under --daily-limit auto (@window_margin set: Meta's messaging limit),
 -- a message whose user's customer service window is open (their last
