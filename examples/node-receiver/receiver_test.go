@@ -83,48 +83,78 @@ func (r *nodeReceiver) logged() string {
 func startReceiver(t *testing.T, env ...string) *nodeReceiver {
 	t.Helper()
 	nodeReady(t)
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := launchReceiver(t, pgtest.NewEmptyDatabase(t), env...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	r := &nodeReceiver{url: fmt.Sprintf("http://127.0.0.1:%d/engagement", port),
-		sendLog: filepath.Join(dir, "sent"), replayed: filepath.Join(dir, "replayed")}
+	return r
+}
+
+// launchReceiver starts server.js on the bot's database at databaseURL and
+// waits until it listens, on the loopback port the kernel gives it (PORT=0:
+// a port picked by the test and bound later by the receiver could be taken
+// in between, by any of the suite's thousands of outgoing connections). A
+// receiver that exits first is an error with what it wrote; env adds to
+// its environment, and its PORT wins.
+func launchReceiver(t *testing.T, databaseURL string, env ...string) (*nodeReceiver, error) {
+	dir := t.TempDir()
+	r := &nodeReceiver{sendLog: filepath.Join(dir, "sent"), replayed: filepath.Join(dir, "replayed")}
 	cmd := exec.Command("node", "server.js")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.NewEmptyDatabase(t), "WEBHOOK_SECRET="+secret,
-		fmt.Sprintf("PORT=%d", port), "SEND_LOG="+r.sendLog, "REPLAY_LOG="+r.replayed)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "WEBHOOK_SECRET="+secret,
+		"PORT=0", "SEND_LOG="+r.sendLog, "REPLAY_LOG="+r.replayed)
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	listening := make(chan struct{})
+	listening := make(chan string, 1)
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			r.mu.Lock()
 			r.stderr = append(r.stderr, sc.Text())
 			r.mu.Unlock()
-			if strings.HasPrefix(sc.Text(), "listening on") {
-				close(listening)
+			if addr, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				listening <- addr
 			}
 		}
 	}()
 	select {
-	case <-listening:
+	case addr := <-listening:
+		r.url = "http://" + addr + "/engagement"
+		return r, nil
+	case <-ended:
+		return nil, fmt.Errorf("the receiver ended before it listened: %s", r.logged())
 	case <-time.After(time.Minute):
-		t.Fatal("the receiver did not start listening within a minute")
+		return nil, fmt.Errorf("the receiver did not start listening within a minute: %s", r.logged())
 	}
-	return r
+}
+
+// A receiver that cannot listen (its port taken, as a port picked for it
+// once was, by another connection of a busy suite: "did not start
+// listening within a minute", 2026-11-30) says why at once.
+func TestAReceiverThatCannotListenSaysWhy(t *testing.T) {
+	t.Parallel()
+	nodeReady(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	_, err = launchReceiver(t, "postgres://127.0.0.1:9/none", fmt.Sprintf("PORT=%d", port))
+	if err == nil || !strings.Contains(err.Error(), "EADDRINUSE") {
+		t.Fatalf("a receiver on a taken port: %v; want an error with EADDRINUSE", err)
+	}
 }
 
 func lines(t *testing.T, path string) []string {
