@@ -39,6 +39,12 @@ type Cluster struct {
 // (clusterTemplate) whose database is migrated.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return newCluster(t, freePort)
+}
+
+// newCluster is NewCluster on a port pick gives.
+func newCluster(t testing.TB, pick func() (int, error)) *Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	base, err := os.MkdirTemp(scratchRoot(), "pgtest-cluster-")
@@ -69,11 +75,7 @@ func NewCluster(t testing.TB) *Cluster {
 	if out, err := exec.CommandContext(ctx, "cp", "-a", tmpl, c.dir).CombinedOutput(); err != nil {
 		t.Fatalf("copy the clusters' template: %v: %s", err, out)
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, _, err := startThrowaway(ctx, c.dir, port, true)
+	srv, err := startOnFreePort(ctx, c.dir, true, pick)
 	if err != nil {
 		t.Fatalf("start a PostgreSQL cluster of the test's own: %v", err)
 	}
@@ -133,11 +135,7 @@ func clusterTemplate(ctx context.Context) (string, error) {
 // buildClusterTemplate initializes a cluster in dir, creates and migrates
 // its database, and stops it cleanly.
 func buildClusterTemplate(ctx context.Context, dir string) (err error) {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	srv, _, err := startThrowaway(ctx, dir, port, true)
+	srv, err := startOnFreePort(ctx, dir, true, freePort)
 	if err != nil {
 		return fmt.Errorf("start the clusters' template: %w", err)
 	}

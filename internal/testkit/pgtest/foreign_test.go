@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,5 +69,33 @@ func TestTheKitUsesNoForeignClusterOnItsPort(t *testing.T) {
 	// Its own, running, it takes as before.
 	if u, started, err := startThrowaway(ctx, foreign, port, false); err != nil || started || u != throwawayURL(port) {
 		t.Errorf("the cluster in its own directory: %s, started %v, %v; want it taken as it runs", u, started, err)
+	}
+}
+
+// A test's own cluster starts on a port the kernel called free a moment
+// before; on a busy machine another program, or the local end of one of
+// the suite's outgoing connections, can take it in between (as it took
+// the reference receiver's, 2026-11-30). Here the first port offered is
+// held by a listener: the cluster starts on the next one.
+func TestAClusterWhosePortIsTakenStartsOnAnother(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+	offered := 0
+	c := newCluster(t, func() (int, error) {
+		if offered++; offered == 1 {
+			return taken, nil
+		}
+		return freePort()
+	})
+	if offered != 2 || strings.Contains(c.URL, ":"+strconv.Itoa(taken)+"/") {
+		t.Fatalf("%d ports offered, the cluster at %s; want it on the second, not on %d", offered, redact(c.URL), taken)
+	}
+	if err := ping(t.Context(), c.URL); err != nil {
+		t.Fatalf("the cluster does not answer: %v", err)
 	}
 }

@@ -125,7 +125,7 @@ func startThrowaway(ctx context.Context, dir string, port int, streams bool) (db
 		// process), if it is the cluster in dir: a server of another
 		// checkout's (or a chroot's, or anyone's) may hold the port.
 		if err := checkOwn(ctx, dbURL, dir, port); err != nil {
-			return "", false, err
+			return "", false, portTaken{err}
 		}
 		return dbURL, false, nil
 	}
@@ -157,7 +157,12 @@ func startThrowaway(ctx context.Context, dir string, port int, streams bool) (db
 	}
 	_, err = runPG(ctx, owner, bins.pgCtl, "-D", dir, "-l", logPath, "-w", "-t", "120", "-o", "-p "+strconv.Itoa(port), "start")
 	if err != nil {
-		return "", false, fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, localsvc.Tail(logPath, 20), port)
+		tail := localsvc.Tail(logPath, 20)
+		err = fmt.Errorf("%w\nlast lines of %s:\n%s\n(is port %d taken by another program? set PGTEST_PORT)", err, logPath, tail, port)
+		if strings.Contains(tail, "Address already in use") {
+			err = portTaken{err}
+		}
+		return "", false, err
 	}
 	// What a stop may stop: this postmaster, by its pid and start time.
 	if err := localsvc.RecordProcess(startedFile(dir), postmasterPid(dir)); err != nil {
@@ -174,6 +179,33 @@ func startThrowaway(ctx context.Context, dir string, port int, streams bool) (db
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// portTaken is startThrowaway's error when another program holds the
+// port: a server that is not the cluster's answers on it, or the server
+// could not bind it.
+type portTaken struct{ error }
+
+func (e portTaken) Unwrap() error { return e.error }
+
+// startOnFreePort starts the cluster in dir (startThrowaway) on the
+// loopback port pick gives (freePort). A port taken between its choosing
+// and the server's binding it (by another test's server, or as the local
+// end of one of the suite's thousands of outgoing connections) is tried
+// again with another, three times in all.
+func startOnFreePort(ctx context.Context, dir string, streams bool, pick func() (int, error)) (string, error) {
+	var err error
+	for range 3 {
+		var port int
+		if port, err = pick(); err != nil {
+			return "", err
+		}
+		var srv string
+		if srv, _, err = startThrowaway(ctx, dir, port, streams); !errors.As(err, new(portTaken)) {
+			return srv, err
+		}
+	}
+	return "", err
 }
 
 // checkOwn returns an error unless the server answering dbURL on port is
